@@ -1,0 +1,1 @@
+"""Benchmarks, run by ``streamjoin bench NAME`` (never by the test suite)."""

@@ -1,0 +1,1 @@
+"""Runnable jobs and the ``streamjoin`` command line."""

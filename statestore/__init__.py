@@ -1,0 +1,37 @@
+"""Local state stores for streamjoin operators: ordered ``bytes -> bytes`` maps with versions.
+
+    from statestore import open_store
+    with open_store("rocksdb", "/path/to/p0") as store:
+        store.write(puts=[(b"k", b"v")], version=0)
+
+Backends: ``rocksdb`` (default, rocksdict), ``lmdb`` (py-lmdb), ``memory`` (tests, the model),
+or ``"package.module:Class"``. See :mod:`statestore.base` for the contract.
+"""
+
+from statestore.base import KeyValue, Store, StoreStats, prefix_end
+from statestore.errors import (
+    BackendNotFoundError,
+    StoreClosedError,
+    StoreCorruptError,
+    StoreError,
+    StoreLockedError,
+    StoreWriteError,
+)
+from statestore.registry import backend_names, destroy_store, open_store, register_backend
+
+__all__ = [
+    "BackendNotFoundError",
+    "KeyValue",
+    "Store",
+    "StoreClosedError",
+    "StoreCorruptError",
+    "StoreError",
+    "StoreLockedError",
+    "StoreStats",
+    "StoreWriteError",
+    "backend_names",
+    "destroy_store",
+    "open_store",
+    "prefix_end",
+    "register_backend",
+]

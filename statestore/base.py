@@ -1,0 +1,240 @@
+"""The store contract: an ordered map of bytes to bytes with an atomic, versioned write.
+
+A store holds one partition's state. Keys and values are ``bytes``; keys are ordered by their bytes
+(unsigned, lexicographic, a prefix before its extensions), so the order-preserving codecs of
+:mod:`statestore.codecs` make byte order equal value order.
+
+A backend subclasses :class:`Store` and supplies the primitives marked *required* below; the
+optional methods have defaults built from them, which a backend overrides where its library has a
+faster path (batched gets, bulk loading). The public methods guard against use after ``close()``
+and normalise arguments once, here, so backends stay thin.
+
+Process model: a store directory is held by one open handle at a time. Spark may run the same
+partition in a different Python worker process in the next micro-batch, so the runtime opens a
+store when a task starts and closes it when the task ends, and never caches an open handle across
+tasks. Opening a store that another live handle holds raises :class:`StoreLockedError` at once (or
+after ``lock_timeout`` seconds, if given); it never blocks indefinitely and never shares the files.
+"""
+
+from __future__ import annotations
+
+import shutil
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar, Iterable, Iterator, Sequence
+
+from statestore.errors import StoreClosedError, StoreError
+
+__all__ = ["Store", "StoreStats", "KeyValue", "prefix_end", "ascending"]
+
+KeyValue = tuple[bytes, bytes]
+
+#: How many entries the default bulk path hands to one atomic write.
+_LOAD_CHUNK = 65536
+
+
+@dataclass(frozen=True)
+class StoreStats:
+    """Size of a store's contents; backends may estimate (``exact`` says which)."""
+
+    entries: int
+    bytes: int
+    exact: bool
+
+
+def prefix_end(prefix: bytes) -> bytes | None:
+    """The smallest key greater than every key that starts with ``prefix`` (None: no such key)."""
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        return None
+    return stripped[:-1] + bytes([stripped[-1] + 1])
+
+
+class Store(ABC):
+    """One partition's local state: an ordered ``bytes -> bytes`` map plus a version marker.
+
+    ``write`` is the only mutation and is atomic: its puts, deletes, range deletes and version
+    marker are all applied, or (when it raises) none of them. Within one write, range deletes apply
+    first, then deletes, then puts, so a key both deleted and put ends up put.
+    """
+
+    #: The name the registry knows this backend by.
+    kind: ClassVar[str] = "abstract"
+
+    def __init__(self, path: str) -> None:
+        self.path = str(path)
+        self._closed = False
+
+    # -- required primitives -------------------------------------------------------------------
+
+    @abstractmethod
+    def _get(self, key: bytes) -> bytes | None:
+        """The value of ``key``, or None."""
+
+    @abstractmethod
+    def _scan(self, start: bytes | None, end: bytes | None, reverse: bool) -> Iterator[KeyValue]:
+        """Entries with ``start <= key < end`` (None: unbounded) in key order, or reversed."""
+
+    @abstractmethod
+    def _write(
+        self,
+        puts: Sequence[KeyValue],
+        deletes: Sequence[bytes],
+        delete_ranges: Sequence[tuple[bytes, bytes]],
+        version: int | None,
+    ) -> None:
+        """Apply everything atomically; ``version`` None leaves the marker unchanged."""
+
+    @abstractmethod
+    def _version(self) -> int | None:
+        """The version marker of the last write that set one, or None."""
+
+    @abstractmethod
+    def _close(self) -> None:
+        """Release files, handles and locks. Called at most once."""
+
+    # -- optional primitives: defaults built from the required ones -----------------------------
+
+    def _multi_get(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        return [self._get(k) for k in keys]
+
+    def _load_sorted(self, items: Iterable[KeyValue], version: int | None) -> int:
+        """Bulk-load items into an empty store; return how many were loaded.
+
+        Overrides must raise :class:`StoreError` when keys are not strictly ascending (their
+        library's sorted loaders check this anyway, so the check costs nothing extra there).
+        """
+        count = 0
+        chunk: list[KeyValue] = []
+        for item in ascending(items, self.path):
+            chunk.append(item)
+            if len(chunk) >= _LOAD_CHUNK:
+                self._write(chunk, (), (), None)
+                count += len(chunk)
+                chunk = []
+        self._write(chunk, (), (), version)
+        return count + len(chunk)
+
+    def _stats(self) -> StoreStats:
+        entries = size = 0
+        for key, value in self._scan(None, None, False):
+            entries += 1
+            size += len(key) + len(value)
+        return StoreStats(entries, size, exact=True)
+
+    # -- the public interface ------------------------------------------------------------------
+
+    def get(self, key: bytes) -> bytes | None:
+        """The value stored under ``key``, or None when there is none."""
+        self._check_open()
+        return self._get(key)
+
+    def multi_get(self, keys: Iterable[bytes]) -> list[bytes | None]:
+        """Values for ``keys``, in the same order, None where a key is absent."""
+        self._check_open()
+        return self._multi_get(keys if isinstance(keys, (list, tuple)) else list(keys))
+
+    def scan(
+        self, start: bytes | None = None, end: bytes | None = None, reverse: bool = False
+    ) -> Iterator[KeyValue]:
+        """Entries with ``start <= key < end`` in ascending key order (descending if ``reverse``).
+
+        The iterator reads a consistent view only until the next ``write``; do not write while
+        iterating.
+        """
+        self._check_open()
+        if start is not None and end is not None and start >= end:
+            return iter(())
+        return self._scan(start, end, reverse)
+
+    def scan_prefix(self, prefix: bytes, reverse: bool = False) -> Iterator[KeyValue]:
+        """Entries whose key starts with ``prefix``, in key order."""
+        return self.scan(prefix or None, prefix_end(prefix) if prefix else None, reverse)
+
+    def write(
+        self,
+        puts: Iterable[KeyValue] = (),
+        deletes: Iterable[bytes] = (),
+        delete_ranges: Iterable[tuple[bytes, bytes]] = (),
+        version: int | None = None,
+    ) -> None:
+        """Apply puts, deletes and ``[start, end)`` range deletes atomically, then set the version.
+
+        Range deletes apply first, then deletes, then puts. With ``version`` None the marker is
+        left as it was. Raises :class:`StoreWriteError` (nothing applied) when the write fails.
+        """
+        self._check_open()
+        if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
+            raise TypeError(f"version must be an int or None, not {type(version).__name__}")
+        self._write(_as_list(puts), _as_list(deletes), _as_list(delete_ranges), version)
+
+    def load_sorted(self, items: Iterable[KeyValue], version: int | None = None) -> int:
+        """Bulk-load ``items`` (strictly ascending keys) into this empty store; return the count.
+
+        This is the restore path: backends override it with their fastest loader (SST ingestion,
+        sorted append). Raises :class:`StoreError` if the store is not empty or keys are not
+        strictly ascending.
+        """
+        self._check_open()
+        if next(iter(self._scan(None, None, False)), None) is not None:
+            raise StoreError(
+                f"load_sorted needs an empty store, but {self.path} has entries; "
+                "remove the store first (destroy_store) and open it again"
+            )
+        return self._load_sorted(items, version)
+
+    @property
+    def version(self) -> int | None:
+        """The last committed version marker, or None if no write has set one."""
+        self._check_open()
+        return self._version()
+
+    def stats(self) -> StoreStats:
+        """Entries and bytes held (an estimate where ``exact`` is False)."""
+        self._check_open()
+        return self._stats()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Release the store; further use raises :class:`StoreClosedError`. Idempotent."""
+        if not self._closed:
+            self._closed = True
+            self._close()
+
+    @classmethod
+    def destroy(cls, path: str) -> None:
+        """Remove the store's files at ``path`` (it must not be open). Missing paths are fine."""
+        shutil.rmtree(path, ignore_errors=True)
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"open_store({self.kind!r}, {self.path!r})"
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(f"{self!r} is closed; open it again with open_store")
+
+
+def _as_list(items: Iterable) -> Sequence:
+    return items if isinstance(items, (list, tuple)) else list(items)
+
+
+def ascending(items: Iterable[KeyValue], path: str) -> Iterator[KeyValue]:
+    """Pass ``items`` through, raising :class:`StoreError` at the first key not above the last."""
+    previous: bytes | None = None
+    for key, value in items:
+        if previous is not None and key <= previous:
+            raise StoreError(
+                f"load_sorted into {path}: keys must be strictly ascending, "
+                f"but {key!r} follows {previous!r}"
+            )
+        previous = key
+        yield key, value

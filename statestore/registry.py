@@ -1,0 +1,86 @@
+"""Names and import paths of store backends: how ``open_store`` finds one.
+
+Built-in kinds are ``"rocksdb"`` (the default), ``"lmdb"`` and ``"memory"``; their modules are
+imported only when first used. A user's backend plugs in by ``register_backend(name, factory)`` or
+by passing ``"package.module:Class"`` as the kind. A factory is called as ``factory(path,
+**options)`` and must return a :class:`statestore.base.Store`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Any, Callable
+
+from statestore.base import Store
+from statestore.errors import BackendNotFoundError
+
+__all__ = ["open_store", "register_backend", "destroy_store", "backend_names", "resolve_backend"]
+
+StoreFactory = Callable[..., Store]
+
+_BUILTIN = {
+    "rocksdb": "statestore.rocksdb:RocksDBStore",
+    "lmdb": "statestore.lmdb:LMDBStore",
+    "memory": "statestore.memory:MemoryStore",
+}
+_REGISTERED: dict[str, StoreFactory] = {}
+
+DEFAULT_KIND = "rocksdb"
+
+
+def register_backend(name: str, factory: StoreFactory) -> None:
+    """Make ``open_store(name, ...)`` call ``factory(path, **options)``. Replaces an earlier one."""
+    if not name or ":" in name:
+        raise ValueError(f"backend name {name!r} must be non-empty and contain no ':'")
+    _REGISTERED[name] = factory
+
+
+def backend_names() -> list[str]:
+    """Kinds that ``open_store`` knows by name (built-in and registered)."""
+    return sorted(set(_BUILTIN) | set(_REGISTERED))
+
+
+def resolve_backend(kind: str) -> StoreFactory:
+    """The factory for ``kind``: a registered name, a built-in name, or ``package.module:Class``."""
+    if kind in _REGISTERED:
+        return _REGISTERED[kind]
+    target = _BUILTIN.get(kind, kind)
+    if ":" not in target:
+        raise BackendNotFoundError(
+            f"unknown store kind {kind!r}; use one of {backend_names()}, "
+            "or 'package.module:Class' for your own backend"
+        )
+    module_name, _, attr = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise BackendNotFoundError(f"store kind {kind!r}: cannot import {module_name!r} ({exc})") from exc
+    try:
+        return getattr(module, attr)
+    except AttributeError as exc:
+        raise BackendNotFoundError(f"store kind {kind!r}: {module_name} has no {attr!r}") from exc
+
+
+def open_store(kind: str = DEFAULT_KIND, path: str | os.PathLike[str] = "", **options: Any) -> Store:
+    """Open (creating if needed) the store of ``kind`` at ``path``.
+
+    Raises :class:`BackendNotFoundError` for an unknown kind, :class:`StoreLockedError` when another
+    handle holds the path, :class:`StoreCorruptError` when the path holds something unreadable.
+    """
+    if not path:
+        raise ValueError("open_store needs a path (a directory for disk backends, a name for memory)")
+    factory = resolve_backend(kind)
+    store = factory(os.fspath(path), **options)
+    if not isinstance(store, Store):
+        raise BackendNotFoundError(
+            f"store kind {kind!r} returned {type(store).__name__}, not a statestore.Store subclass"
+        )
+    return store
+
+
+def destroy_store(kind: str, path: str | os.PathLike[str]) -> None:
+    """Remove the files of the store of ``kind`` at ``path`` (it must be closed)."""
+    factory = resolve_backend(kind)
+    destroy = getattr(factory, "destroy", None) or Store.destroy
+    destroy(os.fspath(path))

@@ -1,0 +1,21 @@
+"""Shared test set-up: Hypothesis profiles.
+
+Profiles: ``ci`` (bounded; the default when CI=true), ``dev`` (the default), ``thorough`` (many
+examples, for a local soak: ``HYPOTHESIS_PROFILE=thorough scripts/test``).
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True
+)
+settings.register_profile("dev", max_examples=150, deadline=None)
+settings.register_profile(
+    "thorough", max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+_default = "ci" if os.environ.get("CI", "").lower() in ("1", "true", "yes") else "dev"
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", _default))
