@@ -1,0 +1,105 @@
+"""The engine-free operator contract: one partition, one version, a whole batch at a time.
+
+An operator is a pure function of (its state as of version ``v-1``, the rows of version ``v`` for
+each input, the global event-time progress before ``v``) to (output rows, rows set aside, the state
+changes of version ``v``, metrics). It reads its state through a :class:`statestore.Store` and never
+writes it: it returns the writes, and the runtime commits them with the version (changelog first,
+then the local store). It never reads the wall clock and never uses randomness, so executing a
+version again from the same state gives the same result, and its output must not depend on the
+order of rows inside a batch.
+
+Time is microseconds since the epoch (``int``). ``max_times[i]`` is the largest event time among
+input ``i``'s rows in all versions before this one, across all partitions (None before the first
+row): the operator derives its watermarks from it (SPEC §3). ``final`` marks the end of a batch
+(non-streaming) run: after this version's rows, the watermark is +infinity.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import pyarrow as pa
+
+from statestore.base import KeyValue, Store
+
+__all__ = ["InputSpec", "StepInput", "StepResult", "Operator", "REASON_COLUMN", "NEG_INF", "POS_INF"]
+
+#: Column added to rows set aside (late rows, dead letters): why the row was not processed.
+REASON_COLUMN = "_reason"
+
+#: Watermark bounds, as microseconds (the int64 range).
+NEG_INF = -(1 << 63)
+POS_INF = (1 << 63) - 1
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One input of an operator.
+
+    ``key`` columns route rows to partitions (rows with equal keys meet in one partition);
+    ``time`` is the event-time column whose maximum drives the watermark (None: no event time).
+    """
+
+    name: str
+    schema: pa.Schema
+    key: tuple[str, ...]
+    time: str | None
+
+
+@dataclass(frozen=True)
+class StepInput:
+    """What one partition receives for one version."""
+
+    version: int
+    partition: int
+    rows: tuple[pa.Table, ...]
+    max_times: tuple[int | None, ...]
+    final: bool = False
+
+
+@dataclass
+class StepResult:
+    """What one partition produces for one version.
+
+    ``set_aside[i]`` holds input ``i``'s rows that were not processed, in that input's schema plus
+    a string column :data:`REASON_COLUMN` (``"late"``, ``"null event time"``, ...). Nothing an
+    operator does not process may go anywhere else.
+    """
+
+    output: pa.Table
+    set_aside: tuple[pa.Table, ...]
+    puts: Sequence[KeyValue] = ()
+    deletes: Sequence[bytes] = ()
+    delete_ranges: Sequence[tuple[bytes, bytes]] = ()
+    metrics: Mapping[str, int] = field(default_factory=dict)
+
+
+class Operator(ABC):
+    """A partitioned, stateful operator with a fixed output schema.
+
+    ``definition()`` is JSON-serialisable and identifies what the operator computes (kind, columns,
+    bounds, mode...): a checkpoint written by one definition is refused by another.
+    """
+
+    #: short name of the operator kind, e.g. ``"interval_join"``
+    kind: str = "operator"
+
+    @property
+    @abstractmethod
+    def inputs(self) -> tuple[InputSpec, ...]:
+        """The operator's inputs, in the order ``StepInput.rows`` carries them."""
+
+    @property
+    @abstractmethod
+    def output_schema(self) -> pa.Schema:
+        """The schema of ``StepResult.output``."""
+
+    @abstractmethod
+    def definition(self) -> dict[str, Any]:
+        """A JSON-serialisable description of what this operator computes."""
+
+    @abstractmethod
+    def step(self, state: Store, batch: StepInput) -> StepResult:
+        """Process one version's rows against ``state`` (as of ``batch.version - 1``)."""

@@ -1,0 +1,173 @@
+"""Running one partition of an operator for one version: the engine-free half of the runtime.
+
+``run_partition`` is what a Spark task does (the Spark layer only gathers the rows and hands back
+the output), and what the in-process runner of the tests does, so both execute the same code:
+
+1. refuse a checkpoint of another query;
+2. compute the global event-time progress before version ``v`` from every partition's progress
+   record (so the watermark is the same on every partition and on every re-execution);
+3. open the partition's local store at the last committed version before ``v``: reused, rolled
+   forward or back, or rebuilt from the changelog;
+4. run the operator on the rows;
+5. commit version ``v``: the changelog delta first, then the local store with its version marker;
+   write a snapshot every ``snapshot_every`` versions;
+6. write the rows set aside, this partition's progress record and its metrics.
+
+A task that fails anywhere before step 5 leaves the state at ``v-1``; one that fails after it left
+version ``v`` committed, and executing ``v`` again first returns the store to ``v-1``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from changelog import Changelog, open_logged_store, snapshot_from_store
+from joins.checkpoint import Checkpoint
+from joins.operator import Operator, StepInput
+
+__all__ = ["StateConfig", "TaskInfo", "run_partition", "global_max_times", "default_local_dir"]
+
+
+def default_local_dir() -> str:
+    """Where local stores live unless configured: under the system's temporary directory."""
+    return os.path.join(tempfile.gettempdir(), "streamjoin-state")
+
+
+@dataclass(frozen=True)
+class StateConfig:
+    """Where and how partitions keep state."""
+
+    store: str = "rocksdb"
+    store_options: Mapping[str, Any] = field(default_factory=dict)
+    local_dir: str = field(default_factory=default_local_dir)
+    snapshot_every: int = 10
+    retain_versions: int = 10
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """Which version and partition a task runs, and in which query."""
+
+    version: int
+    partition: int
+    partitions: int
+    attempt: int = 0
+    final: bool = False
+    query_id: str | None = None
+
+
+def local_store_path(config: StateConfig, checkpoint: Checkpoint, partition: int) -> str:
+    """The partition's local store directory, unique to the checkpoint it belongs to."""
+    digest = hashlib.sha256(checkpoint.uri.encode()).hexdigest()[:16]
+    return os.path.join(config.local_dir, digest, f"p={partition}")
+
+
+def global_max_times(
+    checkpoint: Checkpoint, partitions: int, version: int, n_inputs: int
+) -> tuple[int | None, ...]:
+    """Largest event time per input over all partitions' rows in versions before ``version``."""
+    result: list[int | None] = [None] * n_inputs
+    for partition in range(partitions):
+        record = checkpoint.read_progress(partition, before=version)
+        if record is not None:
+            result = [_max(a, b) for a, b in zip(result, record)]
+    return tuple(result)
+
+
+def run_partition(
+    operator: Operator,
+    checkpoint: Checkpoint,
+    config: StateConfig,
+    task: TaskInfo,
+    rows: tuple[pa.Table, ...],
+) -> tuple[pa.Table, dict[str, Any]]:
+    """Run ``operator`` on one partition's rows of one version; return its output and metrics."""
+    checkpoint.check_query(task.query_id)
+    n_inputs = len(operator.inputs)
+    max_times = (None,) * n_inputs if task.final else global_max_times(
+        checkpoint, task.partitions, task.version, n_inputs
+    )
+    log = Changelog(checkpoint.changelog_uri(task.partition), retain_versions=config.retain_versions)
+    previous = [v for v in log.versions() if v < task.version]
+    target = max(previous) if previous else None
+    started = time.perf_counter()
+    store, opened = open_logged_store(
+        config.store, local_store_path(config, checkpoint, task.partition), log, target,
+        **dict(config.store_options),
+    )
+    open_seconds = time.perf_counter() - started
+    try:
+        result = operator.step(store, StepInput(task.version, task.partition, rows, max_times, task.final))
+        store.write(result.puts, result.deletes, result.delete_ranges, version=task.version)
+        if target is None or task.version - _last_snapshot(log, task.version) >= config.snapshot_every:
+            snapshot_from_store(log, store, task.version)
+        stats = store.stats()
+    finally:
+        store.close()
+    metrics = _metrics(operator, task, rows, result, opened, open_seconds, stats)
+    _write_records(operator, checkpoint, task, rows, result, metrics)
+    return result.output, metrics
+
+
+def _write_records(operator, checkpoint, task, rows, result, metrics) -> None:
+    for spec, aside in zip(operator.inputs, result.set_aside):
+        if aside.num_rows:
+            checkpoint.write_set_aside(spec.name, task.version, task.partition, aside)
+    if not task.final:
+        before = checkpoint.read_progress(task.partition, before=task.version) or (None,) * len(rows)
+        now = tuple(
+            _max(old, _max_time(table, spec.time)) for old, table, spec in zip(before, rows, operator.inputs)
+        )
+        checkpoint.write_progress(task.partition, task.version, now)
+        checkpoint.prune_progress(task.partition, keep_from=task.version - 2)
+    checkpoint.write_metrics(task.version, task.partition, metrics)
+
+
+def _metrics(operator, task, rows, result, opened, open_seconds, stats) -> dict[str, Any]:
+    metrics: dict[str, Any] = {
+        "version": task.version,
+        "partition": task.partition,
+        "attempt": task.attempt,
+        "output_rows": result.output.num_rows,
+        "state_rows": stats.entries,
+        "state_bytes": stats.bytes,
+        "state_open": opened.how,
+        "state_open_seconds": round(open_seconds, 6),
+        "entries_restored": opened.entries_restored,
+    }
+    for spec, table, aside in zip(operator.inputs, rows, result.set_aside):
+        metrics[f"input_rows_{spec.name}"] = table.num_rows
+        metrics[f"set_aside_rows_{spec.name}"] = aside.num_rows
+    metrics.update(result.metrics)
+    return metrics
+
+
+def _last_snapshot(log: Changelog, before: int) -> int:
+    snapshots = [v for v in log.snapshot_versions() if v < before]
+    return max(snapshots) if snapshots else -1
+
+
+def _max_time(table: pa.Table, column: str | None) -> int | None:
+    if column is None or table.num_rows == 0:
+        return None
+    values = table.column(column)
+    if pa.types.is_timestamp(values.type):
+        values = values.cast(pa.timestamp("us")).cast(pa.int64())
+    result = pc.max(values).as_py()
+    return None if result is None else int(result)
+
+
+def _max(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a if a >= b else b
