@@ -43,13 +43,16 @@ def default_local_dir() -> str:
 
 @dataclass(frozen=True)
 class StateConfig:
-    """Where and how partitions keep state."""
+    """Where and how partitions keep state (``local_dir`` None: :func:`default_local_dir`)."""
 
     store: str = "rocksdb"
     store_options: Mapping[str, Any] = field(default_factory=dict)
-    local_dir: str = field(default_factory=default_local_dir)
+    local_dir: str | None = None
     snapshot_every: int = 10
     retain_versions: int = 10
+    #: Testing only: a path prefix; a task finding ``<prefix>.<point>.v<version>.p<partition>``
+    #: deletes it and fails, once (points: ``before-commit``, ``after-commit``).
+    fail_once: str | None = None
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,7 @@ class TaskInfo:
 def local_store_path(config: StateConfig, checkpoint: Checkpoint, partition: int) -> str:
     """The partition's local store directory, unique to the checkpoint it belongs to."""
     digest = hashlib.sha256(checkpoint.uri.encode()).hexdigest()[:16]
-    return os.path.join(config.local_dir, digest, f"p={partition}")
+    return os.path.join(config.local_dir or default_local_dir(), digest, f"p={partition}")
 
 
 def global_max_times(
@@ -106,6 +109,7 @@ def run_partition(
     open_seconds = time.perf_counter() - started
     try:
         result = operator.step(store, StepInput(task.version, task.partition, rows, max_times, task.final))
+        _maybe_fail_once(config, task, "before-commit")
         store.write(result.puts, result.deletes, result.delete_ranges, version=task.version)
         if target is None or task.version - _last_snapshot(log, task.version) >= config.snapshot_every:
             snapshot_from_store(log, store, task.version)
@@ -114,7 +118,17 @@ def run_partition(
         store.close()
     metrics = _metrics(operator, task, rows, result, opened, open_seconds, stats)
     _write_records(operator, checkpoint, task, rows, result, metrics)
+    _maybe_fail_once(config, task, "after-commit")
     return result.output, metrics
+
+
+def _maybe_fail_once(config: StateConfig, task: TaskInfo, point: str) -> None:
+    if config.fail_once is None:
+        return
+    path = f"{config.fail_once}.{point}.v{task.version}.p{task.partition}"
+    if os.path.exists(path):
+        os.remove(path)
+        raise RuntimeError(f"streamjoin test hook: injected failure ({path})")
 
 
 def _write_records(operator, checkpoint, task, rows, result, metrics) -> None:

@@ -1,0 +1,171 @@
+"""Running an engine-free operator inside a Spark query: one ``mapInArrow`` after one shuffle.
+
+The inputs are unioned into one DataFrame whose rows carry an input tag, the join key (cast to one
+type per key column, so equal keys hash equally whichever input they come from) and the input's
+columns as one struct. ``repartition(partitions, key...)`` sends equal keys to one partition;
+``mapInArrow`` then runs :func:`joins.runtime.run_partition` on each partition's rows. The task
+reads the micro-batch id from the task's local property ``streaming.sql.batchId`` (the version),
+its partition id, its attempt number and the streaming query's id. A batch (non-streaming) input
+runs as version 0 with a final watermark of +infinity.
+
+No Python runs on the driver per batch: the global watermark comes from the progress records that
+every partition writes to the checkpoint when it commits a version (see ``docs/runtime.md``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from dataclasses import replace
+from typing import Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark import TaskContext
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
+from joins.checkpoint import Checkpoint
+from joins.errors import JoinDefinitionError
+from joins.operator import Operator
+from joins.runtime import StateConfig, TaskInfo, run_partition
+
+__all__ = ["run_operator", "arrow_schema", "INPUT_TAG"]
+
+log = logging.getLogger("streamjoin")
+
+INPUT_TAG = "_sj_input"
+_KEY = "_sj_k{}"
+_ROW = "_sj_row{}"
+
+
+def arrow_schema(df: DataFrame) -> pa.Schema:
+    """The Arrow schema an operator sees for ``df``'s rows (timestamps in UTC microseconds)."""
+    return to_arrow_schema(df.schema, timezone="UTC")
+
+
+def run_operator(
+    inputs: Sequence[DataFrame],
+    operator: Operator,
+    *,
+    checkpoint: str | None,
+    partitions: int | None = None,
+    state: StateConfig | None = None,
+) -> DataFrame:
+    """A DataFrame of ``operator``'s output over ``inputs`` (streaming or batch DataFrames).
+
+    ``checkpoint`` is required when any input is streaming; it is bound to the operator's
+    definition and partition count here, before the query starts. ``partitions`` defaults to the
+    session's ``spark.sql.shuffle.partitions``.
+    """
+    if len(inputs) != len(operator.inputs):
+        raise JoinDefinitionError(f"{operator.kind} takes {len(operator.inputs)} inputs, got {len(inputs)}")
+    spark = inputs[0].sparkSession
+    streaming = any(df.isStreaming for df in inputs)
+    if partitions is None:
+        partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    if partitions < 1:
+        raise JoinDefinitionError(f"partitions must be at least 1, got {partitions}")
+    if checkpoint is None:
+        if streaming:
+            raise JoinDefinitionError(
+                f"{operator.kind} on a streaming DataFrame needs checkpoint=... : a durable location "
+                "(a path or any pyarrow.fs URI) for its state changelogs, one per join"
+            )
+        checkpoint = tempfile.mkdtemp(prefix="streamjoin-batch-")
+    Checkpoint(checkpoint).bind(operator.definition(), partitions)
+    state = state or StateConfig()
+    combined = _union_inputs(inputs, operator)
+    keys = [c for c in combined.columns if c.startswith("_sj_k")]
+    shuffled = combined.repartition(partitions, *keys)
+    task = _PartitionTask(operator, checkpoint, partitions, state, final=not streaming)
+    return shuffled.mapInArrow(task, from_arrow_schema(operator.output_schema, prefer_timestamp_ntz=True))
+
+
+def _union_inputs(inputs: Sequence[DataFrame], operator: Operator) -> DataFrame:
+    """One DataFrame: input tag, common-typed key columns, and each input's row as a struct."""
+    key_types = _common_key_types(inputs, operator)
+    parts = []
+    for i, (df, spec) in enumerate(zip(inputs, operator.inputs)):
+        columns = [F.lit(i).cast("byte").alias(INPUT_TAG)]
+        columns += [F.col(k).cast(t).alias(_KEY.format(j)) for j, (k, t) in enumerate(zip(spec.key, key_types))]
+        columns.append(F.struct(*[F.col(f"`{name}`") for name in spec.schema.names]).alias(_ROW.format(i)))
+        parts.append(df.select(*columns))
+    combined = parts[0]
+    for part in parts[1:]:
+        combined = combined.unionByName(part, allowMissingColumns=True)
+    return combined
+
+
+def _common_key_types(inputs: Sequence[DataFrame], operator: Operator) -> list[str]:
+    widths = {len(spec.key) for spec in operator.inputs}
+    if len(widths) != 1:
+        raise JoinDefinitionError(f"every input of {operator.kind} needs the same number of key columns")
+    types = []
+    for j in range(widths.pop()):
+        found = {df.schema[spec.key[j]].dataType.simpleString() for df, spec in zip(inputs, operator.inputs)}
+        if len(found) == 1:
+            types.append(found.pop())
+        elif found <= {"tinyint", "smallint", "int", "bigint"}:
+            types.append("bigint")
+        else:
+            names = [spec.key[j] for spec in operator.inputs]
+            raise JoinDefinitionError(f"key columns {names} have different types {sorted(found)}; cast them to one type")
+    return types
+
+
+class _PartitionTask:
+    """The function ``mapInArrow`` runs: picklable, holding only the operator and the settings."""
+
+    def __init__(self, operator: Operator, checkpoint: str, partitions: int, state: StateConfig, final: bool):
+        self.operator = operator
+        self.checkpoint = checkpoint
+        self.partitions = partitions
+        self.state = state
+        self.final = final
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        ctx = TaskContext.get()
+        batch_id = ctx.getLocalProperty("streaming.sql.batchId")
+        task = TaskInfo(
+            version=int(batch_id) if batch_id is not None else 0,
+            partition=ctx.partitionId(),
+            partitions=self.partitions,
+            attempt=ctx.attemptNumber(),
+            final=self.final or batch_id is None,
+            query_id=ctx.getLocalProperty("sql.streaming.queryId"),
+        )
+        rows = _split_inputs(list(batches), self.operator)
+        state = self.state if self.state.local_dir else replace(self.state, local_dir=spark_local_state_dir())
+        output, metrics = run_partition(self.operator, Checkpoint(self.checkpoint), state, task, rows)
+        log.info("streamjoin %s version %d partition %d: %s", self.operator.kind, task.version, task.partition, metrics)
+        yield from output.cast(self.operator.output_schema).to_batches()
+
+
+def _split_inputs(batches: list[pa.RecordBatch], operator: Operator) -> tuple[pa.Table, ...]:
+    """Each input's rows as a table of that input's schema."""
+    if not batches:
+        return tuple(spec.schema.empty_table() for spec in operator.inputs)
+    table = pa.Table.from_batches(batches)
+    tags = table.column(INPUT_TAG)
+    out = []
+    for i, spec in enumerate(operator.inputs):
+        column = table.filter(pc.equal(tags, i)).column(_ROW.format(i)).combine_chunks()
+        if isinstance(column, pa.ChunkedArray):
+            column = pa.concat_arrays(column.chunks) if column.num_chunks else pa.array([], column.type)
+        rows = pa.Table.from_batches([pa.RecordBatch.from_struct_array(column)]) if len(column) else spec.schema.empty_table()
+        out.append(rows.cast(spec.schema))
+    return tuple(out)
+
+
+def spark_local_state_dir() -> str:
+    """Local stores' root on this executor: under Spark's local directory, else the temp dir."""
+    dirs = [d for d in os.environ.get("SPARK_LOCAL_DIRS", "").split(",") if d]
+    if not dirs:
+        return os.path.join(tempfile.gettempdir(), "streamjoin-state")
+    root = dirs[0]
+    if os.path.basename(root).startswith("blockmgr-"):
+        root = os.path.dirname(root)  # local mode points at the application's block manager
+    return os.path.join(root, "streamjoin-state")
