@@ -1,0 +1,287 @@
+"""The RocksDB backend, through rocksdict in raw-bytes mode.
+
+Layout: the data lives in the default column family; the version marker lives under one key of a
+second column family, ``meta``. A write is one ``WriteBatch`` spanning both families, and RocksDB
+applies a batch atomically across families (the write-ahead log records it as one entry), so data
+and marker never disagree, even after a crash. Keeping the marker out of the data family leaves
+the whole key space to the caller.
+
+Process model: the directory is owned by one handle at a time, through our ``flock``
+(:mod:`statestore.locking`) and RocksDB's own ``LOCK`` file. Spark may run a partition in a
+different Python worker next micro-batch, so the runtime opens the store when a task starts and
+closes it when the task ends; an open that finds the store held raises
+:class:`StoreLockedError` at once (or after ``lock_timeout`` seconds), never blocks or shares it.
+The kernel drops both locks when a holder dies. Note that an unfinished ``scan`` iterator keeps
+the underlying database alive after ``close()`` (rocksdict's reference counting), so finish or drop
+iterators before closing.
+
+Durability: writes go to the write-ahead log without an fsync (``sync=True`` adds one). A crash of
+the process loses nothing; a crash of the machine may lose the latest writes, but RocksDB recovers
+to a consistent earlier write, whose version marker says which one; the changelog replays the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections import deque
+from itertools import starmap, takewhile
+from typing import Iterable, Iterator, Sequence
+
+from rocksdict import (
+    IngestExternalFileOptions,
+    Options,
+    Rdict,
+    ReadOptions,
+    SstFileWriter,
+    WriteBatch,
+    WriteOptions,
+)
+
+from statestore.base import KeyValue, Store, StoreStats
+from statestore.codecs import decode_int, encode_int
+from statestore.errors import StoreCorruptError, StoreError, StoreLockedError, StoreWriteError
+from statestore.locking import (
+    DirectoryLock,
+    corrupt_message,
+    held_message,
+    prepare_directory,
+    remove_directory,
+    retry_locked,
+)
+
+__all__ = ["RocksDBStore"]
+
+_META = "meta"
+_VERSION_KEY = b"version"
+#: Files every RocksDB database directory has; a non-empty directory without one is not ours.
+_MARKERS = ("CURRENT", "IDENTITY")
+#: A bulk load starts a new SST file once the current one reaches this size.
+_SST_TARGET_BYTES = 64 << 20
+#: ... checked every this many entries (file_size() is not free).
+_SST_CHECK_EVERY = 16384
+_DRAIN = deque(maxlen=0).extend  # consume an iterator at C speed
+
+
+class RocksDBStore(Store):
+    """A store in a RocksDB directory (see the module docstring for layout and locking).
+
+    Options: ``lock_timeout`` (seconds to wait for a held store; default: fail at once),
+    ``sync`` (fsync the write-ahead log on every write; default False).
+    """
+
+    kind = "rocksdb"
+
+    def __init__(self, path: str, *, lock_timeout: float | None = None, sync: bool = False) -> None:
+        super().__init__(path)
+        prepare_directory(self.path, self.kind, _MARKERS)
+        self._lock = retry_locked(lambda: DirectoryLock.acquire(self.path), lock_timeout)
+        try:
+            self._db = retry_locked(lambda: _open_rdict(self.path), lock_timeout)
+            self._meta = self._db.get_column_family_handle(_META)
+            self._cached_version = _read_version(self._db, self.path)
+        except BaseException:
+            self._release_after_failed_open()
+            raise
+        self._write_options = WriteOptions()
+        self._write_options.sync = sync
+
+    def _release_after_failed_open(self) -> None:
+        db = getattr(self, "_db", None)
+        self._meta = None
+        if db is not None:
+            db.close()
+        self._lock.release()
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    def _get(self, key: bytes) -> bytes | None:
+        try:
+            return self._db.get(key)
+        except Exception as exc:
+            raise _read_error(self.path, exc) from exc
+
+    def _multi_get(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        try:
+            return self._db.get(keys if type(keys) is list else list(keys))
+        except Exception as exc:
+            raise _read_error(self.path, exc) from exc
+
+    def _scan(self, start: bytes | None, end: bytes | None, reverse: bool) -> Iterator[KeyValue]:
+        options = None
+        try:
+            if end is not None:
+                options = ReadOptions()
+                options.set_iterate_upper_bound(end)
+            if not reverse:
+                return self._db.items(from_key=start, read_opt=options)
+            # Seeking to the last key honours the upper bound. There is no lower bound to pass:
+            # rocksdict 0.3's ReadOptions.set_iterate_lower_bound sets the *upper* bound, so the
+            # reverse scan stops at ``start`` here. ``(start,) <= (key, value)`` iff start <= key,
+            # which keeps the test in C.
+            items = self._db.items(backwards=True, read_opt=options)
+        except Exception as exc:
+            raise _read_error(self.path, exc) from exc
+        return items if start is None else takewhile((start,).__le__, items)
+
+    def _version(self) -> int | None:
+        return self._cached_version
+
+    def _stats(self) -> StoreStats:
+        prop = self._db.property_int_value
+        try:
+            entries = prop("rocksdb.estimate-num-keys") or 0
+            size = (prop("rocksdb.estimate-live-data-size") or 0) + (
+                prop("rocksdb.size-all-mem-tables") or 0
+            )
+        except Exception as exc:
+            raise _read_error(self.path, exc) from exc
+        return StoreStats(entries, size, exact=False)
+
+    # -- writes ----------------------------------------------------------------------------------
+
+    def _write(
+        self,
+        puts: Sequence[KeyValue],
+        deletes: Sequence[bytes],
+        delete_ranges: Sequence[tuple[bytes, bytes]],
+        version: int | None,
+    ) -> None:
+        if not (puts or deletes or delete_ranges or version is not None):
+            return
+        batch = WriteBatch(raw_mode=True)
+        try:  # building the batch applies nothing, so a bad entry fails the write cleanly
+            for start, end in delete_ranges:
+                if start < end:  # RocksDB rejects an inverted range; an empty one is a no-op
+                    batch.delete_range(start, end)
+            if deletes:
+                _DRAIN(map(batch.delete, deletes))
+            if puts:
+                _DRAIN(starmap(batch.put, puts))
+            if version is not None:
+                batch.put(_VERSION_KEY, encode_int(version), self._meta)
+        except Exception as exc:
+            raise StoreWriteError(
+                f"write to {self.path} rejected, nothing applied: keys, values and range bounds "
+                f"must be bytes ({type(exc).__name__}: {exc})"
+            ) from exc
+        try:
+            self._db.write(batch, self._write_options)
+        except Exception as exc:
+            raise StoreWriteError(f"write to {self.path} failed, nothing applied: {exc}") from exc
+        if version is not None:
+            self._cached_version = version
+
+    def _load_sorted(self, items: Iterable[KeyValue], version: int | None) -> int:
+        """Write SST files into a scratch directory in the store, then ingest them all at once.
+
+        Ingestion is atomic: if a key is out of order or anything fails, nothing is loaded.
+        """
+        scratch = tempfile.mkdtemp(prefix="load-", dir=self.path)
+        try:
+            files, count = _write_sst_files(items, scratch, self.path)
+            if files:
+                options = IngestExternalFileOptions()
+                options.set_move_files(True)
+                self._db.ingest_external_file(files, options)
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise StoreError(f"load_sorted into {self.path} failed, nothing loaded: {exc}") from exc
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        if version is not None:
+            self._write((), (), (), version)
+        return count
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def _close(self) -> None:
+        db, self._db, self._meta = self._db, None, None  # drop the family handle: it pins the db
+        try:
+            db.close()
+        except Exception as exc:
+            raise StoreError(f"closing {self.path} failed: {exc}") from exc
+        finally:
+            self._lock.release()
+
+    @classmethod
+    def destroy(cls, path: str) -> None:
+        """Remove the store at ``path``; raises :class:`StoreLockedError` while it is open."""
+        remove_directory(str(path))
+
+
+def _options() -> Options:
+    options = Options(raw_mode=True)
+    options.create_if_missing(True)
+    options.create_missing_column_families(True)
+    options.set_keep_log_file_num(2)  # every open rolls the info log; keep few of them
+    return options
+
+
+def _open_rdict(path: str) -> Rdict:
+    try:
+        return Rdict(path, _options(), column_families={_META: Options(raw_mode=True)})
+    except Exception as exc:
+        message = str(exc)
+        if "lock" in message.lower() and (
+            "temporarily unavailable" in message or "current process" in message
+        ):
+            raise StoreLockedError(held_message(path)) from exc
+        raise StoreCorruptError(corrupt_message(path, "rocksdb", message)) from exc
+
+
+def _read_version(db: Rdict, path: str) -> int | None:
+    meta = db.get_column_family(_META)
+    try:
+        raw = meta.get(_VERSION_KEY)
+    except Exception as exc:
+        raise StoreCorruptError(corrupt_message(path, "rocksdb", str(exc))) from exc
+    finally:
+        del meta
+    if raw is None:
+        return None
+    if len(raw) != 8:
+        raise StoreCorruptError(corrupt_message(path, "rocksdb", f"bad version marker {raw!r}"))
+    return decode_int(raw)
+
+
+def _write_sst_files(items: Iterable[KeyValue], directory: str, path: str) -> tuple[list[str], int]:
+    """Write ``items`` into SST files of about :data:`_SST_TARGET_BYTES`; return them and a count."""
+    files: list[str] = []
+    writer: SstFileWriter | None = None
+    count = 0
+    previous: bytes | None = None
+    for key, value in items:
+        if writer is None:  # a new file: the writer checks order within a file, we check across
+            if previous is not None and key <= previous:
+                raise _load_error(path, key, previous, ValueError("strict ascending order"))
+            writer = SstFileWriter(_options())
+            files.append(os.path.join(directory, f"{len(files):06d}.sst"))
+            writer.open(files[-1])
+        try:
+            writer[key] = value
+        except Exception as exc:
+            raise _load_error(path, key, previous, exc) from exc
+        previous = key
+        count += 1
+        if count % _SST_CHECK_EVERY == 0 and writer.file_size() >= _SST_TARGET_BYTES:
+            writer.finish()
+            writer = None
+    if writer is not None:
+        writer.finish()
+    return files, count
+
+
+def _load_error(path: str, key: object, previous: bytes | None, exc: Exception) -> StoreError:
+    if "ascending" in str(exc):
+        return StoreError(
+            f"load_sorted into {path}: keys must be strictly ascending, "
+            f"but {key!r} follows {previous!r}; nothing was loaded"
+        )
+    return StoreError(f"load_sorted into {path}: bad entry for key {key!r} ({exc}); nothing was loaded")
+
+
+def _read_error(path: str, exc: Exception) -> StoreError:
+    return StoreError(f"read from {path} failed: {type(exc).__name__}: {exc}")
