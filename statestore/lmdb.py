@@ -21,6 +21,9 @@ one lookup; each ``scan`` has its own read transaction, released when the iterat
 dropped. A scan that is still open when the map grows is invalidated and raises
 :class:`StoreError`; as the contract says, do not write while iterating.
 
+Limits: LMDB keys are 1 to 511 bytes; a write with another key raises :class:`StoreWriteError`
+and a read of one finds nothing.
+
 Durability: by default each commit fsyncs the data but not the meta page (LMDB's ``metasync=False``):
 a machine crash may undo the last commit but never leaves a torn store. ``sync=False`` drops the
 fsync (a machine crash may then corrupt the store; the corrupt-store error says to remove it).
@@ -104,12 +107,16 @@ class LMDBStore(Store):
     def _get(self, key: bytes) -> bytes | None:
         try:
             return self._reader.get(key)
+        except lmdb.BadValsizeError:
+            return None  # a key LMDB cannot hold (b"") is absent
         except Exception as exc:
             raise _read_error(self.path, exc) from exc
 
     def _multi_get(self, keys: Sequence[bytes]) -> list[bytes | None]:
         try:
             return list(map(self._reader.get, keys))
+        except lmdb.BadValsizeError:
+            return [self._get(key) for key in keys]
         except Exception as exc:
             raise _read_error(self.path, exc) from exc
 
@@ -283,6 +290,8 @@ def _translated(items: Iterator[KeyValue], txn: lmdb.Transaction, path: str) -> 
 
 def _delete_ranges(cursor: lmdb.Cursor, ranges: Sequence[tuple[bytes, bytes]]) -> None:
     for start, end in ranges:
+        if type(start) is not bytes or type(end) is not bytes:
+            raise TypeError(f"a range delete needs (bytes, bytes), got ({start!r}, {end!r})")
         if not start < end:
             continue
         found = cursor.set_range(start)

@@ -26,7 +26,7 @@ import os
 import shutil
 import tempfile
 from collections import deque
-from itertools import starmap, takewhile
+from itertools import dropwhile, starmap, takewhile
 from typing import Iterable, Iterator, Sequence
 
 from rocksdict import (
@@ -109,21 +109,27 @@ class RocksDBStore(Store):
             raise _read_error(self.path, exc) from exc
 
     def _scan(self, start: bytes | None, end: bytes | None, reverse: bool) -> Iterator[KeyValue]:
-        options = None
+        # Two rocksdict 0.3 quirks shape this method:
+        # - ReadOptions.set_iterate_lower_bound sets the *upper* bound, so no lower bound can be
+        #   passed; reverse scans stop at ``start`` themselves.
+        # - In raw mode the C read options point into the bound's ``bytes`` buffer without holding
+        #   a reference, so the bound must outlive the iterator or RocksDB compares against freed
+        #   memory (seen as truncated scans). The ``takewhile`` predicate below holds ``end``.
+        # ``(end,) > (key, value)`` iff key < end and ``(start,) <= (key, value)`` iff start <= key,
+        # so the bound tests run in C.
         try:
-            if end is not None:
-                options = ReadOptions()
-                options.set_iterate_upper_bound(end)
-            if not reverse:
-                return self._db.items(from_key=start, read_opt=options)
-            # Seeking to the last key honours the upper bound. There is no lower bound to pass:
-            # rocksdict 0.3's ReadOptions.set_iterate_lower_bound sets the *upper* bound, so the
-            # reverse scan stops at ``start`` here. ``(start,) <= (key, value)`` iff start <= key,
-            # which keeps the test in C.
-            items = self._db.items(backwards=True, read_opt=options)
+            if reverse:
+                items = self._db.items(backwards=True, from_key=end)  # last key <= end
+                if end is not None:
+                    items = dropwhile((end,).__le__, items)  # drops end itself, then never runs
+                return items if start is None else takewhile((start,).__le__, items)
+            if end is None:
+                return self._db.items(from_key=start)
+            options = ReadOptions()
+            options.set_iterate_upper_bound(end)  # lets RocksDB stop at end (and skip tombstones)
+            return takewhile((end,).__gt__, self._db.items(from_key=start, read_opt=options))
         except Exception as exc:
             raise _read_error(self.path, exc) from exc
-        return items if start is None else takewhile((start,).__le__, items)
 
     def _version(self) -> int | None:
         return self._cached_version
@@ -153,6 +159,7 @@ class RocksDBStore(Store):
         batch = WriteBatch(raw_mode=True)
         try:  # building the batch applies nothing, so a bad entry fails the write cleanly
             for start, end in delete_ranges:
+                _check_range(start, end)
                 if start < end:  # RocksDB rejects an inverted range; an empty one is a no-op
                     batch.delete_range(start, end)
             if deletes:
@@ -281,6 +288,11 @@ def _load_error(path: str, key: object, previous: bytes | None, exc: Exception) 
             f"but {key!r} follows {previous!r}; nothing was loaded"
         )
     return StoreError(f"load_sorted into {path}: bad entry for key {key!r} ({exc}); nothing was loaded")
+
+
+def _check_range(start: object, end: object) -> None:
+    if type(start) is not bytes or type(end) is not bytes:
+        raise TypeError(f"a range delete needs (bytes, bytes), got ({start!r}, {end!r})")
 
 
 def _read_error(path: str, exc: Exception) -> StoreError:

@@ -1,0 +1,62 @@
+"""Backends for the store suites: every contract test runs once per entry of :data:`BACKENDS`."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import pytest
+
+from statestore import Store, destroy_store, open_store, register_backend
+from tests.statestore.userstore import PickleStore
+
+REGISTERED_USER_KIND = "user-pickle"
+register_backend(REGISTERED_USER_KIND, PickleStore)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One way of opening a store: what ``open_store`` is given as the kind."""
+
+    name: str
+    kind: str
+    #: Data lives in files (and so survives another process); memory does not.
+    on_disk: bool = True
+
+    def open(self, path: str, **options: Any) -> Store:
+        return open_store(self.kind, path, **options)
+
+    def destroy(self, path: str) -> None:
+        destroy_store(self.kind, path)
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+BACKENDS = [
+    Backend("memory", "memory", on_disk=False),
+    Backend("rocksdb", "rocksdb"),
+    Backend("lmdb", "lmdb"),
+    Backend("user-import-path", "tests.statestore.userstore:PickleStore"),
+    Backend("user-registered", REGISTERED_USER_KIND),
+]
+DISK_BACKENDS = [b for b in BACKENDS if b.name in ("rocksdb", "lmdb")]
+
+
+@pytest.fixture(params=BACKENDS, ids=lambda b: b.name)
+def backend(request: pytest.FixtureRequest) -> Backend:
+    return request.param
+
+
+@pytest.fixture
+def store_path(tmp_path: Any) -> str:
+    return os.path.join(str(tmp_path), "store")
+
+
+@pytest.fixture
+def store(backend: Backend, store_path: str) -> Iterator[Store]:
+    handle = backend.open(store_path)
+    yield handle
+    handle.close()
+    backend.destroy(store_path)

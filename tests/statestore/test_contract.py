@@ -1,0 +1,283 @@
+"""The store contract (statestore.base), written once and run against every backend."""
+
+from __future__ import annotations
+
+import pytest
+
+from statestore import (
+    Store,
+    StoreClosedError,
+    StoreError,
+    StoreLockedError,
+    StoreWriteError,
+    prefix_end,
+)
+from statestore.registry import resolve_backend
+from tests.statestore.conftest import REGISTERED_USER_KIND, Backend
+from tests.statestore.userstore import PickleStore
+
+KEYS = [b"\x00", b"\x00\x00", b"a", b"ab", b"abc", b"b", b"b\xff", b"b\xff\xff", b"c", b"\xff", b"\xff\xff"]
+
+
+def fill(store: Store, keys: list[bytes] = KEYS) -> dict[bytes, bytes]:
+    model = {k: b"v" + k for k in keys}
+    store.write(puts=list(model.items()))
+    return model
+
+
+def expected(model: dict[bytes, bytes], start: bytes | None, end: bytes | None, reverse: bool = False):
+    keys = sorted(k for k in model if (start is None or k >= start) and (end is None or k < end))
+    return [(k, model[k]) for k in (reversed(keys) if reverse else keys)]
+
+
+# -- reads -----------------------------------------------------------------------------------------
+
+
+def test_store_get_returns_value_or_none(store: Store) -> None:
+    assert store.get(b"a") is None
+    store.write(puts=[(b"a", b"1"), (b"b", b"")])
+    assert store.get(b"a") == b"1"
+    assert store.get(b"b") == b""  # an empty value is a value, not an absence
+    assert store.get(b"c") is None
+
+
+def test_store_multi_get_keeps_order_and_reports_missing(store: Store) -> None:
+    fill(store)
+    keys = [b"c", b"nope", b"a", b"a", b"\xff"]
+    assert store.multi_get(keys) == [b"vc", None, b"va", b"va", b"v\xff"]
+    assert store.multi_get(iter(keys)) == store.multi_get(tuple(keys))
+    assert store.multi_get([]) == []
+
+
+@pytest.mark.parametrize(
+    "start,end",
+    [(None, None), (b"a", None), (None, b"b"), (b"a", b"b"), (b"ab", b"b\xff"), (b"\x00", b"\x00\x01"),
+     (b"aa", b"az"), (b"\xff", None), (b"\xff\xff\xff", None), (None, b"\x00")],
+)
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+def test_store_scan_bounds_are_start_inclusive_end_exclusive(
+    store: Store, start: bytes | None, end: bytes | None, reverse: bool
+) -> None:
+    model = fill(store)
+    assert list(store.scan(start, end, reverse)) == expected(model, start, end, reverse)
+
+
+@pytest.mark.parametrize("start,end", [(b"b", b"b"), (b"c", b"a"), (b"abd", b"b"), (b"\xff\xff\x01", b"\xff\xff\x02")])
+def test_store_scan_empty_ranges_yield_nothing(store: Store, start: bytes, end: bytes) -> None:
+    fill(store)
+    assert list(store.scan(start, end)) == []
+    assert list(store.scan(start, end, reverse=True)) == []
+
+
+def test_store_scan_of_empty_store_yields_nothing(store: Store) -> None:
+    assert list(store.scan()) == []
+    assert list(store.scan(reverse=True)) == []
+    assert list(store.scan(b"a", b"b", reverse=True)) == []
+
+
+@pytest.mark.parametrize("prefix", [b"", b"a", b"ab", b"b", b"b\xff", b"\xff", b"\xff\xff", b"zz", b"\x00"])
+def test_store_scan_prefix_matches_startswith(store: Store, prefix: bytes) -> None:
+    model = fill(store)
+    want = [(k, model[k]) for k in sorted(model) if k.startswith(prefix)]
+    assert list(store.scan_prefix(prefix)) == want
+    assert list(store.scan_prefix(prefix, reverse=True)) == want[::-1]
+
+
+def test_prefix_end_is_smallest_key_after_prefix() -> None:
+    assert prefix_end(b"ab") == b"ac"
+    assert prefix_end(b"a\xff") == b"b"
+    assert prefix_end(b"\xff\xff") is None
+
+
+# -- writes ----------------------------------------------------------------------------------------
+
+
+def test_store_write_applies_ranges_then_deletes_then_puts(store: Store) -> None:
+    fill(store)
+    store.write(
+        puts=[(b"ab", b"new"), (b"c", b"new")],
+        deletes=[b"ab", b"b", b"c"],
+        delete_ranges=[(b"a", b"b")],
+    )
+    assert store.get(b"ab") == b"new"  # deleted by the range and by key, then put
+    assert store.get(b"c") == b"new"  # deleted, then put
+    assert store.get(b"a") is None and store.get(b"abc") is None  # in the range
+    assert store.get(b"b") is None  # deleted
+    assert store.get(b"b\xff") == b"vb\xff"  # untouched
+
+
+def test_store_write_last_put_of_a_key_wins(store: Store) -> None:
+    store.write(puts=[(b"k", b"1"), (b"k", b"2"), (b"j", b"0"), (b"k", b"3")])
+    assert list(store.scan()) == [(b"j", b"0"), (b"k", b"3")]
+
+
+def test_store_write_range_delete_with_inverted_or_empty_range_is_noop(store: Store) -> None:
+    model = fill(store)
+    store.write(delete_ranges=[(b"c", b"a"), (b"b", b"b")])
+    assert list(store.scan()) == expected(model, None, None)
+
+
+def test_store_write_range_delete_to_end_of_key_space(store: Store) -> None:
+    fill(store)
+    store.write(delete_ranges=[(b"b", b"\xff\xff\xff")])
+    assert [k for k, _ in store.scan()] == [b"\x00", b"\x00\x00", b"a", b"ab", b"abc"]
+
+
+BAD_WRITES = {
+    "value-str": dict(puts=[(b"a", b"1"), (b"b", "2"), (b"c", b"3")]),
+    "value-none": dict(puts=[(b"a", b"1"), (b"b", None)]),
+    "key-int": dict(puts=[(b"a", b"1"), (7, b"2")]),
+    "delete-str": dict(puts=[(b"a", b"1")], deletes=[b"x", "y"]),
+    "range-str": dict(puts=[(b"a", b"1")], delete_ranges=[(b"a", "z")]),
+    "range-inverted-str": dict(delete_ranges=[("z", "a")]),
+    "triple": dict(puts=[(b"a", b"1"), (b"b", b"2", b"3")]),
+}
+
+
+@pytest.mark.parametrize("bad", list(BAD_WRITES.values()), ids=list(BAD_WRITES))
+def test_store_write_with_a_bad_entry_applies_nothing(store: Store, bad: dict) -> None:
+    model = fill(store)
+    store.write(version=4)
+    with pytest.raises(StoreWriteError):
+        store.write(**{"deletes": [b"a"], **bad}, version=5)
+    assert list(store.scan()) == expected(model, None, None)
+    assert store.version == 4
+
+
+def test_store_write_from_a_failing_generator_applies_nothing(store: Store) -> None:
+    model = fill(store)
+
+    def puts():
+        yield b"new1", b"1"
+        raise RuntimeError("source failed")
+
+    with pytest.raises(RuntimeError, match="source failed"):
+        store.write(puts=puts(), deletes=[b"a"], version=9)
+    assert list(store.scan()) == expected(model, None, None)
+    assert store.version is None
+
+
+def test_store_write_rejects_a_non_int_version(store: Store) -> None:
+    with pytest.raises(TypeError):
+        store.write(puts=[(b"a", b"1")], version=True)
+    with pytest.raises(TypeError):
+        store.write(version="3")
+    assert store.get(b"a") is None
+
+
+# -- version, lifecycle ------------------------------------------------------------------------------
+
+
+def test_store_version_persists_across_reopen(backend: Backend, store_path: str) -> None:
+    with backend.open(store_path) as store:
+        assert store.version is None
+        store.write(puts=[(b"a", b"1")], version=-3)
+        assert store.version == -3
+        store.write(puts=[(b"b", b"2")])  # no version: the marker stays
+        assert store.version == -3
+        store.write(version=2**62)
+    with backend.open(store_path) as store:
+        assert store.version == 2**62
+        assert list(store.scan()) == [(b"a", b"1"), (b"b", b"2")]
+    backend.destroy(store_path)
+
+
+def test_store_use_after_close_raises_closed_error(store: Store) -> None:
+    store.write(puts=[(b"a", b"1")], version=1)
+    store.close()
+    store.close()  # idempotent
+    assert store.closed
+    calls = [
+        lambda: store.get(b"a"), lambda: store.multi_get([b"a"]), lambda: store.scan(),
+        lambda: store.scan_prefix(b"a"), lambda: store.write(puts=[(b"b", b"2")]),
+        lambda: store.version, lambda: store.stats(), lambda: store.load_sorted([]),
+    ]
+    for call in calls:
+        with pytest.raises(StoreClosedError):
+            call()
+
+
+def test_store_context_manager_closes_on_exit(backend: Backend, store_path: str) -> None:
+    with pytest.raises(KeyError):
+        with backend.open(store_path) as store:
+            store.write(puts=[(b"a", b"1")])
+            raise KeyError("boom")
+    assert store.closed
+    with backend.open(store_path) as again:  # the handle was released
+        assert again.get(b"a") == b"1"
+    backend.destroy(store_path)
+
+
+def test_store_second_handle_in_this_process_is_refused(backend: Backend, store_path: str) -> None:
+    with backend.open(store_path):
+        with pytest.raises(StoreLockedError, match="store"):
+            backend.open(store_path)
+    backend.open(store_path).close()  # free again after close
+    backend.destroy(store_path)
+
+
+def test_destroy_store_removes_contents_and_version(backend: Backend, store_path: str) -> None:
+    with backend.open(store_path) as store:
+        store.write(puts=[(b"a", b"1")], version=7)
+    backend.destroy(store_path)
+    backend.destroy(store_path)  # a missing store is fine
+    with backend.open(store_path) as store:
+        assert store.version is None and list(store.scan()) == []
+    backend.destroy(store_path)
+
+
+def test_destroy_store_refuses_an_open_store(backend: Backend, store_path: str) -> None:
+    with backend.open(store_path) as store:
+        store.write(puts=[(b"a", b"1")])
+        with pytest.raises(StoreLockedError):
+            backend.destroy(store_path)
+        assert store.get(b"a") == b"1"
+    backend.destroy(store_path)
+
+
+# -- bulk load, stats ----------------------------------------------------------------------------------
+
+
+def test_store_load_sorted_fills_an_empty_store(store: Store) -> None:
+    items = [(b"k%05d" % i, b"v%d" % i) for i in range(3000)]
+    assert store.load_sorted(iter(items), version=11) == 3000
+    assert store.version == 11
+    assert list(store.scan()) == items
+    assert store.get(b"k00042") == b"v42"
+
+
+def test_store_load_sorted_of_nothing_sets_the_version(store: Store) -> None:
+    assert store.load_sorted([], version=0) == 0
+    assert store.version == 0 and list(store.scan()) == []
+
+
+def test_store_load_sorted_refuses_a_store_with_entries(store: Store) -> None:
+    store.write(puts=[(b"a", b"1")])
+    with pytest.raises(StoreError, match="empty"):
+        store.load_sorted([(b"b", b"2")], version=1)
+    assert store.version is None and list(store.scan()) == [(b"a", b"1")]
+
+
+@pytest.mark.parametrize("keys", [[b"a", b"c", b"b"], [b"a", b"b", b"b"]], ids=["descending", "duplicate"])
+def test_store_load_sorted_rejects_keys_out_of_order(store: Store, keys: list[bytes]) -> None:
+    with pytest.raises(StoreError, match="ascending"):
+        store.load_sorted([(k, b"v") for k in keys], version=1)
+    assert store.version is None
+
+
+def test_store_stats_count_entries_and_bytes(store: Store) -> None:
+    assert store.stats().entries == 0
+    store.write(puts=[(b"k%03d" % i, b"x" * 10) for i in range(200)])
+    stats = store.stats()
+    if stats.exact:
+        assert (stats.entries, stats.bytes) == (200, 200 * 14)
+    else:  # an estimate: the right order of magnitude
+        assert 100 <= stats.entries <= 400 and stats.bytes > 0
+
+
+# -- plugging in -------------------------------------------------------------------------------------
+
+
+def test_user_backend_plugs_in_by_import_path_and_by_name() -> None:
+    assert resolve_backend("tests.statestore.userstore:PickleStore") is PickleStore
+    assert resolve_backend(REGISTERED_USER_KIND) is PickleStore
