@@ -1,0 +1,135 @@
+"""The state layout of the interval join: time-bucketed Arrow blobs, match marks, one watermark.
+
+Keys (byte order = bucket order, see :mod:`statestore.codecs`)::
+
+    b"\\x00watermark"                                    -> encode_int(watermark of the last version)
+    side | encode_timestamp(bucket) | b"m" | encode_int(version)              -> ids matched in version
+    side | encode_timestamp(bucket) | b"r" | encode_int(version) | chunk(u32) -> rows (Arrow IPC stream)
+
+``side`` is ``b"L"`` or ``b"R"``. A row is filed under the bucket of its **expiry time** ``e``
+(left: ``t + upper``, right: ``t - lower``): the row may still match while ``e >= watermark``, so
+the rows that can be evicted are exactly those of the buckets below the watermark, and eviction is
+one range delete per side, whatever the state size. A row blob holds the rows of one bucket that
+arrived in one version, in canonical order, plus a :data:`ROW_ID` column; rows are never rewritten.
+Outer, semi and anti joins record which rows matched as small blobs of row ids (sorted int64,
+little-endian) per (side, bucket, version), so a match does not rewrite a row blob.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from joins.operator import NEG_INF
+from statestore.base import KeyValue, Store, prefix_end
+from statestore.codecs import decode_int, encode_int, encode_timestamp
+
+__all__ = [
+    "SIDE_PREFIX", "WATERMARK_KEY", "Bucket", "BucketRange", "read_watermark", "watermark_put",
+    "rows_puts", "marks_put", "scan_buckets", "group_buckets", "eviction_range", "bucket_start",
+]
+
+SIDE_PREFIX = {"left": b"L", "right": b"R"}
+WATERMARK_KEY = b"\x00watermark"
+_MARKS, _ROWS = b"m", b"r"
+
+#: Inclusive range of bucket starts; None is unbounded.
+BucketRange = tuple[int | None, int | None]
+
+
+@dataclass
+class Bucket:
+    """What one bucket of one side holds: its row blobs (decoded) and its marked row ids."""
+
+    start: int
+    tables: list[pa.Table] = field(default_factory=list)
+    marks: list[np.ndarray] = field(default_factory=list)
+
+    @property
+    def rows(self) -> int:
+        return sum(t.num_rows for t in self.tables)
+
+
+def bucket_start(expiry: int, width: int) -> int:
+    """The start of the bucket holding expiry time ``expiry`` (floor, also for negative times)."""
+    return (expiry // width) * width
+
+
+def read_watermark(store: Store) -> int:
+    """The watermark of the last committed version of this partition (NEG_INF before any)."""
+    value = store.get(WATERMARK_KEY)
+    return NEG_INF if value is None else decode_int(value)
+
+
+def watermark_put(watermark: int) -> KeyValue:
+    return WATERMARK_KEY, encode_int(watermark)
+
+
+def _bucket_prefix(side: str, start: int) -> bytes:
+    return SIDE_PREFIX[side] + encode_timestamp(start)
+
+
+def rows_puts(
+    side: str, start: int, version: int, table: pa.Table, blob_rows: int, compression: str | None
+) -> list[KeyValue]:
+    """The puts storing ``table`` (rows of one bucket arriving in ``version``), in chunks."""
+    prefix = _bucket_prefix(side, start) + _ROWS + encode_int(version)
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    puts = []
+    for chunk, offset in enumerate(range(0, table.num_rows, blob_rows)):
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema, options=options) as writer:
+            writer.write_table(table.slice(offset, blob_rows))
+        puts.append((prefix + chunk.to_bytes(4, "big"), sink.getvalue().to_pybytes()))
+    return puts
+
+
+def marks_put(side: str, start: int, version: int, ids: np.ndarray) -> KeyValue:
+    """The put recording that rows ``ids`` of a bucket matched in ``version``."""
+    key = _bucket_prefix(side, start) + _MARKS + encode_int(version)
+    return key, np.sort(ids).astype("<i8").tobytes()
+
+
+def scan_buckets(store: Store, side: str, ranges: Sequence[BucketRange]) -> Iterator[Bucket]:
+    """The buckets of ``side`` within ``ranges`` (sorted, disjoint), in ascending order."""
+    prefix = SIDE_PREFIX[side]
+    current: Bucket | None = None
+    for lo, hi in ranges:
+        start = prefix if lo is None else _bucket_prefix(side, lo)
+        end = prefix_end(prefix if hi is None else _bucket_prefix(side, hi))
+        for key, value in store.scan(start, end):
+            begins = decode_int(key[1:9])
+            if current is None or current.start != begins:
+                if current is not None:
+                    yield current
+                current = Bucket(begins)
+            if key[9:10] == _ROWS:
+                current.tables.append(pa.ipc.open_stream(value).read_all())
+            else:
+                current.marks.append(np.frombuffer(value, dtype="<i8"))
+    if current is not None:
+        yield current
+
+
+def group_buckets(buckets: Iterable[Bucket], max_rows: int) -> Iterator[list[Bucket]]:
+    """Consecutive buckets in groups of about ``max_rows`` rows (a bucket is never split)."""
+    group: list[Bucket] = []
+    rows = 0
+    for bucket in buckets:
+        group.append(bucket)
+        rows += bucket.rows
+        if rows >= max_rows:
+            yield group
+            group, rows = [], 0
+    if group:
+        yield group
+
+
+def eviction_range(side: str, below: int | None) -> tuple[bytes, bytes]:
+    """The range delete removing every bucket of ``side`` that starts before ``below`` (None: all)."""
+    prefix = SIDE_PREFIX[side]
+    end = prefix_end(prefix) if below is None else _bucket_prefix(side, below)
+    return prefix, end
