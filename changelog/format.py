@@ -1,0 +1,245 @@
+"""The bytes of changelog files: names, Arrow IPC layouts, checksums and their verification.
+
+File names (``<v>`` is the version in 20 decimal digits so names sort by version; ``<crc>`` is the
+CRC-32 of the whole file in 8 hex digits)::
+
+    delta-<v>-<crc>.arrow       the writes of version v: columns op (int8), key, value
+    snapshot-<v>-<crc>.arrow    every live key as of version v, ascending: columns key, value
+    undo-<v>-<crc>.arrow        (beside a local store) the writes that take it from v back to v-1
+
+A delta row is a put (op 0: key, value), a delete (op 1: key, value null) or a range delete (op 2:
+``[key, value)``). Rows are stored range deletes first, then deletes, then puts, the order in which
+:meth:`statestore.Store.write` applies them. Every file is an Arrow IPC *file* (random access,
+memory-mappable) whose schema metadata records its kind and version; a reader checks the checksum
+of the bytes first, then the Arrow footer, then the metadata, and raises a
+:class:`~changelog.errors.ChangelogCorruptError` naming the file for any mismatch.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from dataclasses import dataclass
+from enum import Enum
+from typing import Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from changelog.errors import ChangelogCorruptError, ChecksumMismatchError, TornFileError
+from changelog.storage import TEMP_PREFIX
+
+__all__ = [
+    "Kind", "LogFile", "parse_name", "file_name", "Delta", "encode_delta", "decode_delta",
+    "SNAPSHOT_SCHEMA", "DELTA_SCHEMA", "snapshot_schema", "SnapshotReader", "verified_reader",
+    "PUT", "DELETE", "DELETE_RANGE", "BATCH_ROWS",
+]
+
+PUT, DELETE, DELETE_RANGE = 0, 1, 2
+FORMAT = "1"
+#: Rows per record batch in snapshots: big enough to amortise per-batch work, small to stream.
+BATCH_ROWS = 65536
+
+_BIN = pa.large_binary()
+DELTA_SCHEMA = pa.schema([("op", pa.int8(), False), ("key", _BIN, False), ("value", _BIN)])
+SNAPSHOT_SCHEMA = pa.schema([("key", _BIN, False), ("value", _BIN, False)])
+_ARROW_MAGIC = b"ARROW1"
+
+
+class Kind(str, Enum):
+    """What a changelog file holds."""
+
+    DELTA = "delta"
+    SNAPSHOT = "snapshot"
+    UNDO = "undo"
+
+
+@dataclass(frozen=True, order=True)
+class LogFile:
+    """One published file: parsed from its name, plus its size."""
+
+    version: int
+    kind: Kind
+    crc: int
+    name: str
+    size: int
+
+
+_NAME = re.compile(r"^(delta|snapshot|undo)-(\d{20})-([0-9a-f]{8})\.arrow$")
+
+
+def file_name(kind: Kind, version: int, crc: int) -> str:
+    return f"{kind.value}-{version:020d}-{crc:08x}.arrow"
+
+
+def parse_name(name: str, size: int) -> LogFile | None:
+    """The file a name denotes, or None for a name that is not a published changelog file."""
+    match = _NAME.match(name)
+    if not match:
+        return None
+    return LogFile(int(match.group(2)), Kind(match.group(1)), int(match.group(3), 16), name, size)
+
+
+def temp_tag(kind: Kind, version: int) -> str:
+    """The tag of a temporary file being written for ``kind`` at ``version``."""
+    return f"{kind.value}-{version:020d}"
+
+
+def temp_version(name: str) -> int | None:
+    """The version in a temporary file's name (None if it is not one of ours)."""
+    match = re.match(rf"^{re.escape(TEMP_PREFIX)}(?:delta|snapshot|undo)-(\d{{20}})-", name)
+    return int(match.group(1)) if match else None
+
+
+def _metadata(kind: Kind, version: int, extra: dict[str, str] | None = None) -> dict[str, str]:
+    return {"streamjoin.kind": kind.value, "streamjoin.version": str(version),
+            "streamjoin.format": FORMAT, **(extra or {})}
+
+
+def snapshot_schema(version: int) -> pa.Schema:
+    return SNAPSHOT_SCHEMA.with_metadata(_metadata(Kind.SNAPSHOT, version))
+
+
+# -- deltas ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Delta:
+    """One version's writes as Arrow arrays (see module docstring for the semantics)."""
+
+    version: int
+    range_starts: pa.Array
+    range_ends: pa.Array
+    delete_keys: pa.Array
+    put_keys: pa.Array
+    put_values: pa.Array
+    metadata: dict[str, str]
+
+    @property
+    def entries(self) -> int:
+        return len(self.range_starts) + len(self.delete_keys) + len(self.put_keys)
+
+    def as_write(self) -> tuple[list[tuple[bytes, bytes]], list[bytes], list[tuple[bytes, bytes]]]:
+        """``(puts, deletes, delete_ranges)`` as Python lists, ready for ``Store.write``."""
+        puts = list(zip(self.put_keys.to_pylist(), self.put_values.to_pylist()))
+        ranges = list(zip(self.range_starts.to_pylist(), self.range_ends.to_pylist()))
+        return puts, self.delete_keys.to_pylist(), ranges
+
+
+def encode_delta(
+    kind: Kind,
+    version: int,
+    puts: Sequence[tuple[bytes, bytes]],
+    deletes: Sequence[bytes],
+    delete_ranges: Sequence[tuple[bytes, bytes]],
+    extra: dict[str, str] | None = None,
+) -> pa.RecordBatch:
+    """The record batch of a delta (or undo record). Raises TypeError for non-bytes keys/values."""
+    put_keys, put_values = _unzip(puts)
+    starts, ends = _unzip(delete_ranges)
+    deletes = list(deletes)
+    for what, items in (("put key", put_keys), ("put value", put_values), ("delete key", deletes),
+                        ("range start", starts), ("range end", ends)):
+        _check_bytes(what, items)
+    ops = pa.concat_arrays([
+        pa.repeat(pa.scalar(op, pa.int8()), n)
+        for op, n in ((DELETE_RANGE, len(starts)), (DELETE, len(deletes)), (PUT, len(put_keys)))
+    ])
+    keys = pa.array(starts + deletes + put_keys, _BIN)
+    values = pa.array(ends + [None] * len(deletes) + put_values, _BIN)
+    schema = DELTA_SCHEMA.with_metadata(_metadata(kind, version, extra))
+    return pa.record_batch([ops, keys, values], schema=schema)
+
+
+def decode_delta(reader: pa.ipc.RecordBatchFileReader, file: LogFile) -> Delta:
+    """The :class:`Delta` in a file already checked by :func:`verified_reader`."""
+    table = reader.read_all()
+    ops, keys, values = (table.column(i).combine_chunks() for i in range(3))
+    parts = {}
+    for op in (DELETE_RANGE, DELETE, PUT):
+        mask = pc.equal(ops, op)
+        parts[op] = (keys.filter(mask), values.filter(mask))
+    known = sum(len(k) for k, _ in parts.values())
+    if known != len(ops) or parts[PUT][1].null_count or parts[DELETE_RANGE][1].null_count:
+        raise ChangelogCorruptError(
+            f"changelog file {file.name}: rows with an unknown op or a missing value; the file "
+            "was not written by streamjoin's changelog. " + _advice(file),
+            files=[file.name], versions=(file.version, file.version),
+        )
+    return Delta(file.version, parts[DELETE_RANGE][0], parts[DELETE_RANGE][1], parts[DELETE][0],
+                 parts[PUT][0], parts[PUT][1], _decoded_metadata(table.schema))
+
+
+def _decoded_metadata(schema: pa.Schema) -> dict[str, str]:
+    return {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
+
+
+def _unzip(pairs: Sequence[tuple[bytes, bytes]]) -> tuple[list[bytes], list[bytes]]:
+    if not pairs:
+        return [], []
+    try:
+        first, second = zip(*pairs)
+    except ValueError:
+        raise TypeError("every put and range delete must be a (bytes, bytes) pair") from None
+    return list(first), list(second)
+
+
+def _check_bytes(what: str, items: list) -> None:
+    if items and set(map(type, items)) != {bytes}:
+        bad = next(item for item in items if type(item) is not bytes)
+        raise TypeError(f"changelog {what}s must be bytes, got {type(bad).__name__}: {bad!r}")
+
+
+# -- reading with verification --------------------------------------------------------------------
+
+
+def verified_reader(buffer: pa.Buffer, file: LogFile) -> pa.ipc.RecordBatchFileReader:
+    """An Arrow reader over ``buffer`` after checking its checksum, footer, kind and version."""
+    crc = zlib.crc32(memoryview(buffer))
+    if crc != file.crc:
+        kind = TornFileError if not bytes(buffer[-6:]) == _ARROW_MAGIC else ChecksumMismatchError
+        what = ("ends before its Arrow footer (a torn or truncated write)" if kind is TornFileError
+                else f"has CRC-32 {crc:08x}, its name says {file.crc:08x} (its bytes were damaged)")
+        raise kind(f"changelog file {file.name} ({len(buffer)} bytes) {what}; "
+                   + _advice(file), files=[file.name], versions=(file.version, file.version))
+    try:
+        reader = pa.ipc.open_file(buffer)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise ChangelogCorruptError(
+            f"changelog file {file.name} is not an Arrow IPC file ({exc}); " + _advice(file),
+            files=[file.name], versions=(file.version, file.version)) from exc
+    meta = _decoded_metadata(reader.schema)
+    expected = DELTA_SCHEMA if file.kind is not Kind.SNAPSHOT else SNAPSHOT_SCHEMA
+    if (meta.get("streamjoin.kind") != file.kind.value
+            or meta.get("streamjoin.version") != str(file.version)
+            or not reader.schema.remove_metadata().equals(expected)):
+        raise ChangelogCorruptError(
+            f"changelog file {file.name} holds {meta.get('streamjoin.kind')} version "
+            f"{meta.get('streamjoin.version')} with schema {reader.schema.remove_metadata()}, not "
+            f"what its name says; it was renamed or written by another tool. " + _advice(file),
+            files=[file.name], versions=(file.version, file.version))
+    return reader
+
+
+def _advice(file: LogFile) -> str:
+    if file.kind is Kind.SNAPSHOT:
+        return ("restore falls back to an older snapshot and its deltas if the log still has them; "
+                "`streamjoin changelog verify` lists what remains restorable")
+    return (f"versions from {file.version} on cannot be restored through it; restore an earlier "
+            "version, or re-run the query from a checkpoint before it")
+
+
+class SnapshotReader:
+    """The verified contents of one snapshot: ``entries`` and ``chunks()`` of (keys, values)."""
+
+    def __init__(self, reader: pa.ipc.RecordBatchFileReader, file: LogFile) -> None:
+        self._reader = reader
+        self.file = file
+        self.entries = sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
+
+    def chunks(self) -> Iterator[tuple[pa.Array, pa.Array]]:
+        """Record batches in key order, as (keys, values) arrays."""
+        for i in range(self._reader.num_record_batches):
+            batch = self._reader.get_batch(i)
+            if batch.num_rows:
+                yield batch.column(0), batch.column(1)

@@ -1,0 +1,270 @@
+"""One (operator, partition)'s changelog: a delta per version plus compacted snapshots.
+
+    log = Changelog("/checkpoints/q1/state/p=0", retain_versions=10)
+    log.append(0, puts=[(b"k", b"v")])
+    log.append(1, deletes=[b"k"], delete_ranges=[(b"a", b"c")])
+    log.versions()          # [0, 1]: what restore() can rebuild
+
+The directory layout and file format are in :mod:`changelog.format`; which files restore which
+versions is in :mod:`changelog.listing`. Every file is written whole under a temporary name and
+moved into place, carries the CRC-32 of its bytes in its name, and is verified on every read.
+
+Appending a version that is already there replaces it (a batch executed again writes its delta
+again). Identical bytes make this a no-op. Different bytes mean the later history was built on the
+old delta, so snapshots at or after that version and deltas after it are removed first (newest
+first), then the old delta, then the new one is published: a crash at any point leaves a log whose
+newest versions are simply missing, never a mix of old and new history.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from itertools import islice
+from typing import Iterable, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+
+from changelog.errors import ChangelogError, VersionNotRetainedError, VersionOrderError
+from changelog.format import (
+    BATCH_ROWS,
+    Delta,
+    Kind,
+    LogFile,
+    SnapshotReader,
+    decode_delta,
+    encode_delta,
+    file_name,
+    parse_name,
+    snapshot_schema,
+    temp_tag,
+    verified_reader,
+)
+from changelog.listing import Listing
+from changelog.storage import open_storage
+
+__all__ = ["Changelog", "KeyValue", "iter_chunks", "rebatch"]
+
+KeyValue = tuple[bytes, bytes]
+
+
+class Changelog:
+    """The changelog at ``uri`` (a local path or a ``pyarrow.fs`` URI) of one partition.
+
+    ``retain_versions`` (>= 1) is how many of the newest versions compaction keeps restorable.
+    ``filesystem``, when given, is the ``pyarrow.fs.FileSystem`` and ``uri`` a path inside it.
+    Safe for one appending writer plus any number of readers and compactions at a time.
+    """
+
+    def __init__(
+        self,
+        uri: str | os.PathLike[str],
+        *,
+        retain_versions: int = 10,
+        filesystem: pafs.FileSystem | None = None,
+    ) -> None:
+        if not isinstance(retain_versions, int) or retain_versions < 1:
+            raise ValueError(f"retain_versions must be an int >= 1, not {retain_versions!r}")
+        self.uri = os.fspath(uri)
+        self.retain_versions = retain_versions
+        self.storage = open_storage(self.uri, filesystem)
+
+    def __repr__(self) -> str:
+        return f"Changelog({self.uri!r}, retain_versions={self.retain_versions})"
+
+    # -- what is there --------------------------------------------------------------------------
+
+    def listing(self) -> Listing:
+        """The files present now (one directory listing; nothing is read)."""
+        return Listing.from_files(self.storage.uri, self.storage.list())
+
+    def versions(self) -> list[int]:
+        """Versions that present files can restore, ascending (checksums are checked on restore)."""
+        return self.listing().restorable()
+
+    def latest(self) -> int | None:
+        """The newest restorable version, or None for an empty log."""
+        versions = self.versions()
+        return versions[-1] if versions else None
+
+    def snapshot_versions(self) -> list[int]:
+        return sorted(self.listing().snapshots)
+
+    def delta_versions(self) -> list[int]:
+        return sorted(self.listing().deltas)
+
+    # -- writing --------------------------------------------------------------------------------
+
+    def append(
+        self,
+        version: int,
+        puts: Iterable[KeyValue] = (),
+        deletes: Iterable[bytes] = (),
+        delete_ranges: Iterable[tuple[bytes, bytes]] = (),
+    ) -> LogFile:
+        """Durably and atomically write the delta of ``version``; return the file written.
+
+        ``version - 1`` must be restorable (or ``version`` is 0, or the log is empty: a first
+        version ``k > 0`` is preceded by an empty snapshot at ``k - 1``). Raises
+        :class:`VersionOrderError` when versions before it are missing, and
+        :class:`VersionNotRetainedError` when ``version - 1`` was compacted away. Raises TypeError
+        (nothing written) for keys or values that are not ``bytes``.
+        """
+        _check_version(version)
+        batch = encode_delta(Kind.DELTA, version, _seq(puts), _seq(deletes), _seq(delete_ranges))
+        payload = _ipc_bytes(batch)
+        listing = self.listing()
+        self._check_base(listing, version)
+        if listing.empty and version > 0:
+            self.write_snapshot(version - 1, ())
+        existing = listing.deltas.get(version)
+        if existing is not None and existing.crc != zlib.crc32(memoryview(payload)):
+            self._drop_history_from(listing, version)
+        return self._publish(Kind.DELTA, version, lambda sink: sink.write(payload))
+
+    def write_snapshot(self, version: int, chunks: Iterable[tuple[pa.Array, pa.Array]]) -> LogFile:
+        """Write the snapshot of ``version`` from (keys, values) chunks in strictly ascending order.
+
+        Record batches hold exactly ``BATCH_ROWS`` entries (the last one fewer) whatever the
+        chunking, so one state always gives the same bytes and the same file name. Raises
+        ChangelogError (nothing published) when the keys are not strictly ascending.
+        """
+        _check_version(version)
+        schema = snapshot_schema(version)
+
+        def produce(sink: object) -> None:
+            with pa.ipc.new_file(sink, schema) as writer:
+                previous = None
+                for keys, values in rebatch(chunks):
+                    previous = _check_ascending(keys, previous, self.uri, version)
+                    writer.write_batch(pa.record_batch([keys, values], schema=schema))
+
+        return self._publish(Kind.SNAPSHOT, version, produce)
+
+    def delete(self, names: list[str]) -> None:
+        """Remove files by name, in the order given."""
+        self.storage.delete(names)
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def read_delta(self, file: LogFile) -> Delta:
+        """The verified contents of a delta file (raises ChangelogCorruptError when damaged)."""
+        return decode_delta(verified_reader(self._read(file), file), file)
+
+    def read_snapshot(self, file: LogFile) -> SnapshotReader:
+        """The verified contents of a snapshot file (raises ChangelogCorruptError when damaged)."""
+        return SnapshotReader(verified_reader(self._read(file), file), file)
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _read(self, file: LogFile) -> pa.Buffer:
+        try:
+            return self.storage.read(file.name)
+        except FileNotFoundError as exc:
+            raise ChangelogError(
+                f"changelog file {file.name} in {self.uri} disappeared while it was being read "
+                "(a concurrent compaction removed it); retry the operation",
+                files=[file.name], versions=(file.version, file.version)) from exc
+
+    def _publish(self, kind: Kind, version: int, produce) -> LogFile:
+        info = self.storage.write_atomic(
+            temp_tag(kind, version), produce, lambda crc: file_name(kind, version, crc))
+        published = parse_name(info.name, info.size)
+        assert published is not None, info.name
+        return published
+
+    def _check_base(self, listing: Listing, version: int) -> None:
+        if version == 0 or listing.empty:
+            return
+        restorable = listing.restorable()
+        if version - 1 in restorable:
+            return
+        newest = listing.newest
+        if newest is not None and version - 1 > newest:
+            raise VersionOrderError(
+                f"cannot append version {version} to changelog {self.uri}: its newest version is "
+                f"{newest}, so versions {newest + 1}..{version - 1} would be missing; append them "
+                "first", versions=(newest + 1, version - 1))
+        raise VersionNotRetainedError(
+            f"cannot append version {version} to changelog {self.uri}: version {version - 1}, "
+            f"which it applies to, is not restorable (restorable: {_summary(restorable)})",
+            versions=(version - 1, version - 1))
+
+    def _drop_history_from(self, listing: Listing, version: int) -> None:
+        """Remove what was built on the old delta of ``version``, newest first, then the delta."""
+        later = [f for f in listing.files()
+                 if f.version > version or (f.version == version and f.kind is Kind.SNAPSHOT)]
+        names = [f.name for f in sorted(later, reverse=True)]
+        self.storage.delete(names + [listing.deltas[version].name])
+
+
+def _check_version(version: int) -> None:
+    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+        raise TypeError(f"a changelog version is an int >= 0, not {version!r}")
+
+
+def _seq(items: Iterable) -> list:
+    return items if isinstance(items, list) else list(items)
+
+
+def _ipc_bytes(batch: pa.RecordBatch) -> pa.Buffer:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return sink.getvalue()
+
+
+def _check_ascending(keys: pa.Array, previous: bytes | None, uri: str, version: int) -> bytes | None:
+    """Raise unless ``keys`` are strictly ascending and above ``previous``; return the last key."""
+    if len(keys) == 0:
+        return previous
+    first = keys[0].as_py()
+    inner_ok = len(keys) < 2 or pc.all(pc.less(keys.slice(0, len(keys) - 1), keys.slice(1))).as_py()
+    if not inner_ok or (previous is not None and first <= previous):
+        raise ChangelogError(
+            f"snapshot {version} of changelog {uri}: keys must be strictly ascending; the source "
+            "of the snapshot is not sorted (a bug: report it)", versions=(version, version))
+    return keys[len(keys) - 1].as_py()
+
+
+def _summary(versions: list[int]) -> str:
+    if not versions:
+        return "none"
+    return f"{versions[0]}..{versions[-1]}" if len(versions) > 1 else str(versions[0])
+
+
+def iter_chunks(items: Iterator[KeyValue], size: int = BATCH_ROWS) -> Iterator[tuple[pa.Array, pa.Array]]:
+    """Group (key, value) pairs into (keys, values) Arrow arrays of up to ``size`` entries."""
+    while True:
+        chunk = list(islice(items, size))
+        if not chunk:
+            return
+        keys, values = zip(*chunk)
+        yield pa.array(keys, pa.large_binary()), pa.array(values, pa.large_binary())
+
+
+def rebatch(
+    chunks: Iterable[tuple[pa.Array, pa.Array]], size: int = BATCH_ROWS
+) -> Iterator[tuple[pa.Array, pa.Array]]:
+    """The same entries as ``chunks``, regrouped into chunks of exactly ``size`` (the last fewer)."""
+    keys: list[pa.Array] = []
+    values: list[pa.Array] = []
+    pending = 0
+    for k, v in chunks:
+        if len(k):
+            keys.append(k)
+            values.append(v)
+            pending += len(k)
+        while pending >= size:
+            all_k, all_v = _combine(keys), _combine(values)
+            yield all_k.slice(0, size), all_v.slice(0, size)
+            keys, values = [all_k.slice(size)], [all_v.slice(size)]
+            pending -= size
+    if pending:
+        yield _combine(keys), _combine(values)
+
+
+def _combine(arrays: list[pa.Array]) -> pa.Array:
+    return arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)

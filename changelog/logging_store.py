@@ -1,0 +1,254 @@
+"""The changelogging store: a :class:`statestore.Store` that logs every write before applying it.
+
+    store, opened = open_logged_store("rocksdb", "/local/q1/p=0", log, target_version=41)
+    store.write(puts=[(b"k", b"v")], version=42)   # delta 42 is durable, then the local store has it
+    opened.how                                      # OpenHow.REUSED / ROLLED_FORWARD / ...
+
+``ChangeloggingStore(inner, log)`` wraps any store with the same interface: reads pass straight
+through; ``write(..., version=v)`` (a version is required, one above the store's) records an undo
+record (when it has an :class:`~changelog.undo.UndoLog`), appends the delta of ``v`` to the log,
+then applies the same writes and the marker to the inner store in one atomic write (SPEC §7).
+
+:func:`open_logged_store` opens the local store of a partition and brings it to the version a task
+needs, reporting how in an :class:`OpenReport`:
+
+* already there: reused (undo records of later versions are dropped);
+* behind: rolled forward by the deltas in between, unless restoring the newest snapshot reads
+  fewer bytes;
+* ahead (a batch executed again): rolled back by the undo records of the versions in between;
+* missing, empty, unreadable (:class:`StoreCorruptError`), or not reachable the ways above:
+  rebuilt (``destroy_store`` + open + :func:`changelog.restore.restore`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Iterable, Iterator, Sequence
+
+from changelog.errors import ChangelogCorruptError, VersionOrderError
+from changelog.log import Changelog
+from changelog.restore import restore
+from changelog.undo import UndoLog
+from statestore.base import KeyValue, Store, StoreStats
+from statestore.errors import StoreCorruptError
+from statestore.registry import destroy_store, open_store
+
+__all__ = ["ChangeloggingStore", "open_logged_store", "OpenReport", "OpenHow"]
+
+
+class ChangeloggingStore(Store):
+    """``inner`` with every write logged to ``log`` first (see module docstring). Owns ``inner``."""
+
+    kind = "changelogging"
+
+    def __init__(self, inner: Store, log: Changelog, *, undo: UndoLog | None = None) -> None:
+        super().__init__(inner.path)
+        self.inner = inner
+        self.log = log
+        self.undo = undo
+
+    def __repr__(self) -> str:
+        return f"ChangeloggingStore({self.inner!r}, {self.log!r}, undo={self.undo!r})"
+
+    def _get(self, key: bytes) -> bytes | None:
+        return self.inner.get(key)
+
+    def _multi_get(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        return self.inner.multi_get(keys)
+
+    def _scan(self, start: bytes | None, end: bytes | None, reverse: bool) -> Iterator[KeyValue]:
+        return self.inner.scan(start, end, reverse)
+
+    def _version(self) -> int | None:
+        return self.inner.version
+
+    def _stats(self) -> StoreStats:
+        return self.inner.stats()
+
+    def _close(self) -> None:
+        self.inner.close()
+
+    def _write(
+        self,
+        puts: Sequence[KeyValue],
+        deletes: Sequence[bytes],
+        delete_ranges: Sequence[tuple[bytes, bytes]],
+        version: int | None,
+    ) -> None:
+        """Undo record, then the delta, then the inner write; raises VersionOrderError (nothing
+        written) for a missing version or one that does not follow the store's."""
+        self._check_follows(version)
+        self._logged(version, puts, deletes, delete_ranges,
+                     lambda: self.inner.write(puts, deletes, delete_ranges, version=version))
+
+    def _load_sorted(self, items: Iterable[KeyValue], version: int | None) -> int:
+        """Bulk-load an empty store as one logged write of puts at ``version`` (required)."""
+        self._check_follows(version)
+        puts = list(items)
+        self._logged(version, puts, (), (), lambda: self.inner.load_sorted(puts, version))
+        return len(puts)
+
+    def _logged(self, version: int, puts, deletes, delete_ranges, apply) -> None:
+        if self.undo is not None:
+            self.undo.record(self.inner, version, puts, deletes, delete_ranges)
+        try:
+            self.log.append(version, puts, deletes, delete_ranges)
+            apply()
+        except BaseException:
+            if self.undo is not None and self.inner.version != version:
+                self.undo.discard(version)
+            raise
+
+    def _check_follows(self, version: int | None) -> None:
+        if version is None:
+            raise VersionOrderError(
+                f"{self!r}: every write to a changelogged store needs version= (the batch id)")
+        current = self.inner.version
+        if current is not None and version == current + 1:
+            return
+        if current is None and next(iter(self.inner.scan()), None) is None:
+            if version == 0 or version - 1 not in self.log.versions():
+                return
+            detail = f"the changelog has version {version - 1}, but the local store is empty"
+        else:
+            detail = f"the local store is at version {current}"
+        raise VersionOrderError(
+            f"write(version={version}) to {self.inner!r}: {detail}. A changelogged store moves one "
+            f"version per write; open it with open_logged_store(..., target_version={version - 1}) "
+            "first", versions=(version, version))
+
+
+class OpenHow(str, Enum):
+    """How :func:`open_logged_store` obtained the store (a str, so it serialises as is)."""
+
+    REUSED = "reused"
+    ROLLED_FORWARD = "rolled_forward"
+    ROLLED_BACK = "rolled_back"
+    REBUILT = "rebuilt"
+
+
+@dataclass(frozen=True)
+class OpenReport:
+    """What opening a logged store did, for metrics.
+
+    ``local_version``: the local store's version before (None: missing, empty or unreadable);
+    ``versions``: deltas applied forward or undo records applied back; ``entries_restored``:
+    entries a rebuild loaded; ``seconds``: time spent bringing the store to the target;
+    ``reason``: why it was rebuilt ("" otherwise).
+    """
+
+    how: OpenHow
+    local_version: int | None
+    target_version: int | None
+    versions: int = 0
+    entries_restored: int = 0
+    seconds: float = 0.0
+    reason: str = ""
+
+
+def open_logged_store(
+    kind: str,
+    local_path: str | os.PathLike[str],
+    log: Changelog,
+    target_version: int | None,
+    *,
+    undo_depth: int = 1,
+    **options: Any,
+) -> tuple[ChangeloggingStore, OpenReport]:
+    """Open the local store at ``local_path`` at exactly ``target_version`` of ``log``.
+
+    ``target_version`` None means the empty state before the first batch. Undo records live in
+    ``<local_path>.undo`` and cover the newest ``undo_depth`` versions. ``options`` go to
+    ``open_store``. Raises the changelog's errors when a rebuild is needed and the log cannot
+    restore ``target_version``; the local store is closed then.
+    """
+    path = os.fspath(local_path)
+    undo = UndoLog(path + ".undo", undo_depth)
+    started = time.perf_counter()
+    store, local, reason = _open_local(kind, path, options)
+    try:
+        store, how, count, entries, reason = _bring_to(kind, path, options, store, log, undo,
+                                                      target_version, reason)
+    except BaseException:
+        store.close()
+        raise
+    report = OpenReport(how, local, target_version, count, entries, time.perf_counter() - started, reason)
+    return ChangeloggingStore(store, log, undo=undo), report
+
+
+def _open_local(kind: str, path: str, options: dict[str, Any]) -> tuple[Store, int | None, str]:
+    """The local store, its version, and "" or why it must be rebuilt (empty or unreadable)."""
+    try:
+        store = open_store(kind, path, **options)
+    except StoreCorruptError as exc:
+        destroy_store(kind, path)
+        return open_store(kind, path, **options), None, f"local store unreadable ({exc})"
+    version = store.version
+    if version is None:
+        empty = next(iter(store.scan()), None) is None
+        return store, None, "no local store" if empty else "local store has entries but no version"
+    return store, version, ""
+
+
+def _bring_to(kind, path, options, store, log, undo, target, reason):
+    """(store, how, versions, entries, reason): ``store`` moved to ``target`` the cheapest way."""
+    current = None if reason else store.version
+    if not reason and current == target:
+        undo.discard_after(target)
+        return store, OpenHow.REUSED, 0, 0, ""
+    if reason == "no local store" and target is None:
+        undo.clear()
+        return store, OpenHow.REUSED, 0, 0, ""
+    if current is not None and target is not None and current > target:
+        undone = undo.rollback(store, target)
+        if undone is not None:
+            return store, OpenHow.ROLLED_BACK, undone, 0, ""
+        reason = f"local store at {current} is ahead of {target} and has no undo records back to it"
+    elif current is not None and target is not None:
+        applied, reason = _roll_forward(store, log, current, target)
+        if applied is not None:
+            undo.clear()
+            return store, OpenHow.ROLLED_FORWARD, applied, 0, ""
+    elif current is not None:
+        reason = f"local store at {current}, the target is the empty state"
+    return _rebuild(kind, path, options, store, log, undo, target, reason)
+
+
+def _roll_forward(store: Store, log: Changelog, current: int, target: int) -> tuple[int | None, str]:
+    """Apply deltas ``current+1..target``; (count, "") or (None, why not) when it cannot or should not."""
+    listing = log.listing()
+    needed = range(current + 1, target + 1)
+    missing = [v for v in needed if v not in listing.deltas]
+    if missing:
+        return None, f"local store at {current}; deltas {missing[0]}..{missing[-1]} are compacted away"
+    forward = sum(listing.deltas[v].size for v in needed)
+    chains = listing.chains(target)
+    if chains and chains[0].base is not None and chains[0].base.version > current:
+        if sum(f.size for f in chains[0].files) < forward:
+            return None, f"local store at {current}; restoring snapshot {chains[0].base.version} is cheaper"
+    for v in needed:
+        try:
+            delta = log.read_delta(listing.deltas[v])
+        except ChangelogCorruptError as exc:
+            return None, f"delta {v} is damaged ({exc})"
+        puts, deletes, ranges = delta.as_write()
+        store.write(puts, deletes, ranges, version=v)
+    return len(needed), ""
+
+
+def _rebuild(kind, path, options, store, log, undo, target, reason):
+    store.close()
+    destroy_store(kind, path)
+    undo.clear()
+    store = open_store(kind, path, **options)
+    if target is None:
+        return store, OpenHow.REBUILT, 0, 0, reason
+    try:
+        stats = restore(log, store, target)
+    except BaseException:
+        store.close()
+        raise
+    return store, OpenHow.REBUILT, stats.deltas, stats.entries_loaded, reason

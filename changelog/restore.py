@@ -1,0 +1,199 @@
+"""Rebuild a store of any backend to exactly the state of one version of a changelog.
+
+``restore(log, store, version)`` picks the newest chain that reaches ``version`` (a snapshot at or
+before it, then deltas; see :mod:`changelog.listing`), checks the checksum of every file of the
+chain *before* it touches the store, and then loads the store through its bulk path:
+
+* snapshot only: the snapshot's sorted entries go straight to ``store.load_sorted`` (SST ingestion
+  for RocksDB, sorted append for LMDB);
+* snapshot plus small deltas: ``load_sorted`` of the snapshot, then each delta with
+  ``store.write`` in version order, each setting the version marker;
+* deltas that are large beside the snapshot (or no snapshot): the deltas are folded into the
+  snapshot's sorted stream in Arrow (:mod:`changelog.merge`) and the result is bulk-loaded once, so
+  an uncompacted log restores through the bulk path too.
+
+The store must be empty (version None, no entries): a caller with an old store removes it with
+``destroy_store`` and opens it again (``open_logged_store`` does this). When the newest snapshot is
+damaged, restore falls back to the next older chain that reaches the version, logs a warning and
+lists what it passed over in ``RestoreStats.skipped``; when no chain survives it raises an error
+naming every damaged or missing file and the versions affected.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from dataclasses import dataclass
+from enum import Enum
+from typing import Callable, Iterable, Iterator
+
+import pyarrow as pa
+
+from changelog.errors import ChangelogCorruptError, ChangelogError, StoreNotEmptyError, VersionNotRetainedError
+from changelog.format import Delta, SnapshotReader
+from changelog.listing import Chain
+from changelog.log import Changelog
+from changelog.merge import compose, merge
+from statestore.base import KeyValue, Store
+
+__all__ = ["restore", "RestoreStats", "RestoreMethod", "Progress"]
+
+_log = logging.getLogger(__name__)
+
+#: ``progress(entries_done, entries_total)``, called as restore goes.
+Progress = Callable[[int, int], None]
+
+#: Fold deltas into the snapshot stream once they hold this share of the snapshot's entries.
+MERGE_SHARE = 0.125
+
+
+class RestoreMethod(str, Enum):
+    """How the entries reached the store."""
+
+    BULK = "bulk"  # one load_sorted of a snapshot
+    BULK_AND_WRITES = "bulk+writes"  # load_sorted of the snapshot, then one write per delta
+    MERGED = "merged"  # deltas folded into the snapshot stream, one load_sorted
+
+
+@dataclass(frozen=True)
+class RestoreStats:
+    """What one restore did.
+
+    ``base_version`` is the snapshot's version (-1: the empty state before version 0);
+    ``entries_read`` counts snapshot entries plus delta rows; ``skipped`` describes damaged files
+    passed over for an older chain.
+    """
+
+    version: int
+    base_version: int
+    deltas: int
+    entries_read: int
+    entries_loaded: int
+    method: RestoreMethod
+    seconds: float
+    skipped: tuple[str, ...] = ()
+
+    @property
+    def entries_per_second(self) -> float:
+        return self.entries_read / self.seconds if self.seconds > 0 else float("inf")
+
+
+def restore(
+    log: Changelog, store: Store, version: int | None = None, *, progress: Progress | None = None
+) -> RestoreStats:
+    """Load ``store`` (empty) with the state of ``version`` (None: the newest); set its marker.
+
+    Raises :class:`StoreNotEmptyError` for a store with entries or a version,
+    :class:`VersionNotRetainedError` / :class:`ChangelogGapError` when no files reach ``version``
+    and :class:`ChangelogCorruptError` when every chain that reaches it is damaged.
+    """
+    started = time.perf_counter()
+    _require_empty(store)
+    listing = log.listing()
+    if version is None:
+        restorable = listing.restorable()
+        if not restorable:
+            raise listing.unreachable(0) if listing.newest is not None else VersionNotRetainedError(
+                f"changelog {log.uri} is empty: there is nothing to restore")
+        version = restorable[-1]
+    chains = listing.chains(version)
+    if not chains:
+        raise listing.unreachable(version)
+    problems: list[ChangelogError] = []
+    for chain in chains:
+        try:
+            problem = listing.ambiguity(chain.files)
+            if problem:
+                raise problem
+            snapshot, deltas = _read_chain(log, chain)
+        except ChangelogCorruptError as exc:
+            problems.append(exc)
+            if chain.base is None or exc.files != (chain.base.name,):
+                break  # a damaged delta: every older chain needs it too
+            continue
+        if problems:
+            _log.warning("restore of %s version %d passed over damaged files: %s",
+                         log.uri, version, "; ".join(str(p) for p in problems))
+        stats = _apply(store, chain, snapshot, deltas, progress)
+        return RestoreStats(version, chain.base_version, len(deltas), stats[0], stats[1], stats[2],
+                            time.perf_counter() - started, tuple(str(p) for p in problems))
+    raise _no_chain_left(log, version, problems)
+
+
+def _require_empty(store: Store) -> None:
+    if store.version is not None or next(iter(store.scan()), None) is not None:
+        raise StoreNotEmptyError(
+            f"restore needs an empty store, but {store!r} has version {store.version} and entries; "
+            "remove it with destroy_store() and open it again (open_logged_store does this)")
+
+
+def _read_chain(log: Changelog, chain: Chain) -> tuple[SnapshotReader | None, list[Delta]]:
+    """The chain's files, each checked (checksum, footer, kind, version) before anything is loaded."""
+    snapshot = log.read_snapshot(chain.base) if chain.base is not None else None
+    return snapshot, [log.read_delta(f) for f in chain.deltas]
+
+
+def _apply(
+    store: Store,
+    chain: Chain,
+    snapshot: SnapshotReader | None,
+    deltas: list[Delta],
+    progress: Progress | None,
+) -> tuple[int, int, RestoreMethod]:
+    """Load the chain into ``store``; return (entries read, entries loaded, method)."""
+    base_entries = snapshot.entries if snapshot is not None else 0
+    delta_entries = sum(d.entries for d in deltas)
+    total = base_entries + delta_entries
+    counter = _Counter(progress, total)
+    if not deltas:
+        loaded = store.load_sorted(_items(snapshot.chunks(), counter), version=chain.target)
+        return total, loaded, RestoreMethod.BULK
+    if snapshot is None or delta_entries >= MERGE_SHARE * base_entries:
+        chunks = merge(counter.track(snapshot.chunks()) if snapshot else None, compose(deltas))
+        loaded = store.load_sorted(_items(chunks, None), version=chain.target)
+        counter.add(delta_entries)
+        return total, loaded, RestoreMethod.MERGED
+    loaded = store.load_sorted(_items(snapshot.chunks(), counter), version=chain.base_version)
+    for delta in deltas:
+        puts, deletes, ranges = delta.as_write()
+        store.write(puts, deletes, ranges, version=delta.version)
+        loaded += len(puts)
+        counter.add(delta.entries)
+    return total, loaded, RestoreMethod.BULK_AND_WRITES
+
+
+class _Counter:
+    """Reports progress as chunks go by."""
+
+    def __init__(self, progress: Progress | None, total: int) -> None:
+        self.progress, self.total, self.done = progress, total, 0
+
+    def add(self, n: int) -> None:
+        self.done += n
+        if self.progress is not None:
+            self.progress(self.done, self.total)
+
+    def track(self, chunks: Iterable[tuple[pa.Array, pa.Array]]) -> Iterator[tuple[pa.Array, pa.Array]]:
+        for keys, values in chunks:
+            yield keys, values
+            self.add(len(keys))
+
+
+def _items(chunks: Iterable[tuple[pa.Array, pa.Array]], counter: _Counter | None) -> Iterator[KeyValue]:
+    """(key, value) pairs of sorted chunks, converted a chunk at a time (C-level iteration)."""
+    if counter is not None:
+        chunks = counter.track(chunks)
+    return itertools.chain.from_iterable(zip(k.to_pylist(), v.to_pylist()) for k, v in chunks)
+
+
+def _no_chain_left(log: Changelog, version: int, problems: list[ChangelogError]) -> ChangelogCorruptError:
+    files = [name for p in problems for name in p.files]
+    details = "\n  ".join(str(p) for p in problems)
+    return ChangelogCorruptError(
+        f"version {version} of changelog {log.uri} cannot be restored: every chain of files that "
+        f"reaches it is damaged:\n  {details}\nRun `streamjoin changelog verify {log.uri}` to see "
+        "which versions remain restorable; restore one of those, or re-run the query from a "
+        "checkpoint before the damage.",
+        files=files, versions=(min((p.versions[0] for p in problems if p.versions), default=version), version))
+

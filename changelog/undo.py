@@ -1,0 +1,133 @@
+"""Undo records: how to take a local store from version ``v`` back to ``v - 1`` without a rebuild.
+
+Before a changelogged write of version ``v`` reaches the local store, :meth:`UndoLog.record`
+saves, beside the store (``<store path>.undo/undo-<v>-<crc>.arrow``, never in the changelog), the
+previous value of every key the write touches: keys put or deleted (read with ``multi_get``) and
+the entries a range delete removes (read with ``scan``). Keys the write creates are recorded as
+deletes. Applying the record is one atomic store write that also sets the marker back to ``v - 1``,
+so returning a store that is ahead (a batch executed again) costs in proportion to that batch's
+writes, not to the state.
+
+Records are only trusted for a store whose history this log saw: whoever changes the store by
+other means (roll-forward from the changelog, rebuild) calls :meth:`UndoLog.clear`. A damaged or
+missing record makes :meth:`UndoLog.rollback` decline (the caller rebuilds instead).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Sequence
+
+import pyarrow as pa
+
+from changelog.errors import ChangelogCorruptError
+from changelog.format import Kind, LogFile, decode_delta, encode_delta, file_name, parse_name, temp_tag, verified_reader
+from changelog.storage import LocalStorage
+from statestore.base import KeyValue, Store
+
+__all__ = ["UndoLog"]
+
+_log = logging.getLogger(__name__)
+_PREVIOUS = "streamjoin.previous_version"
+
+
+class UndoLog:
+    """The undo records of one local store, keeping those of the newest ``depth`` versions."""
+
+    def __init__(self, directory: str | os.PathLike[str], depth: int = 1) -> None:
+        if depth < 1:
+            raise ValueError(f"undo depth must be >= 1, not {depth}")
+        self.directory = os.fspath(directory)
+        self.depth = depth
+        self._storage = LocalStorage(self.directory)
+
+    def __repr__(self) -> str:
+        return f"UndoLog({self.directory!r}, depth={self.depth})"
+
+    def record(
+        self,
+        store: Store,
+        version: int,
+        puts: Sequence[KeyValue],
+        deletes: Sequence[bytes],
+        delete_ranges: Sequence[tuple[bytes, bytes]],
+    ) -> None:
+        """Save how to undo this write on ``store`` (call before the store applies it)."""
+        put_keys = [k for k, _ in puts]
+        touched = list(dict.fromkeys([*put_keys, *deletes]))
+        previous: dict[bytes, bytes] = {}
+        for start, end in delete_ranges:
+            if start < end:
+                previous.update(store.scan(start, end))
+        created = set(put_keys)
+        undo_deletes = []
+        for key, old in zip(touched, store.multi_get(touched)):
+            if old is not None:
+                previous[key] = old
+            elif key in created and key not in previous:
+                undo_deletes.append(key)
+        prior = store.version
+        batch = encode_delta(Kind.UNDO, version, list(previous.items()), undo_deletes, [],
+                             extra={_PREVIOUS: "" if prior is None else str(prior)})
+        self._storage.delete([f.name for f in self._files() if f.version >= version])
+        self._storage.write_atomic(temp_tag(Kind.UNDO, version), lambda sink: _write(sink, batch),
+                                   lambda crc: file_name(Kind.UNDO, version, crc))
+        self._storage.delete([f.name for f in self._files() if f.version <= version - self.depth])
+
+    def discard(self, version: int) -> None:
+        """Remove the record of ``version`` and newer ones (a write that did not happen)."""
+        self._storage.delete([f.name for f in self._files() if f.version >= version])
+
+    def discard_after(self, version: int | None) -> None:
+        """Remove records of versions after ``version`` (None: all of them)."""
+        floor = -1 if version is None else version
+        self._storage.delete([f.name for f in self._files() if f.version > floor])
+
+    def clear(self) -> None:
+        """Remove every record (the store changed by other means, or was removed)."""
+        self._storage.delete([f.name for f in self._files()])
+
+    def rollback(self, store: Store, target: int) -> int | None:
+        """Take ``store`` back to ``target`` with the records; return how many versions it undid.
+
+        Returns None, having changed nothing, when a record on the way is missing or damaged, or
+        leads elsewhere than ``target``. Each step is one atomic write with its version marker.
+        """
+        steps = []
+        version = store.version
+        while version is not None and version > target:
+            step = self._load(version)
+            if step is None or step[0] is None:
+                return None
+            steps.append(step)
+            version = step[0]
+        if version != target:
+            return None
+        for previous, puts, deletes in steps:
+            store.write(puts, deletes, (), version=previous)
+        self.discard_after(target)
+        return len(steps)
+
+    def _load(self, version: int) -> tuple[int | None, list[KeyValue], list[bytes]] | None:
+        files = [f for f in self._files() if f.version == version]
+        if len(files) != 1:
+            return None
+        try:
+            delta = decode_delta(verified_reader(self._storage.read(files[0].name), files[0]), files[0])
+        except (ChangelogCorruptError, OSError) as exc:
+            _log.warning("undo record %s in %s is unusable (%s); rebuilding instead",
+                         files[0].name, self.directory, exc)
+            return None
+        puts, deletes, _ = delta.as_write()
+        text = delta.metadata.get(_PREVIOUS, "")
+        return (int(text) if text else None), puts, deletes
+
+    def _files(self) -> list[LogFile]:
+        parsed = (parse_name(info.name, info.size) for info in self._storage.list())
+        return [f for f in parsed if f is not None and f.kind is Kind.UNDO]
+
+
+def _write(sink: object, batch: pa.RecordBatch) -> None:
+    with pa.ipc.new_file(sink, batch.schema) as writer:
+        writer.write_batch(batch)
