@@ -121,6 +121,7 @@ class LMDBStore(Store):
             raise _read_error(self.path, exc) from exc
 
     def _scan(self, start: bytes | None, end: bytes | None, reverse: bool) -> Iterator[KeyValue]:
+        _check_bounds(self.path, start, end)
         try:
             txn = self._env.begin(db=self._data)
             cursor = txn.cursor()
@@ -320,6 +321,12 @@ def _decode_version(raw: bytes | None, path: str) -> int | None:
     if len(raw) != 8:
         raise StoreCorruptError(corrupt_message(path, "lmdb", f"bad version marker {raw!r}"))
     return decode_int(raw)
+
+
+def _check_bounds(path: str, start: object, end: object) -> None:
+    for bound in (start, end):
+        if bound is not None and type(bound) is not bytes:
+            raise StoreError(f"scan of {path}: bounds must be bytes or None, got {bound!r}")
 
 
 def _read_error(path: str, exc: Exception) -> StoreError:

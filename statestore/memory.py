@@ -87,7 +87,7 @@ class MemoryStore(Store):
             for start, end in delete_ranges:
                 lo, hi = bisect.bisect_left(keys, start), bisect.bisect_left(keys, end)
                 for k in keys[lo:hi]:
-                    del items[k]
+                    items.pop(k, None)  # overlapping ranges in one write meet the same key twice
             data.invalidate()
         if deletes:
             for k in deletes:

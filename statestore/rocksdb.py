@@ -117,6 +117,7 @@ class RocksDBStore(Store):
         #   memory (seen as truncated scans). The ``takewhile`` predicate below holds ``end``.
         # ``(end,) > (key, value)`` iff key < end and ``(start,) <= (key, value)`` iff start <= key,
         # so the bound tests run in C.
+        _check_bounds(self.path, start, end)
         try:
             if reverse:
                 items = self._db.items(backwards=True, from_key=end)  # last key <= end
@@ -293,6 +294,12 @@ def _load_error(path: str, key: object, previous: bytes | None, exc: Exception) 
 def _check_range(start: object, end: object) -> None:
     if type(start) is not bytes or type(end) is not bytes:
         raise TypeError(f"a range delete needs (bytes, bytes), got ({start!r}, {end!r})")
+
+
+def _check_bounds(path: str, start: object, end: object) -> None:
+    for bound in (start, end):
+        if bound is not None and type(bound) is not bytes:
+            raise StoreError(f"scan of {path}: bounds must be bytes or None, got {bound!r}")
 
 
 def _read_error(path: str, exc: Exception) -> StoreError:
