@@ -232,7 +232,9 @@ class _Step:
             self.new[other].matched[oi] = True
         before = np.isin(ids, np.concatenate(marked)) if marked else np.zeros(table.num_rows, dtype=bool)
         expiry = times + spec.expiry_offset(side)
-        self._settle(side, table, expiry, ids, matched & ~before, ~matched & ~before)
+        # rows whose window closed before this version were output then
+        due = ~matched & ~before & (expiry >= self.before)
+        self._settle(side, table, expiry, ids, matched & ~before, due)
 
     def _settle(
         self, side: str, table: pa.Table, expiry: np.ndarray, ids: np.ndarray,

@@ -1,0 +1,109 @@
+"""Obviously-correct reference implementations of the joins, for the tests to compare with.
+
+Each reference is a few nested loops over Python rows (dicts), written for clarity, not speed.
+They give the *relational* result: the multiset of output rows once every window has closed.
+
+Interval join (SPEC §4):
+
+    reference_interval_join(left_rows, right_rows, ...)   the output multiset, as tuples
+    interval_watermarks(batches, ...)                     the watermark of each batch (SPEC §3)
+    interval_late_rows(batches, ...)                      which rows of each batch are late
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+__all__ = ["reference_interval_join", "interval_watermarks", "interval_late_rows"]
+
+Row = Mapping[str, Any]
+
+
+def reference_interval_join(
+    left_rows: Sequence[Row],
+    right_rows: Sequence[Row],
+    *,
+    left_key: Sequence[str],
+    right_key: Sequence[str],
+    left_time: str,
+    right_time: str,
+    lower: Any,
+    upper: Any,
+    how: str,
+    left_columns: Sequence[str],
+    right_columns: Sequence[str],
+) -> list[tuple]:
+    """The interval join of all rows, as a list of output tuples (order irrelevant).
+
+    A pair matches when every key value is equal and not None, and
+    ``l[left_time] + lower <= r[right_time] <= l[left_time] + upper``. An output tuple is
+    ``(key values, left non-key values, right non-key values)``, each part in column order; an
+    unmatched row has None for the other side's part and its own key values; left_semi/left_anti
+    output the left row's values in ``left_columns`` order. Rows whose time is None never join
+    and are not output (the operator sets them aside).
+    """
+    left_rows = [r for r in left_rows if r[left_time] is not None]
+    right_rows = [r for r in right_rows if r[right_time] is not None]
+
+    def matches(l: Row, r: Row) -> bool:
+        keys_equal = all(
+            l[a] is not None and r[b] is not None and l[a] == r[b] for a, b in zip(left_key, right_key)
+        )
+        return keys_equal and l[left_time] + lower <= r[right_time] <= l[left_time] + upper
+
+    left_rest = [c for c in left_columns if c not in left_key]
+    right_rest = [c for c in right_columns if c not in right_key]
+    out: list[tuple] = []
+    right_matched = [False] * len(right_rows)
+    for l in left_rows:
+        matched = False
+        for j, r in enumerate(right_rows):
+            if matches(l, r):
+                matched = True
+                right_matched[j] = True
+                if how in ("inner", "left", "right", "full"):
+                    out.append(tuple(l[c] for c in left_key) + tuple(l[c] for c in left_rest)
+                               + tuple(r[c] for c in right_rest))
+        if (how == "left_semi" and matched) or (how == "left_anti" and not matched):
+            out.append(tuple(l[c] for c in left_columns))
+        if how in ("left", "full") and not matched:
+            out.append(tuple(l[c] for c in left_key) + tuple(l[c] for c in left_rest)
+                       + (None,) * len(right_rest))
+    if how in ("right", "full"):
+        for r, matched in zip(right_rows, right_matched):
+            if not matched:
+                out.append(tuple(r[c] for c in right_key) + (None,) * len(left_rest)
+                           + tuple(r[c] for c in right_rest))
+    return out
+
+
+def interval_watermarks(
+    batches: Sequence[tuple[Sequence[Row], Sequence[Row]]], *, left_time: str, right_time: str, delay: Any
+) -> list[Any]:
+    """The watermark of each batch: min over the two inputs of the largest event time in earlier
+    batches, minus ``delay``; None (minus infinity) until both inputs have had a row."""
+    marks: list[Any] = []
+    max_left = max_right = None
+    for left_rows, right_rows in batches:
+        marks.append(None if max_left is None or max_right is None else min(max_left, max_right) - delay)
+        for row in left_rows:
+            if row[left_time] is not None and (max_left is None or row[left_time] > max_left):
+                max_left = row[left_time]
+        for row in right_rows:
+            if row[right_time] is not None and (max_right is None or row[right_time] > max_right):
+                max_right = row[right_time]
+    return marks
+
+
+def interval_late_rows(
+    batches: Sequence[tuple[Sequence[Row], Sequence[Row]]], *, left_time: str, right_time: str, delay: Any
+) -> list[tuple[list[bool], list[bool]]]:
+    """For each batch, per input, whether each row is late (event time < that batch's watermark)."""
+    out = []
+    watermarks = interval_watermarks(batches, left_time=left_time, right_time=right_time, delay=delay)
+    for (left_rows, right_rows), mark in zip(batches, watermarks):
+        out.append((
+            [mark is not None and r[left_time] is not None and r[left_time] < mark for r in left_rows],
+            [mark is not None and r[right_time] is not None and r[right_time] < mark for r in right_rows],
+        ))
+    return out

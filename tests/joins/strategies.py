@@ -1,0 +1,262 @@
+"""Hypothesis strategies and in-process drivers for the interval join tests.
+
+``JoinCase`` is one random scenario: a join definition (one of a few schema variants, bounds,
+delay, how), micro-batches of left and right rows (Python dicts, time roughly increasing across
+batches with some disorder, so watermarks advance and some rows are late), and a partition count.
+``StepDriver`` runs an operator's ``step`` per partition and version against open stores, with
+``max_times`` computed over all partitions as the runtime does, but without changelogs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import tempfile
+import zlib
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from hypothesis import strategies as st
+
+from joins.interval import IntervalJoin
+from joins.operator import REASON_COLUMN, Operator, StepInput
+from joins.reference import interval_late_rows, reference_interval_join
+from statestore import destroy_store, open_store
+from statestore.codecs import pack
+
+HOWS = ("inner", "left", "right", "full", "left_semi", "left_anti")
+SECOND = 1_000_000
+EPOCH = dt.datetime(1970, 1, 1)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A pair of input schemas and how they are joined."""
+
+    left: pa.Schema
+    right: pa.Schema
+    on: Any
+    left_key: tuple[str, ...]
+    right_key: tuple[str, ...]
+    left_time: str
+    right_time: str
+
+
+SIMPLE = Variant(
+    pa.schema([("k", pa.int64()), ("ts", pa.timestamp("us")), ("v", pa.string())]),
+    pa.schema([("k", pa.int64()), ("ts", pa.timestamp("us")), ("v", pa.string()), ("w", pa.int64())]),
+    "k", ("k",), ("k",), "ts", "ts",
+)
+COMPOSITE = Variant(
+    pa.schema([("a", pa.int64()), ("b", pa.string()), ("lt", pa.timestamp("us", "UTC")), ("x", pa.float64())]),
+    pa.schema([("c", pa.int32()), ("rt", pa.timestamp("ms", "UTC")), ("d", pa.large_string()),
+               ("a", pa.int64()), ("y", pa.string())]),
+    (["a", "b"], ["c", "d"]), ("a", "b"), ("c", "d"), "lt", "rt",
+)
+VARIANTS = (SIMPLE, COMPOSITE)
+
+
+@dataclass
+class JoinCase:
+    """One scenario (see module docstring). Times in rows are Python datetimes."""
+
+    variant: Variant
+    how: str
+    lower: dt.timedelta
+    upper: dt.timedelta
+    delay: dt.timedelta
+    batches: list[tuple[list[dict], list[dict]]]
+    partitions: int = 1
+    bucket: dt.timedelta | None = None
+    extra: dict = field(default_factory=dict)
+
+    def operator(self, **options: Any) -> IntervalJoin:
+        v = self.variant
+        return IntervalJoin(
+            v.left, v.right, v.on, left_time=v.left_time, right_time=v.right_time, lower=self.lower,
+            upper=self.upper, delay=self.delay, how=self.how, bucket=self.bucket, **options,
+        )
+
+    def tables(self, index: int) -> tuple[pa.Table, pa.Table]:
+        left, right = self.batches[index]
+        return (pa.Table.from_pylist(left, schema=self.variant.left),
+                pa.Table.from_pylist(right, schema=self.variant.right))
+
+    def late(self) -> list[tuple[list[bool], list[bool]]]:
+        v = self.variant
+        return interval_late_rows(self.batches, left_time=v.left_time, right_time=v.right_time, delay=self.delay)
+
+    def without_late_rows(self) -> "JoinCase":
+        """The same case with its late rows removed (which changes no watermark)."""
+        kept = [
+            ([r for r, x in zip(left, ll) if not x], [r for r, x in zip(right, rl) if not x])
+            for (left, right), (ll, rl) in zip(self.batches, self.late())
+        ]
+        return JoinCase(self.variant, self.how, self.lower, self.upper, self.delay, kept,
+                        self.partitions, self.bucket)
+
+    def expected(self) -> Counter:
+        """The reference result over the rows that are not late."""
+        v = self.variant
+        left = [r for (rows, _), (late, _) in zip(self.batches, self.late()) for r, x in zip(rows, late) if not x]
+        right = [r for (_, rows), (_, late) in zip(self.batches, self.late()) for r, x in zip(rows, late) if not x]
+        return Counter(reference_interval_join(
+            left, right, left_key=v.left_key, right_key=v.right_key, left_time=v.left_time,
+            right_time=v.right_time, lower=self.lower, upper=self.upper, how=self.how,
+            left_columns=v.left.names, right_columns=v.right.names,
+        ))
+
+    def expected_aside(self) -> tuple[Counter, Counter]:
+        """Rows set aside per side, as (row tuple, reason): null time, late, unpreserved null key."""
+        v = self.variant
+        preserved = {"left": self.how in ("left", "full", "left_anti"), "right": self.how in ("right", "full")}
+        out = (Counter(), Counter())
+        for batch, lates in zip(self.batches, self.late()):
+            for i, (side, keys, time) in enumerate((("left", v.left_key, v.left_time),
+                                                    ("right", v.right_key, v.right_time))):
+                for row, late in zip(batch[i], lates[i]):
+                    reason = ("null event time" if row[time] is None else "late" if late else
+                              "null key" if any(row[k] is None for k in keys) and not preserved[side] else None)
+                    if reason:
+                        out[i][(tuple(row.values()), reason)] += 1
+        return out
+
+
+def rows_of(table: pa.Table) -> Counter:
+    """A table's rows as a multiset of tuples (in column order)."""
+    return Counter(tuple(r.values()) for r in table.to_pylist())
+
+
+def aside_of(table: pa.Table) -> Counter:
+    return Counter((tuple(r.values())[:-1], r[REASON_COLUMN]) for r in table.to_pylist())
+
+
+# -- strategies ----------------------------------------------------------------------------------
+
+_BASES = (0, -40 * 365 * 86_400 * SECOND, 1_600_000_000 * SECOND)  # 1970, ~1930, 2020
+_JITTER = (0, 0, 0, 0, 1, -1, SECOND // 2)
+
+
+def _time(draw, base: int, null_rate: bool) -> tuple[int | None, int]:
+    if null_rate and draw(st.integers(0, 19)) == 0:
+        return None, 0
+    seconds = draw(st.integers(-20, 20))
+    return base + seconds * SECOND + draw(st.sampled_from(_JITTER)), seconds
+
+
+def _row(draw, variant: Variant, side: str, base: int, nulls: bool) -> tuple[dict, int]:
+    micros, seconds = _time(draw, base, nulls)
+    when = None if micros is None else EPOCH + dt.timedelta(microseconds=micros)
+    if variant is COMPOSITE and when is not None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+        if side == "right":
+            when = when.replace(microsecond=when.microsecond // 1000 * 1000)  # a timestamp[ms] column
+    key = draw(st.sampled_from([0, 1, 1, 2, 2, 3] + ([None] if nulls else [])))
+    text = draw(st.sampled_from(["p", "q", None]))
+    if variant is SIMPLE:
+        row = {"k": key, "ts": when, "v": text} if side == "left" else {
+            "k": key, "ts": when, "v": text, "w": draw(st.integers(-3, 3))}
+    elif side == "left":
+        row = {"a": key, "b": draw(st.sampled_from(["x", "y"])), "lt": when, "x": draw(st.sampled_from([0.5, -1.0]))}
+    else:
+        row = {"c": key, "rt": when, "d": draw(st.sampled_from(["x", "y"])), "a": draw(st.integers(0, 2)), "y": text}
+    return row, seconds
+
+
+@st.composite
+def join_cases(draw, *, hows: Sequence[str] = HOWS, nulls: bool = True, max_partitions: int = 4,
+               max_rows: int = 14) -> JoinCase:
+    """A random :class:`JoinCase`; rows drift forward in time across batches, some out of order."""
+    variant = draw(st.sampled_from(VARIANTS))
+    base = draw(st.sampled_from(_BASES))
+    lower_s, upper_s = sorted(draw(st.lists(st.integers(-6, 6), min_size=2, max_size=2)))
+    lower = dt.timedelta(seconds=lower_s, microseconds=draw(st.sampled_from([0, 0, 1])))
+    upper = max(lower, dt.timedelta(seconds=upper_s, microseconds=-draw(st.sampled_from([0, 0, 1]))))
+    delay = dt.timedelta(seconds=draw(st.sampled_from([0, 1, 3, 10])))
+    n_batches = draw(st.integers(1, 5))
+    batches: list[tuple[list[dict], list[dict]]] = [([], []) for _ in range(n_batches)]
+    for side_index, side in enumerate(("left", "right")):
+        for _ in range(draw(st.integers(0, max_rows))):
+            row, seconds = _row(draw, variant, side, base, nulls)
+            slot = (seconds + 20) * n_batches // 41 + draw(st.sampled_from([0, 0, 0, 1, 2, -1]))
+            batches[min(max(slot, 0), n_batches - 1)][side_index].append(row)
+    bucket = draw(st.sampled_from([None, dt.timedelta(seconds=1), dt.timedelta(microseconds=700_001)]))
+    return JoinCase(variant, draw(st.sampled_from(hows)), lower, upper, delay, batches,
+                    draw(st.integers(1, max_partitions)), bucket)
+
+
+# -- driving an operator in process ----------------------------------------------------------------
+
+_PATHS = itertools.count()
+
+
+def route(table: pa.Table, key: Sequence[str], partitions: int) -> list[pa.Table]:
+    """Rows to partitions by a hash of their key values (as :func:`joins.local.route` does)."""
+    targets = [zlib.crc32(pack(*values)) % partitions
+               for values in zip(*(table.column(k).to_pylist() for k in key))]
+    return [table.filter(pa.array([t == p for t in targets], pa.bool_())) for p in range(partitions)]
+
+
+def _max_time(table: pa.Table, column: str) -> int | None:
+    values = table.column(column).cast(pa.timestamp("us")).cast(pa.int64())
+    result = pc.max(values).as_py() if table.num_rows else None
+    return result
+
+
+class StepDriver:
+    """Runs ``operator.step`` per partition and version against open stores (no changelog)."""
+
+    def __init__(self, operator: Operator, partitions: int = 1, store: str = "memory") -> None:
+        self.operator, self.partitions, self.kind = operator, partitions, store
+        root = f"driver-{next(_PATHS)}" if store == "memory" else tempfile.mkdtemp(prefix="sj-interval-")
+        self.paths = [f"{root}/p{p}" for p in range(partitions)]
+        self.stores = [open_store(store, path) for path in self.paths]
+        self.max_times: list[int | None] = [None] * len(operator.inputs)
+        self.version = 0
+
+    def run(self, *tables: pa.Table, final: bool = False) -> tuple[pa.Table, tuple[pa.Table, ...]]:
+        """Execute the next version; return its output and the rows set aside per input."""
+        routed = [route(t, spec.key, self.partitions) for t, spec in zip(tables, self.operator.inputs)]
+        max_times = (None,) * len(tables) if final else tuple(self.max_times)
+        outputs, asides = [], [[] for _ in tables]
+        for p, store in enumerate(self.stores):
+            result = self.operator.step(store, StepInput(self.version, p, tuple(r[p] for r in routed), max_times, final))
+            store.write(result.puts, result.deletes, result.delete_ranges, version=self.version)
+            outputs.append(result.output)
+            for i, aside in enumerate(result.set_aside):
+                asides[i].append(aside)
+        for i, (table, spec) in enumerate(zip(tables, self.operator.inputs)):
+            now = _max_time(table, spec.time)
+            if now is not None and (self.max_times[i] is None or now > self.max_times[i]):
+                self.max_times[i] = now
+        self.version += 1
+        return pa.concat_tables(outputs), tuple(pa.concat_tables(a) for a in asides)
+
+    def state(self) -> list[list[tuple[bytes, bytes]]]:
+        """Every partition's entries."""
+        return [list(store.scan()) for store in self.stores]
+
+    def close(self) -> None:
+        for store, path in zip(self.stores, self.paths):
+            store.close()
+            destroy_store(self.kind, path)
+
+
+def drive(case: JoinCase, *, store: str = "memory", final_alone: bool = True, **options: Any):
+    """Run ``case`` batch by batch, then an empty final version; return (output, asides) multisets."""
+    driver = StepDriver(case.operator(**options), case.partitions, store)
+    try:
+        output, left_aside, right_aside = Counter(), Counter(), Counter()
+        for index in range(len(case.batches)):
+            out, (la, ra) = driver.run(*case.tables(index))
+            output += rows_of(out)
+            left_aside += aside_of(la)
+            right_aside += aside_of(ra)
+        out, _ = driver.run(case.variant.left.empty_table(), case.variant.right.empty_table(), final=True)
+        output += rows_of(out)
+        return output, (left_aside, right_aside)
+    finally:
+        driver.close()
