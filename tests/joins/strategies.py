@@ -260,3 +260,48 @@ def drive(case: JoinCase, *, store: str = "memory", final_alone: bool = True, **
         return output, (left_aside, right_aside)
     finally:
         driver.close()
+
+
+# -- driving an operator through the runtime (changelogs, checkpoints) -----------------------------
+
+class Local:
+    """A :class:`joins.local.LocalRunner` over a fresh temporary checkpoint and state directory."""
+
+    def __init__(self, case: JoinCase, store: str = "memory", **options: Any) -> None:
+        from joins.local import LocalRunner
+        from joins.runtime import StateConfig
+
+        self.root = tempfile.mkdtemp(prefix="sj-interval-local-")
+        config = StateConfig(store=store, local_dir=f"{self.root}/local", snapshot_every=3, retain_versions=3)
+        self.case = case
+        self.runner = LocalRunner(case.operator(**options), f"{self.root}/checkpoint",
+                                  partitions=case.partitions, config=config)
+
+    def run(self, index: int | None, *, version: int | None = None) -> pa.Table:
+        """Run batch ``index`` of the case (None: the empty final version)."""
+        if index is None:
+            v = self.case.variant
+            return self.runner.run(v.left.empty_table(), v.right.empty_table(), version=version, final=True)
+        return self.runner.run(*self.case.tables(index), version=version)
+
+    def asides(self) -> tuple[Counter, Counter]:
+        """Every row set aside so far, per input."""
+        import os
+
+        import pyarrow.parquet as pq
+
+        out = []
+        for name in ("left", "right"):
+            found: Counter = Counter()
+            for directory, _, files in os.walk(f"{self.root}/checkpoint/set_aside/{name}"):
+                for file in files:
+                    if file.endswith(".parquet"):
+                        found += aside_of(pq.read_table(os.path.join(directory, file)))
+            out.append(found)
+        return out[0], out[1]
+
+    def close(self) -> None:
+        import shutil
+
+        self.runner.lose_local_state()
+        shutil.rmtree(self.root, ignore_errors=True)
