@@ -114,21 +114,24 @@ class RocksDBStore(Store):
         #   passed; reverse scans stop at ``start`` themselves.
         # - In raw mode the C read options point into the bound's ``bytes`` buffer without holding
         #   a reference, so the bound must outlive the iterator or RocksDB compares against freed
-        #   memory (seen as truncated scans). The ``takewhile`` predicate below holds ``end``.
-        # ``(end,) > (key, value)`` iff key < end and ``(start,) <= (key, value)`` iff start <= key,
-        # so the bound tests run in C.
-        _check_bounds(self.path, start, end)
+        #   memory (seen as truncated scans). A ``dropwhile`` holds ``end``: its predicate
+        #   ``(end,) < (key, value)`` (iff end <= key) is false for the first key below the bound,
+        #   so it runs once and then items pass straight through, in C.
+        # Tuple comparisons keep the other bound tests in C too: ``(start,) <= (key, value)`` iff
+        # start <= key.
+        if reverse and start is not None and type(start) is not bytes:
+            raise StoreError(f"scan of {self.path}: bounds must be bytes or None, got {start!r}")
         try:
             if reverse:
                 items = self._db.items(backwards=True, from_key=end)  # last key <= end
                 if end is not None:
-                    items = dropwhile((end,).__le__, items)  # drops end itself, then never runs
+                    items = dropwhile((end,).__le__, items)  # drops end itself
                 return items if start is None else takewhile((start,).__le__, items)
             if end is None:
                 return self._db.items(from_key=start)
             options = ReadOptions()
-            options.set_iterate_upper_bound(end)  # lets RocksDB stop at end (and skip tombstones)
-            return takewhile((end,).__gt__, self._db.items(from_key=start, read_opt=options))
+            options.set_iterate_upper_bound(end)  # RocksDB stops at end (and skips tombstones)
+            return dropwhile((end,).__lt__, self._db.items(from_key=start, read_opt=options))
         except Exception as exc:
             raise _read_error(self.path, exc) from exc
 
@@ -294,12 +297,6 @@ def _load_error(path: str, key: object, previous: bytes | None, exc: Exception) 
 def _check_range(start: object, end: object) -> None:
     if type(start) is not bytes or type(end) is not bytes:
         raise TypeError(f"a range delete needs (bytes, bytes), got ({start!r}, {end!r})")
-
-
-def _check_bounds(path: str, start: object, end: object) -> None:
-    for bound in (start, end):
-        if bound is not None and type(bound) is not bytes:
-            raise StoreError(f"scan of {path}: bounds must be bytes or None, got {bound!r}")
 
 
 def _read_error(path: str, exc: Exception) -> StoreError:
