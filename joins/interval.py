@@ -47,7 +47,7 @@ def watermark(max_times: tuple[int | None, ...], delay: int) -> int:
     """``min_i(max_times) - delay``, or NEG_INF while an input has seen no row (SPEC §3)."""
     if not max_times or any(t is None for t in max_times):
         return NEG_INF
-    return max(min(max_times) - delay, NEG_INF)
+    return max(int(min(max_times)) - delay, NEG_INF)
 
 
 class IntervalJoin(Operator):
@@ -201,7 +201,7 @@ class _Step:
         times = self.new[_OTHER[side]].times
         if times.size:
             # a new row at t matches rows of the other side with expiry in [t, t + window]
-            first = np.unique(times // width)
+            first = _distinct_sorted(times // width)   # arrivals are sorted by time
             span = (width - 1 + window) // width
             breaks = np.flatnonzero(first[1:] > first[:-1] + span + 1)
             for lo, hi in zip(np.r_[0, breaks + 1], np.r_[breaks, first.size - 1]):
@@ -230,7 +230,7 @@ class _Step:
                 self._matched(self.new["left"].rows, oi, table, si)
             matched[si] = True
             self.new[other].matched[oi] = True
-        before = np.isin(ids, np.concatenate(marked)) if marked else np.zeros(table.num_rows, dtype=bool)
+        before = _member(ids, marked)
         expiry = times + spec.expiry_offset(side)
         # rows whose window closed before this version were output then
         due = ~matched & ~before & (expiry >= self.before)
@@ -257,10 +257,11 @@ class _Step:
         keep = expiry >= self.after
         if not keep.any():
             return
-        starts = (expiry[keep] // self.spec.bucket) * self.spec.bucket
-        ids = ids[keep]
-        for start in np.unique(starts):
-            self.marks[(side, int(start))].append(ids[starts == start])
+        starts = (expiry[keep] // self.spec.bucket) * self.spec.bucket   # ascending: rows are
+        ids = ids[keep]                                                  # in bucket order
+        bounds = np.r_[0, np.flatnonzero(np.diff(starts)) + 1, starts.size]
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            self.marks[(side, int(starts[lo]))].append(ids[lo:hi])
 
     def _settle_arrivals(self, side: str) -> None:
         """Emit or mark this version's own rows, and store those whose window is still open."""
@@ -298,6 +299,22 @@ class _Step:
                 metrics[f"{name}_rows_{side}"] = count
         metrics["watermark"] = self.after
         return metrics
+
+
+def _distinct_sorted(values: np.ndarray) -> np.ndarray:
+    """The distinct values of an ascending array."""
+    return values[np.r_[True, values[1:] != values[:-1]]] if values.size else values
+
+
+def _member(ids: np.ndarray, marked: list[np.ndarray]) -> np.ndarray:
+    """Whether each of ``ids`` is among the ``marked`` ids."""
+    if not marked:
+        return np.zeros(ids.size, dtype=bool)
+    known = np.sort(np.concatenate(marked))
+    if known.size == 0:
+        return np.zeros(ids.size, dtype=bool)
+    at = np.minimum(np.searchsorted(known, ids), known.size - 1)
+    return known[at] == ids
 
 
 def _merge(ranges: list[BucketRange], width: int) -> list[BucketRange]:

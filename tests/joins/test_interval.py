@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import datetime as dt
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
 from joins.errors import JoinError
 from joins.interval import IntervalJoin
+from joins.interval_spec import ROW_ID
+from joins.interval_state import Bucket, group_buckets
 from joins.operator import REASON_COLUMN
+from statestore.codecs import encode_int, encode_timestamp
 from tests.joins.strategies import StepDriver
 
 T0 = dt.datetime(2024, 1, 1)
@@ -200,3 +204,28 @@ def test_interval_join_tuning_does_not_change_results(options):
         driver = join("full", lower=-1, upper=2, **kwargs)
         results.append([out(driver, left, right) for left, right in script] + [out(driver, final=True)])
     assert results[0] == results[1]
+
+
+def test_interval_state_files_rows_by_expiry_bucket_in_arrow_blobs_with_match_marks():
+    driver = join("left", lower=-1, upper=2, bucket=dt.timedelta(seconds=1), blob_rows=2)
+    out(driver, [(1, at(0), "a"), (2, at(0, 1), "b"), (3, at(0, 2), "c"), (4, at(1), "d")], [(1, at(1), "x")])
+    base = int((T0 - dt.datetime(1970, 1, 1)).total_seconds()) * 1_000_000
+    bucket = lambda side, s: side + encode_timestamp(base + s * 1_000_000)   # noqa: E731
+    entries = dict(driver.state()[0])
+    assert sorted(entries) == sorted([
+        bucket(b"L", 2) + b"m" + encode_int(0),
+        bucket(b"L", 2) + b"r" + encode_int(0) + (0).to_bytes(4, "big"),
+        bucket(b"L", 2) + b"r" + encode_int(0) + (1).to_bytes(4, "big"),
+        bucket(b"L", 3) + b"r" + encode_int(0) + (0).to_bytes(4, "big"),
+        bucket(b"R", 2) + b"r" + encode_int(0) + (0).to_bytes(4, "big"),
+    ])
+    first = pa.ipc.open_stream(entries[bucket(b"L", 2) + b"r" + encode_int(0) + bytes(4)]).read_all()
+    assert first.column_names == ["k", "ts", "q", ROW_ID]
+    assert first.column("q").to_pylist() == ["a", "b"] and first.column(ROW_ID).to_pylist() == [0, 1]
+    assert np.frombuffer(entries[bucket(b"L", 2) + b"m" + encode_int(0)], "<i8").tolist() == [0]
+
+
+def test_interval_state_groups_whole_buckets_up_to_a_row_budget():
+    buckets = [Bucket(i, [pa.table({"x": list(range(n))})]) for i, n in enumerate([3, 1, 1, 5, 1])]
+    groups = [[b.start for b in g] for g in group_buckets(buckets, 2)]
+    assert groups == [[0], [1, 2], [3], [4]]
