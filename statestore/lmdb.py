@@ -163,7 +163,7 @@ class LMDBStore(Store):
             if delete_ranges:
                 _delete_ranges(txn.cursor(), delete_ranges)
             if deletes:
-                _DRAIN(map(txn.delete, deletes))
+                _delete_keys(txn, deletes)
             if puts:
                 txn.cursor().putmulti(puts)
             if version is not None:
@@ -287,6 +287,13 @@ def _translated(items: Iterator[KeyValue], txn: lmdb.Transaction, path: str) -> 
             txn.abort()
         except lmdb.Error:
             pass  # already invalidated by a map resize or close
+
+
+def _delete_keys(txn: lmdb.Transaction, keys: Sequence[bytes]) -> None:
+    try:
+        _DRAIN(map(txn.delete, keys))
+    except lmdb.BadValsizeError:  # b"" cannot be stored, so deleting it is a no-op
+        _DRAIN(map(txn.delete, [key for key in keys if key != b""]))
 
 
 def _delete_ranges(cursor: lmdb.Cursor, ranges: Sequence[tuple[bytes, bytes]]) -> None:

@@ -75,3 +75,5 @@ def test_lmdb_keys_outside_its_limits_fail_the_write_and_are_never_found(tmp_pat
         assert list(store.scan()) == [(b"a", b"1")] and store.version == 1
         store.write(puts=[(b"k" * 511, b"v")])  # the longest key LMDB takes
         assert store.get(b"k" * 511) == b"v"
+        store.write(deletes=[b"", b"k" * 512, b"k" * 511])  # deleting what cannot exist is a no-op
+        assert list(store.scan()) == [(b"a", b"1")]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import statestore.rocksdb as rocksdb_backend
-from statestore import StoreError, open_store
+from statestore import StoreError, StoreLockedError, open_store
 
 
 def test_rocksdb_scan_is_right_when_the_bound_object_is_temporary(tmp_path) -> None:
@@ -59,3 +59,23 @@ def test_rocksdb_load_sorted_out_of_order_within_a_file_loads_nothing(tmp_path) 
         with pytest.raises(StoreError, match=r"ascending.*b'b'.*follows.*b'c'"):
             store.load_sorted([(b"a", b""), (b"c", b""), (b"b", b"")], version=3)
         assert list(store.scan()) == [] and store.version is None
+
+
+def test_rocksdb_held_by_a_raw_rocksdb_handle_is_locked(tmp_path) -> None:
+    # Someone bypassing our lock file (a raw rocksdict handle) still meets RocksDB's LOCK file.
+    from rocksdict import Options, Rdict
+
+    path = str(tmp_path / "s")
+    with open_store("rocksdb", path) as store:
+        store.write(puts=[(b"a", b"1")])
+    raw = Rdict(path, Options(raw_mode=True), column_families={"meta": Options(raw_mode=True)})
+    try:
+        with pytest.raises(StoreLockedError, match="close that handle"):
+            open_store("rocksdb", path)
+        with pytest.raises(StoreLockedError):
+            open_store("rocksdb", path, lock_timeout=0.1)
+    finally:
+        raw.close()
+        del raw
+    with open_store("rocksdb", path) as store:
+        assert store.get(b"a") == b"1"
