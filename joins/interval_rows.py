@@ -45,7 +45,7 @@ def arrive(
 ) -> Arrivals:
     """Sort ``table`` canonically, set aside null-time, late and (unless preserved) null-key rows."""
     table = _conform(side, table)
-    table = table.take(pc.sort_indices(table, sort_keys=list(side.sort_keys)))
+    table = table.take(_canonical_order(side, table))
     null_time = table.column(side.time).is_null().to_numpy(zero_copy_only=False)
     times = times_of(table, side.time)
     late = ~null_time & (times < watermark)
@@ -76,6 +76,16 @@ def _conform(side: SidePlan, table: pa.Table) -> pa.Table:
     if not table.schema.equals(side.schema):
         table = table.cast(side.schema)
     return table
+
+
+def _canonical_order(side: SidePlan, table: pa.Table) -> pa.Array:
+    """Indices putting ``table`` in the side's canonical order (dictionaries sort by value)."""
+    names = [name for name, _ in side.sort_keys]
+    view = table.select(names)
+    for i, kind in enumerate(view.schema.types):
+        if pa.types.is_dictionary(kind):
+            view = view.set_column(i, names[i], view.column(i).cast(kind.value_type))
+    return pc.sort_indices(view, sort_keys=list(side.sort_keys))
 
 
 def _aside(table: pa.Table, groups: list[tuple[np.ndarray, str]]) -> pa.Table:

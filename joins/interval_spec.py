@@ -184,8 +184,12 @@ def _side_plan(name: str, schema: pa.Schema, key: tuple[str, ...], time: str, st
 
 
 def _sortable(kind: pa.DataType) -> bool:
+    """Whether Arrow sorts tables by a column of ``kind`` (dictionaries: by their values)."""
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    probe = pa.table({"c": pa.nulls(2, kind), "d": pa.array([1, 0])})
     try:
-        pc.sort_indices(pa.table({"c": pa.array([], kind)}), sort_keys=[("c", "ascending")])
+        pc.sort_indices(probe, sort_keys=[("c", "ascending"), ("d", "ascending")])
     except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
         return False
     return True
@@ -247,8 +251,10 @@ def _check_schema(side: str, schema: pa.Schema, key: Sequence[str], time: str) -
 
 
 def _common_key_type(left_name: str, left: pa.DataType, right_name: str, right: pa.DataType) -> pa.DataType:
-    """The type both sides' key values are compared in: equal, or a lossless widening of both."""
+    """The type both sides' key values are compared in: equal, or a lossless widening of both
+    (dictionary-encoded keys are compared, and output, as their values)."""
     problem = f"key columns left {left_name!r} ({left}) and right {right_name!r} ({right})"
+    left, right = (t.value_type if pa.types.is_dictionary(t) else t for t in (left, right))
     common = left if left == right else _widening(left, right)
     if common is None:
         raise JoinDefinitionError(f"{problem} have incompatible types; cast one side to the other's type")

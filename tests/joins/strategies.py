@@ -22,10 +22,11 @@ import pyarrow.compute as pc
 from hypothesis import strategies as st
 
 from joins.interval import IntervalJoin
-from joins.operator import REASON_COLUMN, Operator, StepInput
+from joins.interval_state import WATERMARK_KEY
+from joins.operator import NEG_INF, REASON_COLUMN, Operator, StepInput
 from joins.reference import interval_late_rows, reference_interval_join
 from statestore import destroy_store, open_store
-from statestore.codecs import pack
+from statestore.codecs import decode_int, pack
 
 HOWS = ("inner", "left", "right", "full", "left_semi", "left_anti")
 SECOND = 1_000_000
@@ -245,6 +246,17 @@ class StepDriver:
             destroy_store(self.kind, path)
 
 
+def expired_buckets(driver: StepDriver) -> list[bytes]:
+    """State keys of buckets lying wholly below their partition's watermark (eviction missed them)."""
+    width = driver.operator.spec.bucket
+    missed = []
+    for entries in map(dict, driver.state()):
+        mark = entries.get(WATERMARK_KEY)
+        watermark = NEG_INF if mark is None else decode_int(mark)
+        missed += [k for k in entries if k != WATERMARK_KEY and decode_int(k[1:9]) + width <= watermark]
+    return missed
+
+
 def drive(case: JoinCase, *, store: str = "memory", final_alone: bool = True, **options: Any):
     """Run ``case`` batch by batch, then an empty final version; return (output, asides) multisets."""
     driver = StepDriver(case.operator(**options), case.partitions, store)
@@ -252,6 +264,7 @@ def drive(case: JoinCase, *, store: str = "memory", final_alone: bool = True, **
         output, left_aside, right_aside = Counter(), Counter(), Counter()
         for index in range(len(case.batches)):
             out, (la, ra) = driver.run(*case.tables(index))
+            assert expired_buckets(driver) == []
             output += rows_of(out)
             left_aside += aside_of(la)
             right_aside += aside_of(ra)

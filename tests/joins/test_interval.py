@@ -229,3 +229,27 @@ def test_interval_state_groups_whole_buckets_up_to_a_row_budget():
     buckets = [Bucket(i, [pa.table({"x": list(range(n))})]) for i, n in enumerate([3, 1, 1, 5, 1])]
     groups = [[b.start for b in g] for g in group_buckets(buckets, 2)]
     assert groups == [[0], [1, 2], [3], [4]]
+
+
+def test_interval_join_dictionary_keys_match_across_batches_by_value():
+    left = pa.schema([("k", pa.dictionary(pa.int32(), pa.string())), ("ts", pa.timestamp("us"))])
+    right = pa.schema([("k", pa.string()), ("ts", pa.timestamp("us"))])
+    op = IntervalJoin(left, right, "k", left_time="ts", right_time="ts", lower=dt.timedelta(0),
+                      upper=dt.timedelta(seconds=5), delay=dt.timedelta(0), how="full")
+    driver = StepDriver(op)
+    driver.run(pa.table({"k": pa.array(["a", "b"]).dictionary_encode(), "ts": pa.array([at(0)] * 2, pa.timestamp("us"))}),
+               right.empty_table())
+    got, _ = driver.run(pa.table({"k": pa.array(["b", "c"]).dictionary_encode(), "ts": pa.array([at(1)] * 2, pa.timestamp("us"))}),
+                        pa.table({"k": ["a", "c"], "ts": pa.array([at(1), at(2)], pa.timestamp("us"))}))
+    assert sorted((r["k"], r["ts_left"], r["ts_right"]) for r in got.to_pylist()) == [("a", at(0), at(1)), ("c", at(1), at(2))]
+
+
+def test_interval_join_carries_columns_arrow_cannot_sort():
+    left = pa.schema([("k", pa.int64()), ("ts", pa.timestamp("us")), ("tags", pa.list_(pa.string()))])
+    op = IntervalJoin(left, RIGHT, "k", left_time="ts", right_time="ts", lower=dt.timedelta(0),
+                      upper=dt.timedelta(seconds=1), delay=dt.timedelta(0), how="left")
+    driver = StepDriver(op)
+    driver.run(pa.Table.from_pylist([{"k": 1, "ts": at(0), "tags": ["x", "y"]}, {"k": 2, "ts": at(0), "tags": None}], schema=left),
+               rows(RIGHT, (1, at(1), "c")))
+    got, _ = driver.run(left.empty_table(), RIGHT.empty_table(), final=True)
+    assert got.to_pylist() == [{"k": 2, "ts_left": at(0), "tags": None, "ts_right": None, "c": None}]

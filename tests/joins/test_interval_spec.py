@@ -84,6 +84,7 @@ def test_interval_spec_rejects_bad_arguments(kwargs, message):
     (pa.string(), pa.large_string(), pa.large_string()),
     (pa.binary(), pa.large_binary(), pa.large_binary()),
     (pa.date32(), pa.date32(), pa.date32()),
+    (pa.dictionary(pa.int32(), pa.string()), pa.large_string(), pa.large_string()),
 ])
 def test_interval_spec_key_types_widen_losslessly(left_type, right_type, common):
     left = pa.schema([("k", left_type), ("ts", pa.timestamp("us"))])
