@@ -10,10 +10,11 @@ versions is in :mod:`changelog.listing`. Every file is written whole under a tem
 moved into place, carries the CRC-32 of its bytes in its name, and is verified on every read.
 
 Appending a version that is already there replaces it (a batch executed again writes its delta
-again). Identical bytes make this a no-op. Different bytes mean the later history was built on the
-old delta, so snapshots at or after that version and deltas after it are removed first (newest
-first), then the old delta, then the new one is published: a crash at any point leaves a log whose
-newest versions are simply missing, never a mix of old and new history.
+again). Identical bytes to the delta there make this a no-op. Otherwise the history from that
+version on was built on another delta (or its delta was compacted into a snapshot and cannot be
+compared), so every file of that version and later is removed first, newest first, and then the
+new delta is published: a crash at any point leaves a log whose newest versions are simply
+missing, never a mix of old and new history.
 """
 
 from __future__ import annotations
@@ -120,8 +121,8 @@ class Changelog:
         if listing.empty and version > 0:
             self.write_snapshot(version - 1, ())
         existing = listing.deltas.get(version)
-        if existing is not None and existing.crc != zlib.crc32(memoryview(payload)):
-            self._drop_history_from(listing, version)
+        if existing is None or existing.crc != zlib.crc32(memoryview(payload)):
+            self._drop_history_from(listing, version)  # no-op for a plain next version
         return self._publish(Kind.DELTA, version, lambda sink: sink.write(payload))
 
     def write_snapshot(self, version: int, chunks: Iterable[tuple[pa.Array, pa.Array]]) -> LogFile:
@@ -193,11 +194,10 @@ class Changelog:
             versions=(version - 1, version - 1))
 
     def _drop_history_from(self, listing: Listing, version: int) -> None:
-        """Remove what was built on the old delta of ``version``, newest first, then the delta."""
-        later = [f for f in listing.files()
-                 if f.version > version or (f.version == version and f.kind is Kind.SNAPSHOT)]
-        names = [f.name for f in sorted(later, reverse=True)]
-        self.storage.delete(names + [listing.deltas[version].name])
+        """Remove every file of ``version`` and later, newest first (at one version, the snapshot
+        before the delta), so each intermediate state is a consistent shorter log."""
+        doomed = sorted((f for f in listing.files() if f.version >= version), reverse=True)
+        self.storage.delete([f.name for f in doomed])
 
 
 def _check_version(version: int) -> None:

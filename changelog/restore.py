@@ -80,9 +80,17 @@ class RestoreStats:
 
 
 def restore(
-    log: Changelog, store: Store, version: int | None = None, *, progress: Progress | None = None
+    log: Changelog,
+    store: Store,
+    version: int | None = None,
+    *,
+    progress: Progress | None = None,
+    method: RestoreMethod | None = None,
 ) -> RestoreStats:
     """Load ``store`` (empty) with the state of ``version`` (None: the newest); set its marker.
+
+    ``progress(done, total)`` is called as entries are loaded. ``method`` forces how deltas are
+    applied (None: MERGED when they are large beside the snapshot, else BULK_AND_WRITES).
 
     Raises :class:`StoreNotEmptyError` for a store with entries or a version,
     :class:`VersionNotRetainedError` / :class:`ChangelogGapError` when no files reach ``version``
@@ -115,7 +123,7 @@ def restore(
         if problems:
             _log.warning("restore of %s version %d passed over damaged files: %s",
                          log.uri, version, "; ".join(str(p) for p in problems))
-        stats = _apply(store, chain, snapshot, deltas, progress)
+        stats = _apply(store, chain, snapshot, deltas, progress, method)
         return RestoreStats(version, chain.base_version, len(deltas), stats[0], stats[1], stats[2],
                             time.perf_counter() - started, tuple(str(p) for p in problems))
     raise _no_chain_left(log, version, problems)
@@ -140,6 +148,7 @@ def _apply(
     snapshot: SnapshotReader | None,
     deltas: list[Delta],
     progress: Progress | None,
+    method: RestoreMethod | None,
 ) -> tuple[int, int, RestoreMethod]:
     """Load the chain into ``store``; return (entries read, entries loaded, method)."""
     base_entries = snapshot.entries if snapshot is not None else 0
@@ -149,12 +158,16 @@ def _apply(
     if not deltas:
         loaded = store.load_sorted(_items(snapshot.chunks(), counter), version=chain.target)
         return total, loaded, RestoreMethod.BULK
-    if snapshot is None or delta_entries >= MERGE_SHARE * base_entries:
+    if method is None:
+        merged = snapshot is None or delta_entries >= MERGE_SHARE * base_entries
+        method = RestoreMethod.MERGED if merged else RestoreMethod.BULK_AND_WRITES
+    if method is not RestoreMethod.BULK_AND_WRITES:
         chunks = merge(counter.track(snapshot.chunks()) if snapshot else None, compose(deltas))
         loaded = store.load_sorted(_items(chunks, None), version=chain.target)
         counter.add(delta_entries)
         return total, loaded, RestoreMethod.MERGED
-    loaded = store.load_sorted(_items(snapshot.chunks(), counter), version=chain.base_version)
+    base = _items(snapshot.chunks(), counter) if snapshot is not None else iter(())
+    loaded = store.load_sorted(base, version=None if chain.base is None else chain.base_version)
     for delta in deltas:
         puts, deletes, ranges = delta.as_write()
         store.write(puts, deletes, ranges, version=delta.version)
