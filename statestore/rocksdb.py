@@ -15,6 +15,14 @@ The kernel drops both locks when a holder dies. Note that an unfinished ``scan``
 the underlying database alive after ``close()`` (rocksdict's reference counting), so finish or drop
 iterators before closing.
 
+Scans seek to ``start`` and let RocksDB stop at ``end`` (an iterator upper bound). Two rocksdict
+0.3 defects are worked around in ``_scan``: its lower-bound setter sets the upper bound (so reverse
+scans stop at ``start`` themselves), and its raw-mode read options point into the bound's bytes
+without holding them (so the returned iterator holds the bound).
+
+Bulk loads (``load_sorted``) write SST files into a scratch directory inside the store and ingest
+them in one atomic step, so a failed load leaves the store empty.
+
 Durability: writes go to the write-ahead log without an fsync (``sync=True`` adds one). A crash of
 the process loses nothing; a crash of the machine may lose the latest writes, but RocksDB recovers
 to a consistent earlier write, whose version marker says which one; the changelog replays the rest.
