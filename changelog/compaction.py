@@ -8,7 +8,8 @@
   ``retain_versions`` restorable versions by their newest chain: the newest snapshot at or before
   the oldest retained version (whose checksum it checks first: a damaged base never causes the
   deletion of its fallback), every delta after it and every snapshot after it. Everything older
-  goes, newest first, so an interruption leaves a consistent log.
+  goes, oldest first, so an interruption leaves only orphans older than every retained version
+  (which the next compaction removes) and never a hole in the history.
 
 Concurrency: appends of new versions may run during a compaction. A compaction lists the directory
 again after writing its snapshot and deletes only files older than a snapshot present in that fresh
@@ -86,9 +87,7 @@ def compact(
     if good:
         file, entries, read, used = existing, log.read_snapshot(existing).entries, 0, ()
     else:
-        if existing is not None:
-            log.delete([existing.name])  # damaged: useless, and two files for one version confuse
-        file, entries, read, used = _write_merged(log, listing, target)
+        file, entries, read, used = _write_merged(log, listing, target, replacing=existing)
     if on_written is not None:
         on_written()
     fresh = _check_unchanged(log, file, used)
@@ -153,7 +152,7 @@ def apply_retention(
         return [], 0
     doomed = [f for f in listing.files() if f.version < base.version
               or (f.version == base.version and f.name != base.name)]
-    names = [f.name for f in sorted(doomed, reverse=True)] + listing.temps_up_to(base.version)
+    names = [f.name for f in sorted(doomed)] + listing.temps_up_to(base.version)
     log.delete(names)
     return names, sum(f.size for f in doomed)
 
@@ -189,8 +188,14 @@ def _good_base(log: Changelog, chains: list[Chain]) -> LogFile | None:
     return None
 
 
-def _write_merged(log: Changelog, listing: Listing, target: int) -> tuple[LogFile, int, int, tuple[LogFile, ...]]:
-    """Merge the newest good chain to ``target`` into a new snapshot file."""
+def _write_merged(
+    log: Changelog, listing: Listing, target: int, replacing: LogFile | None
+) -> tuple[LogFile, int, int, tuple[LogFile, ...]]:
+    """Merge the newest good chain to ``target`` into a new snapshot file.
+
+    ``replacing`` (a damaged snapshot at ``target``) is deleted once a good chain is found, just
+    before the new file is written, so there are never two snapshot files for one version.
+    """
     problems = []
     for chain in listing.chains(target):
         if chain.base is not None and chain.base.version == target:
@@ -201,6 +206,8 @@ def _write_merged(log: Changelog, listing: Listing, target: int) -> tuple[LogFil
             problems.append(exc)
             continue
         deltas = [log.read_delta(f) for f in chain.deltas]
+        if replacing is not None:
+            log.delete([replacing.name])
         counted = _Count()
         chunks = merge(snapshot.chunks() if snapshot else None, compose(deltas))
         file = log.write_snapshot(target, counted.track(chunks))

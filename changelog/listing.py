@@ -7,7 +7,9 @@ chain starts at delta 0). A log whose first version is ``k > 0`` begins with an 
 
 Deltas that no chain reaches are *orphans*. Orphans older than every restorable version are
 leftovers of an interrupted compaction (harmless; the next compaction removes them); any other
-orphan means a delta or a snapshot is missing, which :meth:`Listing.damage` reports.
+orphan means a delta or a snapshot is missing, which :meth:`Listing.damage` reports. So is a hole
+between restorable versions: compaction deletes oldest first and a rewrite newest first, so
+neither ever leaves one.
 """
 
 from __future__ import annotations
@@ -146,8 +148,10 @@ class Listing:
         if below:
             missing = [v for v in range(below[-1] + 1, target + 1) if v not in self.deltas]
             return ChangelogGapError(
-                f"version {target} cannot be restored from changelog {self.uri}: deltas for "
-                f"versions {_span(missing)} are missing ({_delta_pattern(missing[0])}); the newest "
+                f"version {target} cannot be restored from changelog {self.uri}: "
+                f"{_plural(missing, 'the delta of version', 'the deltas of versions')} "
+                f"{_span(missing)} {'is' if len(missing) == 1 else 'are'} missing "
+                f"({_delta_pattern(missing[0])}); the newest "
                 f"restorable version below it is {below[-1]}. Restore {below[-1]} or older, or "
                 "rebuild the state by re-running the query from before the gap.",
                 files=[_delta_pattern(v) for v in missing], versions=(missing[0], target))
@@ -167,6 +171,8 @@ class Listing:
         restorable = self.restorable()
         orphans = sorted(v for v in self.deltas if v not in set(restorable))
         errors: list[ChangelogError] = []
+        for (_, below), (above, _) in zip(runs(restorable), runs(restorable)[1:]):
+            errors.append(self._gap_error(above - 1, restorable))  # a hole inside the history
         for first, last in runs(orphans):
             if restorable and last < restorable[0]:
                 continue  # left over by an interrupted compaction; harmless
@@ -207,6 +213,10 @@ def runs(versions: list[int]) -> list[tuple[int, int]]:
 
 def _span(versions: list[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}..{b}" for a, b in runs(versions))
+
+
+def _plural(items: list, one: str, many: str) -> str:
+    return one if len(items) == 1 else many
 
 
 def _delta_pattern(version: int) -> str:

@@ -200,13 +200,15 @@ def _items(chunks: Iterable[tuple[pa.Array, pa.Array]], counter: _Counter | None
     return itertools.chain.from_iterable(zip(k.to_pylist(), v.to_pylist()) for k, v in chunks)
 
 
-def _no_chain_left(log: Changelog, version: int, problems: list[ChangelogError]) -> ChangelogCorruptError:
+def _no_chain_left(log: Changelog, version: int, problems: list[ChangelogError]) -> ChangelogError:
+    """One error naming every damaged file and the versions they cost (the first problem's class
+    when there is one problem, so callers can tell a torn file from a checksum mismatch)."""
     files = [name for p in problems for name in p.files]
+    first = min((p.versions[0] for p in problems if p.versions), default=version)
     details = "\n  ".join(str(p) for p in problems)
-    return ChangelogCorruptError(
+    kind = type(problems[0]) if len(problems) == 1 else ChangelogCorruptError
+    return kind(
         f"version {version} of changelog {log.uri} cannot be restored: every chain of files that "
         f"reaches it is damaged:\n  {details}\nRun `streamjoin changelog verify {log.uri}` to see "
         "which versions remain restorable; restore one of those, or re-run the query from a "
-        "checkpoint before the damage.",
-        files=files, versions=(min((p.versions[0] for p in problems if p.versions), default=version), version))
-
+        "checkpoint before the damage.", files=files, versions=(first, version))
