@@ -32,7 +32,7 @@ from changelog.storage import TEMP_PREFIX
 __all__ = [
     "Kind", "LogFile", "parse_name", "file_name", "Delta", "encode_delta", "decode_delta",
     "SNAPSHOT_SCHEMA", "DELTA_SCHEMA", "snapshot_schema", "SnapshotReader", "verified_reader",
-    "PUT", "DELETE", "DELETE_RANGE", "BATCH_ROWS",
+    "PUT", "DELETE", "DELETE_RANGE", "BATCH_ROWS", "check_write",
 ]
 
 PUT, DELETE, DELETE_RANGE = 0, 1, 2
@@ -135,12 +135,7 @@ def encode_delta(
     extra: dict[str, str] | None = None,
 ) -> pa.RecordBatch:
     """The record batch of a delta (or undo record). Raises TypeError for non-bytes keys/values."""
-    put_keys, put_values = _unzip(puts)
-    starts, ends = _unzip(delete_ranges)
-    deletes = list(deletes)
-    for what, items in (("put key", put_keys), ("put value", put_values), ("delete key", deletes),
-                        ("range start", starts), ("range end", ends)):
-        _check_bytes(what, items)
+    put_keys, put_values, deletes, starts, ends = check_write(puts, deletes, delete_ranges)
     ops = pa.concat_arrays([
         pa.repeat(pa.scalar(op, pa.int8()), n)
         for op, n in ((DELETE_RANGE, len(starts)), (DELETE, len(deletes)), (PUT, len(put_keys)))
@@ -168,6 +163,22 @@ def decode_delta(reader: pa.ipc.RecordBatchFileReader, file: LogFile) -> Delta:
         )
     return Delta(file.version, parts[DELETE_RANGE][0], parts[DELETE_RANGE][1], parts[DELETE][0],
                  parts[PUT][0], parts[PUT][1], _decoded_metadata(table.schema))
+
+
+def check_write(
+    puts: Sequence[tuple[bytes, bytes]],
+    deletes: Sequence[bytes],
+    delete_ranges: Sequence[tuple[bytes, bytes]],
+) -> tuple[list[bytes], list[bytes], list[bytes], list[bytes], list[bytes]]:
+    """(put keys, put values, deletes, range starts, range ends) as lists, every one checked to be
+    ``bytes`` (one pass over the types, no Python work per entry); raises TypeError otherwise."""
+    put_keys, put_values = _unzip(puts)
+    starts, ends = _unzip(delete_ranges)
+    deletes = list(deletes)
+    for what, items in (("put key", put_keys), ("put value", put_values), ("delete key", deletes),
+                        ("range start", starts), ("range end", ends)):
+        _check_bytes(what, items)
+    return put_keys, put_values, deletes, starts, ends
 
 
 def _decoded_metadata(schema: pa.Schema) -> dict[str, str]:

@@ -29,6 +29,7 @@ from enum import Enum
 from typing import Any, Iterable, Iterator, Sequence
 
 from changelog.errors import ChangelogCorruptError, VersionOrderError
+from changelog.format import check_write
 from changelog.log import Changelog
 from changelog.restore import restore
 from changelog.undo import UndoLog
@@ -92,6 +93,7 @@ class ChangeloggingStore(Store):
         return len(puts)
 
     def _logged(self, version: int, puts, deletes, delete_ranges, apply) -> None:
+        check_write(puts, deletes, delete_ranges)  # before the undo record reads the store
         if self.undo is not None:
             self.undo.record(self.inner, version, puts, deletes, delete_ranges)
         try:

@@ -1,0 +1,176 @@
+"""The changelogging store and open_logged_store: log first, then apply; reuse, roll forward,
+roll back (an ahead store, by undo records) or rebuild, and report which."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from changelog import Changelog, OpenHow, VersionOrderError, open_logged_store
+from statestore import destroy_store
+from tests.changelog.model import Model, Write
+
+WRITES = [
+    Write(puts=[(b"a", b"0"), (b"b", b"0"), (b"c", b"0"), (b"d", b"0")]),
+    Write(puts=[(b"a", b"1"), (b"e", b"1")], deletes=[b"b"]),
+    Write(puts=[(b"c", b"2"), (b"f", b"2")], delete_ranges=[(b"a", b"c")]),
+    Write(puts=[(b"b", b"3")], deletes=[b"f", b"zz"], delete_ranges=[(b"d", b"e\x00")]),
+    Write(puts=[(b"e", b"4"), (b"g", b"4")], delete_ranges=[(b"", b"c")]),
+    Write(puts=[(b"a", b"5"), (b"c", b"5")], deletes=[b"g"], delete_ranges=[(b"e", b"\xff")]),
+]
+
+
+class Runner:
+    """Runs batches like the runtime: open at the previous version, write, close."""
+
+    def __init__(self, kind: str, root: str, **options) -> None:
+        self.kind, self.path = kind, os.path.join(root, "local", "p=0")
+        self.log = Changelog(os.path.join(root, "log"), retain_versions=3)
+        self.model = Model()
+        self.options = options
+
+    def open(self, target):
+        return open_logged_store(self.kind, self.path, self.log, target, **self.options)
+
+    def batch(self, version: int, write: Write):
+        store, report = self.open(version - 1 if version > 0 else None)
+        try:
+            store.write(write.puts, write.deletes, write.delete_ranges, version=version)
+        finally:
+            store.close()
+        self.model.apply(version, write)
+        return report
+
+    def state_at(self, target):
+        store, report = self.open(target)
+        try:
+            return dict(store.scan()), store.version, report
+        finally:
+            store.close()
+
+    def lose_local(self) -> None:
+        destroy_store(self.kind, self.path)
+        shutil.rmtree(self.path + ".undo", ignore_errors=True)
+
+
+@pytest.fixture
+def runner(tmp_path, backend):
+    r = Runner(backend, str(tmp_path))
+    yield r
+    destroy_store(backend, r.path)
+
+
+def test_logged_store_write_logs_delta_then_applies(runner):
+    report = runner.batch(0, WRITES[0])
+    assert report.how is OpenHow.REUSED and report.local_version is None
+    assert runner.log.versions() == [0]
+    delta = runner.log.read_delta(runner.log.listing().deltas[0])
+    assert delta.as_write()[0] == WRITES[0].puts
+    state, version, report = runner.state_at(0)
+    assert (state, version, report.how) == (runner.model.states[0], 0, OpenHow.REUSED)
+
+
+def test_logged_store_write_needs_the_next_version(runner):
+    runner.batch(0, WRITES[0])
+    store, _ = runner.open(0)
+    try:
+        with pytest.raises(VersionOrderError, match="needs version="):
+            store.write(puts=[(b"x", b"y")])
+        with pytest.raises(VersionOrderError, match="at version 0"):
+            store.write(puts=[(b"x", b"y")], version=2)
+        with pytest.raises(TypeError):
+            store.write(puts=[("not bytes", b"y")], version=1)
+        assert runner.log.versions() == [0] and store.version == 0 and store.get(b"x") is None
+    finally:
+        store.close()
+    assert runner.state_at(0)[2].how is OpenHow.REUSED
+
+
+def test_open_logged_store_rolls_back_ahead_store_by_undo(runner):
+    for version, write in enumerate(WRITES):
+        runner.batch(version, write)
+    state, version, report = runner.state_at(4)  # batch 5 executed again
+    assert report.how is OpenHow.ROLLED_BACK and report.versions == 1
+    assert report.entries_restored == 0 and report.local_version == 5
+    assert (state, version) == (runner.model.states[4], 4)
+    again = Write(puts=[(b"h", b"again")])
+    assert runner.batch(5, again).how is OpenHow.REUSED
+    assert runner.state_at(5)[0] == runner.model.states[5]
+
+
+def test_open_logged_store_rolls_back_several_versions_with_depth(tmp_path, backend):
+    runner = Runner(backend, str(tmp_path), undo_depth=3)
+    for version, write in enumerate(WRITES):
+        runner.batch(version, write)
+    state, version, report = runner.state_at(2)
+    assert (report.how, report.versions) == (OpenHow.ROLLED_BACK, 3)
+    assert (state, version) == (runner.model.states[2], 2)
+    destroy_store(backend, runner.path)
+
+
+def test_open_logged_store_ahead_without_undo_rebuilds(runner):
+    for version, write in enumerate(WRITES):
+        runner.batch(version, write)
+    shutil.rmtree(runner.path + ".undo")
+    state, version, report = runner.state_at(3)
+    assert report.how is OpenHow.REBUILT and "ahead" in report.reason
+    assert (state, version) == (runner.model.states[3], 3)
+
+
+def test_open_logged_store_rolls_forward_behind_store(tmp_path, backend):
+    first = Runner(backend, str(tmp_path))
+    for version in range(3):
+        first.batch(version, WRITES[version])
+    other = Runner(backend, str(tmp_path))  # another executor takes over: its own local store
+    other.path = os.path.join(str(tmp_path), "elsewhere", "p=0")
+    other.model = first.model
+    for version in range(3, 6):
+        other.batch(version, WRITES[version])
+    state, version, report = first.state_at(5)
+    assert (report.how, report.versions, report.local_version) == (OpenHow.ROLLED_FORWARD, 3, 2)
+    assert (state, version) == (first.model.states[5], 5)
+    for r in (first, other):
+        destroy_store(backend, r.path)
+
+
+def test_open_logged_store_rebuilds_lost_local_store(runner):
+    for version, write in enumerate(WRITES):
+        runner.batch(version, write)
+    runner.lose_local()
+    state, version, report = runner.state_at(5)
+    assert report.how is OpenHow.REBUILT and report.reason == "no local store"
+    assert report.entries_restored > 0 and report.seconds > 0
+    assert (state, version) == (runner.model.states[5], 5)
+
+
+@pytest.mark.parametrize("backend", ["rocksdb", "lmdb"])  # the memory store cannot be damaged
+def test_open_logged_store_rebuilds_unreadable_local_store(runner, backend):
+    for version, write in enumerate(WRITES[:4]):
+        runner.batch(version, write)
+    shutil.rmtree(runner.path)
+    os.makedirs(runner.path)
+    for name in ("CURRENT", "data.mdb"):
+        with open(os.path.join(runner.path, name), "wb") as fh:
+            fh.write(b"\x00garbage" * 512)
+    state, version, report = runner.state_at(3)
+    assert report.how is OpenHow.REBUILT and "unreadable" in report.reason
+    assert (state, version) == (runner.model.states[3], 3)
+
+
+def test_open_logged_store_empty_target_returns_empty_store(runner):
+    runner.batch(0, WRITES[0])
+    state, version, report = runner.state_at(None)  # batch 0 executed again
+    assert (state, version) == ({}, None)
+    assert report.how is OpenHow.REBUILT and report.entries_restored == 0
+    assert runner.batch(0, WRITES[1]).how is OpenHow.REUSED
+    assert runner.state_at(0)[0] == runner.model.states[0]
+
+
+def test_open_logged_store_unrestorable_target_raises_and_closes(runner):
+    runner.batch(0, WRITES[0])
+    runner.lose_local()
+    with pytest.raises(Exception, match="newer than the newest"):
+        runner.open(3)
+    assert runner.state_at(0)[2].how is OpenHow.REBUILT  # not left locked
