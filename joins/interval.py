@@ -31,8 +31,8 @@ import pyarrow as pa
 from joins import interval_rows as rows
 from joins.interval_spec import ROW_ID, How, IntervalSpec, On, build_spec
 from joins.interval_state import (
-    BucketRange, bucket_start, eviction_range, group_buckets, marks_put, read_watermark, rows_puts,
-    scan_buckets, watermark_put,
+    BucketRange, bucket_start, eviction_range, marks_put, read_watermark, rows_puts, scan_groups,
+    watermark_put,
 )
 from joins.operator import NEG_INF, POS_INF, InputSpec, Operator, StepInput, StepResult
 from statestore.base import KeyValue, Store
@@ -187,11 +187,8 @@ class _Step:
         """Match the other side's new rows with this side's state; emit its expired rows."""
         ranges = self._ranges(side)
         if ranges:
-            for group in group_buckets(scan_buckets(self.state, side, ranges), self.spec.group_rows):
-                tables = [t for bucket in group for t in bucket.tables]
-                if tables:
-                    marked = [m for bucket in group for m in bucket.marks]
-                    self._state_group(side, pa.concat_tables(tables), marked)
+            for group in scan_groups(self.state, side, ranges, self.spec.group_rows):
+                self._state_group(side, pa.concat_tables(group.tables), group.marks)
 
     def _ranges(self, side: str) -> list[BucketRange]:
         """Buckets of ``side`` to read: those the other side's new rows may match, and (outer

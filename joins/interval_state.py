@@ -18,7 +18,7 @@ little-endian) per (side, bucket, version), so a match does not rewrite a row bl
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -28,8 +28,8 @@ from statestore.base import KeyValue, Store, prefix_end
 from statestore.codecs import decode_int, encode_int, encode_timestamp
 
 __all__ = [
-    "SIDE_PREFIX", "WATERMARK_KEY", "Bucket", "BucketRange", "read_watermark", "watermark_put",
-    "rows_puts", "marks_put", "scan_buckets", "group_buckets", "eviction_range", "bucket_start",
+    "SIDE_PREFIX", "WATERMARK_KEY", "Group", "BucketRange", "read_watermark", "watermark_put",
+    "rows_puts", "marks_put", "scan_groups", "eviction_range", "bucket_start",
 ]
 
 SIDE_PREFIX = {"left": b"L", "right": b"R"}
@@ -41,16 +41,11 @@ BucketRange = tuple[int | None, int | None]
 
 
 @dataclass
-class Bucket:
-    """What one bucket of one side holds: its row blobs (decoded) and its marked row ids."""
+class Group:
+    """Some state rows of one side (row blobs, decoded), with the match marks of their buckets."""
 
-    start: int
     tables: list[pa.Table] = field(default_factory=list)
     marks: list[np.ndarray] = field(default_factory=list)
-
-    @property
-    def rows(self) -> int:
-        return sum(t.num_rows for t in self.tables)
 
 
 def bucket_start(expiry: int, width: int) -> int:
@@ -93,39 +88,38 @@ def marks_put(side: str, start: int, version: int, ids: np.ndarray) -> KeyValue:
     return key, np.sort(ids).astype("<i8").tobytes()
 
 
-def scan_buckets(store: Store, side: str, ranges: Sequence[BucketRange]) -> Iterator[Bucket]:
-    """The buckets of ``side`` within ``ranges`` (sorted, disjoint), in ascending order."""
+def scan_groups(store: Store, side: str, ranges: Sequence[BucketRange], max_rows: int) -> Iterator[Group]:
+    """The rows of ``side`` within ``ranges`` (sorted, disjoint), in key order, in groups of at most
+    ``max_rows`` rows (or one blob), each with the marks of every bucket it has rows of.
+
+    A bucket's marks sort before its rows, so they are known when its rows are; a group cut inside
+    a bucket hands that bucket's marks on to the next group. Memory is bounded by the group.
+    """
+    group, rows = Group(), 0
+    bucket, bucket_marks = b"", []
+    for key, value in _scan(store, side, ranges):
+        if key[1:9] != bucket:
+            bucket, bucket_marks = key[1:9], []
+        if key[9:10] == _MARKS:
+            ids = np.frombuffer(value, dtype="<i8")
+            bucket_marks.append(ids)
+            group.marks.append(ids)
+            continue
+        table = pa.ipc.open_stream(value).read_all()
+        if group.tables and rows + table.num_rows > max_rows:
+            yield group
+            group, rows = Group(marks=list(bucket_marks)), 0
+        group.tables.append(table)
+        rows += table.num_rows
+    if group.tables:
+        yield group
+
+
+def _scan(store: Store, side: str, ranges: Sequence[BucketRange]) -> Iterator[KeyValue]:
     prefix = SIDE_PREFIX[side]
-    current: Bucket | None = None
     for lo, hi in ranges:
         start = prefix if lo is None else _bucket_prefix(side, lo)
-        end = prefix_end(prefix if hi is None else _bucket_prefix(side, hi))
-        for key, value in store.scan(start, end):
-            begins = decode_int(key[1:9])
-            if current is None or current.start != begins:
-                if current is not None:
-                    yield current
-                current = Bucket(begins)
-            if key[9:10] == _ROWS:
-                current.tables.append(pa.ipc.open_stream(value).read_all())
-            else:
-                current.marks.append(np.frombuffer(value, dtype="<i8"))
-    if current is not None:
-        yield current
-
-
-def group_buckets(buckets: Iterable[Bucket], max_rows: int) -> Iterator[list[Bucket]]:
-    """Consecutive buckets in groups of about ``max_rows`` rows (a bucket is never split)."""
-    group: list[Bucket] = []
-    rows = 0
-    for bucket in buckets:
-        group.append(bucket)
-        rows += bucket.rows
-        if rows >= max_rows:
-            yield group
-            group, rows = [], 0
-    if group:
-        yield group
+        yield from store.scan(start, prefix_end(prefix if hi is None else _bucket_prefix(side, hi)))
 
 
 def eviction_range(side: str, below: int | None) -> tuple[bytes, bytes]:

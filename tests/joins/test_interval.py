@@ -12,8 +12,9 @@ import pytest
 from joins.errors import JoinError
 from joins.interval import IntervalJoin
 from joins.interval_spec import ROW_ID
-from joins.interval_state import Bucket, group_buckets
+from joins.interval_state import marks_put, rows_puts, scan_groups
 from joins.operator import REASON_COLUMN
+from statestore import open_store
 from statestore.codecs import encode_int, encode_timestamp
 from tests.joins.strategies import StepDriver
 
@@ -225,10 +226,19 @@ def test_interval_state_files_rows_by_expiry_bucket_in_arrow_blobs_with_match_ma
     assert np.frombuffer(entries[bucket(b"L", 2) + b"m" + encode_int(0)], "<i8").tolist() == [0]
 
 
-def test_interval_state_groups_whole_buckets_up_to_a_row_budget():
-    buckets = [Bucket(i, [pa.table({"x": list(range(n))})]) for i, n in enumerate([3, 1, 1, 5, 1])]
-    groups = [[b.start for b in g] for g in group_buckets(buckets, 2)]
-    assert groups == [[0], [1, 2], [3], [4]]
+def test_interval_state_groups_rows_up_to_a_budget_and_carries_bucket_marks_over():
+    store = open_store("memory", "test-interval-groups")
+    try:
+        blob = lambda ids: pa.table({ROW_ID: ids})   # noqa: E731
+        puts = rows_puts("left", 0, 1, blob([1, 2, 3]), 2, None) + rows_puts("left", 10, 1, blob([4]), 2, None)
+        puts += [marks_put("left", 0, 1, np.array([2])), marks_put("left", 10, 1, np.array([4]))]
+        store.write(puts)
+        groups = list(scan_groups(store, "left", [(None, None)], 2))
+        assert [[t.column(ROW_ID).to_pylist() for t in g.tables] for g in groups] == [[[1, 2]], [[3], [4]]]
+        assert [sorted(int(i) for m in g.marks for i in m) for g in groups] == [[2], [2, 4]]
+        assert [len(g.tables) for g in scan_groups(store, "left", [(10, 10)], 100)] == [1]
+    finally:
+        store.close()
 
 
 def test_interval_join_dictionary_keys_match_across_batches_by_value():
