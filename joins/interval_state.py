@@ -12,7 +12,17 @@ the rows that can be evicted are exactly those of the buckets below the watermar
 one range delete per side, whatever the state size. A row blob holds the rows of one bucket that
 arrived in one version, in canonical order, plus a :data:`ROW_ID` column; rows are never rewritten.
 Outer, semi and anti joins record which rows matched as small blobs of row ids (sorted int64,
-little-endian) per (side, bucket, version), so a match does not rewrite a row blob.
+little-endian) per (side, bucket, version), so a match does not rewrite a row blob. The watermark
+entry says which windows have closed already: a version outputs the unmatched rows whose expiry is
+in ``[stored watermark, new watermark)``, so each is output exactly once although a bucket is only
+deleted once all of it is below the watermark.
+
+**Reads**: a version reads only the buckets its new rows can match (a new row at ``t`` matches
+rows of the other side with expiry in ``[t, t + upper - lower]``) and, on a side whose unmatched
+rows are output, the buckets whose windows close in this version. It reads them in groups of at
+most ``group_rows`` rows (:func:`scan_groups`), so memory is bounded by the group, not the state.
+Groups of blobs take the place of sharding the state by a key hash: they bound memory the same
+way without hashing keys in Python, and cost one more hash join per group of state rows.
 """
 
 from __future__ import annotations
