@@ -57,7 +57,7 @@ def arrive(
     preserved = spec.how.emits_unmatched(side.name)
     aside = _aside(table, [(null_time, REASON_NULL_TIME), (late, REASON_LATE)]
                    + ([] if preserved else [(null_key, REASON_NULL_KEY)]))
-    rows = table.filter(keep).select(list(side.stored))
+    rows = (table if keep.all() else table.filter(keep)).select(list(side.stored))
     if rows.num_rows >= 1 << 32 or not 0 <= version < 1 << 31:
         raise JoinError(f"interval join: version {version} or {rows.num_rows} rows in one batch out of range")
     ids = np.arange(rows.num_rows, dtype=np.int64) + (version << 32)
