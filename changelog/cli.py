@@ -14,7 +14,7 @@ from typing import Any, Callable
 from changelog.compaction import compact
 from changelog.errors import ChangelogError, StoreNotEmptyError
 from changelog.inspect import LogSummary, describe, verify
-from changelog.log import Changelog
+from changelog.log import Changelog, check_retention
 from changelog.restore import restore
 from statestore.errors import StoreError
 from statestore.registry import backend_names, destroy_store, open_store
@@ -49,8 +49,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add(actions, "compact", _compact, "write a snapshot and delete files the retained versions "
          "do not need", [
              (("--up-to",), dict(type=int, metavar="V", help="snapshot version (default: newest)")),
-             (("--retain",), dict(type=int, metavar="N", default=10,
-                                  help="keep the newest N versions restorable (default: 10)")),
+             (("--retain",), dict(type=_retention, metavar="N", default=10,
+                                  help="keep the newest N >= 2 versions restorable (default: 10)")),
          ])
     _add(actions, "restore", _restore, "rebuild a store of the chosen backend at one version", [
         (("--into",), dict(required=True, metavar="PATH", help="where the store goes (new or empty)")),
@@ -69,6 +69,13 @@ def _add(actions: argparse._SubParsersAction, name: str, func: Callable[[argpars
     for flags, kwargs in options:
         sub.add_argument(*flags, **kwargs)
     sub.set_defaults(func=lambda args: _guarded(func, args))
+
+
+def _retention(text: str) -> int:
+    try:
+        return check_retention(int(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).replace("retain_versions", "--retain")) from None
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:

@@ -35,7 +35,7 @@ from changelog.errors import (
 )
 from changelog.format import Kind, LogFile
 from changelog.listing import Chain, Listing
-from changelog.log import Changelog, iter_chunks
+from changelog.log import Changelog, check_retention, iter_chunks
 from changelog.merge import compose, merge
 from statestore.base import Store
 
@@ -141,7 +141,7 @@ def apply_retention(
     log: Changelog, *, retain_versions: int | None = None, listing: Listing | None = None
 ) -> tuple[list[str], int]:
     """Delete files the newest ``retain_versions`` versions do not need; return (names, bytes)."""
-    retain = retain_versions or log.retain_versions
+    retain = check_retention(log.retain_versions if retain_versions is None else retain_versions)
     listing = listing or log.listing()
     restorable = listing.restorable()
     if not restorable:

@@ -46,7 +46,7 @@ from changelog.format import (
 from changelog.listing import Listing
 from changelog.storage import open_storage
 
-__all__ = ["Changelog", "KeyValue", "iter_chunks", "rebatch"]
+__all__ = ["Changelog", "KeyValue", "iter_chunks", "rebatch", "check_retention"]
 
 KeyValue = tuple[bytes, bytes]
 
@@ -54,7 +54,8 @@ KeyValue = tuple[bytes, bytes]
 class Changelog:
     """The changelog at ``uri`` (a local path or a ``pyarrow.fs`` URI) of one partition.
 
-    ``retain_versions`` (>= 1) is how many of the newest versions compaction keeps restorable.
+    ``retain_versions`` (>= 2) is how many of the newest versions compaction keeps restorable; at
+    least two, because the newest batch may be executed again, which starts from the one before.
     ``filesystem``, when given, is the ``pyarrow.fs.FileSystem`` and ``uri`` a path inside it.
     Safe for one appending writer plus any number of readers and compactions at a time.
     """
@@ -66,8 +67,7 @@ class Changelog:
         retain_versions: int = 10,
         filesystem: pafs.FileSystem | None = None,
     ) -> None:
-        if not isinstance(retain_versions, int) or retain_versions < 1:
-            raise ValueError(f"retain_versions must be an int >= 1, not {retain_versions!r}")
+        check_retention(retain_versions)
         self.uri = os.fspath(uri)
         self.retain_versions = retain_versions
         self.storage = open_storage(self.uri, filesystem)
@@ -198,6 +198,15 @@ class Changelog:
         before the delta), so each intermediate state is a consistent shorter log."""
         doomed = sorted((f for f in listing.files() if f.version >= version), reverse=True)
         self.storage.delete([f.name for f in doomed])
+
+
+def check_retention(retain_versions: object) -> int:
+    """``retain_versions`` if it is an int >= 2, else ValueError saying why."""
+    if not isinstance(retain_versions, int) or isinstance(retain_versions, bool) or retain_versions < 2:
+        raise ValueError(
+            f"retain_versions must be an int >= 2, not {retain_versions!r}: the newest batch may be "
+            "executed again, and that restores the version before it")
+    return retain_versions
 
 
 def _check_version(version: int) -> None:

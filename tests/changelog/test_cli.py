@@ -55,10 +55,13 @@ def test_cli_verify_passes_then_names_damage(runner, capsys):
 
 
 def test_cli_compact_applies_retention(runner, capsys):
-    assert main(["changelog", "compact", runner.log.uri, "--retain", "1"]) == 0
+    assert main(["changelog", "compact", runner.log.uri, "--retain", "2"]) == 0
     out = capsys.readouterr().out
-    assert "snapshot of version 5: wrote" in out and "deleted" in out
-    assert runner.log.versions() == [5]
+    assert "snapshot of version 5: wrote" in out and "deleted 4 files" in out  # deltas 0..3
+    assert runner.log.versions() == [3, 4, 5]  # 4 and 5 need snapshot 3
+    with pytest.raises(SystemExit) as info:
+        main(["changelog", "compact", runner.log.uri, "--retain", "1"])
+    assert info.value.code == 2 and "--retain must be an int >= 2" in capsys.readouterr().err
     assert main(["changelog", "compact", runner.log.uri, "--up-to", "2"]) == 1
     assert "no longer retained" in capsys.readouterr().err
 

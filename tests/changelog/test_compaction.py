@@ -48,9 +48,15 @@ def test_compact_retention_keeps_exactly_what_newest_versions_need(tmp_path):
     assert log.versions() == [6, 7, 8, 9]
     assert any(name.startswith("snapshot-00000000000000000003-") for name in stats.deleted)
     assert stats.bytes_deleted > 0
-    compact(log, 9, retain_versions=1)  # only version 9: its snapshot alone
-    assert [f.name.split("-")[0] for f in log.listing().files()] == ["snapshot"]
-    assert log.versions() == [9]
+    for version in (10, 11):
+        write = write_for(version)
+        log.append(version, write.puts, write.deletes, write.delete_ranges)
+    compact(log, 11, retain_versions=2)  # versions 10, 11: snapshot 9 and deltas 10, 11
+    assert [(f.kind.value, f.version) for f in log.listing().files()] == [
+        ("snapshot", 9), ("delta", 10), ("delta", 11), ("snapshot", 11)]
+    assert log.versions() == [9, 10, 11]
+    with pytest.raises(ValueError, match=">= 2"):
+        compact(log, retain_versions=1)
 
 
 def test_compact_again_keeps_good_snapshot(tmp_path):
@@ -73,7 +79,7 @@ def test_compact_replaces_damaged_snapshot(tmp_path):
 def test_retention_keeps_fallback_of_damaged_base(tmp_path):
     log, model = build(str(tmp_path / "log"), snapshots=(4, 8))
     flip_byte(log, file_of(log, Kind.SNAPSHOT, 8))
-    deleted, _ = apply_retention(log, retain_versions=1)
+    deleted, _ = apply_retention(log, retain_versions=2)
     assert all("snapshot-00000000000000000004" not in name for name in deleted)
     with open_store("memory", str(tmp_path / "s")) as store:
         assert restore(log, store, 9).base_version == 4
@@ -89,7 +95,7 @@ def test_compact_racing_append_keeps_new_versions(tmp_path):
             log.append(version, write.puts, write.deletes, write.delete_ranges)
             model.apply(version, write)
 
-    stats = compact(log, 9, retain_versions=1, on_written=append_meanwhile)
+    stats = compact(log, 9, retain_versions=2, on_written=append_meanwhile)
     assert stats.version == 9
     assert log.versions() == [9, 10, 11]
     with open_store("memory", str(tmp_path / "s")) as store:
@@ -119,20 +125,21 @@ def test_compact_removes_leftover_temp_files(tmp_path):
     for version in (2, 12):
         with open(os.path.join(log.uri, f".tmp-delta-{version:020d}-99-0"), "wb") as fh:
             fh.write(b"half")
-    compact(log, 9, retain_versions=1)
+    compact(log, 8)
+    compact(log, 9, retain_versions=2)  # keeps 8 and 9: everything before snapshot 8 goes
     temps = [n for n in os.listdir(log.uri) if n.startswith(".tmp-")]
     assert temps == [f".tmp-delta-{12:020d}-99-0"]  # a newer one may still be being written
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_snapshot_from_store_equals_compacted_snapshot(tmp_path, backend):
-    log, model = build(str(tmp_path / "log"), snapshots=(), retain=1)
+    log, model = build(str(tmp_path / "log"), snapshots=(8,), retain=2)
     twin, _ = build(str(tmp_path / "twin"), snapshots=())
     with open_store(backend, str(tmp_path / backend)) as store:
         restore(log, store, 9)
         stats = snapshot_from_store(log, store, 9)
     assert stats.wrote and stats.entries == len(model.states[9])
-    assert log.versions() == [9]  # retention applied: the deltas are no longer needed
+    assert log.versions() == [8, 9]  # retention applied: 8 and 9 need only snapshot 8 on
     assert _state(log, 9) == model.states[9]
     assert compact(twin, 9).snapshot == stats.snapshot  # one state, one file name, however made
 

@@ -26,7 +26,7 @@ steps = st.lists(
     st.one_of(
         st.tuples(st.just("write"), writes),
         st.tuples(st.just("rewrite"), st.integers(0, 20), writes),
-        st.tuples(st.just("compact"), st.integers(0, 20), st.integers(1, 4)),
+        st.tuples(st.just("compact"), st.integers(0, 20), st.integers(2, 4)),
         st.tuples(st.just("crash"), st.binary(max_size=40)),
     ),
     min_size=1,
