@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import zlib
+from operator import itemgetter
 from dataclasses import dataclass
 from enum import Enum
 from typing import Iterator, Sequence
@@ -44,6 +45,7 @@ _BIN = pa.large_binary()
 DELTA_SCHEMA = pa.schema([("op", pa.int8(), False), ("key", _BIN, False), ("value", _BIN)])
 SNAPSHOT_SCHEMA = pa.schema([("key", _BIN, False), ("value", _BIN, False)])
 _ARROW_MAGIC = b"ARROW1"
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
 
 
 class Kind(str, Enum):
@@ -149,11 +151,8 @@ def encode_delta(
 def decode_delta(reader: pa.ipc.RecordBatchFileReader, file: LogFile) -> Delta:
     """The :class:`Delta` in a file already checked by :func:`verified_reader`."""
     table = reader.read_all()
-    ops, keys, values = (table.column(i).combine_chunks() for i in range(3))
-    parts = {}
-    for op in (DELETE_RANGE, DELETE, PUT):
-        mask = pc.equal(ops, op)
-        parts[op] = (keys.filter(mask), values.filter(mask))
+    ops, keys, values = (_one_array(table.column(i)) for i in range(3))
+    parts = _split_by_op(ops, keys, values)
     known = sum(len(k) for k, _ in parts.values())
     if known != len(ops) or parts[PUT][1].null_count or parts[DELETE_RANGE][1].null_count:
         raise ChangelogCorruptError(
@@ -163,6 +162,25 @@ def decode_delta(reader: pa.ipc.RecordBatchFileReader, file: LogFile) -> Delta:
         )
     return Delta(file.version, parts[DELETE_RANGE][0], parts[DELETE_RANGE][1], parts[DELETE][0],
                  parts[PUT][0], parts[PUT][1], _decoded_metadata(table.schema))
+
+
+def _one_array(column: pa.ChunkedArray) -> pa.Array:
+    """The column as one array, without a copy when it is one chunk (combine_chunks copies)."""
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
+def _split_by_op(ops: pa.Array, keys: pa.Array, values: pa.Array) -> dict[int, tuple[pa.Array, pa.Array]]:
+    """(keys, values) per op: zero-copy slices when rows are in the order written (range deletes,
+    deletes, puts), else filtered copies."""
+    counts = {op: pc.sum(pc.equal(ops, op)).as_py() or 0 for op in (DELETE_RANGE, DELETE, PUT)}
+    parts, start = {}, 0
+    for op, n in counts.items():
+        if n and not pc.all(pc.equal(ops.slice(start, n), op)).as_py():
+            return {op: (keys.filter(pc.equal(ops, op)), values.filter(pc.equal(ops, op)))
+                    for op in counts}
+        parts[op] = (keys.slice(start, n), values.slice(start, n))
+        start += n
+    return parts
 
 
 def check_write(
@@ -188,11 +206,9 @@ def _decoded_metadata(schema: pa.Schema) -> dict[str, str]:
 def _unzip(pairs: Sequence[tuple[bytes, bytes]]) -> tuple[list[bytes], list[bytes]]:
     if not pairs:
         return [], []
-    try:
-        first, second = zip(*pairs)
-    except ValueError:
-        raise TypeError("every put and range delete must be a (bytes, bytes) pair") from None
-    return list(first), list(second)
+    if set(map(len, pairs)) != {2}:
+        raise TypeError("every put and range delete must be a (bytes, bytes) pair")
+    return list(map(_FIRST, pairs)), list(map(_SECOND, pairs))
 
 
 def _check_bytes(what: str, items: list) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Iterable, Iterator, Sequence
 
 import pyarrow as pa
@@ -44,25 +45,38 @@ class _Keys:
 
 @dataclass(frozen=True)
 class NetDelta:
-    """The net effect of a run of deltas: sorted unique ``keys`` with ``values`` (null: deleted),
-    and ``ranges``, disjoint sorted ``[start, end)`` ranges removed from the older state."""
+    """The net effect of a run of deltas.
+
+    ``keys``: sorted unique keys written; ``is_put``: whether each one's last write is a put (else
+    a delete); ``ranges``: disjoint sorted ``[start, end)`` ranges removed from the older state.
+    Values stay in the deltas' arrays (``sources``) until asked for: ``rows`` is each key's row in
+    their concatenation.
+    """
 
     keys: pa.Array
-    values: pa.Array
+    is_put: pa.Array
     ranges: tuple[tuple[bytes, bytes], ...]
+    rows: pa.Array
+    sources: tuple[pa.Array, ...]
 
     @property
     def entries(self) -> int:
         return len(self.keys) + len(self.ranges)
 
+    @cached_property
+    def values(self) -> pa.Array:
+        """Each key's value (null for a delete), gathered into one array on first use."""
+        return _concat(list(self.sources)).take(self.rows)
+
 
 def compose(deltas: Sequence[Delta]) -> NetDelta:
     """The net delta of ``deltas`` applied in order (see module docstring)."""
-    keys, values, position = [], [], []
+    keys, values, flags, position = [], [], [], []
     for index, delta in enumerate(deltas):
         n_del, n_put = len(delta.delete_keys), len(delta.put_keys)
         keys += [delta.delete_keys, delta.put_keys]
         values += [pa.nulls(n_del, _BIN), delta.put_values]
+        flags += [pa.repeat(pa.scalar(False), n_del), pa.repeat(pa.scalar(True), n_put)]
         position.append(pa.repeat(pa.scalar(index, pa.int32()), n_del + n_put))
     all_keys = _concat(keys)
     order = pc.sort_indices(all_keys)  # stable: equal keys keep write order, the last one wins
@@ -70,22 +84,21 @@ def compose(deltas: Sequence[Delta]) -> NetDelta:
     n = len(sorted_keys)
     last = pa.concat_arrays([pc.not_equal(sorted_keys.slice(0, n - 1), sorted_keys.slice(1)),
                              pa.array([True])]) if n else pa.array([], pa.bool_())
-    winners = order.filter(last)
-    net_keys = all_keys.take(winners)
-    net_values = _concat(values).take(winners)
+    rows = order.filter(last)
+    net_keys, is_put = sorted_keys.filter(last), _concat(flags, pa.bool_()).take(rows)
     ranges = [(s, e, i) for i, d in enumerate(deltas)
               for s, e in zip(d.range_starts.to_pylist(), d.range_ends.to_pylist()) if s < e]
     if ranges:
-        net_position = _concat(position, pa.int32()).take(winners)
+        net_position = _concat(position, pa.int32()).take(rows)
         keep = _mask(net_keys, _segments(ranges), lambda lo, hi, newest: pc.greater_equal(
             net_position.slice(lo, hi - lo), newest))
-        net_keys, net_values = net_keys.filter(keep), net_values.filter(keep)
-    return NetDelta(net_keys, net_values, tuple(_union(ranges)))
+        net_keys, is_put, rows = net_keys.filter(keep), is_put.filter(keep), rows.filter(keep)
+    return NetDelta(net_keys, is_put, tuple(_union(ranges)), rows, tuple(values))
 
 
 def merge(older: Iterable[Chunk] | None, net: NetDelta) -> Iterator[Chunk]:
     """The sorted chunks of ``older`` (sorted chunks, or None for empty) with ``net`` applied."""
-    puts = pc.is_valid(net.values)
+    puts = net.is_put
     chunks = (c for c in (older or ()) if len(c[0]))
     current = next(chunks, None)
     if current is None:

@@ -1,0 +1,149 @@
+"""``streamjoin bench changelog``: changelog append and restore rates, beside raw bulk loading.
+
+For each size (``--entries``, default 1M and 5M) it writes one log of random 16-byte keys and
+100-byte values as ``--deltas`` appends (the append rate), then measures, per backend, in one run:
+
+* ``raw bulk load``: the library's own sorted loader on a ready Python list (RocksDB: SstFileWriter
+  + ingest; LMDB: ``putmulti(append=True)``), the ceiling for any restore;
+* ``store.load_sorted``: the backend's bulk path through the store interface, from the same list;
+* ``restore compacted``: ``restore`` from the log after ``compact`` (one snapshot);
+* ``restore uncompacted``: ``restore`` from the deltas alone (folded in Arrow, then bulk-loaded).
+
+Rates are entries per second of the final state, medians of ``--repeat`` runs; "% raw" compares
+with the raw bulk load of the same backend in the same run. The goal is >= 1M entries/s and
+>= 50% of raw.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+from typing import Callable
+
+import lmdb
+from rocksdict import IngestExternalFileOptions, Options, Rdict, SstFileWriter
+
+from bench.harness import Table, median_seconds, results_dir, write_results
+from changelog import Changelog, compact, restore
+from statestore import destroy_store, open_store
+
+__all__ = ["add_arguments", "run"]
+
+KEY_BYTES = 16
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--entries", default="1000000,5000000",
+                        help="comma-separated state sizes in entries (default: 1000000,5000000)")
+    parser.add_argument("--backends", default="rocksdb,lmdb", help="comma-separated store kinds")
+    parser.add_argument("--value-bytes", type=int, default=100, help="value size (default: 100)")
+    parser.add_argument("--deltas", type=int, default=10,
+                        help="deltas the uncompacted log is written as (default: 10)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement (median)")
+    parser.add_argument("--seed", type=int, default=7, help="seed of the random keys and values")
+
+
+def run(args: argparse.Namespace) -> int:
+    table = Table(["entries", "backend", "what", "seconds", "entries/s", "% raw"])
+    scratch = os.path.join(results_dir(), "changelog")
+    for entries in (int(n) for n in args.entries.split(",")):
+        shutil.rmtree(scratch, ignore_errors=True)
+        items = _items(entries, args.value_bytes, args.seed)
+        logs = _write_logs(scratch, items, args, table)
+        ordered = sorted(items)
+        for backend in args.backends.split(","):
+            _measure_backend(table, backend, ordered, logs, scratch, args.repeat)
+        del items, ordered
+    shutil.rmtree(scratch, ignore_errors=True)
+    print(table.render())
+    path = write_results("changelog", table, vars(args) | {"func": None})
+    print(f"\nresults: {path}")
+    return 0
+
+
+def _items(entries: int, value_bytes: int, seed: int) -> list[tuple[bytes, bytes]]:
+    """Distinct random keys (in random order) with random values, from one seeded blob each."""
+    rnd = random.Random(seed)
+    keys = rnd.randbytes(entries * KEY_BYTES)
+    values = rnd.randbytes(entries * value_bytes + 4096)
+    step = KEY_BYTES
+    unique = dict.fromkeys(keys[i:i + step] for i in range(0, len(keys), step))
+    offsets = (rnd.randrange(4096) for _ in range(len(unique)))
+    return [(k, values[o + i * value_bytes:o + (i + 1) * value_bytes])
+            for i, (k, o) in enumerate(zip(unique, offsets))]
+
+
+def _write_logs(scratch: str, items: list, args: argparse.Namespace, table: Table) -> dict[str, Changelog]:
+    """The uncompacted log (timed appends) and a compacted copy (timed compaction)."""
+    entries, per = len(items), -(-len(items) // args.deltas)
+    plain = Changelog(os.path.join(scratch, "uncompacted"))
+
+    def append_all() -> None:
+        for version in range(args.deltas):
+            plain.append(version, items[version * per:(version + 1) * per])
+
+    seconds = median_seconds(append_all, 1, setup=lambda: shutil.rmtree(plain.uri, ignore_errors=True))
+    table.add(entries, "-", f"append ({args.deltas} deltas)", seconds, entries / seconds, "")
+    compacted = Changelog(os.path.join(scratch, "compacted"))
+    shutil.copytree(plain.uri, compacted.uri)
+    stats = compact(compacted)
+    table.add(entries, "-", "compact (deltas -> snapshot)", stats.seconds, entries / stats.seconds, "")
+    return {"compacted": compacted, "uncompacted": plain}
+
+
+def _measure_backend(table: Table, backend: str, ordered: list, logs: dict[str, Changelog],
+                     scratch: str, repeat: int) -> None:
+    path = os.path.join(scratch, f"store-{backend}")
+    fresh = lambda: destroy_store(backend, path)  # noqa: E731 - untimed set-up
+    raw = median_seconds(_raw_loader(backend, ordered, path), repeat, setup=lambda: shutil.rmtree(path, True))
+    rows = [("raw bulk load", raw)]
+    rows.append(("store.load_sorted", median_seconds(lambda: _load(backend, path, ordered), repeat, fresh)))
+    for name, log in logs.items():
+        rows.append((f"restore {name}", median_seconds(lambda: _restore(backend, path, log), repeat, fresh)))
+    for what, seconds in rows:
+        table.add(len(ordered), backend, what, seconds, len(ordered) / seconds, 100.0 * raw / seconds)
+    destroy_store(backend, path)
+
+
+def _load(backend: str, path: str, ordered: list) -> None:
+    with open_store(backend, path) as store:
+        store.load_sorted(ordered, version=0)
+
+
+def _restore(backend: str, path: str, log: Changelog) -> None:
+    with open_store(backend, path) as store:
+        restore(log, store)
+
+
+def _raw_loader(backend: str, ordered: list, path: str) -> Callable[[], None]:
+    """The library's own sorted bulk load of ``ordered`` into a new database at ``path``."""
+    if backend == "rocksdb":
+        return lambda: _raw_rocksdb(ordered, path)
+    if backend == "lmdb":
+        return lambda: _raw_lmdb(ordered, path)
+    raise SystemExit(f"bench changelog: no raw bulk loader for backend {backend!r} (rocksdb, lmdb)")
+
+
+def _raw_rocksdb(ordered: list, path: str) -> None:
+    os.makedirs(path)
+    options = Options(raw_mode=True)
+    writer = SstFileWriter(options)
+    sst = os.path.join(path, "load.sst")
+    writer.open(sst)
+    for key, value in ordered:
+        writer[key] = value
+    writer.finish()
+    db = Rdict(os.path.join(path, "db"), options)
+    ingest = IngestExternalFileOptions()
+    ingest.set_move_files(True)
+    db.ingest_external_file([sst], ingest)
+    db.close()
+
+
+def _raw_lmdb(ordered: list, path: str) -> None:
+    env = lmdb.open(path, map_size=1 << 40, subdir=True)
+    with env.begin(write=True) as txn:
+        txn.cursor().putmulti(ordered, append=True)
+    env.close()
