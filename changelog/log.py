@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import zlib
 from itertools import islice
-from typing import Iterable, Iterator
+from typing import BinaryIO, Callable, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -169,7 +169,7 @@ class Changelog:
                 "(a concurrent compaction removed it); retry the operation",
                 files=[file.name], versions=(file.version, file.version)) from exc
 
-    def _publish(self, kind: Kind, version: int, produce) -> LogFile:
+    def _publish(self, kind: Kind, version: int, produce: Callable[[BinaryIO], object]) -> LogFile:
         info = self.storage.write_atomic(
             temp_tag(kind, version), produce, lambda crc: file_name(kind, version, crc))
         published = parse_name(info.name, info.size)

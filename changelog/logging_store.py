@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 from changelog.errors import ChangelogCorruptError, VersionOrderError
 from changelog.format import check_write
@@ -92,7 +92,14 @@ class ChangeloggingStore(Store):
         self._logged(version, puts, (), (), lambda: self.inner.load_sorted(puts, version))
         return len(puts)
 
-    def _logged(self, version: int, puts, deletes, delete_ranges, apply) -> None:
+    def _logged(
+        self,
+        version: int,
+        puts: Sequence[KeyValue],
+        deletes: Sequence[bytes],
+        delete_ranges: Sequence[tuple[bytes, bytes]],
+        apply: Callable[[], object],
+    ) -> None:
         check_write(puts, deletes, delete_ranges)  # before the undo record reads the store
         if self.undo is not None:
             self.undo.record(self.inner, version, puts, deletes, delete_ranges)
@@ -167,56 +174,83 @@ def open_logged_store(
     ``open_store``. Raises the changelog's errors when a rebuild is needed and the log cannot
     restore ``target_version``; the local store is closed then.
     """
-    path = os.fspath(local_path)
-    undo = UndoLog(path + ".undo", undo_depth)
+    local = _Local(kind, os.fspath(local_path), options, UndoLog(os.fspath(local_path) + ".undo", undo_depth))
     started = time.perf_counter()
-    store, local, reason = _open_local(kind, path, options)
+    version, reason = local.open()
     try:
-        store, how, count, entries, reason = _bring_to(kind, path, options, store, log, undo,
-                                                      target_version, reason)
+        outcome = _bring_to(local, log, version, target_version, reason)
     except BaseException:
-        store.close()
+        local.store.close()
         raise
-    report = OpenReport(how, local, target_version, count, entries, time.perf_counter() - started, reason)
-    return ChangeloggingStore(store, log, undo=undo), report
+    report = OpenReport(outcome.how, version, target_version, outcome.versions, outcome.entries,
+                        time.perf_counter() - started, outcome.reason)
+    return ChangeloggingStore(local.store, log, undo=local.undo), report
 
 
-def _open_local(kind: str, path: str, options: dict[str, Any]) -> tuple[Store, int | None, str]:
-    """The local store, its version, and "" or why it must be rebuilt (empty or unreadable)."""
-    try:
-        store = open_store(kind, path, **options)
-    except StoreCorruptError as exc:
-        destroy_store(kind, path)
-        return open_store(kind, path, **options), None, f"local store unreadable ({exc})"
-    version = store.version
-    if version is None:
-        empty = next(iter(store.scan()), None) is None
-        return store, None, "no local store" if empty else "local store has entries but no version"
-    return store, version, ""
+class _Outcome(NamedTuple):
+    how: OpenHow
+    versions: int = 0
+    entries: int = 0
+    reason: str = ""
 
 
-def _bring_to(kind, path, options, store, log, undo, target, reason):
-    """(store, how, versions, entries, reason): ``store`` moved to ``target`` the cheapest way."""
-    current = None if reason else store.version
+@dataclass
+class _Local:
+    """A partition's local store (opened by :meth:`open`) and its undo records."""
+
+    kind: str
+    path: str
+    options: dict[str, Any]
+    undo: UndoLog
+    store: Store = field(init=False)
+
+    def open(self) -> tuple[int | None, str]:
+        """Open the store; return its version and "" or why it must be rebuilt."""
+        try:
+            self.store = open_store(self.kind, self.path, **self.options)
+        except StoreCorruptError as exc:
+            destroy_store(self.kind, self.path)
+            self.store = open_store(self.kind, self.path, **self.options)
+            return None, f"local store unreadable ({exc})"
+        version = self.store.version
+        if version is None and next(iter(self.store.scan()), None) is not None:
+            return None, "local store has entries but no version"
+        return version, "" if version is not None else "no local store"
+
+    def rebuild(self, log: Changelog, target: int | None, reason: str) -> _Outcome:
+        """Remove the store and its undo records, open it empty, restore ``target`` into it."""
+        self.store.close()
+        destroy_store(self.kind, self.path)
+        self.undo.clear()
+        self.store = open_store(self.kind, self.path, **self.options)
+        if target is None:
+            return _Outcome(OpenHow.REBUILT, reason=reason)
+        stats = restore(log, self.store, target)
+        return _Outcome(OpenHow.REBUILT, stats.deltas, stats.entries_loaded, reason)
+
+
+def _bring_to(local: _Local, log: Changelog, current: int | None, target: int | None,
+              reason: str) -> _Outcome:
+    """Move the local store from ``current`` to ``target`` the cheapest way that works."""
     if not reason and current == target:
-        undo.discard_after(target)
-        return store, OpenHow.REUSED, 0, 0, ""
+        local.undo.discard_after(target)
+        return _Outcome(OpenHow.REUSED)
     if reason == "no local store" and target is None:
-        undo.clear()
-        return store, OpenHow.REUSED, 0, 0, ""
+        local.undo.clear()
+        return _Outcome(OpenHow.REUSED)
     if current is not None and target is not None and current > target:
-        undone = undo.rollback(store, target)
+        undone = local.undo.rollback(local.store, target)
         if undone is not None:
-            return store, OpenHow.ROLLED_BACK, undone, 0, ""
+            return _Outcome(OpenHow.ROLLED_BACK, undone)
         reason = f"local store at {current} is ahead of {target} and has no undo records back to it"
     elif current is not None and target is not None:
-        applied, reason = _roll_forward(store, log, current, target)
+        applied, reason = _roll_forward(local.store, log, current, target)
         if applied is not None:
-            undo.clear()
-            return store, OpenHow.ROLLED_FORWARD, applied, 0, ""
+            local.undo.clear()
+            return _Outcome(OpenHow.ROLLED_FORWARD, applied)
     elif current is not None:
         reason = f"local store at {current}, the target is the empty state"
-    return _rebuild(kind, path, options, store, log, undo, target, reason)
+    return local.rebuild(log, target, reason)
 
 
 def _roll_forward(store: Store, log: Changelog, current: int, target: int) -> tuple[int | None, str]:
@@ -239,18 +273,3 @@ def _roll_forward(store: Store, log: Changelog, current: int, target: int) -> tu
         puts, deletes, ranges = delta.as_write()
         store.write(puts, deletes, ranges, version=v)
     return len(needed), ""
-
-
-def _rebuild(kind, path, options, store, log, undo, target, reason):
-    store.close()
-    destroy_store(kind, path)
-    undo.clear()
-    store = open_store(kind, path, **options)
-    if target is None:
-        return store, OpenHow.REBUILT, 0, 0, reason
-    try:
-        stats = restore(log, store, target)
-    except BaseException:
-        store.close()
-        raise
-    return store, OpenHow.REBUILT, stats.deltas, stats.entries_loaded, reason

@@ -17,7 +17,7 @@ import bisect
 import heapq
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -141,7 +141,11 @@ def _merge_chunk(
     return new_keys.take(order), new_values.take(order)
 
 
-def _mask(keys: pa.Array, segments, inside) -> pa.Array:
+Segment = tuple[bytes, bytes, int]
+
+
+def _mask(keys: pa.Array, segments: Iterable[Segment],
+          inside: Callable[[int, int, int], pa.Array]) -> pa.Array:
     """A keep-mask over sorted ``keys``: True outside the segments, ``inside(lo, hi, tag)`` within.
 
     ``segments`` are disjoint sorted (start, end, tag); ``inside`` returns a boolean array for the

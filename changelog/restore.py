@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from changelog.errors import ChangelogCorruptError, ChangelogError, StoreNotEmptyError, VersionNotRetainedError
 from changelog.format import Delta, SnapshotReader
-from changelog.listing import Chain
+from changelog.listing import Chain, Listing
 from changelog.log import Changelog
 from changelog.merge import compose, merge
 from statestore.base import KeyValue, Store
@@ -99,12 +99,30 @@ def restore(
     started = time.perf_counter()
     _require_empty(store)
     listing = log.listing()
-    if version is None:
-        restorable = listing.restorable()
-        if not restorable:
-            raise listing.unreachable(0) if listing.newest is not None else VersionNotRetainedError(
-                f"changelog {log.uri} is empty: there is nothing to restore")
-        version = restorable[-1]
+    version = _target(log, listing, version)
+    chain, snapshot, deltas, problems = _first_intact_chain(log, listing, version)
+    if problems:
+        _log.warning("restore of %s version %d passed over damaged files: %s",
+                     log.uri, version, "; ".join(str(p) for p in problems))
+    read, loaded, used = _apply(store, chain, snapshot, deltas, progress, method)
+    return RestoreStats(version, chain.base_version, len(deltas), read, loaded, used,
+                        time.perf_counter() - started, tuple(str(p) for p in problems))
+
+
+def _target(log: Changelog, listing: Listing, version: int | None) -> int:
+    if version is not None:
+        return version
+    restorable = listing.restorable()
+    if not restorable:
+        raise listing.unreachable(0) if listing.newest is not None else VersionNotRetainedError(
+            f"changelog {log.uri} is empty: there is nothing to restore")
+    return restorable[-1]
+
+
+def _first_intact_chain(
+    log: Changelog, listing: Listing, version: int
+) -> tuple[Chain, SnapshotReader | None, list[Delta], list[ChangelogError]]:
+    """The newest chain to ``version`` whose files all verify, with what it passed over."""
     chains = listing.chains(version)
     if not chains:
         raise listing.unreachable(version)
@@ -120,12 +138,7 @@ def restore(
             if chain.base is None or exc.files != (chain.base.name,):
                 break  # a damaged delta: every older chain needs it too
             continue
-        if problems:
-            _log.warning("restore of %s version %d passed over damaged files: %s",
-                         log.uri, version, "; ".join(str(p) for p in problems))
-        stats = _apply(store, chain, snapshot, deltas, progress, method)
-        return RestoreStats(version, chain.base_version, len(deltas), stats[0], stats[1], stats[2],
-                            time.perf_counter() - started, tuple(str(p) for p in problems))
+        return chain, snapshot, deltas, problems
     raise _no_chain_left(log, version, problems)
 
 
