@@ -23,6 +23,7 @@ import shutil
 from typing import Callable
 
 import lmdb
+import pyarrow as pa
 from rocksdict import IngestExternalFileOptions, Options, Rdict, SstFileWriter
 
 from bench.harness import Table, median_seconds, results_dir, write_results
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         shutil.rmtree(scratch, ignore_errors=True)
         items = _items(entries, args.value_bytes, args.seed)
         logs = _write_logs(scratch, items, args, table)
-        ordered = sorted(items)
+        ordered = _fresh_sorted(items)
         for backend in args.backends.split(","):
             _measure_backend(table, backend, ordered, logs, scratch, args.repeat)
         del items, ordered
@@ -64,15 +65,24 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _items(entries: int, value_bytes: int, seed: int) -> list[tuple[bytes, bytes]]:
-    """Distinct random keys (in random order) with random values, from one seeded blob each."""
+    """Distinct random keys in random order, each with a value cut at a random offset of one
+    random 1 MiB blob (values need not be distinct; only their size matters here)."""
     rnd = random.Random(seed)
-    keys = rnd.randbytes(entries * KEY_BYTES)
-    values = rnd.randbytes(entries * value_bytes + 4096)
-    step = KEY_BYTES
-    unique = dict.fromkeys(keys[i:i + step] for i in range(0, len(keys), step))
-    offsets = (rnd.randrange(4096) for _ in range(len(unique)))
-    return [(k, values[o + i * value_bytes:o + (i + 1) * value_bytes])
-            for i, (k, o) in enumerate(zip(unique, offsets))]
+    blob, span = rnd.randbytes(1 << 20), (1 << 20) - value_bytes
+    keys: dict[bytes, None] = {}
+    while len(keys) < entries:
+        chunk = rnd.randbytes(min(entries - len(keys), 1 << 20) * KEY_BYTES)
+        keys.update(dict.fromkeys(chunk[i:i + KEY_BYTES] for i in range(0, len(chunk), KEY_BYTES)))
+    offsets = [rnd.randrange(span) for _ in range(entries)]
+    return [(k, blob[o:o + value_bytes]) for k, o in zip(keys, offsets)]
+
+
+def _fresh_sorted(items: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """``items`` sorted, as new objects allocated in key order (as a restore decodes them), so the
+    raw loaders are not slowed by reading objects scattered over the heap."""
+    keys, values = zip(*sorted(items))
+    as_arrow = (pa.array(keys, pa.large_binary()), pa.array(values, pa.large_binary()))
+    return list(zip(as_arrow[0].to_pylist(), as_arrow[1].to_pylist()))
 
 
 def _write_logs(scratch: str, items: list, args: argparse.Namespace, table: Table) -> dict[str, Changelog]:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
-from changelog.errors import ChangelogCorruptError, VersionOrderError
+from changelog.errors import ChangelogCorruptError, VersionNotRetainedError, VersionOrderError
 from changelog.format import check_write
 from changelog.log import Changelog
 from changelog.restore import restore
@@ -50,6 +50,7 @@ class ChangeloggingStore(Store):
         self.inner = inner
         self.log = log
         self.undo = undo
+        self._in_log = False  # whether the log is known to restore the store's version
 
     def __repr__(self) -> str:
         return f"ChangeloggingStore({self.inner!r}, {self.log!r}, undo={self.undo!r})"
@@ -117,6 +118,8 @@ class ChangeloggingStore(Store):
                 f"{self!r}: every write to a changelogged store needs version= (the batch id)")
         current = self.inner.version
         if current is not None and version == current + 1:
+            if not self._in_log:
+                self._require_in_log(current)
             return
         if current is None and next(iter(self.inner.scan()), None) is None:
             if version == 0 or version - 1 not in self.log.versions():
@@ -128,6 +131,19 @@ class ChangeloggingStore(Store):
             f"write(version={version}) to {self.inner!r}: {detail}. A changelogged store moves one "
             f"version per write; open it with open_logged_store(..., target_version={version - 1}) "
             "first", versions=(version, version))
+
+
+    def _require_in_log(self, current: int) -> None:
+        """Refuse to extend a log that cannot restore the store's version (checked once)."""
+        listing = self.log.listing()
+        if current not in listing.restorable():
+            raise VersionNotRetainedError(
+                f"{self.inner!r} is at version {current}, but changelog {self.log.uri} cannot "
+                f"restore it ({listing.unreachable(current)}); writing on would make a log that "
+                "disagrees with the store. Is it the changelog of this checkpoint? Otherwise "
+                "re-run the query from a checkpoint the changelog still has.",
+                versions=(current, current))
+        self._in_log = True
 
 
 class OpenHow(str, Enum):
@@ -171,11 +187,15 @@ def open_logged_store(
 
     ``target_version`` None means the empty state before the first batch. Undo records live in
     ``<local_path>.undo`` and cover the newest ``undo_depth`` versions. ``options`` go to
-    ``open_store``. Raises the changelog's errors when a rebuild is needed and the log cannot
-    restore ``target_version``; the local store is closed then.
+    ``open_store``. Raises the changelog's errors (before opening anything) when the log cannot
+    restore ``target_version``, even if the local store has it: writing on would then make a log
+    that disagrees with the store. Raises them too (and closes the store) when a rebuild fails.
     """
     local = _Local(kind, os.fspath(local_path), options, UndoLog(os.fspath(local_path) + ".undo", undo_depth))
     started = time.perf_counter()
+    listing = log.listing()
+    if target_version is not None and target_version not in listing.restorable():
+        raise listing.unreachable(target_version)
     version, reason = local.open()
     try:
         outcome = _bring_to(local, log, version, target_version, reason)

@@ -66,7 +66,13 @@ class NetDelta:
     @cached_property
     def values(self) -> pa.Array:
         """Each key's value (null for a delete), gathered into one array on first use."""
-        return _concat(list(self.sources)).take(self.rows)
+        return _gather(self.sources, self.rows)
+
+    def puts(self) -> tuple[pa.Array, pa.Array]:
+        """The keys and values of the puts alone (one gather, no copy of the deletes)."""
+        if pc.all(self.is_put).as_py() is not False:
+            return self.keys, self.values
+        return self.keys.filter(self.is_put), _gather(self.sources, self.rows.filter(self.is_put))
 
 
 def compose(deltas: Sequence[Delta]) -> NetDelta:
@@ -102,7 +108,7 @@ def merge(older: Iterable[Chunk] | None, net: NetDelta) -> Iterator[Chunk]:
     chunks = (c for c in (older or ()) if len(c[0]))
     current = next(chunks, None)
     if current is None:
-        keys, values = net.keys.filter(puts), net.values.filter(puts)
+        keys, values = net.puts()
         for start in range(0, len(keys), BATCH_ROWS):
             yield keys.slice(start, BATCH_ROWS), values.slice(start, BATCH_ROWS)
         return
@@ -190,6 +196,11 @@ def _union(ranges: list[tuple[bytes, bytes, int]]) -> list[tuple[bytes, bytes]]:
         else:
             out.append((start, end))
     return out
+
+
+def _gather(sources: Sequence[pa.Array], rows: pa.Array) -> pa.Array:
+    """``rows`` of the concatenation of ``sources``, without building the concatenation."""
+    return pa.chunked_array(sources, _BIN).take(rows).combine_chunks()
 
 
 def _concat(arrays: list[pa.Array], type_: pa.DataType = _BIN) -> pa.Array:

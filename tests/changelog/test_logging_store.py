@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from changelog import Changelog, OpenHow, VersionOrderError, open_logged_store
+from changelog import Changelog, OpenHow, VersionNotRetainedError, VersionOrderError, open_logged_store
 from statestore import destroy_store
 from tests.changelog.model import Model, Write
 
@@ -174,3 +174,24 @@ def test_open_logged_store_unrestorable_target_raises_and_closes(runner):
     with pytest.raises(Exception, match="newer than the newest"):
         runner.open(3)
     assert runner.state_at(0)[2].how is OpenHow.REBUILT  # not left locked
+
+
+def test_open_logged_store_refuses_log_without_target(runner):
+    for version, write in enumerate(WRITES[:3]):
+        runner.batch(version, write)
+    shutil.rmtree(runner.log.uri)  # the changelog is gone, the local store still has version 2
+    with pytest.raises(VersionNotRetainedError, match="is empty"):
+        runner.open(2)
+
+
+def test_logged_store_refuses_to_extend_log_that_lacks_its_version(runner):
+    for version, write in enumerate(WRITES[:3]):
+        runner.batch(version, write)
+    store, _ = runner.open(2)
+    try:
+        shutil.rmtree(runner.log.uri)
+        with pytest.raises(VersionNotRetainedError, match="cannot restore it"):
+            store.write(puts=[(b"x", b"y")], version=3)
+        assert store.version == 2 and runner.log.versions() == []
+    finally:
+        store.close()
