@@ -1,0 +1,95 @@
+"""``streamjoin bench runtime``: the runtime's overhead beside a bare repartition + mapInArrow.
+
+The same rows (Parquet files, one per micro-batch) go through (a) ``repartition(N, key)`` and a
+``mapInArrow`` that passes them through, the floor any Python operator pays, and (b) streamjoin's
+runtime with the ``PassThrough`` operator, once per store backend: the same shuffle and the same
+mapInArrow, plus loading and committing versioned state, progress records and metrics. Variants
+run interleaved, ``--repeat`` times each; the table shows medians and the ratio to the floor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bench.harness import Table, results_dir, write_results
+from bench.sparkutil import fresh_dir, local_session, time_stream
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rows", type=int, default=2_000_000, help="input rows in all (default 2,000,000)")
+    parser.add_argument("--batches", type=int, default=10, help="micro-batches (default 10)")
+    parser.add_argument("--keys", type=int, default=10_000, help="distinct keys (default 10,000)")
+    parser.add_argument("--partitions", type=int, default=4, help="shuffle partitions (default 4)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each variant (default 3)")
+    parser.add_argument("--stores", default="rocksdb,lmdb,memory", help="backends to run (default all)")
+
+
+def _write_inputs(directory: str, rows: int, batches: int, keys: int) -> None:
+    rng = np.random.default_rng(7)
+    per = rows // batches
+    for b in range(batches):
+        start = b * per * 1000
+        table = pa.table({
+            "k": pa.array(rng.integers(0, keys, per), pa.int64()),
+            "t": pa.array(start + np.arange(per, dtype=np.int64) * 1000, pa.timestamp("us", tz="UTC")),
+            "payload": pa.array(np.char.add("p", rng.integers(0, 1 << 30, per).astype(str)).tolist()),
+        })
+        pq.write_table(table, os.path.join(directory, f"part-{b:04d}.parquet"))
+
+
+def run(args: argparse.Namespace) -> int:
+    from joins.basic import PassThrough
+    from joins.runtime import StateConfig
+    from joins.spark import arrow_schema, run_operator
+
+    spark = local_session(shuffle_partitions=args.partitions)
+    root = fresh_dir(results_dir(), "runtime")
+    inputs = os.path.join(root, "in")
+    os.makedirs(inputs)
+    _write_inputs(inputs, args.rows, args.batches, args.keys)
+    schema = "k bigint, t timestamp, payload string"
+
+    def source():
+        return spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(inputs)
+
+    def floor(ck: str):
+        src = source()
+        out = src.repartition(args.partitions, "k").mapInArrow(lambda it: it, src.schema)
+        return out.writeStream.format("noop").option("checkpointLocation", ck).trigger(availableNow=True).start()
+
+    def ours(store: str):
+        def build(ck: str):
+            src = source()
+            op = PassThrough(arrow_schema(src), ["k"], "t")
+            state = StateConfig(store=store, local_dir=os.path.join(ck, "local"))
+            out = run_operator([src], op, checkpoint=os.path.join(ck, "join"), partitions=args.partitions, state=state)
+            return out.writeStream.format("noop").option("checkpointLocation", os.path.join(ck, "spark")).trigger(availableNow=True).start()
+        return build
+
+    variants = {"repartition + mapInArrow (floor)": floor}
+    for store in args.stores.split(","):
+        variants[f"streamjoin runtime, {store}"] = ours(store)
+    time_stream(floor)  # warm up the JVM and the Python workers
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(args.repeat):
+        for name, build in variants.items():
+            times[name].append(time_stream(build))
+    floor_median = statistics.median(times["repartition + mapInArrow (floor)"])
+    table = Table(["variant", "median s", "rows/s", "time / floor"])
+    for name, samples in times.items():
+        median = statistics.median(samples)
+        table.add(name, median, args.rows / median, median / floor_median)
+    print(f"{args.rows:,} rows, {args.batches} micro-batches, {args.partitions} partitions, "
+          f"medians of {args.repeat} runs")
+    print(table.render())
+    print("results:", write_results("runtime", table, vars(args) | {"func": None}))
+    spark.stop()
+    return 0

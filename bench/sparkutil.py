@@ -1,0 +1,50 @@
+"""What the Spark benchmarks share: a local session, Parquet inputs, and timing a streaming query."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from typing import Callable
+
+__all__ = ["local_session", "time_stream", "fresh_dir"]
+
+
+def local_session(cores: int = 2, shuffle_partitions: int = 4, extra: dict[str, str] | None = None):
+    """A local Spark session whose Python workers run this interpreter."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master(f"local[{cores}]")
+        .appName("streamjoin-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", "4g")
+    )
+    for key, value in (extra or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def fresh_dir(parent: str, name: str) -> str:
+    """A new empty directory under ``parent``."""
+    os.makedirs(parent, exist_ok=True)
+    return tempfile.mkdtemp(prefix=f"{name}-", dir=parent)
+
+
+def time_stream(build: Callable[[str], object]) -> float:
+    """Seconds from start to end of the streaming query that ``build(checkpoint_dir)`` starts."""
+    scratch = tempfile.mkdtemp(prefix="streamjoin-q-")
+    start = time.perf_counter()
+    query = build(scratch)
+    query.awaitTermination()
+    elapsed = time.perf_counter() - start
+    if query.exception() is not None:
+        raise RuntimeError(f"benchmark query failed: {query.exception()}")
+    return elapsed
