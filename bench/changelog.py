@@ -3,8 +3,9 @@
 For each size (``--entries``, default 1M and 5M) it writes one log of random 16-byte keys and
 100-byte values as ``--deltas`` appends (the append rate), then measures, per backend, in one run:
 
-* ``raw bulk load``: the library's own sorted loader on a ready Python list (RocksDB: SstFileWriter
-  + ingest; LMDB: ``putmulti(append=True)``), the ceiling for any restore;
+* ``raw bulk load``: the library's own sorted loader on a ready Python list of fresh objects laid
+  out in key order (RocksDB: SstFileWriter + ingest; LMDB: ``putmulti(append=True)`` in one
+  transaction), the ceiling for any restore, which must also read files and make those objects;
 * ``store.load_sorted``: the backend's bulk path through the store interface, from the same list;
 * ``restore compacted``: ``restore`` from the log after ``compact`` (one snapshot);
 * ``restore uncompacted``: ``restore`` from the deltas alone (folded in Arrow, then bulk-loaded).

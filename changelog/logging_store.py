@@ -5,14 +5,17 @@
     opened.how                                      # OpenHow.REUSED / ROLLED_FORWARD / ...
 
 ``ChangeloggingStore(inner, log)`` wraps any store with the same interface: reads pass straight
-through; ``write(..., version=v)`` (a version is required, one above the store's) records an undo
-record (when it has an :class:`~changelog.undo.UndoLog`), appends the delta of ``v`` to the log,
-then applies the same writes and the marker to the inner store in one atomic write (SPEC §7).
+through; ``write(..., version=v)`` (a version is required, one above the store's) appends the
+delta of ``v`` to the log, records an undo record naming that delta (when it has an
+:class:`~changelog.undo.UndoLog`), then applies the same writes and the marker to the inner store
+in one atomic write (SPEC §7).
 
 :func:`open_logged_store` opens the local store of a partition and brings it to the version a task
 needs, reporting how in an :class:`OpenReport`:
 
-* already there: reused (undo records of later versions are dropped);
+* already there: reused (undo records of later versions are dropped), unless its undo record shows
+  it applied another delta of that version than the log now has (the batch ran again elsewhere):
+  then it is rolled back one version and forward by the log's delta;
 * behind: rolled forward by the deltas in between, unless restoring the newest snapshot reads
   fewer bytes;
 * ahead (a batch executed again): rolled back by the undo records of the versions in between;
@@ -101,11 +104,11 @@ class ChangeloggingStore(Store):
         delete_ranges: Sequence[tuple[bytes, bytes]],
         apply: Callable[[], object],
     ) -> None:
-        check_write(puts, deletes, delete_ranges)  # before the undo record reads the store
-        if self.undo is not None:
-            self.undo.record(self.inner, version, puts, deletes, delete_ranges)
+        check_write(puts, deletes, delete_ranges)  # before anything reads or writes
+        delta = self.log.append(version, puts, deletes, delete_ranges)
         try:
-            self.log.append(version, puts, deletes, delete_ranges)
+            if self.undo is not None:
+                self.undo.record(self.inner, version, puts, deletes, delete_ranges, delta.crc)
             apply()
         except BaseException:
             if self.undo is not None and self.inner.version != version:
@@ -253,6 +256,8 @@ def _bring_to(local: _Local, log: Changelog, current: int | None, target: int | 
               reason: str) -> _Outcome:
     """Move the local store from ``current`` to ``target`` the cheapest way that works."""
     if not reason and current == target:
+        if target is not None and _replaced(local.undo, log, target):
+            return _reapply(local, log, target)
         local.undo.discard_after(target)
         return _Outcome(OpenHow.REUSED)
     if reason == "no local store" and target is None:
@@ -271,6 +276,24 @@ def _bring_to(local: _Local, log: Changelog, current: int | None, target: int | 
     elif current is not None:
         reason = f"local store at {current}, the target is the empty state"
     return local.rebuild(log, target, reason)
+
+
+def _replaced(undo: UndoLog, log: Changelog, version: int) -> bool:
+    """Whether the store applied another delta of ``version`` than the one the log has now."""
+    applied = undo.applied_crc(version)
+    delta = log.listing().deltas.get(version)
+    return applied is not None and delta is not None and delta.crc != applied
+
+
+def _reapply(local: _Local, log: Changelog, version: int) -> _Outcome:
+    """Swap the store's delta of ``version`` for the log's: undo it, then roll forward."""
+    why = f"local store applied another delta of version {version} than the changelog has"
+    if version > 0 and local.undo.rollback(local.store, version - 1) is not None:
+        applied, _ = _roll_forward(local.store, log, version - 1, version)
+        if applied is not None:
+            local.undo.clear()
+            return _Outcome(OpenHow.ROLLED_FORWARD, applied, reason=why)
+    return local.rebuild(log, version, why)
 
 
 def _roll_forward(store: Store, log: Changelog, current: int, target: int) -> tuple[int | None, str]:

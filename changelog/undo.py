@@ -30,6 +30,7 @@ __all__ = ["UndoLog"]
 
 _log = logging.getLogger(__name__)
 _PREVIOUS = "streamjoin.previous_version"
+_DELTA_CRC = "streamjoin.delta_crc"
 
 
 class UndoLog:
@@ -52,8 +53,13 @@ class UndoLog:
         puts: Sequence[KeyValue],
         deletes: Sequence[bytes],
         delete_ranges: Sequence[tuple[bytes, bytes]],
+        delta_crc: int | None = None,
     ) -> None:
-        """Save how to undo this write on ``store`` (call before the store applies it)."""
+        """Save how to undo this write on ``store`` (call before the store applies it).
+
+        ``delta_crc`` identifies the changelog delta of this write, so that a later open can
+        tell whether the store holds the delta the log has now (see :meth:`applied_crc`).
+        """
         put_keys = [k for k, _ in puts]
         touched = list(dict.fromkeys([*put_keys, *deletes]))
         previous: dict[bytes, bytes] = {}
@@ -69,7 +75,8 @@ class UndoLog:
                 undo_deletes.append(key)
         prior = store.version
         batch = encode_delta(Kind.UNDO, version, list(previous.items()), undo_deletes, [],
-                             extra={_PREVIOUS: "" if prior is None else str(prior)})
+                             extra={_PREVIOUS: "" if prior is None else str(prior),
+                                    _DELTA_CRC: "" if delta_crc is None else f"{delta_crc:08x}"})
         self._storage.delete([f.name for f in self._files() if f.version >= version])
         self._storage.write_atomic(temp_tag(Kind.UNDO, version), lambda sink: _write(sink, batch),
                                    lambda crc: file_name(Kind.UNDO, version, crc))
@@ -108,6 +115,18 @@ class UndoLog:
             store.write(puts, deletes, (), version=previous)
         self.discard_after(target)
         return len(steps)
+
+    def applied_crc(self, version: int) -> int | None:
+        """The CRC of the changelog delta the store applied at ``version``, if a record says."""
+        files = [f for f in self._files() if f.version == version]
+        if len(files) != 1:
+            return None
+        try:
+            reader = verified_reader(self._storage.read(files[0].name), files[0])
+        except (ChangelogCorruptError, OSError):
+            return None
+        text = (reader.schema.metadata or {}).get(_DELTA_CRC.encode(), b"").decode()
+        return int(text, 16) if text else None
 
     def _load(self, version: int) -> tuple[int | None, list[KeyValue], list[bytes]] | None:
         files = [f for f in self._files() if f.version == version]

@@ -195,3 +195,15 @@ def test_logged_store_refuses_to_extend_log_that_lacks_its_version(runner):
         assert store.version == 2 and runner.log.versions() == []
     finally:
         store.close()
+
+
+def test_open_logged_store_replaces_delta_rewritten_elsewhere(runner):
+    """Batch 2 ran again on another executor with other output: this store must not be reused."""
+    for version, write in enumerate(WRITES[:3]):
+        runner.batch(version, write)
+    other = Write(puts=[(b"elsewhere", b"2")])
+    runner.log.append(2, other.puts)
+    runner.model.apply(2, other)
+    state, version, report = runner.state_at(2)
+    assert report.how is OpenHow.ROLLED_FORWARD and "another delta" in report.reason
+    assert (state, version) == (runner.model.states[2], 2)

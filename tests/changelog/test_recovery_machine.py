@@ -2,8 +2,8 @@
 
 Rules: run the next batch (sometimes writing a snapshot from the store after it, as the runtime
 does every few versions), execute the last batch again with other output, lose the local store,
-crash between the changelog append and the local write, crash after the undo record only, and
-compact with some retention. After every step, opening the store at the newest version gives the
+crash after the changelog append (with or without the undo record) and before the local write,
+and compact with some retention. After every step, opening the store at the newest version gives the
 model's state; executing the last batch again on a store that holds it is a rollback by undo
 records, never a rebuild.
 """
@@ -78,16 +78,19 @@ class RecoveryMachine(RuleBasedStateMachine):
         self.runner.model.apply(version, write)  # committed in the log; the local store missed it
 
     @rule(write=writes)
-    def crash_after_undo_record(self, write) -> None:
+    def crash_before_local_write(self, write) -> None:
+        """The delta and the undo record are written, then the task dies."""
+        version = 0 if self.newest is None else self.newest + 1
         store, _ = self.runner.open(self.newest)
         try:
-            store.undo.record(store.inner, (self.newest or -1) + 1, write.puts, write.deletes,
-                              write.delete_ranges)
+            delta = self.runner.log.append(version, write.puts, write.deletes, write.delete_ranges)
+            store.undo.record(store.inner, version, write.puts, write.deletes, write.delete_ranges,
+                              delta.crc)
         finally:
             store.close()
-        # The next batch had started, so the newest one was committed and will not run again;
-        # its undo record made way for the new one (depth 1).
-        self.local, self.undo = self.newest, None
+        self.runner.model.apply(version, write)
+        # the newest batch's undo record made way for this one (depth 1)
+        self.local, self.undo = self.newest - 1 if self.newest else None, None
 
     @precondition(lambda self: self.newest is not None)
     @rule(retain=st.integers(2, 4))
