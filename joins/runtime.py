@@ -153,8 +153,9 @@ def _metrics(operator, task, rows, result, opened, open_seconds, stats) -> dict[
         "output_rows": result.output.num_rows,
         "state_rows": stats.entries,
         "state_bytes": stats.bytes,
-        "state_open": opened.how,
+        "state_open": opened.how.value,
         "state_open_seconds": round(open_seconds, 6),
+        "state_versions_replayed": opened.versions,
         "entries_restored": opened.entries_restored,
     }
     for spec, table, aside in zip(operator.inputs, rows, result.set_aside):
