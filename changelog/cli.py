@@ -135,10 +135,12 @@ def _restore(args: argparse.Namespace) -> int:
             raise StoreNotEmptyError(f"{args.into} already holds a {args.backend} store; pass "
                                      "--force to replace it, or choose another --into") from None
     rate = stats.entries_read / stats.seconds if stats.seconds else 0.0
+    base = "no snapshot" if stats.base_version < 0 else f"the snapshot of version {stats.base_version}"
+    deltas = f"{stats.deltas} delta{'' if stats.deltas == 1 else 's'}"
     print(f"restored version {stats.version} into {args.backend} store {args.into}: "
-          f"{stats.entries_loaded:,} entries loaded, {stats.entries_read:,} read from the snapshot "
-          f"of version {stats.base_version} and {stats.deltas} deltas ({stats.method.value}) in "
-          f"{stats.seconds:.3f} s, {rate:,.0f} entries/s")
+          f"{stats.entries_loaded:,} entries loaded from {base} and {deltas} "
+          f"({stats.entries_read:,} entries read, {stats.method.value}) in {stats.seconds:.3f} s, "
+          f"{rate:,.0f} entries/s")
     for skipped in stats.skipped:
         print(f"WARNING: passed over a damaged file: {skipped}", file=sys.stderr)
     return 0
