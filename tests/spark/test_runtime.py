@@ -35,7 +35,9 @@ def _write_inputs(directory: Path, files: range) -> None:
     for i in files:
         keys = [(i * 7 + j * 3) % 11 for j in range(20)] + [None]
         table = pa.table({"k": pa.array(keys, pa.int64()), "v": [f"f{i}r{j}" for j in range(len(keys))]})
-        pq.write_table(table, directory / f"part-{i:03d}.parquet")
+        path = directory / f"part-{i:03d}.parquet"
+        pq.write_table(table, path)
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))  # the file source takes files by age
 
 
 def _start(spark, root: Path, *, state: StateConfig, sink: str = "parquet", foreach=None):
@@ -96,6 +98,7 @@ def test_runtime_restart_from_checkpoint_equals_uninterrupted(spark, tmp_path, e
     commits = sorted((tmp_path / "spark" / "commits").iterdir(), key=lambda p: int(p.name) if p.name.isdigit() else -1)
     last = [p for p in commits if p.name.isdigit()][-1]
     last.unlink()
+    (last.parent / f".{last.name}.crc").unlink(missing_ok=True)
     _write_inputs(tmp_path / "in", range(3, N_FILES))
     _start(spark, tmp_path, state=_state(tmp_path))
     assert _committed(spark, tmp_path) == expected
