@@ -21,6 +21,7 @@ def local_session(cores: int = 2, shuffle_partitions: int = 4, extra: dict[str, 
         SparkSession.builder.master(f"local[{cores}]")
         .appName("streamjoin-bench")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "4g")

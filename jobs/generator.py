@@ -80,5 +80,8 @@ def _write_batches(directory: str, table: pa.Table, column: str, config: SearchC
     for b in range(config.batches):
         rows = np.nonzero(batch == b)[0]
         rows = rows[rng.permutation(len(rows))]
-        pq.write_table(table.take(pa.array(rows, pa.int64())), os.path.join(directory, f"part-{b:04d}.parquet"))
+        path = os.path.join(directory, f"part-{b:04d}.parquet")
+        pq.write_table(table.take(pa.array(rows, pa.int64())), path)
+        # Spark's file source takes files oldest first: give them distinct, increasing ages
+        os.utime(path, (config.start_us // _US + b, config.start_us // _US + b))
     return int(held.sum())

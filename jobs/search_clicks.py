@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from bench.sparkutil import local_session
-    from joins import interval_join, set_aside_rows
+    from joins import interval_join
 
     root = args.workdir or tempfile.mkdtemp(prefix="streamjoin-search-clicks-")
     config = SearchClickConfig(searches=args.searches, batches=args.batches, seed=args.seed)
@@ -58,27 +58,45 @@ def run(args: argparse.Namespace) -> int:
              .option("checkpointLocation", os.path.join(root, "spark-checkpoint"))
              .trigger(availableNow=True).start())
     query.awaitTermination()
-    _summarise(spark, out, root, os.path.join(root, "join-checkpoint"))
+    _summarise(spark, out, root, os.path.join(root, "join-checkpoint"), args.delay_minutes, args.store)
     spark.stop()
     return 0
 
 
-def _summarise(spark, out: str, root: str, checkpoint: str) -> None:
+def _summarise(spark, out: str, root: str, checkpoint: str, delay_minutes: float, store: str) -> None:
     from pyspark.sql import functions as F
+
+    from joins import interval_join, set_aside_rows
 
     result = spark.read.parquet(out)
     per_search = result.groupBy("search_id", "query").agg(F.count("click_id").alias("clicks"))
     ctr = (per_search.groupBy("query")
            .agg(F.count("*").alias("searches"), F.sum((F.col("clicks") > 0).cast("int")).alias("clicked"))
            .withColumn("click_through", F.round(F.col("clicked") / F.col("searches"), 3))
-           .orderBy(F.desc("click_through")))
+           .orderBy(F.desc("click_through"), "query"))
     print(f"\njoined rows written to {out}: {result.count():,}")
     print("click-through per query (a click within 30 minutes after the search):")
     for row in ctr.collect():
         print(f"  {row['query']:<28s} {row['searches']:>6,d} searches  {row['click_through']:.3f}")
-    from joins import set_aside_rows
+    # the same join over the same events as one batch, without the events that arrived late
+    events = os.path.join(root, "events")
+    searches = _without(spark.read.parquet(os.path.join(events, "searches")),
+                        set_aside_rows(spark, checkpoint, "left"), "search_id")
+    clicks = _without(spark.read.parquet(os.path.join(events, "clicks")),
+                      set_aside_rows(spark, checkpoint, "right"), "click_id")
+    batch = interval_join(searches, clicks, "session_id", left_time="search_time", right_time="click_time",
+                          lower=timedelta(0), upper=WINDOW, how="left",
+                          delay=timedelta(minutes=delay_minutes), store=store)
+    emitted = result.select("search_id").distinct()
+    expected = batch.join(emitted, "search_id", "left_semi").select(*result.columns)
+    same = expected.exceptAll(result).count() == 0 and result.exceptAll(expected).count() == 0
+    pending = searches.count() - emitted.count()
+    print(f"searches still open (their 30 minutes not yet passed by the watermark): {pending:,}")
+    print("streaming result equals the batch join of the on-time events: " + ("yes" if same else "NO"))
 
-    for side in ("left", "right"):
-        aside = set_aside_rows(spark, checkpoint, side)
-        n = aside.count() if aside is not None else 0
-        print(f"{side} events set aside (late or null): {n}")
+
+def _without(events, aside, id_column: str):
+    """``events`` minus the rows that the streaming join set aside."""
+    n = 0 if aside is None else aside.count()
+    print(f"{id_column.split('_')[0]} events set aside by the streaming join (late or null): {n}")
+    return events if aside is None else events.join(aside.select(id_column), id_column, "left_anti")

@@ -120,8 +120,10 @@ class Checkpoint:
         pq.write_table(table, tmp, filesystem=self.fs)
         self.fs.move(tmp, self._path(rel))
 
-    def set_aside_uri(self, input_name: str) -> str:
-        return self._uri(f"set_aside/{input_name}")
+    def set_aside_uri(self, input_name: str) -> str | None:
+        """URI of input's set-aside rows (Parquet, partitioned by v and p); None if there are none."""
+        info = self.fs.get_file_info(self._path(f"set_aside/{input_name}"))
+        return None if info.type == pafs.FileType.NotFound else self._uri(f"set_aside/{input_name}")
 
     def write_metrics(self, version: int, partition: int, metrics: Mapping[str, Any]) -> None:
         self._write_json(f"metrics/v={version}/p={partition}.json", dict(metrics))

@@ -1,0 +1,30 @@
+"""streamjoin's joins.
+
+The public, PySpark-facing API (imported on first use, so the engine-free operators below import
+without pyspark):
+
+    from joins import interval_join, set_aside_rows, join_metrics
+
+Engine-free operators: :mod:`joins.interval` (stream-stream), run in-process by
+:mod:`joins.local` and inside Spark by :mod:`joins.spark`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["interval_join", "set_aside_rows", "join_metrics"]
+
+_LAZY = {
+    "interval_join": "joins.spark.interval",
+    "set_aside_rows": "joins.spark.outputs",
+    "join_metrics": "joins.spark.outputs",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'joins' has no attribute {name!r}")

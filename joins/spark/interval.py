@@ -1,0 +1,99 @@
+"""``interval_join``: the stream-stream interval join for PySpark DataFrames (SPEC §4)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any, Mapping, Sequence, Union
+
+from pyspark.sql import DataFrame
+from pyspark.sql.types import TimestampNTZType, TimestampType
+
+from joins.errors import JoinDefinitionError
+from joins.interval import IntervalJoin
+from joins.runtime import StateConfig
+from joins.spark.runtime import arrow_schema, run_operator
+
+__all__ = ["interval_join"]
+
+On = Union[str, Sequence[str], tuple[Sequence[str], Sequence[str]]]
+
+
+def interval_join(
+    left: DataFrame,
+    right: DataFrame,
+    on: On,
+    *,
+    left_time: str,
+    right_time: str,
+    lower: datetime.timedelta,
+    upper: datetime.timedelta,
+    delay: datetime.timedelta,
+    how: str = "inner",
+    store: str = "rocksdb",
+    checkpoint: str | None = None,
+    partitions: int | None = None,
+    store_options: Mapping[str, Any] | None = None,
+    state_dir: str | None = None,
+) -> DataFrame:
+    """Join two event DataFrames on equal keys within a time window.
+
+    A left row ``l`` and a right row ``r`` match when their ``on`` columns are equal (a null never
+    matches) and ``l[left_time] + lower <= r[right_time] <= l[left_time] + upper`` (both bounds
+    inclusive; either may be negative). ``how``: inner, left, right, full, left_semi, left_anti.
+    The watermark is ``min(largest left time, largest right time) - delay`` over earlier
+    micro-batches; rows older than it are late: they never join and are written, with the
+    reason, to the checkpoint's set-aside output (:func:`joins.set_aside_rows`). Unmatched rows of
+    outer joins are emitted once the watermark has passed their window.
+
+    Output columns: the key columns once (named as on the left), then the left columns, then the
+    right columns; a non-key name on both sides becomes ``name_left`` / ``name_right``. Semi and
+    anti joins output the left columns. ``checkpoint`` (a path or ``pyarrow.fs`` URI) is required
+    for streaming inputs; ``partitions`` defaults to ``spark.sql.shuffle.partitions``; ``store``
+    is ``rocksdb``, ``lmdb``, ``memory`` or ``package.module:Class``; local stores live under
+    ``state_dir`` (default: under Spark's local directory). Raises
+    :class:`joins.errors.JoinDefinitionError` before any query starts when an argument is wrong.
+    """
+    left_on, right_on = _split_on(on)
+    _check_columns(left, "left", list(left_on) + [left_time])
+    _check_columns(right, "right", list(right_on) + [right_time])
+    _check_time(left, "left_time", left_time)
+    _check_time(right, "right_time", right_time)
+    for name, value in (("lower", lower), ("upper", upper), ("delay", delay)):
+        if not isinstance(value, datetime.timedelta):
+            raise JoinDefinitionError(f"{name} must be a datetime.timedelta, got {value!r}")
+    operator = IntervalJoin(
+        arrow_schema(left), arrow_schema(right), (list(left_on), list(right_on)),
+        left_time=left_time, right_time=right_time, lower=lower, upper=upper, delay=delay, how=how,
+    )
+    state = StateConfig(store=store, store_options=dict(store_options or {}), local_dir=state_dir)
+    return run_operator([left, right], operator, checkpoint=checkpoint, partitions=partitions, state=state)
+
+
+def _split_on(on: On) -> tuple[Sequence[str], Sequence[str]]:
+    if isinstance(on, str):
+        return (on,), (on,)
+    if isinstance(on, tuple) and len(on) == 2 and all(isinstance(x, (list, tuple)) for x in on):
+        left_on, right_on = on
+        if len(left_on) != len(right_on) or not left_on:
+            raise JoinDefinitionError(f"on=(left names, right names) needs two non-empty lists of one length, got {on!r}")
+        return tuple(left_on), tuple(right_on)
+    if isinstance(on, (list, tuple)) and on and all(isinstance(x, str) for x in on):
+        return tuple(on), tuple(on)
+    raise JoinDefinitionError(
+        f"on must be a column name, a list of names, or a pair of lists (left names, right names); got {on!r}"
+    )
+
+
+def _check_columns(df: DataFrame, side: str, columns: Sequence[str]) -> None:
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise JoinDefinitionError(f"the {side} DataFrame has no column {missing}; its columns are {df.columns}")
+
+
+def _check_time(df: DataFrame, argument: str, column: str) -> None:
+    data_type = df.schema[column].dataType
+    if not isinstance(data_type, (TimestampType, TimestampNTZType)):
+        raise JoinDefinitionError(
+            f"{argument}={column!r} must be a timestamp column, but it is {data_type.simpleString()}; "
+            f"convert it first, e.g. F.col({column!r}).cast('timestamp')"
+        )
