@@ -21,20 +21,24 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    listing = "\n".join(f"  {name:<10s} {summary}" for name, (_, summary) in BENCHMARKS.items())
     parser = subparsers.add_parser(
         "bench",
         help="run a benchmark and print its table",
-        description="Run one benchmark. Compare the ratios in one table, measured side by side in "
-        "one run; medians of --repeat runs are shown.",
+        description="Run one benchmark. Variants are measured side by side in one run and "
+        "compared as ratios of medians.\n\nbenchmarks:\n" + listing
+        + "\n\n`streamjoin bench NAME --help` shows a benchmark's options.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    names = parser.add_subparsers(dest="benchmark", metavar="NAME")
-    for name, (module_name, summary) in BENCHMARKS.items():
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                continue  # not written yet
-            raise
-        sub = names.add_parser(name, help=summary, description=summary)
-        module.add_arguments(sub)
-        sub.set_defaults(func=module.run)
+    parser.add_argument("benchmark", choices=sorted(BENCHMARKS), metavar="NAME")
+    parser.add_argument("options", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Import the chosen benchmark only now, and let it parse its own options."""
+    module_name, summary = BENCHMARKS[args.benchmark]
+    module = importlib.import_module(module_name)
+    parser = argparse.ArgumentParser(prog=f"streamjoin bench {args.benchmark}", description=summary)
+    module.add_arguments(parser)
+    return int(module.run(parser.parse_args(args.options)) or 0)
