@@ -36,6 +36,15 @@ __all__ = ["run_operator", "arrow_schema", "INPUT_TAG"]
 
 log = logging.getLogger("streamjoin")
 
+
+def _configure_worker_logging() -> None:
+    """Log one line per task to the executor's stderr at ``$STREAMJOIN_LOG_LEVEL`` (default WARNING)."""
+    if not log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(os.environ.get("STREAMJOIN_LOG_LEVEL", "WARNING").upper())
+
 INPUT_TAG = "_sj_input"
 _KEY = "_sj_k{}"
 _ROW = "_sj_row{}"
@@ -127,6 +136,7 @@ class _PartitionTask:
         self.final = final
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        _configure_worker_logging()
         ctx = TaskContext.get()
         batch_id = ctx.getLocalProperty("streaming.sql.batchId")
         task = TaskInfo(
