@@ -40,7 +40,7 @@ def _write_inputs(directory: Path, files: range) -> None:
         os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))  # the file source takes files by age
 
 
-def _start(spark, root: Path, *, state: StateConfig, sink: str = "parquet", foreach=None):
+def _start(spark, root: Path, *, state: StateConfig, sink: str = "parquet", foreach=None, out: str = "out"):
     src = spark.readStream.schema("k bigint, v string").option("maxFilesPerTrigger", 1).parquet(str(root / "in"))
     counts = run_operator(
         [src], RunningCount(arrow_schema(src), ["k"]), checkpoint=str(root / "join"), partitions=3, state=state
@@ -49,7 +49,7 @@ def _start(spark, root: Path, *, state: StateConfig, sink: str = "parquet", fore
     if foreach is not None:
         writer = writer.foreachBatch(foreach)
     else:
-        writer = writer.format(sink).option("path", str(root / "out"))
+        writer = writer.format(sink).option("path", str(root / out))
     query = writer.start()
     query.awaitTermination()
     return query
@@ -149,3 +149,26 @@ def test_runtime_batch_dataframe_runs_one_final_version(spark, tmp_path, expecte
     for key, count in expected:
         final[key] = max(final.get(key, 0), count)
     assert rows == sorted(final.items())
+
+
+def test_runtime_checkpoint_of_another_query_is_refused(spark, tmp_path):
+    from pyspark.errors import StreamingQueryException
+
+    _write_inputs(tmp_path / "in", range(2))
+    _start(spark, tmp_path, state=_state(tmp_path))
+    shutil.rmtree(tmp_path / "spark")  # a new Spark checkpoint: a new query, same join checkpoint
+    with pytest.raises(StreamingQueryException, match="belongs to streaming query"):
+        _start(spark, tmp_path, state=_state(tmp_path), out="out-of-another-query")
+
+
+def test_runtime_metrics_and_set_aside_rows_account_for_every_row(spark, tmp_path):
+    from joins import join_metrics, set_aside_rows
+
+    _write_inputs(tmp_path / "in", range(N_FILES))
+    _start(spark, tmp_path, state=_state(tmp_path))
+    metrics = join_metrics(spark, str(tmp_path / "join")).collect()
+    assert {(m["version"], m["partition"]) for m in metrics} == {(v, p) for v in range(N_FILES) for p in range(3)}
+    assert sum(m["input_rows_input"] for m in metrics) == N_FILES * 21
+    aside = set_aside_rows(spark, str(tmp_path / "join"), "input")
+    assert sum(m["set_aside_rows_input"] for m in metrics) == aside.count() == N_FILES
+    assert {r["_reason"] for r in aside.collect()} == {"null key"}
