@@ -1,0 +1,121 @@
+"""The stream-table enrichment join operator (SPEC §5), engine-free.
+
+    op = EnrichmentJoin(activity.schema, profile_changes.schema, "user_id", stream_time="ts",
+                        changes=ChangeFormat.delta("user_id"), delay=timedelta(minutes=1))
+
+Input 0, ``stream``: events, routed by their (foreign) key ``on``; input 1, ``table``: a change
+table (``plain`` or ``delta`` vocabulary, :mod:`joins.changes`), routed by the table's key.
+
+**Watermarks** of version ``v`` (never decreasing; +infinity after the rows of a ``final``
+version): the *event watermark* ``ew = max event time before v - delay`` and the *table watermark*
+``tw = max change time before v - delay`` (heartbeats count): each input's own progress, the same
+``delay`` for both. **Late rows**: an event with ``t < ew`` (``"late"``) and a change with change
+time ``< tw`` (``"late change"``) are set aside, in both modes, so a change can arrive up to
+``delay`` behind the table's newest change. Also set aside: a null event time, a null event key
+(``how="inner"``; ``"left"`` outputs it at once, null-padded), and the change rows
+:func:`joins.changes.normalise` refuses.
+
+**Versions of a key** are ordered by (change time, sequence; a null sequence first). A change
+equal in that order to one already applied is a duplicate: the first applied wins (within one
+batch: the first in canonical row order), and the later one is *stale*, ignored and counted; so is
+a change older than the newest version no waiting or future event can reach (as_of) or than the
+newest version (latest).
+
+**as_of**: an event at ``t`` joins the last version with change time ``<= t`` (a delete: no row).
+It is released once ``t < tw`` (then every change it can see has arrived, as an earlier change is
+late), or by ``grace`` once ``t < ew - grace`` (joining the versions known then; counted as
+``released_by_grace``). A key keeps the newest version ``<= min(ew, release bound)`` and every
+later one; a key whose one version left is a delete older than ``tw`` is dropped.
+**latest**: this version's changes are applied first, then every event joins its key's newest
+version at once. **Output**: each released event's columns, then the table's value columns (see
+:mod:`joins.enrichment_spec`), in canonical event order; ``how="left"`` null-pads events without
+a row, ``"inner"`` drops them. **Bootstrap**: :meth:`EnrichmentJoin.bootstrap_changes` turns a
+snapshot into changes to give to version 0 with (or before) the first real changes.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from joins.changes import BOOTSTRAP_TIME, ChangeFormat, Vocabulary
+from joins.enrichment_spec import EnrichmentSpec, How, Mode, build_spec
+from joins.enrichment_step import Step
+from joins.operator import InputSpec, Operator, StepInput, StepResult
+from statestore.base import Store
+
+__all__ = ["EnrichmentJoin", "Mode", "How"]
+
+
+class EnrichmentJoin(Operator):
+    """Enriches events with the version of a changing table's row they refer to (see module)."""
+
+    kind = "enrichment_join"
+
+    def __init__(
+        self, stream: pa.Schema, table: pa.Schema, on: str | Sequence[str], *, stream_time: str,
+        changes: ChangeFormat, mode: str | Mode = "as_of", how: str | How = "left",
+        delay: datetime.timedelta = datetime.timedelta(0), grace: datetime.timedelta | None = None,
+        buckets: int = 64, event_bucket: datetime.timedelta = datetime.timedelta(seconds=1),
+    ) -> None:
+        """Validate the join; raise :class:`joins.errors.JoinDefinitionError` naming any problem.
+
+        Tuning (no effect on results; part of the definition): ``buckets`` key buckets of table
+        versions per partition, ``event_bucket`` the width of waiting events' time buckets.
+        """
+        self.spec: EnrichmentSpec = build_spec(
+            stream, table, on, stream_time=stream_time, changes=changes, mode=mode, how=how,
+            delay=delay, grace=grace, buckets=buckets, event_bucket=event_bucket,
+        )
+        self._inputs = (InputSpec("stream", stream, self.spec.stream_key, stream_time),
+                        InputSpec("table", table, changes.key, changes.time))
+
+    @property
+    def inputs(self) -> tuple[InputSpec, ...]:
+        return self._inputs
+
+    @property
+    def output_schema(self) -> pa.Schema:
+        return self.spec.output_schema
+
+    def definition(self) -> dict[str, Any]:
+        return self.spec.definition()
+
+    def step(self, state: Store, batch: StepInput) -> StepResult:
+        """Join one version's rows of one partition against its state (as of ``version - 1``)."""
+        if len(batch.rows) != 2 or len(batch.max_times) != 2:
+            raise ValueError("an enrichment join step takes exactly two inputs (stream, table)")
+        return Step(self.spec, state, batch).run()
+
+    def bootstrap_changes(self, snapshot: pa.Table) -> pa.Table:
+        """A snapshot of the table (its row columns) as upserts in the table input's schema.
+
+        A change time column present in the snapshot keeps its values (nulls become
+        :data:`joins.changes.BOOTSTRAP_TIME`, 0001-01-01); Delta's metadata columns are filled in
+        (``_commit_version`` null). Give the result to version 0 as (part of) its table rows: it
+        is then exactly as if those changes had been the table's history.
+        """
+        fmt, schema = self.spec.changes, self.spec.table
+        n = snapshot.num_rows
+        arrays = []
+        for field in schema:
+            if field.name == fmt.op:
+                arrays.append(pa.repeat(pa.scalar("insert" if fmt.vocabulary is Vocabulary.DELTA else "upsert"), n))
+            elif field.name == fmt.time:
+                given = snapshot.column(field.name).cast(field.type) if field.name in snapshot.column_names else pa.nulls(n, field.type)
+                arrays.append(pc.fill_null(given, pa.scalar(BOOTSTRAP_TIME, pa.int64()).cast(field.type)))
+            elif field.name in snapshot.column_names:
+                arrays.append(snapshot.column(field.name))
+            else:
+                arrays.append(pa.nulls(n, field.type))
+        return pa.Table.from_arrays([a.cast(f.type) for a, f in zip(arrays, schema)], schema=schema)
+
+    def __repr__(self) -> str:
+        s = self.spec
+        return (f"EnrichmentJoin(on={list(s.stream_key)!r}, stream_time={s.stream_time!r}, "
+                f"changes={s.changes!r}, mode={s.mode.value!r}, how={s.how.value!r}, "
+                f"delay=timedelta(microseconds={s.delay}), grace="
+                f"{None if s.grace is None else f'timedelta(microseconds={s.grace})'})")

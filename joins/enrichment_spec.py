@@ -1,0 +1,194 @@
+"""The definition of a stream-table enrichment join: validated arguments and the output schema.
+
+:func:`build_spec` checks every argument once, before any row is read, and raises
+:class:`joins.errors.JoinDefinitionError` saying what to change.
+
+**Output columns**: every event column, as it is, then the table's value columns (the row's
+columns but the key; see :mod:`joins.changes` for what each vocabulary counts as the row), in the
+table's order. **Clashing names**: a table value column named like an event column becomes
+``<name>_table``; if a name still appears twice, the definition is refused.
+
+**Keys**: ``on`` names the event's (foreign) key columns, ``table_key`` the table's primary key
+columns, pairwise (same count). Each pair must both be integers, both strings or both binary (or
+equal types), and values are compared as values (an int32 ``1`` equals an int64 ``1``).
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from joins.changes import ChangeFormat, Vocabulary
+from joins.errors import JoinDefinitionError
+from joins.operator import REASON_COLUMN
+
+__all__ = ["Mode", "How", "EnrichmentSpec", "build_spec", "KEY", "sort_keys"]
+
+#: Column of the packed join key (``statestore.codecs.pack`` of the key values) in state blobs.
+KEY = "__sj_key"
+
+
+class Mode(str, Enum):
+    """``as_of``: the version current at the event's time; ``latest``: the newest version."""
+
+    AS_OF = "as_of"
+    LATEST = "latest"
+
+
+class How(str, Enum):
+    INNER = "inner"
+    LEFT = "left"
+
+
+@dataclass(frozen=True)
+class EnrichmentSpec:
+    """A validated enrichment join; times and durations in microseconds (``grace`` None: none)."""
+
+    stream: pa.Schema
+    stream_key: tuple[str, ...]
+    stream_time: str
+    table: pa.Schema
+    changes: ChangeFormat
+    internal: pa.Schema
+    values: tuple[str, ...]
+    mode: Mode
+    how: How
+    delay: int
+    grace: int | None
+    buckets: int
+    event_bucket: int
+    output_schema: pa.Schema
+    event_sort: tuple[tuple[str, str, str], ...]
+
+    def definition(self) -> dict[str, Any]:
+        """What this join computes and how its state is laid out (JSON-serialisable)."""
+        return {
+            "kind": "enrichment_join", "layout": 1, "mode": self.mode.value, "how": self.how.value,
+            "delay_us": self.delay, "grace_us": self.grace, "buckets": self.buckets,
+            "event_bucket_us": self.event_bucket, "stream_key": list(self.stream_key),
+            "stream_time": self.stream_time, "changes": self.changes.definition(),
+            "stream": [[f.name, str(f.type)] for f in self.stream],
+            "table": [[f.name, str(f.type)] for f in self.table],
+        }
+
+
+def build_spec(
+    stream: pa.Schema, table: pa.Schema, on: str | Sequence[str], *, stream_time: str,
+    changes: ChangeFormat, mode: str | Mode, how: str | How, delay: datetime.timedelta,
+    grace: datetime.timedelta | None, buckets: int, event_bucket: datetime.timedelta,
+) -> EnrichmentSpec:
+    """Validate an enrichment join's arguments; raise JoinDefinitionError naming the problem."""
+    for name, schema in (("stream", stream), ("table", table)):
+        if not isinstance(schema, pa.Schema):
+            raise JoinDefinitionError(f"the {name} schema must be a pyarrow.Schema, not {type(schema).__name__}")
+        duplicates = sorted({n for n in schema.names if schema.names.count(n) > 1})
+        if duplicates:
+            raise JoinDefinitionError(f"the {name} input has duplicate column names {duplicates}")
+    if not isinstance(changes, ChangeFormat):
+        raise JoinDefinitionError(f"changes must be a joins.changes.ChangeFormat, not {changes!r}")
+    if changes.vocabulary not in (Vocabulary.PLAIN, Vocabulary.DELTA):
+        raise JoinDefinitionError(
+            f"the table input must be routable by top-level key columns: {changes.vocabulary.value} changes "
+            "go through joins.changes.to_plain first, then ChangeFormat.plain(key, **PLAIN_COLUMNS)"
+        )
+    internal = changes.internal_schema(table)
+    if not pa.types.is_timestamp(table.field(changes.time).type):
+        raise JoinDefinitionError(f"the table's change time {changes.time!r} must be a timestamp column here")
+    stream_key = _stream_key(on, stream, stream_time)
+    _check_keys(stream, stream_key, internal, changes.key)
+    mode, how = _enum(Mode, mode, "mode"), _enum(How, how, "how")
+    wait, width = _micros("delay", delay), _micros("event_bucket", event_bucket)
+    window = None if grace is None else _micros("grace", grace)
+    if wait < 0 or (window is not None and window < 0) or width <= 0:
+        raise JoinDefinitionError("delay and grace must be >= 0 and event_bucket > 0")
+    if not isinstance(buckets, int) or isinstance(buckets, bool) or not 1 <= buckets <= 1 << 20:
+        raise JoinDefinitionError(f"buckets must be an int in 1..{1 << 20}, not {buckets!r}")
+    values = tuple(n for n in internal.names[len(changes.key) + 3:])
+    output = _output_schema(stream, internal, values)
+    return EnrichmentSpec(stream, stream_key, stream_time, table, changes, internal, values, mode, how, wait,
+                          window, buckets, width, output, sort_keys(stream, [stream_time, *stream_key]))
+
+
+def _stream_key(on: str | Sequence[str], stream: pa.Schema, time: str) -> tuple[str, ...]:
+    names = (on,) if isinstance(on, str) else tuple(on) if isinstance(on, (list, tuple)) else ()
+    if not names or not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
+        raise JoinDefinitionError(f"on must be one or more distinct event column names, not {on!r}")
+    for reserved in (REASON_COLUMN, KEY):
+        if reserved in stream.names:
+            raise JoinDefinitionError(f"the stream has a column {reserved!r}, a name streamjoin reserves; rename it")
+    for column in [*names, time]:
+        if column not in stream.names:
+            raise JoinDefinitionError(f"the stream has no column {column!r}; its columns are {stream.names}")
+    kind = stream.field(time).type
+    if not pa.types.is_timestamp(kind):
+        raise JoinDefinitionError(f"the stream time column {time!r} must be a timestamp, not {kind}; cast it first")
+    return names
+
+
+_FAMILIES = (pa.types.is_integer, lambda t: pa.types.is_string(t) or pa.types.is_large_string(t),
+             lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t), pa.types.is_boolean)
+
+
+def _check_keys(stream: pa.Schema, on: tuple[str, ...], internal: pa.Schema, table_key: tuple[str, ...]) -> None:
+    if len(on) != len(table_key):
+        raise JoinDefinitionError(
+            f"on names {len(on)} event columns {list(on)} but the table key has {len(table_key)} {list(table_key)}"
+        )
+    for event_column, table_column in zip(on, table_key):
+        a, b = stream.field(event_column).type, internal.field(table_column).type
+        a, b = (t.value_type if pa.types.is_dictionary(t) else t for t in (a, b))
+        if not any(f(a) and f(b) for f in _FAMILIES):
+            raise JoinDefinitionError(
+                f"event key {event_column!r} ({a}) and table key {table_column!r} ({b}) must both be integers, "
+                "strings, binary or booleans; cast one to the other's type"
+            )
+
+
+def _enum(kind, value, name: str):
+    try:
+        return kind(value)
+    except ValueError:
+        raise JoinDefinitionError(f"unknown {name}={value!r}; use one of {[k.value for k in kind]}") from None
+
+
+def _micros(name: str, value: datetime.timedelta) -> int:
+    if not isinstance(value, datetime.timedelta):
+        raise JoinDefinitionError(f"{name} must be a datetime.timedelta, not {type(value).__name__} ({value!r})")
+    return (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
+
+
+def _output_schema(stream: pa.Schema, internal: pa.Schema, values: tuple[str, ...]) -> pa.Schema:
+    fields = list(stream)
+    for name in values:
+        source = internal.field(name)
+        fields.append(pa.field(f"{name}_table" if name in stream.names else name, source.type, True, source.metadata))
+    names = [f.name for f in fields]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise JoinDefinitionError(
+            f"output column names {duplicates} appear twice even after adding _table to clashing names; "
+            "rename those columns before joining"
+        )
+    return pa.schema(fields)
+
+
+def sort_keys(schema: pa.Schema, first: Sequence[str]) -> tuple[tuple[str, str, str], ...]:
+    """A canonical row order: ``first``, then every other column Arrow can sort by (nulls first)."""
+    rest = [n for n in schema.names if n not in first and _sortable(schema.field(n).type)]
+    return tuple((n, "ascending", "at_start") for n in [*first, *rest])
+
+
+def _sortable(kind: pa.DataType) -> bool:
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    probe = pa.table({"c": pa.nulls(2, kind), "d": pa.array([1, 0])})
+    try:
+        pc.sort_indices(probe, sort_keys=[("c", "ascending"), ("d", "ascending")])
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+        return False
+    return True

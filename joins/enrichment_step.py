@@ -1,0 +1,274 @@
+"""One version of one partition of the enrichment join (the rules are in :mod:`joins.enrichment`).
+
+The order of work: watermarks; sort out the new events and changes; decide which events are
+released (new ones and waiting ones); read the key buckets of the new changes and the released
+events; merge the changes into the versions; look the released events up (one Arrow hash join on
+the packed key with ``change time <= lookup time``, then the greatest version per event); prune
+the versions; write back the buckets that changed and the events still waiting.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from joins import enrichment_state as st
+from joins.changes import DELETE, HEARTBEAT, OP, SEQ, TIME, normalise, set_aside
+from joins.enrichment_spec import KEY, EnrichmentSpec, How, Mode, sort_keys
+from joins.errors import JoinError
+from joins.operator import NEG_INF, POS_INF, StepInput, StepResult
+from statestore.base import KeyValue, Store
+
+__all__ = ["Step"]
+
+_NEW, _BUCKET = "__sj_new", "__sj_bucket"
+_ORDER = [(c, "ascending", "at_start") for c in (KEY, TIME, SEQ, _NEW)]
+
+
+def _minus(value: int | None, amount: int) -> int:
+    return NEG_INF if value is None else max(value - amount, NEG_INF)
+
+
+class Step:
+    """One version of one partition: collects the output, the writes and the metrics."""
+
+    def __init__(self, spec: EnrichmentSpec, state: Store, batch: StepInput) -> None:
+        self.spec, self.state, self.version, self.final = spec, state, batch.version, batch.final
+        self.meta = st.read_meta(state)
+        self.ew = max(self.meta.event_watermark, _minus(batch.max_times[0], spec.delay))
+        self.tw = max(self.meta.table_watermark, _minus(batch.max_times[1], spec.delay))
+        self.release = self._release_bound()
+        self.metrics: Counter[str] = Counter()
+        self.puts: list[KeyValue] = []
+        self.deletes: list[bytes] = []
+        self.output: list[pa.Table] = []
+        self.events, self.event_aside = self._events(batch.rows[0])
+        self.changes, self.change_aside = self._changes(batch.rows[1])
+
+    def _release_bound(self) -> int:
+        """Events with time ``< bound`` are released in this version."""
+        if self.final or self.spec.mode is Mode.LATEST:
+            return POS_INF
+        if self.spec.grace is None:
+            return self.tw
+        return max(self.tw, _minus(self.ew, self.spec.grace))
+
+    def run(self) -> StepResult:
+        released = self._released()
+        versions, old = self._merge(released)
+        self._lookup(released, versions)
+        self._prune_and_store(versions, old)
+        self._store_waiting()
+        self.meta.event_watermark = POS_INF if self.final else self.ew
+        self.meta.table_watermark = POS_INF if self.final else self.tw
+        self.puts.append(st.meta_put(self.meta))
+        output = pa.concat_tables(self.output) if self.output else self.spec.output_schema.empty_table()
+        return StepResult(output, (self.event_aside, self.change_aside), self.puts, self.deletes,
+                          metrics=self._metrics(output))
+
+    # -- arrivals --------------------------------------------------------------------------------
+
+    def _events(self, table: pa.Table) -> tuple[pa.Table, pa.Table]:
+        """This version's events to join (canonical order, packed key added) and those set aside."""
+        spec = self.spec
+        table = _conform(table, spec.stream, "stream")
+        table = table.take(pc.sort_indices(table, sort_keys=list(spec.event_sort)))
+        null_time = table.column(spec.stream_time).is_null().to_numpy(zero_copy_only=False)
+        times = _times(table, spec.stream_time)
+        late = ~null_time & (times < self.ew)
+        keys = st.key_column(table, spec.stream_key)
+        null_key = keys.is_null().to_numpy(zero_copy_only=False) & ~null_time & ~late
+        unkeyed = null_key if spec.how is How.LEFT else np.zeros_like(null_key)
+        reasons = [(null_time, "null event time"), (late, "late")]
+        aside = set_aside(table, reasons + ([] if spec.how is How.LEFT else [(null_key, "null key")]))
+        self.metrics.update(null_time_events=int(null_time.sum()), late_events=int(late.sum()),
+                            null_key_events=int(null_key.sum()))
+        if unkeyed.any():
+            self._emit(table.filter(pa.array(unkeyed)), np.full(int(unkeyed.sum()), -1), None)
+        keep = pa.array(~(null_time | late | null_key))
+        return table.append_column(KEY, keys).filter(keep), aside
+
+    def _changes(self, table: pa.Table) -> tuple[pa.Table, pa.Table]:
+        """This version's changes as versions (canonical order), and the rows set aside."""
+        spec = self.spec
+        parsed = normalise(_conform(table, spec.table, "table"), spec.changes)
+        changes = parsed.changes
+        ops = changes.column(OP).to_numpy()
+        late = (changes.column(TIME).to_numpy() < self.tw) & (ops != HEARTBEAT)
+        late_aside = set_aside(table.select(spec.table.names).take(pa.array(parsed.index[late], pa.int64())),
+                               [(np.ones(int(late.sum()), dtype=bool), "late change")])
+        self.metrics.update({f"changes_{k}": v for k, v in parsed.counts.items()})
+        self.metrics["late_changes"] = int(late.sum())
+        changes = changes.filter(pa.array(~late & (ops != HEARTBEAT)))
+        keys = st.key_column(changes, spec.changes.key)
+        versions = changes.drop_columns(list(spec.changes.key))
+        versions = versions.add_column(0, KEY, keys).append_column(_NEW, pa.repeat(pa.scalar(True), len(keys)))
+        sort = [*_ORDER[:3], *sort_keys(versions.select(list(spec.values)).schema, [])]
+        versions = versions.take(pc.sort_indices(versions, sort_keys=sort))
+        aside = pa.concat_tables([parsed.aside, late_aside]) if late_aside.num_rows else parsed.aside
+        return versions, aside
+
+    def _released(self) -> pa.Table:
+        """The events released in this version: waiting ones and new ones with time < the bound."""
+        spec, bound = self.spec, self.release
+        parts = []
+        for key, events in st.scan_waiting(self.state, bound, spec.event_bucket):
+            go = _times(events, spec.stream_time) < bound
+            parts.append(events.filter(pa.array(go)))
+            rest = events.filter(pa.array(~go))
+            if rest.num_rows:
+                self.puts.append((key, st.blob(rest)))
+            else:
+                self.deletes.append(key)
+            self.meta.events_waiting -= int(go.sum())
+        if parts:
+            waiting = pa.concat_tables(parts)
+            parts = [waiting.append_column(KEY, st.key_column(waiting, spec.stream_key))]
+        new_go = _times(self.events, spec.stream_time) < bound
+        self.waiting = self.events.filter(pa.array(~new_go)).drop_columns([KEY])
+        table = pa.concat_tables([*parts, self.events.filter(pa.array(new_go))])
+        if not self.final and spec.grace is not None:
+            self.metrics["released_by_grace"] = int((_times(table, spec.stream_time) >= self.tw).sum())
+        return table.take(pc.sort_indices(table, sort_keys=list(spec.event_sort)))
+
+    # -- versions --------------------------------------------------------------------------------
+
+    def _merge(self, released: pa.Table) -> tuple[pa.Table, dict[int, int]]:
+        """The versions of every touched bucket merged with the new changes, duplicates dropped.
+
+        Returns the versions (sorted by key, time, sequence; with their bucket) and the row count
+        each touched bucket had before.
+        """
+        spec = self.spec
+        new_buckets = st.bucket_ids(self.changes.column(KEY), spec.buckets)
+        touched = sorted(set(new_buckets.tolist()) | set(st.bucket_ids(released.column(KEY), spec.buckets).tolist()))
+        stored = st.read_versions(self.state, touched, self._version_schema())
+        old = {b: t.num_rows for b, t in stored.items()}
+        parts = [t.append_column(_NEW, pa.repeat(pa.scalar(False), t.num_rows))
+                 .append_column(_BUCKET, pa.repeat(pa.scalar(b, pa.int64()), t.num_rows)) for b, t in stored.items()]
+        parts.append(self.changes.append_column(_BUCKET, pa.array(new_buckets, pa.int64())))
+        merged = pa.concat_tables(parts)
+        merged = merged.take(pc.sort_indices(merged, sort_keys=_ORDER))
+        dup = _same_as_previous(merged, [KEY, TIME, SEQ])
+        self.metrics["stale_changes"] += int(dup.sum())
+        return merged.filter(pa.array(~dup)), old
+
+    def _version_schema(self) -> pa.Schema:
+        fields = [pa.field(KEY, pa.binary())] + [self.spec.internal.field(n) for n in (OP, TIME, SEQ, *self.spec.values)]
+        return pa.schema(fields)
+
+    def _lookup(self, released: pa.Table, versions: pa.Table) -> None:
+        """Join each released event with its key's last version at or before its lookup time."""
+        if released.num_rows == 0:
+            return
+        at = _times(released, self.spec.stream_time) if self.spec.mode is Mode.AS_OF else np.full(released.num_rows, POS_INF)
+        found = np.full(released.num_rows, -1, dtype=np.int64)
+        if versions.num_rows:
+            events = pa.table({KEY: released.column(KEY), "__t": at, "__ei": np.arange(released.num_rows)})
+            table = pa.table({KEY: versions.column(KEY), TIME: versions.column(TIME), "__vi": np.arange(versions.num_rows)})
+            joined = events.join(table, KEY, join_type="inner", use_threads=False,
+                                 filter_expression=pc.field(TIME) <= pc.field("__t"))
+            best = joined.group_by("__ei", use_threads=False).aggregate([("__vi", "max")])
+            found[best.column("__ei").to_numpy()] = best.column("__vi_max").to_numpy()
+        deleted = found >= 0
+        deleted[deleted] = versions.column(OP).to_numpy()[found[deleted]] == DELETE
+        found[deleted] = -1
+        self.metrics["matched"] += int((found >= 0).sum())
+        self._emit(released.drop_columns([KEY]), found, versions)
+
+    def _emit(self, events: pa.Table, found: np.ndarray, versions: pa.Table | None) -> None:
+        """Output rows: ``events`` with version ``found[i]`` (-1: none) of ``versions``."""
+        if self.spec.how is How.INNER:
+            events, found = events.filter(pa.array(found >= 0)), found[found >= 0]
+        index = pa.array(found, pa.int64(), mask=found < 0)
+        arrays = [events.column(n) for n in self.spec.stream.names]
+        for name in self.spec.values:
+            kind = self.spec.internal.field(name).type
+            arrays.append(pa.nulls(len(found), kind) if versions is None else versions.column(name).take(index))
+        self.output.append(pa.Table.from_arrays(arrays, schema=self.spec.output_schema))
+
+    def _prune_and_store(self, versions: pa.Table, old: dict[int, int]) -> None:
+        """Drop the versions no waiting or future event can need; write back changed buckets."""
+        times = versions.column(TIME).to_numpy()
+        keep_to = POS_INF if self.final or self.spec.mode is Mode.LATEST else min(self.ew, self.release)
+        same_next = np.r_[_same_as_previous(versions, [KEY])[1:], False]
+        next_le = np.r_[times[1:] <= keep_to, False] & same_next
+        keep = (times > keep_to) | ~next_le
+        new = versions.column(_NEW).to_numpy(zero_copy_only=False)
+        self.metrics["stale_changes"] += int((new & ~keep).sum())
+        versions = versions.filter(pa.array(keep))
+        alone = ~_same_as_previous(versions, [KEY]) & ~np.r_[_same_as_previous(versions, [KEY])[1:], False]
+        gone_before = POS_INF if self.final else self.tw
+        drop = alone & (versions.column(OP).to_numpy() == DELETE) & (versions.column(TIME).to_numpy() < gone_before)
+        versions = versions.filter(pa.array(~drop))
+        self._store_versions(versions, old)
+
+    def _store_versions(self, versions: pa.Table, old: dict[int, int]) -> None:
+        buckets = versions.column(_BUCKET).to_numpy()
+        order = np.argsort(buckets, kind="stable")
+        versions, buckets = versions.take(pa.array(order)), buckets[order]
+        names = self._version_schema().names
+        for bucket, before in old.items():
+            lo, hi = np.searchsorted(buckets, bucket, "left"), np.searchsorted(buckets, bucket, "right")
+            rows = versions.slice(lo, hi - lo)
+            if hi - lo == before and not rows.column(_NEW).to_numpy(zero_copy_only=False).any():
+                continue    # unchanged
+            self.meta.versions_held += int(hi - lo) - before
+            if hi > lo:
+                self.puts.append((st.version_key(bucket), st.blob(rows.select(names))))
+            elif before:
+                self.deletes.append(st.version_key(bucket))
+
+    def _store_waiting(self) -> None:
+        """File the new events that wait by time bucket (as_of, not final)."""
+        events = self.waiting
+        if events.num_rows == 0:
+            return
+        width = self.spec.event_bucket
+        starts = (_times(events, self.spec.stream_time) // width) * width     # ascending: canonical order
+        bounds = np.r_[0, np.flatnonzero(np.diff(starts)) + 1, starts.size]
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            self.puts.append((st.event_key(int(starts[lo]), self.version), st.blob(events.slice(lo, hi - lo))))
+        self.meta.events_waiting += events.num_rows
+
+    def _metrics(self, output: pa.Table) -> dict[str, int]:
+        metrics = dict(self.metrics)
+        metrics.update(event_watermark=self.meta.event_watermark, table_watermark=self.meta.table_watermark,
+                       events_waiting=self.meta.events_waiting, versions_held=self.meta.versions_held)
+        return metrics
+
+
+def _conform(table: pa.Table, schema: pa.Schema, name: str) -> pa.Table:
+    missing = [n for n in schema.names if n not in table.column_names]
+    if missing:
+        raise JoinError(f"the {name} input batch lacks columns {missing} of its declared schema")
+    table = table.select(schema.names)
+    return table if table.schema.equals(schema) else table.cast(schema)
+
+
+def _times(table: pa.Table, column: str) -> np.ndarray:
+    """Event times of ``table[column]`` as int64 µs (nulls read as 0)."""
+    values = table.column(column)
+    if values.type.unit != "us":
+        values = values.cast(pa.timestamp("us", values.type.tz))
+    return values.cast(pa.int64()).fill_null(0).to_numpy()
+
+
+def _same_as_previous(table: pa.Table, columns: list[str]) -> np.ndarray:
+    """Whether each row equals the previous row in every one of ``columns`` (nulls equal nulls)."""
+    n = table.num_rows
+    same = np.zeros(n, dtype=bool)
+    if n < 2:
+        return same
+    equal = np.ones(n - 1, dtype=bool)
+    for name in columns:
+        column = table.column(name).combine_chunks()
+        a, b = column.slice(1), column.slice(0, n - 1)
+        eq = pc.equal(a, b).fill_null(False).to_numpy(zero_copy_only=False)
+        both_null = (a.is_null().to_numpy(zero_copy_only=False) & b.is_null().to_numpy(zero_copy_only=False))
+        equal &= eq | both_null
+    same[1:] = equal
+    return same

@@ -1,0 +1,109 @@
+"""Obviously-correct references of the enrichment join (SPEC §5), for the tests to compare with.
+
+Rows are Python dicts. A batch is ``(events, changes)``; a change is a dict with ``key`` (a tuple),
+``op`` (``"upsert"``, ``"delete"`` or ``"heartbeat"``), ``time``, ``seq`` (or None) and ``row``
+(the value columns, a tuple); an event is a dict with ``key`` (a tuple, None values allowed),
+``time`` and ``row`` (its columns, a tuple). Times are integers (µs).
+
+    enrichment_watermarks(batches, delay)        (event watermark, table watermark) of each batch
+    late_flags(batches, delay)                   which events / changes of each batch are late
+    reference_as_of(batches, how, delay)         output multiset, from the whole change history
+    reference_latest(batches, how, delay)        output multiset, given the batch boundaries
+
+Both references leave out late rows (and the changes after them nothing), order a key's changes
+by (time, seq) with a None seq first, and ignore a change equal in that order to an earlier one
+(the first to arrive wins; within a batch, the first in the list).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+__all__ = ["enrichment_watermarks", "late_flags", "reference_as_of", "reference_latest"]
+
+Batch = tuple[Sequence[dict], Sequence[dict]]
+
+
+def enrichment_watermarks(batches: Sequence[Batch], delay: int) -> list[tuple[Any, Any]]:
+    """Per batch: (max event time before it - delay, max change time before it - delay), None
+    while the input has had no row. Heartbeats count as changes."""
+    marks, max_event, max_change = [], None, None
+    for events, changes in batches:
+        marks.append((None if max_event is None else max_event - delay,
+                      None if max_change is None else max_change - delay))
+        for e in events:
+            if e["time"] is not None:
+                max_event = e["time"] if max_event is None else max(max_event, e["time"])
+        for c in changes:
+            if c["time"] is not None:
+                max_change = c["time"] if max_change is None else max(max_change, c["time"])
+    return marks
+
+
+def late_flags(batches: Sequence[Batch], delay: int) -> list[tuple[list[bool], list[bool]]]:
+    """Per batch: whether each event (time < event watermark) and change (time < table
+    watermark) is late; a heartbeat never is (it carries nothing to lose)."""
+    out = []
+    for (events, changes), (ew, tw) in zip(batches, enrichment_watermarks(batches, delay)):
+        out.append(([ew is not None and e["time"] < ew for e in events],
+                    [tw is not None and c["op"] != "heartbeat" and c["time"] < tw for c in changes]))
+    return out
+
+
+def _order(change: dict) -> tuple:
+    return (change["time"], float("-inf") if change["seq"] is None else change["seq"])
+
+
+def _output(event: dict, change: dict | None, how: str, width: int) -> list[tuple]:
+    if change is None or change["op"] == "delete":
+        return [] if how == "inner" else [tuple(event["row"]) + (None,) * width]
+    return [tuple(event["row"]) + tuple(change["row"])]
+
+
+def _accepted(batches: Sequence[Batch], delay: int) -> list[tuple[list[dict], list[dict]]]:
+    """Each batch's events and changes that are not late; changes without heartbeats and
+    duplicates (same key, time and seq as an earlier one)."""
+    seen: set = set()
+    out = []
+    for (events, changes), (late_e, late_c) in zip(batches, late_flags(batches, delay)):
+        kept = []
+        for change, late in zip(changes, late_c):
+            ident = (change["key"], _order(change))
+            if not late and change["op"] != "heartbeat" and ident not in seen:
+                seen.add(ident)
+                kept.append(change)
+        out.append(([e for e, late in zip(events, late_e) if not late], kept))
+    return out
+
+
+def reference_as_of(batches: Sequence[Batch], *, how: str, delay: int, width: int) -> list[tuple]:
+    """Each event joined with its key's last change at or before its time, over all changes.
+
+    ``width`` is the number of value columns (for null padding). An event with a None in its
+    key matches nothing.
+    """
+    accepted = _accepted(batches, delay)
+    history = [c for _, changes in accepted for c in changes]
+    out: list[tuple] = []
+    for events, _ in accepted:
+        for event in events:
+            candidates = [c for c in history if None not in event["key"] and c["key"] == event["key"]
+                          and c["time"] <= event["time"]]
+            best = max(candidates, key=_order) if candidates else None
+            out += _output(event, best, how, width)
+    return out
+
+
+def reference_latest(batches: Sequence[Batch], *, how: str, delay: int, width: int) -> list[tuple]:
+    """Per batch: apply its changes (a change not newer than the key's current one is stale),
+    then join each of its events with its key's current row."""
+    current: dict = {}
+    out: list[tuple] = []
+    for events, changes in _accepted(batches, delay):
+        for change in changes:
+            now = current.get(change["key"])
+            if now is None or _order(change) > _order(now):
+                current[change["key"]] = change
+        for event in events:
+            out += _output(event, current.get(event["key"]), how, width)
+    return out
