@@ -1,0 +1,158 @@
+"""Change-stream vocabularies (joins.changes): every vocabulary normalises one history to the same
+internal changes; bad rows are set aside with their reason and counted; bad formats are refused."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from joins.changes import (
+    DELETE, HEARTBEAT, OP, PLAIN_COLUMNS, SEQ, TIME, UPSERT, ChangeFormat, normalise, to_plain,
+)
+from joins.errors import JoinDefinitionError
+
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+ROW = pa.schema([("id", pa.int64()), ("name", pa.string())])
+PLAIN = pa.schema([("id", pa.int64()), ("op", pa.string()), ("ts", pa.timestamp("us", "UTC")),
+                   ("seq", pa.int64()), ("name", pa.string())])
+DELTA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("_change_type", pa.string()),
+                   ("_commit_version", pa.int64()), ("_commit_timestamp", pa.timestamp("us", "UTC"))])
+DEBEZIUM = pa.schema([("op", pa.string()), ("before", pa.struct(ROW)), ("after", pa.struct(ROW)),
+                      ("ts_ms", pa.int64()), ("lsn", pa.int64())])
+FORMATS = {
+    "plain": (ChangeFormat.plain("id", time="ts", sequence="seq"), PLAIN),
+    "delta": (ChangeFormat.delta("id"), DELTA),
+    "debezium": (ChangeFormat.debezium("id", sequence="lsn"), DEBEZIUM),
+    "debezium_json": (ChangeFormat.debezium_json("id", ROW, sequence="lsn"), pa.schema([("value", pa.string())])),
+}
+
+# an abstract change: (key, op, time in ms, seq, name, variant draw)
+changes_strategy = st.lists(st.tuples(
+    st.integers(0, 3), st.sampled_from(["upsert", "delete", "heartbeat"]), st.integers(-10**6, 10**6),
+    st.integers(0, 9), st.sampled_from(["ann", "bob", None]), st.integers(0, 2),
+), max_size=12)
+
+
+def _plain(c) -> list[dict]:
+    key, op, ms, seq, name, variant = c
+    op = {"upsert": ["upsert", "insert", "update"][variant]}.get(op, op)
+    return [{"id": None if op == "heartbeat" else key, "op": op, "ts": EPOCH + dt.timedelta(milliseconds=ms),
+             "seq": seq, "name": name}]
+
+
+def _delta(c) -> list[dict]:
+    key, op, ms, seq, name, variant = c
+    kind = {"upsert": "insert" if variant == 0 else "update_postimage"}.get(op, op)
+    row = {"id": None if op == "heartbeat" else key, "name": name, "_change_type": kind, "_commit_version": seq,
+           "_commit_timestamp": EPOCH + dt.timedelta(milliseconds=ms)}
+    return ([{**row, "name": "before", "_change_type": "update_preimage"}] if kind == "update_postimage" else []) + [row]
+
+
+def _debezium(c) -> list[dict]:
+    key, op, ms, seq, name, variant = c
+    row = {"id": key, "name": name}
+    if op == "heartbeat":
+        return [{"op": "heartbeat", "before": None, "after": None, "ts_ms": ms, "lsn": seq}]
+    if op == "delete":
+        return [{"op": "d", "before": row, "after": None, "ts_ms": ms, "lsn": seq}]
+    return [{"op": "cur"[variant], "before": {"id": key, "name": "old"} if variant == 1 else None, "after": row,
+             "ts_ms": ms, "lsn": seq}]
+
+
+def _debezium_json(c) -> list[dict]:
+    envelope = _debezium(c)[0]
+    text = json.dumps({"payload": envelope} if c[5] == 2 else envelope)
+    return [{"value": text}] + ([{"value": None}] if envelope["op"] == "d" else [])   # + Kafka tombstone
+
+
+BUILDERS = {"plain": _plain, "delta": _delta, "debezium": _debezium, "debezium_json": _debezium_json}
+
+
+def _internal(name: str, changes) -> list[tuple]:
+    fmt, schema = FORMATS[name]
+    table = pa.Table.from_pylist([r for c in changes for r in BUILDERS[name](c)], schema=schema)
+    result = normalise(table, fmt)
+    assert result.aside.num_rows == 0
+    out = result.changes.select(["id", OP, TIME, SEQ, "name"]).to_pylist()
+    return [(r["id"], r[OP], r[TIME], r[SEQ], r["name"] if r[OP] == UPSERT else None) for r in out]
+
+
+@given(changes=changes_strategy)
+def test_changes_every_vocabulary_normalises_to_the_same_internal_changes(changes):
+    codes = {"upsert": UPSERT, "delete": DELETE, "heartbeat": HEARTBEAT}
+    expected = [(None if op == "heartbeat" else key, codes[op], ms * 1000, seq, name if op == "upsert" else None)
+                for key, op, ms, seq, name, _ in changes]
+    for name in FORMATS:
+        assert _internal(name, changes) == expected, name
+
+
+@given(changes=changes_strategy)
+def test_changes_to_plain_round_trips_through_the_plain_vocabulary(changes):
+    fmt, schema = FORMATS["debezium"]
+    table = pa.Table.from_pylist([r for c in changes for r in _debezium(c)], schema=schema)
+    first = normalise(table, fmt).changes
+    again = normalise(to_plain(first, ["id"]), ChangeFormat.plain("id", **PLAIN_COLUMNS)).changes
+    assert again.select(["id", OP, TIME, SEQ, "name"]).equals(first.select(["id", OP, TIME, SEQ, "name"]))
+
+
+def test_changes_count_preimages_heartbeats_and_tombstones():
+    delta = pa.Table.from_pylist([r for c in [(1, "upsert", 5, 1, "a", 1), (0, "heartbeat", 6, 2, None, 0)]
+                                  for r in _delta(c)], schema=DELTA)
+    counts = normalise(delta, FORMATS["delta"][0]).counts
+    assert (counts["preimages"], counts["heartbeats"]) == (1, 1)
+    texts = pa.table({"value": [None, json.dumps({"op": "c", "after": {"id": 1, "name": "a"}, "ts_ms": 1})]})
+    result = normalise(texts, FORMATS["debezium_json"][0])
+    assert (result.counts["tombstones"], result.changes.num_rows, result.aside.num_rows) == (1, 1, 0)
+
+
+@pytest.mark.parametrize("name", ["plain", "delta", "debezium"])
+def test_changes_bad_rows_are_set_aside_with_their_reason(name):
+    fmt, schema = FORMATS[name]
+    good = BUILDERS[name]((1, "upsert", 5, 1, "a", 0))[-1]
+    op_column, time_column = fmt.op, fmt.time
+    key_null = ({"after": {"id": None, "name": "a"}} if name == "debezium" else {"id": None})
+    rows = [good, {**good, op_column: "truncate"}, {**good, op_column: None}, {**good, time_column: None},
+            {**good, **key_null}]
+    result = normalise(pa.Table.from_pylist(rows, schema=schema), fmt)
+    assert result.changes.num_rows == 1
+    assert result.aside.column("_reason").to_pylist() == ["unknown op", "unknown op", "null change time", "null key"]
+    assert result.aside.schema.names == schema.names + ["_reason"]
+    assert (result.counts["unknown_op"], result.counts["null_change_time"], result.counts["null_key"]) == (2, 1, 1)
+    assert result.index.tolist() == [0]
+
+
+def test_changes_json_envelopes_that_do_not_parse_or_fit_are_set_aside():
+    texts = ["{not json", json.dumps([1, 2]), json.dumps({"op": "c", "after": {"id": "x"}, "ts_ms": 1}),
+             json.dumps({"op": "c", "after": {"id": 1, "name": "a"}, "ts_ms": "soon"}),
+             json.dumps({"op": "x", "after": {"id": 1, "name": "a"}, "ts_ms": 1}),
+             json.dumps({"op": "c", "after": {"id": 2, "name": "b"}})]
+    result = normalise(pa.table({"value": texts}), FORMATS["debezium_json"][0])
+    assert result.changes.num_rows == 0
+    assert sorted(result.aside.column("_reason").to_pylist()) == sorted(
+        ["invalid json", "invalid json", "invalid row", "invalid row", "unknown op", "null change time"])
+
+
+@pytest.mark.parametrize("fmt, schema, message", [
+    (ChangeFormat.plain("id", time="ts"), PLAIN.remove(PLAIN.get_field_index("op")), "no column 'op'"),
+    (ChangeFormat.plain("id", time="name"), PLAIN, "'name' must be a timestamp or integer"),
+    (ChangeFormat.plain("nope", time="ts"), PLAIN, "no key column 'nope'"),
+    (ChangeFormat.plain("id", time="ts", sequence="name"), PLAIN, "'name' must be an integer"),
+    (ChangeFormat.plain("id", time="ts", time_unit="ns"), PLAIN, "time_unit"),
+    (ChangeFormat.delta("id"), PLAIN, "no column '_change_type'"),
+    (ChangeFormat.debezium("id"), DEBEZIUM.remove(DEBEZIUM.get_field_index("after")), "no column 'after'"),
+    (ChangeFormat.debezium_json("id", None), pa.schema([("value", pa.string())]), "row_schema"),
+    (ChangeFormat.debezium_json("id", ROW), pa.schema([("value", pa.int64())]), "string column of JSON"),
+])
+def test_changes_bad_formats_are_refused_with_what_to_change(fmt, schema, message):
+    with pytest.raises(JoinDefinitionError, match=message):
+        fmt.internal_schema(schema)
+
+
+def test_changes_format_key_must_name_columns():
+    with pytest.raises(JoinDefinitionError, match="distinct column names"):
+        ChangeFormat.plain(["id", "id"], time="ts")
