@@ -1,0 +1,317 @@
+"""Worked examples of the enrichment join (joins.enrichment): boundaries, waiting and release,
+grace, late and stale rows, bootstrap, definition errors. Each reads as a script: add events and
+changes, check what comes out."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from joins.changes import ChangeFormat
+from joins.enrichment import EnrichmentJoin
+from joins.errors import JoinDefinitionError
+from tests.joins.strategies import StepDriver
+from tests.joins.test_enrichment_properties import DELTA, PLAIN, SECOND, Case, cases, drive, when
+
+EVENTS = pa.schema([("user", pa.int64()), ("ts", pa.timestamp("us")), ("what", pa.string())])
+TABLE = pa.schema([("user", pa.int64()), ("op", pa.string()), ("at", pa.timestamp("us")), ("plan", pa.string())])
+PLAIN_FORMAT = ChangeFormat.plain("user", time="at")
+
+
+class Script:
+    """Drives one enrichment join version by version, in process, over ``partitions``."""
+
+    def __init__(self, partitions: int = 1, **options) -> None:
+        options.setdefault("delay", dt.timedelta(0))
+        self.op = EnrichmentJoin(EVENTS, TABLE, "user", stream_time="ts", changes=PLAIN_FORMAT, **options)
+        self.driver = StepDriver(self.op, partitions)
+        self.asides: list[tuple[pa.Table, pa.Table]] = []
+
+    def run(self, events=(), changes=(), final: bool = False) -> list[tuple]:
+        """events: (user, second, what); changes: (user, op, second, plan). Output (user, s, what, plan)."""
+        e = pa.Table.from_pylist([{"user": u, "ts": when(s * SECOND), "what": w} for u, s, w in events], schema=EVENTS)
+        c = pa.Table.from_pylist([{"user": u, "op": o, "at": when(s * SECOND), "plan": p} for u, o, s, p in changes],
+                                 schema=TABLE)
+        out, asides = self.driver.run(e, c, final=final)
+        self.asides.append(asides)
+        return sorted((r["user"], r["ts"].second, r["what"], r["plan"]) for r in out.to_pylist())
+
+    def reasons(self) -> tuple[list[str], list[str]]:
+        return tuple(sorted(r for a in self.asides for r in a[i].column("_reason").to_pylist()) for i in (0, 1))
+
+    def metric(self, name: str) -> int:
+        return sum(int(m.get(name, 0)) for m in self.driver.metrics)
+
+    def close(self) -> None:
+        self.driver.close()
+
+
+@pytest.fixture
+def script():
+    made = []
+
+    def make(**options) -> Script:
+        made.append(Script(**options))
+        return made[-1]
+
+    yield make
+    for s in made:
+        s.close()
+
+
+# StepDriver does not keep metrics: record them by wrapping step.
+_step = EnrichmentJoin.step
+
+
+def _recording_step(self, state, batch):
+    result = _step(self, state, batch)
+    self.__dict__.setdefault("recorded", []).append(dict(result.metrics))
+    return result
+
+
+@pytest.fixture(autouse=True)
+def record_metrics(monkeypatch):
+    monkeypatch.setattr(EnrichmentJoin, "step", _recording_step)
+    monkeypatch.setattr(StepDriver, "metrics", property(lambda d: d.operator.__dict__.get("recorded", [])),
+                        raising=False)
+
+
+def test_enrichment_change_at_the_event_time_joins_that_change(script):
+    s = script()
+    assert s.run([(1, 5, "e")], [(1, "upsert", 4, "free"), (1, "upsert", 5, "pro"), (1, "upsert", 6, "max")]) == []
+    assert s.run() == [(1, 5, "e", "pro")]      # table watermark 6 > 5: released
+
+
+def test_enrichment_event_waits_until_the_table_watermark_passes_its_time(script):
+    s = script()
+    assert s.run([(1, 10, "e")], [(1, "upsert", 1, "free")]) == []
+    assert s.run([], [(1, "upsert", 8, "pro")]) == []                    # watermark 1
+    assert s.run([], [(1, "upsert", 10, "max")]) == []                   # watermark 8
+    assert s.run([], [(1, "upsert", 11, "late for e")]) == []            # watermark 10: not yet
+    assert s.run() == [(1, 10, "e", "max")]                              # watermark 11 > 10
+    assert s.driver.operator.recorded[-2]["events_waiting"] == 1
+
+
+def test_enrichment_heartbeat_advances_a_quiet_table(script):
+    s = script()
+    assert s.run([(1, 10, "e")], [(1, "upsert", 1, "free")]) == []
+    assert s.run([], [(None, "heartbeat", 30, None)]) == []
+    assert s.run() == [(1, 10, "e", "free")]
+    assert s.metric("changes_heartbeats") == 1
+
+
+def test_enrichment_delay_lets_changes_arrive_behind_the_table(script):
+    s = script(delay=dt.timedelta(seconds=5))
+    assert s.run([(1, 10, "e")], [(1, "upsert", 12, "pro")]) == []
+    assert s.run([], [(1, "upsert", 8, "free")]) == []        # 8 >= 12 - 5: not late
+    assert s.run([], [(1, "upsert", 16, "max")]) == []        # watermark 7: e waits
+    assert s.run() == [(1, 10, "e", "free")]                  # watermark 11 > 10
+    assert s.reasons() == ([], [])
+
+
+def test_enrichment_grace_releases_with_the_version_known_then(script):
+    s = script(grace=dt.timedelta(seconds=2))
+    assert s.run([(1, 10, "e")], [(1, "upsert", 1, "free")]) == []
+    assert s.run([(1, 12, "f")]) == []                         # event watermark 10
+    assert s.run([(1, 13, "g")]) == []                         # 12: 10 + 2 not passed
+    assert s.run() == [(1, 10, "e", "free")]                   # 13 > 12: released
+    assert s.metric("released_by_grace") == 1
+    assert s.run([], [(1, "upsert", 9, "pro")]) == []          # not late (table watermark 1); e is out
+    assert s.run([], [], final=True) == [(1, 12, "f", "pro"), (1, 13, "g", "pro")]
+
+
+def test_enrichment_late_rows_are_set_aside_and_counted(script):
+    s = script()
+    s.run([(1, 10, "e")], [(1, "upsert", 10, "pro")])
+    s.run([(1, 9, "late")], [(1, "upsert", 9, "late change"), (None, "heartbeat", 3, None)])
+    assert s.reasons() == (["late"], ["late change"])
+    assert (s.metric("late_events"), s.metric("late_changes")) == (1, 1)
+    assert s.run(final=True) == [(1, 10, "e", "pro")]
+
+
+def test_enrichment_bad_change_rows_are_set_aside_with_their_reason(script):
+    s = script()
+    s.run([], [(1, "truncate", 1, "x"), (None, "upsert", 1, "x")])
+    assert s.reasons() == ([], ["null key", "unknown op"])
+
+
+def test_enrichment_delete_means_no_row(script):
+    inner, left = script(how="inner"), script(how="left")
+    for s in (inner, left):
+        s.run([(1, 5, "e"), (1, 7, "f")], [(1, "upsert", 1, "free"), (1, "delete", 6, None), (1, "upsert", 8, "pro")])
+    assert inner.run() == [(1, 5, "e", "free")]
+    assert left.run() == [(1, 5, "e", "free"), (1, 7, "f", None)]
+
+
+def test_enrichment_null_key_event_left_outputs_at_once_inner_sets_aside(script):
+    inner, left = script(how="inner"), script(how="left")
+    assert left.run([(None, 5, "e")]) == [(None, 5, "e", None)]
+    assert inner.run([(None, 5, "e")]) == []
+    assert inner.reasons() == (["null key"], [])
+
+
+def test_enrichment_duplicates_and_older_changes_are_stale(script):
+    s = script(mode="latest", delay=dt.timedelta(seconds=5))             # so 4 is not late
+    s.run([], [(1, "upsert", 5, "first"), (1, "upsert", 5, "second")])    # canonical order: "first" wins
+    assert s.run([(1, 9, "e")], [(1, "upsert", 5, "again"), (1, "upsert", 4, "older")]) == [(1, 9, "e", "first")]
+    assert s.metric("stale_changes") == 3 and s.reasons() == ([], [])
+
+
+def test_enrichment_sequence_breaks_ties_in_change_time():
+    table = TABLE.append(pa.field("seq", pa.int64()))
+    op = EnrichmentJoin(EVENTS, table, "user", stream_time="ts", delay=dt.timedelta(0),
+                        changes=ChangeFormat.plain("user", time="at", sequence="seq"))
+    driver = StepDriver(op)
+    try:
+        rows = [(2, "b"), (None, "null first"), (1, "a")]
+        changes = pa.Table.from_pylist([{"user": 1, "op": "upsert", "at": when(5), "plan": p, "seq": q} for q, p in rows],
+                                       schema=table)
+        events = pa.Table.from_pylist([{"user": 1, "ts": when(5), "what": "e"}], schema=EVENTS)
+        out, _ = driver.run(events, changes, final=True)
+        assert out.column("plan").to_pylist() == ["b"]
+    finally:
+        driver.close()
+
+
+def test_enrichment_latest_joins_the_newest_version_with_this_batch_applied(script):
+    s = script(mode="latest")
+    assert s.run([(1, 5, "e")], [(1, "upsert", 9, "pro"), (1, "upsert", 1, "free")]) == [(1, 5, "e", "pro")]
+    assert s.run([(1, 6, "f")], [(1, "delete", 10, None)]) == [(1, 6, "f", None)]
+
+
+def test_enrichment_versions_no_event_can_need_are_dropped(script):
+    s = script()
+    s.run([(1, 0, "e")], [(1, "upsert", t, str(t)) for t in range(0, 20)])
+    s.run([(1, 15, "f")], [(2, "upsert", 20, "x")])          # event watermark 0: keep 0 and later
+    s.run([(1, 30, "g")], [(1, "upsert", 21, "y")])          # event watermark 15: keep 15 and later
+    assert s.driver.operator.recorded[-1]["versions_held"] == 1 + 5 + 1     # key 2; key 1: 15..19, 21
+    s.run([(2, 35, "h")], [(1, "delete", 40, None), (2, "delete", 40, None)])
+    s.run(final=True)                # pruning is lazy: only buckets a version touches are pruned
+    assert s.driver.operator.recorded[-1]["versions_held"] == 0
+
+
+def test_enrichment_foreign_key_with_other_names_and_types():
+    events = pa.schema([("buyer", pa.int32()), ("ts", pa.timestamp("ms")), ("plan", pa.string())])
+    table = pa.schema([("id", pa.int64()), ("op", pa.string()), ("at", pa.timestamp("us")), ("plan", pa.string())])
+    op = EnrichmentJoin(events, table, "buyer", stream_time="ts", changes=ChangeFormat.plain("id", time="at"),
+                        how="inner")
+    assert op.output_schema.names == ["buyer", "ts", "plan", "at", "plan_table"]
+    driver = StepDriver(op, 3)
+    try:
+        e = pa.Table.from_pylist([{"buyer": 7, "ts": when(1000), "plan": "own"}], schema=events)
+        c = pa.Table.from_pylist([{"id": 7, "op": "upsert", "at": when(0), "plan": "pro"}], schema=table)
+        out, _ = driver.run(e, c, final=True)
+        assert [(r["buyer"], r["plan"], r["plan_table"]) for r in out.to_pylist()] == [(7, "own", "pro")]
+    finally:
+        driver.close()
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(on=["user", "what"]), "table key has 1"),
+    (dict(on="what"), "must both be integers"),
+    (dict(on="nope"), "no column 'nope'"),
+    (dict(stream_time="what"), "must be a timestamp"),
+    (dict(mode="eventually"), "unknown mode"),
+    (dict(how="full"), "unknown how"),
+    (dict(delay=dt.timedelta(seconds=-1)), "delay and grace must be >= 0"),
+    (dict(delay=5), "must be a datetime.timedelta"),
+    (dict(changes=ChangeFormat.debezium("user")), "to_plain"),
+    (dict(changes=ChangeFormat.plain("user", time="at", op="nope")), "no column 'nope'"),
+    (dict(buckets=0), "buckets must be"),
+])
+def test_enrichment_bad_definitions_are_refused(change, message):
+    args = dict(on="user", stream_time="ts", changes=PLAIN_FORMAT, delay=dt.timedelta(0))
+    with pytest.raises(JoinDefinitionError, match=message):
+        EnrichmentJoin(EVENTS, TABLE, **{**args, **change})
+
+
+def test_enrichment_output_names_still_clashing_are_refused():
+    events = EVENTS.append(pa.field("plan_table", pa.string())).append(pa.field("plan", pa.string()))
+    with pytest.raises(JoinDefinitionError, match="appear twice"):
+        EnrichmentJoin(events, TABLE, "user", stream_time="ts", changes=PLAIN_FORMAT)
+
+
+@given(case=cases(max_partitions=2), data=st.data())
+def test_enrichment_output_and_state_do_not_depend_on_row_order(case, data):
+    shuffled = Case(case.variant, case.delay,
+                    [(data.draw(st.permutations(e)), data.draw(st.permutations(c))) for e, c in case.batches],
+                    case.partitions, case.how)
+    drivers = [StepDriver(c.operator("as_of"), c.partitions) for c in (case, shuffled)]
+    try:
+        for index in range(len(case.batches)):
+            (a, _), (b, _) = (d.run(*c.tables(index)) for d, c in zip(drivers, (case, shuffled)))
+            assert a.equals(b)
+            assert drivers[0].state() == drivers[1].state()
+    finally:
+        for driver in drivers:
+            driver.close()
+
+
+@given(case=cases())
+def test_enrichment_batch_run_equals_reference(case):
+    everything = [([e for events, _ in case.batches for e in events],
+                   [c for _, changes in case.batches for c in changes])]
+    batch = Case(case.variant, case.delay, everything, case.partitions, case.how)
+    for mode in ("as_of", "latest"):
+        output, reasons = drive(batch, mode)
+        assert output == batch.expected(mode) and not reasons
+
+
+def _snapshot(case: Case, history: list[tuple]) -> pa.Table:
+    """The table as it stands after ``history`` (its row columns)."""
+    current: dict = {}
+    for change in history:
+        key, op, time, seq, payload, _ = change
+        order = (time, -1 if seq is None else seq)
+        if op != "heartbeat" and (key not in current or order > current[key][0]):
+            current[key] = (order, change)
+    rows = []
+    for key, (_, (_, op, time, seq, payload, _)) in sorted(current.items()):
+        if op == "upsert":
+            rows.append({"user": key, "at": when(time), "rev": seq, "plan": payload} if case.variant is PLAIN
+                        else {"name": key, "tier": payload})
+    schema = (pa.schema([f for f in PLAIN.table if f.name != "op"]) if case.variant is PLAIN
+              else pa.schema([DELTA.table.field("name"), DELTA.table.field("tier")]))
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+@st.composite
+def histories(draw, variant) -> list[tuple]:
+    """Changes (key, op, time, seq, payload, preimage) at 0..10 s, unique (key, time, seq)."""
+    out, seen = [], set()
+    for _ in range(draw(st.integers(0, 10))):
+        change = (draw(st.sampled_from(variant.keys)), draw(st.sampled_from(["upsert", "upsert", "delete"])),
+                  draw(st.integers(0, 10)) * SECOND, draw(st.integers(0, 2)), draw(st.sampled_from(["free", "pro"])),
+                  draw(st.booleans()))
+        if (change[0], change[2], change[3]) not in seen:
+            seen.add((change[0], change[2], change[3]))
+            out.append(change)
+    return out
+
+
+@given(case=cases(), data=st.data(), mode=st.sampled_from(["as_of", "latest"]))
+def test_enrichment_bootstrap_plus_later_changes_equals_replaying_the_history(case, data, mode):
+    shift = 31 * SECOND          # every later change and event comes after the whole history
+    later = [([(k, t + shift, p) for k, t, p in e], [(k, o, t + shift, s, p, x) for k, o, t, s, p, x in c])
+             for e, c in case.batches]
+    past = data.draw(histories(case.variant))
+    replay = Case(case.variant, case.delay, [([], past)] + later, case.partitions, case.how)
+    boot = Case(case.variant, case.delay, [([], [])] + later, case.partitions, case.how)
+    operator = boot.operator(mode)
+    driver = StepDriver(operator, boot.partitions)
+    v = case.variant
+    try:
+        output = Counter()
+        for index in [*range(len(boot.batches)), None]:
+            tables = ((v.stream.empty_table(), operator.bootstrap_changes(_snapshot(case, past))) if index == 0 else
+                      (v.stream.empty_table(), v.table.empty_table()) if index is None else boot.tables(index))
+            out, asides = driver.run(*tables, final=index is None)
+            output += Counter(tuple(r.values()) for r in out.to_pylist())
+    finally:
+        driver.close()
+    assert output == drive(replay, mode)[0]
