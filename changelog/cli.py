@@ -38,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "  streamjoin changelog inspect /ckpt/join/state/p=0\n"
         "  streamjoin changelog verify s3://bucket/ckpt/join/state/p=0\n"
         "  streamjoin changelog compact /ckpt/join/state/p=0 --retain 5\n"
-        "  streamjoin changelog restore /ckpt/join/state/p=0 --version 41 --backend lmdb --into /tmp/p0",
+        "  streamjoin changelog restore /ckpt/join/state/p=0 --version 41 --backend lmdb --into ./p0-restored",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
     parser.set_defaults(func=lambda args: _usage(parser))
