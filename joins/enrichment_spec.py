@@ -9,8 +9,9 @@ table's order. **Clashing names**: a table value column named like an event colu
 ``<name>_table``; if a name still appears twice, the definition is refused.
 
 **Keys**: ``on`` names the event's (foreign) key columns, ``table_key`` the table's primary key
-columns, pairwise (same count). Each pair must both be integers, both strings or both binary (or
-equal types), and values are compared as values (an int32 ``1`` equals an int64 ``1``).
+columns, pairwise (same count). Each pair must both be integers (compared as int64; an unsigned
+value above the int64 range fails the batch), strings, binary or booleans, and values are
+compared as values (an int32 ``1`` equals an int64 ``1``).
 """
 
 from __future__ import annotations
@@ -27,10 +28,7 @@ from joins.changes import ChangeFormat, Vocabulary
 from joins.errors import JoinDefinitionError
 from joins.operator import REASON_COLUMN
 
-__all__ = ["Mode", "How", "EnrichmentSpec", "build_spec", "KEY", "sort_keys"]
-
-#: Column of the packed join key (``statestore.codecs.pack`` of the key values) in state blobs.
-KEY = "__sj_key"
+__all__ = ["Mode", "How", "EnrichmentSpec", "build_spec", "sort_keys"]
 
 
 class Mode(str, Enum):
@@ -51,6 +49,7 @@ class EnrichmentSpec:
 
     stream: pa.Schema
     stream_key: tuple[str, ...]
+    key_types: tuple[pa.DataType, ...]
     stream_time: str
     table: pa.Schema
     changes: ChangeFormat
@@ -64,6 +63,11 @@ class EnrichmentSpec:
     event_bucket: int
     output_schema: pa.Schema
     event_sort: tuple[tuple[str, str, str], ...]
+
+    @property
+    def keys(self) -> list[str]:
+        """Names of the join key columns (in ``key_types``) in events and versions held in state."""
+        return [f"__sj_k{i}" for i in range(len(self.stream_key))]
 
     def definition(self) -> dict[str, Any]:
         """What this join computes and how its state is laid out (JSON-serialisable)."""
@@ -100,7 +104,7 @@ def build_spec(
     if not pa.types.is_timestamp(table.field(changes.time).type):
         raise JoinDefinitionError(f"the table's change time {changes.time!r} must be a timestamp column here")
     stream_key = _stream_key(on, stream, stream_time)
-    _check_keys(stream, stream_key, internal, changes.key)
+    key_types = _key_types(stream, stream_key, internal, changes.key)
     mode, how = _enum(Mode, mode, "mode"), _enum(How, how, "how")
     wait, width = _micros("delay", delay), _micros("event_bucket", event_bucket)
     window = None if grace is None else _micros("grace", grace)
@@ -110,7 +114,7 @@ def build_spec(
         raise JoinDefinitionError(f"buckets must be an int in 1..{1 << 20}, not {buckets!r}")
     values = tuple(n for n in internal.names[len(changes.key) + 3:])
     output = _output_schema(stream, internal, values)
-    return EnrichmentSpec(stream, stream_key, stream_time, table, changes, internal, values, mode, how, wait,
+    return EnrichmentSpec(stream, stream_key, key_types, stream_time, table, changes, internal, values, mode, how, wait,
                           window, buckets, width, output, sort_keys(stream, [stream_time, *stream_key]))
 
 
@@ -118,7 +122,7 @@ def _stream_key(on: str | Sequence[str], stream: pa.Schema, time: str) -> tuple[
     names = (on,) if isinstance(on, str) else tuple(on) if isinstance(on, (list, tuple)) else ()
     if not names or not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
         raise JoinDefinitionError(f"on must be one or more distinct event column names, not {on!r}")
-    for reserved in (REASON_COLUMN, KEY):
+    for reserved in (REASON_COLUMN, *(f"__sj_k{i}" for i in range(len(names)))):
         if reserved in stream.names:
             raise JoinDefinitionError(f"the stream has a column {reserved!r}, a name streamjoin reserves; rename it")
     for column in [*names, time]:
@@ -130,23 +134,32 @@ def _stream_key(on: str | Sequence[str], stream: pa.Schema, time: str) -> tuple[
     return names
 
 
-_FAMILIES = (pa.types.is_integer, lambda t: pa.types.is_string(t) or pa.types.is_large_string(t),
-             lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t), pa.types.is_boolean)
+#: Key type families, each with the type its values are compared (and hashed) in.
+_FAMILIES = ((pa.types.is_integer, pa.int64()),
+             (lambda t: pa.types.is_string(t) or pa.types.is_large_string(t), pa.large_string()),
+             (lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t), pa.large_binary()),
+             (pa.types.is_boolean, pa.bool_()))
 
 
-def _check_keys(stream: pa.Schema, on: tuple[str, ...], internal: pa.Schema, table_key: tuple[str, ...]) -> None:
+def _key_types(
+    stream: pa.Schema, on: tuple[str, ...], internal: pa.Schema, table_key: tuple[str, ...]
+) -> tuple[pa.DataType, ...]:
     if len(on) != len(table_key):
         raise JoinDefinitionError(
             f"on names {len(on)} event columns {list(on)} but the table key has {len(table_key)} {list(table_key)}"
         )
+    types = []
     for event_column, table_column in zip(on, table_key):
         a, b = stream.field(event_column).type, internal.field(table_column).type
         a, b = (t.value_type if pa.types.is_dictionary(t) else t for t in (a, b))
-        if not any(f(a) and f(b) for f in _FAMILIES):
+        common = [kind for family, kind in _FAMILIES if family(a) and family(b)]
+        if not common:
             raise JoinDefinitionError(
                 f"event key {event_column!r} ({a}) and table key {table_column!r} ({b}) must both be integers, "
                 "strings, binary or booleans; cast one to the other's type"
             )
+        types.append(common[0])
+    return tuple(types)
 
 
 def _enum(kind, value, name: str):

@@ -7,9 +7,9 @@ Keys (byte order = bucket order, see :mod:`statestore.codecs`)::
     b"T" | encode_int(key bucket)                         -> versions (Arrow IPC stream)
     b"E" | encode_timestamp(time bucket) | encode_int(version) -> waiting events (Arrow IPC stream)
 
-**Versions**: a key's bucket is ``crc32(pack(key values)) % buckets``. A bucket's blob holds every
-version still kept of its keys: the packed key (:data:`joins.enrichment_spec.KEY`), change time,
-sequence, op (upsert/delete: a delete is kept as a tombstone version) and the value columns, sorted
+**Versions**: a key's bucket is a fixed 64-bit hash of its values modulo ``buckets``
+(:func:`bucket_ids`, vectorized). A bucket's blob holds every version still kept of its keys: the
+key columns (``__sj_k0``, ... in the common key types), op, change time, sequence (upsert/delete: a delete is kept as a tombstone version) and the value columns, sorted
 by (key, time, sequence with nulls first). A version reads and rewrites only the buckets of the keys
 it touches (new changes, released events), so its cost follows its rows, not the table's size.
 
@@ -20,7 +20,6 @@ the buckets up to it, outputs the released rows and writes the rest back under t
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
@@ -29,9 +28,9 @@ import pyarrow as pa
 
 from joins.operator import NEG_INF, POS_INF
 from statestore.base import KeyValue, Store, prefix_end
-from statestore.codecs import decode_int, encode_int, pack_many
+from statestore.codecs import decode_int, encode_int
 
-__all__ = ["Meta", "read_meta", "meta_put", "key_column", "bucket_ids", "version_key", "read_versions",
+__all__ = ["Meta", "read_meta", "meta_put", "key_columns", "bucket_ids", "version_key", "read_versions",
            "blob", "unblob", "waiting_range", "event_key", "scan_waiting"]
 
 META_KEY = b"\x00meta"
@@ -60,18 +59,49 @@ def meta_put(meta: Meta) -> KeyValue:
     return META_KEY, b"".join(encode_int(v) for v in fields)
 
 
-def key_column(table: pa.Table, columns: Sequence[str]) -> pa.Array:
-    """The packed key of each row (``pack(*values)``; a row with a null key value gets a null)."""
-    values = [table.column(c).to_pylist() for c in columns]
-    rows = list(zip(*values)) if values else []
-    packed = pack_many(rows)
-    nulls = [any(v is None for v in row) for row in rows]
-    return pa.array([None if n else p for p, n in zip(packed, nulls)], pa.binary())
+def key_columns(table: pa.Table, columns: Sequence[str], types: Sequence[pa.DataType]) -> list[pa.Array]:
+    """The key columns of ``table`` in their common types (dictionaries decoded), one chunk each."""
+    out = []
+    for name, kind in zip(columns, types):
+        values = table.column(name)
+        if pa.types.is_dictionary(values.type):
+            values = values.cast(values.type.value_type)
+        out.append((values if values.type == kind else values.cast(kind)).combine_chunks())
+    return out
 
 
-def bucket_ids(keys: pa.Array, buckets: int) -> np.ndarray:
-    """The key bucket of each packed key (``crc32 % buckets``)."""
-    return np.array([zlib.crc32(k) % buckets for k in keys.to_pylist()], dtype=np.int64)
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+_PRIME = np.uint64(0x100000001B3)
+
+
+def bucket_ids(keys: Sequence[pa.Array], buckets: int) -> np.ndarray:
+    """The key bucket of each row: a fixed 64-bit hash of its key values (none null), modulo
+    ``buckets``. Equal values hash equally whatever their width (int32 1 == int64 1)."""
+    n = len(keys[0]) if keys else 0
+    h = np.zeros(n, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for column in keys:
+            h = (h ^ _column_hash(column)) * _MIX
+            h ^= h >> np.uint64(29)
+    return (h % np.uint64(buckets)).astype(np.int64)
+
+
+def _column_hash(column: pa.Array) -> np.ndarray:
+    if pa.types.is_integer(column.type) or pa.types.is_boolean(column.type):
+        return column.cast(pa.int64()).to_numpy(zero_copy_only=False).view(np.uint64)
+    values = column.cast(pa.large_binary())
+    offsets = np.frombuffer(values.buffers()[1], dtype=np.int64)[values.offset:values.offset + len(values) + 1]
+    lengths = np.diff(offsets)
+    data = values.buffers()[2]
+    body = (np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8))[offsets[0]:offsets[-1]]
+    position = np.arange(body.size) - np.repeat(offsets[:-1] - offsets[0], lengths)
+    powers = np.cumprod(np.full(int(lengths.max(initial=0)) + 1, _PRIME, dtype=np.uint64))
+    terms = (body.astype(np.uint64) + np.uint64(1)) * powers[position]
+    h = lengths.astype(np.uint64)
+    present = lengths > 0
+    if present.any():
+        h[present] += np.add.reduceat(terms, (offsets[:-1] - offsets[0])[present])
+    return h
 
 
 def version_key(bucket: int) -> bytes:

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from joins import enrichment_state as st
 from joins.changes import DELETE, HEARTBEAT, OP, SEQ, TIME, normalise, set_aside
-from joins.enrichment_spec import KEY, EnrichmentSpec, How, Mode, sort_keys
+from joins.enrichment_spec import EnrichmentSpec, How, Mode, sort_keys
 from joins.errors import JoinError
 from joins.operator import NEG_INF, POS_INF, StepInput, StepResult
 from statestore.base import KeyValue, Store
@@ -25,7 +25,10 @@ from statestore.base import KeyValue, Store
 __all__ = ["Step"]
 
 _NEW, _BUCKET = "__sj_new", "__sj_bucket"
-_ORDER = [(c, "ascending", "at_start") for c in (KEY, TIME, SEQ, _NEW)]
+
+
+def _ascending(*names: str) -> list[tuple[str, str, str]]:
+    return [(n, "ascending", "at_start") for n in names]
 
 
 def _minus(value: int | None, amount: int) -> int:
@@ -41,6 +44,7 @@ class Step:
         self.ew = max(self.meta.event_watermark, _minus(batch.max_times[0], spec.delay))
         self.tw = max(self.meta.table_watermark, _minus(batch.max_times[1], spec.delay))
         self.release = self._release_bound()
+        self.keys = spec.keys
         self.metrics: Counter[str] = Counter()
         self.puts: list[KeyValue] = []
         self.deletes: list[bytes] = []
@@ -79,8 +83,10 @@ class Step:
         null_time = table.column(spec.stream_time).is_null().to_numpy(zero_copy_only=False)
         times = _times(table, spec.stream_time)
         late = ~null_time & (times < self.ew)
-        keys = st.key_column(table, spec.stream_key)
-        null_key = keys.is_null().to_numpy(zero_copy_only=False) & ~null_time & ~late
+        null_key = np.zeros(table.num_rows, dtype=bool)
+        for column in spec.stream_key:
+            null_key |= table.column(column).is_null().to_numpy(zero_copy_only=False)
+        null_key &= ~null_time & ~late
         unkeyed = null_key if spec.how is How.LEFT else np.zeros_like(null_key)
         reasons = [(null_time, "null event time"), (late, "late")]
         aside = set_aside(table, reasons + ([] if spec.how is How.LEFT else [(null_key, "null key")]))
@@ -89,7 +95,14 @@ class Step:
         if unkeyed.any():
             self._emit(table.filter(pa.array(unkeyed)), np.full(int(unkeyed.sum()), -1), None)
         keep = pa.array(~(null_time | late | null_key))
-        return table.append_column(KEY, keys).filter(keep), aside
+        return self._with_keys(table.filter(keep)), aside
+
+    def _with_keys(self, events: pa.Table) -> pa.Table:
+        """``events`` (in the stream's schema) with the join key columns appended."""
+        keys = st.key_columns(events, self.spec.stream_key, self.spec.key_types)
+        for name, values in zip(self.keys, keys):
+            events = events.append_column(name, values)
+        return events
 
     def _changes(self, table: pa.Table) -> tuple[pa.Table, pa.Table]:
         """This version's changes as versions (canonical order), and the rows set aside."""
@@ -103,10 +116,12 @@ class Step:
         self.metrics.update({f"changes_{k}": v for k, v in parsed.counts.items()})
         self.metrics["late_changes"] = int(late.sum())
         changes = changes.filter(pa.array(~late & (ops != HEARTBEAT)))
-        keys = st.key_column(changes, spec.changes.key)
+        keys = st.key_columns(changes, spec.changes.key, spec.key_types)
         versions = changes.drop_columns(list(spec.changes.key))
-        versions = versions.add_column(0, KEY, keys).append_column(_NEW, pa.repeat(pa.scalar(True), len(keys)))
-        sort = [*_ORDER[:3], *sort_keys(versions.select(list(spec.values)).schema, [])]
+        for i, (name, values) in enumerate(zip(self.keys, keys)):
+            versions = versions.add_column(i, name, values)
+        versions = versions.append_column(_NEW, pa.repeat(pa.scalar(True), changes.num_rows))
+        sort = [*_ascending(*self.keys, TIME, SEQ), *sort_keys(versions.select(list(spec.values)).schema, [])]
         versions = versions.take(pc.sort_indices(versions, sort_keys=sort))
         aside = pa.concat_tables([parsed.aside, late_aside]) if late_aside.num_rows else parsed.aside
         return versions, aside
@@ -126,9 +141,9 @@ class Step:
             self.meta.events_waiting -= int(go.sum())
         if parts:
             waiting = pa.concat_tables(parts)
-            parts = [waiting.append_column(KEY, st.key_column(waiting, spec.stream_key))]
+            parts = [self._with_keys(waiting)]
         new_go = _times(self.events, spec.stream_time) < bound
-        self.waiting = self.events.filter(pa.array(~new_go)).drop_columns([KEY])
+        self.waiting = self.events.filter(pa.array(~new_go)).drop_columns(self.keys)
         table = pa.concat_tables([*parts, self.events.filter(pa.array(new_go))])
         if not self.final and spec.grace is not None:
             self.metrics["released_by_grace"] = int((_times(table, spec.stream_time) >= self.tw).sum())
@@ -143,22 +158,24 @@ class Step:
         each touched bucket had before.
         """
         spec = self.spec
-        new_buckets = st.bucket_ids(self.changes.column(KEY), spec.buckets)
-        touched = sorted(set(new_buckets.tolist()) | set(st.bucket_ids(released.column(KEY), spec.buckets).tolist()))
+        new_buckets = st.bucket_ids([self.changes.column(k).combine_chunks() for k in self.keys], spec.buckets)
+        event_buckets = st.bucket_ids([released.column(k).combine_chunks() for k in self.keys], spec.buckets)
+        touched = np.union1d(new_buckets, event_buckets).tolist()
         stored = st.read_versions(self.state, touched, self._version_schema())
         old = {b: t.num_rows for b, t in stored.items()}
-        parts = [t.append_column(_NEW, pa.repeat(pa.scalar(False), t.num_rows))
-                 .append_column(_BUCKET, pa.repeat(pa.scalar(b, pa.int64()), t.num_rows)) for b, t in stored.items()]
-        parts.append(self.changes.append_column(_BUCKET, pa.array(new_buckets, pa.int64())))
-        merged = pa.concat_tables(parts)
-        merged = merged.take(pc.sort_indices(merged, sort_keys=_ORDER))
-        dup = _same_as_previous(merged, [KEY, TIME, SEQ])
+        held = pa.concat_tables([self._version_schema().empty_table(), *stored.values()])
+        held = held.append_column(_NEW, pa.array(np.zeros(held.num_rows, dtype=bool))).append_column(
+            _BUCKET, pa.array(np.repeat(np.array(touched, dtype=np.int64), list(old.values()))))
+        changes = self.changes.append_column(_BUCKET, pa.array(new_buckets, pa.int64()))
+        merged = pa.concat_tables([held, changes]).combine_chunks()
+        merged = merged.take(pc.sort_indices(merged, sort_keys=_ascending(*self.keys, TIME, SEQ, _NEW)))
+        dup = _same_as_previous(merged, [*self.keys, TIME, SEQ])
         self.metrics["stale_changes"] += int(dup.sum())
         return merged.filter(pa.array(~dup)), old
 
     def _version_schema(self) -> pa.Schema:
-        fields = [pa.field(KEY, pa.binary())] + [self.spec.internal.field(n) for n in (OP, TIME, SEQ, *self.spec.values)]
-        return pa.schema(fields)
+        keys = [pa.field(n, t) for n, t in zip(self.keys, self.spec.key_types)]
+        return pa.schema(keys + [self.spec.internal.field(n) for n in (OP, TIME, SEQ, *self.spec.values)])
 
     def _lookup(self, released: pa.Table, versions: pa.Table) -> None:
         """Join each released event with its key's last version at or before its lookup time."""
@@ -167,9 +184,10 @@ class Step:
         at = _times(released, self.spec.stream_time) if self.spec.mode is Mode.AS_OF else np.full(released.num_rows, POS_INF)
         found = np.full(released.num_rows, -1, dtype=np.int64)
         if versions.num_rows:
-            events = pa.table({KEY: released.column(KEY), "__t": at, "__ei": np.arange(released.num_rows)})
-            table = pa.table({KEY: versions.column(KEY), TIME: versions.column(TIME), "__vi": np.arange(versions.num_rows)})
-            joined = events.join(table, KEY, join_type="inner", use_threads=False,
+            events = released.select(self.keys).append_column("__t", pa.array(at)).append_column(
+                "__ei", pa.array(np.arange(released.num_rows)))
+            table = versions.select([*self.keys, TIME]).append_column("__vi", pa.array(np.arange(versions.num_rows)))
+            joined = events.join(table, self.keys, join_type="inner", use_threads=False,
                                  filter_expression=pc.field(TIME) <= pc.field("__t"))
             best = joined.group_by("__ei", use_threads=False).aggregate([("__vi", "max")])
             found[best.column("__ei").to_numpy()] = best.column("__vi_max").to_numpy()
@@ -177,7 +195,7 @@ class Step:
         deleted[deleted] = versions.column(OP).to_numpy()[found[deleted]] == DELETE
         found[deleted] = -1
         self.metrics["matched"] += int((found >= 0).sum())
-        self._emit(released.drop_columns([KEY]), found, versions)
+        self._emit(released.drop_columns(self.keys), found, versions)
 
     def _emit(self, events: pa.Table, found: np.ndarray, versions: pa.Table | None) -> None:
         """Output rows: ``events`` with version ``found[i]`` (-1: none) of ``versions``."""
@@ -194,33 +212,37 @@ class Step:
         """Drop the versions no waiting or future event can need; write back changed buckets."""
         times = versions.column(TIME).to_numpy()
         keep_to = POS_INF if self.final or self.spec.mode is Mode.LATEST else min(self.ew, self.release)
-        same_next = np.r_[_same_as_previous(versions, [KEY])[1:], False]
+        same_next = np.r_[_same_as_previous(versions, self.keys)[1:], False]
         next_le = np.r_[times[1:] <= keep_to, False] & same_next
         keep = (times > keep_to) | ~next_le
         new = versions.column(_NEW).to_numpy(zero_copy_only=False)
         self.metrics["stale_changes"] += int((new & ~keep).sum())
         versions = versions.filter(pa.array(keep))
-        alone = ~_same_as_previous(versions, [KEY]) & ~np.r_[_same_as_previous(versions, [KEY])[1:], False]
+        same_previous = _same_as_previous(versions, self.keys)
+        alone = ~same_previous & ~np.r_[same_previous[1:], False]
         gone_before = POS_INF if self.final else self.tw
         drop = alone & (versions.column(OP).to_numpy() == DELETE) & (versions.column(TIME).to_numpy() < gone_before)
         versions = versions.filter(pa.array(~drop))
         self._store_versions(versions, old)
 
     def _store_versions(self, versions: pa.Table, old: dict[int, int]) -> None:
+        """Write back the touched buckets whose versions changed (a new one, or one dropped)."""
         buckets = versions.column(_BUCKET).to_numpy()
         order = np.argsort(buckets, kind="stable")
-        versions, buckets = versions.take(pa.array(order)), buckets[order]
-        names = self._version_schema().names
-        for bucket, before in old.items():
-            lo, hi = np.searchsorted(buckets, bucket, "left"), np.searchsorted(buckets, bucket, "right")
-            rows = versions.slice(lo, hi - lo)
-            if hi - lo == before and not rows.column(_NEW).to_numpy(zero_copy_only=False).any():
-                continue    # unchanged
-            self.meta.versions_held += int(hi - lo) - before
-            if hi > lo:
-                self.puts.append((st.version_key(bucket), st.blob(rows.select(names))))
-            elif before:
-                self.deletes.append(st.version_key(bucket))
+        buckets, new = buckets[order], versions.column(_NEW).to_numpy(zero_copy_only=False)[order]
+        rows = versions.select(self._version_schema().names).take(pa.array(order)).combine_chunks()
+        touched = np.array(list(old), dtype=np.int64)
+        lo, hi = np.searchsorted(buckets, touched, "left"), np.searchsorted(buckets, touched, "right")
+        before = np.array(list(old.values()), dtype=np.int64)
+        news = np.r_[0, np.cumsum(new)]
+        with_new = news[hi] - news[lo]
+        changed = (hi - lo != before) | (with_new > 0)
+        self.meta.versions_held += int((hi - lo).sum() - before.sum())
+        for bucket, start, end, had in zip(touched[changed], lo[changed], hi[changed], before[changed]):
+            if end > start:
+                self.puts.append((st.version_key(int(bucket)), st.blob(rows.slice(start, end - start))))
+            elif had:
+                self.deletes.append(st.version_key(int(bucket)))
 
     def _store_waiting(self) -> None:
         """File the new events that wait by time bucket (as_of, not final)."""
