@@ -5,6 +5,7 @@ changes, check what comes out."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections import Counter
 
 import pyarrow as pa
@@ -12,9 +13,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from joins.changes import ChangeFormat
+from joins.changes import PLAIN_COLUMNS, ChangeFormat, normalise, to_plain
 from joins.enrichment import EnrichmentJoin
 from joins.errors import JoinDefinitionError
+from joins.operator import Operator
 from tests.joins.strategies import StepDriver
 from tests.joins.test_enrichment_properties import DELTA, PLAIN, SECOND, Case, cases, drive, when
 
@@ -23,12 +25,30 @@ TABLE = pa.schema([("user", pa.int64()), ("op", pa.string()), ("at", pa.timestam
 PLAIN_FORMAT = ChangeFormat.plain("user", time="at")
 
 
+class Recording(Operator):
+    """An operator that runs another and keeps the metrics of every step (a real operator)."""
+
+    def __init__(self, inner: Operator) -> None:
+        self.inner, self.recorded = inner, []
+
+    inputs = property(lambda self: self.inner.inputs)
+    output_schema = property(lambda self: self.inner.output_schema)
+
+    def definition(self):
+        return self.inner.definition()
+
+    def step(self, state, batch):
+        result = self.inner.step(state, batch)
+        self.recorded.append(dict(result.metrics))
+        return result
+
+
 class Script:
     """Drives one enrichment join version by version, in process, over ``partitions``."""
 
     def __init__(self, partitions: int = 1, **options) -> None:
         options.setdefault("delay", dt.timedelta(0))
-        self.op = EnrichmentJoin(EVENTS, TABLE, "user", stream_time="ts", changes=PLAIN_FORMAT, **options)
+        self.op = Recording(EnrichmentJoin(EVENTS, TABLE, "user", stream_time="ts", changes=PLAIN_FORMAT, **options))
         self.driver = StepDriver(self.op, partitions)
         self.asides: list[tuple[pa.Table, pa.Table]] = []
 
@@ -45,7 +65,12 @@ class Script:
         return tuple(sorted(r for a in self.asides for r in a[i].column("_reason").to_pylist()) for i in (0, 1))
 
     def metric(self, name: str) -> int:
-        return sum(int(m.get(name, 0)) for m in self.driver.metrics)
+        """A metric summed over every step so far."""
+        return sum(int(m.get(name, 0)) for m in self.op.recorded)
+
+    def last(self, name: str) -> int:
+        """A metric of the last step (one partition)."""
+        return self.op.recorded[-1][name]
 
     def close(self) -> None:
         self.driver.close()
@@ -64,23 +89,6 @@ def script():
         s.close()
 
 
-# StepDriver does not keep metrics: record them by wrapping step.
-_step = EnrichmentJoin.step
-
-
-def _recording_step(self, state, batch):
-    result = _step(self, state, batch)
-    self.__dict__.setdefault("recorded", []).append(dict(result.metrics))
-    return result
-
-
-@pytest.fixture(autouse=True)
-def record_metrics(monkeypatch):
-    monkeypatch.setattr(EnrichmentJoin, "step", _recording_step)
-    monkeypatch.setattr(StepDriver, "metrics", property(lambda d: d.operator.__dict__.get("recorded", [])),
-                        raising=False)
-
-
 def test_enrichment_change_at_the_event_time_joins_that_change(script):
     s = script()
     assert s.run([(1, 5, "e")], [(1, "upsert", 4, "free"), (1, "upsert", 5, "pro"), (1, "upsert", 6, "max")]) == []
@@ -94,7 +102,7 @@ def test_enrichment_event_waits_until_the_table_watermark_passes_its_time(script
     assert s.run([], [(1, "upsert", 10, "max")]) == []                   # watermark 8
     assert s.run([], [(1, "upsert", 11, "late for e")]) == []            # watermark 10: not yet
     assert s.run() == [(1, 10, "e", "max")]                              # watermark 11 > 10
-    assert s.driver.operator.recorded[-2]["events_waiting"] == 1
+    assert s.op.recorded[-2]["events_waiting"] == 1
 
 
 def test_enrichment_heartbeat_advances_a_quiet_table(script):
@@ -189,10 +197,10 @@ def test_enrichment_versions_no_event_can_need_are_dropped(script):
     s.run([(1, 0, "e")], [(1, "upsert", t, str(t)) for t in range(0, 20)])
     s.run([(1, 15, "f")], [(2, "upsert", 20, "x")])          # event watermark 0: keep 0 and later
     s.run([(1, 30, "g")], [(1, "upsert", 21, "y")])          # event watermark 15: keep 15 and later
-    assert s.driver.operator.recorded[-1]["versions_held"] == 1 + 5 + 1     # key 2; key 1: 15..19, 21
+    assert s.last("versions_held") == 1 + 5 + 1     # key 2; key 1: 15..19, 21
     s.run([(2, 35, "h")], [(1, "delete", 40, None), (2, "delete", 40, None)])
     s.run(final=True)                # pruning is lazy: only buckets a version touches are pruned
-    assert s.driver.operator.recorded[-1]["versions_held"] == 0
+    assert s.last("versions_held") == 0
 
 
 def test_enrichment_foreign_key_with_other_names_and_types():
@@ -315,3 +323,24 @@ def test_enrichment_bootstrap_plus_later_changes_equals_replaying_the_history(ca
     finally:
         driver.close()
     assert output == drive(replay, mode)[0]
+
+
+def test_enrichment_debezium_json_changes_join_through_the_plain_form():
+    row = pa.schema([("user", pa.int64()), ("plan", pa.string())])
+    envelopes = [{"op": "r", "after": {"user": 1, "plan": "free"}, "ts_ms": 1000},
+                 {"payload": {"op": "u", "before": {"user": 1, "plan": "free"}, "after": {"user": 1, "plan": "pro"},
+                              "ts_ms": 5000}},
+                 {"op": "d", "before": {"user": 1, "plan": "pro"}, "ts_ms": 9000}]
+    raw = pa.table({"value": [json.dumps(e) for e in envelopes] + [None]})
+    fmt = ChangeFormat.debezium_json("user", row)
+    plain = to_plain(normalise(raw, fmt).changes, ["user"])
+    op = EnrichmentJoin(EVENTS, plain.schema, "user", stream_time="ts", changes=ChangeFormat.plain("user", **PLAIN_COLUMNS))
+    events = pa.Table.from_pylist([{"user": 1, "ts": when(s * SECOND), "what": str(s)} for s in (0, 1, 4, 5, 8, 9)],
+                                  schema=EVENTS)
+    driver = StepDriver(op)
+    try:
+        out, _ = driver.run(events, plain, final=True)
+        assert [(r["what"], r["plan"]) for r in out.to_pylist()] == [
+            ("0", None), ("1", "free"), ("4", "free"), ("5", "pro"), ("8", "pro"), ("9", None)]
+    finally:
+        driver.close()
