@@ -4,7 +4,10 @@
                         changes=ChangeFormat.delta("user_id"), delay=timedelta(minutes=1))
 
 Input 0, ``stream``: events, routed by their (foreign) key ``on``; input 1, ``table``: a change
-table (``plain`` or ``delta`` vocabulary, :mod:`joins.changes`), routed by the table's key.
+table (``plain`` or ``delta`` vocabulary, :mod:`joins.changes`), routed by the table's key. Debezium
+changes keep their key inside ``before``/``after``, so they are first turned into the plain form
+(``to_plain(normalise(raw, fmt).changes, key)``, read with ``ChangeFormat.plain(key,
+**PLAIN_COLUMNS)``); the rows ``normalise`` sets aside there are that stage's dead letters.
 
 **Watermarks** of version ``v`` (never decreasing; +infinity after the rows of a ``final``
 version): the *event watermark* ``ew = max event time before v - delay`` and the *table watermark*

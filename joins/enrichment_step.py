@@ -71,12 +71,12 @@ class Step:
         self.puts.append(st.meta_put(self.meta))
         output = pa.concat_tables(self.output) if self.output else self.spec.output_schema.empty_table()
         return StepResult(output, (self.event_aside, self.change_aside), self.puts, self.deletes,
-                          metrics=self._metrics(output))
+                          metrics=self._metrics())
 
     # -- arrivals --------------------------------------------------------------------------------
 
     def _events(self, table: pa.Table) -> tuple[pa.Table, pa.Table]:
-        """This version's events to join (canonical order, packed key added) and those set aside."""
+        """This version's events to join (canonical order, join key columns added) and those set aside."""
         spec = self.spec
         table = _conform(table, spec.stream, "stream")
         table = table.take(pc.sort_indices(table, sort_keys=list(spec.event_sort)))
@@ -107,11 +107,12 @@ class Step:
     def _changes(self, table: pa.Table) -> tuple[pa.Table, pa.Table]:
         """This version's changes as versions (canonical order), and the rows set aside."""
         spec = self.spec
-        parsed = normalise(_conform(table, spec.table, "table"), spec.changes)
+        table = _conform(table, spec.table, "table")
+        parsed = normalise(table, spec.changes)
         changes = parsed.changes
         ops = changes.column(OP).to_numpy()
         late = (changes.column(TIME).to_numpy() < self.tw) & (ops != HEARTBEAT)
-        late_aside = set_aside(table.select(spec.table.names).take(pa.array(parsed.index[late], pa.int64())),
+        late_aside = set_aside(table.take(pa.array(parsed.index[late], pa.int64())),
                                [(np.ones(int(late.sum()), dtype=bool), "late change")])
         self.metrics.update({f"changes_{k}": v for k, v in parsed.counts.items()})
         self.metrics["late_changes"] = int(late.sum())
@@ -256,7 +257,7 @@ class Step:
             self.puts.append((st.event_key(int(starts[lo]), self.version), st.blob(events.slice(lo, hi - lo))))
         self.meta.events_waiting += events.num_rows
 
-    def _metrics(self, output: pa.Table) -> dict[str, int]:
+    def _metrics(self) -> dict[str, int]:
         metrics = dict(self.metrics)
         metrics.update(event_watermark=self.meta.event_watermark, table_watermark=self.meta.table_watermark,
                        events_waiting=self.meta.events_waiting, versions_held=self.meta.versions_held)
