@@ -16,31 +16,12 @@ from hypothesis import strategies as st
 from joins.changes import PLAIN_COLUMNS, ChangeFormat, normalise, to_plain
 from joins.enrichment import EnrichmentJoin
 from joins.errors import JoinDefinitionError
-from joins.operator import Operator
 from tests.joins.strategies import StepDriver
-from tests.joins.test_enrichment_properties import DELTA, PLAIN, SECOND, Case, cases, drive, when
+from tests.joins.test_enrichment_properties import DELTA, PLAIN, SECOND, Case, Recording, cases, drive, when
 
 EVENTS = pa.schema([("user", pa.int64()), ("ts", pa.timestamp("us")), ("what", pa.string())])
 TABLE = pa.schema([("user", pa.int64()), ("op", pa.string()), ("at", pa.timestamp("us")), ("plan", pa.string())])
 PLAIN_FORMAT = ChangeFormat.plain("user", time="at")
-
-
-class Recording(Operator):
-    """An operator that runs another and keeps the metrics of every step (a real operator)."""
-
-    def __init__(self, inner: Operator) -> None:
-        self.inner, self.recorded = inner, []
-
-    inputs = property(lambda self: self.inner.inputs)
-    output_schema = property(lambda self: self.inner.output_schema)
-
-    def definition(self):
-        return self.inner.definition()
-
-    def step(self, state, batch):
-        result = self.inner.step(state, batch)
-        self.recorded.append(dict(result.metrics))
-        return result
 
 
 class Script:

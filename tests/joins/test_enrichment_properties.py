@@ -18,12 +18,13 @@ from typing import Any, Callable
 
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from joins.changes import ChangeFormat
 from joins.enrichment import EnrichmentJoin
 from joins.local import LocalRunner
+from joins.operator import Operator
 from joins.reference_enrichment import late_flags, reference_as_of, reference_latest
 from joins.runtime import StateConfig
 from statestore import backend_names
@@ -191,10 +192,34 @@ class Run:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+class Recording(Operator):
+    """An operator that runs another and keeps the metrics of every step (a real operator)."""
+
+    def __init__(self, inner: Operator) -> None:
+        self.inner, self.recorded = inner, []
+
+    inputs = property(lambda self: self.inner.inputs)
+    output_schema = property(lambda self: self.inner.output_schema)
+
+    def definition(self):
+        return self.inner.definition()
+
+    def step(self, state, batch):
+        result = self.inner.step(state, batch)
+        self.recorded.append(dict(result.metrics))
+        return result
+
+
 def drive(case: Case, mode: str, **options: Any) -> tuple[Counter, Counter]:
     """Run ``case`` in process (steps against open stores), then an empty final version; return
     the output and the reasons of the rows set aside."""
-    driver = StepDriver(case.operator(mode, **options), case.partitions)
+    return drive_with_metrics(case, mode, **options)[:2]
+
+
+def drive_with_metrics(case: Case, mode: str, **options: Any) -> tuple[Counter, Counter, Counter]:
+    """:func:`drive`, also returning the metrics summed over every partition and version."""
+    operator = Recording(case.operator(mode, **options))
+    driver = StepDriver(operator, case.partitions)
     v = case.variant
     try:
         output, reasons = Counter(), Counter()
@@ -205,7 +230,10 @@ def drive(case: Case, mode: str, **options: Any) -> tuple[Counter, Counter]:
             output += Counter(tuple(r.values()) for r in out.to_pylist())
             for aside in asides:
                 reasons += Counter(aside.column("_reason").to_pylist())
-        return output, reasons
+        metrics = Counter()
+        for step in operator.recorded:
+            metrics.update({k: v for k, v in step.items() if "watermark" not in k})
+        return output, reasons, metrics
     finally:
         driver.close()
 
@@ -231,6 +259,17 @@ def test_enrichment_latest_equals_reference_given_the_batch_boundaries(case):
     output, reasons = drive(case, "latest")
     assert output == case.expected("latest")
     assert (reasons["late"], reasons["late change"]) == case.late_counts()
+
+
+@given(case=cases(), grace=st.sampled_from([0, 1, 4]))
+def test_enrichment_as_of_with_grace_differs_from_reference_only_by_events_released_by_grace(case, grace):
+    output, _, metrics = drive_with_metrics(case, "as_of", grace=dt.timedelta(seconds=grace))
+    event(f"released by grace: {metrics['released_by_grace'] > 0}")
+    expected = case.expected("as_of")
+    assert sum(output.values()) <= sum(expected.values()) + metrics["released_by_grace"]
+    assert sum((expected - output).values()) <= metrics["released_by_grace"]
+    if metrics["released_by_grace"] == 0:
+        assert output == expected
 
 
 @pytest.mark.parametrize("store", BACKENDS)
