@@ -11,7 +11,9 @@ Keys (byte order = bucket order, see :mod:`statestore.codecs`)::
 (:func:`bucket_ids`, vectorized). A bucket's blob holds every version still kept of its keys: the
 key columns (``__sj_k0``, ... in the common key types), op, change time, sequence (upsert/delete: a delete is kept as a tombstone version) and the value columns, sorted
 by (key, time, sequence with nulls first). A version reads and rewrites only the buckets of the keys
-it touches (new changes, released events), so its cost follows its rows, not the table's size.
+it touches (new changes, released events), so its cost follows its rows, not the table's size;
+each version also sweeps bucket ``version % buckets``, so versions no longer needed are dropped
+within ``buckets`` versions even for keys nothing touches.
 
 **Waiting events** (as-of mode) are filed by the bucket of their event time and the version they
 arrived in, in canonical order, in the stream's schema. Releasing the events below a bound reads

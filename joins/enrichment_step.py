@@ -161,7 +161,8 @@ class Step:
         spec = self.spec
         new_buckets = st.bucket_ids([self.changes.column(k).combine_chunks() for k in self.keys], spec.buckets)
         event_buckets = st.bucket_ids([released.column(k).combine_chunks() for k in self.keys], spec.buckets)
-        touched = np.union1d(new_buckets, event_buckets).tolist()
+        sweep = np.array([self.version % spec.buckets])   # every bucket is pruned once per `buckets` versions
+        touched = np.union1d(np.union1d(new_buckets, event_buckets), sweep).tolist()
         stored = st.read_versions(self.state, touched, self._version_schema())
         old = {b: t.num_rows for b, t in stored.items()}
         held = pa.concat_tables([self._version_schema().empty_table(), *stored.values()])

@@ -184,6 +184,14 @@ def test_enrichment_versions_no_event_can_need_are_dropped(script):
     assert s.last("versions_held") == 0
 
 
+def test_enrichment_sweep_drops_old_versions_of_keys_nothing_touches(script):
+    s = script(buckets=4)
+    s.run([(9, 0, "e")], [(k, "upsert", t, str(t)) for k in range(6) for t in (1, 2, 3)])
+    for second in range(10, 15):
+        s.run([(9, second, "e")], [(None, "heartbeat", second, None)])
+    assert s.last("versions_held") == 6        # one version per key: the newest, all <= watermark
+
+
 def test_enrichment_foreign_key_with_other_names_and_types():
     events = pa.schema([("buyer", pa.int32()), ("ts", pa.timestamp("ms")), ("plan", pa.string())])
     table = pa.schema([("id", pa.int64()), ("op", pa.string()), ("at", pa.timestamp("us")), ("plan", pa.string())])
