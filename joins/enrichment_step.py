@@ -2,9 +2,10 @@
 
 The order of work: watermarks; sort out the new events and changes; decide which events are
 released (new ones and waiting ones); read the key buckets of the new changes and the released
-events; merge the changes into the versions; look the released events up (one Arrow hash join on
-the packed key with ``change time <= lookup time``, then the greatest version per event); prune
-the versions; write back the buckets that changed and the events still waiting.
+events (plus one bucket swept per version); merge the changes into the versions; look the
+released events up (one Arrow hash join on the key columns with ``change time <= lookup time``,
+then the greatest version per event); prune the versions; write back the buckets that changed and
+the events still waiting. No Python loop runs per row; loops run per touched bucket.
 """
 
 from __future__ import annotations
