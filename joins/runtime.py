@@ -99,8 +99,10 @@ def run_partition(
         checkpoint, task.partitions, task.version, n_inputs
     )
     log = Changelog(checkpoint.changelog_uri(task.partition), retain_versions=config.retain_versions)
-    previous = [v for v in log.versions() if v < task.version]
-    target = max(previous) if previous else None
+    # the version before this one; None only for a log that has nothing before it (a new join,
+    # possibly in a query whose batch ids began earlier). A missing v-1 is a gap: the changelog
+    # raises, naming it, rather than this task silently starting from an older state.
+    target = task.version - 1 if any(v < task.version for v in log.versions()) else None
     started = time.perf_counter()
     store, opened = open_logged_store(
         config.store, local_store_path(config, checkpoint, task.partition), log, target,
