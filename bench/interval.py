@@ -20,8 +20,9 @@ workers of this process's Spark session (descendants whose command line runs ``p
 or ``pyspark.worker``): ``RSS max`` is the largest single process, ``RSS sum`` all of them
 (including the daemon; pages shared after fork are counted in each). ``--large-state`` joins with
 a +/- 45 min window and prints, per micro-batch, the rows the join must hold and the workers' RSS.
-Before each run, one batch of the Spark join and of streamjoin runs untimed, so the JVM is warm and
-the Python workers are up (idle workers exit after a minute). ``--profile`` runs streamjoin's
+Every variant first runs untimed over the first 3 micro-batches (the JVM compiles its code paths),
+and before each run one batch of Spark's join and of streamjoin runs untimed (idle Python workers
+exit after a minute; a run should not pay for starting them). ``--profile`` runs streamjoin's
 partition tasks in this process under cProfile instead, to see where the time goes.
 """
 
@@ -69,7 +70,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "8,000,000 with --large-state)")
     parser.add_argument("--batches", type=int, help="micro-batches (default 10; 20 with --large-state)")
     parser.add_argument("--partitions", type=int, default=4, help="shuffle and state partitions (default 4)")
-    parser.add_argument("--repeat", type=int, default=1, help="runs of each variant, interleaved (default 1)")
+    parser.add_argument("--repeat", type=int, help="runs of each variant, interleaved (default 2; 1 with "
+                        "--large-state)")
     parser.add_argument("--variants", help=f"comma-separated, from {','.join(VARIANTS + OPTIONAL)} "
                         f"(default {','.join(VARIANTS)}; {','.join(LARGE_VARIANTS)} with --large-state)")
     parser.add_argument("--window", type=float, help="W in seconds: rt within lt +/- W (default 5; 2700 "
@@ -132,6 +134,14 @@ def write_inputs(root: str, tables: dict[str, pa.Table], batches: int) -> None:
             path = os.path.join(root, side, f"part-{b:04d}.parquet")
             pq.write_table(table.slice(b * per, per), path)
             os.utime(path, (stamp + b, stamp + b))
+
+
+def link_inputs(root: str, into: str, batches: int) -> None:
+    """The first ``batches`` input files of each side, hard-linked (same times) under ``into``."""
+    for side in ("left", "right"):
+        os.makedirs(os.path.join(into, side))
+        for name in sorted(os.listdir(os.path.join(root, side)))[:batches]:
+            os.link(os.path.join(root, side, name), os.path.join(into, side, name))
 
 
 def expected_pairs(tables: dict[str, pa.Table], params: Params) -> int:
@@ -297,6 +307,7 @@ class Bench:
         """Run ``variant`` once from a new checkpoint; remove its checkpoint and state after."""
         build = self.spark_join if variant in SPARK else self.floor if variant == "floor" else self.streamjoin
         self.warm_up()
+        os.sync()  # the previous run's writes are not flushed on this run's time
         scratch = fresh_dir(self.root, "run")
         memory = WorkerMemory()
         memory.start()
@@ -446,6 +457,7 @@ def _variants(args: argparse.Namespace) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     params = Params.from_args(args)
     variants = _variants(args)
+    repeat = args.repeat or (1 if args.large_state else 2)
     root = fresh_dir(results_dir(), "interval")
     try:
         tables = {side: side_table(params, side) for side in ("left", "right")}
@@ -459,9 +471,12 @@ def run(args: argparse.Namespace) -> int:
         spark = local_session(shuffle_partitions=params.partitions,
                               extra={"spark.sql.streaming.numRecentProgressUpdates": "1000"})
         try:
+            link_inputs(root, os.path.join(root, "warm"), 3)
+            for variant in variants:  # every code path once, JIT-compiled before anything is timed
+                Bench(spark, os.path.join(root, "warm"), params).measure(variant)
             bench = Bench(spark, root, params)
             results: dict[str, list[Outcome]] = {v: [] for v in variants}
-            for _ in range(args.repeat):
+            for _ in range(repeat):
                 for variant in variants:
                     results[variant].append(bench.measure(variant))
             return report(args, params, results, expected, held)
@@ -476,7 +491,7 @@ def report(args, params: Params, results: dict[str, list[Outcome]], expected: in
     print(f"{params.rows:,} rows ({params.per_side:,} a side, {RATE:,}/s a side, up to "
           f"{DISORDER_US // 1_000_000} s out of order), {params.keys:,} keys, window +/- "
           f"{params.window_us / 1e6:g} s, delay {DELAY_S} s, {params.batches} micro-batches, "
-          f"{params.partitions} partitions, medians of {args.repeat} run(s)")
+          f"{params.partitions} partitions, medians of {len(next(iter(results.values())))} run(s)")
     summary = summary_table(params, results, expected)
     print(summary.render())
     goals = goals_table(results)
