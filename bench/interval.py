@@ -36,6 +36,7 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -43,6 +44,9 @@ import pyarrow.parquet as pq
 
 from bench.harness import Table, results_dir, write_results
 from bench.sparkutil import fresh_dir, local_session
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["add_arguments", "run"]
 
@@ -243,23 +247,23 @@ class Outcome:
     seconds: float
     output_rows: int
     rss: tuple[int, int]
-    batches: list[dict] = field(default_factory=list)
-    join_metrics: list[dict] = field(default_factory=list)
+    batches: list[dict[str, Any]] = field(default_factory=list)
+    join_metrics: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
 class Bench:
     """Builds and times each variant's streaming query over the inputs under ``root``."""
 
-    def __init__(self, spark, root: str, params: Params) -> None:
+    def __init__(self, spark: SparkSession, root: str, params: Params) -> None:
         self.spark, self.root, self.params = spark, root, params
 
-    def source(self, side: str, watermark: bool = False):
+    def source(self, side: str, watermark: bool = False) -> DataFrame:
         df = self.spark.readStream.schema(SCHEMAS[side]).option("maxFilesPerTrigger", 1)
         df = df.parquet(os.path.join(self.root, side))
         return df.withWatermark(df.columns[1], f"{DELAY_S} seconds") if watermark else df
 
-    def spark_join(self, variant: str, scratch: str):
+    def spark_join(self, variant: str, scratch: str) -> DataFrame:
         from pyspark.sql import functions as F
 
         provider, changelog, _ = SPARK[variant]
@@ -270,7 +274,7 @@ class Bench:
         condition = (left.k == right.k) & (right.rt >= left.lt - w) & (right.rt <= left.lt + w)
         return left.join(right, condition, "inner").select(left.k, *LEFT[1:], *RIGHT[1:])
 
-    def streamjoin(self, variant: str, scratch: str):
+    def streamjoin(self, variant: str, scratch: str) -> DataFrame:
         from joins import interval_join
 
         window = datetime.timedelta(microseconds=self.params.window_us)
@@ -281,8 +285,8 @@ class Bench:
             partitions=self.params.partitions, state_dir=os.path.join(scratch, "state"),
         )
 
-    def floor(self, variant: str, scratch: str):
-        def rename(df):
+    def floor(self, variant: str, scratch: str) -> DataFrame:
+        def rename(df: DataFrame) -> DataFrame:
             return df.toDF("k", "t", "id", "payload")
         both = rename(self.source("left")).unionByName(rename(self.source("right")))
         return both.repartition(self.params.partitions, "k").mapInArrow(_pass_through, both.schema)
@@ -292,7 +296,7 @@ class Bench:
         idle workers exit after a minute, and a variant should not pay for starting them."""
         from joins import interval_join
 
-        def read(side: str):
+        def read(side: str) -> DataFrame:
             return self.spark.read.parquet(os.path.join(self.root, side, "part-0000.parquet"))
         left, right = read("left"), read("right")
         left.join(right, "k").write.format("noop").mode("overwrite").save()
@@ -327,7 +331,8 @@ class Bench:
                 memory.stop()
             shutil.rmtree(scratch, ignore_errors=True)
 
-    def _outcome(self, variant, progress, seconds, rss, scratch, memory) -> Outcome:
+    def _outcome(self, variant: str, progress: list[Any], seconds: float, rss: tuple[int, int],
+                 scratch: str, memory: WorkerMemory) -> Outcome:
         outcome = Outcome(seconds, sum(_sink_rows(p) for p in progress), rss)
         for p in progress:
             start = datetime.datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
@@ -344,18 +349,18 @@ class Bench:
         return outcome
 
 
-def _pass_through(batches):
+def _pass_through(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     yield from batches
 
 
-def _sink_rows(progress) -> int:
+def _sink_rows(progress: Any) -> int:
     rows = progress["sink"].get("numOutputRows", -1)
     if rows is None or rows < 0:
         raise RuntimeError("the noop sink reported no output row count; cannot check the joins")
     return int(rows)
 
 
-def _check_spark(variant: str, progress, state_dir: str) -> list[str]:
+def _check_spark(variant: str, progress: list[Any], state_dir: str) -> list[str]:
     """Refuse a run whose state files or metrics show another provider; note dropped rows."""
     operators = [op for p in progress for op in p["stateOperators"]]
     rocksdb = any(key.startswith("rocksdb") for op in operators for key in op.get("customMetrics", {}))
@@ -428,7 +433,7 @@ def batches_table(outcome: Outcome, held: list[int]) -> Table:
     by_version: dict[int, int] = {}
     for record in outcome.join_metrics:
         by_version[record["version"]] = by_version.get(record["version"], 0) + record.get("state_bytes", 0)
-    table = Table(["batch", "input rows", "rows held", "store MB", "seconds", "RSS max MB", "RSS sum MB"])
+    table = Table(["batch", "input rows", "rows held", "store MB (est.)", "seconds", "RSS max MB", "RSS sum MB"])
     for b in outcome.batches:
         if b["input_rows"]:
             i = b["batch"]
@@ -486,7 +491,7 @@ def run(args: argparse.Namespace) -> int:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def report(args, params: Params, results: dict[str, list[Outcome]], expected: int, held: list[int]) -> int:
+def report(args: argparse.Namespace, params: Params, results: dict[str, list[Outcome]], expected: int, held: list[int]) -> int:
     """Print the tables and notes; return 1 when a join's output count is wrong."""
     print(f"{params.rows:,} rows ({params.per_side:,} a side, {RATE:,}/s a side, up to "
           f"{DISORDER_US // 1_000_000} s out of order), {params.keys:,} keys, window +/- "
@@ -500,8 +505,8 @@ def report(args, params: Params, results: dict[str, list[Outcome]], expected: in
         print(goals.render())
     for variant in ("streamjoin-rocksdb", "streamjoin-lmdb", "streamjoin-memory"):
         if args.large_state and variant in results:
-            print(f"\n{variant}, per micro-batch (rows held: what the join's definition keeps; "
-                  "RSS: peak during the batch)")
+            print(f"\n{variant}, per micro-batch (rows held: what the join's definition keeps; store MB: "
+                  "the store's own estimate, summed over partitions; RSS: peak during the batch)")
             print(batches_table(results[variant][-1], held).render())
     problems = counts_agree(results, expected)
     for line in [n for outcomes in results.values() for o in outcomes for n in o.notes] + problems:
