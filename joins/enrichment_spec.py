@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from joins.changes import ChangeFormat, Vocabulary
 from joins.errors import JoinDefinitionError
 from joins.operator import REASON_COLUMN
+from joins.interval_spec import _sortable  # one probe of Arrow's sort support for both joins
 
 __all__ = ["Mode", "How", "EnrichmentSpec", "build_spec", "sort_keys"]
 
@@ -196,12 +197,3 @@ def sort_keys(schema: pa.Schema, first: Sequence[str]) -> tuple[tuple[str, str, 
     return tuple((n, "ascending", "at_start") for n in [*first, *rest])
 
 
-def _sortable(kind: pa.DataType) -> bool:
-    if pa.types.is_dictionary(kind):
-        kind = kind.value_type
-    probe = pa.table({"c": pa.nulls(2, kind), "d": pa.array([1, 0])})
-    try:
-        pc.sort_indices(probe, sort_keys=[("c", "ascending"), ("d", "ascending")])
-    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
-        return False
-    return True
