@@ -22,7 +22,6 @@ from enum import Enum
 from typing import Any, Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from joins.changes import ChangeFormat, Vocabulary
 from joins.errors import JoinDefinitionError
