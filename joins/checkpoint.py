@@ -7,6 +7,9 @@ Layout under the checkpoint URI (a local path or any ``pyarrow.fs`` URI)::
     progress/p=<p>/v=<v>.json         partition p's largest event time per input, up to version v
     set_aside/<input>/v=<v>/p=<p>.parquet   rows not processed (late, dead letters), with reasons
     metrics/v=<v>/p=<p>.json          what partition p did in version v
+    initial/<input>/p=<p>.arrow       rows given to the join's first version (e.g. a bootstrap
+                                      snapshot), routed to partition p; ``initial/done.json``
+                                      marks the set complete
 
 Every file is written to a temporary name and moved into place, so a reader sees a whole file or
 none, and writing one again (a task or batch executed again) replaces it with identical content.
@@ -21,6 +24,7 @@ import posixpath
 from typing import Any, Mapping
 
 import pyarrow as pa
+import pyarrow.ipc as ipc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
@@ -137,6 +141,51 @@ class Checkpoint:
                 with self.fs.open_input_stream(info.path) as fh:
                     records.append(json.loads(fh.read()))
         return sorted(records, key=lambda r: (r.get("version", 0), r.get("partition", 0)))
+
+    # -- initial rows (read by the first version only) ------------------------------------------
+
+    def write_initial(self, input_name: str, partition: int, table: pa.Table) -> None:
+        """Store rows that partition ``partition``'s first version adds to input ``input_name``."""
+        path = self._path(f"initial/{input_name}/p={partition}.arrow")
+        tmp = f"{path}.{_tmp_suffix()}"
+        self.fs.create_dir(posixpath.dirname(path), recursive=True)
+        with self.fs.open_output_stream(tmp) as sink, ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        self.fs.move(tmp, path)
+
+    def read_initial(self, input_name: str, partition: int) -> pa.Table | None:
+        """The initial rows of ``input_name`` for ``partition``; None if there are none.
+
+        Raises :class:`CheckpointMismatchError` if initial rows were started but never completed
+        (the job that writes them failed): the first version must not run on part of them.
+        """
+        if self.initial_done() is None:
+            info = self.fs.get_file_info(self._path("initial"))
+            if info.type != pafs.FileType.NotFound:
+                raise CheckpointMismatchError(
+                    f"checkpoint {self.uri} holds initial rows that were never completed (the bootstrap "
+                    "job failed); define the join again to write them, or use a new checkpoint location"
+                )
+            return None
+        path = self._path(f"initial/{input_name}/p={partition}.arrow")
+        if self.fs.get_file_info(path).type == pafs.FileType.NotFound:
+            return None
+        with self.fs.open_input_file(path) as source:
+            return ipc.open_file(source).read_all()
+
+    def mark_initial_done(self, counts: Mapping[str, int]) -> None:
+        """Mark the initial rows complete, with how many each input has."""
+        self._write_json("initial/done.json", {"rows": dict(counts)})
+
+    def initial_done(self) -> dict[str, int] | None:
+        """Row counts per input of completed initial rows; None if none were completed."""
+        found = self._read_json("initial/done.json")
+        return None if found is None else dict(found["rows"])
+
+    def has_state(self) -> bool:
+        """Whether any partition has committed a version (the first version has run)."""
+        selector = pafs.FileSelector(self._path("state"), recursive=True, allow_not_found=True)
+        return any(info.is_file for info in self.fs.get_file_info(selector))
 
     # -- helpers --------------------------------------------------------------------------------
 

@@ -71,6 +71,17 @@ class LocalRunner:
         self.version = version + 1
         return pa.concat_tables(outputs) if outputs else self.operator.output_schema.empty_table()
 
+    def set_initial(self, input_name: str, rows: pa.Table) -> None:
+        """Give input ``input_name`` these rows in the first version (a bootstrap snapshot's
+        changes), written to the checkpoint and routed by key exactly as the Spark layer does."""
+        spec = next((s for s in self.operator.inputs if s.name == input_name), None)
+        if spec is None:
+            raise ValueError(f"{self.operator.kind} has no input {input_name!r}")
+        for partition, part in enumerate(route(rows, spec.key, self.partitions)):
+            if part.num_rows:
+                self.checkpoint.write_initial(input_name, partition, part)
+        self.checkpoint.mark_initial_done({input_name: rows.num_rows})
+
     def lose_local_state(self, partition: int | None = None) -> None:
         """Delete local stores (one partition or all), as if their executor were lost."""
         parts = range(self.partitions) if partition is None else [partition]

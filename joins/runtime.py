@@ -103,6 +103,9 @@ def run_partition(
     # possibly in a query whose batch ids began earlier). A missing v-1 is a gap: the changelog
     # raises, naming it, rather than this task silently starting from an older state.
     target = task.version - 1 if any(v < task.version for v in log.versions()) else None
+    initial = _initial_rows(operator, checkpoint, task.partition) if target is None else (0,) * n_inputs
+    if target is None:
+        rows, initial = _with_initial(rows, initial)
     started = time.perf_counter()
     store, opened = open_logged_store(
         config.store, local_store_path(config, checkpoint, task.partition), log, target,
@@ -119,9 +122,30 @@ def run_partition(
     finally:
         store.close()
     metrics = _metrics(operator, task, rows, result, opened, open_seconds, stats)
+    for spec, count in zip(operator.inputs, initial):
+        if count:
+            metrics[f"initial_rows_{spec.name}"] = count
     _write_records(operator, checkpoint, task, rows, result, metrics)
     _maybe_fail_once(config, task, "after-commit")
     return result.output, metrics
+
+
+def _initial_rows(operator: Operator, checkpoint: Checkpoint, partition: int) -> tuple[pa.Table | None, ...]:
+    """The initial rows (:meth:`Checkpoint.write_initial`) of each input for ``partition``."""
+    return tuple(checkpoint.read_initial(spec.name, partition) for spec in operator.inputs)
+
+
+def _with_initial(rows: tuple[pa.Table, ...], initial) -> tuple[tuple[pa.Table, ...], tuple[int, ...]]:
+    """Each input's rows preceded by its initial rows; and how many initial rows each had."""
+    merged, counts = [], []
+    for table, extra in zip(rows, initial):
+        if extra is None or extra.num_rows == 0:
+            merged.append(table)
+            counts.append(0)
+        else:
+            merged.append(pa.concat_tables([extra.cast(table.schema), table]))
+            counts.append(extra.num_rows)
+    return tuple(merged), tuple(counts)
 
 
 def _maybe_fail_once(config: StateConfig, task: TaskInfo, point: str) -> None:

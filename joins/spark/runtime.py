@@ -62,12 +62,16 @@ def run_operator(
     checkpoint: str | None,
     partitions: int | None = None,
     state: StateConfig | None = None,
+    initial: Sequence[DataFrame | None] | None = None,
 ) -> DataFrame:
     """A DataFrame of ``operator``'s output over ``inputs`` (streaming or batch DataFrames).
 
     ``checkpoint`` is required when any input is streaming; it is bound to the operator's
     definition and partition count here, before the query starts. ``partitions`` defaults to the
-    session's ``spark.sql.shuffle.partitions``.
+    session's ``spark.sql.shuffle.partitions``. ``initial[i]``, a batch DataFrame of input ``i``'s
+    schema, is added to input ``i``'s rows of the join's first version: a Spark job run here
+    routes it by key into the checkpoint, once (a checkpoint whose first version has run, or
+    whose initial rows are complete, keeps them).
     """
     if len(inputs) != len(operator.inputs):
         raise JoinDefinitionError(f"{operator.kind} takes {len(operator.inputs)} inputs, got {len(inputs)}")
@@ -86,22 +90,28 @@ def run_operator(
         checkpoint = tempfile.mkdtemp(prefix="streamjoin-batch-")
     Checkpoint(checkpoint).bind(operator.definition(), partitions)
     state = state or StateConfig()
-    combined = _union_inputs(inputs, operator)
+    key_types = _common_key_types(inputs, operator)
+    if initial is not None and any(df is not None for df in initial):
+        _write_initial(initial, operator, key_types, Checkpoint(checkpoint), partitions)
+    combined = _union_inputs(inputs, operator, key_types)
     keys = [c for c in combined.columns if c.startswith("_sj_k")]
     shuffled = combined.repartition(partitions, *keys)
     task = _PartitionTask(operator, checkpoint, partitions, state, final=not streaming)
     return shuffled.mapInArrow(task, from_arrow_schema(operator.output_schema, prefer_timestamp_ntz=True))
 
 
-def _union_inputs(inputs: Sequence[DataFrame], operator: Operator) -> DataFrame:
+def _tagged(df: DataFrame, i: int, operator: Operator, key_types: Sequence[str]) -> DataFrame:
+    """Input ``i``'s rows as: input tag, common-typed key columns, the row as one struct."""
+    spec = operator.inputs[i]
+    columns = [F.lit(i).cast("byte").alias(INPUT_TAG)]
+    columns += [F.col(f"`{k}`").cast(t).alias(_KEY.format(j)) for j, (k, t) in enumerate(zip(spec.key, key_types))]
+    columns.append(F.struct(*[F.col(f"`{name}`") for name in spec.schema.names]).alias(_ROW.format(i)))
+    return df.select(*columns)
+
+
+def _union_inputs(inputs: Sequence[DataFrame], operator: Operator, key_types: Sequence[str]) -> DataFrame:
     """One DataFrame: input tag, common-typed key columns, and each input's row as a struct."""
-    key_types = _common_key_types(inputs, operator)
-    parts = []
-    for i, (df, spec) in enumerate(zip(inputs, operator.inputs)):
-        columns = [F.lit(i).cast("byte").alias(INPUT_TAG)]
-        columns += [F.col(k).cast(t).alias(_KEY.format(j)) for j, (k, t) in enumerate(zip(spec.key, key_types))]
-        columns.append(F.struct(*[F.col(f"`{name}`") for name in spec.schema.names]).alias(_ROW.format(i)))
-        parts.append(df.select(*columns))
+    parts = [_tagged(df, i, operator, key_types) for i, df in enumerate(inputs)]
     combined = parts[0]
     for part in parts[1:]:
         combined = combined.unionByName(part, allowMissingColumns=True)
@@ -123,6 +133,49 @@ def _common_key_types(inputs: Sequence[DataFrame], operator: Operator) -> list[s
             names = [spec.key[j] for spec in operator.inputs]
             raise JoinDefinitionError(f"key columns {names} have different types {sorted(found)}; cast them to one type")
     return types
+
+
+def _write_initial(
+    initial: Sequence[DataFrame | None], operator: Operator, key_types: Sequence[str], checkpoint: Checkpoint,
+    partitions: int,
+) -> None:
+    """Route each initial DataFrame by key as the query will (same key columns, types and hash
+    partitioning) and write each partition's rows to the checkpoint; then mark them complete."""
+    if checkpoint.initial_done() is not None or checkpoint.has_state():
+        log.info("streamjoin: %s already has its initial rows (or has run); not writing them again", checkpoint.uri)
+        return
+    counts = {}
+    for i, df in enumerate(initial):
+        if df is None:
+            continue
+        spec = operator.inputs[i]
+        if df.isStreaming:
+            raise JoinDefinitionError(f"initial rows of input {spec.name!r} must be a batch DataFrame, not a stream")
+        keys = [_KEY.format(j) for j in range(len(spec.key))]
+        routed = _tagged(df, i, operator, key_types).repartition(partitions, *keys)
+        writer = _InitialWriter(operator, i, checkpoint.uri)
+        written = routed.mapInArrow(writer, "rows long").agg(F.sum("rows")).collect()[0][0]
+        counts[spec.name] = int(written or 0)
+    checkpoint.mark_initial_done(counts)
+
+
+class _InitialWriter:
+    """Writes one partition's initial rows of one input to the checkpoint; yields the count."""
+
+    def __init__(self, operator: Operator, index: int, checkpoint: str):
+        self.operator, self.index, self.checkpoint = operator, index, checkpoint
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        spec = self.operator.inputs[self.index]
+        batches = list(batches)
+        rows = spec.schema.empty_table()
+        if batches:
+            column = pa.Table.from_batches(batches).column(_ROW.format(self.index)).combine_chunks()
+            if len(column):
+                rows = pa.Table.from_batches([pa.RecordBatch.from_struct_array(column)]).cast(spec.schema)
+        if rows.num_rows:
+            Checkpoint(self.checkpoint).write_initial(spec.name, TaskContext.get().partitionId(), rows)
+        yield pa.RecordBatch.from_pydict({"rows": pa.array([rows.num_rows], pa.int64())})
 
 
 class _PartitionTask:

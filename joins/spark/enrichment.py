@@ -1,0 +1,125 @@
+"""``stream_table_join``: events enriched from a table's change stream, in PySpark (SPEC §5)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any, Iterator, Mapping, Sequence
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from joins.changes import ChangeFormat
+from joins.enrichment import EnrichmentJoin
+from joins.errors import JoinDefinitionError
+from joins.runtime import StateConfig
+from joins.spark.changes import change_format, plain_changes
+from joins.spark.interval import _check_columns, _check_time
+from joins.spark.runtime import arrow_schema, run_operator
+
+__all__ = ["stream_table_join"]
+
+
+def stream_table_join(
+    stream: DataFrame,
+    table_changes: DataFrame,
+    on: str | Sequence[str],
+    *,
+    stream_time: str,
+    table_key: str | Sequence[str],
+    table_time: str | None = None,
+    how: str = "left",
+    mode: str = "as_of",
+    delay: datetime.timedelta,
+    grace: datetime.timedelta | None = None,
+    bootstrap: DataFrame | None = None,
+    changes: str | ChangeFormat | None = None,
+    table_sequence: str | None = None,
+    store: str = "rocksdb",
+    checkpoint: str | None = None,
+    partitions: int | None = None,
+    store_options: Mapping[str, Any] | None = None,
+    state_dir: str | None = None,
+) -> DataFrame:
+    """Enrich each event of ``stream`` with the row of a changing table that its key refers to.
+
+    ``table_changes`` is the table's change stream: a Delta change data feed (``_change_type``,
+    ``_commit_timestamp``, ``_commit_version``), Debezium envelopes (``op``, ``before``,
+    ``after``, ``ts_ms``; JSON strings with ``changes=ChangeFormat.debezium_json(key,
+    row_schema)``) or a plain table (``op`` in upsert/insert/update/delete/heartbeat and the
+    change-time column ``table_time``); the vocabulary is detected from the columns unless
+    ``changes`` names it. ``on`` names the event's columns that equal ``table_key``, the table's
+    primary key (a foreign key is fine). Changes for one key apply in (change time,
+    ``table_sequence``) order; an older or duplicate change is stale and ignored (counted).
+
+    ``mode="as_of"`` (deterministic): an event at time ``t`` gets the row as it was at ``t`` (the
+    key's last change at or before ``t``; after a delete, none). It waits until the table's
+    watermark (its newest change or heartbeat time minus ``delay``) passes ``t``, or, with
+    ``grace``, until the event watermark passes ``t + grace`` (then it joins what is known;
+    counted as ``released_by_grace``). ``mode="latest"``: each event gets the row as of the end
+    of its micro-batch's changes, at once; the result depends on the batch boundaries.
+    ``how="left"`` keeps events without a row (null-padded), ``"inner"`` drops them.
+
+    Output: every event column, then the table's value columns (a name also in the events gets
+    ``_table``). Late events (older than the event watermark), late changes and refused rows are
+    set aside with a reason: ``set_aside_rows(spark, checkpoint, "stream" | "table" |
+    "table_source")``. ``bootstrap``, a batch DataFrame of the table's rows (its key and value
+    columns; a change-time column kept if present), is loaded before the first batch. Other
+    arguments as for :func:`joins.interval_join`. Raises :class:`JoinDefinitionError` before any
+    query starts when an argument is wrong.
+    """
+    key = [table_key] if isinstance(table_key, str) else list(table_key)
+    _check_columns(stream, "stream", ([on] if isinstance(on, str) else list(on)) + [stream_time])
+    _check_time(stream, "stream_time", stream_time)
+    fmt = change_format(table_changes, changes, key, table_time, table_sequence)
+    if fmt.vocabulary.value in ("plain", "delta"):
+        _check_columns(table_changes, "table_changes", [fmt.time])
+        _check_time(table_changes, "table_time", fmt.time)
+    if bootstrap is not None and (not isinstance(bootstrap, DataFrame) or bootstrap.isStreaming):
+        raise JoinDefinitionError("bootstrap must be a batch DataFrame of the table's rows (spark.read...), not a stream")
+    streaming = stream.isStreaming or table_changes.isStreaming
+    if checkpoint is None and streaming:
+        raise JoinDefinitionError(
+            "stream_table_join on a streaming DataFrame needs checkpoint=... : a durable location (a path or "
+            "any pyarrow.fs URI) for its state changelogs, one per join"
+        )
+    if checkpoint is None:
+        import tempfile
+
+        checkpoint = tempfile.mkdtemp(prefix="streamjoin-batch-")
+    table, fmt = plain_changes(table_changes, fmt, checkpoint)
+    operator = EnrichmentJoin(
+        arrow_schema(stream), arrow_schema(table), on, stream_time=stream_time, changes=fmt,
+        mode=mode, how=how, delay=delay, grace=grace,
+    )
+    initial = None if bootstrap is None else [None, _bootstrap_changes(bootstrap, operator)]
+    state = StateConfig(store=store, store_options=dict(store_options or {}), local_dir=state_dir)
+    return run_operator([stream, table], operator, checkpoint=checkpoint, partitions=partitions, state=state,
+                        initial=initial)
+
+
+def _bootstrap_changes(bootstrap: DataFrame, operator: EnrichmentJoin) -> DataFrame:
+    """The snapshot as upserts in the table input's schema (:meth:`EnrichmentJoin.bootstrap_changes`)."""
+    spec = operator.spec
+    rows = [n for n in spec.internal.names if not n.startswith("__sj_")]
+    allowed = set(rows) | {spec.changes.time}
+    _check_columns(bootstrap, "bootstrap", list(spec.changes.key))
+    unknown = [c for c in bootstrap.columns if c not in allowed]
+    if unknown:
+        raise JoinDefinitionError(
+            f"bootstrap has columns {unknown} that the table's rows do not have; its rows have {rows} "
+            f"(and the change time {spec.changes.time!r}); select those"
+        )
+    snapshot = bootstrap.select(*[F.col(f"`{c}`") for c in bootstrap.columns])
+    source = arrow_schema(snapshot)
+    return snapshot.mapInArrow(_AsChanges(operator, source), from_arrow_schema(spec.table, prefer_timestamp_ntz=True))
+
+
+class _AsChanges:
+    def __init__(self, operator: EnrichmentJoin, schema: pa.Schema):
+        self.operator, self.schema = operator, schema
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            yield from self.operator.bootstrap_changes(pa.Table.from_batches([batch], self.schema)).to_batches()

@@ -1,0 +1,127 @@
+"""The stream-table join end to end through Spark (issue 6): a streaming as-of join with a
+bootstrap snapshot, a change that arrives after an event it precedes, a delete and a dead letter;
+Debezium JSON envelopes through the pre-stage; and argument errors before any query starts."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import timedelta
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from joins import join_metrics, set_aside_rows, stream_table_join
+from joins.changes import ChangeFormat
+from joins.errors import JoinDefinitionError
+
+pytestmark = pytest.mark.spark
+
+BASE = 1_767_225_600  # 2026-01-01T00:00:00Z, seconds
+EVENTS = "user_id bigint, ts timestamp, action string"
+CHANGES = "user_id bigint, op string, changed_at timestamp, plan string, country string"
+PROFILES = [(1, "free", "DE"), (2, "free", "FR"), (3, "pro", "US")]
+
+
+def _at(seconds: int):
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(BASE + seconds, dt.timezone.utc)
+
+
+def _files(directory: str, batches: list[list[dict]], schema: pa.Schema) -> None:
+    """One Parquet file per micro-batch, with increasing modification times (the read order)."""
+    os.makedirs(directory, exist_ok=True)
+    for i, rows in enumerate(batches):
+        path = os.path.join(directory, f"part-{i:03d}.parquet")
+        pq.write_table(pa.Table.from_pylist(rows, schema), path)
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+
+
+EVENT_SCHEMA = pa.schema([("user_id", pa.int64()), ("ts", pa.timestamp("us", "UTC")), ("action", pa.string())])
+CHANGE_SCHEMA = pa.schema([("user_id", pa.int64()), ("op", pa.string()), ("changed_at", pa.timestamp("us", "UTC")),
+                           ("plan", pa.string()), ("country", pa.string())])
+
+
+def _event(user, seconds, action):
+    return {"user_id": user, "ts": _at(seconds), "action": action}
+
+
+def _change(user, op, seconds, plan=None, country=None):
+    return {"user_id": user, "op": op, "changed_at": _at(seconds), "plan": plan, "country": country}
+
+
+def test_stream_table_join_as_of_streaming_with_bootstrap(spark, tmp_path):
+    root = str(tmp_path)
+    _files(f"{root}/events", [
+        [_event(1, 10, "a"), _event(2, 12, "b"), _event(4, 14, "c"), _event(2, 25, "b2")],
+        [_event(3, 28, "d"), _event(3, 33, "e"), _event(1, 19, "f")],
+        [_event(1, 100, "sentinel")],
+        [_event(1, 200, "sentinel")],
+    ], EVENT_SCHEMA)
+    _files(f"{root}/changes", [
+        [_change(1, "upsert", 20, "pro", "DE")],
+        [_change(2, "update", 22, "free", "DE"), _change(3, "merge", 24), _change(3, "delete", 30)],
+        [_change(None, "heartbeat", 100)],
+        [_change(None, "heartbeat", 200)],
+    ], CHANGE_SCHEMA)
+    events = spark.readStream.schema(EVENTS).option("maxFilesPerTrigger", 1).parquet(f"{root}/events")
+    changes = spark.readStream.schema(CHANGES).option("maxFilesPerTrigger", 1).parquet(f"{root}/changes")
+    bootstrap = spark.createDataFrame(PROFILES, "user_id bigint, plan string, country string")
+    joined = stream_table_join(events, changes, "user_id", stream_time="ts", table_key="user_id",
+                               table_time="changed_at", delay=timedelta(seconds=10), bootstrap=bootstrap,
+                               checkpoint=f"{root}/ck", partitions=3)
+    query = (joined.writeStream.format("parquet").option("path", f"{root}/out")
+             .option("checkpointLocation", f"{root}/spark").trigger(availableNow=True).start())
+    query.awaitTermination()
+    got = sorted(tuple(r) for r in spark.read.parquet(f"{root}/out").select("action", "plan", "country").collect())
+    assert got == [("a", "free", "DE"), ("b", "free", "FR"), ("b2", "free", "DE"), ("c", None, None),
+                   ("d", "pro", "US"), ("e", None, None), ("f", "free", "DE")]
+    aside = set_aside_rows(spark, f"{root}/ck", "table")
+    assert [(r.user_id, r._reason) for r in aside.collect()] == [(3, "unknown op")]
+    metrics = join_metrics(spark, f"{root}/ck").collect()
+    assert sum(r.asDict().get("initial_rows_table") or 0 for r in metrics) == 3
+
+
+def test_stream_table_join_debezium_json_batch(spark, tmp_path):
+    root = str(tmp_path)
+    envelopes = [
+        {"op": "r", "after": {"user_id": 1, "plan": "free"}, "ts_ms": 1_000},
+        {"payload": {"op": "u", "before": {"user_id": 1, "plan": "free"}, "after": {"user_id": 1, "plan": "pro"},
+                     "ts_ms": 5_000}},
+        {"op": "d", "before": {"user_id": 1, "plan": "pro"}, "ts_ms": 9_000},
+    ]
+    os.makedirs(f"{root}/cdc")
+    with open(f"{root}/cdc/part-0.json", "w") as fh:
+        fh.write("\n".join([json.dumps(e) for e in envelopes] + ["{not json"]) + "\n")
+    raw = spark.read.text(f"{root}/cdc")
+    row = pa.schema([("user_id", pa.int64()), ("plan", pa.string())])
+    events = spark.createDataFrame([(1, _at(0).replace(year=1970, month=1, day=1, hour=0, minute=0, second=s), str(s))
+                                    for s in (0, 1, 4, 5, 8, 9)], EVENTS)
+    joined = stream_table_join(events, raw, "user_id", stream_time="ts", table_key="user_id",
+                               changes=ChangeFormat.debezium_json("user_id", row), delay=timedelta(0),
+                               checkpoint=f"{root}/ck", partitions=2)
+    got = sorted((r.action, r.plan) for r in joined.collect())
+    assert got == [("0", None), ("1", "free"), ("4", "free"), ("5", "pro"), ("8", "pro"), ("9", None)]
+    aside = set_aside_rows(spark, f"{root}/ck", "table_source").collect()
+    assert [r._reason for r in aside] == ["invalid json"]
+
+
+def test_stream_table_join_bad_arguments_fail_before_the_query(spark, tmp_path):
+    events = spark.createDataFrame([(1, _at(0), "a")], EVENTS)
+    changes = spark.createDataFrame([(1, "upsert", _at(0), "free", "DE")], CHANGES)
+    args = dict(stream_time="ts", table_key="user_id", table_time="changed_at", delay=timedelta(0))
+    with pytest.raises(JoinDefinitionError, match="no column"):
+        stream_table_join(events, changes, "nope", **args)
+    with pytest.raises(JoinDefinitionError, match="must be a timestamp"):
+        stream_table_join(events, changes.withColumn("changed_at", changes.user_id), "user_id", **args)
+    with pytest.raises(JoinDefinitionError, match="cannot tell the vocabulary"):
+        stream_table_join(events, changes.drop("op"), "user_id", **args)
+    with pytest.raises(JoinDefinitionError, match="mode"):
+        stream_table_join(events, changes, "user_id", mode="newest", **args)
+    with pytest.raises(JoinDefinitionError, match="bootstrap has columns"):
+        stream_table_join(events, changes, "user_id", bootstrap=events, **args)
+    stream = spark.readStream.schema(EVENTS).parquet(str(tmp_path))
+    with pytest.raises(JoinDefinitionError, match="checkpoint"):
+        stream_table_join(stream, changes, "user_id", **args)
