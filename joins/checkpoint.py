@@ -9,7 +9,8 @@ Layout under the checkpoint URI (a local path or any ``pyarrow.fs`` URI)::
     metrics/v=<v>/p=<p>.json          what partition p did in version v
     initial/<input>/p=<p>.arrow       rows given to the join's first version (e.g. a bootstrap
                                       snapshot), routed to partition p; ``initial/done.json``
-                                      marks the set complete
+                                      marks the set complete, ``initial/used/p=<p>.json``
+                                      the version that took them
 
 Every file is written to a temporary name and moved into place, so a reader sees a whole file or
 none, and writing one again (a task or batch executed again) replaces it with identical content.
@@ -181,6 +182,14 @@ class Checkpoint:
         """Row counts per input of completed initial rows; None if none were completed."""
         found = self._read_json("initial/done.json")
         return None if found is None else dict(found["rows"])
+
+    def initial_used(self, partition: int) -> int | None:
+        """The version in which ``partition`` took its initial rows; None if it has not."""
+        found = self._read_json(f"initial/used/p={partition}.json")
+        return None if found is None else int(found["version"])
+
+    def mark_initial_used(self, partition: int, version: int) -> None:
+        self._write_json(f"initial/used/p={partition}.json", {"version": version})
 
     def has_state(self) -> bool:
         """Whether any partition has committed a version (the first version has run)."""

@@ -103,9 +103,7 @@ def run_partition(
     # possibly in a query whose batch ids began earlier). A missing v-1 is a gap: the changelog
     # raises, naming it, rather than this task silently starting from an older state.
     target = task.version - 1 if any(v < task.version for v in log.versions()) else None
-    initial = _initial_rows(operator, checkpoint, task.partition) if target is None else (0,) * n_inputs
-    if target is None:
-        rows, initial = _with_initial(rows, initial)
+    rows, initial = _with_initial(rows, _initial_rows(operator, checkpoint, task, first=target is None))
     started = time.perf_counter()
     store, opened = open_logged_store(
         config.store, local_store_path(config, checkpoint, task.partition), log, target,
@@ -130,9 +128,17 @@ def run_partition(
     return result.output, metrics
 
 
-def _initial_rows(operator: Operator, checkpoint: Checkpoint, partition: int) -> tuple[pa.Table | None, ...]:
-    """The initial rows (:meth:`Checkpoint.write_initial`) of each input for ``partition``."""
-    return tuple(checkpoint.read_initial(spec.name, partition) for spec in operator.inputs)
+def _initial_rows(operator: Operator, checkpoint: Checkpoint, task: TaskInfo, first: bool) -> tuple:
+    """The initial rows (:meth:`Checkpoint.write_initial`) of each input for this task, if its
+    version is the partition's first: the one that found no earlier state, recorded before it
+    commits so that executing it again (even after a base snapshot was written) reads them too."""
+    used = checkpoint.initial_used(task.partition)
+    if (used is None and not first) or (used is not None and used != task.version):
+        return (None,) * len(operator.inputs)
+    tables = tuple(checkpoint.read_initial(spec.name, task.partition) for spec in operator.inputs)
+    if used is None and any(t is not None for t in tables):
+        checkpoint.mark_initial_used(task.partition, task.version)
+    return tables
 
 
 def _with_initial(rows: tuple[pa.Table, ...], initial) -> tuple[tuple[pa.Table, ...], tuple[int, ...]]:
