@@ -79,9 +79,12 @@ def _type(df: DataFrame, name: str):
     return df.schema[name].dataType if name in df.columns else None
 
 
-def plain_changes(df: DataFrame, fmt: ChangeFormat, checkpoint: str) -> tuple[DataFrame, ChangeFormat]:
+def plain_changes(
+    df: DataFrame, fmt: ChangeFormat, checkpoint: str, input_name: str = SOURCE_INPUT
+) -> tuple[DataFrame, ChangeFormat]:
     """``df`` unchanged for vocabularies with top-level keys; Debezium turned into the plain form
-    (with :data:`joins.changes.PLAIN_COLUMNS`), its refused rows written to the checkpoint."""
+    (with :data:`joins.changes.PLAIN_COLUMNS`), its refused rows written to the checkpoint's
+    set-aside output ``input_name``."""
     if fmt.vocabulary in (Vocabulary.PLAIN, Vocabulary.DELTA):
         return df, fmt
     if fmt.vocabulary is Vocabulary.DEBEZIUM_JSON and not isinstance(_type(df, fmt.column), StringType):
@@ -90,7 +93,7 @@ def plain_changes(df: DataFrame, fmt: ChangeFormat, checkpoint: str) -> tuple[Da
     source = arrow_schema(df)
     internal = fmt.internal_schema(source)
     plain_schema = to_plain(internal.empty_table(), fmt.key).schema
-    stage = _ToPlain(fmt, checkpoint, source)
+    stage = _ToPlain(fmt, checkpoint, source, input_name)
     plain = df.mapInArrow(stage, from_arrow_schema(plain_schema, prefer_timestamp_ntz=False))
     return plain, ChangeFormat.plain(fmt.key, **PLAIN_COLUMNS)
 
@@ -98,8 +101,8 @@ def plain_changes(df: DataFrame, fmt: ChangeFormat, checkpoint: str) -> tuple[Da
 class _ToPlain:
     """Runs over one source partition: normalise, set aside refused rows, yield the plain form."""
 
-    def __init__(self, fmt: ChangeFormat, checkpoint: str, schema: pa.Schema):
-        self.fmt, self.checkpoint, self.schema = fmt, checkpoint, schema
+    def __init__(self, fmt: ChangeFormat, checkpoint: str, schema: pa.Schema, input_name: str):
+        self.fmt, self.checkpoint, self.schema, self.input_name = fmt, checkpoint, schema, input_name
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         batches = list(batches)
@@ -109,6 +112,6 @@ class _ToPlain:
             ctx = TaskContext.get()
             batch_id = ctx.getLocalProperty("streaming.sql.batchId")
             version = int(batch_id) if batch_id is not None else 0
-            Checkpoint(self.checkpoint).write_set_aside(SOURCE_INPUT, version, ctx.partitionId(), result.aside)
+            Checkpoint(self.checkpoint).write_set_aside(self.input_name, version, ctx.partitionId(), result.aside)
             log.info("streamjoin: %d change rows set aside before routing: %s", result.aside.num_rows, result.counts)
         yield from to_plain(result.changes, self.fmt.key).to_batches()
