@@ -33,13 +33,16 @@ from changelog.storage import TEMP_PREFIX
 __all__ = [
     "Kind", "LogFile", "parse_name", "file_name", "Delta", "encode_delta", "decode_delta",
     "SNAPSHOT_SCHEMA", "DELTA_SCHEMA", "snapshot_schema", "SnapshotReader", "verified_reader",
-    "PUT", "DELETE", "DELETE_RANGE", "BATCH_ROWS", "check_write",
+    "PUT", "DELETE", "DELETE_RANGE", "BATCH_ROWS", "BATCH_BYTES", "check_write",
 ]
 
 PUT, DELETE, DELETE_RANGE = 0, 1, 2
 FORMAT = "1"
 #: Rows per record batch in snapshots: big enough to amortise per-batch work, small to stream.
 BATCH_ROWS = 65536
+#: A snapshot record batch also ends before its keys and values would pass this many bytes (a
+#: batch holds at least one entry), so memory stays bounded when values are large blobs.
+BATCH_BYTES = 8 << 20
 
 _BIN = pa.large_binary()
 DELTA_SCHEMA = pa.schema([("op", pa.int8(), False), ("key", _BIN, False), ("value", _BIN)])

@@ -21,15 +21,16 @@ from __future__ import annotations
 
 import os
 import zlib
-from itertools import islice
 from typing import BinaryIO, Callable, Iterable, Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from changelog.errors import ChangelogError, VersionNotRetainedError, VersionOrderError
 from changelog.format import (
+    BATCH_BYTES,
     BATCH_ROWS,
     Delta,
     Kind,
@@ -128,8 +129,9 @@ class Changelog:
     def write_snapshot(self, version: int, chunks: Iterable[tuple[pa.Array, pa.Array]]) -> LogFile:
         """Write the snapshot of ``version`` from (keys, values) chunks in strictly ascending order.
 
-        Record batches hold exactly ``BATCH_ROWS`` entries (the last one fewer) whatever the
-        chunking, so one state always gives the same bytes and the same file name. Raises
+        Record batches end at ``BATCH_ROWS`` entries or before passing ``BATCH_BYTES`` bytes
+        (see :func:`rebatch`) whatever the chunking, so one state always gives the same bytes
+        and the same file name, and memory stays bounded however large the values. Raises
         ChangelogError (nothing published) when the keys are not strictly ascending.
         """
         _check_version(version)
@@ -244,33 +246,55 @@ def _summary(versions: list[int]) -> str:
     return f"{versions[0]}..{versions[-1]}" if len(versions) > 1 else str(versions[0])
 
 
-def iter_chunks(items: Iterator[KeyValue], size: int = BATCH_ROWS) -> Iterator[tuple[pa.Array, pa.Array]]:
-    """Group (key, value) pairs into (keys, values) Arrow arrays of up to ``size`` entries."""
-    while True:
-        chunk = list(islice(items, size))
-        if not chunk:
-            return
-        keys, values = zip(*chunk)
+def iter_chunks(
+    items: Iterator[KeyValue], size: int = BATCH_ROWS, max_bytes: int = BATCH_BYTES
+) -> Iterator[tuple[pa.Array, pa.Array]]:
+    """Group (key, value) pairs into (keys, values) Arrow arrays of up to ``size`` entries and
+    (beyond the first entry) up to ``max_bytes`` bytes of keys and values."""
+    keys: list[bytes] = []
+    values: list[bytes] = []
+    pending = 0
+    for key, value in items:
+        if keys and (len(keys) == size or pending + len(key) + len(value) > max_bytes):
+            yield pa.array(keys, pa.large_binary()), pa.array(values, pa.large_binary())
+            keys, values, pending = [], [], 0
+        keys.append(key)
+        values.append(value)
+        pending += len(key) + len(value)
+    if keys:
         yield pa.array(keys, pa.large_binary()), pa.array(values, pa.large_binary())
 
 
 def rebatch(
-    chunks: Iterable[tuple[pa.Array, pa.Array]], size: int = BATCH_ROWS
+    chunks: Iterable[tuple[pa.Array, pa.Array]], size: int = BATCH_ROWS, max_bytes: int = BATCH_BYTES
 ) -> Iterator[tuple[pa.Array, pa.Array]]:
-    """The same entries as ``chunks``, regrouped into chunks of exactly ``size`` (the last fewer)."""
+    """The same entries as ``chunks``, regrouped so that a chunk ends exactly when it holds
+    ``size`` entries or the next entry would take its keys and values past ``max_bytes`` bytes
+    (a chunk holds at least one entry): the cut points depend on the entries, not on ``chunks``."""
     keys: list[pa.Array] = []
     values: list[pa.Array] = []
-    pending = 0
+    pending = pending_bytes = 0
     for k, v in chunks:
-        if len(k):
-            keys.append(k)
-            values.append(v)
-            pending += len(k)
-        while pending >= size:
-            all_k, all_v = _combine(keys), _combine(values)
-            yield all_k.slice(0, size), all_v.slice(0, size)
-            keys, values = [all_k.slice(size)], [all_v.slice(size)]
-            pending -= size
+        n = len(k)
+        if not n:
+            continue
+        sizes = np.cumsum(pc.add(pc.binary_length(k), pc.binary_length(v)).to_numpy(zero_copy_only=False))
+        start = 0
+        while start < n:
+            room = min(size - pending, n - start)
+            base = sizes[start - 1] if start else 0
+            fits = int(np.searchsorted(sizes[start:start + room] - base, max_bytes - pending_bytes, side="right"))
+            if fits == 0 and pending == 0:
+                fits = 1
+            if fits:
+                keys.append(k.slice(start, fits))
+                values.append(v.slice(start, fits))
+                pending += fits
+                pending_bytes += int(sizes[start + fits - 1] - base)
+                start += fits
+            if pending == size or fits < room:
+                yield _combine(keys), _combine(values)
+                keys, values, pending, pending_bytes = [], [], 0, 0
     if pending:
         yield _combine(keys), _combine(values)
 
