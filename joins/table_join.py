@@ -1,0 +1,90 @@
+"""The table-table join (SPEC §6), engine-free: two change streams -> the joined view's change stream.
+
+    join = TableTableJoin(posts.schema, follows.schema, (["author_id"], ["followee_id"]),
+                          left_key="post_id", right_key="follow_id", how="inner",
+                          left_time="at", right_time="at")
+
+It runs as three operators (:mod:`joins.operator`), chained version by version:
+
+1. ``join.left_stage`` (:class:`joins.table_rekey.TableRekey`), input ``changes`` routed by the
+   left table's **primary key** (``join.left_stage.inputs[0].key``): left changes -> left routed
+   changes (:mod:`joins.table_spec`), retracting a row from its old join key when it moves;
+2. ``join.right_stage``, the same for the right table;
+3. ``join.join_stage`` (:class:`joins.table_join_stage.TableJoinStage`), inputs ``left`` and
+   ``right`` (the two stages' outputs of the same version) routed by their **join-key** columns
+   (``join.join_stage.inputs[i].key``): routed changes -> the view's change stream, in the Delta
+   change data feed vocabulary (``join.output_schema``).
+
+Applying the output in (``_commit_version``, ``_seq``) order (:class:`joins.view.MaterializedView`)
+gives, after every version, the relational join of the two tables as they stand (SPEC §6).
+:class:`joins.table_local.LocalTableTableRunner` runs the three in process.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import pyarrow as pa
+
+from joins.changes import ChangeFormat
+from joins.interval_spec import On
+from joins.table_join_stage import TableJoinStage
+from joins.table_rekey import TableRekey
+from joins.table_spec import How, TableJoinSpec, common_key_types, detect_format, parse_on
+
+__all__ = ["TableTableJoin", "How"]
+
+
+class TableTableJoin:
+    """A validated table-table join and its three stages (see module docstring)."""
+
+    def __init__(
+        self, left_schema: pa.Schema, right_schema: pa.Schema, on: On, *, left_key: str | Sequence[str],
+        right_key: str | Sequence[str], how: str | How = "inner", left_changes: ChangeFormat | None = None,
+        right_changes: ChangeFormat | None = None, left_time: str | None = None, right_time: str | None = None,
+    ) -> None:
+        """Validate everything; raise :class:`joins.errors.JoinDefinitionError` saying what to change.
+
+        ``on``: a column name, a list of names (the same on both sides), or a pair (left names,
+        right names). ``left_key``/``right_key``: the primary keys. ``*_changes`` None: told from
+        the columns (:func:`joins.table_spec.detect_format`; plain changes need ``*_time``).
+        """
+        left_fmt = detect_format("left", left_schema, left_key, left_time, left_changes)
+        right_fmt = detect_format("right", right_schema, right_key, right_time, right_changes)
+        left_on, right_on = parse_on(on)
+        types = common_key_types(left_schema, left_fmt, left_on, right_schema, right_fmt, right_on)
+        self.left_stage = TableRekey(left_schema, left_fmt, left_on, "left", key_types=types)
+        self.right_stage = TableRekey(right_schema, right_fmt, right_on, "right", key_types=types)
+        self.join_stage = TableJoinStage(self.left_stage.side, self.right_stage.side, how)
+
+    @property
+    def spec(self) -> TableJoinSpec:
+        return self.join_stage.spec
+
+    @property
+    def how(self) -> How:
+        return self.spec.how
+
+    @property
+    def output_schema(self) -> pa.Schema:
+        """The view's change stream: left row, right row, ``_change_type``, ``_commit_version``, ``_seq``."""
+        return self.spec.output_schema
+
+    @property
+    def view_schema(self) -> pa.Schema:
+        """The view's columns (the output without the change-feed columns)."""
+        return self.spec.view_schema
+
+    @property
+    def view_key(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """Output names of the left and right primary-key columns: the view key."""
+        return self.spec.view_key
+
+    def definition(self) -> dict[str, Any]:
+        return self.spec.definition()
+
+    def __repr__(self) -> str:
+        s = self.spec
+        return (f"TableTableJoin(on=({list(s.left.on)!r}, {list(s.right.on)!r}), left_key={list(s.left.key)!r}, "
+                f"right_key={list(s.right.key)!r}, how={s.how.value!r}, left_changes={s.left.changes!r}, "
+                f"right_changes={s.right.changes!r})")

@@ -1,0 +1,276 @@
+"""Stage 2 of the table-table join: routed changes of both sides, by join key, to view changes.
+
+Inputs ``left`` and ``right``: the routed changes of each side's :class:`joins.table_rekey.TableRekey`
+(:mod:`joins.table_spec`), routed by their **join-key** columns (``TableSide.on``), so every row of
+one join key, on both sides, is held by one partition. A (join key, primary key) of a side appears
+at most once per version in them.
+
+**State**: per side, the current row of every (join key, primary key)::
+
+    b"L" | b"R"  |  pack(join key)  |  pack(primary key)   ->   pack(row)
+    b"\\x00meta"                                           ->   pack(left rows held, right rows held)
+
+so ``scan_prefix(side + pack(join key))`` lists a join key's rows. A side's rows with a null in the
+join key are kept only when ``how`` preserves that side (they can only appear null-padded).
+
+**View changes**: for each join key touched in a version, the view rows it can affect, before and
+after: pairs with a changed row on either side, and null-padded rows of a changed row or of a side
+whose padding flips because the other side's group went empty <-> non-empty. Only the groups
+those rows need are read (a side's whole group only when the other side changed in it), so the
+cost follows the affected view rows, not the state. Per view key (left primary key, right primary
+key; a padded side's is null) the diff is minimal: a row that changed -> ``update_preimage``
+(``_seq`` 0) and ``update_postimage`` (``_seq`` 1); a row gone -> ``delete`` (0); a new row ->
+``insert`` (1). A view row whose two sides both move to another join key in one version is deleted
+at the old key's partition and inserted at the new one's; applying every retraction of a version
+(``_seq`` 0) before its insertions keeps the view exact. Output rows are sorted by view key bytes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from joins.changes import DELETE, OP
+from joins.errors import JoinError
+from joins.operator import REASON_COLUMN, InputSpec, Operator, StepInput, StepResult
+from joins.table_rows import RowCodec, conform
+from joins.table_spec import How, TableJoinSpec, TableSide, build_join
+from statestore.base import KeyValue, Store
+from statestore.codecs import pack, unpack
+
+__all__ = ["TableJoinStage"]
+
+META_KEY = b"\x00meta"
+_SIDE = {"left": b"L", "right": b"R"}
+_INSERT, _DELETE = ("insert", 1), ("delete", 0)
+_PRE, _POST = ("update_preimage", 0), ("update_postimage", 1)
+
+
+class TableJoinStage(Operator):
+    """Stage 2 (see module): routed changes of two sides -> the view's change stream."""
+
+    kind = "table_join"
+
+    def __init__(self, left: TableSide, right: TableSide, how: str | How = "inner") -> None:
+        """``left``/``right``: the sides of the stage-1 operators (``TableRekey(...).side``)."""
+        self.spec: TableJoinSpec = build_join(left, right, how)
+        self.codecs = {s.name: RowCodec(s.row_schema) for s in (left, right)}
+        self._inputs = (InputSpec("left", left.routed, left.on, None), InputSpec("right", right.routed, right.on, None))
+
+    @property
+    def inputs(self) -> tuple[InputSpec, ...]:
+        return self._inputs
+
+    @property
+    def output_schema(self) -> pa.Schema:
+        return self.spec.output_schema
+
+    def definition(self) -> dict[str, Any]:
+        return self.spec.definition()
+
+    def __repr__(self) -> str:
+        return f"TableJoinStage(left={self.spec.left!r}, right={self.spec.right!r}, how={self.spec.how.value!r})"
+
+    def step(self, state: Store, batch: StepInput) -> StepResult:
+        """Apply one version's routed changes and output the view changes they cause."""
+        if len(batch.rows) != 2:
+            raise ValueError("a table join stage takes exactly two inputs (left, right)")
+        return _Step(self, state, batch).run()
+
+
+@dataclass
+class _Change:
+    """One routed change of a side: its primary key bytes, and its row (None: delete)."""
+
+    pk: bytes
+    row: bytes | None
+
+
+class _Step:
+    """One version of one partition: groups changes by join key, diffs each group's view rows."""
+
+    def __init__(self, op: TableJoinStage, state: Store, batch: StepInput) -> None:
+        self.spec, self.codecs, self.state, self.version = op.spec, op.codecs, state, batch.version
+        self.metrics: Counter[str] = Counter()
+        self.puts: list[KeyValue] = []
+        self.deletes: list[bytes] = []
+        self.out: list[tuple[bytes, bytes, int, str, bytes | None, bytes | None]] = []
+        held = state.get(META_KEY)
+        self.held = dict(zip(("left", "right"), unpack(held) if held is not None else (0, 0)))
+        self.groups: dict[bytes, dict[str, dict[bytes, _Change]]] = {}
+        self.keyed: dict[bytes, bool] = {}
+        for name, table in zip(("left", "right"), batch.rows):
+            self._read(self.spec.side(name), table)
+
+    def _read(self, side: TableSide, table: pa.Table) -> None:
+        """File ``side``'s routed changes by join key bytes."""
+        table = conform(table, side.routed, side.name)
+        codec = self.codecs[side.name]
+        names = side.row_schema.names
+        pk_at, on_at = [names.index(k) for k in side.key], [names.index(k) for k in side.on]
+        for row, op in zip(codec.rows(table), table.column(OP).to_pylist()):
+            jk = tuple(row[i] for i in on_at)
+            jk_bytes, pk = pack(*jk), pack(*(row[i] for i in pk_at))
+            group = self.groups.setdefault(jk_bytes, {"left": {}, "right": {}})[side.name]
+            if pk in group:
+                raise JoinError(
+                    f"the {side.name} input of a table join stage has two changes of primary key {unpack(pk)} at "
+                    f"join key {jk} in version {self.version}; its rows must come from a TableRekey stage")
+            group[pk] = _Change(pk, None if op == DELETE else codec.encode(row))
+            self.keyed[jk_bytes] = None not in jk
+
+    def run(self) -> StepResult:
+        for jk in sorted(self.groups):
+            if self.keyed[jk]:
+                self._group(jk, self.groups[jk])
+            else:
+                for name in ("left", "right"):
+                    self._unkeyed(name, jk, self.groups[jk][name])
+        self.puts.append((META_KEY, pack(self.held["left"], self.held["right"])))
+        self.puts.sort()
+        self.deletes.sort()
+        self.metrics.update(view_changes=len(self.out), rows_held_left=self.held["left"],
+                            rows_held_right=self.held["right"])
+        return StepResult(self._output(), (self._aside("left"), self._aside("right")), self.puts, self.deletes,
+                          metrics=dict(self.metrics))
+
+    def _aside(self, name: str) -> pa.Table:
+        schema = self.spec.side(name).routed
+        return schema.append(pa.field(REASON_COLUMN, pa.string())).empty_table()
+
+    # -- state -------------------------------------------------------------------------------------
+
+    def _key(self, side: str, jk: bytes, pk: bytes) -> bytes:
+        return _SIDE[side] + jk + pk
+
+    def _scan(self, side: str, jk: bytes) -> dict[bytes, bytes]:
+        """Every row of ``side`` held at join key ``jk``, by primary key bytes."""
+        prefix = _SIDE[side] + jk
+        return {key[len(prefix):]: value for key, value in self.state.scan_prefix(prefix)}
+
+    def _changed_before(self, side: str, jk: bytes, changes: dict[bytes, _Change]) -> dict[bytes, bytes]:
+        """The rows ``changes`` replace or delete, by primary key bytes (absent: none held)."""
+        keys = list(changes)
+        values = self.state.multi_get([self._key(side, jk, pk) for pk in keys])
+        return {pk: v for pk, v in zip(keys, values) if v is not None}
+
+    def _nonempty(self, side: str, jk: bytes, changes: dict[bytes, _Change]) -> tuple[bool, bool]:
+        """Whether ``side`` held rows at ``jk`` before and after ``changes``, reading at most
+        ``len(changes) + 1`` entries (up to the first row the changes leave alone)."""
+        before = after = False
+        prefix = _SIDE[side] + jk
+        for key, _ in self.state.scan_prefix(prefix):
+            before = True
+            if key[len(prefix):] not in changes:
+                after = True
+                break
+        return before, after or any(c.row is not None for c in changes.values())
+
+    def _apply(self, side: str, jk: bytes, changes: dict[bytes, _Change], before: dict[bytes, bytes]) -> dict[bytes, bytes]:
+        """Write ``changes`` (``before``: their rows held) and return the rows after them."""
+        after = dict(before)
+        for pk, change in changes.items():
+            key = self._key(side, jk, pk)
+            if change.row is None:
+                if pk in before:
+                    self.deletes.append(key)
+                    self.held[side] -= 1
+                    del after[pk]
+                else:
+                    self.metrics["inconsistent_deletes"] += 1
+            else:
+                self.puts.append((key, change.row))
+                self.held[side] += pk not in before
+                after[pk] = change.row
+        return after
+
+    # -- view rows ---------------------------------------------------------------------------------
+
+    def _group(self, jk: bytes, group: dict[str, dict[bytes, _Change]]) -> None:
+        """Diff the view rows of one (non-null) join key that this version's changes can affect."""
+        cl, cr = group["left"], group["right"]
+        # a side's whole group is read only when the other side changed in it (pairs, padding flips)
+        left = self._scan("left", jk) if cr else self._changed_before("left", jk, cl)
+        right = self._scan("right", jk) if cl else self._changed_before("right", jk, cr)
+        left_after = self._apply("left", jk, cl, left)
+        right_after = self._apply("right", jk, cr, right)
+        # whether each side's group is non-empty (before, after): right padding depends on the left
+        # group, left padding on the right one; (True, True) where nothing reads it
+        how = self.spec.how
+        ne_left = ((bool(left), bool(left_after)) if cr else
+                   self._nonempty("left", jk, cl) if how.preserves("right") else (True, True))
+        ne_right = ((bool(right), bool(right_after)) if cl else
+                    self._nonempty("right", jk, cr) if how.preserves("left") else (True, True))
+        flips = (ne_left[0] != ne_left[1], ne_right[0] != ne_right[1])
+        old = self._view(cl, cr, left, right, ne_left[0], ne_right[0], flips)
+        new = self._view(cl, cr, left_after, right_after, ne_left[1], ne_right[1], flips)
+        self._diff(old, new)
+
+    def _view(self, cl: dict, cr: dict, left: dict[bytes, bytes], right: dict[bytes, bytes], left_ne: bool,
+              right_ne: bool, flips: tuple[bool, bool]) -> dict[tuple[bytes, bytes], tuple[bytes | None, bytes | None]]:
+        """The view rows of one join key whose left key changed (in ``cl``) or right key changed, and
+        the padded rows of a side whose padding flips. ``left``/``right`` are the rows held (whole
+        groups where the other side changed, else just the changed keys'). Keys: (left pk, right pk),
+        ``b""`` for a padded side."""
+        how, out = self.spec.how, {}
+        if cl and right_ne:
+            for lpk in cl:
+                if lpk in left:
+                    for rpk, rrow in right.items():
+                        out[(lpk, rpk)] = (left[lpk], rrow)
+        if cr and left_ne:
+            for rpk in cr:
+                if rpk in right:
+                    for lpk, lrow in left.items():
+                        out[(lpk, rpk)] = (lrow, right[rpk])
+        if how.preserves("left") and not right_ne:
+            for lpk in (left if flips[1] else cl):
+                if lpk in left:
+                    out[(lpk, b"")] = (left[lpk], None)
+        if how.preserves("right") and not left_ne:
+            for rpk in (right if flips[0] else cr):
+                if rpk in right:
+                    out[(b"", rpk)] = (None, right[rpk])
+        return out
+
+    def _unkeyed(self, side: str, jk: bytes, changes: dict[bytes, _Change]) -> None:
+        """Rows with a null in the join key: only null-padded, and only kept when ``side`` is preserved."""
+        if not changes or not self.spec.how.preserves(side):
+            return
+        before = self._changed_before(side, jk, changes)
+        after = self._apply(side, jk, changes, before)
+
+        def padded(rows: dict[bytes, bytes]) -> dict:
+            return {((pk, b"") if side == "left" else (b"", pk)): ((row, None) if side == "left" else (None, row))
+                    for pk, row in rows.items()}
+        self._diff(padded(before), padded(after))
+
+    def _diff(self, old: dict, new: dict) -> None:
+        """The minimal changes turning view rows ``old`` into ``new`` (same key set predicate)."""
+        for key in old.keys() | new.keys():
+            was, now = old.get(key), new.get(key)
+            if was == now:
+                continue
+            if was is not None and now is not None:
+                self._emit(key, _PRE, was)
+                self._emit(key, _POST, now)
+            elif was is not None:
+                self._emit(key, _DELETE, was)
+            else:
+                self._emit(key, _INSERT, now)
+
+    def _emit(self, key: tuple[bytes, bytes], kind: tuple[str, int], rows: tuple[bytes | None, bytes | None]) -> None:
+        self.out.append((key[0], key[1], kind[1], kind[0], rows[0], rows[1]))
+
+    def _output(self) -> pa.Table:
+        self.out.sort(key=lambda o: o[:3])
+        spec = self.spec
+        left = self.codecs["left"].arrays([None if o[4] is None else unpack(o[4]) for o in self.out])
+        right = self.codecs["right"].arrays([None if o[5] is None else unpack(o[5]) for o in self.out])
+        n = len(self.out)
+        meta = [pa.array([o[3] for o in self.out], pa.string()), pa.array([self.version] * n, pa.int64()),
+                pa.array([o[2] for o in self.out], pa.int64())]
+        return pa.Table.from_arrays([*left, *right, *meta], schema=spec.output_schema)

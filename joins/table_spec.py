@@ -1,0 +1,251 @@
+"""The definition of a table-table join: validated sides, the routed-change schema, the output.
+
+:func:`build_side` and :func:`build_join` check every argument once, before any row is read, and
+raise :class:`joins.errors.JoinDefinitionError` saying what to change; :func:`detect_format`
+tells a change table's vocabulary from its columns when none is given.
+
+**Row**: a side's row is its change table's row columns (:meth:`ChangeFormat.row_fields`: for a
+plain table every column but the op, for a Delta change data feed every column but
+``_change_type``, ``_commit_version`` and ``_commit_timestamp``), in the table's order, kept in
+their stored types (:mod:`joins.table_rows`); the join-key columns are kept in the join's common
+key types (equal, or a lossless widening of both sides' types).
+
+**Routed changes** (stage 1's output, stage 2's input; one schema per side): the row's columns,
+then ``__sj_op`` (int8, :data:`joins.changes.UPSERT` or :data:`~joins.changes.DELETE`). A delete
+carries the primary key and the join key it is deleted at; its other columns are null.
+
+**Output** (the view's change stream, Delta change data feed vocabulary): the left row's columns,
+then the right row's columns (a name on both sides becomes ``<name>_left`` and ``<name>_right``),
+then ``_change_type`` (string), ``_commit_version`` (int64, the batch id) and ``_seq`` (int64).
+A name that still appears twice is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Sequence
+
+import pyarrow as pa
+
+from joins.changes import OP, PLAIN_COLUMNS, ChangeFormat, Vocabulary
+from joins.errors import JoinDefinitionError
+from joins.interval_spec import On, _common_key_type, _parse_on  # one parser and key-type rule for the joins
+from joins.table_rows import stored_type
+
+__all__ = ["How", "TableSide", "TableJoinSpec", "build_side", "build_join", "detect_format", "parse_on",
+           "common_key_types", "CHANGE_TYPE", "COMMIT_VERSION", "SEQ_COLUMN", "CDF_COLUMNS"]
+
+CHANGE_TYPE, COMMIT_VERSION, SEQ_COLUMN = "_change_type", "_commit_version", "_seq"
+CDF_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, SEQ_COLUMN)
+
+
+class How(str, Enum):
+    """``inner``; ``left`` keeps unmatched left rows null-padded; ``full`` both sides'."""
+
+    INNER = "inner"
+    LEFT = "left"
+    FULL = "full"
+
+    def preserves(self, side: str) -> bool:
+        """Whether ``side``'s unmatched rows are in the view (null-padded)."""
+        return self is How.FULL or (self is How.LEFT and side == "left")
+
+
+@dataclass(frozen=True)
+class TableSide:
+    """One side of a table-table join: its change table, primary key, join key and routed schema."""
+
+    name: str
+    schema: pa.Schema
+    changes: ChangeFormat
+    on: tuple[str, ...]
+    key_types: tuple[pa.DataType, ...]
+    routed: pa.Schema
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        """The primary-key columns."""
+        return self.changes.key
+
+    @property
+    def row_schema(self) -> pa.Schema:
+        """The row's columns (the routed schema without the op column)."""
+        return pa.schema([f for f in self.routed if f.name != OP])
+
+    def definition(self) -> dict[str, Any]:
+        return {"side": self.name, "changes": self.changes.definition(), "on": list(self.on),
+                "key_types": [str(t) for t in self.key_types],
+                "schema": [[f.name, str(f.type)] for f in self.schema]}
+
+
+@dataclass(frozen=True)
+class TableJoinSpec:
+    """A validated table-table join: both sides, ``how`` and the output naming."""
+
+    left: TableSide
+    right: TableSide
+    how: How
+    left_names: tuple[str, ...]
+    right_names: tuple[str, ...]
+    output_schema: pa.Schema
+
+    def side(self, name: str) -> TableSide:
+        return self.left if name == "left" else self.right
+
+    @property
+    def view_schema(self) -> pa.Schema:
+        """The view's columns: the output without the change-feed columns."""
+        return pa.schema([f for f in self.output_schema if f.name not in CDF_COLUMNS])
+
+    @property
+    def view_key(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The output names of the left and right primary keys (the view key)."""
+        def names(side: TableSide, out: tuple[str, ...]) -> tuple[str, ...]:
+            row = side.row_schema.names
+            return tuple(out[row.index(k)] for k in side.key)
+        return names(self.left, self.left_names), names(self.right, self.right_names)
+
+    def definition(self) -> dict[str, Any]:
+        return {"kind": "table_join", "layout": 1, "how": self.how.value,
+                "left": self.left.definition(), "right": self.right.definition()}
+
+
+def parse_on(on: On) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A name, a list of names (the same on both sides), or a pair (left names, right names)."""
+    return _parse_on(on)
+
+
+def _names(value: str | Sequence[str], what: str) -> tuple[str, ...]:
+    names = (value,) if isinstance(value, str) else tuple(value) if isinstance(value, (list, tuple)) else ()
+    if not names or not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
+        raise JoinDefinitionError(f"{what} must be one or more distinct column names, not {value!r}")
+    return names
+
+
+def detect_format(side: str, schema: pa.Schema, key: str | Sequence[str], time: str | None,
+                  given: ChangeFormat | None) -> ChangeFormat:
+    """The change format of ``side``'s change table: ``given`` (checked), else told from its columns.
+
+    ``_change_type`` -> Delta change data feed; ``_change_op`` and ``_change_time`` -> the plain
+    form :func:`joins.changes.to_plain` writes; an ``op`` column -> plain, with ``time`` as the
+    change time. Raises :class:`JoinDefinitionError` when it cannot tell or the pieces disagree.
+    """
+    if not isinstance(schema, pa.Schema):
+        raise JoinDefinitionError(f"the {side} schema must be a pyarrow.Schema, not {type(schema).__name__}")
+    pk = _names(key, f"{side}_key")
+    if given is not None:
+        if not isinstance(given, ChangeFormat):
+            raise JoinDefinitionError(f"{side}_changes must be a joins.changes.ChangeFormat or None, not {given!r}")
+        if given.key != pk:
+            raise JoinDefinitionError(
+                f"{side}_key is {list(pk)} but {side}_changes has key {list(given.key)}; make them the same")
+        if time is not None and time != given.time:
+            raise JoinDefinitionError(
+                f"{side}_time is {time!r} but {side}_changes reads the change time from {given.time!r}; "
+                f"leave {side}_time out when {side}_changes is given")
+        return given
+    if "_change_type" in schema.names:
+        if time is not None and time != "_commit_timestamp":
+            raise JoinDefinitionError(
+                f"the {side} change table is a Delta change data feed (it has _change_type), whose change "
+                f"time is _commit_timestamp; leave {side}_time out")
+        return ChangeFormat.delta(pk)
+    if PLAIN_COLUMNS["op"] in schema.names and PLAIN_COLUMNS["time"] in schema.names:
+        seq = PLAIN_COLUMNS["sequence"] if PLAIN_COLUMNS["sequence"] in schema.names else None
+        return ChangeFormat.plain(pk, op=PLAIN_COLUMNS["op"], time=PLAIN_COLUMNS["time"], sequence=seq)
+    if "op" in schema.names:
+        if time is None:
+            raise JoinDefinitionError(
+                f"the {side} change table looks plain (it has an 'op' column) but has no change time: pass "
+                f"{side}_time='<its change time column>', or {side}_changes=ChangeFormat.plain(...)")
+        return ChangeFormat.plain(pk, time=time)
+    raise JoinDefinitionError(
+        f"cannot tell how the {side} change table spells its changes: it has no _change_type column (Delta "
+        f"change data feed) and no op column (plain changes); its columns are {schema.names}. Pass "
+        f"{side}_changes=ChangeFormat.plain(...) or ChangeFormat.delta(...) (Debezium: joins.changes.to_plain first)")
+
+
+def _row_fields(side: str, schema: pa.Schema, fmt: ChangeFormat) -> list[pa.Field]:
+    duplicates = sorted({n for n in schema.names if schema.names.count(n) > 1})
+    if duplicates:
+        raise JoinDefinitionError(f"the {side} change table has duplicate column names {duplicates}")
+    if fmt.vocabulary not in (Vocabulary.PLAIN, Vocabulary.DELTA):
+        raise JoinDefinitionError(
+            f"the {side} changes must be routable by top-level key columns: {fmt.vocabulary.value} changes go "
+            "through joins.changes.to_plain first, then ChangeFormat.plain(key, **PLAIN_COLUMNS)")
+    fields = fmt.row_fields(schema)
+    for reserved in (*CDF_COLUMNS, OP):
+        if reserved in [f.name for f in fields]:
+            raise JoinDefinitionError(
+                f"the {side} row has a column {reserved!r}, a name the join's output uses; rename it")
+    return fields
+
+
+def common_key_types(left: pa.Schema, left_changes: ChangeFormat, left_on: Sequence[str], right: pa.Schema,
+                     right_changes: ChangeFormat, right_on: Sequence[str]) -> tuple[pa.DataType, ...]:
+    """The types both sides' join-key values are compared (and routed) in, pairwise."""
+    types = []
+    fields = {"left": {f.name: f for f in _row_fields("left", left, left_changes)},
+              "right": {f.name: f for f in _row_fields("right", right, right_changes)}}
+    for ln, rn in zip(left_on, right_on):
+        for side, name in (("left", ln), ("right", rn)):
+            if name not in fields[side]:
+                raise JoinDefinitionError(
+                    f"on: the {side} row has no column {name!r}; its row columns are {list(fields[side])}")
+        types.append(_common_key_type(ln, fields["left"][ln].type, rn, fields["right"][rn].type))
+    return tuple(types)
+
+
+def build_side(name: str, schema: pa.Schema, changes: ChangeFormat, on: str | Sequence[str],
+               key_types: Sequence[pa.DataType] | None = None) -> TableSide:
+    """Validate one side; ``key_types`` None: the ``on`` columns' own types (dictionaries decoded)."""
+    if name not in ("left", "right"):
+        raise JoinDefinitionError(f"a side is 'left' or 'right', not {name!r}")
+    fields = _row_fields(name, schema, changes)
+    on = _names(on, f"the {name} join key")
+    by_name = {f.name: f for f in fields}
+    for column in on:
+        if column not in by_name:
+            raise JoinDefinitionError(f"on: the {name} row has no column {column!r}; its row columns are {list(by_name)}")
+    if key_types is None:
+        key_types = tuple(_common_key_type(c, by_name[c].type, c, by_name[c].type) for c in on)
+    if len(key_types) != len(on):
+        raise JoinDefinitionError(f"{len(on)} join-key columns {list(on)} but {len(key_types)} key types")
+    routed = []
+    for f in fields:
+        kind = key_types[on.index(f.name)] if f.name in on else f.type
+        routed.append(pa.field(f.name, stored_type(kind, f"the {name} column {f.name!r}"), True, f.metadata))
+    routed.append(pa.field(OP, pa.int8(), False))
+    return TableSide(name, schema, changes, on, tuple(key_types), pa.schema(routed))
+
+
+def build_join(left: TableSide, right: TableSide, how: str | How) -> TableJoinSpec:
+    """Validate the join of two sides and name its output columns (see module docstring)."""
+    try:
+        how = How(how)
+    except ValueError:
+        raise JoinDefinitionError(f"unknown how={how!r}; use one of {[h.value for h in How]}") from None
+    if len(left.on) != len(right.on):
+        raise JoinDefinitionError(
+            f"on: the left key has {len(left.on)} columns {list(left.on)}, the right key {len(right.on)} {list(right.on)}")
+    for ln, rn, lt, rt in zip(left.on, right.on, left.key_types, right.key_types):
+        if lt != rt:
+            raise JoinDefinitionError(
+                f"join-key columns left {ln!r} ({lt}) and right {rn!r} ({rt}) are kept in different types; "
+                "build both sides with common_key_types(...) or cast one side to the other's type")
+    lrow, rrow = left.row_schema, right.row_schema
+    clash = set(lrow.names) & set(rrow.names)
+    lnames = tuple(f"{n}_left" if n in clash else n for n in lrow.names)
+    rnames = tuple(f"{n}_right" if n in clash else n for n in rrow.names)
+    names = [*lnames, *rnames, *CDF_COLUMNS]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise JoinDefinitionError(
+            f"output column names {duplicates} appear twice even after adding _left/_right to clashing names; "
+            "rename those columns in one input before joining")
+    fields = [pa.field(n, f.type, True, f.metadata) for n, f in zip(lnames, lrow)]
+    fields += [pa.field(n, f.type, True, f.metadata) for n, f in zip(rnames, rrow)]
+    fields += [pa.field(CHANGE_TYPE, pa.string(), False), pa.field(COMMIT_VERSION, pa.int64(), False),
+               pa.field(SEQ_COLUMN, pa.int64(), False)]
+    return TableJoinSpec(left, right, how, lnames, rnames, pa.schema(fields))
