@@ -17,6 +17,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "changelog": ("bench.changelog", "changelog append and restore rates per backend"),
     "runtime": ("bench.runtime", "Spark runtime overhead beside a bare repartition + mapInArrow"),
     "interval": ("bench.interval", "interval join beside Spark's own stream-stream join"),
+    "enrichment": ("bench.enrichment", "stream-table join per store beside Spark's stream-static join"),
 }
 
 

@@ -1,0 +1,511 @@
+"""``streamjoin bench enrichment``: the stream-table join beside Spark's stream-static join.
+
+A table of ``--table-rows`` profiles (``user_id``, ``plan``, ``country``, ``score``,
+``changed_at``) is loaded as the join's ``bootstrap`` snapshot; its change stream carries
+``--update-fraction`` x table rows upserts of random existing keys (10% by default), spread over
+``--batches`` micro-batches in change-time order (up to 5 s out of order), each micro-batch's file
+ending with a heartbeat at the batch's end time, as a CDC source emits them. ``--events`` activity
+events (``user_id`` of an existing profile, ``ts``, ``event_id``, ``action``) arrive over the same
+span of time (1,000 events a second by default, each up to 5 s earlier than its arrival order),
+one Parquet file per micro-batch beside the changes of that time. The watermark delay is 10 s,
+so no event and no change is late.
+
+Variants, every one writing to the ``noop`` sink with ``trigger(availableNow=True)``:
+
+* ``spark-stream-static``: Spark's stream-static join, ``events.join(static, "user_id", "left")``,
+  where ``static`` is the table *after all updates*, read from Parquet. Spark joins each
+  micro-batch against that table as it is when the batch runs (re-read every batch): there is no
+  event-time versioning, so an event gets the newest row, not the row as of the event's time;
+* ``streamjoin-<store>``: :func:`joins.stream_table_join` in ``mode="as_of"`` (an event gets the
+  row as it was at its time; it waits until the table's watermark passes it) with each store;
+  the table's 1M rows are loaded from the snapshot (a Spark job run when the join is built; timed);
+  the change stream then has two more micro-batches with one heartbeat each, far in the future,
+  so that the events of the last micro-batch are released (an as-of join must learn that no
+  earlier change can still come); the rows still waiting at the end are reported;
+* ``streamjoin-<store>-latest``: ``mode="latest"`` (an event gets the row as of the end of its
+  micro-batch's changes, at once): the same meaning as Spark's, without re-reading the table.
+
+Each variant first runs untimed over 2 micro-batches with a small snapshot (the JVM compiles its
+code paths); before each timed run a tiny stream-static join and a tiny streamjoin run untimed
+(idle Python workers exit after a minute; a run should not pay for starting them). The output rows
+are counted from the sink's progress; for streamjoin they are also checked against the join's own
+metrics. ``--profile`` runs streamjoin's partition tasks in this process under cProfile instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import shutil
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bench.harness import Table, results_dir, write_results
+from bench.sparkutil import fresh_dir, local_session
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["add_arguments", "run", "Params", "generate", "Inputs"]
+
+RATE = 1000                       # events a second
+DISORDER_US = 5_000_000           # an event or change is up to this much earlier than its arrival
+DELAY_S = 10                      # watermark delay: more than the disorder, so nothing is late
+EPOCH_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z
+FLUSH_US = 86_400_000_000         # the flush heartbeats: a day after the last event
+FLUSH_BATCHES = 2                 # a heartbeat raises the table watermark of the *next* version
+STORES = ("rocksdb", "lmdb", "memory")
+PLANS = ("free", "plus", "pro", "team", "enterprise")
+COUNTRIES = ("DE", "FR", "US", "GB", "IN", "BR", "JP", "NG", "CA", "ES", "IT", "MX")
+ACTIONS = ("view", "click", "search", "purchase", "share", "logout")
+TS = pa.timestamp("us", tz="UTC")
+SNAPSHOT = pa.schema([("user_id", pa.int64()), ("plan", pa.string()), ("country", pa.string()),
+                      ("score", pa.int64()), ("changed_at", TS)])
+CHANGES = pa.schema([("user_id", pa.int64()), ("op", pa.string()), ("changed_at", TS), ("plan", pa.string()),
+                     ("country", pa.string()), ("score", pa.int64())])
+EVENTS = pa.schema([("user_id", pa.int64()), ("ts", TS), ("event_id", pa.int64()), ("action", pa.string())])
+DDL = {"events": "user_id bigint, ts timestamp, event_id bigint, action string",
+       "changes": "user_id bigint, op string, changed_at timestamp, plan string, country string, score bigint"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Enrich --events events with a --table-rows table that receives --update-fraction updates, "
+        "with streamjoin's stream_table_join (as-of mode per store, latest mode) beside Spark's "
+        "stream-static join against the final table; one table of medians from one run. "
+        "The full default size takes about 10-20 minutes on 2 cores.")
+    parser.add_argument("--events", type=int, default=1_000_000, help="events in all (default 1,000,000)")
+    parser.add_argument("--table-rows", type=int, default=1_000_000,
+                        help="rows of the table's bootstrap snapshot (default 1,000,000)")
+    parser.add_argument("--update-fraction", type=float, default=0.1,
+                        help="updates in the change stream, as a fraction of --table-rows (default 0.1)")
+    parser.add_argument("--batches", type=int, default=10, help="micro-batches of events and changes (default 10)")
+    parser.add_argument("--partitions", type=int, default=4, help="shuffle and state partitions (default 4)")
+    parser.add_argument("--repeat", type=int, default=2, help="timed runs of each variant, interleaved (default 2)")
+    parser.add_argument("--stores", default=",".join(STORES),
+                        help=f"comma-separated stores measured in as-of mode (default {','.join(STORES)})")
+    parser.add_argument("--latest", default="rocksdb", metavar="STORES",
+                        help="comma-separated stores also measured in latest mode (default rocksdb; '' for none)")
+    parser.add_argument("--no-spark", action="store_true", help="skip Spark's stream-static join")
+    parser.add_argument("--profile", action="store_true", help="run streamjoin's tasks for the first store in "
+                        "this process under cProfile (no Spark) and print where the time goes")
+    parser.add_argument("--buckets", type=int, default=64, help="with --profile: the operator's key buckets of "
+                        "table versions per partition (default 64, what stream_table_join uses)")
+
+
+@dataclass(frozen=True)
+class Params:
+    """One benchmark's workload."""
+
+    events: int
+    table_rows: int
+    updates: int
+    batches: int
+    partitions: int
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> "Params":
+        if min(args.events, args.table_rows, args.batches, args.partitions) < 1 or args.update_fraction < 0:
+            raise SystemExit("--events, --table-rows, --batches and --partitions must be positive, "
+                             "--update-fraction not negative")
+        return cls(args.events, args.table_rows, round(args.table_rows * args.update_fraction),
+                   args.batches, args.partitions)
+
+    @property
+    def span_us(self) -> int:
+        """The events' (and changes') arrival span."""
+        return self.events * 1_000_000 // RATE
+
+
+# -- inputs ------------------------------------------------------------------------------------
+
+@dataclass
+class Inputs:
+    """The generated workload: per micro-batch event and change tables, the snapshot, the final table."""
+
+    snapshot: pa.Table
+    events: list[pa.Table]
+    changes: list[pa.Table]           # the real micro-batches, each ending with a heartbeat
+    flush: list[pa.Table]             # heartbeat-only micro-batches that release the last events
+    final: pa.Table                   # the table after every update (Spark's static copy)
+    stale_events: int                 # events whose as-of row differs from the final row
+
+
+def _pick(values: tuple[str, ...], rng: np.random.Generator, n: int) -> pa.Array:
+    return pa.array(values).take(pa.array(rng.integers(0, len(values), n)))
+
+
+def _arrivals(n: int, span_us: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` arrival times spread evenly over ``span_us``, and event times up to the disorder earlier."""
+    arrival = EPOCH_US + (np.arange(n, dtype=np.int64) * span_us) // max(n, 1)
+    return arrival, arrival - rng.integers(0, DISORDER_US + 1, n)
+
+
+def _split(arrival: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """Row index where each micro-batch starts, for rows in arrival order (``bounds``: batch ends)."""
+    return np.concatenate([[0], np.searchsorted(arrival, bounds, side="left")])
+
+
+def generate(params: Params, seed: int = 7) -> Inputs:
+    """The workload, vectorised: keys ``0..table_rows-1``; updates and events of random keys."""
+    rng = np.random.default_rng(seed)
+    n, u, e = params.table_rows, params.updates, params.events
+    keys = np.arange(n, dtype=np.int64)
+    snapshot = pa.Table.from_arrays([
+        pa.array(keys), _pick(PLANS, rng, n), _pick(COUNTRIES, rng, n), pa.array(rng.integers(0, 1000, n)),
+        pa.array(np.full(n, EPOCH_US - 86_400_000_000), TS),
+    ], schema=SNAPSHOT)
+
+    bounds = EPOCH_US + (np.arange(1, params.batches + 1, dtype=np.int64) * params.span_us) // params.batches
+    c_arrival, c_time = _arrivals(u, params.span_us, rng)
+    c_keys = rng.integers(0, n, u)
+    updates = pa.Table.from_arrays([
+        pa.array(c_keys), pa.array(np.full(u, "update")), pa.array(c_time, TS), _pick(PLANS, rng, u),
+        _pick(COUNTRIES, rng, u), pa.array(rng.integers(0, 1000, u)),
+    ], schema=CHANGES)
+    c_at = _split(c_arrival, bounds)
+    changes = [pa.concat_tables([updates.slice(c_at[b], c_at[b + 1] - c_at[b]), heartbeat(int(bounds[b]))])
+               for b in range(params.batches)]
+    flush = [heartbeat(int(bounds[-1]) + FLUSH_US * (i + 1)) for i in range(FLUSH_BATCHES)]
+
+    e_arrival, e_time = _arrivals(e, params.span_us, rng)
+    e_keys = rng.integers(0, n, e)
+    events = pa.Table.from_arrays([
+        pa.array(e_keys), pa.array(e_time, TS), pa.array(np.arange(e, dtype=np.int64)), _pick(ACTIONS, rng, e),
+    ], schema=EVENTS)
+    e_at = _split(e_arrival, bounds)
+    event_batches = [events.slice(e_at[b], e_at[b + 1] - e_at[b]) for b in range(params.batches)]
+
+    # the final table: each key's last update (change-time order; the snapshot is older than any)
+    order = np.lexsort((c_time, c_keys))
+    last = order[np.r_[c_keys[order][1:] != c_keys[order][:-1], True]] if u else order
+    row_of = np.arange(n, dtype=np.int64)
+    columns = {}
+    for name in ("plan", "country", "score", "changed_at"):
+        merged = pa.concat_arrays([snapshot.column(name).combine_chunks(), updates.column(name).combine_chunks()])
+        index = row_of.copy()
+        index[c_keys[last]] = n + last
+        columns[name] = merged.take(pa.array(index))
+    final = pa.table({"user_id": keys, **columns}, schema=SNAPSHOT)
+    # an event at t gets a version older than the final row if its key changes after t
+    newest = np.full(n, np.iinfo(np.int64).min)
+    np.maximum.at(newest, c_keys, c_time)
+    stale = int((e_time < newest[e_keys]).sum())
+    return Inputs(snapshot, event_batches, changes, flush, final, stale)
+
+
+def heartbeat(at_us: int) -> pa.Table:
+    """One heartbeat row at ``at_us``: it advances the table's watermark and nothing else."""
+    return pa.Table.from_arrays([pa.nulls(1, pa.int64()), pa.array(["heartbeat"]), pa.array([at_us], TS),
+                                 pa.nulls(1, pa.string()), pa.nulls(1, pa.string()), pa.nulls(1, pa.int64())],
+                                schema=CHANGES)
+
+
+def write_inputs(root: str, inputs: Inputs) -> None:
+    """One Parquet file per micro-batch with increasing modification times (the file source
+    takes the oldest first); ``changes`` has the flush batches, ``changes-latest`` not."""
+    def files(name: str, tables: list[pa.Table], stamp: float) -> None:
+        os.makedirs(os.path.join(root, name))
+        for b, table in enumerate(tables):
+            path = os.path.join(root, name, f"part-{b:04d}.parquet")
+            pq.write_table(table, path)
+            os.utime(path, (stamp + b, stamp + b))
+    stamp = time.time() - len(inputs.changes) - len(inputs.flush) - 10
+    files("events", inputs.events, stamp)
+    files("changes", inputs.changes + inputs.flush, stamp)
+    files("changes-latest", inputs.changes, stamp)
+    pq.write_table(inputs.snapshot, os.path.join(root, "snapshot.parquet"))
+    pq.write_table(inputs.final, os.path.join(root, "static.parquet"))
+
+
+def write_warm_inputs(root: str, inputs: Inputs, batches: int = 2, rows: int = 10_000) -> None:
+    """A small copy: the first ``batches`` micro-batches, ``rows`` rows of the tables."""
+    small = Inputs(inputs.snapshot.slice(0, rows), [t.slice(0, rows) for t in inputs.events[:batches]],
+                   [pa.concat_tables([t.slice(0, rows), t.slice(t.num_rows - 1)]) for t in inputs.changes[:batches]],
+                   inputs.flush, inputs.final.slice(0, rows), 0)
+    write_inputs(root, small)
+
+
+# -- variants ----------------------------------------------------------------------------------
+
+@dataclass
+class Outcome:
+    """What one run of one variant measured."""
+
+    seconds: float
+    build_seconds: float              # stream_table_join (the bootstrap job) or the plan
+    output_rows: int
+    batches: int
+    join: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+class Bench:
+    """Builds and times each variant's streaming query over the inputs under ``root``."""
+
+    def __init__(self, spark: SparkSession, root: str, params: Params) -> None:
+        self.spark, self.root, self.params = spark, root, params
+
+    def source(self, name: str) -> DataFrame:
+        kind = "events" if name == "events" else "changes"
+        return (self.spark.readStream.schema(DDL[kind]).option("maxFilesPerTrigger", 1)
+                .parquet(os.path.join(self.root, name)))
+
+    def spark_join(self, scratch: str) -> DataFrame:
+        static = self.spark.read.parquet(os.path.join(self.root, "static.parquet"))
+        return self.source("events").join(static, "user_id", "left")
+
+    def streamjoin(self, store: str, mode: str, scratch: str) -> DataFrame:
+        from joins import stream_table_join
+
+        return stream_table_join(
+            self.source("events"), self.source("changes" if mode == "as_of" else "changes-latest"), "user_id",
+            stream_time="ts", table_key="user_id", table_time="changed_at", how="left", mode=mode,
+            delay=datetime.timedelta(seconds=DELAY_S),
+            bootstrap=self.spark.read.parquet(os.path.join(self.root, "snapshot.parquet")),
+            store=store, checkpoint=os.path.join(scratch, "join"), partitions=self.params.partitions,
+            state_dir=os.path.join(scratch, "state"),
+        )
+
+    def warm_up(self) -> None:
+        """Run a small stream-static join and a small streamjoin (batch mode) in the Python workers."""
+        from joins import stream_table_join
+
+        events = self.spark.read.parquet(os.path.join(self.root, "events", "part-0000.parquet")).limit(1000)
+        static = self.spark.read.parquet(os.path.join(self.root, "static.parquet")).limit(1000)
+        events.join(static, "user_id", "left").write.format("noop").mode("overwrite").save()
+        changes = self.spark.read.parquet(os.path.join(self.root, "changes", "part-0000.parquet")).limit(1000)
+        scratch = fresh_dir(self.root, "warm")
+        stream_table_join(events, changes, "user_id", stream_time="ts", table_key="user_id",
+                          table_time="changed_at", delay=datetime.timedelta(seconds=DELAY_S),
+                          checkpoint=os.path.join(scratch, "join"), partitions=self.params.partitions,
+                          state_dir=os.path.join(scratch, "state")).write.format("noop").mode("overwrite").save()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    def measure(self, variant: str) -> Outcome:
+        """Run ``variant`` once from a new checkpoint; remove its checkpoint and state after."""
+        self.warm_up()
+        os.sync()  # the previous run's writes are not flushed on this run's time
+        scratch = fresh_dir(self.root, "run")
+        try:
+            start = time.perf_counter()
+            if variant == "spark-stream-static":
+                df = self.spark_join(scratch)
+            else:
+                parts = variant.split("-")
+                df = self.streamjoin(parts[1], "latest" if parts[-1] == "latest" else "as_of", scratch)
+            built = time.perf_counter() - start
+            query = (df.writeStream.format("noop").option("checkpointLocation", os.path.join(scratch, "spark"))
+                     .trigger(availableNow=True).start())
+            query.awaitTermination()
+            seconds = time.perf_counter() - start
+            if query.exception() is not None:
+                raise RuntimeError(f"{variant} failed: {query.exception()}")
+            outcome = Outcome(seconds, built, sum(_sink_rows(p) for p in query.recentProgress),
+                              len({p["batchId"] for p in query.recentProgress}))
+            if variant != "spark-stream-static":
+                from joins.checkpoint import Checkpoint
+
+                outcome.join = join_summary(Checkpoint(os.path.join(scratch, "join")).read_metrics())
+                if outcome.join["output_rows"] != outcome.output_rows:
+                    outcome.notes.append(f"{variant}: the join's metrics count {outcome.join['output_rows']:,} "
+                                         f"output rows, the sink {outcome.output_rows:,}")
+            return outcome
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _sink_rows(progress: Any) -> int:
+    rows = progress["sink"].get("numOutputRows", -1)
+    if rows is None or rows < 0:
+        raise RuntimeError("the noop sink reported no output row count; cannot check the joins")
+    return int(rows)
+
+
+def join_summary(records: list[dict[str, Any]]) -> dict[str, int]:
+    """Totals over every (version, partition) record; ``events_waiting`` and ``versions_held``
+    from each partition's last record."""
+    total: dict[str, int] = {}
+    for name in ("output_rows", "matched", "initial_rows_table", "input_rows_stream", "input_rows_table",
+                 "set_aside_rows_stream", "set_aside_rows_table", "stale_changes", "released_by_grace",
+                 "late_events", "late_changes"):
+        total[name] = sum(int(r.get(name) or 0) for r in records)
+    last: dict[int, dict[str, Any]] = {}
+    for r in records:
+        last[r["partition"]] = r
+    for name in ("events_waiting", "versions_held"):
+        total[name] = sum(int(r.get(name) or 0) for r in last.values())
+    total["versions"] = len({r["version"] for r in records})
+    return total
+
+
+# -- report ------------------------------------------------------------------------------------
+
+def summary_table(params: Params, results: dict[str, list[Outcome]]) -> Table:
+    """One row a variant: median seconds, events/s, ratio to Spark's, output and waiting rows."""
+    spark = statistics.median(o.seconds for o in results["spark-stream-static"]) \
+        if "spark-stream-static" in results else None
+    table = Table(["variant", "seconds", "of which build", "events/s", "spark s / s", "micro-batches",
+                   "output rows", "matched", "still waiting"])
+    for variant, outcomes in results.items():
+        seconds = statistics.median(o.seconds for o in outcomes)
+        build = statistics.median(o.build_seconds for o in outcomes)
+        last = outcomes[-1]
+        ours = variant != "spark-stream-static"
+        table.add(variant, seconds, build, params.events / seconds, spark / seconds if spark else "-",
+                  last.batches, last.output_rows, last.join["matched"] if ours else "-",
+                  last.join["events_waiting"] if ours else "-")
+    return table
+
+
+def problems(params: Params, results: dict[str, list[Outcome]]) -> list[str]:
+    """A line per run whose output is not every event exactly once (a left join of existing keys)."""
+    lines = []
+    for variant, outcomes in results.items():
+        for o in outcomes:
+            if o.output_rows != params.events:
+                lines.append(f"MISMATCH: {variant} output {o.output_rows:,} rows, expected {params.events:,}")
+            j = o.join
+            if j and (j["matched"] != o.output_rows or j["set_aside_rows_stream"] or j["set_aside_rows_table"]
+                      or j["initial_rows_table"] != params.table_rows):
+                lines.append(f"MISMATCH: {variant}: {j['matched']:,} matched, {j['set_aside_rows_stream']:,} "
+                             f"events and {j['set_aside_rows_table']:,} changes set aside, "
+                             f"{j['initial_rows_table']:,} snapshot rows loaded")
+    return lines
+
+
+def report(args: argparse.Namespace, params: Params, inputs: Inputs, results: dict[str, list[Outcome]]) -> int:
+    repeat = len(next(iter(results.values())))
+    print(f"{params.events:,} events ({RATE:,}/s, up to {DISORDER_US // 1_000_000} s out of order) against a "
+          f"{params.table_rows:,}-row table (bootstrap snapshot) receiving {params.updates:,} updates, "
+          f"{params.batches} micro-batches, delay {DELAY_S} s, left join, {params.partitions} partitions, "
+          f"medians of {repeat} run(s)")
+    print(summary_table(params, results).render())
+    print(f"""
+notes:
+- spark-stream-static joins each micro-batch with a static copy of the table after all updates,
+  re-read every batch: no event-time versioning, so every event gets the newest row. Here
+  {inputs.stale_events:,} events ({100 * inputs.stale_events / max(params.events, 1):.1f}%) had their row updated after their time:
+  the as-of join gives them the row as it was at their time, Spark the later one.
+- streamjoin-<store> (as_of) loads the snapshot when the join is built ("of which build"),
+  then applies the updates as they arrive; an event waits until the table's watermark (its
+  newest change or heartbeat, less the delay) passes its time, so as-of runs {FLUSH_BATCHES} more
+  micro-batches of one heartbeat each to release the last batch's events ("still waiting":
+  events left in state at the end).
+- streamjoin-<store>-latest joins each event with the row as of its micro-batch's changes, at
+  once (Spark's meaning, with the table kept in state instead of re-read).""")
+    lines = [n for outcomes in results.values() for o in outcomes for n in o.notes] + problems(params, results)
+    for line in lines:
+        print(line)
+    print("results:", write_results("enrichment", summary_table(params, results),
+                                    vars(args) | {"stale_events": inputs.stale_events}))
+    return 1 if any(line.startswith("MISMATCH") for line in lines) else 0
+
+
+# -- running -----------------------------------------------------------------------------------
+
+def _stores(text: str) -> list[str]:
+    chosen = [s for s in text.split(",") if s]
+    unknown = sorted(set(chosen) - set(STORES))
+    if unknown:
+        raise SystemExit(f"unknown stores {unknown}; choose from {','.join(STORES)}")
+    return chosen
+
+
+def variants(args: argparse.Namespace) -> list[str]:
+    return ([] if args.no_spark else ["spark-stream-static"]) + [f"streamjoin-{s}" for s in _stores(args.stores)] \
+        + [f"streamjoin-{s}-latest" for s in _stores(args.latest)]
+
+
+def run(args: argparse.Namespace) -> int:
+    params = Params.from_args(args)
+    chosen = variants(args)
+    if not chosen:
+        raise SystemExit("nothing to measure: give --stores or --latest, or drop --no-spark")
+    started = time.perf_counter()
+    inputs = generate(params)
+    print(f"generated the inputs in {time.perf_counter() - started:.1f} s", flush=True)
+    root = fresh_dir(results_dir(), "enrichment")
+    try:
+        if args.profile:
+            stores = _stores(args.stores) or _stores(args.latest) or ["rocksdb"]
+            return profile(inputs, params, root, stores[0], "as_of" if _stores(args.stores) else "latest",
+                           args.buckets)
+        write_inputs(root, inputs)
+        write_warm_inputs(os.path.join(root, "warm"), inputs)
+        spark = local_session(shuffle_partitions=params.partitions,
+                              extra={"spark.sql.streaming.numRecentProgressUpdates": "1000"})
+        try:
+            for variant in chosen:  # every code path once, JIT-compiled before anything is timed
+                Bench(spark, os.path.join(root, "warm"), params).measure(variant)
+            bench = Bench(spark, root, params)
+            results: dict[str, list[Outcome]] = {v: [] for v in chosen}
+            for i in range(args.repeat):
+                for variant in chosen:
+                    outcome = bench.measure(variant)
+                    results[variant].append(outcome)
+                    print(f"run {i + 1}/{args.repeat} {variant}: {outcome.seconds:.2f} s, "
+                          f"{outcome.output_rows:,} rows", flush=True)
+            return report(args, params, inputs, results)
+        finally:
+            spark.stop()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# -- profiling ---------------------------------------------------------------------------------
+
+def profile(inputs: Inputs, params: Params, root: str, store: str, mode: str, buckets: int = 64) -> int:
+    """Run streamjoin's tasks for every version and partition in this process under cProfile."""
+    import cProfile
+    import pstats
+
+    from joins.changes import ChangeFormat
+    from joins.checkpoint import Checkpoint
+    from joins.enrichment import EnrichmentJoin
+    from joins.runtime import StateConfig, TaskInfo, run_partition
+
+    op = EnrichmentJoin(EVENTS, CHANGES, "user_id", stream_time="ts", changes=ChangeFormat.plain("user_id", time="changed_at"),
+                        mode=mode, how="left", delay=datetime.timedelta(seconds=DELAY_S), buckets=buckets)
+    checkpoint = Checkpoint(os.path.join(root, "join"))
+    checkpoint.bind(op.definition(), params.partitions)
+    config = StateConfig(store=store, local_dir=os.path.join(root, "state"))
+    started = time.perf_counter()
+    for p, part in enumerate(_route(op.bootstrap_changes(inputs.snapshot), params.partitions)):
+        checkpoint.write_initial("table", p, part)
+    checkpoint.mark_initial_done({"table": inputs.snapshot.num_rows})
+    print(f"bootstrap routed and written in {time.perf_counter() - started:.2f} s")
+    flush = inputs.flush if mode == "as_of" else []
+    versions = list(zip(inputs.events, inputs.changes)) + [(EVENTS.empty_table(), f) for f in flush]
+    profiler, records = cProfile.Profile(), []
+    start = time.perf_counter()
+    for version, (events, changes) in enumerate(versions):
+        t0 = time.perf_counter()
+        parts = [_route(events, params.partitions), _route(changes, params.partitions)]
+        for p in range(params.partitions):
+            task = TaskInfo(version, p, params.partitions)
+            result, metrics = profiler.runcall(run_partition, op, checkpoint, config, task, (parts[0][p], parts[1][p]))
+            records.append(metrics)
+        print(f"version {version}: {time.perf_counter() - t0:.2f} s", flush=True)
+    summary = join_summary(records)
+    print(f"streamjoin-{store} ({mode}) in process: {time.perf_counter() - start:.2f} s, "
+          f"{summary['output_rows']:,} output rows ({params.events:,} events), {summary['events_waiting']:,} "
+          f"still waiting, {summary['matched']:,} matched")
+    stats = pstats.Stats(profiler).sort_stats("cumulative")
+    stats.print_stats(35)
+    stats.sort_stats("tottime").print_stats(25)
+    return 0 if summary["output_rows"] == params.events else 1
+
+
+def _route(table: pa.Table, partitions: int) -> list[pa.Table]:
+    """By ``user_id % partitions`` (a null key, a heartbeat, to partition 0): the runtime only
+    needs equal keys together."""
+    target = np.nan_to_num(table.column("user_id").to_numpy(zero_copy_only=False), nan=0).astype(np.int64) % partitions
+    return [table.filter(pa.array(target == p)) for p in range(partitions)]
