@@ -266,11 +266,19 @@ class _Step:
         self.out.append((key[0], key[1], kind[1], kind[0], rows[0], rows[1]))
 
     def _output(self) -> pa.Table:
+        """The view changes sorted by view key then ``_seq``; each distinct row decoded once."""
         self.out.sort(key=lambda o: o[:3])
-        spec = self.spec
-        left = self.codecs["left"].arrays([None if o[4] is None else unpack(o[4]) for o in self.out])
-        right = self.codecs["right"].arrays([None if o[5] is None else unpack(o[5]) for o in self.out])
-        n = len(self.out)
-        meta = [pa.array([o[3] for o in self.out], pa.string()), pa.array([self.version] * n, pa.int64()),
-                pa.array([o[2] for o in self.out], pa.int64())]
-        return pa.Table.from_arrays([*left, *right, *meta], schema=spec.output_schema)
+        spec, n = self.spec, len(self.out)
+        arrays = [*self._side_columns("left", [o[4] for o in self.out]),
+                  *self._side_columns("right", [o[5] for o in self.out]),
+                  pa.array([o[3] for o in self.out], pa.string()), pa.array([self.version] * n, pa.int64()),
+                  pa.array([o[2] for o in self.out], pa.int64())]
+        return pa.Table.from_arrays(arrays, schema=spec.output_schema)
+
+    def _side_columns(self, side: str, rows: list[bytes | None]) -> list[pa.Array]:
+        """One side's output columns for ``rows`` (encoded; None: null-padded)."""
+        distinct: dict[bytes, int] = {}
+        index = [None if r is None else distinct.setdefault(r, len(distinct)) for r in rows]
+        table = self.codecs[side].table([unpack(r) for r in distinct])
+        take = pa.array(index, pa.int64())
+        return [column.take(take) for column in table.columns]
