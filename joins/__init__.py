@@ -3,7 +3,7 @@
 The public, PySpark-facing API (imported on first use, so the engine-free operators below import
 without pyspark):
 
-    from joins import interval_join, stream_table_join, set_aside_rows, join_metrics
+    from joins import interval_join, stream_table_join, table_table_join, set_aside_rows, join_metrics
 
 Engine-free operators: :mod:`joins.interval` (stream-stream), run in-process by
 :mod:`joins.local` and inside Spark by :mod:`joins.spark`.
@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["interval_join", "stream_table_join", "set_aside_rows", "join_metrics"]
+__all__ = ["interval_join", "stream_table_join", "table_table_join", "set_aside_rows", "join_metrics"]
 
 _LAZY = {
     "interval_join": "joins.spark.interval",
     "stream_table_join": "joins.spark.enrichment",
+    "table_table_join": "joins.spark.table",
     "set_aside_rows": "joins.spark.outputs",
     "join_metrics": "joins.spark.outputs",
 }

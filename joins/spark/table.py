@@ -1,0 +1,93 @@
+"""``table_table_join``: a materialized view of two tables' change streams, in PySpark (SPEC §6)."""
+
+from __future__ import annotations
+
+import tempfile
+from typing import Any, Mapping, Sequence
+
+from pyspark.sql import DataFrame
+
+from joins.changes import ChangeFormat
+from joins.errors import JoinDefinitionError
+from joins.interval_spec import On
+from joins.runtime import StateConfig
+from joins.spark.changes import change_format, plain_changes
+from joins.spark.runtime import arrow_schema, run_operator
+from joins.table_join import TableTableJoin
+
+__all__ = ["table_table_join", "STAGES"]
+
+#: Sub-checkpoints of the three stages, under the join's checkpoint.
+STAGES = ("left_keys", "right_keys", "join")
+
+
+def table_table_join(
+    left_changes: DataFrame,
+    right_changes: DataFrame,
+    on: On,
+    *,
+    left_key: str | Sequence[str],
+    right_key: str | Sequence[str],
+    how: str = "inner",
+    left_time: str | None = None,
+    right_time: str | None = None,
+    left_format: str | ChangeFormat | None = None,
+    right_format: str | ChangeFormat | None = None,
+    left_sequence: str | None = None,
+    right_sequence: str | None = None,
+    store: str = "rocksdb",
+    checkpoint: str | None = None,
+    partitions: int | None = None,
+    store_options: Mapping[str, Any] | None = None,
+    state_dir: str | None = None,
+) -> DataFrame:
+    """The change stream of the view ``left JOIN right ON on``, kept up to date as both change.
+
+    Both inputs are change streams as for :func:`joins.stream_table_join` (Delta change data feed,
+    Debezium envelopes, or plain with an ``op`` column and the change-time column ``*_time``; the
+    vocabulary is detected unless ``*_format`` names it), with primary keys ``left_key`` and
+    ``right_key``. ``on``: a column name, a list of names on both sides, or a pair (left names,
+    right names): primary key to primary key, foreign key to primary key, or many to many.
+    ``how``: ``inner``, ``left`` or ``full``. Changes to one row apply in change-time (then
+    sequence) order; an older or duplicate change is stale and ignored, and a delete of an unknown
+    row is harmless; both are counted in the metrics.
+
+    Output: the view's changes in the Delta change data feed vocabulary: the left row's columns,
+    the right row's (a name on both sides gets ``_left`` / ``_right``), ``_change_type``
+    (``insert``, ``update_preimage``, ``update_postimage``, ``delete``), ``_commit_version`` (the
+    micro-batch id) and ``_seq``; applying them in (``_commit_version``, ``_seq``) order to an
+    empty table gives, after every micro-batch, the join of the two tables as they stand
+    (:class:`joins.view.MaterializedView` does it). Outer joins insert a null-padded row while a
+    row has no match and retract it when its first match appears.
+
+    A row whose join key changes (a post moved to another author) is retracted from its old key
+    by a first stage partitioned by primary key; so the join runs three stages, each with its own
+    state and changelogs under ``<checkpoint>/left_keys``, ``right_keys`` and ``join``
+    (``join_metrics`` and ``set_aside_rows`` take those paths). Other arguments as for
+    :func:`joins.interval_join`. Raises :class:`JoinDefinitionError` before any query starts
+    when an argument is wrong.
+    """
+    streaming = left_changes.isStreaming or right_changes.isStreaming
+    if checkpoint is None:
+        if streaming:
+            raise JoinDefinitionError(
+                "table_table_join on a streaming DataFrame needs checkpoint=... : a durable location (a path or "
+                "any pyarrow.fs URI) for its state changelogs, one per join"
+            )
+        checkpoint = tempfile.mkdtemp(prefix="streamjoin-batch-")
+    left_key = [left_key] if isinstance(left_key, str) else list(left_key)
+    right_key = [right_key] if isinstance(right_key, str) else list(right_key)
+    left_fmt = change_format(left_changes, left_format, left_key, left_time, left_sequence, "left_changes")
+    right_fmt = change_format(right_changes, right_format, right_key, right_time, right_sequence, "right_changes")
+    paths = {name: f"{checkpoint.rstrip('/')}/{name}" for name in STAGES}
+    left, left_fmt = plain_changes(left_changes, left_fmt, paths["left_keys"], "changes_source")
+    right, right_fmt = plain_changes(right_changes, right_fmt, paths["right_keys"], "changes_source")
+    join = TableTableJoin(
+        arrow_schema(left), arrow_schema(right), on, left_key=left_key, right_key=right_key, how=how,
+        left_changes=left_fmt, right_changes=right_fmt,
+    )
+    state = StateConfig(store=store, store_options=dict(store_options or {}), local_dir=state_dir)
+    options = dict(partitions=partitions, state=state)
+    routed_left = run_operator([left], join.left_stage, checkpoint=paths["left_keys"], **options)
+    routed_right = run_operator([right], join.right_stage, checkpoint=paths["right_keys"], **options)
+    return run_operator([routed_left, routed_right], join.join_stage, checkpoint=paths["join"], **options)

@@ -1,0 +1,122 @@
+"""The table-table join end to end through Spark (issue 7): posts and follows as plain change
+streams in micro-batches, with an update that moves a post to another author, a deleted post, an
+unfollow, a stale change and a delete of an unknown row. After every micro-batch, the view
+rebuilt from the change stream equals the reference join of the tables as they stand."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from joins import table_table_join
+from joins.errors import JoinDefinitionError
+from joins.reference_table import Change, ReferenceTable, reference_view
+from joins.table_spec import CDF_COLUMNS
+from joins.view import MaterializedView
+from statestore import open_store
+
+pytestmark = pytest.mark.spark
+
+POSTS = pa.schema([("post_id", pa.int64()), ("op", pa.string()), ("at", pa.timestamp("us", "UTC")),
+                   ("author_id", pa.int64()), ("text", pa.string())])
+FOLLOWS = pa.schema([("follow_id", pa.int64()), ("op", pa.string()), ("at", pa.timestamp("us", "UTC")),
+                     ("follower_id", pa.int64()), ("followee_id", pa.int64())])
+EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def _post(pid, op, t, author=None, text=None):
+    return {"post_id": pid, "op": op, "at": EPOCH + dt.timedelta(seconds=t), "author_id": author, "text": text}
+
+
+def _follow(fid, op, t, follower=None, followee=None):
+    return {"follow_id": fid, "op": op, "at": EPOCH + dt.timedelta(seconds=t), "follower_id": follower,
+            "followee_id": followee}
+
+
+POST_BATCHES = [
+    [_post(1, "upsert", 1, 10, "hello"), _post(2, "upsert", 2, 10, "again"), _post(3, "upsert", 3, 20, "hi")],
+    [_post(2, "update", 5, 20, "moved"), _post(9, "delete", 6)],               # 2 moves to author 20
+    [_post(1, "delete", 8), _post(3, "update", 2, 20, "stale")],               # 3's change is stale
+    [_post(4, "insert", 9, 10, "new")],
+]
+FOLLOW_BATCHES = [
+    [_follow(100, "upsert", 1, 1, 10), _follow(101, "upsert", 1, 2, 20)],
+    [_follow(102, "upsert", 4, 1, 20)],
+    [_follow(100, "delete", 7)],                                               # user 1 unfollows 10
+    [_follow(101, "update", 9, 2, 10)],                                        # user 2 now follows 10
+]
+
+
+def _write(directory, batches, schema):
+    os.makedirs(directory)
+    for i, rows in enumerate(batches):
+        path = os.path.join(directory, f"part-{i:03d}.parquet")
+        pq.write_table(pa.Table.from_pylist(rows, schema), path)
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+
+
+def _plain(value):
+    """A timestamp as seconds since the epoch (naive ones read as UTC), anything else as it is."""
+    return value.timestamp() if hasattr(value, "timestamp") else value
+
+
+def _changes(rows, key, columns):
+    out = []
+    for r in rows:
+        op = "delete" if r["op"] == "delete" else "upsert"
+        t = int((r["at"] - EPOCH).total_seconds())
+        out.append(Change((r[key],), op, t, None, None if op == "delete" else {c: r[c] for c in columns}))
+    return out
+
+
+@pytest.mark.parametrize("how", ["left"])
+def test_table_table_join_streaming_view_equals_the_join_after_every_batch(spark, tmp_path, how):
+    root = str(tmp_path)
+    _write(f"{root}/posts", POST_BATCHES, POSTS)
+    _write(f"{root}/follows", FOLLOW_BATCHES, FOLLOWS)
+    posts = spark.readStream.schema(POSTS_DDL).option("maxFilesPerTrigger", 1).parquet(f"{root}/posts")
+    follows = spark.readStream.schema(FOLLOWS_DDL).option("maxFilesPerTrigger", 1).parquet(f"{root}/follows")
+    view_changes = table_table_join(posts, follows, (["author_id"], ["followee_id"]), left_key="post_id",
+                                    right_key="follow_id", how=how, left_time="at", right_time="at",
+                                    checkpoint=f"{root}/ck", partitions=3)
+    query = (view_changes.writeStream.format("parquet").option("path", f"{root}/out")
+             .option("checkpointLocation", f"{root}/spark").trigger(availableNow=True).start())
+    query.awaitTermination()
+    changes = pq.read_table(f"{root}/out")
+    view_columns = [n for n in changes.column_names if n not in CDF_COLUMNS]
+    view = MaterializedView(open_store("memory", f"{root}/view"), "post_id", "follow_id", changes.schema)
+    left, right = ReferenceTable(["post_id"]), ReferenceTable(["follow_id"])
+    post_columns = ["post_id", "at", "author_id", "text"]
+    follow_columns = ["follow_id", "at", "follower_id", "followee_id"]
+    for version, (p, f) in enumerate(zip(POST_BATCHES, FOLLOW_BATCHES)):
+        left.apply(_changes(p, "post_id", post_columns))
+        right.apply(_changes(f, "follow_id", follow_columns))
+        batch = changes.filter(pa.compute.equal(changes.column("_commit_version"), version))
+        view.apply(batch)
+        expected = reference_view(left.rows, right.rows, left_on=["author_id"], right_on=["followee_id"], how=how,
+                                  left_columns=post_columns, right_columns=follow_columns)
+        got = {tuple(_plain(r[c]) for c in view_columns) for r in view.rows().to_pylist()}
+        assert got == {tuple(map(_plain, row)) for row in expected.values()}, f"after batch {version}"
+    timeline = sorted((r["follower_id"], r["post_id"]) for r in view.rows().to_pylist() if r["follower_id"] is not None)
+    assert timeline == [(1, 2), (1, 3), (2, 4)]
+    assert left.stale == 1 and left.unknown_deletes == 1
+
+
+POSTS_DDL = "post_id bigint, op string, at timestamp, author_id bigint, text string"
+FOLLOWS_DDL = "follow_id bigint, op string, at timestamp, follower_id bigint, followee_id bigint"
+
+
+def test_table_table_join_bad_arguments_fail_before_the_query(spark):
+    posts = spark.createDataFrame([], POSTS_DDL)
+    follows = spark.createDataFrame([], FOLLOWS_DDL)
+    args = dict(left_key="post_id", right_key="follow_id", left_time="at", right_time="at")
+    with pytest.raises(JoinDefinitionError, match="how"):
+        table_table_join(posts, follows, (["author_id"], ["followee_id"]), how="right", **args)
+    with pytest.raises(JoinDefinitionError):
+        table_table_join(posts, follows, (["nope"], ["followee_id"]), **args)
+    with pytest.raises(JoinDefinitionError, match="change"):
+        table_table_join(posts, follows, (["author_id"], ["followee_id"]), **{**args, "left_time": None})
