@@ -17,6 +17,7 @@ __all__ = ["main", "build_parser"]
 #: (module, one-line help) of every subcommand, in the order ``--help`` lists them.
 SUBCOMMANDS: tuple[str, ...] = (
     "jobs.demo",
+    "jobs.enrich_activity",
     "changelog.cli",
     "bench.cli",
 )

@@ -1,0 +1,202 @@
+"""The activity-enrichment job (DDIA ch. 11, stream-table join): each activity event gets the user's
+profile as it was at the event's time.
+
+A seeded generator writes activity events (``event_id, user_id, ts, action``) and the profiles'
+change feed, a plain change table (``user_id, op, changed_at, plan, country``; ``op`` in
+``insert``/``update``/``delete``/``heartbeat``): plan upgrades and downgrades, country moves,
+sign-ups and account closures, plus a snapshot of the profiles at the start, loaded with
+``bootstrap=``. One Parquet file per micro-batch and stream, one hour of activity each. The change
+feed's position against the activity varies, as a CDC connector's does: sometimes it runs ahead,
+sometimes a few minutes behind, so some changes reach the job in a later micro-batch than events
+they precede. A few change rows are bad (an unknown op, a null key, a null change time) and a few
+events arrive late: both go to the join's dead-letter output.
+
+The job runs ``stream_table_join(mode="as_of")`` over the files (an event waits in state until
+the table's watermark, which heartbeats advance, has passed its time), writes the enriched events
+as Parquet and prints a summary: events in and out, enriched or without a profile, events that
+waited, dead letters by reason, a few events shown with the profile version they got, and how many
+events ``mode="latest"`` (run over the same files as a second query) enriches differently. It
+checks its as-of result against an independent batch calculation (for each event, the user's last
+change at or before the event's time, from the snapshot and the whole change history) and exits
+with status 1 if they differ.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+
+from jobs.activity_generator import DELAY, ActivityConfig, write_activity
+
+__all__ = ["register", "add_arguments", "run", "run_job", "Paths"]
+
+_MARKER = ".streamjoin-enrich-activity"
+EVENT_DDL = "event_id bigint, user_id bigint, ts timestamp, action string"
+CHANGE_DDL = "user_id bigint, op string, changed_at timestamp, plan string, country string"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "enrich-activity",
+        help="run the activity-enrichment job: a stream-table as-of join with a profile change feed",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--events", type=int, default=20_000,
+                        help="random activity events; each profile change also logs one (default 20,000)")
+    parser.add_argument("--users", type=int, default=500, help="users with profiles (default 500)")
+    parser.add_argument("--batches", type=int, default=6,
+                        help="hours of activity, one micro-batch each; the feed adds two heartbeat batches (default 6)")
+    parser.add_argument("--store", default="rocksdb", help="state store: rocksdb (default), lmdb, memory")
+    parser.add_argument("--partitions", type=int, default=4, help="state partitions (default 4)")
+    parser.add_argument("--seed", type=int, default=11, help="generator seed (default 11)")
+    parser.add_argument("--out", default=None,
+                        help="directory for inputs, outputs and checkpoints (default: a new directory under the "
+                             "system's temporary directory); an existing one must be empty or from an earlier run")
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Where the job's inputs, outputs and checkpoints go, under one root."""
+
+    root: str
+
+    def _under(self, *parts: str) -> str:
+        return os.path.join(self.root, *parts)
+
+    @property
+    def inputs(self) -> str:
+        return self._under("inputs")
+
+    @property
+    def events(self) -> str:
+        return self._under("inputs", "events")
+
+    @property
+    def changes(self) -> str:
+        return self._under("inputs", "profile_changes")
+
+    @property
+    def snapshot(self) -> str:
+        return self._under("inputs", "profiles_snapshot.parquet")
+
+    def output(self, mode: str) -> str:
+        """The enriched events of the ``mode`` join (Parquet)."""
+        return self._under(f"enriched_{mode}")
+
+    def checkpoint(self, mode: str) -> str:
+        """The ``mode`` join's checkpoint: changelogs, dead letters, metrics."""
+        return self._under("checkpoints", mode)
+
+    def spark_checkpoint(self, mode: str) -> str:
+        return self._under("checkpoints", f"spark_{mode}")
+
+
+def run(args: argparse.Namespace, spark=None) -> int:
+    """The command: run the job with the parsed arguments; 0 when the self-check passes, else 1."""
+    from jobs.enrich_activity_report import print_summary
+
+    config = ActivityConfig(events=args.events, users=args.users, batches=args.batches, seed=args.seed)
+    summary = run_job(config, _prepare(args.out), store=args.store, partitions=args.partitions, spark=spark)
+    print_summary(summary)
+    return 0 if summary.same else 1
+
+
+def run_job(config: ActivityConfig, root: str, *, store: str = "rocksdb", partitions: int = 4, spark=None):
+    """Generate the inputs under ``root``, run both joins and compute the summary (not printed).
+
+    Uses ``spark`` if given (and leaves it running), else a local session that it stops.
+    Returns a :class:`jobs.enrich_activity_report.Summary`.
+    """
+    from jobs.enrich_activity_report import summarise
+
+    paths = Paths(root)
+    own_session = spark is None
+    started = time.perf_counter()
+    _stage(1, f"generating {config.events:,} activity events for {config.users:,} users over {config.batches} "
+              f"hours (seed {config.seed}) under {paths.inputs}")
+    counts = write_activity(paths.inputs, config)
+    print(f"      {counts['events']:,} events ({counts['profile_events']:,} logged by profile changes) in "
+          f"{counts['event_files']} files; {counts['changes']:,} profile changes, {counts['bad_changes']} bad rows "
+          f"and heartbeats in {counts['change_files']} files; a snapshot of {counts['snapshot_rows']:,} profiles",
+          flush=True)
+    if spark is None:
+        from bench.sparkutil import local_session
+
+        _stage(2, "starting a local Spark session")
+        spark = local_session(shuffle_partitions=partitions)
+    try:
+        batches = counts["change_files"]
+        _stage(3, f"as-of join (mode='as_of', store={store}): {batches} micro-batches -> {paths.output('as_of')}")
+        _stream(spark, paths, "as_of", store, partitions, batches)
+        _stage(4, f"the same inputs with mode='latest' (its own checkpoint) -> {paths.output('latest')}")
+        _stream(spark, paths, "latest", store, partitions, batches)
+        _stage(5, "independent batch calculation and comparisons")
+        summary = summarise(spark, paths, config, counts)
+    finally:
+        if own_session:
+            spark.stop()
+    print(f"      done in {time.perf_counter() - started:.0f} s", flush=True)
+    return summary
+
+
+def _prepare(out: str | None) -> str:
+    """A fresh output root: ``out`` (emptied if an earlier run made it) or a new temporary directory."""
+    if out is None:
+        root = tempfile.mkdtemp(prefix="streamjoin-enrich-activity-", dir=tempfile.gettempdir())
+    else:
+        root = os.path.abspath(out)
+        if os.path.isdir(root) and os.listdir(root):
+            if not os.path.exists(os.path.join(root, _MARKER)):
+                raise SystemExit(f"streamjoin enrich-activity: {root} is not empty and not from an earlier run of "
+                                 "this job; pass an empty or new directory to --out")
+            shutil.rmtree(root)
+        os.makedirs(root, exist_ok=True)
+    open(os.path.join(root, _MARKER), "w").close()
+    return root
+
+
+_STARTED = [0.0]
+
+
+def _stage(n: int, text: str) -> None:
+    """Print stage ``n`` of 5 with the seconds since the job started."""
+    if n == 1:
+        _STARTED[0] = time.perf_counter()
+    print(f"[{n}/5 at {time.perf_counter() - _STARTED[0]:3.0f} s] {text}", flush=True)
+
+
+def _stream(spark, paths: Paths, mode: str, store: str, partitions: int, batches: int) -> None:
+    """Run one streaming join over the input files to the end (``availableNow``), with progress."""
+    from joins import stream_table_join
+
+    events = spark.readStream.schema(EVENT_DDL).option("maxFilesPerTrigger", 1).parquet(paths.events)
+    changes = spark.readStream.schema(CHANGE_DDL).option("maxFilesPerTrigger", 1).parquet(paths.changes)
+    bootstrap = spark.read.parquet(paths.snapshot)
+    joined = stream_table_join(
+        events, changes, "user_id", stream_time="ts", table_key="user_id", table_time="changed_at",
+        mode=mode, how="left", delay=DELAY, bootstrap=bootstrap, store=store, partitions=partitions,
+        checkpoint=paths.checkpoint(mode),
+    )
+    query = (joined.writeStream.format("parquet").option("path", paths.output(mode))
+             .option("checkpointLocation", paths.spark_checkpoint(mode)).trigger(availableNow=True).start())
+    shown = 0
+    while True:
+        finished = query.awaitTermination(1)
+        done = len(query.recentProgress)
+        if done > shown:
+            shown = done
+            print(f"      micro-batch {done}/{batches} done", flush=True)
+        if finished:
+            break
+    if query.exception() is not None:
+        raise RuntimeError(f"the {mode} query failed: {query.exception()}")
