@@ -4,6 +4,7 @@ The public, PySpark-facing API (imported on first use, so the engine-free operat
 without pyspark):
 
     from joins import interval_join, stream_table_join, table_table_join, set_aside_rows, join_metrics
+    from joins import view_sink      # keeps a table-table join's view on the driver (foreachBatch)
 
 Engine-free operators: :mod:`joins.interval` (stream-stream), run in-process by
 :mod:`joins.local` and inside Spark by :mod:`joins.spark`.
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["interval_join", "stream_table_join", "table_table_join", "set_aside_rows", "join_metrics"]
+__all__ = ["interval_join", "stream_table_join", "table_table_join", "set_aside_rows", "join_metrics", "view_sink"]
 
 _LAZY = {
     "interval_join": "joins.spark.interval",
@@ -21,6 +22,7 @@ _LAZY = {
     "table_table_join": "joins.spark.table",
     "set_aside_rows": "joins.spark.outputs",
     "join_metrics": "joins.spark.outputs",
+    "view_sink": "joins.spark.view",
 }
 
 
