@@ -18,6 +18,7 @@ __all__ = ["main", "build_parser"]
 SUBCOMMANDS: tuple[str, ...] = (
     "jobs.demo",
     "jobs.enrich_activity",
+    "jobs.timeline",
     "changelog.cli",
     "bench.cli",
 )
