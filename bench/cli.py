@@ -18,6 +18,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "runtime": ("bench.runtime", "Spark runtime overhead beside a bare repartition + mapInArrow"),
     "interval": ("bench.interval", "interval join beside Spark's own stream-stream join"),
     "enrichment": ("bench.enrichment", "stream-table join per store beside Spark's stream-static join"),
+    "table": ("bench.table", "table-table join (a maintained view) beside recomputing the join in Spark"),
 }
 
 
