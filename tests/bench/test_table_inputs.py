@@ -1,0 +1,51 @@
+"""The table benchmark's generated workload (no Spark, no timing): the mix of changes, that
+updates and deletes hit live rows and inserts new ones, that reassigned orders and new orders
+reference customers that exist by then, and that the expected view sizes are the join's."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bench.table import bounds, expected_view_rows, generate
+
+
+def _replay(workload, ends):
+    orders = {r["order_id"]: r for r in workload.orders.load.to_pylist()}
+    customers = {r["customer_id"]: r for r in workload.customers.load.to_pylist()}
+    seen_customers = set(customers)
+    sizes = [sum(1 for o in orders.values() if o["customer_id"] in customers)]
+    o_changes, c_changes, start = workload.orders.changes.to_pylist(), workload.customers.changes.to_pylist(), 0
+    for end in ends:
+        for o, c in zip(o_changes[start:end], c_changes[start:end]):
+            for table, key, row in ((orders, "order_id", o), (customers, "customer_id", c)):
+                if row["op"] == "delete":
+                    assert table.pop(row[key], None) is not None
+                else:
+                    assert (row[key] in table) == (row["op"] == "update")
+                    table[row[key]] = row
+            seen_customers.update(customers)
+            if o["op"] != "delete":
+                assert o["customer_id"] in seen_customers   # loaded or inserted by then (maybe deleted since)
+        sizes.append(sum(1 for o in orders.values() if o["customer_id"] in customers))
+        start = end
+    return sizes
+
+
+def test_table_workload_shape_and_view_sizes():
+    workload = generate(rows=600, changes=400, seed=3)
+    for side in workload.sides():
+        assert side.load.num_rows == 600 and side.changes.num_rows == 400
+        ops = side.changes.column("op").to_pylist()
+        assert (ops.count("update"), ops.count("delete"), ops.count("insert")) == (80, 20, 300)
+        times = side.changes.column("changed_at").cast("int64").to_numpy()
+        assert np.all(np.diff(times) > 0) and times[0] > side.load.column("changed_at").cast("int64").to_numpy().max()
+    assert 0 < workload.moves < 80
+    loaded = dict(zip(workload.orders.load.column("order_id").to_pylist(),
+                      workload.orders.load.column("customer_id").to_pylist()))
+    moved = {r["order_id"] for r in workload.orders.changes.to_pylist()
+             if r["op"] == "update" and r["customer_id"] != loaded[r["order_id"]]}
+    assert moved  # some updates change the join key
+    for batches in (1, 3):
+        ends = bounds(400, batches)
+        assert expected_view_rows(workload, ends) == _replay(workload, ends)
+    assert expected_view_rows(workload, bounds(400, 1))[0] == 600
