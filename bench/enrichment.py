@@ -243,6 +243,7 @@ class Outcome:
     build_seconds: float              # stream_table_join (the bootstrap job) or the plan
     output_rows: int
     batches: int
+    batch_seconds: list[float] = field(default_factory=list)   # each micro-batch's trigger time
     join: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -308,8 +309,9 @@ class Bench:
             seconds = time.perf_counter() - start
             if query.exception() is not None:
                 raise RuntimeError(f"{variant} failed: {query.exception()}")
-            outcome = Outcome(seconds, built, sum(_sink_rows(p) for p in query.recentProgress),
-                              len({p["batchId"] for p in query.recentProgress}))
+            progress = query.recentProgress
+            outcome = Outcome(seconds, built, sum(_sink_rows(p) for p in progress), len({p["batchId"] for p in progress}),
+                              [p["durationMs"].get("triggerExecution", 0) / 1000 for p in progress])
             if variant != "spark-stream-static":
                 from joins.checkpoint import Checkpoint
 
@@ -451,8 +453,10 @@ def run(args: argparse.Namespace) -> int:
                 for variant in chosen:
                     outcome = bench.measure(variant)
                     results[variant].append(outcome)
-                    print(f"run {i + 1}/{args.repeat} {variant}: {outcome.seconds:.2f} s, "
-                          f"{outcome.output_rows:,} rows", flush=True)
+                    print(f"run {i + 1}/{args.repeat} {variant}: {outcome.seconds:.2f} s (build "
+                          f"{outcome.build_seconds:.2f} s; micro-batches "
+                          f"{' '.join(f'{s:.1f}' for s in outcome.batch_seconds)}), {outcome.output_rows:,} rows",
+                          flush=True)
             return report(args, params, inputs, results)
         finally:
             spark.stop()
