@@ -9,7 +9,7 @@ from collections import Counter
 
 import pyarrow as pa
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from joins.changes import ChangeFormat
@@ -38,6 +38,7 @@ def _run(runner: LocalRunner, first_table: pa.Table, events: pa.Table, start: in
     return Counter(tuple(r.values()) for r in out.to_pylist())
 
 
+@settings(max_examples=20)
 @given(users=st.lists(st.integers(0, 20), unique=True, max_size=12), partitions=st.integers(1, 3),
        start=st.sampled_from([0, 3]), again=st.booleans())
 def test_runtime_initial_rows_equal_giving_them_to_the_first_version(tmp_path_factory, users, partitions, start, again):
