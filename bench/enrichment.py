@@ -478,7 +478,8 @@ def profile(inputs: Inputs, params: Params, root: str, store: str, mode: str, bu
 
     op = EnrichmentJoin(EVENTS, CHANGES, "user_id", stream_time="ts", changes=ChangeFormat.plain("user_id", time="changed_at"),
                         mode=mode, how="left", delay=datetime.timedelta(seconds=DELAY_S), buckets=buckets)
-    checkpoint = Checkpoint(os.path.join(root, "join"))
+    checkpoint_dir = os.path.join(root, "join")
+    checkpoint = Checkpoint(checkpoint_dir)
     checkpoint.bind(op.definition(), params.partitions)
     config = StateConfig(store=store, local_dir=os.path.join(root, "state"))
     started = time.perf_counter()
@@ -499,6 +500,10 @@ def profile(inputs: Inputs, params: Params, root: str, store: str, mode: str, bu
             records.append(metrics)
         print(f"version {version}: {time.perf_counter() - t0:.2f} s", flush=True)
     summary = join_summary(records)
+    written = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(checkpoint_dir) for f in fs)
+    last = {r["partition"]: r for r in records}
+    print(f"checkpoint (changelogs, snapshots, initial rows): {written / 2**20:,.0f} MB written; store "
+          f"(estimate) at the end: {sum(r.get('state_bytes', 0) for r in last.values()) / 2**20:,.0f} MB")
     print(f"streamjoin-{store} ({mode}) in process: {time.perf_counter() - start:.2f} s, "
           f"{summary['output_rows']:,} output rows ({params.events:,} events), {summary['events_waiting']:,} "
           f"still waiting, {summary['matched']:,} matched")
