@@ -49,9 +49,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--posts", type=int, default=4_000, help="posts created over the run (default 4,000)")
-    parser.add_argument("--users", type=int, default=400,
-                        help="users; each follows about 6 others at the start (default 400)")
+    parser.add_argument("--posts", type=int, default=2_000, help="posts created over the run (default 2,000)")
+    parser.add_argument("--users", type=int, default=300,
+                        help="users; each follows about 5 others at the start (default 300)")
     parser.add_argument("--batches", type=int, default=8,
                         help="micro-batches, one hour of changes each; the middle one holds the showcase unfollow "
                              "and post deletion (default 8)")

@@ -50,10 +50,10 @@ FOLLOWS_SCHEMA = pa.schema([("follow_id", pa.int64()), ("op", pa.string()),
 class TimelineConfig:
     """Sizes and rates of the timeline inputs (rates are shares of the live rows, per batch)."""
 
-    posts: int = 4_000            # posts created over all batches
-    users: int = 400
+    posts: int = 2_000            # posts created over all batches
+    users: int = 300
     batches: int = 8
-    follows_per_user: int = 6     # on average, at the start
+    follows_per_user: int = 5     # on average, at the start
     edit_rate: float = 0.06
     reassign_rate: float = 0.02
     post_delete_rate: float = 0.03
@@ -102,8 +102,8 @@ class _Table:
     def change(self, key: int, op: str, time: int, row: tuple | None, kind: str, counts: Counter) -> None:
         self.batch.append((key, op, time, *(row or (None,) * len(self.columns))))
         counts[kind] += 1
-        if kind in ("stale",):
-            return
+        if kind in ("stale", "unknown_delete"):
+            return      # no effect on the table
         self.touched.add(key)
         self.times.setdefault(key, []).append(time)
         if op == "delete":
@@ -124,51 +124,18 @@ def write_timeline_inputs(root: str, config: TimelineConfig = TimelineConfig()) 
     rng = np.random.default_rng(config.seed)
     posts, follows = _Table(("author_id", "text")), _Table(("follower_id", "followee_id"))
     out = Generated(batches=config.batches)
-    popularity = 1.0 / np.arange(1, config.users + 1) ** 0.8
+    popularity = 1.0 / np.arange(1, config.users + 1) ** 0.6
     popularity = (popularity / popularity.sum())[rng.permutation(config.users)]
-    next_post, next_follow = 0, 0
     showcase_batch = max(1, config.batches // 2) if config.batches > 1 else None
+    need = 10 * (config.posts + config.users * config.follows_per_user) + 100
     for b in range(config.batches):
-        start = config.start_us + b * _HOUR_US
-        need = 10 * (config.posts + config.users * config.follows_per_user) + 100
-        times = iter((start + rng.choice(_HOUR_US, need, replace=False)).tolist())
+        times = iter((config.start_us + b * _HOUR_US + rng.choice(_HOUR_US, need, replace=False)).tolist())
         posts.batch, follows.batch, posts.touched, follows.touched = [], [], set(), set()
         if b == showcase_batch:
             out.showcase = _plant_showcase(posts, follows, times, out, b)
-        # posts: new ones, then edits, moves to another author and deletes of existing ones
-        created = config.posts // config.batches + (config.posts % config.batches if b == 0 else 0)
-        for _ in range(created):
-            author = int(rng.choice(config.users, p=popularity))
-            posts.change(next_post, "insert", next(times), (author, _text(rng, next_post)), "insert", out.posts)
-            next_post += 1
+        _post_changes(posts, b, config, rng, popularity, times, out.posts)
+        _follow_changes(follows, b, config, rng, popularity, times, out.follows)
         if b > 0:
-            for pid in posts.sample(rng, config.edit_rate):
-                posts.change(pid, "update", next(times), (posts.rows[pid][0], _text(rng, pid, edited=True)),
-                             "update", out.posts)
-            for pid in posts.sample(rng, config.reassign_rate):
-                author = int(rng.choice(config.users, p=popularity))
-                if author != posts.rows[pid][0]:
-                    posts.change(pid, "update", next(times), (author, posts.rows[pid][1]), "reassign", out.posts)
-            for pid in posts.sample(rng, config.post_delete_rate):
-                posts.change(pid, "delete", next(times), None, "delete", out.posts)
-        # follows: the initial graph, then new follows, unfollows and edits
-        pairs = {row for row in follows.rows.values()}
-        wanted = config.users * config.follows_per_user if b == 0 else int(rng.binomial(len(follows.rows), config.follow_rate))
-        for _ in range(wanted):
-            pair = (int(rng.integers(config.users)), int(rng.choice(config.users, p=popularity)))
-            if pair[0] != pair[1] and pair not in pairs:
-                pairs.add(pair)
-                follows.change(next_follow, "insert", next(times), pair, "insert", out.follows)
-                next_follow += 1
-        if b > 0:
-            for fid in follows.sample(rng, config.unfollow_rate):
-                follows.change(fid, "delete", next(times), None, "delete", out.follows)
-            for fid in follows.sample(rng, config.follow_edit_rate):
-                follower = follows.rows[fid][0]
-                pair = (follower, int(rng.choice(config.users, p=popularity)))
-                if pair[0] != pair[1] and pair not in pairs:
-                    pairs.add(pair)
-                    follows.change(fid, "update", next(times), pair, "reassign", out.follows)
             for table, counts in ((posts, out.posts), (follows, out.follows)):
                 _stale_and_unknown(table, rng, config, counts, b, times)
         _write(root, "posts", b, posts.batch, POSTS_SCHEMA, rng)
@@ -176,7 +143,51 @@ def write_timeline_inputs(root: str, config: TimelineConfig = TimelineConfig()) 
     return out
 
 
-def _text(rng: np.random.Generator, pid: int, edited: bool = False) -> str:
+def _post_changes(posts: _Table, b: int, config: TimelineConfig, rng: np.random.Generator, popularity: np.ndarray,
+                  times, counts: Counter) -> None:
+    """Batch ``b``'s new posts, then edits, moves to another author and deletes of existing ones."""
+    created = config.posts // config.batches + (config.posts % config.batches if b == 0 else 0)
+    first = config.posts // config.batches * b + (config.posts % config.batches if b else 0)
+    for pid in range(first, first + created):
+        author = int(rng.choice(config.users, p=popularity))
+        posts.change(pid, "insert", next(times), (author, _text(rng)), "insert", counts)
+    if b == 0:
+        return
+    for pid in posts.sample(rng, config.edit_rate):
+        posts.change(pid, "update", next(times), (posts.rows[pid][0], _text(rng, edited=True)), "update", counts)
+    for pid in posts.sample(rng, config.reassign_rate):
+        author = int(rng.choice(config.users, p=popularity))
+        if author != posts.rows[pid][0]:
+            posts.change(pid, "update", next(times), (author, posts.rows[pid][1]), "reassign", counts)
+    for pid in posts.sample(rng, config.post_delete_rate):
+        posts.change(pid, "delete", next(times), None, "delete", counts)
+
+
+def _follow_changes(follows: _Table, b: int, config: TimelineConfig, rng: np.random.Generator,
+                    popularity: np.ndarray, times, counts: Counter) -> None:
+    """The initial follows (batch 0), then new follows, unfollows and follows edited to another followee."""
+    pairs = set(follows.rows.values())
+    wanted = (config.users * config.follows_per_user if b == 0
+              else int(rng.binomial(len(follows.rows), config.follow_rate)))
+    next_id = max(follows.times, default=-1) + 1
+    for _ in range(wanted):
+        pair = (int(rng.integers(config.users)), int(rng.choice(config.users, p=popularity)))
+        if pair[0] != pair[1] and pair not in pairs:
+            pairs.add(pair)
+            follows.change(next_id, "insert", next(times), pair, "insert", counts)
+            next_id += 1
+    if b == 0:
+        return
+    for fid in follows.sample(rng, config.unfollow_rate):
+        follows.change(fid, "delete", next(times), None, "delete", counts)
+    for fid in follows.sample(rng, config.follow_edit_rate):
+        pair = (follows.rows[fid][0], int(rng.choice(config.users, p=popularity)))
+        if pair[0] != pair[1] and pair not in pairs:
+            pairs.add(pair)
+            follows.change(fid, "update", next(times), pair, "reassign", counts)
+
+
+def _text(rng: np.random.Generator, edited: bool = False) -> str:
     words = " ".join(rng.choice(_WORDS, 3).tolist())
     return f"{words} (edited)" if edited else words
 

@@ -66,8 +66,8 @@ class BatchChecker:
             self.timelines[batch_id] = sorted(mine.select(_SHOWN).to_pylist(), key=lambda r: r["post_id"])
         out = ", ".join(f"{counts[k]:,} {k}" for k in _KINDS)
         verdict = "yes" if result.consistent else f"NO ({result.missing} rows missing, {result.extra} extra)"
-        print(f"      micro-batch {batch_id}: {changes.num_rows:,} view changes ({out}); view {view.num_rows:,} rows; "
-              f"equals the join of the current tables: {verdict}", flush=True)
+        print(f"      micro-batch {batch_id}: {changes.num_rows:,} view changes ({out}); "
+              f"view {view.num_rows:,} rows; equals the join of the current tables: {verdict}", flush=True)
 
 
 def _tuples(table: pa.Table) -> list[tuple]:
@@ -146,18 +146,20 @@ def print_summary(s: Summary) -> None:
     p, f = s.generated.posts, s.generated.follows
     print("\nstreamjoin timeline: posts JOIN follows ON posts.author_id = follows.followee_id (inner), "
           f"store={s.store}, {s.partitions} partitions")
-    print(f"changes in (plain change tables: op insert/update/delete, change time changed_at) under {s.paths.inputs}:")
-    print(f"  posts:   {p['insert']:,} created, {p['update']:,} edited, {p['reassign']:,} reassigned to another author, "
-          f"{p['delete']:,} deleted; {p['stale']:,} stale re-sends, {p['unknown_delete']:,} deletes of unknown posts")
-    print(f"  follows: {f['insert']:,} created, {f['reassign']:,} edited to another followee, {f['delete']:,} unfollows; "
-          f"{f['stale']:,} stale re-sends, {f['unknown_delete']:,} deletes of unknown follows")
+    print("changes in (plain change tables: op insert/update/delete, change time changed_at) under "
+          f"{s.paths.inputs}:")
+    print(f"  posts:   {p['insert']:,} created, {p['update']:,} edited, {p['reassign']:,} reassigned to another "
+          f"author, {p['delete']:,} deleted; {p['stale']:,} stale re-sends, {p['unknown_delete']:,} deletes of unknown posts")
+    print(f"  follows: {f['insert']:,} created, {f['reassign']:,} edited to another followee, "
+          f"{f['delete']:,} unfollows; {f['stale']:,} stale re-sends, {f['unknown_delete']:,} deletes of unknown follows")
     print(f"view changes out (Delta change data feed vocabulary) in {s.paths.view_changes}:")
     print("  " + ", ".join(f"{k} {s.changes_out[k]:,}" for k in _KINDS))
     for stage, name in (("left_keys", "posts"), ("right_keys", "follows")):
         m = s.metrics.get(stage, {})
         print(f"join metrics ({name}, join_metrics(spark, '<checkpoint>/{stage}')): stale changes ignored "
               f"{m.get('stale_changes', 0):,}, unknown deletes {m.get('unknown_deletes', 0):,}")
-    print(f"final timelines: {s.view_rows:,} (follower, post) rows for {s.followers:,} followers -> {s.paths.timelines}")
+    print(f"final timelines: {s.view_rows:,} (follower, post) rows for {s.followers:,} followers -> "
+          f"{s.paths.timelines}")
     _print_showcase(s)
     checked = len(s.results)
     verdict = "yes" if s.consistent else "NO"
@@ -175,7 +177,8 @@ def _print_showcase(s: Summary) -> None:
     before, after = s.timelines[sc.batch - 1], s.timelines[sc.batch]
     print(f"user {sc.user}'s timeline before and after micro-batch {sc.batch}, in which user {sc.user} unfollows "
           f"user {sc.unfollowed} and post {sc.post_id} (by user {sc.post_author}) is deleted:")
-    for label, rows in ((f"before (after micro-batch {sc.batch - 1})", before), (f"after (micro-batch {sc.batch})", after)):
+    for label, rows in ((f"before (after micro-batch {sc.batch - 1})", before),
+                        (f"after (micro-batch {sc.batch})", after)):
         print(f"  {label}: {len(rows)} posts")
         for r in rows:
             print(f"    post {r['post_id']:>5}  by user {r['author_id']:>4}  {r['text']!r}")

@@ -41,7 +41,7 @@ def _changes(spark, root: str):
     follows = spark.readStream.schema(FOLLOWS_DDL).option("maxFilesPerTrigger", 1).parquet(f"{root}/follows")
     return table_table_join(posts, follows, (["author_id"], ["followee_id"]), left_key="post_id",
                             right_key="follow_id", left_time="at", right_time="at", checkpoint=f"{root}/ck",
-                            partitions=2)
+                            partitions=1)
 
 
 def _run(changes, root: str, each) -> None:
