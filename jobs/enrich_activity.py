@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from jobs.activity_generator import DELAY, ActivityConfig, write_activity
 
-__all__ = ["register", "add_arguments", "run", "run_job", "Paths"]
+__all__ = ["register", "add_arguments", "run", "run_job", "config_from_args", "Paths"]
 
 _MARKER = ".streamjoin-enrich-activity"
 EVENT_DDL = "event_id bigint, user_id bigint, ts timestamp, action string"
@@ -105,10 +105,18 @@ def run(args: argparse.Namespace, spark=None) -> int:
     """The command: run the job with the parsed arguments; 0 when the self-check passes, else 1."""
     from jobs.enrich_activity_report import print_summary
 
-    config = ActivityConfig(events=args.events, users=args.users, batches=args.batches, seed=args.seed)
-    summary = run_job(config, _prepare(args.out), store=args.store, partitions=args.partitions, spark=spark)
+    summary = run_job(config_from_args(args), _prepare(args.out), store=args.store, partitions=args.partitions,
+                      spark=spark)
     print_summary(summary)
     return 0 if summary.same else 1
+
+
+def config_from_args(args: argparse.Namespace) -> ActivityConfig:
+    """The generator's configuration the command-line arguments ask for."""
+    for name in ("events", "users", "batches"):
+        if getattr(args, name) < 1:
+            raise SystemExit(f"streamjoin enrich-activity: --{name} must be at least 1")
+    return ActivityConfig(events=args.events, users=args.users, batches=args.batches, seed=args.seed)
 
 
 def run_job(config: ActivityConfig, root: str, *, store: str = "rocksdb", partitions: int = 4, spark=None):
@@ -136,12 +144,11 @@ def run_job(config: ActivityConfig, root: str, *, store: str = "rocksdb", partit
         spark = local_session(shuffle_partitions=partitions)
     try:
         batches = counts["change_files"]
-        _stage(3, f"as-of join (mode='as_of', store={store}): {batches} micro-batches -> {paths.output('as_of')}")
-        _stream(spark, paths, "as_of", store, partitions, batches)
-        _stage(4, f"the same inputs with mode='latest' (its own checkpoint) -> {paths.output('latest')}")
-        _stream(spark, paths, "latest", store, partitions, batches)
-        _stage(5, "independent batch calculation and comparisons")
-        summary = summarise(spark, paths, config, counts)
+        _stage(3, f"as-of join (mode='as_of') and, side by side over the same files, mode='latest' "
+                  f"(its own checkpoint), store={store}: {batches} micro-batches each")
+        _run_queries(spark, paths, store, partitions, batches)
+        _stage(4, "independent batch calculation and comparisons")
+        summary = summarise(spark, paths, counts)
     finally:
         if own_session:
             spark.stop()
@@ -169,14 +176,31 @@ _STARTED = [0.0]
 
 
 def _stage(n: int, text: str) -> None:
-    """Print stage ``n`` of 5 with the seconds since the job started."""
+    """Print stage ``n`` of 4 with the seconds since the job started."""
     if n == 1:
         _STARTED[0] = time.perf_counter()
-    print(f"[{n}/5 at {time.perf_counter() - _STARTED[0]:3.0f} s] {text}", flush=True)
+    print(f"[{n}/4 at {time.perf_counter() - _STARTED[0]:3.0f} s] {text}", flush=True)
 
 
-def _stream(spark, paths: Paths, mode: str, store: str, partitions: int, batches: int) -> None:
-    """Run one streaming join over the input files to the end (``availableNow``), with progress."""
+def _run_queries(spark, paths: Paths, store: str, partitions: int, batches: int) -> None:
+    """Run the as-of and the latest join over the input files to the end, at the same time."""
+    queries = {mode: _start(spark, paths, mode, store, partitions) for mode in ("as_of", "latest")}
+    shown = 0
+    while True:
+        finished = all([q.awaitTermination(0.5) for q in queries.values()])
+        done = {mode: len(q.recentProgress) for mode, q in queries.items()}
+        if min(done.values()) > shown:
+            shown = min(done.values())
+            print(f"      micro-batch {shown}/{batches} done by both queries", flush=True)
+        if finished:
+            break
+    for mode, query in queries.items():
+        if query.exception() is not None:
+            raise RuntimeError(f"the {mode} query failed: {query.exception()}")
+
+
+def _start(spark, paths: Paths, mode: str, store: str, partitions: int):
+    """Start one streaming join over the input files (``availableNow``: to their end, then stop)."""
     from joins import stream_table_join
 
     events = spark.readStream.schema(EVENT_DDL).option("maxFilesPerTrigger", 1).parquet(paths.events)
@@ -187,16 +211,5 @@ def _stream(spark, paths: Paths, mode: str, store: str, partitions: int, batches
         mode=mode, how="left", delay=DELAY, bootstrap=bootstrap, store=store, partitions=partitions,
         checkpoint=paths.checkpoint(mode),
     )
-    query = (joined.writeStream.format("parquet").option("path", paths.output(mode))
-             .option("checkpointLocation", paths.spark_checkpoint(mode)).trigger(availableNow=True).start())
-    shown = 0
-    while True:
-        finished = query.awaitTermination(1)
-        done = len(query.recentProgress)
-        if done > shown:
-            shown = done
-            print(f"      micro-batch {done}/{batches} done", flush=True)
-        if finished:
-            break
-    if query.exception() is not None:
-        raise RuntimeError(f"the {mode} query failed: {query.exception()}")
+    return (joined.writeStream.format("parquet").option("path", paths.output(mode)).queryName(f"enrich_{mode}")
+            .option("checkpointLocation", paths.spark_checkpoint(mode)).trigger(availableNow=True).start())

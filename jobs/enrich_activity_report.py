@@ -1,33 +1,46 @@
-"""What the activity-enrichment job reports, computed with Spark batch queries over its files.
+"""What the activity-enrichment job reports: the independent check, counts and examples.
 
-The **independent calculation** uses neither the operator nor its state: for each event that the
-join did not set aside, a window query over the snapshot plus every valid change of the whole
-history (from all change files at once) picks the user's last version with change time ``<=`` the
-event's time; a delete means no profile. The as-of output must equal it row for row.
+The **independent calculation** is Spark batch SQL that uses neither the operator nor its state:
+for each event the join did not set aside, a window query over the snapshot plus every valid
+change of the whole history (all change files at once) picks the user's last version with change
+time ``<=`` the event's time; a delete means no profile. The as-of output must equal it as a
+multiset of rows. The other numbers are small aggregates, computed on the driver with pandas from
+the two outputs (read through Spark), the input files, the join's metrics and its dead letters.
 
 An event's **arrival batch** is the number of the file it came from: the job reads one file per
 micro-batch from each input, so file ``b`` is micro-batch ``b`` (checked against the join's
-metrics, see :attr:`Summary.files_are_batches`).
+metrics: :attr:`Summary.files_are_batches`). An event **waited** when its time was at or after the
+table watermark of that micro-batch (the join's ``table_watermark`` metric).
 """
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
-from jobs.activity_generator import ActivityConfig
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 __all__ = ["Summary", "summarise", "print_summary"]
 
 _VALID_OPS = ("insert", "update", "upsert", "delete")
 _COLUMNS = ["event_id", "user_id", "ts", "action", "changed_at", "plan", "country"]
+#: Why latest mode's profile differs from the as-of one (code -> words).
+_CAUSES = {"future": "used a change made after the event",
+           "missed": "missed a change made before the event (it reached the job in a later micro-batch)",
+           "delete": "a delete seen by one mode only"}
 
 
 @dataclass(frozen=True)
 class Summary:
     """The job's results (counts are events unless named otherwise)."""
 
-    paths: object
-    counts: dict[str, int]
+    paths: Any                            # jobs.enrich_activity.Paths
+    counts: dict[str, int]                # what the generator wrote
     events_in: int
     events_out: int
     enriched: int
@@ -45,83 +58,73 @@ class Summary:
     latest_compared: int
     latest_different: int
     latest_causes: dict[str, int]
+    reference_rows: int                   # events the independent calculation enriched
+    mismatches: int                       # rows in one result but not in the other (both ways)
     examples: list[str] = field(default_factory=list)
-    mismatches: int = 0                   # rows in one result but not the other (both directions)
-    reference_rows: int = 0
 
     @property
     def same(self) -> bool:
+        """Whether the as-of output equals the independent calculation."""
         return self.mismatches == 0 and self.reference_rows == self.events_out
 
 
-def summarise(spark, paths, config: ActivityConfig, counts: dict[str, int]) -> Summary:
+def summarise(spark, paths, counts: dict[str, int]) -> Summary:
     """Read the inputs, both outputs and the as-of checkpoint; compute every reported number."""
-    from pyspark.sql import functions as F
-
-    from jobs.enrich_activity import CHANGE_DDL, EVENT_DDL
     from joins import join_metrics, set_aside_rows
 
-    events = _with_batch(spark.read.schema(EVENT_DDL).parquet(paths.events))
-    changes = _with_batch(spark.read.schema(CHANGE_DDL).parquet(paths.changes))
-    as_of = spark.read.parquet(paths.output("as_of")).select(*_COLUMNS)
-    latest = spark.read.parquet(paths.output("latest")).select(*_COLUMNS)
+    events, changes = _read_files(paths.events), _read_files(paths.changes)
+    as_of_df = spark.read.parquet(paths.output("as_of")).select(*_COLUMNS)
     stream_aside = set_aside_rows(spark, paths.checkpoint("as_of"), "stream")
+    check = _check(spark, paths, as_of_df, stream_aside)
+
     metrics = [r.asDict() for r in join_metrics(spark, paths.checkpoint("as_of")).collect()]
-
-    versions = _versions(changes, spark.read.parquet(paths.snapshot))
-    on_time = events if stream_aside is None else events.join(stream_aside.select("event_id"), "event_id", "left_anti")
-    reference = _reference(spark, on_time, versions)
-    check = _compare(reference, as_of)
-
-    per_file = dict(events.groupBy("batch").count().collect())
+    as_of = _pandas(as_of_df.toArrow())
+    latest = _pandas(spark.read.parquet(paths.output("latest")).select(*_COLUMNS).toArrow())
+    versions = _versions(changes, _pandas(pq.read_table(paths.snapshot)))
+    shown = _per_event(as_of, latest, events, versions, _per_version(metrics, "table_watermark", max))
     read = _per_version(metrics, "input_rows_stream", sum)
-    marks = _per_version(metrics, "table_watermark", max)
-    shown = _per_event(spark, as_of, latest, events, versions, marks).cache()
-    totals = shown.agg(*_totals()).first().asDict()
-    waiting = _per_version(metrics, "events_waiting", sum)
+    per_file = events.groupby("batch").size().to_dict()
+    unknown = int((shown["changed_at"].isna() & ~shown["known"]).sum())
+    enriched = int(shown["changed_at"].notna().sum())
+    waited = int(shown["waited"].sum())
+    causes = shown["cause"].value_counts().to_dict()
     return Summary(
-        paths=paths, counts=counts, events_in=sum(per_file.values()), events_out=totals["out"],
-        enriched=totals["enriched"], no_profile_unknown_user=totals["unknown"],
-        no_profile_at_that_time=totals["out"] - totals["enriched"] - totals["unknown"],
-        waited=totals["waited"], joined_on_arrival=totals["out"] - totals["waited"],
-        version_arrived_later=totals["arrived_later"],
+        paths=paths, counts=counts, events_in=len(events), events_out=len(shown), enriched=enriched,
+        no_profile_unknown_user=unknown, no_profile_at_that_time=len(shown) - enriched - unknown,
+        waited=waited, joined_on_arrival=len(shown) - waited,
+        version_arrived_later=int((shown["change_batch"] > shown["batch"]).sum()),
         stream_dead_letters=_by_reason(stream_aside),
         table_dead_letters=_by_reason(set_aside_rows(spark, paths.checkpoint("as_of"), "table")),
         stale_changes=sum(r.get("stale_changes") or 0 for r in metrics),
         late_changes=sum(r.get("late_changes") or 0 for r in metrics),
-        peak_events_waiting=max(waiting.values(), default=0),
+        peak_events_waiting=max(_per_version(metrics, "events_waiting", sum).values(), default=0),
         files_are_batches=all(read.get(b, 0) == n for b, n in per_file.items()),
-        latest_compared=totals["compared"], latest_different=sum(totals[c] for c in _CAUSES),
-        latest_causes={text: totals[c] for c, text in _CAUSES.items() if totals[c]},
-        examples=_examples(shown), mismatches=check["reference only"] + check["as-of only"],
-        reference_rows=check["reference"],
+        latest_compared=int(shown["in_latest"].sum()), latest_different=sum(causes.values()),
+        latest_causes={_CAUSES[c]: int(n) for c, n in causes.items()},
+        reference_rows=check["reference"], mismatches=check["reference only"] + check["as-of only"],
+        examples=_examples(shown),
     )
 
 
-def _with_batch(df):
-    """``df`` with the number of the file each row came from (``part-NNNN``) as ``batch``."""
+# -- the independent calculation (Spark) -----------------------------------------------------------
+
+def _check(spark, paths, as_of, stream_aside) -> dict[str, int]:
+    """Rows of the independent calculation, and rows only in it or only in the as-of output."""
     from pyspark.sql import functions as F
 
-    return df.withColumn("batch", F.regexp_extract(F.col("_metadata.file_name"), r"part-(\d+)", 1).cast("int"))
+    from jobs.enrich_activity import CHANGE_DDL, EVENT_DDL
 
-
-def _versions(changes, snapshot):
-    """Every valid profile version: the snapshot's rows and the changes (``deleted`` for a delete)."""
-    from pyspark.sql import functions as F
-
+    events = spark.read.schema(EVENT_DDL).parquet(paths.events)
+    if stream_aside is not None:
+        events = events.join(stream_aside.select("event_id"), "event_id", "left_anti")
     valid = F.col("op").isin(*_VALID_OPS) & F.col("user_id").isNotNull() & F.col("changed_at").isNotNull()
-    return (changes.filter(valid)
-            .select("user_id", "changed_at", "plan", "country", (F.col("op") == "delete").alias("deleted"),
-                    F.col("batch").alias("change_batch"))
-            .unionByName(snapshot.select("user_id", "changed_at", "plan", "country", F.lit(False).alias("deleted"),
-                                         F.lit(None).cast("int").alias("change_batch"))))
-
-
-def _reference(spark, events, versions):
-    """For each event, the user's last version at or before its time (a delete: none), by SQL."""
+    changes = (spark.read.schema(CHANGE_DDL).parquet(paths.changes).filter(valid)
+               .select("user_id", "changed_at", "plan", "country", (F.col("op") == "delete").alias("deleted")))
+    snapshot = spark.read.parquet(paths.snapshot).select("user_id", "changed_at", "plan", "country",
+                                                         F.lit(False).alias("deleted"))
     events.createOrReplaceTempView("sj_activity_events")
-    versions.createOrReplaceTempView("sj_profile_versions")
-    return spark.sql("""
+    changes.unionByName(snapshot).createOrReplaceTempView("sj_profile_versions")
+    reference = spark.sql("""
         SELECT event_id, user_id, ts, action,
                IF(deleted, NULL, changed_at) AS changed_at, IF(deleted, NULL, plan) AS plan,
                IF(deleted, NULL, country) AS country
@@ -132,21 +135,42 @@ def _reference(spark, events, versions):
         WHERE rank = 1
     """)
 
-
-def _compare(reference, as_of) -> dict[str, int]:
-    """Rows of the reference, and rows only in one of the two results (as multisets)."""
-    from pyspark.sql import functions as F
-
     def side(df, name):
         return df.select(F.lit(name).alias("side"))
 
-    parts = side(reference, "reference").unionByName(side(reference.exceptAll(as_of), "reference only")) \
-        .unionByName(side(as_of.exceptAll(reference), "as-of only"))
+    parts = (side(reference, "reference").unionByName(side(reference.exceptAll(as_of), "reference only"))
+             .unionByName(side(as_of.exceptAll(reference), "as-of only")))
     found = dict(parts.groupBy("side").count().collect())
     return {name: found.get(name, 0) for name in ("reference", "reference only", "as-of only")}
 
 
-def _per_version(metrics: list[dict], name: str, combine) -> dict[int, int]:
+# -- counts (pandas) ---------------------------------------------------------------------------------
+
+def _read_files(directory: str) -> pd.DataFrame:
+    """Every ``part-NNNN.parquet`` file of an input, with its number as ``batch``."""
+    parts = []
+    for name in sorted(os.listdir(directory)):
+        match = re.fullmatch(r"part-(\d+)\.parquet", name)
+        if match:
+            parts.append(_pandas(pq.read_table(os.path.join(directory, name))).assign(batch=int(match[1])))
+    return pd.concat(parts, ignore_index=True)
+
+
+def _pandas(table: pa.Table) -> pd.DataFrame:
+    """``table`` as pandas, every timestamp in nanoseconds (so that they compare and merge)."""
+    return table.to_pandas(coerce_temporal_nanoseconds=True)
+
+
+def _versions(changes: pd.DataFrame, snapshot: pd.DataFrame) -> pd.DataFrame:
+    """Every valid profile version (``deleted`` for a delete) and the micro-batch it arrived in."""
+    valid = changes["op"].isin(_VALID_OPS) & changes["user_id"].notna() & changes["changed_at"].notna()
+    changes = changes[valid].assign(deleted=lambda d: d["op"] == "delete").rename(columns={"batch": "change_batch"})
+    snapshot = snapshot.assign(deleted=False, change_batch=np.nan)
+    columns = ["user_id", "changed_at", "plan", "country", "deleted", "change_batch"]
+    return pd.concat([changes[columns], snapshot[columns]], ignore_index=True).astype({"user_id": "int64"})
+
+
+def _per_version(metrics: list[dict], name: str, combine: Callable[[list[int]], int]) -> dict[int, int]:
     """A metric per version, combined over partitions."""
     values: dict[int, list[int]] = {}
     for record in metrics:
@@ -155,101 +179,31 @@ def _per_version(metrics: list[dict], name: str, combine) -> dict[int, int]:
     return {v: combine(xs) for v, xs in values.items()}
 
 
-def _per_event(spark, as_of, latest, events, versions, marks: dict[int, int]):
-    """Each as-of output row with what the summary needs: its micro-batch, that batch's table
-    watermark, the batch its version arrived in, whether the user ever had a profile, and what
-    latest mode gave it; times formatted for printing."""
-    from pyspark.sql import functions as F
-
-    fmt = "yyyy-MM-dd HH:mm:ss"
-    tw = spark.createDataFrame(sorted(marks.items()), "batch int, tw bigint")
-    known = versions.select("user_id").distinct().withColumn("known", F.lit(True))
-    arrived = versions.filter(~F.col("deleted")).select("user_id", "changed_at", "change_batch")
-    latest = latest.select("event_id", F.lit(True).alias("in_latest"),
-                           *[F.col(c).alias(f"latest_{c}") for c in ("changed_at", "plan", "country")])
-    return (as_of.join(events.select("event_id", "batch"), "event_id")
-            .join(F.broadcast(tw), "batch", "left")
-            .join(known, "user_id", "left")
-            .join(arrived, ["user_id", "changed_at"], "left")
-            .join(latest, "event_id", "left")
-            .withColumn("cause", _cause())
-            .withColumn("event_time", F.date_format("ts", fmt))
-            .withColumn("version_time", F.date_format("changed_at", fmt))
-            .withColumn("latest_version_time", F.date_format("latest_changed_at", fmt)))
+def _per_event(as_of: pd.DataFrame, latest: pd.DataFrame, events: pd.DataFrame, versions: pd.DataFrame,
+               table_watermarks: dict[int, int]) -> pd.DataFrame:
+    """Each as-of output row with its micro-batch, whether it waited, the batch its version
+    arrived in, whether the user ever had a profile, and what latest mode gave it (and why)."""
+    shown = as_of.merge(events[["event_id", "batch"]], on="event_id", how="left")
+    shown["waited"] = _micros(shown["ts"]) >= shown["batch"].map(table_watermarks)
+    shown["known"] = shown["user_id"].isin(set(versions["user_id"]))
+    arrived = versions.loc[~versions["deleted"], ["user_id", "changed_at", "change_batch"]]
+    shown = shown.merge(arrived, on=["user_id", "changed_at"], how="left")
+    latest = latest[["event_id", "changed_at", "plan", "country"]].add_prefix("latest_").assign(in_latest=True)
+    shown = shown.merge(latest, left_on="event_id", right_on="latest_event_id", how="left")
+    shown["in_latest"] = shown["in_latest"].fillna(False).astype(bool)
+    same = _same(shown["plan"], shown["latest_plan"]) & _same(shown["country"], shown["latest_country"])
+    cause = np.select([same | ~shown["in_latest"], shown["latest_changed_at"] > shown["ts"],
+                       shown["latest_changed_at"] < shown["changed_at"]], [None, "future", "missed"], "delete")
+    return shown.assign(cause=cause).sort_values("event_id", ignore_index=True)
 
 
-#: Why latest mode's profile differs from the as-of one (column value -> words).
-_CAUSES = {"future": "used a change made after the event",
-           "missed": "missed a change made before the event (it reached the job in a later micro-batch)",
-           "delete": "a delete seen by one mode only"}
+def _micros(times: pd.Series) -> pd.Series:
+    return (times - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(microseconds=1)
 
 
-def _cause():
-    from pyspark.sql import functions as F
-
-    same = F.col("plan").eqNullSafe(F.col("latest_plan")) & F.col("country").eqNullSafe(F.col("latest_country"))
-    return (F.when(same | F.col("in_latest").isNull(), None)
-            .when(F.col("latest_changed_at") > F.col("ts"), "future")
-            .when(F.col("latest_changed_at") < F.col("changed_at"), "missed")
-            .otherwise("delete"))
-
-
-def _totals():
-    from pyspark.sql import functions as F
-
-    def n(condition):
-        return F.coalesce(F.sum(condition.cast("int")), F.lit(0))
-
-    return [F.count("*").alias("out"), F.count("changed_at").alias("enriched"),
-            n(F.col("changed_at").isNull() & F.col("known").isNull()).alias("unknown"),
-            n(F.unix_micros("ts") >= F.col("tw")).alias("waited"),
-            n(F.col("change_batch") > F.col("batch")).alias("arrived_later"),
-            F.count("in_latest").alias("compared"),
-            *[n(F.col("cause") == c).alias(c) for c in _CAUSES]]
-
-
-def _examples(shown) -> list[str]:
-    """A few events shown with the profile version each mode gave them."""
-    from pyspark.sql import functions as F
-
-    lines = []
-    # a plan upgrade: the user's last event before it and the event the upgrade logged
-    pair = (shown.alias("u").join(shown.alias("b"), (F.col("b.user_id") == F.col("u.user_id"))
-                                  & (F.col("b.ts") < F.col("u.changed_at")))
-            .filter((F.col("u.action") == "upgrade") & F.col("b.plan").isNotNull() & (F.col("b.plan") != F.col("u.plan")))
-            .orderBy(F.col("u.event_id"), F.col("b.ts").desc())
-            .select(F.struct("b.*").alias("before"), F.struct("u.*").alias("after")).first())
-    if pair is not None:
-        before, after = pair["before"].asDict(), pair["after"].asDict()
-        lines.append(f"user {after['user_id']} upgraded {before['plan']} -> {after['plan']} at "
-                     f"{after['version_time']}; an event before it and the one it logged:")
-        lines += [_line(before), _line(after)]
-    # an event whose profile version reached the job in a later micro-batch than the event
-    late = (shown.filter(F.col("change_batch") > F.col("batch"))
-            .orderBy(F.col("cause").isNull(), "event_id").first())
-    if late is not None:
-        row = late.asDict()
-        lines.append(f"user {row['user_id']}'s change at {row['version_time']} reached the job in micro-batch "
-                     f"{row['change_batch']}, after this event (micro-batch {row['batch']}), which waited for it:")
-        lines.append(_line(row))
-    # an event just after the user closed the account
-    closed = shown.filter((F.col("action") == "close_account") & F.col("changed_at").isNull()).orderBy("event_id").first()
-    if closed is not None:
-        row = closed.asDict()
-        lines.append(f"user {row['user_id']} closed the account just before this event:")
-        lines.append(_line(row))
-    return lines
-
-
-def _line(row: dict) -> str:
-    as_of = _profile(row["plan"], row["country"], row["version_time"])
-    latest = _profile(row["latest_plan"], row["latest_country"], row["latest_version_time"])
-    return (f"  event {row['event_id']} ({row['action']}) at {row['event_time']}, micro-batch {row['batch']}: "
-            f"as-of {as_of}; latest {latest}")
-
-
-def _profile(plan, country, since) -> str:
-    return "no profile" if plan is None else f"{plan}/{country} (version of {since})"
+def _same(a: pd.Series, b: pd.Series) -> pd.Series:
+    """Null-safe equality."""
+    return (a == b) | (a.isna() & b.isna())
 
 
 def _by_reason(aside) -> dict[str, int]:
@@ -257,6 +211,51 @@ def _by_reason(aside) -> dict[str, int]:
         return {}
     return {r["_reason"]: r["count"] for r in aside.groupBy("_reason").count().orderBy("_reason").collect()}
 
+
+# -- examples ----------------------------------------------------------------------------------------
+
+def _examples(shown: pd.DataFrame) -> list[str]:
+    """A few events shown with the profile version each mode gave them."""
+    lines = []
+    for _, after in shown[shown["action"] == "upgrade"].iterrows():   # the event an upgrade logged
+        user = shown[(shown["user_id"] == after["user_id"]) & (shown["ts"] < after["changed_at"])
+                     & shown["plan"].notna() & (shown["plan"] != after["plan"])]
+        if len(user):
+            before = user.sort_values("ts").iloc[-1]
+            lines.append(f"user {after['user_id']} upgraded {before['plan']} -> {after['plan']} at "
+                         f"{_time(after['changed_at'])}; an event before it and the one it logged:")
+            lines += [_line(before), _line(after)]
+            break
+    later = shown[shown["change_batch"] > shown["batch"]]
+    if len(later):
+        row = later.sort_values(["cause", "event_id"], na_position="last").iloc[0]
+        lines.append(f"user {row['user_id']}'s change at {_time(row['changed_at'])} reached the job in micro-batch "
+                     f"{int(row['change_batch'])}, after this event (micro-batch {row['batch']}), which waited for it:")
+        lines.append(_line(row))
+    closed = shown[(shown["action"] == "close_account") & shown["changed_at"].isna()]
+    if len(closed):
+        row = closed.iloc[0]
+        lines.append(f"user {row['user_id']} closed the account just before this event:")
+        lines.append(_line(row))
+    return lines
+
+
+def _line(row: pd.Series) -> str:
+    as_of = _profile(row["plan"], row["country"], row["changed_at"])
+    latest = _profile(row["latest_plan"], row["latest_country"], row["latest_changed_at"])
+    return (f"  event {row['event_id']} ({row['action']}) at {_time(row['ts'])}, micro-batch {row['batch']}: "
+            f"as-of {as_of}; latest {latest}")
+
+
+def _profile(plan, country, since) -> str:
+    return "no profile" if pd.isna(plan) else f"{plan}/{country} (version of {_time(since)})"
+
+
+def _time(value) -> str:
+    return pd.Timestamp(value).tz_convert("UTC").strftime("%Y-%m-%d %H:%M:%S")
+
+
+# -- printing ----------------------------------------------------------------------------------------
 
 def print_summary(s: Summary) -> None:
     """The job's report, for people."""
@@ -287,10 +286,10 @@ def print_summary(s: Summary) -> None:
     print(f"as-of result equals the independent calculation: {'yes' if s.same else 'no'} "
           f"({s.reference_rows:,} events computed by batch SQL, {s.mismatches:,} rows differ)")
     print("outputs:")
-    print(f"  enriched events (Parquet):       {paths.output('as_of')}")
-    print(f"  latest-mode events (Parquet):    {paths.output('latest')}")
+    print(f"  enriched events (Parquet):                {paths.output('as_of')}")
+    print(f"  latest-mode events (Parquet):             {paths.output('latest')}")
     print(f"  as-of checkpoint (dead letters, metrics): {paths.checkpoint('as_of')}")
-    print(f"  inputs:                          {paths.inputs}")
+    print(f"  inputs:                                   {paths.inputs}")
 
 
 def _reasons(counts: dict[str, int]) -> str:
