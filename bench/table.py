@@ -446,7 +446,7 @@ class Bench:
 
 # -- report ------------------------------------------------------------------------------------
 
-COLUMNS = ["batches", "variant", "changes/batch", "load s", "changes s", "ms/batch", "input changes/s",
+COLUMNS = ["batches", "variant", "changes/batch", "load s", "changes s", "s/batch", "input changes/s",
            "view changes", "view changes/s", "rows out/batch", "recompute s / s"]
 
 
@@ -459,7 +459,7 @@ def summary_table(params: Params, results: dict[int, dict[str, list[Outcome]]]) 
         base = med("spark-recompute", lambda o: o.change_seconds) if "spark-recompute" in by_variant else None
         for variant, outcomes in by_variant.items():
             total = med(variant, lambda o: o.change_seconds)
-            per = med(variant, lambda o: statistics.median(o.batch_seconds)) * 1000
+            per = med(variant, lambda o: statistics.median(o.batch_seconds))
             ours = variant.startswith("streamjoin-")
             view = outcomes[-1].view_changes
             rows_out = sum(view) / len(view) if ours else statistics.mean(outcomes[-1].view_rows)
@@ -486,7 +486,7 @@ def report(args: argparse.Namespace, params: Params, workload: Workload,
 notes:
 - changes/batch: input changes per micro-batch, both sides; changes s: all change micro-batches
   (for streamjoin, Spark's triggerExecution time of each; load s: the load micro-batches);
-  ms/batch: median per change micro-batch; input changes/s = both sides' changes / changes s.
+  s/batch: median per change micro-batch; input changes/s = both sides' changes / changes s.
 - view changes: rows of the view's change stream in the change micro-batches (an update of a
   view row is a pre- and a post-image); rows out/batch: what each micro-batch writes (streamjoin:
   view changes; Spark: the whole view).
@@ -515,6 +515,13 @@ def variants(args: argparse.Namespace) -> list[str]:
     return [f"streamjoin-{s}" for s in _stores(args.stores)] + spark
 
 
+def _per_batch(o: Outcome) -> str:
+    """The change micro-batches' seconds (Spark: the measured ones, as ``batch:seconds``)."""
+    if o.measured:
+        return " ".join(f"{b}:{o.batch_seconds[b]:.1f}" for b in o.measured)
+    return " ".join(f"{s:.1f}" for s in o.batch_seconds[:12]) + (" ..." if len(o.batch_seconds) > 12 else "")
+
+
 def run(args: argparse.Namespace) -> int:
     params = Params.from_args(args)
     chosen = variants(args)
@@ -537,6 +544,7 @@ def run(args: argparse.Namespace) -> int:
             warm.spark_points = 0
             for variant in chosen:  # every code path once before anything is timed
                 warm.measure(variant, None)
+            print(f"warmed up in {time.perf_counter() - started:.0f} s", flush=True)
             results: dict[int, dict[str, list[Outcome]]] = {}
             for batches in params.batchings:
                 root = os.path.join(top, f"b{batches}")
@@ -550,8 +558,8 @@ def run(args: argparse.Namespace) -> int:
                         o = bench.measure(variant, warm)
                         results[batches][variant].append(o)
                         print(f"{batches} batches, run {i + 1}/{args.repeat} {variant}: changes {o.change_seconds:.1f} s"
-                              f" ({'load %.1f s, ' % o.load_seconds if o.load_seconds else ''}wall {o.wall:.1f} s)"
-                              + "".join(f"\n  {n}" for n in o.notes), flush=True)
+                              f" ({'load %.1f s, ' % o.load_seconds if o.load_seconds else ''}wall {o.wall:.1f} s); "
+                              f"per batch: {_per_batch(o)}" + "".join(f"\n  {n}" for n in o.notes), flush=True)
                 shutil.rmtree(root, ignore_errors=True)
             return report(args, params, workload, results)
         finally:
