@@ -63,6 +63,12 @@ class EnrichmentSpec:
     event_bucket: int
     output_schema: pa.Schema
     event_sort: tuple[tuple[str, str, str], ...]
+    #: Tuning of the versions' state (no effect on results, nor on how state is read, so not part
+    #: of the definition): a key bucket folds its deltas into a new base once they, with the
+    #: versions seen to be no longer needed, exceed ``fold_fraction`` x its base rows, or once it
+    #: has more than ``fold_deltas`` + (bucket % ``fold_deltas``) deltas (0: fold every time).
+    fold_fraction: float = 0.5
+    fold_deltas: int = 16
 
     @property
     def keys(self) -> list[str]:
@@ -72,7 +78,7 @@ class EnrichmentSpec:
     def definition(self) -> dict[str, Any]:
         """What this join computes and how its state is laid out (JSON-serialisable)."""
         return {
-            "kind": "enrichment_join", "layout": 1, "mode": self.mode.value, "how": self.how.value,
+            "kind": "enrichment_join", "layout": 2, "mode": self.mode.value, "how": self.how.value,
             "delay_us": self.delay, "grace_us": self.grace, "buckets": self.buckets,
             "event_bucket_us": self.event_bucket, "stream_key": list(self.stream_key),
             "stream_time": self.stream_time, "changes": self.changes.definition(),

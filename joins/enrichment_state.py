@@ -4,20 +4,31 @@ Keys (byte order = bucket order, see :mod:`statestore.codecs`)::
 
     b"\\x00meta"                                          -> 4 x encode_int: event watermark, table
                                                             watermark, versions held, events waiting
-    b"T" | encode_int(key bucket)                         -> versions (Arrow IPC stream)
+    b"T" | encode_int(key bucket)                         -> base versions (Arrow IPC stream)
+    b"T" | encode_int(key bucket) | 0x01 | encode_int(v)  -> delta: the versions version v added
     b"E" | encode_timestamp(time bucket) | encode_int(version) -> waiting events (Arrow IPC stream)
 
 **Versions**: a key's bucket is a fixed 64-bit hash of its values modulo ``buckets``
-(:func:`bucket_ids`, vectorized). A bucket's blob holds every version still kept of its keys: the
-key columns (``__sj_k0``, ... in the common key types), op, change time, sequence (upsert/delete: a delete is kept as a tombstone version) and the value columns, sorted
-by (key, time, sequence with nulls first). A version reads and rewrites only the buckets of the keys
-it touches (new changes, released events), so its cost follows its rows, not the table's size;
-each version also sweeps bucket ``version % buckets``, so versions no longer needed are dropped
-within ``buckets`` versions even for keys nothing touches.
+(:func:`bucket_ids`, vectorized). A bucket's versions are its *base* blob plus its *deltas*, read
+together by one prefix scan (:func:`read_buckets`); each blob holds versions of the bucket's keys:
+the key columns (``__sj_k0``, ... in the common key types), op, change time, sequence
+(upsert/delete: a delete is kept as a tombstone version) and the value columns, sorted by (key,
+time, sequence with nulls first). No version appears twice across a bucket's blobs. A version
+that accepts new changes for a bucket writes them as one small delta (so its writes follow its
+changes, not the table's size); it *folds* the bucket (base and deltas merged, versions no longer
+needed dropped, one new base written, the deltas removed by one range delete) only when the
+deltas and the versions it saw to be no longer needed reach a fraction of the base, when the
+bucket has many deltas, or when the bucket is the one swept in this version (``version %
+buckets``), so versions no longer needed are dropped within ``buckets`` versions even for keys
+nothing touches. A version no longer needed may thus stay until its bucket folds; it is older
+than a version every later lookup reaches first, so it changes no result (see
+:mod:`joins.enrichment_step`).
 
 **Waiting events** (as-of mode) are filed by the bucket of their event time and the version they
 arrived in, in canonical order, in the stream's schema. Releasing the events below a bound reads
-the buckets up to it, outputs the released rows and writes the rest back under the same key.
+the buckets up to it: the blobs of buckets wholly below it are released as they are (and removed
+by one range delete); only a bucket the bound cuts is filtered, its released rows output and the
+rest written back under the same key.
 """
 
 from __future__ import annotations
@@ -32,11 +43,12 @@ from joins.operator import NEG_INF, POS_INF
 from statestore.base import KeyValue, Store, prefix_end
 from statestore.codecs import decode_int, encode_int
 
-__all__ = ["Meta", "read_meta", "meta_put", "key_columns", "bucket_ids", "version_key", "read_versions",
-           "blob", "unblob", "waiting_range", "event_key", "scan_waiting"]
+__all__ = ["Meta", "read_meta", "meta_put", "key_columns", "bucket_ids", "version_key", "delta_key", "delta_range",
+           "Bucket", "read_buckets", "blob", "unblob", "waiting_range", "event_key", "event_start", "waiting_through",
+           "scan_waiting"]
 
 META_KEY = b"\x00meta"
-_VERSIONS, _EVENTS = b"T", b"E"
+_VERSIONS, _EVENTS, _DELTA = b"T", b"E", b"\x01"
 
 
 @dataclass
@@ -107,13 +119,54 @@ def _column_hash(column: pa.Array) -> np.ndarray:
 
 
 def version_key(bucket: int) -> bytes:
+    """The key of a bucket's base blob; also the prefix of its deltas."""
     return _VERSIONS + encode_int(bucket)
 
 
-def read_versions(store: Store, buckets: Sequence[int], schema: pa.Schema) -> dict[int, pa.Table]:
-    """The version blobs of ``buckets`` (an empty table for a bucket without one)."""
-    values = store.multi_get([version_key(b) for b in buckets])
-    return {b: schema.empty_table() if v is None else unblob(v) for b, v in zip(buckets, values)}
+def delta_key(bucket: int, version: int) -> bytes:
+    """The key of the delta version ``version`` wrote for ``bucket``."""
+    return _VERSIONS + encode_int(bucket) + _DELTA + encode_int(version)
+
+
+def delta_range(bucket: int) -> tuple[bytes, bytes]:
+    """The key range of every delta of ``bucket`` (for one range delete when it folds)."""
+    prefix = _VERSIONS + encode_int(bucket)
+    return prefix + _DELTA, prefix + bytes([_DELTA[0] + 1])
+
+
+@dataclass
+class Bucket:
+    """One key bucket's versions as stored: its base (maybe empty) and its deltas, oldest first."""
+
+    base: pa.Table
+    deltas: list[pa.Table]
+
+    @property
+    def delta_rows(self) -> int:
+        return sum(d.num_rows for d in self.deltas)
+
+    @property
+    def rows(self) -> int:
+        return self.base.num_rows + self.delta_rows
+
+    def tables(self) -> list[pa.Table]:
+        return [self.base, *self.deltas]
+
+
+def read_buckets(store: Store, buckets: Sequence[int], schema: pa.Schema) -> dict[int, Bucket]:
+    """The base and deltas of each of ``buckets`` (one prefix scan each; an empty base where a
+    bucket has none)."""
+    out = {}
+    for bucket in buckets:
+        prefix = version_key(bucket)
+        base, deltas = schema.empty_table(), []
+        for key, value in store.scan(prefix, prefix_end(prefix)):
+            if len(key) == len(prefix):
+                base = unblob(value)
+            else:
+                deltas.append(unblob(value))
+        out[bucket] = Bucket(base, deltas)
+    return out
 
 
 def blob(table: pa.Table) -> bytes:
@@ -129,6 +182,16 @@ def unblob(value: bytes) -> pa.Table:
 
 def event_key(start: int, version: int) -> bytes:
     return _EVENTS + encode_int(start) + encode_int(version)
+
+
+def event_start(key: bytes) -> int:
+    """The time bucket start of a waiting-event key."""
+    return decode_int(key[1:9])
+
+
+def waiting_through(key: bytes) -> tuple[bytes, bytes]:
+    """The key range of every waiting-event blob up to and including ``key``."""
+    return _EVENTS, key + b"\x00"
 
 
 def waiting_range(below: int, width: int) -> tuple[bytes, bytes] | None:

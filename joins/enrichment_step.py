@@ -2,10 +2,24 @@
 
 The order of work: watermarks; sort out the new events and changes; decide which events are
 released (new ones and waiting ones); read the key buckets of the new changes and the released
-events (plus one bucket swept per version); merge the changes into the versions; look the
-released events up (one Arrow hash join on the key columns with ``change time <= lookup time``,
-then the greatest version per event); prune the versions; write back the buckets that changed and
-the events still waiting. No Python loop runs per row; loops run per touched bucket.
+events (base and deltas, plus one bucket swept per version); take the versions of the keys this
+version needs (those of the new changes and the released events) and merge the changes into them;
+look the released events up (one Arrow hash join on the key columns with ``change time <= lookup
+time``, then the greatest version per event); decide which versions are no longer needed; write
+each touched bucket's accepted changes as a delta, or fold the bucket into a new base; write the
+events still waiting. No Python loop runs per row; loops run per touched bucket (or per waiting
+blob read).
+
+**Why versions may stay until their bucket folds.** Pruning keeps, per key, the newest version
+``<= keep_to`` (``min(ew, release bound)``, never decreasing) and every later one, and drops a key
+whose one version left is a delete older than ``tw``. Every event looked up from now on has a
+lookup time ``>= keep_to`` (new events are not late, waiting ones were not released), so a version
+pruned away is older than a kept one at or before every later lookup time: the lookup (the newest
+version ``<=`` its time) never picks it. A dropped lone delete ``d``: a later lookup either finds
+``d`` (a delete: no row, as with no version) or a later change. Pruning composes (keeping the newest
+``<= k`` then the newest ``<= k' >= k`` is keeping the newest ``<= k'``), so pruning at fold time
+gives what pruning every version would have, and a new change is stale (a version newer than it
+is ``<= keep_to``) or a duplicate exactly as it would be against eagerly pruned versions.
 """
 
 from __future__ import annotations
@@ -49,6 +63,7 @@ class Step:
         self.metrics: Counter[str] = Counter()
         self.puts: list[KeyValue] = []
         self.deletes: list[bytes] = []
+        self.delete_ranges: list[tuple[bytes, bytes]] = []
         self.output: list[pa.Table] = []
         self.events, self.event_aside = self._events(batch.rows[0])
         self.changes, self.change_aside = self._changes(batch.rows[1])
@@ -63,16 +78,16 @@ class Step:
 
     def run(self) -> StepResult:
         released = self._released()
-        versions, old = self._merge(released)
+        versions = self._merge(released)
         self._lookup(released, versions)
-        self._prune_and_store(versions, old)
+        self._prune_and_store(versions)
         self._store_waiting()
         self.meta.event_watermark = POS_INF if self.final else self.ew
         self.meta.table_watermark = POS_INF if self.final else self.tw
         self.puts.append(st.meta_put(self.meta))
         output = pa.concat_tables(self.output) if self.output else self.spec.output_schema.empty_table()
         return StepResult(output, (self.event_aside, self.change_aside), self.puts, self.deletes,
-                          metrics=self._metrics())
+                          self.delete_ranges, metrics=self._metrics())
 
     # -- arrivals --------------------------------------------------------------------------------
 
@@ -129,10 +144,20 @@ class Step:
         return versions, aside
 
     def _released(self) -> pa.Table:
-        """The events released in this version: waiting ones and new ones with time < the bound."""
-        spec, bound = self.spec, self.release
-        parts = []
-        for key, events in st.scan_waiting(self.state, bound, spec.event_bucket):
+        """The events released in this version: waiting ones and new ones with time < the bound.
+
+        A waiting blob whose time bucket lies wholly below the bound is released as it is (the
+        blobs up to the last such one go in one range delete); only blobs of the bucket the bound
+        cuts are filtered and the rest written back.
+        """
+        spec, bound, width = self.spec, self.release, self.spec.event_bucket
+        parts, released, last_whole = [], 0, None
+        for key, events in st.scan_waiting(self.state, bound, width):
+            if st.event_start(key) + width <= bound:
+                parts.append(events)
+                released += events.num_rows
+                last_whole = key
+                continue
             go = _times(events, spec.stream_time) < bound
             parts.append(events.filter(pa.array(go)))
             rest = events.filter(pa.array(~go))
@@ -140,10 +165,12 @@ class Step:
                 self.puts.append((key, st.blob(rest)))
             else:
                 self.deletes.append(key)
-            self.meta.events_waiting -= int(go.sum())
+            released += int(go.sum())
+        if last_whole is not None:
+            self.delete_ranges.append(st.waiting_through(last_whole))
+        self.meta.events_waiting -= released
         if parts:
-            waiting = pa.concat_tables(parts)
-            parts = [self._with_keys(waiting)]
+            parts = [self._with_keys(pa.concat_tables(parts))]
         new_go = _times(self.events, spec.stream_time) < bound
         self.waiting = self.events.filter(pa.array(~new_go)).drop_columns(self.keys)
         table = pa.concat_tables([*parts, self.events.filter(pa.array(new_go))])
@@ -153,28 +180,30 @@ class Step:
 
     # -- versions --------------------------------------------------------------------------------
 
-    def _merge(self, released: pa.Table) -> tuple[pa.Table, dict[int, int]]:
-        """The versions of every touched bucket merged with the new changes, duplicates dropped.
+    def _merge(self, released: pa.Table) -> pa.Table:
+        """The versions held of the keys of the new changes and released events, merged with the
+        new changes, duplicates dropped; sorted by key, time, sequence, with their bucket.
 
-        Returns the versions (sorted by key, time, sequence; with their bucket) and the row count
-        each touched bucket had before.
+        Reads every touched bucket (base and deltas, kept in ``self.stored`` for folding).
         """
-        spec = self.spec
-        new_buckets = st.bucket_ids([self.changes.column(k).combine_chunks() for k in self.keys], spec.buckets)
-        event_buckets = st.bucket_ids([released.column(k).combine_chunks() for k in self.keys], spec.buckets)
-        sweep = np.array([self.version % spec.buckets])   # every bucket is pruned once per `buckets` versions
-        touched = np.union1d(np.union1d(new_buckets, event_buckets), sweep).tolist()
-        stored = st.read_versions(self.state, touched, self._version_schema())
-        old = {b: t.num_rows for b, t in stored.items()}
-        held = pa.concat_tables([self._version_schema().empty_table(), *stored.values()])
-        held = held.append_column(_NEW, pa.array(np.zeros(held.num_rows, dtype=bool))).append_column(
-            _BUCKET, pa.array(np.repeat(np.array(touched, dtype=np.int64), list(old.values()))))
-        changes = self.changes.append_column(_BUCKET, pa.array(new_buckets, pa.int64()))
-        merged = pa.concat_tables([held, changes]).combine_chunks()
+        spec, schema = self.spec, self._version_schema()
+        change_keys = [self.changes.column(k).combine_chunks() for k in self.keys]
+        event_keys = [released.column(k).combine_chunks() for k in self.keys]
+        new_buckets = st.bucket_ids(change_keys, spec.buckets)
+        event_buckets = st.bucket_ids(event_keys, spec.buckets)
+        self.sweep = self.version % spec.buckets   # every bucket folds at least once per `buckets` versions
+        touched = np.union1d(np.union1d(new_buckets, event_buckets), [self.sweep]).tolist()
+        self.stored = st.read_buckets(self.state, touched, schema)
+        held = pa.concat_tables([schema.empty_table(), *(t for b in self.stored.values() for t in b.tables())])
+        held = _with_keys_in(held, self.keys, [pa.concat_arrays([c, e]) for c, e in zip(change_keys, event_keys)])
+        held = held.append_column(_NEW, pa.array(np.zeros(held.num_rows, dtype=bool)))
+        merged = pa.concat_tables([held, self.changes]).combine_chunks()
         merged = merged.take(pc.sort_indices(merged, sort_keys=_ascending(*self.keys, TIME, SEQ, _NEW)))
         dup = _same_as_previous(merged, [*self.keys, TIME, SEQ])
         self.metrics["stale_changes"] += int(dup.sum())
-        return merged.filter(pa.array(~dup)), old
+        merged = merged.filter(pa.array(~dup))
+        buckets = st.bucket_ids([merged.column(k).combine_chunks() for k in self.keys], spec.buckets)
+        return merged.append_column(_BUCKET, pa.array(buckets, pa.int64()))
 
     def _version_schema(self) -> pa.Schema:
         keys = [pa.field(n, t) for n, t in zip(self.keys, self.spec.key_types)]
@@ -211,41 +240,86 @@ class Step:
             arrays.append(pa.nulls(len(found), kind) if versions is None else versions.column(name).take(index))
         self.output.append(pa.Table.from_arrays(arrays, schema=self.spec.output_schema))
 
-    def _prune_and_store(self, versions: pa.Table, old: dict[int, int]) -> None:
-        """Drop the versions no waiting or future event can need; write back changed buckets."""
-        times = versions.column(TIME).to_numpy()
+    def _keep_bounds(self) -> tuple[int, int]:
+        """(keep_to, gone_before): a key keeps its newest version <= keep_to and every later one;
+        a key whose one version left is a delete older than gone_before is dropped."""
         keep_to = POS_INF if self.final or self.spec.mode is Mode.LATEST else min(self.ew, self.release)
-        same_next = np.r_[_same_as_previous(versions, self.keys)[1:], False]
-        next_le = np.r_[times[1:] <= keep_to, False] & same_next
-        keep = (times > keep_to) | ~next_le
+        return keep_to, POS_INF if self.final else self.tw
+
+    def _prune_and_store(self, versions: pa.Table) -> None:
+        """Count the stale new changes; write each touched bucket's accepted changes as a delta,
+        or fold the bucket when its deltas and the versions seen to be no longer needed are many."""
+        keep_to, gone_before = self._keep_bounds()
+        keep, needed = _needed(versions, self.keys, keep_to, gone_before)
         new = versions.column(_NEW).to_numpy(zero_copy_only=False)
         self.metrics["stale_changes"] += int((new & ~keep).sum())
-        versions = versions.filter(pa.array(keep))
-        same_previous = _same_as_previous(versions, self.keys)
-        alone = ~same_previous & ~np.r_[same_previous[1:], False]
-        gone_before = POS_INF if self.final else self.tw
-        drop = alone & (versions.column(OP).to_numpy() == DELETE) & (versions.column(TIME).to_numpy() < gone_before)
-        versions = versions.filter(pa.array(~drop))
-        self._store_versions(versions, old)
-
-    def _store_versions(self, versions: pa.Table, old: dict[int, int]) -> None:
-        """Write back the touched buckets whose versions changed (a new one, or one dropped)."""
         buckets = versions.column(_BUCKET).to_numpy()
+        touched = np.array(list(self.stored), dtype=np.int64)
+        accepted = new & needed
+        new_rows = _count_per(buckets[accepted], touched)
+        garbage = _count_per(buckets[~new & ~needed], touched)
+        fold = []
+        for bucket, rows, seen in zip(touched.tolist(), new_rows.tolist(), garbage.tolist()):
+            stored = self.stored[bucket]
+            deltas = len(stored.deltas) + (rows > 0)
+            if (bucket == self.sweep or deltas > self._delta_limit(bucket)
+                    or stored.delta_rows + rows + seen > self.spec.fold_fraction * stored.base.num_rows):
+                fold.append(bucket)
+        folding = np.isin(buckets, np.array(fold, dtype=np.int64))
+        self._write_deltas(versions.filter(pa.array(accepted & ~folding)))
+        self._fold(fold, versions.filter(pa.array(new & folding)), keep_to, gone_before)
+
+    def _delta_limit(self, bucket: int) -> int:
+        """The most deltas ``bucket`` keeps without folding; staggered over the buckets, so that
+        buckets changed in every version do not all fold in the same one."""
+        limit = self.spec.fold_deltas
+        return limit + bucket % limit if limit > 0 else 0
+
+    def _write_deltas(self, accepted: pa.Table) -> None:
+        """One delta per bucket: its accepted new versions (sorted by key, time, sequence)."""
+        if accepted.num_rows == 0:
+            return
+        buckets = accepted.column(_BUCKET).to_numpy()
         order = np.argsort(buckets, kind="stable")
-        buckets, new = buckets[order], versions.column(_NEW).to_numpy(zero_copy_only=False)[order]
-        rows = versions.select(self._version_schema().names).take(pa.array(order)).combine_chunks()
-        touched = np.array(list(old), dtype=np.int64)
-        lo, hi = np.searchsorted(buckets, touched, "left"), np.searchsorted(buckets, touched, "right")
-        before = np.array(list(old.values()), dtype=np.int64)
-        news = np.r_[0, np.cumsum(new)]
-        with_new = news[hi] - news[lo]
-        changed = (hi - lo != before) | (with_new > 0)
-        self.meta.versions_held += int((hi - lo).sum() - before.sum())
-        for bucket, start, end, had in zip(touched[changed], lo[changed], hi[changed], before[changed]):
+        buckets = buckets[order]
+        rows = accepted.select(self._version_schema().names).take(pa.array(order)).combine_chunks()
+        bounds = np.r_[0, np.flatnonzero(np.diff(buckets)) + 1, buckets.size]
+        for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            self.puts.append((st.delta_key(int(buckets[lo]), self.version), st.blob(rows.slice(lo, hi - lo))))
+        self.meta.versions_held += accepted.num_rows
+
+    def _fold(self, fold: list[int], new: pa.Table, keep_to: int, gone_before: int) -> None:
+        """Merge each of ``fold``'s base, deltas and this version's new versions (``new``, after
+        duplicates were dropped), drop the versions no longer needed, write the result as the
+        bucket's base and remove its deltas."""
+        if not fold:
+            return
+        schema = self._version_schema()
+        parts = [schema.empty_table()]
+        for bucket in fold:
+            parts += [t.select(schema.names) for t in self.stored[bucket].tables() if t.num_rows]
+        parts.append(new.select(schema.names))
+        rows = pa.concat_tables(parts).combine_chunks()
+        rows = rows.take(pc.sort_indices(rows, sort_keys=_ascending(*self.keys, TIME, SEQ)))
+        rows = rows.filter(pa.array(_needed(rows, self.keys, keep_to, gone_before)[1]))
+        buckets = st.bucket_ids([rows.column(k).combine_chunks() for k in self.keys], self.spec.buckets)
+        order = np.argsort(buckets, kind="stable")
+        buckets = buckets[order]
+        rows = rows.take(pa.array(order)).combine_chunks()
+        targets = np.array(fold, dtype=np.int64)
+        lo, hi = np.searchsorted(buckets, targets, "left"), np.searchsorted(buckets, targets, "right")
+        new_rows = _count_per(new.column(_BUCKET).to_numpy(), targets)
+        for bucket, start, end, added in zip(fold, lo.tolist(), hi.tolist(), new_rows.tolist()):
+            stored = self.stored[bucket]
+            if not stored.deltas and not added and end - start == stored.base.num_rows:
+                continue                                  # nothing new, nothing dropped: base as it is
+            if stored.deltas:
+                self.delete_ranges.append(st.delta_range(bucket))
             if end > start:
-                self.puts.append((st.version_key(int(bucket)), st.blob(rows.slice(start, end - start))))
-            elif had:
-                self.deletes.append(st.version_key(int(bucket)))
+                self.puts.append((st.version_key(bucket), st.blob(rows.slice(start, end - start))))
+            elif stored.base.num_rows:
+                self.deletes.append(st.version_key(bucket))
+            self.meta.versions_held += (end - start) - stored.rows
 
     def _store_waiting(self) -> None:
         """File the new events that wait by time bucket (as_of, not final)."""
@@ -297,3 +371,39 @@ def _same_as_previous(table: pa.Table, columns: list[str]) -> np.ndarray:
         equal &= eq | both_null
     same[1:] = equal
     return same
+
+
+def _needed(versions: pa.Table, keys: list[str], keep_to: int, gone_before: int) -> tuple[np.ndarray, np.ndarray]:
+    """For ``versions`` sorted by key, time, sequence (all of each key's): whether pruning keeps
+    each (the newest version <= ``keep_to`` of its key and every later one), and whether it is
+    still needed after that (not a key's one version left that is a delete older than
+    ``gone_before``)."""
+    times = versions.column(TIME).to_numpy()
+    same_next = np.r_[_same_as_previous(versions, keys)[1:], False]
+    next_le = np.r_[times[1:] <= keep_to, False] & same_next
+    keep = (times > keep_to) | ~next_le
+    kept = np.flatnonzero(keep)
+    rest = versions.select([*keys, OP, TIME]).take(pa.array(kept))
+    same_previous = _same_as_previous(rest, keys)
+    alone = ~same_previous & ~np.r_[same_previous[1:], False]
+    drop = alone & (rest.column(OP).to_numpy() == DELETE) & (rest.column(TIME).to_numpy() < gone_before)
+    needed = keep.copy()
+    needed[kept[drop]] = False
+    return keep, needed
+
+
+def _count_per(values: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """How many of ``values`` equal each of ``targets``."""
+    ordered = np.sort(values)
+    return np.searchsorted(ordered, targets, "right") - np.searchsorted(ordered, targets, "left")
+
+
+def _with_keys_in(table: pa.Table, keys: list[str], wanted: list[pa.Array]) -> pa.Table:
+    """The rows of ``table`` whose key columns equal those of some row of ``wanted`` (in order)."""
+    if table.num_rows == 0 or len(wanted[0]) == 0:
+        return table.slice(0, 0)
+    if len(keys) == 1:
+        return table.filter(pc.is_in(table.column(keys[0]), value_set=pc.unique(wanted[0])))
+    index = table.select(keys).append_column("__hi", pa.array(np.arange(table.num_rows)))
+    found = index.join(pa.table(dict(zip(keys, wanted))), keys, join_type="left semi", use_threads=False)
+    return table.take(pa.array(np.sort(found.column("__hi").to_numpy()), pa.int64()))
