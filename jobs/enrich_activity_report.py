@@ -30,9 +30,8 @@ __all__ = ["Summary", "summarise", "print_summary"]
 _VALID_OPS = ("insert", "update", "upsert", "delete")
 _COLUMNS = ["event_id", "user_id", "ts", "action", "changed_at", "plan", "country"]
 #: Why latest mode's profile differs from the as-of one (code -> words).
-_CAUSES = {"future": "used a change made after the event",
-           "missed": "missed a change made before the event (it reached the job in a later micro-batch)",
-           "delete": "a delete seen by one mode only"}
+_CAUSES = {"future": "latest had already applied a change made after the event",
+           "missed": "the change in force at the event's time reached the job in a later micro-batch"}
 
 
 @dataclass(frozen=True)
@@ -48,7 +47,7 @@ class Summary:
     no_profile_at_that_time: int          # not signed up yet, or closed, at the event's time
     waited: int                           # arrived at or after the table watermark: waited in state
     joined_on_arrival: int
-    version_arrived_later: int            # the profile version it got arrived in a later micro-batch
+    version_arrived_later: int            # the change in force at its time arrived in a later micro-batch
     stream_dead_letters: dict[str, int]
     table_dead_letters: dict[str, int]
     stale_changes: int
@@ -181,19 +180,21 @@ def _per_version(metrics: list[dict], name: str, combine: Callable[[list[int]], 
 
 def _per_event(as_of: pd.DataFrame, latest: pd.DataFrame, events: pd.DataFrame, versions: pd.DataFrame,
                table_watermarks: dict[int, int]) -> pd.DataFrame:
-    """Each as-of output row with its micro-batch, whether it waited, the batch its version
-    arrived in, whether the user ever had a profile, and what latest mode gave it (and why)."""
+    """Each as-of output row with its micro-batch, whether it waited, the micro-batch in which
+    the change in force at its time arrived (``change_batch``; a delete too, NaN for the
+    snapshot), whether the user ever had a profile, and what latest mode gave it (and why)."""
     shown = as_of.merge(events[["event_id", "batch"]], on="event_id", how="left")
     shown["waited"] = _micros(shown["ts"]) >= shown["batch"].map(table_watermarks)
     shown["known"] = shown["user_id"].isin(set(versions["user_id"]))
-    arrived = versions.loc[~versions["deleted"], ["user_id", "changed_at", "change_batch"]]
-    shown = shown.merge(arrived, on=["user_id", "changed_at"], how="left")
+    in_force = pd.merge_asof(shown[["event_id", "user_id", "ts"]].sort_values("ts"),
+                             versions[["user_id", "changed_at", "change_batch"]].sort_values("changed_at"),
+                             left_on="ts", right_on="changed_at", by="user_id")
+    shown = shown.merge(in_force[["event_id", "change_batch"]], on="event_id", how="left")
     latest = latest[["event_id", "changed_at", "plan", "country"]].add_prefix("latest_").assign(in_latest=True)
     shown = shown.merge(latest, left_on="event_id", right_on="latest_event_id", how="left")
     shown["in_latest"] = shown["in_latest"].fillna(False).astype(bool)
     same = _same(shown["plan"], shown["latest_plan"]) & _same(shown["country"], shown["latest_country"])
-    cause = np.select([same | ~shown["in_latest"], shown["latest_changed_at"] > shown["ts"],
-                       shown["latest_changed_at"] < shown["changed_at"]], [None, "future", "missed"], "delete")
+    cause = np.select([same | ~shown["in_latest"], shown["change_batch"] > shown["batch"]], [None, "missed"], "future")
     return shown.assign(cause=cause).sort_values("event_id", ignore_index=True)
 
 
@@ -226,9 +227,10 @@ def _examples(shown: pd.DataFrame) -> list[str]:
                          f"{_time(after['changed_at'])}; an event before it and the one it logged:")
             lines += [_line(before), _line(after)]
             break
-    later = shown[shown["change_batch"] > shown["batch"]]
-    if len(later):
-        row = later.sort_values(["cause", "event_id"], na_position="last").iloc[0]
+    later = shown[(shown["change_batch"] > shown["batch"]) & shown["changed_at"].notna()]
+    if len(later):   # preferably one that latest mode got wrong with an older version
+        order = later.assign(same=later["cause"].isna(), none=later["latest_plan"].isna())
+        row = order.sort_values(["same", "none", "event_id"]).iloc[0]
         lines.append(f"user {row['user_id']}'s change at {_time(row['changed_at'])} reached the job in micro-batch "
                      f"{int(row['change_batch'])}, after this event (micro-batch {row['batch']}), which waited for it:")
         lines.append(_line(row))
@@ -268,7 +270,7 @@ def print_summary(s: Summary) -> None:
           f"not signed up yet or closed at that time {s.no_profile_at_that_time:,})")
     print(f"  waited in state for the table's watermark: {s.waited:,}; joined in the micro-batch they arrived in: "
           f"{s.joined_on_arrival:,} (at most {s.peak_events_waiting:,} waiting at once)")
-    print(f"  got a profile version that reached the job in a later micro-batch than the event: "
+    print(f"  the change in force at the event's time reached the job in a later micro-batch: "
           f"{s.version_arrived_later:,}")
     if not s.files_are_batches:
         print("  (note: Spark did not read one file per micro-batch, so the waiting counts are approximate)")
