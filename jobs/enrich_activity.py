@@ -6,9 +6,9 @@ change feed, a plain change table (``user_id, op, changed_at, plan, country``; `
 ``insert``/``update``/``delete``/``heartbeat``): plan upgrades and downgrades, country moves,
 sign-ups and account closures, plus a snapshot of the profiles at the start, loaded with
 ``bootstrap=``. One Parquet file per micro-batch and stream, one hour of activity each. The change
-feed's position against the activity varies, as a CDC connector's does: sometimes it runs ahead,
-sometimes a few minutes behind, so some changes reach the job in a later micro-batch than events
-they precede. A few change rows are bad (an unknown op, a null key, a null change time) and a few
+feed's position against the activity varies, as a CDC connector's does: sometimes it is half an
+hour ahead, sometimes a quarter of an hour behind, so some changes reach the job in a later
+micro-batch than events they precede. A few change rows are bad (an unknown op, a null key, a null change time) and a few
 events arrive late: both go to the join's dead-letter output.
 
 The job runs ``stream_table_join(mode="as_of")`` over the files (an event waits in state until
@@ -131,7 +131,7 @@ def run_job(config: ActivityConfig, root: str, *, store: str = "rocksdb", partit
     own_session = spark is None
     started = time.perf_counter()
     _stage(1, f"generating {config.events:,} activity events for {config.users:,} users over {config.batches} "
-              f"hours (seed {config.seed}) under {paths.inputs}")
+              f"hours (seed {config.seed}) under {paths.inputs}", started)
     counts = write_activity(paths.inputs, config)
     print(f"      {counts['events']:,} events ({counts['profile_events']:,} logged by profile changes) in "
           f"{counts['event_files']} files; {counts['changes']:,} profile changes, {counts['bad_changes']} bad rows "
@@ -140,14 +140,14 @@ def run_job(config: ActivityConfig, root: str, *, store: str = "rocksdb", partit
     if spark is None:
         from bench.sparkutil import local_session
 
-        _stage(2, "starting a local Spark session")
+        _stage(2, "starting a local Spark session", started)
         spark = local_session(shuffle_partitions=partitions)
     try:
         batches = counts["change_files"]
         _stage(3, f"as-of join (mode='as_of') and, side by side over the same files, mode='latest' "
-                  f"(its own checkpoint), store={store}: {batches} micro-batches each")
+                  f"(its own checkpoint), store={store}: {batches} micro-batches each", started)
         _run_queries(spark, paths, store, partitions, batches)
-        _stage(4, "independent batch calculation and comparisons")
+        _stage(4, "independent batch calculation and comparisons", started)
         summary = summarise(spark, paths, counts)
     finally:
         if own_session:
@@ -172,14 +172,9 @@ def _prepare(out: str | None) -> str:
     return root
 
 
-_STARTED = [0.0]
-
-
-def _stage(n: int, text: str) -> None:
-    """Print stage ``n`` of 4 with the seconds since the job started."""
-    if n == 1:
-        _STARTED[0] = time.perf_counter()
-    print(f"[{n}/4 at {time.perf_counter() - _STARTED[0]:3.0f} s] {text}", flush=True)
+def _stage(n: int, text: str, started: float) -> None:
+    """Print stage ``n`` of 4 with the seconds since ``started`` (a ``time.perf_counter()``)."""
+    print(f"[{n}/4 at {time.perf_counter() - started:3.0f} s] {text}", flush=True)
 
 
 def _run_queries(spark, paths: Paths, store: str, partitions: int, batches: int) -> None:

@@ -4,7 +4,7 @@ The **independent calculation** is Spark batch SQL that uses neither the operato
 for each event the join did not set aside, a window query over the snapshot plus every valid
 change of the whole history (all change files at once) picks the user's last version with change
 time ``<=`` the event's time; a delete means no profile. The as-of output must equal it as a
-multiset of rows. The other numbers are small aggregates, computed on the driver with pandas from
+multiset of rows (compared on the driver). The other numbers are small aggregates, computed on the driver with pandas from
 the two outputs (read through Spark), the input files, the join's metrics and its dead letters.
 
 An event's **arrival batch** is the number of the file it came from: the job reads one file per
@@ -72,12 +72,12 @@ def summarise(spark, paths, counts: dict[str, int]) -> Summary:
     from joins import join_metrics, set_aside_rows
 
     events, changes = _read_files(paths.events), _read_files(paths.changes)
-    as_of_df = spark.read.parquet(paths.output("as_of")).select(*_COLUMNS)
     stream_aside = set_aside_rows(spark, paths.checkpoint("as_of"), "stream")
-    check = _check(spark, paths, as_of_df, stream_aside)
+    reference = _reference(spark, paths, stream_aside)
 
     metrics = [r.asDict() for r in join_metrics(spark, paths.checkpoint("as_of")).collect()]
-    as_of = _pandas(as_of_df.toArrow())
+    as_of = _pandas(spark.read.parquet(paths.output("as_of")).select(*_COLUMNS).toArrow())
+    differences = _differences(reference, as_of)
     latest = _pandas(spark.read.parquet(paths.output("latest")).select(*_COLUMNS).toArrow())
     versions = _versions(changes, _pandas(pq.read_table(paths.snapshot)))
     shown = _per_event(as_of, latest, events, versions, _per_version(metrics, "table_watermark", max))
@@ -100,15 +100,15 @@ def summarise(spark, paths, counts: dict[str, int]) -> Summary:
         files_are_batches=all(read.get(b, 0) == n for b, n in per_file.items()),
         latest_compared=int(shown["in_latest"].sum()), latest_different=sum(causes.values()),
         latest_causes={_CAUSES[c]: int(n) for c, n in causes.items()},
-        reference_rows=check["reference"], mismatches=check["reference only"] + check["as-of only"],
+        reference_rows=len(reference), mismatches=sum(differences.values()),
         examples=_examples(shown),
     )
 
 
 # -- the independent calculation (Spark) -----------------------------------------------------------
 
-def _check(spark, paths, as_of, stream_aside) -> dict[str, int]:
-    """Rows of the independent calculation, and rows only in it or only in the as-of output."""
+def _reference(spark, paths, stream_aside) -> pd.DataFrame:
+    """The independent calculation's rows: each on-time event with the version in force at its time."""
     from pyspark.sql import functions as F
 
     from jobs.enrich_activity import CHANGE_DDL, EVENT_DDL
@@ -134,13 +134,18 @@ def _check(spark, paths, as_of, stream_aside) -> dict[str, int]:
         WHERE rank = 1
     """)
 
-    def side(df, name):
-        return df.select(F.lit(name).alias("side"))
+    return _pandas(reference.toArrow())
 
-    parts = (side(reference, "reference").unionByName(side(reference.exceptAll(as_of), "reference only"))
-             .unionByName(side(as_of.exceptAll(reference), "as-of only")))
-    found = dict(parts.groupBy("side").count().collect())
-    return {name: found.get(name, 0) for name in ("reference", "reference only", "as-of only")}
+
+def _differences(reference: pd.DataFrame, as_of: pd.DataFrame) -> dict[str, int]:
+    """Rows only in the reference and only in the as-of output, compared as multisets of rows."""
+    def numbered(df: pd.DataFrame) -> pd.DataFrame:
+        df = df[_COLUMNS]
+        return df.assign(_n=df.groupby(_COLUMNS, dropna=False).cumcount())
+
+    both = numbered(reference).merge(numbered(as_of), on=[*_COLUMNS, "_n"], how="outer", indicator=True)
+    sides = both["_merge"].value_counts()
+    return {"reference only": int(sides.get("left_only", 0)), "as-of only": int(sides.get("right_only", 0))}
 
 
 # -- counts (pandas) ---------------------------------------------------------------------------------
