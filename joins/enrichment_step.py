@@ -294,24 +294,26 @@ class Step:
         bucket's base and remove its deltas."""
         if not fold:
             return
-        schema = self._version_schema()
-        parts = [schema.empty_table()]
+        names = self._version_schema().names
+        parts = [new.select([*names, _NEW])]
         for bucket in fold:
-            parts += [t.select(schema.names) for t in self.stored[bucket].tables() if t.num_rows]
-        parts.append(new.select(schema.names))
+            for t in self.stored[bucket].tables():
+                if t.num_rows:
+                    parts.append(t.append_column(_NEW, pa.array(np.zeros(t.num_rows, dtype=bool))))
         rows = pa.concat_tables(parts).combine_chunks()
         rows = rows.take(pc.sort_indices(rows, sort_keys=_ascending(*self.keys, TIME, SEQ)))
         rows = rows.filter(pa.array(_needed(rows, self.keys, keep_to, gone_before)[1]))
         buckets = st.bucket_ids([rows.column(k).combine_chunks() for k in self.keys], self.spec.buckets)
         order = np.argsort(buckets, kind="stable")
         buckets = buckets[order]
-        rows = rows.take(pa.array(order)).combine_chunks()
+        added = rows.column(_NEW).to_numpy(zero_copy_only=False)[order]
+        rows = rows.select(names).take(pa.array(order)).combine_chunks()
         targets = np.array(fold, dtype=np.int64)
         lo, hi = np.searchsorted(buckets, targets, "left"), np.searchsorted(buckets, targets, "right")
-        new_rows = _count_per(new.column(_BUCKET).to_numpy(), targets)
-        for bucket, start, end, added in zip(fold, lo.tolist(), hi.tolist(), new_rows.tolist()):
+        added = np.r_[0, np.cumsum(added)]
+        for bucket, start, end in zip(fold, lo.tolist(), hi.tolist()):
             stored = self.stored[bucket]
-            if not stored.deltas and not added and end - start == stored.base.num_rows:
+            if not stored.deltas and added[end] == added[start] and end - start == stored.base.num_rows:
                 continue                                  # nothing new, nothing dropped: base as it is
             if stored.deltas:
                 self.delete_ranges.append(st.delta_range(bucket))
