@@ -60,7 +60,7 @@ class ActivityConfig:
 
     events: int = 20_000               # activity events besides those logged by profile changes
     users: int = 500
-    batches: int = 6                   # hours of activity, one events file each
+    batches: int = 4                   # hours of activity, one events file each
     seed: int = 11
     changes_per_user_hour: float = 0.3
     new_user_share: float = 0.05       # users absent from the snapshot, who sign up during the run

@@ -54,8 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--events", type=int, default=20_000,
                         help="random activity events; each profile change also logs one (default 20,000)")
     parser.add_argument("--users", type=int, default=500, help="users with profiles (default 500)")
-    parser.add_argument("--batches", type=int, default=6,
-                        help="hours of activity, one micro-batch each; the feed adds two heartbeat batches (default 6)")
+    parser.add_argument("--batches", type=int, default=4,
+                        help="hours of activity, one micro-batch each; the feed adds two heartbeat batches (default 4)")
     parser.add_argument("--store", default="rocksdb", help="state store: rocksdb (default), lmdb, memory")
     parser.add_argument("--partitions", type=int, default=4, help="state partitions (default 4)")
     parser.add_argument("--seed", type=int, default=11, help="generator seed (default 11)")
