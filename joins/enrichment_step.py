@@ -15,11 +15,14 @@ blob read).
 whose one version left is a delete older than ``tw``. Every event looked up from now on has a
 lookup time ``>= keep_to`` (new events are not late, waiting ones were not released), so a version
 pruned away is older than a kept one at or before every later lookup time: the lookup (the newest
-version ``<=`` its time) never picks it. A dropped lone delete ``d``: a later lookup either finds
-``d`` (a delete: no row, as with no version) or a later change. Pruning composes (keeping the newest
-``<= k`` then the newest ``<= k' >= k`` is keeping the newest ``<= k'``), so pruning at fold time
-gives what pruning every version would have, and a new change is stale (a version newer than it
-is ``<= keep_to``) or a duplicate exactly as it would be against eagerly pruned versions.
+version ``<=`` its time) never picks it. A lone delete ``d`` kept past its drop: a later lookup
+finds ``d`` (a delete: no row, as with no version), a later change, or nothing (``d > keep_to``
+then, so the key has no older version). Pruning composes (keeping the newest ``<= k`` then the
+newest ``<= k' >= k`` is keeping the newest ``<= k'``), so pruning at fold time gives what pruning
+every version would have, and a new change is stale (a version newer than it is ``<= keep_to``)
+or a duplicate exactly as it would be against eagerly pruned versions. The tests of
+``tests/joins/test_enrichment_folding.py`` check this against folding every touched bucket in
+every version.
 """
 
 from __future__ import annotations
