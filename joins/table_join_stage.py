@@ -29,8 +29,10 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from functools import reduce
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from joins.changes import DELETE, OP
@@ -58,6 +60,9 @@ class TableJoinStage(Operator):
         """``left``/``right``: the sides of the stage-1 operators (``TableRekey(...).side``)."""
         self.spec: TableJoinSpec = build_join(left, right, how)
         self.codecs = {s.name: RowCodec(s.row_schema) for s in (left, right)}
+        # a side whose join key is its primary key holds at most one row per join key, under a
+        # store key the join key determines: its reads are point reads (None: a group needs a scan)
+        self.direct = {s.name: _direct(s) for s in (left, right)}
         self._inputs = (InputSpec("left", left.routed, left.on, None), InputSpec("right", right.routed, right.on, None))
 
     @property
@@ -81,6 +86,13 @@ class TableJoinStage(Operator):
         return _Step(self, state, batch).run()
 
 
+def _direct(side: TableSide) -> list[int] | None:
+    """Where a side's primary-key values are in its join key (None: the key is not the join key)."""
+    if sorted(side.key) != sorted(side.on):
+        return None
+    return [side.on.index(k) for k in side.key]
+
+
 @dataclass
 class _Change:
     """One routed change of a side: its primary key bytes, and its row (None: delete)."""
@@ -102,25 +114,66 @@ class _Step:
         self.held = dict(zip(("left", "right"), unpack(held) if held is not None else (0, 0)))
         self.groups: dict[bytes, dict[str, dict[bytes, _Change]]] = {}
         self.keyed: dict[bytes, bool] = {}
+        self.direct = op.direct
+        # this version's rows (row columns), and the first index of each upserted row's bytes
+        self.tables: dict[str, pa.Table] = {}
+        self.fresh: dict[str, dict[bytes, int]] = {"left": {}, "right": {}}
         for name, table in zip(("left", "right"), batch.rows):
             self._read(self.spec.side(name), table)
+        self.held_rows = self._prefetch()
 
     def _read(self, side: TableSide, table: pa.Table) -> None:
         """File ``side``'s routed changes by join key bytes."""
         table = conform(table, side.routed, side.name)
         codec = self.codecs[side.name]
-        names = side.row_schema.names
-        pk_at, on_at = [names.index(k) for k in side.key], [names.index(k) for k in side.on]
-        for row, op in zip(codec.rows(table), table.column(OP).to_pylist()):
-            jk = tuple(row[i] for i in on_at)
-            jk_bytes, pk = pack(*jk), pack(*(row[i] for i in pk_at))
-            group = self.groups.setdefault(jk_bytes, {"left": {}, "right": {}})[side.name]
+        self.tables[side.name] = table.select(side.row_schema.names)
+        # keys and rows encoded column-wise: the bytes of pack(*values), per row
+        rows = codec.encode_columns(table)
+        jks, pks = codec.encode_columns(table, side.on), codec.encode_columns(table, side.key)
+        deletes = (table.column(OP).to_numpy() == DELETE).tolist()
+        nulls = reduce(np.logical_or, [table.column(c).is_null().to_numpy(zero_copy_only=False) for c in side.on],
+                       np.zeros(table.num_rows, bool)).tolist()
+        fresh, groups, keyed = self.fresh[side.name], self.groups, self.keyed
+        for i, (jk, pk, row, delete, null) in enumerate(zip(jks, pks, rows, deletes, nulls)):
+            group = groups.get(jk)
+            if group is None:
+                group = groups[jk] = {"left": {}, "right": {}}
+                keyed[jk] = not null
+            group = group[side.name]
             if pk in group:
                 raise JoinError(
                     f"the {side.name} input of a table join stage has two changes of primary key {unpack(pk)} at "
-                    f"join key {jk} in version {self.version}; its rows must come from a TableRekey stage")
-            group[pk] = _Change(pk, None if op == DELETE else codec.encode(row))
-            self.keyed[jk_bytes] = None not in jk
+                    f"join key {unpack(jk)} in version {self.version}; its rows must come from a TableRekey stage")
+            if delete:
+                group[pk] = _Change(pk, None)
+            else:
+                group[pk] = _Change(pk, row)
+                fresh.setdefault(row, i)
+
+    def _prefetch(self) -> dict[bytes, bytes]:
+        """Every held row this version reads by key, in one ``multi_get``: the rows of changed
+        primary keys, and a direct side's (:func:`_direct`) one row per touched join key."""
+        keys: list[bytes] = []
+        how = self.spec.how
+        for jk, group in self.groups.items():
+            for name, other in (("left", "right"), ("right", "left")):
+                if self.keyed[jk]:
+                    if self.direct[name] is not None:
+                        keys.append(self._key(name, jk, self._direct_pk(name, jk)))
+                    elif not group[other]:
+                        keys.extend(self._key(name, jk, pk) for pk in group[name])
+                elif group[name] and how.preserves(name):
+                    keys.extend(self._key(name, jk, pk) for pk in group[name])
+        keys = sorted(set(keys))
+        return {k: v for k, v in zip(keys, self.state.multi_get(keys)) if v is not None}
+
+    def _direct_pk(self, side: str, jk: bytes) -> bytes:
+        """The primary key bytes of the one row a direct side can hold at join key ``jk``."""
+        at = self.direct[side]
+        if at == list(range(len(at))):
+            return jk
+        values = unpack(jk)
+        return pack(*(values[i] for i in at))
 
     def run(self) -> StepResult:
         for jk in sorted(self.groups):
@@ -148,18 +201,25 @@ class _Step:
 
     def _scan(self, side: str, jk: bytes) -> dict[bytes, bytes]:
         """Every row of ``side`` held at join key ``jk``, by primary key bytes."""
+        if self.direct[side] is not None:
+            pk = self._direct_pk(side, jk)
+            row = self.held_rows.get(self._key(side, jk, pk))
+            return {} if row is None else {pk: row}
         prefix = _SIDE[side] + jk
         return {key[len(prefix):]: value for key, value in self.state.scan_prefix(prefix)}
 
     def _changed_before(self, side: str, jk: bytes, changes: dict[bytes, _Change]) -> dict[bytes, bytes]:
         """The rows ``changes`` replace or delete, by primary key bytes (absent: none held)."""
-        keys = list(changes)
-        values = self.state.multi_get([self._key(side, jk, pk) for pk in keys])
-        return {pk: v for pk, v in zip(keys, values) if v is not None}
+        held = self.held_rows
+        return {pk: held[key] for pk in changes if (key := self._key(side, jk, pk)) in held}
 
     def _nonempty(self, side: str, jk: bytes, changes: dict[bytes, _Change]) -> tuple[bool, bool]:
         """Whether ``side`` held rows at ``jk`` before and after ``changes``, reading at most
         ``len(changes) + 1`` entries (up to the first row the changes leave alone)."""
+        if self.direct[side] is not None:
+            pk = self._direct_pk(side, jk)
+            before = self._key(side, jk, pk) in self.held_rows
+            return before, (before and pk not in changes) or any(c.row is not None for c in changes.values())
         before = after = False
         prefix = _SIDE[side] + jk
         for key, _ in self.state.scan_prefix(prefix):
@@ -279,6 +339,26 @@ class _Step:
         """One side's output columns for ``rows`` (encoded; None: null-padded)."""
         distinct: dict[bytes, int] = {}
         index = [None if r is None else distinct.setdefault(r, len(distinct)) for r in rows]
-        table = self.codecs[side].table([unpack(r) for r in distinct])
+        # a row of this version's input is taken from it; only rows read from state are decoded
+        fresh = self.fresh[side]
+        taken = [fresh[r] for r in distinct if r in fresh]
+        decoded = [unpack(r) for r in distinct if r not in fresh]
+        if taken and decoded:
+            # distinct rows are numbered taken first, then decoded (in ``distinct`` order)
+            at, t, d = {}, 0, len(taken)
+            for r in distinct:
+                if r in fresh:
+                    at[r], t = t, t + 1
+                else:
+                    at[r], d = d, d + 1
+            index = [None if r is None else at[r] for r in rows]
+        schema = self.codecs[side].schema
+        parts = []
+        if taken:
+            rows_in = self.tables[side].take(pa.array(taken, pa.int64()))
+            parts.append(pa.Table.from_arrays(rows_in.columns, schema=schema))
+        if decoded or not taken:
+            parts.append(self.codecs[side].table(decoded))
+        table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
         take = pa.array(index, pa.int64())
         return [column.take(take) for column in table.columns]

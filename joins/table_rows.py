@@ -16,12 +16,14 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from joins.errors import JoinDefinitionError, JoinError
 from statestore.codecs import pack, unpack
 
-__all__ = ["stored_type", "physical_type", "RowCodec", "conform"]
+__all__ = ["stored_type", "physical_type", "RowCodec", "conform", "pack_columns"]
 
 
 def stored_type(kind: pa.DataType, what: str) -> pa.DataType:
@@ -74,13 +76,24 @@ class RowCodec:
 
     def values(self, column: pa.ChunkedArray | pa.Array, index: int) -> list:
         """The physical Python values of ``column``, stored as the schema's column ``index``."""
+        return self.physical_array(column, index).to_pylist()
+
+    def physical_array(self, column: pa.ChunkedArray | pa.Array, index: int) -> pa.ChunkedArray | pa.Array:
+        """``column`` (stored as the schema's column ``index``) cast to its physical type."""
         field = self.schema.field(index)
         if pa.types.is_dictionary(column.type):
             column = column.cast(column.type.value_type)
         if column.type != field.type:
             column = column.cast(field.type)
         physical = self.physical[index]
-        return (column if physical == field.type else column.cast(physical)).to_pylist()
+        return column if physical == field.type else column.cast(physical)
+
+    def encode_columns(self, table: pa.Table, names: Sequence[str] | None = None) -> list[bytes]:
+        """Per row of ``table``, ``pack`` of the values of columns ``names`` (default: every
+        column of the schema, i.e. :meth:`encode` of each row), computed column-wise."""
+        names = self.schema.names if names is None else names
+        at = {n: i for i, n in enumerate(self.schema.names)}
+        return pack_columns([self.physical_array(table.column(n), at[n]) for n in names], table.num_rows)
 
     def arrays(self, rows: Sequence[tuple | None]) -> list[pa.Array]:
         """One Arrow array per column from ``rows`` (a None row: nulls in every column)."""
@@ -109,3 +122,66 @@ def conform(table: pa.Table, schema: pa.Schema, name: str) -> pa.Table:
         raise JoinError(f"the {name} input batch lacks columns {missing} of its declared schema")
     table = table.select(schema.names)
     return table if table.schema.equals(schema) else table.cast(schema)
+
+
+# -- column-wise pack --------------------------------------------------------------------------
+
+_NULL, _TRUE, _FALSE = pack(None), pack(True), pack(False)
+_INT_TAG, _FLOAT_TAG, _BYTES_TAG, _STR_TAG = pack(0)[:1], pack(0.0)[:1], pack(b"")[:1], pack("")[:1]
+_TERMINATOR = pack(b"")[1:]
+_SIGN = np.uint64(1 << 63)
+
+
+def pack_columns(columns: Sequence[pa.Array | pa.ChunkedArray], length: int) -> list[bytes]:
+    """``[pack(*row) for row in zip(*(c.to_pylist() for c in columns))]``, column-wise in Arrow and
+    numpy: the same bytes, for columns of physical types (:func:`physical_type`)."""
+    if not columns:
+        return [b""] * length
+    parts = [_pack_column(c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c) for c in columns]
+    joined = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, pa.scalar(b"", pa.binary()))
+    return joined.to_pylist()
+
+
+def _fixed(tag: bytes, body: np.ndarray) -> pa.Array:
+    """Binary values ``tag + body[i]`` for a (n, w) uint8 matrix ``body``."""
+    n, w = body.shape
+    matrix = np.empty((n, w + 1), np.uint8)
+    matrix[:, 0] = tag[0]
+    matrix[:, 1:] = body
+    fixed = pa.FixedSizeBinaryArray.from_buffers(pa.binary(w + 1), n, [None, pa.py_buffer(matrix.tobytes())])
+    return fixed.cast(pa.binary())
+
+
+def _pack_column(column: pa.Array) -> pa.Array:
+    """One column's ``pack`` of each value, as a binary array without nulls."""
+    kind, n = column.type, len(column)
+    if pa.types.is_null(kind):
+        return pa.array([_NULL] * n, pa.binary())
+    if pa.types.is_boolean(kind):
+        encoded = pc.if_else(column, pa.scalar(_TRUE, pa.binary()), pa.scalar(_FALSE, pa.binary()))
+    elif pa.types.is_integer(kind):
+        values = column.fill_null(0).to_numpy(zero_copy_only=False)
+        if values.dtype == np.uint64 and n and values.max() > (1 << 63) - 1:
+            raise OverflowError(f"{int(values.max())} does not fit in a signed 64-bit key")
+        bits = values.astype(np.int64).view(np.uint64) ^ _SIGN
+        encoded = _fixed(_INT_TAG, bits.astype(">u8").view(np.uint8).reshape(n, 8))
+    elif pa.types.is_floating(kind):
+        values = column.fill_null(0.0).to_numpy(zero_copy_only=False).astype(np.float64)
+        bits = values.view(np.uint64)
+        negative = (bits & _SIGN) != 0
+        bits = np.where(negative, ~bits, bits | _SIGN)
+        encoded = _fixed(_FLOAT_TAG, bits.astype(">u8").view(np.uint8).reshape(n, 8))
+    elif pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind) \
+            or pa.types.is_large_binary(kind) or pa.types.is_fixed_size_binary(kind):
+        tag = _STR_TAG if pa.types.is_string(kind) or pa.types.is_large_string(kind) else _BYTES_TAG
+        body = column.cast(pa.large_binary())
+        body = pc.replace_substring(body, b"\x00", b"\x00\xff")
+        encoded = pc.binary_join_element_wise(pa.scalar(tag, pa.large_binary()), body,
+                                              pa.scalar(_TERMINATOR, pa.large_binary()),
+                                              pa.scalar(b"", pa.large_binary()))
+        encoded = encoded.cast(pa.binary())
+    else:
+        raise TypeError(f"cannot encode a column of type {kind} in a key")
+    if column.null_count:
+        encoded = pc.if_else(column.is_null(), pa.scalar(_NULL, pa.binary()), encoded)
+    return encoded
