@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 from joins.changes import DELETE, HEARTBEAT, OP, SEQ, TIME, UPSERT, ChangeFormat, normalise
 from joins.interval_spec import _sortable
 from joins.operator import InputSpec, Operator, StepInput, StepResult
-from joins.table_rows import RowCodec, conform
+from joins.table_rows import RowCodec, conform, pack_columns
 from joins.table_spec import TableSide, build_side
 from statestore.base import KeyValue, Store
 from statestore.codecs import pack, unpack
@@ -95,11 +95,8 @@ class TableRekey(Operator):
         beat = changes.column(OP).to_numpy() == HEARTBEAT
         metrics["heartbeats"] = int(beat.sum())
         changes = self._canonical(changes.filter(pa.array(~beat)))
-        rows = self.codec.rows(changes)
-        ops = changes.column(OP).to_pylist()
-        orders = [_order(t, s) for t, s in zip(changes.column(TIME).to_pylist(), changes.column(SEQ).to_pylist())]
-        puts, upserts, deletes = self._collapse(state, rows, ops, orders, metrics)
-        output = self._output(rows, upserts, deletes)
+        puts, upserts, deletes = self._collapse(state, changes, metrics)
+        output = self._output(changes, upserts, deletes)
         metrics["routed_upserts"], metrics["routed_deletes"] = len(upserts), len(deletes)
         return StepResult(output, (parsed.aside,), puts, metrics=dict(metrics))
 
@@ -109,19 +106,44 @@ class TableRekey(Operator):
         rest = [n for n in changes.column_names if n not in first and _sortable(changes.schema.field(n).type)]
         return changes.take(pc.sort_indices(changes, sort_keys=[(n, "ascending", "at_start") for n in first + rest]))
 
-    def _collapse(self, state: Store, rows: list[tuple], ops: list[int], orders: list[tuple], metrics: Counter
+    def _starts(self, changes: pa.Table) -> list[int]:
+        """Where each primary key's run of changes starts (``changes`` sorted by key); keys are
+        equal as Python values are (nulls equal nulls, NaN equals nothing, -0.0 equals 0.0)."""
+        n = changes.num_rows
+        if n == 0:
+            return []
+        new = np.zeros(n - 1, bool)
+        for name, at in zip(self.side.key, self._pk_at):
+            column = self.codec.physical_array(changes.column(name), at)
+            column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+            cur, prev = column.slice(1), column.slice(0, n - 1)
+            if pa.types.is_null(column.type):
+                continue
+            differs = pc.fill_null(pc.not_equal(cur, prev), True)
+            differs = pc.and_not(differs, pc.and_(cur.is_null(), prev.is_null()))
+            new |= differs.to_numpy(zero_copy_only=False)
+        return [0, *(np.flatnonzero(new) + 1).tolist()]
+
+    def _collapse(self, state: Store, changes: pa.Table, metrics: Counter
                   ) -> tuple[list[KeyValue], list[int], list[tuple]]:
         """Walk each key's changes in order against its state; return the state writes, the rows
         to upsert (indices) and the deletes (physical routed rows), in key order."""
-        pks = [tuple(r[i] for i in self._pk_at) for r in rows]
-        starts = [i for i in range(len(rows)) if i == 0 or pks[i] != pks[i - 1]]
-        keys = [_PREFIX + pack(*pks[i]) for i in starts]
+        n = changes.num_rows
+        starts = self._starts(changes)
+        pks = self.codec.encode_columns(changes, self.side.key)
+        keys = [_PREFIX + pks[i] for i in starts]
         before = state.multi_get(keys)
-        puts: list[KeyValue] = []
+        ops = changes.column(OP).to_pylist()
+        times, seqs = changes.column(TIME).to_pylist(), changes.column(SEQ).to_pylist()
+        orders = list(map(_order, times, seqs))
+        lasts: list[int] = []
+        has_rows: list[bool] = []
+        put_keys: list[bytes] = []
         upserts: list[int] = []
         deletes: list[tuple] = []
-        for n, (start, key, stored) in enumerate(zip(starts, keys, before)):
-            end = starts[n + 1] if n + 1 < len(starts) else len(rows)
+        moved: list[tuple[int, int, bytes]] = []  # (index in deletes, last change, old join key bytes)
+        for k, (start, key, stored) in enumerate(zip(starts, keys, before)):
+            end = starts[k + 1] if k + 1 < len(starts) else n
             held = None if stored is None else unpack(stored)
             order = None if held is None else _order(held[0], held[1])
             had_row = held is not None and held[2]
@@ -135,16 +157,29 @@ class TableRekey(Operator):
                 order, has_row, last = orders[i], ops[i] == UPSERT, i
             if last is None:
                 continue
-            old_jk = tuple(held[3:]) if had_row else None
-            new_jk = tuple(rows[last][i] for i in self._on_at) if has_row else ()
-            seq = None if order[1] is False else order[2]
-            puts.append((key, pack(order[0], seq, has_row, *new_jk)))
+            put_keys.append(key)
+            lasts.append(last)
+            has_rows.append(has_row)
             if has_row:
                 upserts.append(last)
-            if had_row and (not has_row or pack(*old_jk) != pack(*new_jk)):
-                deletes.append(self._delete_row(pks[start], old_jk))
+            if had_row:
+                old_jk = stored[_held_prefix(held):]
+                if has_row:
+                    moved.append((len(deletes), last, old_jk))
+                deletes.append(self._delete_row(unpack(pks[start]), held[3:]))
+        # the state values: pack(change time, sequence, has row, *join key) of each key's last change
+        take = pa.array(lasts, pa.int64())
+        heads = pack_columns([changes.column(TIME).take(take), changes.column(SEQ).take(take),
+                              pa.array(has_rows, pa.bool_())], len(lasts))
+        jks = self.codec.encode_columns(changes.take(pa.array(upserts, pa.int64())), self.side.on) if upserts else []
+        new_jk = dict(zip(upserts, jks))
+        puts = [(key, head + new_jk[last] if row else head)
+                for key, head, last, row in zip(put_keys, heads, lasts, has_rows)]
+        # an upsert at its old join key (nulls equal nulls) deletes nothing
+        same = {d for d, last, old in moved if old == new_jk[last]}
+        if same:
+            deletes = [row for d, row in enumerate(deletes) if d not in same]
         return puts, upserts, deletes
-
     def _delete_row(self, pk: tuple, jk: tuple) -> tuple:
         """A routed delete: the primary key and the join key it is deleted at, other columns null."""
         row: list = [None] * len(self.side.row_schema)
@@ -154,7 +189,25 @@ class TableRekey(Operator):
             row[i] = value
         return tuple(row)
 
-    def _output(self, rows: list[tuple], upserts: list[int], deletes: list[tuple]) -> pa.Table:
-        table = self.codec.table([rows[i] for i in upserts] + deletes)
+    def _output(self, changes: pa.Table, upserts: list[int], deletes: list[tuple]) -> pa.Table:
+        """The routed changes: the upserted rows (taken from ``changes``), then the deletes."""
+        schema = self.side.row_schema
+        taken = changes.take(pa.array(upserts, pa.int64()))
+        columns = []
+        for i, field in enumerate(schema):
+            column = self.codec.physical_array(taken.column(field.name), i)
+            columns.append(column if column.type == field.type else column.cast(field.type))
+        table = pa.Table.from_arrays(columns, schema=schema)
+        if deletes:
+            table = pa.concat_tables([table, self.codec.table(deletes)])
+        table = table.combine_chunks()
         ops = np.r_[np.full(len(upserts), UPSERT), np.full(len(deletes), DELETE)].astype(np.int8)
         return table.append_column(self.side.routed.field(OP), pa.array(ops, pa.int8()))
+
+
+_INT_LEN, _NULL_LEN, _BOOL_LEN = len(pack(0)), len(pack(None)), len(pack(True))
+
+
+def _held_prefix(held: tuple) -> int:
+    """The length of ``pack(change time, sequence, has row)`` in a held state value."""
+    return _INT_LEN + (_NULL_LEN if held[1] is None else _INT_LEN) + _BOOL_LEN
