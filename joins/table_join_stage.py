@@ -115,6 +115,7 @@ class _Step:
         self.groups: dict[bytes, dict[str, dict[bytes, _Change]]] = {}
         self.keyed: dict[bytes, bool] = {}
         self.direct = op.direct
+        self.keep = {name: self.spec.how.preserves(name) for name in ("left", "right")}
         # this version's rows (row columns), and the first index of each upserted row's bytes
         self.tables: dict[str, pa.Table] = {}
         self.fresh: dict[str, dict[bytes, int]] = {"left": {}, "right": {}}
@@ -154,7 +155,6 @@ class _Step:
         """Every held row this version reads by key, in one ``multi_get``: the rows of changed
         primary keys, and a direct side's (:func:`_direct`) one row per touched join key."""
         keys: list[bytes] = []
-        how = self.spec.how
         for jk, group in self.groups.items():
             for name, other in (("left", "right"), ("right", "left")):
                 if self.keyed[jk]:
@@ -162,7 +162,7 @@ class _Step:
                         keys.append(self._key(name, jk, self._direct_pk(name, jk)))
                     elif not group[other]:
                         keys.extend(self._key(name, jk, pk) for pk in group[name])
-                elif group[name] and how.preserves(name):
+                elif group[name] and self.keep[name]:
                     keys.extend(self._key(name, jk, pk) for pk in group[name])
         keys = sorted(set(keys))
         return {k: v for k, v in zip(keys, self.state.multi_get(keys)) if v is not None}
@@ -259,11 +259,10 @@ class _Step:
         right_after = self._apply("right", jk, cr, right)
         # whether each side's group is non-empty (before, after): right padding depends on the left
         # group, left padding on the right one; (True, True) where nothing reads it
-        how = self.spec.how
         ne_left = ((bool(left), bool(left_after)) if cr else
-                   self._nonempty("left", jk, cl) if how.preserves("right") else (True, True))
+                   self._nonempty("left", jk, cl) if self.keep["right"] else (True, True))
         ne_right = ((bool(right), bool(right_after)) if cl else
-                    self._nonempty("right", jk, cr) if how.preserves("left") else (True, True))
+                    self._nonempty("right", jk, cr) if self.keep["left"] else (True, True))
         flips = (ne_left[0] != ne_left[1], ne_right[0] != ne_right[1])
         old = self._view(cl, cr, left, right, ne_left[0], ne_right[0], flips)
         new = self._view(cl, cr, left_after, right_after, ne_left[1], ne_right[1], flips)
@@ -275,7 +274,7 @@ class _Step:
         the padded rows of a side whose padding flips. ``left``/``right`` are the rows held (whole
         groups where the other side changed, else just the changed keys'). Keys: (left pk, right pk),
         ``b""`` for a padded side."""
-        how, out = self.spec.how, {}
+        out = {}
         if cl and right_ne:
             for lpk in cl:
                 if lpk in left:
@@ -286,11 +285,11 @@ class _Step:
                 if rpk in right:
                     for lpk, lrow in left.items():
                         out[(lpk, rpk)] = (lrow, right[rpk])
-        if how.preserves("left") and not right_ne:
+        if self.keep["left"] and not right_ne:
             for lpk in (left if flips[1] else cl):
                 if lpk in left:
                     out[(lpk, b"")] = (left[lpk], None)
-        if how.preserves("right") and not left_ne:
+        if self.keep["right"] and not left_ne:
             for rpk in (right if flips[0] else cr):
                 if rpk in right:
                     out[(b"", rpk)] = (None, right[rpk])
@@ -298,7 +297,7 @@ class _Step:
 
     def _unkeyed(self, side: str, jk: bytes, changes: dict[bytes, _Change]) -> None:
         """Rows with a null in the join key: only null-padded, and only kept when ``side`` is preserved."""
-        if not changes or not self.spec.how.preserves(side):
+        if not changes or not self.keep[side]:
             return
         before = self._changed_before(side, jk, changes)
         after = self._apply(side, jk, changes, before)
@@ -342,7 +341,7 @@ class _Step:
         # a row of this version's input is taken from it; only rows read from state are decoded
         fresh = self.fresh[side]
         taken = [fresh[r] for r in distinct if r in fresh]
-        decoded = [unpack(r) for r in distinct if r not in fresh]
+        decoded = [r for r in distinct if r not in fresh]
         if taken and decoded:
             # distinct rows are numbered taken first, then decoded (in ``distinct`` order)
             at, t, d = {}, 0, len(taken)
@@ -358,7 +357,7 @@ class _Step:
             rows_in = self.tables[side].take(pa.array(taken, pa.int64()))
             parts.append(pa.Table.from_arrays(rows_in.columns, schema=schema))
         if decoded or not taken:
-            parts.append(self.codecs[side].table(decoded))
+            parts.append(self.codecs[side].decode_table(decoded))
         table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
         take = pa.array(index, pa.int64())
         return [column.take(take) for column in table.columns]

@@ -106,6 +106,14 @@ class RowCodec:
     def table(self, rows: Sequence[tuple | None]) -> pa.Table:
         return pa.Table.from_arrays(self.arrays(rows), schema=self.schema)
 
+    def decode_table(self, data: Sequence[bytes]) -> pa.Table:
+        """``self.table([self.decode(d) for d in data])``, decoded column-wise where it can be."""
+        arrays = unpack_columns(data, self.physical)
+        if arrays is None:
+            return self.table([unpack(d) for d in data])
+        arrays = [a if a.type == f.type else a.cast(f.type) for a, f in zip(arrays, self.schema)]
+        return pa.Table.from_arrays(arrays, schema=self.schema)
+
     @staticmethod
     def encode(row: tuple) -> bytes:
         return pack(*row)
@@ -185,3 +193,99 @@ def _pack_column(column: pa.Array) -> pa.Array:
     if column.null_count:
         encoded = pc.if_else(column.is_null(), pa.scalar(_NULL, pa.binary()), encoded)
     return encoded
+
+
+# -- column-wise unpack ------------------------------------------------------------------------
+
+_TAG = {"null": _NULL[0], "true": _TRUE[0], "false": _FALSE[0], "int": _INT_TAG[0], "float": _FLOAT_TAG[0],
+        "bytes": _BYTES_TAG[0], "str": _STR_TAG[0]}
+
+
+class _Unpackable(Exception):
+    """Bytes the column-wise decoder does not take (the row-wise one decides)."""
+
+
+def unpack_columns(data: Sequence[bytes], physical: Sequence[pa.DataType]) -> list[pa.Array] | None:
+    """The columns of ``[unpack(d) for d in data]`` as Arrow arrays of the ``physical`` types
+    (:func:`physical_type`), decoded column-wise in numpy; None when some bytes are not rows of
+    those types (the caller decodes them row-wise, which raises the error)."""
+    n = len(data)
+    packed = pa.array(data, pa.binary())
+    offsets = np.frombuffer(packed.buffers()[1], np.int32, n + 1).astype(np.int64)
+    size = int(offsets[-1])
+    buf = np.zeros(size + 16, np.uint8)  # padding: a gather past a row's end reads zeros, never out of range
+    if size:
+        buf[:size] = np.frombuffer(packed.buffers()[2], np.uint8, size)
+    pairs = np.flatnonzero((buf[:size - 1] == 0) & (buf[1:size] == 0)) if size > 1 else np.zeros(0, np.int64)
+    pos, ends = offsets[:-1].copy(), offsets[1:]
+    columns = []
+    try:
+        for kind in physical:
+            if np.any(pos >= ends) and n:
+                raise _Unpackable
+            tag = buf[pos]
+            null = tag == _TAG["null"]
+            columns.append(_unpack_column(kind, buf, pairs, pos, tag, null))
+        if np.any(pos != ends):
+            raise _Unpackable
+    except _Unpackable:
+        return None
+    return columns
+
+
+def _unpack_column(kind: pa.DataType, buf: np.ndarray, pairs: np.ndarray, pos: np.ndarray, tag: np.ndarray,
+                   null: np.ndarray) -> pa.Array:
+    """One column at ``pos`` (advanced past it in place)."""
+    n = len(pos)
+    mask = null if null.any() else None
+    if pa.types.is_null(kind):
+        if not null.all():
+            raise _Unpackable
+        pos += 1
+        return pa.nulls(n)
+    if pa.types.is_boolean(kind):
+        true = tag == _TAG["true"]
+        if not (null | true | (tag == _TAG["false"])).all():
+            raise _Unpackable
+        pos += 1
+        return pa.array(true, pa.bool_(), mask=mask)
+    if pa.types.is_integer(kind) or pa.types.is_floating(kind):
+        floating = pa.types.is_floating(kind)
+        if not (null | (tag == _TAG["float" if floating else "int"])).all():
+            raise _Unpackable
+        body = buf[(pos + 1)[:, None] + np.arange(8)]
+        bits = body.view(">u8").reshape(n).astype(np.uint64)
+        pos += np.where(null, 1, 9)
+        if floating:
+            negative = (bits & _SIGN) == 0
+            values = np.where(negative, ~bits, bits ^ _SIGN).view(np.float64)
+            return pa.array(values, pa.float64(), mask=mask).cast(kind)
+        values = (bits ^ _SIGN).view(np.int64)
+        if mask is not None:
+            values = np.where(null, 0, values)
+        return pa.array(values, pa.int64(), mask=mask).cast(kind)
+    text = pa.types.is_string(kind) or pa.types.is_large_string(kind)
+    if not (text or pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_fixed_size_binary(kind)):
+        raise _Unpackable
+    if not (null | (tag == _TAG["str" if text else "bytes"])).all():
+        raise _Unpackable
+    start = pos + 1
+    at = np.searchsorted(pairs, start)
+    if np.any(at[~null] >= len(pairs)):
+        raise _Unpackable
+    stop = np.where(null, start, pairs[np.minimum(at, len(pairs) - 1)] if len(pairs) else start)
+    lengths = stop - start
+    total = int(lengths.sum())
+    value_offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(lengths, out=value_offsets[1:])
+    index = np.repeat(start - value_offsets[:-1], lengths) + np.arange(total)
+    values = pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(value_offsets.tobytes()),
+                                                                         pa.py_buffer(buf[index].tobytes())])
+    values = pc.replace_substring(values, b"\x00\xff", b"\x00")
+    pos[:] = np.where(null, pos + 1, stop + 2)
+    if mask is not None:
+        values = pc.if_else(pa.array(null), pa.scalar(None, pa.large_binary()), values)
+    try:
+        return values.cast(kind)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise _Unpackable from exc
