@@ -17,7 +17,12 @@ join key are kept only when ``how`` preserves that side (they can only appear nu
 after: pairs with a changed row on either side, and null-padded rows of a changed row or of a side
 whose padding flips because the other side's group went empty <-> non-empty. Only the groups
 those rows need are read (a side's whole group only when the other side changed in it), so the
-cost follows the affected view rows, not the state. Per view key (left primary key, right primary
+cost follows the affected view rows, not the state. **Reads**: one ``multi_get`` per version for
+every row read by key (the changed primary keys' rows, and, for a side whose primary key is its
+join key, the one row it can hold at each touched join key, so a foreign-key join's key side is
+never scanned); a ``scan_prefix`` per join key only for a group a side reads whole. Keys and rows
+are encoded column-wise (:func:`joins.table_rows.pack_columns`, the bytes of ``pack``); output
+rows of this version's input are taken from it, rows read from state decoded column-wise. Per view key (left primary key, right primary
 key; a padded side's is null) the diff is minimal: a row that changed -> ``update_preimage``
 (``_seq`` 0) and ``update_postimage`` (``_seq`` 1); a row gone -> ``delete`` (0); a new row ->
 ``insert`` (1). A view row whose two sides both move to another join key in one version is deleted
@@ -116,6 +121,7 @@ class _Step:
         self.keyed: dict[bytes, bool] = {}
         self.direct = op.direct
         self.keep = {name: self.spec.how.preserves(name) for name in ("left", "right")}
+        self.same_order = {name: at is not None and at == list(range(len(at))) for name, at in self.direct.items()}
         # this version's rows (row columns), and the first index of each upserted row's bytes
         self.tables: dict[str, pa.Table] = {}
         self.fresh: dict[str, dict[bytes, int]] = {"left": {}, "right": {}}
@@ -170,7 +176,7 @@ class _Step:
     def _direct_pk(self, side: str, jk: bytes) -> bytes:
         """The primary key bytes of the one row a direct side can hold at join key ``jk``."""
         at = self.direct[side]
-        if at == list(range(len(at))):
+        if self.same_order[side]:
             return jk
         values = unpack(jk)
         return pack(*(values[i] for i in at))

@@ -39,7 +39,7 @@ from joins.operator import InputSpec, Operator, StepInput, StepResult
 from joins.table_rows import RowCodec, conform, pack_columns
 from joins.table_spec import TableSide, build_side
 from statestore.base import KeyValue, Store
-from statestore.codecs import pack, unpack
+from statestore.codecs import decode_int, pack, unpack
 
 __all__ = ["TableRekey"]
 
@@ -66,6 +66,7 @@ class TableRekey(Operator):
         row = self.side.row_schema.names
         self._pk_at = [row.index(k) for k in changes.key]
         self._on_at = [row.index(k) for k in self.side.on]
+        self._width = len(row)
 
     @property
     def inputs(self) -> tuple[InputSpec, ...]:
@@ -144,7 +145,7 @@ class TableRekey(Operator):
         moved: list[tuple[int, int, bytes]] = []  # (index in deletes, last change, old join key bytes)
         for k, (start, key, stored) in enumerate(zip(starts, keys, before)):
             end = starts[k + 1] if k + 1 < len(starts) else n
-            held = None if stored is None else unpack(stored)
+            held = None if stored is None else _held(stored)
             order = None if held is None else _order(held[0], held[1])
             had_row = held is not None and held[2]
             has_row, last = had_row, None
@@ -163,10 +164,10 @@ class TableRekey(Operator):
             if has_row:
                 upserts.append(last)
             if had_row:
-                old_jk = stored[_held_prefix(held):]
+                old_jk = held[3]
                 if has_row:
                     moved.append((len(deletes), last, old_jk))
-                deletes.append(self._delete_row(unpack(pks[start]), held[3:]))
+                deletes.append(self._delete_row(unpack(pks[start]), unpack(old_jk)))
         # the state values: pack(change time, sequence, has row, *join key) of each key's last change
         take = pa.array(lasts, pa.int64())
         heads = pack_columns([changes.column(TIME).take(take), changes.column(SEQ).take(take),
@@ -182,7 +183,7 @@ class TableRekey(Operator):
         return puts, upserts, deletes
     def _delete_row(self, pk: tuple, jk: tuple) -> tuple:
         """A routed delete: the primary key and the join key it is deleted at, other columns null."""
-        row: list = [None] * len(self.side.row_schema)
+        row: list = [None] * self._width
         for i, value in zip(self._on_at, jk):
             row[i] = value
         for i, value in zip(self._pk_at, pk):
@@ -205,9 +206,20 @@ class TableRekey(Operator):
         return table.append_column(self.side.routed.field(OP), pa.array(ops, pa.int8()))
 
 
-_INT_LEN, _NULL_LEN, _BOOL_LEN = len(pack(0)), len(pack(None)), len(pack(True))
+_INT, _NULL, _TRUE, _FALSE = pack(0)[0], pack(None)[0], pack(True)[0], pack(False)[0]
 
 
-def _held_prefix(held: tuple) -> int:
-    """The length of ``pack(change time, sequence, has row)`` in a held state value."""
-    return _INT_LEN + (_NULL_LEN if held[1] is None else _INT_LEN) + _BOOL_LEN
+def _held(stored: bytes) -> tuple[int, int | None, bool, bytes]:
+    """A state value ``pack(change time, sequence, has row, *join key)`` as (change time,
+    sequence, has row, the join key's bytes: ``pack(*join key)``)."""
+    if len(stored) >= 11 and stored[0] == _INT:
+        if stored[9] == _NULL:
+            seq, at = None, 10
+        elif stored[9] == _INT and len(stored) >= 19:
+            seq, at = decode_int(stored[10:18]), 18
+        else:
+            at = 0
+        if at and stored[at] in (_TRUE, _FALSE):
+            return decode_int(stored[1:9]), seq, stored[at] == _TRUE, stored[at + 1:]
+    time, seq, has_row, *jk = unpack(stored)  # not the layout above: unpack's error says why
+    return time, seq, has_row, pack(*jk)
