@@ -87,8 +87,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Maintain the view orders JOIN customers ON customer_id (inner) with streamjoin's table_table_join "
         "per store, beside recomputing the join in Spark after each micro-batch: --rows rows per table "
-        "loaded first, then --changes changes per side (20%% updates, half of the order updates moving the "
-        "order to another customer; 5%% deletes; 75%% inserts) in --batches micro-batches. One table of "
+        "loaded first, then --changes changes per side (20% updates, half of the order updates moving the "
+        "order to another customer; 5% deletes; 75% inserts) in --batches micro-batches. One table of "
         "medians from one run. The full default size takes about 30-60 minutes on 2 cores; try "
         "--rows 100000 --changes 100000 first.")
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows per table at steady state (default 1,000,000)")
