@@ -47,7 +47,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.harness import Table, results_dir, write_results
+from bench.harness import Table, parse_stores, results_dir, write_results
 from bench.sparkutil import fresh_dir, local_session
 
 if TYPE_CHECKING:
@@ -414,11 +414,7 @@ notes:
 # -- running -----------------------------------------------------------------------------------
 
 def _stores(text: str) -> list[str]:
-    chosen = [s for s in text.split(",") if s]
-    unknown = sorted(set(chosen) - set(STORES))
-    if unknown:
-        raise SystemExit(f"unknown stores {unknown}; choose from {','.join(STORES)}")
-    return chosen
+    return parse_stores(text, STORES)
 
 
 def variants(args: argparse.Namespace) -> list[str]:

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-__all__ = ["median_seconds", "Table", "results_dir", "write_results"]
+__all__ = ["median_seconds", "Table", "results_dir", "write_results", "parse_stores"]
 
 
 def median_seconds(fn: Callable[[], object], repeat: int, setup: Callable[[], object] | None = None) -> float:
@@ -83,3 +83,12 @@ def write_results(name: str, table: Table, params: dict[str, object]) -> str:
             fh, indent=2, default=str,
         )
     return path
+
+
+def parse_stores(text: str, known: Sequence[str]) -> list[str]:
+    """The comma-separated store names of a ``--stores`` option; exits naming any unknown one."""
+    chosen = [s for s in text.split(",") if s]
+    unknown = sorted(set(chosen) - set(known))
+    if unknown:
+        raise SystemExit(f"unknown stores {unknown}; choose from {','.join(known)}")
+    return chosen

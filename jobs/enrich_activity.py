@@ -24,17 +24,13 @@ with status 1 if they differ.
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
-import tempfile
 import time
-from dataclasses import dataclass
 
+from jobs.common import JobPaths, add_run_options, prepare_root, stage
 from jobs.activity_generator import DELAY, ActivityConfig, write_activity
 
 __all__ = ["register", "add_arguments", "run", "run_job", "config_from_args", "Paths"]
 
-_MARKER = ".streamjoin-enrich-activity"
 EVENT_DDL = "event_id bigint, user_id bigint, ts timestamp, action string"
 CHANGE_DDL = "user_id bigint, op string, changed_at timestamp, plan string, country string"
 
@@ -56,26 +52,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--users", type=int, default=500, help="users with profiles (default 500)")
     parser.add_argument("--batches", type=int, default=4,
                         help="hours of activity, one micro-batch each; the feed adds two heartbeat batches (default 4)")
-    parser.add_argument("--store", default="rocksdb", help="state store: rocksdb (default), lmdb, memory")
-    parser.add_argument("--partitions", type=int, default=4, help="state partitions (default 4)")
-    parser.add_argument("--seed", type=int, default=11, help="generator seed (default 11)")
-    parser.add_argument("--out", default=None,
-                        help="directory for inputs, outputs and checkpoints (default: a new directory under the "
-                             "system's temporary directory); an existing one must be empty or from an earlier run")
+    add_run_options(parser, seed=11, store_help="state store: rocksdb (default), lmdb, memory",
+                    partitions_help="state partitions (default 4)")
 
 
-@dataclass(frozen=True)
-class Paths:
+class Paths(JobPaths):
     """Where the job's inputs, outputs and checkpoints go, under one root."""
-
-    root: str
-
-    def _under(self, *parts: str) -> str:
-        return os.path.join(self.root, *parts)
-
-    @property
-    def inputs(self) -> str:
-        return self._under("inputs")
 
     @property
     def events(self) -> str:
@@ -105,7 +87,7 @@ def run(args: argparse.Namespace, spark=None) -> int:
     """The command: run the job with the parsed arguments; 0 when the self-check passes, else 1."""
     from jobs.enrich_activity_report import print_summary
 
-    summary = run_job(config_from_args(args), _prepare(args.out), store=args.store, partitions=args.partitions,
+    summary = run_job(config_from_args(args), prepare_root(args.out, "enrich-activity"), store=args.store, partitions=args.partitions,
                       spark=spark)
     print_summary(summary)
     return 0 if summary.same else 1
@@ -130,8 +112,8 @@ def run_job(config: ActivityConfig, root: str, *, store: str = "rocksdb", partit
     paths = Paths(root)
     own_session = spark is None
     started = time.perf_counter()
-    _stage(1, f"generating {config.events:,} activity events for {config.users:,} users over {config.batches} "
-              f"hours (seed {config.seed}) under {paths.inputs}", started)
+    stage(1, 4, f"generating {config.events:,} activity events for {config.users:,} users over {config.batches} "
+             f"hours (seed {config.seed}) under {paths.inputs}", started)
     counts = write_activity(paths.inputs, config)
     print(f"      {counts['events']:,} events ({counts['profile_events']:,} logged by profile changes) in "
           f"{counts['event_files']} files; {counts['changes']:,} profile changes, {counts['bad_changes']} bad rows "
@@ -140,41 +122,20 @@ def run_job(config: ActivityConfig, root: str, *, store: str = "rocksdb", partit
     if spark is None:
         from bench.sparkutil import local_session
 
-        _stage(2, "starting a local Spark session", started)
+        stage(2, 4, "starting a local Spark session", started)
         spark = local_session(shuffle_partitions=partitions)
     try:
         batches = counts["change_files"]
-        _stage(3, f"as-of join (mode='as_of') and, side by side over the same files, mode='latest' "
-                  f"(its own checkpoint), store={store}: {batches} micro-batches each", started)
+        stage(3, 4, f"as-of join (mode='as_of') and, side by side over the same files, mode='latest' "
+                 f"(its own checkpoint), store={store}: {batches} micro-batches each", started)
         _run_queries(spark, paths, store, partitions, batches)
-        _stage(4, "independent batch calculation and comparisons", started)
+        stage(4, 4, "independent batch calculation and comparisons", started)
         summary = summarise(spark, paths, counts)
     finally:
         if own_session:
             spark.stop()
     print(f"      done in {time.perf_counter() - started:.0f} s", flush=True)
     return summary
-
-
-def _prepare(out: str | None) -> str:
-    """A fresh output root: ``out`` (emptied if an earlier run made it) or a new temporary directory."""
-    if out is None:
-        root = tempfile.mkdtemp(prefix="streamjoin-enrich-activity-", dir=tempfile.gettempdir())
-    else:
-        root = os.path.abspath(out)
-        if os.path.isdir(root) and os.listdir(root):
-            if not os.path.exists(os.path.join(root, _MARKER)):
-                raise SystemExit(f"streamjoin enrich-activity: {root} is not empty and not from an earlier run of "
-                                 "this job; pass an empty or new directory to --out")
-            shutil.rmtree(root)
-        os.makedirs(root, exist_ok=True)
-    open(os.path.join(root, _MARKER), "w").close()
-    return root
-
-
-def _stage(n: int, text: str, started: float) -> None:
-    """Print stage ``n`` of 4 with the seconds since ``started`` (a ``time.perf_counter()``)."""
-    print(f"[{n}/4 at {time.perf_counter() - started:3.0f} s] {text}", flush=True)
 
 
 def _run_queries(spark, paths: Paths, store: str, partitions: int, batches: int) -> None:

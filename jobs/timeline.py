@@ -21,17 +21,13 @@ timeline before and after an unfollow and a deleted post. Exit status 1 if any c
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
-import tempfile
 import time
-from dataclasses import dataclass
 
+from jobs.common import JobPaths, add_run_options, prepare_root, stage
 from jobs.timeline_generator import TimelineConfig, write_timeline_inputs
 
 __all__ = ["register", "add_arguments", "run", "run_job", "Paths", "POSTS_DDL", "FOLLOWS_DDL"]
 
-_MARKER = ".streamjoin-timeline"
 POSTS_DDL = "post_id bigint, op string, changed_at timestamp, author_id bigint, text string"
 FOLLOWS_DDL = "follow_id bigint, op string, changed_at timestamp, follower_id bigint, followee_id bigint"
 ON = (["author_id"], ["followee_id"])
@@ -55,27 +51,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batches", type=int, default=8,
                         help="micro-batches, one hour of changes each; the middle one holds the showcase unfollow "
                              "and post deletion (default 8)")
-    parser.add_argument("--store", default="rocksdb", help="state store of the join and the view: rocksdb "
-                                                           "(default), lmdb, memory")
-    parser.add_argument("--partitions", type=int, default=4, help="state partitions of the join (default 4)")
-    parser.add_argument("--seed", type=int, default=5, help="generator seed (default 5)")
-    parser.add_argument("--out", default=None,
-                        help="directory for inputs, outputs and checkpoints (default: a new directory under the "
-                             "system's temporary directory); an existing one must be empty or from an earlier run")
+    add_run_options(parser, seed=5, store_help="state store of the join and the view: rocksdb (default), lmdb, memory",
+                    partitions_help="state partitions of the join (default 4)")
 
 
-@dataclass(frozen=True)
-class Paths:
+class Paths(JobPaths):
     """Where the job's inputs, outputs and checkpoints go, under one root."""
-
-    root: str
-
-    def _under(self, *parts: str) -> str:
-        return os.path.join(self.root, *parts)
-
-    @property
-    def inputs(self) -> str:
-        return self._under("inputs")
 
     @property
     def posts(self) -> str:
@@ -115,7 +96,7 @@ def run(args: argparse.Namespace, spark=None) -> int:
     from jobs.timeline_report import print_summary
 
     config = TimelineConfig(posts=args.posts, users=args.users, batches=args.batches, seed=args.seed)
-    summary = run_job(config, _prepare(args.out), store=args.store, partitions=args.partitions, spark=spark)
+    summary = run_job(config, prepare_root(args.out, "timeline"), store=args.store, partitions=args.partitions, spark=spark)
     print_summary(summary)
     return 0 if summary.consistent else 1
 
@@ -131,19 +112,19 @@ def run_job(config: TimelineConfig, root: str, *, store: str = "rocksdb", partit
     paths = Paths(root)
     own_session = spark is None
     started = time.perf_counter()
-    _stage(1, f"generating changes of {config.posts:,} posts and {config.users:,} users' follows in "
-              f"{config.batches} micro-batches (seed {config.seed}) under {paths.inputs}", started)
+    stage(1, 4, f"generating changes of {config.posts:,} posts and {config.users:,} users' follows in "
+             f"{config.batches} micro-batches (seed {config.seed}) under {paths.inputs}", started)
     generated = write_timeline_inputs(paths.inputs, config)
     if spark is None:
         from bench.sparkutil import local_session
 
-        _stage(2, "starting a local Spark session", started)
+        stage(2, 4, "starting a local Spark session", started)
         spark = local_session(shuffle_partitions=partitions)
     try:
-        _stage(3, f"streaming table_table_join (how='inner', store={store}, {partitions} partitions); after each "
-                  "micro-batch: view changes -> Parquet, view sink, consistency check", started)
+        stage(3, 4, f"streaming table_table_join (how='inner', store={store}, {partitions} partitions); after each "
+                 "micro-batch: view changes -> Parquet, view sink, consistency check", started)
         checker = _stream(spark, paths, store, partitions, generated.showcase)
-        _stage(4, f"writing the timelines to {paths.timelines}; reading the join's metrics", started)
+        stage(4, 4, f"writing the timelines to {paths.timelines}; reading the join's metrics", started)
         summary = summarise(spark, paths, config, generated, checker, store, partitions)
     finally:
         if own_session:
@@ -170,22 +151,6 @@ def _stream(spark, paths: Paths, store: str, partitions: int, showcase):
     if query.exception() is not None:
         raise RuntimeError(f"the timeline query failed: {query.exception()}")
     return checker
-
-
-def _prepare(out: str | None) -> str:
-    """A fresh output root: ``out`` (emptied if an earlier run made it) or a new temporary directory."""
-    if out is None:
-        root = tempfile.mkdtemp(prefix="streamjoin-timeline-", dir=tempfile.gettempdir())
-    else:
-        root = os.path.abspath(out)
-        if os.path.isdir(root) and os.listdir(root):
-            if not os.path.exists(os.path.join(root, _MARKER)):
-                raise SystemExit(f"streamjoin timeline: {root} is not empty and not from an earlier run of this job; "
-                                 "pass an empty or new directory to --out")
-            shutil.rmtree(root)
-        os.makedirs(root, exist_ok=True)
-    open(os.path.join(root, _MARKER), "w").close()
-    return root
 
 
 def _stage(n: int, text: str, started: float) -> None:

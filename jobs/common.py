@@ -1,0 +1,59 @@
+"""What the jobs share: their run options, a fresh output root, stage lines, and path helpers."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+
+__all__ = ["add_run_options", "prepare_root", "stage", "JobPaths"]
+
+
+def add_run_options(parser: argparse.ArgumentParser, *, seed: int, store_help: str, partitions_help: str) -> None:
+    """``--store``, ``--partitions``, ``--seed`` and ``--out``, as every job takes them."""
+    parser.add_argument("--store", default="rocksdb", help=store_help)
+    parser.add_argument("--partitions", type=int, default=4, help=partitions_help)
+    parser.add_argument("--seed", type=int, default=seed, help=f"generator seed (default {seed})")
+    parser.add_argument("--out", default=None,
+                        help="directory for inputs, outputs and checkpoints (default: a new directory under the "
+                             "system's temporary directory); an existing one must be empty or from an earlier run")
+
+
+def prepare_root(out: str | None, job: str) -> str:
+    """A fresh output root for ``job``: ``out`` (emptied if an earlier run of the job made it,
+    refused if it holds anything else) or a new directory under the temporary directory."""
+    marker = f".streamjoin-{job}"
+    if out is None:
+        root = tempfile.mkdtemp(prefix=f"streamjoin-{job}-", dir=tempfile.gettempdir())
+    else:
+        root = os.path.abspath(out)
+        if os.path.isdir(root) and os.listdir(root):
+            if not os.path.exists(os.path.join(root, marker)):
+                raise SystemExit(f"streamjoin {job}: {root} is not empty and not from an earlier run of this job; "
+                                 "pass an empty or new directory to --out")
+            shutil.rmtree(root)
+        os.makedirs(root, exist_ok=True)
+    open(os.path.join(root, marker), "w").close()
+    return root
+
+
+def stage(n: int, total: int, text: str, started: float) -> None:
+    """Print stage ``n`` of ``total`` with the seconds since ``started`` (a ``time.perf_counter()``)."""
+    print(f"[{n}/{total} at {time.perf_counter() - started:3.0f} s] {text}", flush=True)
+
+
+@dataclass(frozen=True)
+class JobPaths:
+    """Where a job's inputs, outputs and checkpoints go, under one root."""
+
+    root: str
+
+    def _under(self, *parts: str) -> str:
+        return os.path.join(self.root, *parts)
+
+    @property
+    def inputs(self) -> str:
+        return self._under("inputs")
