@@ -16,7 +16,7 @@ from joins.errors import JoinDefinitionError
 from joins.runtime import StateConfig
 from joins.spark.changes import change_format, plain_changes
 from joins.spark.interval import _check_columns, _check_time
-from joins.spark.runtime import arrow_schema, run_operator
+from joins.spark.runtime import arrow_schema, resolve_checkpoint, run_operator
 
 __all__ = ["stream_table_join"]
 
@@ -78,16 +78,7 @@ def stream_table_join(
         _check_time(table_changes, "table_time", fmt.time)
     if bootstrap is not None and (not isinstance(bootstrap, DataFrame) or bootstrap.isStreaming):
         raise JoinDefinitionError("bootstrap must be a batch DataFrame of the table's rows (spark.read...), not a stream")
-    streaming = stream.isStreaming or table_changes.isStreaming
-    if checkpoint is None and streaming:
-        raise JoinDefinitionError(
-            "stream_table_join on a streaming DataFrame needs checkpoint=... : a durable location (a path or "
-            "any pyarrow.fs URI) for its state changelogs, one per join"
-        )
-    if checkpoint is None:
-        import tempfile
-
-        checkpoint = tempfile.mkdtemp(prefix="streamjoin-batch-")
+    checkpoint = resolve_checkpoint(checkpoint, stream.isStreaming or table_changes.isStreaming, "stream_table_join")
     table, fmt = plain_changes(table_changes, fmt, checkpoint)
     operator = EnrichmentJoin(
         arrow_schema(stream), arrow_schema(table), on, stream_time=stream_time, changes=fmt,

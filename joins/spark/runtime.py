@@ -32,7 +32,7 @@ from joins.errors import JoinDefinitionError
 from joins.operator import Operator
 from joins.runtime import StateConfig, TaskInfo, run_partition
 
-__all__ = ["run_operator", "arrow_schema", "INPUT_TAG"]
+__all__ = ["run_operator", "arrow_schema", "resolve_checkpoint", "INPUT_TAG"]
 
 log = logging.getLogger("streamjoin")
 
@@ -81,13 +81,7 @@ def run_operator(
         partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
     if partitions < 1:
         raise JoinDefinitionError(f"partitions must be at least 1, got {partitions}")
-    if checkpoint is None:
-        if streaming:
-            raise JoinDefinitionError(
-                f"{operator.kind} on a streaming DataFrame needs checkpoint=... : a durable location "
-                "(a path or any pyarrow.fs URI) for its state changelogs, one per join"
-            )
-        checkpoint = tempfile.mkdtemp(prefix="streamjoin-batch-")
+    checkpoint = resolve_checkpoint(checkpoint, streaming, operator.kind)
     Checkpoint(checkpoint).bind(operator.definition(), partitions)
     state = state or StateConfig()
     key_types = _common_key_types(inputs, operator)
@@ -107,6 +101,19 @@ def _tagged(df: DataFrame, i: int, operator: Operator, key_types: Sequence[str])
     columns += [F.col(f"`{k}`").cast(t).alias(_KEY.format(j)) for j, (k, t) in enumerate(zip(spec.key, key_types))]
     columns.append(F.struct(*[F.col(f"`{name}`") for name in spec.schema.names]).alias(_ROW.format(i)))
     return df.select(*columns)
+
+
+def resolve_checkpoint(checkpoint: str | None, streaming: bool, what: str) -> str:
+    """``checkpoint``; for batch inputs without one, a new temporary directory. Raises
+    :class:`JoinDefinitionError` for a streaming input without one."""
+    if checkpoint is not None:
+        return checkpoint
+    if streaming:
+        raise JoinDefinitionError(
+            f"{what} on a streaming DataFrame needs checkpoint=... : a durable location "
+            "(a path or any pyarrow.fs URI) for its state changelogs, one per join"
+        )
+    return tempfile.mkdtemp(prefix="streamjoin-batch-")
 
 
 def _union_inputs(inputs: Sequence[DataFrame], operator: Operator, key_types: Sequence[str]) -> DataFrame:

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import tempfile
 from typing import Any, Mapping, Sequence
 
 from pyspark.sql import DataFrame
 
 from joins.changes import ChangeFormat
-from joins.errors import JoinDefinitionError
 from joins.interval_spec import On
 from joins.runtime import StateConfig
 from joins.spark.changes import change_format, plain_changes
-from joins.spark.runtime import arrow_schema, run_operator
+from joins.spark.runtime import arrow_schema, resolve_checkpoint, run_operator
 from joins.table_join import TableTableJoin
 
 __all__ = ["table_table_join", "STAGES"]
@@ -68,13 +66,7 @@ def table_table_join(
     when an argument is wrong.
     """
     streaming = left_changes.isStreaming or right_changes.isStreaming
-    if checkpoint is None:
-        if streaming:
-            raise JoinDefinitionError(
-                "table_table_join on a streaming DataFrame needs checkpoint=... : a durable location (a path or "
-                "any pyarrow.fs URI) for its state changelogs, one per join"
-            )
-        checkpoint = tempfile.mkdtemp(prefix="streamjoin-batch-")
+    checkpoint = resolve_checkpoint(checkpoint, streaming, "table_table_join")
     left_key = [left_key] if isinstance(left_key, str) else list(left_key)
     right_key = [right_key] if isinstance(right_key, str) else list(right_key)
     left_fmt = change_format(left_changes, left_format, left_key, left_time, left_sequence, "left_changes")
