@@ -15,7 +15,7 @@ from joins.enrichment import EnrichmentJoin
 from joins.errors import JoinDefinitionError
 from joins.runtime import StateConfig
 from joins.spark.changes import change_format, plain_changes
-from joins.spark.interval import _check_columns, _check_time
+from joins.spark.checks import check_columns, check_time
 from joins.spark.runtime import arrow_schema, resolve_checkpoint, run_operator
 
 __all__ = ["stream_table_join"]
@@ -70,12 +70,12 @@ def stream_table_join(
     query starts when an argument is wrong.
     """
     key = [table_key] if isinstance(table_key, str) else list(table_key)
-    _check_columns(stream, "stream", ([on] if isinstance(on, str) else list(on)) + [stream_time])
-    _check_time(stream, "stream_time", stream_time)
+    check_columns(stream, "stream", ([on] if isinstance(on, str) else list(on)) + [stream_time])
+    check_time(stream, "stream_time", stream_time)
     fmt = change_format(table_changes, changes, key, table_time, table_sequence)
     if fmt.vocabulary.value in ("plain", "delta"):
-        _check_columns(table_changes, "table_changes", [fmt.time])
-        _check_time(table_changes, "table_time", fmt.time)
+        check_columns(table_changes, "table_changes", [fmt.time])
+        check_time(table_changes, "table_time", fmt.time)
     if bootstrap is not None and (not isinstance(bootstrap, DataFrame) or bootstrap.isStreaming):
         raise JoinDefinitionError("bootstrap must be a batch DataFrame of the table's rows (spark.read...), not a stream")
     checkpoint = resolve_checkpoint(checkpoint, stream.isStreaming or table_changes.isStreaming, "stream_table_join")
@@ -95,7 +95,7 @@ def _bootstrap_changes(bootstrap: DataFrame, operator: EnrichmentJoin) -> DataFr
     spec = operator.spec
     rows = [n for n in spec.internal.names if not n.startswith("__sj_")]
     allowed = set(rows) | {spec.changes.time}
-    _check_columns(bootstrap, "bootstrap", list(spec.changes.key))
+    check_columns(bootstrap, "bootstrap", list(spec.changes.key))
     unknown = [c for c in bootstrap.columns if c not in allowed]
     if unknown:
         raise JoinDefinitionError(

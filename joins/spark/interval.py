@@ -6,11 +6,11 @@ import datetime
 from typing import Any, Mapping, Sequence, Union
 
 from pyspark.sql import DataFrame
-from pyspark.sql.types import TimestampNTZType, TimestampType
 
 from joins.errors import JoinDefinitionError
 from joins.interval import IntervalJoin
 from joins.runtime import StateConfig
+from joins.spark.checks import check_columns, check_time
 from joins.spark.runtime import arrow_schema, run_operator
 
 __all__ = ["interval_join"]
@@ -54,10 +54,10 @@ def interval_join(
     :class:`joins.errors.JoinDefinitionError` before any query starts when an argument is wrong.
     """
     left_on, right_on = _split_on(on)
-    _check_columns(left, "left", list(left_on) + [left_time])
-    _check_columns(right, "right", list(right_on) + [right_time])
-    _check_time(left, "left_time", left_time)
-    _check_time(right, "right_time", right_time)
+    check_columns(left, "left", list(left_on) + [left_time])
+    check_columns(right, "right", list(right_on) + [right_time])
+    check_time(left, "left_time", left_time)
+    check_time(right, "right_time", right_time)
     for name, value in (("lower", lower), ("upper", upper), ("delay", delay)):
         if not isinstance(value, datetime.timedelta):
             raise JoinDefinitionError(f"{name} must be a datetime.timedelta, got {value!r}")
@@ -82,18 +82,3 @@ def _split_on(on: On) -> tuple[Sequence[str], Sequence[str]]:
     raise JoinDefinitionError(
         f"on must be a column name, a list of names, or a pair of lists (left names, right names); got {on!r}"
     )
-
-
-def _check_columns(df: DataFrame, side: str, columns: Sequence[str]) -> None:
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise JoinDefinitionError(f"the {side} DataFrame has no column {missing}; its columns are {df.columns}")
-
-
-def _check_time(df: DataFrame, argument: str, column: str) -> None:
-    data_type = df.schema[column].dataType
-    if not isinstance(data_type, (TimestampType, TimestampNTZType)):
-        raise JoinDefinitionError(
-            f"{argument}={column!r} must be a timestamp column, but it is {data_type.simpleString()}; "
-            f"convert it first, e.g. F.col({column!r}).cast('timestamp')"
-        )

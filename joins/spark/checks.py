@@ -1,0 +1,29 @@
+"""Argument checks the PySpark join functions share: they fail before any query starts."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from pyspark.sql import DataFrame
+from pyspark.sql.types import TimestampNTZType, TimestampType
+
+from joins.errors import JoinDefinitionError
+
+__all__ = ["check_columns", "check_time"]
+
+
+def check_columns(df: DataFrame, side: str, columns: Sequence[str]) -> None:
+    """Raise :class:`JoinDefinitionError` naming the ``columns`` that ``df`` (the ``side`` input) lacks."""
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise JoinDefinitionError(f"the {side} DataFrame has no column {missing}; its columns are {df.columns}")
+
+
+def check_time(df: DataFrame, argument: str, column: str) -> None:
+    """Raise :class:`JoinDefinitionError` unless ``column`` (given as ``argument``) is a timestamp."""
+    data_type = df.schema[column].dataType
+    if not isinstance(data_type, (TimestampType, TimestampNTZType)):
+        raise JoinDefinitionError(
+            f"{argument}={column!r} must be a timestamp column, but it is {data_type.simpleString()}; "
+            f"convert it first, e.g. F.col({column!r}).cast('timestamp')"
+        )
