@@ -52,6 +52,8 @@ class LocalRunner:
         self.config = config or StateConfig(store="memory")
         self.checkpoint = Checkpoint(checkpoint)
         self.checkpoint.bind(operator.definition(), partitions)
+        if self.checkpoint.initial_done() is not None:
+            self.config = dataclasses.replace(self.config, initial=True)
         self.version = 0
         self.metrics: list[dict[str, Any]] = []
 
@@ -81,6 +83,7 @@ class LocalRunner:
             if part.num_rows:
                 self.checkpoint.write_initial(input_name, partition, part)
         self.checkpoint.mark_initial_done({input_name: rows.num_rows})
+        self.config = dataclasses.replace(self.config, initial=True)
 
     def lose_local_state(self, partition: int | None = None) -> None:
         """Delete local stores (one partition or all), as if their executor were lost."""

@@ -50,6 +50,10 @@ class StateConfig:
     local_dir: str | None = None
     snapshot_every: int = 10
     retain_versions: int = 10
+    #: The checkpoint holds initial rows for the first version (``Checkpoint.write_initial``):
+    #: set by ``run_operator`` and ``LocalRunner`` when it does, so that other joins look for them
+    #: only in a partition's first version, not in every task.
+    initial: bool = False
     #: Testing only: a path prefix; a task finding ``<prefix>.<point>.v<version>.p<partition>``
     #: deletes it and fails, once (points: ``before-commit``, ``after-commit``).
     fail_once: str | None = None
@@ -103,7 +107,9 @@ def run_partition(
     # possibly in a query whose batch ids began earlier). A missing v-1 is a gap: the changelog
     # raises, naming it, rather than this task silently starting from an older state.
     target = task.version - 1 if any(v < task.version for v in log.versions()) else None
-    rows, initial = _with_initial(rows, _initial_rows(operator, checkpoint, task, first=target is None))
+    initial = (0,) * n_inputs
+    if config.initial or target is None:   # only a first version, or its re-execution, takes them
+        rows, initial = _with_initial(rows, _initial_rows(operator, checkpoint, task, first=target is None))
     started = time.perf_counter()
     store, opened = open_logged_store(
         config.store, local_store_path(config, checkpoint, task.partition), log, target,

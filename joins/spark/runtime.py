@@ -87,6 +87,8 @@ def run_operator(
     key_types = _common_key_types(inputs, operator)
     if initial is not None and any(df is not None for df in initial):
         _write_initial(initial, operator, key_types, Checkpoint(checkpoint), partitions)
+    if Checkpoint(checkpoint).initial_done() is not None:
+        state = replace(state, initial=True)
     combined = _union_inputs(inputs, operator, key_types)
     keys = [c for c in combined.columns if c.startswith("_sj_k")]
     shuffled = combined.repartition(partitions, *keys)
