@@ -48,7 +48,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.harness import Table, parse_stores, results_dir, write_results
-from bench.sparkutil import fresh_dir, local_session
+from bench.sparkutil import fresh_dir, local_session, run_to_noop
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -303,12 +303,8 @@ class Bench:
                 parts = variant.split("-")
                 df = self.streamjoin(parts[1], "latest" if parts[-1] == "latest" else "as_of", scratch)
             built = time.perf_counter() - start
-            query = (df.writeStream.format("noop").option("checkpointLocation", os.path.join(scratch, "spark"))
-                     .trigger(availableNow=True).start())
-            query.awaitTermination()
+            query = run_to_noop(df, scratch, variant)
             seconds = time.perf_counter() - start
-            if query.exception() is not None:
-                raise RuntimeError(f"{variant} failed: {query.exception()}")
             progress = query.recentProgress
             outcome = Outcome(seconds, built, sum(_sink_rows(p) for p in progress), len({p["batchId"] for p in progress}),
                               [p["durationMs"].get("triggerExecution", 0) / 1000 for p in progress])

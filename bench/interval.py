@@ -43,7 +43,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.harness import Table, results_dir, write_results
-from bench.sparkutil import fresh_dir, local_session
+from bench.sparkutil import fresh_dir, local_session, run_to_noop
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -317,14 +317,9 @@ class Bench:
         memory.start()
         try:
             wall, start = time.time(), time.perf_counter()
-            query = (build(variant, scratch).writeStream.format("noop")
-                     .option("checkpointLocation", os.path.join(scratch, "spark"))
-                     .trigger(availableNow=True).start())
-            query.awaitTermination()
+            query = run_to_noop(build(variant, scratch), scratch, variant)
             seconds = time.perf_counter() - start
             memory.stop()
-            if query.exception() is not None:
-                raise RuntimeError(f"{variant} failed: {query.exception()}")
             return self._outcome(variant, query.recentProgress, seconds, memory.peak(wall), scratch, memory)
         finally:
             if memory.is_alive():

@@ -8,7 +8,7 @@ import tempfile
 import time
 from typing import Callable
 
-__all__ = ["local_session", "time_stream", "fresh_dir"]
+__all__ = ["local_session", "time_stream", "fresh_dir", "run_to_noop"]
 
 
 def local_session(cores: int = 2, shuffle_partitions: int = 4, extra: dict[str, str] | None = None):
@@ -49,3 +49,14 @@ def time_stream(build: Callable[[str], object]) -> float:
     if query.exception() is not None:
         raise RuntimeError(f"benchmark query failed: {query.exception()}")
     return elapsed
+
+
+def run_to_noop(df, scratch: str, what: str):
+    """Run streaming ``df`` into the ``noop`` sink over all available input (checkpoint under
+    ``scratch``) and return the finished query; raise naming ``what`` if it failed."""
+    query = (df.writeStream.format("noop").option("checkpointLocation", os.path.join(scratch, "spark"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+    if query.exception() is not None:
+        raise RuntimeError(f"{what} failed: {query.exception()}")
+    return query

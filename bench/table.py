@@ -56,7 +56,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bench.harness import Table, parse_stores, results_dir, write_results
-from bench.sparkutil import fresh_dir, local_session
+from bench.sparkutil import fresh_dir, local_session, run_to_noop
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -340,12 +340,8 @@ class Bench:
         kind = F.col("_change_type")
         view = view.observe("view", F.count(F.lit(1)).alias("changes"),
                             F.sum(F.when(kind == "insert", 1).when(kind == "delete", -1).otherwise(0)).alias("net"))
-        query = (view.writeStream.format("noop").option("checkpointLocation", os.path.join(scratch, "spark"))
-                 .trigger(availableNow=True).start())
-        query.awaitTermination()
+        query = run_to_noop(view, scratch, f"streamjoin-{store}")
         wall = time.perf_counter() - start
-        if query.exception() is not None:
-            raise RuntimeError(f"streamjoin-{store} failed: {query.exception()}")
         progress = sorted(query.recentProgress, key=lambda p: p["batchId"])
         seconds, changes, rows, total = [], [], [], 0
         for p in progress:

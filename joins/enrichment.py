@@ -39,7 +39,7 @@ snapshot into changes to give to version 0 with (or before) the first real chang
 from __future__ import annotations
 
 import datetime
-from typing import Any, Sequence
+from typing import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -47,13 +47,13 @@ import pyarrow.compute as pc
 from joins.changes import BOOTSTRAP_TIME, ChangeFormat, Vocabulary
 from joins.enrichment_spec import EnrichmentSpec, How, Mode, build_spec
 from joins.enrichment_step import Step
-from joins.operator import InputSpec, Operator, StepInput, StepResult
+from joins.operator import InputSpec, SpecOperator, StepInput, StepResult
 from statestore.base import Store
 
 __all__ = ["EnrichmentJoin", "Mode", "How"]
 
 
-class EnrichmentJoin(Operator):
+class EnrichmentJoin(SpecOperator):
     """Enriches events with the version of a changing table's row they refer to (see module)."""
 
     kind = "enrichment_join"
@@ -75,17 +75,6 @@ class EnrichmentJoin(Operator):
         )
         self._inputs = (InputSpec("stream", stream, self.spec.stream_key, stream_time),
                         InputSpec("table", table, changes.key, changes.time))
-
-    @property
-    def inputs(self) -> tuple[InputSpec, ...]:
-        return self._inputs
-
-    @property
-    def output_schema(self) -> pa.Schema:
-        return self.spec.output_schema
-
-    def definition(self) -> dict[str, Any]:
-        return self.spec.definition()
 
     def step(self, state: Store, batch: StepInput) -> StepResult:
         """Join one version's rows of one partition against its state (as of ``version - 1``)."""

@@ -36,8 +36,7 @@ import pyarrow.compute as pc
 from joins import enrichment_state as st
 from joins.changes import DELETE, HEARTBEAT, OP, SEQ, TIME, normalise, set_aside
 from joins.enrichment_spec import EnrichmentSpec, How, Mode, sort_keys
-from joins.errors import JoinError
-from joins.operator import NEG_INF, POS_INF, StepInput, StepResult
+from joins.operator import NEG_INF, POS_INF, StepInput, StepResult, conform
 from statestore.base import KeyValue, Store
 
 __all__ = ["Step"]
@@ -97,7 +96,7 @@ class Step:
     def _events(self, table: pa.Table) -> tuple[pa.Table, pa.Table]:
         """This version's events to join (canonical order, join key columns added) and those set aside."""
         spec = self.spec
-        table = _conform(table, spec.stream, "stream")
+        table = conform(table, spec.stream, "stream")
         table = table.take(pc.sort_indices(table, sort_keys=list(spec.event_sort)))
         null_time = table.column(spec.stream_time).is_null().to_numpy(zero_copy_only=False)
         times = _times(table, spec.stream_time)
@@ -126,7 +125,7 @@ class Step:
     def _changes(self, table: pa.Table) -> tuple[pa.Table, pa.Table]:
         """This version's changes as versions (canonical order), and the rows set aside."""
         spec = self.spec
-        table = _conform(table, spec.table, "table")
+        table = conform(table, spec.table, "table")
         parsed = normalise(table, spec.changes)
         changes = parsed.changes
         ops = changes.column(OP).to_numpy()
@@ -343,14 +342,6 @@ class Step:
         metrics.update(event_watermark=self.meta.event_watermark, table_watermark=self.meta.table_watermark,
                        events_waiting=self.meta.events_waiting, versions_held=self.meta.versions_held)
         return metrics
-
-
-def _conform(table: pa.Table, schema: pa.Schema, name: str) -> pa.Table:
-    missing = [n for n in schema.names if n not in table.column_names]
-    if missing:
-        raise JoinError(f"the {name} input batch lacks columns {missing} of its declared schema")
-    table = table.select(schema.names)
-    return table if table.schema.equals(schema) else table.cast(schema)
 
 
 def _times(table: pa.Table, column: str) -> np.ndarray:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import datetime
 from collections import Counter, defaultdict
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -34,7 +33,7 @@ from joins.interval_state import (
     BucketRange, bucket_start, eviction_range, marks_put, read_watermark, rows_puts, scan_groups,
     watermark_put,
 )
-from joins.operator import NEG_INF, POS_INF, InputSpec, Operator, StepInput, StepResult
+from joins.operator import NEG_INF, POS_INF, InputSpec, SpecOperator, StepInput, StepResult
 from statestore.base import KeyValue, Store
 
 __all__ = ["IntervalJoin", "How", "watermark"]
@@ -50,7 +49,7 @@ def watermark(max_times: tuple[int | None, ...], delay: int) -> int:
     return max(int(min(max_times)) - delay, NEG_INF)
 
 
-class IntervalJoin(Operator):
+class IntervalJoin(SpecOperator):
     """Joins a left and a right event stream on key equality within a time window (see module)."""
 
     kind = "interval_join"
@@ -88,17 +87,6 @@ class IntervalJoin(Operator):
             InputSpec("left", left, self.spec.left.key, left_time),
             InputSpec("right", right, self.spec.right.key, right_time),
         )
-
-    @property
-    def inputs(self) -> tuple[InputSpec, ...]:
-        return self._inputs
-
-    @property
-    def output_schema(self) -> pa.Schema:
-        return self.spec.output_schema
-
-    def definition(self) -> dict[str, Any]:
-        return self.spec.definition()
 
     def step(self, state: Store, batch: StepInput) -> StepResult:
         """Join one version's rows of one partition against its state (as of ``version - 1``)."""

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from joins.errors import JoinError
 from joins.interval_spec import ROW_ID, IntervalSpec, SidePlan
-from joins.operator import REASON_COLUMN
+from joins.operator import REASON_COLUMN, conform
 
 __all__ = ["Arrivals", "arrive", "times_of", "narrow", "match", "pairs", "left_padded", "right_padded",
            "left_rows"]
@@ -44,7 +44,7 @@ def arrive(
     spec: IntervalSpec, side: SidePlan, table: pa.Table, version: int, watermark: int
 ) -> Arrivals:
     """Sort ``table`` canonically, set aside null-time, late and (unless preserved) null-key rows."""
-    table = _conform(side, table)
+    table = conform(table, side.schema, side.name)
     table = table.take(_canonical_order(side, table))
     null_time = table.column(side.time).is_null().to_numpy(zero_copy_only=False)
     times = times_of(table, side.time)
@@ -65,17 +65,6 @@ def arrive(
     counts = {"late": int(late.sum()), "null_time": int(null_time.sum()), "null_key": int(null_key.sum())}
     unkeyed = table.filter(null_key) if preserved else table.slice(0, 0)
     return Arrivals(rows, times[keep], np.zeros(rows.num_rows, dtype=bool), unkeyed, aside, counts)
-
-
-def _conform(side: SidePlan, table: pa.Table) -> pa.Table:
-    """The input batch with exactly the declared columns and types."""
-    missing = [n for n in side.schema.names if n not in table.column_names]
-    if missing:
-        raise JoinError(f"the {side.name} input batch lacks columns {missing} of its declared schema")
-    table = table.select(side.schema.names)
-    if not table.schema.equals(side.schema):
-        table = table.cast(side.schema)
-    return table
 
 
 def _canonical_order(side: SidePlan, table: pa.Table) -> pa.Array:

@@ -22,9 +22,10 @@ from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
+from joins.errors import JoinError
 from statestore.base import KeyValue, Store
 
-__all__ = ["InputSpec", "StepInput", "StepResult", "Operator", "REASON_COLUMN", "NEG_INF", "POS_INF"]
+__all__ = ["InputSpec", "StepInput", "StepResult", "Operator", "REASON_COLUMN", "NEG_INF", "POS_INF", "conform", "SpecOperator"]
 
 #: Column added to rows set aside (late rows, dead letters): why the row was not processed.
 REASON_COLUMN = "_reason"
@@ -103,3 +104,32 @@ class Operator(ABC):
     @abstractmethod
     def step(self, state: Store, batch: StepInput) -> StepResult:
         """Process one version's rows against ``state`` (as of ``batch.version - 1``)."""
+
+
+
+class SpecOperator(Operator):
+    """An operator defined by a validated ``spec`` (which has ``output_schema`` and
+    ``definition()``) and a fixed tuple of inputs, set by the subclass as ``spec`` and ``_inputs``."""
+
+    spec: Any
+    _inputs: tuple[InputSpec, ...]
+
+    @property
+    def inputs(self) -> tuple[InputSpec, ...]:
+        return self._inputs
+
+    @property
+    def output_schema(self) -> pa.Schema:
+        return self.spec.output_schema
+
+    def definition(self) -> dict[str, Any]:
+        return self.spec.definition()
+
+def conform(table: pa.Table, schema: pa.Schema, name: str) -> pa.Table:
+    """``table``'s columns of ``schema``, in its order and types: an input batch as the operator
+    declared it. Raises :class:`joins.errors.JoinError` naming the columns it lacks."""
+    missing = [n for n in schema.names if n not in table.column_names]
+    if missing:
+        raise JoinError(f"the {name} input batch lacks columns {missing} of its declared schema")
+    table = table.select(schema.names)
+    return table if table.schema.equals(schema) else table.cast(schema)

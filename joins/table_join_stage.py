@@ -35,15 +35,14 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from functools import reduce
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from joins.changes import DELETE, OP
 from joins.errors import JoinError
-from joins.operator import REASON_COLUMN, InputSpec, Operator, StepInput, StepResult
-from joins.table_rows import RowCodec, conform
+from joins.operator import REASON_COLUMN, InputSpec, SpecOperator, StepInput, StepResult, conform
+from joins.table_rows import RowCodec
 from joins.table_spec import How, TableJoinSpec, TableSide, build_join
 from statestore.base import KeyValue, Store
 from statestore.codecs import pack, unpack
@@ -56,7 +55,7 @@ _INSERT, _DELETE = ("insert", 1), ("delete", 0)
 _PRE, _POST = ("update_preimage", 0), ("update_postimage", 1)
 
 
-class TableJoinStage(Operator):
+class TableJoinStage(SpecOperator):
     """Stage 2 (see module): routed changes of two sides -> the view's change stream."""
 
     kind = "table_join"
@@ -69,17 +68,6 @@ class TableJoinStage(Operator):
         # store key the join key determines: its reads are point reads (None: a group needs a scan)
         self.direct = {s.name: _direct(s) for s in (left, right)}
         self._inputs = (InputSpec("left", left.routed, left.on, None), InputSpec("right", right.routed, right.on, None))
-
-    @property
-    def inputs(self) -> tuple[InputSpec, ...]:
-        return self._inputs
-
-    @property
-    def output_schema(self) -> pa.Schema:
-        return self.spec.output_schema
-
-    def definition(self) -> dict[str, Any]:
-        return self.spec.definition()
 
     def __repr__(self) -> str:
         return f"TableJoinStage(left={self.spec.left!r}, right={self.spec.right!r}, how={self.spec.how.value!r})"

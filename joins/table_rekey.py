@@ -35,8 +35,8 @@ import pyarrow.compute as pc
 
 from joins.changes import DELETE, HEARTBEAT, OP, SEQ, TIME, UPSERT, ChangeFormat, normalise
 from joins.interval_spec import _sortable
-from joins.operator import InputSpec, Operator, StepInput, StepResult
-from joins.table_rows import RowCodec, conform, pack_columns
+from joins.operator import InputSpec, Operator, StepInput, StepResult, conform
+from joins.table_rows import RowCodec, pack_columns
 from joins.table_spec import TableSide, build_side
 from statestore.base import KeyValue, Store
 from statestore.codecs import decode_int, pack, unpack

@@ -20,10 +20,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from joins.errors import JoinDefinitionError, JoinError
+from joins.errors import JoinDefinitionError
 from statestore.codecs import pack, unpack
 
-__all__ = ["stored_type", "physical_type", "RowCodec", "conform", "pack_columns"]
+__all__ = ["stored_type", "physical_type", "RowCodec", "pack_columns"]
 
 
 def stored_type(kind: pa.DataType, what: str) -> pa.DataType:
@@ -121,15 +121,6 @@ class RowCodec:
     @staticmethod
     def decode(data: bytes) -> tuple:
         return unpack(data)
-
-
-def conform(table: pa.Table, schema: pa.Schema, name: str) -> pa.Table:
-    """``table``'s columns of ``schema``, in its order and types; JoinError if one is missing."""
-    missing = [n for n in schema.names if n not in table.column_names]
-    if missing:
-        raise JoinError(f"the {name} input batch lacks columns {missing} of its declared schema")
-    table = table.select(schema.names)
-    return table if table.schema.equals(schema) else table.cast(schema)
 
 
 # -- column-wise pack --------------------------------------------------------------------------

@@ -7,7 +7,6 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from joins.changes import ChangeFormat
@@ -102,9 +101,8 @@ def _bootstrap_changes(bootstrap: DataFrame, operator: EnrichmentJoin) -> DataFr
             f"bootstrap has columns {unknown} that the table's rows do not have; its rows have {rows} "
             f"(and the change time {spec.changes.time!r}); select those"
         )
-    snapshot = bootstrap.select(*[F.col(f"`{c}`") for c in bootstrap.columns])
-    source = arrow_schema(snapshot)
-    return snapshot.mapInArrow(_AsChanges(operator, source), from_arrow_schema(spec.table, prefer_timestamp_ntz=True))
+    return bootstrap.mapInArrow(_AsChanges(operator, arrow_schema(bootstrap)),
+                                from_arrow_schema(spec.table, prefer_timestamp_ntz=True))
 
 
 class _AsChanges:

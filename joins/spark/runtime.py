@@ -29,7 +29,7 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from joins.checkpoint import Checkpoint
 from joins.errors import JoinDefinitionError
-from joins.operator import Operator
+from joins.operator import InputSpec, Operator
 from joins.runtime import StateConfig, TaskInfo, run_partition
 
 __all__ = ["run_operator", "arrow_schema", "resolve_checkpoint", "INPUT_TAG"]
@@ -177,11 +177,8 @@ class _InitialWriter:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         spec = self.operator.inputs[self.index]
         batches = list(batches)
-        rows = spec.schema.empty_table()
-        if batches:
-            column = pa.Table.from_batches(batches).column(_ROW.format(self.index)).combine_chunks()
-            if len(column):
-                rows = pa.Table.from_batches([pa.RecordBatch.from_struct_array(column)]).cast(spec.schema)
+        rows = _rows(pa.Table.from_batches(batches).column(_ROW.format(self.index)), spec) if batches \
+            else spec.schema.empty_table()
         if rows.num_rows:
             Checkpoint(self.checkpoint).write_initial(spec.name, TaskContext.get().partitionId(), rows)
         yield pa.RecordBatch.from_pydict({"rows": pa.array([rows.num_rows], pa.int64())})
@@ -224,12 +221,18 @@ def _split_inputs(batches: list[pa.RecordBatch], operator: Operator) -> tuple[pa
     tags = table.column(INPUT_TAG)
     out = []
     for i, spec in enumerate(operator.inputs):
-        column = table.filter(pc.equal(tags, i)).column(_ROW.format(i)).combine_chunks()
-        if isinstance(column, pa.ChunkedArray):
-            column = pa.concat_arrays(column.chunks) if column.num_chunks else pa.array([], column.type)
-        rows = pa.Table.from_batches([pa.RecordBatch.from_struct_array(column)]) if len(column) else spec.schema.empty_table()
-        out.append(rows.cast(spec.schema))
+        out.append(_rows(table.filter(pc.equal(tags, i)).column(_ROW.format(i)), spec))
     return tuple(out)
+
+
+def _rows(column: pa.ChunkedArray, spec: InputSpec) -> pa.Table:
+    """The rows of one input's struct column as a table of the input's schema."""
+    column = column.combine_chunks()
+    if isinstance(column, pa.ChunkedArray):
+        column = pa.concat_arrays(column.chunks) if column.num_chunks else pa.array([], column.type)
+    if not len(column):
+        return spec.schema.empty_table()
+    return pa.Table.from_batches([pa.RecordBatch.from_struct_array(column)]).cast(spec.schema)
 
 
 def spark_local_state_dir() -> str:

@@ -25,7 +25,7 @@ from joins.interval import IntervalJoin
 from joins.interval_state import WATERMARK_KEY
 from joins.operator import NEG_INF, REASON_COLUMN, Operator, StepInput
 from joins.reference import interval_late_rows, reference_interval_join
-from statestore import destroy_store, open_store
+from statestore import backend_names, destroy_store, open_store
 from statestore.codecs import decode_int, pack
 
 HOWS = ("inner", "left", "right", "full", "left_semi", "left_anti")
@@ -318,3 +318,19 @@ class Local:
 
         self.runner.lose_local_state()
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+#: What a crash-and-restore property may do before a version ("none" twice: most versions run undisturbed).
+DISTURBANCES = ("none", "none", "lose_all", "lose_one", "switch_store")
+
+
+def disturb(holder: Any, action: str, data: st.DataObject) -> None:
+    """Lose all of ``holder.runner``'s local stores, one partition's, or all and continue on
+    another backend (``holder.runner`` is replaced); "none" does nothing."""
+    if action == "lose_all":
+        holder.runner.lose_local_state()
+    elif action == "lose_one":
+        holder.runner.lose_local_state(data.draw(st.integers(0, holder.runner.partitions - 1)))
+    elif action == "switch_store":
+        holder.runner.lose_local_state()
+        holder.runner = holder.runner.with_store(data.draw(st.sampled_from(backend_names())))

@@ -26,8 +26,8 @@ from joins.local import LocalRunner
 from joins.operator import StepInput
 from joins.runtime import StateConfig
 from statestore import destroy_store, open_store
-from tests.joins.test_enrichment_properties import BACKENDS, SECOND, Case, Recording, _disturb, cases, when
-from tests.joins.strategies import StepDriver
+from tests.joins.strategies import StepDriver, disturb
+from tests.joins.test_enrichment_properties import BACKENDS, SECOND, Case, Recording, cases, when
 
 #: (fold_fraction, fold_deltas, buckets): fold every time; fold on the delta count alone; fold on
 #: the row fraction alone (and on the sweep); almost never fold but on the sweep.
@@ -110,10 +110,10 @@ def test_enrichment_crash_and_restore_across_folds_equals_uninterrupted_run(case
     try:
         expected = [plain.run(index) for index in versions]
         for version, index in enumerate(versions):
-            _disturb(chaos, data.draw(st.sampled_from(_ACTIONS)), data)
+            disturb(chaos, data.draw(st.sampled_from(_ACTIONS)), data)
             assert chaos.run(index) == expected[version]
             if data.draw(st.booleans()):          # the task or batch is executed again
-                _disturb(chaos, data.draw(st.sampled_from(_ACTIONS)), data)
+                disturb(chaos, data.draw(st.sampled_from(_ACTIONS)), data)
                 assert chaos.run(index, version=version) == expected[version]
         assert sum(expected, Counter()) == case.expected(mode)
     finally:

@@ -28,7 +28,7 @@ from joins.operator import Operator
 from joins.reference_enrichment import late_flags, reference_as_of, reference_latest
 from joins.runtime import StateConfig
 from statestore import backend_names
-from tests.joins.strategies import StepDriver
+from tests.joins.strategies import DISTURBANCES, StepDriver, disturb
 
 SECOND = 1_000_000
 EPOCH = dt.datetime(1970, 1, 1)
@@ -286,7 +286,7 @@ def test_enrichment_tuning_does_not_change_the_output(case, buckets, width):
     assert output == case.expected("as_of")
 
 
-_ACTIONS = ("none", "none", "lose_all", "lose_one", "switch_store")
+_ACTIONS = DISTURBANCES
 
 
 @settings(max_examples=25)
@@ -297,21 +297,13 @@ def test_enrichment_crash_and_restore_equals_uninterrupted_run(case, mode, data)
     try:
         expected = [plain.run(index) for index in versions]
         for version, index in enumerate(versions):
-            _disturb(chaos, data.draw(st.sampled_from(_ACTIONS)), data)
+            disturb(chaos, data.draw(st.sampled_from(_ACTIONS)), data)
             assert chaos.run(index) == expected[version]
             if data.draw(st.booleans()):          # the task or batch is executed again
-                _disturb(chaos, data.draw(st.sampled_from(_ACTIONS)), data)
+                disturb(chaos, data.draw(st.sampled_from(_ACTIONS)), data)
                 assert chaos.run(index, version=version) == expected[version]
     finally:
         plain.close()
         chaos.close()
 
 
-def _disturb(run: Run, action: str, data: st.DataObject) -> None:
-    if action == "lose_all":
-        run.runner.lose_local_state()
-    elif action == "lose_one":
-        run.runner.lose_local_state(data.draw(st.integers(0, run.runner.partitions - 1)))
-    elif action == "switch_store":
-        run.runner.lose_local_state()
-        run.runner = run.runner.with_store(data.draw(st.sampled_from(BACKENDS)))

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from statestore import backend_names
 from tests.joins.strategies import (
-    JoinCase, Local, StepDriver, aside_of, drive, join_cases, rows_of,
+    DISTURBANCES, JoinCase, Local, StepDriver, aside_of, disturb, drive, join_cases, rows_of,
 )
 
 BACKENDS = backend_names()
@@ -78,7 +78,7 @@ def test_interval_join_batch_run_equals_reference(case):
         driver.close()
 
 
-_ACTIONS = ("none", "none", "lose_all", "lose_one", "switch_store")
+_ACTIONS = DISTURBANCES
 
 
 @given(case=join_cases(max_rows=10), data=st.data())
@@ -88,11 +88,11 @@ def test_interval_join_crash_and_restore_equals_uninterrupted_run(case, data):
     try:
         expected = [rows_of(plain.run(index)) for index in versions]
         for version, index in enumerate(versions):
-            _disturb(chaos, data.draw(st.sampled_from(_ACTIONS)), data)
+            disturb(chaos, data.draw(st.sampled_from(_ACTIONS)), data)
             got = rows_of(chaos.run(index))
             assert got == expected[version]
             if data.draw(st.booleans()):          # the task or batch is executed again
-                _disturb(chaos, data.draw(st.sampled_from(_ACTIONS)), data)
+                disturb(chaos, data.draw(st.sampled_from(_ACTIONS)), data)
                 assert rows_of(chaos.run(index, version=version)) == expected[version]
         assert chaos.asides() == plain.asides()
     finally:
@@ -100,12 +100,3 @@ def test_interval_join_crash_and_restore_equals_uninterrupted_run(case, data):
         chaos.close()
 
 
-def _disturb(local: Local, action: str, data: st.DataObject) -> None:
-    """Lose all local stores, one partition's, or all and continue on another backend."""
-    if action == "lose_all":
-        local.runner.lose_local_state()
-    elif action == "lose_one":
-        local.runner.lose_local_state(data.draw(st.integers(0, local.runner.partitions - 1)))
-    elif action == "switch_store":
-        local.runner.lose_local_state()
-        local.runner = local.runner.with_store(data.draw(st.sampled_from(BACKENDS)))

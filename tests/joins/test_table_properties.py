@@ -11,6 +11,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from statestore import backend_names
+from tests.joins.strategies import DISTURBANCES, disturb
 from tests.joins.table_cases import Run, TableCase, output_rows, table_cases
 
 BACKENDS = backend_names()
@@ -50,7 +51,7 @@ def test_table_join_equals_reference_on_every_backend(store, case):
     check_against_reference(case, store)
 
 
-_ACTIONS = ("none", "none", "lose_all", "lose_one", "switch_store")
+_ACTIONS = DISTURBANCES
 
 
 @settings(max_examples=10)
@@ -60,21 +61,13 @@ def test_table_join_crash_and_restore_equals_uninterrupted_run(case, data):
     try:
         expected = [output_rows(plain.run(index, apply=False)) for index in range(len(case.batches))]
         for version in range(len(case.batches)):
-            _disturb(chaos, data.draw(st.sampled_from(_ACTIONS)), data)
+            disturb(chaos, data.draw(st.sampled_from(_ACTIONS)), data)
             assert output_rows(chaos.run(version, apply=False)) == expected[version]
             if data.draw(st.booleans()):          # the task or batch is executed again
-                _disturb(chaos, data.draw(st.sampled_from(_ACTIONS)), data)
+                disturb(chaos, data.draw(st.sampled_from(_ACTIONS)), data)
                 assert output_rows(chaos.run(version, version=version, apply=False)) == expected[version]
     finally:
         plain.close()
         chaos.close()
 
 
-def _disturb(run: Run, action: str, data: st.DataObject) -> None:
-    if action == "lose_all":
-        run.runner.lose_local_state()
-    elif action == "lose_one":
-        run.runner.lose_local_state(data.draw(st.integers(0, run.runner.partitions - 1)))
-    elif action == "switch_store":
-        run.runner.lose_local_state()
-        run.runner = run.runner.with_store(data.draw(st.sampled_from(BACKENDS)))
