@@ -27,9 +27,9 @@ import lmdb
 import pyarrow as pa
 from rocksdict import IngestExternalFileOptions, Options, Rdict, SstFileWriter
 
-from bench.harness import Table, median_seconds, results_dir, write_results
-from changelog import Changelog, compact, restore
-from statestore import destroy_store, open_store
+from streamjoin.bench.harness import Table, median_seconds, results_dir, write_results
+from streamjoin.changelog import Changelog, compact, restore
+from streamjoin.statestore import destroy_store, open_store
 
 __all__ = ["add_arguments", "run"]
 

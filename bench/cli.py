@@ -13,12 +13,12 @@ __all__ = ["register", "BENCHMARKS"]
 
 #: name -> (module, one-line description)
 BENCHMARKS: dict[str, tuple[str, str]] = {
-    "stores": ("bench.stores", "store operations per second per backend, beside the raw library"),
-    "changelog": ("bench.changelog", "changelog append and restore rates per backend"),
-    "runtime": ("bench.runtime", "Spark runtime overhead beside a bare repartition + mapInArrow"),
-    "interval": ("bench.interval", "interval join beside Spark's own stream-stream join"),
-    "enrichment": ("bench.enrichment", "stream-table join per store beside Spark's stream-static join"),
-    "table": ("bench.table", "table-table join (a maintained view) beside recomputing the join in Spark"),
+    "stores": ("streamjoin.bench.stores", "store operations per second per backend, beside the raw library"),
+    "changelog": ("streamjoin.bench.changelog", "changelog append and restore rates per backend"),
+    "runtime": ("streamjoin.bench.runtime", "Spark runtime overhead beside a bare repartition + mapInArrow"),
+    "interval": ("streamjoin.bench.interval", "interval join beside Spark's own stream-stream join"),
+    "enrichment": ("streamjoin.bench.enrichment", "stream-table join per store beside Spark's stream-static join"),
+    "table": ("streamjoin.bench.table", "table-table join (a maintained view) beside recomputing the join in Spark"),
 }
 
 

@@ -16,7 +16,7 @@ Variants, every one writing to the ``noop`` sink with ``trigger(availableNow=Tru
   where ``static`` is the table *after all updates*, read from Parquet. Spark joins each
   micro-batch against that table as it is when the batch runs (re-read every batch): there is no
   event-time versioning, so an event gets the newest row, not the row as of the event's time;
-* ``streamjoin-<store>``: :func:`joins.stream_table_join` in ``mode="as_of"`` (an event gets the
+* ``streamjoin-<store>``: :func:`streamjoin.stream_table_join` in ``mode="as_of"`` (an event gets the
   row as it was at its time; it waits until the table's watermark passes it) with each store;
   the table's 1M rows are loaded from the snapshot (a Spark job run when the join is built; timed);
   the change stream then has two more micro-batches with one heartbeat each, far in the future,
@@ -47,8 +47,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.harness import Table, parse_stores, results_dir, write_results
-from bench.sparkutil import fresh_dir, local_session, run_to_noop
+from streamjoin.bench.harness import Table, parse_stores, results_dir, write_results
+from streamjoin.bench.sparkutil import fresh_dir, local_session, run_to_noop
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -264,7 +264,7 @@ class Bench:
         return self.source("events").join(static, "user_id", "left")
 
     def streamjoin(self, store: str, mode: str, scratch: str) -> DataFrame:
-        from joins import stream_table_join
+        from streamjoin import stream_table_join
 
         return stream_table_join(
             self.source("events"), self.source("changes" if mode == "as_of" else "changes-latest"), "user_id",
@@ -277,7 +277,7 @@ class Bench:
 
     def warm_up(self) -> None:
         """Run a small stream-static join and a small streamjoin (batch mode) in the Python workers."""
-        from joins import stream_table_join
+        from streamjoin import stream_table_join
 
         events = self.spark.read.parquet(os.path.join(self.root, "events", "part-0000.parquet")).limit(1000)
         static = self.spark.read.parquet(os.path.join(self.root, "static.parquet")).limit(1000)
@@ -309,7 +309,7 @@ class Bench:
             outcome = Outcome(seconds, built, sum(_sink_rows(p) for p in progress), len({p["batchId"] for p in progress}),
                               [p["durationMs"].get("triggerExecution", 0) / 1000 for p in progress])
             if variant != "spark-stream-static":
-                from joins.checkpoint import Checkpoint
+                from streamjoin.runtime.checkpoint import Checkpoint
 
                 outcome.join = join_summary(Checkpoint(os.path.join(scratch, "join")).read_metrics())
                 if outcome.join["output_rows"] != outcome.output_rows:
@@ -463,10 +463,10 @@ def profile(inputs: Inputs, params: Params, root: str, store: str, mode: str, bu
     import cProfile
     import pstats
 
-    from joins.changes import ChangeFormat
-    from joins.checkpoint import Checkpoint
-    from joins.enrichment import EnrichmentJoin
-    from joins.runtime import StateConfig, TaskInfo, run_partition
+    from streamjoin.changes import ChangeFormat
+    from streamjoin.runtime.checkpoint import Checkpoint
+    from streamjoin.enrichment.operator import EnrichmentJoin
+    from streamjoin.runtime.partition import StateConfig, TaskInfo, run_partition
 
     op = EnrichmentJoin(EVENTS, CHANGES, "user_id", stream_time="ts", changes=ChangeFormat.plain("user_id", time="changed_at"),
                         mode=mode, how="left", delay=datetime.timedelta(seconds=DELAY_S), buckets=buckets)

@@ -9,7 +9,7 @@ on ``k`` with ``lt - W <= rt <= lt + W`` (W = ``--window`` seconds) in ``--batch
   sides) with its in-memory (HDFS-backed) and its RocksDB state store provider, set per query and
   checked after it (the provider's own state files, and ``rocksdb*`` metrics in the progress);
   optionally ``spark-rocksdb-changelog``, RocksDB with changelog checkpointing (off by default);
-* ``streamjoin-<store>``: :func:`joins.interval_join` with each store;
+* ``streamjoin-<store>``: :func:`streamjoin.interval_join` with each store;
 * ``floor``: ``repartition(N, k)`` and a pass-through ``mapInArrow`` over the union of both inputs,
   what any Python operator pays (it outputs its input, not the join).
 
@@ -42,8 +42,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.harness import Table, results_dir, write_results
-from bench.sparkutil import fresh_dir, local_session, run_to_noop
+from streamjoin.bench.harness import Table, results_dir, write_results
+from streamjoin.bench.sparkutil import fresh_dir, local_session, run_to_noop
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -275,7 +275,7 @@ class Bench:
         return left.join(right, condition, "inner").select(left.k, *LEFT[1:], *RIGHT[1:])
 
     def streamjoin(self, variant: str, scratch: str) -> DataFrame:
-        from joins import interval_join
+        from streamjoin import interval_join
 
         window = datetime.timedelta(microseconds=self.params.window_us)
         return interval_join(
@@ -294,7 +294,7 @@ class Bench:
     def warm_up(self) -> None:
         """Run the JVM's join and streamjoin in the Python workers (imports loaded) on one batch:
         idle workers exit after a minute, and a variant should not pay for starting them."""
-        from joins import interval_join
+        from streamjoin import interval_join
 
         def read(side: str) -> DataFrame:
             return self.spark.read.parquet(os.path.join(self.root, side, "part-0000.parquet"))
@@ -337,7 +337,7 @@ class Bench:
         if variant in SPARK:
             outcome.notes += _check_spark(variant, progress, os.path.join(scratch, "spark", "state"))
         elif variant != "floor":
-            from joins.checkpoint import Checkpoint
+            from streamjoin.runtime.checkpoint import Checkpoint
 
             outcome.join_metrics = Checkpoint(os.path.join(scratch, "join")).read_metrics()
             outcome.notes += _check_streamjoin(variant, outcome)
@@ -518,9 +518,9 @@ def profile(tables: dict[str, pa.Table], params: Params, root: str, store: str, 
     import cProfile
     import pstats
 
-    from joins.checkpoint import Checkpoint
-    from joins.interval import IntervalJoin
-    from joins.runtime import StateConfig, TaskInfo, run_partition
+    from streamjoin.runtime.checkpoint import Checkpoint
+    from streamjoin.interval.operator import IntervalJoin
+    from streamjoin.runtime.partition import StateConfig, TaskInfo, run_partition
 
     window = datetime.timedelta(microseconds=params.window_us)
     op = IntervalJoin(tables["left"].schema, tables["right"].schema, "k", left_time="lt", right_time="rt",

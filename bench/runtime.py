@@ -17,8 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bench.harness import Table, results_dir, write_results
-from bench.sparkutil import fresh_dir, local_session, time_stream
+from streamjoin.bench.harness import Table, results_dir, write_results
+from streamjoin.bench.sparkutil import fresh_dir, local_session, time_stream
 
 __all__ = ["add_arguments", "run"]
 
@@ -46,9 +46,9 @@ def _write_inputs(directory: str, rows: int, batches: int, keys: int) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from joins.basic import PassThrough
-    from joins.runtime import StateConfig
-    from joins.spark import arrow_schema, run_operator
+    from streamjoin.bench.operators import PassThrough
+    from streamjoin.runtime.partition import StateConfig
+    from streamjoin.spark import arrow_schema, run_operator
 
     spark = local_session(shuffle_partitions=args.partitions)
     root = fresh_dir(results_dir(), "runtime")

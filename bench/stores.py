@@ -1,7 +1,7 @@
 """``streamjoin bench stores``: store operations per second per backend, beside the raw library.
 
 For each backend (rocksdb, lmdb, memory) and each operation (batched put, get, multi-get, prefix
-scan, full scan) the same work runs through our :class:`statestore.Store` and through the raw
+scan, full scan) the same work runs through our :class:`streamjoin.statestore.Store` and through the raw
 library call: rocksdict's ``Rdict`` in raw mode, py-lmdb, and a plain dict with a sorted key list
 for memory. Reads run on the same open database (the raw calls use the store's own handle), so
 data and caches are shared; puts go into fresh empty stores. Ours and raw alternate within each
@@ -23,9 +23,9 @@ from collections import deque
 from itertools import starmap, takewhile
 from typing import Callable
 
-from bench.harness import Table, results_dir, write_results
-from statestore import Store, destroy_store, open_store
-from statestore.base import prefix_end
+from streamjoin.bench.harness import Table, results_dir, write_results
+from streamjoin.statestore import Store, destroy_store, open_store
+from streamjoin.statestore.base import prefix_end
 
 __all__ = ["add_arguments", "run"]
 

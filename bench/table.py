@@ -17,7 +17,7 @@ or one inserted before). Customer updates change name, country and tier.
 
 Variants, per batching (``--batches 10,100`` measures 1M changes in 10 and in 100 micro-batches):
 
-* ``streamjoin-<store>``: :func:`joins.table_table_join` with each store as a streaming query
+* ``streamjoin-<store>``: :func:`streamjoin.table_table_join` with each store as a streaming query
   over both file streams (``maxFilesPerTrigger`` 1, ``trigger(availableNow=True)``), writing the
   view's change stream to the ``noop`` sink. Times are Spark's own per micro-batch
   (``durationMs.triggerExecution`` of each progress): the load micro-batches ("load s") apart
@@ -55,8 +55,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from bench.harness import Table, parse_stores, results_dir, write_results
-from bench.sparkutil import fresh_dir, local_session, run_to_noop
+from streamjoin.bench.harness import Table, parse_stores, results_dir, write_results
+from streamjoin.bench.sparkutil import fresh_dir, local_session, run_to_noop
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -329,7 +329,7 @@ class Bench:
     def streamjoin(self, store: str, scratch: str) -> Outcome:
         from pyspark.sql import functions as F
 
-        from joins import table_table_join
+        from streamjoin import table_table_join
 
         start = time.perf_counter()
         view = table_table_join(
@@ -567,9 +567,9 @@ def profile(workload: Workload, params: Params, stores: list[str]) -> int:
     import cProfile
     import pstats
 
-    from joins.runtime import StateConfig
-    from joins.table_join import TableTableJoin
-    from joins.table_local import LocalTableTableRunner
+    from streamjoin.runtime.partition import StateConfig
+    from streamjoin.table.operator import TableTableJoin
+    from streamjoin.table.local import LocalTableTableRunner
 
     root = fresh_dir(results_dir(), "table-profile")
     try:

@@ -1,6 +1,6 @@
 """Changelogs of state stores: versioned deltas, compacted snapshots, exact restore (SPEC §7).
 
-    from changelog import Changelog, open_logged_store, restore, compact
+    from streamjoin.changelog import Changelog, open_logged_store, restore, compact
 
     log = Changelog("/checkpoints/q1/state/p=0", retain_versions=10)
     store, opened = open_logged_store("rocksdb", "/local/q1/p=0", log, target_version=None)
@@ -8,16 +8,16 @@
     compact(log)                                      # snapshot of version 0, retention
     restore(log, open_store("lmdb", "/elsewhere"), 0) # the same state in another backend
 
-Modules: :mod:`~changelog.log` (the log: append, list, read), :mod:`~changelog.format` (file names
-and Arrow layouts), :mod:`~changelog.listing` (which files restore which versions),
-:mod:`~changelog.merge` (folding deltas in Arrow), :mod:`~changelog.compaction`,
-:mod:`~changelog.restore`, :mod:`~changelog.undo` and :mod:`~changelog.logging_store` (the store
-wrapper), :mod:`~changelog.inspect` (what the CLI shows and verifies), :mod:`~changelog.errors`.
+Modules: :mod:`~streamjoin.changelog.log` (the log: append, list, read), :mod:`~streamjoin.changelog.format` (file names
+and Arrow layouts), :mod:`~streamjoin.changelog.listing` (which files restore which versions),
+:mod:`~streamjoin.changelog.merge` (folding deltas in Arrow), :mod:`~streamjoin.changelog.compaction`,
+:mod:`~streamjoin.changelog.restore`, :mod:`~streamjoin.changelog.undo` and :mod:`~streamjoin.changelog.logging_store` (the store
+wrapper), :mod:`~streamjoin.changelog.inspect` (what the CLI shows and verifies), :mod:`~streamjoin.changelog.errors`.
 This package imports :mod:`statestore` and pyarrow only.
 """
 
-from changelog.compaction import CompactStats, apply_retention, compact, snapshot_from_store
-from changelog.errors import (
+from streamjoin.changelog.compaction import CompactStats, apply_retention, compact, snapshot_from_store
+from streamjoin.changelog.errors import (
     ChangelogConflictError,
     ChangelogCorruptError,
     ChangelogError,
@@ -29,9 +29,9 @@ from changelog.errors import (
     VersionNotRetainedError,
     VersionOrderError,
 )
-from changelog.log import Changelog
-from changelog.logging_store import ChangeloggingStore, OpenHow, OpenReport, open_logged_store
-from changelog.restore import RestoreMethod, RestoreStats, restore
+from streamjoin.changelog.log import Changelog
+from streamjoin.changelog.logging_store import ChangeloggingStore, OpenHow, OpenReport, open_logged_store
+from streamjoin.changelog.restore import RestoreMethod, RestoreStats, restore
 
 __all__ = [
     "ChangelogConflictError",

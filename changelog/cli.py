@@ -11,13 +11,13 @@ import json
 import sys
 from typing import Any, Callable
 
-from changelog.compaction import compact
-from changelog.errors import ChangelogError, StoreNotEmptyError
-from changelog.inspect import LogSummary, describe, verify
-from changelog.log import Changelog, check_retention
-from changelog.restore import restore
-from statestore.errors import StoreError
-from statestore.registry import backend_names, destroy_store, open_store
+from streamjoin.changelog.compaction import compact
+from streamjoin.changelog.errors import ChangelogError, StoreNotEmptyError
+from streamjoin.changelog.inspect import LogSummary, describe, verify
+from streamjoin.changelog.log import Changelog, check_retention
+from streamjoin.changelog.restore import restore
+from streamjoin.statestore.errors import StoreError
+from streamjoin.statestore.registry import backend_names, destroy_store, open_store
 
 __all__ = ["register"]
 

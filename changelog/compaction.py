@@ -1,7 +1,7 @@
 """Compaction: write snapshots, then delete what the retained versions no longer need.
 
 * :func:`compact` writes the snapshot of a version by a streaming merge of the newest good snapshot
-  before it and the deltas after that (:mod:`changelog.merge`), then applies retention.
+  before it and the deltas after that (:mod:`streamjoin.changelog.merge`), then applies retention.
 * :func:`snapshot_from_store` writes the snapshot of a version from a local store already at that
   version (the runtime's fast path every few versions), then applies retention.
 * :func:`apply_retention` keeps exactly the files that restore each of the newest
@@ -27,17 +27,17 @@ from typing import Callable, Iterable, Iterator
 
 import pyarrow as pa
 
-from changelog.errors import (
+from streamjoin.changelog.errors import (
     ChangelogConflictError,
     ChangelogCorruptError,
     VersionNotRetainedError,
     VersionOrderError,
 )
-from changelog.format import Kind, LogFile
-from changelog.listing import Chain, Listing
-from changelog.log import Changelog, check_retention, iter_chunks
-from changelog.merge import compose, merge
-from statestore.base import Store
+from streamjoin.changelog.format import Kind, LogFile
+from streamjoin.changelog.listing import Chain, Listing
+from streamjoin.changelog.log import Changelog, check_retention, iter_chunks
+from streamjoin.changelog.merge import compose, merge
+from streamjoin.statestore.base import Store
 
 __all__ = ["compact", "snapshot_from_store", "apply_retention", "CompactStats"]
 

@@ -13,7 +13,7 @@
 
 Every error carries ``files`` (names inside the changelog directory) and ``versions`` (the first and
 last version affected, or None) so callers and tests can act on them without parsing messages.
-Store errors (:mod:`statestore.errors`) pass through unchanged.
+Store errors (:mod:`streamjoin.statestore.errors`) pass through unchanged.
 """
 
 from __future__ import annotations

@@ -9,10 +9,10 @@ CRC-32 of the whole file in 8 hex digits)::
 
 A delta row is a put (op 0: key, value), a delete (op 1: key, value null) or a range delete (op 2:
 ``[key, value)``). Rows are stored range deletes first, then deletes, then puts, the order in which
-:meth:`statestore.Store.write` applies them. Every file is an Arrow IPC *file* (random access,
+:meth:`streamjoin.statestore.Store.write` applies them. Every file is an Arrow IPC *file* (random access,
 memory-mappable) whose schema metadata records its kind and version; a reader checks the checksum
 of the bytes first, then the Arrow footer, then the metadata, and raises a
-:class:`~changelog.errors.ChangelogCorruptError` naming the file for any mismatch.
+:class:`~streamjoin.changelog.errors.ChangelogCorruptError` naming the file for any mismatch.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from typing import Iterator, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from changelog.errors import ChangelogCorruptError, ChecksumMismatchError, TornFileError
-from changelog.storage import TEMP_PREFIX
+from streamjoin.changelog.errors import ChangelogCorruptError, ChecksumMismatchError, TornFileError
+from streamjoin.changelog.storage import TEMP_PREFIX
 
 __all__ = [
     "Kind", "LogFile", "parse_name", "file_name", "Delta", "encode_delta", "decode_delta",

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from changelog.errors import ChangelogCorruptError, ChangelogError
-from changelog.format import Kind, LogFile, verified_reader
-from changelog.listing import Listing
-from changelog.log import Changelog
+from streamjoin.changelog.errors import ChangelogCorruptError, ChangelogError
+from streamjoin.changelog.format import Kind, LogFile, verified_reader
+from streamjoin.changelog.listing import Listing
+from streamjoin.changelog.log import Changelog
 
 __all__ = ["FileSummary", "LogSummary", "describe", "verify"]
 

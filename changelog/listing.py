@@ -17,15 +17,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from changelog.errors import (
+from streamjoin.changelog.errors import (
     ChangelogCorruptError,
     ChangelogError,
     ChangelogGapError,
     MissingSnapshotError,
     VersionNotRetainedError,
 )
-from changelog.format import Kind, LogFile, file_name, parse_name, temp_version
-from changelog.storage import TEMP_PREFIX, FileInfo
+from streamjoin.changelog.format import Kind, LogFile, file_name, parse_name, temp_version
+from streamjoin.changelog.storage import TEMP_PREFIX, FileInfo
 
 __all__ = ["Listing", "Chain", "runs"]
 

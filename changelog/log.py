@@ -5,8 +5,8 @@
     log.append(1, deletes=[b"k"], delete_ranges=[(b"a", b"c")])
     log.versions()          # [0, 1]: what restore() can rebuild
 
-The directory layout and file format are in :mod:`changelog.format`; which files restore which
-versions is in :mod:`changelog.listing`. Every file is written whole under a temporary name and
+The directory layout and file format are in :mod:`streamjoin.changelog.format`; which files restore which
+versions is in :mod:`streamjoin.changelog.listing`. Every file is written whole under a temporary name and
 moved into place, carries the CRC-32 of its bytes in its name, and is verified on every read.
 
 Appending a version that is already there replaces it (a batch executed again writes its delta
@@ -28,8 +28,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
-from changelog.errors import ChangelogError, VersionNotRetainedError, VersionOrderError
-from changelog.format import (
+from streamjoin.changelog.errors import ChangelogError, VersionNotRetainedError, VersionOrderError
+from streamjoin.changelog.format import (
     BATCH_BYTES,
     BATCH_ROWS,
     Delta,
@@ -44,8 +44,8 @@ from changelog.format import (
     temp_tag,
     verified_reader,
 )
-from changelog.listing import Listing
-from changelog.storage import open_storage
+from streamjoin.changelog.listing import Listing
+from streamjoin.changelog.storage import open_storage
 
 __all__ = ["Changelog", "KeyValue", "iter_chunks", "rebatch", "check_retention"]
 

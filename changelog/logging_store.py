@@ -1,4 +1,4 @@
-"""The changelogging store: a :class:`statestore.Store` that logs every write before applying it.
+"""The changelogging store: a :class:`streamjoin.statestore.Store` that logs every write before applying it.
 
     store, opened = open_logged_store("rocksdb", "/local/q1/p=0", log, target_version=41)
     store.write(puts=[(b"k", b"v")], version=42)   # delta 42 is durable, then the local store has it
@@ -7,7 +7,7 @@
 ``ChangeloggingStore(inner, log)`` wraps any store with the same interface: reads pass straight
 through; ``write(..., version=v)`` (a version is required, one above the store's) appends the
 delta of ``v`` to the log, records an undo record naming that delta (when it has an
-:class:`~changelog.undo.UndoLog`), then applies the same writes and the marker to the inner store
+:class:`~streamjoin.changelog.undo.UndoLog`), then applies the same writes and the marker to the inner store
 in one atomic write (SPEC §7).
 
 :func:`open_logged_store` opens the local store of a partition and brings it to the version a task
@@ -20,7 +20,7 @@ needs, reporting how in an :class:`OpenReport`:
   fewer bytes;
 * ahead (a batch executed again): rolled back by the undo records of the versions in between;
 * missing, empty, unreadable (:class:`StoreCorruptError`), or not reachable the ways above:
-  rebuilt (``destroy_store`` + open + :func:`changelog.restore.restore`).
+  rebuilt (``destroy_store`` + open + :func:`streamjoin.changelog.restore.restore`).
 """
 
 from __future__ import annotations
@@ -31,14 +31,14 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
-from changelog.errors import ChangelogCorruptError, VersionNotRetainedError, VersionOrderError
-from changelog.format import check_write
-from changelog.log import Changelog
-from changelog.restore import restore
-from changelog.undo import UndoLog
-from statestore.base import KeyValue, Store, StoreStats
-from statestore.errors import StoreCorruptError
-from statestore.registry import destroy_store, open_store
+from streamjoin.changelog.errors import ChangelogCorruptError, VersionNotRetainedError, VersionOrderError
+from streamjoin.changelog.format import check_write
+from streamjoin.changelog.log import Changelog
+from streamjoin.changelog.restore import restore
+from streamjoin.changelog.undo import UndoLog
+from streamjoin.statestore.base import KeyValue, Store, StoreStats
+from streamjoin.statestore.errors import StoreCorruptError
+from streamjoin.statestore.registry import destroy_store, open_store
 
 __all__ = ["ChangeloggingStore", "open_logged_store", "OpenReport", "OpenHow"]
 

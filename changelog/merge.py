@@ -4,7 +4,7 @@
 write (put or delete) unless a later range delete removed it, sorted by key, plus the union of all
 range deletes (which, applied to the older state first, are exactly what the run removes from it).
 Applying the net delta to a state equals applying the deltas one by one, because in every delta
-range deletes apply first, then deletes, then puts (the :class:`statestore.Store` rule).
+range deletes apply first, then deletes, then puts (the :class:`streamjoin.statestore.Store` rule).
 
 :func:`merge` applies a net delta to a stream of sorted (keys, values) chunks of an older state and
 yields the new state's sorted chunks, newest value winning. Memory is one chunk of the older state
@@ -22,7 +22,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from changelog.format import BATCH_ROWS, Delta
+from streamjoin.changelog.format import BATCH_ROWS, Delta
 
 __all__ = ["NetDelta", "compose", "merge"]
 

@@ -1,7 +1,7 @@
 """Rebuild a store of any backend to exactly the state of one version of a changelog.
 
 ``restore(log, store, version)`` picks the newest chain that reaches ``version`` (a snapshot at or
-before it, then deltas; see :mod:`changelog.listing`), checks the checksum of every file of the
+before it, then deltas; see :mod:`streamjoin.changelog.listing`), checks the checksum of every file of the
 chain *before* it touches the store, and then loads the store through its bulk path:
 
 * snapshot only: the snapshot's sorted entries go straight to ``store.load_sorted`` (SST ingestion
@@ -9,7 +9,7 @@ chain *before* it touches the store, and then loads the store through its bulk p
 * snapshot plus small deltas: ``load_sorted`` of the snapshot, then each delta with
   ``store.write`` in version order, each setting the version marker;
 * deltas that are large beside the snapshot (or no snapshot): the deltas are folded into the
-  snapshot's sorted stream in Arrow (:mod:`changelog.merge`) and the result is bulk-loaded once, so
+  snapshot's sorted stream in Arrow (:mod:`streamjoin.changelog.merge`) and the result is bulk-loaded once, so
   an uncompacted log restores through the bulk path too.
 
 The store must be empty (version None, no entries): a caller with an old store removes it with
@@ -30,12 +30,12 @@ from typing import Callable, Iterable, Iterator
 
 import pyarrow as pa
 
-from changelog.errors import ChangelogCorruptError, ChangelogError, StoreNotEmptyError, VersionNotRetainedError
-from changelog.format import Delta, SnapshotReader
-from changelog.listing import Chain, Listing
-from changelog.log import Changelog
-from changelog.merge import compose, merge
-from statestore.base import KeyValue, Store
+from streamjoin.changelog.errors import ChangelogCorruptError, ChangelogError, StoreNotEmptyError, VersionNotRetainedError
+from streamjoin.changelog.format import Delta, SnapshotReader
+from streamjoin.changelog.listing import Chain, Listing
+from streamjoin.changelog.log import Changelog
+from streamjoin.changelog.merge import compose, merge
+from streamjoin.statestore.base import KeyValue, Store
 
 __all__ = ["restore", "RestoreStats", "RestoreMethod", "Progress"]
 

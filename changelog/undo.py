@@ -21,10 +21,10 @@ from typing import Sequence
 
 import pyarrow as pa
 
-from changelog.errors import ChangelogCorruptError
-from changelog.format import Kind, LogFile, decode_delta, encode_delta, file_name, parse_name, temp_tag, verified_reader
-from changelog.storage import LocalStorage
-from statestore.base import KeyValue, Store
+from streamjoin.changelog.errors import ChangelogCorruptError
+from streamjoin.changelog.format import Kind, LogFile, decode_delta, encode_delta, file_name, parse_name, temp_tag, verified_reader
+from streamjoin.changelog.storage import LocalStorage
+from streamjoin.statestore.base import KeyValue, Store
 
 __all__ = ["UndoLog"]
 

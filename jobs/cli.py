@@ -16,11 +16,11 @@ __all__ = ["main", "build_parser"]
 
 #: (module, one-line help) of every subcommand, in the order ``--help`` lists them.
 SUBCOMMANDS: tuple[str, ...] = (
-    "jobs.demo",
-    "jobs.enrich_activity",
-    "jobs.timeline",
-    "changelog.cli",
-    "bench.cli",
+    "streamjoin.jobs.demo",
+    "streamjoin.jobs.enrich_activity",
+    "streamjoin.jobs.timeline",
+    "streamjoin.changelog.cli",
+    "streamjoin.bench.cli",
 )
 
 

@@ -1,10 +1,10 @@
-"""``streamjoin demo``: the main job, the search-to-click pipeline (see :mod:`jobs.search_clicks`)."""
+"""``streamjoin demo``: the main job, the search-to-click pipeline (see :mod:`streamjoin.jobs.search_clicks`)."""
 
 from __future__ import annotations
 
 import argparse
 
-from jobs import search_clicks
+from streamjoin.jobs import search_clicks
 
 __all__ = ["register"]
 

@@ -26,8 +26,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from jobs.common import JobPaths, add_run_options, prepare_root, stage
-from jobs.activity_generator import DELAY, ActivityConfig, write_activity
+from streamjoin.jobs.common import JobPaths, add_run_options, prepare_root, stage
+from streamjoin.jobs.activity_generator import DELAY, ActivityConfig, write_activity
 
 __all__ = ["register", "add_arguments", "run", "run_job", "config_from_args", "Paths"]
 
@@ -85,7 +85,7 @@ class Paths(JobPaths):
 
 def run(args: argparse.Namespace, spark=None) -> int:
     """The command: run the job with the parsed arguments; 0 when the self-check passes, else 1."""
-    from jobs.enrich_activity_report import print_summary
+    from streamjoin.jobs.enrich_activity_report import print_summary
 
     summary = run_job(config_from_args(args), prepare_root(args.out, "enrich-activity"), store=args.store, partitions=args.partitions,
                       spark=spark)
@@ -105,9 +105,9 @@ def run_job(config: ActivityConfig, root: str, *, store: str = "rocksdb", partit
     """Generate the inputs under ``root``, run both joins and compute the summary (not printed).
 
     Uses ``spark`` if given (and leaves it running), else a local session that it stops.
-    Returns a :class:`jobs.enrich_activity_report.Summary`.
+    Returns a :class:`streamjoin.jobs.enrich_activity_report.Summary`.
     """
-    from jobs.enrich_activity_report import summarise
+    from streamjoin.jobs.enrich_activity_report import summarise
 
     paths = Paths(root)
     own_session = spark is None
@@ -120,7 +120,7 @@ def run_job(config: ActivityConfig, root: str, *, store: str = "rocksdb", partit
           f"and heartbeats in {counts['change_files']} files; a snapshot of {counts['snapshot_rows']:,} profiles",
           flush=True)
     if spark is None:
-        from bench.sparkutil import local_session
+        from streamjoin.bench.sparkutil import local_session
 
         stage(2, 4, "starting a local Spark session", started)
         spark = local_session(shuffle_partitions=partitions)
@@ -157,7 +157,7 @@ def _run_queries(spark, paths: Paths, store: str, partitions: int, batches: int)
 
 def _start(spark, paths: Paths, mode: str, store: str, partitions: int):
     """Start one streaming join over the input files (``availableNow``: to their end, then stop)."""
-    from joins import stream_table_join
+    from streamjoin import stream_table_join
 
     events = spark.readStream.schema(EVENT_DDL).option("maxFilesPerTrigger", 1).parquet(paths.events)
     changes = spark.readStream.schema(CHANGE_DDL).option("maxFilesPerTrigger", 1).parquet(paths.changes)

@@ -38,7 +38,7 @@ _CAUSES = {"future": "latest had already applied a change made after the event",
 class Summary:
     """The job's results (counts are events unless named otherwise)."""
 
-    paths: Any                            # jobs.enrich_activity.Paths
+    paths: Any                            # streamjoin.jobs.enrich_activity.Paths
     counts: dict[str, int]                # what the generator wrote
     events_in: int
     events_out: int
@@ -69,7 +69,7 @@ class Summary:
 
 def summarise(spark, paths, counts: dict[str, int]) -> Summary:
     """Read the inputs, both outputs and the as-of checkpoint; compute every reported number."""
-    from joins import join_metrics, set_aside_rows
+    from streamjoin import join_metrics, set_aside_rows
 
     events, changes = _read_files(paths.events), _read_files(paths.changes)
     stream_aside = set_aside_rows(spark, paths.checkpoint("as_of"), "stream")
@@ -111,7 +111,7 @@ def _reference(spark, paths, stream_aside) -> pd.DataFrame:
     """The independent calculation's rows: each on-time event with the version in force at its time."""
     from pyspark.sql import functions as F
 
-    from jobs.enrich_activity import CHANGE_DDL, EVENT_DDL
+    from streamjoin.jobs.enrich_activity import CHANGE_DDL, EVENT_DDL
 
     events = spark.read.schema(EVENT_DDL).parquet(paths.events)
     if stream_aside is not None:

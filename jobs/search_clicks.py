@@ -15,7 +15,7 @@ import os
 import tempfile
 from datetime import timedelta
 
-from jobs.generator import SearchClickConfig, write_search_clicks
+from streamjoin.jobs.generator import SearchClickConfig, write_search_clicks
 
 __all__ = ["add_arguments", "run"]
 
@@ -35,8 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from bench.sparkutil import local_session
-    from joins import interval_join
+    from streamjoin.bench.sparkutil import local_session
+    from streamjoin import interval_join
 
     root = args.workdir or tempfile.mkdtemp(prefix="streamjoin-search-clicks-")
     config = SearchClickConfig(searches=args.searches, batches=args.batches, seed=args.seed)
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
 def _summarise(spark, out: str, root: str, checkpoint: str, delay_minutes: float, store: str) -> None:
     from pyspark.sql import functions as F
 
-    from joins import interval_join, set_aside_rows
+    from streamjoin import interval_join, set_aside_rows
 
     result = spark.read.parquet(out)
     per_search = result.groupBy("search_id", "query").agg(F.count("click_id").alias("clicks"))

@@ -23,8 +23,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from jobs.common import JobPaths, add_run_options, prepare_root, stage
-from jobs.timeline_generator import TimelineConfig, write_timeline_inputs
+from streamjoin.jobs.common import JobPaths, add_run_options, prepare_root, stage
+from streamjoin.jobs.timeline_generator import TimelineConfig, write_timeline_inputs
 
 __all__ = ["register", "add_arguments", "run", "run_job", "Paths", "POSTS_DDL", "FOLLOWS_DDL"]
 
@@ -93,7 +93,7 @@ class Paths(JobPaths):
 
 def run(args: argparse.Namespace, spark=None) -> int:
     """The command: run the job with the parsed arguments; 0 when view consistency held, else 1."""
-    from jobs.timeline_report import print_summary
+    from streamjoin.jobs.timeline_report import print_summary
 
     config = TimelineConfig(posts=args.posts, users=args.users, batches=args.batches, seed=args.seed)
     summary = run_job(config, prepare_root(args.out, "timeline"), store=args.store, partitions=args.partitions, spark=spark)
@@ -105,9 +105,9 @@ def run_job(config: TimelineConfig, root: str, *, store: str = "rocksdb", partit
     """Generate the inputs under ``root``, run the streaming join and compute the summary (not printed).
 
     Uses ``spark`` if given (and leaves it running), else a local session that it stops.
-    Returns a :class:`jobs.timeline_report.Summary`.
+    Returns a :class:`streamjoin.jobs.timeline_report.Summary`.
     """
-    from jobs.timeline_report import summarise
+    from streamjoin.jobs.timeline_report import summarise
 
     paths = Paths(root)
     own_session = spark is None
@@ -116,7 +116,7 @@ def run_job(config: TimelineConfig, root: str, *, store: str = "rocksdb", partit
              f"{config.batches} micro-batches (seed {config.seed}) under {paths.inputs}", started)
     generated = write_timeline_inputs(paths.inputs, config)
     if spark is None:
-        from bench.sparkutil import local_session
+        from streamjoin.bench.sparkutil import local_session
 
         stage(2, 4, "starting a local Spark session", started)
         spark = local_session(shuffle_partitions=partitions)
@@ -135,8 +135,8 @@ def run_job(config: TimelineConfig, root: str, *, store: str = "rocksdb", partit
 
 def _stream(spark, paths: Paths, store: str, partitions: int, showcase):
     """Run the join over the change files to the end (``availableNow``); return the batch checker."""
-    from joins import table_table_join, view_sink
-    from jobs.timeline_report import BatchChecker
+    from streamjoin import table_table_join, view_sink
+    from streamjoin.jobs.timeline_report import BatchChecker
 
     posts = spark.readStream.schema(POSTS_DDL).option("maxFilesPerTrigger", 1).parquet(paths.posts)
     follows = spark.readStream.schema(FOLLOWS_DDL).option("maxFilesPerTrigger", 1).parquet(paths.follows)

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from jobs.timeline_generator import Generated, Showcase, TimelineConfig
+from streamjoin.jobs.timeline_generator import Generated, Showcase, TimelineConfig
 
 __all__ = ["BatchChecker", "BatchResult", "Summary", "summarise", "print_summary", "expected_view"]
 
@@ -88,7 +88,7 @@ def current_table(spark, directory: str, ddl: str, key: str, upto: int):
 
 def expected_view(spark, paths, upto: int, schema: pa.Schema) -> pa.Table:
     """The inner join of posts and follows as they stand after micro-batch ``upto``, by Spark, as Arrow."""
-    from jobs.timeline import FOLLOWS_DDL, POSTS_DDL
+    from streamjoin.jobs.timeline import FOLLOWS_DDL, POSTS_DDL
 
     posts = current_table(spark, paths.posts, POSTS_DDL, "post_id", upto).withColumnRenamed("changed_at",
                                                                                            "changed_at_left")
@@ -122,7 +122,7 @@ class Summary:
 def summarise(spark, paths, config: TimelineConfig, generated: Generated, checker: BatchChecker, store: str,
               partitions: int) -> Summary:
     """Write the timelines (through the view sink), read the join's metrics; the summary."""
-    from joins import join_metrics
+    from streamjoin import join_metrics
 
     checker.sink.write_parquet(paths.timelines)
     view = checker.sink.rows()

@@ -1,28 +1,61 @@
-"""streamjoin's joins.
+"""streamjoin: stateful stream joins for PySpark pipelines.
 
-The public, PySpark-facing API (imported on first use, so the engine-free operators below import
-without pyspark):
+The public API::
 
-    from joins import interval_join, stream_table_join, table_table_join, set_aside_rows, join_metrics
-    from joins import view_sink      # keeps a table-table join's view on the driver (foreachBatch)
+    from streamjoin import interval_join, stream_table_join, table_table_join
+    from streamjoin import set_aside_rows, join_metrics, view_sink, ChangeFormat
 
-Engine-free operators: :mod:`joins.interval` (stream-stream), run in-process by
-:mod:`joins.local` and inside Spark by :mod:`joins.spark`.
+The PySpark-facing functions are imported on first use, so that the engine-free parts
+(:mod:`streamjoin.statestore`, :mod:`streamjoin.changelog`, the operators) import without pyspark;
+type checkers see their real signatures through the ``TYPE_CHECKING`` imports below.
+
+Where things live (each a subpackage of this one):
+
+    runtime/      the operator contract, running a partition, the checkpoint, the in-process runner
+    kit           what every join shares: how, on, names, times, key types
+    changes/      the change-stream vocabularies (plain, Delta change data feed, Debezium)
+    interval/     the stream-stream interval join: spec, state layout, rows, operator
+    enrichment/   the stream-table join: spec, state layout, step, operator
+    table/        the table-table join: spec, rows, key stage, join stage, operator
+    view          a table-table join's view kept up to date in a store
+    spark/        the Spark layer (the only part that imports pyspark)
+    testing/      reference joins for tests (the relational results the operators must give)
+    statestore/, changelog/, jobs/, bench/   (the repository's top-level folders of those names)
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["interval_join", "stream_table_join", "table_table_join", "set_aside_rows", "join_metrics", "view_sink"]
+__version__ = "0.2.0"
+
+__all__ = [
+    "ChangeFormat",
+    "__version__",
+    "interval_join",
+    "join_metrics",
+    "set_aside_rows",
+    "stream_table_join",
+    "table_table_join",
+    "view_sink",
+]
+
+if TYPE_CHECKING:  # the real signatures, for type checkers; at run time see __getattr__
+    from streamjoin.changes import ChangeFormat
+    from streamjoin.spark.enrichment import stream_table_join
+    from streamjoin.spark.interval import interval_join
+    from streamjoin.spark.outputs import join_metrics, set_aside_rows
+    from streamjoin.spark.table import table_table_join
+    from streamjoin.spark.view import view_sink
 
 _LAZY = {
-    "interval_join": "joins.spark.interval",
-    "stream_table_join": "joins.spark.enrichment",
-    "table_table_join": "joins.spark.table",
-    "set_aside_rows": "joins.spark.outputs",
-    "join_metrics": "joins.spark.outputs",
-    "view_sink": "joins.spark.view",
+    "ChangeFormat": "streamjoin.changes",
+    "interval_join": "streamjoin.spark.interval",
+    "stream_table_join": "streamjoin.spark.enrichment",
+    "table_table_join": "streamjoin.spark.table",
+    "set_aside_rows": "streamjoin.spark.outputs",
+    "join_metrics": "streamjoin.spark.outputs",
+    "view_sink": "streamjoin.spark.view",
 }
 
 
@@ -30,5 +63,11 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'joins' has no attribute {name!r}")
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'streamjoin' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -14,7 +14,7 @@ A change stream is in the Delta change data feed vocabulary: the view's columns,
 key it holds, a retraction of one it does not hold, or a retraction whose row differs from the row
 held. The view key is (left primary key, right primary key); a null-padded side's is all null.
 
-State: ``pack(view key)`` -> ``pack(row)`` (:mod:`joins.table_rows`); the store's version marker
+State: ``pack(view key)`` -> ``pack(row)`` (:mod:`streamjoin.table.rows`); the store's version marker
 is the last ``_commit_version`` applied.
 """
 
@@ -26,11 +26,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from joins.errors import JoinError
-from joins.table_rows import RowCodec, stored_type
-from joins.table_spec import CDF_COLUMNS, CHANGE_TYPE, COMMIT_VERSION, SEQ_COLUMN
-from statestore.base import Store
-from statestore.codecs import pack
+from streamjoin.errors import JoinError
+from streamjoin.table.rows import RowCodec, stored_type
+from streamjoin.table.spec import CDF_COLUMNS, CHANGE_TYPE, COMMIT_VERSION, SEQ_COLUMN
+from streamjoin.statestore.base import Store
+from streamjoin.statestore.codecs import pack
 
 __all__ = ["MaterializedView", "ViewError"]
 
@@ -39,7 +39,7 @@ _INSERT = ("insert", "update_postimage")
 
 
 class ViewError(JoinError):
-    """A change stream does not fit the view it is applied to (see :mod:`joins.view`)."""
+    """A change stream does not fit the view it is applied to (see :mod:`streamjoin.view`)."""
 
 
 class MaterializedView:

@@ -1,15 +1,15 @@
 """Local state stores for streamjoin operators: ordered ``bytes -> bytes`` maps with versions.
 
-    from statestore import open_store
+    from streamjoin.statestore import open_store
     with open_store("rocksdb", "/path/to/p0") as store:
         store.write(puts=[(b"k", b"v")], version=0)
 
 Backends: ``rocksdb`` (default, rocksdict), ``lmdb`` (py-lmdb), ``memory`` (tests, the model),
-or ``"package.module:Class"``. See :mod:`statestore.base` for the contract.
+or ``"package.module:Class"``. See :mod:`streamjoin.statestore.base` for the contract.
 """
 
-from statestore.base import KeyValue, Store, StoreStats, prefix_end
-from statestore.errors import (
+from streamjoin.statestore.base import KeyValue, Store, StoreStats, prefix_end
+from streamjoin.statestore.errors import (
     BackendNotFoundError,
     StoreClosedError,
     StoreCorruptError,
@@ -17,7 +17,7 @@ from statestore.errors import (
     StoreLockedError,
     StoreWriteError,
 )
-from statestore.registry import backend_names, destroy_store, open_store, register_backend
+from streamjoin.statestore.registry import backend_names, destroy_store, open_store, register_backend
 
 __all__ = [
     "BackendNotFoundError",

@@ -2,7 +2,7 @@
 
 A store holds one partition's state. Keys and values are ``bytes``; keys are ordered by their bytes
 (unsigned, lexicographic, a prefix before its extensions), so the order-preserving codecs of
-:mod:`statestore.codecs` make byte order equal value order.
+:mod:`streamjoin.statestore.codecs` make byte order equal value order.
 
 A backend subclasses :class:`Store` and supplies the primitives marked *required* below; the
 optional methods have defaults built from them, which a backend overrides where its library has a
@@ -23,7 +23,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar, Iterable, Iterator, Sequence
 
-from statestore.errors import StoreClosedError, StoreError
+from streamjoin.statestore.errors import StoreClosedError, StoreError
 
 __all__ = ["Store", "StoreStats", "KeyValue", "prefix_end", "ascending"]
 

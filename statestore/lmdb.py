@@ -10,7 +10,7 @@ the map and runs the whole write again, so a large state never fails with "map f
 virtual address space; the file only grows with the data.
 
 Process model: LMDB itself lets several processes share an environment, but a store has one owner,
-so the store takes an exclusive ``flock`` (:mod:`statestore.locking`) before opening the
+so the store takes an exclusive ``flock`` (:mod:`streamjoin.statestore.locking`) before opening the
 environment. A second open of the same path, from another process or this one, raises
 :class:`StoreLockedError` at once (or after ``lock_timeout`` seconds), never blocks. The kernel
 drops the lock when the holder dies. Spark may run a partition in a different Python worker next
@@ -37,10 +37,10 @@ from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
 import lmdb
 
-from statestore.base import KeyValue, Store, StoreStats
-from statestore.codecs import decode_int, encode_int
-from statestore.errors import StoreCorruptError, StoreError, StoreWriteError
-from statestore.locking import (
+from streamjoin.statestore.base import KeyValue, Store, StoreStats
+from streamjoin.statestore.codecs import decode_int, encode_int
+from streamjoin.statestore.errors import StoreCorruptError, StoreError, StoreWriteError
+from streamjoin.statestore.locking import (
     DirectoryLock,
     corrupt_message,
     prepare_directory,

@@ -20,7 +20,7 @@ import shutil
 import time
 from typing import Callable, TypeVar
 
-from statestore.errors import StoreCorruptError, StoreError, StoreLockedError
+from streamjoin.statestore.errors import StoreCorruptError, StoreError, StoreLockedError
 
 __all__ = [
     "DirectoryLock",
@@ -127,7 +127,7 @@ def corrupt_message(path: str, kind: str, detail: str) -> str:
     """The message of a :class:`StoreCorruptError`: what is wrong and what to do."""
     return (
         f"{path} is not a readable {kind} store ({detail}). Remove the directory "
-        f"(statestore.destroy_store({kind!r}, path) or rm -r) and run again: the operator "
+        f"(streamjoin.statestore.destroy_store({kind!r}, path) or rm -r) and run again: the operator "
         "rebuilds the store from its changelog"
     )
 

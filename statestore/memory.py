@@ -11,8 +11,8 @@ import bisect
 import threading
 from typing import Iterator, Sequence
 
-from statestore.base import KeyValue, Store, StoreStats
-from statestore.errors import StoreLockedError, StoreWriteError
+from streamjoin.statestore.base import KeyValue, Store, StoreStats
+from streamjoin.statestore.errors import StoreLockedError, StoreWriteError
 
 __all__ = ["MemoryStore"]
 

@@ -3,7 +3,7 @@
 Built-in kinds are ``"rocksdb"`` (the default), ``"lmdb"`` and ``"memory"``; their modules are
 imported only when first used. A user's backend plugs in by ``register_backend(name, factory)`` or
 by passing ``"package.module:Class"`` as the kind. A factory is called as ``factory(path,
-**options)`` and must return a :class:`statestore.base.Store`.
+**options)`` and must return a :class:`streamjoin.statestore.base.Store`.
 """
 
 from __future__ import annotations
@@ -12,17 +12,17 @@ import importlib
 import os
 from typing import Any, Callable
 
-from statestore.base import Store
-from statestore.errors import BackendNotFoundError
+from streamjoin.statestore.base import Store
+from streamjoin.statestore.errors import BackendNotFoundError
 
 __all__ = ["open_store", "register_backend", "destroy_store", "backend_names", "resolve_backend"]
 
 StoreFactory = Callable[..., Store]
 
 _BUILTIN = {
-    "rocksdb": "statestore.rocksdb:RocksDBStore",
-    "lmdb": "statestore.lmdb:LMDBStore",
-    "memory": "statestore.memory:MemoryStore",
+    "rocksdb": "streamjoin.statestore.rocksdb:RocksDBStore",
+    "lmdb": "streamjoin.statestore.lmdb:LMDBStore",
+    "memory": "streamjoin.statestore.memory:MemoryStore",
 }
 _REGISTERED: dict[str, StoreFactory] = {}
 
@@ -74,7 +74,7 @@ def open_store(kind: str = DEFAULT_KIND, path: str | os.PathLike[str] = "", **op
     store = factory(os.fspath(path), **options)
     if not isinstance(store, Store):
         raise BackendNotFoundError(
-            f"store kind {kind!r} returned {type(store).__name__}, not a statestore.Store subclass"
+            f"store kind {kind!r} returned {type(store).__name__}, not a streamjoin.statestore.Store subclass"
         )
     return store
 

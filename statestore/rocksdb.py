@@ -7,7 +7,7 @@ and marker never disagree, even after a crash. Keeping the marker out of the dat
 the whole key space to the caller.
 
 Process model: the directory is owned by one handle at a time, through our ``flock``
-(:mod:`statestore.locking`) and RocksDB's own ``LOCK`` file. Spark may run a partition in a
+(:mod:`streamjoin.statestore.locking`) and RocksDB's own ``LOCK`` file. Spark may run a partition in a
 different Python worker next micro-batch, so the runtime opens the store when a task starts and
 closes it when the task ends; an open that finds the store held raises
 :class:`StoreLockedError` at once (or after ``lock_timeout`` seconds), never blocks or shares it.
@@ -47,10 +47,10 @@ from rocksdict import (
     WriteOptions,
 )
 
-from statestore.base import KeyValue, Store, StoreStats
-from statestore.codecs import decode_int, encode_int
-from statestore.errors import StoreCorruptError, StoreError, StoreLockedError, StoreWriteError
-from statestore.locking import (
+from streamjoin.statestore.base import KeyValue, Store, StoreStats
+from streamjoin.statestore.codecs import decode_int, encode_int
+from streamjoin.statestore.errors import StoreCorruptError, StoreError, StoreLockedError, StoreWriteError
+from streamjoin.statestore.locking import (
     DirectoryLock,
     corrupt_message,
     held_message,

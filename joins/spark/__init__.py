@@ -1,5 +1,5 @@
 """The Spark layer: the only part of ``joins`` that imports pyspark."""
 
-from joins.spark.runtime import arrow_schema, run_operator
+from streamjoin.spark.runtime import arrow_schema, run_operator
 
 __all__ = ["arrow_schema", "run_operator"]

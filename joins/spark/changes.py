@@ -2,7 +2,7 @@
 
 The runtime routes rows by top-level key columns. Delta change data feed and plain change tables
 have them; a Debezium envelope keeps its key inside ``before``/``after`` (or inside a JSON string),
-so :func:`plain_changes` runs :func:`joins.changes.normalise` and :func:`joins.changes.to_plain`
+so :func:`plain_changes` runs :func:`streamjoin.changes.normalise` and :func:`streamjoin.changes.to_plain`
 over each source partition first (a ``mapInArrow`` before the shuffle, no extra shuffle). The rows
 that step refuses (unknown op, null key or change time, invalid JSON) are written, with their
 reason, to the checkpoint's set-aside output of input ``table_source``
@@ -20,10 +20,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StringType, StructType
 
-from joins.changes import PLAIN_COLUMNS, ChangeFormat, Vocabulary, normalise, to_plain
-from joins.checkpoint import Checkpoint
-from joins.errors import JoinDefinitionError
-from joins.spark.runtime import arrow_schema
+from streamjoin.changes import PLAIN_COLUMNS, ChangeFormat, Vocabulary, normalise, to_plain
+from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.errors import JoinDefinitionError
+from streamjoin.spark.runtime import arrow_schema
 
 __all__ = ["change_format", "plain_changes", "SOURCE_INPUT"]
 
@@ -56,7 +56,7 @@ def change_format(
             raise JoinDefinitionError(
                 f"cannot tell the vocabulary of {argument} (columns {df.columns}): expected a Delta change "
                 "data feed (_change_type), a Debezium envelope (op, before, after) or a plain change table "
-                "(an 'op' column); pass changes='plain'|'delta'|'debezium' or a joins.changes.ChangeFormat "
+                "(an 'op' column); pass changes='plain'|'delta'|'debezium' or a streamjoin.changes.ChangeFormat "
                 "(ChangeFormat.debezium_json(key, row_schema) for JSON strings)"
             )
     if changes == "delta":
@@ -83,7 +83,7 @@ def plain_changes(
     df: DataFrame, fmt: ChangeFormat, checkpoint: str, input_name: str = SOURCE_INPUT
 ) -> tuple[DataFrame, ChangeFormat]:
     """``df`` unchanged for vocabularies with top-level keys; Debezium turned into the plain form
-    (with :data:`joins.changes.PLAIN_COLUMNS`), its refused rows written to the checkpoint's
+    (with :data:`streamjoin.changes.PLAIN_COLUMNS`), its refused rows written to the checkpoint's
     set-aside output ``input_name``."""
     if fmt.vocabulary in (Vocabulary.PLAIN, Vocabulary.DELTA):
         return df, fmt

@@ -7,7 +7,7 @@ from typing import Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql.types import TimestampNTZType, TimestampType
 
-from joins.errors import JoinDefinitionError
+from streamjoin.errors import JoinDefinitionError
 
 __all__ = ["check_columns", "check_time"]
 

@@ -9,13 +9,13 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from joins.changes import ChangeFormat
-from joins.enrichment import EnrichmentJoin
-from joins.errors import JoinDefinitionError
-from joins.runtime import StateConfig
-from joins.spark.changes import change_format, plain_changes
-from joins.spark.checks import check_columns, check_time
-from joins.spark.runtime import arrow_schema, resolve_checkpoint, run_operator
+from streamjoin.changes import ChangeFormat
+from streamjoin.enrichment.operator import EnrichmentJoin
+from streamjoin.errors import JoinDefinitionError
+from streamjoin.runtime.partition import StateConfig
+from streamjoin.spark.changes import change_format, plain_changes
+from streamjoin.spark.checks import check_columns, check_time
+from streamjoin.spark.runtime import arrow_schema, resolve_checkpoint, run_operator
 
 __all__ = ["stream_table_join"]
 
@@ -65,7 +65,7 @@ def stream_table_join(
     set aside with a reason: ``set_aside_rows(spark, checkpoint, "stream" | "table" |
     "table_source")``. ``bootstrap``, a batch DataFrame of the table's rows (its key and value
     columns; a change-time column kept if present), is loaded before the first batch. Other
-    arguments as for :func:`joins.interval_join`. Raises :class:`JoinDefinitionError` before any
+    arguments as for :func:`streamjoin.interval_join`. Raises :class:`JoinDefinitionError` before any
     query starts when an argument is wrong.
     """
     key = [table_key] if isinstance(table_key, str) else list(table_key)

@@ -7,11 +7,11 @@ from typing import Any, Mapping, Sequence, Union
 
 from pyspark.sql import DataFrame
 
-from joins.errors import JoinDefinitionError
-from joins.interval import IntervalJoin
-from joins.runtime import StateConfig
-from joins.spark.checks import check_columns, check_time
-from joins.spark.runtime import arrow_schema, run_operator
+from streamjoin.errors import JoinDefinitionError
+from streamjoin.interval.operator import IntervalJoin
+from streamjoin.runtime.partition import StateConfig
+from streamjoin.spark.checks import check_columns, check_time
+from streamjoin.spark.runtime import arrow_schema, run_operator
 
 __all__ = ["interval_join"]
 
@@ -42,7 +42,7 @@ def interval_join(
     inclusive; either may be negative). ``how``: inner, left, right, full, left_semi, left_anti.
     The watermark is ``min(largest left time, largest right time) - delay`` over earlier
     micro-batches; rows older than it are late: they never join and are written, with the
-    reason, to the checkpoint's set-aside output (:func:`joins.set_aside_rows`). Unmatched rows of
+    reason, to the checkpoint's set-aside output (:func:`streamjoin.set_aside_rows`). Unmatched rows of
     outer joins are emitted once the watermark has passed their window.
 
     Output columns: the key columns once (named as on the left), then the left columns, then the
@@ -51,7 +51,7 @@ def interval_join(
     for streaming inputs; ``partitions`` defaults to ``spark.sql.shuffle.partitions``; ``store``
     is ``rocksdb``, ``lmdb``, ``memory`` or ``package.module:Class``; local stores live under
     ``state_dir`` (default: under Spark's local directory). Raises
-    :class:`joins.errors.JoinDefinitionError` before any query starts when an argument is wrong.
+    :class:`streamjoin.errors.JoinDefinitionError` before any query starts when an argument is wrong.
     """
     left_on, right_on = _split_on(on)
     check_columns(left, "left", list(left_on) + [left_time])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame, SparkSession
 
-from joins.checkpoint import Checkpoint
+from streamjoin.runtime.checkpoint import Checkpoint
 
 __all__ = ["set_aside_rows", "join_metrics"]
 

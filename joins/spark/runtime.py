@@ -3,7 +3,7 @@
 The inputs are unioned into one DataFrame whose rows carry an input tag, the join key (cast to one
 type per key column, so equal keys hash equally whichever input they come from) and the input's
 columns as one struct. ``repartition(partitions, key...)`` sends equal keys to one partition;
-``mapInArrow`` then runs :func:`joins.runtime.run_partition` on each partition's rows. The task
+``mapInArrow`` then runs :func:`streamjoin.runtime.partition.run_partition` on each partition's rows. The task
 reads the micro-batch id from the task's local property ``streaming.sql.batchId`` (the version),
 its partition id, its attempt number and the streaming query's id. A batch (non-streaming) input
 runs as version 0 with a final watermark of +infinity.
@@ -27,10 +27,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
-from joins.checkpoint import Checkpoint
-from joins.errors import JoinDefinitionError
-from joins.operator import InputSpec, Operator
-from joins.runtime import StateConfig, TaskInfo, run_partition
+from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.errors import JoinDefinitionError
+from streamjoin.runtime.operator import InputSpec, Operator
+from streamjoin.runtime.partition import StateConfig, TaskInfo, run_partition
 
 __all__ = ["run_operator", "arrow_schema", "resolve_checkpoint", "INPUT_TAG"]
 

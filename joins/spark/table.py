@@ -6,12 +6,12 @@ from typing import Any, Mapping, Sequence
 
 from pyspark.sql import DataFrame
 
-from joins.changes import ChangeFormat
-from joins.interval_spec import On
-from joins.runtime import StateConfig
-from joins.spark.changes import change_format, plain_changes
-from joins.spark.runtime import arrow_schema, resolve_checkpoint, run_operator
-from joins.table_join import TableTableJoin
+from streamjoin.changes import ChangeFormat
+from streamjoin.interval.spec import On
+from streamjoin.runtime.partition import StateConfig
+from streamjoin.spark.changes import change_format, plain_changes
+from streamjoin.spark.runtime import arrow_schema, resolve_checkpoint, run_operator
+from streamjoin.table.operator import TableTableJoin
 
 __all__ = ["table_table_join", "STAGES"]
 
@@ -41,7 +41,7 @@ def table_table_join(
 ) -> DataFrame:
     """The change stream of the view ``left JOIN right ON on``, kept up to date as both change.
 
-    Both inputs are change streams as for :func:`joins.stream_table_join` (Delta change data feed,
+    Both inputs are change streams as for :func:`streamjoin.stream_table_join` (Delta change data feed,
     Debezium envelopes, or plain with an ``op`` column and the change-time column ``*_time``; the
     vocabulary is detected unless ``*_format`` names it), with primary keys ``left_key`` and
     ``right_key``. ``on``: a column name, a list of names on both sides, or a pair (left names,
@@ -55,14 +55,14 @@ def table_table_join(
     (``insert``, ``update_preimage``, ``update_postimage``, ``delete``), ``_commit_version`` (the
     micro-batch id) and ``_seq``; applying them in (``_commit_version``, ``_seq``) order to an
     empty table gives, after every micro-batch, the join of the two tables as they stand
-    (:class:`joins.view.MaterializedView` does it). Outer joins insert a null-padded row while a
+    (:class:`streamjoin.view.MaterializedView` does it). Outer joins insert a null-padded row while a
     row has no match and retract it when its first match appears.
 
     A row whose join key changes (a post moved to another author) is retracted from its old key
     by a first stage partitioned by primary key; so the join runs three stages, each with its own
     state and changelogs under ``<checkpoint>/left_keys``, ``right_keys`` and ``join``
     (``join_metrics`` and ``set_aside_rows`` take those paths). Other arguments as for
-    :func:`joins.interval_join`. Raises :class:`JoinDefinitionError` before any query starts
+    :func:`streamjoin.interval_join`. Raises :class:`JoinDefinitionError` before any query starts
     when an argument is wrong.
     """
     streaming = left_changes.isStreaming or right_changes.isStreaming

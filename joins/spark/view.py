@@ -9,7 +9,7 @@
     sink.write_parquet("timeline.parquet")
 
 **Contract.** The view lives on the driver: each micro-batch's view changes are collected to the
-driver as Arrow and applied to a :class:`joins.view.MaterializedView` in a local store at
+driver as Arrow and applied to a :class:`streamjoin.view.MaterializedView` in a local store at
 ``path``. That suits views that fit one machine's disk (the store is RocksDB by default, so not
 its memory); a larger view belongs in a table format written by the executors. The store's
 version marker is the last micro-batch id applied, and a micro-batch is applied in one atomic
@@ -27,10 +27,10 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
-from joins.spark.runtime import arrow_schema
-from joins.table_spec import COMMIT_VERSION, SEQ_COLUMN
-from joins.view import MaterializedView
-from statestore import open_store
+from streamjoin.spark.runtime import arrow_schema
+from streamjoin.table.spec import COMMIT_VERSION, SEQ_COLUMN
+from streamjoin.view import MaterializedView
+from streamjoin.statestore import open_store
 
 __all__ = ["ViewSink", "view_sink"]
 
@@ -67,7 +67,7 @@ class ViewSink:
     def apply(self, changes: pa.Table, batch_id: int) -> dict[str, int] | None:
         """Apply one micro-batch's changes (Arrow); counts by change type, or None when skipped.
 
-        Raises :class:`joins.view.ViewError` (nothing written) for changes that do not fit the view,
+        Raises :class:`streamjoin.view.ViewError` (nothing written) for changes that do not fit the view,
         and ValueError for a change whose ``_commit_version`` is after ``batch_id``.
         """
         if self.has_applied(batch_id):
@@ -132,6 +132,6 @@ def view_sink(path: str, *, left_key: str | Sequence[str], right_key: str | Sequ
               schema: pa.Schema | StructType | DataFrame, store: str = "rocksdb") -> ViewSink:
     """A ``foreachBatch`` function keeping the view of a table-table join's change stream at ``path``.
 
-    See :mod:`joins.spark.view` for the contract (a driver-local view, each batch id applied once).
+    See :mod:`streamjoin.spark.view` for the contract (a driver-local view, each batch id applied once).
     """
     return ViewSink(path, left_key=left_key, right_key=right_key, schema=schema, store=store)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from bench.enrichment import DELAY_S, Params, generate
+from streamjoin.bench.enrichment import DELAY_S, Params, generate
 
 
 def _us(table: pa.Table, column: str) -> np.ndarray:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench.table import bounds, expected_view_rows, generate
+from streamjoin.bench.table import bounds, expected_view_rows, generate
 
 
 def _replay(workload, ends):

@@ -7,7 +7,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from statestore import Store, destroy_store, open_store
+from streamjoin.statestore import Store, destroy_store, open_store
 from tests.changelog.model import BACKENDS
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from changelog import Changelog, apply_retention, compact
-from changelog.format import Kind, LogFile
+from streamjoin.changelog import Changelog, apply_retention, compact
+from streamjoin.changelog.format import Kind, LogFile
 from tests.changelog.model import Model, Write
 
 

@@ -8,7 +8,7 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from changelog.log import iter_chunks, rebatch
+from streamjoin.changelog.log import iter_chunks, rebatch
 
 entries = st.lists(st.tuples(st.binary(min_size=1, max_size=6), st.binary(max_size=40)), max_size=60)
 

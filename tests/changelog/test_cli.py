@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-import changelog.cli
-from changelog.format import Kind
-from jobs.cli import main
-from statestore import open_store
+import streamjoin.changelog.cli
+from streamjoin.changelog.format import Kind
+from streamjoin.jobs.cli import main
+from streamjoin.statestore import open_store
 from tests.changelog.history import file_of, truncate
 from tests.changelog.test_logging_store import WRITES, Runner
 
@@ -69,7 +69,7 @@ def test_cli_compact_applies_retention(runner, capsys):
 @pytest.mark.parametrize("backend", ["memory", "rocksdb", "lmdb"])
 def test_cli_restore_into_backend(runner, backend, tmp_path, capsys, monkeypatch):
     into = str(tmp_path / f"restored-{backend}")
-    monkeypatch.setattr(changelog.cli, "PROGRESS_FROM", 1)
+    monkeypatch.setattr(streamjoin.changelog.cli, "PROGRESS_FROM", 1)
     assert main(["changelog", "restore", runner.log.uri, "--version", "4", "--backend", backend,
                  "--into", into]) == 0
     captured = capsys.readouterr()

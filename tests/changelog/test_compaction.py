@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from changelog import (
+from streamjoin.changelog import (
     ChangelogConflictError,
     Changelog,
     VersionOrderError,
@@ -16,8 +16,8 @@ from changelog import (
     restore,
     snapshot_from_store,
 )
-from changelog.format import Kind
-from statestore import open_store
+from streamjoin.changelog.format import Kind
+from streamjoin.statestore import open_store
 from tests.changelog.history import build, file_of, flip_byte, write_for
 from tests.changelog.model import BACKENDS, Write
 

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from changelog import (
+from streamjoin.changelog import (
     ChangelogCorruptError,
     ChangelogGapError,
     ChecksumMismatchError,
@@ -18,8 +18,8 @@ from changelog import (
     VersionNotRetainedError,
     restore,
 )
-from changelog.format import Kind
-from changelog.inspect import verify
+from streamjoin.changelog.format import Kind
+from streamjoin.changelog.inspect import verify
 from tests.changelog.history import build, file_of, flip_byte, path_of, truncate
 
 
@@ -80,7 +80,7 @@ def test_restore_damaged_snapshot_falls_back_to_older_chain(history, make_store,
     log, model = history
     damaged = file_of(log, Kind.SNAPSHOT, 7)
     flip_byte(log, damaged)
-    with caplog.at_level(logging.WARNING, logger="changelog.restore"):
+    with caplog.at_level(logging.WARNING, logger="streamjoin.changelog.restore"):
         state, stats = _restored(log, make_store("s"), 9)
     assert state == model.states[9]
     assert stats.base_version == 4 and stats.deltas == 5

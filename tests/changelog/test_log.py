@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
 
-from changelog import (
+from streamjoin.changelog import (
     Changelog,
     ChangelogError,
     ChecksumMismatchError,
@@ -19,9 +19,9 @@ from changelog import (
     compact,
     restore,
 )
-from changelog.format import Kind
-from changelog.inspect import verify
-from changelog.storage import ArrowStorage, LocalStorage
+from streamjoin.changelog.format import Kind
+from streamjoin.changelog.inspect import verify
+from streamjoin.changelog.storage import ArrowStorage, LocalStorage
 from tests.changelog.history import build, file_of, flip_byte, write_for
 
 

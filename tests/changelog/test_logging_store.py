@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
-from changelog import Changelog, OpenHow, VersionNotRetainedError, VersionOrderError, open_logged_store
-from statestore import destroy_store
+from streamjoin.changelog import Changelog, OpenHow, VersionNotRetainedError, VersionOrderError, open_logged_store
+from streamjoin.statestore import destroy_store
 from tests.changelog.model import Model, Write
 
 WRITES = [

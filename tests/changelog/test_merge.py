@@ -6,8 +6,8 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from changelog.format import Delta
-from changelog.merge import _segments, compose, merge
+from streamjoin.changelog.format import Delta
+from streamjoin.changelog.merge import _segments, compose, merge
 from tests.changelog.model import Write
 from tests.changelog.strategies import keys, values, writes
 

@@ -18,7 +18,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from changelog import OpenHow, compact, snapshot_from_store
+from streamjoin.changelog import OpenHow, compact, snapshot_from_store
 from tests.changelog.model import BACKENDS
 from tests.changelog.strategies import writes
 from tests.changelog.test_logging_store import Runner

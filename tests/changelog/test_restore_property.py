@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from changelog import Changelog, RestoreMethod, compact, restore
-from statestore import destroy_store, open_store
+from streamjoin.changelog import Changelog, RestoreMethod, compact, restore
+from streamjoin.statestore import destroy_store, open_store
 from tests.changelog.model import BACKENDS, Model
 from tests.changelog.strategies import writes
 

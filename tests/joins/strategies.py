@@ -21,12 +21,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from hypothesis import strategies as st
 
-from joins.interval import IntervalJoin
-from joins.interval_state import WATERMARK_KEY
-from joins.operator import NEG_INF, REASON_COLUMN, Operator, StepInput
-from joins.reference import interval_late_rows, reference_interval_join
-from statestore import backend_names, destroy_store, open_store
-from statestore.codecs import decode_int, pack
+from streamjoin.interval.operator import IntervalJoin
+from streamjoin.interval.state import WATERMARK_KEY
+from streamjoin.runtime.operator import NEG_INF, REASON_COLUMN, Operator, StepInput
+from streamjoin.testing.interval import interval_late_rows, reference_interval_join
+from streamjoin.statestore import backend_names, destroy_store, open_store
+from streamjoin.statestore.codecs import decode_int, pack
 
 HOWS = ("inner", "left", "right", "full", "left_semi", "left_anti")
 SECOND = 1_000_000
@@ -195,7 +195,7 @@ _PATHS = itertools.count()
 
 
 def route(table: pa.Table, key: Sequence[str], partitions: int) -> list[pa.Table]:
-    """Rows to partitions by a hash of their key values (as :func:`joins.local.route` does)."""
+    """Rows to partitions by a hash of their key values (as :func:`streamjoin.runtime.local.route` does)."""
     targets = [zlib.crc32(pack(*values)) % partitions
                for values in zip(*(table.column(k).to_pylist() for k in key))]
     return [table.filter(pa.array([t == p for t in targets], pa.bool_())) for p in range(partitions)]
@@ -278,11 +278,11 @@ def drive(case: JoinCase, *, store: str = "memory", final_alone: bool = True, **
 # -- driving an operator through the runtime (changelogs, checkpoints) -----------------------------
 
 class Local:
-    """A :class:`joins.local.LocalRunner` over a fresh temporary checkpoint and state directory."""
+    """A :class:`streamjoin.runtime.local.LocalRunner` over a fresh temporary checkpoint and state directory."""
 
     def __init__(self, case: JoinCase, store: str = "memory", **options: Any) -> None:
-        from joins.local import LocalRunner
-        from joins.runtime import StateConfig
+        from streamjoin.runtime.local import LocalRunner
+        from streamjoin.runtime.partition import StateConfig
 
         self.root = tempfile.mkdtemp(prefix="sj-interval-local-")
         config = StateConfig(store=store, local_dir=f"{self.root}/local", snapshot_every=3, retain_versions=3)

@@ -21,15 +21,15 @@ from typing import Any, Callable, Sequence
 import pyarrow as pa
 from hypothesis import strategies as st
 
-from joins.changes import ChangeFormat
-from joins.local import route
-from joins.operator import StepInput
-from joins.reference_table import Change, ReferenceTable, reference_changes, reference_view
-from joins.runtime import StateConfig
-from joins.table_join import TableTableJoin
-from joins.table_local import LocalTableTableRunner
-from joins.view import MaterializedView
-from statestore import destroy_store, open_store
+from streamjoin.changes import ChangeFormat
+from streamjoin.runtime.local import route
+from streamjoin.runtime.operator import StepInput
+from streamjoin.testing.table import Change, ReferenceTable, reference_changes, reference_view
+from streamjoin.runtime.partition import StateConfig
+from streamjoin.table.operator import TableTableJoin
+from streamjoin.table.local import LocalTableTableRunner
+from streamjoin.view import MaterializedView
+from streamjoin.statestore import destroy_store, open_store
 
 SECOND = 1_000_000
 EPOCH = dt.datetime(1970, 1, 1)

@@ -1,4 +1,4 @@
-"""Change-stream vocabularies (joins.changes): every vocabulary normalises one history to the same
+"""Change-stream vocabularies (streamjoin.changes): every vocabulary normalises one history to the same
 internal changes; bad rows are set aside with their reason and counted; bad formats are refused."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from joins.changes import (
+from streamjoin.changes import (
     DELETE, HEARTBEAT, OP, PLAIN_COLUMNS, SEQ, TIME, UPSERT, ChangeFormat, normalise, to_plain,
 )
-from joins.errors import JoinDefinitionError
+from streamjoin.errors import JoinDefinitionError
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 ROW = pa.schema([("id", pa.int64()), ("name", pa.string())])

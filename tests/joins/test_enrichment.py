@@ -1,4 +1,4 @@
-"""Worked examples of the enrichment join (joins.enrichment): boundaries, waiting and release,
+"""Worked examples of the enrichment join (streamjoin.enrichment.operator): boundaries, waiting and release,
 grace, late and stale rows, bootstrap, definition errors. Each reads as a script: add events and
 changes, check what comes out."""
 
@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from joins.changes import PLAIN_COLUMNS, ChangeFormat, normalise, to_plain
-from joins.enrichment import EnrichmentJoin
-from joins.errors import JoinDefinitionError
+from streamjoin.changes import PLAIN_COLUMNS, ChangeFormat, normalise, to_plain
+from streamjoin.enrichment.operator import EnrichmentJoin
+from streamjoin.errors import JoinDefinitionError
 from tests.joins.strategies import StepDriver
 from tests.joins.test_enrichment_properties import DELTA, PLAIN, SECOND, Case, Recording, cases, drive, when
 

@@ -1,4 +1,4 @@
-"""The versions' state of the enrichment join (joins.enrichment_state): per key bucket a base blob
+"""The versions' state of the enrichment join (streamjoin.enrichment.state): per key bucket a base blob
 plus one small delta per version that changed the bucket, folded into a new base now and then.
 
 Whatever the fold tuning (fold every version, fold rarely, one bucket or many), the output equals
@@ -19,13 +19,13 @@ import pyarrow as pa
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from joins import enrichment_state as state
-from joins.changes import ChangeFormat
-from joins.enrichment import EnrichmentJoin
-from joins.local import LocalRunner
-from joins.operator import StepInput
-from joins.runtime import StateConfig
-from statestore import destroy_store, open_store
+from streamjoin.enrichment import state as state
+from streamjoin.changes import ChangeFormat
+from streamjoin.enrichment.operator import EnrichmentJoin
+from streamjoin.runtime.local import LocalRunner
+from streamjoin.runtime.operator import StepInput
+from streamjoin.runtime.partition import StateConfig
+from streamjoin.statestore import destroy_store, open_store
 from tests.joins.strategies import StepDriver, disturb
 from tests.joins.test_enrichment_properties import BACKENDS, SECOND, Case, Recording, cases, when
 

@@ -1,5 +1,5 @@
 """Properties of the enrichment join (SPEC §5) run through the runtime (``LocalRunner``), checked
-against the references of :mod:`joins.reference_enrichment`.
+against the references of :mod:`streamjoin.testing.enrichment`.
 
 A case is a random change history and event stream (two schema variants: a plain change table
 with an integer key and a sequence column, and a Delta change data feed with a string key),
@@ -21,13 +21,13 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from joins.changes import ChangeFormat
-from joins.enrichment import EnrichmentJoin
-from joins.local import LocalRunner
-from joins.operator import Operator
-from joins.reference_enrichment import late_flags, reference_as_of, reference_latest
-from joins.runtime import StateConfig
-from statestore import backend_names
+from streamjoin.changes import ChangeFormat
+from streamjoin.enrichment.operator import EnrichmentJoin
+from streamjoin.runtime.local import LocalRunner
+from streamjoin.runtime.operator import Operator
+from streamjoin.testing.enrichment import late_flags, reference_as_of, reference_latest
+from streamjoin.runtime.partition import StateConfig
+from streamjoin.statestore import backend_names
 from tests.joins.strategies import DISTURBANCES, StepDriver, disturb
 
 SECOND = 1_000_000

@@ -9,13 +9,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from joins.errors import JoinError
-from joins.interval import IntervalJoin
-from joins.interval_spec import ROW_ID
-from joins.interval_state import marks_put, rows_puts, scan_groups
-from joins.operator import REASON_COLUMN
-from statestore import open_store
-from statestore.codecs import encode_int, encode_timestamp
+from streamjoin.errors import JoinError
+from streamjoin.interval.operator import IntervalJoin
+from streamjoin.interval.spec import ROW_ID
+from streamjoin.interval.state import marks_put, rows_puts, scan_groups
+from streamjoin.runtime.operator import REASON_COLUMN
+from streamjoin.statestore import open_store
+from streamjoin.statestore.codecs import encode_int, encode_timestamp
 from tests.joins.strategies import StepDriver
 
 T0 = dt.datetime(2024, 1, 1)

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from statestore import backend_names
+from streamjoin.statestore import backend_names
 from tests.joins.strategies import (
     DISTURBANCES, JoinCase, Local, StepDriver, aside_of, disturb, drive, join_cases, rows_of,
 )

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from joins.reference import interval_late_rows, interval_watermarks, reference_interval_join
+from streamjoin.testing.interval import interval_late_rows, interval_watermarks, reference_interval_join
 
 L = [{"k": 1, "t": 10, "q": "a"}, {"k": 2, "t": 10, "q": "b"}, {"k": None, "t": 10, "q": "n"}, {"k": 1, "t": None, "q": "x"}]
 R = [{"k": 1, "t": 8, "c": "lo"}, {"k": 1, "t": 13, "c": "hi"}, {"k": 1, "t": 14, "c": "out"}, {"k": None, "t": 10, "c": "n"}]

@@ -8,8 +8,8 @@ import json
 import pyarrow as pa
 import pytest
 
-from joins.errors import JoinDefinitionError
-from joins.interval import IntervalJoin
+from streamjoin.errors import JoinDefinitionError
+from streamjoin.interval.operator import IntervalJoin
 
 SEC = dt.timedelta(seconds=1)
 LEFT = pa.schema([("k", pa.int64()), ("ts", pa.timestamp("us")), ("v", pa.string()), ("only_l", pa.int8())])

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from joins.changes import ChangeFormat
-from joins.enrichment import EnrichmentJoin
-from joins.errors import CheckpointMismatchError
-from joins.local import LocalRunner
-from joins.runtime import StateConfig
+from streamjoin.changes import ChangeFormat
+from streamjoin.enrichment.operator import EnrichmentJoin
+from streamjoin.errors import CheckpointMismatchError
+from streamjoin.runtime.local import LocalRunner
+from streamjoin.runtime.partition import StateConfig
 
 EVENTS = pa.schema([("user", pa.int64()), ("ts", pa.timestamp("us")), ("what", pa.string())])
 TABLE = pa.schema([("user", pa.int64()), ("op", pa.string()), ("at", pa.timestamp("us")), ("plan", pa.string())])

@@ -1,4 +1,4 @@
-"""Worked examples of the table-table join (joins.table_join): a timeline of posts joined with
+"""Worked examples of the table-table join (streamjoin.table.operator): a timeline of posts joined with
 follows. Each reads as a script: add changes to either table, check the view changes that come
 out and the view they maintain."""
 
@@ -11,14 +11,14 @@ import zlib
 import pyarrow as pa
 import pytest
 
-from joins.changes import PLAIN_COLUMNS, ChangeFormat, normalise, to_plain
-from joins.errors import JoinError
-from joins.runtime import StateConfig
-from joins.table_join import TableTableJoin
-from joins.table_local import LocalTableTableRunner
-from joins.view import MaterializedView
-from statestore import destroy_store, open_store
-from statestore.codecs import pack
+from streamjoin.changes import PLAIN_COLUMNS, ChangeFormat, normalise, to_plain
+from streamjoin.errors import JoinError
+from streamjoin.runtime.partition import StateConfig
+from streamjoin.table.operator import TableTableJoin
+from streamjoin.table.local import LocalTableTableRunner
+from streamjoin.view import MaterializedView
+from streamjoin.statestore import destroy_store, open_store
+from streamjoin.statestore.codecs import pack
 from tests.joins.table_cases import COMPOSITE, Run, TableCase, output_rows, when
 
 POSTS = pa.schema([("post_id", pa.int64()), ("author", pa.int64()), ("text", pa.string()), ("op", pa.string()),
@@ -263,7 +263,7 @@ def test_table_join_debezium_changes_join_through_the_plain_form(timeline):
 def test_table_join_stage_refuses_two_changes_of_one_row():
     join = TableTableJoin(POSTS, FOLLOWS, (["author"], ["followee"]), left_key="post_id", right_key="fid",
                           left_time="at", right_time="at")
-    from joins.operator import StepInput
+    from streamjoin.runtime.operator import StepInput
 
     routed = join.left_stage.output_schema
     rows = pa.Table.from_pylist([{"post_id": 1, "author": 1, "__sj_op": 0}] * 2, schema=routed)

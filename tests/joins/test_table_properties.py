@@ -1,4 +1,4 @@
-"""Properties of the table-table join (SPEC §6), checked against :mod:`joins.reference_table`, for
+"""Properties of the table-table join (SPEC §6), checked against :mod:`streamjoin.testing.table`, for
 random change histories of two tables (inserts, updates that move rows between join keys, deletes
 of known and unknown keys, stale and duplicate changes, heartbeats), micro-batch splits, partition
 counts, backends and ``how``. The bulk runs the stages' steps in process (:class:`StepChain`, no
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from statestore import backend_names
+from streamjoin.statestore import backend_names
 from tests.joins.strategies import DISTURBANCES, disturb
 from tests.joins.table_cases import Run, TableCase, output_rows, table_cases
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from joins.changes import ChangeFormat
-from joins.errors import JoinDefinitionError
-from joins.table_join import TableTableJoin
-from joins.table_join_stage import TableJoinStage
-from joins.table_rekey import TableRekey
+from streamjoin.changes import ChangeFormat
+from streamjoin.errors import JoinDefinitionError
+from streamjoin.table.operator import TableTableJoin
+from streamjoin.table.stage import TableJoinStage
+from streamjoin.table.rekey import TableRekey
 
 POSTS = pa.schema([("post_id", pa.int64()), ("author", pa.int64()), ("text", pa.string()), ("op", pa.string()),
                    ("at", pa.timestamp("us"))])
@@ -44,7 +44,7 @@ def test_table_join_spec_detects_the_change_vocabularies():
     ({"left_changes": ChangeFormat.plain("author", time="at")}, "left_key is ['post_id'] but left_changes has key"),
     ({"left_changes": ChangeFormat.plain("post_id", time="at"), "left_time": "text"}, "leave left_time out"),
     ({"left_changes": ChangeFormat.debezium("post_id"), "left_time": None}, "to_plain first"),
-    ({"left_changes": "plain"}, "must be a joins.changes.ChangeFormat"),
+    ({"left_changes": "plain"}, "must be a streamjoin.changes.ChangeFormat"),
     ({"right": DELTA, "right_time": "at"}, "leave right_time out"),
     ({"right": pa.schema([("fid", pa.int64()), ("followee", pa.int64())])}, "cannot tell how the right change table"),
     ({"right": pa.schema([("fid", pa.int64()), ("followee", pa.string()), ("op", pa.string()), ("at", pa.int64())])},

@@ -1,4 +1,4 @@
-"""The materialized view helper (joins.view): applying a change stream, reading it back by key
+"""The materialized view helper (streamjoin.view): applying a change stream, reading it back by key
 and as a table, and refusing a stream that does not fit the view."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from joins.view import MaterializedView, ViewError
-from statestore import backend_names, destroy_store, open_store
+from streamjoin.view import MaterializedView, ViewError
+from streamjoin.statestore import backend_names, destroy_store, open_store
 
 SCHEMA = pa.schema([("post_id", pa.int64()), ("text", pa.string()), ("fid", pa.int64()), ("at", pa.timestamp("us")),
                     ("_change_type", pa.string()), ("_commit_version", pa.int64()), ("_seq", pa.int64())])

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.cli import build_parser
-from jobs.enrich_activity import Paths, config_from_args, run_job
-from jobs.enrich_activity_report import print_summary
+from streamjoin.jobs.cli import build_parser
+from streamjoin.jobs.enrich_activity import Paths, config_from_args, run_job
+from streamjoin.jobs.enrich_activity_report import print_summary
 
 pytestmark = pytest.mark.spark
 

@@ -12,9 +12,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from joins import join_metrics, set_aside_rows, stream_table_join
-from joins.changes import ChangeFormat
-from joins.errors import JoinDefinitionError
+from streamjoin import join_metrics, set_aside_rows, stream_table_join
+from streamjoin.changes import ChangeFormat
+from streamjoin.errors import JoinDefinitionError
 
 pytestmark = pytest.mark.spark
 

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from joins import interval_join, set_aside_rows
-from joins.errors import JoinDefinitionError
+from streamjoin import interval_join, set_aside_rows
+from streamjoin.errors import JoinDefinitionError
 
 pytestmark = pytest.mark.spark
 

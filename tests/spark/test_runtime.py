@@ -18,11 +18,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from joins.basic import RunningCount
-from joins.checkpoint import Checkpoint
-from joins.errors import CheckpointMismatchError, JoinDefinitionError
-from joins.runtime import StateConfig
-from joins.spark import arrow_schema, run_operator
+from streamjoin.bench.operators import RunningCount
+from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.errors import CheckpointMismatchError, JoinDefinitionError
+from streamjoin.runtime.partition import StateConfig
+from streamjoin.spark import arrow_schema, run_operator
 
 pytestmark = pytest.mark.spark
 
@@ -162,7 +162,7 @@ def test_runtime_checkpoint_of_another_query_is_refused(spark, tmp_path):
 
 
 def test_runtime_metrics_and_set_aside_rows_account_for_every_row(spark, tmp_path):
-    from joins import join_metrics, set_aside_rows
+    from streamjoin import join_metrics, set_aside_rows
 
     _write_inputs(tmp_path / "in", range(N_FILES))
     _start(spark, tmp_path, state=_state(tmp_path))

@@ -12,12 +12,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from joins import table_table_join
-from joins.errors import JoinDefinitionError
-from joins.reference_table import Change, ReferenceTable, reference_view
-from joins.table_spec import CDF_COLUMNS
-from joins.view import MaterializedView
-from statestore import open_store
+from streamjoin import table_table_join
+from streamjoin.errors import JoinDefinitionError
+from streamjoin.testing.table import Change, ReferenceTable, reference_view
+from streamjoin.table.spec import CDF_COLUMNS
+from streamjoin.view import MaterializedView
+from streamjoin.statestore import open_store
 
 pytestmark = pytest.mark.spark
 

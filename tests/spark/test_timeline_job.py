@@ -5,9 +5,9 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.timeline import run_job
-from jobs.timeline_generator import TimelineConfig
-from jobs.timeline_report import expected_view
+from streamjoin.jobs.timeline import run_job
+from streamjoin.jobs.timeline_generator import TimelineConfig
+from streamjoin.jobs.timeline_report import expected_view
 
 pytestmark = pytest.mark.spark
 

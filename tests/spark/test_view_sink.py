@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from joins import table_table_join, view_sink
-from joins.reference_table import Change, ReferenceTable, reference_view
+from streamjoin import table_table_join, view_sink
+from streamjoin.testing.table import Change, ReferenceTable, reference_view
 
 pytestmark = pytest.mark.spark
 

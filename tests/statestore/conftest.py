@@ -8,7 +8,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from statestore import Store, destroy_store, open_store, register_backend
+from streamjoin.statestore import Store, destroy_store, open_store, register_backend
 from tests.statestore.userstore import PickleStore
 
 REGISTERED_USER_KIND = "user-pickle"

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from statestore.codecs import (
+from streamjoin.statestore.codecs import (
     decode_float,
     decode_int,
     decode_timestamp,

@@ -1,10 +1,10 @@
-"""The store contract (statestore.base), written once and run against every backend."""
+"""The store contract (streamjoin.statestore.base), written once and run against every backend."""
 
 from __future__ import annotations
 
 import pytest
 
-from statestore import (
+from streamjoin.statestore import (
     Store,
     StoreClosedError,
     StoreError,
@@ -12,7 +12,7 @@ from statestore import (
     StoreWriteError,
     prefix_end,
 )
-from statestore.registry import resolve_backend
+from streamjoin.statestore.registry import resolve_backend
 from tests.statestore.conftest import REGISTERED_USER_KIND, Backend
 from tests.statestore.userstore import PickleStore
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-import statestore.lmdb as lmdb_backend
-from statestore import StoreError, StoreWriteError, open_store
+import streamjoin.statestore.lmdb as lmdb_backend
+from streamjoin.statestore import StoreError, StoreWriteError, open_store
 
 SMALL_MAP = 64 << 10  # 64 KiB: a few pages
 

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from statestore import StoreLockedError, destroy_store, open_store
+from streamjoin.statestore import StoreLockedError, destroy_store, open_store
 from tests.statestore.conftest import DISK_BACKENDS, Backend
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -23,7 +23,7 @@ PROMPT_SECONDS = 10.0
 
 TRY_OPEN = """
 import sys, time
-from statestore import StoreLockedError, open_store
+from streamjoin.statestore import StoreLockedError, open_store
 start = time.monotonic()
 try:
     open_store(sys.argv[1], sys.argv[2]).close()
@@ -34,7 +34,7 @@ except StoreLockedError as exc:
 
 HOLD = """
 import sys
-from statestore import open_store
+from streamjoin.statestore import open_store
 store = open_store(sys.argv[1], sys.argv[2])
 store.write(puts=[(b"held", b"1")], version=1)
 print("ready", flush=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-import statestore.rocksdb as rocksdb_backend
-from statestore import StoreError, StoreLockedError, open_store
+import streamjoin.statestore.rocksdb as rocksdb_backend
+from streamjoin.statestore import StoreError, StoreLockedError, open_store
 
 
 def test_rocksdb_scan_is_right_when_the_bound_object_is_temporary(tmp_path) -> None:

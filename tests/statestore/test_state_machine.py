@@ -18,7 +18,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-from statestore import Store, StoreWriteError
+from streamjoin.statestore import Store, StoreWriteError
 from tests.statestore.conftest import BACKENDS, Backend
 
 # A small alphabet so keys collide, share prefixes and sit at the 0x00 / 0xff edges.

@@ -12,8 +12,8 @@ import os
 import pickle
 from typing import Iterator, Sequence
 
-from statestore import KeyValue, Store, StoreWriteError
-from statestore.locking import DirectoryLock, remove_directory
+from streamjoin.statestore import KeyValue, Store, StoreWriteError
+from streamjoin.statestore.locking import DirectoryLock, remove_directory
 
 __all__ = ["PickleStore"]
 

@@ -1,7 +1,7 @@
 """Rows of the table-table join as Python tuples, and their bytes in state.
 
 A row is a tuple of *physical* values, one per column, each one that
-:func:`statestore.codecs.pack` encodes (None, bool, int, float, bytes, str):
+:func:`streamjoin.statestore.codecs.pack` encodes (None, bool, int, float, bytes, str):
 
 * integers, floats (32 and 64 bit), booleans, strings and binaries: their values;
 * timestamps, dates, times and durations: their integer storage value (µs, days, ...);
@@ -20,8 +20,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from joins.errors import JoinDefinitionError
-from statestore.codecs import pack, unpack
+from streamjoin.errors import JoinDefinitionError
+from streamjoin.statestore.codecs import pack, unpack
 
 __all__ = ["stored_type", "physical_type", "RowCodec", "pack_columns"]
 

@@ -1,7 +1,7 @@
 """The definition of an interval join: validated arguments, the column plan and the output schema.
 
 :func:`build_spec` checks every argument once, before any row is read, and raises
-:class:`joins.errors.JoinDefinitionError` with what to change. The result, :class:`IntervalSpec`,
+:class:`streamjoin.errors.JoinDefinitionError` with what to change. The result, :class:`IntervalSpec`,
 is everything the operator needs: bounds in microseconds, the key columns and their common type,
 which columns each side keeps in state, and where every output column comes from.
 
@@ -23,8 +23,8 @@ from typing import Any, Sequence, Union
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from joins.errors import JoinDefinitionError
-from joins.operator import REASON_COLUMN
+from streamjoin.errors import JoinDefinitionError
+from streamjoin.runtime.operator import REASON_COLUMN
 
 __all__ = ["How", "SidePlan", "OutputColumn", "IntervalSpec", "build_spec", "ROW_ID", "On"]
 

@@ -1,6 +1,6 @@
 """Run a table-table join's three stages in this process, as the Spark layer does.
 
-``LocalTableTableRunner`` drives one :class:`joins.local.LocalRunner` per stage, each with its own
+``LocalTableTableRunner`` drives one :class:`streamjoin.runtime.local.LocalRunner` per stage, each with its own
 checkpoint (``<checkpoint>/left_keys``, ``<checkpoint>/right_keys``, ``<checkpoint>/join``):
 version ``v`` runs the left and right key stages on that version's changes, then the join stage
 on their outputs. Rows are routed to partitions as the stages' inputs say (primary key, then
@@ -16,9 +16,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from joins.local import LocalRunner
-from joins.runtime import StateConfig
-from joins.table_join import TableTableJoin
+from streamjoin.runtime.local import LocalRunner
+from streamjoin.runtime.partition import StateConfig
+from streamjoin.table.operator import TableTableJoin
 
 __all__ = ["LocalTableTableRunner"]
 

@@ -2,10 +2,10 @@
 
     stage = TableRekey(posts.schema, ChangeFormat.plain("post_id", time="at"), "author_id", "left")
 
-One input, ``changes`` (a ``plain`` or ``delta`` change table, :mod:`joins.changes`), routed by
+One input, ``changes`` (a ``plain`` or ``delta`` change table, :mod:`streamjoin.changes`), routed by
 the table's **primary key**. A plain upsert carries no before-image, so this stage remembers, per
 primary key, the order of the last change applied and the join key of the current row, and
-outputs **routed changes** (:mod:`joins.table_spec`) for stage 2, which is routed by join key:
+outputs **routed changes** (:mod:`streamjoin.table.spec`) for stage 2, which is routed by join key:
 
 * the key's final state is a row: UPSERT of it at its join key; if a row existed before at
   another join key (nulls equal nulls), also DELETE at the old join key;
@@ -33,13 +33,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from joins.changes import DELETE, HEARTBEAT, OP, SEQ, TIME, UPSERT, ChangeFormat, normalise
-from joins.interval_spec import _sortable
-from joins.operator import InputSpec, Operator, StepInput, StepResult, conform
-from joins.table_rows import RowCodec, pack_columns
-from joins.table_spec import TableSide, build_side
-from statestore.base import KeyValue, Store
-from statestore.codecs import decode_int, pack, unpack
+from streamjoin.changes import DELETE, HEARTBEAT, OP, SEQ, TIME, UPSERT, ChangeFormat, normalise
+from streamjoin.interval.spec import _sortable
+from streamjoin.runtime.operator import InputSpec, Operator, StepInput, StepResult, conform
+from streamjoin.table.rows import RowCodec, pack_columns
+from streamjoin.table.spec import TableSide, build_side
+from streamjoin.statestore.base import KeyValue, Store
+from streamjoin.statestore.codecs import decode_int, pack, unpack
 
 __all__ = ["TableRekey"]
 

@@ -29,9 +29,9 @@ from typing import Any, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from changelog import Changelog, open_logged_store, snapshot_from_store
-from joins.checkpoint import Checkpoint
-from joins.operator import Operator, StepInput
+from streamjoin.changelog import Changelog, open_logged_store, snapshot_from_store
+from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.runtime.operator import Operator, StepInput
 
 __all__ = ["StateConfig", "TaskInfo", "run_partition", "global_max_times", "default_local_dir"]
 

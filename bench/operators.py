@@ -13,10 +13,10 @@ from typing import Any, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from joins.errors import JoinDefinitionError
-from joins.operator import REASON_COLUMN, InputSpec, Operator, StepInput, StepResult
-from statestore.base import Store
-from statestore.codecs import decode_int, encode_int, pack
+from streamjoin.errors import JoinDefinitionError
+from streamjoin.runtime.operator import REASON_COLUMN, InputSpec, Operator, StepInput, StepResult
+from streamjoin.statestore.base import Store
+from streamjoin.statestore.codecs import decode_int, encode_int, pack
 
 __all__ = ["PassThrough", "RunningCount"]
 

@@ -1,4 +1,4 @@
-"""One version of one partition of the enrichment join (the rules are in :mod:`joins.enrichment`).
+"""One version of one partition of the enrichment join (the rules are in :mod:`streamjoin.enrichment.operator`).
 
 The order of work: watermarks; sort out the new events and changes; decide which events are
 released (new ones and waiting ones); read the key buckets of the new changes and the released
@@ -33,11 +33,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from joins import enrichment_state as st
-from joins.changes import DELETE, HEARTBEAT, OP, SEQ, TIME, normalise, set_aside
-from joins.enrichment_spec import EnrichmentSpec, How, Mode, sort_keys
-from joins.operator import NEG_INF, POS_INF, StepInput, StepResult, conform
-from statestore.base import KeyValue, Store
+from streamjoin.enrichment import state as st
+from streamjoin.changes import DELETE, HEARTBEAT, OP, SEQ, TIME, normalise, set_aside
+from streamjoin.enrichment.spec import EnrichmentSpec, How, Mode, sort_keys
+from streamjoin.runtime.operator import NEG_INF, POS_INF, StepInput, StepResult, conform
+from streamjoin.statestore.base import KeyValue, Store
 
 __all__ = ["Step"]
 

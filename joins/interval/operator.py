@@ -15,8 +15,8 @@ first version with ``w > r.t - lower``; a left_semi row once, in the version of 
 unmatched rows are not output, and is output at once (it can never match) on a side whose
 unmatched rows are output (left of left/full/left_anti, right of right/full).
 **State**: a left row while ``l.t + upper >= w``, a right row while ``r.t - lower >= w``; see
-:mod:`joins.interval_state` for the layout. Output and state do not depend on the order of rows
-in a batch: rows are put in a canonical order first (:class:`joins.interval_spec.SidePlan`).
+:mod:`streamjoin.interval.state` for the layout. Output and state do not depend on the order of rows
+in a batch: rows are put in a canonical order first (:class:`streamjoin.interval.spec.SidePlan`).
 """
 
 from __future__ import annotations
@@ -27,14 +27,14 @@ from collections import Counter, defaultdict
 import numpy as np
 import pyarrow as pa
 
-from joins import interval_rows as rows
-from joins.interval_spec import ROW_ID, How, IntervalSpec, On, build_spec
-from joins.interval_state import (
+from streamjoin.interval import rows as rows
+from streamjoin.interval.spec import ROW_ID, How, IntervalSpec, On, build_spec
+from streamjoin.interval.state import (
     BucketRange, bucket_start, eviction_range, marks_put, read_watermark, rows_puts, scan_groups,
     watermark_put,
 )
-from joins.operator import NEG_INF, POS_INF, InputSpec, SpecOperator, StepInput, StepResult
-from statestore.base import KeyValue, Store
+from streamjoin.runtime.operator import NEG_INF, POS_INF, InputSpec, SpecOperator, StepInput, StepResult
+from streamjoin.statestore.base import KeyValue, Store
 
 __all__ = ["IntervalJoin", "How", "watermark"]
 
@@ -71,7 +71,7 @@ class IntervalJoin(SpecOperator):
         group_rows: int = 1_000_000,
         compression: str | None = None,
     ) -> None:
-        """Validate the join; raise :class:`joins.errors.JoinDefinitionError` naming any problem.
+        """Validate the join; raise :class:`streamjoin.errors.JoinDefinitionError` naming any problem.
 
         Tuning (no effect on results): ``bucket`` is the width of the state's time buckets (default
         a quarter of ``upper - lower``, within 1 s..1 h; part of the definition); ``blob_rows`` caps

@@ -1,17 +1,17 @@
 """The definition of a table-table join: validated sides, the routed-change schema, the output.
 
 :func:`build_side` and :func:`build_join` check every argument once, before any row is read, and
-raise :class:`joins.errors.JoinDefinitionError` saying what to change; :func:`detect_format`
+raise :class:`streamjoin.errors.JoinDefinitionError` saying what to change; :func:`detect_format`
 tells a change table's vocabulary from its columns when none is given.
 
 **Row**: a side's row is its change table's row columns (:meth:`ChangeFormat.row_fields`: for a
 plain table every column but the op, for a Delta change data feed every column but
 ``_change_type``, ``_commit_version`` and ``_commit_timestamp``), in the table's order, kept in
-their stored types (:mod:`joins.table_rows`); the join-key columns are kept in the join's common
+their stored types (:mod:`streamjoin.table.rows`); the join-key columns are kept in the join's common
 key types (equal, or a lossless widening of both sides' types).
 
 **Routed changes** (stage 1's output, stage 2's input; one schema per side): the row's columns,
-then ``__sj_op`` (int8, :data:`joins.changes.UPSERT` or :data:`~joins.changes.DELETE`). A delete
+then ``__sj_op`` (int8, :data:`streamjoin.changes.UPSERT` or :data:`~streamjoin.changes.DELETE`). A delete
 carries the primary key and the join key it is deleted at; its other columns are null.
 
 **Output** (the view's change stream, Delta change data feed vocabulary): the left row's columns,
@@ -28,10 +28,10 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 
-from joins.changes import OP, PLAIN_COLUMNS, ChangeFormat, Vocabulary
-from joins.errors import JoinDefinitionError
-from joins.interval_spec import On, _common_key_type, _parse_on  # one parser and key-type rule for the joins
-from joins.table_rows import stored_type
+from streamjoin.changes import OP, PLAIN_COLUMNS, ChangeFormat, Vocabulary
+from streamjoin.errors import JoinDefinitionError
+from streamjoin.interval.spec import On, _common_key_type, _parse_on  # one parser and key-type rule for the joins
+from streamjoin.table.rows import stored_type
 
 __all__ = ["How", "TableSide", "TableJoinSpec", "build_side", "build_join", "detect_format", "parse_on",
            "common_key_types", "CHANGE_TYPE", "COMMIT_VERSION", "SEQ_COLUMN", "CDF_COLUMNS"]
@@ -128,7 +128,7 @@ def detect_format(side: str, schema: pa.Schema, key: str | Sequence[str], time: 
     """The change format of ``side``'s change table: ``given`` (checked), else told from its columns.
 
     ``_change_type`` -> Delta change data feed; ``_change_op`` and ``_change_time`` -> the plain
-    form :func:`joins.changes.to_plain` writes; an ``op`` column -> plain, with ``time`` as the
+    form :func:`streamjoin.changes.to_plain` writes; an ``op`` column -> plain, with ``time`` as the
     change time. Raises :class:`JoinDefinitionError` when it cannot tell or the pieces disagree.
     """
     if not isinstance(schema, pa.Schema):
@@ -136,7 +136,7 @@ def detect_format(side: str, schema: pa.Schema, key: str | Sequence[str], time: 
     pk = _names(key, f"{side}_key")
     if given is not None:
         if not isinstance(given, ChangeFormat):
-            raise JoinDefinitionError(f"{side}_changes must be a joins.changes.ChangeFormat or None, not {given!r}")
+            raise JoinDefinitionError(f"{side}_changes must be a streamjoin.changes.ChangeFormat or None, not {given!r}")
         if given.key != pk:
             raise JoinDefinitionError(
                 f"{side}_key is {list(pk)} but {side}_changes has key {list(given.key)}; make them the same")
@@ -163,7 +163,7 @@ def detect_format(side: str, schema: pa.Schema, key: str | Sequence[str], time: 
     raise JoinDefinitionError(
         f"cannot tell how the {side} change table spells its changes: it has no _change_type column (Delta "
         f"change data feed) and no op column (plain changes); its columns are {schema.names}. Pass "
-        f"{side}_changes=ChangeFormat.plain(...) or ChangeFormat.delta(...) (Debezium: joins.changes.to_plain first)")
+        f"{side}_changes=ChangeFormat.plain(...) or ChangeFormat.delta(...) (Debezium: streamjoin.changes.to_plain first)")
 
 
 def _row_fields(side: str, schema: pa.Schema, fmt: ChangeFormat) -> list[pa.Field]:
@@ -173,7 +173,7 @@ def _row_fields(side: str, schema: pa.Schema, fmt: ChangeFormat) -> list[pa.Fiel
     if fmt.vocabulary not in (Vocabulary.PLAIN, Vocabulary.DELTA):
         raise JoinDefinitionError(
             f"the {side} changes must be routable by top-level key columns: {fmt.vocabulary.value} changes go "
-            "through joins.changes.to_plain first, then ChangeFormat.plain(key, **PLAIN_COLUMNS)")
+            "through streamjoin.changes.to_plain first, then ChangeFormat.plain(key, **PLAIN_COLUMNS)")
     fields = fmt.row_fields(schema)
     for reserved in (*CDF_COLUMNS, OP):
         if reserved in [f.name for f in fields]:

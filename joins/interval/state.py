@@ -1,6 +1,6 @@
 """The state layout of the interval join: time-bucketed Arrow blobs, match marks, one watermark.
 
-Keys (byte order = bucket order, see :mod:`statestore.codecs`)::
+Keys (byte order = bucket order, see :mod:`streamjoin.statestore.codecs`)::
 
     b"\\x00watermark"                                    -> encode_int(watermark of the last version)
     side | encode_timestamp(bucket) | b"m" | encode_int(version)              -> ids matched in version
@@ -33,9 +33,9 @@ from typing import Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
-from joins.operator import NEG_INF
-from statestore.base import KeyValue, Store, prefix_end
-from statestore.codecs import decode_int, encode_int, encode_timestamp
+from streamjoin.runtime.operator import NEG_INF
+from streamjoin.statestore.base import KeyValue, Store, prefix_end
+from streamjoin.statestore.codecs import decode_int, encode_int, encode_timestamp
 
 __all__ = [
     "SIDE_PREFIX", "WATERMARK_KEY", "Group", "BucketRange", "read_watermark", "watermark_put",

@@ -4,7 +4,7 @@
                         changes=ChangeFormat.delta("user_id"), delay=timedelta(minutes=1))
 
 Input 0, ``stream``: events, routed by their (foreign) key ``on``; input 1, ``table``: a change
-table (``plain`` or ``delta`` vocabulary, :mod:`joins.changes`), routed by the table's key. Debezium
+table (``plain`` or ``delta`` vocabulary, :mod:`streamjoin.changes`), routed by the table's key. Debezium
 changes keep their key inside ``before``/``after``, so they are first turned into the plain form
 (``to_plain(normalise(raw, fmt).changes, key)``, read with ``ChangeFormat.plain(key,
 **PLAIN_COLUMNS)``); the rows ``normalise`` sets aside there are that stage's dead letters.
@@ -16,7 +16,7 @@ version): the *event watermark* ``ew = max event time before v - delay`` and the
 time ``< tw`` (``"late change"``) are set aside, in both modes, so a change can arrive up to
 ``delay`` behind the table's newest change. Also set aside: a null event time, a null event key
 (``how="inner"``; ``"left"`` outputs it at once, null-padded), and the change rows
-:func:`joins.changes.normalise` refuses.
+:func:`streamjoin.changes.normalise` refuses.
 
 **Versions of a key** are ordered by (change time, sequence; a null sequence first). A change
 equal in that order to one already applied is a duplicate: the first applied wins (within one
@@ -31,7 +31,7 @@ late), or by ``grace`` once ``t < ew - grace`` (joining the versions known then;
 later one; a key whose one version left is a delete older than ``tw`` is dropped.
 **latest**: this version's changes are applied first, then every event joins its key's newest
 version at once. **Output**: each released event's columns, then the table's value columns (see
-:mod:`joins.enrichment_spec`), in canonical event order; ``how="left"`` null-pads events without
+:mod:`streamjoin.enrichment.spec`), in canonical event order; ``how="left"`` null-pads events without
 a row, ``"inner"`` drops them. **Bootstrap**: :meth:`EnrichmentJoin.bootstrap_changes` turns a
 snapshot into changes to give to version 0 with (or before) the first real changes.
 """
@@ -44,11 +44,11 @@ from typing import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from joins.changes import BOOTSTRAP_TIME, ChangeFormat, Vocabulary
-from joins.enrichment_spec import EnrichmentSpec, How, Mode, build_spec
-from joins.enrichment_step import Step
-from joins.operator import InputSpec, SpecOperator, StepInput, StepResult
-from statestore.base import Store
+from streamjoin.changes import BOOTSTRAP_TIME, ChangeFormat, Vocabulary
+from streamjoin.enrichment.spec import EnrichmentSpec, How, Mode, build_spec
+from streamjoin.enrichment.step import Step
+from streamjoin.runtime.operator import InputSpec, SpecOperator, StepInput, StepResult
+from streamjoin.statestore.base import Store
 
 __all__ = ["EnrichmentJoin", "Mode", "How"]
 
@@ -64,7 +64,7 @@ class EnrichmentJoin(SpecOperator):
         delay: datetime.timedelta = datetime.timedelta(0), grace: datetime.timedelta | None = None,
         buckets: int = 64, event_bucket: datetime.timedelta = datetime.timedelta(seconds=1),
     ) -> None:
-        """Validate the join; raise :class:`joins.errors.JoinDefinitionError` naming any problem.
+        """Validate the join; raise :class:`streamjoin.errors.JoinDefinitionError` naming any problem.
 
         Tuning (no effect on results; part of the definition): ``buckets`` key buckets of table
         versions per partition, ``event_bucket`` the width of waiting events' time buckets.
@@ -86,7 +86,7 @@ class EnrichmentJoin(SpecOperator):
         """A snapshot of the table (its row columns) as upserts in the table input's schema.
 
         A change time column present in the snapshot keeps its values (nulls become
-        :data:`joins.changes.BOOTSTRAP_TIME`, 0001-01-01); Delta's metadata columns are filled in
+        :data:`streamjoin.changes.BOOTSTRAP_TIME`, 0001-01-01); Delta's metadata columns are filled in
         (``_commit_version`` null). Give the result to version 0 as (part of) its table rows: it
         is then exactly as if those changes had been the table's history.
         """

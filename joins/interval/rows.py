@@ -13,9 +13,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from joins.errors import JoinError
-from joins.interval_spec import ROW_ID, IntervalSpec, SidePlan
-from joins.operator import REASON_COLUMN, conform
+from streamjoin.errors import JoinError
+from streamjoin.interval.spec import ROW_ID, IntervalSpec, SidePlan
+from streamjoin.runtime.operator import REASON_COLUMN, conform
 
 __all__ = ["Arrivals", "arrive", "times_of", "narrow", "match", "pairs", "left_padded", "right_padded",
            "left_rows"]

@@ -1,10 +1,10 @@
 """The definition of a stream-table enrichment join: validated arguments and the output schema.
 
 :func:`build_spec` checks every argument once, before any row is read, and raises
-:class:`joins.errors.JoinDefinitionError` saying what to change.
+:class:`streamjoin.errors.JoinDefinitionError` saying what to change.
 
 **Output columns**: every event column, as it is, then the table's value columns (the row's
-columns but the key; see :mod:`joins.changes` for what each vocabulary counts as the row), in the
+columns but the key; see :mod:`streamjoin.changes` for what each vocabulary counts as the row), in the
 table's order. **Clashing names**: a table value column named like an event column becomes
 ``<name>_table``; if a name still appears twice, the definition is refused.
 
@@ -23,10 +23,10 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 
-from joins.changes import ChangeFormat, Vocabulary
-from joins.errors import JoinDefinitionError
-from joins.operator import REASON_COLUMN
-from joins.interval_spec import _sortable  # one probe of Arrow's sort support for both joins
+from streamjoin.changes import ChangeFormat, Vocabulary
+from streamjoin.errors import JoinDefinitionError
+from streamjoin.runtime.operator import REASON_COLUMN
+from streamjoin.interval.spec import _sortable  # one probe of Arrow's sort support for both joins
 
 __all__ = ["Mode", "How", "EnrichmentSpec", "build_spec", "sort_keys"]
 
@@ -100,11 +100,11 @@ def build_spec(
         if duplicates:
             raise JoinDefinitionError(f"the {name} input has duplicate column names {duplicates}")
     if not isinstance(changes, ChangeFormat):
-        raise JoinDefinitionError(f"changes must be a joins.changes.ChangeFormat, not {changes!r}")
+        raise JoinDefinitionError(f"changes must be a streamjoin.changes.ChangeFormat, not {changes!r}")
     if changes.vocabulary not in (Vocabulary.PLAIN, Vocabulary.DELTA):
         raise JoinDefinitionError(
             f"the table input must be routable by top-level key columns: {changes.vocabulary.value} changes "
-            "go through joins.changes.to_plain first, then ChangeFormat.plain(key, **PLAIN_COLUMNS)"
+            "go through streamjoin.changes.to_plain first, then ChangeFormat.plain(key, **PLAIN_COLUMNS)"
         )
     internal = changes.internal_schema(table)
     if not pa.types.is_timestamp(table.field(changes.time).type):

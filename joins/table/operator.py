@@ -4,20 +4,20 @@
                           left_key="post_id", right_key="follow_id", how="inner",
                           left_time="at", right_time="at")
 
-It runs as three operators (:mod:`joins.operator`), chained version by version:
+It runs as three operators (:mod:`streamjoin.runtime.operator`), chained version by version:
 
-1. ``join.left_stage`` (:class:`joins.table_rekey.TableRekey`), input ``changes`` routed by the
+1. ``join.left_stage`` (:class:`streamjoin.table.rekey.TableRekey`), input ``changes`` routed by the
    left table's **primary key** (``join.left_stage.inputs[0].key``): left changes -> left routed
-   changes (:mod:`joins.table_spec`), retracting a row from its old join key when it moves;
+   changes (:mod:`streamjoin.table.spec`), retracting a row from its old join key when it moves;
 2. ``join.right_stage``, the same for the right table;
-3. ``join.join_stage`` (:class:`joins.table_join_stage.TableJoinStage`), inputs ``left`` and
+3. ``join.join_stage`` (:class:`streamjoin.table.stage.TableJoinStage`), inputs ``left`` and
    ``right`` (the two stages' outputs of the same version) routed by their **join-key** columns
    (``join.join_stage.inputs[i].key``): routed changes -> the view's change stream, in the Delta
    change data feed vocabulary (``join.output_schema``).
 
-Applying the output in (``_commit_version``, ``_seq``) order (:class:`joins.view.MaterializedView`)
+Applying the output in (``_commit_version``, ``_seq``) order (:class:`streamjoin.view.MaterializedView`)
 gives, after every version, the relational join of the two tables as they stand (SPEC §6).
-:class:`joins.table_local.LocalTableTableRunner` runs the three in process.
+:class:`streamjoin.table.local.LocalTableTableRunner` runs the three in process.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 
-from joins.changes import ChangeFormat
-from joins.interval_spec import On
-from joins.table_join_stage import TableJoinStage
-from joins.table_rekey import TableRekey
-from joins.table_spec import How, TableJoinSpec, common_key_types, detect_format, parse_on
+from streamjoin.changes import ChangeFormat
+from streamjoin.interval.spec import On
+from streamjoin.table.stage import TableJoinStage
+from streamjoin.table.rekey import TableRekey
+from streamjoin.table.spec import How, TableJoinSpec, common_key_types, detect_format, parse_on
 
 __all__ = ["TableTableJoin", "How"]
 
@@ -43,11 +43,11 @@ class TableTableJoin:
         right_key: str | Sequence[str], how: str | How = "inner", left_changes: ChangeFormat | None = None,
         right_changes: ChangeFormat | None = None, left_time: str | None = None, right_time: str | None = None,
     ) -> None:
-        """Validate everything; raise :class:`joins.errors.JoinDefinitionError` saying what to change.
+        """Validate everything; raise :class:`streamjoin.errors.JoinDefinitionError` saying what to change.
 
         ``on``: a column name, a list of names (the same on both sides), or a pair (left names,
         right names). ``left_key``/``right_key``: the primary keys. ``*_changes`` None: told from
-        the columns (:func:`joins.table_spec.detect_format`; plain changes need ``*_time``).
+        the columns (:func:`streamjoin.table.spec.detect_format`; plain changes need ``*_time``).
         """
         left_fmt = detect_format("left", left_schema, left_key, left_time, left_changes)
         right_fmt = detect_format("right", right_schema, right_key, right_time, right_changes)

@@ -1,7 +1,7 @@
 """Stage 2 of the table-table join: routed changes of both sides, by join key, to view changes.
 
-Inputs ``left`` and ``right``: the routed changes of each side's :class:`joins.table_rekey.TableRekey`
-(:mod:`joins.table_spec`), routed by their **join-key** columns (``TableSide.on``), so every row of
+Inputs ``left`` and ``right``: the routed changes of each side's :class:`streamjoin.table.rekey.TableRekey`
+(:mod:`streamjoin.table.spec`), routed by their **join-key** columns (``TableSide.on``), so every row of
 one join key, on both sides, is held by one partition. A (join key, primary key) of a side appears
 at most once per version in them.
 
@@ -21,7 +21,7 @@ cost follows the affected view rows, not the state. **Reads**: one ``multi_get``
 every row read by key (the changed primary keys' rows, and, for a side whose primary key is its
 join key, the one row it can hold at each touched join key, so a foreign-key join's key side is
 never scanned); a ``scan_prefix`` per join key only for a group a side reads whole. Keys and rows
-are encoded column-wise (:func:`joins.table_rows.pack_columns`, the bytes of ``pack``); output
+are encoded column-wise (:func:`streamjoin.table.rows.pack_columns`, the bytes of ``pack``); output
 rows of this version's input are taken from it, rows read from state decoded column-wise. Per view key (left primary key, right primary
 key; a padded side's is null) the diff is minimal: a row that changed -> ``update_preimage``
 (``_seq`` 0) and ``update_postimage`` (``_seq`` 1); a row gone -> ``delete`` (0); a new row ->
@@ -39,13 +39,13 @@ from functools import reduce
 import numpy as np
 import pyarrow as pa
 
-from joins.changes import DELETE, OP
-from joins.errors import JoinError
-from joins.operator import REASON_COLUMN, InputSpec, SpecOperator, StepInput, StepResult, conform
-from joins.table_rows import RowCodec
-from joins.table_spec import How, TableJoinSpec, TableSide, build_join
-from statestore.base import KeyValue, Store
-from statestore.codecs import pack, unpack
+from streamjoin.changes import DELETE, OP
+from streamjoin.errors import JoinError
+from streamjoin.runtime.operator import REASON_COLUMN, InputSpec, SpecOperator, StepInput, StepResult, conform
+from streamjoin.table.rows import RowCodec
+from streamjoin.table.spec import How, TableJoinSpec, TableSide, build_join
+from streamjoin.statestore.base import KeyValue, Store
+from streamjoin.statestore.codecs import pack, unpack
 
 __all__ = ["TableJoinStage"]
 

@@ -1,6 +1,6 @@
 """The state layout of the enrichment join: table versions per key bucket, waiting events by time.
 
-Keys (byte order = bucket order, see :mod:`statestore.codecs`)::
+Keys (byte order = bucket order, see :mod:`streamjoin.statestore.codecs`)::
 
     b"\\x00meta"                                          -> 4 x encode_int: event watermark, table
                                                             watermark, versions held, events waiting
@@ -22,7 +22,7 @@ bucket has many deltas, or when the bucket is the one swept in this version (``v
 buckets``), so versions no longer needed are dropped within ``buckets`` versions even for keys
 nothing touches. A version no longer needed may thus stay until its bucket folds; it is older
 than a version every later lookup reaches first, so it changes no result (see
-:mod:`joins.enrichment_step`).
+:mod:`streamjoin.enrichment.step`).
 
 **Waiting events** (as-of mode) are filed by the bucket of their event time and the version they
 arrived in, in canonical order, in the stream's schema. Releasing the events below a bound reads
@@ -39,9 +39,9 @@ from typing import Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
-from joins.operator import NEG_INF, POS_INF
-from statestore.base import KeyValue, Store, prefix_end
-from statestore.codecs import decode_int, encode_int
+from streamjoin.runtime.operator import NEG_INF, POS_INF
+from streamjoin.statestore.base import KeyValue, Store, prefix_end
+from streamjoin.statestore.codecs import decode_int, encode_int
 
 __all__ = ["Meta", "read_meta", "meta_put", "key_columns", "bucket_ids", "version_key", "delta_key", "delta_range",
            "Bucket", "read_buckets", "blob", "unblob", "waiting_range", "event_key", "event_start", "waiting_through",

@@ -27,7 +27,7 @@ Vocabularies (``op`` values; anything else is set aside as ``"unknown op"``):
 Heartbeat rows need only a change time: they advance the table's watermark and nothing else.
 Every other row needs a change time (else ``"null change time"``) and a key without nulls (else
 ``"null key"``). Checks apply in that order: op, time, key. Set-aside rows keep the input's columns
-plus :data:`joins.operator.REASON_COLUMN`.
+plus :data:`streamjoin.runtime.operator.REASON_COLUMN`.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from joins.errors import JoinDefinitionError
-from joins.operator import REASON_COLUMN
+from streamjoin.errors import JoinDefinitionError
+from streamjoin.runtime.operator import REASON_COLUMN
 
 __all__ = [
     "Vocabulary", "ChangeFormat", "Normalised", "normalise", "OP", "TIME", "SEQ",

@@ -1,7 +1,7 @@
 """Run an operator over several partitions in this process, exactly as the Spark runtime does.
 
 ``LocalRunner`` routes each version's rows to partitions by a hash of their key columns and calls
-:func:`joins.runtime.run_partition` for every partition (empty ones too, as Spark does), so the
+:func:`streamjoin.runtime.partition.run_partition` for every partition (empty ones too, as Spark does), so the
 tests exercise the same state, changelog and watermark code as a Spark query, without a JVM. It
 can also lose its local stores, execute a version again, and restart, to test recovery.
 """
@@ -15,11 +15,11 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 
-from joins.checkpoint import Checkpoint
-from joins.operator import Operator
-from joins.runtime import StateConfig, TaskInfo, local_store_path, run_partition
-from statestore import destroy_store
-from statestore.codecs import pack
+from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.runtime.operator import Operator
+from streamjoin.runtime.partition import StateConfig, TaskInfo, local_store_path, run_partition
+from streamjoin.statestore import destroy_store
+from streamjoin.statestore.codecs import pack
 
 __all__ = ["LocalRunner", "route"]
 

@@ -2,7 +2,7 @@
 
 An operator is a pure function of (its state as of version ``v-1``, the rows of version ``v`` for
 each input, the global event-time progress before ``v``) to (output rows, rows set aside, the state
-changes of version ``v``, metrics). It reads its state through a :class:`statestore.Store` and never
+changes of version ``v``, metrics). It reads its state through a :class:`streamjoin.statestore.Store` and never
 writes it: it returns the writes, and the runtime commits them with the version (changelog first,
 then the local store). It never reads the wall clock and never uses randomness, so executing a
 version again from the same state gives the same result, and its output must not depend on the
@@ -22,8 +22,8 @@ from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
-from joins.errors import JoinError
-from statestore.base import KeyValue, Store
+from streamjoin.errors import JoinError
+from streamjoin.statestore.base import KeyValue, Store
 
 __all__ = ["InputSpec", "StepInput", "StepResult", "Operator", "REASON_COLUMN", "NEG_INF", "POS_INF", "conform", "SpecOperator"]
 
@@ -127,7 +127,7 @@ class SpecOperator(Operator):
 
 def conform(table: pa.Table, schema: pa.Schema, name: str) -> pa.Table:
     """``table``'s columns of ``schema``, in its order and types: an input batch as the operator
-    declared it. Raises :class:`joins.errors.JoinError` naming the columns it lacks."""
+    declared it. Raises :class:`streamjoin.errors.JoinError` naming the columns it lacks."""
     missing = [n for n in schema.names if n not in table.column_names]
     if missing:
         raise JoinError(f"the {name} input batch lacks columns {missing} of its declared schema")

@@ -29,7 +29,7 @@ import pyarrow.ipc as ipc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from joins.errors import CheckpointMismatchError
+from streamjoin.errors import CheckpointMismatchError
 
 __all__ = ["Checkpoint", "FORMAT"]
 

@@ -1,0 +1,86 @@
+"""The wheel installs one import name, ``streamjoin``, and nothing generic beside it.
+
+Builds the wheel from this checkout, installs it with the PyPI distribution ``changelog`` (whose
+top-level module has the name of one of our folders) into a fresh virtual environment, and imports
+both there. pyspark and the other dependencies come from the test environment's site-packages,
+added at the end of the fresh environment's path (its ``.pth`` files, the editable install's
+among them, are not run there).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_pyproject_lists_every_package_folder():
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    found = set()
+    for name, folder in config["package-dir"].items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            found.add(".".join((name, *init.parent.relative_to(ROOT / folder).parts)))
+    assert found == set(config["packages"])
+
+
+@pytest.fixture(scope="module")
+def fresh_env(tmp_path_factory) -> Path:
+    """A virtual environment holding only the built wheel and PyPI's ``changelog``."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(tmp / "dist"), str(ROOT)],
+        capture_output=True, text=True,
+    )
+    assert build.returncode == 0, build.stderr
+    wheels = list((tmp / "dist").glob("streamjoin-*.whl"))
+    assert len(wheels) == 1, wheels
+    env = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
+    python = env / "bin" / "python"
+    install = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
+         str(wheels[0]), "changelog==0.6.2"],
+        capture_output=True, text=True,
+    )
+    assert install.returncode == 0, install.stderr
+    (_site(env) / "zz_test_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return env
+
+
+def _site(env: Path) -> Path:
+    out = subprocess.check_output([str(env / "bin" / "python"), "-c",
+                                   "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True)
+    return Path(out.strip())
+
+
+def test_wheel_installs_one_top_level_name(fresh_env):
+    site = _site(fresh_env)
+    records = [p for p in site.glob("streamjoin-*.dist-info/RECORD")]
+    assert len(records) == 1
+    tops = {line.split(",")[0].split("/")[0] for line in records[0].read_text().splitlines()}
+    tops = {t for t in tops if not t.endswith(".dist-info") and t != ".." and not t.startswith("../")}
+    assert tops == {"streamjoin"}
+    assert (site / "streamjoin" / "py.typed").exists()
+
+
+def test_wheel_imports_beside_pypi_changelog(fresh_env, tmp_path):
+    code = (
+        "import changelog, streamjoin, streamjoin.changelog as ours\n"
+        "from streamjoin import interval_join, stream_table_join, table_table_join, ChangeFormat\n"
+        "from streamjoin.statestore import open_store\n"
+        "assert not hasattr(changelog, 'Changelog'), changelog.__file__\n"
+        "assert hasattr(ours, 'Changelog')\n"
+        "print(streamjoin.__file__)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run([str(fresh_env / "bin" / "python"), "-c", code], capture_output=True, text=True,
+                            cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    assert str(_site(fresh_env)) in result.stdout
