@@ -84,3 +84,34 @@ def test_wheel_imports_beside_pypi_changelog(fresh_env, tmp_path):
                             cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr
     assert str(_site(fresh_env)) in result.stdout
+
+
+_USER_CODE = '''
+from datetime import timedelta
+from pyspark.sql import DataFrame
+from streamjoin import interval_join
+
+
+def searches_with_clicks(searches: DataFrame, clicks: DataFrame) -> DataFrame:
+    return interval_join(
+        searches, clicks, "session_id", left_time="ts", right_time="ts",
+        lower=timedelta(0), upper=timedelta(minutes=30), delay=timedelta(minutes=5), {how},
+    )
+'''
+
+
+def _mypy(env: Path, tmp_path: Path, how: str) -> subprocess.CompletedProcess:
+    source = tmp_path / "user_pipeline.py"
+    source.write_text(_USER_CODE.format(how=how))
+    return subprocess.run(
+        [sys.executable, "-m", "mypy", "--python-executable", str(env / "bin" / "python"),
+         "--no-incremental", "--follow-imports=silent", str(source)],
+        capture_output=True, text=True, cwd=tmp_path,
+    )
+
+
+def test_wheel_public_signatures_seen_by_mypy(fresh_env, tmp_path):
+    good = _mypy(fresh_env, tmp_path, 'how="left"')
+    assert good.returncode == 0, good.stdout + good.stderr
+    typo = _mypy(fresh_env, tmp_path, 'hwo="left"')
+    assert typo.returncode == 1 and 'Unexpected keyword argument "hwo"' in typo.stdout, typo.stdout

@@ -1,4 +1,4 @@
-"""Change-stream vocabularies, normalised into one internal form (SPEC §5).
+"""Change-stream vocabularies, normalised into one internal form (docs/semantics.md "Enrichment").
 
 A table input is a stream of changes. :class:`ChangeFormat` says how a change table is spelled;
 :func:`normalise` turns a batch of it into the **internal form**::

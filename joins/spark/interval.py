@@ -1,4 +1,4 @@
-"""``interval_join``: the stream-stream interval join for PySpark DataFrames (SPEC §4)."""
+"""``interval_join``: the stream-stream interval join for PySpark DataFrames (docs/semantics.md "Interval join")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Properties of the interval join (SPEC §4), checked against the nested-loop reference.
+"""Properties of the interval join (docs/semantics.md "Interval join"), checked against the nested-loop reference.
 
 Most run the operator in process (``StepDriver``: steps against open stores); the ones about
 backends and recovery run it through the runtime (``LocalRunner``: changelogs, checkpoints).
