@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-import streamjoin.statestore
+from streamjoin import statestore
 from streamjoin.statestore import StoreCorruptError, StoreError, StoreLockedError, StoreWriteError
 from tests.statestore.conftest import DISK_BACKENDS, Backend
 
@@ -49,19 +49,19 @@ def test_open_corrupt_path_names_it_and_says_what_to_do(disk_backend: Backend, s
 
 
 def test_open_store_of_the_other_kind_is_refused(store_path: str) -> None:
-    with streamjoin.statestore.open_store("lmdb", store_path) as store:
+    with statestore.open_store("lmdb", store_path) as store:
         store.write(puts=[(b"a", b"1")])
     with pytest.raises(StoreCorruptError, match="not a readable rocksdb store"):
-        streamjoin.statestore.open_store("rocksdb", store_path)
-    streamjoin.statestore.destroy_store("lmdb", store_path)
-    with streamjoin.statestore.open_store("rocksdb", store_path) as store:
+        statestore.open_store("rocksdb", store_path)
+    statestore.destroy_store("lmdb", store_path)
+    with statestore.open_store("rocksdb", store_path) as store:
         store.write(puts=[(b"a", b"1")])
     with pytest.raises(StoreCorruptError, match="not a readable lmdb store"):
-        streamjoin.statestore.open_store("lmdb", store_path)
+        statestore.open_store("lmdb", store_path)
 
 
 def test_open_rocksdb_with_damaged_table_file_is_corrupt(store_path: str) -> None:
-    with streamjoin.statestore.open_store("rocksdb", store_path) as store:
+    with statestore.open_store("rocksdb", store_path) as store:
         store.write(puts=[(b"k%04d" % i, b"v" * 50) for i in range(1000)])
     tables = [n for n in os.listdir(store_path) if n.endswith(".sst")]
     assert tables  # close() flushed the memtable into a table file
@@ -70,7 +70,7 @@ def test_open_rocksdb_with_damaged_table_file_is_corrupt(store_path: str) -> Non
         fh.seek(fh.tell() - 48)
         fh.write(b"\x00" * 48)  # the footer with the magic number
     with pytest.raises(StoreCorruptError, match=store_path):
-        streamjoin.statestore.open_store("rocksdb", store_path)
+        statestore.open_store("rocksdb", store_path)
 
 
 BAD_CALLS = {
@@ -107,7 +107,7 @@ def test_backend_errors_never_escape_untranslated(disk_backend: Backend, store_p
 
 
 def test_lmdb_scan_open_across_close_fails_as_store_error(store_path: str) -> None:
-    store = streamjoin.statestore.open_store("lmdb", store_path)
+    store = statestore.open_store("lmdb", store_path)
     store.write(puts=[(b"a", b"1"), (b"b", b"2")])
     scan = store.scan()
     assert next(scan) == (b"a", b"1")
@@ -117,8 +117,8 @@ def test_lmdb_scan_open_across_close_fails_as_store_error(store_path: str) -> No
 
 
 def test_store_errors_form_one_hierarchy() -> None:
-    for error in (StoreCorruptError, StoreLockedError, StoreWriteError, streamjoin.statestore.StoreClosedError,
-                  streamjoin.statestore.BackendNotFoundError):
+    for error in (StoreCorruptError, StoreLockedError, StoreWriteError, statestore.StoreClosedError,
+                  statestore.BackendNotFoundError):
         assert issubclass(error, StoreError)
 
 
@@ -127,4 +127,4 @@ def test_statestore_all_lists_exactly_the_public_names() -> None:
         name for name, value in vars(statestore).items()
         if not name.startswith("_") and not inspect.ismodule(value)
     }
-    assert public == set(streamjoin.statestore.__all__)
+    assert public == set(statestore.__all__)
