@@ -30,6 +30,7 @@ import pyarrow as pa
 
 from joins.changes import OP, PLAIN_COLUMNS, ChangeFormat, Vocabulary
 from joins.errors import JoinDefinitionError
+from joins.kit import parse_how
 from joins.interval_spec import On, _common_key_type, _parse_on  # one parser and key-type rule for the joins
 from joins.table_rows import stored_type
 
@@ -222,10 +223,7 @@ def build_side(name: str, schema: pa.Schema, changes: ChangeFormat, on: str | Se
 
 def build_join(left: TableSide, right: TableSide, how: str | How) -> TableJoinSpec:
     """Validate the join of two sides and name its output columns (see module docstring)."""
-    try:
-        how = How(how)
-    except ValueError:
-        raise JoinDefinitionError(f"unknown how={how!r}; use one of {[h.value for h in How]}") from None
+    how = How(parse_how(how, [h.value for h in How]))
     if len(left.on) != len(right.on):
         raise JoinDefinitionError(
             f"on: the left key has {len(left.on)} columns {list(left.on)}, the right key {len(right.on)} {list(right.on)}")

@@ -30,6 +30,7 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from joins.checkpoint import Checkpoint
 from joins.errors import JoinDefinitionError
 from joins.operator import InputSpec, Operator
+from joins.spark.checks import column
 from joins.runtime import StateConfig, TaskInfo, run_partition
 
 __all__ = ["run_operator", "arrow_schema", "resolve_checkpoint", "INPUT_TAG"]
@@ -100,8 +101,8 @@ def _tagged(df: DataFrame, i: int, operator: Operator, key_types: Sequence[str])
     """Input ``i``'s rows as: input tag, common-typed key columns, the row as one struct."""
     spec = operator.inputs[i]
     columns = [F.lit(i).cast("byte").alias(INPUT_TAG)]
-    columns += [F.col(f"`{k}`").cast(t).alias(_KEY.format(j)) for j, (k, t) in enumerate(zip(spec.key, key_types))]
-    columns.append(F.struct(*[F.col(f"`{name}`") for name in spec.schema.names]).alias(_ROW.format(i)))
+    columns += [column(k).cast(t).alias(_KEY.format(j)) for j, (k, t) in enumerate(zip(spec.key, key_types))]
+    columns.append(F.struct(*[column(name) for name in spec.schema.names]).alias(_ROW.format(i)))
     return df.select(*columns)
 
 

@@ -214,7 +214,7 @@ def test_enrichment_foreign_key_with_other_names_and_types():
     (dict(on="nope"), "no column 'nope'"),
     (dict(stream_time="what"), "must be a timestamp"),
     (dict(mode="eventually"), "unknown mode"),
-    (dict(how="full"), "unknown how"),
+    (dict(how="full"), "how='full' is a full join, which this join does not support; use one of inner, left"),
     (dict(delay=dt.timedelta(seconds=-1)), "delay and grace must be >= 0"),
     (dict(delay=5), "must be a datetime.timedelta"),
     (dict(changes=ChangeFormat.debezium("user")), "to_plain"),

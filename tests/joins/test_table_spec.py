@@ -33,7 +33,7 @@ def test_table_join_spec_detects_the_change_vocabularies():
 
 
 @pytest.mark.parametrize("options, message", [
-    ({"how": "right"}, "unknown how='right'"),
+    ({"how": "right"}, "how='right' is a right join, which this join does not support; use one of inner, left, full"),
     ({"on": "author"}, "right row has no column 'author'"),
     ({"on": (["author", "text"], ["followee"])}, "left key has 2 columns"),
     ({"on": 3}, "on must be a column name"),
