@@ -41,6 +41,7 @@ import pyarrow as pa
 
 from joins.changes import DELETE, OP
 from joins.errors import JoinError
+from joins.kit import normal_keys
 from joins.operator import REASON_COLUMN, InputSpec, SpecOperator, StepInput, StepResult, conform
 from joins.table_rows import RowCodec
 from joins.table_spec import How, TableJoinSpec, TableSide, build_join
@@ -119,7 +120,7 @@ class _Step:
 
     def _read(self, side: TableSide, table: pa.Table) -> None:
         """File ``side``'s routed changes by join key bytes."""
-        table = conform(table, side.routed, side.name)
+        table = normal_keys(conform(table, side.routed, side.name), [*side.on, *side.key])
         codec = self.codecs[side.name]
         self.tables[side.name] = table.select(side.row_schema.names)
         # keys and rows encoded column-wise: the bytes of pack(*values), per row

@@ -23,7 +23,7 @@ from typing import Iterator, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import TaskContext
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
@@ -98,12 +98,23 @@ def run_operator(
 
 
 def _tagged(df: DataFrame, i: int, operator: Operator, key_types: Sequence[str]) -> DataFrame:
-    """Input ``i``'s rows as: input tag, common-typed key columns, the row as one struct."""
+    """Input ``i``'s rows as: input tag, common-typed key columns (floating-point ones normalised,
+    :func:`_routing_key`), the row as one struct (its values as they are)."""
     spec = operator.inputs[i]
     columns = [F.lit(i).cast("byte").alias(INPUT_TAG)]
-    columns += [column(k).cast(t).alias(_KEY.format(j)) for j, (k, t) in enumerate(zip(spec.key, key_types))]
+    columns += [_routing_key(column(k).cast(t), t).alias(_KEY.format(j)) for j, (k, t) in enumerate(zip(spec.key, key_types))]
     columns.append(F.struct(*[column(name) for name in spec.schema.names]).alias(_ROW.format(i)))
     return df.select(*columns)
+
+
+def _routing_key(key: Column, data_type: str) -> Column:
+    """``key`` as the hash partitioning must see it: a floating-point key with ``-0.0`` made ``0.0``
+    and every NaN one NaN (as Spark's joins compare them, and as the operators match them)."""
+    if data_type not in ("float", "double"):
+        return key
+    return (F.when(key == 0, F.lit(0.0).cast(data_type))
+            .when(F.isnan(key), F.lit(float("nan")).cast(data_type))
+            .otherwise(key))
 
 
 def resolve_checkpoint(checkpoint: str | None, streaming: bool, what: str) -> str:
