@@ -111,8 +111,15 @@ class ChangeFormat:
         return cls(Vocabulary.PLAIN, _names(key), time, op, sequence, time_unit)
 
     @classmethod
-    def delta(cls, key: str | Sequence[str]) -> "ChangeFormat":
-        return cls(Vocabulary.DELTA, _names(key), "_commit_timestamp", "_change_type", "_commit_version")
+    def delta(cls, key: str | Sequence[str], *, time: str = "_commit_timestamp",
+              sequence: str | None = None) -> "ChangeFormat":
+        """A Delta change data feed. ``time``: the change time, ``_commit_timestamp`` or any
+        timestamp column of the row (a business time such as ``valid_from``, which stays a row
+        column); ties are broken by ``sequence``, ``_commit_version`` unless another integer
+        column is named."""
+        if not isinstance(time, str) or not (sequence is None or isinstance(sequence, str)):
+            raise JoinDefinitionError(f"a Delta feed's time and sequence are column names, not {time!r}, {sequence!r}")
+        return cls(Vocabulary.DELTA, _names(key), time, "_change_type", sequence or "_commit_version")
 
     @classmethod
     def debezium(cls, key: str | Sequence[str], *, time: str = "ts_ms", time_unit: str = "ms",
@@ -146,7 +153,10 @@ class ChangeFormat:
                 raise JoinDefinitionError("debezium: 'before' and 'after' must have the same struct type")
         else:
             _require(schema, self.op, _is_text, "a string column")
-            _require(schema, self.time, _is_time, "a timestamp or integer column")
+            if self.vocabulary is Vocabulary.DELTA:
+                _require(schema, self.time, pa.types.is_timestamp, "a timestamp column (the change time)")
+            else:
+                _require(schema, self.time, _is_time, "a timestamp or integer column")
             _check_optional(schema, self.sequence)
             hidden = {self.op, *(_DELTA_META if self.vocabulary is Vocabulary.DELTA else ())}
             fields = [f for f in schema if f.name not in hidden]

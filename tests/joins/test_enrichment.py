@@ -390,3 +390,22 @@ def test_enrichment_change_without_time_is_set_aside_unless_a_snapshot_row():
     finally:
         driver.close()
     assert aside.column("_reason").to_pylist() == ["null change time"]
+
+
+def test_enrichment_delta_feed_joins_as_of_its_business_time():
+    table = pa.schema([("user", pa.int64()), ("plan", pa.string()), ("valid_from", pa.timestamp("us")),
+                       ("_change_type", pa.string()), ("_commit_version", pa.int64()),
+                       ("_commit_timestamp", pa.timestamp("us"))])
+    op = EnrichmentJoin(EVENTS, table, "user", stream_time="ts", changes=ChangeFormat.delta("user", time="valid_from"))
+    commit = when(100 * SECOND)                      # both versions committed together, long after the events
+    changes = pa.Table.from_pylist([
+        {"user": 1, "plan": p, "valid_from": when(s * SECOND), "_change_type": "insert", "_commit_version": 1,
+         "_commit_timestamp": commit} for p, s in (("free", 1), ("pro", 5))], schema=table)
+    events = pa.Table.from_pylist([{"user": 1, "ts": when(s * SECOND), "what": str(s)} for s in (2, 6)], schema=EVENTS)
+    driver = StepDriver(op)
+    try:
+        out = driver.run(events, changes)[0].to_pylist() + driver.run(EVENTS.empty_table(), table.empty_table(),
+                                                                    final=True)[0].to_pylist()
+    finally:
+        driver.close()
+    assert sorted((r["what"], r["plan"]) for r in out) == [("2", "free"), ("6", "pro")]

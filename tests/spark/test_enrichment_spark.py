@@ -136,3 +136,14 @@ def test_stream_table_join_bootstrap_rows_collect_with_a_null_change_time(spark,
                                checkpoint=str(tmp_path / "ck"), partitions=2)
     got = sorted((r.action, r.plan, r.changed_at) for r in joined.collect())
     assert got == [("a", "free", None), ("b", "pro", _at(1).replace(tzinfo=None))]
+
+
+def test_stream_table_join_delta_feed_with_a_business_time(spark, tmp_path):
+    feed = spark.createDataFrame(
+        [(1, "free", _at(1), "insert", 1, _at(100)), (1, "pro", _at(5), "update_postimage", 2, _at(100))],
+        "user_id bigint, plan string, valid_from timestamp, _change_type string, _commit_version bigint, "
+        "_commit_timestamp timestamp")
+    events = spark.createDataFrame([(1, _at(2), "a"), (1, _at(6), "b")], EVENTS)
+    joined = stream_table_join(events, feed, "user_id", stream_time="ts", table_key="user_id",
+                               table_time="valid_from", delay=timedelta(0), checkpoint=str(tmp_path / "ck"))
+    assert sorted((r.action, r.plan) for r in joined.collect()) == [("a", "free"), ("b", "pro")]
