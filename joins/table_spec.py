@@ -128,7 +128,8 @@ def detect_format(side: str, schema: pa.Schema, key: str | Sequence[str], time: 
                   given: ChangeFormat | None) -> ChangeFormat:
     """The change format of ``side``'s change table: ``given`` (checked), else told from its columns.
 
-    ``_change_type`` -> Delta change data feed; ``_change_op`` and ``_change_time`` -> the plain
+    ``_change_type`` -> Delta change data feed, with ``time`` as the change time if given (any
+    timestamp column; default ``_commit_timestamp``, ties by ``_commit_version``); ``_change_op`` and ``_change_time`` -> the plain
     form :func:`joins.changes.to_plain` writes; an ``op`` column -> plain, with ``time`` as the
     change time. Raises :class:`JoinDefinitionError` when it cannot tell or the pieces disagree.
     """
@@ -147,11 +148,7 @@ def detect_format(side: str, schema: pa.Schema, key: str | Sequence[str], time: 
                 f"leave {side}_time out when {side}_changes is given")
         return given
     if "_change_type" in schema.names:
-        if time is not None and time != "_commit_timestamp":
-            raise JoinDefinitionError(
-                f"the {side} change table is a Delta change data feed (it has _change_type), whose change "
-                f"time is _commit_timestamp; leave {side}_time out")
-        return ChangeFormat.delta(pk)
+        return ChangeFormat.delta(pk, time=time or "_commit_timestamp")
     if PLAIN_COLUMNS["op"] in schema.names and PLAIN_COLUMNS["time"] in schema.names:
         seq = PLAIN_COLUMNS["sequence"] if PLAIN_COLUMNS["sequence"] in schema.names else None
         return ChangeFormat.plain(pk, op=PLAIN_COLUMNS["op"], time=PLAIN_COLUMNS["time"], sequence=seq)
