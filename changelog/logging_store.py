@@ -8,7 +8,7 @@
 through; ``write(..., version=v)`` (a version is required, one above the store's) appends the
 delta of ``v`` to the log, records an undo record naming that delta (when it has an
 :class:`~changelog.undo.UndoLog`), then applies the same writes and the marker to the inner store
-in one atomic write (SPEC §7).
+in one atomic write.
 
 :func:`open_logged_store` opens the local store of a partition and brings it to the version a task
 needs, reporting how in an :class:`OpenReport`:
