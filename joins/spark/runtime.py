@@ -27,7 +27,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
-from joins.checkpoint import Checkpoint
+from joins.checkpoint import Checkpoint, RunMode, resolve_location
 from joins.errors import JoinDefinitionError
 from joins.operator import InputSpec, Operator
 from joins.spark.checks import column
@@ -67,8 +67,10 @@ def run_operator(
 ) -> DataFrame:
     """A DataFrame of ``operator``'s output over ``inputs`` (streaming or batch DataFrames).
 
-    ``checkpoint`` is required when any input is streaming; it is bound to the operator's
-    definition and partition count here, before the query starts. ``partitions`` defaults to the
+    ``checkpoint`` is required when any input is streaming; it is resolved to one absolute
+    location here (tasks write exactly there) and bound to the operator's definition, partition
+    count and kind of run before the query starts: a batch run refuses a streaming query's
+    checkpoint and a streaming query a batch run's (:class:`CheckpointMismatchError`). ``partitions`` defaults to the
     session's ``spark.sql.shuffle.partitions``. ``initial[i]``, a batch DataFrame of input ``i``'s
     schema, is added to input ``i``'s rows of the join's first version: a Spark job run here
     routes it by key into the checkpoint, once (a checkpoint whose first version has run, or
@@ -83,7 +85,8 @@ def run_operator(
     if partitions < 1:
         raise JoinDefinitionError(f"partitions must be at least 1, got {partitions}")
     checkpoint = resolve_checkpoint(checkpoint, streaming, operator.kind)
-    Checkpoint(checkpoint).bind(operator.definition(), partitions)
+    mode = RunMode.STREAMING if streaming else RunMode.BATCH
+    Checkpoint(checkpoint).bind(operator.definition(), partitions, mode=mode)
     state = state or StateConfig()
     key_types = _common_key_types(inputs, operator)
     if initial is not None and any(df is not None for df in initial):
@@ -118,14 +121,20 @@ def _routing_key(key: Column, data_type: str) -> Column:
 
 
 def resolve_checkpoint(checkpoint: str | None, streaming: bool, what: str) -> str:
-    """``checkpoint``; for batch inputs without one, a new temporary directory. Raises
-    :class:`JoinDefinitionError` for a streaming input without one."""
+    """``checkpoint`` as one absolute location, resolved here on the driver (a relative path
+    against the driver's working directory; ``s3a://``, ``dbfs:/`` and the other schemes Spark
+    users write mapped as :func:`changelog.storage.resolve_uri` does); for batch inputs without
+    one, a new temporary directory. Raises :class:`JoinDefinitionError` for a streaming input
+    without one, or a location whose scheme cannot be opened."""
     if checkpoint is not None:
-        return checkpoint
+        if not isinstance(checkpoint, str):
+            raise JoinDefinitionError(f"{what}: checkpoint must be a str (a path or URI), not {checkpoint!r}")
+        return resolve_location(checkpoint)
     if streaming:
         raise JoinDefinitionError(
             f"{what} on a streaming DataFrame needs checkpoint=... : a durable location "
-            "(a path or any pyarrow.fs URI) for its state changelogs, one per join"
+            "(a path or a file:, dbfs:, s3:, s3a:, gs:, hdfs: or abfss: URI) for its state "
+            "changelogs, one per join"
         )
     return tempfile.mkdtemp(prefix="streamjoin-batch-")
 
