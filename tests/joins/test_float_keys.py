@@ -2,7 +2,7 @@
 
 (The enrichment join takes integer, string, binary or boolean keys only, so it has no float keys.)
 
-Each join runs in process over one partition (routing is the runtime's, tested with it) and is
+Each join runs in process over one partition (routing is tested on its own below) and is
 compared with the references, which compare keys by :func:`joins.reference.join_key`.
 """
 
@@ -124,3 +124,15 @@ def test_enrichment_float_keys_are_refused_at_definition():
     table = pa.schema([("k", pa.float64()), ("op", pa.string()), ("at", pa.timestamp("us")), ("name", pa.string())])
     with pytest.raises(JoinDefinitionError, match="event key 'k' .double. and table key 'k' .double. must both be"):
         EnrichmentJoin(events, table, "k", stream_time="ts", changes=ChangeFormat.plain("k", time="at"))
+
+
+def test_local_route_sends_equal_float_keys_to_one_partition():
+    from joins.local import route
+
+    table = pa.table({"k": pa.array([0.0, -0.0, NAN, -NAN] * 4, pa.float64()), "i": pa.array(range(16))})
+    for partitions in (2, 3, 5, 7):
+        parts = route(table, ["k"], partitions)
+        zeros = {p for p, part in enumerate(parts) for v in part.column("k").to_pylist() if v == 0.0}
+        nans = {p for p, part in enumerate(parts) for v in part.column("k").to_pylist() if math.isnan(v)}
+        assert len(zeros) == 1 and len(nans) == 1, (partitions, zeros, nans)
+        assert sum(part.num_rows for part in parts) == 16
