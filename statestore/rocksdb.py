@@ -23,6 +23,12 @@ without holding them (so the returned iterator holds the bound).
 Bulk loads (``load_sorted``) write SST files into a scratch directory inside the store and ingest
 them in one atomic step, so a failed load leaves the store empty.
 
+Errors: an open that fails because the operating system refused the files (disk full, no
+permission) raises :class:`StoreIOError` and leaves the store alone; any other failure to open
+means the files are not a readable store (:class:`StoreCorruptError`). A read that meets damage
+(RocksDB's block checksums) raises :class:`StoreCorruptError` and marks the directory damaged
+(:func:`statestore.locking.mark_damaged`), so the next open rebuilds instead of reusing it.
+
 Durability: writes go to the write-ahead log without an fsync (``sync=True`` adds one). A crash of
 the process loses nothing; a crash of the machine may lose the latest writes, but RocksDB recovers
 to a consistent earlier write, whose version marker says which one; the changelog replays the rest.
@@ -49,11 +55,15 @@ from rocksdict import (
 
 from statestore.base import KeyValue, Store, StoreStats
 from statestore.codecs import decode_int, encode_int
+from statestore import options as check
 from statestore.errors import StoreCorruptError, StoreError, StoreLockedError, StoreWriteError
 from statestore.locking import (
     DirectoryLock,
     corrupt_message,
     held_message,
+    io_error,
+    mark_damaged,
+    os_refusal,
     prepare_directory,
     remove_directory,
     retry_locked,
@@ -82,6 +92,8 @@ class RocksDBStore(Store):
     kind = "rocksdb"
 
     def __init__(self, path: str, *, lock_timeout: float | None = None, sync: bool = False) -> None:
+        lock_timeout = check.seconds(self.kind, "lock_timeout", lock_timeout)
+        sync = check.flag(self.kind, "sync", sync)
         super().__init__(path)
         prepare_directory(self.path, self.kind, _MARKERS)
         self._lock = retry_locked(lambda: DirectoryLock.acquire(self.path), lock_timeout)
@@ -248,6 +260,8 @@ def _open_rdict(path: str) -> Rdict:
             "temporarily unavailable" in message or "current process" in message
         ):
             raise StoreLockedError(held_message(path)) from exc
+        if os_refusal(message) is not None:  # a full disk is not a damaged store: keep it
+            raise io_error(path, message) from exc
         raise StoreCorruptError(corrupt_message(path, "rocksdb", message)) from exc
 
 
@@ -308,4 +322,6 @@ def _check_range(start: object, end: object) -> None:
 
 
 def _read_error(path: str, exc: Exception) -> StoreError:
+    if str(exc).startswith("Corruption:"):  # a block checksum mismatch, a torn table file
+        return mark_damaged(path, "rocksdb", f"read failed: {exc}")
     return StoreError(f"read from {path} failed: {type(exc).__name__}: {exc}")
