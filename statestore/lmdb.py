@@ -51,7 +51,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections import deque
-from itertools import chain, dropwhile, takewhile
+from itertools import chain
 from operator import itemgetter
 from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
@@ -61,7 +61,22 @@ from statestore import options as check
 from statestore.base import KeyValue, Store, StoreStats
 from statestore.codecs import decode_int, encode_int
 from statestore.errors import StoreCorruptError, StoreError, StoreWriteError
-from statestore.lmdb_layout import SHORT_MAX, Damaged, decode_bucket, encode_bucket, seal, seal_pair, unseal
+from statestore.lmdb_layout import (
+    Prepared,
+    SHORT_MAX,
+    EMPTY_KEY,
+    Damaged,
+    Loader,
+    all_short,
+    decode_bucket,
+    encode_bucket,
+    long_items,
+    seal,
+    sealed,
+    short_items,
+    unseal,
+    unseal_many,
+)
 from statestore.locking import (
     DirectoryLock,
     corrupt_message,
@@ -76,7 +91,7 @@ from statestore.locking import (
 __all__ = ["LMDBStore"]
 
 _DATA, _META, _LONG = b"data", b"meta", b"long"
-_VERSION_KEY, _FORMAT_KEY, _EMPTY_KEY = b"version", b"format", b"empty-key"
+_VERSION_KEY, _FORMAT_KEY = b"version", b"format"
 _FORMAT = b"checksummed-1"
 _MARKERS = ("data.mdb",)
 _INITIAL_MAP = 64 << 20
@@ -174,10 +189,9 @@ class LMDBStore(Store):
 
     def _multi_get(self, keys: Sequence[bytes]) -> list[bytes | None]:
         try:
-            if not keys or not _all_short(keys):
+            if not keys or not all_short(keys):
                 return [self._lookup(self._reader, key) for key in keys]
-            records = list(map(self._reader.get, keys))
-            return [None if r is None else unseal(k, r) for k, r in zip(keys, records)]
+            return unseal_many(keys, list(map(self._reader.get, keys)))
         except Exception as exc:
             raise self._failure("read", exc) from exc
 
@@ -188,8 +202,8 @@ class LMDBStore(Store):
             record = txn.get(key, db=self._data)
             return None if record is None else unseal(key, record)
         if size == 0:
-            record = txn.get(_EMPTY_KEY, db=self._meta)
-            return None if record is None else unseal(_EMPTY_KEY, record)
+            record = txn.get(EMPTY_KEY, db=self._meta)
+            return None if record is None else unseal(EMPTY_KEY, record)
         entries = self._bucket(txn, key[:SHORT_MAX])
         suffix = key[SHORT_MAX:]
         at = bisect.bisect_left(entries, (suffix,))
@@ -206,13 +220,13 @@ class LMDBStore(Store):
         txn = None
         try:
             txn = self._env.begin(db=self._data)
-            items = _short_items(txn.cursor(), start, end, reverse)
+            items = short_items(txn.cursor(), start, end, reverse)
             if txn.stat(self._long)["entries"]:
-                long_items = _long_items(txn.cursor(self._long), start, end, reverse)
-                items = heapq.merge(items, long_items, key=_KEY, reverse=reverse)
-            empty = None if start else txn.get(_EMPTY_KEY, db=self._meta)
+                longer = long_items(txn.cursor(self._long), start, end, reverse)
+                items = heapq.merge(items, longer, key=_KEY, reverse=reverse)
+            empty = None if start else txn.get(EMPTY_KEY, db=self._meta)
             if empty is not None:
-                first = [(b"", unseal(_EMPTY_KEY, empty))]
+                first = [(b"", unseal(EMPTY_KEY, empty))]
                 items = chain(items, first) if reverse else chain(first, items)
         except Exception as exc:
             if txn is not None:
@@ -281,11 +295,11 @@ class LMDBStore(Store):
             self._cached_version = version
 
     def _put(self, txn: lmdb.Transaction, puts: Sequence[KeyValue]) -> None:
-        sealed = list(map(seal_pair, puts))  # TypeError/ValueError for a bad entry: nothing applied
-        if _all_short(list(map(_KEY, sealed))):
-            txn.cursor().putmulti(sealed)
+        records = sealed(puts)  # TypeError/ValueError for a bad entry: nothing applied
+        if all_short(list(map(_KEY, records))):
+            txn.cursor().putmulti(records)
             return
-        txn.cursor().putmulti([kv for kv in sealed if 0 < len(kv[0]) <= SHORT_MAX])
+        txn.cursor().putmulti([kv for kv in records if 0 < len(kv[0]) <= SHORT_MAX])
         self._put_special(txn, [kv for kv in puts if not 0 < len(kv[0]) <= SHORT_MAX])
 
     def _put_special(self, txn: lmdb.Transaction, changes: Sequence[tuple[bytes, bytes | None]]) -> None:
@@ -295,9 +309,9 @@ class LMDBStore(Store):
             if key:
                 buckets.setdefault(key[:SHORT_MAX], {})[key[SHORT_MAX:]] = value
             elif value is None:
-                txn.delete(_EMPTY_KEY, db=self._meta)
+                txn.delete(EMPTY_KEY, db=self._meta)
             else:
-                txn.put(_EMPTY_KEY, seal(_EMPTY_KEY, value), db=self._meta)
+                txn.put(EMPTY_KEY, seal(EMPTY_KEY, value), db=self._meta)
         for prefix, edits in buckets.items():
             entries = dict(self._bucket(txn, prefix))
             for suffix, value in edits.items():
@@ -314,7 +328,7 @@ class LMDBStore(Store):
             txn.delete(prefix, db=self._long)
 
     def _delete_keys(self, txn: lmdb.Transaction, keys: Sequence[bytes]) -> None:
-        if _all_short(keys):
+        if all_short(keys):
             _DRAIN(map(txn.delete, keys))
             return
         _DRAIN(map(txn.delete, [key for key in keys if 0 < len(key) <= SHORT_MAX]))
@@ -328,7 +342,7 @@ class LMDBStore(Store):
             if not start < end:
                 continue
             if not start:
-                txn.delete(_EMPTY_KEY, db=self._meta)
+                txn.delete(EMPTY_KEY, db=self._meta)
             cursor = txn.cursor()
             found = cursor.set_range(start[:SHORT_MAX]) if start else cursor.first()
             while found and cursor.key() < start:  # only start's prefix, when start is long
@@ -357,7 +371,7 @@ class LMDBStore(Store):
         Each chunk commits on its own; when a key is out of order, the chunks before it stay
         and the version marker is not set.
         """
-        loader = _Loader(self.path)
+        loader = Loader(self.path)
         chunk: list[KeyValue] = []
         for item in items:
             chunk.append(item)
@@ -369,7 +383,7 @@ class LMDBStore(Store):
             self._write((), (), (), version)
         return loader.count
 
-    def _append(self, prepared: "_Prepared", chunk: list[KeyValue]) -> None:
+    def _append(self, prepared: Prepared, chunk: list[KeyValue]) -> None:
         short, long, empty = prepared
 
         def apply(txn: lmdb.Transaction) -> None:
@@ -379,7 +393,7 @@ class LMDBStore(Store):
                     if added != consumed:  # MDB_APPEND skips a key that is not above the last one
                         raise _OutOfOrder()  # aborts the transaction: the chunk is not applied
             if empty is not None:
-                txn.put(_EMPTY_KEY, empty, db=self._meta)
+                txn.put(EMPTY_KEY, empty, db=self._meta)
 
         if not (short or long or empty is not None):
             return
@@ -447,133 +461,6 @@ class LMDBStore(Store):
     def destroy(cls, path: str) -> None:
         """Remove the store at ``path``; raises :class:`StoreLockedError` while it is open."""
         remove_directory(str(path))
-
-
-def _all_short(keys: Sequence[bytes]) -> bool:
-    """Whether every key is stored as itself (1 to SHORT_MAX bytes); two passes in C."""
-    return not keys or (min(map(len, keys)) > 0 and max(map(len, keys)) <= SHORT_MAX)
-
-
-def _unsealed(item: tuple[bytes, bytes]) -> KeyValue:
-    key, record = item
-    return key, unseal(key, record)
-
-
-def _short_items(cursor: lmdb.Cursor, start: bytes | None, end: bytes | None, reverse: bool) -> Iterator[KeyValue]:
-    """Entries of the ``data`` database in ``[start, end)``, checked, in order or reversed."""
-    # ``(end,) > (key, value)`` iff key < end, ``(start,) <= (key, value)`` iff start <= key:
-    # the bound tests stay in C.
-    if reverse:
-        if end is None or not cursor.set_range(end[:SHORT_MAX]):
-            positioned = cursor.last()  # no key >= end: start from the last key
-        else:  # on the first key >= end's prefix; that prefix itself is below a long end
-            positioned = cursor.prev() if cursor.key() >= end else True
-        items = cursor.iterprev() if positioned else iter(())
-        items = items if start is None else takewhile((start,).__le__, items)
-    else:
-        positioned = cursor.set_range(start[:SHORT_MAX]) if start else cursor.first()
-        items = cursor.iternext() if positioned else iter(())
-        if start is not None and len(start) > SHORT_MAX:
-            items = dropwhile((start,).__gt__, items)  # skips start's prefix
-        items = items if end is None else takewhile((end,).__gt__, items)
-    return map(_unsealed, items)
-
-
-def _long_items(cursor: lmdb.Cursor, start: bytes | None, end: bytes | None, reverse: bool) -> Iterator[KeyValue]:
-    """Entries of the ``long`` database's buckets in ``[start, end)``, checked, in order or reversed.
-
-    Every key of the bucket of prefix ``P`` is above ``P``: buckets are positioned by the bounds'
-    prefixes and the bounds are then applied to the keys.
-    """
-    if reverse:
-        if end is None or not cursor.set_range(end[:SHORT_MAX]):
-            positioned = cursor.last()
-        else:  # the bucket of end's own prefix may hold keys below end
-            positioned = cursor.prev() if cursor.key() > end[:SHORT_MAX] else True
-        buckets = cursor.iterprev() if positioned else iter(())
-        items = chain.from_iterable(_expanded(p, r)[::-1] for p, r in buckets)
-        items = items if end is None else dropwhile((end,).__le__, items)
-        return items if start is None else takewhile((start,).__le__, items)
-    positioned = cursor.set_range(start[:SHORT_MAX]) if start else cursor.first()
-    buckets = cursor.iternext() if positioned else iter(())
-    items = chain.from_iterable(_expanded(p, r) for p, r in buckets)
-    items = items if start is None else dropwhile((start,).__gt__, items)
-    return items if end is None else takewhile((end,).__gt__, items)
-
-
-def _expanded(prefix: bytes, record: bytes) -> list[KeyValue]:
-    return [(prefix + suffix, value) for suffix, value in decode_bucket(prefix, unseal(prefix, record))]
-
-
-_Prepared = tuple[list[KeyValue], list[KeyValue], "bytes | None"]
-
-
-class _Loader:
-    """Turns sorted chunks into records for the three databases, keeping order across chunks.
-
-    Keys with one long prefix are adjacent in sorted order, so a bucket is complete when a key
-    with another prefix arrives (or the input ends); it may span chunks.
-    """
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.count = 0
-        self.previous: bytes | None = None
-        self.bucket: tuple[bytes, list[KeyValue]] | None = None  # (prefix, entries) still open
-
-    def prepare(self, chunk: list[KeyValue], final: bool) -> _Prepared:
-        try:
-            if self.bucket is None and chunk and _all_short(list(map(_KEY, chunk))):
-                if self.previous is not None and chunk[0][0] <= self.previous:
-                    raise StoreError(self._order(chunk[0][0]))
-                short = list(map(seal_pair, chunk))  # MDB_APPEND checks order within the chunk
-                self.previous = chunk[-1][0]
-                self.count += len(chunk)
-                return short, [], None
-            return self._prepare_mixed(chunk, final)
-        except (TypeError, ValueError) as exc:
-            raise StoreError(f"load_sorted into {self.path}: bad entry ({exc}); puts must be "
-                             "(bytes, bytes) pairs") from exc
-
-    def _prepare_mixed(self, chunk: list[KeyValue], final: bool) -> _Prepared:
-        short: list[KeyValue] = []
-        long: list[KeyValue] = []
-        empty = None
-        for key, value in chunk:
-            if type(key) is not bytes or type(value) is not bytes:
-                raise TypeError(f"a put needs (bytes, bytes), got ({key!r:.60}, {value!r:.60})")
-            if self.previous is not None and key <= self.previous:
-                raise StoreError(self._order(key))
-            self.previous = key
-            if 0 < len(key) <= SHORT_MAX:
-                self._close_bucket(long)
-                short.append((key, seal(key, value)))
-            elif not key:
-                empty = seal(_EMPTY_KEY, value)
-            else:
-                prefix = key[:SHORT_MAX]
-                if self.bucket is None or self.bucket[0] != prefix:
-                    self._close_bucket(long)
-                    self.bucket = (prefix, [])
-                self.bucket[1].append((key[SHORT_MAX:], value))
-        if final:
-            self._close_bucket(long)
-        self.count += len(chunk)
-        return short, long, empty
-
-    def _close_bucket(self, records: list[KeyValue]) -> None:
-        if self.bucket is not None:
-            prefix, entries = self.bucket
-            records.append((prefix, seal(prefix, encode_bucket(entries))))
-            self.bucket = None
-
-    def _order(self, key: bytes) -> str:
-        return (f"load_sorted into {self.path}: keys must be strictly ascending, but "
-                f"{_shown(key)} follows {_shown(self.previous)}")
-
-
-def _shown(key: bytes | None) -> str:
-    return repr(key) if key is None or len(key) <= 60 else f"{key[:60]!r}... ({len(key)} bytes)"
 
 
 class _OutOfOrder(StoreError):

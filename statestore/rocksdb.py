@@ -146,14 +146,49 @@ class RocksDBStore(Store):
                 items = self._db.items(backwards=True, from_key=end)  # last key <= end
                 if end is not None:
                     items = dropwhile((end,).__le__, items)  # drops end itself
-                return items if start is None else takewhile((start,).__le__, items)
-            if end is None:
-                return self._db.items(from_key=start)
-            options = ReadOptions()
-            options.set_iterate_upper_bound(end)  # RocksDB stops at end (and skips tombstones)
-            return dropwhile((end,).__lt__, self._db.items(from_key=start, read_opt=options))
+                items = items if start is None else takewhile((start,).__le__, items)
+            elif end is None:
+                items = self._db.items(from_key=start)
+            else:
+                options = ReadOptions()
+                options.set_iterate_upper_bound(end)  # RocksDB stops at end (and skips tombstones)
+                items = dropwhile((end,).__lt__, self._db.items(from_key=start, read_opt=options))
         except Exception as exc:
             raise _read_error(self.path, exc) from exc
+        return self._checked(items, start, end, reverse)
+
+    def _checked(
+        self, items: Iterator[KeyValue], start: bytes | None, end: bytes | None, reverse: bool
+    ) -> Iterator[KeyValue]:
+        """Yield ``items``, then make sure they ended because the range did, not a read error.
+
+        rocksdict's item iterators stop without a word when RocksDB meets a damaged block (a
+        checksum mismatch), which would look like a shorter range. So when they run out, one
+        iterator is positioned after the last item and asked for its status.
+        """
+        last = None
+        try:
+            for last in items:
+                yield last
+        except Exception as exc:
+            raise _read_error(self.path, exc) from exc
+        if self._db is None:
+            return  # closed while iterating: nothing left to ask
+        probe = self._db.iter()
+        try:
+            if last is not None:
+                (probe.seek_for_prev if reverse else probe.seek)(last[0])
+                if probe.valid():
+                    probe.prev() if reverse else probe.next()
+            elif reverse:
+                probe.seek_to_last() if end is None else probe.seek_for_prev(end)
+            else:
+                probe.seek_to_first() if start is None else probe.seek(start)
+            probe.status()  # raises the error that ended the items, if one did
+        except Exception as exc:
+            raise _read_error(self.path, exc) from exc
+        finally:
+            del probe
 
     def _version(self) -> int | None:
         return self._cached_version
