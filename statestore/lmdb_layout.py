@@ -1,6 +1,6 @@
 """How the LMDB backend lays entries out: checksummed records and buckets of long keys.
 
-Pure byte functions (no LMDB), used by :mod:`statestore.lmdb`:
+Byte-level functions (this module does not import lmdb), used by :mod:`statestore.lmdb`:
 
 * every record LMDB holds for us is *sealed*: the value, then the CRC-32 of the record's LMDB key
   and the value (4 bytes, little-endian). CRC-32 over data followed by its own CRC gives a fixed
