@@ -11,9 +11,11 @@ or ``"package.module:Class"``. See :mod:`statestore.base` for the contract.
 from statestore.base import KeyValue, Store, StoreStats, prefix_end
 from statestore.errors import (
     BackendNotFoundError,
+    StoreArgumentError,
     StoreClosedError,
     StoreCorruptError,
     StoreError,
+    StoreIOError,
     StoreLockedError,
     StoreWriteError,
 )
@@ -23,9 +25,11 @@ __all__ = [
     "BackendNotFoundError",
     "KeyValue",
     "Store",
+    "StoreArgumentError",
     "StoreClosedError",
     "StoreCorruptError",
     "StoreError",
+    "StoreIOError",
     "StoreLockedError",
     "StoreStats",
     "StoreWriteError",
