@@ -1,7 +1,9 @@
 """``streamjoin changelog inspect|verify|compact|restore``: look after one partition's changelog.
 
 Exit codes: 0 success (for ``verify``: no damage), 1 damage or a changelog/store error (the message
-says which file and what to do), 2 bad usage.
+says which file and what to do), 2 bad usage. A URI that is not a changelog directory (missing, a
+file, or without changelog files, e.g. a join's checkpoint root) exits 1 saying what was expected,
+and a negative ``--version`` / ``--up-to`` exits 1 naming the versions the log can restore.
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ import sys
 from typing import Any, Callable
 
 from streamjoin.changelog.compaction import compact
-from streamjoin.changelog.errors import ChangelogError, StoreNotEmptyError
-from streamjoin.changelog.inspect import LogSummary, describe, verify
+from streamjoin.changelog.errors import ChangelogError, StoreNotEmptyError, VersionNotRetainedError
+from streamjoin.changelog.inspect import LogSummary, describe, require_changelog, verify
 from streamjoin.changelog.log import Changelog, check_retention
 from streamjoin.changelog.restore import restore
 from streamjoin.statestore.errors import StoreError
@@ -91,8 +93,23 @@ def _guarded(func: Callable[[argparse.Namespace], int], args: argparse.Namespace
         return 1
 
 
+def _log(args: argparse.Namespace, retain_versions: int = 10) -> Changelog:
+    """The changelog at ``args.uri``, refused (naming what was expected) when it is not one."""
+    log = Changelog(args.uri, retain_versions=retain_versions)
+    require_changelog(log)
+    return log
+
+
+def _check_version(log: Changelog, value: int | None, flag: str) -> None:
+    """Refuse a negative ``flag`` value, naming the versions the log can restore."""
+    if value is not None and value < 0:
+        raise VersionNotRetainedError(
+            f"{flag} {value} is not a version: versions count from 0; {log.uri} can restore "
+            f"{_versions(tuple(log.versions()))}", versions=(value, value))
+
+
 def _inspect(args: argparse.Namespace) -> int:
-    summary = describe(Changelog(args.uri))
+    summary = describe(_log(args))
     if args.json:
         print(json.dumps(_as_json(summary), indent=2))
     else:
@@ -101,7 +118,7 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    log = Changelog(args.uri)
+    log = _log(args)
     problems = verify(log)
     for problem in problems:
         print(f"DAMAGE ({type(problem).__name__}): {problem}")
@@ -115,7 +132,9 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _compact(args: argparse.Namespace) -> int:
-    stats = compact(Changelog(args.uri, retain_versions=args.retain), args.up_to)
+    log = _log(args, args.retain)
+    _check_version(log, args.up_to, "--up-to")
+    stats = compact(log, args.up_to)
     did = "wrote" if stats.wrote else "kept (already there)"
     print(f"snapshot of version {stats.version}: {did} {stats.snapshot}")
     print(f"  {stats.entries:,} live entries from {stats.entries_read:,} entries read "
@@ -125,7 +144,8 @@ def _compact(args: argparse.Namespace) -> int:
 
 
 def _restore(args: argparse.Namespace) -> int:
-    log = Changelog(args.uri)
+    log = _log(args)
+    _check_version(log, args.version, "--version")
     if args.force:
         destroy_store(args.backend, args.into)
     with open_store(args.backend, args.into) as store, _Bar(args.no_progress) as bar:

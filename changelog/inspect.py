@@ -5,20 +5,33 @@ footers and record-batch headers unless ``check`` is set); :func:`verify` checks
 checksum, format, kind and version, and the continuity of the chains, and returns one error per
 problem (an empty list means the log is intact). Leftover temporary files, orphans older than every
 restorable version and unexpected files are reported but are not damage.
+
+:func:`require_changelog` tells a changelog directory from a path that is not one (missing, a file,
+or a directory without changelog files, such as a join's checkpoint root), so that a command never
+reports an empty "intact" log for a mistyped path.
 """
 
 from __future__ import annotations
 
+import posixpath
+import re
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 
 from streamjoin.changelog.errors import ChangelogCorruptError, ChangelogError
 from streamjoin.changelog.format import Kind, LogFile, verified_reader
 from streamjoin.changelog.listing import Listing
 from streamjoin.changelog.log import Changelog
+from streamjoin.changelog.storage import ArrowStorage
 
-__all__ = ["FileSummary", "LogSummary", "describe", "verify"]
+__all__ = ["FileSummary", "LogSummary", "describe", "verify", "require_changelog"]
+
+_PARTITION = re.compile(r"p=\d+$")
+_EXPECTED = ("expected the changelog directory of one operator partition, which holds "
+             "delta-<version>-<crc>.arrow and snapshot-<version>-<crc>.arrow files "
+             "(a join keeps one per partition: <checkpoint>/state/p=<p>)")
 
 
 @dataclass(frozen=True)
@@ -115,3 +128,58 @@ def _unreachable_after_damage(listing: Listing, problems: list[ChangelogError]) 
         f"changelog {listing.uri}: versions {lost[0]}..{lost[-1]} cannot be restored because of "
         f"the damaged files above ({len(lost)} versions); restore an older version or re-run the "
         "query from a checkpoint before them", files=sorted(damaged), versions=(lost[0], lost[-1]))]
+
+
+def require_changelog(log: Changelog) -> Listing:
+    """The listing of ``log``; raises :class:`ChangelogError` when its directory is not a
+    changelog (missing, a file, or without a single changelog file), saying what was expected
+    and, for a join's checkpoint or state directory, where its partitions' changelogs are."""
+    listing = log.listing()
+    if listing.files() or listing.temps:
+        return listing
+    fs, root = _filesystem(log)
+    kind = fs.get_file_info(root).type
+    if kind == pafs.FileType.NotFound:
+        raise ChangelogError(f"{log.uri} does not exist: {_EXPECTED}")
+    if kind != pafs.FileType.Directory:
+        raise ChangelogError(f"{log.uri} is a file, not a directory: {_EXPECTED}")
+    raise ChangelogError(f"{log.uri} holds no changelog files: {_EXPECTED}{_hint(fs, root, log.uri)}")
+
+
+def _filesystem(log: Changelog) -> tuple[pafs.FileSystem, str]:
+    storage = log.storage
+    if isinstance(storage, ArrowStorage):
+        return storage.fs, storage.root
+    return pafs.LocalFileSystem(), storage.root
+
+
+def _directories(fs: pafs.FileSystem, path: str) -> list[str]:
+    infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+    return sorted(posixpath.basename(i.path.rstrip("/")) for i in infos if i.type == pafs.FileType.Directory)
+
+
+def _partitions(fs: pafs.FileSystem, path: str) -> list[str]:
+    return sorted((d for d in _directories(fs, path) if _PARTITION.match(d)), key=lambda d: int(d[2:]))
+
+
+def _hint(fs: pafs.FileSystem, root: str, uri: str) -> str:
+    """Where the changelogs are, when ``root`` is a join's state directory or checkpoint."""
+    uri = uri.rstrip("/")
+    here = _partitions(fs, root)
+    if here:
+        return f". This looks like a checkpoint's state directory: its changelogs are {uri}/p=<p> ({_names(here)})"
+    children = _directories(fs, root)
+    if "state" in children:
+        found = _partitions(fs, posixpath.join(root, "state"))
+        return (f". This looks like a join checkpoint: each partition's changelog is {uri}/state/p=<p>"
+                + (f" ({_names(found)})" if found else " (none written yet)"))
+    stages = [c for c in children if _partitions(fs, posixpath.join(root, c, "state"))]
+    if stages:
+        return (f". This looks like a checkpoint of a join with stages {stages}: each partition's changelog "
+                f"is {uri}/<stage>/state/p=<p>")
+    return ""
+
+
+def _names(partitions: list[str]) -> str:
+    shown = ", ".join(partitions[:4]) + (f", ... {partitions[-1]}" if len(partitions) > 4 else "")
+    return f"here {shown}"

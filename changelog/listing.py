@@ -101,7 +101,10 @@ class Listing:
         return sorted(out)
 
     def chains(self, target: int) -> list[Chain]:
-        """Every chain of present files that reaches ``target``, newest base first."""
+        """Every chain of present files that reaches ``target``, newest base first (none for a
+        negative ``target``: versions count from 0)."""
+        if target < 0:
+            return []
         bases = [s for s in sorted(self.snapshots, reverse=True) if s <= target] + [-1]
         out = []
         for base in bases:
@@ -128,6 +131,10 @@ class Listing:
         """Why no chain reaches ``target`` (call only when :meth:`chains` is empty)."""
         restorable = self.restorable()
         newest = self.newest
+        if target < 0:
+            return VersionNotRetainedError(
+                f"version {target} is not a version: versions count from 0; changelog {self.uri} can "
+                f"restore {_span(restorable) if restorable else 'no version'}", versions=(target, target))
         if newest is None:
             return VersionNotRetainedError(
                 f"changelog {self.uri} is empty: there is no version {target} to restore",

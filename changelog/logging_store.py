@@ -8,7 +8,7 @@
 through; ``write(..., version=v)`` (a version is required, one above the store's) appends the
 delta of ``v`` to the log, records an undo record naming that delta (when it has an
 :class:`~streamjoin.changelog.undo.UndoLog`), then applies the same writes and the marker to the inner store
-in one atomic write (docs/semantics.md "State and recovery").
+in one atomic write.
 
 :func:`open_logged_store` opens the local store of a partition and brings it to the version a task
 needs, reporting how in an :class:`OpenReport`:
@@ -21,6 +21,10 @@ needs, reporting how in an :class:`OpenReport`:
 * ahead (a batch executed again): rolled back by the undo records of the versions in between;
 * missing, empty, unreadable (:class:`StoreCorruptError`), or not reachable the ways above:
   rebuilt (``destroy_store`` + open + :func:`streamjoin.changelog.restore.restore`).
+
+A store is never destroyed when it may hold the only copy of its state: asked for the empty state
+while the local store is at version ``u`` and the log holds no file of ``u`` or later (the log
+is empty, lost, or not this store's), :func:`open_logged_store` raises instead.
 """
 
 from __future__ import annotations
@@ -274,8 +278,22 @@ def _bring_to(local: _Local, log: Changelog, current: int | None, target: int | 
             local.undo.clear()
             return _Outcome(OpenHow.ROLLED_FORWARD, applied)
     elif current is not None:
+        _refuse_last_copy(local, log, current)
         reason = f"local store at {current}, the target is the empty state"
     return local.rebuild(log, target, reason)
+
+
+def _refuse_last_copy(local: _Local, log: Changelog, current: int) -> None:
+    """Raise if the store at ``current`` may be the only copy: the log has nothing as new."""
+    newest = log.listing().newest
+    if newest is not None and newest >= current:
+        return
+    holds = "is empty" if newest is None else f"ends at version {newest}"
+    raise VersionNotRetainedError(
+        f"local store {local.path} is at version {current} but changelog {log.uri} {holds}: the "
+        "local store may be the only copy of that state, so it is kept. Restore the changelog from "
+        "a copy of the checkpoint; if the state is meant to be discarded (the checkpoint was "
+        f"cleared on purpose), delete {local.path} and run again", versions=(current, current))
 
 
 def _replaced(undo: UndoLog, log: Changelog, version: int) -> bool:

@@ -10,6 +10,15 @@ A :class:`Storage` lists, reads, deletes and atomically writes whole files in on
   (and after deletes), and reads are memory maps (zero copy, the page cache holds the bytes).
 * On other filesystems (object stores), the file is written with ``open_output_stream`` and moved
   with ``FileSystem.move``; an object store makes an object visible only once it is complete.
+* ``write_if_absent`` publishes a file only if none has that name, and says whether it did: on a
+  local disk atomically (a hard link of the complete temporary file, which fails if the name
+  exists), so of writers racing for a name exactly one wins; on other filesystems it is a check
+  then a write (pyarrow offers no conditional write), so two writers starting within the same
+  moment can both believe they won, and the later write is the one that stays.
+
+Locations are written the way Spark users write them; :func:`resolve_uri` maps each to one
+canonical form (see its table) that :func:`filesystem_for` opens with pyarrow, and refuses the
+schemes pyarrow cannot open.
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ import itertools
 import os
 import posixpath
 import zlib
+from urllib.parse import urlsplit
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable
@@ -25,7 +35,10 @@ from typing import Any, BinaryIO, Callable
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-__all__ = ["Storage", "LocalStorage", "ArrowStorage", "open_storage", "FileInfo", "TEMP_PREFIX"]
+__all__ = [
+    "Storage", "LocalStorage", "ArrowStorage", "open_storage", "FileInfo", "TEMP_PREFIX", "resolve_uri",
+    "filesystem_for", "URI_SCHEMES",
+]
 
 #: Names starting with this are files being written (or left behind by a crash).
 TEMP_PREFIX = ".tmp-"
@@ -113,6 +126,32 @@ class Storage(ABC):
             raise
         return FileInfo(final, writer.size)
 
+    def write_if_absent(self, name: str, data: bytes) -> bool:
+        """Publish ``data`` as ``name`` unless a file of that name exists; True if this call did.
+
+        Atomic on a local disk (of racing writers exactly one returns True); a check then a write
+        elsewhere (see module docstring).
+        """
+        if any(info.name == name for info in self.list()):
+            return False
+        temp = f"{TEMP_PREFIX}excl-{os.getpid()}-{next(_COUNTER)}"
+        handle = self._open_temp(temp)
+        try:
+            handle.write(data)
+            return self._publish_if_absent(handle, temp, name)
+        except BaseException:
+            _close_quietly(handle)
+            raise
+        finally:
+            self.delete([temp])
+
+    def _publish_if_absent(self, handle: Any, temp: str, final: str) -> bool:
+        """Close ``handle`` durably and give ``temp`` the name ``final`` unless it exists."""
+        if any(info.name == final for info in self.list()):
+            return False
+        self._publish(handle, temp, final)
+        return True
+
 
 class LocalStorage(Storage):
     """A directory on the local disk, with fsync for durability and memory-mapped reads."""
@@ -160,6 +199,17 @@ class LocalStorage(Storage):
         os.replace(os.path.join(self.root, temp), os.path.join(self.root, final))
         _fsync_dir(self.root)
 
+    def _publish_if_absent(self, handle: BinaryIO, temp: str, final: str) -> bool:
+        handle.flush()
+        os.fsync(handle.fileno())
+        handle.close()
+        try:
+            os.link(os.path.join(self.root, temp), os.path.join(self.root, final))
+        except FileExistsError:
+            return False
+        _fsync_dir(self.root)
+        return True
+
 
 class ArrowStorage(Storage):
     """A directory on any ``pyarrow.fs`` filesystem (S3, GCS, HDFS, ...)."""
@@ -205,16 +255,91 @@ class ArrowStorage(Storage):
         self.fs.move(posixpath.join(self.root, temp), posixpath.join(self.root, final))
 
 
+#: Accepted schemes: what each becomes, and the ``pyarrow.fs`` class that opens it.
+URI_SCHEMES: dict[str, tuple[str, str]] = {
+    "file": ("", "LocalFileSystem"),        # file:/x, file:///x -> /x
+    "dbfs": ("", "LocalFileSystem"),        # dbfs:/x -> /dbfs/x (the Databricks FUSE mount)
+    "s3": ("s3", "S3FileSystem"),
+    "s3a": ("s3", "S3FileSystem"),
+    "s3n": ("s3", "S3FileSystem"),
+    "gs": ("gs", "GcsFileSystem"),
+    "gcs": ("gs", "GcsFileSystem"),
+    "hdfs": ("hdfs", "HadoopFileSystem"),
+    "abfs": ("abfs", "AzureFileSystem"),
+    "abfss": ("abfss", "AzureFileSystem"),
+    "mock": ("mock", "LocalFileSystem"),    # pyarrow's in-memory filesystem, for tests
+}
+
+
+def resolve_uri(uri: str | os.PathLike[str]) -> str:
+    """The canonical form of a location: an absolute local path, or a URI pyarrow opens.
+
+    A path without a scheme becomes absolute (against this process's working directory: resolve
+    once, where the location is given, and pass the result on). ``file:`` URIs become their path,
+    ``dbfs:/x`` becomes ``/dbfs/x``, ``s3a://`` and ``s3n://`` become ``s3://``, ``gcs://``
+    becomes ``gs://``; ``hdfs://``, ``abfs://`` and ``abfss://`` stay. Needs no network.
+    Raises ValueError naming the accepted schemes for any other scheme, or when this pyarrow
+    was built without the filesystem the scheme needs.
+    """
+    text = os.fspath(uri)
+    if not isinstance(text, str) or not text:
+        raise ValueError(f"a location must be a non-empty path or URI, not {uri!r}")
+    scheme = _scheme(text)
+    if scheme is None:
+        return os.path.abspath(text)
+    if scheme not in URI_SCHEMES:
+        raise ValueError(
+            f"location {text!r}: unknown scheme {scheme + ':'!r}; use a local path or one of "
+            f"{', '.join(s + ':' for s in URI_SCHEMES if s != 'mock')}"
+        )
+    target, fs_class = URI_SCHEMES[scheme]
+    if not hasattr(pafs, fs_class):
+        raise ValueError(
+            f"location {text!r}: this pyarrow ({pa.__version__}) was built without {fs_class}, "
+            f"which {scheme}: locations need; install a pyarrow with it or use another location"
+        )
+    parts = urlsplit(text)
+    if scheme == "file":
+        if parts.netloc not in ("", "localhost"):
+            raise ValueError(f"location {text!r}: a file: URI names a local path (file:///path), not host {parts.netloc!r}")
+        return os.path.abspath(parts.path or "/")
+    if scheme == "dbfs":
+        return "/dbfs/" + posixpath.normpath("/" + parts.netloc + parts.path).lstrip("/")
+    if not parts.netloc and scheme != "mock":
+        raise ValueError(f"location {text!r} names no bucket, container or host: write {scheme}://<name>/<path>")
+    return f"{target}://{text.split('://', 1)[1]}" if "://" in text else f"{target}:{text.split(':', 1)[1]}"
+
+
+def filesystem_for(uri: str | os.PathLike[str]) -> tuple[pafs.FileSystem, str]:
+    """The ``pyarrow.fs`` filesystem and the path inside it of a location (:func:`resolve_uri`)."""
+    resolved = resolve_uri(uri)
+    if "://" not in resolved:
+        return pafs.LocalFileSystem(), resolved
+    return pafs.FileSystem.from_uri(resolved)
+
+
+def _scheme(text: str) -> str | None:
+    """The lower-cased scheme of ``text``, or None for a plain path (including ``C:\\x``)."""
+    head, sep, _ = text.partition(":")
+    if not sep or len(head) < 2 or "/" in head or "\\" in head:
+        return None
+    if not (head[0].isalpha() and all(c.isalnum() or c in "+-." for c in head)):
+        return None
+    return head.lower()
+
+
 def open_storage(uri: str | os.PathLike[str], filesystem: pafs.FileSystem | None = None) -> Storage:
-    """The storage for ``uri``: a local path, a ``file://`` URI, or any URI pyarrow knows.
+    """The storage for ``uri``: a local path or any location :func:`resolve_uri` accepts.
 
     With ``filesystem`` given, ``uri`` is a path inside it.
     """
     uri = os.fspath(uri)
     if filesystem is None:
-        if "://" not in uri:
-            return LocalStorage(uri)
-        filesystem, root = pafs.FileSystem.from_uri(uri)
+        resolved = resolve_uri(uri)
+        if "://" not in resolved:
+            return LocalStorage(resolved)
+        filesystem, root = pafs.FileSystem.from_uri(resolved)
+        uri = resolved
     else:
         root = uri
     if isinstance(filesystem, pafs.LocalFileSystem):

@@ -2,12 +2,14 @@
 
     JoinError                       anything raised by joins
     ├── JoinDefinitionError         bad arguments: a missing column, a wrong type, bad bounds
-    └── CheckpointMismatchError     a checkpoint written by another query, definition or partition count
+    ├── CheckpointMismatchError     a checkpoint written by another query, definition, partition count
+    │                               or kind of run (streaming or batch)
+    └── CheckpointDamagedError      a checkpoint record is garbled, or files it shows were written are gone
 """
 
 from __future__ import annotations
 
-__all__ = ["JoinError", "JoinDefinitionError", "CheckpointMismatchError"]
+__all__ = ["JoinError", "JoinDefinitionError", "CheckpointMismatchError", "CheckpointDamagedError"]
 
 
 class JoinError(Exception):
@@ -19,4 +21,15 @@ class JoinDefinitionError(JoinError, ValueError):
 
 
 class CheckpointMismatchError(JoinError):
-    """The checkpoint belongs to another query, join definition or partition count."""
+    """The checkpoint belongs to another query, join definition, partition count or kind of run."""
+
+
+class CheckpointDamagedError(JoinError):
+    """A checkpoint file cannot be read, or state the checkpoint shows was committed is missing.
+
+    ``path``: the file or directory at fault. Nothing was written; the message says what to do.
+    """
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path

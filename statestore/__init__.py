@@ -11,9 +11,11 @@ or ``"package.module:Class"``. See :mod:`streamjoin.statestore.base` for the con
 from streamjoin.statestore.base import KeyValue, Store, StoreStats, prefix_end
 from streamjoin.statestore.errors import (
     BackendNotFoundError,
+    StoreArgumentError,
     StoreClosedError,
     StoreCorruptError,
     StoreError,
+    StoreIOError,
     StoreLockedError,
     StoreWriteError,
 )
@@ -23,9 +25,11 @@ __all__ = [
     "BackendNotFoundError",
     "KeyValue",
     "Store",
+    "StoreArgumentError",
     "StoreClosedError",
     "StoreCorruptError",
     "StoreError",
+    "StoreIOError",
     "StoreLockedError",
     "StoreStats",
     "StoreWriteError",

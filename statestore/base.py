@@ -2,7 +2,9 @@
 
 A store holds one partition's state. Keys and values are ``bytes``; keys are ordered by their bytes
 (unsigned, lexicographic, a prefix before its extensions), so the order-preserving codecs of
-:mod:`streamjoin.statestore.codecs` make byte order equal value order.
+:mod:`streamjoin.statestore.codecs` make byte order equal value order. Every backend accepts every key: the
+empty key ``b""`` (the smallest) and keys of any length (a backend whose library limits key sizes,
+like LMDB, lays long keys out so that they still read, scan and delete in byte order).
 
 A backend subclasses :class:`Store` and supplies the primitives marked *required* below; the
 optional methods have defaults built from them, which a backend overrides where its library has a

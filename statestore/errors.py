@@ -1,20 +1,30 @@
 """The errors every store backend raises, whatever library is underneath.
 
     StoreError                      anything a store raised
+    ├── StoreArgumentError          a bad kind, path or option (also a ValueError)
     ├── BackendNotFoundError        open_store() was given an unknown kind or a bad import path
     ├── StoreLockedError            another process (or another open handle) holds the store
-    ├── StoreCorruptError           the files at a path are not a readable store of this kind
+    ├── StoreCorruptError           the files at a path are not a readable store of this kind,
+    │                               or a read met damaged data (a checksum mismatch)
+    ├── StoreIOError                the operating system refused the files (disk full, no
+    │                               permission, read-only): the store itself may be intact
     ├── StoreClosedError            the store was used after close()
     └── StoreWriteError             a write failed; nothing of it was applied
 
 Backends translate their library's exceptions at the boundary (``raise StoreError(...) from exc``),
 so callers never catch ``rocksdict`` or ``lmdb`` exceptions. Every message says what to do.
+
+Only :class:`StoreCorruptError` means "remove the store and rebuild it from the changelog" (which
+``streamjoin.changelog.open_logged_store`` does); a :class:`StoreIOError` must never lead to removing a store,
+since the store may be the only intact copy of recent state.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "StoreError",
+    "StoreArgumentError",
+    "StoreIOError",
     "BackendNotFoundError",
     "StoreLockedError",
     "StoreCorruptError",
@@ -27,6 +37,14 @@ class StoreError(Exception):
     """Base class of every error raised by a state store."""
 
 
+class StoreArgumentError(StoreError, ValueError):
+    """``open_store`` or ``destroy_store`` was given a kind, path or option it cannot use."""
+
+
+class StoreIOError(StoreError):
+    """The operating system refused the store's files (no space, no permission, read-only)."""
+
+
 class BackendNotFoundError(StoreError):
     """The store kind is neither registered nor an importable ``package.module:Class``."""
 
@@ -36,7 +54,8 @@ class StoreLockedError(StoreError):
 
 
 class StoreCorruptError(StoreError):
-    """The files under a store path cannot be read as a store of the requested kind."""
+    """The files under a store path cannot be read as a store of the requested kind, or hold
+    damaged data; remove the store (``destroy_store``) and rebuild it from its changelog."""
 
 
 class StoreClosedError(StoreError):

@@ -1,8 +1,28 @@
 """The LMDB backend, through py-lmdb.
 
-Layout: one environment per store directory with two named databases, ``data`` (the entries) and
-``meta`` (the version marker). A write is one write transaction over both, so data and marker
-commit together or not at all.
+Layout: one environment per store directory with three named databases, all written in one write
+transaction per ``write`` (so entries and marker commit together or not at all):
+
+* ``data``: every entry whose key is 1 to :data:`~streamjoin.statestore.lmdb_layout.SHORT_MAX` (480) bytes,
+  under its own key;
+* ``long``: entries with longer keys (LMDB itself refuses keys over 511 bytes). The record under
+  a 480-byte prefix holds every stored key that starts with it, as sorted ``(suffix, value)``
+  pairs. A long key sorts right after its 480-byte prefix and before every other key of 480
+  bytes or fewer that is greater than the prefix, so a scan merges the two sorted streams
+  (``heapq.merge``) and keeps the contract's byte order. Writing one long key rewrites the
+  record of its prefix: keys that agree over their first 480 bytes by the thousands are slow;
+* ``meta``: the version marker, the format tag, and the entry of the empty key ``b""`` (a
+  reserved slot, since LMDB refuses empty keys); the empty key sorts before every other key.
+
+Checksums: every record is stored as ``crc32(key, value)`` then the value
+(:mod:`streamjoin.statestore.lmdb_layout`), and every read (``get``, ``multi_get``, scans, and the records a
+write has to read) verifies it. LMDB has no checksums of its own, so this is what turns a flipped
+bit in the data file into an error instead of a wrong result. A mismatch, or LMDB reporting a
+corrupted page, raises :class:`StoreCorruptError` and marks the directory damaged
+(:func:`streamjoin.statestore.locking.mark_damaged`): the task fails, and the next open refuses the store,
+so the changelog's open path rebuilds it rather than reusing it. Damage in records that are never
+read is not found; a store written before checksums (no format tag) is refused as corrupt at open
+and rebuilt the same way.
 
 Map size: LMDB needs an upper bound on the file size up front. The store starts with a modest map
 (``map_size``, 64 MiB by default) and, when a write finds it full, aborts the transaction, doubles
@@ -21,9 +41,6 @@ one lookup; each ``scan`` has its own read transaction, released when the iterat
 dropped. A scan that is still open when the map grows is invalidated and raises
 :class:`StoreError`; as the contract says, do not write while iterating.
 
-Limits: LMDB keys are 1 to 511 bytes; a write with another key raises :class:`StoreWriteError`
-and a read of one finds nothing.
-
 Durability: by default each commit fsyncs the data but not the meta page (LMDB's ``metasync=False``):
 a machine crash may undo the last commit but never leaves a torn store. ``sync=False`` drops the
 fsync (a machine crash may then corrupt the store; the corrupt-store error says to remove it).
@@ -31,18 +48,41 @@ fsync (a machine crash may then corrupt the store; the corrupt-store error says 
 
 from __future__ import annotations
 
+import bisect
+import heapq
 from collections import deque
-from itertools import takewhile
+from itertools import chain
+from operator import itemgetter
 from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
 import lmdb
 
+from streamjoin.statestore import options as check
 from streamjoin.statestore.base import KeyValue, Store, StoreStats
 from streamjoin.statestore.codecs import decode_int, encode_int
 from streamjoin.statestore.errors import StoreCorruptError, StoreError, StoreWriteError
+from streamjoin.statestore.lmdb_layout import (
+    Prepared,
+    SHORT_MAX,
+    EMPTY_KEY,
+    Damaged,
+    Loader,
+    all_short,
+    decode_bucket,
+    encode_bucket,
+    long_items,
+    seal,
+    sealed,
+    short_items,
+    unseal,
+    unseal_many,
+)
 from streamjoin.statestore.locking import (
     DirectoryLock,
     corrupt_message,
+    io_error,
+    mark_damaged,
+    os_refusal,
     prepare_directory,
     remove_directory,
     retry_locked,
@@ -50,13 +90,17 @@ from streamjoin.statestore.locking import (
 
 __all__ = ["LMDBStore"]
 
-_DATA, _META = b"data", b"meta"
-_VERSION_KEY = b"version"
+_DATA, _META, _LONG = b"data", b"meta", b"long"
+_VERSION_KEY, _FORMAT_KEY = b"version", b"format"
+_FORMAT = b"checksummed-1"
 _MARKERS = ("data.mdb",)
 _INITIAL_MAP = 64 << 20
 _MAX_MAP = 1 << 40
 _LOAD_CHUNK = 65536
 _DRAIN = deque(maxlen=0).extend  # consume an iterator at C speed
+_KEY = itemgetter(0)
+#: LMDB errors that mean the file's pages are damaged (others are misuse or the OS refusing).
+_DAMAGE = (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.BadChecksumError, lmdb.PanicError)
 T = TypeVar("T")
 
 
@@ -77,24 +121,57 @@ class LMDBStore(Store):
         lock_timeout: float | None = None,
         sync: bool = True,
     ) -> None:
+        map_size = check.size(self.kind, "map_size", map_size, _MAX_MAP)
+        lock_timeout = check.seconds(self.kind, "lock_timeout", lock_timeout)
+        sync = check.flag(self.kind, "sync", sync)
         super().__init__(path)
         prepare_directory(self.path, self.kind, _MARKERS)
         self._lock = retry_locked(lambda: DirectoryLock.acquire(self.path), lock_timeout)
         try:
             self._env = lmdb.open(
-                self.path, map_size=map_size, max_dbs=2, sync=sync, metasync=False,
+                self.path, map_size=map_size, max_dbs=3, sync=sync, metasync=False,
                 readahead=False, max_spare_txns=2,
             )
             self._data = self._env.open_db(_DATA)
             self._meta = self._env.open_db(_META)
+            self._long = self._env.open_db(_LONG)
+            self._check_format()
             self._reader = self._env.begin(db=self._data)
-            self._cached_version = _decode_version(self._reader.get(_VERSION_KEY, db=self._meta), path)
+            self._cached_version = self._read_version()
         except lmdb.Error as exc:
             self._release_after_failed_open()
+            if os_refusal(str(exc)) is not None:  # a full disk is not a damaged store: keep it
+                raise io_error(self.path, str(exc)) from exc
             raise StoreCorruptError(corrupt_message(self.path, self.kind, str(exc))) from exc
+        except Damaged as exc:
+            self._release_after_failed_open()
+            raise StoreCorruptError(corrupt_message(self.path, self.kind, str(exc))) from None
         except BaseException:
             self._release_after_failed_open()
             raise
+
+    def _check_format(self) -> None:
+        """Tag a new store with the format; refuse a store of another (an older, unsealed) one."""
+        with self._env.begin(db=self._meta) as txn:
+            tag = txn.get(_FORMAT_KEY)
+            untouched = txn.stat(self._data)["entries"] == 0 and txn.get(_VERSION_KEY) is None
+        if tag is not None and unseal(_FORMAT_KEY, tag) == _FORMAT:
+            return
+        if tag is not None or not untouched:
+            raise StoreCorruptError(corrupt_message(
+                self.path, self.kind, "it was written without checksums by an earlier streamjoin"
+                if tag is None else f"unknown format {tag[4:]!r}"))
+        with self._env.begin(write=True, db=self._meta) as txn:
+            txn.put(_FORMAT_KEY, seal(_FORMAT_KEY, _FORMAT))
+
+    def _read_version(self) -> int | None:
+        raw = self._reader.get(_VERSION_KEY, db=self._meta)
+        if raw is None:
+            return None
+        marker = unseal(_VERSION_KEY, raw)
+        if len(marker) != 8:
+            raise StoreCorruptError(corrupt_message(self.path, self.kind, f"bad version marker {marker!r}"))
+        return decode_int(marker)
 
     def _release_after_failed_open(self) -> None:
         env = getattr(self, "_env", None)
@@ -106,46 +183,90 @@ class LMDBStore(Store):
 
     def _get(self, key: bytes) -> bytes | None:
         try:
-            return self._reader.get(key)
-        except lmdb.BadValsizeError:
-            return None  # a key LMDB cannot hold (b"") is absent
+            return self._lookup(self._reader, key)
         except Exception as exc:
-            raise _read_error(self.path, exc) from exc
+            raise self._failure("read", exc) from exc
 
     def _multi_get(self, keys: Sequence[bytes]) -> list[bytes | None]:
         try:
-            return list(map(self._reader.get, keys))
-        except lmdb.BadValsizeError:
-            return [self._get(key) for key in keys]
+            if not keys or not all_short(keys):
+                return [self._lookup(self._reader, key) for key in keys]
+            return unseal_many(keys, list(map(self._reader.get, keys)))
         except Exception as exc:
-            raise _read_error(self.path, exc) from exc
+            raise self._failure("read", exc) from exc
+
+    def _lookup(self, txn: lmdb.Transaction, key: bytes) -> bytes | None:
+        """The value of ``key`` of any length, checked."""
+        size = len(key)
+        if 0 < size <= SHORT_MAX:
+            record = txn.get(key, db=self._data)
+            return None if record is None else unseal(key, record)
+        if size == 0:
+            record = txn.get(EMPTY_KEY, db=self._meta)
+            return None if record is None else unseal(EMPTY_KEY, record)
+        entries = self._bucket(txn, key[:SHORT_MAX])
+        suffix = key[SHORT_MAX:]
+        at = bisect.bisect_left(entries, (suffix,))
+        return entries[at][1] if at < len(entries) and entries[at][0] == suffix else None
+
+    def _bucket(self, txn: lmdb.Transaction, prefix: bytes) -> list[KeyValue]:
+        record = txn.get(prefix, db=self._long)
+        return [] if record is None else decode_bucket(prefix, unseal(prefix, record))
 
     def _scan(self, start: bytes | None, end: bytes | None, reverse: bool) -> Iterator[KeyValue]:
         _check_bounds(self.path, start, end)
+        if end == b"":
+            return iter(())
+        txn = None
         try:
             txn = self._env.begin(db=self._data)
-            cursor = txn.cursor()
-            items = _reverse_items(cursor, end) if reverse else _forward_items(cursor, start)
+            items = short_items(txn.cursor(), start, end, reverse)
+            if txn.stat(self._long)["entries"]:
+                longer = long_items(txn.cursor(self._long), start, end, reverse)
+                items = heapq.merge(items, longer, key=_KEY, reverse=reverse)
+            empty = None if start else txn.get(EMPTY_KEY, db=self._meta)
+            if empty is not None:
+                first = [(b"", unseal(EMPTY_KEY, empty))]
+                items = chain(items, first) if reverse else chain(first, items)
         except Exception as exc:
-            raise _read_error(self.path, exc) from exc
-        # ``(end,) > (key, value)`` iff key < end, and ``(start,) <= (key, value)`` iff start <= key:
-        # the bound tests stay in C.
-        if reverse and start is not None:
-            items = takewhile((start,).__le__, items)
-        elif not reverse and end is not None:
-            items = takewhile((end,).__gt__, items)
-        return _translated(items, txn, self.path)
+            if txn is not None:
+                txn.abort()
+            raise self._failure("scan", exc) from exc
+        return self._translated(items, txn)
+
+    def _translated(self, items: Iterator[KeyValue], txn: lmdb.Transaction) -> Iterator[KeyValue]:
+        """Yield ``items``, end the read transaction when done, and translate errors."""
+        try:
+            yield from items
+        except (Damaged, *_DAMAGE) as exc:
+            raise self._failure("scan", exc) from exc
+        except lmdb.Error as exc:
+            raise StoreError(
+                f"scan of {self.path} was invalidated (the store was written or grew while "
+                f"iterating; finish iterating before writing): {exc}"
+            ) from exc
+        finally:
+            try:
+                txn.abort()
+            except lmdb.Error:
+                pass  # already invalidated by a map resize or close
+
+    def _failure(self, what: str, exc: BaseException) -> StoreError:
+        """The StoreError for ``exc``: damage marks the store (the next open rebuilds it)."""
+        if isinstance(exc, (Damaged, *_DAMAGE)):
+            return mark_damaged(self.path, self.kind, f"{what} failed: {exc}")
+        return StoreError(f"{what} of {self.path} failed: {type(exc).__name__}: {exc}")
 
     def _version(self) -> int | None:
         return self._cached_version
 
     def _stats(self) -> StoreStats:
         try:
-            stat = self._reader.stat(self._data)
+            stats = [self._reader.stat(db) for db in (self._data, self._long)]
         except Exception as exc:
-            raise _read_error(self.path, exc) from exc
-        pages = stat["branch_pages"] + stat["leaf_pages"] + stat["overflow_pages"]
-        return StoreStats(stat["entries"], pages * stat["psize"], exact=False)
+            raise self._failure("read", exc) from exc
+        pages = sum(s["branch_pages"] + s["leaf_pages"] + s["overflow_pages"] for s in stats)
+        return StoreStats(sum(s["entries"] for s in stats), pages * stats[0]["psize"], exact=False)
 
     # -- writes ----------------------------------------------------------------------------------
 
@@ -161,17 +282,88 @@ class LMDBStore(Store):
 
         def apply(txn: lmdb.Transaction) -> None:
             if delete_ranges:
-                _delete_ranges(txn.cursor(), delete_ranges)
+                self._delete_ranges(txn, delete_ranges)
             if deletes:
-                _delete_keys(txn, deletes)
+                self._delete_keys(txn, deletes)
             if puts:
-                txn.cursor().putmulti(puts)
+                self._put(txn, puts)
             if version is not None:
-                txn.put(_VERSION_KEY, encode_int(version), db=self._meta)
+                txn.put(_VERSION_KEY, seal(_VERSION_KEY, encode_int(version)), db=self._meta)
 
         self._transact(apply, "write")
         if version is not None:
             self._cached_version = version
+
+    def _put(self, txn: lmdb.Transaction, puts: Sequence[KeyValue]) -> None:
+        records = sealed(puts)  # TypeError/ValueError for a bad entry: nothing applied
+        if all_short(list(map(_KEY, records))):
+            txn.cursor().putmulti(records)
+            return
+        txn.cursor().putmulti([kv for kv in records if 0 < len(kv[0]) <= SHORT_MAX])
+        self._put_special(txn, [kv for kv in puts if not 0 < len(kv[0]) <= SHORT_MAX])
+
+    def _put_special(self, txn: lmdb.Transaction, changes: Sequence[tuple[bytes, bytes | None]]) -> None:
+        """Apply puts (value) and deletes (None) of empty and long keys, in order."""
+        buckets: dict[bytes, dict[bytes, bytes | None]] = {}
+        for key, value in changes:
+            if key:
+                buckets.setdefault(key[:SHORT_MAX], {})[key[SHORT_MAX:]] = value
+            elif value is None:
+                txn.delete(EMPTY_KEY, db=self._meta)
+            else:
+                txn.put(EMPTY_KEY, seal(EMPTY_KEY, value), db=self._meta)
+        for prefix, edits in buckets.items():
+            entries = dict(self._bucket(txn, prefix))
+            for suffix, value in edits.items():
+                if value is None:
+                    entries.pop(suffix, None)
+                else:
+                    entries[suffix] = value
+            self._store_bucket(txn, prefix, sorted(entries.items()))
+
+    def _store_bucket(self, txn: lmdb.Transaction, prefix: bytes, entries: list[KeyValue]) -> None:
+        if entries:
+            txn.put(prefix, seal(prefix, encode_bucket(entries)), db=self._long)
+        else:
+            txn.delete(prefix, db=self._long)
+
+    def _delete_keys(self, txn: lmdb.Transaction, keys: Sequence[bytes]) -> None:
+        if all_short(keys):
+            _DRAIN(map(txn.delete, keys))
+            return
+        _DRAIN(map(txn.delete, [key for key in keys if 0 < len(key) <= SHORT_MAX]))
+        self._put_special(txn, [(key, None) for key in keys if not 0 < len(key) <= SHORT_MAX])
+
+    def _delete_ranges(self, txn: lmdb.Transaction, ranges: Sequence[tuple[bytes, bytes]]) -> None:
+        has_long = txn.stat(self._long)["entries"] > 0
+        for start, end in ranges:
+            if type(start) is not bytes or type(end) is not bytes:
+                raise TypeError(f"a range delete needs (bytes, bytes), got ({start!r}, {end!r})")
+            if not start < end:
+                continue
+            if not start:
+                txn.delete(EMPTY_KEY, db=self._meta)
+            cursor = txn.cursor()
+            found = cursor.set_range(start[:SHORT_MAX]) if start else cursor.first()
+            while found and cursor.key() < start:  # only start's prefix, when start is long
+                found = cursor.next()
+            while found and cursor.key() < end:
+                found = cursor.delete()  # moves to the next entry
+            if has_long:
+                self._delete_long_range(txn, start, end)
+
+    def _delete_long_range(self, txn: lmdb.Transaction, start: bytes, end: bytes) -> None:
+        cursor = txn.cursor(self._long)
+        found = cursor.set_range(start[:SHORT_MAX]) if start else cursor.first()
+        touched = []
+        while found and cursor.key() < end:  # a prefix >= end: all its keys are above end
+            touched.append(cursor.item())
+            found = cursor.next()
+        for prefix, record in touched:
+            entries = decode_bucket(prefix, unseal(prefix, record))
+            kept = [(s, v) for s, v in entries if not start <= prefix + s < end]
+            if len(kept) != len(entries):
+                self._store_bucket(txn, prefix, kept)
 
     def _load_sorted(self, items: Iterable[KeyValue], version: int | None) -> int:
         """Append ``items`` in chunks of sorted puts (``MDB_APPEND``: no search, full pages).
@@ -179,29 +371,34 @@ class LMDBStore(Store):
         Each chunk commits on its own; when a key is out of order, the chunks before it stay
         and the version marker is not set.
         """
-        count = 0
+        loader = Loader(self.path)
         chunk: list[KeyValue] = []
         for item in items:
             chunk.append(item)
             if len(chunk) >= _LOAD_CHUNK:
-                count += self._append(chunk)
+                self._append(loader.prepare(chunk, final=False), chunk)
                 chunk = []
-        count += self._append(chunk)
+        self._append(loader.prepare(chunk, final=True), chunk)
         if version is not None:
             self._write((), (), (), version)
-        return count
+        return loader.count
 
-    def _append(self, chunk: list[KeyValue]) -> int:
-        def apply(txn: lmdb.Transaction) -> int:
-            consumed, added = txn.cursor().putmulti(chunk, append=True)
-            if added != consumed:  # MDB_APPEND skips a key that is not above the last one
-                raise _OutOfOrder()  # aborts the transaction: the chunk is not applied
-            return added
+    def _append(self, prepared: Prepared, chunk: list[KeyValue]) -> None:
+        short, long, empty = prepared
 
-        if not chunk:
-            return 0
+        def apply(txn: lmdb.Transaction) -> None:
+            for db, records in ((self._data, short), (self._long, long)):
+                if records:
+                    consumed, added = txn.cursor(db).putmulti(records, append=True)
+                    if added != consumed:  # MDB_APPEND skips a key that is not above the last one
+                        raise _OutOfOrder()  # aborts the transaction: the chunk is not applied
+            if empty is not None:
+                txn.put(EMPTY_KEY, empty, db=self._meta)
+
+        if not (short or long or empty is not None):
+            return
         try:
-            return self._transact(apply, "load_sorted")
+            self._transact(apply, "load_sorted")
         except _OutOfOrder:
             raise StoreError(_order_message(self.path, self._reader, chunk)) from None
 
@@ -216,10 +413,16 @@ class LMDBStore(Store):
                 continue
             except StoreError:
                 raise
-            except Exception as exc:
+            except (Damaged, *_DAMAGE) as exc:
+                raise self._failure(what, exc) from exc
+            except (TypeError, ValueError) as exc:
                 raise StoreWriteError(
                     f"{what} to {self.path} failed, nothing applied: puts must be (bytes, bytes) "
                     f"tuples and keys bytes ({type(exc).__name__}: {exc})"
+                ) from exc
+            except Exception as exc:
+                raise StoreWriteError(
+                    f"{what} to {self.path} failed, nothing applied: {type(exc).__name__}: {exc}"
                 ) from exc
             self._renew_reader()
             return result
@@ -260,53 +463,6 @@ class LMDBStore(Store):
         remove_directory(str(path))
 
 
-def _forward_items(cursor: lmdb.Cursor, start: bytes | None) -> Iterator[KeyValue]:
-    positioned = cursor.first() if start is None else cursor.set_range(start)
-    return cursor.iternext() if positioned else iter(())
-
-
-def _reverse_items(cursor: lmdb.Cursor, end: bytes | None) -> Iterator[KeyValue]:
-    if end is None or not cursor.set_range(end):
-        positioned = cursor.last()  # no key >= end: start from the last key
-    else:
-        positioned = cursor.prev()  # on the first key >= end: step below it
-    return cursor.iterprev() if positioned else iter(())
-
-
-def _translated(items: Iterator[KeyValue], txn: lmdb.Transaction, path: str) -> Iterator[KeyValue]:
-    """Yield ``items``, end the read transaction when done, and translate lmdb errors."""
-    try:
-        yield from items
-    except lmdb.Error as exc:
-        raise StoreError(
-            f"scan of {path} was invalidated (the store was written or grew while iterating; "
-            f"finish iterating before writing): {exc}"
-        ) from exc
-    finally:
-        try:
-            txn.abort()
-        except lmdb.Error:
-            pass  # already invalidated by a map resize or close
-
-
-def _delete_keys(txn: lmdb.Transaction, keys: Sequence[bytes]) -> None:
-    try:
-        _DRAIN(map(txn.delete, keys))
-    except lmdb.BadValsizeError:  # b"" cannot be stored, so deleting it is a no-op
-        _DRAIN(map(txn.delete, [key for key in keys if key != b""]))
-
-
-def _delete_ranges(cursor: lmdb.Cursor, ranges: Sequence[tuple[bytes, bytes]]) -> None:
-    for start, end in ranges:
-        if type(start) is not bytes or type(end) is not bytes:
-            raise TypeError(f"a range delete needs (bytes, bytes), got ({start!r}, {end!r})")
-        if not start < end:
-            continue
-        found = cursor.set_range(start)
-        while found and cursor.key() < end:
-            found = cursor.delete()  # moves to the next entry
-
-
 class _OutOfOrder(StoreError):
     """A bulk-load chunk had a key not above its predecessor (internal; reported with the keys)."""
 
@@ -322,19 +478,7 @@ def _order_message(path: str, reader: lmdb.Transaction, chunk: list[KeyValue]) -
     return f"load_sorted into {path}: keys must be strictly ascending, but {key!r} follows {previous!r}"
 
 
-def _decode_version(raw: bytes | None, path: str) -> int | None:
-    if raw is None:
-        return None
-    if len(raw) != 8:
-        raise StoreCorruptError(corrupt_message(path, "lmdb", f"bad version marker {raw!r}"))
-    return decode_int(raw)
-
-
 def _check_bounds(path: str, start: object, end: object) -> None:
     for bound in (start, end):
         if bound is not None and type(bound) is not bytes:
             raise StoreError(f"scan of {path}: bounds must be bytes or None, got {bound!r}")
-
-
-def _read_error(path: str, exc: Exception) -> StoreError:
-    return StoreError(f"read from {path} failed: {type(exc).__name__}: {exc}")

@@ -9,11 +9,12 @@ by passing ``"package.module:Class"`` as the kind. A factory is called as ``fact
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 from typing import Any, Callable
 
 from streamjoin.statestore.base import Store
-from streamjoin.statestore.errors import BackendNotFoundError
+from streamjoin.statestore.errors import BackendNotFoundError, StoreArgumentError
 
 __all__ = ["open_store", "register_backend", "destroy_store", "backend_names", "resolve_backend"]
 
@@ -42,7 +43,16 @@ def backend_names() -> list[str]:
 
 
 def resolve_backend(kind: str) -> StoreFactory:
-    """The factory for ``kind``: a registered name, a built-in name, or ``package.module:Class``."""
+    """The factory for ``kind``: a registered name, a built-in name, or ``package.module:Class``.
+
+    Raises :class:`StoreArgumentError` when ``kind`` is not a str, :class:`BackendNotFoundError`
+    when it names nothing importable.
+    """
+    if not isinstance(kind, str):
+        raise StoreArgumentError(
+            f"store kind={kind!r} ({type(kind).__name__}): kind must be a str, one of "
+            f"{backend_names()} or 'package.module:Class' for your own backend"
+        )
     if kind in _REGISTERED:
         return _REGISTERED[kind]
     target = _BUILTIN.get(kind, kind)
@@ -65,13 +75,15 @@ def resolve_backend(kind: str) -> StoreFactory:
 def open_store(kind: str = DEFAULT_KIND, path: str | os.PathLike[str] = "", **options: Any) -> Store:
     """Open (creating if needed) the store of ``kind`` at ``path``.
 
-    Raises :class:`BackendNotFoundError` for an unknown kind, :class:`StoreLockedError` when another
-    handle holds the path, :class:`StoreCorruptError` when the path holds something unreadable.
+    Raises :class:`BackendNotFoundError` for an unknown kind, :class:`StoreArgumentError` for a
+    kind, path or option it cannot use, :class:`StoreLockedError` when another handle holds the
+    path, :class:`StoreCorruptError` when the path holds something unreadable and
+    :class:`StoreIOError` when the operating system refuses the files (disk full, no permission).
     """
-    if not path:
-        raise ValueError("open_store needs a path (a directory for disk backends, a name for memory)")
     factory = resolve_backend(kind)
-    store = factory(os.fspath(path), **options)
+    path = _check_path("open_store", kind, path)
+    _check_options(kind, factory, options)
+    store = factory(path, **options)
     if not isinstance(store, Store):
         raise BackendNotFoundError(
             f"store kind {kind!r} returned {type(store).__name__}, not a streamjoin.statestore.Store subclass"
@@ -83,4 +95,33 @@ def destroy_store(kind: str, path: str | os.PathLike[str]) -> None:
     """Remove the files of the store of ``kind`` at ``path`` (it must be closed)."""
     factory = resolve_backend(kind)
     destroy = getattr(factory, "destroy", None) or Store.destroy
-    destroy(os.fspath(path))
+    destroy(_check_path("destroy_store", kind, path))
+
+
+def _check_path(caller: str, kind: str, path: object) -> str:
+    """``path`` as a str; refuses an empty path or one that is not a str or ``os.PathLike``."""
+    if isinstance(path, (str, os.PathLike)):
+        path = os.fspath(path)
+        if isinstance(path, str) and path:
+            return path
+    raise StoreArgumentError(
+        f"{caller}({kind!r}, path={path!r}): path must be a non-empty str or os.PathLike "
+        "(a directory for disk backends, a name for memory)"
+    )
+
+
+def _check_options(kind: str, factory: StoreFactory, options: dict[str, Any]) -> None:
+    """Refuse options the backend's factory does not take, naming them and the ones it takes."""
+    try:
+        parameters = list(inspect.signature(factory).parameters.values())[1:]  # after the path
+    except (TypeError, ValueError):
+        return  # a factory without a signature to read: it checks its own options
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return
+    known = [p.name for p in parameters if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise StoreArgumentError(
+            f"open_store({kind!r}, ..., {', '.join(unknown)}=...): store kind {kind!r} has no option "
+            f"{', '.join(map(repr, unknown))}; its options are {known or 'none'}"
+        )

@@ -23,6 +23,12 @@ without holding them (so the returned iterator holds the bound).
 Bulk loads (``load_sorted``) write SST files into a scratch directory inside the store and ingest
 them in one atomic step, so a failed load leaves the store empty.
 
+Errors: an open that fails because the operating system refused the files (disk full, no
+permission) raises :class:`StoreIOError` and leaves the store alone; any other failure to open
+means the files are not a readable store (:class:`StoreCorruptError`). A read that meets damage
+(RocksDB's block checksums) raises :class:`StoreCorruptError` and marks the directory damaged
+(:func:`streamjoin.statestore.locking.mark_damaged`), so the next open rebuilds instead of reusing it.
+
 Durability: writes go to the write-ahead log without an fsync (``sync=True`` adds one). A crash of
 the process loses nothing; a crash of the machine may lose the latest writes, but RocksDB recovers
 to a consistent earlier write, whose version marker says which one; the changelog replays the rest.
@@ -49,11 +55,15 @@ from rocksdict import (
 
 from streamjoin.statestore.base import KeyValue, Store, StoreStats
 from streamjoin.statestore.codecs import decode_int, encode_int
+from streamjoin.statestore import options as check
 from streamjoin.statestore.errors import StoreCorruptError, StoreError, StoreLockedError, StoreWriteError
 from streamjoin.statestore.locking import (
     DirectoryLock,
     corrupt_message,
     held_message,
+    io_error,
+    mark_damaged,
+    os_refusal,
     prepare_directory,
     remove_directory,
     retry_locked,
@@ -82,6 +92,8 @@ class RocksDBStore(Store):
     kind = "rocksdb"
 
     def __init__(self, path: str, *, lock_timeout: float | None = None, sync: bool = False) -> None:
+        lock_timeout = check.seconds(self.kind, "lock_timeout", lock_timeout)
+        sync = check.flag(self.kind, "sync", sync)
         super().__init__(path)
         prepare_directory(self.path, self.kind, _MARKERS)
         self._lock = retry_locked(lambda: DirectoryLock.acquire(self.path), lock_timeout)
@@ -134,14 +146,49 @@ class RocksDBStore(Store):
                 items = self._db.items(backwards=True, from_key=end)  # last key <= end
                 if end is not None:
                     items = dropwhile((end,).__le__, items)  # drops end itself
-                return items if start is None else takewhile((start,).__le__, items)
-            if end is None:
-                return self._db.items(from_key=start)
-            options = ReadOptions()
-            options.set_iterate_upper_bound(end)  # RocksDB stops at end (and skips tombstones)
-            return dropwhile((end,).__lt__, self._db.items(from_key=start, read_opt=options))
+                items = items if start is None else takewhile((start,).__le__, items)
+            elif end is None:
+                items = self._db.items(from_key=start)
+            else:
+                options = ReadOptions()
+                options.set_iterate_upper_bound(end)  # RocksDB stops at end (and skips tombstones)
+                items = dropwhile((end,).__lt__, self._db.items(from_key=start, read_opt=options))
         except Exception as exc:
             raise _read_error(self.path, exc) from exc
+        return self._checked(items, start, end, reverse)
+
+    def _checked(
+        self, items: Iterator[KeyValue], start: bytes | None, end: bytes | None, reverse: bool
+    ) -> Iterator[KeyValue]:
+        """Yield ``items``, then make sure they ended because the range did, not a read error.
+
+        rocksdict's item iterators stop without a word when RocksDB meets a damaged block (a
+        checksum mismatch), which would look like a shorter range. So when they run out, one
+        iterator is positioned after the last item and asked for its status.
+        """
+        last = None
+        try:
+            for last in items:
+                yield last
+        except Exception as exc:
+            raise _read_error(self.path, exc) from exc
+        if self._db is None:
+            return  # closed while iterating: nothing left to ask
+        probe = self._db.iter()
+        try:
+            if last is not None:
+                (probe.seek_for_prev if reverse else probe.seek)(last[0])
+                if probe.valid():
+                    probe.prev() if reverse else probe.next()
+            elif reverse:
+                probe.seek_to_last() if end is None else probe.seek_for_prev(end)
+            else:
+                probe.seek_to_first() if start is None else probe.seek(start)
+            probe.status()  # raises the error that ended the items, if one did
+        except Exception as exc:
+            raise _read_error(self.path, exc) from exc
+        finally:
+            del probe
 
     def _version(self) -> int | None:
         return self._cached_version
@@ -248,6 +295,8 @@ def _open_rdict(path: str) -> Rdict:
             "temporarily unavailable" in message or "current process" in message
         ):
             raise StoreLockedError(held_message(path)) from exc
+        if os_refusal(message) is not None:  # a full disk is not a damaged store: keep it
+            raise io_error(path, message) from exc
         raise StoreCorruptError(corrupt_message(path, "rocksdb", message)) from exc
 
 
@@ -308,4 +357,6 @@ def _check_range(start: object, end: object) -> None:
 
 
 def _read_error(path: str, exc: Exception) -> StoreError:
+    if str(exc).startswith("Corruption:"):  # a block checksum mismatch, a torn table file
+        return mark_damaged(path, "rocksdb", f"read failed: {exc}")
     return StoreError(f"read from {path} failed: {type(exc).__name__}: {exc}")

@@ -3,18 +3,22 @@
 A table input is a stream of changes. :class:`ChangeFormat` says how a change table is spelled;
 :func:`normalise` turns a batch of it into the **internal form**::
 
-    <key columns> | __sj_op (int8) | __sj_time (int64 µs) | __sj_seq (int64, nullable) | <value columns>
+    <key columns> | __sj_op (int8) | __sj_time (int64 µs, nullable) | __sj_seq (int64, nullable) | <value columns>
 
 ``__sj_op`` is :data:`UPSERT`, :data:`DELETE` or :data:`HEARTBEAT`. Rows are kept in input order.
+``__sj_time`` is null only for a *timeless snapshot row* (below): a key's versions are ordered by
+(change time, sequence) with nulls first, so such a row comes before every change of its key
+without any timestamp standing for "the beginning of time".
 
 Vocabularies (``op`` values; anything else is set aside as ``"unknown op"``):
 
 * ``plain``: key columns, an op column (``upsert``/``insert``/``update`` -> upsert, ``delete``,
-  ``heartbeat``), a change-time column, an optional sequence column, the row's columns. The value
+  ``heartbeat``, ``snapshot``), a change-time column, an optional sequence column, the row's columns. The value
   columns are every column but the key and the op (the change time and sequence stay visible).
 * ``delta`` (Delta Lake change data feed): ``_change_type`` in ``insert``/``update_postimage``
-  (upsert), ``delete``, ``heartbeat``; change time ``_commit_timestamp``, sequence
-  ``_commit_version``. ``update_preimage`` rows carry the *old* row: they add no new state, so they
+  (upsert), ``delete``, ``heartbeat``, ``snapshot``; change time ``_commit_timestamp`` unless
+  another timestamp column is named (a business time such as ``valid_from``), sequence
+  ``_commit_version`` unless another integer column is named. ``update_preimage`` rows carry the *old* row: they add no new state, so they
   are skipped (counted as ``preimages``), never set aside.
 * ``debezium``: ``op`` in ``c``/``u``/``r`` (upsert of ``after``), ``d`` (delete; key from
   ``before``, else ``after``), ``heartbeat``; ``before``/``after`` structs of the row's columns;
@@ -25,6 +29,11 @@ Vocabularies (``op`` values; anything else is set aside as ``"unknown op"``):
   is set aside as ``"invalid json"``, a row whose values do not fit ``row_schema`` as ``"invalid row"``.
 
 Heartbeat rows need only a change time: they advance the table's watermark and nothing else.
+**Snapshot rows** (op :data:`SNAPSHOT_OP`, written by a join's bootstrap; plain and delta) are
+upserts. One with a change time is an ordinary upsert at that time; one without is a timeless
+snapshot row, kept with a null ``__sj_time`` when the caller accepts them
+(``normalise(..., timeless_snapshots=True)``: the enrichment join, whose first version takes its
+bootstrap) and otherwise refused as below.
 Every other row needs a change time (else ``"null change time"``) and a key without nulls (else
 ``"null key"``). Checks apply in that order: op, time, key. Set-aside rows keep the input's columns
 plus :data:`streamjoin.runtime.operator.REASON_COLUMN`.
@@ -46,19 +55,21 @@ from streamjoin.runtime.operator import REASON_COLUMN
 
 __all__ = [
     "Vocabulary", "ChangeFormat", "Normalised", "normalise", "OP", "TIME", "SEQ",
-    "UPSERT", "DELETE", "HEARTBEAT", "BOOTSTRAP_TIME", "to_plain", "PLAIN_COLUMNS", "set_aside",
+    "UPSERT", "DELETE", "HEARTBEAT", "SNAPSHOT_OP", "to_plain", "PLAIN_COLUMNS", "set_aside",
 ]
 
 OP, TIME, SEQ = "__sj_op", "__sj_time", "__sj_seq"
 UPSERT, DELETE, HEARTBEAT = 0, 1, 2
-_SKIP = -1
-#: Change time given to snapshot rows without one: 0001-01-01T00:00:00, before any real change.
-BOOTSTRAP_TIME = -62_135_596_800_000_000
+_SKIP, _SNAPSHOT = -1, 3
+#: The op of a snapshot row (plain and delta vocabularies): an upsert; without a change time, it
+#: comes before every change of its key (see module docstring).
+SNAPSHOT_OP = "snapshot"
 _UNITS = {"s": 1_000_000, "ms": 1_000, "us": 1}
 _OPS = {
-    "plain": {"upsert": UPSERT, "insert": UPSERT, "update": UPSERT, "delete": DELETE, "heartbeat": HEARTBEAT},
+    "plain": {"upsert": UPSERT, "insert": UPSERT, "update": UPSERT, "delete": DELETE, "heartbeat": HEARTBEAT,
+              SNAPSHOT_OP: _SNAPSHOT},
     "delta": {"insert": UPSERT, "update_postimage": UPSERT, "update_preimage": _SKIP, "delete": DELETE,
-              "heartbeat": HEARTBEAT},
+              "heartbeat": HEARTBEAT, SNAPSHOT_OP: _SNAPSHOT},
     "debezium": {"c": UPSERT, "u": UPSERT, "r": UPSERT, "d": DELETE, "heartbeat": HEARTBEAT},
 }
 #: The op, time and sequence columns :func:`to_plain` writes: ``ChangeFormat.plain(key, **PLAIN_COLUMNS)``.
@@ -100,8 +111,15 @@ class ChangeFormat:
         return cls(Vocabulary.PLAIN, _names(key), time, op, sequence, time_unit)
 
     @classmethod
-    def delta(cls, key: str | Sequence[str]) -> "ChangeFormat":
-        return cls(Vocabulary.DELTA, _names(key), "_commit_timestamp", "_change_type", "_commit_version")
+    def delta(cls, key: str | Sequence[str], *, time: str = "_commit_timestamp",
+              sequence: str | None = None) -> "ChangeFormat":
+        """A Delta change data feed. ``time``: the change time, ``_commit_timestamp`` or any
+        timestamp column of the row (a business time such as ``valid_from``, which stays a row
+        column); ties are broken by ``sequence``, ``_commit_version`` unless another integer
+        column is named."""
+        if not isinstance(time, str) or not (sequence is None or isinstance(sequence, str)):
+            raise JoinDefinitionError(f"a Delta feed's time and sequence are column names, not {time!r}, {sequence!r}")
+        return cls(Vocabulary.DELTA, _names(key), time, "_change_type", sequence or "_commit_version")
 
     @classmethod
     def debezium(cls, key: str | Sequence[str], *, time: str = "ts_ms", time_unit: str = "ms",
@@ -135,7 +153,10 @@ class ChangeFormat:
                 raise JoinDefinitionError("debezium: 'before' and 'after' must have the same struct type")
         else:
             _require(schema, self.op, _is_text, "a string column")
-            _require(schema, self.time, _is_time, "a timestamp or integer column")
+            if self.vocabulary is Vocabulary.DELTA:
+                _require(schema, self.time, pa.types.is_timestamp, "a timestamp column (the change time)")
+            else:
+                _require(schema, self.time, _is_time, "a timestamp or integer column")
             _check_optional(schema, self.sequence)
             hidden = {self.op, *(_DELTA_META if self.vocabulary is Vocabulary.DELTA else ())}
             fields = [f for f in schema if f.name not in hidden]
@@ -202,8 +223,12 @@ class Normalised:
     index: np.ndarray
 
 
-def normalise(table: pa.Table, fmt: ChangeFormat) -> Normalised:
-    """Normalise one batch of a change table (see module docstring); never raises on bad rows."""
+def normalise(table: pa.Table, fmt: ChangeFormat, *, timeless_snapshots: bool = False) -> Normalised:
+    """Normalise one batch of a change table (see module docstring); never raises on bad rows.
+
+    ``timeless_snapshots``: keep snapshot rows without a change time (null ``__sj_time``) instead
+    of setting them aside as ``"null change time"``.
+    """
     if fmt.vocabulary is Vocabulary.DEBEZIUM_JSON:
         return _from_json(table, fmt)
     fields = fmt.row_fields(table.schema)
@@ -214,7 +239,7 @@ def normalise(table: pa.Table, fmt: ChangeFormat) -> Normalised:
         row = _debezium_rows(table, ops, fields)
     else:
         row = table.select([f.name for f in fields])
-    return _assemble(table, fmt, ops, times, seq, row, {})
+    return _assemble(table, fmt, ops, times, seq, row, {}, timeless_snapshots)
 
 
 def _ops(column: pa.ChunkedArray, mapping: dict[str, int]) -> np.ndarray:
@@ -244,10 +269,13 @@ def _debezium_rows(table: pa.Table, ops: np.ndarray, fields: list[pa.Field]) -> 
 
 
 def _assemble(table: pa.Table, fmt: ChangeFormat, ops: np.ndarray, times: pa.Array, seq, row: pa.Table,
-              counts: dict[str, int]) -> Normalised:
+              counts: dict[str, int], timeless_snapshots: bool = False) -> Normalised:
     """Sort rows out (op, time, key), and build the internal form of the kept ones."""
     unknown = ops == -2
     null_time = ~unknown & (ops != _SKIP) & times.is_null().to_numpy(zero_copy_only=False)
+    if timeless_snapshots:
+        null_time &= ops != _SNAPSHOT
+    ops = np.where(ops == _SNAPSHOT, np.int8(UPSERT), ops).astype(np.int8)
     null_key = np.zeros(table.num_rows, dtype=bool)
     for name in fmt.key:
         null_key |= row.column(name).is_null().to_numpy(zero_copy_only=False)

@@ -18,7 +18,8 @@ time ``< tw`` (``"late change"``) are set aside, in both modes, so a change can 
 (``how="inner"``; ``"left"`` outputs it at once, null-padded), and the change rows
 :func:`streamjoin.changes.normalise` refuses.
 
-**Versions of a key** are ordered by (change time, sequence; a null sequence first). A change
+**Versions of a key** are ordered by (change time, sequence; a null sequence first), a
+bootstrap row without change time before every change (:mod:`streamjoin.changes`, snapshot rows). A change
 equal in that order to one already applied is a duplicate: the first applied wins (within one
 batch: the first in canonical row order), and the later one is *stale*, ignored and counted; so is
 a change older than the newest version no waiting or future event can reach (as_of) or than the
@@ -42,9 +43,8 @@ import datetime
 from typing import Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from streamjoin.changes import BOOTSTRAP_TIME, ChangeFormat, Vocabulary
+from streamjoin.changes import SNAPSHOT_OP, ChangeFormat
 from streamjoin.enrichment.spec import EnrichmentSpec, How, Mode, build_spec
 from streamjoin.enrichment.step import Step
 from streamjoin.runtime.operator import InputSpec, SpecOperator, StepInput, StepResult
@@ -85,20 +85,19 @@ class EnrichmentJoin(SpecOperator):
     def bootstrap_changes(self, snapshot: pa.Table) -> pa.Table:
         """A snapshot of the table (its row columns) as upserts in the table input's schema.
 
-        A change time column present in the snapshot keeps its values (nulls become
-        :data:`streamjoin.changes.BOOTSTRAP_TIME`, 0001-01-01); Delta's metadata columns are filled in
-        (``_commit_version`` null). Give the result to version 0 as (part of) its table rows: it
-        is then exactly as if those changes had been the table's history.
+        Each row's op is :data:`streamjoin.changes.SNAPSHOT_OP`. A change time column present in the
+        snapshot keeps its values; a row without one (column absent or null) keeps a null change
+        time: it comes before every change of its key, and its change time reads as null in the
+        output. Delta's metadata columns are filled in (``_commit_version`` null). Give the result
+        to version 0 as (part of) its table rows: it is then exactly as if those rows had been the
+        table's history (a timeless row given to a later version is a late change).
         """
         fmt, schema = self.spec.changes, self.spec.table
         n = snapshot.num_rows
         arrays = []
         for field in schema:
             if field.name == fmt.op:
-                arrays.append(pa.repeat(pa.scalar("insert" if fmt.vocabulary is Vocabulary.DELTA else "upsert"), n))
-            elif field.name == fmt.time:
-                given = snapshot.column(field.name).cast(field.type) if field.name in snapshot.column_names else pa.nulls(n, field.type)
-                arrays.append(pc.fill_null(given, pa.scalar(BOOTSTRAP_TIME, pa.int64()).cast(field.type)))
+                arrays.append(pa.repeat(pa.scalar(SNAPSHOT_OP), n))
             elif field.name in snapshot.column_names:
                 arrays.append(snapshot.column(field.name))
             else:

@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from streamjoin.changes import ChangeFormat, Vocabulary
 from streamjoin.errors import JoinDefinitionError
+from streamjoin.kit import parse_duration, parse_how
 from streamjoin.runtime.operator import REASON_COLUMN
 from streamjoin.interval.spec import _sortable  # one probe of Arrow's sort support for both joins
 
@@ -89,8 +90,8 @@ class EnrichmentSpec:
 
 def build_spec(
     stream: pa.Schema, table: pa.Schema, on: str | Sequence[str], *, stream_time: str,
-    changes: ChangeFormat, mode: str | Mode, how: str | How, delay: datetime.timedelta,
-    grace: datetime.timedelta | None, buckets: int, event_bucket: datetime.timedelta,
+    changes: ChangeFormat, mode: str | Mode, how: str | How, delay: datetime.timedelta | str,
+    grace: datetime.timedelta | str | None, buckets: int, event_bucket: datetime.timedelta | str,
 ) -> EnrichmentSpec:
     """Validate an enrichment join's arguments; raise JoinDefinitionError naming the problem."""
     for name, schema in (("stream", stream), ("table", table)):
@@ -111,7 +112,7 @@ def build_spec(
         raise JoinDefinitionError(f"the table's change time {changes.time!r} must be a timestamp column here")
     stream_key = _stream_key(on, stream, stream_time)
     key_types = _key_types(stream, stream_key, internal, changes.key)
-    mode, how = _enum(Mode, mode, "mode"), _enum(How, how, "how")
+    mode, how = _enum(Mode, mode, "mode"), How(parse_how(how, [h.value for h in How]))
     wait, width = _micros("delay", delay), _micros("event_bucket", event_bucket)
     window = None if grace is None else _micros("grace", grace)
     if wait < 0 or (window is not None and window < 0) or width <= 0:
@@ -175,10 +176,8 @@ def _enum(kind, value, name: str):
         raise JoinDefinitionError(f"unknown {name}={value!r}; use one of {[k.value for k in kind]}") from None
 
 
-def _micros(name: str, value: datetime.timedelta) -> int:
-    if not isinstance(value, datetime.timedelta):
-        raise JoinDefinitionError(f"{name} must be a datetime.timedelta, not {type(value).__name__} ({value!r})")
-    return (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
+def _micros(name: str, value: datetime.timedelta | str) -> int:
+    return parse_duration(name, value)
 
 
 def _output_schema(stream: pa.Schema, internal: pa.Schema, values: tuple[str, ...]) -> pa.Schema:

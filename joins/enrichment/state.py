@@ -13,7 +13,8 @@ Keys (byte order = bucket order, see :mod:`streamjoin.statestore.codecs`)::
 together by one prefix scan (:func:`read_buckets`); each blob holds versions of the bucket's keys:
 the key columns (``__sj_k0``, ... in the common key types), op, change time, sequence
 (upsert/delete: a delete is kept as a tombstone version) and the value columns, sorted by (key,
-time, sequence with nulls first). No version appears twice across a bucket's blobs. A version
+time, sequence), nulls first: a null change time is a timeless bootstrap row, before every change
+of its key (no timestamp stands for it). No version appears twice across a bucket's blobs. A version
 that accepts new changes for a bucket writes them as one small delta (so its writes follow its
 changes, not the table's size); it *folds* the bucket (base and deltas merged, versions no longer
 needed dropped, one new base written, the deltas removed by one range delete) only when the

@@ -126,10 +126,11 @@ class Step:
         """This version's changes as versions (canonical order), and the rows set aside."""
         spec = self.spec
         table = conform(table, spec.table, "table")
-        parsed = normalise(table, spec.changes)
+        parsed = normalise(table, spec.changes, timeless_snapshots=True)
         changes = parsed.changes
         ops = changes.column(OP).to_numpy()
-        late = (changes.column(TIME).to_numpy() < self.tw) & (ops != HEARTBEAT)
+        timeless, times = _change_times(changes)
+        late = np.where(timeless, self.tw > NEG_INF, times < self.tw) & (ops != HEARTBEAT)
         late_aside = set_aside(table.take(pa.array(parsed.index[late], pa.int64())),
                                [(np.ones(int(late.sum()), dtype=bool), "late change")])
         self.metrics.update({f"changes_{k}": v for k, v in parsed.counts.items()})
@@ -221,8 +222,9 @@ class Step:
             events = released.select(self.keys).append_column("__t", pa.array(at)).append_column(
                 "__ei", pa.array(np.arange(released.num_rows)))
             table = versions.select([*self.keys, TIME]).append_column("__vi", pa.array(np.arange(versions.num_rows)))
+            at_or_before = pc.field(TIME).is_null() | (pc.field(TIME) <= pc.field("__t"))   # null: timeless
             joined = events.join(table, self.keys, join_type="inner", use_threads=False,
-                                 filter_expression=pc.field(TIME) <= pc.field("__t"))
+                                 filter_expression=at_or_before)
             best = joined.group_by("__ei", use_threads=False).aggregate([("__vi", "max")])
             found[best.column("__ei").to_numpy()] = best.column("__vi_max").to_numpy()
         deleted = found >= 0
@@ -352,6 +354,14 @@ def _times(table: pa.Table, column: str) -> np.ndarray:
     return values.cast(pa.int64()).fill_null(0).to_numpy()
 
 
+def _change_times(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """(timeless, times) of ``table[TIME]``: whether each row is a timeless snapshot row (null
+    change time: before every change), and the change times in µs (0 where timeless, never to be
+    read there)."""
+    column = table.column(TIME)
+    return column.is_null().to_numpy(zero_copy_only=False), column.fill_null(0).to_numpy()
+
+
 def _same_as_previous(table: pa.Table, columns: list[str]) -> np.ndarray:
     """Whether each row equals the previous row in every one of ``columns`` (nulls equal nulls)."""
     n = table.num_rows
@@ -374,15 +384,17 @@ def _needed(versions: pa.Table, keys: list[str], keep_to: int, gone_before: int)
     each (the newest version <= ``keep_to`` of its key and every later one), and whether it is
     still needed after that (not a key's one version left that is a delete older than
     ``gone_before``)."""
-    times = versions.column(TIME).to_numpy()
+    timeless, times = _change_times(versions)
+    at_or_before = timeless | (times <= keep_to)
     same_next = np.r_[_same_as_previous(versions, keys)[1:], False]
-    next_le = np.r_[times[1:] <= keep_to, False] & same_next
-    keep = (times > keep_to) | ~next_le
+    next_le = np.r_[at_or_before[1:], False] & same_next
+    keep = ~at_or_before | ~next_le
     kept = np.flatnonzero(keep)
     rest = versions.select([*keys, OP, TIME]).take(pa.array(kept))
     same_previous = _same_as_previous(rest, keys)
     alone = ~same_previous & ~np.r_[same_previous[1:], False]
-    drop = alone & (rest.column(OP).to_numpy() == DELETE) & (rest.column(TIME).to_numpy() < gone_before)
+    older = timeless[kept] | (times[kept] < gone_before)
+    drop = alone & (rest.column(OP).to_numpy() == DELETE) & older
     needed = keep.copy()
     needed[kept[drop]] = False
     return keep, needed

@@ -21,14 +21,13 @@ in a batch: rows are put in a canonical order first (:class:`streamjoin.interval
 
 from __future__ import annotations
 
-import datetime
 from collections import Counter, defaultdict
 
 import numpy as np
 import pyarrow as pa
 
 from streamjoin.interval import rows as rows
-from streamjoin.interval.spec import ROW_ID, How, IntervalSpec, On, build_spec
+from streamjoin.interval.spec import ROW_ID, Duration, How, IntervalSpec, On, build_spec
 from streamjoin.interval.state import (
     BucketRange, bucket_start, eviction_range, marks_put, read_watermark, rows_puts, scan_groups,
     watermark_put,
@@ -62,16 +61,20 @@ class IntervalJoin(SpecOperator):
         *,
         left_time: str,
         right_time: str,
-        lower: datetime.timedelta,
-        upper: datetime.timedelta,
-        delay: datetime.timedelta,
+        lower: Duration,
+        upper: Duration,
+        delay: Duration,
         how: str | How = "inner",
-        bucket: datetime.timedelta | None = None,
+        bucket: Duration | None = None,
         blob_rows: int = 65536,
         group_rows: int = 1_000_000,
         compression: str | None = None,
     ) -> None:
         """Validate the join; raise :class:`streamjoin.errors.JoinDefinitionError` naming any problem.
+
+        ``how`` and the durations are read by :mod:`streamjoin.kit`: Spark's spellings of the join kind
+        (``left_outer``, ``full_outer``, ``semi``, ...) and Spark interval strings (``"10 minutes"``)
+        are accepted as well as the canonical names and ``timedelta``.
 
         Tuning (no effect on results): ``bucket`` is the width of the state's time buckets (default
         a quarter of ``upper - lower``, within 1 s..1 h; part of the definition); ``blob_rows`` caps

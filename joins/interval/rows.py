@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from streamjoin.errors import JoinError
 from streamjoin.interval.spec import ROW_ID, IntervalSpec, SidePlan
+from streamjoin.kit import normal_key_array
 from streamjoin.runtime.operator import REASON_COLUMN, conform
 
 __all__ = ["Arrivals", "arrive", "times_of", "narrow", "match", "pairs", "left_padded", "right_padded",
@@ -98,11 +99,12 @@ def times_of(table: pa.Table, column: str) -> np.ndarray:
 
 
 def narrow(spec: IntervalSpec, side: SidePlan, table: pa.Table, times: np.ndarray) -> pa.Table:
-    """What matching needs of ``table``: keys (as the common type), time, row index."""
+    """What matching needs of ``table``: keys (as the common type, floating-point ones as Spark
+    compares them: :func:`streamjoin.kit.normal_key_array`), time, row index."""
     columns, names = [], []
     for i, (column, kind) in enumerate(zip(side.key, spec.key_types)):
         values = table.column(column)
-        columns.append(values if values.type == kind else values.cast(kind))
+        columns.append(normal_key_array(values if values.type == kind else values.cast(kind)))
         names.append(f"__k{i}")
     tag = side.name[0]
     columns += [pa.array(times), pa.array(np.arange(table.num_rows, dtype=np.int64))]

@@ -24,14 +24,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamjoin.errors import JoinDefinitionError
+from streamjoin.kit import parse_duration, parse_how
 from streamjoin.runtime.operator import REASON_COLUMN
 
-__all__ = ["How", "SidePlan", "OutputColumn", "IntervalSpec", "build_spec", "ROW_ID", "On"]
+__all__ = ["How", "SidePlan", "OutputColumn", "IntervalSpec", "build_spec", "ROW_ID", "On", "Duration"]
 
 #: Column holding a row's id (unique per side and partition) in state blobs.
 ROW_ID = "__sj_row_id"
 
 On = Union[str, Sequence[str], tuple[Sequence[str], Sequence[str]]]
+
+#: A duration: a timedelta or a Spark interval string such as ``"10 minutes"``.
+Duration = Union[datetime.timedelta, str]
 
 _TIME_UNITS = ("s", "ms", "us")
 _COMPRESSIONS = (None, "lz4", "zstd")
@@ -141,11 +145,11 @@ def build_spec(
     *,
     left_time: str,
     right_time: str,
-    lower: datetime.timedelta,
-    upper: datetime.timedelta,
-    delay: datetime.timedelta,
+    lower: Duration,
+    upper: Duration,
+    delay: Duration,
     how: str | How = How.INNER,
-    bucket: datetime.timedelta | None = None,
+    bucket: Duration | None = None,
     blob_rows: int = 65536,
     group_rows: int = 1_000_000,
     compression: str | None = None,
@@ -196,12 +200,7 @@ def _sortable(kind: pa.DataType) -> bool:
 
 
 def _how(how: str | How) -> How:
-    try:
-        return How(how)
-    except ValueError:
-        raise JoinDefinitionError(
-            f"unknown how={how!r}; use one of {', '.join(h.value for h in How)}"
-        ) from None
+    return How(parse_how(how, [h.value for h in How]))
 
 
 def _parse_on(on: On) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -293,13 +292,11 @@ def _integer_bounds(kind: pa.DataType) -> list[int]:
     return [0, (1 << bits) - 1]
 
 
-def _micros(name: str, value: datetime.timedelta) -> int:
-    if not isinstance(value, datetime.timedelta):
-        raise JoinDefinitionError(f"{name} must be a datetime.timedelta, not {type(value).__name__} ({value!r})")
-    return (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
+def _micros(name: str, value: Duration) -> int:
+    return parse_duration(name, value)
 
 
-def _bucket_width(bucket: datetime.timedelta | None, window: int) -> int:
+def _bucket_width(bucket: Duration | None, window: int) -> int:
     """State time-bucket width: a quarter of the window, between 1 second and 1 hour, unless given."""
     if bucket is None:
         return min(max(window // 4, 1_000_000), 3_600_000_000)

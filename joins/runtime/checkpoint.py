@@ -1,8 +1,11 @@
 """One operator's checkpoint: its binding, its changelogs, and the per-version records beside them.
 
-Layout under the checkpoint URI (a local path or any ``pyarrow.fs`` URI)::
+Layout under the checkpoint URI (a local path or a URI :func:`streamjoin.changelog.storage.resolve_uri`
+accepts; resolved once, so every task of a query names the same place)::
 
-    streamjoin.json                   what this checkpoint belongs to (definition, partitions, query)
+    streamjoin.json                   what this checkpoint belongs to (definition, partitions, and
+                                      whether a streaming query or a batch run writes it)
+    query.json                        the streaming query that writes it
     state/p=<p>/                      partition p's changelog (deltas and snapshots)
     progress/p=<p>/v=<v>.json         partition p's largest event time per input, up to version v
     set_aside/<input>/v=<v>/p=<p>.parquet   rows not processed (late, dead letters), with reasons
@@ -12,49 +15,80 @@ Layout under the checkpoint URI (a local path or any ``pyarrow.fs`` URI)::
                                       marks the set complete, ``initial/used/p=<p>.json``
                                       the version that took them
 
-Every file is written to a temporary name and moved into place, so a reader sees a whole file or
-none, and writing one again (a task or batch executed again) replaces it with identical content.
+Every file is written to a temporary name, made durable (``fsync`` on a local disk) and moved into
+place, so a reader sees a whole file or none, and writing one again (a task or batch executed
+again) replaces it with identical content. ``streamjoin.json`` and ``query.json`` are created only
+if absent (atomically on a local disk; see :meth:`streamjoin.changelog.storage.Storage.write_if_absent`), so
+of two runs binding a checkpoint at once exactly one wins and the other is compared with it. A
+record that cannot be read raises :class:`CheckpointDamagedError` naming the file.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
-import os
 import posixpath
-from typing import Any, Mapping
+from enum import Enum
+from typing import Any, Callable, Mapping
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from streamjoin.errors import CheckpointMismatchError
+from streamjoin.changelog.format import Kind, parse_name
+from streamjoin.changelog.storage import Storage, filesystem_for, open_storage, resolve_uri
+from streamjoin.errors import CheckpointDamagedError, CheckpointMismatchError, JoinDefinitionError
 
-__all__ = ["Checkpoint", "FORMAT"]
+__all__ = ["Checkpoint", "FORMAT", "RunMode", "resolve_location"]
 
 FORMAT = 1
+
+
+class RunMode(str, Enum):
+    """What writes a checkpoint: one streaming query, or batch runs (each one replaces the last)."""
+
+    STREAMING = "streaming"
+    BATCH = "batch"
+
+
+def resolve_location(uri: str) -> str:
+    """``uri`` in canonical form (:func:`streamjoin.changelog.storage.resolve_uri`); raises
+    :class:`JoinDefinitionError` for a scheme that cannot be opened."""
+    try:
+        return resolve_uri(uri)
+    except (ValueError, TypeError) as exc:
+        raise JoinDefinitionError(f"checkpoint={uri!r}: {exc}") from exc
 
 
 class Checkpoint:
     """Reads and writes one operator's checkpoint files (see module docstring)."""
 
     def __init__(self, uri: str) -> None:
-        self.uri = uri
-        self.fs, self.root = pafs.FileSystem.from_uri(_absolute(uri))
+        self.uri = resolve_location(uri)
+        self.fs, self.root = filesystem_for(self.uri)
 
     def __repr__(self) -> str:
         return f"Checkpoint({self.uri!r})"
 
     # -- binding --------------------------------------------------------------------------------
 
-    def bind(self, definition: Mapping[str, Any], partitions: int) -> None:
-        """Record what this checkpoint belongs to, or refuse if it belongs to something else."""
-        wanted = {"format": FORMAT, "definition": definition, "partitions": partitions}
+    def bind(
+        self, definition: Mapping[str, Any], partitions: int, *, mode: RunMode = RunMode.STREAMING
+    ) -> None:
+        """Record what this checkpoint belongs to, or refuse if it belongs to something else.
+
+        Raises :class:`CheckpointMismatchError` for another format, partition count or definition,
+        and for another ``mode``: a batch run never writes a streaming query's checkpoint (it would
+        replace the query's state by its own version 0) and a streaming query never continues a
+        batch run's (whose state has every window closed). Of concurrent first binds one wins.
+        """
+        mode = RunMode(mode)
+        wanted = {"format": FORMAT, "definition": definition, "partitions": partitions, "mode": mode.value}
         found = self._read_json("streamjoin.json")
         if found is None:
-            self._write_json("streamjoin.json", {**wanted, "query_id": None})
-            return
+            if self._create_json("streamjoin.json", wanted):
+                return
+            found = self._read_json("streamjoin.json") or {}
         if found.get("format") != FORMAT:
             raise CheckpointMismatchError(
                 f"checkpoint {self.uri} has format {found.get('format')}, this streamjoin writes "
@@ -73,21 +107,57 @@ class Checkpoint:
                 f"  this join:  {json.dumps(definition, sort_keys=True)}\n"
                 "use a new checkpoint location for a changed join"
             )
+        self._check_mode(found, mode)
+
+    def _check_mode(self, found: Mapping[str, Any], mode: RunMode) -> None:
+        recorded = found.get("mode")
+        if recorded is None:   # written before modes were recorded: a bound query means streaming
+            recorded = RunMode.STREAMING.value if self.bound_query() is not None else None
+        if recorded is None or recorded == mode.value:
+            return
+        if mode is RunMode.BATCH:
+            raise CheckpointMismatchError(
+                f"checkpoint {self.uri} holds the state of a streaming query; a batch run would "
+                "replace that state with its own and the query could not continue. Give the batch "
+                "run its own checkpoint location, or none (a batch run needs no checkpoint)"
+            )
+        raise CheckpointMismatchError(
+            f"checkpoint {self.uri} was written by a batch run, whose state ends with every window "
+            "closed; a streaming query cannot continue from it. Use a new checkpoint location for "
+            "the streaming query"
+        )
+
+    def bound_query(self) -> str | None:
+        """The id of the streaming query this checkpoint belongs to; None if none has run."""
+        found = self._read_json("query.json")
+        if found is not None:
+            return found.get("query_id")
+        legacy = self._read_json("streamjoin.json") or {}   # where older versions kept it
+        return legacy.get("query_id")
 
     def check_query(self, query_id: str | None) -> None:
-        """Refuse a checkpoint bound to another streaming query; bind it to ``query_id`` if free."""
-        if query_id is None:
+        """Refuse a checkpoint bound to another streaming query; bind it to ``query_id`` if free.
+
+        ``query_id`` None (a batch task) is refused on a checkpoint bound to a query. Binding is
+        create-if-absent: of queries starting at once, exactly one binds it, the others are refused.
+        """
+        bound = self.bound_query()
+        if bound is None and query_id is not None:
+            if self._create_json("query.json", {"query_id": query_id}):
+                return
+            bound = self.bound_query()
+        if bound is None or bound == query_id:
             return
-        found = self._read_json("streamjoin.json") or {}
-        bound = found.get("query_id")
-        if bound is None:
-            self._write_json("streamjoin.json", {**found, "query_id": query_id})
-        elif bound != query_id:
+        if query_id is None:
             raise CheckpointMismatchError(
-                f"checkpoint {self.uri} belongs to streaming query {bound}, not {query_id}; each "
-                "query needs its own join checkpoint (restart a query from its own Spark checkpoint "
-                "to keep its id)"
+                f"checkpoint {self.uri} belongs to streaming query {bound}; a batch run must not "
+                "write it. Give the batch run its own checkpoint location, or none"
             )
+        raise CheckpointMismatchError(
+            f"checkpoint {self.uri} belongs to streaming query {bound}, not {query_id}; each "
+            "query needs its own join checkpoint (restart a query from its own Spark checkpoint "
+            "to keep its id)"
+        )
 
     # -- paths ----------------------------------------------------------------------------------
 
@@ -119,11 +189,8 @@ class Checkpoint:
     # -- per-version outputs --------------------------------------------------------------------
 
     def write_set_aside(self, input_name: str, version: int, partition: int, table: pa.Table) -> None:
-        rel = f"set_aside/{input_name}/v={version}/p={partition}.parquet"
-        tmp = self._path(f"{rel}.{_tmp_suffix()}")
-        self.fs.create_dir(posixpath.dirname(tmp), recursive=True)
-        pq.write_table(table, tmp, filesystem=self.fs)
-        self.fs.move(tmp, self._path(rel))
+        self._write(f"set_aside/{input_name}/v={version}/p={partition}.parquet",
+                    lambda sink: pq.write_table(table, sink))
 
     def set_aside_uri(self, input_name: str) -> str | None:
         """URI of input's set-aside rows (Parquet, partitioned by v and p); None if there are none."""
@@ -139,20 +206,18 @@ class Checkpoint:
         selector = pafs.FileSelector(self._path("metrics"), recursive=True, allow_not_found=True)
         for info in self.fs.get_file_info(selector):
             if info.is_file and info.path.endswith(".json"):
-                with self.fs.open_input_stream(info.path) as fh:
-                    records.append(json.loads(fh.read()))
+                records.append(self._read_json(posixpath.relpath(info.path, self.root)))
         return sorted(records, key=lambda r: (r.get("version", 0), r.get("partition", 0)))
 
     # -- initial rows (read by the first version only) ------------------------------------------
 
     def write_initial(self, input_name: str, partition: int, table: pa.Table) -> None:
         """Store rows that partition ``partition``'s first version adds to input ``input_name``."""
-        path = self._path(f"initial/{input_name}/p={partition}.arrow")
-        tmp = f"{path}.{_tmp_suffix()}"
-        self.fs.create_dir(posixpath.dirname(path), recursive=True)
-        with self.fs.open_output_stream(tmp) as sink, ipc.new_file(sink, table.schema) as writer:
-            writer.write_table(table)
-        self.fs.move(tmp, path)
+        def produce(sink: Any) -> None:
+            with ipc.new_file(sink, table.schema) as writer:
+                writer.write_table(table)
+
+        self._write(f"initial/{input_name}/p={partition}.arrow", produce)
 
     def read_initial(self, input_name: str, partition: int) -> pa.Table | None:
         """The initial rows of ``input_name`` for ``partition``; None if there are none.
@@ -196,6 +261,33 @@ class Checkpoint:
         selector = pafs.FileSelector(self._path("state"), recursive=True, allow_not_found=True)
         return any(info.is_file for info in self.fs.get_file_info(selector))
 
+    def committed_before(self, version: int) -> list[str]:
+        """What in this checkpoint shows that the join committed a version before ``version``
+        (a changelog file, a progress record, metrics, used initial rows), as short descriptions;
+        empty when nothing does (a new join, or one whose first version is ``version``)."""
+        found: list[str] = []
+        for info in self._files("state", recursive=True):
+            parsed = parse_name(posixpath.basename(info.path), info.size or 0) if info.is_file else None
+            # a first version k > 0 begins its log with an empty snapshot at k - 1: not evidence
+            base = version - 1 if parsed is not None and parsed.kind is Kind.SNAPSHOT else version
+            if parsed is not None and parsed.version < base:
+                found.append(f"changelog file {self._rel(info.path)}")
+                break
+        for info in self._files("progress", recursive=True):
+            if info.is_file and 0 <= _version_of(info.path) < version:
+                found.append(f"progress record {self._rel(info.path)}")
+                break
+        for info in self._files("metrics"):
+            if info.type == pafs.FileType.Directory and 0 <= _version_of(info.path) < version:
+                found.append(f"metrics directory {self._rel(info.path)}")
+                break
+        for info in self._files("initial/used"):
+            used = self._read_json(self._rel(info.path)) if info.is_file else None
+            if used is not None and int(used.get("version", version)) < version:
+                found.append(f"initial rows taken in version {used['version']} ({self._rel(info.path)})")
+                break
+        return found
+
     # -- helpers --------------------------------------------------------------------------------
 
     def _uri(self, rel: str) -> str:
@@ -204,6 +296,13 @@ class Checkpoint:
 
     def _path(self, rel: str) -> str:
         return posixpath.join(self.root, rel)
+
+    def _rel(self, path: str) -> str:
+        return posixpath.relpath(path, self.root)
+
+    def _files(self, rel: str, recursive: bool = False) -> list[pafs.FileInfo]:
+        selector = pafs.FileSelector(self._path(rel), recursive=recursive, allow_not_found=True)
+        return [i for i in self.fs.get_file_info(selector) if not posixpath.basename(i.path).startswith(".")]
 
     def _list_versions(self, directory: str) -> list[int]:
         selector = pafs.FileSelector(directory, allow_not_found=True)
@@ -214,29 +313,46 @@ class Checkpoint:
                 out.append(int(name[2:-5]))
         return out
 
+    def _storage(self, rel: str) -> Storage:
+        return open_storage(posixpath.dirname(self._path(rel)), self.fs)
+
     def _read_json(self, rel: str) -> dict[str, Any] | None:
+        """The record at ``rel``; None if there is none. Raises :class:`CheckpointDamagedError`
+        for one that is empty or not a JSON object."""
         path = self._path(rel)
         if self.fs.get_file_info(path).type == pafs.FileType.NotFound:
             return None
-        with self.fs.open_input_stream(path) as fh:
-            return json.loads(fh.read())
+        try:
+            with self.fs.open_input_stream(path) as fh:
+                data = json.loads(fh.read())
+        except FileNotFoundError:
+            return None
+        except (ValueError, UnicodeDecodeError) as exc:
+            data = exc
+        if not isinstance(data, dict):
+            raise CheckpointDamagedError(
+                f"checkpoint record {self._uri(rel)} is damaged (empty or not a JSON object: {data}); "
+                "restore it from a copy of the checkpoint, or start the join from a new checkpoint "
+                "location", path=self._uri(rel)) from (data if isinstance(data, Exception) else None)
+        return data
 
     def _write_json(self, rel: str, data: Mapping[str, Any]) -> None:
-        path = self._path(rel)
-        tmp = f"{path}.{_tmp_suffix()}"
-        self.fs.create_dir(posixpath.dirname(path), recursive=True)
-        with self.fs.open_output_stream(tmp) as fh:
-            fh.write(json.dumps(data, sort_keys=True).encode())
-        self.fs.move(tmp, path)
+        payload = json.dumps(data, sort_keys=True).encode()
+        self._write(rel, lambda sink: sink.write(payload))
+
+    def _create_json(self, rel: str, data: Mapping[str, Any]) -> bool:
+        """Write the record at ``rel`` unless one exists; True if this call wrote it."""
+        name = posixpath.basename(rel)
+        return self._storage(rel).write_if_absent(name, json.dumps(data, sort_keys=True).encode())
+
+    def _write(self, rel: str, produce: Callable[[Any], object]) -> None:
+        """Durably and atomically write ``produce``'s bytes at ``rel`` (replacing a file there)."""
+        name = posixpath.basename(rel)
+        self._storage(rel).write_atomic(name, produce, lambda _crc: name)
 
 
-_COUNTER = itertools.count()
-
-
-def _tmp_suffix() -> str:
-    """A temporary-file suffix unique to this process and call (no randomness needed)."""
-    return f"{os.getpid()}-{next(_COUNTER)}.tmp"
-
-
-def _absolute(uri: str) -> str:
-    return uri if "://" in uri else os.path.abspath(uri)
+def _version_of(path: str) -> int:
+    """``v`` of a path ending in ``v=<v>`` or ``v=<v>.json`` (-1 for another name)."""
+    name = posixpath.basename(path)
+    digits = name[2:].removesuffix(".json")
+    return int(digits) if name.startswith("v=") and digits.isdigit() else -1

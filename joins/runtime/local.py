@@ -16,6 +16,7 @@ from typing import Any, Sequence
 import pyarrow as pa
 
 from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.kit import normal_keys
 from streamjoin.runtime.operator import Operator
 from streamjoin.runtime.partition import StateConfig, TaskInfo, local_store_path, run_partition
 from streamjoin.statestore import destroy_store
@@ -28,7 +29,8 @@ def route(table: pa.Table, key: Sequence[str], partitions: int) -> list[pa.Table
     """Split ``table`` into ``partitions`` tables by a hash of the ``key`` columns' values."""
     if partitions == 1 or table.num_rows == 0:
         return [table] + [table.slice(0, 0)] * (partitions - 1)
-    columns = [table.column(k).to_pylist() for k in key]
+    normal = normal_keys(table, key)  # -0.0 and 0.0, and every NaN, to one partition (as Spark routes)
+    columns = [normal.column(k).to_pylist() for k in key]
     targets = [zlib.crc32(pack(*values)) % partitions for values in zip(*columns)]
     indices: list[list[int]] = [[] for _ in range(partitions)]
     for row, target in enumerate(targets):

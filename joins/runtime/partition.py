@@ -3,11 +3,13 @@
 ``run_partition`` is what a Spark task does (the Spark layer only gathers the rows and hands back
 the output), and what the in-process runner of the tests does, so both execute the same code:
 
-1. refuse a checkpoint of another query;
+1. refuse a checkpoint of another query (or, for a batch task, of any streaming query);
 2. compute the global event-time progress before version ``v`` from every partition's progress
    record (so the watermark is the same on every partition and on every re-execution);
 3. open the partition's local store at the last committed version before ``v``: reused, rolled
-   forward or back, or rebuilt from the changelog;
+   forward or back, or rebuilt from the changelog. A partition starts empty only when the
+   checkpoint shows the join has committed nothing before ``v``; a changelog that is missing
+   while the checkpoint shows earlier versions raises :class:`CheckpointDamagedError`;
 4. run the operator on the rows;
 5. commit version ``v``: the changelog delta first, then the local store with its version marker;
    write a snapshot every ``snapshot_every`` versions;
@@ -31,7 +33,10 @@ import pyarrow.compute as pc
 
 from streamjoin.changelog import Changelog, open_logged_store, snapshot_from_store
 from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.errors import CheckpointDamagedError, JoinDefinitionError
 from streamjoin.runtime.operator import Operator, StepInput
+from streamjoin.statestore.errors import BackendNotFoundError
+from streamjoin.statestore.registry import resolve_backend
 
 __all__ = ["StateConfig", "TaskInfo", "run_partition", "global_max_times", "default_local_dir"]
 
@@ -43,7 +48,11 @@ def default_local_dir() -> str:
 
 @dataclass(frozen=True)
 class StateConfig:
-    """Where and how partitions keep state (``local_dir`` None: :func:`default_local_dir`)."""
+    """Where and how partitions keep state (``local_dir`` None: :func:`default_local_dir`).
+
+    ``store`` is checked when the config is made (its module imported): an unknown kind raises
+    :class:`JoinDefinitionError` naming the valid ones, before any task runs.
+    """
 
     store: str = "rocksdb"
     store_options: Mapping[str, Any] = field(default_factory=dict)
@@ -57,6 +66,14 @@ class StateConfig:
     #: Testing only: a path prefix; a task finding ``<prefix>.<point>.v<version>.p<partition>``
     #: deletes it and fails, once (points: ``before-commit``, ``after-commit``).
     fail_once: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.store, str):
+            raise JoinDefinitionError(f"store must be a store kind (a str), not {self.store!r}")
+        try:
+            resolve_backend(self.store)
+        except BackendNotFoundError as exc:
+            raise JoinDefinitionError(f"store={self.store!r}: {exc}") from exc
 
 
 @dataclass(frozen=True)
@@ -103,10 +120,7 @@ def run_partition(
         checkpoint, task.partitions, task.version, n_inputs
     )
     log = Changelog(checkpoint.changelog_uri(task.partition), retain_versions=config.retain_versions)
-    # the version before this one; None only for a log that has nothing before it (a new join,
-    # possibly in a query whose batch ids began earlier). A missing v-1 is a gap: the changelog
-    # raises, naming it, rather than this task silently starting from an older state.
-    target = task.version - 1 if any(v < task.version for v in log.versions()) else None
+    target = _target(checkpoint, log, task)
     initial = (0,) * n_inputs
     if config.initial or target is None:   # only a first version, or its re-execution, takes them
         rows, initial = _with_initial(rows, _initial_rows(operator, checkpoint, task, first=target is None))
@@ -132,6 +146,30 @@ def run_partition(
     _write_records(operator, checkpoint, task, rows, result, metrics)
     _maybe_fail_once(config, task, "after-commit")
     return result.output, metrics
+
+
+def _target(checkpoint: Checkpoint, log: Changelog, task: TaskInfo) -> int | None:
+    """The version to open the store at: ``v-1``, or None for a partition whose log has nothing
+    before ``v`` (a new join, possibly in a query whose batch ids began earlier, or its first
+    version executed again). A missing ``v-1`` is a gap: the changelog raises, naming it, rather
+    than this task silently starting from an older state. An empty log while the checkpoint
+    shows earlier versions raises :class:`CheckpointDamagedError`; so does a log whose files
+    before ``v`` restore nothing."""
+    listing = log.listing()
+    if any(v < task.version for v in listing.restorable()):
+        return task.version - 1
+    if any(f.version < task.version for f in listing.files()):
+        raise listing.unreachable(task.version - 1)
+    if listing.empty:
+        evidence = checkpoint.committed_before(task.version)
+        if evidence:
+            raise CheckpointDamagedError(
+                f"partition {task.partition}'s changelog {log.uri} is missing or empty, but checkpoint "
+                f"{checkpoint.uri} shows the join committed versions before {task.version} "
+                f"({'; '.join(evidence)}). Starting this partition empty would lose its state: "
+                "restore the changelog directory from a copy of the checkpoint, or start the join "
+                "from a new checkpoint location", path=log.uri)
+    return None
 
 
 def _initial_rows(operator: Operator, checkpoint: Checkpoint, task: TaskInfo, first: bool) -> tuple:

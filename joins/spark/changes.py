@@ -39,7 +39,11 @@ def change_format(
 ) -> ChangeFormat:
     """The :class:`ChangeFormat` of ``df``: given, named (``plain``, ``delta``, ``debezium``), or
     detected from its columns (``_change_type``: Delta; ``op`` with an ``after`` struct: Debezium;
-    an ``op`` column: plain). Raises :class:`JoinDefinitionError` saying how to choose."""
+    an ``op`` column: plain). ``time`` names the change-time column: required for plain; for Delta
+    any timestamp column (default ``_commit_timestamp``; ties broken by ``sequence``, default
+    ``_commit_version``); for Debezium a top-level timestamp column or integer milliseconds
+    (default ``ts_ms``; ``ts_us`` is read as microseconds). Raises :class:`JoinDefinitionError`
+    saying how to choose."""
     if isinstance(changes, ChangeFormat):
         if tuple(key) != changes.key:
             raise JoinDefinitionError(f"the key {list(key)} differs from the ChangeFormat's key {list(changes.key)}")
@@ -60,11 +64,10 @@ def change_format(
                 "(ChangeFormat.debezium_json(key, row_schema) for JSON strings)"
             )
     if changes == "delta":
-        if time not in (None, "_commit_timestamp"):
-            raise JoinDefinitionError(f"a Delta change data feed's change time is _commit_timestamp, not {time!r}")
-        return ChangeFormat.delta(key)
+        return ChangeFormat.delta(key, time=time or "_commit_timestamp", sequence=sequence)
     if changes == "debezium":
-        return ChangeFormat.debezium(key, time=time or "ts_ms", sequence=sequence)
+        time = time or "ts_ms"
+        return ChangeFormat.debezium(key, time=time, time_unit="us" if time == "ts_us" else "ms", sequence=sequence)
     if changes == "plain":
         if time is None:
             raise JoinDefinitionError(f"a plain change table needs its change-time column: pass the time column of {argument}")

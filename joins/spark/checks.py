@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql.types import TimestampNTZType, TimestampType
 
 from streamjoin.errors import JoinDefinitionError
 
-__all__ = ["check_columns", "check_time"]
+__all__ = ["check_columns", "check_time", "column"]
 
 
 def check_columns(df: DataFrame, side: str, columns: Sequence[str]) -> None:
@@ -27,3 +28,9 @@ def check_time(df: DataFrame, argument: str, column: str) -> None:
             f"{argument}={column!r} must be a timestamp column, but it is {data_type.simpleString()}; "
             f"convert it first, e.g. F.col({column!r}).cast('timestamp')"
         )
+
+
+def column(name: str) -> Column:
+    """The column named exactly ``name``: quoted for Spark (backticks doubled), so names with dots,
+    spaces or backticks are taken as they are, never parsed as a nested field or an expression."""
+    return F.col("`" + name.replace("`", "``") + "`")

@@ -30,8 +30,8 @@ def stream_table_join(
     table_time: str | None = None,
     how: str = "left",
     mode: str = "as_of",
-    delay: datetime.timedelta,
-    grace: datetime.timedelta | None = None,
+    delay: datetime.timedelta | str,
+    grace: datetime.timedelta | str | None = None,
     bootstrap: DataFrame | None = None,
     changes: str | ChangeFormat | None = None,
     table_sequence: str | None = None,
@@ -48,7 +48,9 @@ def stream_table_join(
     ``after``, ``ts_ms``; JSON strings with ``changes=ChangeFormat.debezium_json(key,
     row_schema)``) or a plain table (``op`` in upsert/insert/update/delete/heartbeat and the
     change-time column ``table_time``); the vocabulary is detected from the columns unless
-    ``changes`` names it. ``on`` names the event's columns that equal ``table_key``, the table's
+    ``changes`` names it. A Delta feed's change time is ``_commit_timestamp`` unless
+    ``table_time`` names another timestamp column (a business time such as ``valid_from``);
+    ties are then broken by ``_commit_version`` unless ``table_sequence`` names a column. ``on`` names the event's columns that equal ``table_key``, the table's
     primary key (a foreign key is fine). Changes for one key apply in (change time,
     ``table_sequence``) order; an older or duplicate change is stale and ignored (counted).
 
@@ -64,7 +66,9 @@ def stream_table_join(
     ``_table``). Late events (older than the event watermark), late changes and refused rows are
     set aside with a reason: ``set_aside_rows(spark, checkpoint, "stream" | "table" |
     "table_source")``. ``bootstrap``, a batch DataFrame of the table's rows (its key and value
-    columns; a change-time column kept if present), is loaded before the first batch. Other
+    columns; a change-time column kept if present), is loaded before the first batch; a bootstrap
+    row without a change time comes before every change of its key, and its change time is null
+    in the output. Other
     arguments as for :func:`streamjoin.interval_join`. Raises :class:`JoinDefinitionError` before any
     query starts when an argument is wrong.
     """

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import datetime
 from typing import Any, Mapping, Sequence, Union
 
 from pyspark.sql import DataFrame
 
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.interval.operator import IntervalJoin
+from streamjoin.interval.spec import Duration
 from streamjoin.runtime.partition import StateConfig
 from streamjoin.spark.checks import check_columns, check_time
 from streamjoin.spark.runtime import arrow_schema, run_operator
@@ -25,9 +25,9 @@ def interval_join(
     *,
     left_time: str,
     right_time: str,
-    lower: datetime.timedelta,
-    upper: datetime.timedelta,
-    delay: datetime.timedelta,
+    lower: Duration,
+    upper: Duration,
+    delay: Duration,
     how: str = "inner",
     store: str = "rocksdb",
     checkpoint: str | None = None,
@@ -39,7 +39,9 @@ def interval_join(
 
     A left row ``l`` and a right row ``r`` match when their ``on`` columns are equal (a null never
     matches) and ``l[left_time] + lower <= r[right_time] <= l[left_time] + upper`` (both bounds
-    inclusive; either may be negative). ``how``: inner, left, right, full, left_semi, left_anti.
+    inclusive; either may be negative). ``how``: inner, left, right, full, left_semi, left_anti, or
+    Spark's spellings of them (``left_outer``, ``full_outer``, ``outer``, ``semi``, ``anti``, ...);
+    ``lower``, ``upper`` and ``delay`` are timedeltas or Spark interval strings (``"10 minutes"``).
     The watermark is ``min(largest left time, largest right time) - delay`` over earlier
     micro-batches; rows older than it are late: they never join and are written, with the
     reason, to the checkpoint's set-aside output (:func:`streamjoin.set_aside_rows`). Unmatched rows of
@@ -58,9 +60,6 @@ def interval_join(
     check_columns(right, "right", list(right_on) + [right_time])
     check_time(left, "left_time", left_time)
     check_time(right, "right_time", right_time)
-    for name, value in (("lower", lower), ("upper", upper), ("delay", delay)):
-        if not isinstance(value, datetime.timedelta):
-            raise JoinDefinitionError(f"{name} must be a datetime.timedelta, got {value!r}")
     operator = IntervalJoin(
         arrow_schema(left), arrow_schema(right), (list(left_on), list(right_on)),
         left_time=left_time, right_time=right_time, lower=lower, upper=upper, delay=delay, how=how,

@@ -1,27 +1,110 @@
-"""Reading what a join set aside (late rows, dead letters) and its metrics, as DataFrames."""
+"""Reading what a join set aside (late rows, dead letters) and its metrics, as DataFrames.
+
+Set-aside rows are stored as ``set_aside/<input>/v=<version>/p=<partition>.parquet`` under a
+checkpoint. They are read back without Spark's partition discovery, so a row's own columns (even
+ones named ``v`` or ``p``) come back exactly as they were; the version and partition are added from
+the file path as :data:`VERSION_COLUMN` and :data:`PARTITION_COLUMN`. Should the rows already have
+a column of that name, the added column gets one more leading underscore until its name is free
+(``_version`` -> ``__version``): nothing of the row is replaced.
+"""
 
 from __future__ import annotations
 
+import json
+import posixpath
+
+import pyarrow.fs as pafs
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.errors import JoinDefinitionError
 
-__all__ = ["set_aside_rows", "join_metrics"]
+__all__ = ["set_aside_rows", "join_metrics", "VERSION_COLUMN", "PARTITION_COLUMN", "INPUT_NAMES"]
+
+#: Columns added to set-aside rows: the version (micro-batch id) and partition they arrived in.
+VERSION_COLUMN, PARTITION_COLUMN = "_version", "_partition"
+
+#: The inputs whose rows each kind of operator sets aside (``*_source``: change rows refused
+#: before routing, by the Spark layer).
+INPUT_NAMES: dict[str, tuple[str, ...]] = {
+    "interval_join": ("left", "right"),
+    "enrichment_join": ("stream", "table", "table_source"),
+    "table_join_keys": ("changes", "changes_source"),
+    "table_join": ("left", "right"),
+    "pass_through": ("input",),
+    "running_count": ("input",),
+}
+
+_BINDING = "streamjoin.json"
+_FILE = r"/v=(-?\d+)/p=(\d+)\.parquet$"
 
 
-def set_aside_rows(spark: SparkSession, checkpoint: str, input_name: str) -> DataFrame | None:
-    """Rows of input ``input_name`` the join did not process, with a ``_reason`` column and the
-    version ``v`` and partition ``p`` they arrived in; None when there are none.
+def set_aside_rows(spark: SparkSession, checkpoint: str, input_name: str) -> DataFrame:
+    """Rows of input ``input_name`` the join did not process, as they arrived, with a ``_reason``
+    column and the version and partition they arrived in (see the module on those columns' names).
 
-    Input names: ``left`` / ``right`` for interval joins.
+    Input names: ``left`` / ``right`` for interval joins; ``stream``, ``table``, ``table_source``
+    for ``stream_table_join``; for ``table_table_join``, ``changes`` / ``changes_source`` under
+    ``<checkpoint>/left_keys`` and ``right_keys``, ``left`` / ``right`` under ``<checkpoint>/join``.
+    A checkpoint with no rows set aside for a valid input gives an empty DataFrame of the columns
+    ``_reason``, ``_version``, ``_partition`` (the input's own columns appear with its first set-aside
+    row). Raises :class:`JoinDefinitionError` when ``checkpoint`` is not a join checkpoint, or
+    ``input_name`` is not one of its inputs (both named in the message).
     """
-    uri = Checkpoint(checkpoint).set_aside_uri(input_name)
-    return None if uri is None else spark.read.parquet(uri)
+    cp, kind = _checkpoint(checkpoint, "set_aside_rows")
+    folder = posixpath.join(cp.root, "set_aside")
+    present = sorted(info.base_name for info in cp.fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
+                     if info.type == pafs.FileType.Directory)
+    valid = list(dict.fromkeys([*INPUT_NAMES.get(kind, ()), *present]))
+    if input_name not in valid:
+        raise JoinDefinitionError(
+            f"set_aside_rows: {checkpoint} is a checkpoint of a {kind}, which has no input {input_name!r}; "
+            f"its inputs are {valid}"
+        )
+    uri = cp.set_aside_uri(input_name) if input_name in present else None
+    if uri is None:
+        return spark.createDataFrame([], f"_reason string, {VERSION_COLUMN} long, {PARTITION_COLUMN} long")
+    rows = (spark.read.option("recursiveFileLookup", "true").option("pathGlobFilter", "*.parquet")
+            .parquet(uri))
+    path = F.input_file_name()
+    version, partition = _free(VERSION_COLUMN, rows.columns), _free(PARTITION_COLUMN, rows.columns)
+    return rows.select(
+        "*",
+        F.regexp_extract(path, _FILE, 1).cast("long").alias(version),
+        F.regexp_extract(path, _FILE, 2).cast("long").alias(partition),
+    )
 
 
 def join_metrics(spark: SparkSession, checkpoint: str) -> DataFrame:
-    """One row per version and partition: rows in, out and set aside, state size, restores."""
-    records = Checkpoint(checkpoint).read_metrics()
+    """One row per version and partition: rows in, out and set aside, state size, restores (no
+    rows before the first version). Raises :class:`JoinDefinitionError` when ``checkpoint`` is not
+    a join checkpoint."""
+    cp, _ = _checkpoint(checkpoint, "join_metrics")
+    records = cp.read_metrics()
     if not records:
         return spark.createDataFrame([], "version long, partition long")
     return spark.createDataFrame(records)
+
+
+def _checkpoint(checkpoint: str, caller: str) -> tuple[Checkpoint, str]:
+    """The checkpoint at ``checkpoint`` and its operator kind; refuse a path that is not one."""
+    cp = Checkpoint(checkpoint)
+    binding = posixpath.join(cp.root, _BINDING)
+    if cp.fs.get_file_info(binding).type != pafs.FileType.File:
+        stages = [name for name in ("left_keys", "right_keys", "join")
+                  if cp.fs.get_file_info(posixpath.join(cp.root, name, _BINDING)).type == pafs.FileType.File]
+        hint = (f"; it is a table_table_join's checkpoint: pass one of its stages, "
+                f"{[checkpoint.rstrip('/') + '/' + s for s in stages]}") if stages else \
+            "; pass the checkpoint= location the join was started with"
+        raise JoinDefinitionError(f"{caller}: {checkpoint} is not a join checkpoint (it has no {_BINDING}){hint}")
+    with cp.fs.open_input_stream(binding) as fh:
+        kind = json.loads(fh.read()).get("definition", {}).get("kind", "join")
+    return cp, kind
+
+
+def _free(name: str, taken: list[str]) -> str:
+    """``name``, with leading underscores added until no column in ``taken`` has it."""
+    while name in taken:
+        name = "_" + name
+    return name

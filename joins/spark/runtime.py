@@ -23,13 +23,14 @@ from typing import Iterator, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import TaskContext
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
-from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.runtime.checkpoint import Checkpoint, RunMode, resolve_location
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.runtime.operator import InputSpec, Operator
+from streamjoin.spark.checks import column
 from streamjoin.runtime.partition import StateConfig, TaskInfo, run_partition
 
 __all__ = ["run_operator", "arrow_schema", "resolve_checkpoint", "INPUT_TAG"]
@@ -66,8 +67,10 @@ def run_operator(
 ) -> DataFrame:
     """A DataFrame of ``operator``'s output over ``inputs`` (streaming or batch DataFrames).
 
-    ``checkpoint`` is required when any input is streaming; it is bound to the operator's
-    definition and partition count here, before the query starts. ``partitions`` defaults to the
+    ``checkpoint`` is required when any input is streaming; it is resolved to one absolute
+    location here (tasks write exactly there) and bound to the operator's definition, partition
+    count and kind of run before the query starts: a batch run refuses a streaming query's
+    checkpoint and a streaming query a batch run's (:class:`CheckpointMismatchError`). ``partitions`` defaults to the
     session's ``spark.sql.shuffle.partitions``. ``initial[i]``, a batch DataFrame of input ``i``'s
     schema, is added to input ``i``'s rows of the join's first version: a Spark job run here
     routes it by key into the checkpoint, once (a checkpoint whose first version has run, or
@@ -82,7 +85,8 @@ def run_operator(
     if partitions < 1:
         raise JoinDefinitionError(f"partitions must be at least 1, got {partitions}")
     checkpoint = resolve_checkpoint(checkpoint, streaming, operator.kind)
-    Checkpoint(checkpoint).bind(operator.definition(), partitions)
+    mode = RunMode.STREAMING if streaming else RunMode.BATCH
+    Checkpoint(checkpoint).bind(operator.definition(), partitions, mode=mode)
     state = state or StateConfig()
     key_types = _common_key_types(inputs, operator)
     if initial is not None and any(df is not None for df in initial):
@@ -97,23 +101,40 @@ def run_operator(
 
 
 def _tagged(df: DataFrame, i: int, operator: Operator, key_types: Sequence[str]) -> DataFrame:
-    """Input ``i``'s rows as: input tag, common-typed key columns, the row as one struct."""
+    """Input ``i``'s rows as: input tag, common-typed key columns (floating-point ones normalised,
+    :func:`_routing_key`), the row as one struct (its values as they are)."""
     spec = operator.inputs[i]
     columns = [F.lit(i).cast("byte").alias(INPUT_TAG)]
-    columns += [F.col(f"`{k}`").cast(t).alias(_KEY.format(j)) for j, (k, t) in enumerate(zip(spec.key, key_types))]
-    columns.append(F.struct(*[F.col(f"`{name}`") for name in spec.schema.names]).alias(_ROW.format(i)))
+    columns += [_routing_key(column(k).cast(t), t).alias(_KEY.format(j)) for j, (k, t) in enumerate(zip(spec.key, key_types))]
+    columns.append(F.struct(*[column(name) for name in spec.schema.names]).alias(_ROW.format(i)))
     return df.select(*columns)
 
 
+def _routing_key(key: Column, data_type: str) -> Column:
+    """``key`` as the hash partitioning must see it: a floating-point key with ``-0.0`` made ``0.0``
+    and every NaN one NaN (as Spark's joins compare them, and as the operators match them)."""
+    if data_type not in ("float", "double"):
+        return key
+    return (F.when(key == 0, F.lit(0.0).cast(data_type))
+            .when(F.isnan(key), F.lit(float("nan")).cast(data_type))
+            .otherwise(key))
+
+
 def resolve_checkpoint(checkpoint: str | None, streaming: bool, what: str) -> str:
-    """``checkpoint``; for batch inputs without one, a new temporary directory. Raises
-    :class:`JoinDefinitionError` for a streaming input without one."""
+    """``checkpoint`` as one absolute location, resolved here on the driver (a relative path
+    against the driver's working directory; ``s3a://``, ``dbfs:/`` and the other schemes Spark
+    users write mapped as :func:`streamjoin.changelog.storage.resolve_uri` does); for batch inputs without
+    one, a new temporary directory. Raises :class:`JoinDefinitionError` for a streaming input
+    without one, or a location whose scheme cannot be opened."""
     if checkpoint is not None:
-        return checkpoint
+        if not isinstance(checkpoint, str):
+            raise JoinDefinitionError(f"{what}: checkpoint must be a str (a path or URI), not {checkpoint!r}")
+        return resolve_location(checkpoint)
     if streaming:
         raise JoinDefinitionError(
             f"{what} on a streaming DataFrame needs checkpoint=... : a durable location "
-            "(a path or any pyarrow.fs URI) for its state changelogs, one per join"
+            "(a path or a file:, dbfs:, s3:, s3a:, gs:, hdfs: or abfss: URI) for its state "
+            "changelogs, one per join"
         )
     return tempfile.mkdtemp(prefix="streamjoin-batch-")
 

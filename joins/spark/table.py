@@ -46,7 +46,7 @@ def table_table_join(
     vocabulary is detected unless ``*_format`` names it), with primary keys ``left_key`` and
     ``right_key``. ``on``: a column name, a list of names on both sides, or a pair (left names,
     right names): primary key to primary key, foreign key to primary key, or many to many.
-    ``how``: ``inner``, ``left`` or ``full``. Changes to one row apply in change-time (then
+    ``how``: ``inner``, ``left`` or ``full`` (or a Spark spelling: ``left_outer``, ``outer``, ...). Changes to one row apply in change-time (then
     sequence) order; an older or duplicate change is stale and ignored, and a delete of an unknown
     row is harmless; both are counted in the metrics.
 

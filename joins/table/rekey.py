@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 
 from streamjoin.changes import DELETE, HEARTBEAT, OP, SEQ, TIME, UPSERT, ChangeFormat, normalise
 from streamjoin.interval.spec import _sortable
+from streamjoin.kit import normal_keys
 from streamjoin.runtime.operator import InputSpec, Operator, StepInput, StepResult, conform
 from streamjoin.table.rows import RowCodec, pack_columns
 from streamjoin.table.spec import TableSide, build_side
@@ -89,7 +90,7 @@ class TableRekey(Operator):
         if len(batch.rows) != 1:
             raise ValueError("a table-join key stage takes exactly one input (changes)")
         side, metrics = self.side, Counter()
-        table = conform(batch.rows[0], side.schema, f"{side.name} changes")
+        table = normal_keys(conform(batch.rows[0], side.schema, f"{side.name} changes"), [*side.key, *side.on])
         parsed = normalise(table, side.changes)
         metrics.update({f"changes_{k}": v for k, v in parsed.counts.items()})
         changes = parsed.changes
@@ -109,7 +110,7 @@ class TableRekey(Operator):
 
     def _starts(self, changes: pa.Table) -> list[int]:
         """Where each primary key's run of changes starts (``changes`` sorted by key); keys are
-        equal as Python values are (nulls equal nulls, NaN equals nothing, -0.0 equals 0.0)."""
+        equal as join keys are (nulls equal nulls, NaN equals NaN, -0.0 equals 0.0)."""
         n = changes.num_rows
         if n == 0:
             return []
@@ -122,6 +123,8 @@ class TableRekey(Operator):
                 continue
             differs = pc.fill_null(pc.not_equal(cur, prev), True)
             differs = pc.and_not(differs, pc.and_(cur.is_null(), prev.is_null()))
+            if pa.types.is_floating(column.type):
+                differs = pc.and_not(differs, pc.fill_null(pc.and_(pc.is_nan(cur), pc.is_nan(prev)), False))
             new |= differs.to_numpy(zero_copy_only=False)
         return [0, *(np.flatnonzero(new) + 1).tolist()]
 

@@ -30,6 +30,7 @@ import pyarrow as pa
 
 from streamjoin.changes import OP, PLAIN_COLUMNS, ChangeFormat, Vocabulary
 from streamjoin.errors import JoinDefinitionError
+from streamjoin.kit import parse_how
 from streamjoin.interval.spec import On, _common_key_type, _parse_on  # one parser and key-type rule for the joins
 from streamjoin.table.rows import stored_type
 
@@ -127,7 +128,8 @@ def detect_format(side: str, schema: pa.Schema, key: str | Sequence[str], time: 
                   given: ChangeFormat | None) -> ChangeFormat:
     """The change format of ``side``'s change table: ``given`` (checked), else told from its columns.
 
-    ``_change_type`` -> Delta change data feed; ``_change_op`` and ``_change_time`` -> the plain
+    ``_change_type`` -> Delta change data feed, with ``time`` as the change time if given (any
+    timestamp column; default ``_commit_timestamp``, ties by ``_commit_version``); ``_change_op`` and ``_change_time`` -> the plain
     form :func:`streamjoin.changes.to_plain` writes; an ``op`` column -> plain, with ``time`` as the
     change time. Raises :class:`JoinDefinitionError` when it cannot tell or the pieces disagree.
     """
@@ -146,11 +148,7 @@ def detect_format(side: str, schema: pa.Schema, key: str | Sequence[str], time: 
                 f"leave {side}_time out when {side}_changes is given")
         return given
     if "_change_type" in schema.names:
-        if time is not None and time != "_commit_timestamp":
-            raise JoinDefinitionError(
-                f"the {side} change table is a Delta change data feed (it has _change_type), whose change "
-                f"time is _commit_timestamp; leave {side}_time out")
-        return ChangeFormat.delta(pk)
+        return ChangeFormat.delta(pk, time=time or "_commit_timestamp")
     if PLAIN_COLUMNS["op"] in schema.names and PLAIN_COLUMNS["time"] in schema.names:
         seq = PLAIN_COLUMNS["sequence"] if PLAIN_COLUMNS["sequence"] in schema.names else None
         return ChangeFormat.plain(pk, op=PLAIN_COLUMNS["op"], time=PLAIN_COLUMNS["time"], sequence=seq)
@@ -222,10 +220,7 @@ def build_side(name: str, schema: pa.Schema, changes: ChangeFormat, on: str | Se
 
 def build_join(left: TableSide, right: TableSide, how: str | How) -> TableJoinSpec:
     """Validate the join of two sides and name its output columns (see module docstring)."""
-    try:
-        how = How(how)
-    except ValueError:
-        raise JoinDefinitionError(f"unknown how={how!r}; use one of {[h.value for h in How]}") from None
+    how = How(parse_how(how, [h.value for h in How]))
     if len(left.on) != len(right.on):
         raise JoinDefinitionError(
             f"on: the left key has {len(left.on)} columns {list(left.on)}, the right key {len(right.on)} {list(right.on)}")

@@ -41,6 +41,7 @@ import pyarrow as pa
 
 from streamjoin.changes import DELETE, OP
 from streamjoin.errors import JoinError
+from streamjoin.kit import normal_keys
 from streamjoin.runtime.operator import REASON_COLUMN, InputSpec, SpecOperator, StepInput, StepResult, conform
 from streamjoin.table.rows import RowCodec
 from streamjoin.table.spec import How, TableJoinSpec, TableSide, build_join
@@ -119,7 +120,7 @@ class _Step:
 
     def _read(self, side: TableSide, table: pa.Table) -> None:
         """File ``side``'s routed changes by join key bytes."""
-        table = conform(table, side.routed, side.name)
+        table = normal_keys(conform(table, side.routed, side.name), [*side.on, *side.key])
         codec = self.codecs[side.name]
         self.tables[side.name] = table.select(side.row_schema.names)
         # keys and rows encoded column-wise: the bytes of pack(*values), per row

@@ -1,7 +1,7 @@
 """Obviously-correct references of the enrichment join (docs/semantics.md "Enrichment"), for the tests to compare with.
 
 Rows are Python dicts. A batch is ``(events, changes)``; a change is a dict with ``key`` (a tuple),
-``op`` (``"upsert"``, ``"delete"`` or ``"heartbeat"``), ``time``, ``seq`` (or None) and ``row``
+``op`` (``"upsert"``, ``"delete"`` or ``"heartbeat"``), ``time`` (None: a timeless snapshot row, before every change of its key), ``seq`` (or None) and ``row``
 (the value columns, a tuple); an event is a dict with ``key`` (a tuple, None values allowed),
 ``time`` and ``row`` (its columns, a tuple). Times are integers (µs).
 
@@ -42,16 +42,20 @@ def enrichment_watermarks(batches: Sequence[Batch], delay: int) -> list[tuple[An
 
 def late_flags(batches: Sequence[Batch], delay: int) -> list[tuple[list[bool], list[bool]]]:
     """Per batch: whether each event (time < event watermark) and change (time < table
-    watermark) is late; a heartbeat never is (it carries nothing to lose)."""
+    watermark; a timeless one once there is a table watermark) is late; a heartbeat never is (it
+    carries nothing to lose)."""
     out = []
     for (events, changes), (ew, tw) in zip(batches, enrichment_watermarks(batches, delay)):
         out.append(([ew is not None and e["time"] < ew for e in events],
-                    [tw is not None and c["op"] != "heartbeat" and c["time"] < tw for c in changes]))
+                    [tw is not None and c["op"] != "heartbeat" and (c["time"] is None or c["time"] < tw)
+                     for c in changes]))
     return out
 
 
 def _order(change: dict) -> tuple:
-    return (change["time"], float("-inf") if change["seq"] is None else change["seq"])
+    """(has a time, time, seq): a timeless change first, then by time, a None seq first."""
+    timed = change["time"] is not None
+    return (timed, change["time"] if timed else 0, float("-inf") if change["seq"] is None else change["seq"])
 
 
 def _output(event: dict, change: dict | None, how: str, width: int) -> list[tuple]:
@@ -88,7 +92,7 @@ def reference_as_of(batches: Sequence[Batch], *, how: str, delay: int, width: in
     for events, _ in accepted:
         for event in events:
             candidates = [c for c in history if None not in event["key"] and c["key"] == event["key"]
-                          and c["time"] <= event["time"]]
+                          and (c["time"] is None or c["time"] <= event["time"])]
             best = max(candidates, key=_order) if candidates else None
             out += _output(event, best, how, width)
     return out

@@ -8,15 +8,40 @@ Interval join (docs/semantics.md "Interval join"):
     reference_interval_join(left_rows, right_rows, ...)   the output multiset, as tuples
     interval_watermarks(batches, ...)                     the watermark of each batch (docs/semantics.md "Time")
     interval_late_rows(batches, ...)                      which rows of each batch are late
+    join_key(value)                                       a key value as joins compare it
+
+Key values compare as in Spark's joins: ``-0.0`` equals ``0.0`` and NaN equals NaN.
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-__all__ = ["reference_interval_join", "interval_watermarks", "interval_late_rows"]
+__all__ = ["reference_interval_join", "interval_watermarks", "interval_late_rows", "join_key", "NAN_KEY"]
 
 Row = Mapping[str, Any]
+
+
+class _NaNKey:
+    """The one value every NaN key stands for: equal to itself (unlike a float NaN), hashable."""
+
+    def __repr__(self) -> str:
+        return "NAN_KEY"
+
+
+#: What :func:`join_key` makes of every NaN.
+NAN_KEY = _NaNKey()
+
+
+def join_key(value: Any) -> Any:
+    """``value`` as join keys compare (Spark's rule): ``-0.0`` -> ``0.0``, any NaN -> :data:`NAN_KEY`,
+    anything else as it is."""
+    if isinstance(value, float):
+        if value != value:
+            return NAN_KEY
+        if value == 0.0:
+            return 0.0
+    return value
 
 
 def reference_interval_join(
@@ -35,7 +60,7 @@ def reference_interval_join(
 ) -> list[tuple]:
     """The interval join of all rows, as a list of output tuples (order irrelevant).
 
-    A pair matches when every key value is equal and not None, and
+    A pair matches when every key value is equal (:func:`join_key`) and not None, and
     ``l[left_time] + lower <= r[right_time] <= l[left_time] + upper``. An output tuple is
     ``(key values, left non-key values, right non-key values)``, each part in column order; an
     unmatched row has None for the other side's part and its own key values; left_semi/left_anti
@@ -47,7 +72,8 @@ def reference_interval_join(
 
     def matches(l: Row, r: Row) -> bool:
         keys_equal = all(
-            l[a] is not None and r[b] is not None and l[a] == r[b] for a, b in zip(left_key, right_key)
+            l[a] is not None and r[b] is not None and join_key(l[a]) == join_key(r[b])
+            for a, b in zip(left_key, right_key)
         )
         return keys_equal and l[left_time] + lower <= r[right_time] <= l[left_time] + upper
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from streamjoin.testing.interval import join_key
+
 __all__ = ["Change", "ReferenceTable", "reference_view", "reference_changes"]
 
 Row = Mapping[str, Any]
@@ -70,11 +72,12 @@ def reference_view(left: Mapping[tuple, Row], right: Mapping[tuple, Row], *, lef
     """The join of two tables (primary key -> row): view key (left pk, right pk; None for a padded
     side) -> output row (left values in ``left_columns`` order, then right values; None-padded).
 
-    A pair matches when every join-key value is equal and none is None; ``left`` and ``full`` add
+    A pair matches when every join-key value is equal (:func:`streamjoin.testing.interval.join_key`: ``-0.0``
+    is ``0.0``, NaN equals NaN) and none is None; ``left`` and ``full`` add
     each unmatched left row padded, ``full`` each unmatched right row too.
     """
     def jk(row: Row, on: Sequence[str]) -> tuple:
-        return tuple(row[c] for c in on)
+        return tuple(join_key(row[c]) for c in on)
 
     view: dict[tuple, tuple] = {}
     matched_right: set = set()

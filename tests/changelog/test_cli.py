@@ -100,3 +100,41 @@ def test_cli_changelog_without_action_shows_usage(capsys):
     with pytest.raises(SystemExit) as info:
         main(["changelog", "restore", "--help"])
     assert info.value.code == 0 and "--backend" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("action", ["inspect", "verify"])
+def test_cli_inspect_and_verify_refuse_a_path_that_does_not_exist(action, tmp_path, capsys):
+    missing = str(tmp_path / "ck" / "state" / "p=0")
+    assert main(["changelog", action, missing]) == 1
+    captured = capsys.readouterr()
+    assert "OK" not in captured.out
+    assert f"{missing} does not exist" in captured.err and "changelog directory of one operator partition" in captured.err
+
+
+@pytest.mark.parametrize("action", ["inspect", "verify"])
+def test_cli_inspect_and_verify_on_a_checkpoint_root_point_to_its_partitions(action, tmp_path, capsys):
+    root = tmp_path / "ck"
+    for p in (0, 1):
+        (root / "state" / f"p={p}").mkdir(parents=True)
+    (root / "definition.json").write_text("{}")
+    assert main(["changelog", action, str(root)]) == 1
+    err = capsys.readouterr().err
+    assert f"{root} holds no changelog files" in err
+    assert f"{root}/state/p=<p> (here p=0, p=1)" in err
+    assert main(["changelog", action, str(root / "state")]) == 1
+    assert f"{root}/state/p=<p> (here p=0, p=1)" in capsys.readouterr().err
+
+
+def test_cli_restore_negative_version_names_the_argument_and_restorable_versions(runner, tmp_path, capsys):
+    assert main(["changelog", "restore", runner.log.uri, "--version", "-1", "--backend", "memory",
+                 "--into", str(tmp_path / "x")]) == 1
+    assert "--version -1 is not a version" in capsys.readouterr().err
+    assert main(["changelog", "compact", runner.log.uri, "--up-to", "-1"]) == 1
+    err = capsys.readouterr().err
+    assert "--up-to -1 is not a version" in err and "can restore 0..5 (6 versions)" in err
+
+
+def test_cli_listing_negative_version_is_not_a_version(runner):
+    error = runner.log.listing().unreachable(-1)
+    assert "version -1 is not a version" in str(error) and "can restore 0..5" in str(error)
+    assert runner.log.listing().chains(-1) == []

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from streamjoin.changelog import Changelog, OpenHow, VersionNotRetainedError, VersionOrderError, open_logged_store
-from streamjoin.statestore import destroy_store
+from streamjoin.statestore import destroy_store, open_store
 from tests.changelog.model import Model, Write
 
 WRITES = [
@@ -207,3 +207,22 @@ def test_open_logged_store_replaces_delta_rewritten_elsewhere(runner):
     state, version, report = runner.state_at(2)
     assert report.how is OpenHow.ROLLED_FORWARD and "another delta" in report.reason
     assert (state, version) == (runner.model.states[2], 2)
+
+
+def test_open_logged_store_keeps_local_store_when_changelog_is_lost(runner):
+    """The first version again on an empty log would rebuild the store empty: it may be the last copy."""
+    for version, write in enumerate(WRITES[:3]):
+        runner.batch(version, write)
+    shutil.rmtree(runner.log.uri)
+    with pytest.raises(VersionNotRetainedError, match="only copy") as raised:
+        runner.open(None)
+    assert runner.path in str(raised.value)
+    runner.log.append(0, WRITES[0].puts)   # the log has version 0 again, not 2: still refused
+    with pytest.raises(VersionNotRetainedError, match="ends at version 0"):
+        runner.open(None)
+    runner.log.delete([f.name for f in runner.log.listing().files()])
+    store = open_store(runner.kind, runner.path)
+    try:
+        assert store.version == 2 and dict(store.scan()) == runner.model.states[2]
+    finally:
+        store.close()

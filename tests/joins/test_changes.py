@@ -156,3 +156,49 @@ def test_changes_bad_formats_are_refused_with_what_to_change(fmt, schema, messag
 def test_changes_format_key_must_name_columns():
     with pytest.raises(JoinDefinitionError, match="distinct column names"):
         ChangeFormat.plain(["id", "id"], time="ts")
+
+
+DELTA_BUSINESS = DELTA.append(pa.field("valid_from", pa.timestamp("us", "UTC"))).append(pa.field("rev", pa.int64()))
+
+
+def _at(seconds: int) -> dt.datetime:
+    return EPOCH + dt.timedelta(seconds=seconds)
+
+
+def test_changes_delta_change_time_may_be_a_business_time_column():
+    rows = [{"id": 1, "name": "a", "_change_type": "insert", "_commit_version": 7, "_commit_timestamp": _at(100),
+             "valid_from": _at(5), "rev": 2}]
+    fmt = ChangeFormat.delta("id", time="valid_from")
+    result = normalise(pa.Table.from_pylist(rows, schema=DELTA_BUSINESS), fmt)
+    assert result.changes.column(TIME).to_pylist() == [5_000_000]
+    assert result.changes.column(SEQ).to_pylist() == [7]                      # ties: _commit_version
+    assert result.changes.column_names[4:] == ["name", "valid_from", "rev"]   # the business time stays a row column
+    named = normalise(pa.Table.from_pylist(rows, schema=DELTA_BUSINESS), ChangeFormat.delta("id", sequence="rev"))
+    assert named.changes.column(TIME).to_pylist() == [100_000_000]
+    assert named.changes.column(SEQ).to_pylist() == [2]
+
+
+def test_changes_delta_business_time_must_be_a_timestamp_column():
+    with pytest.raises(JoinDefinitionError, match="'name' must be a timestamp"):
+        ChangeFormat.delta("id", time="name").internal_schema(DELTA_BUSINESS)
+    with pytest.raises(JoinDefinitionError, match="no column 'valid_to'"):
+        ChangeFormat.delta("id", time="valid_to").internal_schema(DELTA_BUSINESS)
+
+
+def test_detect_format_delta_feed_accepts_its_own_change_time():
+    from streamjoin.table.spec import detect_format
+
+    assert detect_format("left", DELTA_BUSINESS, "id", None, None) == ChangeFormat.delta("id")
+    assert detect_format("left", DELTA_BUSINESS, "id", "valid_from", None) == ChangeFormat.delta("id", time="valid_from")
+
+
+def test_changes_snapshot_rows_without_a_time_are_kept_only_when_asked():
+    table = pa.Table.from_pylist([{"id": 1, "op": "snapshot", "ts": None, "seq": None, "name": "a"},
+                                  {"id": 2, "op": "snapshot", "ts": _at(3), "seq": None, "name": "b"}], schema=PLAIN)
+    fmt = ChangeFormat.plain("id", time="ts", sequence="seq")
+    kept = normalise(table, fmt, timeless_snapshots=True)
+    assert kept.changes.column(OP).to_pylist() == [UPSERT, UPSERT]
+    assert kept.changes.column(TIME).to_pylist() == [None, 3_000_000]
+    refused = normalise(table, fmt)
+    assert refused.aside.column("_reason").to_pylist() == ["null change time"]
+    assert refused.changes.column(TIME).to_pylist() == [3_000_000]

@@ -214,7 +214,7 @@ def test_enrichment_foreign_key_with_other_names_and_types():
     (dict(on="nope"), "no column 'nope'"),
     (dict(stream_time="what"), "must be a timestamp"),
     (dict(mode="eventually"), "unknown mode"),
-    (dict(how="full"), "unknown how"),
+    (dict(how="full"), "how='full' is a full join, which this join does not support; use one of inner, left"),
     (dict(delay=dt.timedelta(seconds=-1)), "delay and grace must be >= 0"),
     (dict(delay=5), "must be a datetime.timedelta"),
     (dict(changes=ChangeFormat.debezium("user")), "to_plain"),
@@ -333,3 +333,79 @@ def test_enrichment_debezium_json_changes_join_through_the_plain_form():
             ("0", None), ("1", "free"), ("4", "free"), ("5", "pro"), ("8", "pro"), ("9", None)]
     finally:
         driver.close()
+
+
+YEAR_ONE = dt.datetime(1, 1, 1)
+
+
+def _bootstrap_then(changes: list[dict], events: list[dict]) -> tuple[list[dict], pa.Table]:
+    """Version 0: a bootstrap snapshot without change times (users 1 and 2); version 1: ``changes``
+    and ``events``; then a final version. Returns the output rows and the bootstrap changes."""
+    op = EnrichmentJoin(EVENTS, TABLE, "user", stream_time="ts", changes=PLAIN_FORMAT)
+    boot = op.bootstrap_changes(pa.table({"user": [1, 2], "plan": ["free", "basic"]}))
+    driver = StepDriver(op)
+    try:
+        rows = []
+        for e, c, final in (([], boot, False), (events, changes, False), ([], [], True)):
+            e = e if isinstance(e, pa.Table) else pa.Table.from_pylist(e, schema=EVENTS)
+            c = c if isinstance(c, pa.Table) else pa.Table.from_pylist(c, schema=TABLE)
+            rows += driver.run(e, c, final=final)[0].to_pylist()
+    finally:
+        driver.close()
+    return sorted(rows, key=lambda r: r["user"]), boot
+
+
+def test_enrichment_bootstrap_rows_carry_no_change_time():
+    events = [{"user": u, "ts": when(5 * SECOND), "what": "e"} for u in (1, 2)]
+    rows, boot = _bootstrap_then([], events)
+    assert boot.column("at").null_count == boot.num_rows
+    assert [(r["user"], r["plan"], r["at"]) for r in rows] == [(1, "free", None), (2, "basic", None)]
+
+
+def test_enrichment_change_at_year_one_is_applied_after_a_bootstrap_row():
+    changes = [{"user": 1, "op": "upsert", "at": YEAR_ONE, "plan": "pro"}]
+    events = [{"user": u, "ts": YEAR_ONE + dt.timedelta(seconds=1), "what": "e"} for u in (1, 2)]
+    rows, _ = _bootstrap_then(changes, events)
+    assert [(r["user"], r["plan"], r["at"]) for r in rows] == [(1, "pro", YEAR_ONE), (2, "basic", None)]
+
+
+def test_enrichment_timeless_snapshot_row_after_the_first_version_is_late():
+    op = EnrichmentJoin(EVENTS, TABLE, "user", stream_time="ts", changes=PLAIN_FORMAT)
+    driver = StepDriver(op)
+    try:
+        driver.run(EVENTS.empty_table(), pa.Table.from_pylist(
+            [{"user": 1, "op": "upsert", "at": when(SECOND), "plan": "free"}], schema=TABLE))
+        _, (_, aside) = driver.run(EVENTS.empty_table(), op.bootstrap_changes(pa.table({"user": [2], "plan": ["pro"]})))
+    finally:
+        driver.close()
+    assert aside.column("_reason").to_pylist() == ["late change"]
+
+
+def test_enrichment_change_without_time_is_set_aside_unless_a_snapshot_row():
+    op = EnrichmentJoin(EVENTS, TABLE, "user", stream_time="ts", changes=PLAIN_FORMAT)
+    driver = StepDriver(op)
+    try:
+        _, (_, aside) = driver.run(EVENTS.empty_table(), pa.Table.from_pylist(
+            [{"user": 1, "op": "upsert", "at": None, "plan": "free"}], schema=TABLE))
+    finally:
+        driver.close()
+    assert aside.column("_reason").to_pylist() == ["null change time"]
+
+
+def test_enrichment_delta_feed_joins_as_of_its_business_time():
+    table = pa.schema([("user", pa.int64()), ("plan", pa.string()), ("valid_from", pa.timestamp("us")),
+                       ("_change_type", pa.string()), ("_commit_version", pa.int64()),
+                       ("_commit_timestamp", pa.timestamp("us"))])
+    op = EnrichmentJoin(EVENTS, table, "user", stream_time="ts", changes=ChangeFormat.delta("user", time="valid_from"))
+    commit = when(100 * SECOND)                      # both versions committed together, long after the events
+    changes = pa.Table.from_pylist([
+        {"user": 1, "plan": p, "valid_from": when(s * SECOND), "_change_type": "insert", "_commit_version": 1,
+         "_commit_timestamp": commit} for p, s in (("free", 1), ("pro", 5))], schema=table)
+    events = pa.Table.from_pylist([{"user": 1, "ts": when(s * SECOND), "what": str(s)} for s in (2, 6)], schema=EVENTS)
+    driver = StepDriver(op)
+    try:
+        out = driver.run(events, changes)[0].to_pylist() + driver.run(EVENTS.empty_table(), table.empty_table(),
+                                                                    final=True)[0].to_pylist()
+    finally:
+        driver.close()
+    assert sorted((r["what"], r["plan"]) for r in out) == [("2", "free"), ("6", "pro")]

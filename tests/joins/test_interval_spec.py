@@ -67,7 +67,7 @@ def test_interval_spec_accepts_a_list_and_a_pair_of_lists():
     (dict(lower=2 * SEC, upper=SEC), "lower .* must be <= upper"),
     (dict(delay=-SEC), "delay .* must be >= 0"),
     (dict(lower=5), "lower must be a datetime.timedelta"),
-    (dict(how="outer"), "unknown how='outer'; use one of inner, left, right, full, left_semi, left_anti"),
+    (dict(how="cross"), "unknown how='cross'; use one of inner, left, right, full, left_semi, left_anti"),
     (dict(bucket=dt.timedelta(0)), "bucket must be a positive duration"),
     (dict(blob_rows=0), "blob_rows must be a positive int"),
     (dict(compression="gzip"), "compression must be one of"),

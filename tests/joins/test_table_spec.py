@@ -33,7 +33,7 @@ def test_table_join_spec_detects_the_change_vocabularies():
 
 
 @pytest.mark.parametrize("options, message", [
-    ({"how": "right"}, "unknown how='right'"),
+    ({"how": "right"}, "how='right' is a right join, which this join does not support; use one of inner, left, full"),
     ({"on": "author"}, "right row has no column 'author'"),
     ({"on": (["author", "text"], ["followee"])}, "left key has 2 columns"),
     ({"on": 3}, "on must be a column name"),
@@ -45,7 +45,7 @@ def test_table_join_spec_detects_the_change_vocabularies():
     ({"left_changes": ChangeFormat.plain("post_id", time="at"), "left_time": "text"}, "leave left_time out"),
     ({"left_changes": ChangeFormat.debezium("post_id"), "left_time": None}, "to_plain first"),
     ({"left_changes": "plain"}, "must be a streamjoin.changes.ChangeFormat"),
-    ({"right": DELTA, "right_time": "at"}, "leave right_time out"),
+    ({"right": DELTA, "right_time": "at"}, "no column 'at'"),
     ({"right": pa.schema([("fid", pa.int64()), ("followee", pa.int64())])}, "cannot tell how the right change table"),
     ({"right": pa.schema([("fid", pa.int64()), ("followee", pa.string()), ("op", pa.string()), ("at", pa.int64())])},
      "incompatible types; cast one side"),

@@ -125,3 +125,25 @@ def test_stream_table_join_bad_arguments_fail_before_the_query(spark, tmp_path):
     stream = spark.readStream.schema(EVENTS).parquet(str(tmp_path))
     with pytest.raises(JoinDefinitionError, match="checkpoint"):
         stream_table_join(stream, changes, "user_id", **args)
+
+
+def test_stream_table_join_bootstrap_rows_collect_with_a_null_change_time(spark, tmp_path):
+    events = spark.createDataFrame([(1, _at(5), "a"), (2, _at(6), "b")], EVENTS)
+    changes = spark.createDataFrame([(2, "upsert", _at(1), "pro", "FR")], CHANGES)
+    bootstrap = spark.createDataFrame(PROFILES, "user_id bigint, plan string, country string")
+    joined = stream_table_join(events, changes, "user_id", stream_time="ts", table_key="user_id",
+                               table_time="changed_at", delay=timedelta(0), bootstrap=bootstrap,
+                               checkpoint=str(tmp_path / "ck"), partitions=2)
+    got = sorted((r.action, r.plan, r.changed_at) for r in joined.collect())
+    assert got == [("a", "free", None), ("b", "pro", _at(1).replace(tzinfo=None))]
+
+
+def test_stream_table_join_delta_feed_with_a_business_time(spark, tmp_path):
+    feed = spark.createDataFrame(
+        [(1, "free", _at(1), "insert", 1, _at(100)), (1, "pro", _at(5), "update_postimage", 2, _at(100))],
+        "user_id bigint, plan string, valid_from timestamp, _change_type string, _commit_version bigint, "
+        "_commit_timestamp timestamp")
+    events = spark.createDataFrame([(1, _at(2), "a"), (1, _at(6), "b")], EVENTS)
+    joined = stream_table_join(events, feed, "user_id", stream_time="ts", table_key="user_id",
+                               table_time="valid_from", delay=timedelta(0), checkpoint=str(tmp_path / "ck"))
+    assert sorted((r.action, r.plan) for r in joined.collect()) == [("a", "free"), ("b", "pro")]

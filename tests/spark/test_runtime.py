@@ -18,11 +18,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from streamjoin.changelog import Changelog
 from streamjoin.bench.operators import RunningCount
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.errors import CheckpointMismatchError, JoinDefinitionError
 from streamjoin.runtime.partition import StateConfig
 from streamjoin.spark import arrow_schema, run_operator
+from streamjoin.spark.runtime import resolve_checkpoint
 
 pytestmark = pytest.mark.spark
 
@@ -172,3 +174,23 @@ def test_runtime_metrics_and_set_aside_rows_account_for_every_row(spark, tmp_pat
     aside = set_aside_rows(spark, str(tmp_path / "join"), "input")
     assert sum(m["set_aside_rows_input"] for m in metrics) == aside.count() == N_FILES
     assert {r["_reason"] for r in aside.collect()} == {"null key"}
+
+
+def test_runtime_batch_run_refuses_a_streaming_querys_checkpoint(spark, tmp_path):
+    _write_inputs(tmp_path / "in", range(2))
+    _start(spark, tmp_path, state=_state(tmp_path))
+    log = Changelog(str(tmp_path / "join" / "state" / "p=0"))
+    before = log.versions()
+    df = spark.read.parquet(str(tmp_path / "in"))
+    with pytest.raises(CheckpointMismatchError, match="holds the state of a streaming query"):
+        run_operator([df], RunningCount(arrow_schema(df), ["k"]), checkpoint=str(tmp_path / "join"), partitions=3)
+    assert log.versions() == before == [0, 1]
+
+
+def test_resolve_checkpoint_resolves_on_the_driver(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert resolve_checkpoint("join", True, "test") == str(tmp_path / "join")
+    assert resolve_checkpoint("s3a://bucket/join", True, "test") == "s3://bucket/join"
+    assert resolve_checkpoint("dbfs:/checkpoints/join", True, "test") == "/dbfs/checkpoints/join"
+    with pytest.raises(JoinDefinitionError, match="unknown scheme 'foo:'"):
+        resolve_checkpoint("foo://bucket/join", True, "test")

@@ -281,3 +281,110 @@ def test_store_stats_count_entries_and_bytes(store: Store) -> None:
 def test_user_backend_plugs_in_by_import_path_and_by_name() -> None:
     assert resolve_backend("tests.statestore.userstore:PickleStore") is PickleStore
     assert resolve_backend(REGISTERED_USER_KIND) is PickleStore
+
+
+# -- the whole key space: the empty key and long keys ---------------------------------------------
+
+#: Keys of every length a backend might treat specially: empty, around 480-512 bytes (LMDB's own
+#: limit is 511), several KB, and many long keys sharing a long prefix, next to short keys that are
+#: prefixes of them.
+SHARED = b"s" * 700
+EDGE_KEYS = sorted(
+    {b"", b"\x00", b"L", b"M"}
+    | {b"L" * n for n in (479, 480, 481, 511, 512, 600)}
+    | {b"L" * 480 + b"\x00", b"L" * 480 + b"\xff", b"L" * 479 + b"M", b"L" * 600 + b"\x00" * 10}
+    | {b"H" * 5000, b"H" * 5000 + b"\x01", b"H" * 4999 + b"I"}
+    | {SHARED + b"%04d" % i for i in range(0, 120, 3)}
+    | {SHARED, SHARED[:480], SHARED[:481] + b"\xff"}
+)
+EDGE_BOUNDS = [
+    None, b"", b"\x00", b"L", b"L" * 480, b"L" * 481, b"L" * 480 + b"\x80", b"L" * 600 + b"\x00",
+    b"M", b"H" * 5000, SHARED, SHARED + b"0050", SHARED + b"0050\x00", SHARED[:480] + b"\x00", b"t",
+]
+
+
+def edge_model() -> dict[bytes, bytes]:
+    return {k: b"v%d" % len(k) + k[-3:] for k in EDGE_KEYS}
+
+
+def test_store_puts_and_gets_empty_and_long_keys(backend: Backend, store_path: str) -> None:
+    model = edge_model()
+    with backend.open(store_path) as store:
+        store.write(puts=list(model.items()), version=1)
+        for key, value in model.items():
+            assert store.get(key) == value, len(key)
+        wanted = [b"L" * 482, *EDGE_KEYS[::-1], b"", SHARED + b"0001", b"H" * 5001]
+        assert store.multi_get(wanted) == [model.get(k) for k in wanted]
+        assert list(store.scan()) == expected(model, None, None)
+    if backend.on_disk:  # the layout survives a reopen
+        with backend.open(store_path) as store:
+            assert list(store.scan(reverse=True)) == expected(model, None, None, reverse=True)
+            assert store.version == 1
+    backend.destroy(store_path)
+
+
+@pytest.mark.parametrize("start", EDGE_BOUNDS, ids=lambda b: "None" if b is None else f"{len(b)}:{b[-4:]!r}")
+@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+def test_store_scan_bounds_with_empty_and_long_keys(store: Store, start: bytes | None, reverse: bool) -> None:
+    model = edge_model()
+    store.write(puts=list(model.items()))
+    for end in EDGE_BOUNDS:
+        assert list(store.scan(start, end, reverse)) == expected(model, start, end, reverse), end
+    for prefix in (b"", b"L" * 480, b"L" * 481, SHARED, SHARED + b"00", b"H" * 4999):
+        want = [(k, model[k]) for k in sorted(model) if k.startswith(prefix)]
+        assert list(store.scan_prefix(prefix, reverse)) == (want[::-1] if reverse else want)
+
+
+def test_store_deletes_empty_and_long_keys(store: Store) -> None:
+    model = edge_model()
+    store.write(puts=list(model.items()))
+    gone = [b"", b"L" * 512, SHARED + b"0003", b"H" * 5000, b"L" * 480, b"never" * 200]
+    store.write(deletes=gone)
+    for key in gone:
+        model.pop(key, None)
+    assert list(store.scan()) == expected(model, None, None)
+    # a delete and a put of one long key in one write: the put wins
+    store.write(puts=[(SHARED + b"0006", b"new")], deletes=[SHARED + b"0006", SHARED + b"0009"])
+    model[SHARED + b"0006"] = b"new"
+    del model[SHARED + b"0009"]
+    assert list(store.scan()) == expected(model, None, None)
+    assert store.get(SHARED + b"0009") is None and store.get(b"") is None
+
+
+@pytest.mark.parametrize(
+    "start,end",
+    [(b"", b"\x00"), (b"", b"L" * 481), (b"L" * 480, b"L" * 480 + b"\x80"), (b"L" * 481, b"M"),
+     (SHARED + b"0030", SHARED + b"0090"), (SHARED[:480] + b"\x00", b"t"), (b"H" * 5000, b"H" * 5000 + b"\x01"),
+     (b"", b"\xff")],
+)
+def test_store_delete_range_over_empty_and_long_keys(store: Store, start: bytes, end: bytes) -> None:
+    model = edge_model()
+    store.write(puts=list(model.items()))
+    store.write(delete_ranges=[(start, end)], puts=[(SHARED + b"0060", b"put after the range")])
+    model = {k: v for k, v in model.items() if not start <= k < end}
+    model[SHARED + b"0060"] = b"put after the range"
+    assert list(store.scan()) == expected(model, None, None)
+    assert list(store.scan(reverse=True)) == expected(model, None, None, reverse=True)
+
+
+def test_store_load_sorted_with_empty_and_long_keys(backend: Backend, store_path: str) -> None:
+    items = sorted(edge_model().items())
+    with backend.open(store_path) as store:
+        assert store.load_sorted(iter(items), version=4) == len(items)
+        assert list(store.scan()) == items and store.version == 4
+        assert store.get(b"") == dict(items)[b""]
+    if backend.on_disk:
+        with backend.open(store_path) as store:
+            assert list(store.scan()) == items
+    backend.destroy(store_path)
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [[b"L" * 600, b"L" * 480], [SHARED + b"2", SHARED + b"1"], [b"a", b""], [b"L" * 600, b"L" * 600]],
+    ids=["short-after-its-long-extension", "long-suffixes-descending", "empty-last", "long-duplicate"],
+)
+def test_store_load_sorted_rejects_long_keys_out_of_order(store: Store, keys: list[bytes]) -> None:
+    with pytest.raises(StoreError, match="ascending"):
+        store.load_sorted([(k, b"v") for k in keys], version=1)
+    assert store.version is None

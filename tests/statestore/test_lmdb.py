@@ -1,11 +1,16 @@
-"""LMDB-specific behaviour: the map grows as needed; key limits; scans and growth."""
+"""LMDB-specific behaviour: the map grows as needed; keys beyond LMDB's own limit; scans and growth;
+checksums that catch damaged files, and the rebuild from the changelog that follows."""
 
 from __future__ import annotations
 
+import os
+
+import lmdb
 import pytest
 
 import streamjoin.statestore.lmdb as lmdb_backend
-from streamjoin.statestore import StoreError, StoreWriteError, open_store
+from streamjoin.changelog import Changelog, OpenHow, open_logged_store
+from streamjoin.statestore import StoreCorruptError, StoreError, destroy_store, open_store
 
 SMALL_MAP = 64 << 10  # 64 KiB: a few pages
 
@@ -65,15 +70,124 @@ def test_lmdb_scan_open_while_the_map_grows_fails_cleanly(tmp_path) -> None:
         assert store.get(b"b") == b"2"
 
 
-def test_lmdb_keys_outside_its_limits_fail_the_write_and_are_never_found(tmp_path) -> None:
-    with open_store("lmdb", str(tmp_path / "s")) as store:
-        store.write(puts=[(b"a", b"1")], version=1)
-        for key in (b"", b"k" * 512):
-            with pytest.raises(StoreWriteError):
-                store.write(puts=[(b"b", b"2"), (key, b"v")], version=2)
-            assert store.get(key) is None and store.multi_get([key, b"a"]) == [None, b"1"]
-        assert list(store.scan()) == [(b"a", b"1")] and store.version == 1
-        store.write(puts=[(b"k" * 511, b"v")])  # the longest key LMDB takes
-        assert store.get(b"k" * 511) == b"v"
-        store.write(deletes=[b"", b"k" * 512, b"k" * 511])  # deleting what cannot exist is a no-op
-        assert list(store.scan()) == [(b"a", b"1")]
+def test_lmdb_keys_beyond_lmdb_limits_are_stored_and_found(tmp_path) -> None:
+    path = str(tmp_path / "s")
+    long_keys = [b"k" * 511, b"k" * 512, b"k" * 512 + b"\x00", b"k" * 4096]
+    with open_store("lmdb", path) as store:
+        store.write(puts=[(b"a", b"1"), (b"", b"empty")] + [(k, b"%d" % len(k)) for k in long_keys], version=1)
+        assert store.get(b"") == b"empty" and store.get(b"k" * 4096) == b"4096"
+        store.write(deletes=[b"", b"k" * 512])
+        assert [k for k, _ in store.scan()] == [b"a", b"k" * 511, b"k" * 512 + b"\x00", b"k" * 4096]
+    with open_store("lmdb", path) as store:
+        assert store.multi_get([b"k" * 4096, b"", b"a"]) == [b"4096", None, b"1"]
+
+
+def test_lmdb_restore_from_the_changelog_with_long_keys(tmp_path) -> None:
+    log, local = Changelog(str(tmp_path / "log")), str(tmp_path / "local")
+    keys = [b"", b"u" * 480] + [b"u" * 480 + b"/%05d" % i for i in range(300)] + [b"w" * 6000]
+    writes = [[(k, b"v0-" + k[-6:]) for k in keys], [(k, b"v1-" + k[-6:]) for k in keys[::7]]]
+    for version, puts in enumerate(writes):
+        store, _ = open_logged_store("lmdb", local, log, version - 1 if version else None)
+        with store:
+            store.write(puts=puts, deletes=[keys[5]] if version else [], version=version)
+    model = dict(writes[0]) | dict(writes[1])
+    del model[keys[5]]
+    destroy_store("lmdb", local)  # the local store is lost: the log is all there is
+    store, report = open_logged_store("lmdb", local, log, 1)
+    with store:
+        assert report.how is OpenHow.REBUILT and report.entries_restored == len(model)
+        assert list(store.scan()) == sorted(model.items()) and store.version == 1
+
+
+# -- damage: every entry carries a checksum ----------------------------------------------------------
+
+
+def flip_one_byte(path: str, pattern: bytes, offset: int) -> None:
+    """Flip one bit of the single occurrence of ``pattern`` in the store's data file."""
+    data_file = os.path.join(path, "data.mdb")
+    with open(data_file, "r+b") as fh:
+        data = fh.read()
+        assert data.count(pattern) == 1
+        at = data.index(pattern) + offset
+        fh.seek(at)
+        fh.write(bytes([data[at] ^ 0x04]))
+
+
+def written_store(path: str) -> dict[bytes, bytes]:
+    model = {b"key-%04d" % i: b"VALUE-%04d-" % i + b"x" * 30 for i in range(200)}
+    with open_store("lmdb", path) as store:
+        store.write(puts=list(model.items()), version=3)
+    return model
+
+
+@pytest.mark.parametrize("where", ["value", "key"])
+def test_lmdb_flipped_bit_is_detected_on_read_and_on_the_next_open(tmp_path, where: str) -> None:
+    path = str(tmp_path / "s")
+    model = written_store(path)
+    flip_one_byte(path, b"VALUE-0042-" if where == "value" else b"key-0042", 7)
+    store = open_store("lmdb", path)
+    try:
+        assert store.get(b"key-0041") == model[b"key-0041"]  # undamaged entries still read
+        with pytest.raises(StoreCorruptError, match="checksum") as caught:
+            list(store.scan())  # a damaged key is found by the scan that meets it
+        assert path in str(caught.value) and "changelog" in str(caught.value)
+    finally:
+        store.close()
+    with pytest.raises(StoreCorruptError, match="damaged"):  # remembered: never reopened as intact
+        open_store("lmdb", path)
+    destroy_store("lmdb", path)  # the advice works
+    with open_store("lmdb", path) as store:
+        assert list(store.scan()) == []
+
+
+@pytest.mark.parametrize("read", ["get", "multi_get", "scan", "reverse_scan", "scan_range"])
+def test_lmdb_every_read_verifies_checksums(tmp_path, read: str) -> None:
+    path = str(tmp_path / "s")
+    written_store(path)
+    flip_one_byte(path, b"VALUE-0042-", 3)
+    calls = {
+        "get": lambda s: s.get(b"key-0042"),
+        "multi_get": lambda s: s.multi_get([b"key-0001", b"key-0042"]),
+        "scan": lambda s: list(s.scan()),
+        "reverse_scan": lambda s: list(s.scan(reverse=True)),
+        "scan_range": lambda s: list(s.scan(b"key-0040", b"key-0050")),
+    }
+    with open_store("lmdb", path) as store:
+        with pytest.raises(StoreCorruptError, match="checksum"):
+            calls[read](store)
+
+
+def test_lmdb_damaged_value_is_rebuilt_from_the_changelog(tmp_path) -> None:
+    log, local = Changelog(str(tmp_path / "log")), str(tmp_path / "local")
+    model = {b"key-%04d" % i: b"VALUE-%04d-" % i + b"x" * 30 for i in range(200)}
+    store, _ = open_logged_store("lmdb", local, log, None)
+    with store:
+        store.write(puts=list(model.items()), version=0)
+    flip_one_byte(local, b"VALUE-0042-", 7)
+    store, report = open_logged_store("lmdb", local, log, 0)
+    with store:  # the open cannot see the damage yet (it reads no values) ...
+        assert report.how is OpenHow.REUSED
+        with pytest.raises(StoreCorruptError):  # ... the task that reads it fails
+            store.get(b"key-0042")
+    store, report = open_logged_store("lmdb", local, log, 0)  # the retry rebuilds
+    with store:
+        assert report.how is OpenHow.REBUILT and "checksum" in report.reason
+        assert dict(store.scan()) == model and store.version == 0
+
+
+def test_lmdb_store_without_checksums_is_rebuilt(tmp_path) -> None:
+    log, local = Changelog(str(tmp_path / "log")), str(tmp_path / "local")
+    store, _ = open_logged_store("lmdb", local, log, None)
+    with store:
+        store.write(puts=[(b"a", b"1")], version=0)
+    destroy_store("lmdb", local)
+    env = lmdb.open(local, max_dbs=3)  # the layout of a store written before checksums
+    with env.begin(write=True) as txn:
+        txn.put(b"a", b"1", db=env.open_db(b"data", txn=txn))
+        txn.put(b"version", (1 << 63).to_bytes(8, "big"), db=env.open_db(b"meta", txn=txn))
+    env.close()
+    with pytest.raises(StoreCorruptError, match="checksums"):
+        open_store("lmdb", local)
+    store, report = open_logged_store("lmdb", local, log, 0)
+    with store:
+        assert report.how is OpenHow.REBUILT and list(store.scan()) == [(b"a", b"1")]

@@ -3,13 +3,24 @@ which path and what to do; no rocksdict or lmdb exception reaches the caller."""
 
 from __future__ import annotations
 
+import errno
 import inspect
 import os
 
+import lmdb
 import pytest
 
 from streamjoin import statestore
-from streamjoin.statestore import StoreCorruptError, StoreError, StoreLockedError, StoreWriteError
+import streamjoin.statestore.rocksdb as rocksdb_backend
+from streamjoin.changelog import Changelog, open_logged_store
+from streamjoin.statestore import (
+    StoreArgumentError,
+    StoreCorruptError,
+    StoreError,
+    StoreIOError,
+    StoreLockedError,
+    StoreWriteError,
+)
 from tests.statestore.conftest import DISK_BACKENDS, Backend
 
 
@@ -81,24 +92,15 @@ BAD_CALLS = {
     "scan-end-str": lambda s: list(s.scan(end="z")),
     "scan-reverse-bad": lambda s: list(s.scan(start=3, reverse=True)),
     "write-value-str": lambda s: s.write(puts=[(b"a", "v")]),
-    "write-key-big": lambda s: s.write(puts=[(b"k" * 4096, b"v")]),
-    "write-key-empty": lambda s: s.write(puts=[(b"", b"v")]),
     "delete-int": lambda s: s.write(deletes=[5]),
     "load-bad-value": lambda s: s.load_sorted([(b"a", 5)]),
     "load-unsorted": lambda s: s.load_sorted([(b"b", b""), (b"a", b"")]),
 }
 
 
-#: Calls that are bad for LMDB (whose keys are 1 to 511 bytes) but fine for RocksDB.
-VALID_IN_ROCKSDB = {"write-key-big", "write-key-empty"}
-
-
 @pytest.mark.parametrize("name", list(BAD_CALLS))
 def test_backend_errors_never_escape_untranslated(disk_backend: Backend, store_path: str, name: str) -> None:
     with disk_backend.open(store_path) as store:
-        if disk_backend.kind == "rocksdb" and name in VALID_IN_ROCKSDB:
-            BAD_CALLS[name](store)
-            return
         with pytest.raises(Exception) as caught:
             BAD_CALLS[name](store)
         exc = caught.value  # whatever the library objected to must arrive as a StoreError
@@ -118,7 +120,7 @@ def test_lmdb_scan_open_across_close_fails_as_store_error(store_path: str) -> No
 
 def test_store_errors_form_one_hierarchy() -> None:
     for error in (StoreCorruptError, StoreLockedError, StoreWriteError, statestore.StoreClosedError,
-                  statestore.BackendNotFoundError):
+                  statestore.BackendNotFoundError, StoreIOError, StoreArgumentError):
         assert issubclass(error, StoreError)
 
 
@@ -128,3 +130,71 @@ def test_statestore_all_lists_exactly_the_public_names() -> None:
         if not name.startswith("_") and not inspect.ismodule(value)
     }
     assert public == set(statestore.__all__)
+
+
+# -- a full disk is not a damaged store ----------------------------------------------------------------
+
+
+def disk_full_on_open(disk_backend: Backend, monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    """Make the backend's library fail to open ``path`` the way it does when the disk is full."""
+    if disk_backend.kind == "rocksdb":
+        def full(*args, **kwargs):
+            raise Exception(f"IO error: No space left on deviceWhile appending to file: {path}/000009.log: "
+                            "No space left on device")
+        monkeypatch.setattr(rocksdb_backend, "Rdict", full)
+    else:
+        def full(*args, **kwargs):
+            raise lmdb.Error(f"{path}: {os.strerror(errno.ENOSPC)}")
+        monkeypatch.setattr(lmdb, "open", full)
+
+
+def test_open_on_a_full_disk_says_so_and_keeps_the_store(
+    disk_backend: Backend, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log, local = Changelog(str(tmp_path / "log")), str(tmp_path / "local")
+    store, _ = open_logged_store(disk_backend.kind, local, log, None)
+    with store:
+        store.write(puts=[(b"a", b"1")], version=0)
+    with monkeypatch.context() as patch:
+        disk_full_on_open(disk_backend, patch, local)
+        with pytest.raises(StoreIOError) as caught:
+            open_logged_store(disk_backend.kind, local, log, 0)  # must not rebuild (delete) it
+        message = str(caught.value)
+        assert local in message and "no space left" in message.lower() and "free" in message
+        assert not isinstance(caught.value, StoreCorruptError)
+    with disk_backend.open(local) as store:  # the store was left alone
+        assert store.get(b"a") == b"1" and store.version == 0
+
+
+# -- arguments that name what is wrong -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", [123, None, b"lmdb", ["rocksdb"]])
+def test_open_store_with_a_kind_that_is_not_a_string_names_it(store_path: str, kind) -> None:
+    for call in (lambda: statestore.open_store(kind, store_path), lambda: statestore.destroy_store(kind, store_path)):
+        with pytest.raises(StoreArgumentError, match=r"kind.*" + repr(kind).replace("[", r"\[")):
+            call()
+    assert not os.path.exists(store_path)
+
+
+@pytest.mark.parametrize(
+    "kind,options,named",
+    [("lmdb", dict(map_size=-1), "map_size=-1"), ("lmdb", dict(map_size=0), "map_size=0"),
+     ("lmdb", dict(map_size="64MB"), "map_size='64MB'"), ("lmdb", dict(map_size=True), "map_size=True"),
+     ("lmdb", dict(map_size=1 << 50), "map_size=1125899906842624"),
+     ("lmdb", dict(sync="no"), "sync='no'"), ("rocksdb", dict(sync=1), "sync=1"),
+     ("lmdb", dict(lock_timeout=-1), "lock_timeout=-1"), ("rocksdb", dict(lock_timeout="5"), "lock_timeout='5'"),
+     ("lmdb", dict(mapsize=1 << 20), "mapsize"), ("rocksdb", dict(map_size=1 << 20), "map_size"),
+     ("memory", dict(sync=True), "sync")],
+)
+def test_open_store_with_a_bad_option_names_it(store_path: str, kind: str, options: dict, named: str) -> None:
+    with pytest.raises(StoreArgumentError) as caught:
+        statestore.open_store(kind, store_path, **options)
+    assert named in str(caught.value) and kind in str(caught.value)
+    assert not os.path.exists(store_path)  # refused before anything was created
+
+
+@pytest.mark.parametrize("path", [123, None, b""])
+def test_open_store_with_a_bad_path_names_it(path) -> None:
+    with pytest.raises(StoreArgumentError, match=r"path"):
+        statestore.open_store("memory", path)

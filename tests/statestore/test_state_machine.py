@@ -21,8 +21,12 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from streamjoin.statestore import Store, StoreWriteError
 from tests.statestore.conftest import BACKENDS, Backend
 
-# A small alphabet so keys collide, share prefixes and sit at the 0x00 / 0xff edges.
-keys = st.lists(st.sampled_from([0x00, 0x01, 0x61, 0xFE, 0xFF]), min_size=1, max_size=3).map(bytes)
+# A small alphabet so keys collide, share prefixes and sit at the 0x00 / 0xff edges; the empty key;
+# and long keys (several hundred bytes to a few KB) that extend one another and the short ones.
+short_keys = st.lists(st.sampled_from([0x00, 0x01, 0x61, 0xFE, 0xFF]), min_size=0, max_size=3).map(bytes)
+LONG_BASES = [b"a" * 480, b"a" * 479 + b"\xfe", b"a" * 600, b"\xff" * 3000]
+long_keys = st.tuples(st.sampled_from(LONG_BASES), short_keys).map(b"".join)
+keys = st.one_of(short_keys, long_keys)
 bounds = st.none() | keys
 values = st.binary(max_size=6)
 pairs = st.tuples(keys, values)

@@ -1,0 +1,172 @@
+"""The checkpoint's binding and records: who may write it (one definition, one streaming query or
+batch runs, never both), atomic first bindings, durable records, and damage named with its file."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+
+import pytest
+
+from streamjoin.runtime.checkpoint import Checkpoint, RunMode
+from streamjoin.errors import CheckpointDamagedError, CheckpointMismatchError, JoinDefinitionError
+
+DEFINITION = {"kind": "test", "key": ["k"]}
+
+
+def test_checkpoint_bind_refuses_a_batch_run_on_a_streaming_checkpoint(tmp_path):
+    Checkpoint(str(tmp_path)).bind(DEFINITION, 2, mode=RunMode.STREAMING)
+    with pytest.raises(CheckpointMismatchError, match="streaming query"):
+        Checkpoint(str(tmp_path)).bind(DEFINITION, 2, mode=RunMode.BATCH)
+    Checkpoint(str(tmp_path)).bind(DEFINITION, 2, mode=RunMode.STREAMING)   # the query itself may
+
+
+def test_checkpoint_bind_refuses_a_streaming_query_on_a_batch_checkpoint(tmp_path):
+    Checkpoint(str(tmp_path)).bind(DEFINITION, 2, mode=RunMode.BATCH)
+    Checkpoint(str(tmp_path)).bind(DEFINITION, 2, mode=RunMode.BATCH)   # a batch run again may
+    with pytest.raises(CheckpointMismatchError, match="batch run"):
+        Checkpoint(str(tmp_path)).bind(DEFINITION, 2, mode=RunMode.STREAMING)
+
+
+def test_checkpoint_check_query_refuses_a_batch_task_on_a_query_bound_checkpoint(tmp_path):
+    checkpoint = Checkpoint(str(tmp_path))
+    checkpoint.bind(DEFINITION, 1)
+    checkpoint.check_query("query-1")
+    checkpoint.check_query("query-1")
+    with pytest.raises(CheckpointMismatchError, match="batch run must not"):
+        checkpoint.check_query(None)
+    with pytest.raises(CheckpointMismatchError, match="belongs to streaming query query-1"):
+        checkpoint.check_query("query-2")
+
+
+def _race_after_first_read(monkeypatch, parties: int) -> None:
+    """Make every thread's first record read wait until all have read: a read-then-write binding
+    then lets them all through; a create-if-absent binding still lets exactly one through."""
+    barrier = threading.Barrier(parties, timeout=30)
+    local = threading.local()
+    original = Checkpoint._read_json
+
+    def read_then_wait(self, rel):
+        result = original(self, rel)
+        if not getattr(local, "waited", False):
+            local.waited = True
+            barrier.wait()
+        return result
+
+    monkeypatch.setattr(Checkpoint, "_read_json", read_then_wait)
+
+
+def _run_threads(target, count: int) -> list:
+    results: list = [None] * count
+
+    def run(i: int) -> None:
+        try:
+            target(i)
+            results[i] = "won"
+        except CheckpointMismatchError as exc:
+            results[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    return results
+
+
+def test_checkpoint_query_binding_has_exactly_one_winner(tmp_path, monkeypatch):
+    Checkpoint(str(tmp_path)).bind(DEFINITION, 1)
+    _race_after_first_read(monkeypatch, 6)
+    results = _run_threads(lambda i: Checkpoint(str(tmp_path)).check_query(f"query-{i}"), 6)
+    monkeypatch.undo()
+    winners = [i for i, r in enumerate(results) if r == "won"]
+    assert len(winners) == 1, results
+    assert Checkpoint(str(tmp_path)).bound_query() == f"query-{winners[0]}"
+    assert all("belongs to streaming query" in str(r) for r in results if r != "won")
+
+
+def test_checkpoint_first_bind_has_exactly_one_winner(tmp_path, monkeypatch):
+    _race_after_first_read(monkeypatch, 6)
+    results = _run_threads(lambda i: Checkpoint(str(tmp_path)).bind({**DEFINITION, "i": i}, 1), 6)
+    monkeypatch.undo()
+    winners = [i for i, r in enumerate(results) if r == "won"]
+    assert len(winners) == 1, results
+    Checkpoint(str(tmp_path)).bind({**DEFINITION, "i": winners[0]}, 1)
+
+
+def _bind_query(path: str, query: str, start, outcome) -> None:
+    start.wait()
+    try:
+        Checkpoint(path).check_query(query)
+        outcome.put(query)
+    except CheckpointMismatchError:
+        outcome.put(None)
+
+
+def test_checkpoint_query_binding_has_one_winner_among_processes(tmp_path):
+    Checkpoint(str(tmp_path)).bind(DEFINITION, 1)
+    context = multiprocessing.get_context("fork")
+    start, outcome = context.Barrier(4, timeout=60), context.Queue()
+    processes = [context.Process(target=_bind_query, args=(str(tmp_path), f"q{i}", start, outcome)) for i in range(4)]
+    for p in processes:
+        p.start()
+    for p in processes:
+        p.join(timeout=60)
+    results = [outcome.get(timeout=10) for _ in processes]
+    assert [r for r in results if r is not None] == [Checkpoint(str(tmp_path)).bound_query()]
+
+
+@pytest.mark.parametrize("content", [b"", b"{\"format\": 1, \"defin", b"[1, 2]", b"\xff\xfe"])
+def test_checkpoint_damaged_record_names_its_file(tmp_path, content):
+    Checkpoint(str(tmp_path)).bind(DEFINITION, 1)
+    (tmp_path / "streamjoin.json").write_bytes(content)
+    with pytest.raises(CheckpointDamagedError, match="streamjoin.json.*restore it") as raised:
+        Checkpoint(str(tmp_path)).bind(DEFINITION, 1)
+    assert raised.value.path.endswith("streamjoin.json")
+
+
+def test_checkpoint_damaged_progress_record_names_its_file(tmp_path):
+    checkpoint = Checkpoint(str(tmp_path))
+    checkpoint.write_progress(0, 3, (1, None))
+    (tmp_path / "progress" / "p=0" / "v=3.json").write_bytes(b"")
+    with pytest.raises(CheckpointDamagedError, match=r"progress/p=0/v=3\.json"):
+        checkpoint.read_progress(0, before=4)
+
+
+def test_checkpoint_records_are_synced_before_they_are_moved_into_place(tmp_path, monkeypatch):
+    events: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        events.append("fsync")
+        return real_fsync(fd)
+
+    def replace(src, dst, *args, **kwargs):
+        events.append(f"replace {os.path.basename(dst)}")
+        return real_replace(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    Checkpoint(str(tmp_path)).write_progress(0, 0, (5,))
+    assert "replace v=0.json" in events
+    moved = events.index("replace v=0.json")
+    assert "fsync" in events[:moved] and "fsync" in events[moved + 1:]   # the file, then its directory
+    assert (tmp_path / "progress" / "p=0" / "v=0.json").read_bytes() == b'{"max_times": [5]}'
+
+
+def test_checkpoint_relative_location_is_resolved_where_it_is_given(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    checkpoint = Checkpoint("ck")
+    assert checkpoint.uri == str(tmp_path / "ck")
+    assert checkpoint.changelog_uri(0) == str(tmp_path / "ck" / "state" / "p=0")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert Checkpoint(checkpoint.uri).changelog_uri(0) == str(tmp_path / "ck" / "state" / "p=0")
+
+
+def test_checkpoint_location_schemes_are_mapped_or_refused(tmp_path):
+    assert Checkpoint("dbfs:/checkpoints/join").uri == "/dbfs/checkpoints/join"
+    assert Checkpoint(f"file://{tmp_path}/ck").uri == str(tmp_path / "ck")
+    with pytest.raises(JoinDefinitionError, match="checkpoint='foo://bucket/ck'.*s3a:"):
+        Checkpoint("foo://bucket/ck")

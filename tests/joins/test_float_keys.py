@@ -1,0 +1,138 @@
+"""Floating-point join keys compare as in Spark's joins: -0.0 equals 0.0, NaN equals NaN (one value).
+
+(The enrichment join takes integer, string, binary or boolean keys only, so it has no float keys.)
+
+Each join runs in process over one partition (routing is tested on its own below) and is
+compared with the references, which compare keys by :func:`streamjoin.testing.interval.join_key`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+
+from streamjoin.changes import ChangeFormat
+from streamjoin.enrichment.operator import EnrichmentJoin
+from streamjoin.errors import JoinDefinitionError
+from streamjoin.interval.operator import IntervalJoin
+from streamjoin.kit import normal_key_array, normal_keys
+from streamjoin.runtime.local import LocalRunner
+from streamjoin.testing.interval import join_key, reference_interval_join
+from streamjoin.testing.table import reference_view
+from streamjoin.runtime.partition import StateConfig
+from streamjoin.table.operator import TableTableJoin
+from streamjoin.table.local import LocalTableTableRunner
+from streamjoin.view import MaterializedView
+from streamjoin.statestore import open_store
+
+NAN = float("nan")
+T0 = dt.datetime(2024, 1, 1)
+SEC = dt.timedelta(seconds=1)
+KEYS = [0.0, -0.0, NAN, -NAN, 1.5, None]
+
+
+def canonical(values) -> tuple:
+    """A row's values with keys as joins compare them, so NaN rows compare equal."""
+    return tuple(join_key(v) for v in values)
+
+
+def test_normal_key_array_makes_negative_zero_zero_and_every_nan_one_value():
+    import struct
+
+    out = normal_key_array(pa.array([-0.0, 0.0, NAN, -NAN, None, 2.5], pa.float64())).to_pylist()
+    bits = [None if v is None else struct.pack(">d", v) for v in out]
+    assert bits[0] == bits[1] == struct.pack(">d", 0.0)
+    assert bits[2] == bits[3] and math.isnan(out[2])
+    assert out[4] is None and out[5] == 2.5
+    f32 = normal_key_array(pa.array([-0.0, NAN], pa.float32()))
+    assert f32.type == pa.float32() and math.copysign(1, f32[0].as_py()) == 1 and math.isnan(f32[1].as_py())
+    table = pa.table({"k": pa.array([-0.0]), "v": pa.array([-0.0])})
+    assert normal_keys(table, ["k"]).to_pydict() == {"k": [0.0], "v": [-0.0]}
+    assert math.copysign(1, normal_keys(table, ["k"]).column("v")[0].as_py()) == -1
+
+
+@pytest.mark.parametrize("how", ["inner", "left", "full", "left_semi", "left_anti"])
+def test_interval_join_float_keys_match_negative_zero_and_nan_as_the_reference(tmp_path, how):
+    schema = pa.schema([("k", pa.float64()), ("ts", pa.timestamp("us")), ("v", pa.string())])
+    left_rows = [{"k": k, "ts": T0, "v": f"l{i}"} for i, k in enumerate(KEYS)]
+    right_rows = [{"k": k, "ts": T0 + SEC, "v": f"r{i}"} for i, k in enumerate(reversed(KEYS))]
+    op = IntervalJoin(schema, schema, "k", left_time="ts", right_time="ts", lower=-SEC, upper=SEC, delay=SEC, how=how)
+    runner = LocalRunner(op, str(tmp_path / "cp"), config=StateConfig(store="memory", local_dir=str(tmp_path / "l")))
+    first = runner.run(pa.Table.from_pylist(left_rows, schema), schema.empty_table())
+    second = runner.run(schema.empty_table(), pa.Table.from_pylist(right_rows, schema), final=True)
+    got = Counter(canonical(r.values()) for r in pa.concat_tables([first, second]).to_pylist())
+    columns = schema.names
+    expected = reference_interval_join(left_rows, right_rows, left_key=["k"], right_key=["k"], left_time="ts",
+                                       right_time="ts", lower=-SEC, upper=SEC, how=how,
+                                       left_columns=columns, right_columns=columns)
+    assert got == Counter(canonical(r) for r in expected)
+    if how == "inner":   # 0.0 and -0.0 on each side: 2 x 2 pairs; NaN and -NaN: 2 x 2; 1.5: 1
+        assert sum(got.values()) == 9
+
+
+POSTS = pa.schema([("post_id", pa.int64()), ("author", pa.float64()), ("op", pa.string()), ("at", pa.int64())])
+FOLLOWS = pa.schema([("fid", pa.int64()), ("followee", pa.float64()), ("op", pa.string()), ("at", pa.int64())])
+
+
+@pytest.mark.parametrize("how", ["inner", "left", "full"])
+def test_table_join_float_join_keys_match_negative_zero_and_nan_as_the_reference(tmp_path, how):
+    join = TableTableJoin(POSTS, FOLLOWS, (["author"], ["followee"]), left_key="post_id", right_key="fid",
+                          how=how, left_time="at", right_time="at")
+    runner = LocalTableTableRunner(join, str(tmp_path / "cp"),
+                                   config=StateConfig(store="memory", local_dir=str(tmp_path / "local")))
+    view = MaterializedView(open_store("memory", str(tmp_path / "view")), *join.view_key, join.output_schema)
+    posts = [{"post_id": i, "author": k, "op": "upsert", "at": 1} for i, k in enumerate(KEYS)]
+    follows = [{"fid": 10 + i, "followee": k, "op": "upsert", "at": 1} for i, k in enumerate(reversed(KEYS))]
+    view.apply(runner.run(pa.Table.from_pylist(posts, POSTS), FOLLOWS.empty_table()))
+    view.apply(runner.run(POSTS.empty_table(), pa.Table.from_pylist(follows, FOLLOWS)))
+    # a post moves from -0.0 to NaN, a follow from NaN to 0.0
+    moves_p = [{"post_id": 1, "author": NAN, "op": "upsert", "at": 2}]
+    moves_f = [{"fid": 12, "followee": 0.0, "op": "upsert", "at": 2}]
+    view.apply(runner.run(pa.Table.from_pylist(moves_p, POSTS), pa.Table.from_pylist(moves_f, FOLLOWS)))
+    left = {(r["post_id"],): r for r in posts + moves_p}
+    right = {(r["fid"],): r for r in follows + moves_f}
+    expected = reference_view(left, right, left_on=["author"], right_on=["followee"], how=how,
+                              left_columns=["post_id", "author"], right_columns=["fid", "followee"])
+    got = [(r["post_id"], r["author"], r["fid"], r["followee"]) for r in view.rows().to_pylist()]
+    assert Counter(map(canonical, got)) == Counter(map(canonical, expected.values()))
+    if how == "inner":   # keys 0.0 (posts 0, 1 -> NaN: post 0), NaN (posts 1, 2, 3), 1.5
+        assert sum(1 for r in got if r[0] is not None and r[2] is not None) == len(expected)
+
+
+def test_table_join_float_primary_keys_negative_zero_and_nan_are_one_row_each(tmp_path):
+    left = pa.schema([("id", pa.float64()), ("g", pa.int64()), ("op", pa.string()), ("at", pa.int64())])
+    right = pa.schema([("rid", pa.int64()), ("g", pa.int64()), ("op", pa.string()), ("at", pa.int64())])
+    join = TableTableJoin(left, right, "g", left_key="id", right_key="rid", how="inner", left_time="at",
+                          right_time="at")
+    runner = LocalTableTableRunner(join, str(tmp_path / "cp"),
+                                   config=StateConfig(store="memory", local_dir=str(tmp_path / "local")))
+    view = MaterializedView(open_store("memory", str(tmp_path / "view")), *join.view_key, join.output_schema)
+    rows = [{"id": 0.0, "g": 1, "op": "upsert", "at": 1}, {"id": -0.0, "g": 1, "op": "upsert", "at": 2},
+            {"id": NAN, "g": 1, "op": "upsert", "at": 1}, {"id": -NAN, "g": 2, "op": "upsert", "at": 2}]
+    view.apply(runner.run(pa.Table.from_pylist(rows, left),
+                          pa.Table.from_pylist([{"rid": 7, "g": 1, "op": "upsert", "at": 1}], right)))
+    got = [(r["id"], r["g_left"]) for r in view.rows().to_pylist()]
+    assert got == [(0.0, 1)]      # id 0.0 (its latest change: -0.0 at g=1); id NaN's latest is at g=2: no match
+
+
+def test_enrichment_float_keys_are_refused_at_definition():
+    events = pa.schema([("k", pa.float64()), ("ts", pa.timestamp("us"))])
+    table = pa.schema([("k", pa.float64()), ("op", pa.string()), ("at", pa.timestamp("us")), ("name", pa.string())])
+    with pytest.raises(JoinDefinitionError, match="event key 'k' .double. and table key 'k' .double. must both be"):
+        EnrichmentJoin(events, table, "k", stream_time="ts", changes=ChangeFormat.plain("k", time="at"))
+
+
+def test_local_route_sends_equal_float_keys_to_one_partition():
+    from streamjoin.runtime.local import route
+
+    table = pa.table({"k": pa.array([0.0, -0.0, NAN, -NAN] * 4, pa.float64()), "i": pa.array(range(16))})
+    for partitions in (2, 3, 5, 7):
+        parts = route(table, ["k"], partitions)
+        zeros = {p for p, part in enumerate(parts) for v in part.column("k").to_pylist() if v == 0.0}
+        nans = {p for p, part in enumerate(parts) for v in part.column("k").to_pylist() if math.isnan(v)}
+        assert len(zeros) == 1 and len(nans) == 1, (partitions, zeros, nans)
+        assert sum(part.num_rows for part in parts) == 16

@@ -1,0 +1,71 @@
+"""Through Spark: set-aside rows read back exactly, outputs refuse what is not a checkpoint, float keys
+route and match as Spark's join does, and odd column names (a backtick) work."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta
+
+import pytest
+
+from streamjoin import interval_join, join_metrics, set_aside_rows
+from streamjoin.errors import JoinDefinitionError
+
+pytestmark = pytest.mark.spark
+
+T0 = datetime(2024, 1, 1)
+ZERO, SEC = timedelta(0), timedelta(seconds=1)
+
+
+def test_set_aside_rows_read_back_exactly_with_version_and_partition_columns(spark, tmp_path):
+    rows = [(1, "late-left", "p-value", 7, None), (2, "kept", "q", 8, T0)]
+    left = spark.createDataFrame(rows, "k long, v string, p string, _version long, t timestamp")
+    right = spark.createDataFrame([(1, T0)], "k long, t timestamp")
+    ck = str(tmp_path / "ck")
+    interval_join(left, right, "k", left_time="t", right_time="t", lower=ZERO, upper=timedelta(minutes=1),
+                  delay=ZERO, how="left", checkpoint=ck, partitions=2).collect()
+    aside = set_aside_rows(spark, ck, "left")
+    assert aside.columns == ["k", "v", "p", "_version", "t", "_reason", "__version", "_partition"]
+    (row,) = aside.collect()
+    assert (row["k"], row["v"], row["p"], row["_version"], row["t"]) == (1, "late-left", "p-value", 7, None)
+    assert row["_reason"] == "null event time" and row["__version"] == 0 and row["_partition"] in (0, 1)
+    empty = set_aside_rows(spark, ck, "right")
+    assert empty.count() == 0 and empty.columns == ["_reason", "_version", "_partition"]
+    assert join_metrics(spark, ck).count() == 2
+
+
+def test_set_aside_rows_and_join_metrics_refuse_a_wrong_input_or_path(spark, tmp_path):
+    df = spark.createDataFrame([(1, T0)], "k long, t timestamp")
+    ck = str(tmp_path / "ck")
+    interval_join(df, df, "k", left_time="t", right_time="t", lower=ZERO, upper=ZERO, delay=ZERO,
+                  checkpoint=ck, partitions=1).collect()
+    with pytest.raises(JoinDefinitionError, match=r"interval_join, which has no input 'lefft'; its inputs are \['left', 'right'\]"):
+        set_aside_rows(spark, ck, "lefft")
+    for call in (lambda p: set_aside_rows(spark, p, "left"), lambda p: join_metrics(spark, p)):
+        with pytest.raises(JoinDefinitionError, match="is not a join checkpoint"):
+            call(str(tmp_path))
+        with pytest.raises(JoinDefinitionError, match="is not a join checkpoint"):
+            call(str(tmp_path / "missing"))
+
+
+def test_interval_join_float_keys_match_as_sparks_join(spark, tmp_path):
+    nan = float("nan")
+    keys = [0.0, -0.0, nan, 1.5, None]
+    left = spark.createDataFrame([(k, T0, i) for i, k in enumerate(keys)], "k double, t timestamp, l int")
+    right = spark.createDataFrame([(k, T0, 10 + i) for i, k in enumerate(reversed(keys))], "k double, t timestamp, r int")
+    ours = interval_join(left, right, "k", left_time="t", right_time="t", lower=-SEC, upper=SEC,
+                         delay=ZERO, how="full", checkpoint=str(tmp_path / "ck"), partitions=4)
+    ours = sorted(((r["l"], r["r"]) for r in ours.collect()), key=repr)
+    theirs = left.alias("a").join(right.alias("b"), "k", "full").select("a.l", "b.r")
+    theirs = sorted(((r["l"], r["r"]) for r in theirs.collect()), key=repr)
+    assert ours == theirs
+    assert (1, 13) in ours and (2, 12) in ours     # -0.0 joins 0.0; NaN joins NaN, as in Spark
+
+
+def test_interval_join_takes_column_names_with_a_backtick(spark, tmp_path):
+    left = spark.createDataFrame([(1, T0, "x")], "`a``k` long, t timestamp, `v``1` string")
+    right = spark.createDataFrame([(1, T0)], "`a``k` long, t timestamp")
+    out = interval_join(left, right, "a`k", left_time="t", right_time="t", lower=ZERO, upper=ZERO,
+                        delay=ZERO, checkpoint=str(tmp_path / "ck"), partitions=2).collect()
+    assert [(r["a`k"], r["v`1"]) for r in out] == [(1, "x")]
+    assert math.isfinite(out[0]["a`k"])
