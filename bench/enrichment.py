@@ -464,8 +464,8 @@ def profile(inputs: Inputs, params: Params, root: str, store: str, mode: str, bu
     import pstats
 
     from streamjoin.changes import ChangeFormat
-    from streamjoin.runtime.checkpoint import Checkpoint
     from streamjoin.enrichment.operator import EnrichmentJoin
+    from streamjoin.runtime.checkpoint import Checkpoint
     from streamjoin.runtime.partition import StateConfig, TaskInfo, run_partition
 
     op = EnrichmentJoin(EVENTS, CHANGES, "user_id", stream_time="ts", changes=ChangeFormat.plain("user_id", time="changed_at"),

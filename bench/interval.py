@@ -518,8 +518,8 @@ def profile(tables: dict[str, pa.Table], params: Params, root: str, store: str, 
     import cProfile
     import pstats
 
-    from streamjoin.runtime.checkpoint import Checkpoint
     from streamjoin.interval.operator import IntervalJoin
+    from streamjoin.runtime.checkpoint import Checkpoint
     from streamjoin.runtime.partition import StateConfig, TaskInfo, run_partition
 
     window = datetime.timedelta(microseconds=params.window_us)

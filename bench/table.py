@@ -450,7 +450,7 @@ def summary_table(params: Params, results: dict[int, dict[str, list[Outcome]]]) 
     """One row per (batching, variant): medians over the runs."""
     table = Table(COLUMNS)
     for batches, by_variant in results.items():
-        def med(variant: str, fn) -> float:
+        def med(variant: str, fn, by_variant=by_variant) -> float:
             return statistics.median(fn(o) for o in by_variant[variant])
         base = med("spark-recompute", lambda o: o.change_seconds) if "spark-recompute" in by_variant else None
         for variant, outcomes in by_variant.items():
@@ -568,8 +568,8 @@ def profile(workload: Workload, params: Params, stores: list[str]) -> int:
     import pstats
 
     from streamjoin.runtime.partition import StateConfig
-    from streamjoin.table.operator import TableTableJoin
     from streamjoin.table.local import LocalTableTableRunner
+    from streamjoin.table.operator import TableTableJoin
 
     root = fresh_dir(results_dir(), "table-profile")
     try:

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import re
 import zlib
-from operator import itemgetter
 from dataclasses import dataclass
 from enum import Enum
+from operator import itemgetter
 from typing import Iterator, Sequence
 
 import pyarrow as pa

@@ -178,7 +178,7 @@ class Listing:
         restorable = self.restorable()
         orphans = sorted(v for v in self.deltas if v not in set(restorable))
         errors: list[ChangelogError] = []
-        for (_, below), (above, _) in zip(runs(restorable), runs(restorable)[1:]):
+        for (_, _below), (above, _) in zip(runs(restorable), runs(restorable)[1:]):
             errors.append(self._gap_error(above - 1, restorable))  # a hole inside the history
         for first, last in runs(orphans):
             if restorable and last < restorable[0]:

@@ -30,7 +30,12 @@ from typing import Callable, Iterable, Iterator
 
 import pyarrow as pa
 
-from streamjoin.changelog.errors import ChangelogCorruptError, ChangelogError, StoreNotEmptyError, VersionNotRetainedError
+from streamjoin.changelog.errors import (
+    ChangelogCorruptError,
+    ChangelogError,
+    StoreNotEmptyError,
+    VersionNotRetainedError,
+)
 from streamjoin.changelog.format import Delta, SnapshotReader
 from streamjoin.changelog.listing import Chain, Listing
 from streamjoin.changelog.log import Changelog

@@ -27,10 +27,10 @@ import itertools
 import os
 import posixpath
 import zlib
-from urllib.parse import urlsplit
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable
+from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.fs as pafs

@@ -22,7 +22,16 @@ from typing import Sequence
 import pyarrow as pa
 
 from streamjoin.changelog.errors import ChangelogCorruptError
-from streamjoin.changelog.format import Kind, LogFile, decode_delta, encode_delta, file_name, parse_name, temp_tag, verified_reader
+from streamjoin.changelog.format import (
+    Kind,
+    LogFile,
+    decode_delta,
+    encode_delta,
+    file_name,
+    parse_name,
+    temp_tag,
+    verified_reader,
+)
 from streamjoin.changelog.storage import LocalStorage
 from streamjoin.statestore.base import KeyValue, Store
 

@@ -26,8 +26,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from streamjoin.jobs.common import JobPaths, add_run_options, prepare_root, stage
 from streamjoin.jobs.activity_generator import DELAY, ActivityConfig, write_activity
+from streamjoin.jobs.common import JobPaths, add_run_options, prepare_root, stage
 
 __all__ = ["register", "add_arguments", "run", "run_job", "config_from_args", "Paths"]
 

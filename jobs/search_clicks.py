@@ -35,8 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from streamjoin.bench.sparkutil import local_session
     from streamjoin import interval_join
+    from streamjoin.bench.sparkutil import local_session
 
     root = args.workdir or tempfile.mkdtemp(prefix="streamjoin-search-clicks-")
     config = SearchClickConfig(searches=args.searches, batches=args.batches, seed=args.seed)

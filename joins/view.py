@@ -27,10 +27,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from streamjoin.errors import JoinError
-from streamjoin.table.rows import RowCodec, stored_type
-from streamjoin.table.spec import CDF_COLUMNS, CHANGE_TYPE, COMMIT_VERSION, SEQ_COLUMN
 from streamjoin.statestore.base import Store
 from streamjoin.statestore.codecs import pack
+from streamjoin.table.rows import RowCodec, stored_type
+from streamjoin.table.spec import CDF_COLUMNS, CHANGE_TYPE, COMMIT_VERSION, SEQ_COLUMN
 
 __all__ = ["MaterializedView", "ViewError"]
 

@@ -62,11 +62,11 @@ from streamjoin.statestore.base import KeyValue, Store, StoreStats
 from streamjoin.statestore.codecs import decode_int, encode_int
 from streamjoin.statestore.errors import StoreCorruptError, StoreError, StoreWriteError
 from streamjoin.statestore.lmdb_layout import (
-    Prepared,
-    SHORT_MAX,
     EMPTY_KEY,
+    SHORT_MAX,
     Damaged,
     Loader,
+    Prepared,
     all_short,
     decode_bucket,
     encode_bucket,

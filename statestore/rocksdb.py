@@ -53,9 +53,9 @@ from rocksdict import (
     WriteOptions,
 )
 
+from streamjoin.statestore import options as check
 from streamjoin.statestore.base import KeyValue, Store, StoreStats
 from streamjoin.statestore.codecs import decode_int, encode_int
-from streamjoin.statestore import options as check
 from streamjoin.statestore.errors import StoreCorruptError, StoreError, StoreLockedError, StoreWriteError
 from streamjoin.statestore.locking import (
     DirectoryLock,

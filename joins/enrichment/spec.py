@@ -25,9 +25,9 @@ import pyarrow as pa
 
 from streamjoin.changes import ChangeFormat, Vocabulary
 from streamjoin.errors import JoinDefinitionError
+from streamjoin.interval.spec import _sortable  # one probe of Arrow's sort support for both joins
 from streamjoin.kit import parse_duration, parse_how
 from streamjoin.runtime.operator import REASON_COLUMN
-from streamjoin.interval.spec import _sortable  # one probe of Arrow's sort support for both joins
 
 __all__ = ["Mode", "How", "EnrichmentSpec", "build_spec", "sort_keys"]
 

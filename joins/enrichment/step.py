@@ -33,8 +33,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streamjoin.enrichment import state as st
 from streamjoin.changes import DELETE, HEARTBEAT, OP, SEQ, TIME, normalise, set_aside
+from streamjoin.enrichment import state as st
 from streamjoin.enrichment.spec import EnrichmentSpec, How, Mode, sort_keys
 from streamjoin.runtime.operator import NEG_INF, POS_INF, StepInput, StepResult, conform
 from streamjoin.statestore.base import KeyValue, Store

@@ -29,7 +29,13 @@ import pyarrow as pa
 from streamjoin.interval import rows as rows
 from streamjoin.interval.spec import ROW_ID, Duration, How, IntervalSpec, On, build_spec
 from streamjoin.interval.state import (
-    BucketRange, bucket_start, eviction_range, marks_put, read_watermark, rows_puts, scan_groups,
+    BucketRange,
+    bucket_start,
+    eviction_range,
+    marks_put,
+    read_watermark,
+    rows_puts,
+    scan_groups,
     watermark_put,
 )
 from streamjoin.runtime.operator import NEG_INF, POS_INF, InputSpec, SpecOperator, StepInput, StepResult

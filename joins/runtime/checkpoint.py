@@ -31,8 +31,8 @@ from enum import Enum
 from typing import Any, Callable, Mapping
 
 import pyarrow as pa
-import pyarrow.ipc as ipc
 import pyarrow.fs as pafs
+import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from streamjoin.changelog.format import Kind, parse_name

@@ -15,8 +15,8 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 
-from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.kit import normal_keys
+from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.operator import Operator
 from streamjoin.runtime.partition import StateConfig, TaskInfo, local_store_path, run_partition
 from streamjoin.statestore import destroy_store

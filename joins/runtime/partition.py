@@ -32,8 +32,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamjoin.changelog import Changelog, open_logged_store, snapshot_from_store
-from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.errors import CheckpointDamagedError, JoinDefinitionError
+from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.operator import Operator, StepInput
 from streamjoin.statestore.errors import BackendNotFoundError
 from streamjoin.statestore.registry import resolve_backend

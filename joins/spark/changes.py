@@ -21,8 +21,8 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StringType, StructType
 
 from streamjoin.changes import PLAIN_COLUMNS, ChangeFormat, Vocabulary, normalise, to_plain
-from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.errors import JoinDefinitionError
+from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.spark.runtime import arrow_schema
 
 __all__ = ["change_format", "plain_changes", "SOURCE_INPUT"]

@@ -17,8 +17,8 @@ import pyarrow.fs as pafs
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.errors import JoinDefinitionError
+from streamjoin.runtime.checkpoint import Checkpoint
 
 __all__ = ["set_aside_rows", "join_metrics", "VERSION_COLUMN", "PARTITION_COLUMN", "INPUT_NAMES"]
 

@@ -27,11 +27,11 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
-from streamjoin.runtime.checkpoint import Checkpoint, RunMode, resolve_location
 from streamjoin.errors import JoinDefinitionError
+from streamjoin.runtime.checkpoint import Checkpoint, RunMode, resolve_location
 from streamjoin.runtime.operator import InputSpec, Operator
-from streamjoin.spark.checks import column
 from streamjoin.runtime.partition import StateConfig, TaskInfo, run_partition
+from streamjoin.spark.checks import column
 
 __all__ = ["run_operator", "arrow_schema", "resolve_checkpoint", "INPUT_TAG"]
 

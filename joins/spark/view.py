@@ -28,9 +28,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
 from streamjoin.spark.runtime import arrow_schema
+from streamjoin.statestore import open_store
 from streamjoin.table.spec import COMMIT_VERSION, SEQ_COLUMN
 from streamjoin.view import MaterializedView
-from streamjoin.statestore import open_store
 
 __all__ = ["ViewSink", "view_sink"]
 

@@ -28,9 +28,9 @@ import pyarrow as pa
 
 from streamjoin.changes import ChangeFormat
 from streamjoin.interval.spec import On
-from streamjoin.table.stage import TableJoinStage
 from streamjoin.table.rekey import TableRekey
 from streamjoin.table.spec import How, TableJoinSpec, common_key_types, detect_format, parse_on
+from streamjoin.table.stage import TableJoinStage
 
 __all__ = ["TableTableJoin", "How"]
 

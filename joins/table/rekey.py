@@ -37,10 +37,10 @@ from streamjoin.changes import DELETE, HEARTBEAT, OP, SEQ, TIME, UPSERT, ChangeF
 from streamjoin.interval.spec import _sortable
 from streamjoin.kit import normal_keys
 from streamjoin.runtime.operator import InputSpec, Operator, StepInput, StepResult, conform
-from streamjoin.table.rows import RowCodec, pack_columns
-from streamjoin.table.spec import TableSide, build_side
 from streamjoin.statestore.base import KeyValue, Store
 from streamjoin.statestore.codecs import decode_int, pack, unpack
+from streamjoin.table.rows import RowCodec, pack_columns
+from streamjoin.table.spec import TableSide, build_side
 
 __all__ = ["TableRekey"]
 

@@ -30,8 +30,8 @@ import pyarrow as pa
 
 from streamjoin.changes import OP, PLAIN_COLUMNS, ChangeFormat, Vocabulary
 from streamjoin.errors import JoinDefinitionError
-from streamjoin.kit import parse_how
 from streamjoin.interval.spec import On, _common_key_type, _parse_on  # one parser and key-type rule for the joins
+from streamjoin.kit import parse_how
 from streamjoin.table.rows import stored_type
 
 __all__ = ["How", "TableSide", "TableJoinSpec", "build_side", "build_join", "detect_format", "parse_on",

@@ -43,10 +43,10 @@ from streamjoin.changes import DELETE, OP
 from streamjoin.errors import JoinError
 from streamjoin.kit import normal_keys
 from streamjoin.runtime.operator import REASON_COLUMN, InputSpec, SpecOperator, StepInput, StepResult, conform
-from streamjoin.table.rows import RowCodec
-from streamjoin.table.spec import How, TableJoinSpec, TableSide, build_join
 from streamjoin.statestore.base import KeyValue, Store
 from streamjoin.statestore.codecs import pack, unpack
+from streamjoin.table.rows import RowCodec
+from streamjoin.table.spec import How, TableJoinSpec, TableSide, build_join
 
 __all__ = ["TableJoinStage"]
 

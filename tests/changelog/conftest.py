@@ -11,7 +11,6 @@ from streamjoin.statestore import Store, destroy_store, open_store
 from tests.changelog.model import BACKENDS
 
 
-
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     """The store kind under test."""

@@ -8,8 +8,8 @@ import os
 import pytest
 
 from streamjoin.changelog import (
-    ChangelogConflictError,
     Changelog,
+    ChangelogConflictError,
     VersionOrderError,
     apply_retention,
     compact,

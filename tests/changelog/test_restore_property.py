@@ -13,7 +13,6 @@ import os
 import uuid
 
 import pytest
-
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 from streamjoin.interval.operator import IntervalJoin
 from streamjoin.interval.state import WATERMARK_KEY
 from streamjoin.runtime.operator import NEG_INF, REASON_COLUMN, Operator, StepInput
-from streamjoin.testing.interval import interval_late_rows, reference_interval_join
 from streamjoin.statestore import backend_names, destroy_store, open_store
 from streamjoin.statestore.codecs import decode_int, pack
+from streamjoin.testing.interval import interval_late_rows, reference_interval_join
 
 HOWS = ("inner", "left", "right", "full", "left_semi", "left_anti")
 SECOND = 1_000_000

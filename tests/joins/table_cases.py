@@ -24,12 +24,12 @@ from hypothesis import strategies as st
 from streamjoin.changes import ChangeFormat
 from streamjoin.runtime.local import route
 from streamjoin.runtime.operator import StepInput
-from streamjoin.testing.table import Change, ReferenceTable, reference_changes, reference_view
 from streamjoin.runtime.partition import StateConfig
-from streamjoin.table.operator import TableTableJoin
-from streamjoin.table.local import LocalTableTableRunner
-from streamjoin.view import MaterializedView
 from streamjoin.statestore import destroy_store, open_store
+from streamjoin.table.local import LocalTableTableRunner
+from streamjoin.table.operator import TableTableJoin
+from streamjoin.testing.table import Change, ReferenceTable, reference_changes, reference_view
+from streamjoin.view import MaterializedView
 
 SECOND = 1_000_000
 EPOCH = dt.datetime(1970, 1, 1)

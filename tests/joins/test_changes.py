@@ -12,7 +12,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streamjoin.changes import (
-    DELETE, HEARTBEAT, OP, PLAIN_COLUMNS, SEQ, TIME, UPSERT, ChangeFormat, normalise, to_plain,
+    DELETE,
+    HEARTBEAT,
+    OP,
+    PLAIN_COLUMNS,
+    SEQ,
+    TIME,
+    UPSERT,
+    ChangeFormat,
+    normalise,
+    to_plain,
 )
 from streamjoin.errors import JoinDefinitionError
 

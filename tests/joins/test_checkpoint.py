@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from streamjoin.runtime.checkpoint import Checkpoint, RunMode
 from streamjoin.errors import CheckpointDamagedError, CheckpointMismatchError, JoinDefinitionError
+from streamjoin.runtime.checkpoint import Checkpoint, RunMode
 
 DEFINITION = {"kind": "test", "key": ["k"]}
 

@@ -19,8 +19,8 @@ import pyarrow as pa
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from streamjoin.enrichment import state as state
 from streamjoin.changes import ChangeFormat
+from streamjoin.enrichment import state as state
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.runtime.local import LocalRunner
 from streamjoin.runtime.operator import StepInput

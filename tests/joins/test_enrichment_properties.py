@@ -25,9 +25,9 @@ from streamjoin.changes import ChangeFormat
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.runtime.local import LocalRunner
 from streamjoin.runtime.operator import Operator
-from streamjoin.testing.enrichment import late_flags, reference_as_of, reference_latest
 from streamjoin.runtime.partition import StateConfig
 from streamjoin.statestore import backend_names
+from streamjoin.testing.enrichment import late_flags, reference_as_of, reference_latest
 from tests.joins.strategies import DISTURBANCES, StepDriver, disturb
 
 SECOND = 1_000_000

@@ -21,13 +21,13 @@ from streamjoin.errors import JoinDefinitionError
 from streamjoin.interval.operator import IntervalJoin
 from streamjoin.kit import normal_key_array, normal_keys
 from streamjoin.runtime.local import LocalRunner
+from streamjoin.runtime.partition import StateConfig
+from streamjoin.statestore import open_store
+from streamjoin.table.local import LocalTableTableRunner
+from streamjoin.table.operator import TableTableJoin
 from streamjoin.testing.interval import join_key, reference_interval_join
 from streamjoin.testing.table import reference_view
-from streamjoin.runtime.partition import StateConfig
-from streamjoin.table.operator import TableTableJoin
-from streamjoin.table.local import LocalTableTableRunner
 from streamjoin.view import MaterializedView
-from streamjoin.statestore import open_store
 
 NAN = float("nan")
 T0 = dt.datetime(2024, 1, 1)

@@ -14,7 +14,15 @@ from hypothesis import strategies as st
 
 from streamjoin.statestore import backend_names
 from tests.joins.strategies import (
-    DISTURBANCES, JoinCase, Local, StepDriver, aside_of, disturb, drive, join_cases, rows_of,
+    DISTURBANCES,
+    JoinCase,
+    Local,
+    StepDriver,
+    aside_of,
+    disturb,
+    drive,
+    join_cases,
+    rows_of,
 )
 
 BACKENDS = backend_names()

@@ -14,14 +14,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamjoin.testing.table import reference_view
 from streamjoin.runtime.partition import StateConfig
-from streamjoin.table.operator import TableTableJoin
-from streamjoin.table.local import LocalTableTableRunner
-from streamjoin.table.rows import pack_columns, unpack_columns
-from streamjoin.view import MaterializedView
 from streamjoin.statestore import destroy_store, open_store
 from streamjoin.statestore.codecs import pack, unpack
+from streamjoin.table.local import LocalTableTableRunner
+from streamjoin.table.operator import TableTableJoin
+from streamjoin.table.rows import pack_columns, unpack_columns
+from streamjoin.testing.table import reference_view
+from streamjoin.view import MaterializedView
 
 _TYPES = {
     pa.int64(): st.integers(-(1 << 63), (1 << 63) - 1),

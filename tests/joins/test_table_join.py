@@ -14,11 +14,11 @@ import pytest
 from streamjoin.changes import PLAIN_COLUMNS, ChangeFormat, normalise, to_plain
 from streamjoin.errors import JoinError
 from streamjoin.runtime.partition import StateConfig
-from streamjoin.table.operator import TableTableJoin
-from streamjoin.table.local import LocalTableTableRunner
-from streamjoin.view import MaterializedView
 from streamjoin.statestore import destroy_store, open_store
 from streamjoin.statestore.codecs import pack
+from streamjoin.table.local import LocalTableTableRunner
+from streamjoin.table.operator import TableTableJoin
+from streamjoin.view import MaterializedView
 from tests.joins.table_cases import COMPOSITE, Run, TableCase, output_rows, when
 
 POSTS = pa.schema([("post_id", pa.int64()), ("author", pa.int64()), ("text", pa.string()), ("op", pa.string()),

@@ -9,8 +9,8 @@ import pytest
 from streamjoin.changes import ChangeFormat
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.table.operator import TableTableJoin
-from streamjoin.table.stage import TableJoinStage
 from streamjoin.table.rekey import TableRekey
+from streamjoin.table.stage import TableJoinStage
 
 POSTS = pa.schema([("post_id", pa.int64()), ("author", pa.int64()), ("text", pa.string()), ("op", pa.string()),
                    ("at", pa.timestamp("us"))])

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from streamjoin.view import MaterializedView, ViewError
 from streamjoin.statestore import backend_names, destroy_store, open_store
+from streamjoin.view import MaterializedView, ViewError
 
 SCHEMA = pa.schema([("post_id", pa.int64()), ("text", pa.string()), ("fid", pa.int64()), ("at", pa.timestamp("us")),
                     ("_change_type", pa.string()), ("_commit_version", pa.int64()), ("_seq", pa.int64())])

@@ -18,10 +18,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from streamjoin.changelog import Changelog
 from streamjoin.bench.operators import RunningCount
-from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.changelog import Changelog
 from streamjoin.errors import CheckpointMismatchError, JoinDefinitionError
+from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.partition import StateConfig
 from streamjoin.spark import arrow_schema, run_operator
 from streamjoin.spark.runtime import resolve_checkpoint

@@ -14,10 +14,10 @@ import pytest
 
 from streamjoin import table_table_join
 from streamjoin.errors import JoinDefinitionError
-from streamjoin.testing.table import Change, ReferenceTable, reference_view
-from streamjoin.table.spec import CDF_COLUMNS
-from streamjoin.view import MaterializedView
 from streamjoin.statestore import open_store
+from streamjoin.table.spec import CDF_COLUMNS
+from streamjoin.testing.table import Change, ReferenceTable, reference_view
+from streamjoin.view import MaterializedView
 
 pytestmark = pytest.mark.spark
 

@@ -10,8 +10,8 @@ import os
 import lmdb
 import pytest
 
-from streamjoin import statestore
 import streamjoin.statestore.rocksdb as rocksdb_backend
+from streamjoin import statestore
 from streamjoin.changelog import Changelog, open_logged_store
 from streamjoin.statestore import (
     StoreArgumentError,
