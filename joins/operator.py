@@ -25,7 +25,7 @@ import pyarrow as pa
 from joins.errors import JoinError
 from statestore.base import KeyValue, Store
 
-__all__ = ["InputSpec", "StepInput", "StepResult", "Operator", "REASON_COLUMN", "NEG_INF", "POS_INF", "conform", "cast_values", "SpecOperator"]
+__all__ = ["InputSpec", "StepInput", "StepResult", "Operator", "REASON_COLUMN", "NEG_INF", "POS_INF", "conform", "cast_values", "set_aside_schema", "SpecOperator"]
 
 #: Column added to rows set aside (late rows, dead letters): why the row was not processed.
 REASON_COLUMN = "_reason"
@@ -124,6 +124,11 @@ class SpecOperator(Operator):
 
     def definition(self) -> dict[str, Any]:
         return self.spec.definition()
+
+def set_aside_schema(schema: pa.Schema) -> pa.Schema:
+    """The columns of an input's set-aside rows: the input's own, then :data:`REASON_COLUMN`."""
+    return schema.append(pa.field(REASON_COLUMN, pa.string()))
+
 
 def conform(table: pa.Table, schema: pa.Schema, name: str) -> pa.Table:
     """``table``'s columns of ``schema``, in its order and types: an input batch as the operator
