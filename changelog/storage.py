@@ -168,7 +168,14 @@ class LocalStorage(Storage):
             entries = list(os.scandir(self.root))
         except FileNotFoundError:
             return []
-        return [FileInfo(e.name, e.stat().st_size) for e in entries if e.is_file()]
+        found = []
+        for entry in entries:
+            try:  # a concurrent writer's temporary file may vanish between the listing and the stat
+                if entry.is_file():
+                    found.append(FileInfo(entry.name, entry.stat().st_size))
+            except FileNotFoundError:
+                continue
+        return found
 
     def read(self, name: str) -> pa.Buffer:
         path = os.path.join(self.root, name)

@@ -40,7 +40,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
-from streamjoin.runtime.operator import NEG_INF, POS_INF
+from streamjoin.runtime.operator import NEG_INF, POS_INF, cast_values
 from streamjoin.statestore.base import KeyValue, Store, prefix_end
 from streamjoin.statestore.codecs import decode_int, encode_int
 
@@ -81,7 +81,7 @@ def key_columns(table: pa.Table, columns: Sequence[str], types: Sequence[pa.Data
         values = table.column(name)
         if pa.types.is_dictionary(values.type):
             values = values.cast(values.type.value_type)
-        out.append((values if values.type == kind else values.cast(kind)).combine_chunks())
+        out.append(cast_values(values, kind, f"key column {name!r}").combine_chunks())
     return out
 
 

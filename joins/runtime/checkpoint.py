@@ -192,6 +192,13 @@ class Checkpoint:
         self._write(f"set_aside/{input_name}/v={version}/p={partition}.parquet",
                     lambda sink: pq.write_table(table, sink))
 
+    def write_set_aside_schema(self, input_name: str, schema: pa.Schema) -> None:
+        """Record the columns of ``input_name``'s set-aside rows as an empty Parquet file
+        (``set_aside/<input>/schema.parquet``), so that a reader finding no rows still gets them."""
+        rel = f"set_aside/{input_name}/schema.parquet"
+        if self.fs.get_file_info(self._path(rel)).type == pafs.FileType.NotFound:
+            self._write(rel, lambda sink: pq.write_table(schema.empty_table(), sink))
+
     def set_aside_uri(self, input_name: str) -> str | None:
         """URI of input's set-aside rows (Parquet, partitioned by v and p); None if there are none."""
         info = self.fs.get_file_info(self._path(f"set_aside/{input_name}"))

@@ -25,7 +25,7 @@ import pyarrow as pa
 from streamjoin.errors import JoinError
 from streamjoin.statestore.base import KeyValue, Store
 
-__all__ = ["InputSpec", "StepInput", "StepResult", "Operator", "REASON_COLUMN", "NEG_INF", "POS_INF", "conform", "SpecOperator"]
+__all__ = ["InputSpec", "StepInput", "StepResult", "Operator", "REASON_COLUMN", "NEG_INF", "POS_INF", "conform", "cast_values", "set_aside_schema", "SpecOperator"]
 
 #: Column added to rows set aside (late rows, dead letters): why the row was not processed.
 REASON_COLUMN = "_reason"
@@ -125,6 +125,11 @@ class SpecOperator(Operator):
     def definition(self) -> dict[str, Any]:
         return self.spec.definition()
 
+def set_aside_schema(schema: pa.Schema) -> pa.Schema:
+    """The columns of an input's set-aside rows: the input's own, then :data:`REASON_COLUMN`."""
+    return schema.append(pa.field(REASON_COLUMN, pa.string()))
+
+
 def conform(table: pa.Table, schema: pa.Schema, name: str) -> pa.Table:
     """``table``'s columns of ``schema``, in its order and types: an input batch as the operator
     declared it. Raises :class:`streamjoin.errors.JoinError` naming the columns it lacks."""
@@ -132,4 +137,33 @@ def conform(table: pa.Table, schema: pa.Schema, name: str) -> pa.Table:
     if missing:
         raise JoinError(f"the {name} input batch lacks columns {missing} of its declared schema")
     table = table.select(schema.names)
-    return table if table.schema.equals(schema) else table.cast(schema)
+    if table.schema.equals(schema):
+        return table
+    columns = [cast_values(table.column(i), field.type, f"column {field.name!r} of the {name} input")
+               for i, field in enumerate(schema)]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def cast_values(values: pa.Array | pa.ChunkedArray, kind: pa.DataType, what: str) -> pa.Array | pa.ChunkedArray:
+    """``values`` as ``kind``. Raises :class:`streamjoin.errors.JoinError` naming ``what``, the declared
+    and the found types and a value that does not convert (Arrow's own error names none of them)."""
+    if values.type == kind:
+        return values
+    try:
+        return values.cast(kind)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        bad = _first_unconvertible(values, kind)
+        example = "" if bad is None else f"; {bad!r} does not convert"
+        raise JoinError(
+            f"{what} is declared {kind} but holds {values.type}{example}: cast it to {kind} "
+            f"before the join, or declare the type it has ({exc})"
+        ) from exc
+
+
+def _first_unconvertible(values: pa.Array | pa.ChunkedArray, kind: pa.DataType) -> object:
+    for value in values.to_pylist():
+        try:
+            pa.array([value], type=values.type).cast(kind)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            return value
+    return None

@@ -47,9 +47,9 @@ def set_aside_rows(spark: SparkSession, checkpoint: str, input_name: str) -> Dat
     Input names: ``left`` / ``right`` for interval joins; ``stream``, ``table``, ``table_source``
     for ``stream_table_join``; for ``table_table_join``, ``changes`` / ``changes_source`` under
     ``<checkpoint>/left_keys`` and ``right_keys``, ``left`` / ``right`` under ``<checkpoint>/join``.
-    A checkpoint with no rows set aside for a valid input gives an empty DataFrame of the columns
-    ``_reason``, ``_version``, ``_partition`` (the input's own columns appear with its first set-aside
-    row). Raises :class:`JoinDefinitionError` when ``checkpoint`` is not a join checkpoint, or
+    A checkpoint with no rows set aside for a valid input gives an empty DataFrame of the same
+    columns (the join records them when it is defined; for a checkpoint from an older streamjoin or
+    the ``*_source`` inputs, just ``_reason``, ``_version`` and ``_partition``). Raises :class:`JoinDefinitionError` when ``checkpoint`` is not a join checkpoint, or
     ``input_name`` is not one of its inputs (both named in the message).
     """
     cp, kind = _checkpoint(checkpoint, "set_aside_rows")

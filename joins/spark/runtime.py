@@ -29,7 +29,7 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.runtime.checkpoint import Checkpoint, RunMode, resolve_location
-from streamjoin.runtime.operator import InputSpec, Operator
+from streamjoin.runtime.operator import InputSpec, Operator, set_aside_schema
 from streamjoin.runtime.partition import StateConfig, TaskInfo, run_partition
 from streamjoin.spark.checks import column
 
@@ -87,6 +87,8 @@ def run_operator(
     checkpoint = resolve_checkpoint(checkpoint, streaming, operator.kind)
     mode = RunMode.STREAMING if streaming else RunMode.BATCH
     Checkpoint(checkpoint).bind(operator.definition(), partitions, mode=mode)
+    for spec in operator.inputs:
+        Checkpoint(checkpoint).write_set_aside_schema(spec.name, set_aside_schema(spec.schema))
     state = state or StateConfig()
     key_types = _common_key_types(inputs, operator)
     if initial is not None and any(df is not None for df in initial):

@@ -30,7 +30,7 @@ def test_set_aside_rows_read_back_exactly_with_version_and_partition_columns(spa
     assert (row["k"], row["v"], row["p"], row["_version"], row["t"]) == (1, "late-left", "p-value", 7, None)
     assert row["_reason"] == "null event time" and row["__version"] == 0 and row["_partition"] in (0, 1)
     empty = set_aside_rows(spark, ck, "right")
-    assert empty.count() == 0 and empty.columns == ["_reason", "_version", "_partition"]
+    assert empty.count() == 0 and empty.columns == ["k", "t", "_reason", "_version", "_partition"]
     assert join_metrics(spark, ck).count() == 2
 
 
