@@ -63,7 +63,16 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 
-        value = getattr(importlib.import_module(_LAZY[name]), name)
+        try:
+            module = importlib.import_module(_LAZY[name])
+        except ModuleNotFoundError as exc:
+            if (exc.name or "").split(".")[0] != "pyspark":
+                raise
+            raise ImportError(
+                f"streamjoin.{name} needs PySpark 4, which is not installed here: "
+                'pip install "streamjoin[spark]" (or use the PySpark your platform provides)'
+            ) from exc
+        value = getattr(module, name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'streamjoin' has no attribute {name!r}")

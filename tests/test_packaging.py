@@ -115,3 +115,23 @@ def test_wheel_public_signatures_seen_by_mypy(fresh_env, tmp_path):
     assert good.returncode == 0, good.stdout + good.stderr
     typo = _mypy(fresh_env, tmp_path, 'hwo="left"')
     assert typo.returncode == 1 and 'Unexpected keyword argument "hwo"' in typo.stdout, typo.stdout
+
+
+def test_public_join_without_pyspark_says_which_extra_to_install(tmp_path):
+    code = (
+        "import sys\n"
+        "class NoSpark:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'pyspark':\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, NoSpark())\n"
+        "import streamjoin, streamjoin.statestore, streamjoin.changelog\n"
+        "from streamjoin.interval.operator import IntervalJoin\n"
+        "try:\n"
+        "    from streamjoin import interval_join\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert 'pip install "streamjoin[spark]"' in result.stdout

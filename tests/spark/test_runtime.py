@@ -18,13 +18,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from streamjoin.bench.operators import RunningCount
 from streamjoin.changelog import Changelog
 from streamjoin.errors import CheckpointMismatchError, JoinDefinitionError
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.partition import StateConfig
 from streamjoin.spark import arrow_schema, run_operator
 from streamjoin.spark.runtime import resolve_checkpoint
+from tests.spark.operators import RunningCount
 
 pytestmark = pytest.mark.spark
 

@@ -10,7 +10,7 @@ import os
 import lmdb
 import pytest
 
-import statestore.rocksdb as rocksdb_backend
+import streamjoin.statestore.rocksdb as rocksdb_backend
 from streamjoin import statestore
 from streamjoin.changelog import Changelog, open_logged_store
 from streamjoin.statestore import (
