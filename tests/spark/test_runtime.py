@@ -24,7 +24,7 @@ from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.partition import StateConfig
 from streamjoin.spark import arrow_schema, run_operator
 from streamjoin.spark.runtime import resolve_checkpoint
-from tests.spark.operators import RunningCount
+from tests.operators import RunningCount
 
 pytestmark = pytest.mark.spark
 
