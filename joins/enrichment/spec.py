@@ -25,11 +25,18 @@ import pyarrow as pa
 
 from streamjoin.changes import ChangeFormat, Vocabulary
 from streamjoin.errors import JoinDefinitionError
-from streamjoin.interval.spec import _sortable  # one probe of Arrow's sort support for both joins
-from streamjoin.kit import parse_duration, parse_how
+from streamjoin.kit.how import How, parse_how
+from streamjoin.kit.keys import family_key_type
+from streamjoin.kit.names import check_output_names, check_present, check_reserved, check_schema, suffixed
+from streamjoin.kit.on import column_names
+from streamjoin.kit.order import SortKeys, canonical_sort_keys
+from streamjoin.kit.times import parse_duration
 from streamjoin.runtime.operator import REASON_COLUMN
 
-__all__ = ["Mode", "How", "EnrichmentSpec", "build_spec", "sort_keys"]
+__all__ = ["Mode", "How", "HOWS", "EnrichmentSpec", "build_spec"]
+
+#: The join kinds an enrichment join supports.
+HOWS = (How.INNER, How.LEFT)
 
 
 class Mode(str, Enum):
@@ -37,11 +44,6 @@ class Mode(str, Enum):
 
     AS_OF = "as_of"
     LATEST = "latest"
-
-
-class How(str, Enum):
-    INNER = "inner"
-    LEFT = "left"
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ class EnrichmentSpec:
     buckets: int
     event_bucket: int
     output_schema: pa.Schema
-    event_sort: tuple[tuple[str, str, str], ...]
+    event_sort: SortKeys
     #: Tuning of the versions' state (no effect on results, nor on how state is read, so not part
     #: of the definition): a key bucket folds its deltas into a new base once they, with the
     #: versions seen to be no longer needed, exceed ``fold_fraction`` x its base rows, or once it
@@ -95,11 +97,7 @@ def build_spec(
 ) -> EnrichmentSpec:
     """Validate an enrichment join's arguments; raise JoinDefinitionError naming the problem."""
     for name, schema in (("stream", stream), ("table", table)):
-        if not isinstance(schema, pa.Schema):
-            raise JoinDefinitionError(f"the {name} schema must be a pyarrow.Schema, not {type(schema).__name__}")
-        duplicates = sorted({n for n in schema.names if schema.names.count(n) > 1})
-        if duplicates:
-            raise JoinDefinitionError(f"the {name} input has duplicate column names {duplicates}")
+        check_schema(schema, name)
     if not isinstance(changes, ChangeFormat):
         raise JoinDefinitionError(f"changes must be a streamjoin.changes.ChangeFormat, not {changes!r}")
     if changes.vocabulary not in (Vocabulary.PLAIN, Vocabulary.DELTA):
@@ -112,9 +110,9 @@ def build_spec(
         raise JoinDefinitionError(f"the table's change time {changes.time!r} must be a timestamp column here")
     stream_key = _stream_key(on, stream, stream_time)
     key_types = _key_types(stream, stream_key, internal, changes.key)
-    mode, how = _enum(Mode, mode, "mode"), How(parse_how(how, [h.value for h in How]))
-    wait, width = _micros("delay", delay), _micros("event_bucket", event_bucket)
-    window = None if grace is None else _micros("grace", grace)
+    mode, how = _enum(Mode, mode, "mode"), parse_how(how, HOWS)
+    wait, width = parse_duration("delay", delay), parse_duration("event_bucket", event_bucket)
+    window = None if grace is None else parse_duration("grace", grace)
     if wait < 0 or (window is not None and window < 0) or width <= 0:
         raise JoinDefinitionError("delay and grace must be >= 0 and event_bucket > 0")
     if not isinstance(buckets, int) or isinstance(buckets, bool) or not 1 <= buckets <= 1 << 20:
@@ -122,30 +120,17 @@ def build_spec(
     values = tuple(n for n in internal.names[len(changes.key) + 3:])
     output = _output_schema(stream, internal, values)
     return EnrichmentSpec(stream, stream_key, key_types, stream_time, table, changes, internal, values, mode, how, wait,
-                          window, buckets, width, output, sort_keys(stream, [stream_time, *stream_key]))
+                          window, buckets, width, output, canonical_sort_keys(stream, [stream_time, *stream_key]))
 
 
 def _stream_key(on: str | Sequence[str], stream: pa.Schema, time: str) -> tuple[str, ...]:
-    names = (on,) if isinstance(on, str) else tuple(on) if isinstance(on, (list, tuple)) else ()
-    if not names or not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
-        raise JoinDefinitionError(f"on must be one or more distinct event column names, not {on!r}")
-    for reserved in (REASON_COLUMN, *(f"__sj_k{i}" for i in range(len(names)))):
-        if reserved in stream.names:
-            raise JoinDefinitionError(f"the stream has a column {reserved!r}, a name streamjoin reserves; rename it")
-    for column in [*names, time]:
-        if column not in stream.names:
-            raise JoinDefinitionError(f"the stream has no column {column!r}; its columns are {stream.names}")
+    names = column_names(on, "on (the event key columns)")
+    check_reserved(stream.names, (REASON_COLUMN, *(f"__sj_k{i}" for i in range(len(names)))), "the stream")
+    check_present(stream.names, [*names, time], "the stream")
     kind = stream.field(time).type
     if not pa.types.is_timestamp(kind):
         raise JoinDefinitionError(f"the stream time column {time!r} must be a timestamp, not {kind}; cast it first")
     return names
-
-
-#: Key type families, each with the type its values are compared (and hashed) in.
-_FAMILIES = ((pa.types.is_integer, pa.int64()),
-             (lambda t: pa.types.is_string(t) or pa.types.is_large_string(t), pa.large_string()),
-             (lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t), pa.large_binary()),
-             (pa.types.is_boolean, pa.bool_()))
 
 
 def _key_types(
@@ -155,18 +140,7 @@ def _key_types(
         raise JoinDefinitionError(
             f"on names {len(on)} event columns {list(on)} but the table key has {len(table_key)} {list(table_key)}"
         )
-    types = []
-    for event_column, table_column in zip(on, table_key):
-        a, b = stream.field(event_column).type, internal.field(table_column).type
-        a, b = (t.value_type if pa.types.is_dictionary(t) else t for t in (a, b))
-        common = [kind for family, kind in _FAMILIES if family(a) and family(b)]
-        if not common:
-            raise JoinDefinitionError(
-                f"event key {event_column!r} ({a}) and table key {table_column!r} ({b}) must both be integers, "
-                "strings, binary or booleans; cast one to the other's type"
-            )
-        types.append(common[0])
-    return tuple(types)
+    return tuple(family_key_type(e, stream.field(e).type, t, internal.field(t).type) for e, t in zip(on, table_key))
 
 
 def _enum(kind, value, name: str):
@@ -176,28 +150,10 @@ def _enum(kind, value, name: str):
         raise JoinDefinitionError(f"unknown {name}={value!r}; use one of {[k.value for k in kind]}") from None
 
 
-def _micros(name: str, value: datetime.timedelta | str) -> int:
-    return parse_duration(name, value)
-
-
 def _output_schema(stream: pa.Schema, internal: pa.Schema, values: tuple[str, ...]) -> pa.Schema:
     fields = list(stream)
-    for name in values:
+    for name, out in zip(values, suffixed(values, set(stream.names), "_table")):
         source = internal.field(name)
-        fields.append(pa.field(f"{name}_table" if name in stream.names else name, source.type, True, source.metadata))
-    names = [f.name for f in fields]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise JoinDefinitionError(
-            f"output column names {duplicates} appear twice even after adding _table to clashing names; "
-            "rename those columns before joining"
-        )
+        fields.append(pa.field(out, source.type, True, source.metadata))
+    check_output_names([f.name for f in fields], "_table")
     return pa.schema(fields)
-
-
-def sort_keys(schema: pa.Schema, first: Sequence[str]) -> tuple[tuple[str, str, str], ...]:
-    """A canonical row order: ``first``, then every other column Arrow can sort by (nulls first)."""
-    rest = [n for n in schema.names if n not in first and _sortable(schema.field(n).type)]
-    return tuple((n, "ascending", "at_start") for n in [*first, *rest])
-
-

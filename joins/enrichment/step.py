@@ -33,19 +33,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streamjoin.changes import DELETE, HEARTBEAT, OP, SEQ, TIME, normalise, set_aside
+from streamjoin.changes import DELETE, HEARTBEAT, OP, SEQ, TIME, normalise
 from streamjoin.enrichment import state as st
-from streamjoin.enrichment.spec import EnrichmentSpec, How, Mode, sort_keys
+from streamjoin.enrichment.spec import EnrichmentSpec, Mode
+from streamjoin.kit.arrivals import set_aside, sort_out
+from streamjoin.kit.how import How
+from streamjoin.kit.order import ascending, canonical_sort_keys, sort_canonically
+from streamjoin.kit.times import times_of
 from streamjoin.runtime.operator import NEG_INF, POS_INF, StepInput, StepResult, conform
 from streamjoin.statestore.base import KeyValue, Store
 
 __all__ = ["Step"]
 
 _NEW, _BUCKET = "__sj_new", "__sj_bucket"
-
-
-def _ascending(*names: str) -> list[tuple[str, str, str]]:
-    return [(n, "ascending", "at_start") for n in names]
 
 
 def _minus(value: int | None, amount: int) -> int:
@@ -96,24 +96,15 @@ class Step:
     def _events(self, table: pa.Table) -> tuple[pa.Table, pa.Table]:
         """This version's events to join (canonical order, join key columns added) and those set aside."""
         spec = self.spec
-        table = conform(table, spec.stream, "stream")
-        table = table.take(pc.sort_indices(table, sort_keys=list(spec.event_sort)))
-        null_time = table.column(spec.stream_time).is_null().to_numpy(zero_copy_only=False)
-        times = _times(table, spec.stream_time)
-        late = ~null_time & (times < self.ew)
-        null_key = np.zeros(table.num_rows, dtype=bool)
-        for column in spec.stream_key:
-            null_key |= table.column(column).is_null().to_numpy(zero_copy_only=False)
-        null_key &= ~null_time & ~late
-        unkeyed = null_key if spec.how is How.LEFT else np.zeros_like(null_key)
-        reasons = [(null_time, "null event time"), (late, "late")]
-        aside = set_aside(table, reasons + ([] if spec.how is How.LEFT else [(null_key, "null key")]))
-        self.metrics.update(null_time_events=int(null_time.sum()), late_events=int(late.sum()),
-                            null_key_events=int(null_key.sum()))
-        if unkeyed.any():
-            self._emit(table.filter(pa.array(unkeyed)), np.full(int(unkeyed.sum()), -1), None)
-        keep = pa.array(~(null_time | late | null_key))
-        return self._with_keys(table.filter(keep)), aside
+        found = sort_out(table, schema=spec.stream, name="stream", order=spec.event_sort, time=spec.stream_time,
+                         key=spec.stream_key, watermark=self.ew)
+        counts = found.counts()
+        self.metrics.update(null_time_events=counts["null_time"], late_events=counts["late"],
+                            null_key_events=counts["null_key"])
+        if spec.how is How.LEFT and found.null_key.any():
+            self._emit(found.table.filter(pa.array(found.null_key)), np.full(counts["null_key"], -1), None)
+        aside = found.aside(keyless_kept=spec.how is How.LEFT)
+        return self._with_keys(found.table.filter(pa.array(found.keep))), aside
 
     def _with_keys(self, events: pa.Table) -> pa.Table:
         """``events`` (in the stream's schema) with the join key columns appended."""
@@ -141,8 +132,8 @@ class Step:
         for i, (name, values) in enumerate(zip(self.keys, keys)):
             versions = versions.add_column(i, name, values)
         versions = versions.append_column(_NEW, pa.repeat(pa.scalar(True), changes.num_rows))
-        sort = [*_ascending(*self.keys, TIME, SEQ), *sort_keys(versions.select(list(spec.values)).schema, [])]
-        versions = versions.take(pc.sort_indices(versions, sort_keys=sort))
+        first = [*self.keys, TIME, SEQ]
+        versions = sort_canonically(versions, canonical_sort_keys(versions.select([*first, *spec.values]).schema, first))
         aside = pa.concat_tables([parsed.aside, late_aside]) if late_aside.num_rows else parsed.aside
         return versions, aside
 
@@ -161,7 +152,7 @@ class Step:
                 released += events.num_rows
                 last_whole = key
                 continue
-            go = _times(events, spec.stream_time) < bound
+            go = times_of(events, spec.stream_time) < bound
             parts.append(events.filter(pa.array(go)))
             rest = events.filter(pa.array(~go))
             if rest.num_rows:
@@ -174,12 +165,12 @@ class Step:
         self.meta.events_waiting -= released
         if parts:
             parts = [self._with_keys(pa.concat_tables(parts))]
-        new_go = _times(self.events, spec.stream_time) < bound
+        new_go = times_of(self.events, spec.stream_time) < bound
         self.waiting = self.events.filter(pa.array(~new_go)).drop_columns(self.keys)
         table = pa.concat_tables([*parts, self.events.filter(pa.array(new_go))])
         if not self.final and spec.grace is not None:
-            self.metrics["released_by_grace"] = int((_times(table, spec.stream_time) >= self.tw).sum())
-        return table.take(pc.sort_indices(table, sort_keys=list(spec.event_sort)))
+            self.metrics["released_by_grace"] = int((times_of(table, spec.stream_time) >= self.tw).sum())
+        return sort_canonically(table, spec.event_sort)
 
     # -- versions --------------------------------------------------------------------------------
 
@@ -201,7 +192,7 @@ class Step:
         held = _with_keys_in(held, self.keys, [pa.concat_arrays([c, e]) for c, e in zip(change_keys, event_keys)])
         held = held.append_column(_NEW, pa.array(np.zeros(held.num_rows, dtype=bool)))
         merged = pa.concat_tables([held, self.changes]).combine_chunks()
-        merged = merged.take(pc.sort_indices(merged, sort_keys=_ascending(*self.keys, TIME, SEQ, _NEW)))
+        merged = merged.take(pc.sort_indices(merged, sort_keys=ascending(*self.keys, TIME, SEQ, _NEW)))
         dup = _same_as_previous(merged, [*self.keys, TIME, SEQ])
         self.metrics["stale_changes"] += int(dup.sum())
         merged = merged.filter(pa.array(~dup))
@@ -216,7 +207,7 @@ class Step:
         """Join each released event with its key's last version at or before its lookup time."""
         if released.num_rows == 0:
             return
-        at = _times(released, self.spec.stream_time) if self.spec.mode is Mode.AS_OF else np.full(released.num_rows, POS_INF)
+        at = times_of(released, self.spec.stream_time) if self.spec.mode is Mode.AS_OF else np.full(released.num_rows, POS_INF)
         found = np.full(released.num_rows, -1, dtype=np.int64)
         if versions.num_rows:
             events = released.select(self.keys).append_column("__t", pa.array(at)).append_column(
@@ -305,7 +296,7 @@ class Step:
                 if t.num_rows:
                     parts.append(t.append_column(_NEW, pa.array(np.zeros(t.num_rows, dtype=bool))))
         rows = pa.concat_tables(parts).combine_chunks()
-        rows = rows.take(pc.sort_indices(rows, sort_keys=_ascending(*self.keys, TIME, SEQ)))
+        rows = rows.take(pc.sort_indices(rows, sort_keys=ascending(*self.keys, TIME, SEQ)))
         rows = rows.filter(pa.array(_needed(rows, self.keys, keep_to, gone_before)[1]))
         buckets = st.bucket_ids([rows.column(k).combine_chunks() for k in self.keys], self.spec.buckets)
         order = np.argsort(buckets, kind="stable")
@@ -333,7 +324,7 @@ class Step:
         if events.num_rows == 0:
             return
         width = self.spec.event_bucket
-        starts = (_times(events, self.spec.stream_time) // width) * width     # ascending: canonical order
+        starts = (times_of(events, self.spec.stream_time) // width) * width     # ascending: canonical order
         bounds = np.r_[0, np.flatnonzero(np.diff(starts)) + 1, starts.size]
         for lo, hi in zip(bounds[:-1], bounds[1:]):
             self.puts.append((st.event_key(int(starts[lo]), self.version), st.blob(events.slice(lo, hi - lo))))
@@ -344,14 +335,6 @@ class Step:
         metrics.update(event_watermark=self.meta.event_watermark, table_watermark=self.meta.table_watermark,
                        events_waiting=self.meta.events_waiting, versions_held=self.meta.versions_held)
         return metrics
-
-
-def _times(table: pa.Table, column: str) -> np.ndarray:
-    """Event times of ``table[column]`` as int64 µs (nulls read as 0)."""
-    values = table.column(column)
-    if values.type.unit != "us":
-        values = values.cast(pa.timestamp("us", values.type.tz))
-    return values.cast(pa.int64()).fill_null(0).to_numpy()
 
 
 def _change_times(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:

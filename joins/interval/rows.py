@@ -15,13 +15,12 @@ import pyarrow.compute as pc
 
 from streamjoin.errors import JoinError
 from streamjoin.interval.spec import ROW_ID, IntervalSpec, SidePlan
-from streamjoin.kit import normal_key_array
-from streamjoin.runtime.operator import REASON_COLUMN, conform
+from streamjoin.kit.arrivals import sort_out
+from streamjoin.kit.keys import normal_key_array
+from streamjoin.kit.times import times_of
 
 __all__ = ["Arrivals", "arrive", "times_of", "narrow", "match", "pairs", "left_padded", "right_padded",
            "left_rows"]
-
-REASON_LATE, REASON_NULL_TIME, REASON_NULL_KEY = "late", "null event time", "null key"
 
 
 @dataclass
@@ -44,58 +43,19 @@ class Arrivals:
 def arrive(
     spec: IntervalSpec, side: SidePlan, table: pa.Table, version: int, watermark: int
 ) -> Arrivals:
-    """Sort ``table`` canonically, set aside null-time, late and (unless preserved) null-key rows."""
-    table = conform(table, side.schema, side.name)
-    table = table.take(_canonical_order(side, table))
-    null_time = table.column(side.time).is_null().to_numpy(zero_copy_only=False)
-    times = times_of(table, side.time)
-    late = ~null_time & (times < watermark)
-    null_key = np.zeros(table.num_rows, dtype=bool)
-    for column in side.key:
-        null_key |= table.column(column).is_null().to_numpy(zero_copy_only=False)
-    null_key &= ~null_time & ~late
-    keep = ~(null_time | late | null_key)
-    preserved = spec.how.emits_unmatched(side.name)
-    aside = _aside(table, [(null_time, REASON_NULL_TIME), (late, REASON_LATE)]
-                   + ([] if preserved else [(null_key, REASON_NULL_KEY)]))
-    rows = (table if keep.all() else table.filter(keep)).select(list(side.stored))
+    """Sort ``table`` canonically, set aside null-time, late and (unless preserved) null-key rows
+    (:func:`streamjoin.kit.arrivals.sort_out`)."""
+    found = sort_out(table, schema=side.schema, name=side.name, order=side.sort_keys, time=side.time,
+                     key=side.key, watermark=watermark)
+    keep, preserved = found.keep, spec.how.emits_unmatched(side.name)
+    rows = (found.table if keep.all() else found.table.filter(keep)).select(list(side.stored))
     if rows.num_rows >= 1 << 32 or not 0 <= version < 1 << 31:
         raise JoinError(f"interval join: version {version} or {rows.num_rows} rows in one batch out of range")
     ids = np.arange(rows.num_rows, dtype=np.int64) + (version << 32)
     rows = rows.append_column(ROW_ID, pa.array(ids))
-    counts = {"late": int(late.sum()), "null_time": int(null_time.sum()), "null_key": int(null_key.sum())}
-    unkeyed = table.filter(null_key) if preserved else table.slice(0, 0)
-    return Arrivals(rows, times[keep], np.zeros(rows.num_rows, dtype=bool), unkeyed, aside, counts)
-
-
-def _canonical_order(side: SidePlan, table: pa.Table) -> pa.Array:
-    """Indices putting ``table`` in the side's canonical order (dictionaries sort by value)."""
-    names = [name for name, _ in side.sort_keys]
-    view = table.select(names)
-    for i, kind in enumerate(view.schema.types):
-        if pa.types.is_dictionary(kind):
-            view = view.set_column(i, names[i], view.column(i).cast(kind.value_type))
-    return pc.sort_indices(view, sort_keys=list(side.sort_keys))
-
-
-def _aside(table: pa.Table, groups: list[tuple[np.ndarray, str]]) -> pa.Table:
-    parts = []
-    for mask, reason in groups:
-        if mask.any():
-            rows = table.filter(mask)
-            parts.append(rows.append_column(REASON_COLUMN, pa.repeat(pa.scalar(reason), rows.num_rows)))
-    if not parts:
-        schema = table.schema.append(pa.field(REASON_COLUMN, pa.string()))
-        return schema.empty_table()
-    return pa.concat_tables(parts)
-
-
-def times_of(table: pa.Table, column: str) -> np.ndarray:
-    """Event times of ``table[column]`` as int64 microseconds (nulls read as 0)."""
-    values = table.column(column)
-    if values.type.unit != "us":
-        values = values.cast(pa.timestamp("us", values.type.tz))
-    return values.cast(pa.int64()).fill_null(0).to_numpy()
+    unkeyed = found.table.filter(found.null_key) if preserved else found.table.slice(0, 0)
+    return Arrivals(rows, found.times[keep], np.zeros(rows.num_rows, dtype=bool), unkeyed,
+                    found.aside(keyless_kept=preserved), found.counts())
 
 
 def narrow(spec: IntervalSpec, side: SidePlan, table: pa.Table, times: np.ndarray) -> pa.Table:

@@ -15,56 +15,30 @@ side already has ``x_left``), the definition is refused: rename a column before 
 
 from __future__ import annotations
 
-import datetime
 from dataclasses import dataclass
-from enum import Enum
-from typing import Any, Sequence, Union
+from typing import Any, Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from streamjoin.errors import JoinDefinitionError
-from streamjoin.kit import parse_duration, parse_how
+from streamjoin.kit.how import How, parse_how
+from streamjoin.kit.keys import common_key_type
+from streamjoin.kit.names import check_output_names, check_present, check_reserved, check_schema, suffixed
+from streamjoin.kit.on import On, parse_on
+from streamjoin.kit.order import SortKeys, canonical_sort_keys
+from streamjoin.kit.times import Duration, parse_duration
 from streamjoin.runtime.operator import REASON_COLUMN
 
-__all__ = ["How", "SidePlan", "OutputColumn", "IntervalSpec", "build_spec", "ROW_ID", "On", "Duration"]
+__all__ = ["How", "HOWS", "SidePlan", "OutputColumn", "IntervalSpec", "build_spec", "ROW_ID", "On", "Duration"]
 
 #: Column holding a row's id (unique per side and partition) in state blobs.
 ROW_ID = "__sj_row_id"
 
-On = Union[str, Sequence[str], tuple[Sequence[str], Sequence[str]]]
-
-#: A duration: a timedelta or a Spark interval string such as ``"10 minutes"``.
-Duration = Union[datetime.timedelta, str]
+#: The join kinds an interval join supports: all of them.
+HOWS = tuple(How)
 
 _TIME_UNITS = ("s", "ms", "us")
 _COMPRESSIONS = (None, "lz4", "zstd")
-
-
-class How(str, Enum):
-    """The join type, and what it implies for each side."""
-
-    INNER = "inner"
-    LEFT = "left"
-    RIGHT = "right"
-    FULL = "full"
-    LEFT_SEMI = "left_semi"
-    LEFT_ANTI = "left_anti"
-
-    @property
-    def pairs(self) -> bool:
-        """Whether matched pairs are output (not semi/anti)."""
-        return self not in (How.LEFT_SEMI, How.LEFT_ANTI)
-
-    def emits_unmatched(self, side: str) -> bool:
-        """Whether rows of ``side`` that never matched are output once their window closes."""
-        if side == "left":
-            return self in (How.LEFT, How.FULL, How.LEFT_ANTI)
-        return self in (How.RIGHT, How.FULL)
-
-    def marks(self, side: str) -> bool:
-        """Whether ``side`` must remember which of its rows matched."""
-        return self.emits_unmatched(side) or (side == "left" and self is How.LEFT_SEMI)
 
 
 @dataclass(frozen=True)
@@ -77,7 +51,7 @@ class SidePlan:
     key: tuple[str, ...]
     time: str
     stored: tuple[str, ...]
-    sort_keys: tuple[tuple[str, str], ...]
+    sort_keys: SortKeys
 
 
 @dataclass(frozen=True)
@@ -155,15 +129,15 @@ def build_spec(
     compression: str | None = None,
 ) -> IntervalSpec:
     """Validate the arguments of an interval join; raise JoinDefinitionError naming the problem."""
-    how = _how(how)
-    left_key, right_key = _parse_on(on)
+    how = parse_how(how, HOWS)
+    left_key, right_key = parse_on(on)
     _check_schema("left", left, left_key, left_time)
     _check_schema("right", right, right_key, right_time)
     key_types = tuple(
-        _common_key_type(ln, left.field(ln).type, rn, right.field(rn).type)
+        common_key_type(ln, left.field(ln).type, rn, right.field(rn).type)
         for ln, rn in zip(left_key, right_key)
     )
-    lo, hi, wait = _micros("lower", lower), _micros("upper", upper), _micros("delay", delay)
+    lo, hi, wait = parse_duration("lower", lower), parse_duration("upper", upper), parse_duration("delay", delay)
     if lo > hi:
         raise JoinDefinitionError(f"lower ({lower}) must be <= upper ({upper}): the window would be empty")
     if wait < 0:
@@ -181,66 +155,13 @@ def build_spec(
 
 
 def _side_plan(name: str, schema: pa.Schema, key: tuple[str, ...], time: str, stored: list[str]) -> SidePlan:
-    first = [time, *key]
-    rest = [n for n in schema.names if n not in first and _sortable(schema.field(n).type)]
-    sort_keys = tuple((n, "ascending") for n in first + rest)
-    return SidePlan(name, schema, key, time, tuple(stored), sort_keys)
-
-
-def _sortable(kind: pa.DataType) -> bool:
-    """Whether Arrow sorts tables by a column of ``kind`` (dictionaries: by their values)."""
-    if pa.types.is_dictionary(kind):
-        kind = kind.value_type
-    probe = pa.table({"c": pa.nulls(2, kind), "d": pa.array([1, 0])})
-    try:
-        pc.sort_indices(probe, sort_keys=[("c", "ascending"), ("d", "ascending")])
-    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
-        return False
-    return True
-
-
-def _how(how: str | How) -> How:
-    return How(parse_how(how, [h.value for h in How]))
-
-
-def _parse_on(on: On) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """A name, a list of names, or a pair (left names, right names) -> (left names, right names)."""
-    if isinstance(on, str):
-        left = right = (on,)
-    elif (
-        isinstance(on, (list, tuple)) and len(on) == 2
-        and all(isinstance(part, (list, tuple)) for part in on)
-    ):
-        left, right = tuple(on[0]), tuple(on[1])
-    elif isinstance(on, (list, tuple)):
-        left = right = tuple(on)
-    else:
-        raise JoinDefinitionError(f"on must be a column name, a list of names or a pair of lists, not {on!r}")
-    for side, names in (("left", left), ("right", right)):
-        if not names or not all(isinstance(n, str) for n in names):
-            raise JoinDefinitionError(f"on: the {side} key must be one or more column names, got {names!r}")
-        if len(set(names)) != len(names):
-            raise JoinDefinitionError(f"on: the {side} key names a column twice: {list(names)}")
-    if len(left) != len(right):
-        raise JoinDefinitionError(
-            f"on: the left key has {len(left)} columns {list(left)}, the right key {len(right)} {list(right)}"
-        )
-    return left, right
+    return SidePlan(name, schema, key, time, tuple(stored), canonical_sort_keys(schema, [time, *key]))
 
 
 def _check_schema(side: str, schema: pa.Schema, key: Sequence[str], time: str) -> None:
-    if not isinstance(schema, pa.Schema):
-        raise JoinDefinitionError(f"the {side} schema must be a pyarrow.Schema, not {type(schema).__name__}")
-    names = schema.names
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise JoinDefinitionError(f"the {side} input has duplicate column names {duplicates}")
-    for reserved in (REASON_COLUMN, ROW_ID):
-        if reserved in names:
-            raise JoinDefinitionError(f"the {side} input has a column {reserved!r}, a name streamjoin reserves; rename it")
-    for column in [*key, time]:
-        if column not in names:
-            raise JoinDefinitionError(f"the {side} input has no column {column!r}; its columns are {names}")
+    check_schema(schema, side)
+    check_reserved(schema.names, (REASON_COLUMN, ROW_ID), f"the {side} input")
+    check_present(schema.names, [*key, time], f"the {side} input")
     kind = schema.field(time).type
     if not pa.types.is_timestamp(kind) or kind.unit not in _TIME_UNITS:
         raise JoinDefinitionError(
@@ -249,58 +170,11 @@ def _check_schema(side: str, schema: pa.Schema, key: Sequence[str], time: str) -
         )
 
 
-def _common_key_type(left_name: str, left: pa.DataType, right_name: str, right: pa.DataType) -> pa.DataType:
-    """The type both sides' key values are compared in: equal, or a lossless widening of both
-    (dictionary-encoded keys are compared, and output, as their values)."""
-    problem = f"key columns left {left_name!r} ({left}) and right {right_name!r} ({right})"
-    left, right = (t.value_type if pa.types.is_dictionary(t) else t for t in (left, right))
-    common = left if left == right else _widening(left, right)
-    if common is None:
-        raise JoinDefinitionError(f"{problem} have incompatible types; cast one side to the other's type")
-    empty = pa.table({"k": pa.array([], common)})
-    try:
-        empty.join(empty, "k", join_type="inner", use_threads=False)
-    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
-        raise JoinDefinitionError(f"{problem}: {common} cannot be a join key; use a scalar type") from None
-    return common
-
-
-def _widening(left: pa.DataType, right: pa.DataType) -> pa.DataType | None:
-    families = (pa.types.is_integer, pa.types.is_floating, pa.types.is_decimal,
-                lambda t: pa.types.is_string(t) or pa.types.is_large_string(t),
-                lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t))
-    if not any(f(left) and f(right) for f in families):
-        return None
-    schemas = [pa.schema([pa.field("k", left)]), pa.schema([pa.field("k", right)])]
-    try:
-        common = pa.unify_schemas(schemas, promote_options="permissive").field("k").type
-    except (pa.ArrowTypeError, pa.ArrowInvalid):
-        return None
-    if pa.types.is_integer(common):
-        for kind in (left, right):
-            try:
-                pa.array(_integer_bounds(kind), kind).cast(common, safe=True)
-            except (pa.ArrowInvalid, OverflowError):
-                return None
-    return common
-
-
-def _integer_bounds(kind: pa.DataType) -> list[int]:
-    bits = kind.bit_width
-    if pa.types.is_signed_integer(kind):
-        return [-(1 << (bits - 1)), (1 << (bits - 1)) - 1]
-    return [0, (1 << bits) - 1]
-
-
-def _micros(name: str, value: Duration) -> int:
-    return parse_duration(name, value)
-
-
 def _bucket_width(bucket: Duration | None, window: int) -> int:
     """State time-bucket width: a quarter of the window, between 1 second and 1 hour, unless given."""
     if bucket is None:
         return min(max(window // 4, 1_000_000), 3_600_000_000)
-    width = _micros("bucket", bucket)
+    width = parse_duration("bucket", bucket)
     if width <= 0:
         raise JoinDefinitionError(f"bucket must be a positive duration, not {bucket}")
     return width
@@ -324,17 +198,11 @@ def _output_plan(
     right_rest = [c for c in right.schema.names if c not in right.key]
     clash = set(left_rest) & set(right_rest)
     columns = [OutputColumn(n, "key", n) for n in left.key]
-    columns += [OutputColumn(f"{c}_left" if c in clash else c, "left", c) for c in left_rest]
-    columns += [
-        OutputColumn(f"{c}_right" if c in clash or c in left.key else c, "right", c) for c in right_rest
-    ]
+    columns += [OutputColumn(n, "left", c) for n, c in zip(suffixed(left_rest, clash, "_left"), left_rest)]
+    right_names = suffixed(right_rest, clash | set(left.key), "_right")
+    columns += [OutputColumn(n, "right", c) for n, c in zip(right_names, right_rest)]
     names = [c.name for c in columns]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise JoinDefinitionError(
-            f"output column names {duplicates} appear twice even after adding _left/_right to clashing "
-            "names; rename those columns in one input before joining"
-        )
+    check_output_names(names, "_left/_right")
     fields = []
     for column, name in zip(columns, names):
         if column.side == "key":

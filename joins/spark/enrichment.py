@@ -12,7 +12,8 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from streamjoin.changes import ChangeFormat
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.errors import JoinDefinitionError
-from streamjoin.runtime.partition import StateConfig
+from streamjoin.kit.on import column_names
+from streamjoin.kit.options import JoinOptions
 from streamjoin.spark.changes import change_format, plain_changes
 from streamjoin.spark.checks import check_columns, check_time
 from streamjoin.spark.runtime import arrow_schema, resolve_checkpoint, run_operator
@@ -72,8 +73,10 @@ def stream_table_join(
     arguments as for :func:`streamjoin.interval_join`. Raises :class:`JoinDefinitionError` before any
     query starts when an argument is wrong.
     """
-    key = [table_key] if isinstance(table_key, str) else list(table_key)
-    check_columns(stream, "stream", ([on] if isinstance(on, str) else list(on)) + [stream_time])
+    options = JoinOptions(store=store, checkpoint=checkpoint, partitions=partitions,
+                          store_options=store_options, state_dir=state_dir)
+    key = list(column_names(table_key, "table_key"))
+    check_columns(stream, "stream", [*column_names(on, "on (the event key columns)"), stream_time])
     check_time(stream, "stream_time", stream_time)
     fmt = change_format(table_changes, changes, key, table_time, table_sequence)
     if fmt.vocabulary.value in ("plain", "delta"):
@@ -81,16 +84,16 @@ def stream_table_join(
         check_time(table_changes, "table_time", fmt.time)
     if bootstrap is not None and (not isinstance(bootstrap, DataFrame) or bootstrap.isStreaming):
         raise JoinDefinitionError("bootstrap must be a batch DataFrame of the table's rows (spark.read...), not a stream")
-    checkpoint = resolve_checkpoint(checkpoint, stream.isStreaming or table_changes.isStreaming, "stream_table_join")
-    table, fmt = plain_changes(table_changes, fmt, checkpoint)
+    options = options.at(resolve_checkpoint(options.checkpoint, stream.isStreaming or table_changes.isStreaming,
+                                            "stream_table_join"))
+    table, fmt = plain_changes(table_changes, fmt, options.checkpoint)
     operator = EnrichmentJoin(
         arrow_schema(stream), arrow_schema(table), on, stream_time=stream_time, changes=fmt,
         mode=mode, how=how, delay=delay, grace=grace,
     )
     initial = None if bootstrap is None else [None, _bootstrap_changes(bootstrap, operator)]
-    state = StateConfig(store=store, store_options=dict(store_options or {}), local_dir=state_dir)
-    return run_operator([stream, table], operator, checkpoint=checkpoint, partitions=partitions, state=state,
-                        initial=initial)
+    return run_operator([stream, table], operator, checkpoint=options.checkpoint, partitions=options.partitions,
+                        state=options.state, initial=initial)
 
 
 def _bootstrap_changes(bootstrap: DataFrame, operator: EnrichmentJoin) -> DataFrame:

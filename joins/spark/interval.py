@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence, Union
+from typing import Any, Mapping
 
 from pyspark.sql import DataFrame
 
-from streamjoin.errors import JoinDefinitionError
 from streamjoin.interval.operator import IntervalJoin
-from streamjoin.interval.spec import Duration
-from streamjoin.runtime.partition import StateConfig
+from streamjoin.kit.on import On, parse_on
+from streamjoin.kit.options import JoinOptions
+from streamjoin.kit.times import Duration
 from streamjoin.spark.checks import check_columns, check_time
 from streamjoin.spark.runtime import arrow_schema, run_operator
 
 __all__ = ["interval_join"]
-
-On = Union[str, Sequence[str], tuple[Sequence[str], Sequence[str]]]
 
 
 def interval_join(
@@ -55,7 +53,9 @@ def interval_join(
     ``state_dir`` (default: under Spark's local directory). Raises
     :class:`streamjoin.errors.JoinDefinitionError` before any query starts when an argument is wrong.
     """
-    left_on, right_on = _split_on(on)
+    options = JoinOptions(store=store, checkpoint=checkpoint, partitions=partitions,
+                          store_options=store_options, state_dir=state_dir)
+    left_on, right_on = parse_on(on)
     check_columns(left, "left", list(left_on) + [left_time])
     check_columns(right, "right", list(right_on) + [right_time])
     check_time(left, "left_time", left_time)
@@ -64,20 +64,6 @@ def interval_join(
         arrow_schema(left), arrow_schema(right), (list(left_on), list(right_on)),
         left_time=left_time, right_time=right_time, lower=lower, upper=upper, delay=delay, how=how,
     )
-    state = StateConfig(store=store, store_options=dict(store_options or {}), local_dir=state_dir)
-    return run_operator([left, right], operator, checkpoint=checkpoint, partitions=partitions, state=state)
+    return run_operator([left, right], operator, checkpoint=options.checkpoint, partitions=options.partitions,
+                        state=options.state)
 
-
-def _split_on(on: On) -> tuple[Sequence[str], Sequence[str]]:
-    if isinstance(on, str):
-        return (on,), (on,)
-    if isinstance(on, tuple) and len(on) == 2 and all(isinstance(x, (list, tuple)) for x in on):
-        left_on, right_on = on
-        if len(left_on) != len(right_on) or not left_on:
-            raise JoinDefinitionError(f"on=(left names, right names) needs two non-empty lists of one length, got {on!r}")
-        return tuple(left_on), tuple(right_on)
-    if isinstance(on, (list, tuple)) and on and all(isinstance(x, str) for x in on):
-        return tuple(on), tuple(on)
-    raise JoinDefinitionError(
-        f"on must be a column name, a list of names, or a pair of lists (left names, right names); got {on!r}"
-    )

@@ -25,9 +25,10 @@ import pyarrow.compute as pc
 from pyspark import TaskContext
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type, to_arrow_schema
 
 from streamjoin.errors import JoinDefinitionError
+from streamjoin.kit.keys import routing_key_type
 from streamjoin.runtime.checkpoint import Checkpoint, RunMode, resolve_location
 from streamjoin.runtime.operator import InputSpec, Operator, set_aside_schema
 from streamjoin.runtime.partition import StateConfig, TaskInfo, run_partition
@@ -151,19 +152,21 @@ def _union_inputs(inputs: Sequence[DataFrame], operator: Operator, key_types: Se
 
 
 def _common_key_types(inputs: Sequence[DataFrame], operator: Operator) -> list[str]:
+    """The Spark type each key column is cast to before routing, one per key column: the inputs'
+    type when all agree, else :func:`streamjoin.kit.keys.routing_key_type` of their Arrow types
+    (the key-type rule the joins compare keys with)."""
     widths = {len(spec.key) for spec in operator.inputs}
     if len(widths) != 1:
         raise JoinDefinitionError(f"every input of {operator.kind} needs the same number of key columns")
+    schemas = [arrow_schema(df) for df in inputs]
     types = []
     for j in range(widths.pop()):
         found = {df.schema[spec.key[j]].dataType.simpleString() for df, spec in zip(inputs, operator.inputs)}
         if len(found) == 1:
             types.append(found.pop())
-        elif found <= {"tinyint", "smallint", "int", "bigint"}:
-            types.append("bigint")
-        else:
-            names = [spec.key[j] for spec in operator.inputs]
-            raise JoinDefinitionError(f"key columns {names} have different types {sorted(found)}; cast them to one type")
+            continue
+        columns = [(spec.key[j], schema.field(spec.key[j]).type) for schema, spec in zip(schemas, operator.inputs)]
+        types.append(from_arrow_type(routing_key_type(columns)).simpleString())
     return types
 
 

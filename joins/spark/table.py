@@ -7,8 +7,9 @@ from typing import Any, Mapping, Sequence
 from pyspark.sql import DataFrame
 
 from streamjoin.changes import ChangeFormat
-from streamjoin.interval.spec import On
-from streamjoin.runtime.partition import StateConfig
+from streamjoin.kit.on import On, column_names
+from streamjoin.kit.options import JoinOptions
+from streamjoin.runtime.operator import Operator
 from streamjoin.spark.changes import change_format, plain_changes
 from streamjoin.spark.runtime import arrow_schema, resolve_checkpoint, run_operator
 from streamjoin.table.operator import TableTableJoin
@@ -65,10 +66,12 @@ def table_table_join(
     :func:`streamjoin.interval_join`. Raises :class:`JoinDefinitionError` before any query starts
     when an argument is wrong.
     """
+    options = JoinOptions(store=store, checkpoint=checkpoint, partitions=partitions,
+                          store_options=store_options, state_dir=state_dir)
     streaming = left_changes.isStreaming or right_changes.isStreaming
-    checkpoint = resolve_checkpoint(checkpoint, streaming, "table_table_join")
-    left_key = [left_key] if isinstance(left_key, str) else list(left_key)
-    right_key = [right_key] if isinstance(right_key, str) else list(right_key)
+    checkpoint = resolve_checkpoint(options.checkpoint, streaming, "table_table_join")
+    left_key = list(column_names(left_key, "left_key"))
+    right_key = list(column_names(right_key, "right_key"))
     left_fmt = change_format(left_changes, left_format, left_key, left_time, left_sequence, "left_changes")
     right_fmt = change_format(right_changes, right_format, right_key, right_time, right_sequence, "right_changes")
     paths = {name: f"{checkpoint.rstrip('/')}/{name}" for name in STAGES}
@@ -78,8 +81,12 @@ def table_table_join(
         arrow_schema(left), arrow_schema(right), on, left_key=left_key, right_key=right_key, how=how,
         left_changes=left_fmt, right_changes=right_fmt,
     )
-    state = StateConfig(store=store, store_options=dict(store_options or {}), local_dir=state_dir)
-    options = dict(partitions=partitions, state=state)
-    routed_left = run_operator([left], join.left_stage, checkpoint=paths["left_keys"], **options)
-    routed_right = run_operator([right], join.right_stage, checkpoint=paths["right_keys"], **options)
-    return run_operator([routed_left, routed_right], join.join_stage, checkpoint=paths["join"], **options)
+    stages = [([left], join.left_stage, "left_keys"), ([right], join.right_stage, "right_keys")]
+    routed = [_run(inputs, stage, options.at(paths[name])) for inputs, stage, name in stages]
+    return _run(routed, join.join_stage, options.at(paths["join"]))
+
+
+def _run(inputs: list[DataFrame], operator: Operator, options: JoinOptions) -> DataFrame:
+    """``operator`` over ``inputs`` with the state settings of ``options``."""
+    return run_operator(inputs, operator, checkpoint=options.checkpoint, partitions=options.partitions,
+                        state=options.state)

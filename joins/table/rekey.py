@@ -34,8 +34,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamjoin.changes import DELETE, HEARTBEAT, OP, SEQ, TIME, UPSERT, ChangeFormat, normalise
-from streamjoin.interval.spec import _sortable
-from streamjoin.kit import normal_keys
+from streamjoin.kit.keys import normal_keys
+from streamjoin.kit.order import canonical_sort_keys, sort_canonically
 from streamjoin.runtime.operator import InputSpec, Operator, StepInput, StepResult, conform
 from streamjoin.statestore.base import KeyValue, Store
 from streamjoin.statestore.codecs import decode_int, pack, unpack
@@ -104,9 +104,7 @@ class TableRekey(Operator):
 
     def _canonical(self, changes: pa.Table) -> pa.Table:
         """Changes sorted by key, order, op, then the other columns (nulls first)."""
-        first = [*self.side.key, TIME, SEQ, OP]
-        rest = [n for n in changes.column_names if n not in first and _sortable(changes.schema.field(n).type)]
-        return changes.take(pc.sort_indices(changes, sort_keys=[(n, "ascending", "at_start") for n in first + rest]))
+        return sort_canonically(changes, canonical_sort_keys(changes.schema, [*self.side.key, TIME, SEQ, OP]))
 
     def _starts(self, changes: pa.Table) -> list[int]:
         """Where each primary key's run of changes starts (``changes`` sorted by key); keys are

@@ -23,34 +23,27 @@ A name that still appears twice is refused.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any, Sequence
 
 import pyarrow as pa
 
 from streamjoin.changes import OP, PLAIN_COLUMNS, ChangeFormat, Vocabulary
 from streamjoin.errors import JoinDefinitionError
-from streamjoin.interval.spec import On, _common_key_type, _parse_on  # one parser and key-type rule for the joins
-from streamjoin.kit import parse_how
+from streamjoin.kit.how import How, parse_how
+from streamjoin.kit.keys import common_key_type
+from streamjoin.kit.names import check_output_names, check_present, check_reserved, duplicates, suffixed
+from streamjoin.kit.on import column_names, parse_on
 from streamjoin.table.rows import stored_type
 
-__all__ = ["How", "TableSide", "TableJoinSpec", "build_side", "build_join", "detect_format", "parse_on",
+__all__ = ["How", "HOWS", "TableSide", "TableJoinSpec", "build_side", "build_join", "detect_format", "parse_on",
            "common_key_types", "CHANGE_TYPE", "COMMIT_VERSION", "SEQ_COLUMN", "CDF_COLUMNS"]
+
+#: The join kinds a table-table join supports: ``left`` keeps unmatched left rows null-padded,
+#: ``full`` both sides' (:meth:`How.preserves`).
+HOWS = (How.INNER, How.LEFT, How.FULL)
 
 CHANGE_TYPE, COMMIT_VERSION, SEQ_COLUMN = "_change_type", "_commit_version", "_seq"
 CDF_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, SEQ_COLUMN)
-
-
-class How(str, Enum):
-    """``inner``; ``left`` keeps unmatched left rows null-padded; ``full`` both sides'."""
-
-    INNER = "inner"
-    LEFT = "left"
-    FULL = "full"
-
-    def preserves(self, side: str) -> bool:
-        """Whether ``side``'s unmatched rows are in the view (null-padded)."""
-        return self is How.FULL or (self is How.LEFT and side == "left")
 
 
 @dataclass(frozen=True)
@@ -112,18 +105,6 @@ class TableJoinSpec:
                 "left": self.left.definition(), "right": self.right.definition()}
 
 
-def parse_on(on: On) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """A name, a list of names (the same on both sides), or a pair (left names, right names)."""
-    return _parse_on(on)
-
-
-def _names(value: str | Sequence[str], what: str) -> tuple[str, ...]:
-    names = (value,) if isinstance(value, str) else tuple(value) if isinstance(value, (list, tuple)) else ()
-    if not names or not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
-        raise JoinDefinitionError(f"{what} must be one or more distinct column names, not {value!r}")
-    return names
-
-
 def detect_format(side: str, schema: pa.Schema, key: str | Sequence[str], time: str | None,
                   given: ChangeFormat | None) -> ChangeFormat:
     """The change format of ``side``'s change table: ``given`` (checked), else told from its columns.
@@ -135,7 +116,7 @@ def detect_format(side: str, schema: pa.Schema, key: str | Sequence[str], time: 
     """
     if not isinstance(schema, pa.Schema):
         raise JoinDefinitionError(f"the {side} schema must be a pyarrow.Schema, not {type(schema).__name__}")
-    pk = _names(key, f"{side}_key")
+    pk = column_names(key, f"{side}_key")
     if given is not None:
         if not isinstance(given, ChangeFormat):
             raise JoinDefinitionError(f"{side}_changes must be a streamjoin.changes.ChangeFormat or None, not {given!r}")
@@ -165,18 +146,15 @@ def detect_format(side: str, schema: pa.Schema, key: str | Sequence[str], time: 
 
 
 def _row_fields(side: str, schema: pa.Schema, fmt: ChangeFormat) -> list[pa.Field]:
-    duplicates = sorted({n for n in schema.names if schema.names.count(n) > 1})
-    if duplicates:
-        raise JoinDefinitionError(f"the {side} change table has duplicate column names {duplicates}")
+    twice = duplicates(schema.names)
+    if twice:
+        raise JoinDefinitionError(f"the {side} change table has duplicate column names {twice}")
     if fmt.vocabulary not in (Vocabulary.PLAIN, Vocabulary.DELTA):
         raise JoinDefinitionError(
             f"the {side} changes must be routable by top-level key columns: {fmt.vocabulary.value} changes go "
             "through streamjoin.changes.to_plain first, then ChangeFormat.plain(key, **PLAIN_COLUMNS)")
     fields = fmt.row_fields(schema)
-    for reserved in (*CDF_COLUMNS, OP):
-        if reserved in [f.name for f in fields]:
-            raise JoinDefinitionError(
-                f"the {side} row has a column {reserved!r}, a name the join's output uses; rename it")
+    check_reserved([f.name for f in fields], (*CDF_COLUMNS, OP), f"the {side} row", "a name the join's output uses")
     return fields
 
 
@@ -188,10 +166,8 @@ def common_key_types(left: pa.Schema, left_changes: ChangeFormat, left_on: Seque
               "right": {f.name: f for f in _row_fields("right", right, right_changes)}}
     for ln, rn in zip(left_on, right_on):
         for side, name in (("left", ln), ("right", rn)):
-            if name not in fields[side]:
-                raise JoinDefinitionError(
-                    f"on: the {side} row has no column {name!r}; its row columns are {list(fields[side])}")
-        types.append(_common_key_type(ln, fields["left"][ln].type, rn, fields["right"][rn].type))
+            check_present(list(fields[side]), [name], f"on: the {side} row", "row columns")
+        types.append(common_key_type(ln, fields["left"][ln].type, rn, fields["right"][rn].type))
     return tuple(types)
 
 
@@ -201,13 +177,11 @@ def build_side(name: str, schema: pa.Schema, changes: ChangeFormat, on: str | Se
     if name not in ("left", "right"):
         raise JoinDefinitionError(f"a side is 'left' or 'right', not {name!r}")
     fields = _row_fields(name, schema, changes)
-    on = _names(on, f"the {name} join key")
+    on = column_names(on, f"the {name} join key")
     by_name = {f.name: f for f in fields}
-    for column in on:
-        if column not in by_name:
-            raise JoinDefinitionError(f"on: the {name} row has no column {column!r}; its row columns are {list(by_name)}")
+    check_present(list(by_name), on, f"on: the {name} row", "row columns")
     if key_types is None:
-        key_types = tuple(_common_key_type(c, by_name[c].type, c, by_name[c].type) for c in on)
+        key_types = tuple(common_key_type(c, by_name[c].type, c, by_name[c].type) for c in on)
     if len(key_types) != len(on):
         raise JoinDefinitionError(f"{len(on)} join-key columns {list(on)} but {len(key_types)} key types")
     routed = []
@@ -220,7 +194,7 @@ def build_side(name: str, schema: pa.Schema, changes: ChangeFormat, on: str | Se
 
 def build_join(left: TableSide, right: TableSide, how: str | How) -> TableJoinSpec:
     """Validate the join of two sides and name its output columns (see module docstring)."""
-    how = How(parse_how(how, [h.value for h in How]))
+    how = parse_how(how, HOWS)
     if len(left.on) != len(right.on):
         raise JoinDefinitionError(
             f"on: the left key has {len(left.on)} columns {list(left.on)}, the right key {len(right.on)} {list(right.on)}")
@@ -231,14 +205,9 @@ def build_join(left: TableSide, right: TableSide, how: str | How) -> TableJoinSp
                 "build both sides with common_key_types(...) or cast one side to the other's type")
     lrow, rrow = left.row_schema, right.row_schema
     clash = set(lrow.names) & set(rrow.names)
-    lnames = tuple(f"{n}_left" if n in clash else n for n in lrow.names)
-    rnames = tuple(f"{n}_right" if n in clash else n for n in rrow.names)
-    names = [*lnames, *rnames, *CDF_COLUMNS]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise JoinDefinitionError(
-            f"output column names {duplicates} appear twice even after adding _left/_right to clashing names; "
-            "rename those columns in one input before joining")
+    lnames = tuple(suffixed(lrow.names, clash, "_left"))
+    rnames = tuple(suffixed(rrow.names, clash, "_right"))
+    check_output_names([*lnames, *rnames, *CDF_COLUMNS], "_left/_right")
     fields = [pa.field(n, f.type, True, f.metadata) for n, f in zip(lnames, lrow)]
     fields += [pa.field(n, f.type, True, f.metadata) for n, f in zip(rnames, rrow)]
     fields += [pa.field(CHANGE_TYPE, pa.string(), False), pa.field(COMMIT_VERSION, pa.int64(), False),
