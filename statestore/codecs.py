@@ -47,6 +47,9 @@ _NULL, _FALSE, _TRUE, _INT_TAG, _FLOAT_TAG, _BYTES_TAG, _STR_TAG = (
     b"\x05", b"\x08", b"\x09", b"\x10", b"\x20", b"\x30", b"\x40",
 )
 _TERMINATOR = b"\x00\x00"
+_NULL_BYTE, _FALSE_BYTE, _TRUE_BYTE, _INT_BYTE, _FLOAT_BYTE, _BYTES_BYTE, _STR_BYTE = (
+    tag[0] for tag in (_NULL, _FALSE, _TRUE, _INT_TAG, _FLOAT_TAG, _BYTES_TAG, _STR_TAG)
+)
 
 
 def encode_int(value: int) -> bytes:
@@ -153,26 +156,28 @@ def unpack_head(data: bytes, count: int) -> tuple[tuple[KeyValueType, ...], byte
 def _unpack_from(data: bytes, count: int | None) -> tuple[list[KeyValueType], int]:
     """Up to ``count`` values (None: all) from the start of ``data``, and where they end."""
     values: list[KeyValueType] = []
-    pos = 0
+    pos, size = 0, len(data)
+    left = -1 if count is None else count  # values still to read; never 0 when unbounded
     try:
-        while pos < len(data) and (count is None or len(values) < count):
-            tag = data[pos : pos + 1]
+        while pos < size and left:
+            left -= 1
+            tag = data[pos]
             pos += 1
-            if tag == _NULL:
-                values.append(None)
-            elif tag == _TRUE or tag == _FALSE:
-                values.append(tag == _TRUE)
-            elif tag == _INT_TAG:
-                values.append(decode_int(data[pos : pos + 8]))
+            if tag == _INT_BYTE:
+                values.append(_INT.unpack_from(data, pos)[0] - _SIGN)
                 pos += 8
-            elif tag == _FLOAT_TAG:
+            elif tag == _NULL_BYTE:
+                values.append(None)
+            elif tag == _TRUE_BYTE or tag == _FALSE_BYTE:
+                values.append(tag == _TRUE_BYTE)
+            elif tag == _FLOAT_BYTE:
                 values.append(decode_float(data[pos : pos + 8]))
                 pos += 8
-            elif tag in (_BYTES_TAG, _STR_TAG):
+            elif tag == _BYTES_BYTE or tag == _STR_BYTE:
                 body, pos = _unescape(data, pos)
-                values.append(body if tag == _BYTES_TAG else body.decode("utf-8"))
+                values.append(body if tag == _BYTES_BYTE else body.decode("utf-8"))
             else:
-                raise ValueError(f"unknown type tag {tag!r} at {pos - 1}")
+                raise ValueError(f"unknown type tag {bytes([tag])!r} at {pos - 1}")
     except (IndexError, struct.error) as exc:
         raise ValueError(f"truncated key {data!r}") from exc
     return values, pos

@@ -219,5 +219,5 @@ class TableRekey(Operator):
 def _held(stored: bytes) -> tuple[int, int | None, bool, bytes]:
     """A state value ``pack(change time, sequence, has row, *join key)`` as (change time,
     sequence, has row, the join key's bytes: ``pack(*join key)``)."""
-    (time, seq, has_row), jk = unpack_head(stored, 3)
-    return time, seq, has_row, jk
+    head, jk = unpack_head(stored, 3)
+    return (*head, jk)  # type: ignore[return-value]
