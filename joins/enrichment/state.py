@@ -1,6 +1,7 @@
 """The state layout of the enrichment join: table versions per key bucket, waiting events by time.
 
-Keys (byte order = bucket order, see :mod:`streamjoin.statestore.codecs`)::
+Keys (byte order = bucket order, see :mod:`streamjoin.statestore.codecs`), declared as the areas
+of :data:`LAYOUT` (:mod:`streamjoin.runtime.areas`)::
 
     b"\\x00meta"                                          -> 4 x encode_int: event watermark, table
                                                             watermark, versions held, events waiting
@@ -40,16 +41,23 @@ from typing import Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
+from streamjoin.runtime.areas import ARROW, BYTE, INT, TIMESTAMP, Area, Ints, StateLayout
 from streamjoin.runtime.operator import NEG_INF, POS_INF, cast_values
-from streamjoin.statestore.base import KeyValue, Store, prefix_end
-from streamjoin.statestore.codecs import decode_int, encode_int
+from streamjoin.statestore.base import KeyValue, Store
 
-__all__ = ["Meta", "read_meta", "meta_put", "key_columns", "bucket_ids", "version_key", "delta_key", "delta_range",
+__all__ = ["LAYOUT", "Meta", "read_meta", "meta_put", "key_columns", "bucket_ids", "version_key", "delta_key", "delta_range",
            "Bucket", "read_buckets", "blob", "unblob", "waiting_range", "event_key", "event_start", "waiting_through",
            "scan_waiting"]
 
-META_KEY = b"\x00meta"
-_VERSIONS, _EVENTS, _DELTA = b"T", b"E", b"\x01"
+#: The enrichment join's state (see module); its version is the definition's ``layout``.
+LAYOUT = StateLayout("enrichment join", 2, (
+    Area("meta", b"\x00meta", (), Ints(4)),
+    # a key bucket's base has the bucket only; a delta adds 0x01 and the version that wrote it
+    Area("versions", b"T", (("key bucket", INT), ("delta", BYTE), ("version", INT)), ARROW),
+    Area("events", b"E", (("time bucket", TIMESTAMP), ("version", INT)), ARROW),
+))
+_META, _VERSIONS, _EVENTS = LAYOUT["meta"], LAYOUT["versions"], LAYOUT["events"]
+_DELTA = b"\x01"
 
 
 @dataclass
@@ -63,15 +71,13 @@ class Meta:
 
 
 def read_meta(store: Store) -> Meta:
-    value = store.get(META_KEY)
-    if value is None:
-        return Meta()
-    return Meta(*(decode_int(value[i:i + 8]) for i in range(0, 32, 8)))
+    value = _META.get(store)
+    return Meta() if value is None else Meta(*value)
 
 
 def meta_put(meta: Meta) -> KeyValue:
     fields = (meta.event_watermark, meta.table_watermark, meta.versions_held, meta.events_waiting)
-    return META_KEY, b"".join(encode_int(v) for v in fields)
+    return _META.put(fields)
 
 
 def key_columns(table: pa.Table, columns: Sequence[str], types: Sequence[pa.DataType]) -> list[pa.Array]:
@@ -121,18 +127,17 @@ def _column_hash(column: pa.Array) -> np.ndarray:
 
 def version_key(bucket: int) -> bytes:
     """The key of a bucket's base blob; also the prefix of its deltas."""
-    return _VERSIONS + encode_int(bucket)
+    return _VERSIONS.key(bucket)
 
 
 def delta_key(bucket: int, version: int) -> bytes:
     """The key of the delta version ``version`` wrote for ``bucket``."""
-    return _VERSIONS + encode_int(bucket) + _DELTA + encode_int(version)
+    return _VERSIONS.key(bucket, _DELTA, version)
 
 
 def delta_range(bucket: int) -> tuple[bytes, bytes]:
     """The key range of every delta of ``bucket`` (for one range delete when it folds)."""
-    prefix = _VERSIONS + encode_int(bucket)
-    return prefix + _DELTA, prefix + bytes([_DELTA[0] + 1])
+    return _VERSIONS.range(bucket, _DELTA)
 
 
 @dataclass
@@ -159,10 +164,10 @@ def read_buckets(store: Store, buckets: Sequence[int], schema: pa.Schema) -> dic
     bucket has none)."""
     out = {}
     for bucket in buckets:
-        prefix = version_key(bucket)
+        base_key = version_key(bucket)
         base, deltas = schema.empty_table(), []
-        for key, value in store.scan(prefix, prefix_end(prefix)):
-            if len(key) == len(prefix):
+        for key, value in _VERSIONS.scan(store, bucket):
+            if key == base_key:
                 base = unblob(value)
             else:
                 deltas.append(unblob(value))
@@ -171,28 +176,26 @@ def read_buckets(store: Store, buckets: Sequence[int], schema: pa.Schema) -> dic
 
 
 def blob(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
+    """A table of versions or of waiting events as a value (an Arrow IPC stream)."""
+    return ARROW.encode(table)
 
 
 def unblob(value: bytes) -> pa.Table:
-    return pa.ipc.open_stream(value).read_all()
+    return ARROW.decode(value)
 
 
 def event_key(start: int, version: int) -> bytes:
-    return _EVENTS + encode_int(start) + encode_int(version)
+    return _EVENTS.key(start, version)
 
 
 def event_start(key: bytes) -> int:
     """The time bucket start of a waiting-event key."""
-    return decode_int(key[1:9])
+    return _EVENTS.decode(key)[0]
 
 
 def waiting_through(key: bytes) -> tuple[bytes, bytes]:
     """The key range of every waiting-event blob up to and including ``key``."""
-    return _EVENTS, key + b"\x00"
+    return _EVENTS.through(key)
 
 
 def waiting_range(below: int, width: int) -> tuple[bytes, bytes] | None:
@@ -200,9 +203,8 @@ def waiting_range(below: int, width: int) -> tuple[bytes, bytes] | None:
     if below == NEG_INF:
         return None
     if below == POS_INF:
-        return _EVENTS, prefix_end(_EVENTS)
-    last = ((below - 1) // width) * width
-    return _EVENTS, _EVENTS + encode_int(last) + b"\xff" * 9
+        return _EVENTS.range()
+    return _EVENTS.span(None, (((below - 1) // width) * width,))
 
 
 def scan_waiting(store: Store, below: int, width: int) -> Iterator[tuple[bytes, pa.Table]]:

@@ -1,10 +1,12 @@
 """The state layout of the interval join: time-bucketed Arrow blobs, match marks, one watermark.
 
-Keys (byte order = bucket order, see :mod:`streamjoin.statestore.codecs`)::
+Keys (byte order = bucket order, see :mod:`streamjoin.statestore.codecs`), declared as the areas
+of :data:`LAYOUT` (:mod:`streamjoin.runtime.areas`)::
 
     b"\\x00watermark"                                    -> encode_int(watermark of the last version)
-    side | encode_timestamp(bucket) | b"m" | encode_int(version)              -> ids matched in version
-    side | encode_timestamp(bucket) | b"r" | encode_int(version) | chunk(u32) -> rows (Arrow IPC stream)
+    side | encode_timestamp(bucket) | b"m" | encode_int(version)  -> ids matched in version
+    side | encode_timestamp(bucket) | b"r" | encode_int(version) | encode_uint32(chunk)
+                                                                 -> rows (Arrow IPC stream)
 
 ``side`` is ``b"L"`` or ``b"R"``. A row is filed under the bucket of its **expiry time** ``e``
 (left: ``t + upper``, right: ``t - lower``): the row may still match while ``e >= watermark``, so
@@ -33,18 +35,28 @@ from typing import Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
+from streamjoin.runtime.areas import ARROW, BYTE, INT, RAW, TIMESTAMP, UINT32, Area, Int64s, Ints, StateLayout
 from streamjoin.runtime.operator import NEG_INF
-from streamjoin.statestore.base import KeyValue, Store, prefix_end
-from streamjoin.statestore.codecs import decode_int, encode_int, encode_timestamp
+from streamjoin.statestore.base import KeyValue, Store
 
 __all__ = [
-    "SIDE_PREFIX", "WATERMARK_KEY", "Group", "BucketRange", "read_watermark", "watermark_put",
+    "LAYOUT", "Group", "BucketRange", "read_watermark", "watermark_put",
     "rows_puts", "marks_put", "scan_groups", "eviction_range", "bucket_start",
 ]
 
-SIDE_PREFIX = {"left": b"L", "right": b"R"}
-WATERMARK_KEY = b"\x00watermark"
+_SIDE_KEY = (("bucket", TIMESTAMP), ("kind", BYTE), ("version", INT), ("chunk", UINT32))
+
+#: The interval join's state (see module); its version is the definition's ``layout``.
+LAYOUT = StateLayout("interval join", 1, (
+    Area("watermark", b"\x00watermark", (), Ints(1)),
+    # values by kind: b"m" marks (row ids, Int64s), b"r" rows (Arrow IPC stream, ARROW)
+    Area("left", b"L", _SIDE_KEY, RAW),
+    Area("right", b"R", _SIDE_KEY, RAW),
+))
+_WATERMARK = LAYOUT["watermark"]
+_SIDES = {"left": LAYOUT["left"], "right": LAYOUT["right"]}
 _MARKS, _ROWS = b"m", b"r"
+_IDS = Int64s()
 
 #: Inclusive range of bucket starts; None is unbounded.
 BucketRange = tuple[int | None, int | None]
@@ -65,37 +77,26 @@ def bucket_start(expiry: int, width: int) -> int:
 
 def read_watermark(store: Store) -> int:
     """The watermark of the last committed version of this partition (NEG_INF before any)."""
-    value = store.get(WATERMARK_KEY)
-    return NEG_INF if value is None else decode_int(value)
+    value = _WATERMARK.get(store)
+    return NEG_INF if value is None else value[0]
 
 
 def watermark_put(watermark: int) -> KeyValue:
-    return WATERMARK_KEY, encode_int(watermark)
-
-
-def _bucket_prefix(side: str, start: int) -> bytes:
-    return SIDE_PREFIX[side] + encode_timestamp(start)
+    return _WATERMARK.put((watermark,))
 
 
 def rows_puts(
     side: str, start: int, version: int, table: pa.Table, blob_rows: int, compression: str | None
 ) -> list[KeyValue]:
     """The puts storing ``table`` (rows of one bucket arriving in ``version``), in chunks."""
-    prefix = _bucket_prefix(side, start) + _ROWS + encode_int(version)
-    options = pa.ipc.IpcWriteOptions(compression=compression)
-    puts = []
-    for chunk, offset in enumerate(range(0, table.num_rows, blob_rows)):
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, table.schema, options=options) as writer:
-            writer.write_table(table.slice(offset, blob_rows))
-        puts.append((prefix + chunk.to_bytes(4, "big"), sink.getvalue().to_pybytes()))
-    return puts
+    area = _SIDES[side]
+    return [(area.key(start, _ROWS, version, chunk), ARROW.encode(table.slice(offset, blob_rows), compression))
+            for chunk, offset in enumerate(range(0, table.num_rows, blob_rows))]
 
 
 def marks_put(side: str, start: int, version: int, ids: np.ndarray) -> KeyValue:
     """The put recording that rows ``ids`` of a bucket matched in ``version``."""
-    key = _bucket_prefix(side, start) + _MARKS + encode_int(version)
-    return key, np.sort(ids).astype("<i8").tobytes()
+    return _SIDES[side].key(start, _MARKS, version), _IDS.encode(np.sort(ids))
 
 
 def scan_groups(store: Store, side: str, ranges: Sequence[BucketRange], max_rows: int) -> Iterator[Group]:
@@ -105,35 +106,30 @@ def scan_groups(store: Store, side: str, ranges: Sequence[BucketRange], max_rows
     A bucket's marks sort before its rows, so they are known when its rows are; a group cut inside
     a bucket hands that bucket's marks on to the next group. Memory is bounded by the group.
     """
+    area = _SIDES[side]
+    at_bucket, at_kind = area.offset("bucket"), area.offset("kind")
     group, rows = Group(), 0
     bucket, bucket_marks = b"", []
-    for key, value in _scan(store, side, ranges):
-        if key[1:9] != bucket:
-            bucket, bucket_marks = key[1:9], []
-        if key[9:10] == _MARKS:
-            ids = np.frombuffer(value, dtype="<i8")
-            bucket_marks.append(ids)
-            group.marks.append(ids)
-            continue
-        table = pa.ipc.open_stream(value).read_all()
-        if group.tables and rows + table.num_rows > max_rows:
-            yield group
-            group, rows = Group(marks=list(bucket_marks)), 0
-        group.tables.append(table)
-        rows += table.num_rows
+    for lo, hi in ranges:
+        for key, value in area.scan_span(store, None if lo is None else (lo,), None if hi is None else (hi,)):
+            if key[at_bucket] != bucket:
+                bucket, bucket_marks = key[at_bucket], []
+            if key[at_kind] == _MARKS:
+                ids = _IDS.decode(value)
+                bucket_marks.append(ids)
+                group.marks.append(ids)
+                continue
+            table = ARROW.decode(value)
+            if group.tables and rows + table.num_rows > max_rows:
+                yield group
+                group, rows = Group(marks=list(bucket_marks)), 0
+            group.tables.append(table)
+            rows += table.num_rows
     if group.tables:
         yield group
 
 
-def _scan(store: Store, side: str, ranges: Sequence[BucketRange]) -> Iterator[KeyValue]:
-    prefix = SIDE_PREFIX[side]
-    for lo, hi in ranges:
-        start = prefix if lo is None else _bucket_prefix(side, lo)
-        yield from store.scan(start, prefix_end(prefix if hi is None else _bucket_prefix(side, hi)))
-
-
 def eviction_range(side: str, below: int | None) -> tuple[bytes, bytes]:
     """The range delete removing every bucket of ``side`` that starts before ``below`` (None: all)."""
-    prefix = SIDE_PREFIX[side]
-    end = prefix_end(prefix) if below is None else _bucket_prefix(side, below)
-    return prefix, end
+    area = _SIDES[side]
+    return area.range() if below is None else area.below(below)

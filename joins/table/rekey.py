@@ -21,7 +21,9 @@ arriving later is still recognised as stale. Rows with an unknown op, a null cha
 primary key are set aside with their reason; heartbeats are counted and ignored. No change is late:
 this stage applies no watermark. A null join key is allowed (the row matches nothing).
 
-State: ``b"K" | pack(primary key)`` -> ``pack(change time, sequence, has row, *join key)``.
+State, declared as :data:`LAYOUT` (:mod:`streamjoin.runtime.areas`)::
+
+    b"K" | pack(primary key)   ->   pack(change time, sequence, has row, *join key)
 """
 
 from __future__ import annotations
@@ -36,15 +38,20 @@ import pyarrow.compute as pc
 from streamjoin.changes import DELETE, HEARTBEAT, OP, SEQ, TIME, UPSERT, ChangeFormat, normalise
 from streamjoin.kit.keys import normal_keys
 from streamjoin.kit.order import canonical_sort_keys, sort_canonically
+from streamjoin.runtime.areas import PACKED, PACKED_VALUE, Area, StateLayout
 from streamjoin.runtime.operator import InputSpec, Operator, StepInput, StepResult, conform
 from streamjoin.statestore.base import KeyValue, Store
-from streamjoin.statestore.codecs import decode_int, pack, unpack
+from streamjoin.statestore.codecs import unpack, unpack_head
 from streamjoin.table.rows import RowCodec, pack_columns
 from streamjoin.table.spec import TableSide, build_side
 
-__all__ = ["TableRekey"]
+__all__ = ["TableRekey", "LAYOUT"]
 
-_PREFIX = b"K"
+#: Stage 1's state (see module); its version is the definition's ``layout``.
+LAYOUT = StateLayout("table join keys", 1, (
+    Area("keys", b"K", (("primary key", PACKED),), PACKED_VALUE),
+))
+_KEYS = LAYOUT["keys"]
 
 
 def _order(time: int, seq: int | None) -> tuple[int, bool, int]:
@@ -79,7 +86,7 @@ class TableRekey(Operator):
         return self.side.routed
 
     def definition(self) -> dict[str, Any]:
-        return {"kind": self.kind, "layout": 1, **self.side.definition()}
+        return {"kind": self.kind, "layout": LAYOUT.version, **self.side.definition()}
 
     def __repr__(self) -> str:
         s = self.side
@@ -133,7 +140,7 @@ class TableRekey(Operator):
         n = changes.num_rows
         starts = self._starts(changes)
         pks = self.codec.encode_columns(changes, self.side.key)
-        keys = [_PREFIX + pks[i] for i in starts]
+        keys = _KEYS.keys(pks[i] for i in starts)
         before = state.multi_get(keys)
         ops = changes.column(OP).to_pylist()
         times, seqs = changes.column(TIME).to_pylist(), changes.column(SEQ).to_pylist()
@@ -207,20 +214,8 @@ class TableRekey(Operator):
         return table.append_column(self.side.routed.field(OP), pa.array(ops, pa.int8()))
 
 
-_INT, _NULL, _TRUE, _FALSE = pack(0)[0], pack(None)[0], pack(True)[0], pack(False)[0]
-
-
 def _held(stored: bytes) -> tuple[int, int | None, bool, bytes]:
     """A state value ``pack(change time, sequence, has row, *join key)`` as (change time,
     sequence, has row, the join key's bytes: ``pack(*join key)``)."""
-    if len(stored) >= 11 and stored[0] == _INT:
-        if stored[9] == _NULL:
-            seq, at = None, 10
-        elif stored[9] == _INT and len(stored) >= 19:
-            seq, at = decode_int(stored[10:18]), 18
-        else:
-            at = 0
-        if at and stored[at] in (_TRUE, _FALSE):
-            return decode_int(stored[1:9]), seq, stored[at] == _TRUE, stored[at + 1:]
-    time, seq, has_row, *jk = unpack(stored)  # not the layout above: unpack's error says why
-    return time, seq, has_row, pack(*jk)
+    head, jk = unpack_head(stored, 3)
+    return (*head, jk)  # type: ignore[return-value]

@@ -5,12 +5,14 @@ Inputs ``left`` and ``right``: the routed changes of each side's :class:`streamj
 one join key, on both sides, is held by one partition. A (join key, primary key) of a side appears
 at most once per version in them.
 
-**State**: per side, the current row of every (join key, primary key)::
+**State**: per side, the current row of every (join key, primary key), declared as the areas of
+:data:`LAYOUT` (:mod:`streamjoin.runtime.areas`)::
 
     b"L" | b"R"  |  pack(join key)  |  pack(primary key)   ->   pack(row)
     b"\\x00meta"                                           ->   pack(left rows held, right rows held)
 
-so ``scan_prefix(side + pack(join key))`` lists a join key's rows. A side's rows with a null in the
+(``pack(join key) | pack(primary key)`` is ``pack(*join key, *primary key)``), so a scan of the key
+prefix ``side | pack(join key)`` lists a join key's rows. A side's rows with a null in the
 join key are kept only when ``how`` preserves that side (they can only appear null-padded).
 
 **View changes**: for each join key touched in a version, the view rows it can affect, before and
@@ -42,16 +44,23 @@ import pyarrow as pa
 from streamjoin.changes import DELETE, OP
 from streamjoin.errors import JoinError
 from streamjoin.kit import normal_keys
+from streamjoin.runtime.areas import PACKED, PACKED_VALUE, Area, StateLayout
 from streamjoin.runtime.operator import REASON_COLUMN, InputSpec, SpecOperator, StepInput, StepResult, conform
 from streamjoin.statestore.base import KeyValue, Store
 from streamjoin.statestore.codecs import pack, unpack
 from streamjoin.table.rows import RowCodec
 from streamjoin.table.spec import How, TableJoinSpec, TableSide, build_join
 
-__all__ = ["TableJoinStage"]
+__all__ = ["TableJoinStage", "LAYOUT"]
 
-META_KEY = b"\x00meta"
-_SIDE = {"left": b"L", "right": b"R"}
+#: Stage 2's state (see module); its version is the definition's ``layout``.
+LAYOUT = StateLayout("table join stage", 1, (
+    Area("held", b"\x00meta", (), PACKED_VALUE),
+    Area("left", b"L", (("join key, primary key", PACKED),), PACKED_VALUE),
+    Area("right", b"R", (("join key, primary key", PACKED),), PACKED_VALUE),
+))
+_HELD = LAYOUT["held"]
+_SIDE = {"left": LAYOUT["left"], "right": LAYOUT["right"]}
 _INSERT, _DELETE = ("insert", 1), ("delete", 0)
 _PRE, _POST = ("update_preimage", 0), ("update_postimage", 1)
 
@@ -104,8 +113,7 @@ class _Step:
         self.puts: list[KeyValue] = []
         self.deletes: list[bytes] = []
         self.out: list[tuple[bytes, bytes, int, str, bytes | None, bytes | None]] = []
-        held = state.get(META_KEY)
-        self.held = dict(zip(("left", "right"), unpack(held) if held is not None else (0, 0)))
+        self.held = dict(zip(("left", "right"), _HELD.get(state) or (0, 0)))
         self.groups: dict[bytes, dict[str, dict[bytes, _Change]]] = {}
         self.keyed: dict[bytes, bool] = {}
         self.direct = op.direct
@@ -177,7 +185,7 @@ class _Step:
             else:
                 for name in ("left", "right"):
                     self._unkeyed(name, jk, self.groups[jk][name])
-        self.puts.append((META_KEY, pack(self.held["left"], self.held["right"])))
+        self.puts.append(_HELD.put((self.held["left"], self.held["right"])))
         self.puts.sort()
         self.deletes.sort()
         self.metrics.update(view_changes=len(self.out), rows_held_left=self.held["left"],
@@ -192,7 +200,7 @@ class _Step:
     # -- state -------------------------------------------------------------------------------------
 
     def _key(self, side: str, jk: bytes, pk: bytes) -> bytes:
-        return _SIDE[side] + jk + pk
+        return _SIDE[side].join(jk, pk)
 
     def _scan(self, side: str, jk: bytes) -> dict[bytes, bytes]:
         """Every row of ``side`` held at join key ``jk``, by primary key bytes."""
@@ -200,8 +208,7 @@ class _Step:
             pk = self._direct_pk(side, jk)
             row = self.held_rows.get(self._key(side, jk, pk))
             return {} if row is None else {pk: row}
-        prefix = _SIDE[side] + jk
-        return {key[len(prefix):]: value for key, value in self.state.scan_prefix(prefix)}
+        return dict(_SIDE[side].scan_under(self.state, _SIDE[side].join(jk)))
 
     def _changed_before(self, side: str, jk: bytes, changes: dict[bytes, _Change]) -> dict[bytes, bytes]:
         """The rows ``changes`` replace or delete, by primary key bytes (absent: none held)."""
@@ -216,10 +223,9 @@ class _Step:
             before = self._key(side, jk, pk) in self.held_rows
             return before, (before and pk not in changes) or any(c.row is not None for c in changes.values())
         before = after = False
-        prefix = _SIDE[side] + jk
-        for key, _ in self.state.scan_prefix(prefix):
+        for pk, _ in _SIDE[side].scan_under(self.state, _SIDE[side].join(jk)):
             before = True
-            if key[len(prefix):] not in changes:
+            if pk not in changes:
                 after = True
                 break
         return before, after or any(c.row is not None for c in changes.values())

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from hypothesis import strategies as st
 
 from streamjoin.interval.operator import IntervalJoin
-from streamjoin.interval.state import WATERMARK_KEY
+from streamjoin.interval.state import LAYOUT
 from streamjoin.runtime.operator import NEG_INF, REASON_COLUMN, Operator, StepInput
 from streamjoin.statestore import backend_names, destroy_store, open_store
 from streamjoin.statestore.codecs import decode_int, pack
@@ -250,10 +250,12 @@ def expired_buckets(driver: StepDriver) -> list[bytes]:
     """State keys of buckets lying wholly below their partition's watermark (eviction missed them)."""
     width = driver.operator.spec.bucket
     missed = []
+    watermark_key = LAYOUT["watermark"].key()
     for entries in map(dict, driver.state()):
-        mark = entries.get(WATERMARK_KEY)
+        mark = entries.get(watermark_key)
         watermark = NEG_INF if mark is None else decode_int(mark)
-        missed += [k for k in entries if k != WATERMARK_KEY and decode_int(k[1:9]) + width <= watermark]
+        missed += [k for k in entries
+                   if k != watermark_key and LAYOUT.area_of(k).decode(k)[0] + width <= watermark]
     return missed
 
 

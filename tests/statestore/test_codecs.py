@@ -13,11 +13,14 @@ from streamjoin.statestore.codecs import (
     decode_float,
     decode_int,
     decode_timestamp,
+    decode_uint32,
     encode_float,
     encode_int,
     encode_timestamp,
+    encode_uint32,
     pack,
     unpack,
+    unpack_head,
 )
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
@@ -140,3 +143,38 @@ def test_codecs_unpack_rejects_bytes_pack_cannot_make() -> None:
 def test_codecs_pack_refuses_unsupported_types() -> None:
     with pytest.raises(TypeError):
         pack(object())
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1))
+@example(0, 2**32 - 1)
+def test_codecs_uint32_byte_order_is_value_order(a: int, b: int) -> None:
+    assert compare(encode_uint32(a), encode_uint32(b)) == compare(a, b)
+    assert decode_uint32(encode_uint32(a)) == a and len(encode_uint32(a)) == 4
+
+
+def test_codecs_uint32_is_big_endian_and_refuses_out_of_range() -> None:
+    assert encode_uint32(1) == b"\x00\x00\x00\x01"
+    for value in (-1, 2**32):
+        with pytest.raises(OverflowError):
+            encode_uint32(value)
+
+
+@given(same_shape_tuples(), same_shape_tuples())
+def test_codecs_unpack_head_reads_the_head_and_keeps_the_tail_encoded(heads, tails) -> None:
+    head, tail = heads[0], tails[0]
+    values, rest = unpack_head(pack(*head, *tail), len(head))
+    assert tuple_key(values) == tuple_key(head)
+    assert rest == pack(*tail)
+
+
+def test_codecs_unpack_head_reads_a_table_keys_value() -> None:
+    # the rekey stage's value: pack(change time, sequence, has row, *join key)
+    stored = pack(5, None, True, "u1", 2)
+    assert unpack_head(stored, 3) == ((5, None, True), pack("u1", 2))
+    assert unpack_head(stored, 0) == ((), stored)
+
+
+def test_codecs_unpack_head_rejects_short_or_bad_bytes() -> None:
+    for bad, count in ((pack(1, 2), 3), (pack(1)[:-1], 1), (b"\x99" + pack(1), 1)):
+        with pytest.raises(ValueError):
+            unpack_head(bad, count)
