@@ -141,7 +141,8 @@ def assert_deterministic(
 
     Raises :class:`NonDeterministicError` with a shrunk counterexample; returns a :class:`Report`.
     """
-    from streamjoin.testing._hypothesis import hypothesis, strategies as st
+    from streamjoin.testing._hypothesis import hypothesis
+    from streamjoin.testing._hypothesis import strategies as st
 
     mode = Mode(mode)
     engine = _engine(mode, pipeline, spark, finish)
@@ -149,7 +150,7 @@ def assert_deterministic(
     names, given_tables = _tables(inputs) if fixed else ([], ())
     profile = hypothesis.settings.default
     examples = max_examples or (profile.max_examples if mode is Mode.IN_PROCESS else min(5, profile.max_examples))
-    budget = shrink_budget if shrink_budget is not None else (300 if mode is Mode.IN_PROCESS else 12)
+    budget = shrink_budget if shrink_budget is not None else (60 if mode is Mode.IN_PROCESS else 8)
     stores = tuple(stores or _stores(mode))
     closing = None if end is None else _tables(end if isinstance(end, Mapping) else
                                                [e if e is not None else t.slice(0, 0)
