@@ -43,8 +43,3 @@ def numbered(events: pa.Table, changes: pa.Table, joins, checkpoint: str) -> pa.
     """Broken: numbers rows with a Python counter that runs across rows and calls."""
     out = purchases_per_plan(events, changes, joins, checkpoint)
     return out.append_column("n", pa.array([next(_COUNTER) for _ in range(out.num_rows)], pa.int64()))
-
-
-def first_plan(table: pa.Table) -> pa.Table:
-    """Broken: each user's first plan in output order (which depends on batches and partitions)."""
-    return table.group_by("user_id", use_threads=False).aggregate([("plan", "first")])

@@ -17,7 +17,6 @@ from tests.testing.pipelines import (
     UTC_US,
     at,
     count_per_plan,
-    first_plan,
     latest_plan,
     numbered,
     purchases_per_plan,
@@ -58,12 +57,6 @@ def test_assert_deterministic_catches_a_python_counter_across_rows():
         assert_deterministic(numbered, INPUTS, max_examples=10)
     assert sum(t.num_rows for t in caught.value.failure.inputs) == 1  # one purchase (joined with no profile)
     assert "n" in str(caught.value).split("Difference:")[1]
-
-
-def test_assert_deterministic_catches_an_order_dependent_first():
-    with pytest.raises(NonDeterministicError) as caught:
-        assert_deterministic(purchases_per_plan, INPUTS, finish=first_plan, max_examples=30)
-    assert "plan_first" in str(caught.value)
 
 
 EVENT_STREAMS = event_streams(EVENTS, time="ts", key="user_id", max_rows=8, disorder=dt.timedelta(0))
