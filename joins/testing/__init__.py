@@ -1,0 +1,42 @@
+"""streamjoin.testing: property-test your own join pipelines for determinism.
+
+    assert_deterministic(pipeline, inputs, *, mode=...)   batch run vs streams over random micro-batch
+                                                          splits, partitions, stores, restarts, retries
+    LocalJoins                                            the joins over Arrow tables, in process
+    interval_join_reference, as_of_join_reference,        the reference joins over Arrow tables or pandas
+    view_reference, view_rows
+    streamjoin.testing.strategies                         Hypothesis strategies: event streams, change
+                                                          streams (plain, Delta, Debezium), micro-batches
+    streamjoin.testing.spark                              the Spark engine and local_session (pyspark)
+    streamjoin.testing.plugin                             the pytest fixture ``streamjoin_spark``
+
+The row-level references the project's own properties use stay in :mod:`streamjoin.testing.interval`,
+:mod:`streamjoin.testing.enrichment` and :mod:`streamjoin.testing.table`. Importing this package
+needs neither pyspark nor Hypothesis; ``assert_deterministic`` and the strategies need Hypothesis
+(``pip install "streamjoin[testing]"``). Errors: :class:`NonDeterministicError`, a
+:class:`streamjoin.errors.JoinError` and an ``AssertionError``.
+"""
+
+from __future__ import annotations
+
+from streamjoin.testing.compare import Rows, difference, rows_of
+from streamjoin.testing.determinism import Mode, NonDeterministicError, Report, assert_deterministic
+from streamjoin.testing.local import LocalJoins
+from streamjoin.testing.plan import RunPlan
+from streamjoin.testing.reference import as_of_join_reference, interval_join_reference, view_reference, view_rows
+
+__all__ = [
+    "LocalJoins",
+    "Mode",
+    "NonDeterministicError",
+    "Report",
+    "Rows",
+    "RunPlan",
+    "as_of_join_reference",
+    "assert_deterministic",
+    "difference",
+    "interval_join_reference",
+    "rows_of",
+    "view_reference",
+    "view_rows",
+]

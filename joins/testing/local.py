@@ -1,0 +1,143 @@
+"""The three joins over Arrow tables, run in this process by the engine-free operators.
+
+:class:`LocalJoins` is what :func:`streamjoin.testing.assert_deterministic` gives an in-process
+pipeline as its ``joins`` argument: ``joins.interval_join``, ``joins.stream_table_join`` and
+``joins.table_table_join`` take the arguments of :mod:`streamjoin`'s functions of the same names,
+but Arrow tables instead of DataFrames. Each call runs one version of its join through
+:class:`streamjoin.runtime.local.LocalRunner` (changelogs and checkpoints included) and returns that
+version's output, so a pipeline called once per micro-batch is a streaming query, and called once
+with ``final=True`` is a batch query.
+
+A join is identified by its ``checkpoint`` argument, or else by the order of the join calls in one
+call of the pipeline (as Spark numbers a query's stateful operators).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import pyarrow as pa
+
+from streamjoin.changes import ChangeFormat
+from streamjoin.enrichment.operator import EnrichmentJoin
+from streamjoin.interval.operator import IntervalJoin
+from streamjoin.runtime.local import LocalRunner
+from streamjoin.runtime.partition import StateConfig
+from streamjoin.table.local import LocalTableTableRunner
+from streamjoin.table.operator import TableTableJoin
+
+__all__ = ["LocalJoins", "change_format"]
+
+
+def change_format(schema: pa.Schema, changes: str | ChangeFormat | None, key: Sequence[str],
+                  time: str | None, sequence: str | None) -> ChangeFormat:
+    """The change vocabulary of a table with ``schema``: ``changes`` if it is a :class:`ChangeFormat`,
+    else the vocabulary it names or, when None, the one its columns show (``_change_type``: Delta
+    change data feed; ``op``, ``before``, ``after``: Debezium; else plain, changed at ``time``)."""
+    if isinstance(changes, ChangeFormat):
+        return changes
+    names = set(schema.names)
+    vocabulary = changes or ("delta" if "_change_type" in names else
+                             "debezium" if {"op", "before", "after"} <= names else "plain")
+    if vocabulary == "delta":
+        return ChangeFormat.delta(key, time=time or "_commit_timestamp", sequence=sequence)
+    if vocabulary == "debezium":
+        return ChangeFormat.debezium(key, time=time or "ts_ms", sequence=sequence)
+    if time is None:
+        raise ValueError("a plain change table needs the change-time column: pass table_time= (or left_time=/right_time=)")
+    return ChangeFormat.plain(key, time=time, sequence=sequence)
+
+
+def _names(key: str | Sequence[str]) -> list[str]:
+    return [key] if isinstance(key, str) else list(key)
+
+
+class LocalJoins:
+    """The joins of one in-process run (see module docstring).
+
+    ``root`` holds every join's checkpoint and local stores; ``partitions`` and ``store`` are the
+    run's defaults for joins that do not name their own. Set :attr:`version`, :attr:`final` before
+    each call of the pipeline; :meth:`restart` loses every local store and starts new runners over
+    the same checkpoints (a restarted query on another executor).
+    """
+
+    def __init__(self, root: str, *, partitions: int = 1, store: str = "memory") -> None:
+        self.root, self.partitions, self.store = root, partitions, store
+        self.version, self.final = 0, False
+        self.notes: list[str] = []
+        self._runners: dict[str, Any] = {}
+        self._calls = 0
+
+    def begin(self, version: int, *, final: bool = False) -> None:
+        """Prepare for the pipeline's call on micro-batch ``version`` (``final``: the last one)."""
+        self.version, self.final, self._calls = version, final, 0
+
+    def restart(self) -> None:
+        """Lose every join's local stores and continue with new runners (rebuilt from changelogs)."""
+        for runner in self._runners.values():
+            runner.lose_local_state()
+        self._runners.clear()
+
+    def _name(self, checkpoint: str | None) -> str:
+        self._calls += 1
+        return checkpoint if checkpoint is not None else f"join-{self._calls - 1}"
+
+    def _runner(self, name: str, make: Any, partitions: int | None, store: str | None) -> Any:
+        if name not in self._runners:
+            safe = name.replace("/", "_").replace(":", "_")
+            config = StateConfig(store=store or self.store, local_dir=os.path.join(self.root, "local", safe))
+            self._runners[name] = make(os.path.join(self.root, "checkpoints", safe),
+                                       partitions or self.partitions, config)
+        return self._runners[name]
+
+    def _run(self, name: str, operator: Any, tables: Sequence[pa.Table], partitions: int | None,
+             store: str | None) -> pa.Table:
+        runner = self._runner(name, lambda ck, n, cfg: LocalRunner(operator, ck, partitions=n, config=cfg),
+                              partitions, store)
+        return runner.run(*tables, version=self.version, final=self.final)
+
+    def interval_join(self, left: pa.Table, right: pa.Table, on: Any, *, left_time: str, right_time: str,
+                      lower: Any, upper: Any, delay: Any, how: str = "inner", store: str | None = None,
+                      checkpoint: str | None = None, partitions: int | None = None) -> pa.Table:
+        """:func:`streamjoin.interval_join` over this micro-batch's Arrow tables."""
+        operator = IntervalJoin(left.schema, right.schema, on, left_time=left_time, right_time=right_time,
+                                lower=lower, upper=upper, delay=delay, how=how)
+        return self._run(self._name(checkpoint), operator, (left, right), partitions, store)
+
+    def stream_table_join(self, stream: pa.Table, table_changes: pa.Table, on: str | Sequence[str], *,
+                          stream_time: str, table_key: str | Sequence[str], table_time: str | None = None,
+                          how: str = "left", mode: str = "as_of", delay: Any, grace: Any = None,
+                          changes: str | ChangeFormat | None = None, table_sequence: str | None = None,
+                          store: str | None = None, checkpoint: str | None = None,
+                          partitions: int | None = None) -> pa.Table:
+        """:func:`streamjoin.stream_table_join` over this micro-batch's Arrow tables (no bootstrap)."""
+        fmt = change_format(table_changes.schema, changes, _names(table_key), table_time, table_sequence)
+        operator = EnrichmentJoin(stream.schema, table_changes.schema, on, stream_time=stream_time, changes=fmt,
+                                  mode=mode, how=how, delay=delay, grace=grace)
+        if operator.spec.mode.value == "latest":
+            self._note('stream_table_join(mode="latest") is documented as dependent on micro-batch boundaries')
+        return self._run(self._name(checkpoint), operator, (stream, table_changes), partitions, store)
+
+    def table_table_join(self, left: pa.Table, right: pa.Table, on: Any, *, left_key: str | Sequence[str],
+                         right_key: str | Sequence[str], how: str = "inner", left_time: str | None = None,
+                         right_time: str | None = None, left_changes: str | ChangeFormat | None = None,
+                         right_changes: str | ChangeFormat | None = None, store: str | None = None,
+                         checkpoint: str | None = None, partitions: int | None = None) -> pa.Table:
+        """:func:`streamjoin.table_table_join` over this micro-batch's Arrow tables: the view's changes.
+
+        The change stream itself depends on micro-batch boundaries (its ``_commit_version`` and
+        ``_seq``, and changes that cancel within a batch); compare the view it gives
+        (:func:`streamjoin.testing.view_rows`)."""
+        lf = change_format(left.schema, left_changes, _names(left_key), left_time, None)
+        rf = change_format(right.schema, right_changes, _names(right_key), right_time, None)
+        operator = TableTableJoin(left.schema, right.schema, on, left_key=left_key, right_key=right_key, how=how,
+                                  left_changes=lf, right_changes=rf)
+        name = self._name(checkpoint)
+        runner = self._runner(name, lambda ck, n, cfg: LocalTableTableRunner(operator, ck, partitions=n, config=cfg),
+                              partitions, store)
+        return runner.run(left, right, version=self.version, final=self.final)
+
+    def _note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)

@@ -1,0 +1,109 @@
+"""A streaming run's plan: which micro-batch each input row arrives in, and what disturbs the run.
+
+A :class:`RunPlan` assigns every row of every input a micro-batch (rows keep their order: an
+input's rows arrive in the order given, cut into consecutive micro-batches; several inputs cut at
+different places interleave). It also picks the run's partition count and store backend, an
+optional restart with the local state lost before one micro-batch, and an optional micro-batch
+executed twice. :func:`run_plans` is the Hypothesis strategy of plans; its shrinking gives the
+fewest micro-batches and the plainest run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
+
+import pyarrow as pa
+
+from streamjoin.testing.compare import format_table
+
+__all__ = ["RunPlan", "run_plans", "without_rows"]
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """One streaming run (see module docstring). ``batches[i][r]`` is the micro-batch of row ``r``
+    of input ``i`` (non-decreasing); ``restart_before`` and ``repeat`` are micro-batch numbers."""
+
+    batches: tuple[tuple[int, ...], ...]
+    partitions: int = 1
+    store: str = "memory"
+    restart_before: int | None = None
+    repeat: int | None = None
+
+    @property
+    def count(self) -> int:
+        """The number of micro-batches (at least 1)."""
+        return 1 + max((b for rows in self.batches for b in rows), default=0)
+
+    def split(self, inputs: Sequence[pa.Table]) -> list[tuple[pa.Table, ...]]:
+        """Each micro-batch's slice of every input, in order."""
+        out = []
+        for v in range(self.count):
+            out.append(tuple(_slice(table, rows, v) for table, rows in zip(inputs, self.batches)))
+        return out
+
+    def describe(self, inputs: Sequence[pa.Table], names: Sequence[str]) -> str:
+        """The plan in words, then every micro-batch's rows as tables."""
+        lines = [f"{self.count} micro-batch(es), {self.partitions} partition(s), store {self.store!r}"]
+        if self.restart_before is not None:
+            lines.append(f"query restarted with its local state lost before micro-batch {self.restart_before}")
+        if self.repeat is not None:
+            lines.append(f"micro-batch {self.repeat} executed twice")
+        for v, tables in enumerate(self.split(inputs)):
+            for name, table in zip(names, tables):
+                if table.num_rows:
+                    rows = [tuple(r.values()) for r in table.to_pylist()]
+                    lines.append(f"micro-batch {v}, {name}:\n" + _indent(format_table(table.column_names, rows)))
+        return "\n".join(lines)
+
+
+def _slice(table: pa.Table, rows: Sequence[int], version: int) -> pa.Table:
+    index = [r for r, b in enumerate(rows) if b == version]
+    if not index:
+        return table.slice(0, 0)
+    return table.slice(index[0], len(index))
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line for line in text.splitlines())
+
+
+def without_rows(inputs: Sequence[pa.Table], plan: RunPlan, which: int, drop: set[int]
+                 ) -> tuple[list[pa.Table], RunPlan]:
+    """``inputs`` and ``plan`` without rows ``drop`` of input ``which``; micro-batches left empty
+    by every input are removed (the later ones renumbered)."""
+    keep = [r for r in range(inputs[which].num_rows) if r not in drop]
+    tables = list(inputs)
+    tables[which] = inputs[which].take(pa.array(keep, pa.int64()))
+    batches = list(plan.batches)
+    batches[which] = tuple(plan.batches[which][r] for r in keep)
+    used = sorted({b for rows in batches for b in rows})
+    number = {b: i for i, b in enumerate(used)}
+
+    def renumber(v: int | None) -> int | None:
+        later = [b for b in used if v is not None and b >= v]
+        return number[later[0]] if later else None
+
+    return tables, replace(plan, batches=tuple(tuple(number[b] for b in rows) for rows in batches),
+                           restart_before=renumber(plan.restart_before), repeat=renumber(plan.repeat))
+
+
+def run_plans(sizes: Sequence[int], *, max_batches: int, partitions: Sequence[int], stores: Sequence[str],
+              disturb: bool = True) -> Any:
+    """Plans for inputs of ``sizes`` rows: 1 to ``max_batches`` micro-batches, a partition count
+    and a store from those given (the first ones when shrunk), a restart and a repeated
+    micro-batch when ``disturb``."""
+    from streamjoin.testing._hypothesis import strategies as st
+
+    @st.composite
+    def plans(draw: Any) -> RunPlan:
+        n = draw(st.integers(1, max_batches))
+        batches = tuple(tuple(sorted(draw(st.lists(st.integers(0, n - 1), min_size=s, max_size=s)))) for s in sizes)
+        part = draw(st.sampled_from(list(partitions)))
+        store = draw(st.sampled_from(list(stores)))
+        restart = draw(st.none() | st.integers(0, n - 1)) if disturb else None
+        repeat = draw(st.none() | st.integers(0, n - 1)) if disturb else None
+        return RunPlan(batches, part, store, restart, repeat)
+
+    return plans()

@@ -1,0 +1,45 @@
+"""Users' pipelines for the kit's tests, in process (Arrow tables) and in Spark: correct ones, and
+deliberately batch- or order-dependent ones the kit must catch."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+UTC_US = pa.timestamp("us", "UTC")
+EVENTS = pa.schema([("user_id", pa.int64()), ("ts", UTC_US), ("action", pa.string())])
+PROFILE = pa.schema([("user_id", pa.int64()), ("plan", pa.string())])
+
+
+def at(seconds: float) -> dt.datetime:
+    return T0 + dt.timedelta(seconds=seconds)
+
+
+def purchases_per_plan(events: pa.Table, changes: pa.Table, joins, checkpoint: str, mode: str = "as_of") -> pa.Table:
+    """Purchases enriched with the buyer's plan as it was (in process; aggregated by ``finish``)."""
+    bought = events.filter(pc.equal(events["action"], "buy"))
+    return joins.stream_table_join(bought, changes, "user_id", stream_time="ts", table_key="user_id",
+                                   table_time="changed_at", delay=dt.timedelta(0), mode=mode,
+                                   checkpoint=f"{checkpoint}/enrich")
+
+
+def count_per_plan(table: pa.Table) -> pa.Table:
+    return table.group_by("plan", use_threads=False).aggregate([([], "count_all")])
+
+
+def latest_plan(events: pa.Table, changes: pa.Table, joins, checkpoint: str) -> pa.Table:
+    """Broken: the plan as of the end of each micro-batch's changes."""
+    return purchases_per_plan(events, changes, joins, checkpoint, mode="latest")
+
+
+_COUNTER = itertools.count()
+
+
+def numbered(events: pa.Table, changes: pa.Table, joins, checkpoint: str) -> pa.Table:
+    """Broken: numbers rows with a Python counter that runs across rows and calls."""
+    out = purchases_per_plan(events, changes, joins, checkpoint)
+    return out.append_column("n", pa.array([next(_COUNTER) for _ in range(out.num_rows)], pa.int64()))
