@@ -50,12 +50,13 @@ def is_connection_error(exc: BaseException) -> bool:
     return isinstance(exc, (psycopg().OperationalError, errors.AdminShutdown, errors.CannotConnectNow))
 
 
-def with_retry(attempt: Callable[[], T], dsn: str, retry: Retry = Retry()) -> T:
+def with_retry(attempt: Callable[[], T], dsn: str, retry: Retry | None = None) -> T:
     """``attempt()`` (which opens its own connection to ``dsn``), again after a connection error.
 
     Errors other than connection errors propagate at once. Raises :class:`ConnectionLost` after
     ``retry.attempts`` failed tries.
     """
+    retry = retry or Retry()
     last: BaseException | None = None
     for delay in [*retry.delays(), None]:
         try:
@@ -71,7 +72,7 @@ def with_retry(attempt: Callable[[], T], dsn: str, retry: Retry = Retry()) -> T:
         "check that the server runs and accepts connections", attempts=retry.attempts) from last
 
 
-def connect(dsn: str, retry: Retry = Retry(), *, autocommit: bool = True) -> Any:
+def connect(dsn: str, retry: Retry | None = None, *, autocommit: bool = True) -> Any:
     """An open connection, retried with backoff (see :func:`with_retry`); the caller closes it."""
     return with_retry(lambda: psycopg().connect(dsn, autocommit=autocommit), dsn, retry)
 

@@ -6,7 +6,8 @@ One row per change of the table, in commit order and, within a transaction, in l
 
 ``op`` is ``c`` (insert), ``u`` (update), ``d`` (delete) or ``heartbeat``. An update that moves a row
 to another primary key becomes a ``d`` of the old key and a ``c`` of the new one, as Debezium writes
-it, so that a join keyed by the primary key retracts the old row. ``before`` holds what the log
+it, so that a join keyed by the primary key retracts the old row; that ``c`` keeps the old key in
+``before`` (a plain insert has a null ``before``), which tells a moved row from a new one. ``before`` holds what the log
 keeps of the old row (its replica identity: the key columns unless ``REPLICA IDENTITY FULL``; the
 other fields null); ``after`` the new row. ``ts_ms``/``ts_us`` are the transaction's commit time,
 ``lsn`` the change's own position (a key's changes have increasing ``lsn``: the sequence that
@@ -99,7 +100,7 @@ def _add_change(rows: _Rows, message: dict[str, Any], key: tuple[str, ...], txn:
     op = _OPS[message["action"]]
     if op == "u" and before is not None and after is not None and any(before.get(k) != after.get(k) for k in key):
         rows.add("d", before, None, txn, lsn)  # a key move: retract the old key, create the new one
-        rows.add("c", None, after, txn, lsn)
+        rows.add("c", before, after, txn, lsn)
     else:
         rows.add(op, before, after, txn, lsn)
 
