@@ -143,7 +143,7 @@ class _Reader(DataSourceStreamReader):
             messages = peek(conn, options.slot, info, partition.end)
             return decode(messages, info, partition.start, partition.end, heartbeat=options.heartbeats)
 
-        return iter(self._run(work).to_batches())
+        return iter(self._run(work).to_batches(max_chunksize=8192))
 
     def commit(self, end: dict) -> None:
         """Spark has committed every batch up to ``end``: release the slot up to there."""
