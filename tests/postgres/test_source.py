@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from decimal import Decimal
 
 import pyarrow as pa
@@ -9,7 +10,9 @@ import pytest
 
 from streamjoin.cdc import (
     ConnectionLost,
+    PostgresDriverMissing,
     Retry,
+    ServerBinariesMissing,
     SourceSetupError,
     confirmed_lsn,
     connect,
@@ -112,3 +115,19 @@ def test_with_retry_gives_up_with_connection_lost():
     with pytest.raises(ConnectionLost, match="after 3 attempts"):
         with_retry(attempt, "host=127.0.0.1 port=1", Retry(attempts=3, first_delay=0.01))
     assert len(attempts) == 3
+
+
+def test_psycopg_missing_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    with pytest.raises(PostgresDriverMissing, match=r'pip install "streamjoin\[postgres\]"'):
+        psycopg()
+
+
+def test_cluster_without_server_binaries_says_how_to_install(monkeypatch, tmp_path):
+    from streamjoin.cdc import cluster
+
+    monkeypatch.setenv("STREAMJOIN_PG_BIN", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(cluster.glob, "glob", lambda pattern: [])
+    with pytest.raises(ServerBinariesMissing, match="apt-get install -y postgresql-15 postgresql-15-wal2json"):
+        cluster.start_cluster()
