@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import tempfile
 
 from streamjoin.bench.harness import Table, median_seconds
@@ -85,8 +86,8 @@ def _spark(dsn: str) -> tuple[float, float]:
     from streamjoin.spark.postgres_source import postgres_change_format, read_postgres_changes
 
     spark = local_session(shuffle_partitions=2)
+    scratch = tempfile.mkdtemp(prefix="streamjoin-bench-pg-q-")
     try:
-        scratch = tempfile.mkdtemp(prefix="streamjoin-bench-pg-q-")
         source = run_to_noop(read_postgres_changes(spark, dsn, "spark_orders", "public.orders"),
                              os.path.join(scratch, "source"), "the source")
         view = table_table_join(
@@ -98,6 +99,7 @@ def _spark(dsn: str) -> tuple[float, float]:
         return _batch_seconds(source), _batch_seconds(joined)
     finally:
         spark.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _batch_seconds(query) -> float:
