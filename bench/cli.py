@@ -19,6 +19,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "interval": ("streamjoin.bench.interval", "interval join beside Spark's own stream-stream join"),
     "enrichment": ("streamjoin.bench.enrichment", "stream-table join per store beside Spark's stream-static join"),
     "table": ("streamjoin.bench.table", "table-table join (a maintained view) beside recomputing the join in Spark"),
+    "postgres": ("streamjoin.bench.postgres", "changes/s from a PostgreSQL slot: decoded, read by Spark, joined"),
 }
 
 

@@ -19,6 +19,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "streamjoin.jobs.demo",
     "streamjoin.jobs.enrich_activity",
     "streamjoin.jobs.timeline",
+    "streamjoin.jobs.postgres_cdc",
     "streamjoin.changelog.cli",
     "streamjoin.bench.cli",
 )

@@ -1,0 +1,112 @@
+"""``PostgresSink``: write a join's output to a PostgreSQL table exactly once, from ``foreachBatch``.
+
+    sink = PostgresSink(dsn, "public.order_lines", key=["order_id", "product_id"],
+                        columns={"order_id": "order_id", "product_id": "product_id_left", ...})
+    view_changes.writeStream.foreachBatch(sink).option("checkpointLocation", ...).start()
+
+**Contract.** Each micro-batch is applied in one transaction, keyed by the table's primary key
+``key``: a view change stream (``table_table_join``'s ``_change_type``, ``_commit_version``, ``_seq``)
+is reduced to each key's last change in ``_seq`` order (``delete``/``update_preimage`` delete the
+row, ``insert``/``update_postimage`` upsert it); rows without ``_change_type`` (an enrichment's
+output) are upserts. The batch id is recorded in ``streamjoin_sink_progress`` (one row per sink
+``name``) in the same transaction, so a batch Spark runs again after a failure (the same id, not
+newer than the recorded one) is skipped. Rows travel as CSV into a temporary table (``COPY``), then
+one ``DELETE`` and one ``INSERT ... ON CONFLICT`` apply them. A lost connection is retried with
+backoff (the transaction runs again from the start), then :class:`streamjoin.cdc.ConnectionLost`.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as csv
+from pyspark.sql import DataFrame
+
+from streamjoin.cdc import Retry, psycopg, with_retry
+from streamjoin.cdc.snapshot import quote_ident
+from streamjoin.errors import JoinDefinitionError
+
+__all__ = ["PostgresSink", "PROGRESS_TABLE"]
+
+PROGRESS_TABLE = "streamjoin_sink_progress"
+_META = ("_change_type", "_commit_version", "_seq")
+_REMOVES = ("delete", "update_preimage")
+_DELETE = "_sj_delete"
+
+
+class PostgresSink:
+    """A ``foreachBatch`` function applying each micro-batch to a PostgreSQL table once (see module)."""
+
+    def __init__(self, dsn: str, table: str, *, key: str | Sequence[str], columns: Mapping[str, str] | None = None,
+                 name: str | None = None, retry: Retry | None = None) -> None:
+        """``columns``: target column -> output column (default: every output column but the view's
+        change columns, by its own name). ``name``: the sink's row in the progress table (default
+        ``table``). Two queries writing one table need two names."""
+        self.dsn, self.table, self.retry = dsn, table, retry or Retry()
+        self.key = [key] if isinstance(key, str) else list(key)
+        self.columns = dict(columns) if columns is not None else None
+        self.name = name or table
+
+    def __repr__(self) -> str:
+        return f"PostgresSink({self.dsn!r}, {self.table!r}, key={self.key!r}, columns={self.columns!r}, name={self.name!r})"
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        self.apply(df.toArrow(), batch_id)
+
+    def apply(self, changes: pa.Table, batch_id: int) -> bool:
+        """Apply one batch of output rows; False when batch ``batch_id`` was applied already."""
+        rows = self._final_rows(changes)
+        return with_retry(lambda: self._transaction(rows, batch_id), self.dsn, self.retry)
+
+    def _final_rows(self, changes: pa.Table) -> pa.Table:
+        """Each key's last change: the target's columns plus :data:`_DELETE`."""
+        columns = self.columns or {n: n for n in changes.column_names if n not in _META}
+        missing = [source for source in columns.values() if source not in changes.column_names]
+        unknown_key = [k for k in self.key if k not in columns]
+        if missing or unknown_key:
+            raise JoinDefinitionError(f"the sink for {self.table} maps to columns {missing} that the output lacks "
+                                      f"(it has {changes.column_names}), or its key {unknown_key} is not mapped")
+        if "_change_type" in changes.column_names:
+            changes = changes.sort_by([("_commit_version", "ascending"), ("_seq", "ascending")])
+            remove = pc.is_in(changes.column("_change_type"), pa.array(_REMOVES))
+        else:
+            remove = pa.array([False] * changes.num_rows, pa.bool_())
+        table = pa.table({target: changes.column(source) for target, source in columns.items()})
+        table = table.append_column(_DELETE, remove).append_column("_sj_index", pa.array(range(table.num_rows)))
+        last = table.group_by(self.key, use_threads=False).aggregate([("_sj_index", "max")])
+        return table.take(last.column("_sj_index_max")).drop_columns(["_sj_index"])
+
+    def _transaction(self, rows: pa.Table, batch_id: int) -> bool:
+        with psycopg().connect(self.dsn) as conn, conn.transaction():
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {PROGRESS_TABLE} (sink text PRIMARY KEY, batch_id bigint NOT NULL)")
+            conn.execute(f"INSERT INTO {PROGRESS_TABLE} VALUES (%s, -1) ON CONFLICT DO NOTHING", (self.name,))
+            done = conn.execute(f"SELECT batch_id FROM {PROGRESS_TABLE} WHERE sink = %s FOR UPDATE",
+                                (self.name,)).fetchone()[0]
+            if batch_id <= done:
+                return False
+            if rows.num_rows:
+                self._write(conn, rows)
+            conn.execute(f"UPDATE {PROGRESS_TABLE} SET batch_id = %s WHERE sink = %s", (batch_id, self.name))
+        return True
+
+    def _write(self, conn, rows: pa.Table) -> None:
+        target = quote_ident(self.table)
+        names = [n for n in rows.column_names if n != _DELETE]
+        cols = ", ".join(quote_ident(n) for n in names)
+        conn.execute(f"CREATE TEMP TABLE _sj_batch ON COMMIT DROP AS SELECT {cols} FROM {target} WITH NO DATA")
+        conn.execute(f"ALTER TABLE _sj_batch ADD COLUMN {_DELETE} boolean")
+        buffer = io.BytesIO()
+        csv.write_csv(rows, buffer, csv.WriteOptions(include_header=False))
+        with conn.cursor().copy(f"COPY _sj_batch ({cols}, {_DELETE}) FROM STDIN (FORMAT csv)") as copy:
+            copy.write(buffer.getvalue())
+        match = " AND ".join(f"t.{quote_ident(k)} = b.{quote_ident(k)}" for k in self.key)
+        conn.execute(f"DELETE FROM {target} t USING _sj_batch b WHERE {match} AND b.{_DELETE}")
+        keys = ", ".join(quote_ident(k) for k in self.key)
+        values = [n for n in names if n not in self.key]
+        update = ", ".join(f"{quote_ident(n)} = EXCLUDED.{quote_ident(n)}" for n in values)
+        conflict = f"DO UPDATE SET {update}" if values else "DO NOTHING"
+        conn.execute(f"INSERT INTO {target} ({cols}) SELECT {cols} FROM _sj_batch WHERE NOT {_DELETE} "
+                     f"ON CONFLICT ({keys}) {conflict}")

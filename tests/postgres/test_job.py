@@ -1,0 +1,63 @@
+"""The PostgreSQL job end to end: the derived view equals PostgreSQL's join after the query is killed
+and restarted mid-way, and after PostgreSQL itself restarts mid-way."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamjoin.cdc import connect, drop_slot
+from streamjoin.jobs.postgres_cdc import SLOTS, catch_up, check, prepare_database, start_queries
+from streamjoin.jobs.postgres_workload import Workload
+
+pytestmark = [pytest.mark.postgres, pytest.mark.spark]
+
+
+@pytest.fixture
+def shop(cluster, tmp_path):
+    """A fresh shop in the session's cluster (the job's slot names are the cluster's: drop them after)."""
+    workload = Workload(seed=5)
+    prepare_database(cluster.dsn, str(tmp_path), workload, users=40)
+    yield workload
+    with connect(cluster.dsn) as conn:
+        conn.execute("DROP TABLE users, products, orders, order_lines, orders_enriched, streamjoin_sink_progress")
+        for slot, _ in SLOTS.values():
+            drop_slot(conn, slot)
+
+
+def _stop(queries) -> None:
+    for query in queries:
+        query.stop()
+
+
+def test_postgres_job_view_equal_after_the_query_is_killed_and_restarted(spark, cluster, shop, tmp_path):
+    queries = start_queries(spark, cluster.dsn, str(tmp_path), trigger="0 seconds")
+    with connect(cluster.dsn) as conn:
+        shop.run(conn, 60)
+        _stop(queries)  # mid-way: the workload goes on while no query runs
+        shop.run(conn, 60)
+    queries = start_queries(spark, cluster.dsn, str(tmp_path), trigger="0 seconds")
+    try:
+        with connect(cluster.dsn) as conn:
+            shop.run(conn, 40)
+        catch_up(cluster.dsn, queries, timeout=150)
+    finally:
+        _stop(queries)
+    result = check(cluster.dsn, shop.orders_inserted)
+    assert result.view_differences == 0 and result.view_rows > 0
+    assert (result.enriched, result.enriched_wrong) == (shop.orders_inserted, 0)
+
+
+def test_postgres_job_view_equal_after_postgres_restarts(spark, cluster, shop, tmp_path):
+    queries = start_queries(spark, cluster.dsn, str(tmp_path), trigger="0 seconds")
+    try:
+        with connect(cluster.dsn) as conn:
+            shop.run(conn, 60)
+        cluster.restart("immediate")  # a crash: the source and the sinks reconnect with backoff
+        with connect(cluster.dsn) as conn:
+            shop.run(conn, 60)
+        catch_up(cluster.dsn, queries, timeout=150)
+    finally:
+        _stop(queries)
+    result = check(cluster.dsn, shop.orders_inserted)
+    assert result.view_differences == 0 and result.view_rows > 0
+    assert (result.enriched, result.enriched_wrong) == (shop.orders_inserted, 0)

@@ -1,0 +1,133 @@
+"""The slot and the ``postgres_changes`` reader: offsets, commit, restart, decoding, setup errors."""
+
+from __future__ import annotations
+
+import sys
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+
+from streamjoin.cdc import (
+    ConnectionLost,
+    PostgresDriverMissing,
+    Retry,
+    ServerBinariesMissing,
+    SourceSetupError,
+    confirmed_lsn,
+    connect,
+    create_slot,
+    format_lsn,
+    parse_lsn,
+    psycopg,
+    table_info,
+    with_retry,
+)
+
+pytestmark = pytest.mark.postgres
+
+_TABLE = "CREATE TABLE items (id bigint PRIMARY KEY, name text, price numeric(8,2), seen boolean)"
+
+
+def _reader(dsn: str, slot: str, table: str = "public.items"):
+    from streamjoin.spark.postgres_source import _Options, _Reader
+
+    return _Reader(_Options({"dsn": dsn, "slot": slot, "table": table, "retry_delay": "0.05"}))
+
+
+def _batch(reader, start: dict, end: dict) -> list[dict]:
+    (partition,) = reader.partitions(start, end)
+    return pa.Table.from_batches(list(reader.read(partition))).to_pylist() if end != start else []
+
+
+def test_lsn_text_round_trip():
+    assert parse_lsn("16/B374D848") == 0x16B374D848
+    assert format_lsn(parse_lsn("0/16b3748")) == "0/16B3748"
+    with pytest.raises(ValueError):
+        parse_lsn("16B374D848")
+
+
+def test_create_slot_snapshot_is_the_rows_at_the_slot_start(dsn, slot):
+    with connect(dsn) as conn:
+        conn.execute(_TABLE)
+        conn.execute("INSERT INTO items VALUES (1, 'a', 1.50, true), (2, NULL, NULL, NULL)")
+        start = create_slot(dsn, slot, ["items"])
+        conn.execute("INSERT INTO items VALUES (3, 'c', 3, false)")
+        snapshot = start.snapshot["public.items"]
+        assert snapshot.sort_by("id").to_pylist() == [
+            {"id": 1, "name": "a", "price": Decimal("1.50"), "seen": True},
+            {"id": 2, "name": None, "price": None, "seen": None}]
+        assert confirmed_lsn(conn, slot) == start.lsn
+
+
+def test_reader_batches_ranges_commits_and_restarts_exactly(dsn, slot):
+    with connect(dsn) as conn:
+        conn.execute(_TABLE)
+        create_slot(dsn, slot)
+        reader = _reader(dsn, slot)
+        first = reader.initialOffset()
+        conn.execute("INSERT INTO items VALUES (1, 'a', 1, true)")
+        with conn.transaction():
+            conn.execute("UPDATE items SET name = 'b' WHERE id = 1")
+            conn.execute("UPDATE items SET id = 2 WHERE id = 1")
+        middle = reader.latestOffset(first, None)
+        conn.execute("DELETE FROM items WHERE id = 2")
+        conn.execute("CREATE TABLE other (x int PRIMARY KEY); INSERT INTO other VALUES (1)")
+        end = reader.latestOffset(middle, None)
+
+        rows = _batch(reader, first, middle)
+        assert [(r["op"], (r["before"] or {}).get("id"), (r["after"] or {}).get("id")) for r in rows] == [
+            ("c", None, 1), ("u", 1, 1), ("d", 1, None), ("c", 1, 2), ("heartbeat", None, None)]
+        assert rows[1]["after"]["name"] == "b" and rows[1]["lsn"] < rows[2]["lsn"]
+        assert rows[0]["ts_us"] // 1000 == rows[0]["ts_ms"] and rows[0]["ts_us"] <= rows[1]["ts_us"]
+        # not committed: the slot has not moved, a new reader (a restarted query) reads the same batch
+        assert _batch(_reader(dsn, slot), first, middle) == rows
+        assert confirmed_lsn(conn, slot) == parse_lsn(first["lsn"])
+        reader.commit(middle)
+        assert confirmed_lsn(conn, slot) == parse_lsn(middle["lsn"])
+        rows = _batch(_reader(dsn, slot), middle, end)
+        assert [r["op"] for r in rows] == ["d", "heartbeat"]
+        assert rows[0]["before"]["id"] == 2
+        assert reader.latestOffset(end, None) == end  # nothing committed since: no new batch
+
+
+def test_reader_setup_errors_say_what_to_do(dsn, slot):
+    with connect(dsn) as conn:
+        conn.execute(_TABLE)
+        conn.execute("CREATE TABLE keyless (x int)")
+        with pytest.raises(SourceSetupError, match="does not exist: create it first"):
+            _reader(dsn, "missing")
+        create_slot(dsn, slot)
+        with pytest.raises(SourceSetupError, match="no primary key"):
+            table_info(conn, "keyless")
+        with pytest.raises(SourceSetupError, match="exists already"):
+            create_slot(dsn, slot)
+        assert conn.execute("SHOW wal_level").fetchone()[0] == "logical"
+
+
+def test_with_retry_gives_up_with_connection_lost():
+    attempts = []
+
+    def attempt():
+        attempts.append(1)
+        return psycopg().connect("host=127.0.0.1 port=1 dbname=x user=x connect_timeout=1")
+
+    with pytest.raises(ConnectionLost, match="after 3 attempts"):
+        with_retry(attempt, "host=127.0.0.1 port=1", Retry(attempts=3, first_delay=0.01))
+    assert len(attempts) == 3
+
+
+def test_psycopg_missing_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    with pytest.raises(PostgresDriverMissing, match=r'pip install "streamjoin\[postgres\]"'):
+        psycopg()
+
+
+def test_cluster_without_server_binaries_says_how_to_install(monkeypatch, tmp_path):
+    from streamjoin.cdc import cluster
+
+    monkeypatch.setenv("STREAMJOIN_PG_BIN", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(cluster.glob, "glob", lambda pattern: [])
+    with pytest.raises(ServerBinariesMissing, match="apt-get install -y postgresql-15 postgresql-15-wal2json"):
+        cluster.start_cluster()
