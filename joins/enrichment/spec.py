@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 
-from streamjoin.changes import ChangeFormat, Vocabulary
+from streamjoin.changes import ChangeFormat
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.interval.spec import _sortable  # one probe of Arrow's sort support for both joins
 from streamjoin.kit import parse_duration, parse_how
@@ -102,10 +102,11 @@ def build_spec(
             raise JoinDefinitionError(f"the {name} input has duplicate column names {duplicates}")
     if not isinstance(changes, ChangeFormat):
         raise JoinDefinitionError(f"changes must be a streamjoin.changes.ChangeFormat, not {changes!r}")
-    if changes.vocabulary not in (Vocabulary.PLAIN, Vocabulary.DELTA):
+    if changes.vocabulary.needs_pre_stage:
         raise JoinDefinitionError(
-            f"the table input must be routable by top-level key columns: {changes.vocabulary.value} changes "
-            "go through streamjoin.changes.to_plain first, then ChangeFormat.plain(key, **PLAIN_COLUMNS)"
+            f"the table input must be routable by top-level key columns: {changes.vocabulary.name} changes "
+            "go through streamjoin.changes.pre_stage first (normalise, then to_plain), then are read with "
+            "streamjoin.changes.routable_format(changes)"
         )
     internal = changes.internal_schema(table)
     if not pa.types.is_timestamp(table.field(changes.time).type):
