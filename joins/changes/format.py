@@ -44,7 +44,7 @@ class ChangeFormat:
     def plain(cls, key: str | Sequence[str], *, time: str, op: str = "op",
               sequence: str | None = None, time_unit: str = "us") -> ChangeFormat:
         """A plain change table: ``op`` in upsert/insert/update/delete/heartbeat/snapshot."""
-        return cls("plain", _names(key), time, op, sequence, time_unit)
+        return cls(get_vocabulary("plain"), _names(key), time, op, sequence, time_unit)
 
     @classmethod
     def delta(cls, key: str | Sequence[str], *, time: str = "_commit_timestamp",
@@ -55,19 +55,19 @@ class ChangeFormat:
         column is named."""
         if not isinstance(time, str) or not (sequence is None or isinstance(sequence, str)):
             raise JoinDefinitionError(f"a Delta feed's time and sequence are column names, not {time!r}, {sequence!r}")
-        return cls("delta", _names(key), time, "_change_type", sequence or "_commit_version")
+        return cls(get_vocabulary("delta"), _names(key), time, "_change_type", sequence or "_commit_version")
 
     @classmethod
     def debezium(cls, key: str | Sequence[str], *, time: str = "ts_ms", time_unit: str = "ms",
                  sequence: str | None = None) -> ChangeFormat:
         """Debezium envelopes as columns: ``op``, ``before``/``after`` structs, a top-level change time."""
-        return cls("debezium", _names(key), time, "op", sequence, time_unit)
+        return cls(get_vocabulary("debezium"), _names(key), time, "op", sequence, time_unit)
 
     @classmethod
     def debezium_json(cls, key: str | Sequence[str], row_schema: pa.Schema, *, column: str = "value",
                       time: str = "ts_ms", time_unit: str = "ms", sequence: str | None = None) -> ChangeFormat:
         """Debezium envelopes as one JSON string per row in ``column``; ``row_schema``: the row's."""
-        return cls("debezium_json", _names(key), time, "op", sequence, time_unit, column, row_schema)
+        return cls(get_vocabulary("debezium_json"), _names(key), time, "op", sequence, time_unit, column, row_schema)
 
     def row_fields(self, schema: pa.Schema) -> list[pa.Field]:
         """The row's columns (key and values) of a change table with ``schema``, validated.
