@@ -5,7 +5,8 @@
 is the table's vocabulary. The built-ins register general first (plain, Debezium JSON, Debezium,
 Delta), so a Delta feed that also has an ``op`` column is Delta, and an ``op`` column beside an
 ``after`` struct is Debezium; a vocabulary registered later is asked before all of them.
-Every join (engine-free and Spark) finds formats with :func:`resolve_format`.
+The Spark layer (both joins) and the engine-free table-table join find a table's format with
+:func:`resolve_format`; the engine-free enrichment join takes a :class:`ChangeFormat` as given.
 """
 
 from __future__ import annotations
