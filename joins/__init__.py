@@ -13,7 +13,7 @@ Where things live (each a subpackage of this one):
 
     runtime/      the operator contract, running a partition, the checkpoint, the in-process runner
     kit           what every join shares: how, on, names, times, key types
-    changes/      the change-stream vocabularies (plain, Delta change data feed, Debezium)
+    changes/      the change vocabularies: one class each (plain, Delta, Debezium), one registry
     interval/     the stream-stream interval join: spec, state layout, rows, operator
     enrichment/   the stream-table join: spec, state layout, step, operator
     table/        the table-table join: spec, rows, key stage, join stage, operator

@@ -10,6 +10,7 @@ among them, are not run there).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -34,8 +35,13 @@ def test_pyproject_lists_every_package_folder():
 def fresh_env(tmp_path_factory) -> Path:
     """A virtual environment holding only the built wheel and PyPI's ``changelog``."""
     tmp = tmp_path_factory.mktemp("wheel")
+    # a copy of the sources, so that no build/ folder left in the checkout (with modules since
+    # moved or removed) can slip into the wheel, and the checkout stays as it was
+    source = tmp / "src"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".hypothesis", ".pytest_cache"))
     build = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(tmp / "dist"), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(tmp / "dist"), str(source)],
         capture_output=True, text=True,
     )
     assert build.returncode == 0, build.stderr

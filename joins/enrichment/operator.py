@@ -4,10 +4,10 @@
                         changes=ChangeFormat.delta("user_id"), delay=timedelta(minutes=1))
 
 Input 0, ``stream``: events, routed by their (foreign) key ``on``; input 1, ``table``: a change
-table (``plain`` or ``delta`` vocabulary, :mod:`streamjoin.changes`), routed by the table's key. Debezium
-changes keep their key inside ``before``/``after``, so they are first turned into the plain form
-(``to_plain(normalise(raw, fmt).changes, key)``, read with ``ChangeFormat.plain(key,
-**PLAIN_COLUMNS)``); the rows ``normalise`` sets aside there are that stage's dead letters.
+table in a vocabulary with top-level key columns (plain, Delta; :mod:`streamjoin.changes`), routed
+by the table's key. A vocabulary that keeps the key in an envelope (Debezium) is first turned
+into the plain form (``streamjoin.changes.pre_stage``, read with ``routable_format(fmt)``); the
+rows it sets aside there are that stage's dead letters.
 
 **Watermarks** of version ``v`` (never decreasing; +infinity after the rows of a ``final``
 version): the *event watermark* ``ew = max event time before v - delay`` and the *table watermark*
@@ -44,7 +44,7 @@ from typing import Sequence
 
 import pyarrow as pa
 
-from streamjoin.changes import SNAPSHOT_OP, ChangeFormat
+from streamjoin.changes import ChangeFormat
 from streamjoin.enrichment.spec import EnrichmentSpec, How, Mode, build_spec
 from streamjoin.enrichment.step import Step
 from streamjoin.runtime.operator import InputSpec, SpecOperator, StepInput, StepResult
@@ -85,19 +85,20 @@ class EnrichmentJoin(SpecOperator):
     def bootstrap_changes(self, snapshot: pa.Table) -> pa.Table:
         """A snapshot of the table (its row columns) as upserts in the table input's schema.
 
-        Each row's op is :data:`streamjoin.changes.SNAPSHOT_OP`. A change time column present in the
-        snapshot keeps its values; a row without one (column absent or null) keeps a null change
-        time: it comes before every change of its key, and its change time reads as null in the
-        output. Delta's metadata columns are filled in (``_commit_version`` null). Give the result
-        to version 0 as (part of) its table rows: it is then exactly as if those rows had been the
-        table's history (a timeless row given to a later version is a late change).
+        Each row's op is the vocabulary's snapshot op (:meth:`ChangeFormat.snapshot_op`). A change
+        time column present in the snapshot keeps its values; a row without one (column absent or
+        null) keeps a null change time: it comes before every change of its key, and its change
+        time reads as null in the output. Delta's metadata columns are filled in
+        (``_commit_version`` null). Give the result to version 0 as (part of) its table rows: it
+        is then exactly as if those rows had been the table's history (a timeless row given to a
+        later version is a late change).
         """
         fmt, schema = self.spec.changes, self.spec.table
-        n = snapshot.num_rows
+        op, n = fmt.snapshot_op(), snapshot.num_rows
         arrays = []
         for field in schema:
             if field.name == fmt.op:
-                arrays.append(pa.repeat(pa.scalar(SNAPSHOT_OP), n))
+                arrays.append(pa.repeat(pa.scalar(op), n))
             elif field.name in snapshot.column_names:
                 arrays.append(snapshot.column(field.name))
             else:

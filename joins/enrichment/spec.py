@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 
-from streamjoin.changes import ChangeFormat, Vocabulary
+from streamjoin.changes import ChangeFormat
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.kit.how import How, parse_how
 from streamjoin.kit.keys import family_key_type
@@ -100,10 +100,11 @@ def build_spec(
         check_schema(schema, name)
     if not isinstance(changes, ChangeFormat):
         raise JoinDefinitionError(f"changes must be a streamjoin.changes.ChangeFormat, not {changes!r}")
-    if changes.vocabulary not in (Vocabulary.PLAIN, Vocabulary.DELTA):
+    if changes.vocabulary.needs_pre_stage:
         raise JoinDefinitionError(
-            f"the table input must be routable by top-level key columns: {changes.vocabulary.value} changes "
-            "go through streamjoin.changes.to_plain first, then ChangeFormat.plain(key, **PLAIN_COLUMNS)"
+            f"the table input must be routable by top-level key columns: {changes.vocabulary.name} changes "
+            "go through streamjoin.changes.pre_stage first (normalise, then to_plain), then are read with "
+            "streamjoin.changes.routable_format(changes)"
         )
     internal = changes.internal_schema(table)
     if not pa.types.is_timestamp(table.field(changes.time).type):

@@ -79,7 +79,7 @@ def stream_table_join(
     check_columns(stream, "stream", [*column_names(on, "on (the event key columns)"), stream_time])
     check_time(stream, "stream_time", stream_time)
     fmt = change_format(table_changes, changes, key, table_time, table_sequence)
-    if fmt.vocabulary.value in ("plain", "delta"):
+    if not fmt.vocabulary.needs_pre_stage:
         check_columns(table_changes, "table_changes", [fmt.time])
         check_time(table_changes, "table_time", fmt.time)
     if bootstrap is not None and (not isinstance(bootstrap, DataFrame) or bootstrap.isStreaming):

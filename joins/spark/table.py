@@ -72,8 +72,10 @@ def table_table_join(
     checkpoint = resolve_checkpoint(options.checkpoint, streaming, "table_table_join")
     left_key = list(column_names(left_key, "left_key"))
     right_key = list(column_names(right_key, "right_key"))
-    left_fmt = change_format(left_changes, left_format, left_key, left_time, left_sequence, "left_changes")
-    right_fmt = change_format(right_changes, right_format, right_key, right_time, right_sequence, "right_changes")
+    left_fmt = change_format(left_changes, left_format, left_key, left_time, left_sequence, "left_changes",
+                             "left_format", "left_time")
+    right_fmt = change_format(right_changes, right_format, right_key, right_time, right_sequence, "right_changes",
+                              "right_format", "right_time")
     paths = {name: f"{checkpoint.rstrip('/')}/{name}" for name in STAGES}
     left, left_fmt = plain_changes(left_changes, left_fmt, paths["left_keys"], "changes_source")
     right, right_fmt = plain_changes(right_changes, right_fmt, paths["right_keys"], "changes_source")

@@ -27,7 +27,7 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 
-from streamjoin.changes import OP, PLAIN_COLUMNS, ChangeFormat, Vocabulary
+from streamjoin.changes import OP, ChangeFormat, resolve_format
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.kit.how import How, parse_how
 from streamjoin.kit.keys import common_key_type
@@ -109,10 +109,10 @@ def detect_format(side: str, schema: pa.Schema, key: str | Sequence[str], time: 
                   given: ChangeFormat | None) -> ChangeFormat:
     """The change format of ``side``'s change table: ``given`` (checked), else told from its columns.
 
-    ``_change_type`` -> Delta change data feed, with ``time`` as the change time if given (any
-    timestamp column; default ``_commit_timestamp``, ties by ``_commit_version``); ``_change_op`` and ``_change_time`` -> the plain
-    form :func:`streamjoin.changes.to_plain` writes; an ``op`` column -> plain, with ``time`` as the
-    change time. Raises :class:`JoinDefinitionError` when it cannot tell or the pieces disagree.
+    Detection is :func:`streamjoin.changes.resolve_format`'s, the same as the Spark layer's, with
+    ``time`` as the change time (a plain table needs it). Only a vocabulary that needs no
+    pre-stage can be routed (:func:`common_key_types` refuses the others). Raises
+    :class:`JoinDefinitionError` when it cannot tell or the pieces disagree.
     """
     if not isinstance(schema, pa.Schema):
         raise JoinDefinitionError(f"the {side} schema must be a pyarrow.Schema, not {type(schema).__name__}")
@@ -128,31 +128,19 @@ def detect_format(side: str, schema: pa.Schema, key: str | Sequence[str], time: 
                 f"{side}_time is {time!r} but {side}_changes reads the change time from {given.time!r}; "
                 f"leave {side}_time out when {side}_changes is given")
         return given
-    if "_change_type" in schema.names:
-        return ChangeFormat.delta(pk, time=time or "_commit_timestamp")
-    if PLAIN_COLUMNS["op"] in schema.names and PLAIN_COLUMNS["time"] in schema.names:
-        seq = PLAIN_COLUMNS["sequence"] if PLAIN_COLUMNS["sequence"] in schema.names else None
-        return ChangeFormat.plain(pk, op=PLAIN_COLUMNS["op"], time=PLAIN_COLUMNS["time"], sequence=seq)
-    if "op" in schema.names:
-        if time is None:
-            raise JoinDefinitionError(
-                f"the {side} change table looks plain (it has an 'op' column) but has no change time: pass "
-                f"{side}_time='<its change time column>', or {side}_changes=ChangeFormat.plain(...)")
-        return ChangeFormat.plain(pk, time=time)
-    raise JoinDefinitionError(
-        f"cannot tell how the {side} change table spells its changes: it has no _change_type column (Delta "
-        f"change data feed) and no op column (plain changes); its columns are {schema.names}. Pass "
-        f"{side}_changes=ChangeFormat.plain(...) or ChangeFormat.delta(...) (Debezium: streamjoin.changes.to_plain first)")
+    return resolve_format(schema, None, pk, time=time, argument=f"the {side} change table",
+                          changes_argument=f"{side}_changes", time_argument=f"{side}_time")
 
 
 def _row_fields(side: str, schema: pa.Schema, fmt: ChangeFormat) -> list[pa.Field]:
     twice = duplicates(schema.names)
     if twice:
         raise JoinDefinitionError(f"the {side} change table has duplicate column names {twice}")
-    if fmt.vocabulary not in (Vocabulary.PLAIN, Vocabulary.DELTA):
+    if fmt.vocabulary.needs_pre_stage:
         raise JoinDefinitionError(
-            f"the {side} changes must be routable by top-level key columns: {fmt.vocabulary.value} changes go "
-            "through streamjoin.changes.to_plain first, then ChangeFormat.plain(key, **PLAIN_COLUMNS)")
+            f"the {side} changes must be routable by top-level key columns: {fmt.vocabulary.name} changes go "
+            "through streamjoin.changes.pre_stage first (normalise, then to_plain), then are read with "
+            "streamjoin.changes.routable_format(fmt)")
     fields = fmt.row_fields(schema)
     check_reserved([f.name for f in fields], (*CDF_COLUMNS, OP), f"the {side} row", "a name the join's output uses")
     return fields
