@@ -32,6 +32,8 @@ from streamjoin.runtime.checkpoint import Checkpoint, RunMode, resolve_location
 from streamjoin.runtime.operator import InputSpec, Operator, set_aside_schema
 from streamjoin.runtime.partition import StateConfig, TaskInfo, run_partition
 from streamjoin.spark.checks import column
+from streamjoin.spark.flush import flush_stream
+from streamjoin.spark.progress import metrics_batch, progress_schema, report_progress
 
 __all__ = ["run_operator", "arrow_schema", "resolve_checkpoint", "INPUT_TAG"]
 
@@ -96,10 +98,15 @@ def run_operator(
     if Checkpoint(checkpoint).initial_done() is not None:
         state = replace(state, initial=True)
     combined = _union_inputs(inputs, operator, key_types)
+    if streaming:   # a micro-batch whenever the join's watermark moves (streamjoin.spark.flush)
+        flush = flush_stream(spark, checkpoint, partitions, len(operator.inputs))
+        combined = combined.unionByName(flush.select(F.lit(-1).cast("byte").alias(INPUT_TAG)),
+                                        allowMissingColumns=True)
     keys = [c for c in combined.columns if c.startswith("_sj_k")]
     shuffled = combined.repartition(partitions, *keys)
     task = _PartitionTask(operator, checkpoint, partitions, state, final=not streaming)
-    return shuffled.mapInArrow(task, from_arrow_schema(operator.output_schema, prefer_timestamp_ntz=True))
+    out = shuffled.mapInArrow(task, from_arrow_schema(progress_schema(operator), prefer_timestamp_ntz=True))
+    return report_progress(out, operator, checkpoint)
 
 
 def _tagged(df: DataFrame, i: int, operator: Operator, key_types: Sequence[str]) -> DataFrame:
@@ -233,7 +240,11 @@ class _PartitionTask:
         state = self.state if self.state.local_dir else replace(self.state, local_dir=spark_local_state_dir())
         output, metrics = run_partition(self.operator, Checkpoint(self.checkpoint), state, task, rows)
         log.info("streamjoin %s version %d partition %d: %s", self.operator.kind, task.version, task.partition, metrics)
-        yield from output.cast(self.operator.output_schema).to_batches()
+        schema = progress_schema(self.operator)
+        output = output.cast(self.operator.output_schema)
+        extra = [pa.nulls(output.num_rows, f.type) for f in schema][len(output.schema):]
+        yield from pa.Table.from_arrays([*output.columns, *extra], schema=schema).to_batches()
+        yield metrics_batch(self.operator, metrics, schema)
 
 
 def _split_inputs(batches: list[pa.RecordBatch], operator: Operator) -> tuple[pa.Table, ...]:
