@@ -20,6 +20,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "streamjoin.jobs.enrich_activity",
     "streamjoin.jobs.timeline",
     "streamjoin.changelog.cli",
+    "streamjoin.jobs.checkpoint",
     "streamjoin.bench.cli",
 )
 

@@ -9,10 +9,10 @@ import shutil
 import pyarrow as pa
 import pytest
 
-from streamjoin.bench.operators import RunningCount
 from streamjoin.errors import CheckpointDamagedError, CheckpointMismatchError, JoinDefinitionError
 from streamjoin.runtime.local import LocalRunner
 from streamjoin.runtime.partition import StateConfig, TaskInfo, run_partition
+from tests.spark.operators import RunningCount
 
 SCHEMA = pa.schema([("k", pa.int64()), ("v", pa.string())])
 
