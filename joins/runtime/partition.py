@@ -146,7 +146,8 @@ def run_partition(
     progress = None if task.final else _progress(operator, checkpoint, task, rows)
     if progress is not None:
         for spec, value in zip(operator.inputs, progress):
-            metrics[f"max_time_{spec.name}"] = value
+            if value is not None:
+                metrics[f"max_time_{spec.name}"] = value
     _write_records(operator, checkpoint, task, result, metrics, progress, config.retain_versions)
     _maybe_fail_once(config, task, "after-commit")
     return result.output, metrics

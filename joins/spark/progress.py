@@ -21,6 +21,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from streamjoin.runtime.operator import NEG_INF, POS_INF, Operator
+from streamjoin.spark.checks import column
 
 __all__ = ["METRICS", "observation_name", "progress_schema", "metrics_batch", "report_progress"]
 
@@ -71,9 +72,20 @@ def metrics_batch(operator: Operator, metrics: Mapping[str, Any], schema: pa.Sch
             values[field.name] = _time(metrics.get(field.name))
         else:
             values[field.name] = metrics.get(field.name, 0)
-    columns = [pa.nulls(1, f.type) for f in operator.output_schema]
+    columns = [pa.nulls(1, f.type) if f.nullable else _placeholder(f.type) for f in operator.output_schema]
     columns.append(pa.array([values], struct_type))
     return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _placeholder(kind: pa.DataType) -> pa.Array:
+    """One value of ``kind`` for a column declared not null (the metrics row is dropped anyway)."""
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return pa.array([""], kind)
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        return pa.array([b""], kind)
+    if pa.types.is_boolean(kind):
+        return pa.array([False], kind)
+    return pa.array([0], pa.int64()).cast(kind)
 
 
 def report_progress(df: DataFrame, operator: Operator, checkpoint: str) -> DataFrame:
@@ -87,4 +99,4 @@ def report_progress(df: DataFrame, operator: Operator, checkpoint: str) -> DataF
     observed = df.observe(observation_name(operator, checkpoint), *aggregates)
     # Spark pushes no filter below ``observe`` (it would change what is observed)
     kept = observed.where(metrics.isNull())
-    return kept.select(*[F.col(f"`{name}`") for name in operator.output_schema.names])
+    return kept.select(*[column(name) for name in operator.output_schema.names])
