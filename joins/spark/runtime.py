@@ -49,6 +49,8 @@ def _configure_worker_logging() -> None:
         log.setLevel(os.environ.get("STREAMJOIN_LOG_LEVEL", "WARNING").upper())
 
 INPUT_TAG = "_sj_input"
+#: Set on the DataFrames run_operator returns (their partitions are a join's partitions).
+_STAGE_MARK = "_streamjoin_stage"
 _KEY = "_sj_k{}"
 _ROW = "_sj_row{}"
 
@@ -98,7 +100,11 @@ def run_operator(
     if Checkpoint(checkpoint).initial_done() is not None:
         state = replace(state, initial=True)
     combined = _union_inputs(inputs, operator, key_types)
-    if streaming:   # a micro-batch whenever the join's watermark moves (streamjoin.spark.flush)
+    # A micro-batch whenever the join's watermark moves (streamjoin.spark.flush). Not in a stage
+    # fed by another join's output (a table_table_join's join stage): unioned there, the source
+    # would break the partition-aligned union of the earlier stages' outputs, whose tasks take
+    # their partition id from it; those stages' sources already run the query's batches.
+    if streaming and not any(getattr(df, _STAGE_MARK, False) for df in inputs):
         flush = flush_stream(spark, checkpoint, partitions, len(operator.inputs))
         combined = combined.unionByName(flush.select(F.lit(-1).cast("byte").alias(INPUT_TAG)),
                                         allowMissingColumns=True)
@@ -106,7 +112,9 @@ def run_operator(
     shuffled = combined.repartition(partitions, *keys)
     task = _PartitionTask(operator, checkpoint, partitions, state, final=not streaming)
     out = shuffled.mapInArrow(task, from_arrow_schema(progress_schema(operator), prefer_timestamp_ntz=True))
-    return report_progress(out, operator, checkpoint)
+    result = report_progress(out, operator, checkpoint)
+    setattr(result, _STAGE_MARK, True)
+    return result
 
 
 def _tagged(df: DataFrame, i: int, operator: Operator, key_types: Sequence[str]) -> DataFrame:

@@ -9,6 +9,7 @@ join's observed metrics: rows in and out, state, its watermark.
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import datetime, timezone
 
@@ -33,6 +34,7 @@ def _files(directory, batches) -> None:
     for i, rows in enumerate(batches):
         path = directory / f"part-{i}.parquet"
         pq.write_table(pa.Table.from_pylist([{"k": k, "t": _at(m)} for k, m in rows], SCHEMA), path)
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))  # the file source takes files by age
 
 
 def _streams(spark, root):
