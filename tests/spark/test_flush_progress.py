@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from streamjoin import interval_join
+from streamjoin import interval_join, read_state
 
 pytestmark = pytest.mark.spark
 
@@ -76,6 +76,10 @@ def test_interval_join_flushes_an_unmatched_row_on_a_quiet_stream_and_reports_pr
         query.stop()
     assert sorted((r[0], r[2] is None) for r in rows) == [(1, True), (2, False), (3, False)]
     observed = progress["observedMetrics"][f"streamjoin interval_join {tmp_path / 'join'}"]
-    assert observed["input_rows_left"] == 0 and observed["partitions"] == 2
-    assert observed["watermark"] == "2024-01-01T00:29:00.000Z" or str(observed["watermark"]).startswith("2024-01-01")
+    assert observed["input_rows_left"] == 0 and observed["output_rows"] == 1 and observed["partitions"] == 2
+    assert str(observed["watermark"]).startswith("2024-01-01 00:29:00")   # the join's, in the flush batch
     assert batches <= 4, f"{batches} micro-batches: the flush source must not run a batch at every trigger"
+    # the state as rows: the left row at 0:30 is buffered (matched), k=1 and k=2 are evicted
+    left = read_state(spark, str(tmp_path / "join"), side="left").collect()
+    assert [(r["k"], r["_matched"], r["_version"]) for r in left] == [(3, True, 2)]
+    assert {r["_matched"] for r in read_state(spark, str(tmp_path / "join"), side="right").collect()} == {None}
