@@ -104,7 +104,7 @@ def run_operator(
     # fed by another join's output (a table_table_join's join stage): unioned there, the source
     # would break the partition-aligned union of the earlier stages' outputs, whose tasks take
     # their partition id from it; those stages' sources already run the query's batches.
-    if streaming and not any(getattr(df, _STAGE_MARK, False) for df in inputs):
+    if streaming and not any(vars(df).get(_STAGE_MARK, False) for df in inputs):
         flush = flush_stream(spark, checkpoint, partitions, len(operator.inputs))
         combined = combined.unionByName(flush.select(F.lit(-1).cast("byte").alias(INPUT_TAG)),
                                         allowMissingColumns=True)
@@ -113,7 +113,7 @@ def run_operator(
     task = _PartitionTask(operator, checkpoint, partitions, state, final=not streaming)
     out = shuffled.mapInArrow(task, from_arrow_schema(progress_schema(operator), prefer_timestamp_ntz=True))
     result = report_progress(out, operator, checkpoint)
-    setattr(result, _STAGE_MARK, True)
+    vars(result)[_STAGE_MARK] = True
     return result
 
 
