@@ -69,9 +69,17 @@ def _describe(args: argparse.Namespace) -> int:
                               for i, c in sorted(part.set_aside.items())) or "none"
             print(f"  p={part.partition}: versions {versions}, {part.changelog_files} files, "
                   f"{part.changelog_bytes:,} bytes, snapshot v{part.snapshot_version} "
-                  f"({part.snapshot_entries} entries), max event times {list(part.max_times or [])}, "
+                  f"({part.snapshot_entries} entries), max event times {_times(part.max_times)}, "
                   f"set aside {aside}")
     return 0
+
+
+def _times(values) -> str:
+    """Event times (µs since the epoch) as ISO-8601 UTC."""
+    from datetime import datetime, timezone
+
+    return "[" + ", ".join("-" if v is None else datetime.fromtimestamp(v / 1e6, timezone.utc).isoformat(timespec="seconds")
+                           for v in values or ()) + "]"
 
 
 def _verify(args: argparse.Namespace) -> int:
