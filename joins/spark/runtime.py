@@ -8,8 +8,10 @@ reads the micro-batch id from the task's local property ``streaming.sql.batchId`
 its partition id, its attempt number and the streaming query's id. A batch (non-streaming) input
 runs as version 0 with a final watermark of +infinity.
 
-No Python runs on the driver per batch: the global watermark comes from the progress records that
-every partition writes to the checkpoint when it commits a version (see ``docs/runtime.md``).
+The global watermark comes from the progress records that every partition writes to the
+checkpoint when it commits a version (see ``docs/runtime.md``). A streaming join also unions the
+no-data flush source (:mod:`streamjoin.spark.flush`) into its input, and reports its metrics as
+observed metrics (:mod:`streamjoin.spark.progress`).
 """
 
 from __future__ import annotations
