@@ -21,6 +21,7 @@ SUBCOMMANDS: tuple[str, ...] = (
     "streamjoin.jobs.timeline",
     "streamjoin.jobs.postgres_cdc",
     "streamjoin.changelog.cli",
+    "streamjoin.jobs.checkpoint",
     "streamjoin.bench.cli",
 )
 

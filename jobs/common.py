@@ -9,6 +9,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 
+from streamjoin.jobs.session import add_session_options
+
 __all__ = ["add_run_options", "prepare_root", "stage", "JobPaths"]
 
 
@@ -20,6 +22,7 @@ def add_run_options(parser: argparse.ArgumentParser, *, seed: int, store_help: s
     parser.add_argument("--out", default=None,
                         help="directory for inputs, outputs and checkpoints (default: a new directory under the "
                              "system's temporary directory); an existing one must be empty or from an earlier run")
+    add_session_options(parser)
 
 
 def prepare_root(out: str | None, job: str) -> str:

@@ -28,6 +28,7 @@ import time
 
 from streamjoin.jobs.activity_generator import DELAY, ActivityConfig, write_activity
 from streamjoin.jobs.common import JobPaths, add_run_options, prepare_root, stage
+from streamjoin.jobs.session import session_from_args
 
 __all__ = ["register", "add_arguments", "run", "run_job", "config_from_args", "Paths"]
 
@@ -87,8 +88,14 @@ def run(args: argparse.Namespace, spark=None) -> int:
     """The command: run the job with the parsed arguments; 0 when the self-check passes, else 1."""
     from streamjoin.jobs.enrich_activity_report import print_summary
 
-    summary = run_job(config_from_args(args), prepare_root(args.out, "enrich-activity"), store=args.store, partitions=args.partitions,
-                      spark=spark)
+    own = spark is None and (args.master is not None or args.remote is not None)
+    spark = session_from_args(args, args.partitions) if own else spark
+    try:
+        summary = run_job(config_from_args(args), prepare_root(args.out, "enrich-activity"), store=args.store, partitions=args.partitions,
+                          spark=spark)
+    finally:
+        if own:
+            spark.stop()
     print_summary(summary)
     return 0 if summary.same else 1
 
@@ -120,10 +127,10 @@ def run_job(config: ActivityConfig, root: str, *, store: str = "rocksdb", partit
           f"and heartbeats in {counts['change_files']} files; a snapshot of {counts['snapshot_rows']:,} profiles",
           flush=True)
     if spark is None:
-        from streamjoin.bench.sparkutil import local_session
+        from streamjoin.jobs.session import job_session
 
         stage(2, 4, "starting a local Spark session", started)
-        spark = local_session(shuffle_partitions=partitions)
+        spark = job_session(partitions)
     try:
         batches = counts["change_files"]
         stage(3, 4, f"as-of join (mode='as_of') and, side by side over the same files, mode='latest' "

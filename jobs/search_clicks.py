@@ -16,6 +16,7 @@ import tempfile
 from datetime import timedelta
 
 from streamjoin.jobs.generator import SearchClickConfig, write_search_clicks
+from streamjoin.jobs.session import add_session_options
 
 __all__ = ["add_arguments", "run"]
 
@@ -30,20 +31,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", default="rocksdb", help="state store: rocksdb (default), lmdb, memory")
     parser.add_argument("--partitions", type=int, default=4, help="state partitions (default 4)")
     parser.add_argument("--seed", type=int, default=7, help="generator seed (default 7)")
+    add_session_options(parser)
     parser.add_argument("--workdir", default=None,
                         help="where inputs, output and checkpoints go (default: a new temporary directory)")
 
 
 def run(args: argparse.Namespace) -> int:
     from streamjoin import interval_join
-    from streamjoin.bench.sparkutil import local_session
+    from streamjoin.jobs.session import job_session
 
     root = args.workdir or tempfile.mkdtemp(prefix="streamjoin-search-clicks-")
     config = SearchClickConfig(searches=args.searches, batches=args.batches, seed=args.seed)
     counts = write_search_clicks(os.path.join(root, "events"), config)
     print(f"generated {counts['searches']:,} searches and {counts['clicks']:,} clicks in "
           f"{args.batches} files each under {root}/events")
-    spark = local_session(shuffle_partitions=args.partitions)
+    spark = job_session(args.partitions, master=args.master, remote=args.remote)
     searches = (spark.readStream.schema("search_id bigint, session_id bigint, query string, search_time timestamp")
                 .option("maxFilesPerTrigger", 1).parquet(os.path.join(root, "events", "searches")))
     clicks = (spark.readStream.schema("click_id bigint, session_id bigint, result_rank int, click_time timestamp")

@@ -24,6 +24,7 @@ import argparse
 import time
 
 from streamjoin.jobs.common import JobPaths, add_run_options, prepare_root, stage
+from streamjoin.jobs.session import session_from_args
 from streamjoin.jobs.timeline_generator import TimelineConfig, write_timeline_inputs
 
 __all__ = ["register", "add_arguments", "run", "run_job", "Paths", "POSTS_DDL", "FOLLOWS_DDL"]
@@ -96,7 +97,13 @@ def run(args: argparse.Namespace, spark=None) -> int:
     from streamjoin.jobs.timeline_report import print_summary
 
     config = TimelineConfig(posts=args.posts, users=args.users, batches=args.batches, seed=args.seed)
-    summary = run_job(config, prepare_root(args.out, "timeline"), store=args.store, partitions=args.partitions, spark=spark)
+    own = spark is None and (args.master is not None or args.remote is not None)
+    spark = session_from_args(args, args.partitions) if own else spark
+    try:
+        summary = run_job(config, prepare_root(args.out, "timeline"), store=args.store, partitions=args.partitions, spark=spark)
+    finally:
+        if own:
+            spark.stop()
     print_summary(summary)
     return 0 if summary.consistent else 1
 
@@ -116,10 +123,10 @@ def run_job(config: TimelineConfig, root: str, *, store: str = "rocksdb", partit
              f"{config.batches} micro-batches (seed {config.seed}) under {paths.inputs}", started)
     generated = write_timeline_inputs(paths.inputs, config)
     if spark is None:
-        from streamjoin.bench.sparkutil import local_session
+        from streamjoin.jobs.session import job_session
 
         stage(2, 4, "starting a local Spark session", started)
-        spark = local_session(shuffle_partitions=partitions)
+        spark = job_session(partitions)
     try:
         stage(3, 4, f"streaming table_table_join (how='inner', store={store}, {partitions} partitions); after each "
                  "micro-batch: view changes -> Parquet, view sink, consistency check", started)

@@ -34,6 +34,7 @@ __all__ = [
     "__version__",
     "interval_join",
     "join_metrics",
+    "read_state",
     "set_aside_rows",
     "stream_table_join",
     "table_table_join",
@@ -45,6 +46,7 @@ if TYPE_CHECKING:  # the real signatures, for type checkers; at run time see __g
     from streamjoin.spark.enrichment import stream_table_join
     from streamjoin.spark.interval import interval_join
     from streamjoin.spark.outputs import join_metrics, set_aside_rows
+    from streamjoin.spark.state import read_state
     from streamjoin.spark.table import table_table_join
     from streamjoin.spark.view import view_sink
 
@@ -55,6 +57,7 @@ _LAZY = {
     "table_table_join": "streamjoin.spark.table",
     "set_aside_rows": "streamjoin.spark.outputs",
     "join_metrics": "streamjoin.spark.outputs",
+    "read_state": "streamjoin.spark.state",
     "view_sink": "streamjoin.spark.view",
 }
 

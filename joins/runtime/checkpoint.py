@@ -216,6 +216,23 @@ class Checkpoint:
                 records.append(self._read_json(posixpath.relpath(info.path, self.root)))
         return sorted(records, key=lambda r: (r.get("version", 0), r.get("partition", 0)))
 
+    def metrics_versions(self) -> list[int]:
+        """The versions that have a metrics directory, ascending."""
+        return sorted(v for v in (_version_of(i.path) for i in self._files("metrics")
+                                  if i.type == pafs.FileType.Directory) if v >= 0)
+
+    def newest_metrics_version(self) -> int | None:
+        """The newest version with metrics (the last one committed); None before the first."""
+        versions = self.metrics_versions()
+        return versions[-1] if versions else None
+
+    def prune_metrics(self, keep_from: int) -> None:
+        """Delete the metrics of versions older than ``keep_from`` (whole version directories;
+        run by one partition, as no task of those versions runs any more)."""
+        for version in self.metrics_versions():
+            if version < keep_from:
+                self.fs.delete_dir(self._path(f"metrics/v={version}"))
+
     # -- initial rows (read by the first version only) ------------------------------------------
 
     def write_initial(self, input_name: str, partition: int, table: pa.Table) -> None:

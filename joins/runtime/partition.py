@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 from streamjoin.changelog import Changelog, open_logged_store, snapshot_from_store
 from streamjoin.errors import CheckpointDamagedError, JoinDefinitionError
 from streamjoin.runtime.checkpoint import Checkpoint
-from streamjoin.runtime.operator import Operator, StepInput
+from streamjoin.runtime.operator import REASON_COLUMN, Operator, StepInput
 from streamjoin.statestore.errors import BackendNotFoundError
 from streamjoin.statestore.registry import resolve_backend
 
@@ -143,7 +143,12 @@ def run_partition(
     for spec, count in zip(operator.inputs, initial):
         if count:
             metrics[f"initial_rows_{spec.name}"] = count
-    _write_records(operator, checkpoint, task, rows, result, metrics)
+    progress = None if task.final else _progress(operator, checkpoint, task, rows)
+    if progress is not None:
+        for spec, value in zip(operator.inputs, progress):
+            if value is not None:
+                metrics[f"max_time_{spec.name}"] = value
+    _write_records(operator, checkpoint, task, result, metrics, progress, config.retain_versions)
     _maybe_fail_once(config, task, "after-commit")
     return result.output, metrics
 
@@ -207,18 +212,25 @@ def _maybe_fail_once(config: StateConfig, task: TaskInfo, point: str) -> None:
         raise RuntimeError(f"streamjoin test hook: injected failure ({path})")
 
 
-def _write_records(operator, checkpoint, task, rows, result, metrics) -> None:
+def _progress(operator: Operator, checkpoint: Checkpoint, task: TaskInfo,
+              rows: tuple[pa.Table, ...]) -> tuple[int | None, ...]:
+    """This partition's largest event time per input over every version up to ``task.version``."""
+    before = checkpoint.read_progress(task.partition, before=task.version) or (None,) * len(rows)
+    return tuple(_max(old, _max_time(table, spec.time)) for old, table, spec in zip(before, rows, operator.inputs))
+
+
+def _write_records(operator, checkpoint, task, result, metrics, progress, retain_versions: int) -> None:
+    """Rows set aside, the progress record, the metrics; old records pruned with the changelog's
+    retention (progress: this partition's; metrics: whole versions, by partition 0)."""
     for spec, aside in zip(operator.inputs, result.set_aside):
         if aside.num_rows:
             checkpoint.write_set_aside(spec.name, task.version, task.partition, aside)
-    if not task.final:
-        before = checkpoint.read_progress(task.partition, before=task.version) or (None,) * len(rows)
-        now = tuple(
-            _max(old, _max_time(table, spec.time)) for old, table, spec in zip(before, rows, operator.inputs)
-        )
-        checkpoint.write_progress(task.partition, task.version, now)
+    if progress is not None:
+        checkpoint.write_progress(task.partition, task.version, progress)
         checkpoint.prune_progress(task.partition, keep_from=task.version - 2)
     checkpoint.write_metrics(task.version, task.partition, metrics)
+    if task.partition == 0:
+        checkpoint.prune_metrics(keep_from=task.version - retain_versions)
 
 
 def _metrics(operator, task, rows, result, opened, open_seconds, stats) -> dict[str, Any]:
@@ -237,8 +249,16 @@ def _metrics(operator, task, rows, result, opened, open_seconds, stats) -> dict[
     for spec, table, aside in zip(operator.inputs, rows, result.set_aside):
         metrics[f"input_rows_{spec.name}"] = table.num_rows
         metrics[f"set_aside_rows_{spec.name}"] = aside.num_rows
+        metrics[f"late_rows_{spec.name}"] = _late(aside)
     metrics.update(result.metrics)
     return metrics
+
+
+def _late(aside: pa.Table) -> int:
+    """How many of the rows set aside were late (reason ``late``, ``late change``...)."""
+    if aside.num_rows == 0 or REASON_COLUMN not in aside.column_names:
+        return 0
+    return int(pc.sum(pc.starts_with(aside.column(REASON_COLUMN), "late")).as_py() or 0)
 
 
 def _last_snapshot(log: Changelog, before: int) -> int:

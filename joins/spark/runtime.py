@@ -8,8 +8,10 @@ reads the micro-batch id from the task's local property ``streaming.sql.batchId`
 its partition id, its attempt number and the streaming query's id. A batch (non-streaming) input
 runs as version 0 with a final watermark of +infinity.
 
-No Python runs on the driver per batch: the global watermark comes from the progress records that
-every partition writes to the checkpoint when it commits a version (see ``docs/runtime.md``).
+The global watermark comes from the progress records that every partition writes to the
+checkpoint when it commits a version (see ``docs/runtime.md``). A streaming join also unions the
+no-data flush source (:mod:`streamjoin.spark.flush`) into its input, and reports its metrics as
+observed metrics (:mod:`streamjoin.spark.progress`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from streamjoin.runtime.checkpoint import Checkpoint, RunMode, resolve_location
 from streamjoin.runtime.operator import InputSpec, Operator, set_aside_schema
 from streamjoin.runtime.partition import StateConfig, TaskInfo, run_partition
 from streamjoin.spark.checks import column
+from streamjoin.spark.flush import flush_stream
+from streamjoin.spark.progress import metrics_batch, progress_schema, report_progress
 
 __all__ = ["run_operator", "arrow_schema", "resolve_checkpoint", "INPUT_TAG"]
 
@@ -48,6 +52,8 @@ def _configure_worker_logging() -> None:
         log.setLevel(os.environ.get("STREAMJOIN_LOG_LEVEL", "WARNING").upper())
 
 INPUT_TAG = "_sj_input"
+#: Set on the DataFrames run_operator returns (their partitions are a join's partitions).
+_STAGE_MARK = "_streamjoin_stage"
 _KEY = "_sj_k{}"
 _ROW = "_sj_row{}"
 
@@ -97,10 +103,21 @@ def run_operator(
     if Checkpoint(checkpoint).initial_done() is not None:
         state = replace(state, initial=True)
     combined = _union_inputs(inputs, operator, key_types)
+    # A micro-batch whenever the join's watermark moves (streamjoin.spark.flush). Not in a stage
+    # fed by another join's output (a table_table_join's join stage): unioned there, the source
+    # would break the partition-aligned union of the earlier stages' outputs, whose tasks take
+    # their partition id from it; those stages' sources already run the query's batches.
+    if streaming and not any(vars(df).get(_STAGE_MARK, False) for df in inputs):
+        flush = flush_stream(spark, checkpoint, partitions, len(operator.inputs))
+        combined = combined.unionByName(flush.select(F.lit(-1).cast("byte").alias(INPUT_TAG)),
+                                        allowMissingColumns=True)
     keys = [c for c in combined.columns if c.startswith("_sj_k")]
     shuffled = combined.repartition(partitions, *keys)
     task = _PartitionTask(operator, checkpoint, partitions, state, final=not streaming)
-    return shuffled.mapInArrow(task, from_arrow_schema(operator.output_schema, prefer_timestamp_ntz=True))
+    out = shuffled.mapInArrow(task, from_arrow_schema(progress_schema(operator), prefer_timestamp_ntz=True))
+    result = report_progress(out, operator, checkpoint)
+    vars(result)[_STAGE_MARK] = True
+    return result
 
 
 def _tagged(df: DataFrame, i: int, operator: Operator, key_types: Sequence[str]) -> DataFrame:
@@ -236,7 +253,11 @@ class _PartitionTask:
         state = self.state if self.state.local_dir else replace(self.state, local_dir=spark_local_state_dir())
         output, metrics = run_partition(self.operator, Checkpoint(self.checkpoint), state, task, rows)
         log.info("streamjoin %s version %d partition %d: %s", self.operator.kind, task.version, task.partition, metrics)
-        yield from output.cast(self.operator.output_schema).to_batches()
+        schema = progress_schema(self.operator)
+        output = output.cast(self.operator.output_schema)
+        extra = [pa.nulls(output.num_rows, f.type) for f in schema][len(output.schema):]
+        yield from pa.Table.from_arrays([*output.columns, *extra], schema=schema).to_batches()
+        yield metrics_batch(self.operator, metrics, schema)
 
 
 def _split_inputs(batches: list[pa.RecordBatch], operator: Operator) -> tuple[pa.Table, ...]:

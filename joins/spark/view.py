@@ -16,6 +16,11 @@ version marker is the last micro-batch id applied, and a micro-batch is applied 
 store write, so a batch id not newer than the store's version is skipped: a micro-batch that
 Spark runs again after a failure (the same id) is not applied twice. Batch ids must increase,
 as Spark's do; a restarted query must keep both its checkpoint and ``path``.
+
+**Spark Connect.** A Connect query's ``foreachBatch`` function runs where the Connect server
+runs, not in the client: the sink is pickled (its own store handle closed) and its copy there
+applies the batches to the view at ``path`` on the server's machine. Read the view there, or, with
+a local server, with this sink (or a new ``view_sink(path, ...)``) once the query has stopped.
 """
 
 from __future__ import annotations
@@ -49,9 +54,27 @@ class ViewSink:
             schema = to_arrow_schema(schema, timezone="UTC")
         self.path = path
         self.store_kind = store
-        self.view = MaterializedView(open_store(store, path), left_key, right_key, schema)
+        self._args = (left_key, right_key, schema)
+        self._view: MaterializedView | None = MaterializedView(open_store(store, path), left_key, right_key, schema)
         #: Change counts by type of the batches applied by this sink object, per batch id.
         self.applied: dict[int, dict[str, int]] = {}
+
+    @property
+    def view(self) -> MaterializedView:
+        """The view, its store opened again if this sink was pickled (see the module on Connect)."""
+        if self._view is None:
+            self._view = MaterializedView(open_store(self.store_kind, self.path), *self._args)
+        return self._view
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (a Spark Connect query's ``foreachBatch`` runs a copy where the server runs):
+        this sink's store is closed, so that the copy can open it; this sink opens it again on its
+        next use, which the store refuses while the query's copy holds it."""
+        if self._view is not None:
+            self._view.store.close()
+            self._view = None
+        state = self.__dict__.copy()
+        return state
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         """Apply micro-batch ``batch_id`` (a DataFrame of view changes); skip it if already applied."""
@@ -99,7 +122,9 @@ class ViewSink:
         self.view.write_parquet(path, **options)
 
     def close(self) -> None:
-        self.view.store.close()
+        if self._view is not None:
+            self._view.store.close()
+            self._view = None
 
     def __enter__(self) -> "ViewSink":
         return self

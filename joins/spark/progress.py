@@ -1,0 +1,102 @@
+"""The join in Spark's progress: its metrics as observed metrics of the query.
+
+Every task of a version ends its output with one *metrics row*: the output columns null and a
+struct column :data:`METRICS` holding what the partition did (rows in, out, set aside and late per
+input, pairs, state rows and bytes, store restores and their time, the join's watermarks). After
+``mapInArrow`` the runtime aggregates the metrics rows with ``observe``, named
+:func:`observation_name`, which Spark reports in ``StreamingQueryProgress.observedMetrics``
+(``lastProgress``, listeners, the UI), then drops them: what remains is exactly the join's output.
+
+The join's watermark is reported there, not as Spark's event-time watermark: declaring one after
+the join (``withWatermark``) would make a query whose inputs carry their own watermark fail
+("Redefining watermark is disallowed"), and Spark's watermark is not what the join uses.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from streamjoin.runtime.operator import NEG_INF, POS_INF, Operator
+from streamjoin.spark.checks import column
+
+__all__ = ["METRICS", "observation_name", "progress_schema", "metrics_batch", "report_progress"]
+
+METRICS = "_sj_metrics"
+
+_COMMON_SUMS = ("output_rows", "state_rows", "state_bytes", "entries_restored", "state_versions_replayed")
+_PER_INPUT_SUMS = ("input_rows", "set_aside_rows", "late_rows")
+#: Operator-specific metrics and how partitions' values combine (watermarks: the same everywhere).
+_EXTRA: dict[str, dict[str, Callable[[Column], Column]]] = {
+    "interval_join": {"pairs": F.sum, "watermark": F.max},
+    "enrichment_join": {"matched": F.sum, "events_waiting": F.sum, "released_by_grace": F.sum,
+                        "event_watermark": F.max, "table_watermark": F.max},
+}
+_TIMESTAMPS = {"watermark", "event_watermark", "table_watermark"}
+
+
+def observation_name(operator: Operator, checkpoint: str) -> str:
+    """The name of the join's observed metrics in ``StreamingQueryProgress.observedMetrics``."""
+    return f"streamjoin {operator.kind} {checkpoint}"
+
+
+def _fields(operator: Operator) -> list[pa.Field]:
+    names = [f"{m}_{spec.name}" for spec in operator.inputs for m in _PER_INPUT_SUMS] + list(_COMMON_SUMS)
+    fields = [pa.field(n, pa.int64()) for n in names]
+    fields += [pa.field("stores_rebuilt", pa.int64()), pa.field("state_open_seconds", pa.float64())]
+    for name in _EXTRA.get(operator.kind, {}):
+        fields.append(pa.field(name, pa.timestamp("us", "UTC") if name in _TIMESTAMPS else pa.int64()))
+    return fields
+
+
+def progress_schema(operator: Operator) -> pa.Schema:
+    """The schema ``mapInArrow`` returns: the output's columns, then the metrics."""
+    return operator.output_schema.append(pa.field(METRICS, pa.struct(_fields(operator))))
+
+
+def _time(value: Any) -> int | None:
+    return None if value is None or value in (NEG_INF, POS_INF) else int(value)
+
+
+def metrics_batch(operator: Operator, metrics: Mapping[str, Any], schema: pa.Schema) -> pa.RecordBatch:
+    """One row of ``schema`` (:func:`progress_schema`): output columns null, then ``metrics``."""
+    struct_type = schema.field(METRICS).type
+    values: dict[str, Any] = {}
+    for field in struct_type:
+        if field.name == "stores_rebuilt":
+            values[field.name] = int(metrics.get("state_open") not in ("reused", None))
+        elif field.name in _TIMESTAMPS:
+            values[field.name] = _time(metrics.get(field.name))
+        else:
+            values[field.name] = metrics.get(field.name, 0)
+    columns = [pa.nulls(1, f.type) if f.nullable else _placeholder(f.type) for f in operator.output_schema]
+    columns.append(pa.array([values], struct_type))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _placeholder(kind: pa.DataType) -> pa.Array:
+    """One value of ``kind`` for a column declared not null (the metrics row is dropped anyway)."""
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return pa.array([""], kind)
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        return pa.array([b""], kind)
+    if pa.types.is_boolean(kind):
+        return pa.array([False], kind)
+    return pa.array([0], pa.int64()).cast(kind)
+
+
+def report_progress(df: DataFrame, operator: Operator, checkpoint: str) -> DataFrame:
+    """``df`` (of :func:`progress_schema`) as the join's output, its metrics observed."""
+    metrics = F.col(METRICS)
+    aggregates = [F.sum(metrics[f.name]).alias(f.name) for f in _fields(operator)
+                  if f.name not in _EXTRA.get(operator.kind, {}) and f.name != "state_open_seconds"]
+    aggregates.append(F.max(metrics["state_open_seconds"]).alias("state_open_seconds_max"))
+    aggregates.append(F.count(metrics).alias("partitions"))
+    aggregates += [how(metrics[name]).alias(name) for name, how in _EXTRA.get(operator.kind, {}).items()]
+    observed = df.observe(observation_name(operator, checkpoint), *aggregates)
+    # Spark pushes no filter below ``observe`` (it would change what is observed)
+    kept = observed.where(metrics.isNull())
+    return kept.select(*[column(name) for name in operator.output_schema.names])
