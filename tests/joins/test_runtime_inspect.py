@@ -13,7 +13,7 @@ from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.inspect import describe_checkpoint, verify_checkpoint
 from streamjoin.runtime.local import LocalRunner
 from streamjoin.runtime.partition import StateConfig
-from tests.spark.operators import RunningCount
+from tests.operators import RunningCount
 
 SCHEMA = pa.schema([("k", pa.int64()), ("v", pa.string())])
 
