@@ -234,6 +234,8 @@ class LMDBStore(Store):
     ) -> Iterator[KeyValue]:
         """The entries of ``[start, end)`` read through ``txn`` (``cursor`` on ``data``): short keys,
         merged with the long keys' buckets when the store has any, and the empty key."""
+        if end == b"":
+            return iter(())
         items = short_items(cursor, start, end, reverse)
         if has_long:
             longer = long_items(txn.cursor(self._long), start, end, reverse)
