@@ -183,8 +183,14 @@ class Store(ABC):
 
     def scan_prefixes(self, prefixes: Iterable[bytes]) -> list[list[KeyValue]]:
         """The entries under each of ``prefixes`` (one list per prefix, in key order): a batched
-        :meth:`scan_prefix`, through :meth:`scan_ranges`."""
-        return self.scan_ranges([(p or None, prefix_end(p) if p else None) for p in prefixes])
+        :meth:`scan_prefix`. Raises :class:`StoreError` when a prefix is not bytes."""
+        self._check_open()
+        prefixes = _as_list(prefixes)
+        for p in prefixes:
+            if type(p) is not bytes:
+                raise StoreError(f"scan_prefixes of {self.path}: prefixes must be bytes, got {p!r}")
+        # a prefix's range is never empty: the checks of scan_ranges are not needed
+        return self._scan_ranges([(p or None, prefix_end(p) if p else None) for p in prefixes]) if prefixes else []
 
     def write(
         self,

@@ -112,6 +112,12 @@ def test_store_scan_ranges_rejects_bounds_that_are_not_bytes(store: Store, bad: 
         store.scan_ranges([(b"a", b"b"), *bad])
 
 
+@pytest.mark.parametrize("bad", ["a", None, 7], ids=str)
+def test_store_scan_prefixes_rejects_a_prefix_that_is_not_bytes(store: Store, bad: object) -> None:
+    with pytest.raises(StoreError, match="scan_prefixes"):
+        store.scan_prefixes([b"a", bad])
+
+
 def test_prefix_end_is_smallest_key_after_prefix() -> None:
     assert prefix_end(b"ab") == b"ac"
     assert prefix_end(b"a\xff") == b"b"
