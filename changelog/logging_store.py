@@ -71,6 +71,9 @@ class ChangeloggingStore(Store):
     def _scan(self, start: bytes | None, end: bytes | None, reverse: bool) -> Iterator[KeyValue]:
         return self.inner.scan(start, end, reverse)
 
+    def _scan_ranges(self, ranges: Sequence[tuple[bytes | None, bytes | None]]) -> list[list[KeyValue]]:
+        return self.inner.scan_ranges(ranges)
+
     def _version(self) -> int | None:
         return self.inner.version
 

@@ -8,7 +8,7 @@ like LMDB, lays long keys out so that they still read, scan and delete in byte o
 
 A backend subclasses :class:`Store` and supplies the primitives marked *required* below; the
 optional methods have defaults built from them, which a backend overrides where its library has a
-faster path (batched gets, bulk loading). The public methods guard against use after ``close()``
+faster path (batched gets, batched range scans, bulk loading). The public methods guard against use after ``close()``
 and normalise arguments once, here, so backends stay thin.
 
 Process model: a store directory is held by one open handle at a time. Spark may run the same
@@ -100,6 +100,11 @@ class Store(ABC):
     def _multi_get(self, keys: Sequence[bytes]) -> list[bytes | None]:
         return [self._get(k) for k in keys]
 
+    def _scan_ranges(self, ranges: Sequence[tuple[bytes | None, bytes | None]]) -> list[list[KeyValue]]:
+        """The entries of each ``[start, end)`` of ``ranges`` (non-empty, already checked), in key
+        order. Overrides reuse one cursor or iterator and seek from range to range."""
+        return [list(self._scan(start, end, False)) for start, end in ranges]
+
     def _load_sorted(self, items: Iterable[KeyValue], version: int | None) -> int:
         """Bulk-load items into an empty store; return how many were loaded.
 
@@ -152,6 +157,40 @@ class Store(ABC):
     def scan_prefix(self, prefix: bytes, reverse: bool = False) -> Iterator[KeyValue]:
         """Entries whose key starts with ``prefix``, in key order."""
         return self.scan(prefix or None, prefix_end(prefix) if prefix else None, reverse)
+
+    def scan_ranges(self, ranges: Iterable[tuple[bytes | None, bytes | None]]) -> list[list[KeyValue]]:
+        """The entries of each ``[start, end)`` range (None: unbounded), one list per range in the
+        order given, each in ascending key order.
+
+        This is the batched seek: one call reads many small ranges (the rows of many join keys)
+        far faster than one ``scan`` each. Ranges may overlap or come in any order; an empty or
+        inverted range gives an empty list. Raises :class:`StoreError` when a bound is not bytes
+        or None.
+        """
+        self._check_open()
+        ranges = _as_list(ranges)
+        out: list[list[KeyValue]] = [[] for _ in ranges]
+        wanted = []
+        for i, bounds in enumerate(ranges):
+            start, end = _range(bounds, self.path)
+            if start is None or end is None or start < end:
+                wanted.append(i)
+        if wanted:
+            found = self._scan_ranges([ranges[i] for i in wanted] if len(wanted) < len(ranges) else ranges)
+            for i, entries in zip(wanted, found):
+                out[i] = entries
+        return out
+
+    def scan_prefixes(self, prefixes: Iterable[bytes]) -> list[list[KeyValue]]:
+        """The entries under each of ``prefixes`` (one list per prefix, in key order): a batched
+        :meth:`scan_prefix`. Raises :class:`StoreError` when a prefix is not bytes."""
+        self._check_open()
+        prefixes = _as_list(prefixes)
+        for p in prefixes:
+            if type(p) is not bytes:
+                raise StoreError(f"scan_prefixes of {self.path}: prefixes must be bytes, got {p!r}")
+        # a prefix's range is never empty: the checks of scan_ranges are not needed
+        return self._scan_ranges([(p or None, prefix_end(p) if p else None) for p in prefixes]) if prefixes else []
 
     def write(
         self,
@@ -223,6 +262,18 @@ class Store(ABC):
     def _check_open(self) -> None:
         if self._closed:
             raise StoreClosedError(f"{self!r} is closed; open it again with open_store")
+
+
+def _range(bounds: object, path: str) -> tuple[bytes | None, bytes | None]:
+    """``bounds`` as a checked ``(start, end)`` pair."""
+    try:
+        start, end = bounds  # type: ignore[misc]
+    except (TypeError, ValueError):
+        raise StoreError(f"scan_ranges of {path}: each range must be a (start, end) pair, got {bounds!r}") from None
+    for bound in (start, end):
+        if bound is not None and type(bound) is not bytes:
+            raise StoreError(f"scan_ranges of {path}: bounds must be bytes or None, got {bound!r}")
+    return start, end
 
 
 def _as_list(items: Iterable) -> Sequence:

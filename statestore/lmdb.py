@@ -220,19 +220,40 @@ class LMDBStore(Store):
         txn = None
         try:
             txn = self._env.begin(db=self._data)
-            items = short_items(txn.cursor(), start, end, reverse)
-            if txn.stat(self._long)["entries"]:
-                longer = long_items(txn.cursor(self._long), start, end, reverse)
-                items = heapq.merge(items, longer, key=_KEY, reverse=reverse)
-            empty = None if start else txn.get(EMPTY_KEY, db=self._meta)
-            if empty is not None:
-                first = [(b"", unseal(EMPTY_KEY, empty))]
-                items = chain(items, first) if reverse else chain(first, items)
+            has_long = txn.stat(self._long)["entries"] > 0
+            items = self._range_items(txn, txn.cursor(), has_long, start, end, reverse)
         except Exception as exc:
             if txn is not None:
                 txn.abort()
             raise self._failure("scan", exc) from exc
         return self._translated(items, txn)
+
+    def _range_items(
+        self, txn: lmdb.Transaction, cursor: lmdb.Cursor, has_long: bool,
+        start: bytes | None, end: bytes | None, reverse: bool,
+    ) -> Iterator[KeyValue]:
+        """The entries of ``[start, end)`` read through ``txn`` (``cursor`` on ``data``): short keys,
+        merged with the long keys' buckets when the store has any, and the empty key."""
+        if end == b"":
+            return iter(())
+        items = short_items(cursor, start, end, reverse)
+        if has_long:
+            longer = long_items(txn.cursor(self._long), start, end, reverse)
+            items = heapq.merge(items, longer, key=_KEY, reverse=reverse)
+        empty = None if start else txn.get(EMPTY_KEY, db=self._meta)
+        if empty is not None:
+            first = [(b"", unseal(EMPTY_KEY, empty))]
+            items = chain(items, first) if reverse else chain(first, items)
+        return items
+
+    def _scan_ranges(self, ranges: Sequence[tuple[bytes | None, bytes | None]]) -> list[list[KeyValue]]:
+        """One read transaction and one cursor for every range: set_range to its start, step to its end."""
+        try:
+            with self._env.begin(db=self._data) as txn:
+                cursor, has_long = txn.cursor(), txn.stat(self._long)["entries"] > 0
+                return [list(self._range_items(txn, cursor, has_long, s, e, False)) for s, e in ranges]
+        except Exception as exc:
+            raise self._failure("scan", exc) from exc
 
     def _translated(self, items: Iterator[KeyValue], txn: lmdb.Transaction) -> Iterator[KeyValue]:
         """Yield ``items``, end the read transaction when done, and translate errors."""

@@ -72,6 +72,14 @@ class MemoryStore(Store):
         items = self._data.items
         return ((k, items[k]) for k in selected)
 
+    def _scan_ranges(self, ranges: Sequence[tuple[bytes | None, bytes | None]]) -> list[list[KeyValue]]:
+        keys, value = self._data.sorted_keys(), self._data.items.__getitem__
+        left, size, out = bisect.bisect_left, len(keys), []
+        for start, end in ranges:
+            selected = keys[0 if start is None else left(keys, start) : size if end is None else left(keys, end)]
+            out.append(list(zip(selected, map(value, selected))))
+        return out
+
     def _write(
         self,
         puts: Sequence[KeyValue],

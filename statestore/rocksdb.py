@@ -157,6 +157,28 @@ class RocksDBStore(Store):
             raise _read_error(self.path, exc) from exc
         return self._checked(items, start, end, reverse)
 
+    def _scan_ranges(self, ranges: Sequence[tuple[bytes | None, bytes | None]]) -> list[list[KeyValue]]:
+        """One iterator for every range: seek to its start, step to its end."""
+        out: list[list[KeyValue]] = []
+        try:
+            it = self._db.iter()
+            valid, key, value, step = it.valid, it.key, it.value, it.next
+            for start, end in ranges:
+                it.seek_to_first() if start is None else it.seek(start)
+                entries: list[KeyValue] = []
+                while valid():
+                    k = key()
+                    if end is not None and k >= end:
+                        break
+                    entries.append((k, value()))
+                    step()
+                else:
+                    it.status()  # the iterator ran out: raise the read error that ended it, if one did
+                out.append(entries)
+        except Exception as exc:
+            raise _read_error(self.path, exc) from exc
+        return out
+
     def _checked(
         self, items: Iterator[KeyValue], start: bytes | None, end: bytes | None, reverse: bool
     ) -> Iterator[KeyValue]:

@@ -11,7 +11,8 @@ of :data:`LAYOUT` (:mod:`streamjoin.runtime.areas`)::
 
 **Versions**: a key's bucket is a fixed 64-bit hash of its values modulo ``buckets``
 (:func:`bucket_ids`, vectorized). A bucket's versions are its *base* blob plus its *deltas*, read
-together by one prefix scan (:func:`read_buckets`); each blob holds versions of the bucket's keys:
+together by one batched seek for all the buckets a version touches (:func:`read_buckets`); each
+blob holds versions of the bucket's keys:
 the key columns (``__sj_k0``, ... in the common key types), op, change time, sequence
 (upsert/delete: a delete is kept as a tombstone version) and the value columns, sorted by (key,
 time, sequence), nulls first: a null change time is a timeless bootstrap row, before every change
@@ -160,13 +161,13 @@ class Bucket:
 
 
 def read_buckets(store: Store, buckets: Sequence[int], schema: pa.Schema) -> dict[int, Bucket]:
-    """The base and deltas of each of ``buckets`` (one prefix scan each; an empty base where a
-    bucket has none)."""
+    """The base and deltas of each of ``buckets`` (one batched seek for all of them,
+    :meth:`Store.scan_prefixes`; an empty base where a bucket has none)."""
     out = {}
-    for bucket in buckets:
-        base_key = version_key(bucket)
+    base_keys = [version_key(bucket) for bucket in buckets]
+    for bucket, base_key, entries in zip(buckets, base_keys, store.scan_prefixes(base_keys)):
         base, deltas = schema.empty_table(), []
-        for key, value in _VERSIONS.scan(store, bucket):
+        for key, value in entries:
             if key == base_key:
                 base = unblob(value)
             else:

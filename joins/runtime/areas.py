@@ -279,6 +279,15 @@ class Area:
         for key, value in store.scan(key_prefix, prefix_end(key_prefix) or self.end):
             yield key[cut:], value
 
+    def scan_under_many(self, store: Store, key_prefixes: Sequence[bytes]) -> list[dict[bytes, bytes]]:
+        """For each encoded key prefix (from :meth:`join`), its entries as {the rest of the key:
+        encoded value}, in key order: one batched seek (:meth:`Store.scan_prefixes`) for all."""
+        out = []
+        for key_prefix, entries in zip(key_prefixes, store.scan_prefixes(key_prefixes)):
+            cut = len(key_prefix)
+            out.append({key[cut:]: value for key, value in entries})
+        return out
+
     def get(self, store: Store, *values: Any) -> Any | None:
         """The decoded value under the key of ``values``, or None when there is none."""
         data = store.get(self.key(*values))

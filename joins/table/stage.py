@@ -22,7 +22,8 @@ those rows need are read (a side's whole group only when the other side changed 
 cost follows the affected view rows, not the state. **Reads**: one ``multi_get`` per version for
 every row read by key (the changed primary keys' rows, and, for a side whose primary key is its
 join key, the one row it can hold at each touched join key, so a foreign-key join's key side is
-never scanned); a ``scan_prefix`` per join key only for a group a side reads whole. Keys and rows
+never scanned); one batched seek per side and version (``Store.scan_prefixes``) for every
+group a side reads whole. Keys and rows
 are encoded column-wise (:func:`streamjoin.table.rows.pack_columns`, the bytes of ``pack``); output
 rows of this version's input are taken from it, rows read from state decoded column-wise. Per view key (left primary key, right primary
 key; a padded side's is null) the diff is minimal: a row that changed -> ``update_preimage``
@@ -96,12 +97,13 @@ def _direct(side: TableSide) -> list[int] | None:
     return [side.on.index(k) for k in side.key]
 
 
-@dataclass
+@dataclass(slots=True)
 class _Change:
-    """One routed change of a side: its primary key bytes, and its row (None: delete)."""
+    """One routed change of a side: its primary key bytes, its row (None: delete) and its state key."""
 
     pk: bytes
     row: bytes | None
+    key: bytes
 
 
 class _Step:
@@ -125,6 +127,7 @@ class _Step:
         for name, table in zip(("left", "right"), batch.rows):
             self._read(self.spec.side(name), table)
         self.held_rows = self._prefetch()
+        self.whole = self._read_groups()
 
     def _read(self, side: TableSide, table: pa.Table) -> None:
         """File ``side``'s routed changes by join key bytes."""
@@ -137,8 +140,9 @@ class _Step:
         deletes = (table.column(OP).to_numpy() == DELETE).tolist()
         nulls = reduce(np.logical_or, [table.column(c).is_null().to_numpy(zero_copy_only=False) for c in side.on],
                        np.zeros(table.num_rows, bool)).tolist()
+        keys = _SIDE[side.name].keys(map(bytes.__add__, jks, pks))
         fresh, groups, keyed = self.fresh[side.name], self.groups, self.keyed
-        for i, (jk, pk, row, delete, null) in enumerate(zip(jks, pks, rows, deletes, nulls)):
+        for i, (jk, pk, row, delete, null, key) in enumerate(zip(jks, pks, rows, deletes, nulls, keys)):
             group = groups.get(jk)
             if group is None:
                 group = groups[jk] = {"left": {}, "right": {}}
@@ -149,9 +153,9 @@ class _Step:
                     f"the {side.name} input of a table join stage has two changes of primary key {unpack(pk)} at "
                     f"join key {unpack(jk)} in version {self.version}; its rows must come from a TableRekey stage")
             if delete:
-                group[pk] = _Change(pk, None)
+                group[pk] = _Change(pk, None, key)
             else:
-                group[pk] = _Change(pk, row)
+                group[pk] = _Change(pk, row, key)
                 fresh.setdefault(row, i)
 
     def _prefetch(self) -> dict[bytes, bytes]:
@@ -164,11 +168,24 @@ class _Step:
                     if self.direct[name] is not None:
                         keys.append(self._key(name, jk, self._direct_pk(name, jk)))
                     elif not group[other]:
-                        keys.extend(self._key(name, jk, pk) for pk in group[name])
+                        keys.extend(c.key for c in group[name].values())
                 elif group[name] and self.keep[name]:
-                    keys.extend(self._key(name, jk, pk) for pk in group[name])
+                    keys.extend(c.key for c in group[name].values())
         keys = sorted(set(keys))
         return {k: v for k, v in zip(keys, self.state.multi_get(keys)) if v is not None}
+
+    def _read_groups(self) -> dict[str, dict[bytes, dict[bytes, bytes]]]:
+        """The whole groups this version reads, per side and join key, by primary key bytes: a
+        side's rows at every keyed join key where the other side changed (not a direct side's,
+        whose one row is prefetched). One batched seek per side reads them all."""
+        whole: dict[str, dict[bytes, dict[bytes, bytes]]] = {}
+        for name, other in (("left", "right"), ("right", "left")):
+            if self.direct[name] is not None:
+                continue
+            jks = sorted(jk for jk, group in self.groups.items() if group[other] and self.keyed[jk])
+            area = _SIDE[name]
+            whole[name] = dict(zip(jks, area.scan_under_many(self.state, area.keys(jks))))
+        return whole
 
     def _direct_pk(self, side: str, jk: bytes) -> bytes:
         """The primary key bytes of the one row a direct side can hold at join key ``jk``."""
@@ -208,12 +225,12 @@ class _Step:
             pk = self._direct_pk(side, jk)
             row = self.held_rows.get(self._key(side, jk, pk))
             return {} if row is None else {pk: row}
-        return dict(_SIDE[side].scan_under(self.state, _SIDE[side].join(jk)))
+        return self.whole[side][jk]  # read only: _apply copies it
 
     def _changed_before(self, side: str, jk: bytes, changes: dict[bytes, _Change]) -> dict[bytes, bytes]:
         """The rows ``changes`` replace or delete, by primary key bytes (absent: none held)."""
         held = self.held_rows
-        return {pk: held[key] for pk in changes if (key := self._key(side, jk, pk)) in held}
+        return {pk: held[c.key] for pk, c in changes.items() if c.key in held}
 
     def _nonempty(self, side: str, jk: bytes, changes: dict[bytes, _Change]) -> tuple[bool, bool]:
         """Whether ``side`` held rows at ``jk`` before and after ``changes``, reading at most
@@ -234,7 +251,7 @@ class _Step:
         """Write ``changes`` (``before``: their rows held) and return the rows after them."""
         after = dict(before)
         for pk, change in changes.items():
-            key = self._key(side, jk, pk)
+            key = change.key
             if change.row is None:
                 if pk in before:
                     self.deletes.append(key)

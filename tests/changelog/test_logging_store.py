@@ -226,3 +226,19 @@ def test_open_logged_store_keeps_local_store_when_changelog_is_lost(runner):
         assert store.version == 2 and dict(store.scan()) == runner.model.states[2]
     finally:
         store.close()
+
+
+def test_logged_store_batched_scans_pass_through_to_the_inner_store(runner, monkeypatch):
+    for version, write in enumerate(WRITES[:3]):
+        runner.batch(version, write)
+    store, _ = runner.open(2)
+    calls = []
+    inner_scan_ranges = store.inner._scan_ranges
+    monkeypatch.setattr(store.inner, "_scan_ranges", lambda ranges: calls.append(ranges) or inner_scan_ranges(ranges))
+    try:
+        state = runner.model.states[2]
+        want = [[(k, v) for k, v in sorted(state.items()) if k.startswith(p)] for p in (b"a", b"c", b"")]
+        assert store.scan_prefixes([b"a", b"c", b""]) == want
+        assert len(calls) == 1  # the inner store's own batched seek, not one scan per prefix
+    finally:
+        store.close()

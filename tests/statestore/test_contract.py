@@ -83,6 +83,41 @@ def test_store_scan_prefix_matches_startswith(store: Store, prefix: bytes) -> No
     assert list(store.scan_prefix(prefix, reverse=True)) == want[::-1]
 
 
+RANGES = [(b"a", b"b"), (None, b"ab"), (b"b", None), (b"c", b"a"), (b"b", b"b"), (None, None), (b"a", b"abd"),
+          (b"\xff", b"\xff\xff\x00"), (b"zz", None), (b"", b"\x00\x01")]
+
+
+def test_store_scan_ranges_answers_each_range_in_the_order_given(store: Store) -> None:
+    model = fill(store)
+    ranges = RANGES + RANGES[::-1]  # overlapping, out of order and repeated ranges
+    assert store.scan_ranges(ranges) == [expected(model, start, end) for start, end in ranges]
+    assert store.scan_ranges(iter(RANGES[:3])) == [expected(model, start, end) for start, end in RANGES[:3]]
+    assert store.scan_ranges([]) == []
+
+
+def test_store_scan_prefixes_match_scan_prefix(store: Store) -> None:
+    fill(store)
+    prefixes = [b"", b"a", b"ab", b"b", b"b\xff", b"\xff", b"\xff\xff", b"zz", b"\x00", b"a"]
+    assert store.scan_prefixes(prefixes) == [list(store.scan_prefix(p)) for p in prefixes]
+
+
+def test_store_scan_ranges_of_an_empty_store_gives_empty_lists(store: Store) -> None:
+    assert store.scan_ranges(RANGES) == [[] for _ in RANGES]
+
+
+@pytest.mark.parametrize("bad", [[(b"a", "z")], [("a", None)], [(b"a",)], [b"ab"], [7]], ids=str)
+def test_store_scan_ranges_rejects_bounds_that_are_not_bytes(store: Store, bad: list) -> None:
+    fill(store)
+    with pytest.raises(StoreError, match="scan_ranges"):
+        store.scan_ranges([(b"a", b"b"), *bad])
+
+
+@pytest.mark.parametrize("bad", ["a", None, 7], ids=str)
+def test_store_scan_prefixes_rejects_a_prefix_that_is_not_bytes(store: Store, bad: object) -> None:
+    with pytest.raises(StoreError, match="scan_prefixes"):
+        store.scan_prefixes([b"a", bad])
+
+
 def test_prefix_end_is_smallest_key_after_prefix() -> None:
     assert prefix_end(b"ab") == b"ac"
     assert prefix_end(b"a\xff") == b"b"
@@ -189,7 +224,8 @@ def test_store_use_after_close_raises_closed_error(store: Store) -> None:
     assert store.closed
     calls = [
         lambda: store.get(b"a"), lambda: store.multi_get([b"a"]), lambda: store.scan(),
-        lambda: store.scan_prefix(b"a"), lambda: store.write(puts=[(b"b", b"2")]),
+        lambda: store.scan_prefix(b"a"), lambda: store.scan_ranges([(b"a", None)]),
+        lambda: store.scan_prefixes([b"a"]), lambda: store.write(puts=[(b"b", b"2")]),
         lambda: store.version, lambda: store.stats(), lambda: store.load_sorted([]),
     ]
     for call in calls:
@@ -333,6 +369,16 @@ def test_store_scan_bounds_with_empty_and_long_keys(store: Store, start: bytes |
     for prefix in (b"", b"L" * 480, b"L" * 481, SHARED, SHARED + b"00", b"H" * 4999):
         want = [(k, model[k]) for k in sorted(model) if k.startswith(prefix)]
         assert list(store.scan_prefix(prefix, reverse)) == (want[::-1] if reverse else want)
+
+
+def test_store_scan_ranges_with_empty_and_long_keys(store: Store) -> None:
+    model = edge_model()
+    store.write(puts=list(model.items()))
+    ranges = [(start, end) for start in EDGE_BOUNDS for end in EDGE_BOUNDS]
+    assert store.scan_ranges(ranges) == [expected(model, start, end) for start, end in ranges]
+    prefixes = [b"", b"L" * 480, b"L" * 481, SHARED, SHARED + b"00", b"H" * 4999, b"L", SHARED[:480]]
+    assert store.scan_prefixes(prefixes) == [[(k, model[k]) for k in sorted(model) if k.startswith(p)]
+                                             for p in prefixes]
 
 
 def test_store_deletes_empty_and_long_keys(store: Store) -> None:

@@ -2,7 +2,7 @@
 
 Rules: put, delete, range delete, a combined multi-write with a version, a write that fails
 half-way (a bad entry or a raising source: nothing may be left behind), scans and prefix scans in
-both directions, multi-gets, and close + reopen. After every step the whole store must equal the
+both directions, batched range and prefix scans, multi-gets, and close + reopen. After every step the whole store must equal the
 model, version marker included. The backend under test is passed in (as zarr does), so one
 machine covers them all.
 """
@@ -125,6 +125,16 @@ class StoreMachine(RuleBasedStateMachine):
     def scan_prefix(self, prefix: bytes, reverse: bool) -> None:
         want = [kv for kv in self.expected(None, None, reverse) if kv[0].startswith(prefix)]
         assert list(self.store.scan_prefix(prefix, reverse)) == want
+
+    @rule(ranges=st.lists(st.tuples(bounds, bounds), max_size=5))
+    def scan_ranges(self, ranges: list[tuple[bytes | None, bytes | None]]) -> None:
+        assert self.store.scan_ranges(ranges) == [self.expected(start, end, False) for start, end in ranges]
+
+    @rule(prefixes=st.lists(st.binary(max_size=2) | keys, max_size=5))
+    def scan_prefixes(self, prefixes: list[bytes]) -> None:
+        everything = self.expected(None, None, False)
+        want = [[kv for kv in everything if kv[0].startswith(p)] for p in prefixes]
+        assert self.store.scan_prefixes(prefixes) == want
 
     @rule(wanted=st.lists(keys, max_size=6))
     def multi_get(self, wanted: list[bytes]) -> None:
