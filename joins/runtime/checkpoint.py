@@ -312,6 +312,38 @@ class Checkpoint:
                 break
         return found
 
+    def renumber_shifted_partitions(self, partitions: int) -> list[tuple[int, int]]:
+        """Move partition folders written under a number ``p >= partitions`` to ``p - partitions``.
+
+        streamjoin before 0.2 numbered a task by Spark's task partition id, which for the right key
+        stage of a ``table_table_join`` is offset by ``partitions`` (its tasks run inside the union
+        that feeds the join stage). The state, progress records and used-initial-rows records of
+        such a checkpoint move to the partition numbers the tasks now use (``state/p=<p>``,
+        ``progress/p=<p>``, ``initial/used/p=<p>.json``); metrics and set-aside files keep their
+        names. Returns the moves made. Raises :class:`CheckpointMismatchError` for any other
+        numbering (a partition at ``2 * partitions`` or above, or both numbers present).
+        """
+        shifted = sorted(
+            p for p in (_partition_of(i.path) for i in self._files("state") if i.type == pafs.FileType.Directory)
+            if p is not None and p >= partitions
+        )
+        if not shifted:
+            return []
+        clash = [p for p in shifted if p >= 2 * partitions
+                 or self.fs.get_file_info(self._path(f"state/p={p - partitions}")).type != pafs.FileType.NotFound]
+        if clash:
+            raise CheckpointMismatchError(
+                f"checkpoint {self.uri} holds state of partitions {clash}, outside the {partitions} partitions it "
+                "is bound to; it was not written by this join: use a new checkpoint location"
+            )
+        for p in shifted:
+            for old, new in ((f"state/p={p}", f"state/p={p - partitions}"),
+                             (f"progress/p={p}", f"progress/p={p - partitions}"),
+                             (f"initial/used/p={p}.json", f"initial/used/p={p - partitions}.json")):
+                if self.fs.get_file_info(self._path(old)).type != pafs.FileType.NotFound:
+                    self.fs.move(self._path(old), self._path(new))
+        return [(p, p - partitions) for p in shifted]
+
     # -- helpers --------------------------------------------------------------------------------
 
     def _uri(self, rel: str) -> str:
@@ -380,3 +412,9 @@ def _version_of(path: str) -> int:
     name = posixpath.basename(path)
     digits = name[2:].removesuffix(".json")
     return int(digits) if name.startswith("v=") and digits.isdigit() else -1
+
+
+def _partition_of(path: str) -> int | None:
+    """``p`` of a ``.../p=<p>`` path; None for any other name."""
+    name = posixpath.basename(path)
+    return int(name[2:]) if name.startswith("p=") and name[2:].isdigit() else None

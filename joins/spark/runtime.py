@@ -94,6 +94,8 @@ def run_operator(
     checkpoint = resolve_checkpoint(checkpoint, streaming, operator.kind)
     mode = RunMode.STREAMING if streaming else RunMode.BATCH
     Checkpoint(checkpoint).bind(operator.definition(), partitions, mode=mode)
+    for old, new in Checkpoint(checkpoint).renumber_shifted_partitions(partitions):
+        log.warning("streamjoin: %s: partition %d's state renumbered to %d", checkpoint, old, new)
     for spec in operator.inputs:
         Checkpoint(checkpoint).write_set_aside_schema(spec.name, set_aside_schema(spec.schema))
     state = state or StateConfig()
@@ -243,7 +245,9 @@ class _PartitionTask:
         batch_id = ctx.getLocalProperty("streaming.sql.batchId")
         task = TaskInfo(
             version=int(batch_id) if batch_id is not None else 0,
-            partition=ctx.partitionId(),
+            # a task's partition of this operator: Spark's task partition id counts on through a
+            # union of several operators' outputs in one stage (the table join's key stages)
+            partition=ctx.partitionId() % self.partitions,
             partitions=self.partitions,
             attempt=ctx.attemptNumber(),
             final=self.final or batch_id is None,

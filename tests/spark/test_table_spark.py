@@ -104,6 +104,9 @@ def test_table_table_join_streaming_view_equals_the_join_after_every_batch(spark
     timeline = sorted((r["follower_id"], r["post_id"]) for r in view.rows().to_pylist() if r["follower_id"] is not None)
     assert timeline == [(1, 2), (1, 3), (2, 4)]
     assert left.stale == 1 and left.unknown_deletes == 1
+    # every stage numbers its partitions 0..2, the right key stage too (its tasks run in a union)
+    for stage in ("left_keys", "right_keys", "join"):
+        assert sorted(os.listdir(f"{root}/ck/{stage}/state")) == ["p=0", "p=1", "p=2"], stage
 
 
 POSTS_DDL = "post_id bigint, op string, at timestamp, author_id bigint, text string"
