@@ -26,7 +26,7 @@ def bars(results: dict[str, Any]) -> list[tuple[str, float]]:
     for row in results["rows"]:
         value = row.get(chart["value"])
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            pairs.append((" / ".join(str(row.get(c, "")) for c in chart["label"]), float(value)))
+            pairs.append((" / ".join(format_value(row.get(c, "")) for c in chart["label"]), float(value)))
     return pairs
 
 
