@@ -144,6 +144,6 @@ def run(args: argparse.Namespace) -> int:
     for line in notes:
         print(line)
     chart = Chart(value="events/s/core", label=("query", "variant"),
-                  title="Nexmark events/s per core (streamjoin and Spark: this machine; Flink: published)", log=True)
+                  title="Nexmark events/s per core (streamjoin and Spark: this machine; Flink: published)")
     print("results:", write_results("nexmark", table, vars(args), chart=chart, notes=notes))
     return 1 if problems else 0

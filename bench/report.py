@@ -38,14 +38,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def markdown_table(results: dict[str, Any]) -> str:
-    """The results' rows as a Markdown table, numbers right-aligned and formatted as printed."""
+    """The results' rows as a Markdown table, formatted as printed; a column of numbers (and "-") right-aligned."""
     columns = results.get("columns") or (list(results["rows"][0]) if results["rows"] else [])
     rows = [[row.get(c, "") for c in columns] for row in results["rows"]]
-    numeric = [bool(rows) and all(isinstance(r[i], (int, float)) for r in rows) for i in range(len(columns))]
+    numeric = [any(_number(r[i]) for r in rows) and all(_number(r[i]) or r[i] == "-" for r in rows)
+               for i in range(len(columns))]
     lines = ["| " + " | ".join(columns) + " |",
              "|" + "|".join("---:" if n else "---" for n in numeric) + "|"]
     lines += ["| " + " | ".join(format_value(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def render_section(results: dict[str, Any], chart_path: str | None) -> str:

@@ -52,7 +52,7 @@ def test_report_renders_tables_and_charts_from_results(tmp_path):
     text = readme.read_text()
     assert done["demo"] == written and done["missing"].startswith("left as it was")
     assert "old figures" not in text and "kept as it is" in text
-    assert "| variant | seconds | rows/s |\n|---|---|---|\n| spark | 4.00 | 250,000 |" in text
+    assert "| variant | seconds | rows/s |\n|---|---:|---:|\n| spark | 4.00 | 250,000 |" in text
     assert "| streamjoin-rocksdb | 2.00 | 500,000 |" in text
     assert "- every variant's output checked" in text
     assert "![demo rows/s](docs/bench/demo.png)" in text
