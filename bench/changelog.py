@@ -27,7 +27,7 @@ import lmdb
 import pyarrow as pa
 from rocksdict import IngestExternalFileOptions, Options, Rdict, SstFileWriter
 
-from streamjoin.bench.harness import Table, median_seconds, results_dir, write_results
+from streamjoin.bench.harness import Chart, Table, median_seconds, results_dir, write_results
 from streamjoin.changelog import Changelog, compact, restore
 from streamjoin.statestore import destroy_store, open_store
 
@@ -60,7 +60,9 @@ def run(args: argparse.Namespace) -> int:
         del items, ordered
     shutil.rmtree(scratch, ignore_errors=True)
     print(table.render())
-    path = write_results("changelog", table, vars(args) | {"func": None})
+    path = write_results("changelog", table, vars(args) | {"func": None},
+                         chart=Chart(value="entries/s", label=("entries", "backend", "what"),
+                                     title="changelog entries/s (append, compact, restore)", log=True))
     print(f"\nresults: {path}")
     return 0
 

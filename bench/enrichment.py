@@ -47,7 +47,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from streamjoin.bench.harness import Table, parse_stores, results_dir, write_results
+from streamjoin.bench.harness import Chart, Table, parse_stores, results_dir, write_results
 from streamjoin.bench.sparkutil import fresh_dir, local_session, run_to_noop
 
 if TYPE_CHECKING:
@@ -403,7 +403,8 @@ notes:
     for line in lines:
         print(line)
     print("results:", write_results("enrichment", summary_table(params, results),
-                                    vars(args) | {"stale_events": inputs.stale_events}))
+                                    vars(args) | {"stale_events": inputs.stale_events},
+                                    chart=Chart(value="events/s", label=("variant",), title="enrichment events/s")))
     return 1 if any(line.startswith("MISMATCH") for line in lines) else 0
 
 

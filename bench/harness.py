@@ -9,13 +9,15 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shlex
 import statistics
+import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
 
-__all__ = ["median_seconds", "Table", "results_dir", "write_results", "parse_stores"]
+__all__ = ["median_seconds", "Table", "Chart", "results_dir", "write_results", "parse_stores", "format_value"]
 
 
 def median_seconds(fn: Callable[[], object], repeat: int, setup: Callable[[], object] | None = None) -> float:
@@ -54,6 +56,22 @@ class Table:
         return [dict(zip(self.columns, row)) for row in self.rows]
 
 
+@dataclass(frozen=True)
+class Chart:
+    """How a results table is drawn: one horizontal bar a row, labelled by the ``label`` columns
+    (joined with " / "), its length the ``value`` column; rows whose value is not a number are left out."""
+
+    value: str
+    label: tuple[str, ...]
+    title: str
+    log: bool = False                 # a logarithmic value axis, for values orders of magnitude apart
+
+
+def format_value(value: object) -> str:
+    """A table cell as the benchmarks print it: thousands separators, 2-3 significant digits."""
+    return _fmt(value)
+
+
 def _fmt(value: object) -> str:
     if isinstance(value, float):
         if abs(value) >= 1000:
@@ -73,16 +91,42 @@ def results_dir() -> str:
     return path
 
 
-def write_results(name: str, table: Table, params: dict[str, object]) -> str:
-    """Save a run's table and parameters as JSON beside the scratch data; return the path."""
-    path = os.path.join(results_dir(), f"{name}-{time.strftime('%Y%m%dT%H%M%S')}.json")
-    with open(path, "w") as fh:
-        json.dump(
-            {"benchmark": name, "params": params, "machine": platform.platform(),
-             "cpus": os.cpu_count(), "rows": table.as_records()},
-            fh, indent=2, default=str,
-        )
-    return path
+def write_results(name: str, table: Table, params: dict[str, object], chart: Chart | None = None,
+                  directory: str | None = None, notes: Sequence[str] = ()) -> str:
+    """Save a run's table, parameters and command as JSON (under ``directory``, by default
+    :func:`results_dir`) and, with ``chart``, its PNG beside it; return the JSON's path.
+
+    ``streamjoin bench report`` turns the newest of these into the README's tables and charts.
+    Without matplotlib (the ``bench`` extra) the chart is skipped, saying so.
+    """
+    directory = directory or results_dir()
+    os.makedirs(directory, exist_ok=True)
+    stem = os.path.join(directory, f"{name}-{time.strftime('%Y%m%dT%H%M%S')}")
+    results = {
+        "benchmark": name, "command": _command(name), "date": time.strftime("%Y-%m-%d"),
+        "params": {k: v for k, v in params.items() if not callable(v)}, "machine": platform.platform(),
+        "cpus": os.cpu_count(), "columns": list(table.columns), "rows": table.as_records(),
+        "notes": list(notes), "chart": asdict(chart) if chart else None,
+    }
+    with open(stem + ".json", "w") as fh:
+        json.dump(results, fh, indent=2, default=str)
+    if chart is not None:
+        try:
+            from streamjoin.bench.charts import draw
+        except ImportError:
+            print("no chart: matplotlib is missing (pip install 'streamjoin[bench]')", file=sys.stderr)
+        else:
+            draw(results, stem + ".png")
+    return stem + ".json"
+
+
+def _command(name: str) -> str:
+    """The command line that ran this benchmark, as a user types it."""
+    args = sys.argv[1:]
+    if name in args:
+        return shlex.join(["streamjoin", *args[args.index(name) - 1:]]) if args.index(name) else \
+            shlex.join(["streamjoin", "bench", *args])
+    return f"streamjoin bench {name}"
 
 
 def parse_stores(text: str, known: Sequence[str]) -> list[str]:

@@ -42,7 +42,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from streamjoin.bench.harness import Table, results_dir, write_results
+from streamjoin.bench.harness import Chart, Table, results_dir, write_results
 from streamjoin.bench.sparkutil import fresh_dir, local_session, run_to_noop
 
 if TYPE_CHECKING:
@@ -507,7 +507,8 @@ def report(args: argparse.Namespace, params: Params, results: dict[str, list[Out
     for line in [n for outcomes in results.values() for o in outcomes for n in o.notes] + problems:
         print(line)
     name = "interval-large" if args.large_state else "interval"
-    print("results:", write_results(name, summary, vars(args) | {"func": None, "expected": expected}))
+    print("results:", write_results(name, summary, vars(args) | {"func": None, "expected": expected},
+                                    chart=Chart(value="rows/s", label=("variant",), title=f"{name} join rows/s")))
     return 1 if problems else 0
 
 

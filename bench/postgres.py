@@ -17,7 +17,7 @@ import os
 import shutil
 import tempfile
 
-from streamjoin.bench.harness import Table, median_seconds
+from streamjoin.bench.harness import Chart, Table, median_seconds, write_results
 
 __all__ = ["add_arguments", "run"]
 
@@ -75,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
     table.add("postgres_changes -> table_table_join -> noop", n, round(joined, 2), n / joined)
     print(f"\n{mb:.0f} MB of log, orders' changes only counted (products' slot adds 1,000 inserts)\n")
     print(table.render())
+    print("results:", write_results("postgres", table, vars(args) | {"func": None, "log_mb": round(mb)},
+                                    chart=Chart(value="changes/s", label=("path",), title="PostgreSQL changes/s")))
     return 0
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from streamjoin.bench.harness import Table, results_dir, write_results
+from streamjoin.bench.harness import Chart, Table, results_dir, write_results
 from streamjoin.bench.sparkutil import fresh_dir, local_session, time_stream
 
 __all__ = ["add_arguments", "run"]
@@ -90,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"{args.rows:,} rows, {args.batches} micro-batches, {args.partitions} partitions, "
           f"medians of {args.repeat} runs")
     print(table.render())
-    print("results:", write_results("runtime", table, vars(args) | {"func": None}))
+    print("results:", write_results("runtime", table, vars(args) | {"func": None},
+                                    chart=Chart(value="rows/s", label=("variant",),
+                                                title="runtime pass-through rows/s beside the floor")))
     spark.stop()
     return 0

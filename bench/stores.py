@@ -23,7 +23,7 @@ from collections import deque
 from itertools import starmap, takewhile
 from typing import Callable
 
-from streamjoin.bench.harness import Table, results_dir, write_results
+from streamjoin.bench.harness import Chart, Table, results_dir, write_results
 from streamjoin.statestore import Store, destroy_store, open_store
 from streamjoin.statestore.base import prefix_end
 
@@ -277,6 +277,8 @@ def run(args: argparse.Namespace) -> int:
     print(table.render())
     print(f"\n{args.entries:,} entries of {args.value_size} B; puts in batches of {args.batch}; "
           f"prefix scans of {args.group}; medians of {args.repeat} alternating runs.")
-    print(f"results: {write_results('stores', table, vars(args) | {'func': None})}")
+    chart = Chart(value="ours ops/s", label=("backend", "operation"),
+                  title="store operations/s through the Store interface", log=True)
+    print("results:", write_results("stores", table, vars(args) | {"func": None}, chart=chart))
     shutil.rmtree(root, ignore_errors=True)
     return 0

@@ -55,7 +55,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from streamjoin.bench.harness import Table, parse_stores, results_dir, write_results
+from streamjoin.bench.harness import Chart, Table, parse_stores, results_dir, write_results
 from streamjoin.bench.sparkutil import fresh_dir, local_session, run_to_noop
 
 if TYPE_CHECKING:
@@ -492,7 +492,9 @@ notes:
     lines = [n for r in results.values() for outs in r.values() for o in outs for n in o.notes]
     for line in lines:
         print(line)
-    print("results:", write_results("table", summary_table(params, results), vars(args) | {"moves": workload.moves}))
+    print("results:", write_results("table", summary_table(params, results), vars(args) | {"moves": workload.moves},
+                                    chart=Chart(value="input changes/s", label=("variant", "changes/batch"),
+                                                title="table-table view: input changes/s")))
     return 1 if any(line.startswith("MISMATCH") for line in lines) else 0
 
 
