@@ -171,5 +171,5 @@ def micro_batches(*tables: pa.Table, max_batches: int = 4) -> Any:
     """``tables`` (several inputs' rows in arrival order) cut into 1 to ``max_batches`` micro-batches:
     a list of tuples, one slice of every input per micro-batch (an input may have none in one)."""
     plans = run_plans([t.num_rows for t in tables], max_batches=max_batches, partitions=[1], stores=["memory"],
-                      disturb=False)
+                      disturb=False, reorder=False)
     return plans.map(lambda plan: plan.split(tables))
