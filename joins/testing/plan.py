@@ -52,7 +52,7 @@ class RunPlan:
     def describe(self, inputs: Sequence[pa.Table], names: Sequence[str]) -> str:
         """The plan in words, then every micro-batch's rows as tables."""
         lines = [f"{self.count} micro-batch(es), {self.partitions} partition(s), store {self.store!r}"]
-        if self.restart_before is not None:
+        if self.restart_before:  # before micro-batch 0 nothing is lost
             lines.append(f"query restarted with its local state lost before micro-batch {self.restart_before}")
         if self.repeat is not None:
             lines.append(f"micro-batch {self.repeat} executed twice")
@@ -119,7 +119,7 @@ def run_plans(sizes: Sequence[int], *, max_batches: int, partitions: Sequence[in
         batches = tuple(tuple(sorted(draw(st.lists(st.integers(0, n - 1), min_size=s, max_size=s)))) for s in sizes)
         part = draw(st.sampled_from(list(partitions)))
         store = draw(st.sampled_from(list(stores)))
-        restart = draw(st.none() | st.integers(0, n - 1)) if disturb else None
+        restart = draw(st.none() | st.integers(1, n - 1)) if disturb and n > 1 else None
         repeat = draw(st.none() | st.integers(0, n - 1)) if disturb else None
         shuffle = draw(st.none() | st.integers(1, 2**16)) if reorder else None
         return RunPlan(batches, part, store, restart, repeat, shuffle)
