@@ -1,5 +1,6 @@
-"""assert_deterministic in Spark mode catches a Python UDF keeping a counter across rows and a
-``mode="latest"`` enrichment, each with a counterexample. Few, small examples: each costs seconds."""
+"""assert_deterministic in Spark mode catches a Python UDF keeping a counter across rows, a
+``mode="latest"`` enrichment and a ``first()`` over rows from several partitions, each with a
+counterexample. Few, small examples: each costs seconds."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from streamjoin.testing import NonDeterministicError, assert_deterministic
-from tests.testing.pipelines import UTC_US, at
+from tests.testing.pipelines import CHANGE_ROWS, EVENT_ROWS, UTC_US, at
 
 pytestmark = pytest.mark.spark
 
@@ -71,3 +72,21 @@ def test_assert_deterministic_spark_reports_latest_mode_with_a_counterexample(st
     failure = caught.value.failure
     assert failure.plan.count == 2 and failure.plan.batches[1][-1] == 1  # the upgrade came in a later micro-batch
     assert failure.batch.rows != failure.stream.rows and len(failure.batch.rows) == len(failure.stream.rows)
+
+
+def first_user_per_plan(events, changes, *, joins, checkpoint):
+    """Order-dependent: ``first()`` of the users of a plan, whose rows come from several partitions."""
+    return enriched(events, changes, joins, checkpoint).groupBy("plan").agg(F.first("user_id").alias("first_user"))
+
+
+def test_assert_deterministic_spark_catches_first_over_rows_of_several_partitions(streamjoin_spark):
+    # users 2 and 3 both end up without a plan; the batch run (two partitions) and a stream in one
+    # partition meet them in different orders
+    end = [END[0], END[1].cast(CHANGE_ROWS.schema)]
+    with pytest.raises(NonDeterministicError) as caught:
+        assert_deterministic(first_user_per_plan, {"events": EVENT_ROWS, "changes": CHANGE_ROWS}, mode="spark",
+                             spark=streamjoin_spark, end=end, max_examples=1, shrink_budget=1, max_batches=1,
+                             partitions=(1,), stores=("memory",), disturb=False)
+    failure = caught.value.failure
+    assert failure.plan.partitions == 1 and "first_user" in str(caught.value).split("Difference:")[1]
+    assert len(failure.batch.rows) == len(failure.stream.rows) and failure.batch.rows != failure.stream.rows
