@@ -137,7 +137,8 @@ def assert_deterministic(
     in arrival order, or a Hypothesis strategy of such sequences. ``finish`` maps a run's whole
     output to what is compared (an aggregation over an appended stream, a view from its changes);
     a stream's output reaches it with its rows in a plan-drawn order (``reorder=False``: in the
-    order the run produced them), as a sink gets them in no defined order.
+    order the run produced them), as a sink gets them in no defined order (without ``finish``,
+    outputs are compared as multisets and their order does not matter).
     ``shrink_budget``: how many more runs Hypothesis' shrinking, then the row removal, may take
     each (default 40 in process, 6 in Spark). ``end``: rows per input (or None) closing every run, as its last micro-batch (Spark streams
     have no final version: these rows push the watermarks past every window; the pipeline should
@@ -170,7 +171,8 @@ def assert_deterministic(
     def search(data: Any) -> None:
         tables = given_tables if fixed else _tables(data.draw(inputs, label="inputs"))[1]
         plan = data.draw(run_plans([t.num_rows for t in tables], max_batches=max_batches, partitions=partitions,
-                                   stores=stores, disturb=disturb, reorder=reorder), label="plan")
+                                   stores=stores, disturb=disturb, reorder=reorder and finish is not None),
+                         label="plan")
         if checker.last is not None:
             shrinks[0] += 1
             if shrinks[0] > budget:  # enough shrinking: the smallest failure seen so far is reported
