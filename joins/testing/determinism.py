@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
@@ -121,6 +121,7 @@ def assert_deterministic(
     partitions: Sequence[int] = (1, 2, 3),
     stores: Sequence[str] | None = None,
     disturb: bool = True,
+    reorder: bool = True,
     shrink_budget: int | None = None,
 ) -> Report:
     """Check that ``pipeline`` gives the batch run's output under every streaming plan tried.
@@ -134,7 +135,10 @@ def assert_deterministic(
 
     ``inputs``: a sequence (or a name -> input mapping) of Arrow tables or pandas DataFrames, rows
     in arrival order, or a Hypothesis strategy of such sequences. ``finish`` maps a run's whole
-    output to what is compared (an aggregation over an appended stream, a view from its changes).
+    output to what is compared (an aggregation over an appended stream, a view from its changes);
+    a stream's output reaches it with its rows in a plan-drawn order (``reorder=False``: in the
+    order the run produced them), as a sink gets them in no defined order (without ``finish``,
+    outputs are compared as multisets and their order does not matter).
     ``shrink_budget``: how many more runs Hypothesis' shrinking, then the row removal, may take
     each (default 40 in process, 6 in Spark). ``end``: rows per input (or None) closing every run, as its last micro-batch (Spark streams
     have no final version: these rows push the watermarks past every window; the pipeline should
@@ -167,7 +171,8 @@ def assert_deterministic(
     def search(data: Any) -> None:
         tables = given_tables if fixed else _tables(data.draw(inputs, label="inputs"))[1]
         plan = data.draw(run_plans([t.num_rows for t in tables], max_batches=max_batches, partitions=partitions,
-                                   stores=stores, disturb=disturb), label="plan")
+                                   stores=stores, disturb=disturb, reorder=reorder and finish is not None),
+                         label="plan")
         if checker.last is not None:
             shrinks[0] += 1
             if shrinks[0] > budget:  # enough shrinking: the smallest failure seen so far is reported
@@ -231,8 +236,8 @@ class _Checker:
         if self.closing is not None:
             inputs_closed = tuple(pa.concat_tables([t, c.cast(t.schema)]) for t, c in zip(inputs, self.closing))
             last = plan.count
-            streamed = RunPlan(tuple(rows + (last,) * c.num_rows for rows, c in zip(plan.batches, self.closing)),
-                               plan.partitions, plan.store, plan.restart_before, plan.repeat)
+            streamed = replace(plan, batches=tuple(rows + (last,) * c.num_rows
+                                                   for rows, c in zip(plan.batches, self.closing)))
         else:
             inputs_closed = inputs
         got = self.engine.stream(inputs_closed, streamed)

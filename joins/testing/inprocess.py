@@ -5,7 +5,8 @@ The pipeline is a function of Arrow tables that calls its joins through ``joins`
 final version; a streaming run calls it once per micro-batch (twice for a repeated one, keeping the
 second output, as a retried micro-batch commits only its last attempt), restarts the joins with
 their local state lost where the plan says, and ends with a final version over empty inputs.
-The micro-batches' outputs are appended, then ``finish`` is applied.
+The micro-batches' outputs are appended, their rows put in the plan's order, then ``finish`` is
+applied.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pyarrow as pa
 from streamjoin.testing.compare import rows_of
 from streamjoin.testing.determinism import Outcome, call_pipeline
 from streamjoin.testing.local import LocalJoins
-from streamjoin.testing.plan import RunPlan
+from streamjoin.testing.plan import RunPlan, shuffled
 
 __all__ = ["InProcessEngine"]
 
@@ -39,8 +40,8 @@ class InProcessEngine:
                    "partitions": joins.partitions}
         return _arrow(call_pipeline(self.pipeline, tables, options))
 
-    def _outcome(self, joins: LocalJoins, outputs: list[pa.Table]) -> Outcome:
-        whole = pa.concat_tables(outputs)
+    def _outcome(self, joins: LocalJoins, outputs: list[pa.Table], order: int | None = None) -> Outcome:
+        whole = shuffled(pa.concat_tables(outputs), order)
         result = _arrow(self.finish(whole)) if self.finish is not None else whole
         return Outcome(rows_of(result), tuple(joins.notes))
 
@@ -69,6 +70,6 @@ class InProcessEngine:
                 outputs.append(output)
             joins.begin(plan.count, final=True)
             outputs.append(self._call(joins, [t.slice(0, 0) for t in inputs]))
-            return self._outcome(joins, outputs)
+            return self._outcome(joins, outputs, plan.shuffle)
         finally:
             shutil.rmtree(root, ignore_errors=True)

@@ -8,6 +8,7 @@ but Arrow tables instead of DataFrames. Each call runs one version of its join t
 version's output, so a pipeline called once per micro-batch is a streaming query, and called once
 with ``final=True`` is a batch query.
 
+Debezium change tables are turned into the plain form first (:func:`routable`), as in Spark.
 A join is identified by its ``checkpoint`` argument, or else by the order of the join calls in one
 call of the pipeline (as Spark numbers a query's stateful operators).
 """
@@ -19,7 +20,7 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 
-from streamjoin.changes import ChangeFormat
+from streamjoin.changes import PLAIN_COLUMNS, ChangeFormat, Vocabulary, normalise, to_plain
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.interval.operator import IntervalJoin
 from streamjoin.runtime.local import LocalRunner
@@ -27,7 +28,7 @@ from streamjoin.runtime.partition import StateConfig
 from streamjoin.table.local import LocalTableTableRunner
 from streamjoin.table.operator import TableTableJoin
 
-__all__ = ["LocalJoins", "change_format"]
+__all__ = ["LocalJoins", "change_format", "routable"]
 
 
 def change_format(schema: pa.Schema, changes: str | ChangeFormat | None, key: Sequence[str],
@@ -47,6 +48,15 @@ def change_format(schema: pa.Schema, changes: str | ChangeFormat | None, key: Se
     if time is None:
         raise ValueError("a plain change table needs the change-time column: pass table_time= (or left_time=/right_time=)")
     return ChangeFormat.plain(key, time=time, sequence=sequence)
+
+
+def routable(table: pa.Table, fmt: ChangeFormat) -> tuple[pa.Table, ChangeFormat]:
+    """``table`` unchanged for vocabularies with top-level key columns (plain, Delta); Debezium
+    turned into the plain form the operators route by (as the Spark layer does; rows it refuses,
+    such as a null key, are left out here instead of being written to a set-aside output)."""
+    if fmt.vocabulary in (Vocabulary.PLAIN, Vocabulary.DELTA):
+        return table, fmt
+    return to_plain(normalise(table, fmt).changes, fmt.key), ChangeFormat.plain(fmt.key, **PLAIN_COLUMNS)
 
 
 def _names(key: str | Sequence[str]) -> list[str]:
@@ -113,6 +123,7 @@ class LocalJoins:
                           partitions: int | None = None) -> pa.Table:
         """:func:`streamjoin.stream_table_join` over this micro-batch's Arrow tables (no bootstrap)."""
         fmt = change_format(table_changes.schema, changes, _names(table_key), table_time, table_sequence)
+        table_changes, fmt = routable(table_changes, fmt)
         operator = EnrichmentJoin(stream.schema, table_changes.schema, on, stream_time=stream_time, changes=fmt,
                                   mode=mode, how=how, delay=delay, grace=grace)
         if operator.spec.mode.value == "latest":
@@ -129,8 +140,8 @@ class LocalJoins:
         The change stream itself depends on micro-batch boundaries (its ``_commit_version`` and
         ``_seq``, and changes that cancel within a batch); compare the view it gives
         (:func:`streamjoin.testing.view_rows`)."""
-        lf = change_format(left.schema, left_changes, _names(left_key), left_time, None)
-        rf = change_format(right.schema, right_changes, _names(right_key), right_time, None)
+        left, lf = routable(left, change_format(left.schema, left_changes, _names(left_key), left_time, None))
+        right, rf = routable(right, change_format(right.schema, right_changes, _names(right_key), right_time, None))
         operator = TableTableJoin(left.schema, right.schema, on, left_key=left_key, right_key=right_key, how=how,
                                   left_changes=lf, right_changes=rf)
         name = self._name(checkpoint)

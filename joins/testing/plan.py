@@ -3,13 +3,17 @@
 A :class:`RunPlan` assigns every row of every input a micro-batch (rows keep their order: an
 input's rows arrive in the order given, cut into consecutive micro-batches; several inputs cut at
 different places interleave). It also picks the run's partition count and store backend, an
-optional restart with the local state lost before one micro-batch, and an optional micro-batch
-executed twice. :func:`run_plans` is the Hypothesis strategy of plans; its shrinking gives the
-fewest micro-batches and the plainest run.
+optional restart with the local state lost before one micro-batch, an optional micro-batch
+executed twice, and the order in which the run's output rows reach ``finish`` (a sink receives a
+streaming query's rows in no defined order: the output's rows are shuffled by a seed, so that a
+``finish`` depending on row order, such as the first row per key, is caught). :func:`run_plans`
+is the Hypothesis strategy of plans; its shrinking gives the fewest micro-batches and the
+plainest run.
 """
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
@@ -17,19 +21,21 @@ import pyarrow as pa
 
 from streamjoin.testing.compare import format_table
 
-__all__ = ["RunPlan", "run_plans", "without_rows"]
+__all__ = ["RunPlan", "run_plans", "shuffled", "without_rows"]
 
 
 @dataclass(frozen=True)
 class RunPlan:
     """One streaming run (see module docstring). ``batches[i][r]`` is the micro-batch of row ``r``
-    of input ``i`` (non-decreasing); ``restart_before`` and ``repeat`` are micro-batch numbers."""
+    of input ``i`` (non-decreasing); ``restart_before`` and ``repeat`` are micro-batch numbers;
+    ``shuffle`` seeds the permutation of the output's rows (None: the order the run produced)."""
 
     batches: tuple[tuple[int, ...], ...]
     partitions: int = 1
     store: str = "memory"
     restart_before: int | None = None
     repeat: int | None = None
+    shuffle: int | None = None
 
     @property
     def count(self) -> int:
@@ -46,16 +52,27 @@ class RunPlan:
     def describe(self, inputs: Sequence[pa.Table], names: Sequence[str]) -> str:
         """The plan in words, then every micro-batch's rows as tables."""
         lines = [f"{self.count} micro-batch(es), {self.partitions} partition(s), store {self.store!r}"]
-        if self.restart_before is not None:
+        if self.restart_before:  # before micro-batch 0 nothing is lost
             lines.append(f"query restarted with its local state lost before micro-batch {self.restart_before}")
         if self.repeat is not None:
             lines.append(f"micro-batch {self.repeat} executed twice")
+        if self.shuffle is not None:
+            lines.append(f"output rows given to finish in another order (shuffle seed {self.shuffle})")
         for v, tables in enumerate(self.split(inputs)):
             for name, table in zip(names, tables):
                 if table.num_rows:
                     rows = [tuple(r.values()) for r in table.to_pylist()]
                     lines.append(f"micro-batch {v}, {name}:\n" + _indent(format_table(table.column_names, rows)))
         return "\n".join(lines)
+
+
+def shuffled(table: pa.Table, seed: int | None) -> pa.Table:
+    """``table`` with its rows permuted by ``seed`` (unchanged for None)."""
+    if seed is None or table.num_rows < 2:
+        return table
+    order = list(range(table.num_rows))
+    random.Random(seed).shuffle(order)
+    return table.take(pa.array(order, pa.int64()))
 
 
 def _slice(table: pa.Table, rows: Sequence[int], version: int) -> pa.Table:
@@ -90,10 +107,10 @@ def without_rows(inputs: Sequence[pa.Table], plan: RunPlan, which: int, drop: se
 
 
 def run_plans(sizes: Sequence[int], *, max_batches: int, partitions: Sequence[int], stores: Sequence[str],
-              disturb: bool = True) -> Any:
+              disturb: bool = True, reorder: bool = True) -> Any:
     """Plans for inputs of ``sizes`` rows: 1 to ``max_batches`` micro-batches, a partition count
     and a store from those given (the first ones when shrunk), a restart and a repeated
-    micro-batch when ``disturb``."""
+    micro-batch when ``disturb``, and an output order (``shuffle``) when ``reorder``."""
     from streamjoin.testing._hypothesis import strategies as st
 
     @st.composite
@@ -102,8 +119,9 @@ def run_plans(sizes: Sequence[int], *, max_batches: int, partitions: Sequence[in
         batches = tuple(tuple(sorted(draw(st.lists(st.integers(0, n - 1), min_size=s, max_size=s)))) for s in sizes)
         part = draw(st.sampled_from(list(partitions)))
         store = draw(st.sampled_from(list(stores)))
-        restart = draw(st.none() | st.integers(0, n - 1)) if disturb else None
+        restart = draw(st.none() | st.integers(1, n - 1)) if disturb and n > 1 else None
         repeat = draw(st.none() | st.integers(0, n - 1)) if disturb else None
-        return RunPlan(batches, part, store, restart, repeat)
+        shuffle = draw(st.none() | st.integers(1, 2**16)) if reorder else None
+        return RunPlan(batches, part, store, restart, repeat, shuffle)
 
     return plans()

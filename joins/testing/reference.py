@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 
+from streamjoin.kit.keys import common_key_type
 from streamjoin.testing.enrichment import reference_as_of
 from streamjoin.testing.interval import reference_interval_join
 from streamjoin.testing.table import Change, ReferenceTable, reference_view
@@ -47,9 +48,10 @@ def _duration(value: Any) -> int:
 
 def interval_join_reference(left: Any, right: Any, on: Any, *, left_time: str, right_time: str, lower: Any,
                             upper: Any, how: str = "inner") -> pa.Table:
-    """The interval join of all rows (the keys once, named as on the left; then the left's other
-    columns, then the right's, a shared name suffixed ``_left``/``_right``; semi and anti: the left
-    columns). ``lower``/``upper``: timedeltas."""
+    """The interval join of all rows (the keys once, named as on the left, in the type both sides
+    compare in; then the left's other columns, then the right's, a shared name suffixed
+    ``_left``/``_right`` and a right column named as a left key ``_right``; semi and anti: the
+    left columns). ``lower``/``upper``: timedeltas."""
     left, right = _arrow(left), _arrow(right)
     if isinstance(on, tuple) and len(on) == 2 and not isinstance(on[0], str):
         lk, rk = list(on[0]), list(on[1])
@@ -68,9 +70,11 @@ def interval_join_reference(left: Any, right: Any, on: Any, *, left_time: str, r
         lrest = [f for f in left.schema if f.name not in lk]
         rrest = [f for f in right.schema if f.name not in rk]
         shared = {f.name for f in lrest} & {f.name for f in rrest}
-        fields = [left.schema.field(k) for k in lk]
+        fields = [left.schema.field(k).with_type(common_key_type(k, left.schema.field(k).type, r,
+                                                                 right.schema.field(r).type))
+                  for k, r in zip(lk, rk)]
         fields += [f.with_name(f"{f.name}_left") if f.name in shared else f for f in lrest]
-        fields += [f.with_name(f"{f.name}_right") if f.name in shared else f for f in rrest]
+        fields += [f.with_name(f"{f.name}_right") if f.name in shared | set(lk) else f for f in rrest]
     times = {left_time, right_time, f"{left_time}_left", f"{right_time}_right"}
     columns = list(zip(*rows)) if rows else [()] * len(fields)
     arrays = [pa.array([_from_micros(v) if f.name in times and pa.types.is_timestamp(f.type) else v for v in c],

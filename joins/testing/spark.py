@@ -6,7 +6,7 @@ micro-batches as Parquet files (one per micro-batch, empty ones too) and reads t
 ``spark.sql.shuffle.partitions`` set to the plan's partition count, into a ``foreachBatch`` sink
 that collects each micro-batch (twice for the repeated one, keeping the second; ``complete`` output
 mode keeps the last result), then one empty micro-batch more (emitting what the last one's rows
-released). A restart stops the query before a micro-batch and starts it again
+released). The collected rows reach ``finish`` in the plan's order. A restart stops the query before a micro-batch and starts it again
 from its checkpoints, with a new ``state_dir`` when the pipeline takes one (its local stores lost).
 This is the only module of :mod:`streamjoin.testing` that imports pyspark.
 """
@@ -25,7 +25,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from streamjoin.testing.compare import rows_of
 from streamjoin.testing.determinism import Outcome, call_pipeline
-from streamjoin.testing.plan import RunPlan
+from streamjoin.testing.plan import RunPlan, shuffled
 
 __all__ = ["SparkEngine", "local_session", "SparkJoins"]
 
@@ -81,7 +81,8 @@ class SparkEngine:
                  finish: Callable[[pa.Table], Any] | None = None) -> None:
         self.spark, self.pipeline, self.finish = spark, pipeline, finish
 
-    def _outcome(self, table: pa.Table, joins: SparkJoins) -> Outcome:
+    def _outcome(self, table: pa.Table, joins: SparkJoins, order: int | None = None) -> Outcome:
+        table = shuffled(table, order)
         result = self.finish(table) if self.finish is not None else table
         return Outcome(rows_of(result), tuple(joins.notes))
 
@@ -117,7 +118,7 @@ class SparkEngine:
                 out = call_pipeline(self.pipeline, streams,
                                     self._options(root, joins, plan.store, plan.partitions, state))
                 _run(out, sink, os.path.join(root, "spark"))
-            return self._outcome(sink.result(), joins)
+            return self._outcome(sink.result(), joins, plan.shuffle)
         finally:
             self.spark.conf.set("spark.sql.shuffle.partitions", previous)
             shutil.rmtree(root, ignore_errors=True)

@@ -12,7 +12,7 @@ other columns are drawn from a few per type. Needs Hypothesis (``pip install "st
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -45,21 +45,28 @@ def _values(kind: pa.DataType, start: dt.datetime) -> Any:
     return st.none()
 
 
-def _value(draw: Any, field: pa.Field, keys: Sequence[Any], start: dt.datetime, nulls: bool, is_key: bool) -> Any:
+def _key_values(keys: Sequence[Any] | Mapping[str, Sequence[Any]], column: str) -> list[Any]:
+    return list(keys[column] if isinstance(keys, Mapping) else keys)
+
+
+def _value(draw: Any, field: pa.Field, keys: Sequence[Any] | Mapping[str, Sequence[Any]], start: dt.datetime,
+           nulls: bool, is_key: bool) -> Any:
     if nulls and draw(st.integers(0, 9)) == 0:
         return None
-    return draw(st.sampled_from(list(keys))) if is_key else draw(_values(field.type, start))
+    return draw(st.sampled_from(_key_values(keys, field.name))) if is_key else draw(_values(field.type, start))
 
 
 def _zone(value: dt.datetime, kind: pa.DataType) -> dt.datetime:
     return value if kind.tz is not None else value.replace(tzinfo=None)
 
 
-def event_streams(schema: pa.Schema, *, time: str, key: str | Sequence[str], keys: Sequence[Any] = (0, 1, 2, 3),
+def event_streams(schema: pa.Schema, *, time: str, key: str | Sequence[str],
+                  keys: Sequence[Any] | Mapping[str, Sequence[Any]] = (0, 1, 2, 3),
                   min_rows: int = 0, max_rows: int = 12, start: dt.datetime = START,
                   step: dt.timedelta = dt.timedelta(seconds=1), disorder: dt.timedelta = dt.timedelta(seconds=2),
                   late: bool = False, nulls: bool = False) -> Any:
-    """Tables of ``schema``, rows in arrival order: row ``i`` at ``start + i * step`` minus up to
+    """Tables of ``schema``, rows in arrival order (key values drawn from ``keys``, or from
+    ``keys[column]`` per key column): row ``i`` at ``start + i * step`` minus up to
     ``disorder``; with ``late``, some rows are a minute further back than that (late for any
     watermark delay below it); with ``nulls``, some keys, values and (rarely) times are null."""
     key_names = set(_names(key))
@@ -171,5 +178,5 @@ def micro_batches(*tables: pa.Table, max_batches: int = 4) -> Any:
     """``tables`` (several inputs' rows in arrival order) cut into 1 to ``max_batches`` micro-batches:
     a list of tuples, one slice of every input per micro-batch (an input may have none in one)."""
     plans = run_plans([t.num_rows for t in tables], max_batches=max_batches, partitions=[1], stores=["memory"],
-                      disturb=False)
+                      disturb=False, reorder=False)
     return plans.map(lambda plan: plan.split(tables))

@@ -19,6 +19,19 @@ def at(seconds: float) -> dt.datetime:
     return T0 + dt.timedelta(seconds=seconds)
 
 
+EVENT_ROWS = pa.table({
+    "user_id": [1, 2, 1, 3, 2, 1, 2],
+    "ts": pa.array([at(s) for s in (1, 4, 12, 14, 22, 30, 31)], UTC_US),
+    "action": ["buy", "view", "buy", "buy", "buy", "buy", "buy"],
+})
+CHANGE_ROWS = pa.table({
+    "user_id": [1, 2, 1, 2, None],
+    "op": ["upsert", "upsert", "upsert", "delete", "heartbeat"],
+    "changed_at": pa.array([at(0), at(3), at(10), at(20), at(100)], UTC_US),
+    "plan": ["free", "pro", "pro", None, None],
+})
+
+
 def purchases_per_plan(events: pa.Table, changes: pa.Table, joins, checkpoint: str, mode: str = "as_of") -> pa.Table:
     """Purchases enriched with the buyer's plan as it was (in process; aggregated by ``finish``)."""
     bought = events.filter(pc.equal(events["action"], "buy"))
@@ -29,6 +42,11 @@ def purchases_per_plan(events: pa.Table, changes: pa.Table, joins, checkpoint: s
 
 def count_per_plan(table: pa.Table) -> pa.Table:
     return table.group_by("plan", use_threads=False).aggregate([([], "count_all")])
+
+
+def first_plan_per_user(table: pa.Table) -> pa.Table:
+    """Order-dependent: the plan of each user's first purchase row, as the rows come."""
+    return table.group_by("user_id", use_threads=False).aggregate([("plan", "first")])
 
 
 def latest_plan(events: pa.Table, changes: pa.Table, joins, checkpoint: str) -> pa.Table:

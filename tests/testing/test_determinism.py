@@ -12,27 +12,17 @@ from hypothesis import strategies as st
 from streamjoin.testing import NonDeterministicError, assert_deterministic, view_rows
 from streamjoin.testing.strategies import change_streams, event_streams
 from tests.testing.pipelines import (
+    CHANGE_ROWS,
+    EVENT_ROWS,
     EVENTS,
     PROFILE,
-    UTC_US,
-    at,
     count_per_plan,
+    first_plan_per_user,
     latest_plan,
     numbered,
     purchases_per_plan,
 )
 
-EVENT_ROWS = pa.table({
-    "user_id": [1, 2, 1, 3, 2, 1, 2],
-    "ts": pa.array([at(s) for s in (1, 4, 12, 14, 22, 30, 31)], UTC_US),
-    "action": ["buy", "view", "buy", "buy", "buy", "buy", "buy"],
-})
-CHANGE_ROWS = pa.table({
-    "user_id": [1, 2, 1, 2, None],
-    "op": ["upsert", "upsert", "upsert", "delete", "heartbeat"],
-    "changed_at": pa.array([at(0), at(3), at(10), at(20), at(100)], UTC_US),
-    "plan": ["free", "pro", "pro", None, None],
-})
 INPUTS = {"events": EVENT_ROWS, "changes": CHANGE_ROWS}
 
 
@@ -57,6 +47,21 @@ def test_assert_deterministic_catches_a_python_counter_across_rows():
         assert_deterministic(numbered, INPUTS, max_examples=10)
     assert sum(t.num_rows for t in caught.value.failure.inputs) == 1  # one purchase (joined with no profile)
     assert "n" in str(caught.value).split("Difference:")[1]
+
+
+def test_assert_deterministic_catches_a_finish_taking_the_first_row_per_key():
+    # user 1 buys on the free plan, then twice on pro: which plan is "first" depends on row order
+    with pytest.raises(NonDeterministicError) as caught:
+        assert_deterministic(purchases_per_plan, INPUTS, finish=first_plan_per_user, max_examples=20)
+    failure = caught.value.failure
+    assert failure.plan.shuffle is not None and "output rows given to finish in another order" in str(caught.value)
+    assert failure.batch.rows != failure.stream.rows and failure.inputs[0].num_rows >= 2
+
+
+def test_assert_deterministic_without_reorder_keeps_the_order_the_run_produced():
+    report = assert_deterministic(purchases_per_plan, INPUTS, finish=first_plan_per_user, reorder=False,
+                                  max_examples=10)
+    assert report.examples == 10
 
 
 EVENT_STREAMS = event_streams(EVENTS, time="ts", key="user_id", max_rows=8, disorder=dt.timedelta(0))
