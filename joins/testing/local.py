@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 
-from streamjoin.changes import PLAIN_COLUMNS, ChangeFormat, Vocabulary, normalise, to_plain
+from streamjoin.changes import ChangeFormat, pre_stage, routable_format
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.interval.operator import IntervalJoin
 from streamjoin.runtime.local import LocalRunner
@@ -54,9 +54,10 @@ def routable(table: pa.Table, fmt: ChangeFormat) -> tuple[pa.Table, ChangeFormat
     """``table`` unchanged for vocabularies with top-level key columns (plain, Delta); Debezium
     turned into the plain form the operators route by (as the Spark layer does; rows it refuses,
     such as a null key, are left out here instead of being written to a set-aside output)."""
-    if fmt.vocabulary in (Vocabulary.PLAIN, Vocabulary.DELTA):
+    if not fmt.vocabulary.needs_pre_stage:
         return table, fmt
-    return to_plain(normalise(table, fmt).changes, fmt.key), ChangeFormat.plain(fmt.key, **PLAIN_COLUMNS)
+    plain, _ = pre_stage(table, fmt)
+    return plain, routable_format(fmt)
 
 
 def _names(key: str | Sequence[str]) -> list[str]:

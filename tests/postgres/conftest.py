@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import sys
 
 import pytest
 
@@ -39,23 +38,9 @@ def dsn(cluster: Cluster) -> str:
 
 
 @pytest.fixture(scope="session")
-def spark():
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[2,4]")
-        .appName("streamjoin-postgres-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.streaming.stopTimeout", "30s")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+def spark(streamjoin_spark):
+    """The kit's shared local Spark session (:mod:`streamjoin.testing.plugin`)."""
+    return streamjoin_spark
 
 
 @pytest.fixture
