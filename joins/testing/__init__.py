@@ -19,11 +19,19 @@ needs neither pyspark nor Hypothesis; ``assert_deterministic`` and the strategie
 
 from __future__ import annotations
 
-from streamjoin.testing.compare import Rows, difference, rows_of
-from streamjoin.testing.determinism import Mode, NonDeterministicError, Report, assert_deterministic
-from streamjoin.testing.local import LocalJoins
-from streamjoin.testing.plan import RunPlan
-from streamjoin.testing.reference import as_of_join_reference, interval_join_reference, view_reference, view_rows
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the real names, for type checkers; at run time see __getattr__
+    from streamjoin.testing.compare import Rows, difference, rows_of
+    from streamjoin.testing.determinism import Mode, NonDeterministicError, Report, assert_deterministic
+    from streamjoin.testing.local import LocalJoins
+    from streamjoin.testing.plan import RunPlan
+    from streamjoin.testing.reference import (
+        as_of_join_reference,
+        interval_join_reference,
+        view_reference,
+        view_rows,
+    )
 
 __all__ = [
     "LocalJoins",
@@ -40,3 +48,27 @@ __all__ = [
     "view_reference",
     "view_rows",
 ]
+
+# Imported on first use: the pytest plugin (streamjoin.testing.plugin) is loaded in every pytest run
+# of a project that installs streamjoin, so importing this package must stay cheap and safe.
+_LAZY = {
+    "Rows": "compare", "difference": "compare", "rows_of": "compare",
+    "Mode": "determinism", "NonDeterministicError": "determinism", "Report": "determinism",
+    "assert_deterministic": "determinism", "LocalJoins": "local", "RunPlan": "plan",
+    "as_of_join_reference": "reference", "interval_join_reference": "reference",
+    "view_reference": "reference", "view_rows": "reference",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f"streamjoin.testing.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'streamjoin.testing' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

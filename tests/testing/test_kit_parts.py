@@ -108,3 +108,19 @@ def test_assert_deterministic_passes_a_table_table_join_of_debezium_change_strea
     follows = change_streams(FOLLOWS, key="follow_id", keys=(1, 2), vocabulary="debezium", max_changes=6)
     assert_deterministic(debezium_timeline, st.tuples(posts, follows), max_examples=5,
                          finish=lambda t: view_rows(t, left_key="post_id", right_key="follow_id"))
+
+
+def test_testing_plugin_loads_without_importing_the_kit():
+    """pytest loads the plugin in every run of a project that installs streamjoin: it stays light."""
+    import subprocess
+    import sys
+
+    code = ("import sys, streamjoin.testing.plugin\n"
+            "heavy = [m for m in ('pyarrow', 'pyspark', 'hypothesis', 'streamjoin.testing.local',\n"
+            "                     'streamjoin.testing.determinism') if m in sys.modules]\n"
+            "print(heavy); sys.exit(1 if heavy else 0)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    from streamjoin import testing
+
+    assert callable(testing.assert_deterministic) and set(testing.__all__) <= set(dir(testing))
