@@ -25,7 +25,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streamjoin.runtime.operator import REASON_COLUMN
+from streamjoin.kit.arrivals import set_aside  # noqa: F401  (re-exported: the vocabularies set rows aside with it)
+from streamjoin.kit.times import micros as timestamp_micros
 
 if TYPE_CHECKING:
     from streamjoin.changes.format import ChangeFormat
@@ -76,7 +77,7 @@ def op_codes(column: pa.ChunkedArray | pa.Array, ops: Mapping[str, int]) -> np.n
 def micros(column: pa.ChunkedArray | pa.Array, unit: str) -> pa.Array:
     """Change times as int64 µs, nulls kept: a timestamp column, or integers counted in ``unit``."""
     if pa.types.is_timestamp(column.type):
-        times = column.cast(pa.timestamp("us", column.type.tz)).cast(pa.int64())
+        times = timestamp_micros(column)
     else:
         times = pc.multiply_checked(column.cast(pa.int64()), UNITS[unit])
     return times.combine_chunks() if isinstance(times, pa.ChunkedArray) else times
@@ -139,15 +140,3 @@ def top_level_changes(table: pa.Table, fmt: ChangeFormat, ops: Mapping[str, int]
     row = table.select([f.name for f in fields])
     return to_internal(table, fmt, codes, times, sequence_numbers(table, fmt), row,
                        timeless_snapshots=timeless_snapshots)
-
-
-def set_aside(table: pa.Table, groups: list[tuple[np.ndarray, str]]) -> pa.Table:
-    """Rows of ``table`` selected by each mask, with the mask's reason in :data:`REASON_COLUMN`."""
-    parts = []
-    for mask, reason in groups:
-        if mask.any():
-            rows = table.filter(pa.array(mask))
-            parts.append(rows.append_column(REASON_COLUMN, pa.repeat(pa.scalar(reason), rows.num_rows)))
-    if not parts:
-        return table.schema.append(pa.field(REASON_COLUMN, pa.string())).empty_table()
-    return pa.concat_tables(parts)
