@@ -9,6 +9,7 @@ from pyspark.sql import DataFrame
 from streamjoin.changes import ChangeFormat
 from streamjoin.kit.on import On, column_names
 from streamjoin.kit.options import JoinOptions
+from streamjoin.kit.times import Duration
 from streamjoin.runtime.operator import Operator
 from streamjoin.spark.changes import change_format, plain_changes
 from streamjoin.spark.runtime import arrow_schema, resolve_checkpoint, run_operator
@@ -34,6 +35,8 @@ def table_table_join(
     right_format: str | ChangeFormat | None = None,
     left_sequence: str | None = None,
     right_sequence: str | None = None,
+    retention: Duration | None = None,
+    expire_rows: bool = False,
     store: str = "rocksdb",
     checkpoint: str | None = None,
     partitions: int | None = None,
@@ -50,6 +53,13 @@ def table_table_join(
     ``how``: ``inner``, ``left`` or ``full`` (or a Spark spelling: ``left_outer``, ``outer``, ...). Changes to one row apply in change-time (then
     sequence) order; an older or duplicate change is stale and ignored, and a delete of an unknown
     row is harmless; both are counted in the metrics.
+
+    ``retention`` (a timedelta or a Spark interval string such as ``"7 days"``; None: keep every
+    key forever): a deleted row's tombstone is dropped once it is older than its table's newest
+    change time minus ``retention`` (the horizon), and a change older than the horizon when it
+    arrives is set aside as late (``set_aside_rows``, counted as ``late_changes``).
+    ``expire_rows=True`` also drops rows whose last change is older than the horizon: the view
+    retracts their joined rows.
 
     Output: the view's changes in the Delta change data feed vocabulary: the left row's columns,
     the right row's (a name on both sides gets ``_left`` / ``_right``), ``_change_type``
@@ -81,7 +91,7 @@ def table_table_join(
     right, right_fmt = plain_changes(right_changes, right_fmt, paths["right_keys"], "changes_source")
     join = TableTableJoin(
         arrow_schema(left), arrow_schema(right), on, left_key=left_key, right_key=right_key, how=how,
-        left_changes=left_fmt, right_changes=right_fmt,
+        left_changes=left_fmt, right_changes=right_fmt, retention=retention, expire_rows=expire_rows,
     )
     stages = [([left], join.left_stage, "left_keys"), ([right], join.right_stage, "right_keys")]
     routed = [_run(inputs, stage, options.at(paths[name])) for inputs, stage, name in stages]

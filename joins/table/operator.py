@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from streamjoin.changes import ChangeFormat
 from streamjoin.interval.spec import On
+from streamjoin.kit.times import Duration
 from streamjoin.table.rekey import TableRekey
 from streamjoin.table.spec import How, TableJoinSpec, common_key_types, detect_format, parse_on
 from streamjoin.table.stage import TableJoinStage
@@ -42,19 +43,26 @@ class TableTableJoin:
         self, left_schema: pa.Schema, right_schema: pa.Schema, on: On, *, left_key: str | Sequence[str],
         right_key: str | Sequence[str], how: str | How = "inner", left_changes: ChangeFormat | None = None,
         right_changes: ChangeFormat | None = None, left_time: str | None = None, right_time: str | None = None,
+        retention: Duration | None = None, expire_rows: bool = False,
     ) -> None:
         """Validate everything; raise :class:`streamjoin.errors.JoinDefinitionError` saying what to change.
 
         ``on``: a column name, a list of names (the same on both sides), or a pair (left names,
         right names). ``left_key``/``right_key``: the primary keys. ``*_changes`` None: told from
         the columns (:func:`streamjoin.table.spec.detect_format`; plain changes need ``*_time``).
+        ``retention`` (a timedelta or a Spark interval string; None: keep every key forever):
+        each key stage drops tombstones older than its side's newest change time minus
+        ``retention`` and sets changes older than that aside as late; ``expire_rows`` drops
+        rows whose last change is that old too, retracting their view rows
+        (:mod:`streamjoin.table.retention`).
         """
         left_fmt = detect_format("left", left_schema, left_key, left_time, left_changes)
         right_fmt = detect_format("right", right_schema, right_key, right_time, right_changes)
         left_on, right_on = parse_on(on)
         types = common_key_types(left_schema, left_fmt, left_on, right_schema, right_fmt, right_on)
-        self.left_stage = TableRekey(left_schema, left_fmt, left_on, "left", key_types=types)
-        self.right_stage = TableRekey(right_schema, right_fmt, right_on, "right", key_types=types)
+        kept = {"retention": retention, "expire_rows": expire_rows}
+        self.left_stage = TableRekey(left_schema, left_fmt, left_on, "left", key_types=types, **kept)
+        self.right_stage = TableRekey(right_schema, right_fmt, right_on, "right", key_types=types, **kept)
         self.join_stage = TableJoinStage(self.left_stage.side, self.right_stage.side, how)
 
     @property

@@ -18,12 +18,15 @@ counted (``stale_changes``); ties within a batch go to the first in canonical ro
 the row's other columns, nulls first). A delete applied while the key has no row is harmless and
 counted (``unknown_deletes``). A deleted key keeps its last order (a tombstone), so an older change
 arriving later is still recognised as stale. Rows with an unknown op, a null change time or a null
-primary key are set aside with their reason; heartbeats are counted and ignored. No change is late:
-this stage applies no watermark. A null join key is allowed (the row matches nothing).
+primary key are set aside with their reason; heartbeats are counted and ignored. Without a
+retention no change is late; with one (:mod:`streamjoin.table.retention`) a change older than the
+horizon is set aside as late, tombstones (and, with ``expire_rows``, rows: a DELETE at their join
+key) older than it are dropped. A null join key is allowed (the row matches nothing).
 
 State, declared as :data:`LAYOUT` (:mod:`streamjoin.runtime.areas`)::
 
     b"K" | pack(primary key)   ->   pack(change time, sequence, has row, *join key)
+    b"T" | encode_timestamp(change time) | pack(primary key)   ->   b""   (with a retention only)
 """
 
 from __future__ import annotations
@@ -38,20 +41,24 @@ import pyarrow.compute as pc
 from streamjoin.changes import DELETE, HEARTBEAT, OP, SEQ, TIME, UPSERT, ChangeFormat, normalise
 from streamjoin.kit.keys import normal_keys
 from streamjoin.kit.order import canonical_sort_keys, sort_canonically
-from streamjoin.runtime.areas import PACKED, PACKED_VALUE, Area, StateLayout
-from streamjoin.runtime.operator import InputSpec, Operator, StepInput, StepResult, conform
+from streamjoin.kit.arrivals import set_aside
+from streamjoin.kit.times import Duration
+from streamjoin.runtime.areas import PACKED, PACKED_VALUE, RAW, TIMESTAMP, Area, StateLayout
+from streamjoin.runtime.operator import NEG_INF, InputSpec, Operator, StepInput, StepResult, conform
 from streamjoin.statestore.base import KeyValue, Store
 from streamjoin.statestore.codecs import unpack, unpack_head
+from streamjoin.table.retention import LATE_REASON, due, index_key, parse_retention, time_scale
 from streamjoin.table.rows import RowCodec, pack_columns
 from streamjoin.table.spec import TableSide, build_side
 
 __all__ = ["TableRekey", "LAYOUT"]
 
-#: Stage 1's state (see module); its version is the definition's ``layout``.
-LAYOUT = StateLayout("table join keys", 1, (
+#: Stage 1's state (see module); its version is the definition's ``layout`` (2: the expiry index).
+LAYOUT = StateLayout("table join keys", 2, (
     Area("keys", b"K", (("primary key", PACKED),), PACKED_VALUE),
+    Area("expiry", b"T", (("change time", TIMESTAMP), ("primary key", PACKED)), RAW),
 ))
-_KEYS = LAYOUT["keys"]
+_KEYS, _EXPIRY = LAYOUT["keys"], LAYOUT["expiry"]
 
 
 def _order(time: int, seq: int | None) -> tuple[int, bool, int]:
@@ -65,12 +72,18 @@ class TableRekey(Operator):
     kind = "table_join_keys"
 
     def __init__(self, schema: pa.Schema, changes: ChangeFormat, on: str | Sequence[str], side: str,
-                 *, key_types: Sequence[pa.DataType] | None = None) -> None:
+                 *, key_types: Sequence[pa.DataType] | None = None, retention: Duration | None = None,
+                 expire_rows: bool = False) -> None:
         """Validate; raise :class:`JoinDefinitionError` naming the problem. ``key_types``: the
-        join's common join-key types (default: the ``on`` columns' own types)."""
+        join's common join-key types (default: the ``on`` columns' own types). ``retention``,
+        ``expire_rows``: see :mod:`streamjoin.table.retention` (None: keep every key forever)."""
         self.side: TableSide = build_side(side, schema, changes, on, key_types)
         self.codec = RowCodec(self.side.row_schema)
-        self._inputs = (InputSpec("changes", schema, changes.key, None),)
+        self.retention = parse_retention(retention, expire_rows)
+        # with a retention the runtime keeps the change time's maximum (the horizon's input)
+        timed = self.retention is not None
+        self._scale = time_scale(schema, changes) if timed else 1
+        self._inputs = (InputSpec("changes", schema, changes.key, changes.time if timed else None),)
         row = self.side.row_schema.names
         self._pk_at = [row.index(k) for k in changes.key]
         self._on_at = [row.index(k) for k in self.side.on]
@@ -86,11 +99,14 @@ class TableRekey(Operator):
         return self.side.routed
 
     def definition(self) -> dict[str, Any]:
-        return {"kind": self.kind, "layout": LAYOUT.version, **self.side.definition()}
+        kept = {} if self.retention is None else {"retention": self.retention.definition()}
+        return {"kind": self.kind, "layout": LAYOUT.version, **self.side.definition(), **kept}
 
     def __repr__(self) -> str:
         s = self.side
-        return f"TableRekey(on={list(s.on)!r}, side={s.name!r}, changes={s.changes!r})"
+        kept = "" if self.retention is None else (
+            f", retention='{self.retention.retention_us} us', expire_rows={self.retention.expire_rows!r}")
+        return f"TableRekey(on={list(s.on)!r}, side={s.name!r}, changes={s.changes!r}{kept})"
 
     def step(self, state: Store, batch: StepInput) -> StepResult:
         """Collapse each key's changes of this version into routed changes (see module)."""
@@ -100,14 +116,47 @@ class TableRekey(Operator):
         table = normal_keys(conform(batch.rows[0], side.schema, f"{side.name} changes"), [*side.key, *side.on])
         parsed = normalise(table, side.changes)
         metrics.update({f"changes_{k}": v for k, v in parsed.counts.items()})
-        changes = parsed.changes
+        changes, aside = parsed.changes, parsed.aside
         beat = changes.column(OP).to_numpy() == HEARTBEAT
         metrics["heartbeats"] = int(beat.sum())
-        changes = self._canonical(changes.filter(pa.array(~beat)))
-        puts, upserts, deletes = self._collapse(state, changes, metrics)
+        keep = ~beat
+        horizon = NEG_INF if self.retention is None else self.retention.horizon(batch.max_times[0], self._scale)
+        if horizon != NEG_INF:
+            late = keep & (changes.column(TIME).to_numpy() < horizon)
+            metrics["late_changes"] = int(late.sum())
+            if late.any():
+                rows = table.take(pa.array(parsed.index[late], pa.int64()))
+                aside = pa.concat_tables([aside, set_aside(rows, [(np.ones(rows.num_rows, bool), LATE_REASON)])])
+                keep &= ~late
+        changes = self._canonical(changes.filter(pa.array(keep)))
+        puts, upserts, deletes, gone = self._collapse(state, changes, metrics)
+        if horizon != NEG_INF:
+            deletes += self._expire(state, horizon, {key for key, _ in puts}, gone, metrics)
         output = self._output(changes, upserts, deletes)
         metrics["routed_upserts"], metrics["routed_deletes"] = len(upserts), len(deletes)
-        return StepResult(output, (parsed.aside,), puts, metrics=dict(metrics))
+        written = {key for key, _ in puts}
+        gone = sorted(key for key in set(gone) if key not in written)
+        return StepResult(output, (aside,), puts, gone, metrics=dict(metrics))
+
+    def _expire(self, state: Store, horizon: int, changed: set[bytes], gone: list[bytes], metrics: Counter
+                ) -> list[tuple]:
+        """Drop the keys whose last change is below ``horizon`` and that this version did not change
+        (their state keys and index entries go to ``gone``); return the routed deletes of the
+        rows among them (:mod:`streamjoin.table.retention`)."""
+        entries = [(ik, pk) for ik, pk in due(_EXPIRY, state, horizon) if _KEYS.join(pk) not in changed]
+        keys = _KEYS.keys(pk for _, pk in entries)
+        deletes = []
+        for (ik, pk), key, stored in zip(entries, keys, state.multi_get(keys)):
+            gone += (ik, key)
+            if stored is None:
+                continue
+            held = _held(stored)
+            if held[2]:
+                metrics["rows_expired"] += 1
+                deletes.append(self._delete_row(unpack(pk), unpack(held[3])))
+            else:
+                metrics["tombstones_expired"] += 1
+        return deletes
 
     def _canonical(self, changes: pa.Table) -> pa.Table:
         """Changes sorted by key, order, op, then the other columns (nulls first)."""
@@ -134,9 +183,10 @@ class TableRekey(Operator):
         return [0, *(np.flatnonzero(new) + 1).tolist()]
 
     def _collapse(self, state: Store, changes: pa.Table, metrics: Counter
-                  ) -> tuple[list[KeyValue], list[int], list[tuple]]:
+                  ) -> tuple[list[KeyValue], list[int], list[tuple], list[bytes]]:
         """Walk each key's changes in order against its state; return the state writes, the rows
-        to upsert (indices) and the deletes (physical routed rows), in key order."""
+        to upsert (indices), the deletes (physical routed rows), in key order, and the state keys
+        to delete (expiry-index entries a change moves)."""
         n = changes.num_rows
         starts = self._starts(changes)
         pks = self.codec.encode_columns(changes, self.side.key)
@@ -151,6 +201,7 @@ class TableRekey(Operator):
         upserts: list[int] = []
         deletes: list[tuple] = []
         moved: list[tuple[int, int, bytes]] = []  # (index in deletes, last change, old join key bytes)
+        retention, gone, indexed = self.retention, [], []
         for k, (start, key, stored) in enumerate(zip(starts, keys, before)):
             end = starts[k + 1] if k + 1 < len(starts) else n
             held = None if stored is None else _held(stored)
@@ -166,6 +217,11 @@ class TableRekey(Operator):
                 order, has_row, last = orders[i], ops[i] == UPSERT, i
             if last is None:
                 continue
+            if retention is not None:
+                if held is not None and retention.indexed(had_row):
+                    gone.append(index_key(_EXPIRY, held[0], pks[start]))
+                if retention.indexed(has_row):
+                    indexed.append((index_key(_EXPIRY, times[last], pks[start]), b""))
             put_keys.append(key)
             lasts.append(last)
             has_rows.append(has_row)
@@ -188,7 +244,8 @@ class TableRekey(Operator):
         same = {d for d, last, old in moved if old == new_jk[last]}
         if same:
             deletes = [row for d, row in enumerate(deletes) if d not in same]
-        return puts, upserts, deletes
+        return puts + indexed, upserts, deletes, gone
+
     def _delete_row(self, pk: tuple, jk: tuple) -> tuple:
         """A routed delete: the primary key and the join key it is deleted at, other columns null."""
         row: list = [None] * self._width

@@ -11,6 +11,11 @@ Rows are Python dicts (column -> value) of a side's row columns, in row order. A
 **Stale rule**: within a batch, a key's changes apply in (time, sequence with None first) order,
 ties broken by op (upsert first) then the row's other columns in order (None first); a change not
 newer than the last applied for its key (in any batch, deletes included) is ignored.
+
+**Retention** (``retention`` µs, :mod:`streamjoin.table.retention`): the horizon of a batch is the
+largest change time of every earlier batch (heartbeats included) minus ``retention``; a change
+below it is late (counted, not applied); after the batch, a deleted key's last order is forgotten
+once its time is below the horizon, and with ``expire_rows`` so is a row whose last change is.
 """
 
 from __future__ import annotations
@@ -41,19 +46,48 @@ def _nulls_first(value: Any) -> tuple:
 class ReferenceTable:
     """A table as it stands after the changes applied so far."""
 
-    def __init__(self, key: Sequence[str]) -> None:
+    def __init__(self, key: Sequence[str], retention: int | None = None, expire_rows: bool = False) -> None:
         self.key = tuple(key)
         self.rows: dict[tuple, Row] = {}
         self.last: dict[tuple, tuple] = {}
         self.stale = 0
         self.unknown_deletes = 0
+        self.retention, self.expire_rows = retention, expire_rows
+        self.max_time: int | None = None
+        self.late = self.tombstones_expired = self.rows_expired = 0
 
     def _rank(self, change: Change) -> tuple:
         values = [] if change.row is None else [v for k, v in change.row.items() if k not in self.key]
         return ((change.time, _nulls_first(change.seq)), change.op != "upsert", tuple(map(_nulls_first, values)))
 
-    def apply(self, changes: Sequence[Change]) -> None:
-        """Apply one batch of changes (see the stale rule)."""
+    def horizon(self) -> int | None:
+        """The current batch's horizon (None: no retention, or no change time seen yet)."""
+        if self.retention is None or self.max_time is None:
+            return None
+        return self.max_time - self.retention
+
+    def apply(self, changes: Sequence[Change], heartbeats: Sequence[int] = ()) -> None:
+        """Apply one batch of changes (see the stale rule and retention); ``heartbeats``: the
+        batch's heartbeat times (they move the horizon only)."""
+        horizon = self.horizon()
+        if horizon is not None:
+            self.late += sum(c.time < horizon for c in changes)
+            fresh = [c for c in changes if c.time >= horizon]
+        else:
+            fresh = list(changes)
+        self._apply(fresh)
+        if horizon is not None:
+            for pk, order in list(self.last.items()):
+                if order[0] < horizon and (pk not in self.rows or self.expire_rows):
+                    del self.last[pk]
+                    if self.rows.pop(pk, None) is None:
+                        self.tombstones_expired += 1
+                    else:
+                        self.rows_expired += 1
+        for time in [*(c.time for c in changes), *heartbeats]:
+            self.max_time = time if self.max_time is None else max(self.max_time, time)
+
+    def _apply(self, changes: Sequence[Change]) -> None:
         for change in sorted(changes, key=lambda c: (c.pk, self._rank(c))):
             order = self._rank(change)[0]
             if change.pk in self.last and order <= self.last[change.pk]:

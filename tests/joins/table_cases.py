@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from hypothesis import strategies as st
 
 from streamjoin.changes import ChangeFormat
@@ -64,9 +65,9 @@ class Variant:
     right_on: tuple[str, ...]
     options: dict
 
-    def join(self, how: str) -> TableTableJoin:
+    def join(self, how: str, **kept: Any) -> TableTableJoin:
         return TableTableJoin(self.left.schema, self.right.schema, self.on, left_key=self.left.key,
-                              right_key=self.right.key, how=how, **self.options)
+                              right_key=self.right.key, how=how, **self.options, **kept)
 
 
 # -- SIMPLE: plain posts with a sequence column, keyed by an int; a Delta feed keyed by a string ----
@@ -148,9 +149,14 @@ class TableCase:
     how: str
     batches: list[tuple[list[tuple], list[tuple]]]
     partitions: int
+    retention: int | None = None     # seconds (None: keep every key)
+    expire_rows: bool = False
 
     def join(self) -> TableTableJoin:
-        return self.variant.join(self.how)
+        if self.retention is None:
+            return self.variant.join(self.how)
+        return self.variant.join(self.how, retention=dt.timedelta(seconds=self.retention),
+                                 expire_rows=self.expire_rows)
 
     def tables(self, index: int) -> tuple[pa.Table, pa.Table]:
         out = []
@@ -162,13 +168,16 @@ class TableCase:
     def expected(self) -> list[tuple[Counter, Counter]]:
         """Per batch: (the view's rows after it, its change stream), from the reference."""
         v = self.variant
-        tables = (ReferenceTable(v.left.key), ReferenceTable(v.right.key))
+        retention = None if self.retention is None else self.retention * SECOND
+        tables = (ReferenceTable(v.left.key, retention, self.expire_rows),
+                  ReferenceTable(v.right.key, retention, self.expire_rows))
         view: dict = {}
         out = []
         for version, batch in enumerate(self.batches):
             for table, side, changes in zip(tables, (v.left, v.right), batch):
                 table.apply([Change(pk, op, s * SECOND, seq, side.row(pk, s, seq, jk, payload) if op == "upsert" else None)
-                             for pk, op, s, seq, jk, payload in changes if op != "heartbeat"])
+                             for pk, op, s, seq, jk, payload in changes if op != "heartbeat"],
+                            [s * SECOND for _, op, s, *_ in changes if op == "heartbeat"])
             after = reference_view(tables[0].rows, tables[1].rows, left_on=v.left_on, right_on=v.right_on,
                                    how=self.how, left_columns=v.left.row_columns, right_columns=v.right.row_columns)
             changes = moves_as_retract_and_insert(reference_changes(view, after, version), self.join_key)
@@ -219,8 +228,10 @@ def table_cases(draw, *, max_changes: int = 10, max_partitions: int = 3, max_bat
     n = draw(st.integers(min(2, max_batches), max_batches))
     left = _changes(draw, variant.left, n, max_changes)
     right = _changes(draw, variant.right, n, max_changes)
+    retention = draw(st.sampled_from([None, None, 0, 1, 2, 3]))
     return TableCase(variant, draw(st.sampled_from(HOWS)), list(zip(left, right)),
-                     draw(st.integers(1, max_partitions)))
+                     draw(st.integers(1, max_partitions)), retention,
+                     retention is not None and draw(st.booleans()))
 
 
 # -- running -------------------------------------------------------------------------------------
@@ -241,13 +252,18 @@ class StepChain:
         self.stores = [[open_store("memory", path) for path in paths] for paths in self.paths]
         self.recorded: list[dict] = []
         self.version = 0
+        # per stage, per input: the largest event time of the versions run so far (the runtime's progress)
+        self.max_times: list[list[int | None]] = [[None] * len(op.inputs) for op in self.stages]
 
     def _step(self, index: int, tables: Sequence[pa.Table]) -> pa.Table:
         op = self.stages[index]
         routed = [route(t, spec.key, self.partitions) for t, spec in zip(tables, op.inputs)]
         outputs = []
+        max_times = tuple(self.max_times[index])
+        for i, (table, spec) in enumerate(zip(tables, op.inputs)):
+            self.max_times[index][i] = _latest(self.max_times[index][i], table, spec.time)
         for p, store in enumerate(self.stores[index]):
-            result = op.step(store, StepInput(self.version, p, tuple(r[p] for r in routed), (None,) * len(tables)))
+            result = op.step(store, StepInput(self.version, p, tuple(r[p] for r in routed), max_times))
             store.write(result.puts, result.deletes, result.delete_ranges, version=self.version)
             outputs.append(result.output)
             self.recorded.append(dict(result.metrics))
@@ -269,6 +285,17 @@ class StepChain:
 
 
 _PATHS = itertools.count()
+
+
+def _latest(before: int | None, table: pa.Table, column: str | None) -> int | None:
+    """``before`` and the largest value of ``column`` (a timestamp: µs) in ``table``."""
+    if column is None or table.num_rows == 0:
+        return before
+    values = table.column(column)
+    if pa.types.is_timestamp(values.type):
+        values = values.cast(pa.timestamp("us")).cast(pa.int64())
+    found = pc.max(values).as_py()
+    return before if found is None else found if before is None else max(before, found)
 
 
 class Run:

@@ -30,10 +30,10 @@ FOLLOWS = pa.schema([("fid", pa.int64()), ("follower", pa.string()), ("followee"
 class Timeline:
     """Posts (left) joined with follows (right) on author = followee, run through the runtime."""
 
-    def __init__(self, how: str = "inner", partitions: int = 1) -> None:
+    def __init__(self, how: str = "inner", partitions: int = 1, **kept) -> None:
         self.root = tempfile.mkdtemp(prefix="sj-timeline-")
         self.join = TableTableJoin(POSTS, FOLLOWS, (["author"], ["followee"]), left_key="post_id", right_key="fid",
-                                   how=how, left_time="at", right_time="at")
+                                   how=how, left_time="at", right_time="at", **kept)
         self.runner = LocalTableTableRunner(self.join, f"{self.root}/cp", partitions=partitions,
                                             config=StateConfig(store="memory", local_dir=f"{self.root}/local"))
         self.view = MaterializedView(open_store("memory", f"{self.root}/view"), *self.join.view_key,

@@ -42,6 +42,11 @@ def test_table_join_view_and_changes_equal_reference_after_every_batch(case):
     assert run.runner.metric("stale_changes") == left.stale + right.stale
     assert run.runner.metric("unknown_deletes") == left.unknown_deletes + right.unknown_deletes
     assert run.runner.metric("inconsistent_deletes") == 0
+    event(f"retention: {case.retention is not None}, late: {left.late + right.late > 0}, "
+          f"expired: {left.tombstones_expired + left.rows_expired + right.tombstones_expired + right.rows_expired > 0}")
+    assert run.runner.metric("late_changes") == left.late + right.late
+    assert run.runner.metric("tombstones_expired") == left.tombstones_expired + right.tombstones_expired
+    assert run.runner.metric("rows_expired") == left.rows_expired + right.rows_expired
 
 
 @pytest.mark.parametrize("store", BACKENDS)
