@@ -39,9 +39,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamjoin.changes import DELETE, HEARTBEAT, OP, SEQ, TIME, UPSERT, ChangeFormat, normalise
+from streamjoin.kit.arrivals import set_aside
 from streamjoin.kit.keys import normal_keys
 from streamjoin.kit.order import canonical_sort_keys, sort_canonically
-from streamjoin.kit.arrivals import set_aside
 from streamjoin.kit.times import Duration
 from streamjoin.runtime.areas import PACKED, PACKED_VALUE, RAW, TIMESTAMP, Area, StateLayout
 from streamjoin.runtime.operator import NEG_INF, InputSpec, Operator, StepInput, StepResult, conform
