@@ -1,7 +1,8 @@
 """The table-table join end to end through Spark (issue 7): posts and follows as plain change
 streams in micro-batches, with an update that moves a post to another author, a deleted post, an
-unfollow, a stale change and a delete of an unknown row. After every micro-batch, the view
-rebuilt from the change stream equals the reference join of the tables as they stand."""
+unfollow, a change older than the retention horizon and a delete of an unknown row. After every
+micro-batch, the view rebuilt from the change stream equals the reference join of the tables as
+they stand."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from streamjoin import table_table_join
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.statestore import open_store
+from streamjoin.table.retention import LATE_REASON
 from streamjoin.table.spec import CDF_COLUMNS
 from streamjoin.testing.table import Change, ReferenceTable, reference_view
 from streamjoin.view import MaterializedView
@@ -40,7 +42,7 @@ def _follow(fid, op, t, follower=None, followee=None):
 POST_BATCHES = [
     [_post(1, "upsert", 1, 10, "hello"), _post(2, "upsert", 2, 10, "again"), _post(3, "upsert", 3, 20, "hi")],
     [_post(2, "update", 5, 20, "moved"), _post(9, "delete", 6)],               # 2 moves to author 20
-    [_post(1, "delete", 8), _post(3, "update", 2, 20, "stale")],               # 3's change is stale
+    [_post(1, "delete", 8), _post(3, "update", 2, 20, "stale")],               # 3's change is late (horizon 6 - 2)
     [_post(4, "insert", 9, 10, "new")],
 ]
 FOLLOW_BATCHES = [
@@ -82,14 +84,14 @@ def test_table_table_join_streaming_view_equals_the_join_after_every_batch(spark
     follows = spark.readStream.schema(FOLLOWS_DDL).option("maxFilesPerTrigger", 1).parquet(f"{root}/follows")
     view_changes = table_table_join(posts, follows, (["author_id"], ["followee_id"]), left_key="post_id",
                                     right_key="follow_id", how=how, left_time="at", right_time="at",
-                                    checkpoint=f"{root}/ck", partitions=3)
+                                    retention="2 seconds", checkpoint=f"{root}/ck", partitions=3)
     query = (view_changes.writeStream.format("parquet").option("path", f"{root}/out")
              .option("checkpointLocation", f"{root}/spark").trigger(availableNow=True).start())
     query.awaitTermination()
     changes = pq.read_table(f"{root}/out")
     view_columns = [n for n in changes.column_names if n not in CDF_COLUMNS]
     view = MaterializedView(open_store("memory", f"{root}/view"), "post_id", "follow_id", changes.schema)
-    left, right = ReferenceTable(["post_id"]), ReferenceTable(["follow_id"])
+    left, right = ReferenceTable(["post_id"], retention=2), ReferenceTable(["follow_id"], retention=2)
     post_columns = ["post_id", "at", "author_id", "text"]
     follow_columns = ["follow_id", "at", "follower_id", "followee_id"]
     for version, (p, f) in enumerate(zip(POST_BATCHES, FOLLOW_BATCHES)):
@@ -103,7 +105,9 @@ def test_table_table_join_streaming_view_equals_the_join_after_every_batch(spark
         assert got == {tuple(map(_plain, row)) for row in expected.values()}, f"after batch {version}"
     timeline = sorted((r["follower_id"], r["post_id"]) for r in view.rows().to_pylist() if r["follower_id"] is not None)
     assert timeline == [(1, 2), (1, 3), (2, 4)]
-    assert left.stale == 1 and left.unknown_deletes == 1
+    assert left.late == 1 and left.stale == 0 and left.unknown_deletes == 1
+    aside = pq.read_table(f"{root}/ck/left_keys/set_aside/changes").to_pylist()
+    assert [(r["post_id"], r["_reason"]) for r in aside] == [(3, LATE_REASON)]
     # every stage numbers its partitions 0..2, the right key stage too (its tasks run in a union)
     for stage in ("left_keys", "right_keys", "join"):
         assert sorted(os.listdir(f"{root}/ck/{stage}/state")) == ["p=0", "p=1", "p=2"], stage
