@@ -178,7 +178,7 @@ def test_state_areas_table_bytes_are_unchanged() -> None:
             (b"L" + ANN + b"\x10" + SEVEN, b"\x10" + SEVEN + ANN + b"\x10" + FIVE),
             (b"R" + ANN + ANN, ANN + b"\x10" + b"\x80" + bytes(6) + b"\x06" + b"\x10" + THREE),
         ]
-        assert left.definition()["layout"] == rekey.LAYOUT.version == 1
+        assert left.definition()["layout"] == rekey.LAYOUT.version == 2   # 2: the expiry index (retention)
         assert join.definition()["layout"] == stage.LAYOUT.version == 1
     finally:
         for store in stores:
