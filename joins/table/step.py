@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from streamjoin.changes import DELETE, OP
 from streamjoin.errors import JoinError
@@ -88,7 +89,7 @@ class JoinStep:
         self.metrics: Counter[str] = Counter()
         self.held = dict(zip(_SIDES, HELD.get(state) or (0, 0)))
         self.tables: dict[str, pa.Table] = {}
-        self.fresh: dict[str, dict[bytes, int]] = {}
+        self.fresh: dict[str, tuple[pa.Array, np.ndarray]] = {}
         encoded = [self._encode(self.spec.side(name), table) for name, table in zip(_SIDES, batch.rows)]
         self._group(encoded)
 
@@ -104,9 +105,9 @@ class JoinStep:
         delete = table.column(OP).to_numpy() == DELETE
         null = reduce(np.logical_or, [table.column(c).is_null().to_numpy(zero_copy_only=False) for c in side.on],
                       np.zeros(table.num_rows, bool))
-        upserts = np.flatnonzero(~delete).tolist()
-        # the first index of each upserted row's bytes (output rows of this version are taken from it)
-        self.fresh[side.name] = dict(zip([rows[i] for i in reversed(upserts)], reversed(upserts)))
+        # the upserted rows' bytes and where they are (output rows of this version are taken from it)
+        upserts = np.flatnonzero(~delete)
+        self.fresh[side.name] = (pa.array(rows, pa.binary()).take(pa.array(upserts, pa.int64())), upserts)
         if delete.any():
             rows = [None if d else r for r, d in zip(rows, delete.tolist())]
         return jks, pks, rows, null
@@ -355,29 +356,26 @@ class JoinStep:
         return pa.Table.from_arrays(arrays, schema=self.spec.output_schema)
 
     def _side_columns(self, side: str, rows: list[bytes | None]) -> list[pa.Array]:
-        """One side's output columns for ``rows`` (encoded; None: null-padded)."""
-        distinct: dict[bytes, int] = {}
-        index = [None if r is None else distinct.setdefault(r, len(distinct)) for r in rows]
-        # a row of this version's input is taken from it; only rows read from state are decoded
-        fresh = self.fresh[side]
-        taken = [fresh[r] for r in distinct if r in fresh]
-        decoded = [r for r in distinct if r not in fresh]
-        if taken and decoded:
-            # distinct rows are numbered taken first, then decoded (in ``distinct`` order)
-            at, t, d = {}, 0, len(taken)
-            for r in distinct:
-                if r in fresh:
-                    at[r], t = t, t + 1
-                else:
-                    at[r], d = d, d + 1
-            index = [None if r is None else at[r] for r in rows]
+        """One side's output columns for ``rows`` (encoded; None: null-padded): each distinct row
+        taken from this version's input when it is there, else decoded from its bytes (once)."""
+        encoded = pa.array(rows, pa.binary()).dictionary_encode()
+        distinct = encoded.dictionary
+        fresh_rows, fresh_at = self.fresh[side]
+        pos = pc.fill_null(pc.index_in(distinct, value_set=fresh_rows), -1).to_numpy(zero_copy_only=False)
+        taken, decoded = np.flatnonzero(pos >= 0), np.flatnonzero(pos < 0)
         schema = self.codecs[side].schema
         parts = []
-        if taken:
-            rows_in = self.tables[side].take(pa.array(taken, pa.int64()))
+        if len(taken):
+            rows_in = self.tables[side].take(pa.array(fresh_at[pos[taken]], pa.int64()))
             parts.append(pa.Table.from_arrays(rows_in.columns, schema=schema))
-        if decoded or not taken:
-            parts.append(self.codecs[side].decode_table(decoded))
+        if len(decoded) or not len(taken):
+            parts.append(self.codecs[side].decode_table(distinct.take(pa.array(decoded, pa.int64())).to_pylist()))
         table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
-        take = pa.array(index, pa.int64())
+        # distinct row d is at place[d] of ``table``: the taken ones first, then the decoded ones
+        place = np.empty(len(distinct), np.int64)
+        place[taken] = np.arange(len(taken))
+        place[decoded] = len(taken) + np.arange(len(decoded))
+        indices = encoded.indices
+        at = place[indices.fill_null(0).to_numpy(zero_copy_only=False)] if len(place) else np.zeros(len(rows), np.int64)
+        take = pa.array(at, pa.int64(), mask=indices.is_null().to_numpy(zero_copy_only=False))
         return [column.take(take) for column in table.columns]
