@@ -61,11 +61,6 @@ LAYOUT = StateLayout("table join keys", 2, (
 _KEYS, _EXPIRY = LAYOUT["keys"], LAYOUT["expiry"]
 
 
-def _order(time: int, seq: int | None) -> tuple[int, bool, int]:
-    """A change's place in its key's history: (time, sequence) with a null sequence first."""
-    return (time, seq is not None, 0 if seq is None else seq)
-
-
 class TableRekey(Operator):
     """Stage 1 (see module): one side's changes by primary key -> routed changes by join key."""
 
@@ -184,67 +179,79 @@ class TableRekey(Operator):
 
     def _collapse(self, state: Store, changes: pa.Table, metrics: Counter
                   ) -> tuple[list[KeyValue], list[int], list[tuple], list[bytes]]:
-        """Walk each key's changes in order against its state; return the state writes, the rows
-        to upsert (indices), the deletes (physical routed rows), in key order, and the state keys
-        to delete (expiry-index entries a change moves)."""
+        """Apply each key's changes in order against its state (:meth:`_walk`); return the state
+        writes, the rows to upsert (indices), the deletes (physical routed rows), in key order,
+        and the state keys to delete (expiry-index entries a change moves)."""
         n = changes.num_rows
-        starts = self._starts(changes)
+        starts = np.array(self._starts(changes), np.int64)
         pks = self.codec.encode_columns(changes, self.side.key)
-        keys = _KEYS.keys(pks[i] for i in starts)
-        before = state.multi_get(keys)
-        ops = changes.column(OP).to_pylist()
-        times, seqs = changes.column(TIME).to_pylist(), changes.column(SEQ).to_pylist()
-        orders = list(map(_order, times, seqs))
-        lasts: list[int] = []
-        has_rows: list[bool] = []
-        put_keys: list[bytes] = []
-        upserts: list[int] = []
-        deletes: list[tuple] = []
-        moved: list[tuple[int, int, bytes]] = []  # (index in deletes, last change, old join key bytes)
-        retention, gone, indexed = self.retention, [], []
-        for k, (start, key, stored) in enumerate(zip(starts, keys, before)):
-            end = starts[k + 1] if k + 1 < len(starts) else n
-            held = None if stored is None else _held(stored)
-            order = None if held is None else _order(held[0], held[1])
-            had_row = held is not None and held[2]
-            has_row, last = had_row, None
-            for i in range(start, end):
-                if order is not None and orders[i] <= order:
-                    metrics["stale_changes"] += 1
-                    continue
-                if ops[i] == DELETE and not has_row:
-                    metrics["unknown_deletes"] += 1
-                order, has_row, last = orders[i], ops[i] == UPSERT, i
-            if last is None:
-                continue
-            if retention is not None:
-                if held is not None and retention.indexed(had_row):
-                    gone.append(index_key(_EXPIRY, held[0], pks[start]))
-                if retention.indexed(has_row):
-                    indexed.append((index_key(_EXPIRY, times[last], pks[start]), b""))
-            put_keys.append(key)
-            lasts.append(last)
-            has_rows.append(has_row)
-            if has_row:
-                upserts.append(last)
-            if had_row:
-                old_jk = held[3]
-                if has_row:
-                    moved.append((len(deletes), last, old_jk))
-                deletes.append(self._delete_row(unpack(pks[start]), unpack(old_jk)))
+        keys = _KEYS.keys(pks[i] for i in starts.tolist())
+        stored = [None if v is None else _held(v) for v in state.multi_get(keys)]
+        applied, last, row_before = self._walk(changes, starts, stored)
+        ops = changes.column(OP).to_numpy()
+        metrics["stale_changes"] += int(n - applied.sum())
+        metrics["unknown_deletes"] += int((applied & (ops == DELETE) & ~row_before).sum())
+        # the keys with an applied change, their last one and whether it leaves a row
+        runs = np.flatnonzero(last >= starts)
+        lasts = last[runs]
+        has_rows = ops[lasts] == UPSERT
+        upserts = lasts[has_rows].tolist()
         # the state values: pack(change time, sequence, has row, *join key) of each key's last change
         take = pa.array(lasts, pa.int64())
         heads = pack_columns([changes.column(TIME).take(take), changes.column(SEQ).take(take),
                               pa.array(has_rows, pa.bool_())], len(lasts))
         jks = self.codec.encode_columns(changes.take(pa.array(upserts, pa.int64())), self.side.on) if upserts else []
         new_jk = dict(zip(upserts, jks))
-        puts = [(key, head + new_jk[last] if row else head)
-                for key, head, last, row in zip(put_keys, heads, lasts, has_rows)]
-        # an upsert at its old join key (nulls equal nulls) deletes nothing
-        same = {d for d, last, old in moved if old == new_jk[last]}
-        if same:
-            deletes = [row for d, row in enumerate(deletes) if d not in same]
-        return puts + indexed, upserts, deletes, gone
+        runs, lasts, has_rows = runs.tolist(), lasts.tolist(), has_rows.tolist()
+        puts = [(keys[r], head + new_jk[i] if row else head) for r, head, i, row in zip(runs, heads, lasts, has_rows)]
+        # a row held before leaves its old join key, unless it is upserted at the same one (nulls equal nulls)
+        deletes = [self._delete_row(unpack(pks[starts[r]]), unpack(stored[r][3]))
+                   for r, i, row in zip(runs, lasts, has_rows)
+                   if stored[r] is not None and stored[r][2] and not (row and stored[r][3] == new_jk[i])]
+        gone: list[bytes] = []
+        if self.retention is not None:
+            retention, times = self.retention, changes.column(TIME).to_numpy()
+            for r, i, row in zip(runs, lasts, has_rows):
+                held, pk = stored[r], pks[starts[r]]
+                if held is not None and retention.indexed(held[2]):
+                    gone.append(index_key(_EXPIRY, held[0], pk))
+                if retention.indexed(row):
+                    puts.append((index_key(_EXPIRY, int(times[i]), pk), b""))
+        return puts, upserts, deletes, gone
+
+    @staticmethod
+    def _walk(changes: pa.Table, starts: np.ndarray, stored: list[tuple | None]
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each key's run of changes (canonically sorted, runs from ``starts``) against its state
+        ``stored``, column-wise: whether each change applies (newer than the state and than the
+        change before it: the runs are in ascending order, so only a tie with the previous change
+        or an order not above the state's is stale), each run's last applied change (below its
+        start: none), and whether the key held a row just before each change."""
+        n = changes.num_rows
+        sizes = np.diff(np.append(starts, n))
+        run_of = np.repeat(np.arange(len(starts)), sizes)
+        times = changes.column(TIME).to_numpy()
+        seq = changes.column(SEQ)
+        has_seq = seq.is_valid().to_numpy(zero_copy_only=False)
+        seqs = seq.fill_null(0).to_numpy()
+        exists = np.array([h is not None for h in stored], bool)
+        s_time = np.array([h[0] if h else 0 for h in stored], np.int64)[run_of]
+        s_has = np.array([h is not None and h[1] is not None for h in stored], bool)[run_of]
+        s_seq = np.array([h[1] or 0 if h else 0 for h in stored], np.int64)[run_of]
+        s_row = np.array([bool(h and h[2]) for h in stored], bool)[run_of]
+        newer = ~exists[run_of] | (times > s_time) | ((times == s_time) & (
+            (has_seq > s_has) | ((has_seq == s_has) & (seqs > s_seq))))
+        tie = np.zeros(n, bool)
+        tie[1:] = (times[1:] == times[:-1]) & (has_seq[1:] == has_seq[:-1]) & (seqs[1:] == seqs[:-1])
+        tie[starts] = False
+        applied = newer & ~tie
+        latest = np.maximum.accumulate(np.where(applied, np.arange(n), -1)) if n else np.zeros(0, np.int64)
+        previous = np.append(-1, latest[:-1]) if n else latest
+        ops = changes.column(OP).to_numpy()
+        in_run = previous >= starts[run_of]
+        row_before = np.where(in_run, ops[np.maximum(previous, 0)] == UPSERT, s_row) if n else np.zeros(0, bool)
+        last = latest[np.append(starts[1:], n) - 1] if len(starts) else np.zeros(0, np.int64)
+        return applied, last, row_before
 
     def _delete_row(self, pk: tuple, jk: tuple) -> tuple:
         """A routed delete: the primary key and the join key it is deleted at, other columns null."""
