@@ -31,6 +31,10 @@ key; a padded side's is null) the diff is minimal: a row that changed -> ``updat
 ``insert`` (1). A view row whose two sides both move to another join key in one version is deleted
 at the old key's partition and inserted at the new one's; applying every retraction of a version
 (``_seq`` 0) before its insertions keeps the view exact. Output rows are sorted by view key bytes.
+
+A version is computed for all its join keys at once, column-wise (:class:`streamjoin.table.step.JoinStep`):
+grouping, cross products and emptiness are numpy/Arrow operations; Python only builds the lists
+of rows read and view rows made (and, for a full join, scans a group only the padding needs).
 """
 
 from __future__ import annotations
