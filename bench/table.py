@@ -37,7 +37,8 @@ Variants, per batching (``--batches 10,100`` measures 1M changes in 10 and in 10
 Each variant first runs untimed on a tiny copy of the inputs (the JVM compiles its code paths,
 the Python workers start); before each timed run that tiny run repeats (idle Python workers exit
 after a minute). ``--profile`` runs the three stages in this process (``LocalTableTableRunner``)
-under cProfile instead, over the first batching, and prints where the time goes per stage.
+under cProfile instead, over the first batching, and prints where the time goes per stage;
+``--in-process`` runs them without the profiler and prints each batch's wall and CPU seconds.
 """
 
 from __future__ import annotations
@@ -109,6 +110,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also measure joining the current tables already materialized (a lower bound)")
     parser.add_argument("--profile", action="store_true", help="run the three stages for the first store in this "
                         "process under cProfile (no Spark) and print where the time goes")
+    parser.add_argument("--in-process", action="store_true", help="run the three stages for the first store in this "
+                        "process (no Spark, no profiler) and print each change batch's wall and CPU seconds per stage")
 
 
 @dataclass(frozen=True)
@@ -526,6 +529,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"generated the inputs in {time.perf_counter() - started:.1f} s", flush=True)
     if args.profile:
         return profile(workload, params, _stores(args.stores) or ["memory"])
+    if args.in_process:
+        return in_process(workload, params, _stores(args.stores) or ["memory"])
     top = fresh_dir(results_dir(), "table")
     try:
         small = generate(2_000, 2_000, seed=1)
@@ -560,6 +565,49 @@ def run(args: argparse.Namespace) -> int:
             spark.stop()
     finally:
         shutil.rmtree(top, ignore_errors=True)
+
+
+# -- in process --------------------------------------------------------------------------------
+
+def in_process(workload: Workload, params: Params, stores: list[str]) -> int:
+    """The three stages in this process (``LocalTableTableRunner``), timed per change batch: the
+    key stages together, then the join stage, in wall and CPU (``process_time``) seconds."""
+    from streamjoin.runtime.partition import StateConfig
+    from streamjoin.table.local import LocalTableTableRunner
+    from streamjoin.table.operator import TableTableJoin
+
+    root = fresh_dir(results_dir(), "table-in-process")
+    try:
+        join = TableTableJoin(ORDERS, CUSTOMERS, "customer_id", left_key="order_id", right_key="customer_id",
+                              how="inner", left_time="changed_at", right_time="changed_at")
+        runner = LocalTableTableRunner(join, os.path.join(root, "ckpt"), partitions=params.partitions,
+                                       config=StateConfig(store=stores[0], local_dir=os.path.join(root, "state")))
+        o, c = workload.orders, workload.customers
+        start = time.perf_counter()
+        runner.run(o.load, c.load)
+        print(f"load ({params.rows:,} rows per side, {stores[0]}, {params.partitions} partitions): "
+              f"{time.perf_counter() - start:.1f} s", flush=True)
+        ends = bounds(params.changes, params.batchings[0])
+        walls, cpus = [], []
+        for s, e in zip(np.r_[0, ends[:-1]], ends):
+            v = runner.version
+            t0, c0 = time.perf_counter(), time.process_time()
+            left = runner.runners["left_keys"].run(o.changes.slice(s, e - s), version=v)
+            right = runner.runners["right_keys"].run(c.changes.slice(s, e - s), version=v)
+            t1, c1 = time.perf_counter(), time.process_time()
+            out = runner.runners["join"].run(left, right, version=v)
+            t2, c2 = time.perf_counter(), time.process_time()
+            runner.version = v + 1
+            walls.append(t2 - t0)
+            cpus.append(c2 - c0)
+            print(f"  changes {s:,}..{e:,} per side: key stages {t1 - t0:.2f} s ({c1 - c0:.2f} CPU), join stage "
+                  f"{t2 - t1:.2f} s ({c2 - c1:.2f} CPU), {out.num_rows:,} view changes", flush=True)
+        n = 2 * params.changes
+        print(f"changes: {n:,} in {sum(walls):.1f} s ({n / sum(walls):,.0f}/s; "
+              f"{sum(cpus):.1f} CPU s, {n / sum(cpus):,.0f}/CPU s)")
+        return 0
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 # -- profiling ---------------------------------------------------------------------------------
