@@ -52,6 +52,9 @@ FORMAT = 2
 
 COMMITS = "commits"
 
+#: checkpoint URI -> the query this process found it bound to (``query.json`` is never rewritten)
+_BOUND: dict[str, str] = {}
+
 
 @dataclass(frozen=True)
 class CommitRecord:
@@ -161,11 +164,16 @@ class Checkpoint:
         ``query_id`` None (a batch task) is refused on a checkpoint bound to a query. Binding is
         create-if-absent: of queries starting at once, exactly one binds it, the others are refused.
         """
+        if query_id is not None and _BOUND.get(self.uri) == query_id:
+            return   # a binding is never rewritten: checked once per process
         bound = self.bound_query()
         if bound is None and query_id is not None:
             if self._create_json("query.json", {"query_id": query_id}):
+                _BOUND[self.uri] = query_id
                 return
             bound = self.bound_query()
+        if bound is not None and bound == query_id:
+            _BOUND[self.uri] = query_id
         if bound is None or bound == query_id:
             return
         if query_id is None:

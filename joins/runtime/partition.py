@@ -32,7 +32,7 @@ from typing import Any, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streamjoin.changelog import Changelog, open_logged_store, snapshot_from_store
+from streamjoin.changelog import Changelog, open_logged_store, release_logged_store, snapshot_from_store
 from streamjoin.errors import CheckpointDamagedError, JoinDefinitionError
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.operator import REASON_COLUMN, Operator, StepInput
@@ -60,6 +60,9 @@ class StateConfig:
     local_dir: str | None = None
     snapshot_every: int = 10
     retain_versions: int = 10
+    #: Keep a partition's local store open in this process after its task, for its next task
+    #: (reused only at exactly the version wanted; see :mod:`streamjoin.statestore.warm`).
+    keep_warm: bool = True
     #: The checkpoint holds initial rows for the first version (``Checkpoint.write_initial``):
     #: set by ``run_operator`` and ``LocalRunner`` when it does, so that other joins look for them
     #: only in a partition's first version, not in every task.
@@ -119,7 +122,8 @@ def run_partition(
     n_inputs = len(operator.inputs)
     known = global_max_times(checkpoint, task.partitions, task.version, n_inputs)
     max_times = (None,) * n_inputs if task.final else known
-    log = Changelog(checkpoint.changelog_uri(task.partition), retain_versions=config.retain_versions)
+    log = Changelog(checkpoint.changelog_uri(task.partition), retain_versions=config.retain_versions,
+                    cache_listing=True)
     target = _target(checkpoint, log, task)
     initial = (0,) * n_inputs
     if config.initial or target is None:   # only a first version, or its re-execution, takes them
@@ -127,7 +131,7 @@ def run_partition(
     started = time.perf_counter()
     store, opened = open_logged_store(
         config.store, local_store_path(config, checkpoint, task.partition), log, target,
-        **dict(config.store_options),
+        warm=config.keep_warm, **dict(config.store_options),
     )
     open_seconds = time.perf_counter() - started
     try:
@@ -137,8 +141,10 @@ def run_partition(
         if target is None or task.version - _last_snapshot(log, task.version) >= config.snapshot_every:
             snapshot_from_store(log, store, task.version)
         stats = store.stats()
-    finally:
+    except BaseException:
         store.close()
+        raise
+    release_logged_store(store)   # kept open for the partition's next task in this process
     metrics = _metrics(operator, task, rows, result, opened, open_seconds, stats)
     for spec, count in zip(operator.inputs, initial):
         if count:
