@@ -28,7 +28,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    listing = "\n".join(f"  {name:<10s} {summary}" for name, (_, summary) in BENCHMARKS.items())
+    listing = "\n".join(f"  {name:<13s} {summary}" for name, (_, summary) in BENCHMARKS.items())
     parser = subparsers.add_parser(
         "bench",
         help="run a benchmark and print its table",

@@ -138,8 +138,9 @@ def run(args: argparse.Namespace) -> int:
     print(table.render())
     for line in flat:
         print(line)
-    notes = ["in-process (LocalRunner); state rows and bytes summed over partitions from the tasks' metrics; "
-             "checkpoint files and bytes: everything under the join's checkpoint"] + flat
+    notes = ["in-process (LocalRunner); state rows and bytes summed over partitions from the tasks' metrics "
+             "(the store's own figures: on RocksDB an estimate of its entries, each a group of rows as an "
+             "Arrow blob, and of its bytes); checkpoint files and bytes: everything under the join's checkpoint"] + flat
     print("results:", write_results("soak", table, vars(args) | {"func": None}, notes=notes,
                                     chart=Chart(value="checkpoint files", label=("join", "version"),
                                                 title="checkpoint files every N versions (flat after warm-up)")))
