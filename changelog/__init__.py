@@ -31,7 +31,11 @@ from streamjoin.changelog.errors import (
 )
 from streamjoin.changelog.log import Changelog
 from streamjoin.changelog.logging_store import (
-    ChangeloggingStore, OpenHow, OpenReport, open_logged_store, release_logged_store,
+    ChangeloggingStore,
+    OpenHow,
+    OpenReport,
+    open_logged_store,
+    release_logged_store,
 )
 from streamjoin.changelog.restore import RestoreMethod, RestoreStats, restore
 

@@ -40,8 +40,8 @@ from streamjoin.changelog.format import check_write
 from streamjoin.changelog.log import Changelog
 from streamjoin.changelog.restore import restore
 from streamjoin.changelog.undo import UndoLog
-from streamjoin.statestore.base import KeyValue, Store, StoreStats
 from streamjoin.statestore import warm
+from streamjoin.statestore.base import KeyValue, Store, StoreStats
 from streamjoin.statestore.errors import StoreCorruptError, StoreLockedError
 from streamjoin.statestore.registry import destroy_store, open_store
 
