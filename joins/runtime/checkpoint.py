@@ -211,6 +211,14 @@ class Checkpoint:
         for path in stale:
             self.fs.delete_file(path)
 
+    def write_progress_base(self, version: int, max_times: tuple[int | None, ...]) -> None:
+        """Record a base for the watermark inputs of the versions after ``version``: they start
+        from the maximum of it and that version's commit records. For a rewrite of the state
+        between versions (rescaling) that does not keep the commit records of ``version``; the
+        base alone makes the version's records complete. Partition ``-1`` in :meth:`commit_records`."""
+        times = "_".join("x" if t is None else str(int(t)) for t in max_times)
+        self._write_json(f"{COMMITS}/v={version}/base.t={times}.json", {"base": True, "max_times": list(max_times)})
+
     def commit_records(self, version: int) -> list[CommitRecord]:
         """Every partition's record of ``version`` (one listing, no reads), by partition; raises
         :class:`CheckpointDamagedError` for a file there that is not a commit record."""
@@ -266,9 +274,10 @@ class Checkpoint:
         if _complete(records):
             return
         version = records[0].version
-        counts = sorted({r.partitions for r in records})
+        parts = [r for r in records if r.partition >= 0]
+        counts = sorted({r.partitions for r in parts})
         wanted = set(range(max(counts)))
-        missing = sorted(wanted - {r.partition for r in records})
+        missing = sorted(wanted - {r.partition for r in parts})
         raise CheckpointDamagedError(
             f"checkpoint {self.uri}: the commit records of version {version} "
             f"({self._uri(f'{COMMITS}/v={version}')}) are "
@@ -300,7 +309,7 @@ class Checkpoint:
         Raises :class:`CheckpointDamagedError` for a record that cannot be read."""
         records = []
         for info in self._files(COMMITS, recursive=True):
-            if info.is_file and info.path.endswith(".json"):
+            if info.is_file and info.path.endswith(".json") and not info.base_name.startswith("base."):
                 data = self._read_json(self._rel(info.path)) or {}
                 if not isinstance(data.get("metrics"), dict):
                     raise CheckpointDamagedError(
@@ -522,22 +531,30 @@ def _commit_partition(name: str) -> int | None:
 
 
 def _parse_commit(version: int, name: str) -> CommitRecord | None:
-    """The record a commit record's file name describes; None for any other name."""
+    """The record a commit record's file name describes (a base: partition -1); None for any other."""
     parts = name.removesuffix(".json").split(".")
+    if len(parts) == 2 and parts[0] == "base" and parts[1].startswith("t=") and name.endswith(".json"):
+        parts = ["p=-1", "of=0", parts[1]]
     if not name.endswith(".json") or len(parts) != 3 or not parts[0].startswith("p=") \
             or not parts[1].startswith("of=") or not parts[2].startswith("t="):
         return None
     try:
         times = tuple(None if t == "x" else int(t) for t in parts[2][2:].split("_")) if parts[2] != "t=" else ()
-        return CommitRecord(version, int(parts[0][2:]), int(parts[1][3:]), times)
+        partition = -1 if parts[0] == "p=-1" else int(parts[0][2:]) if parts[0][2:].isdigit() else None
+        if partition is None:
+            return None
+        return CommitRecord(version, partition, int(parts[1][3:]), times)
     except ValueError:
         return None
 
 
 def _complete(records: list[CommitRecord]) -> bool:
-    """Whether ``records`` (one version's) hold every partition of one partition count."""
-    counts = {r.partitions for r in records}
-    return len(counts) == 1 and {r.partition for r in records} == set(range(counts.pop()))
+    """Whether ``records`` (one version's) hold every partition of one partition count, or a base."""
+    parts = [r for r in records if r.partition >= 0]
+    if not parts:
+        return bool(records)
+    counts = {r.partitions for r in parts}
+    return len(counts) == 1 and {r.partition for r in parts} == set(range(counts.pop()))
 
 
 def _combine(records: list[CommitRecord], n_inputs: int) -> tuple[int | None, ...]:

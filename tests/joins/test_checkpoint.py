@@ -236,3 +236,13 @@ def test_checkpoint_refuses_partitions_outside_its_numbering(tmp_path):
         (tmp_path / "ck" / "state" / f"p={p}").mkdir(parents=True)
     with pytest.raises(CheckpointMismatchError, match=r"partitions \[2\]"):
         cp.renumber_shifted_partitions(2)
+
+
+def test_checkpoint_watermark_inputs_start_from_a_recorded_base(tmp_path):
+    checkpoint = Checkpoint(str(tmp_path))
+    checkpoint.write_progress_base(4, (7, None))
+    assert checkpoint.watermark_inputs(5, 2) == (7, None)          # the base alone is complete
+    checkpoint.write_commit(4, 0, 1, (3, 2), {"version": 4})
+    assert checkpoint.watermark_inputs(5, 2) == (7, 2)             # the maximum of base and records
+    assert checkpoint.read_metrics() == [{"version": 4}]
+    assert checkpoint.newest_progress(2) == (4, (7, 2))
