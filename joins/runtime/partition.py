@@ -60,8 +60,8 @@ class StateConfig:
     local_dir: str | None = None
     snapshot_every: int = 10
     retain_versions: int = 10
-    #: Keep a partition's local store open in this process after its task, for its next task
-    #: (reused only at exactly the version wanted; see :mod:`streamjoin.statestore.warm`).
+    #: Keep a partition's local store open in this process after a streaming query's task, for
+    #: its next task (reused only at exactly the version wanted; see :mod:`streamjoin.statestore.warm`).
     keep_warm: bool = True
     #: The checkpoint holds initial rows for the first version (``Checkpoint.write_initial``):
     #: set by ``run_operator`` and ``LocalRunner`` when it does, so that other joins look for them
@@ -131,7 +131,7 @@ def run_partition(
     started = time.perf_counter()
     store, opened = open_logged_store(
         config.store, local_store_path(config, checkpoint, task.partition), log, target,
-        warm=config.keep_warm, **dict(config.store_options),
+        warm=_keep_warm(config, task), **dict(config.store_options),
     )
     open_seconds = time.perf_counter() - started
     try:
@@ -156,6 +156,13 @@ def run_partition(
     _write_records(operator, checkpoint, task, result, metrics, progress, config.retain_versions)
     _maybe_fail_once(config, task, "after-commit")
     return result.output, metrics
+
+
+def _keep_warm(config: StateConfig, task: TaskInfo) -> bool:
+    """Whether the task's store stays open after it: for a streaming query's tasks (a query id,
+    not final). A batch run's tasks run once, and runs without a query (in-process runners,
+    tests) own their directories and may remove them as soon as they return."""
+    return config.keep_warm and task.query_id is not None and not task.final
 
 
 def _target(checkpoint: Checkpoint, log: Changelog, task: TaskInfo) -> int | None:

@@ -98,25 +98,42 @@ def test_warm_store_is_handed_over_to_another_process(tmp_path):
 def test_warm_store_runtime_reuses_a_partitions_store_and_a_failed_task_closes_it(tmp_path):
     import pyarrow as pa
 
-    from streamjoin.runtime.local import LocalRunner
-    from streamjoin.runtime.partition import StateConfig, local_store_path
+    from streamjoin.runtime.checkpoint import Checkpoint
+    from streamjoin.runtime.partition import StateConfig, TaskInfo, local_store_path, run_partition
     from tests.operators import RunningCount
 
     schema = pa.schema([("k", pa.int64()), ("v", pa.string())])
     marker = str(tmp_path / "fail")
     config = StateConfig(store="rocksdb", local_dir=str(tmp_path / "local"), fail_once=marker)
-    runner = LocalRunner(RunningCount(schema, ["k"]), str(tmp_path / "ck"), partitions=1, config=config)
-    rows = pa.table({"k": [1, 2], "v": ["a", "b"]}, schema=schema)
-    runner.run(rows)
-    runner.run(rows)
-    assert [m["state_open"] for m in runner.metrics] == ["reused", "reused"]
-    path = local_store_path(runner.config, runner.checkpoint, 0)
+    op, checkpoint = RunningCount(schema, ["k"]), Checkpoint(str(tmp_path / "ck"))
+    checkpoint.bind(op.definition(), 1)
+    rows = (pa.table({"k": [1, 2], "v": ["a", "b"]}, schema=schema),)
+
+    def run(version, query_id="q"):
+        return run_partition(op, checkpoint, config, TaskInfo(version, 0, 1, query_id=query_id), rows)
+
+    opened = [run(v)[1]["state_open"] for v in (0, 1)]
+    assert opened == ["reused", "reused"]
+    path = local_store_path(config, checkpoint, 0)
     assert warm.parked_paths() == [path]
     open(f"{marker}.before-commit.v2.p0", "w").close()
     with pytest.raises(RuntimeError, match="injected failure"):
-        runner.run(rows)
+        run(2)
     assert warm.parked_paths() == []          # a failed task closes its store
-    assert runner.run(rows, version=2).num_rows == 2
-    runner.lose_local_state()
-    runner.run(rows)
-    assert runner.metrics[-1]["state_open"] == "rebuilt"
+    assert run(2)[0].num_rows == 2
+    destroy_store("rocksdb", path)
+    assert run(3)[1]["state_open"] == "rebuilt"
+
+
+def test_warm_store_is_kept_only_for_a_streaming_querys_tasks(tmp_path):
+    import pyarrow as pa
+
+    from streamjoin.runtime.local import LocalRunner
+    from streamjoin.runtime.partition import StateConfig
+    from tests.operators import RunningCount
+
+    schema = pa.schema([("k", pa.int64()), ("v", pa.string())])
+    config = StateConfig(store="rocksdb", local_dir=str(tmp_path / "local"))
+    runner = LocalRunner(RunningCount(schema, ["k"]), str(tmp_path / "ck"), partitions=2, config=config)
+    runner.run(pa.table({"k": [1, 2], "v": ["a", "b"]}, schema=schema))
+    assert warm.parked_paths() == []          # no query id: the directories are the caller's
