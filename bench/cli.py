@@ -21,12 +21,14 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "table": ("streamjoin.bench.table", "table-table join (a maintained view) beside recomputing the join in Spark"),
     "postgres": ("streamjoin.bench.postgres", "changes/s from a PostgreSQL slot: decoded, read by Spark, joined"),
     "nexmark": ("streamjoin.bench.nexmark", "Nexmark q3, q20 and a q8-like window join beside Spark on the same data"),
+    "checkpoint-io": ("streamjoin.bench.checkpoint_io", "checkpoint file-system calls and seconds per task at 16, 64, 200 partitions"),
+    "soak": ("streamjoin.bench.soak", "1,000 micro-batches: state and checkpoint size stay flat after warm-up"),
     "report": ("streamjoin.bench.report", "rewrite the README's benchmark sections and charts from the newest results"),
 }
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    listing = "\n".join(f"  {name:<10s} {summary}" for name, (_, summary) in BENCHMARKS.items())
+    listing = "\n".join(f"  {name:<13s} {summary}" for name, (_, summary) in BENCHMARKS.items())
     parser = subparsers.add_parser(
         "bench",
         help="run a benchmark and print its table",

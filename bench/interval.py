@@ -535,7 +535,7 @@ def profile(tables: dict[str, pa.Table], params: Params, root: str, store: str, 
     for version in range(params.batches):
         parts = [_route(t.slice(version * per, per), params.partitions) for t in tables.values()]
         for p in range(params.partitions):
-            task = TaskInfo(version, p, params.partitions)
+            task = TaskInfo(version, p, params.partitions, query_id="profile")   # as a streaming query's
             result, _ = profiler.runcall(run_partition, op, checkpoint, config, task, (parts[0][p], parts[1][p]))
             output += result.num_rows
     print(f"streamjoin-{store} in process: {time.perf_counter() - start:.2f} s, {output:,} output rows "

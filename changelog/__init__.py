@@ -30,7 +30,13 @@ from streamjoin.changelog.errors import (
     VersionOrderError,
 )
 from streamjoin.changelog.log import Changelog
-from streamjoin.changelog.logging_store import ChangeloggingStore, OpenHow, OpenReport, open_logged_store
+from streamjoin.changelog.logging_store import (
+    ChangeloggingStore,
+    OpenHow,
+    OpenReport,
+    open_logged_store,
+    release_logged_store,
+)
 from streamjoin.changelog.restore import RestoreMethod, RestoreStats, restore
 
 __all__ = [
@@ -54,6 +60,7 @@ __all__ = [
     "apply_retention",
     "compact",
     "open_logged_store",
+    "release_logged_store",
     "restore",
     "snapshot_from_store",
 ]

@@ -67,11 +67,14 @@ class Changelog:
         *,
         retain_versions: int = 10,
         filesystem: pafs.FileSystem | None = None,
+        cache_listing: bool = False,
     ) -> None:
         check_retention(retain_versions)
         self.uri = os.fspath(uri)
         self.retain_versions = retain_versions
         self.storage = open_storage(self.uri, filesystem)
+        self.cache_listing = cache_listing
+        self._listing: Listing | None = None
 
     def __repr__(self) -> str:
         return f"Changelog({self.uri!r}, retain_versions={self.retain_versions})"
@@ -79,8 +82,15 @@ class Changelog:
     # -- what is there --------------------------------------------------------------------------
 
     def listing(self) -> Listing:
-        """The files present now (one directory listing; nothing is read)."""
-        return Listing.from_files(self.storage.uri, self.storage.list())
+        """The files present now (one directory listing; nothing is read). With ``cache_listing``
+        (a task's own log: one writer), the listing is kept until this object writes or deletes
+        a file, so the steps of one task list the directory once between writes."""
+        if self._listing is not None:
+            return self._listing
+        found = Listing.from_files(self.storage.uri, self.storage.list())
+        if self.cache_listing:
+            self._listing = found
+        return found
 
     def versions(self) -> list[int]:
         """Versions that present files can restore, ascending (checksums are checked on restore)."""
@@ -148,6 +158,7 @@ class Changelog:
 
     def delete(self, names: list[str]) -> None:
         """Remove files by name, in the order given."""
+        self._listing = None
         self.storage.delete(names)
 
     # -- reading --------------------------------------------------------------------------------
@@ -172,6 +183,7 @@ class Changelog:
                 files=[file.name], versions=(file.version, file.version)) from exc
 
     def _publish(self, kind: Kind, version: int, produce: Callable[[BinaryIO], object]) -> LogFile:
+        self._listing = None
         info = self.storage.write_atomic(
             temp_tag(kind, version), produce, lambda crc: file_name(kind, version, crc))
         published = parse_name(info.name, info.size)
@@ -199,6 +211,7 @@ class Changelog:
         """Remove every file of ``version`` and later, newest first (at one version, the snapshot
         before the delta), so each intermediate state is a consistent shorter log."""
         doomed = sorted((f for f in listing.files() if f.version >= version), reverse=True)
+        self._listing = None
         self.storage.delete([f.name for f in doomed])
 
 

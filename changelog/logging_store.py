@@ -40,11 +40,12 @@ from streamjoin.changelog.format import check_write
 from streamjoin.changelog.log import Changelog
 from streamjoin.changelog.restore import restore
 from streamjoin.changelog.undo import UndoLog
+from streamjoin.statestore import warm
 from streamjoin.statestore.base import KeyValue, Store, StoreStats
-from streamjoin.statestore.errors import StoreCorruptError
+from streamjoin.statestore.errors import StoreCorruptError, StoreLockedError
 from streamjoin.statestore.registry import destroy_store, open_store
 
-__all__ = ["ChangeloggingStore", "open_logged_store", "OpenReport", "OpenHow"]
+__all__ = ["ChangeloggingStore", "open_logged_store", "release_logged_store", "OpenReport", "OpenHow"]
 
 
 class ChangeloggingStore(Store):
@@ -191,6 +192,7 @@ def open_logged_store(
     target_version: int | None,
     *,
     undo_depth: int = 1,
+    warm: bool = False,
     **options: Any,
 ) -> tuple[ChangeloggingStore, OpenReport]:
     """Open the local store at ``local_path`` at exactly ``target_version`` of ``log``.
@@ -200,8 +202,13 @@ def open_logged_store(
     ``open_store``. Raises the changelog's errors (before opening anything) when the log cannot
     restore ``target_version``, even if the local store has it: writing on would then make a log
     that disagrees with the store. Raises them too (and closes the store) when a rebuild fails.
+
+    ``warm``: take the store :func:`release_logged_store` kept open in this process when its
+    version marker is ``target_version`` (:mod:`streamjoin.statestore.warm`), and when another
+    process holds the directory, ask it to hand the store over (a bounded wait).
     """
-    local = _Local(kind, os.fspath(local_path), options, UndoLog(os.fspath(local_path) + ".undo", undo_depth))
+    local = _Local(kind, os.fspath(local_path), options, UndoLog(os.fspath(local_path) + ".undo", undo_depth),
+                   warm, target_version)
     started = time.perf_counter()
     listing = log.listing()
     if target_version is not None and target_version not in listing.restorable():
@@ -214,7 +221,20 @@ def open_logged_store(
         raise
     report = OpenReport(outcome.how, version, target_version, outcome.versions, outcome.entries,
                         time.perf_counter() - started, outcome.reason)
-    return ChangeloggingStore(local.store, log, undo=local.undo), report
+    store = ChangeloggingStore(local.store, log, undo=local.undo)
+    store.park_as = (kind, local.path, dict(options)) if warm else None
+    return store, report
+
+
+def release_logged_store(store: ChangeloggingStore) -> None:
+    """Done with ``store`` after a task that succeeded: keep its local store open in this process
+    for the partition's next task when it was opened with ``warm=True``, else close it."""
+    park_as = getattr(store, "park_as", None)
+    if park_as is None or store.closed:
+        store.close()
+        return
+    kind, path, options = park_as
+    warm.park(kind, path, options, store.inner)
 
 
 class _Outcome(NamedTuple):
@@ -232,20 +252,35 @@ class _Local:
     path: str
     options: dict[str, Any]
     undo: UndoLog
+    warm: bool = False
+    wanted: int | None = None
     store: Store = field(init=False)
 
     def open(self) -> tuple[int | None, str]:
-        """Open the store; return its version and "" or why it must be rebuilt."""
+        """Open the store (or take the warm one); return its version and "" or why it must be rebuilt."""
+        taken = warm.take(self.kind, self.path, self.options, self.wanted) if self.warm else None
+        if taken is not None:
+            self.store = taken
+            return taken.version, ""
         try:
-            self.store = open_store(self.kind, self.path, **self.options)
+            self.store = self._open()
         except StoreCorruptError as exc:
             destroy_store(self.kind, self.path)
-            self.store = open_store(self.kind, self.path, **self.options)
+            self.store = self._open()
             return None, f"local store unreadable ({exc})"
         version = self.store.version
         if version is None and next(iter(self.store.scan()), None) is not None:
             return None, "local store has entries but no version"
         return version, "" if version is not None else "no local store"
+
+    def _open(self) -> Store:
+        warm.evict(self.path)
+        try:
+            return open_store(self.kind, self.path, **self.options)
+        except StoreLockedError:
+            if not self.warm:
+                raise
+            return warm.request_release(self.path, lambda: open_store(self.kind, self.path, **self.options))
 
     def rebuild(self, log: Changelog, target: int | None, reason: str) -> _Outcome:
         """Remove the store and its undo records, open it empty, restore ``target`` into it."""

@@ -94,8 +94,9 @@ class Storage(ABC):
         """The whole content of ``name``. Raises FileNotFoundError when it is gone."""
 
     @abstractmethod
-    def delete(self, names: list[str]) -> None:
-        """Remove ``names`` in the given order (missing ones are fine), durably."""
+    def delete(self, names: list[str], sync: bool = True) -> None:
+        """Remove ``names`` in the given order (missing ones are fine), durably (with ``sync``
+        False on a local disk, durable only with the directory's next sync: a publish's)."""
 
     @abstractmethod
     def _open_temp(self, temp: str) -> Any:
@@ -184,7 +185,7 @@ class LocalStorage(Storage):
         with pa.memory_map(path, "r") as mapped:
             return mapped.read_buffer()
 
-    def delete(self, names: list[str]) -> None:
+    def delete(self, names: list[str], sync: bool = True) -> None:
         removed = False
         for name in names:
             try:
@@ -192,7 +193,7 @@ class LocalStorage(Storage):
                 removed = True
             except FileNotFoundError:
                 pass
-        if removed:
+        if removed and sync:
             _fsync_dir(self.root)
 
     def _open_temp(self, temp: str) -> BinaryIO:
@@ -247,7 +248,7 @@ class ArrowStorage(Storage):
                 raise FileNotFoundError(path) from exc
             raise
 
-    def delete(self, names: list[str]) -> None:
+    def delete(self, names: list[str], sync: bool = True) -> None:
         for name in names:
             path = posixpath.join(self.root, name)
             if self.fs.get_file_info(path).type != pafs.FileType.NotFound:

@@ -86,10 +86,12 @@ class UndoLog:
         batch = encode_delta(Kind.UNDO, version, list(previous.items()), undo_deletes, [],
                              extra={_PREVIOUS: "" if prior is None else str(prior),
                                     _DELTA_CRC: "" if delta_crc is None else f"{delta_crc:08x}"})
-        self._storage.delete([f.name for f in self._files() if f.version >= version])
+        # older records and any of this version or later go first; the publish's directory sync
+        # makes those removals durable with the new record (one sync of the directory, not three)
+        self._storage.delete([f.name for f in self._files()
+                              if f.version >= version or f.version <= version - self.depth], sync=False)
         self._storage.write_atomic(temp_tag(Kind.UNDO, version), lambda sink: _write(sink, batch),
                                    lambda crc: file_name(Kind.UNDO, version, crc))
-        self._storage.delete([f.name for f in self._files() if f.version <= version - self.depth])
 
     def discard(self, version: int) -> None:
         """Remove the record of ``version`` and newer ones (a write that did not happen)."""

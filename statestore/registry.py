@@ -92,10 +92,15 @@ def open_store(kind: str = DEFAULT_KIND, path: str | os.PathLike[str] = "", **op
 
 
 def destroy_store(kind: str, path: str | os.PathLike[str]) -> None:
-    """Remove the files of the store of ``kind`` at ``path`` (it must be closed)."""
+    """Remove the files of the store of ``kind`` at ``path`` (it must be closed; one this process
+    keeps warm, :mod:`streamjoin.statestore.warm`, is closed first)."""
+    from streamjoin.statestore import warm
+
     factory = resolve_backend(kind)
     destroy = getattr(factory, "destroy", None) or Store.destroy
-    destroy(_check_path("destroy_store", kind, path))
+    path = _check_path("destroy_store", kind, path)
+    warm.evict(path)
+    destroy(path)
 
 
 def _check_path(caller: str, kind: str, path: object) -> str:

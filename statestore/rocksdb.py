@@ -285,6 +285,15 @@ class RocksDBStore(Store):
 
     # -- lifecycle -------------------------------------------------------------------------------
 
+    def flush_idle(self) -> None:
+        """Write the memtables to table files (what closing does), for a store kept open between
+        tasks (:mod:`streamjoin.statestore.warm`); the contents do not change."""
+        self._check_open()
+        try:
+            self._db.flush(True)
+        except Exception as exc:
+            raise _read_error(self.path, exc) from exc
+
     def _close(self) -> None:
         db, self._db, self._meta = self._db, None, None  # drop the family handle: it pins the db
         try:

@@ -7,9 +7,11 @@ accepts; resolved once, so every task of a query names the same place)::
                                       whether a streaming query or a batch run writes it)
     query.json                        the streaming query that writes it
     state/p=<p>/                      partition p's changelog (deltas and snapshots)
-    progress/p=<p>/v=<v>.json         partition p's largest event time per input, up to version v
+    commits/v=<v>/p=<p>.of=<n>.t=<t0>_<t1>.json
+                                      partition p (of n) committed version v: the name carries the
+                                      largest event time per input over all partitions' rows up
+                                      to v (``x``: none yet), the content also its metrics
     set_aside/<input>/v=<v>/p=<p>.parquet   rows not processed (late, dead letters), with reasons
-    metrics/v=<v>/p=<p>.json          what partition p did in version v
     initial/<input>/p=<p>.arrow       rows given to the join's first version (e.g. a bootstrap
                                       snapshot), routed to partition p; ``initial/done.json``
                                       marks the set complete, ``initial/used/p=<p>.json``
@@ -17,7 +19,10 @@ accepts; resolved once, so every task of a query names the same place)::
 
 Every file is written to a temporary name, made durable (``fsync`` on a local disk) and moved into
 place, so a reader sees a whole file or none, and writing one again (a task or batch executed
-again) replaces it with identical content. ``streamjoin.json`` and ``query.json`` are created only
+again) replaces it with identical content. A task learns the watermark inputs from one listing of
+the previous version's commit records (no read per partition), and commit records are pruned with
+the changelog's retention, so the files a version adds, and the calls a task makes, do not grow
+with the partition count. ``streamjoin.json`` and ``query.json`` are created only
 if absent (atomically on a local disk; see :meth:`streamjoin.changelog.storage.Storage.write_if_absent`), so
 of two runs binding a checkpoint at once exactly one wins and the other is compared with it. A
 record that cannot be read raises :class:`CheckpointDamagedError` naming the file.
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Callable, Mapping
 
@@ -39,9 +45,26 @@ from streamjoin.changelog.format import Kind, parse_name
 from streamjoin.changelog.storage import Storage, filesystem_for, open_storage, resolve_uri
 from streamjoin.errors import CheckpointDamagedError, CheckpointMismatchError, JoinDefinitionError
 
-__all__ = ["Checkpoint", "FORMAT", "RunMode", "resolve_location"]
+__all__ = ["Checkpoint", "CommitRecord", "FORMAT", "RunMode", "resolve_location"]
 
-FORMAT = 1
+#: 2: progress and metrics in one commit record per partition and version (``commits/``)
+FORMAT = 2
+
+COMMITS = "commits"
+
+#: checkpoint URI -> the query this process found it bound to (``query.json`` is never rewritten)
+_BOUND: dict[str, str] = {}
+
+
+@dataclass(frozen=True)
+class CommitRecord:
+    """What a commit record's name says: its version, partition (of ``partitions``), and the
+    global progress (largest event time per input) over every version up to and including it."""
+
+    version: int
+    partition: int
+    partitions: int
+    max_times: tuple[int | None, ...]
 
 
 class RunMode(str, Enum):
@@ -141,11 +164,16 @@ class Checkpoint:
         ``query_id`` None (a batch task) is refused on a checkpoint bound to a query. Binding is
         create-if-absent: of queries starting at once, exactly one binds it, the others are refused.
         """
+        if query_id is not None and _BOUND.get(self.uri) == query_id:
+            return   # a binding is never rewritten: checked once per process
         bound = self.bound_query()
         if bound is None and query_id is not None:
             if self._create_json("query.json", {"query_id": query_id}):
+                _BOUND[self.uri] = query_id
                 return
             bound = self.bound_query()
+        if bound is not None and bound == query_id:
+            _BOUND[self.uri] = query_id
         if bound is None or bound == query_id:
             return
         if query_id is None:
@@ -165,26 +193,98 @@ class Checkpoint:
         """The URI of partition ``partition``'s changelog."""
         return self._uri(f"state/p={partition}")
 
-    # -- progress (global event time) -----------------------------------------------------------
+    # -- commit records: progress (global event time) and metrics, one file per partition and version
 
-    def write_progress(self, partition: int, version: int, max_times: tuple[int | None, ...]) -> None:
-        self._write_json(f"progress/p={partition}/v={version}.json", {"max_times": list(max_times)})
+    def write_commit(self, version: int, partition: int, partitions: int,
+                     max_times: tuple[int | None, ...], metrics: Mapping[str, Any]) -> None:
+        """Record that ``partition`` (of ``partitions``) finished ``version``: the global event-time
+        progress including its rows (in the name, so one listing reads every partition's) and its
+        metrics. Written again for the same version (a task or batch executed again), it replaces
+        the record there; a record of the partition under other values is removed after it."""
+        directory = f"{COMMITS}/v={version}"
+        name = _commit_name(partition, partitions, max_times)
+        self._write_json(f"{directory}/{name}", {
+            "version": version, "partition": partition, "partitions": partitions,
+            "max_times": list(max_times), "metrics": dict(metrics)})
+        stale = [i.path for i in self._files(directory)
+                 if i.is_file and i.base_name != name and _commit_partition(i.base_name) == partition]
+        for path in stale:
+            self.fs.delete_file(path)
+
+    def write_progress_base(self, version: int, max_times: tuple[int | None, ...]) -> None:
+        """Record a base for the watermark inputs of the versions after ``version``: they start
+        from the maximum of it and that version's commit records. For a rewrite of the state
+        between versions (rescaling) that does not keep the commit records of ``version``; the
+        base alone makes the version's records complete. Partition ``-1`` in :meth:`commit_records`."""
+        times = "_".join("x" if t is None else str(int(t)) for t in max_times)
+        self._write_json(f"{COMMITS}/v={version}/base.t={times}.json", {"base": True, "max_times": list(max_times)})
+
+    def commit_records(self, version: int) -> list[CommitRecord]:
+        """Every partition's record of ``version`` (one listing, no reads), by partition; raises
+        :class:`CheckpointDamagedError` for a file there that is not a commit record."""
+        found = []
+        for info in self._files(f"{COMMITS}/v={version}"):
+            if not info.is_file:
+                continue
+            record = _parse_commit(version, info.base_name)
+            if record is None:
+                raise CheckpointDamagedError(
+                    f"checkpoint record {self._uri(self._rel(info.path))} is damaged (not the name of a "
+                    "commit record); restore it from a copy of the checkpoint, or start the join from a "
+                    "new checkpoint location", path=self._uri(self._rel(info.path)))
+            found.append(record)
+        return sorted(found, key=lambda r: r.partition)
+
+    def watermark_inputs(self, before: int, n_inputs: int) -> tuple[int | None, ...]:
+        """The largest event time per input over every partition's rows in versions before ``before``.
+
+        Read from the commit records of the newest version before ``before`` (each carries the
+        global progress up to its version): one listing when that version is ``before - 1``, three
+        at most otherwise. Raises :class:`CheckpointDamagedError` when a partition's record of that
+        version is missing or damaged: the watermark would be another one on another partition.
+        """
+        records = self.commit_records(before - 1)
+        if not records:
+            older = [v for v in self.metrics_versions() if v < before - 1]
+            records = self.commit_records(older[-1]) if older else []
+        if not records:
+            return (None,) * n_inputs
+        self._check_complete(records)
+        return _combine(records, n_inputs)
+
+    def newest_progress(self, n_inputs: int) -> tuple[int, tuple[int | None, ...]] | None:
+        """``(version, progress)`` of the newest version every partition has committed (a version
+        being written is skipped); None before the first. For the driver (the flush source)."""
+        for version in reversed(self.metrics_versions()):
+            records = self.commit_records(version)
+            if records and _complete(records):
+                return version, _combine(records, n_inputs)
+        return None
 
     def read_progress(self, partition: int, before: int) -> tuple[int | None, ...] | None:
-        """Partition's cumulative max event times as of the latest version ``< before``."""
-        directory = self._path(f"progress/p={partition}")
-        versions = [v for v in self._list_versions(directory) if v < before]
-        if not versions:
-            return None
-        data = self._read_json(f"progress/p={partition}/v={max(versions)}.json")
-        return tuple(data["max_times"]) if data else None
+        """The global progress ``partition`` recorded in its newest version ``< before``; None if
+        it has none (read from names only: one listing of the versions, one per version tried)."""
+        for version in reversed([v for v in self.metrics_versions() if v < before]):
+            for record in self.commit_records(version):
+                if record.partition == partition:
+                    return record.max_times
+        return None
 
-    def prune_progress(self, partition: int, keep_from: int) -> None:
-        """Delete partition's progress records older than ``keep_from`` (keeping the newest one)."""
-        directory = self._path(f"progress/p={partition}")
-        old = sorted(v for v in self._list_versions(directory) if v < keep_from)
-        for version in old[:-1]:
-            self.fs.delete_file(posixpath.join(directory, f"v={version}.json"))
+    def _check_complete(self, records: list[CommitRecord]) -> None:
+        if _complete(records):
+            return
+        version = records[0].version
+        parts = [r for r in records if r.partition >= 0]
+        counts = sorted({r.partitions for r in parts})
+        wanted = set(range(max(counts)))
+        missing = sorted(wanted - {r.partition for r in parts})
+        raise CheckpointDamagedError(
+            f"checkpoint {self.uri}: the commit records of version {version} "
+            f"({self._uri(f'{COMMITS}/v={version}')}) are "
+            + (f"missing for partitions {missing}" if missing else f"of different partition counts {counts}")
+            + "; every partition records each version it commits, so the watermark would differ "
+            "between partitions. Restore the directory from a copy of the checkpoint, or start the "
+            "join from a new checkpoint location", path=self._uri(f"{COMMITS}/v={version}"))
 
     # -- per-version outputs --------------------------------------------------------------------
 
@@ -204,34 +304,37 @@ class Checkpoint:
         info = self.fs.get_file_info(self._path(f"set_aside/{input_name}"))
         return None if info.type == pafs.FileType.NotFound else self._uri(f"set_aside/{input_name}")
 
-    def write_metrics(self, version: int, partition: int, metrics: Mapping[str, Any]) -> None:
-        self._write_json(f"metrics/v={version}/p={partition}.json", dict(metrics))
-
     def read_metrics(self) -> list[dict[str, Any]]:
-        """Every metrics record, ordered by (version, partition)."""
+        """Every retained metrics record (from the commit records), ordered by (version, partition).
+        Raises :class:`CheckpointDamagedError` for a record that cannot be read."""
         records = []
-        selector = pafs.FileSelector(self._path("metrics"), recursive=True, allow_not_found=True)
-        for info in self.fs.get_file_info(selector):
-            if info.is_file and info.path.endswith(".json"):
-                records.append(self._read_json(posixpath.relpath(info.path, self.root)))
+        for info in self._files(COMMITS, recursive=True):
+            if info.is_file and info.path.endswith(".json") and not info.base_name.startswith("base."):
+                data = self._read_json(self._rel(info.path)) or {}
+                if not isinstance(data.get("metrics"), dict):
+                    raise CheckpointDamagedError(
+                        f"checkpoint record {self._uri(self._rel(info.path))} is damaged (no metrics); "
+                        "restore it from a copy of the checkpoint", path=self._uri(self._rel(info.path)))
+                records.append(data["metrics"])
         return sorted(records, key=lambda r: (r.get("version", 0), r.get("partition", 0)))
 
     def metrics_versions(self) -> list[int]:
-        """The versions that have a metrics directory, ascending."""
-        return sorted(v for v in (_version_of(i.path) for i in self._files("metrics")
+        """The versions that have commit records, ascending."""
+        return sorted(v for v in (_version_of(i.path) for i in self._files(COMMITS)
                                   if i.type == pafs.FileType.Directory) if v >= 0)
 
     def newest_metrics_version(self) -> int | None:
-        """The newest version with metrics (the last one committed); None before the first."""
+        """The newest version with a commit record (the last one committed); None before the first."""
         versions = self.metrics_versions()
         return versions[-1] if versions else None
 
-    def prune_metrics(self, keep_from: int) -> None:
-        """Delete the metrics of versions older than ``keep_from`` (whole version directories;
-        run by one partition, as no task of those versions runs any more)."""
-        for version in self.metrics_versions():
-            if version < keep_from:
-                self.fs.delete_dir(self._path(f"metrics/v={version}"))
+    def prune_commits(self, keep_from: int) -> None:
+        """Delete the commit records of versions older than ``keep_from`` (whole version
+        directories; run by one partition, as no task of those versions runs any more). The
+        newest version before ``keep_from`` is kept: it carries the progress of all before it."""
+        old = [v for v in self.metrics_versions() if v < keep_from]
+        for version in old[:-1]:
+            self.fs.delete_dir(self._path(f"{COMMITS}/v={version}"))
 
     # -- initial rows (read by the first version only) ------------------------------------------
 
@@ -287,7 +390,7 @@ class Checkpoint:
 
     def committed_before(self, version: int) -> list[str]:
         """What in this checkpoint shows that the join committed a version before ``version``
-        (a changelog file, a progress record, metrics, used initial rows), as short descriptions;
+        (a changelog file, commit records, used initial rows), as short descriptions;
         empty when nothing does (a new join, or one whose first version is ``version``)."""
         found: list[str] = []
         for info in self._files("state", recursive=True):
@@ -297,13 +400,9 @@ class Checkpoint:
             if parsed is not None and parsed.version < base:
                 found.append(f"changelog file {self._rel(info.path)}")
                 break
-        for info in self._files("progress", recursive=True):
-            if info.is_file and 0 <= _version_of(info.path) < version:
-                found.append(f"progress record {self._rel(info.path)}")
-                break
-        for info in self._files("metrics"):
+        for info in self._files(COMMITS):
             if info.type == pafs.FileType.Directory and 0 <= _version_of(info.path) < version:
-                found.append(f"metrics directory {self._rel(info.path)}")
+                found.append(f"commit records {self._rel(info.path)}")
                 break
         for info in self._files("initial/used"):
             used = self._read_json(self._rel(info.path)) if info.is_file else None
@@ -418,3 +517,50 @@ def _partition_of(path: str) -> int | None:
     """``p`` of a ``.../p=<p>`` path; None for any other name."""
     name = posixpath.basename(path)
     return int(name[2:]) if name.startswith("p=") and name[2:].isdigit() else None
+
+
+def _commit_name(partition: int, partitions: int, max_times: tuple[int | None, ...]) -> str:
+    """``p=<p>.of=<n>.t=<t0>_<t1>.json``, an absent time written ``x``."""
+    times = "_".join("x" if t is None else str(int(t)) for t in max_times)
+    return f"p={partition}.of={partitions}.t={times}.json"
+
+
+def _commit_partition(name: str) -> int | None:
+    head = name.split(".", 1)[0]
+    return int(head[2:]) if head.startswith("p=") and head[2:].isdigit() else None
+
+
+def _parse_commit(version: int, name: str) -> CommitRecord | None:
+    """The record a commit record's file name describes (a base: partition -1); None for any other."""
+    parts = name.removesuffix(".json").split(".")
+    if len(parts) == 2 and parts[0] == "base" and parts[1].startswith("t=") and name.endswith(".json"):
+        parts = ["p=-1", "of=0", parts[1]]
+    if not name.endswith(".json") or len(parts) != 3 or not parts[0].startswith("p=") \
+            or not parts[1].startswith("of=") or not parts[2].startswith("t="):
+        return None
+    try:
+        times = tuple(None if t == "x" else int(t) for t in parts[2][2:].split("_")) if parts[2] != "t=" else ()
+        partition = -1 if parts[0] == "p=-1" else int(parts[0][2:]) if parts[0][2:].isdigit() else None
+        if partition is None:
+            return None
+        return CommitRecord(version, partition, int(parts[1][3:]), times)
+    except ValueError:
+        return None
+
+
+def _complete(records: list[CommitRecord]) -> bool:
+    """Whether ``records`` (one version's) hold every partition of one partition count, or a base."""
+    parts = [r for r in records if r.partition >= 0]
+    if not parts:
+        return bool(records)
+    counts = {r.partitions for r in parts}
+    return len(counts) == 1 and {r.partition for r in parts} == set(range(counts.pop()))
+
+
+def _combine(records: list[CommitRecord], n_inputs: int) -> tuple[int | None, ...]:
+    result: list[int | None] = [None] * n_inputs
+    for record in records:
+        for i, value in enumerate(record.max_times[:n_inputs]):
+            if value is not None and (result[i] is None or value > result[i]):
+                result[i] = value
+    return tuple(result)

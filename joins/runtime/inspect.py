@@ -2,9 +2,9 @@
 
 :func:`describe_checkpoint` gives the binding (definition, partitions, kind of run, query id) and,
 per partition, its changelog's restorable versions, size and newest snapshot, its watermark input
-(the progress record) and the rows it set aside by reason. :func:`verify_checkpoint` checks every
-changelog (checksums, gaps, missing snapshots) and every record (readable JSON, one progress record
-and changelog per partition) and returns what is damaged or missing, each naming its file. A
+(from the newest commit record) and the rows it set aside by reason. :func:`verify_checkpoint` checks every
+changelog (checksums, gaps, missing snapshots) and every record (readable JSON, a commit record of the
+newest version and a changelog per partition) and returns what is damaged or missing, each naming its file. A
 ``table_table_join`` checkpoint holds one checkpoint per stage; both functions cover each stage.
 """
 
@@ -81,6 +81,7 @@ def describe_checkpoint(uri: str, progress: Progress | None = None) -> Checkpoin
     cp = Checkpoint(uri)
     binding = _binding(cp)
     partitions = int(binding.get("partitions", 0))
+    newest = _newest_records(cp)
     parts = []
     for p in range(partitions):
         summary = describe(Changelog(cp.changelog_uri(p)))
@@ -89,7 +90,7 @@ def describe_checkpoint(uri: str, progress: Progress | None = None) -> Checkpoin
             partition=p, versions=summary.restorable, changelog_bytes=summary.total_bytes,
             changelog_files=len(summary.files), snapshot_version=None if snapshot is None else snapshot.version,
             snapshot_entries=None if snapshot is None else snapshot.entries,
-            max_times=cp.read_progress(p, before=1 << 62), set_aside=_set_aside(cp, p)))
+            max_times=newest.get(p), set_aside=_set_aside(cp, p)))
         if progress is not None:
             progress(p + 1, partitions)
     return CheckpointReport(
@@ -109,20 +110,30 @@ def verify_checkpoint(uri: str, progress: Progress | None = None) -> list[str]:
     partitions = int(binding.get("partitions", 0))
     streaming = binding.get("mode") != "batch"
     ran = cp.newest_metrics_version() is not None
+    try:
+        newest = _newest_records(cp)
+    except JoinError as exc:
+        problems.append(str(exc))
+        newest = None
     for p in range(partitions):
         log = Changelog(cp.changelog_uri(p))
         if ran and log.listing().empty:
             problems.append(f"partition {p}: changelog {log.uri} is missing or empty")
         problems += [f"partition {p}: {exc}" for exc in verify(log)]
-        try:
-            if streaming and ran and cp.read_progress(p, before=1 << 62) is None:
-                problems.append(f"partition {p}: no progress record under {cp.uri}/progress/p={p}")
-        except JoinError as exc:
-            problems.append(f"partition {p}: {exc}")
+        if streaming and ran and newest is not None and p not in newest:
+            problems.append(f"partition {p}: no commit record of version {cp.newest_metrics_version()} "
+                            f"under {cp.uri}/commits")
         if progress is not None:
             progress(p + 1, partitions)
-    problems += _unreadable_records(cp, ("query.json", "initial", "metrics"))
+    problems += _unreadable_records(cp, ("query.json", "initial", "commits"))
     return problems
+
+
+def _newest_records(cp: Checkpoint) -> dict[int, tuple[int | None, ...]]:
+    """Each partition's watermark input in the newest version's commit records (one listing)."""
+    newest = cp.newest_metrics_version()
+    records = [] if newest is None else cp.commit_records(newest)
+    return {r.partition: r.max_times for r in records}
 
 
 def _binding(cp: Checkpoint) -> dict[str, Any]:

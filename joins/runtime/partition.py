@@ -4,8 +4,9 @@
 the output), and what the in-process runner of the tests does, so both execute the same code:
 
 1. refuse a checkpoint of another query (or, for a batch task, of any streaming query);
-2. compute the global event-time progress before version ``v`` from every partition's progress
-   record (so the watermark is the same on every partition and on every re-execution);
+2. compute the global event-time progress before version ``v`` from the names of the commit
+   records of the version before (one listing; the same on every partition and on every
+   re-execution);
 3. open the partition's local store at the last committed version before ``v``: reused, rolled
    forward or back, or rebuilt from the changelog. A partition starts empty only when the
    checkpoint shows the join has committed nothing before ``v``; a changelog that is missing
@@ -13,7 +14,7 @@ the output), and what the in-process runner of the tests does, so both execute t
 4. run the operator on the rows;
 5. commit version ``v``: the changelog delta first, then the local store with its version marker;
    write a snapshot every ``snapshot_every`` versions;
-6. write the rows set aside, this partition's progress record and its metrics.
+6. write the rows set aside, then this partition's commit record (progress and metrics).
 
 A task that fails anywhere before step 5 leaves the state at ``v-1``; one that fails after it left
 version ``v`` committed, and executing ``v`` again first returns the store to ``v-1``.
@@ -31,7 +32,7 @@ from typing import Any, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streamjoin.changelog import Changelog, open_logged_store, snapshot_from_store
+from streamjoin.changelog import Changelog, open_logged_store, release_logged_store, snapshot_from_store
 from streamjoin.errors import CheckpointDamagedError, JoinDefinitionError
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.operator import REASON_COLUMN, Operator, StepInput
@@ -59,6 +60,9 @@ class StateConfig:
     local_dir: str | None = None
     snapshot_every: int = 10
     retain_versions: int = 10
+    #: Keep a partition's local store open in this process after a streaming query's task, for
+    #: its next task (reused only at exactly the version wanted; see :mod:`streamjoin.statestore.warm`).
+    keep_warm: bool = True
     #: The checkpoint holds initial rows for the first version (``Checkpoint.write_initial``):
     #: set by ``run_operator`` and ``LocalRunner`` when it does, so that other joins look for them
     #: only in a partition's first version, not in every task.
@@ -97,13 +101,13 @@ def local_store_path(config: StateConfig, checkpoint: Checkpoint, partition: int
 def global_max_times(
     checkpoint: Checkpoint, partitions: int, version: int, n_inputs: int
 ) -> tuple[int | None, ...]:
-    """Largest event time per input over all partitions' rows in versions before ``version``."""
-    result: list[int | None] = [None] * n_inputs
-    for partition in range(partitions):
-        record = checkpoint.read_progress(partition, before=version)
-        if record is not None:
-            result = [_max(a, b) for a, b in zip(result, record)]
-    return tuple(result)
+    """Largest event time per input over all partitions' rows in versions before ``version``.
+
+    Read from the commit records of the newest version before ``version`` (one listing, see
+    :meth:`Checkpoint.watermark_inputs`); each record carries the global progress up to its
+    version, so the value survives a change of the partition count (``partitions`` is not needed).
+    """
+    return checkpoint.watermark_inputs(version, n_inputs)
 
 
 def run_partition(
@@ -116,10 +120,10 @@ def run_partition(
     """Run ``operator`` on one partition's rows of one version; return its output and metrics."""
     checkpoint.check_query(task.query_id)
     n_inputs = len(operator.inputs)
-    max_times = (None,) * n_inputs if task.final else global_max_times(
-        checkpoint, task.partitions, task.version, n_inputs
-    )
-    log = Changelog(checkpoint.changelog_uri(task.partition), retain_versions=config.retain_versions)
+    known = global_max_times(checkpoint, task.partitions, task.version, n_inputs)
+    max_times = (None,) * n_inputs if task.final else known
+    log = Changelog(checkpoint.changelog_uri(task.partition), retain_versions=config.retain_versions,
+                    cache_listing=True)
     target = _target(checkpoint, log, task)
     initial = (0,) * n_inputs
     if config.initial or target is None:   # only a first version, or its re-execution, takes them
@@ -127,7 +131,7 @@ def run_partition(
     started = time.perf_counter()
     store, opened = open_logged_store(
         config.store, local_store_path(config, checkpoint, task.partition), log, target,
-        **dict(config.store_options),
+        warm=_keep_warm(config, task), **dict(config.store_options),
     )
     open_seconds = time.perf_counter() - started
     try:
@@ -137,20 +141,28 @@ def run_partition(
         if target is None or task.version - _last_snapshot(log, task.version) >= config.snapshot_every:
             snapshot_from_store(log, store, task.version)
         stats = store.stats()
-    finally:
+    except BaseException:
         store.close()
+        raise
+    release_logged_store(store)   # kept open for the partition's next task in this process
     metrics = _metrics(operator, task, rows, result, opened, open_seconds, stats)
     for spec, count in zip(operator.inputs, initial):
         if count:
             metrics[f"initial_rows_{spec.name}"] = count
-    progress = None if task.final else _progress(operator, checkpoint, task, rows)
-    if progress is not None:
-        for spec, value in zip(operator.inputs, progress):
-            if value is not None:
-                metrics[f"max_time_{spec.name}"] = value
+    progress = _progress(operator, known, rows)
+    for spec, value in zip(operator.inputs, progress):
+        if value is not None:
+            metrics[f"max_time_{spec.name}"] = value
     _write_records(operator, checkpoint, task, result, metrics, progress, config.retain_versions)
     _maybe_fail_once(config, task, "after-commit")
     return result.output, metrics
+
+
+def _keep_warm(config: StateConfig, task: TaskInfo) -> bool:
+    """Whether the task's store stays open after it: for a streaming query's tasks (a query id,
+    not final). A batch run's tasks run once, and runs without a query (in-process runners,
+    tests) own their directories and may remove them as soon as they return."""
+    return config.keep_warm and task.query_id is not None and not task.final
 
 
 def _target(checkpoint: Checkpoint, log: Changelog, task: TaskInfo) -> int | None:
@@ -212,25 +224,24 @@ def _maybe_fail_once(config: StateConfig, task: TaskInfo, point: str) -> None:
         raise RuntimeError(f"streamjoin test hook: injected failure ({path})")
 
 
-def _progress(operator: Operator, checkpoint: Checkpoint, task: TaskInfo,
+def _progress(operator: Operator, known: tuple[int | None, ...],
               rows: tuple[pa.Table, ...]) -> tuple[int | None, ...]:
-    """This partition's largest event time per input over every version up to ``task.version``."""
-    before = checkpoint.read_progress(task.partition, before=task.version) or (None,) * len(rows)
-    return tuple(_max(old, _max_time(table, spec.time)) for old, table, spec in zip(before, rows, operator.inputs))
+    """The largest event time per input over all partitions' rows up to ``task.version``, as far
+    as this partition knows: the global progress before it (``known``) and its own rows. The
+    maximum of every partition's value is the global progress after the version."""
+    return tuple(_max(old, _max_time(table, spec.time)) for old, table, spec in zip(known, rows, operator.inputs))
 
 
 def _write_records(operator, checkpoint, task, result, metrics, progress, retain_versions: int) -> None:
-    """Rows set aside, the progress record, the metrics; old records pruned with the changelog's
-    retention (progress: this partition's; metrics: whole versions, by partition 0)."""
+    """Rows set aside (Parquet, only when there are some), then the commit record (progress and
+    metrics in one durable file); old commit records are pruned with the changelog's retention
+    (whole versions, by partition 0)."""
     for spec, aside in zip(operator.inputs, result.set_aside):
         if aside.num_rows:
             checkpoint.write_set_aside(spec.name, task.version, task.partition, aside)
-    if progress is not None:
-        checkpoint.write_progress(task.partition, task.version, progress)
-        checkpoint.prune_progress(task.partition, keep_from=task.version - 2)
-    checkpoint.write_metrics(task.version, task.partition, metrics)
+    checkpoint.write_commit(task.version, task.partition, task.partitions, progress, metrics)
     if task.partition == 0:
-        checkpoint.prune_metrics(keep_from=task.version - retain_versions)
+        checkpoint.prune_commits(keep_from=task.version - retain_versions + 1)
 
 
 def _metrics(operator, task, rows, result, opened, open_seconds, stats) -> dict[str, Any]:

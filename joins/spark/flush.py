@@ -3,18 +3,19 @@
 Spark runs a micro-batch only when a source has new data, or when one of its own stateful
 operators says the advanced watermark lets it emit or evict. A streamjoin join is not one of
 Spark's operators, so after the last rows of a quiet stream its watermark (computed from the
-progress records of the versions before ``v``) would wait for new data to advance, holding back
+commit records of the versions before ``v``) would wait for new data to advance, holding back
 closed windows of outer and anti joins and as-of events whose table watermark has passed.
 
 This source holds no rows. Its offset is the join's global event-time progress: every input's
-largest event time over all partitions' newest progress records. When a version raised a
+largest event time over all partitions' rows, from the names of the newest complete version's
+commit records (one listing). When a version raised a
 maximum, the next trigger finds a new offset and Spark runs one more micro-batch; that version
 sees the advanced watermark and releases what it closes. Nothing changes after that version, so
 the offset stays put and the query idles. The join's watermark stays its own (the source only
 decides when Spark runs a batch), so the output is the output of a later data batch, earlier.
 
 The offset is computed on the driver (Spark's Python data source runner) from the checkpoint,
-which the driver must be able to read (it is on shared storage on a cluster); the newest metrics
+which the driver must be able to read (it is on shared storage on a cluster); the newest committed
 version is cached, so a trigger that finds no new version reads one listing.
 """
 
@@ -32,7 +33,6 @@ except ImportError:  # pragma: no cover - PySpark 4.0 and 4.1 wrap every source 
         """Stand-in where PySpark has no such interface."""
 
 from streamjoin.runtime.checkpoint import Checkpoint
-from streamjoin.runtime.partition import global_max_times
 
 __all__ = ["FlushSource", "flush_stream", "SOURCE_NAME"]
 
@@ -78,7 +78,12 @@ class _FlushReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if newest is None:
             return self.initialOffset()
         if self._seen is None or self._seen[0] != newest:
-            times = global_max_times(checkpoint, self.n_partitions, newest + 1, self.inputs)
+            found = checkpoint.newest_progress(self.inputs)   # a version being written is skipped
+            if found is None:
+                return self.initialOffset()
+            version, times = found
+            if version != newest:   # look again next trigger, when the newest one is complete
+                return {"max_times": list(times)}
             self._seen = (newest, {"max_times": list(times)})
         return self._seen[1]
 

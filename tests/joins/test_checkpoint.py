@@ -3,6 +3,7 @@ batch runs, never both), atomic first bindings, durable records, and damage name
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import threading
@@ -126,12 +127,48 @@ def test_checkpoint_damaged_record_names_its_file(tmp_path, content):
     assert raised.value.path.endswith("streamjoin.json")
 
 
-def test_checkpoint_damaged_progress_record_names_its_file(tmp_path):
+def test_checkpoint_damaged_commit_record_names_its_file(tmp_path):
     checkpoint = Checkpoint(str(tmp_path))
-    checkpoint.write_progress(0, 3, (1, None))
-    (tmp_path / "progress" / "p=0" / "v=3.json").write_bytes(b"")
-    with pytest.raises(CheckpointDamagedError, match=r"progress/p=0/v=3\.json"):
-        checkpoint.read_progress(0, before=4)
+    checkpoint.write_commit(3, 0, 1, (1, None), {"version": 3, "partition": 0})
+    assert checkpoint.watermark_inputs(4, 2) == (1, None)
+    (tmp_path / "commits" / "v=3" / "p=0.of=1.t=1_x.json").rename(tmp_path / "commits" / "v=3" / "p=0.json")
+    with pytest.raises(CheckpointDamagedError, match=r"commits/v=3/p=0\.json"):
+        checkpoint.watermark_inputs(4, 2)
+    (tmp_path / "commits" / "v=3" / "p=0.json").write_bytes(b"")
+    with pytest.raises(CheckpointDamagedError, match=r"commits/v=3/p=0\.json"):
+        checkpoint.read_metrics()
+
+
+def test_checkpoint_missing_commit_record_is_reported_not_skipped(tmp_path):
+    checkpoint = Checkpoint(str(tmp_path))
+    checkpoint.write_commit(3, 0, 3, (5,), {})
+    checkpoint.write_commit(3, 2, 3, (9,), {})
+    with pytest.raises(CheckpointDamagedError, match=r"version 3 .*missing for partitions \[1\]"):
+        checkpoint.watermark_inputs(4, 1)
+    checkpoint.write_commit(3, 1, 3, (7,), {})
+    assert checkpoint.watermark_inputs(4, 1) == (9,)
+    assert checkpoint.watermark_inputs(9, 1) == (9,)     # from the newest version before, if not v - 1
+    assert checkpoint.watermark_inputs(3, 1) == (None,)  # nothing before the first version
+
+
+def test_checkpoint_commit_record_written_again_replaces_the_partitions_record(tmp_path):
+    checkpoint = Checkpoint(str(tmp_path))
+    checkpoint.write_commit(0, 0, 1, (5,), {"rows": 1})
+    checkpoint.write_commit(0, 0, 1, (6,), {"rows": 2})
+    assert [r.max_times for r in checkpoint.commit_records(0)] == [(6,)]
+    assert checkpoint.read_metrics() == [{"rows": 2}]
+
+
+def test_checkpoint_watermark_inputs_survive_a_partition_count_change(tmp_path):
+    """Each record carries the global progress: a version of 2 partitions after one of 4 sees it."""
+    checkpoint = Checkpoint(str(tmp_path))
+    for p, t in enumerate((3, 8, None, 1)):
+        checkpoint.write_commit(5, p, 4, (t,), {})
+    assert checkpoint.watermark_inputs(6, 1) == (8,)
+    for p in range(2):
+        checkpoint.write_commit(6, p, 2, (8,), {})
+    assert checkpoint.watermark_inputs(7, 1) == (8,)
+    assert checkpoint.newest_progress(1) == (6, (8,))
 
 
 def test_checkpoint_records_are_synced_before_they_are_moved_into_place(tmp_path, monkeypatch):
@@ -148,11 +185,12 @@ def test_checkpoint_records_are_synced_before_they_are_moved_into_place(tmp_path
 
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "replace", replace)
-    Checkpoint(str(tmp_path)).write_progress(0, 0, (5,))
-    assert "replace v=0.json" in events
-    moved = events.index("replace v=0.json")
+    Checkpoint(str(tmp_path)).write_commit(0, 0, 1, (5,), {"rows": 1})
+    name = "p=0.of=1.t=5.json"
+    assert f"replace {name}" in events
+    moved = events.index(f"replace {name}")
     assert "fsync" in events[:moved] and "fsync" in events[moved + 1:]   # the file, then its directory
-    assert (tmp_path / "progress" / "p=0" / "v=0.json").read_bytes() == b'{"max_times": [5]}'
+    assert json.loads((tmp_path / "commits" / "v=0" / name).read_bytes())["max_times"] == [5]
 
 
 def test_checkpoint_relative_location_is_resolved_where_it_is_given(tmp_path, monkeypatch):
@@ -198,3 +236,13 @@ def test_checkpoint_refuses_partitions_outside_its_numbering(tmp_path):
         (tmp_path / "ck" / "state" / f"p={p}").mkdir(parents=True)
     with pytest.raises(CheckpointMismatchError, match=r"partitions \[2\]"):
         cp.renumber_shifted_partitions(2)
+
+
+def test_checkpoint_watermark_inputs_start_from_a_recorded_base(tmp_path):
+    checkpoint = Checkpoint(str(tmp_path))
+    checkpoint.write_progress_base(4, (7, None))
+    assert checkpoint.watermark_inputs(5, 2) == (7, None)          # the base alone is complete
+    checkpoint.write_commit(4, 0, 1, (3, 2), {"version": 4})
+    assert checkpoint.watermark_inputs(5, 2) == (7, 2)             # the maximum of base and records
+    assert checkpoint.read_metrics() == [{"version": 4}]
+    assert checkpoint.newest_progress(2) == (4, (7, 2))

@@ -61,9 +61,20 @@ def test_checkpoint_describe_cli_prints_json_and_refuses_a_non_checkpoint(tmp_pa
     assert "not a join checkpoint" in capsys.readouterr().err
 
 
-def test_runtime_metrics_and_progress_records_are_pruned_with_the_retention(tmp_path):
+def test_runtime_commit_records_are_pruned_with_the_retention(tmp_path):
     _runner(tmp_path, versions=12, retain=4)
     root = tmp_path / "ck"
-    assert sorted(os.listdir(root / "metrics")) == [f"v={v}" for v in (10, 11, 7, 8, 9)]
-    assert all(len(os.listdir(root / "progress" / f"p={p}")) <= 4 for p in (0, 1))
+    assert sorted(os.listdir(root / "commits")) == [f"v={v}" for v in (10, 11, 7, 8, 9)]
+    assert all(len(os.listdir(root / "commits" / f"v={v}")) == 2 for v in (7, 8, 9, 10, 11))
+    assert not (root / "metrics").exists() and not (root / "progress").exists()
     assert Checkpoint(str(root)).newest_metrics_version() == 11
+    assert [m["version"] for m in Checkpoint(str(root)).read_metrics()] == [7, 7, 8, 8, 9, 9, 10, 10, 11, 11]
+
+
+def test_verify_checkpoint_names_a_missing_commit_record(tmp_path):
+    _runner(tmp_path, versions=3)
+    root = tmp_path / "ck"
+    [record] = (root / "commits" / "v=2").glob("p=1.*")
+    record.unlink()
+    problems = verify_checkpoint(str(root))
+    assert any("partition 1" in p and "commit record" in p for p in problems), problems

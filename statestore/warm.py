@@ -1,0 +1,203 @@
+"""Open stores kept warm in this process between tasks, and handed over to another process.
+
+Opening and closing a disk store costs tens of milliseconds a task (RocksDB reads its manifest
+and table files, and flushes on close), while the next task of a partition often runs in the same
+Python worker. :func:`park` keeps a store open after a task, keyed by its path; :func:`take` gives
+it back to the next open of that path, only when its kind and options are the ones asked for, its
+directory is the one it was opened on (not removed or replaced, not marked damaged) and its
+version marker is exactly the wanted version. Anything else closes the parked store and the caller
+opens the directory as usual.
+
+A store directory is owned by one handle at a time (:mod:`streamjoin.statestore.locking`): a
+parked store keeps its locks, so there are never two writers. When another process needs the
+directory (the partition's next task landed in another worker), its open finds the directory
+locked and asks for it with :func:`request_release`: a request file beside the directory, which
+a watcher thread of the parking process answers by closing the parked store (never one in use).
+The opener retries for a bounded number of sleeps; a process that died released its locks with
+it. At most :data:`LIMIT` stores stay parked per process (the least recently parked is closed).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from streamjoin.statestore.base import Store
+from streamjoin.statestore.locking import DAMAGE_FILE
+
+__all__ = ["park", "take", "evict", "request_release", "parked_paths", "LIMIT", "RELEASE_SUFFIX"]
+
+#: Stores kept open per process at most.
+LIMIT = int(os.environ.get("STREAMJOIN_WARM_STORES", "8"))
+#: A file ``<store path><RELEASE_SUFFIX>`` asks the process holding the store to close it.
+RELEASE_SUFFIX = ".release"
+#: The watcher's interval, and how many intervals an opener waits for a hand-over.
+POLL_SECONDS = 0.02
+HANDOVER_POLLS = 500
+
+
+@dataclass
+class _Parked:
+    kind: str
+    options: dict[str, Any]
+    store: Store
+    identity: tuple[int, int] | None
+    flushed: bool = False
+    #: held by the watcher while it flushes the store; a take or an eviction waits for it
+    busy: threading.Lock = field(default_factory=threading.Lock)
+
+
+_PARKED: OrderedDict[str, _Parked] = OrderedDict()
+_LOCK = threading.Lock()
+_WATCHER: threading.Thread | None = None
+_WATCHER_PID: int | None = None
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """The directory's device and inode (None where there is no directory: a memory store)."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
+def park(kind: str, path: str, options: dict[str, Any], store: Store) -> None:
+    """Keep ``store`` (open at ``path``) open for the next :func:`take` of ``path`` in this process;
+    close it instead when parking is off (``LIMIT`` 0). Closes the least recently parked beyond it."""
+    if LIMIT <= 0 or store.closed:
+        store.close()
+        return
+    closing = []
+    with _LOCK:
+        old = _PARKED.pop(path, None)
+        if old is not None and old.store is not store:
+            closing.append(old.store)
+        _PARKED[path] = _Parked(kind, dict(options), store, _identity(path))
+        while len(_PARKED) > LIMIT:
+            closing.append(_PARKED.popitem(last=False)[1].store)
+    for other in closing:
+        _close_quietly(other)
+    _ensure_watcher()
+
+
+def take(kind: str, path: str, options: dict[str, Any], version: int | None) -> Store | None:
+    """The store parked at ``path`` if it is the one wanted (kind, options, same directory, not
+    marked damaged, version marker ``version``); otherwise close it and return None."""
+    with _LOCK:
+        parked = _PARKED.pop(path, None)
+    if parked is None:
+        return None
+    with parked.busy:   # an idle flush in progress finishes first
+        pass
+    reusable = (parked.kind == kind and parked.options == dict(options) and not parked.store.closed
+                and parked.identity == _identity(path) and not os.path.exists(os.path.join(path, DAMAGE_FILE)))
+    try:
+        if reusable and version is not None and parked.store.version == version:
+            return parked.store
+    except Exception:  # noqa: BLE001 - a store that cannot say its version is not reused
+        pass
+    _close_quietly(parked.store)
+    return None
+
+
+def evict(path: str) -> None:
+    """Close the store parked at ``path`` in this process, if any (before removing or opening it)."""
+    with _LOCK:
+        parked = _PARKED.pop(path, None)
+    if parked is not None:
+        with parked.busy:
+            _close_quietly(parked.store)
+
+
+def evict_all() -> None:
+    """Close every parked store (at exit, and for tests)."""
+    with _LOCK:
+        parked = list(_PARKED.values())
+        _PARKED.clear()
+    for entry in parked:
+        with entry.busy:
+            _close_quietly(entry.store)
+
+
+def parked_paths() -> list[str]:
+    """The paths of the stores parked in this process, least recently parked first."""
+    with _LOCK:
+        return list(_PARKED)
+
+
+def request_release(path: str, attempt: Callable[[], Store]) -> Store:
+    """``attempt()`` (an open of ``path`` that found it locked) retried while another process is
+    asked to close its parked store there; raises the last :class:`StoreLockedError` after
+    :data:`HANDOVER_POLLS` intervals (the holder is using it, or does not park)."""
+    from streamjoin.statestore.errors import StoreLockedError
+
+    request = path + RELEASE_SUFFIX
+    try:
+        with open(request, "wb"):
+            pass
+    except OSError:
+        return attempt()
+    try:
+        for _ in range(HANDOVER_POLLS):
+            try:
+                return attempt()
+            except StoreLockedError:
+                time.sleep(POLL_SECONDS)
+        return attempt()
+    finally:
+        try:
+            os.remove(request)
+        except FileNotFoundError:
+            pass
+
+
+def _ensure_watcher() -> None:
+    global _WATCHER, _WATCHER_PID
+    with _LOCK:
+        if _WATCHER is not None and _WATCHER_PID == os.getpid() and _WATCHER.is_alive():
+            return
+        _WATCHER_PID = os.getpid()
+        _WATCHER = threading.Thread(target=_watch, name="streamjoin-warm-stores", daemon=True)
+        _WATCHER.start()
+
+
+def _watch() -> None:
+    """Close a parked store whose path has a release request (another process wants it), and
+    flush parked stores once while they wait (RocksDB's memtable: the flush a close would do,
+    off the task's path, so a parked store's memory and write-ahead log stay bounded)."""
+    while True:
+        time.sleep(POLL_SECONDS)
+        with _LOCK:
+            wanted = [p for p in _PARKED if os.path.exists(p + RELEASE_SUFFIX)]
+        for path in wanted:
+            evict(path)
+        with _LOCK:
+            idle = next((p for p in _PARKED.values() if not p.flushed), None)
+            if idle is not None:
+                idle.busy.acquire()
+        if idle is not None:
+            try:
+                flush = getattr(idle.store, "flush_idle", None)
+                if flush is not None and not idle.store.closed:
+                    flush()
+            except Exception:  # noqa: BLE001 - a flush is an optimisation; the next open checks the store
+                pass
+            finally:
+                idle.flushed = True
+                idle.busy.release()
+
+
+def _close_quietly(store: Store) -> None:
+    try:
+        store.close()
+    except Exception:  # noqa: BLE001 - closing a store nobody uses any more; the next open checks it
+        pass
+
+
+atexit.register(evict_all)

@@ -1,0 +1,139 @@
+"""Warm stores: a task's local store kept open for the partition's next task in the same process,
+reused only at exactly the wanted version, closed before its directory is removed, and handed
+over to another process that needs the directory (issue 16)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+
+import pytest
+
+from streamjoin.changelog import Changelog, OpenHow, open_logged_store, release_logged_store
+from streamjoin.statestore import destroy_store, warm
+
+KINDS = ["rocksdb", "lmdb"]
+
+
+@pytest.fixture(autouse=True)
+def _no_parked_stores():
+    warm.evict_all()
+    yield
+    warm.evict_all()
+
+
+def _commit(kind, path, log, version, puts):
+    store, report = open_logged_store(kind, path, log, version - 1 if version else None, warm=True)
+    store.write(puts, (), (), version=version)
+    inner = store.inner
+    release_logged_store(store)
+    return inner, report
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_warm_store_is_reused_at_exactly_the_wanted_version(tmp_path, kind):
+    path, log = str(tmp_path / "p=0"), Changelog(str(tmp_path / "log"))
+    inner, _ = _commit(kind, path, log, 0, [(b"a", b"0")])
+    assert warm.parked_paths() == [path] and not inner.closed
+    second, report = _commit(kind, path, log, 1, [(b"b", b"1")])
+    assert second is inner and report.how is OpenHow.REUSED
+    store, report = open_logged_store(kind, path, log, 0, warm=True)   # the parked one is at 1
+    try:
+        assert store.inner is not inner and inner.closed and report.how is OpenHow.ROLLED_BACK
+        assert dict(store.scan()) == {b"a": b"0"}
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_warm_store_is_closed_before_its_directory_is_removed(tmp_path, kind):
+    path, log = str(tmp_path / "p=0"), Changelog(str(tmp_path / "log"))
+    inner, _ = _commit(kind, path, log, 0, [(b"a", b"0")])
+    destroy_store(kind, path)
+    assert inner.closed and warm.parked_paths() == []
+    store, report = open_logged_store(kind, path, log, 0, warm=True)
+    try:
+        assert report.how is OpenHow.REBUILT and dict(store.scan()) == {b"a": b"0"}
+    finally:
+        store.close()
+
+
+def test_warm_store_without_warm_is_closed_and_an_open_takes_the_directory_back(tmp_path):
+    path, log = str(tmp_path / "p=0"), Changelog(str(tmp_path / "log"))
+    inner, _ = _commit("rocksdb", path, log, 0, [(b"a", b"0")])
+    store, report = open_logged_store("rocksdb", path, log, 0)   # not warm: closes the parked one first
+    try:
+        assert inner.closed and report.how is OpenHow.REUSED and dict(store.scan()) == {b"a": b"0"}
+    finally:
+        release_logged_store(store)
+    assert store.closed and warm.parked_paths() == []
+
+
+def _hold(path, log_uri, parked, done):
+    _commit("rocksdb", path, Changelog(log_uri), 0, [(b"a", b"0")])
+    parked.set()
+    done.wait(60)
+
+
+def test_warm_store_is_handed_over_to_another_process(tmp_path):
+    path, log_uri = str(tmp_path / "p=0"), str(tmp_path / "log")
+    context = multiprocessing.get_context("spawn")   # a fork would copy RocksDB's threads' state
+    parked, done = context.Event(), context.Event()
+    holder = context.Process(target=_hold, args=(path, log_uri, parked, done))
+    holder.start()
+    try:
+        assert parked.wait(60)
+        store, report = open_logged_store("rocksdb", path, Changelog(log_uri), 0, warm=True)
+        try:
+            assert report.how is OpenHow.REUSED and dict(store.scan()) == {b"a": b"0"}
+            assert not os.path.exists(path + warm.RELEASE_SUFFIX)
+        finally:
+            store.close()
+    finally:
+        done.set()
+        holder.join(60)
+    assert holder.exitcode == 0
+
+
+def test_warm_store_runtime_reuses_a_partitions_store_and_a_failed_task_closes_it(tmp_path):
+    import pyarrow as pa
+
+    from streamjoin.runtime.checkpoint import Checkpoint
+    from streamjoin.runtime.partition import StateConfig, TaskInfo, local_store_path, run_partition
+    from tests.operators import RunningCount
+
+    schema = pa.schema([("k", pa.int64()), ("v", pa.string())])
+    marker = str(tmp_path / "fail")
+    config = StateConfig(store="rocksdb", local_dir=str(tmp_path / "local"), fail_once=marker)
+    op, checkpoint = RunningCount(schema, ["k"]), Checkpoint(str(tmp_path / "ck"))
+    checkpoint.bind(op.definition(), 1)
+    rows = (pa.table({"k": [1, 2], "v": ["a", "b"]}, schema=schema),)
+
+    def run(version, query_id="q"):
+        return run_partition(op, checkpoint, config, TaskInfo(version, 0, 1, query_id=query_id), rows)
+
+    opened = [run(v)[1]["state_open"] for v in (0, 1)]
+    assert opened == ["reused", "reused"]
+    path = local_store_path(config, checkpoint, 0)
+    assert warm.parked_paths() == [path]
+    open(f"{marker}.before-commit.v2.p0", "w").close()
+    with pytest.raises(RuntimeError, match="injected failure"):
+        run(2)
+    assert warm.parked_paths() == []          # a failed task closes its store
+    assert run(2)[0].num_rows == 2
+    destroy_store("rocksdb", path)
+    assert run(3)[1]["state_open"] == "rebuilt"
+
+
+def test_warm_store_is_kept_only_for_a_streaming_querys_tasks(tmp_path):
+    import pyarrow as pa
+
+    from streamjoin.runtime.local import LocalRunner
+    from streamjoin.runtime.partition import StateConfig
+    from tests.operators import RunningCount
+
+    schema = pa.schema([("k", pa.int64()), ("v", pa.string())])
+    config = StateConfig(store="rocksdb", local_dir=str(tmp_path / "local"))
+    runner = LocalRunner(RunningCount(schema, ["k"]), str(tmp_path / "ck"), partitions=2, config=config)
+    runner.run(pa.table({"k": [1, 2], "v": ["a", "b"]}, schema=schema))
+    assert warm.parked_paths() == []          # no query id: the directories are the caller's
