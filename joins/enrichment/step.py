@@ -61,6 +61,10 @@ class Step:
         self.ew = max(self.meta.event_watermark, _minus(batch.max_times[0], spec.delay))
         self.tw = max(self.meta.table_watermark, _minus(batch.max_times[1], spec.delay))
         self.release = self._release_bound()
+        self.expire_before = self._expire_before(self.ew, self.tw, self.release)
+        # what an eagerly pruned state would have dropped by the end of the previous version
+        before = self.meta.event_watermark, self.meta.table_watermark
+        self.expired_earlier = self._expire_before(*before, self._release_bound(*before, final=False))
         self.keys = spec.keys
         self.metrics: Counter[str] = Counter()
         self.puts: list[KeyValue] = []
@@ -70,13 +74,23 @@ class Step:
         self.events, self.event_aside = self._events(batch.rows[0])
         self.changes, self.change_aside = self._changes(batch.rows[1])
 
-    def _release_bound(self) -> int:
-        """Events with time ``< bound`` are released in this version."""
-        if self.final or self.spec.mode is Mode.LATEST:
+    def _release_bound(self, ew: int | None = None, tw: int | None = None, final: bool | None = None) -> int:
+        """Events with time ``< bound`` are released in this version (or with watermarks ``ew``, ``tw``)."""
+        ew, tw = self.ew if ew is None else ew, self.tw if tw is None else tw
+        if (self.final if final is None else final) or self.spec.mode is Mode.LATEST or tw == POS_INF:
             return POS_INF
         if self.spec.grace is None:
-            return self.tw
-        return max(self.tw, _minus(self.ew, self.spec.grace))
+            return tw
+        return max(tw, _minus(ew, self.spec.grace))
+
+    def _expire_before(self, ew: int, tw: int, release: int) -> int:
+        """A key's newest version ``<= keep_to`` older than this has expired for every later lookup
+        (docs/semantics.md "Enrichment", Table TTL); NEG_INF without a TTL."""
+        ttl = self.spec.ttl
+        if ttl is None:
+            return NEG_INF
+        bound = tw if self.spec.mode is Mode.LATEST else min(ew, release)
+        return bound if bound in (NEG_INF, POS_INF) else _minus(bound, ttl)
 
     def run(self) -> StepResult:
         released = self._released()
@@ -221,8 +235,26 @@ class Step:
         deleted = found >= 0
         deleted[deleted] = versions.column(OP).to_numpy()[found[deleted]] == DELETE
         found[deleted] = -1
+        self._expire(found, at, versions)
         self.metrics["matched"] += int((found >= 0).sum())
         self._emit(released.drop_columns(self.keys), found, versions)
+
+    def _expire(self, found: np.ndarray, at: np.ndarray, versions: pa.Table) -> None:
+        """Set ``found`` to -1 where the version found has expired (as_of: change time ``< at -
+        ttl``; latest: ``< tw - ttl``); count those an eagerly pruned state would still hold."""
+        ttl = self.spec.ttl
+        if ttl is None or not (found >= 0).any():
+            return
+        hit = np.flatnonzero(found >= 0)
+        timeless, times = _change_times(versions.select([TIME]).take(pa.array(found[hit])))
+        times = np.where(timeless, NEG_INF, times)
+        if self.spec.mode is Mode.AS_OF:
+            limit = np.maximum(at[hit], NEG_INF + ttl) - ttl
+        else:
+            limit = np.full(hit.size, _minus(self.tw, ttl) if self.tw != POS_INF else POS_INF)
+        expired = times < limit
+        self.metrics["expired_lookups"] += int((expired & (times >= self.expired_earlier)).sum())
+        found[hit[expired]] = -1
 
     def _emit(self, events: pa.Table, found: np.ndarray, versions: pa.Table | None) -> None:
         """Output rows: ``events`` with version ``found[i]`` (-1: none) of ``versions``."""
@@ -245,7 +277,7 @@ class Step:
         """Count the stale new changes; write each touched bucket's accepted changes as a delta,
         or fold the bucket when its deltas and the versions seen to be no longer needed are many."""
         keep_to, gone_before = self._keep_bounds()
-        keep, needed = _needed(versions, self.keys, keep_to, gone_before)
+        keep, needed = _needed(versions, self.keys, keep_to, gone_before, self.expire_before)
         new = versions.column(_NEW).to_numpy(zero_copy_only=False)
         self.metrics["stale_changes"] += int((new & ~keep).sum())
         buckets = versions.column(_BUCKET).to_numpy()
@@ -297,7 +329,7 @@ class Step:
                     parts.append(t.append_column(_NEW, pa.array(np.zeros(t.num_rows, dtype=bool))))
         rows = pa.concat_tables(parts).combine_chunks()
         rows = rows.take(pc.sort_indices(rows, sort_keys=ascending(*self.keys, TIME, SEQ)))
-        rows = rows.filter(pa.array(_needed(rows, self.keys, keep_to, gone_before)[1]))
+        rows = rows.filter(pa.array(_needed(rows, self.keys, keep_to, gone_before, self.expire_before)[1]))
         buckets = st.bucket_ids([rows.column(k).combine_chunks() for k in self.keys], self.spec.buckets)
         order = np.argsort(buckets, kind="stable")
         buckets = buckets[order]
@@ -362,11 +394,14 @@ def _same_as_previous(table: pa.Table, columns: list[str]) -> np.ndarray:
     return same
 
 
-def _needed(versions: pa.Table, keys: list[str], keep_to: int, gone_before: int) -> tuple[np.ndarray, np.ndarray]:
+def _needed(
+    versions: pa.Table, keys: list[str], keep_to: int, gone_before: int, expire_before: int = NEG_INF
+) -> tuple[np.ndarray, np.ndarray]:
     """For ``versions`` sorted by key, time, sequence (all of each key's): whether pruning keeps
     each (the newest version <= ``keep_to`` of its key and every later one), and whether it is
     still needed after that (not a key's one version left that is a delete older than
-    ``gone_before``)."""
+    ``gone_before``, nor a kept version older than ``expire_before <= keep_to``, which has
+    expired: a timeless one as soon as that bound is above NEG_INF)."""
     timeless, times = _change_times(versions)
     at_or_before = timeless | (times <= keep_to)
     same_next = np.r_[_same_as_previous(versions, keys)[1:], False]
@@ -380,6 +415,8 @@ def _needed(versions: pa.Table, keys: list[str], keep_to: int, gone_before: int)
     drop = alone & (rest.column(OP).to_numpy() == DELETE) & older
     needed = keep.copy()
     needed[kept[drop]] = False
+    if expire_before > NEG_INF:
+        needed &= ~(timeless | (times < expire_before))
     return keep, needed
 
 
