@@ -200,7 +200,8 @@ class Step:
         new_buckets = st.bucket_ids(change_keys, spec.buckets)
         event_buckets = st.bucket_ids(event_keys, spec.buckets)
         self.sweep = self.version % spec.buckets   # every bucket folds at least once per `buckets` versions
-        touched = np.union1d(np.union1d(new_buckets, event_buckets), [self.sweep]).tolist()
+        self.due = self._due_buckets()
+        touched = np.union1d(np.union1d(new_buckets, event_buckets), [self.sweep, *self.due]).tolist()
         self.stored = st.read_buckets(self.state, touched, schema)
         held = pa.concat_tables([schema.empty_table(), *(t for b in self.stored.values() for t in b.tables())])
         held = _with_keys_in(held, self.keys, [pa.concat_arrays([c, e]) for c, e in zip(change_keys, event_keys)])
@@ -212,6 +213,16 @@ class Step:
         merged = merged.filter(pa.array(~dup))
         buckets = st.bucket_ids([merged.column(k).combine_chunks() for k in self.keys], spec.buckets)
         return merged.append_column(_BUCKET, pa.array(buckets, pa.int64()))
+
+    def _due_buckets(self) -> set[int]:
+        """The key buckets the expiry index names as holding expired versions (to fold now);
+        their index entries are removed."""
+        if self.spec.ttl is None:
+            return set()
+        due, bounds = st.due_buckets(self.state, self.expire_before, st.slot_width(self.spec.ttl))
+        if bounds is not None:
+            self.delete_ranges.append(bounds)
+        return set(due)
 
     def _version_schema(self) -> pa.Schema:
         keys = [pa.field(n, t) for n, t in zip(self.keys, self.spec.key_types)]
@@ -289,10 +300,13 @@ class Step:
         for bucket, rows, seen in zip(touched.tolist(), new_rows.tolist(), garbage.tolist()):
             stored = self.stored[bucket]
             deltas = len(stored.deltas) + (rows > 0)
-            if (bucket == self.sweep or deltas > self._delta_limit(bucket)
+            if (bucket == self.sweep or bucket in self.due or deltas > self._delta_limit(bucket)
                     or stored.delta_rows + rows + seen > self.spec.fold_fraction * stored.base.num_rows):
                 fold.append(bucket)
         folding = np.isin(buckets, np.array(fold, dtype=np.int64))
+        if self.spec.ttl is not None:
+            timeless, times = _change_times(versions.filter(pa.array(accepted)))
+            self.puts += st.expiry_puts(timeless, times, buckets[accepted], st.slot_width(self.spec.ttl))
         self._write_deltas(versions.filter(pa.array(accepted & ~folding)))
         self._fold(fold, versions.filter(pa.array(new & folding)), keep_to, gone_before)
 

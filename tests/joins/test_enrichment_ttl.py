@@ -66,6 +66,16 @@ def test_enrichment_ttl_expired_keys_leave_the_state_and_younger_ones_stay(scrip
     assert s.metric("expired_lookups") == 0
 
 
+def test_enrichment_ttl_expiry_index_drops_keys_in_any_bucket_at_once(script):
+    s = script(table_ttl=dt.timedelta(seconds=4))    # 64 buckets: the sweep alone would take 64 versions
+    s.run([(99, 10, "tick")], [(u, "upsert", 1, "free") for u in range(20)] + [(None, "heartbeat", 10, None)])
+    assert s.last("versions_held") == 20
+    assert any(k[:1] == b"X" for k, _ in s.driver.state()[0])
+    s.run()            # keep_to = 10: expired before 6, so the slot of 1 s is due
+    assert s.last("versions_held") == 0
+    assert [k for k, _ in s.driver.state()[0] if k[:1] in (b"T", b"X")] == []
+
+
 def test_enrichment_ttl_event_after_expiry_is_counted_while_its_key_is_held(script):
     s = script(table_ttl=TTL, buckets=1)
     s.run([], [(1, "upsert", 1, "free")])
