@@ -2,7 +2,8 @@
 
 The order of work: watermarks; sort out the new events and changes; decide which events are
 released (new ones and waiting ones); read the key buckets of the new changes and the released
-events (base and deltas, plus one bucket swept per version); take the versions of the keys this
+events (base and deltas, plus one bucket swept per version and, with a table TTL, the buckets
+the expiry index names); take the versions of the keys this
 version needs (those of the new changes and the released events) and merge the changes into them;
 look the released events up (one Arrow hash join on the key columns with ``change time <= lookup
 time``, then the greatest version per event); decide which versions are no longer needed; write
@@ -19,7 +20,8 @@ version ``<=`` its time) never picks it. A lone delete ``d`` kept past its drop:
 finds ``d`` (a delete: no row, as with no version), a later change, or nothing (``d > keep_to``
 then, so the key has no older version). Pruning composes (keeping the newest ``<= k`` then the
 newest ``<= k' >= k`` is keeping the newest ``<= k'``), so pruning at fold time gives what pruning
-every version would have, and a new change is stale (a version newer than it is ``<= keep_to``)
+every version would have (with a TTL, also the drop of a kept version older than
+``expire_before``, which every later lookup finds expired), and a new change is stale (a version newer than it is ``<= keep_to``)
 or a duplicate exactly as it would be against eagerly pruned versions. The tests of
 ``tests/joins/test_enrichment_folding.py`` check this against folding every touched bucket in
 every version.
