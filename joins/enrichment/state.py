@@ -239,8 +239,10 @@ def expiry_puts(timeless: np.ndarray, times: np.ndarray, buckets: np.ndarray, wi
         return []
     lowest = NEG_INF // width + 1          # (a slot below it would not fit int64)
     slots = np.where(timeless, NEG_INF, np.maximum(times // width, lowest) * width)
-    pairs = np.unique(np.stack([slots, buckets]), axis=1)
-    return [(_EXPIRY.key(int(slot), int(bucket)), b"") for slot, bucket in pairs.T.tolist()]
+    order = np.lexsort((buckets, slots))
+    slots, buckets = slots[order], buckets[order]
+    first = np.r_[True, (slots[1:] != slots[:-1]) | (buckets[1:] != buckets[:-1])]
+    return [(_EXPIRY.key(slot, bucket), b"") for slot, bucket in zip(slots[first].tolist(), buckets[first].tolist())]
 
 
 def due_buckets(store: Store, expire_before: int, width: int) -> tuple[list[int], tuple[bytes, bytes] | None]:

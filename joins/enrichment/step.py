@@ -307,8 +307,9 @@ class Step:
                 fold.append(bucket)
         folding = np.isin(buckets, np.array(fold, dtype=np.int64))
         if self.spec.ttl is not None:
-            timeless, times = _change_times(versions.filter(pa.array(accepted)))
-            self.puts += st.expiry_puts(timeless, times, buckets[accepted], st.slot_width(self.spec.ttl))
+            timeless, times = _change_times(versions.select([TIME]))
+            self.puts += st.expiry_puts(timeless[accepted], times[accepted], buckets[accepted],
+                                        st.slot_width(self.spec.ttl))
         self._write_deltas(versions.filter(pa.array(accepted & ~folding)))
         self._fold(fold, versions.filter(pa.array(new & folding)), keep_to, gone_before)
 
