@@ -31,7 +31,15 @@ late), or by ``grace`` once ``t < ew - grace`` (joining the versions known then;
 ``released_by_grace``). A key keeps the newest version ``<= min(ew, release bound)`` and every
 later one; a key whose one version left is a delete older than ``tw`` is dropped.
 **latest**: this version's changes are applied first, then every event joins its key's newest
-version at once. **Output**: each released event's columns, then the table's value columns (see
+version at once.
+**Table TTL** (``table_ttl``, None: none): a version *expires* when its key has not changed for
+longer than the TTL, in table time. as_of: an event at ``t`` finds its version expired when that
+version's change time is ``< t - ttl``; latest: when it is ``< tw - ttl`` (the table watermark of the version); a
+timeless bootstrap row counts as changed at minus infinity (give the bootstrap a change time). An expired
+version gives no row, as none would (counted as ``expired_lookups``). A key's newest version
+``<= keep_to`` (latest: its newest) whose change time is ``< expire_before`` (``keep_to - ttl``;
+latest: ``tw - ttl``) is dropped, as every later lookup finds it expired.
+**Output**: each released event's columns, then the table's value columns (see
 :mod:`streamjoin.enrichment.spec`), in canonical event order; ``how="left"`` null-pads events without
 a row, ``"inner"`` drops them. **Bootstrap**: :meth:`EnrichmentJoin.bootstrap_changes` turns a
 snapshot into changes to give to version 0 with (or before) the first real changes.
@@ -63,6 +71,7 @@ class EnrichmentJoin(SpecOperator):
         changes: ChangeFormat, mode: str | Mode = "as_of", how: str | How = "left",
         delay: datetime.timedelta = datetime.timedelta(0), grace: datetime.timedelta | None = None,
         buckets: int = 64, event_bucket: datetime.timedelta = datetime.timedelta(seconds=1),
+        table_ttl: datetime.timedelta | str | None = None,
     ) -> None:
         """Validate the join; raise :class:`streamjoin.errors.JoinDefinitionError` naming any problem.
 
@@ -71,7 +80,7 @@ class EnrichmentJoin(SpecOperator):
         """
         self.spec: EnrichmentSpec = build_spec(
             stream, table, on, stream_time=stream_time, changes=changes, mode=mode, how=how,
-            delay=delay, grace=grace, buckets=buckets, event_bucket=event_bucket,
+            delay=delay, grace=grace, buckets=buckets, event_bucket=event_bucket, table_ttl=table_ttl,
         )
         self._inputs = (InputSpec("stream", stream, self.spec.stream_key, stream_time),
                         InputSpec("table", table, changes.key, changes.time))
@@ -110,4 +119,5 @@ class EnrichmentJoin(SpecOperator):
         return (f"EnrichmentJoin(on={list(s.stream_key)!r}, stream_time={s.stream_time!r}, "
                 f"changes={s.changes!r}, mode={s.mode.value!r}, how={s.how.value!r}, "
                 f"delay=timedelta(microseconds={s.delay}), grace="
-                f"{None if s.grace is None else f'timedelta(microseconds={s.grace})'})")
+                f"{None if s.grace is None else f'timedelta(microseconds={s.grace})'}, table_ttl="
+                f"{None if s.ttl is None else f'timedelta(microseconds={s.ttl})'})")

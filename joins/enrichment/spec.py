@@ -48,7 +48,7 @@ class Mode(str, Enum):
 
 @dataclass(frozen=True)
 class EnrichmentSpec:
-    """A validated enrichment join; times and durations in microseconds (``grace`` None: none)."""
+    """A validated enrichment join; times and durations in microseconds (``grace``, ``ttl`` None: none)."""
 
     stream: pa.Schema
     stream_key: tuple[str, ...]
@@ -66,6 +66,8 @@ class EnrichmentSpec:
     event_bucket: int
     output_schema: pa.Schema
     event_sort: SortKeys
+    #: ``table_ttl`` in µs (None: table keys never expire); see :mod:`streamjoin.enrichment.operator`.
+    ttl: int | None = None
     #: Tuning of the versions' state (no effect on results, nor on how state is read, so not part
     #: of the definition): a key bucket folds its deltas into a new base once they, with the
     #: versions seen to be no longer needed, exceed ``fold_fraction`` x its base rows, or once it
@@ -87,13 +89,14 @@ class EnrichmentSpec:
             "stream_time": self.stream_time, "changes": self.changes.definition(),
             "stream": [[f.name, str(f.type)] for f in self.stream],
             "table": [[f.name, str(f.type)] for f in self.table],
-        }
+        } | ({} if self.ttl is None else {"table_ttl_us": self.ttl})
 
 
 def build_spec(
     stream: pa.Schema, table: pa.Schema, on: str | Sequence[str], *, stream_time: str,
     changes: ChangeFormat, mode: str | Mode, how: str | How, delay: datetime.timedelta | str,
     grace: datetime.timedelta | str | None, buckets: int, event_bucket: datetime.timedelta | str,
+    table_ttl: datetime.timedelta | str | None = None,
 ) -> EnrichmentSpec:
     """Validate an enrichment join's arguments; raise JoinDefinitionError naming the problem."""
     for name, schema in (("stream", stream), ("table", table)):
@@ -116,12 +119,16 @@ def build_spec(
     window = None if grace is None else parse_duration("grace", grace)
     if wait < 0 or (window is not None and window < 0) or width <= 0:
         raise JoinDefinitionError("delay and grace must be >= 0 and event_bucket > 0")
+    ttl = None if table_ttl is None else parse_duration("table_ttl", table_ttl)
+    if ttl is not None and ttl <= 0:
+        raise JoinDefinitionError(f"table_ttl must be > 0 (None: table keys never expire), not {table_ttl!r}")
     if not isinstance(buckets, int) or isinstance(buckets, bool) or not 1 <= buckets <= 1 << 20:
         raise JoinDefinitionError(f"buckets must be an int in 1..{1 << 20}, not {buckets!r}")
     values = tuple(n for n in internal.names[len(changes.key) + 3:])
     output = _output_schema(stream, internal, values)
     return EnrichmentSpec(stream, stream_key, key_types, stream_time, table, changes, internal, values, mode, how, wait,
-                          window, buckets, width, output, canonical_sort_keys(stream, [stream_time, *stream_key]))
+                          window, buckets, width, output, canonical_sort_keys(stream, [stream_time, *stream_key]),
+                          ttl=ttl)
 
 
 def _stream_key(on: str | Sequence[str], stream: pa.Schema, time: str) -> tuple[str, ...]:

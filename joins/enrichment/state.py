@@ -8,6 +8,7 @@ of :data:`LAYOUT` (:mod:`streamjoin.runtime.areas`)::
     b"T" | encode_int(key bucket)                         -> base versions (Arrow IPC stream)
     b"T" | encode_int(key bucket) | 0x01 | encode_int(v)  -> delta: the versions version v added
     b"E" | encode_timestamp(time bucket) | encode_int(version) -> waiting events (Arrow IPC stream)
+    b"X" | encode_timestamp(time slot) | encode_int(key bucket) -> b"" (table TTL: expiry index)
 
 **Versions**: a key's bucket is a fixed 64-bit hash of its values modulo ``buckets``
 (:func:`bucket_ids`, vectorized). A bucket's versions are its *base* blob plus its *deltas*, read
@@ -27,6 +28,14 @@ nothing touches. A version no longer needed may thus stay until its bucket folds
 than a version every later lookup reaches first, so it changes no result (see
 :mod:`streamjoin.enrichment.step`).
 
+**Expiry index** (with a table TTL): a version accepted with change time ``c`` files its key
+bucket under the time slot ``c // width * width`` (``width`` = :func:`slot_width`; a timeless
+version under NEG_INF). Once the expiry bound passes a slot's end, every version of the slot has
+expired or been pruned: :func:`due_buckets` reads the entries of the slots passed (one range
+scan, as many entries as are due), the step folds those buckets, dropping what expired, and
+removes the entries with one range delete. So expiry reads the buckets that hold expiring
+versions, not the whole state.
+
 **Waiting events** (as-of mode) are filed by the bucket of their event time and the version they
 arrived in, in canonical order, in the stream's schema. Releasing the events below a bound reads
 the buckets up to it: the blobs of buckets wholly below it are released as they are (and removed
@@ -42,13 +51,13 @@ from typing import Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
-from streamjoin.runtime.areas import ARROW, BYTE, INT, TIMESTAMP, Area, Ints, StateLayout
+from streamjoin.runtime.areas import ARROW, BYTE, INT, RAW, TIMESTAMP, Area, Ints, StateLayout
 from streamjoin.runtime.operator import NEG_INF, POS_INF, cast_values
 from streamjoin.statestore.base import KeyValue, Store
 
 __all__ = ["LAYOUT", "Meta", "read_meta", "meta_put", "key_columns", "bucket_ids", "version_key", "delta_key", "delta_range",
            "Bucket", "read_buckets", "blob", "unblob", "waiting_range", "event_key", "event_start", "waiting_through",
-           "scan_waiting"]
+           "scan_waiting", "slot_width", "expiry_puts", "due_buckets"]
 
 #: The enrichment join's state (see module); its version is the definition's ``layout``.
 LAYOUT = StateLayout("enrichment join", 2, (
@@ -56,8 +65,9 @@ LAYOUT = StateLayout("enrichment join", 2, (
     # a key bucket's base has the bucket only; a delta adds 0x01 and the version that wrote it
     Area("versions", b"T", (("key bucket", INT), ("delta", BYTE), ("version", INT)), ARROW),
     Area("events", b"E", (("time bucket", TIMESTAMP), ("version", INT)), ARROW),
+    Area("expiry", b"X", (("time slot", TIMESTAMP), ("key bucket", INT)), RAW),
 ))
-_META, _VERSIONS, _EVENTS = LAYOUT["meta"], LAYOUT["versions"], LAYOUT["events"]
+_META, _VERSIONS, _EVENTS, _EXPIRY = LAYOUT["meta"], LAYOUT["versions"], LAYOUT["events"], LAYOUT["expiry"]
 _DELTA = b"\x01"
 
 
@@ -214,3 +224,36 @@ def scan_waiting(store: Store, below: int, width: int) -> Iterator[tuple[bytes, 
     if bounds is not None:
         for key, value in store.scan(*bounds):
             yield key, unblob(value)
+
+
+def slot_width(ttl: int) -> int:
+    """The width of the expiry index's time slots for a TTL of ``ttl`` µs: versions leave the
+    state at most one slot after they expire."""
+    return max(ttl // 4, 1)
+
+
+def expiry_puts(timeless: np.ndarray, times: np.ndarray, buckets: np.ndarray, width: int) -> list[KeyValue]:
+    """The expiry index entries of versions (whether timeless, change times, key buckets): one
+    per distinct (time slot, key bucket)."""
+    if buckets.size == 0:
+        return []
+    lowest = NEG_INF // width + 1          # (a slot below it would not fit int64)
+    slots = np.where(timeless, NEG_INF, np.maximum(times // width, lowest) * width)
+    order = np.lexsort((buckets, slots))
+    slots, buckets = slots[order], buckets[order]
+    first = np.r_[True, (slots[1:] != slots[:-1]) | (buckets[1:] != buckets[:-1])]
+    return [(_EXPIRY.key(slot, bucket), b"") for slot, bucket in zip(slots[first].tolist(), buckets[first].tolist())]
+
+
+def due_buckets(store: Store, expire_before: int, width: int) -> tuple[list[int], tuple[bytes, bytes] | None]:
+    """The key buckets the expiry index files under slots that end at or before
+    ``expire_before`` (each once, ascending), and the key range of those entries (None: none)."""
+    if expire_before == NEG_INF:
+        return [], None
+    if expire_before == POS_INF:
+        bounds = _EXPIRY.range()
+    else:
+        last = max(((expire_before - width) // width) * width, NEG_INF)
+        bounds = _EXPIRY.span(None, (last,))
+    found = {_EXPIRY.decode(key)[1] for key, _ in store.scan(*bounds)}
+    return sorted(found), bounds if found else None

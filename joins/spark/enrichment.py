@@ -33,6 +33,7 @@ def stream_table_join(
     mode: str = "as_of",
     delay: datetime.timedelta | str,
     grace: datetime.timedelta | str | None = None,
+    table_ttl: datetime.timedelta | str | None = None,
     bootstrap: DataFrame | None = None,
     changes: str | ChangeFormat | None = None,
     table_sequence: str | None = None,
@@ -62,6 +63,12 @@ def stream_table_join(
     counted as ``released_by_grace``). ``mode="latest"``: each event gets the row as of the end
     of its micro-batch's changes, at once; the result depends on the batch boundaries.
     ``how="left"`` keeps events without a row (null-padded), ``"inner"`` drops them.
+    ``table_ttl`` (None: keep every key): a key not changed for longer than this, in table time,
+    expires: as_of, an event at ``t`` finds no row when its key's version current at ``t``
+    changed before ``t - table_ttl``; latest, when the key's newest version changed before the
+    table watermark minus ``table_ttl``. Such lookups count as ``expired_lookups`` while the key
+    is held, and expired keys leave the state. A ``bootstrap`` then needs its change-time column
+    (its rows age from it; a null one counts as changed at minus infinity).
 
     Output: every event column, then the table's value columns (a name also in the events gets
     ``_table``). Late events (older than the event watermark), late changes and refused rows are
@@ -84,12 +91,17 @@ def stream_table_join(
         check_time(table_changes, "table_time", fmt.time)
     if bootstrap is not None and (not isinstance(bootstrap, DataFrame) or bootstrap.isStreaming):
         raise JoinDefinitionError("bootstrap must be a batch DataFrame of the table's rows (spark.read...), not a stream")
+    if bootstrap is not None and table_ttl is not None and fmt.time not in bootstrap.columns:
+        raise JoinDefinitionError(
+            f"with table_ttl, bootstrap rows age from their change time: add the snapshot's time as column "
+            f"{fmt.time!r} (e.g. F.lit(snapshot_time).alias({fmt.time!r})); a row without one would be expired at once"
+        )
     options = options.at(resolve_checkpoint(options.checkpoint, stream.isStreaming or table_changes.isStreaming,
                                             "stream_table_join"))
     table, fmt = plain_changes(table_changes, fmt, options.checkpoint)
     operator = EnrichmentJoin(
         arrow_schema(stream), arrow_schema(table), on, stream_time=stream_time, changes=fmt,
-        mode=mode, how=how, delay=delay, grace=grace,
+        mode=mode, how=how, delay=delay, grace=grace, table_ttl=table_ttl,
     )
     initial = None if bootstrap is None else [None, _bootstrap_changes(bootstrap, operator)]
     return run_operator([stream, table], operator, checkpoint=options.checkpoint, partitions=options.partitions,

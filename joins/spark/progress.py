@@ -32,7 +32,7 @@ _PER_INPUT_SUMS = ("input_rows", "set_aside_rows", "late_rows")
 #: Operator-specific metrics and how partitions' values combine (watermarks: the same everywhere).
 _EXTRA: dict[str, dict[str, Callable[[Column], Column]]] = {
     "interval_join": {"pairs": F.sum, "watermark": F.max},
-    "enrichment_join": {"matched": F.sum, "events_waiting": F.sum, "released_by_grace": F.sum,
+    "enrichment_join": {"matched": F.sum, "events_waiting": F.sum, "released_by_grace": F.sum, "expired_lookups": F.sum,
                         "event_watermark": F.max, "table_watermark": F.max},
 }
 _TIMESTAMPS = {"watermark", "event_watermark", "table_watermark"}

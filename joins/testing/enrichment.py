@@ -7,12 +7,15 @@ Rows are Python dicts. A batch is ``(events, changes)``; a change is a dict with
 
     enrichment_watermarks(batches, delay)        (event watermark, table watermark) of each batch
     late_flags(batches, delay)                   which events / changes of each batch are late
-    reference_as_of(batches, how, delay)         output multiset, from the whole change history
-    reference_latest(batches, how, delay)        output multiset, given the batch boundaries
+    reference_as_of(batches, how, delay, ttl)    output multiset, from the whole change history
+    reference_latest(batches, how, delay, ttl)   output multiset, given the batch boundaries
 
 Both references leave out late rows (and the changes after them nothing), order a key's changes
 by (time, seq) with a None seq first, and ignore a change equal in that order to an earlier one
-(the first to arrive wins; within a batch, the first in the list).
+(the first to arrive wins; within a batch, the first in the list). With a ``ttl`` (µs; None:
+none) the row found is *expired*, and gives no row, when its change time is below ``event time -
+ttl`` (as_of) or below ``table watermark - ttl`` (latest; no watermark yet: nothing expires); a
+timeless row counts as changed at minus infinity.
 """
 
 from __future__ import annotations
@@ -58,6 +61,13 @@ def _order(change: dict) -> tuple:
     return (timed, change["time"] if timed else 0, float("-inf") if change["seq"] is None else change["seq"])
 
 
+def _expired(change: dict | None, limit: int | None, ttl: int | None) -> bool:
+    """Whether ``change`` was changed more than ``ttl`` before ``limit`` (None: minus infinity)."""
+    if change is None or ttl is None or limit is None:
+        return False
+    return change["time"] is None or change["time"] < limit - ttl
+
+
 def _output(event: dict, change: dict | None, how: str, width: int) -> list[tuple]:
     if change is None or change["op"] == "delete":
         return [] if how == "inner" else [tuple(event["row"]) + (None,) * width]
@@ -80,8 +90,10 @@ def _accepted(batches: Sequence[Batch], delay: int) -> list[tuple[list[dict], li
     return out
 
 
-def reference_as_of(batches: Sequence[Batch], *, how: str, delay: int, width: int) -> list[tuple]:
-    """Each event joined with its key's last change at or before its time, over all changes.
+def reference_as_of(batches: Sequence[Batch], *, how: str, delay: int, width: int,
+                    ttl: int | None = None) -> list[tuple]:
+    """Each event joined with its key's last change at or before its time, over all changes,
+    unless that change is older than the event's time minus ``ttl``.
 
     ``width`` is the number of value columns (for null padding). An event with a None in its
     key matches nothing.
@@ -94,20 +106,24 @@ def reference_as_of(batches: Sequence[Batch], *, how: str, delay: int, width: in
             candidates = [c for c in history if None not in event["key"] and c["key"] == event["key"]
                           and (c["time"] is None or c["time"] <= event["time"])]
             best = max(candidates, key=_order) if candidates else None
-            out += _output(event, best, how, width)
+            out += _output(event, None if _expired(best, event["time"], ttl) else best, how, width)
     return out
 
 
-def reference_latest(batches: Sequence[Batch], *, how: str, delay: int, width: int) -> list[tuple]:
+def reference_latest(batches: Sequence[Batch], *, how: str, delay: int, width: int,
+                     ttl: int | None = None) -> list[tuple]:
     """Per batch: apply its changes (a change not newer than the key's current one is stale),
-    then join each of its events with its key's current row."""
+    then join each of its events with its key's current row, unless that row is older than the
+    batch's table watermark minus ``ttl``."""
     current: dict = {}
     out: list[tuple] = []
-    for events, changes in _accepted(batches, delay):
+    marks = enrichment_watermarks(batches, delay)
+    for (events, changes), (_, tw) in zip(_accepted(batches, delay), marks):
         for change in changes:
             now = current.get(change["key"])
             if now is None or _order(change) > _order(now):
                 current[change["key"]] = change
         for event in events:
-            out += _output(event, current.get(event["key"]), how, width)
+            row = current.get(event["key"])
+            out += _output(event, None if _expired(row, tw, ttl) else row, how, width)
     return out

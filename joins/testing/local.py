@@ -119,14 +119,14 @@ class LocalJoins:
     def stream_table_join(self, stream: pa.Table, table_changes: pa.Table, on: str | Sequence[str], *,
                           stream_time: str, table_key: str | Sequence[str], table_time: str | None = None,
                           how: str = "left", mode: str = "as_of", delay: Any, grace: Any = None,
-                          changes: str | ChangeFormat | None = None, table_sequence: str | None = None,
+                          table_ttl: Any = None, changes: str | ChangeFormat | None = None, table_sequence: str | None = None,
                           store: str | None = None, checkpoint: str | None = None,
                           partitions: int | None = None) -> pa.Table:
         """:func:`streamjoin.stream_table_join` over this micro-batch's Arrow tables (no bootstrap)."""
         fmt = change_format(table_changes.schema, changes, _names(table_key), table_time, table_sequence)
         table_changes, fmt = routable(table_changes, fmt)
         operator = EnrichmentJoin(stream.schema, table_changes.schema, on, stream_time=stream_time, changes=fmt,
-                                  mode=mode, how=how, delay=delay, grace=grace)
+                                  mode=mode, how=how, delay=delay, grace=grace, table_ttl=table_ttl)
         if operator.spec.mode.value == "latest":
             self._note('stream_table_join(mode="latest") is documented as dependent on micro-batch boundaries')
         return self._run(self._name(checkpoint), operator, (stream, table_changes), partitions, store)

@@ -237,7 +237,7 @@ def test_enrichment_output_names_still_clashing_are_refused():
 def test_enrichment_output_and_state_do_not_depend_on_row_order(case, data):
     shuffled = Case(case.variant, case.delay,
                     [(data.draw(st.permutations(e)), data.draw(st.permutations(c))) for e, c in case.batches],
-                    case.partitions, case.how)
+                    case.partitions, case.how, ttl=case.ttl)
     drivers = [StepDriver(c.operator("as_of"), c.partitions) for c in (case, shuffled)]
     try:
         for index in range(len(case.batches)):
@@ -253,7 +253,7 @@ def test_enrichment_output_and_state_do_not_depend_on_row_order(case, data):
 def test_enrichment_batch_run_equals_reference(case):
     everything = [([e for events, _ in case.batches for e in events],
                    [c for _, changes in case.batches for c in changes])]
-    batch = Case(case.variant, case.delay, everything, case.partitions, case.how)
+    batch = Case(case.variant, case.delay, everything, case.partitions, case.how, ttl=case.ttl)
     for mode in ("as_of", "latest"):
         output, reasons = drive(batch, mode)
         assert output == batch.expected(mode) and not reasons
@@ -297,8 +297,10 @@ def test_enrichment_bootstrap_plus_later_changes_equals_replaying_the_history(ca
     later = [([(k, t + shift, p) for k, t, p in e], [(k, o, t + shift, s, p, x) for k, o, t, s, p, x in c])
              for e, c in case.batches]
     past = data.draw(histories(case.variant))
-    replay = Case(case.variant, case.delay, [([], past)] + later, case.partitions, case.how)
-    boot = Case(case.variant, case.delay, [([], [])] + later, case.partitions, case.how)
+    # a TTL ages a snapshot row from its change time: only the plain snapshot keeps one
+    ttl = case.ttl if case.variant is PLAIN else None
+    replay = Case(case.variant, case.delay, [([], past)] + later, case.partitions, case.how, ttl=ttl)
+    boot = Case(case.variant, case.delay, [([], [])] + later, case.partitions, case.how, ttl=ttl)
     operator = boot.operator(mode)
     driver = StepDriver(operator, boot.partitions)
     v = case.variant

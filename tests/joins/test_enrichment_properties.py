@@ -2,7 +2,8 @@
 against the references of :mod:`streamjoin.testing.enrichment`.
 
 A case is a random change history and event stream (two schema variants: a plain change table
-with an integer key and a sequence column, and a Delta change data feed with a string key),
+with an integer key and a sequence column, and a Delta change data feed with a string key; with
+or without a table TTL),
 split into micro-batches with times drifting forward and some disorder, so watermarks advance
 and some rows are late.
 """
@@ -94,11 +95,13 @@ class Case:
     partitions: int
     how: str = "left"
     extra: dict = field(default_factory=dict)
+    ttl: int | None = None
 
     def operator(self, mode: str, **options: Any) -> EnrichmentJoin:
         v = self.variant
+        ttl = None if self.ttl is None else dt.timedelta(microseconds=self.ttl)
         return EnrichmentJoin(v.stream, v.table, v.on, stream_time="ts", changes=v.changes, mode=mode,
-                              how=self.how, delay=dt.timedelta(microseconds=self.delay), **options)
+                              how=self.how, delay=dt.timedelta(microseconds=self.delay), table_ttl=ttl, **options)
 
     def tables(self, index: int) -> tuple[pa.Table, pa.Table]:
         v = self.variant
@@ -121,7 +124,8 @@ class Case:
 
     def expected(self, mode: str) -> Counter:
         reference = reference_as_of if mode == "as_of" else reference_latest
-        return Counter(reference(self.abstract(), how=self.how, delay=self.delay, width=self.variant.width))
+        return Counter(reference(self.abstract(), how=self.how, delay=self.delay, width=self.variant.width,
+                                 ttl=self.ttl))
 
     def late_counts(self) -> tuple[int, int]:
         flags = late_flags(self.abstract(), self.delay)
@@ -157,7 +161,9 @@ def cases(draw, *, max_rows: int = 12, max_partitions: int = 3) -> Case:
         payload = draw(st.sampled_from(["x", "y"])) if variant is PLAIN else draw(st.sampled_from([0.5, 2.0]))
         batches[slot(seconds)][0].append((draw(st.sampled_from(variant.keys)), time, payload))
     delay = draw(st.sampled_from([0, 1, 3])) * SECOND
-    return Case(variant, delay, batches, draw(st.integers(1, max_partitions)), draw(st.sampled_from(["inner", "left"])))
+    ttl = draw(st.sampled_from([None, None, 2 * SECOND, 5 * SECOND + 1]))
+    return Case(variant, delay, batches, draw(st.integers(1, max_partitions)), draw(st.sampled_from(["inner", "left"])),
+                ttl=ttl)
 
 
 class Run:

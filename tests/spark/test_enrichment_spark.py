@@ -1,6 +1,7 @@
 """The stream-table join end to end through Spark (issue 6): a streaming as-of join with a
 bootstrap snapshot, a change that arrives after an event it precedes, a delete and a dead letter;
-Debezium JSON envelopes through the pre-stage; and argument errors before any query starts."""
+Debezium JSON envelopes through the pre-stage; a business change time with a table TTL; and
+argument errors before any query starts."""
 
 from __future__ import annotations
 
@@ -122,6 +123,11 @@ def test_stream_table_join_bad_arguments_fail_before_the_query(spark, tmp_path):
         stream_table_join(events, changes, "user_id", mode="newest", **args)
     with pytest.raises(JoinDefinitionError, match="bootstrap has columns"):
         stream_table_join(events, changes, "user_id", bootstrap=events, **args)
+    with pytest.raises(JoinDefinitionError, match="table_ttl"):
+        stream_table_join(events, changes, "user_id", table_ttl="0 seconds", **args)
+    profiles = spark.createDataFrame(PROFILES, "user_id bigint, plan string, country string")
+    with pytest.raises(JoinDefinitionError, match="with table_ttl, bootstrap rows age"):
+        stream_table_join(events, changes, "user_id", bootstrap=profiles, table_ttl="1 day", **args)
     stream = spark.readStream.schema(EVENTS).parquet(str(tmp_path))
     with pytest.raises(JoinDefinitionError, match="checkpoint"):
         stream_table_join(stream, changes, "user_id", **args)
@@ -143,7 +149,11 @@ def test_stream_table_join_delta_feed_with_a_business_time(spark, tmp_path):
         [(1, "free", _at(1), "insert", 1, _at(100)), (1, "pro", _at(5), "update_postimage", 2, _at(100))],
         "user_id bigint, plan string, valid_from timestamp, _change_type string, _commit_version bigint, "
         "_commit_timestamp timestamp")
-    events = spark.createDataFrame([(1, _at(2), "a"), (1, _at(6), "b")], EVENTS)
+    events = spark.createDataFrame([(1, _at(2), "a"), (1, _at(6), "b"), (1, _at(16), "c")], EVENTS)
     joined = stream_table_join(events, feed, "user_id", stream_time="ts", table_key="user_id",
-                               table_time="valid_from", delay=timedelta(0), checkpoint=str(tmp_path / "ck"))
-    assert sorted((r.action, r.plan) for r in joined.collect()) == [("a", "free"), ("b", "pro")]
+                               table_time="valid_from", delay=timedelta(0), checkpoint=str(tmp_path / "ck"),
+                               table_ttl="10 seconds")
+    # c: the version of 5 is older than 16 - 10: expired, null-padded and counted
+    assert sorted((r.action, r.plan) for r in joined.collect()) == [("a", "free"), ("b", "pro"), ("c", None)]
+    metrics = [r.asDict() for r in join_metrics(spark, str(tmp_path / "ck")).collect()]
+    assert sum(m.get("expired_lookups") or 0 for m in metrics) == 1
