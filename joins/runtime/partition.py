@@ -35,6 +35,7 @@ from streamjoin.changelog import Changelog, open_logged_store, snapshot_from_sto
 from streamjoin.errors import CheckpointDamagedError, JoinDefinitionError
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.operator import REASON_COLUMN, Operator, StepInput
+from streamjoin.runtime.rescale import Epoch, changelog_uri, current_epoch, epoch_dir, max_times_base, prepare_partition
 from streamjoin.statestore.errors import BackendNotFoundError
 from streamjoin.statestore.registry import resolve_backend
 
@@ -88,17 +89,20 @@ class TaskInfo:
     query_id: str | None = None
 
 
-def local_store_path(config: StateConfig, checkpoint: Checkpoint, partition: int) -> str:
-    """The partition's local store directory, unique to the checkpoint it belongs to."""
+def local_store_path(config: StateConfig, checkpoint: Checkpoint, partition: int, epoch: str = "") -> str:
+    """The partition's local store directory, unique to the checkpoint and the partitioning epoch
+    (``epoch``: :func:`streamjoin.runtime.rescale.epoch_dir`) it belongs to."""
     digest = hashlib.sha256(checkpoint.uri.encode()).hexdigest()[:16]
-    return os.path.join(config.local_dir or default_local_dir(), digest, f"p={partition}")
+    return os.path.join(config.local_dir or default_local_dir(), digest, f"{epoch}p={partition}")
 
 
 def global_max_times(
-    checkpoint: Checkpoint, partitions: int, version: int, n_inputs: int
+    checkpoint: Checkpoint, partitions: int, version: int, n_inputs: int, epoch: Epoch | None = None
 ) -> tuple[int | None, ...]:
-    """Largest event time per input over all partitions' rows in versions before ``version``."""
-    result: list[int | None] = [None] * n_inputs
+    """Largest event time per input over all partitions' rows in versions before ``version``
+    (starting from the base the partitioning epoch recorded, :mod:`streamjoin.runtime.rescale`)."""
+    epoch = current_epoch(checkpoint) if epoch is None else epoch
+    result: list[int | None] = list(max_times_base(checkpoint, epoch, n_inputs))
     for partition in range(partitions):
         record = checkpoint.read_progress(partition, before=version)
         if record is not None:
@@ -116,17 +120,20 @@ def run_partition(
     """Run ``operator`` on one partition's rows of one version; return its output and metrics."""
     checkpoint.check_query(task.query_id)
     n_inputs = len(operator.inputs)
+    epoch = prepare_partition(operator, checkpoint, config.store, dict(config.store_options),
+                              config.local_dir or default_local_dir(), task.version, task.partition,
+                              task.partitions, config.retain_versions)   # rebuilt after a rescale
     max_times = (None,) * n_inputs if task.final else global_max_times(
-        checkpoint, task.partitions, task.version, n_inputs
+        checkpoint, task.partitions, task.version, n_inputs, epoch
     )
-    log = Changelog(checkpoint.changelog_uri(task.partition), retain_versions=config.retain_versions)
+    log = Changelog(changelog_uri(checkpoint, epoch, task.partition), retain_versions=config.retain_versions)
     target = _target(checkpoint, log, task)
     initial = (0,) * n_inputs
     if config.initial or target is None:   # only a first version, or its re-execution, takes them
         rows, initial = _with_initial(rows, _initial_rows(operator, checkpoint, task, first=target is None))
     started = time.perf_counter()
     store, opened = open_logged_store(
-        config.store, local_store_path(config, checkpoint, task.partition), log, target,
+        config.store, local_store_path(config, checkpoint, task.partition, epoch_dir(epoch)), log, target,
         **dict(config.store_options),
     )
     open_seconds = time.perf_counter() - started
