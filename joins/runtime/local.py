@@ -74,7 +74,7 @@ class LocalRunner:
         self.config = config or StateConfig(store="memory")
         self.checkpoint = Checkpoint(checkpoint)
         self.checkpoint.bind(operator.definition(), partitions, key_groups=key_groups)
-        bind_partitions(self.checkpoint, partitions)
+        bind_partitions(self.checkpoint, partitions, operator)
         self.groups = self.checkpoint.key_groups()
         self.types = routing_types(operator.inputs)
         if self.checkpoint.initial_done() is not None:

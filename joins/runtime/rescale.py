@@ -26,18 +26,22 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
+
 from streamjoin.changelog import Changelog, restore
 from streamjoin.changelog.log import iter_chunks
 from streamjoin.errors import CheckpointMismatchError
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.keygroups import check_key_groups, group_range, owners, routing_types
+from streamjoin.runtime.operator import Operator
 from streamjoin.runtime.regroup import Ownership
 from streamjoin.statestore import destroy_store, open_store
+from streamjoin.statestore.base import Store
 
 __all__ = ["Epoch", "epochs", "current_epoch", "bind_partitions", "changelog_uri", "epoch_dir",
-           "max_times_base", "prepare_partition", "old_partitions"]
+           "max_times_base", "prepare_partition", "old_partitions", "can_rescale"]
 
 _DIR = "partitioning"
 
@@ -71,10 +75,16 @@ def current_epoch(checkpoint: Checkpoint) -> Epoch:
     return found[-1] if found else Epoch(0, 0)
 
 
-def bind_partitions(checkpoint: Checkpoint, partitions: int) -> Epoch:
+def can_rescale(operator: Operator) -> bool:
+    """Whether ``operator`` splits its state by key group (overrides ``Operator.regroup``)."""
+    return type(operator).regroup is not Operator.regroup
+
+
+def bind_partitions(checkpoint: Checkpoint, partitions: int, operator: Operator | None = None) -> Epoch:
     """Make ``partitions`` the checkpoint's partition count (after :meth:`Checkpoint.bind`):
     the current epoch if it has that count, else a new epoch. Raises
-    :class:`CheckpointMismatchError` for a change while
+    :class:`CheckpointMismatchError` for a change of an ``operator`` that cannot split its state,
+    and for a change while
     initial rows routed for the old count wait for the first version; raises
     :class:`JoinDefinitionError` for more partitions than key groups."""
     groups = checkpoint.key_groups()
@@ -82,6 +92,8 @@ def bind_partitions(checkpoint: Checkpoint, partitions: int) -> Epoch:
     if groups is None or current.partitions == partitions:
         return current
     check_key_groups(groups, partitions)
+    if operator is not None and not can_rescale(operator) and checkpoint.has_state():
+        operator.regroup((), Ownership(groups, 0, partitions, ()))   # raises, saying why
     if checkpoint.initial_done() is not None and not checkpoint.has_state():
         raise CheckpointMismatchError(
             f"checkpoint {checkpoint.uri} holds initial rows routed to {current.partitions} partitions that "
@@ -127,8 +139,18 @@ def old_partitions(partition: int, new: int, old: int, groups: int) -> list[int]
     return sorted(set(owners(np.arange(start, end), old, groups).tolist()))
 
 
+@dataclass(frozen=True)
+class _Stores:
+    """Where a rebuild restores the old partitions: backend, its options, the local root."""
+
+    kind: str
+    options: dict
+    root: str
+    retain_versions: int
+
+
 def prepare_partition(
-    operator, checkpoint: Checkpoint, store: str, store_options: dict, local_root: str,
+    operator: Operator, checkpoint: Checkpoint, store: str, store_options: dict, local_root: str,
     version: int, partition: int, partitions: int, retain_versions: int,
 ) -> Epoch:
     """The epoch a task of ``partitions`` partitions runs in; before its partition's first version
@@ -141,38 +163,48 @@ def prepare_partition(
             f"checkpoint {checkpoint.uri} is partitioned in {epoch.partitions} partitions now (partitioning "
             f"epoch {epoch.number}); this task runs one of {partitions}: another run rescaled it, so stop "
             "this query (one query runs on a checkpoint at a time)")
-    if epoch.number == 0:
-        return epoch
-    log = Changelog(changelog_uri(checkpoint, epoch, partition), retain_versions=retain_versions)
-    if not log.listing().empty:
-        return epoch
-    previous = found[-2]
+    if epoch.number > 0:
+        _rebuild(operator, checkpoint, found, epoch.number, partition, version,
+                 _Stores(store, store_options, local_root, retain_versions))
+    return epoch
+
+
+def _rebuild(operator: Operator, checkpoint: Checkpoint, found: Sequence[Epoch], number: int, partition: int,
+             version: int, stores: _Stores) -> None:
+    """Give ``partition`` of epoch ``number`` its state as of ``version - 1`` from epoch
+    ``number - 1``, unless its changelog has any (first the old partitions it reads, the same
+    way: a rescale that was cut short before they ran has left them empty)."""
+    epoch = found[number]
+    log = Changelog(changelog_uri(checkpoint, epoch, partition), retain_versions=stores.retain_versions)
+    if number == 0 or not log.listing().empty:
+        return
+    previous = found[number - 1]
     _record_base(checkpoint, epoch, previous, version, len(operator.inputs))
     groups = checkpoint.key_groups()
-    sources = [Changelog(changelog_uri(checkpoint, previous, q), retain_versions=retain_versions)
-               for q in old_partitions(partition, partitions, previous.partitions, groups)]
+    olds = old_partitions(partition, epoch.partitions, previous.partitions, groups)
+    for q in olds:
+        _rebuild(operator, checkpoint, found, number - 1, q, version, stores)
+    sources = [Changelog(changelog_uri(checkpoint, previous, q), retain_versions=stores.retain_versions)
+               for q in olds]
     base = version - 1
     if base < 0 or all(s.listing().empty for s in sources):
-        return epoch   # the old epoch committed nothing: the partition starts empty
-    owned = Ownership(groups, partition, partitions, tuple(routing_types(operator.inputs)))
+        return   # the old epoch committed nothing: the partition starts empty
+    owned = Ownership(groups, partition, epoch.partitions, tuple(routing_types(operator.inputs)))
     digest = hashlib.sha256(checkpoint.uri.encode()).hexdigest()[:16]
-    paths = [os.path.join(local_root, digest, "rescale", f"e={epoch.number}", f"p={partition}", f"q={i}")
-             for i in range(len(sources))]
-    stores = []
+    paths = [os.path.join(stores.root, digest, "rescale", f"e={number}", f"p={partition}", f"q={q}") for q in olds]
+    opened: list[Store] = []
     try:
         for source, path in zip(sources, paths):
-            destroy_store(store, path)
-            opened = open_store(store, path, **store_options)
-            stores.append(opened)
+            destroy_store(stores.kind, path)
+            opened.append(open_store(stores.kind, path, **stores.options))
             if not source.listing().empty:
-                restore(source, opened, base)
-        entries = operator.regroup(stores, owned)
+                restore(source, opened[-1], base)
+        entries = operator.regroup(opened, owned)
         log.write_snapshot(base, iter_chunks(iter(entries)))
     finally:
-        for opened, path in zip(stores, paths):
-            opened.close()
-            destroy_store(store, path)
-    return epoch
+        for store, path in zip(opened, paths):
+            store.close()
+            destroy_store(stores.kind, path)
 
 
 def _record_base(checkpoint: Checkpoint, epoch: Epoch, previous: Epoch, version: int, n_inputs: int) -> None:

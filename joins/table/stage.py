@@ -38,6 +38,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from functools import reduce
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -51,6 +52,9 @@ from streamjoin.statestore.base import KeyValue, Store
 from streamjoin.statestore.codecs import pack, unpack
 from streamjoin.table.rows import RowCodec
 from streamjoin.table.spec import How, TableJoinSpec, TableSide, build_join
+
+if TYPE_CHECKING:
+    from streamjoin.runtime.regroup import Ownership
 
 __all__ = ["TableJoinStage", "LAYOUT"]
 
@@ -82,6 +86,12 @@ class TableJoinStage(SpecOperator):
 
     def __repr__(self) -> str:
         return f"TableJoinStage(left={self.spec.left!r}, right={self.spec.right!r}, how={self.spec.how.value!r})"
+
+    def regroup(self, sources: Sequence[Store], owned: Ownership) -> list[KeyValue]:
+        """Split state by key group after a change of partition count (:mod:`streamjoin.table.regroup`)."""
+        from streamjoin.table.regroup import regroup_stage
+
+        return regroup_stage(LAYOUT, len(self._inputs[0].key), sources, owned)
 
     def step(self, state: Store, batch: StepInput) -> StepResult:
         """Apply one version's routed changes and output the view changes they cause."""
