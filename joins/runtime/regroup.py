@@ -56,9 +56,14 @@ class Ownership:
 def merged_scan(sources: Sequence[Store], start: bytes, end: bytes) -> Iterator[tuple[int, bytes, bytes]]:
     """(source index, key, value) of every entry in ``[start, end)`` of every source, in key order
     (equal keys: by source index)."""
-    scans = [((key, i, value) for key, value in store.scan(start, end)) for i, store in enumerate(sources)]
+    scans = [_tagged(i, store.scan(start, end)) for i, store in enumerate(sources)]
     for key, i, value in heapq.merge(*scans):
         yield i, key, value
+
+
+def _tagged(index: int, entries: Iterator[KeyValue]) -> Iterator[tuple[bytes, int, bytes]]:
+    for key, value in entries:
+        yield key, index, value
 
 
 def regroup_packed(

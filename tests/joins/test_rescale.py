@@ -33,6 +33,8 @@ from tests.joins.strategies import Local, join_cases, rows_of
 from tests.joins.table_cases import Run, output_rows, table_cases
 
 _PATHS = count()
+SCHEMA = pa.schema([("k", pa.int64()), ("ts", pa.timestamp("us"))])
+VALUES = SCHEMA.append(pa.field("v", pa.string()))
 
 
 def restored(runner: LocalRunner, version: int) -> list[list[tuple[bytes, bytes]]]:
@@ -131,6 +133,33 @@ def test_interval_rescale_up_and_down_keeps_watermark_and_late_rows(tmp_path):
     assert [e.partitions for e in epochs(Checkpoint(str(tmp_path / "ck")))] == [4, 6, 2]
 
 
+def test_interval_rescale_merging_partitions_keeps_which_rows_matched(tmp_path):
+    """4 -> 6 -> 2 partitions over rows whose ids collide when old partitions merge (each numbers
+    its own rows of a version from 0): every matched left row stays matched (a left join outputs
+    no row both matched and null-padded), as in a run that never rescaled."""
+    def batch(i: int, side: str) -> pa.Table:
+        return pa.Table.from_pylist([{"k": (i * 5 + j * 3) % 13, "ts": dt.datetime(2024, 1, 1) + dt.timedelta(seconds=10 * i + j),
+                                      "v": f"{side}{i}.{j}"} for j in range(9)], schema=VALUES)
+
+    from streamjoin.interval.operator import IntervalJoin
+
+    op = IntervalJoin(VALUES, VALUES, "k", left_time="ts", right_time="ts", lower=dt.timedelta(seconds=-4),
+                      upper=dt.timedelta(seconds=12), delay=dt.timedelta(seconds=5), how="left")
+    outputs = []
+    for name, plan in (("plain", [4] * 7), ("rescaled", [4, 4, 6, 6, 2, 2, 2])):
+        config = StateConfig(store="memory", local_dir=str(tmp_path / name / "local"))
+        found: Counter = Counter()
+        for version, partitions in enumerate(plan):
+            runner = LocalRunner(op, str(tmp_path / name / "ck"), partitions=partitions, config=config)
+            runner.version = version
+            final = version == len(plan) - 1
+            tables = (batch(version, "L"), batch(version, "R")) if not final else (VALUES.empty_table(),) * 2
+            found += rows_of(runner.run(*tables, final=final))
+        outputs.append(found)
+    assert outputs[0] == outputs[1]
+    assert sum(outputs[1].values()) == 84
+
+
 # -- the table-table join ------------------------------------------------------------------------
 
 
@@ -175,9 +204,6 @@ def test_table_join_rescale_equals_reference_and_uninterrupted_run(case, data):
 
 
 # -- what is refused -----------------------------------------------------------------------------
-
-SCHEMA = pa.schema([("k", pa.int64()), ("ts", pa.timestamp("us"))])
-
 
 def _interval():
     from streamjoin.interval.operator import IntervalJoin
