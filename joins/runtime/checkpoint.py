@@ -382,6 +382,11 @@ class Checkpoint:
         """The names of the files and folders directly under ``rel`` (none if it is missing)."""
         return [posixpath.basename(i.path) for i in self._files(rel)]
 
+    def modified(self, rel: str) -> float:
+        """When ``rel`` was last modified, in seconds since the epoch (0 if unknown)."""
+        info = self.fs.get_file_info(self._path(rel))
+        return 0.0 if info.mtime is None else info.mtime.timestamp()
+
     def location(self, rel: str) -> str:
         """The URI of ``rel`` under the checkpoint."""
         return self._uri(rel)

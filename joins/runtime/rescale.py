@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -41,7 +41,8 @@ from streamjoin.statestore import destroy_store, open_store
 from streamjoin.statestore.base import Store
 
 __all__ = ["Epoch", "epochs", "current_epoch", "bind_partitions", "changelog_uri", "epoch_dir",
-           "max_times_base", "prepare_partition", "old_partitions", "can_rescale"]
+           "max_times_base", "prepare_partition", "old_partitions", "can_rescale", "Plan", "plan_repartition",
+           "RESCALABLE_KINDS"]
 
 _DIR = "partitioning"
 
@@ -227,3 +228,73 @@ def _max(a: int | None, b: int | None) -> int | None:
         return a
     return max(a, b)
 
+
+
+# -- the offline command (streamjoin checkpoint repartition) ---------------------------------------
+
+#: Operator kinds whose state splits by key group (their ``regroup``); a test keeps it in step.
+RESCALABLE_KINDS = frozenset({"interval_join", "table_join_keys", "table_join"})
+#: A checkpoint whose newest records are younger than this looks written by a running query.
+RUNNING_SECONDS = 120.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A change of partition count: for each new partition, the old partitions it is built from."""
+
+    uri: str
+    old: Epoch
+    new: Epoch
+    version: int | None
+    sources: tuple[tuple[int, ...], ...]
+
+
+def plan_repartition(
+    checkpoint: Checkpoint, partitions: int, *, now: float | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Plan:
+    """Check that ``checkpoint`` (one join or stage) can change to ``partitions`` partitions and
+    record the new partitioning epoch; each new partition's state is rebuilt from the old ones by
+    the next run's first version (on the executors, in parallel). Every old changelog is checked
+    to restore the newest committed version (``progress(done, total)`` follows them).
+
+    Raises :class:`CheckpointMismatchError` for a checkpoint written before key groups, of a join
+    that cannot split its state, with a version partly committed (a query running, or one that
+    failed mid-version: let it finish or run it again first), or, with ``now`` (seconds since
+    the epoch) given, whose newest metrics are under :data:`RUNNING_SECONDS` old (a running query)."""
+    root = checkpoint.read_record("streamjoin.json")
+    if root is None:
+        raise CheckpointMismatchError(f"{checkpoint.uri} is not a join checkpoint (it has no streamjoin.json)")
+    kind = root.get("definition", {}).get("kind")
+    if root.get("key_groups") is None:
+        raise CheckpointMismatchError(
+            f"checkpoint {checkpoint.uri} was written by a streamjoin before key groups, and cannot be "
+            f"rescaled: run it with partitions={root.get('partitions')}, or start from a new checkpoint location")
+    if kind not in RESCALABLE_KINDS and checkpoint.has_state():
+        raise CheckpointMismatchError(
+            f"{kind} cannot split its state by key group, so checkpoint {checkpoint.uri} keeps its partition count")
+    old = current_epoch(checkpoint)
+    version = checkpoint.newest_metrics_version()
+    if version is not None:
+        done = [r for r in checkpoint.record_names(f"metrics/v={version}") if r.endswith(".json")]
+        if len(done) < old.partitions:
+            raise CheckpointMismatchError(
+                f"checkpoint {checkpoint.uri}: version {version} is committed by {len(done)} of {old.partitions} "
+                "partitions, so a query is running on it or failed in that version: stop the query, or run it "
+                "again until the version completes, before changing the partition count")
+        if now is not None:
+            age = now - checkpoint.modified(f"metrics/v={version}")
+            if age < RUNNING_SECONDS:
+                raise CheckpointMismatchError(
+                    f"checkpoint {checkpoint.uri} committed version {version} {age:.0f} s ago: a query looks to "
+                    "be running on it; stop it first (or pass --force if none is)")
+    for q in range(old.partitions):
+        log = Changelog(changelog_uri(checkpoint, old, q))
+        if version is not None and not log.listing().empty and version not in log.listing().restorable():
+            raise log.listing().unreachable(version)
+        if progress is not None:
+            progress(q + 1, old.partitions)
+    new = bind_partitions(checkpoint, partitions)
+    groups = int(root["key_groups"])
+    sources = tuple(tuple(old_partitions(p, partitions, old.partitions, groups)) for p in range(partitions))
+    return Plan(checkpoint.uri, old, new, version, sources)
