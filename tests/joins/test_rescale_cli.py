@@ -6,10 +6,10 @@ that looks to be running, a join that cannot split its state) is refused, saying
 from __future__ import annotations
 
 import datetime as dt
-from collections import Counter
 import json
 import os
 import shutil
+from collections import Counter
 
 import pyarrow as pa
 import pytest
