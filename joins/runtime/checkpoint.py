@@ -41,7 +41,6 @@ import pyarrow.parquet as pq
 from streamjoin.changelog.format import Kind, parse_name
 from streamjoin.changelog.storage import Storage, filesystem_for, open_storage, resolve_uri
 from streamjoin.errors import CheckpointDamagedError, CheckpointMismatchError, JoinDefinitionError
-from streamjoin.runtime.keygroups import DEFAULT_KEY_GROUPS
 
 __all__ = ["Checkpoint", "FORMAT", "RunMode", "resolve_location"]
 
@@ -93,6 +92,8 @@ class Checkpoint:
         replace the query's state by its own version 0) and a streaming query never continues a
         batch run's (whose state has every window closed). Of concurrent first binds one wins.
         """
+        from streamjoin.runtime.keygroups import DEFAULT_KEY_GROUPS  # (keygroups imports the kit, which imports this)
+
         mode = RunMode(mode)
         wanted = {"format": FORMAT, "definition": definition, "partitions": partitions, "mode": mode.value,
                   "key_groups": DEFAULT_KEY_GROUPS if key_groups is None else key_groups}

@@ -25,7 +25,6 @@ import numpy as np
 import pyarrow as pa
 
 from streamjoin.errors import JoinDefinitionError
-from streamjoin.kit.keys import normal_key_array, routing_key_type
 
 __all__ = [
     "DEFAULT_KEY_GROUPS", "SEED", "spark_hash", "key_groups", "owners", "group_range", "slot_values",
@@ -88,29 +87,34 @@ def _hash_long(values: np.ndarray, seed: np.ndarray) -> np.ndarray:
     return _fmix(_mix_h1(_mix_h1(seed, _mix_k1(low)), _mix_k1(high)), 8)
 
 
-def _hash_bytes_one(data: bytes, seed: int) -> int:
-    """Spark's ``hashUnsafeBytes`` of one value (whole little-endian words, then each remaining
-    byte, sign-extended, as a word of its own)."""
-    aligned = len(data) - len(data) % 4
-    h = np.array([seed], dtype=np.uint32)
-    if aligned:
-        for word in np.frombuffer(data[:aligned], dtype="<u4"):
-            h = _mix_h1(h, _mix_k1(np.array([word], dtype=np.uint32)))
-    for byte in data[aligned:]:
-        signed = byte - 256 if byte >= 128 else byte
-        h = _mix_h1(h, _mix_k1(np.array([signed & _U32], dtype=np.uint32)))
-    return int(_fmix(h, len(data))[0])
-
-
-def _hash_bytes(values: list[bytes | None], seed: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    out = seed.copy()
-    for i in np.flatnonzero(valid):
-        out[i] = _hash_bytes_one(values[i], int(seed[i]))  # type: ignore[arg-type]
-    return out
+def _hash_bytes(values: pa.Array, seed: np.ndarray) -> np.ndarray:
+    """Spark's ``hashUnsafeBytes`` of each (binary) value with per-row seeds: its whole
+    little-endian 4-byte words, then each remaining byte, sign-extended, as a word of its own;
+    then the length. Vectorised by rounds: round ``r`` mixes word ``r`` of every value that long."""
+    values = values.cast(pa.large_binary())
+    buffers = values.buffers()
+    offsets = np.frombuffer(buffers[1], dtype=np.int64)[values.offset: values.offset + len(values) + 1]
+    data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
+    starts, lengths = offsets[:-1], offsets[1:] - offsets[:-1]
+    words = lengths // 4
+    h = seed.copy()
+    for r in range(int(words.max()) if len(words) else 0):
+        rows = np.flatnonzero(words > r)
+        at = starts[rows] + 4 * r
+        word = (data[at].astype(np.uint32) | (data[at + 1].astype(np.uint32) << np.uint32(8))
+                | (data[at + 2].astype(np.uint32) << np.uint32(16)) | (data[at + 3].astype(np.uint32) << np.uint32(24)))
+        h[rows] = _mix_h1(h[rows], _mix_k1(word))
+    for t in range(3):
+        rows = np.flatnonzero(lengths % 4 > t)
+        byte = data[starts[rows] + 4 * words[rows] + t].astype(np.int8).astype(np.int32).view(np.uint32)
+        h[rows] = _mix_h1(h[rows], _mix_k1(byte))
+    return _fmix(h, lengths.astype(np.uint32))
 
 
 def _column_hash(values: pa.Array, seed: np.ndarray) -> np.ndarray:
     """``seed`` updated by one column (a null keeps its row's seed), as Spark's ``hash`` does."""
+    from streamjoin.kit.keys import normal_key_array  # (the kit's package imports the runtime)
+
     kind = values.type
     valid = np.ones(len(values), dtype=bool) if values.null_count == 0 else \
         np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
@@ -134,10 +138,9 @@ def _column_hash(values: pa.Array, seed: np.ndarray) -> np.ndarray:
         floats = np.asarray(normal_key_array(values).fill_null(0.0).to_numpy(zero_copy_only=False), dtype="<f8")
         bits = np.where(np.isnan(floats), np.int64(0x7FF8000000000000), floats.view(np.int64))
         hashed = _hash_long(bits, seed)
-    elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        hashed = _hash_bytes([None if v is None else v.encode() for v in values.to_pylist()], seed, valid)
-    elif pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_fixed_size_binary(kind):
-        hashed = _hash_bytes(values.to_pylist(), seed, valid)
+    elif pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind) \
+            or pa.types.is_large_binary(kind):
+        hashed = _hash_bytes(values, seed)
     elif pa.types.is_decimal(kind):
         hashed = _decimal_hash(values, seed, valid)
     else:
@@ -155,7 +158,7 @@ def _decimal_hash(values: pa.Array, seed: np.ndarray, valid: np.ndarray) -> np.n
     unscaled = [None if v is None else int(v.scaleb(kind.scale)) for v in values.to_pylist()]
     if kind.precision <= 18:
         return _hash_long(np.array([0 if v is None else v for v in unscaled], dtype=np.int64), seed)
-    return _hash_bytes([None if v is None else _big_integer_bytes(v) for v in unscaled], seed, valid)
+    return _hash_bytes(pa.array([b"" if v is None else _big_integer_bytes(v) for v in unscaled], pa.binary()), seed)
 
 
 def _big_integer_bytes(value: int) -> bytes:
@@ -231,6 +234,8 @@ def routing_types(inputs: Sequence) -> list[pa.DataType]:
     """The type each key column is routed in (``inputs``: the operator's :class:`InputSpec` s):
     the inputs' type when all agree, else :func:`streamjoin.kit.keys.routing_key_type` (as the
     Spark layer casts them)."""
+    from streamjoin.kit.keys import routing_key_type  # (the kit's package imports the runtime)
+
     out = []
     for j in range(len(inputs[0].key)):
         columns = [(spec.key[j], spec.schema.field(spec.key[j]).type) for spec in inputs]
