@@ -21,6 +21,7 @@ from streamjoin.runtime.keygroups import key_groups, owners
 from streamjoin.runtime.partition import StateConfig
 from streamjoin.runtime.rescale import epochs
 from streamjoin.spark import arrow_schema, run_operator
+from streamjoin.spark.state import read_state
 from streamjoin.spark.table import table_table_join
 
 pytestmark = pytest.mark.spark
@@ -70,6 +71,9 @@ def test_interval_join_restarted_at_6_then_2_partitions_equals_uninterrupted_run
     assert len(expected) > N_FILES * 9
     assert _committed(spark, rescaled) == expected
     assert [e.partitions for e in epochs(Checkpoint(str(rescaled / "join")))] == [4, 6, 2]
+    states = [sorted((tuple(r) for r in read_state(spark, str(root / "join"), side="left")
+                      .drop("_partition", "_version").collect()), key=repr) for root in (plain, rescaled)]
+    assert states[0] == states[1]
 
 
 def test_spark_routes_each_key_group_to_its_owning_task(spark, tmp_path):
