@@ -1,10 +1,11 @@
-"""``streamjoin checkpoint describe|verify <checkpoint>``: a whole join checkpoint, every partition.
+"""``streamjoin checkpoint describe|verify|repartition <checkpoint>``: a whole join checkpoint, every partition.
 
 ``describe`` prints the binding (kind, definition, partitions, query id) and, per partition, the
 changelog's restorable versions and size, the newest snapshot, the watermark input and the rows set
 aside by reason. ``verify`` checks every changelog and record and exits 1 naming each damaged or
 missing file (0 when all is well). ``--json`` prints the same as JSON, for scripts; a progress bar
-(on stderr, when it is a terminal) follows the partitions.
+(on stderr, when it is a terminal) follows the partitions. ``repartition --partitions N`` changes
+the partition count of a stopped query's checkpoint (:func:`streamjoin.runtime.rescale.plan_repartition`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,15 @@ def register(subparsers: Any) -> None:
         sub.add_argument("checkpoint", help="the checkpoint= location of a join (a path or URI)")
         sub.add_argument("--json", action="store_true", help="print JSON")
         sub.set_defaults(func=func)
+    text = ("change the partition count: check every changelog, record the new count; the next run (with "
+            "partitions=N) rebuilds each new partition from the old ones it takes key groups from")
+    sub = actions.add_parser("repartition", help=text, description=text)
+    sub.add_argument("checkpoint", help="the checkpoint= location of a join (a path or URI)")
+    sub.add_argument("--partitions", type=int, required=True, metavar="N", help="the new partition count")
+    sub.add_argument("--force", action="store_true",
+                     help="skip the check that no query committed a version in the last two minutes")
+    sub.add_argument("--json", action="store_true", help="print JSON")
+    sub.set_defaults(func=_repartition)
 
 
 def _bar(args: argparse.Namespace, what: str):
@@ -104,3 +114,39 @@ def _verify(args: argparse.Namespace) -> int:
             for problem in found:
                 print(f"  {problem}")
     return 1 if any(problems.values()) else 0
+
+
+def _repartition(args: argparse.Namespace) -> int:
+    import time
+
+    from streamjoin.errors import JoinError
+    from streamjoin.runtime.checkpoint import Checkpoint
+    from streamjoin.runtime.inspect import stage_checkpoints
+    from streamjoin.runtime.rescale import plan_repartition
+
+    try:
+        stages = stage_checkpoints(args.checkpoint)
+        plans = []
+        for uri in stages:
+            bar, progress = _bar(args, f"checking {uri}")
+            with bar:
+                plans.append(plan_repartition(Checkpoint(uri), args.partitions,
+                                              now=None if args.force else time.time(), progress=progress))
+    except JoinError as exc:
+        print(f"streamjoin checkpoint repartition: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps([{"checkpoint": p.uri, "from": p.old.partitions, "to": p.new.partitions,
+                           "epoch": p.new.number, "version": p.version,
+                           "sources": [list(s) for s in p.sources]} for p in plans], indent=2))
+        return 0
+    for plan in plans:
+        if plan.new == plan.old:
+            print(f"{plan.uri}: already {plan.new.partitions} partitions; nothing to do")
+            continue
+        print(f"{plan.uri}: {plan.old.partitions} -> {plan.new.partitions} partitions (partitioning epoch "
+              f"{plan.new.number}), from state as of version {plan.version if plan.version is not None else '-'}")
+        for p, sources in enumerate(plan.sources):
+            print(f"  new p={p} <- old " + ", ".join(f"p={q}" for q in sources))
+    print(f"run the query with partitions={args.partitions}: its first version rebuilds each partition")
+    return 0

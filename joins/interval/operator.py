@@ -22,6 +22,7 @@ in a batch: rows are put in a canonical order first (:class:`streamjoin.interval
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -40,6 +41,9 @@ from streamjoin.interval.state import (
 )
 from streamjoin.runtime.operator import NEG_INF, POS_INF, InputSpec, SpecOperator, StepInput, StepResult
 from streamjoin.statestore.base import KeyValue, Store
+
+if TYPE_CHECKING:
+    from streamjoin.runtime.regroup import Ownership
 
 __all__ = ["IntervalJoin", "How", "watermark"]
 
@@ -102,6 +106,12 @@ class IntervalJoin(SpecOperator):
         if len(batch.rows) != 2 or len(batch.max_times) != 2:
             raise ValueError("an interval join step takes exactly two inputs (left, right)")
         return _Step(self.spec, state, batch).run()
+
+    def regroup(self, sources: Sequence[Store], owned: Ownership) -> list[KeyValue]:
+        """Split state by key group after a change of partition count (:mod:`streamjoin.interval.regroup`)."""
+        from streamjoin.interval.regroup import regroup
+
+        return regroup(self.spec, sources, owned)
 
     def __repr__(self) -> str:
         s = self.spec

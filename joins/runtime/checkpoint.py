@@ -3,8 +3,11 @@
 Layout under the checkpoint URI (a local path or a URI :func:`streamjoin.changelog.storage.resolve_uri`
 accepts; resolved once, so every task of a query names the same place)::
 
-    streamjoin.json                   what this checkpoint belongs to (definition, partitions, and
-                                      whether a streaming query or a batch run writes it)
+    streamjoin.json                   what this checkpoint belongs to (definition, partitions, key
+                                      groups, and whether a streaming query or a batch run writes it)
+    partitioning/e=<n>.json           partitioning epoch n >= 1: a later partition count
+                                      (:mod:`streamjoin.runtime.rescale`); its changelogs are
+                                      ``state/e=<n>/p=<p>/``
     query.json                        the streaming query that writes it
     state/p=<p>/                      partition p's changelog (deltas and snapshots)
     commits/v=<v>/p=<p>.of=<n>.t=<t0>_<t1>.json
@@ -96,17 +99,27 @@ class Checkpoint:
     # -- binding --------------------------------------------------------------------------------
 
     def bind(
-        self, definition: Mapping[str, Any], partitions: int, *, mode: RunMode = RunMode.STREAMING
+        self, definition: Mapping[str, Any], partitions: int, *, mode: RunMode = RunMode.STREAMING,
+        key_groups: int | None = None,
     ) -> None:
         """Record what this checkpoint belongs to, or refuse if it belongs to something else.
 
-        Raises :class:`CheckpointMismatchError` for another format, partition count or definition,
+        A new checkpoint records ``key_groups`` (None: ``DEFAULT_KEY_GROUPS``), the fixed number of
+        key groups its state is kept by; another partition count is then accepted (the caller
+        starts a new partitioning, :func:`streamjoin.runtime.rescale.bind_partitions`). A checkpoint
+        written before key groups keeps its partition count.
+
+        Raises :class:`CheckpointMismatchError` for another format, definition or ``key_groups``,
+        for another partition count of a checkpoint without key groups,
         and for another ``mode``: a batch run never writes a streaming query's checkpoint (it would
         replace the query's state by its own version 0) and a streaming query never continues a
         batch run's (whose state has every window closed). Of concurrent first binds one wins.
         """
+        from streamjoin.runtime.keygroups import DEFAULT_KEY_GROUPS  # (keygroups imports the kit, which imports this)
+
         mode = RunMode(mode)
-        wanted = {"format": FORMAT, "definition": definition, "partitions": partitions, "mode": mode.value}
+        wanted = {"format": FORMAT, "definition": definition, "partitions": partitions, "mode": mode.value,
+                  "key_groups": DEFAULT_KEY_GROUPS if key_groups is None else key_groups}
         found = self._read_json("streamjoin.json")
         if found is None:
             if self._create_json("streamjoin.json", wanted):
@@ -117,11 +130,18 @@ class Checkpoint:
                 f"checkpoint {self.uri} has format {found.get('format')}, this streamjoin writes "
                 f"{FORMAT}; use a new checkpoint location"
             )
-        if found.get("partitions") != partitions:
+        if found.get("key_groups") is None and found.get("partitions") != partitions:
             raise CheckpointMismatchError(
-                f"checkpoint {self.uri} was written with partitions={found.get('partitions')}, "
-                f"this join asks for partitions={partitions}; state is partitioned by key, so keep "
-                "the partition count of a checkpoint or start from a new checkpoint location"
+                f"checkpoint {self.uri} was written with partitions={found.get('partitions')} by a streamjoin "
+                f"before key groups, and cannot be rescaled; this join asks for partitions={partitions}: keep "
+                f"partitions={found.get('partitions')} for this checkpoint, or start from a new checkpoint "
+                "location (which can then be rescaled)"
+            )
+        if key_groups is not None and found.get("key_groups") not in (None, key_groups):
+            raise CheckpointMismatchError(
+                f"checkpoint {self.uri} keeps its state in {found.get('key_groups')} key groups "
+                f"(max_partitions), fixed when the join was first defined; this join asks for {key_groups}: "
+                "leave max_partitions out or give the recorded value, or start from a new checkpoint location"
             )
         if found.get("definition") != json.loads(json.dumps(definition)):
             raise CheckpointMismatchError(
@@ -442,6 +462,34 @@ class Checkpoint:
                 if self.fs.get_file_info(self._path(old)).type != pafs.FileType.NotFound:
                     self.fs.move(self._path(old), self._path(new))
         return [(p, p - partitions) for p in shifted]
+
+    # -- partitioning epochs (streamjoin.runtime.rescale) ---------------------------------------
+
+    def key_groups(self) -> int | None:
+        """The number of key groups state is kept by; None for a checkpoint written before them."""
+        found = self._read_json("streamjoin.json") or {}
+        return found.get("key_groups")
+
+    def read_record(self, rel: str) -> dict[str, Any] | None:
+        """The JSON record at ``rel`` (relative to the checkpoint); None if there is none."""
+        return self._read_json(rel)
+
+    def create_record(self, rel: str, data: Mapping[str, Any]) -> bool:
+        """Write the JSON record at ``rel`` unless one exists; True if this call wrote it."""
+        return self._create_json(rel, data)
+
+    def record_names(self, rel: str) -> list[str]:
+        """The names of the files and folders directly under ``rel`` (none if it is missing)."""
+        return [posixpath.basename(i.path) for i in self._files(rel)]
+
+    def modified(self, rel: str) -> float:
+        """When ``rel`` was last modified, in seconds since the epoch (0 if unknown)."""
+        info = self.fs.get_file_info(self._path(rel))
+        return 0.0 if info.mtime is None else info.mtime.timestamp()
+
+    def location(self, rel: str) -> str:
+        """The URI of ``rel`` under the checkpoint."""
+        return self._uri(rel)
 
     # -- helpers --------------------------------------------------------------------------------
 

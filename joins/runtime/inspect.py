@@ -24,6 +24,7 @@ from streamjoin.changelog.inspect import describe, verify
 from streamjoin.errors import JoinDefinitionError, JoinError
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.operator import REASON_COLUMN
+from streamjoin.runtime.rescale import changelog_uri, current_epoch
 
 __all__ = ["PartitionReport", "CheckpointReport", "describe_checkpoint", "verify_checkpoint", "stage_checkpoints"]
 
@@ -80,11 +81,12 @@ def describe_checkpoint(uri: str, progress: Progress | None = None) -> Checkpoin
     """The binding and every partition of the join checkpoint at ``uri`` (one stage's)."""
     cp = Checkpoint(uri)
     binding = _binding(cp)
-    partitions = int(binding.get("partitions", 0))
+    epoch = current_epoch(cp)   # after a rescale, the newest partitioning (streamjoin.runtime.rescale)
+    partitions = epoch.partitions
     newest = _newest_records(cp)
     parts = []
     for p in range(partitions):
-        summary = describe(Changelog(cp.changelog_uri(p)))
+        summary = describe(Changelog(changelog_uri(cp, epoch, p)))
         snapshot = summary.newest_snapshot
         parts.append(PartitionReport(
             partition=p, versions=summary.restorable, changelog_bytes=summary.total_bytes,
@@ -107,7 +109,8 @@ def verify_checkpoint(uri: str, progress: Progress | None = None) -> list[str]:
     except JoinError as exc:
         return [str(exc)]
     problems: list[str] = []
-    partitions = int(binding.get("partitions", 0))
+    epoch = current_epoch(cp)
+    partitions = epoch.partitions
     streaming = binding.get("mode") != "batch"
     ran = cp.newest_metrics_version() is not None
     try:
@@ -116,11 +119,11 @@ def verify_checkpoint(uri: str, progress: Progress | None = None) -> list[str]:
         problems.append(str(exc))
         newest = None
     for p in range(partitions):
-        log = Changelog(cp.changelog_uri(p))
-        if ran and log.listing().empty:
+        log = Changelog(changelog_uri(cp, epoch, p))
+        if ran and log.listing().empty and epoch.number == 0:   # a new epoch's logs wait for its first run
             problems.append(f"partition {p}: changelog {log.uri} is missing or empty")
         problems += [f"partition {p}: {exc}" for exc in verify(log)]
-        if streaming and ran and newest is not None and p not in newest:
+        if streaming and ran and newest is not None and p not in newest and not log.listing().empty:
             problems.append(f"partition {p}: no commit record of version {cp.newest_metrics_version()} "
                             f"under {cp.uri}/commits")
         if progress is not None:

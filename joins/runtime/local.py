@@ -1,9 +1,11 @@
 """Run an operator over several partitions in this process, exactly as the Spark runtime does.
 
-``LocalRunner`` routes each version's rows to partitions by a hash of their key columns and calls
+``LocalRunner`` routes each version's rows to partitions by the key groups of their key columns
+(:mod:`streamjoin.runtime.keygroups`) and calls
 :func:`streamjoin.runtime.partition.run_partition` for every partition (empty ones too, as Spark does), so the
 tests exercise the same state, changelog and watermark code as a Spark query, without a JVM. It
-can also lose its local stores, execute a version again, and restart, to test recovery.
+can also lose its local stores, execute a version again, and restart (with another partition
+count too, :mod:`streamjoin.runtime.rescale`), to test recovery and rescaling.
 """
 
 from __future__ import annotations
@@ -13,22 +15,36 @@ import shutil
 import zlib
 from typing import Any, Sequence
 
+import numpy as np
 import pyarrow as pa
 
 from streamjoin.kit import normal_keys
 from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.runtime.keygroups import key_groups, owners, routing_types
 from streamjoin.runtime.operator import Operator
 from streamjoin.runtime.partition import StateConfig, TaskInfo, local_store_path, run_partition
+from streamjoin.runtime.rescale import bind_partitions, current_epoch, epoch_dir
 from streamjoin.statestore import destroy_store
 from streamjoin.statestore.codecs import pack
 
 __all__ = ["LocalRunner", "route"]
 
 
-def route(table: pa.Table, key: Sequence[str], partitions: int) -> list[pa.Table]:
-    """Split ``table`` into ``partitions`` tables by a hash of the ``key`` columns' values."""
+def route(
+    table: pa.Table, key: Sequence[str], partitions: int, *, groups: int | None = None,
+    types: Sequence[pa.DataType] | None = None,
+) -> list[pa.Table]:
+    """Split ``table`` into ``partitions`` tables by its ``key`` columns' values: by key group
+    (:func:`streamjoin.runtime.keygroups.key_groups` of ``groups`` key groups, keys cast to
+    ``types``; each partition takes a contiguous range of key groups), or, with ``groups`` None
+    (a checkpoint written before key groups), by a CRC-32 of the values."""
     if partitions == 1 or table.num_rows == 0:
         return [table] + [table.slice(0, 0)] * (partitions - 1)
+    if groups is not None:
+        targets = owners(key_groups(table, key, groups, types), partitions, groups)
+        order = np.argsort(targets, kind="stable")
+        bounds = np.searchsorted(targets[order], np.arange(partitions + 1))
+        return [table.take(pa.array(order[lo:hi])) for lo, hi in zip(bounds[:-1], bounds[1:])]
     normal = normal_keys(table, key)  # -0.0 and 0.0, and every NaN, to one partition (as Spark routes)
     columns = [normal.column(k).to_pylist() for k in key]
     targets = [zlib.crc32(pack(*values)) % partitions for values in zip(*columns)]
@@ -48,12 +64,19 @@ class LocalRunner:
         *,
         partitions: int = 1,
         config: StateConfig | None = None,
+        key_groups: int | None = None,
     ) -> None:
+        """Bind ``checkpoint`` to the operator: a new one keeps state in ``key_groups`` key groups
+        (None: the default); an existing one may be restarted with another ``partitions``
+        (:mod:`streamjoin.runtime.rescale`), unless written before key groups."""
         self.operator = operator
         self.partitions = partitions
         self.config = config or StateConfig(store="memory")
         self.checkpoint = Checkpoint(checkpoint)
-        self.checkpoint.bind(operator.definition(), partitions)
+        self.checkpoint.bind(operator.definition(), partitions, key_groups=key_groups)
+        bind_partitions(self.checkpoint, partitions, operator)
+        self.groups = self.checkpoint.key_groups()
+        self.types = routing_types(operator.inputs)
         if self.checkpoint.initial_done() is not None:
             self.config = dataclasses.replace(self.config, initial=True)
         self.version = 0
@@ -64,7 +87,7 @@ class LocalRunner:
         if len(rows) != len(self.operator.inputs):
             raise ValueError(f"{self.operator.kind} takes {len(self.operator.inputs)} inputs, got {len(rows)}")
         version = self.version if version is None else version
-        routed = [route(t, spec.key, self.partitions) for t, spec in zip(rows, self.operator.inputs)]
+        routed = [self._route(t, spec.key) for t, spec in zip(rows, self.operator.inputs)]
         outputs = []
         for partition in range(self.partitions):
             task = TaskInfo(version, partition, self.partitions, final=final)
@@ -81,17 +104,21 @@ class LocalRunner:
         spec = next((s for s in self.operator.inputs if s.name == input_name), None)
         if spec is None:
             raise ValueError(f"{self.operator.kind} has no input {input_name!r}")
-        for partition, part in enumerate(route(rows, spec.key, self.partitions)):
+        for partition, part in enumerate(self._route(rows, spec.key)):
             if part.num_rows:
                 self.checkpoint.write_initial(input_name, partition, part)
         self.checkpoint.mark_initial_done({input_name: rows.num_rows})
         self.config = dataclasses.replace(self.config, initial=True)
 
+    def _route(self, table: pa.Table, key: Sequence[str]) -> list[pa.Table]:
+        return route(table, key, self.partitions, groups=self.groups, types=self.types)
+
     def lose_local_state(self, partition: int | None = None) -> None:
         """Delete local stores (one partition or all), as if their executor were lost."""
         parts = range(self.partitions) if partition is None else [partition]
+        epoch = epoch_dir(current_epoch(self.checkpoint))
         for p in parts:
-            path = local_store_path(self.config, self.checkpoint, p)
+            path = local_store_path(self.config, self.checkpoint, p, epoch)
             destroy_store(self.config.store, path)
             shutil.rmtree(path + ".undo", ignore_errors=True)
 

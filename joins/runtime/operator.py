@@ -18,12 +18,15 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 
-from streamjoin.errors import JoinError
+from streamjoin.errors import CheckpointMismatchError, JoinError
 from streamjoin.statestore.base import KeyValue, Store
+
+if TYPE_CHECKING:
+    from streamjoin.runtime.regroup import Ownership
 
 __all__ = ["InputSpec", "StepInput", "StepResult", "Operator", "REASON_COLUMN", "NEG_INF", "POS_INF", "conform", "cast_values", "set_aside_schema", "SpecOperator"]
 
@@ -104,6 +107,15 @@ class Operator(ABC):
     @abstractmethod
     def step(self, state: Store, batch: StepInput) -> StepResult:
         """Process one version's rows against ``state`` (as of ``batch.version - 1``)."""
+
+    def regroup(self, sources: Sequence[Store], owned: Ownership) -> Iterable[KeyValue]:
+        """The state of the key groups ``owned`` selects, made from ``sources`` (the states of the
+        old partitions that held them), in ascending key order: a new partition's state after a
+        change of partition count (:mod:`streamjoin.runtime.regroup`). The default refuses, so an
+        operator that cannot split its state by key group cannot be rescaled."""
+        raise CheckpointMismatchError(
+            f"{self.kind} cannot split its state by key group, so its checkpoint keeps the partition "
+            "count it was started with; run it with that count, or start from a new checkpoint location")
 
 
 

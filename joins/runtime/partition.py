@@ -36,6 +36,7 @@ from streamjoin.changelog import Changelog, open_logged_store, release_logged_st
 from streamjoin.errors import CheckpointDamagedError, JoinDefinitionError
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.operator import REASON_COLUMN, Operator, StepInput
+from streamjoin.runtime.rescale import Epoch, changelog_uri, current_epoch, epoch_dir, max_times_base, prepare_partition
 from streamjoin.statestore.errors import BackendNotFoundError
 from streamjoin.statestore.registry import resolve_backend
 
@@ -92,22 +93,26 @@ class TaskInfo:
     query_id: str | None = None
 
 
-def local_store_path(config: StateConfig, checkpoint: Checkpoint, partition: int) -> str:
-    """The partition's local store directory, unique to the checkpoint it belongs to."""
+def local_store_path(config: StateConfig, checkpoint: Checkpoint, partition: int, epoch: str = "") -> str:
+    """The partition's local store directory, unique to the checkpoint and the partitioning epoch
+    (``epoch``: :func:`streamjoin.runtime.rescale.epoch_dir`) it belongs to."""
     digest = hashlib.sha256(checkpoint.uri.encode()).hexdigest()[:16]
-    return os.path.join(config.local_dir or default_local_dir(), digest, f"p={partition}")
+    return os.path.join(config.local_dir or default_local_dir(), digest, f"{epoch}p={partition}")
 
 
 def global_max_times(
-    checkpoint: Checkpoint, partitions: int, version: int, n_inputs: int
+    checkpoint: Checkpoint, partitions: int, version: int, n_inputs: int, epoch: Epoch | None = None
 ) -> tuple[int | None, ...]:
     """Largest event time per input over all partitions' rows in versions before ``version``.
 
     Read from the commit records of the newest version before ``version`` (one listing, see
     :meth:`Checkpoint.watermark_inputs`); each record carries the global progress up to its
     version, so the value survives a change of the partition count (``partitions`` is not needed).
+    It starts from the base the partitioning epoch recorded (:mod:`streamjoin.runtime.rescale`).
     """
-    return checkpoint.watermark_inputs(version, n_inputs)
+    epoch = current_epoch(checkpoint) if epoch is None else epoch
+    base = max_times_base(checkpoint, epoch, n_inputs)
+    return tuple(_max(a, b) for a, b in zip(base, checkpoint.watermark_inputs(version, n_inputs)))
 
 
 def run_partition(
@@ -120,9 +125,12 @@ def run_partition(
     """Run ``operator`` on one partition's rows of one version; return its output and metrics."""
     checkpoint.check_query(task.query_id)
     n_inputs = len(operator.inputs)
-    known = global_max_times(checkpoint, task.partitions, task.version, n_inputs)
+    epoch = prepare_partition(operator, checkpoint, config.store, dict(config.store_options),
+                              config.local_dir or default_local_dir(), task.version, task.partition,
+                              task.partitions, config.retain_versions)   # rebuilt after a rescale
+    known = global_max_times(checkpoint, task.partitions, task.version, n_inputs, epoch)
     max_times = (None,) * n_inputs if task.final else known
-    log = Changelog(checkpoint.changelog_uri(task.partition), retain_versions=config.retain_versions,
+    log = Changelog(changelog_uri(checkpoint, epoch, task.partition), retain_versions=config.retain_versions,
                     cache_listing=True)
     target = _target(checkpoint, log, task)
     initial = (0,) * n_inputs
@@ -130,7 +138,7 @@ def run_partition(
         rows, initial = _with_initial(rows, _initial_rows(operator, checkpoint, task, first=target is None))
     started = time.perf_counter()
     store, opened = open_logged_store(
-        config.store, local_store_path(config, checkpoint, task.partition), log, target,
+        config.store, local_store_path(config, checkpoint, task.partition, epoch_dir(epoch)), log, target,
         warm=_keep_warm(config, task), **dict(config.store_options),
     )
     open_seconds = time.perf_counter() - started

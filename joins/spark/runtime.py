@@ -2,7 +2,7 @@
 
 The inputs are unioned into one DataFrame whose rows carry an input tag, the join key (cast to one
 type per key column, so equal keys hash equally whichever input they come from) and the input's
-columns as one struct. ``repartition(partitions, key...)`` sends equal keys to one partition;
+columns as one struct. A repartition by key group (:func:`_shuffle`) sends equal keys to one partition;
 ``mapInArrow`` then runs :func:`streamjoin.runtime.partition.run_partition` on each partition's rows. The task
 reads the micro-batch id from the task's local property ``streaming.sql.batchId`` (the version),
 its partition id, its attempt number and the streaming query's id. A batch (non-streaming) input
@@ -32,8 +32,10 @@ from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type, to_arro
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.kit.keys import routing_key_type
 from streamjoin.runtime.checkpoint import Checkpoint, RunMode, resolve_location
+from streamjoin.runtime.keygroups import slot_values
 from streamjoin.runtime.operator import InputSpec, Operator, set_aside_schema
 from streamjoin.runtime.partition import StateConfig, TaskInfo, run_partition
+from streamjoin.runtime.rescale import bind_partitions
 from streamjoin.spark.checks import column
 from streamjoin.spark.flush import flush_stream
 from streamjoin.spark.progress import metrics_batch, progress_schema, report_progress
@@ -55,6 +57,7 @@ INPUT_TAG = "_sj_input"
 #: Set on the DataFrames run_operator returns (their partitions are a join's partitions).
 _STAGE_MARK = "_streamjoin_stage"
 _KEY = "_sj_k{}"
+_SLOT = "_sj_slot"
 _ROW = "_sj_row{}"
 
 
@@ -71,6 +74,7 @@ def run_operator(
     partitions: int | None = None,
     state: StateConfig | None = None,
     initial: Sequence[DataFrame | None] | None = None,
+    key_groups: int | None = None,
 ) -> DataFrame:
     """A DataFrame of ``operator``'s output over ``inputs`` (streaming or batch DataFrames).
 
@@ -81,7 +85,9 @@ def run_operator(
     session's ``spark.sql.shuffle.partitions``. ``initial[i]``, a batch DataFrame of input ``i``'s
     schema, is added to input ``i``'s rows of the join's first version: a Spark job run here
     routes it by key into the checkpoint, once (a checkpoint whose first version has run, or
-    whose initial rows are complete, keeps them).
+    whose initial rows are complete, keeps them). ``key_groups`` (``max_partitions``; None: the
+    default) is recorded by a new checkpoint: rows are routed by key group (:func:`_shuffle`), and
+    the checkpoint can be restarted with any ``partitions`` up to it (:mod:`streamjoin.runtime.rescale`).
     """
     if len(inputs) != len(operator.inputs):
         raise JoinDefinitionError(f"{operator.kind} takes {len(operator.inputs)} inputs, got {len(inputs)}")
@@ -93,15 +99,21 @@ def run_operator(
         raise JoinDefinitionError(f"partitions must be at least 1, got {partitions}")
     checkpoint = resolve_checkpoint(checkpoint, streaming, operator.kind)
     mode = RunMode.STREAMING if streaming else RunMode.BATCH
-    Checkpoint(checkpoint).bind(operator.definition(), partitions, mode=mode)
-    for old, new in Checkpoint(checkpoint).renumber_shifted_partitions(partitions):
-        log.warning("streamjoin: %s: partition %d's state renumbered to %d", checkpoint, old, new)
+    Checkpoint(checkpoint).bind(operator.definition(), partitions, mode=mode, key_groups=key_groups)
+    groups = Checkpoint(checkpoint).key_groups()
+    if groups is None:   # written before key groups (and before 0.2's partition numbering, maybe)
+        for old, new in Checkpoint(checkpoint).renumber_shifted_partitions(partitions):
+            log.warning("streamjoin: %s: partition %d's state renumbered to %d", checkpoint, old, new)
+    else:
+        epoch = bind_partitions(Checkpoint(checkpoint), partitions, operator)
+        if epoch.number:
+            log.info("streamjoin: %s runs in %d partitions (partitioning epoch %d)", checkpoint, partitions, epoch.number)
     for spec in operator.inputs:
         Checkpoint(checkpoint).write_set_aside_schema(spec.name, set_aside_schema(spec.schema))
     state = state or StateConfig()
     key_types = _common_key_types(inputs, operator)
     if initial is not None and any(df is not None for df in initial):
-        _write_initial(initial, operator, key_types, Checkpoint(checkpoint), partitions)
+        _write_initial(initial, operator, key_types, Checkpoint(checkpoint), partitions, groups)
     if Checkpoint(checkpoint).initial_done() is not None:
         state = replace(state, initial=True)
     combined = _union_inputs(inputs, operator, key_types)
@@ -113,8 +125,7 @@ def run_operator(
         flush = flush_stream(spark, checkpoint, partitions, len(operator.inputs))
         combined = combined.unionByName(flush.select(F.lit(-1).cast("byte").alias(INPUT_TAG)),
                                         allowMissingColumns=True)
-    keys = [c for c in combined.columns if c.startswith("_sj_k")]
-    shuffled = combined.repartition(partitions, *keys)
+    shuffled = _shuffle(combined, partitions, groups)
     task = _PartitionTask(operator, checkpoint, partitions, state, final=not streaming)
     out = shuffled.mapInArrow(task, from_arrow_schema(progress_schema(operator), prefer_timestamp_ntz=True))
     result = report_progress(out, operator, checkpoint)
@@ -140,6 +151,20 @@ def _routing_key(key: Column, data_type: str) -> Column:
     return (F.when(key == 0, F.lit(0.0).cast(data_type))
             .when(F.isnan(key), F.lit(float("nan")).cast(data_type))
             .otherwise(key))
+
+
+def _shuffle(df: DataFrame, partitions: int, groups: int | None) -> DataFrame:
+    """``df`` repartitioned so that task ``p`` gets the rows of the key groups partition ``p`` owns
+    (:mod:`streamjoin.runtime.keygroups`): the key group ``pmod(hash(keys), groups)`` and its owner
+    are computed in the JVM, and each row carries its owner's *slot*, an int Spark's own hash
+    partitioning sends to task ``p``. With ``groups`` None (a checkpoint written before key groups),
+    Spark's hash partitioning of the keys, as such checkpoints were written."""
+    keys = [c for c in df.columns if c.startswith("_sj_k")]
+    if groups is None:
+        return df.repartition(partitions, *keys)
+    slots = ", ".join(str(x) for x in slot_values(partitions))
+    owner = f"cast((cast(pmod(hash({', '.join(keys)}), {groups}) as bigint) * {partitions}) div {groups} as int)"
+    return df.withColumn(_SLOT, F.expr(f"element_at(array({slots}), {owner} + 1)")).repartition(partitions, _SLOT)
 
 
 def resolve_checkpoint(checkpoint: str | None, streaming: bool, what: str) -> str:
@@ -191,10 +216,11 @@ def _common_key_types(inputs: Sequence[DataFrame], operator: Operator) -> list[s
 
 def _write_initial(
     initial: Sequence[DataFrame | None], operator: Operator, key_types: Sequence[str], checkpoint: Checkpoint,
-    partitions: int,
+    partitions: int, groups: int | None,
 ) -> None:
-    """Route each initial DataFrame by key as the query will (same key columns, types and hash
-    partitioning) and write each partition's rows to the checkpoint; then mark them complete."""
+    """Route each initial DataFrame by key as the query will (same key columns, types and
+    partitioning, :func:`_shuffle`) and write each partition's rows to the checkpoint; then mark
+    them complete."""
     if checkpoint.initial_done() is not None or checkpoint.has_state():
         log.info("streamjoin: %s already has its initial rows (or has run); not writing them again", checkpoint.uri)
         return
@@ -205,8 +231,7 @@ def _write_initial(
         spec = operator.inputs[i]
         if df.isStreaming:
             raise JoinDefinitionError(f"initial rows of input {spec.name!r} must be a batch DataFrame, not a stream")
-        keys = [_KEY.format(j) for j in range(len(spec.key))]
-        routed = _tagged(df, i, operator, key_types).repartition(partitions, *keys)
+        routed = _shuffle(_tagged(df, i, operator, key_types), partitions, groups)
         writer = _InitialWriter(operator, i, checkpoint.uri)
         written = routed.mapInArrow(writer, "rows long").agg(F.sum("rows")).collect()[0][0]
         counts[spec.name] = int(written or 0)

@@ -45,6 +45,7 @@ from streamjoin.interval.state import read_watermark, scan_groups
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.inspect import stage_checkpoints
 from streamjoin.runtime.operator import NEG_INF, POS_INF
+from streamjoin.runtime.rescale import changelog_uri, current_epoch
 from streamjoin.statestore import destroy_store
 from streamjoin.statestore.base import Store, prefix_end
 from streamjoin.statestore.codecs import unpack
@@ -79,7 +80,7 @@ def read_state(spark: SparkSession, checkpoint: str, version: int | None = None,
                                   f"its stages, {stages}")
     cp = Checkpoint(stages[0])
     binding = _binding(cp)
-    definition, partitions = binding.get("definition", {}), int(binding.get("partitions", 0))
+    definition, partitions = binding.get("definition", {}), current_epoch(cp).partitions   # the newest partitioning
     kind = definition.get("kind")
     sides = SIDES.get(kind, ())
     if side is None and len(sides) == 1:
@@ -129,7 +130,8 @@ class _StateReader:
                 yield from self._partition(int(partition))
 
     def _partition(self, partition: int) -> Iterator[pa.RecordBatch]:
-        log = Changelog(Checkpoint(self.uri).changelog_uri(partition))
+        checkpoint = Checkpoint(self.uri)
+        log = Changelog(changelog_uri(checkpoint, current_epoch(checkpoint), partition))
         if log.listing().empty:
             return
         with _LOCK:

@@ -32,7 +32,7 @@ State, declared as :data:`LAYOUT` (:mod:`streamjoin.runtime.areas`)::
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -50,6 +50,9 @@ from streamjoin.statestore.codecs import unpack, unpack_head
 from streamjoin.table.retention import LATE_REASON, due, index_key, parse_retention, time_scale
 from streamjoin.table.rows import RowCodec, pack_columns
 from streamjoin.table.spec import TableSide, build_side
+
+if TYPE_CHECKING:
+    from streamjoin.runtime.regroup import Ownership
 
 __all__ = ["TableRekey", "LAYOUT"]
 
@@ -102,6 +105,12 @@ class TableRekey(Operator):
         kept = "" if self.retention is None else (
             f", retention='{self.retention.retention_us} us', expire_rows={self.retention.expire_rows!r}")
         return f"TableRekey(on={list(s.on)!r}, side={s.name!r}, changes={s.changes!r}{kept})"
+
+    def regroup(self, sources: Sequence[Store], owned: Ownership) -> list[KeyValue]:
+        """Split state by key group after a change of partition count (:mod:`streamjoin.table.regroup`)."""
+        from streamjoin.table.regroup import regroup_keys
+
+        return regroup_keys(LAYOUT, len(self._inputs[0].key), sources, owned)
 
     def step(self, state: Store, batch: StepInput) -> StepResult:
         """Collapse each key's changes of this version into routed changes (see module)."""

@@ -39,12 +39,17 @@ of rows read and view rows made (and, for a full join, scans a group only the pa
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Sequence
+
 from streamjoin.runtime.operator import InputSpec, SpecOperator, StepInput, StepResult
-from streamjoin.statestore.base import Store
+from streamjoin.statestore.base import KeyValue, Store
 from streamjoin.table.rows import RowCodec
 from streamjoin.table.spec import How, TableJoinSpec, TableSide, build_join
 from streamjoin.table.state import LAYOUT
 from streamjoin.table.step import JoinStep
+
+if TYPE_CHECKING:
+    from streamjoin.runtime.regroup import Ownership
 
 __all__ = ["TableJoinStage", "LAYOUT"]
 
@@ -66,6 +71,12 @@ class TableJoinStage(SpecOperator):
 
     def __repr__(self) -> str:
         return f"TableJoinStage(left={self.spec.left!r}, right={self.spec.right!r}, how={self.spec.how.value!r})"
+
+    def regroup(self, sources: Sequence[Store], owned: Ownership) -> list[KeyValue]:
+        """Split state by key group after a change of partition count (:mod:`streamjoin.table.regroup`)."""
+        from streamjoin.table.regroup import regroup_stage
+
+        return regroup_stage(LAYOUT, len(self._inputs[0].key), sources, owned)
 
     def step(self, state: Store, batch: StepInput) -> StepResult:
         """Apply one version's routed changes and output the view changes they cause."""

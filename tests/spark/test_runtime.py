@@ -22,6 +22,7 @@ from streamjoin.changelog import Changelog
 from streamjoin.errors import CheckpointMismatchError, JoinDefinitionError
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.partition import StateConfig
+from streamjoin.runtime.rescale import epochs
 from streamjoin.spark import arrow_schema, run_operator
 from streamjoin.spark.runtime import resolve_checkpoint
 from tests.operators import RunningCount
@@ -135,8 +136,9 @@ def test_runtime_checkpoint_of_another_definition_is_refused(spark, tmp_path):
     _write_inputs(tmp_path / "in", range(1))
     src = spark.readStream.schema("k bigint, v string").parquet(str(tmp_path / "in"))
     run_operator([src], RunningCount(arrow_schema(src), ["k"]), checkpoint=str(tmp_path / "join"), partitions=3)
-    with pytest.raises(CheckpointMismatchError, match="partitions=3"):
-        run_operator([src], RunningCount(arrow_schema(src), ["k"]), checkpoint=str(tmp_path / "join"), partitions=4)
+    # another partition count is a new partitioning (docs/runtime.md "Partitions and rescaling")
+    run_operator([src], RunningCount(arrow_schema(src), ["k"]), checkpoint=str(tmp_path / "join"), partitions=4)
+    assert [e.partitions for e in epochs(Checkpoint(str(tmp_path / "join")))] == [3, 4]
     with pytest.raises(CheckpointMismatchError, match="another join definition"):
         run_operator([src], RunningCount(arrow_schema(src), ["v"]), checkpoint=str(tmp_path / "join"), partitions=3)
     with pytest.raises(JoinDefinitionError, match="needs checkpoint"):

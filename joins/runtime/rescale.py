@@ -1,0 +1,299 @@
+"""Restarting a checkpoint with another partition count: partitioning epochs and their rebuild.
+
+A checkpoint with key groups (:mod:`streamjoin.runtime.keygroups`) records each partition count
+it is run with as a **partitioning epoch**: epoch 0 is the one ``streamjoin.json`` was created
+with (changelogs ``state/p=<p>``); a run binding it with another count adds epoch ``n``
+(``partitioning/e=<n>.json``, changelogs ``state/e=<n>/p=<p>``). Tasks always run in the newest
+epoch, and refuse to run with another partition count (a query still running with the old one).
+
+**Rebuild.** The first version ``v`` a partition ``p`` runs in epoch ``n`` finds its changelog
+empty: it restores each old partition (epoch ``n-1``) whose key groups overlap its own, as of
+``v-1``, keeps the entries of its own key groups (the operator's ``regroup`` hook,
+:mod:`streamjoin.runtime.regroup`) and writes them as the snapshot of ``v-1`` in its new changelog.
+The old changelogs are only read, so executing ``v`` again, or a crash anywhere in the rebuild,
+starts over from the same inputs and writes the same snapshot (a snapshot file is written whole
+or not at all).
+
+**Watermark.** The global event-time progress before ``v`` is the maximum of the old epoch's
+(its partitions' progress records before ``v``, and its own base): it is recorded once, before any
+new partition commits, as the new epoch's base (``partitioning/e=<n>.base.json``), and every
+global maximum in epoch ``n`` starts from it (:func:`max_times_base`), so a count going down loses
+no partition's progress. Set-aside rows and metrics are per version and stay where they are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from streamjoin.changelog import Changelog, restore
+from streamjoin.changelog.log import iter_chunks
+from streamjoin.errors import CheckpointMismatchError
+from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.runtime.keygroups import check_key_groups, group_range, owners, routing_types
+from streamjoin.runtime.operator import Operator
+from streamjoin.runtime.regroup import Ownership
+from streamjoin.statestore import destroy_store, open_store
+from streamjoin.statestore.base import Store
+
+__all__ = ["Epoch", "epochs", "current_epoch", "bind_partitions", "changelog_uri", "epoch_dir",
+           "max_times_base", "prepare_partition", "old_partitions", "can_rescale", "Plan", "plan_repartition",
+           "RESCALABLE_KINDS"]
+
+_DIR = "partitioning"
+
+
+@dataclass(frozen=True)
+class Epoch:
+    """Partitioning epoch ``number``: the checkpoint run with ``partitions`` partitions."""
+
+    number: int
+    partitions: int
+
+
+def epochs(checkpoint: Checkpoint) -> list[Epoch]:
+    """Every epoch of the checkpoint, oldest first (empty for a checkpoint never bound)."""
+    root = checkpoint.read_record("streamjoin.json")
+    if root is None:
+        return []
+    out = [Epoch(0, int(root["partitions"]))]
+    numbers = sorted(int(name[2:-5]) for name in checkpoint.record_names(_DIR)
+                     if name.startswith("e=") and name.endswith(".json") and name[2:-5].isdigit())
+    for number in numbers:
+        record = checkpoint.read_record(f"{_DIR}/e={number}.json")
+        if record is not None:
+            out.append(Epoch(number, int(record["partitions"])))
+    return out
+
+
+def current_epoch(checkpoint: Checkpoint) -> Epoch:
+    """The newest epoch (epoch 0 with no partitions for a checkpoint never bound)."""
+    found = epochs(checkpoint)
+    return found[-1] if found else Epoch(0, 0)
+
+
+def can_rescale(operator: Operator) -> bool:
+    """Whether ``operator`` splits its state by key group (overrides ``Operator.regroup``)."""
+    return type(operator).regroup is not Operator.regroup
+
+
+def bind_partitions(checkpoint: Checkpoint, partitions: int, operator: Operator | None = None) -> Epoch:
+    """Make ``partitions`` the checkpoint's partition count (after :meth:`Checkpoint.bind`):
+    the current epoch if it has that count, else a new epoch. Raises
+    :class:`CheckpointMismatchError` for a change of an ``operator`` that cannot split its state,
+    and for a change while
+    initial rows routed for the old count wait for the first version; raises
+    :class:`JoinDefinitionError` for more partitions than key groups."""
+    groups = checkpoint.key_groups()
+    current = current_epoch(checkpoint)
+    if groups is None or current.partitions == partitions:
+        return current
+    check_key_groups(groups, partitions)
+    if operator is not None and not can_rescale(operator) and checkpoint.has_state():
+        operator.regroup((), Ownership(groups, 0, partitions, ()))   # raises, saying why
+    if checkpoint.initial_done() is not None and not checkpoint.has_state():
+        raise CheckpointMismatchError(
+            f"checkpoint {checkpoint.uri} holds initial rows routed to {current.partitions} partitions that "
+            f"its first version has not taken yet; run that version with partitions={current.partitions} "
+            "before changing the partition count")
+    wanted = Epoch(current.number + 1, partitions)
+    if not checkpoint.create_record(f"{_DIR}/e={wanted.number}.json", {"partitions": partitions}):
+        winner = current_epoch(checkpoint)
+        if winner.partitions != partitions:
+            raise CheckpointMismatchError(
+                f"checkpoint {checkpoint.uri} was just rescaled to {winner.partitions} partitions by another "
+                f"run; this one asks for {partitions}: run one query on a checkpoint at a time")
+        return winner
+    return wanted
+
+
+def epoch_dir(epoch: Epoch) -> str:
+    """The epoch's folder under ``state/`` (and under a local store root): '' for epoch 0."""
+    return "" if epoch.number == 0 else f"e={epoch.number}/"
+
+
+def changelog_uri(checkpoint: Checkpoint, epoch: Epoch, partition: int) -> str:
+    """The URI of ``partition``'s changelog in ``epoch``."""
+    if epoch.number == 0:
+        return checkpoint.changelog_uri(partition)
+    return checkpoint.location(f"state/{epoch_dir(epoch)}p={partition}")
+
+
+def max_times_base(checkpoint: Checkpoint, epoch: Epoch, n_inputs: int) -> tuple[int | None, ...]:
+    """The global event-time progress ``epoch`` starts from (all None for epoch 0 or a base not
+    recorded yet)."""
+    if epoch.number == 0:
+        return (None,) * n_inputs
+    record = checkpoint.read_record(f"{_DIR}/e={epoch.number}.base.json")
+    return (None,) * n_inputs if record is None else tuple(record["max_times"])
+
+
+def old_partitions(partition: int, new: int, old: int, groups: int) -> list[int]:
+    """The partitions of the ``old`` count that own key groups ``partition`` of ``new`` owns."""
+    start, end = group_range(partition, new, groups)
+    if end <= start:
+        return []
+    return sorted(set(owners(np.arange(start, end), old, groups).tolist()))
+
+
+@dataclass(frozen=True)
+class _Stores:
+    """Where a rebuild restores the old partitions: backend, its options, the local root."""
+
+    kind: str
+    options: dict
+    root: str
+    retain_versions: int
+
+
+def prepare_partition(
+    operator: Operator, checkpoint: Checkpoint, store: str, store_options: dict, local_root: str,
+    version: int, partition: int, partitions: int, retain_versions: int,
+) -> Epoch:
+    """The epoch a task of ``partitions`` partitions runs in; before its partition's first version
+    in a new epoch, its changelog is rebuilt from the old epoch (see module). Raises
+    :class:`CheckpointMismatchError` when the checkpoint's partition count is not ``partitions``."""
+    found = epochs(checkpoint)
+    epoch = found[-1] if found else Epoch(0, partitions)
+    if epoch.partitions != partitions:
+        raise CheckpointMismatchError(
+            f"checkpoint {checkpoint.uri} is partitioned in {epoch.partitions} partitions now (partitioning "
+            f"epoch {epoch.number}); this task runs one of {partitions}: another run rescaled it, so stop "
+            "this query (one query runs on a checkpoint at a time)")
+    if epoch.number > 0:
+        _rebuild(operator, checkpoint, found, epoch.number, partition, version,
+                 _Stores(store, store_options, local_root, retain_versions))
+    return epoch
+
+
+def _rebuild(operator: Operator, checkpoint: Checkpoint, found: Sequence[Epoch], number: int, partition: int,
+             version: int, stores: _Stores) -> None:
+    """Give ``partition`` of epoch ``number`` its state as of ``version - 1`` from epoch
+    ``number - 1``, unless its changelog has any (first the old partitions it reads, the same
+    way: a rescale that was cut short before they ran has left them empty)."""
+    epoch = found[number]
+    log = Changelog(changelog_uri(checkpoint, epoch, partition), retain_versions=stores.retain_versions)
+    if number == 0 or not log.listing().empty:
+        return
+    previous = found[number - 1]
+    _record_base(checkpoint, epoch, previous, version, len(operator.inputs))
+    groups = checkpoint.key_groups()
+    olds = old_partitions(partition, epoch.partitions, previous.partitions, groups)
+    for q in olds:
+        _rebuild(operator, checkpoint, found, number - 1, q, version, stores)
+    sources = [Changelog(changelog_uri(checkpoint, previous, q), retain_versions=stores.retain_versions)
+               for q in olds]
+    base = version - 1
+    if base < 0 or all(s.listing().empty for s in sources):
+        return   # the old epoch committed nothing: the partition starts empty
+    owned = Ownership(groups, partition, epoch.partitions, tuple(routing_types(operator.inputs)))
+    digest = hashlib.sha256(checkpoint.uri.encode()).hexdigest()[:16]
+    paths = [os.path.join(stores.root, digest, "rescale", f"e={number}", f"p={partition}", f"q={q}") for q in olds]
+    opened: list[Store] = []
+    try:
+        for source, path in zip(sources, paths):
+            destroy_store(stores.kind, path)
+            opened.append(open_store(stores.kind, path, **stores.options))
+            if not source.listing().empty:
+                restore(source, opened[-1], base)
+        entries = operator.regroup(opened, owned)
+        log.write_snapshot(base, iter_chunks(iter(entries)))
+    finally:
+        for store, path in zip(opened, paths):
+            store.close()
+            destroy_store(stores.kind, path)
+
+
+def _record_base(checkpoint: Checkpoint, epoch: Epoch, previous: Epoch, version: int, n_inputs: int) -> None:
+    """Record the global progress before ``version`` over ``previous`` as ``epoch``'s base (once)."""
+    rel = f"{_DIR}/e={epoch.number}.base.json"
+    if checkpoint.read_record(rel) is not None:
+        return
+    base = max_times_base(checkpoint, previous, n_inputs)
+    known = checkpoint.watermark_inputs(version, n_inputs)   # one listing: the records carry the global maxima
+    result = [_max(a, b) for a, b in zip(base, known)]
+    checkpoint.create_record(rel, {"version": version, "max_times": result})
+
+
+def _max(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return max(a, b)
+
+
+
+# -- the offline command (streamjoin checkpoint repartition) ---------------------------------------
+
+#: Operator kinds whose state splits by key group (their ``regroup``); a test keeps it in step.
+RESCALABLE_KINDS = frozenset({"interval_join", "table_join_keys", "table_join"})
+#: A checkpoint whose newest records are younger than this looks written by a running query.
+RUNNING_SECONDS = 120.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A change of partition count: for each new partition, the old partitions it is built from."""
+
+    uri: str
+    old: Epoch
+    new: Epoch
+    version: int | None
+    sources: tuple[tuple[int, ...], ...]
+
+
+def plan_repartition(
+    checkpoint: Checkpoint, partitions: int, *, now: float | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Plan:
+    """Check that ``checkpoint`` (one join or stage) can change to ``partitions`` partitions and
+    record the new partitioning epoch; each new partition's state is rebuilt from the old ones by
+    the next run's first version (on the executors, in parallel). Every old changelog is checked
+    to restore the newest committed version (``progress(done, total)`` follows them).
+
+    Raises :class:`CheckpointMismatchError` for a checkpoint written before key groups, of a join
+    that cannot split its state, with a version partly committed (a query running, or one that
+    failed mid-version: let it finish or run it again first), or, with ``now`` (seconds since
+    the epoch) given, whose newest metrics are under :data:`RUNNING_SECONDS` old (a running query)."""
+    root = checkpoint.read_record("streamjoin.json")
+    if root is None:
+        raise CheckpointMismatchError(f"{checkpoint.uri} is not a join checkpoint (it has no streamjoin.json)")
+    kind = root.get("definition", {}).get("kind")
+    if root.get("key_groups") is None:
+        raise CheckpointMismatchError(
+            f"checkpoint {checkpoint.uri} was written by a streamjoin before key groups, and cannot be "
+            f"rescaled: run it with partitions={root.get('partitions')}, or start from a new checkpoint location")
+    if kind not in RESCALABLE_KINDS and checkpoint.has_state():
+        raise CheckpointMismatchError(
+            f"{kind} cannot split its state by key group, so checkpoint {checkpoint.uri} keeps its partition count")
+    old = current_epoch(checkpoint)
+    version = checkpoint.newest_metrics_version()
+    if version is not None:
+        done = {r.partition for r in checkpoint.commit_records(version)
+                if r.partition >= 0 and r.partitions == old.partitions}
+        if len(done) < old.partitions:
+            raise CheckpointMismatchError(
+                f"checkpoint {checkpoint.uri}: version {version} is committed by {len(done)} of {old.partitions} "
+                "partitions, so a query is running on it or failed in that version: stop the query, or run it "
+                "again until the version completes, before changing the partition count")
+        if now is not None:
+            age = now - checkpoint.modified(f"commits/v={version}")
+            if age < RUNNING_SECONDS:
+                raise CheckpointMismatchError(
+                    f"checkpoint {checkpoint.uri} committed version {version} {age:.0f} s ago: a query looks to "
+                    "be running on it; stop it first (or pass --force if none is)")
+    for q in range(old.partitions):
+        log = Changelog(changelog_uri(checkpoint, old, q))
+        if version is not None and not log.listing().empty and version not in log.listing().restorable():
+            raise log.listing().unreachable(version)
+        if progress is not None:
+            progress(q + 1, old.partitions)
+    new = bind_partitions(checkpoint, partitions)
+    groups = int(root["key_groups"])
+    sources = tuple(tuple(old_partitions(p, partitions, old.partitions, groups)) for p in range(partitions))
+    return Plan(checkpoint.uri, old, new, version, sources)

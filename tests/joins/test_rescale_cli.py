@@ -1,0 +1,115 @@
+"""``streamjoin checkpoint repartition --partitions N``: a stopped query's checkpoint changed
+offline, then continued with the new count, gives the output of an uninterrupted run; a
+checkpoint that cannot change (written before key groups, a version partly committed, a query
+that looks to be running, a join that cannot split its state) is refused, saying why."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+
+from streamjoin.changes import ChangeFormat
+from streamjoin.enrichment.operator import EnrichmentJoin
+from streamjoin.interval.operator import IntervalJoin
+from streamjoin.jobs.cli import main
+from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.runtime.local import LocalRunner
+from streamjoin.runtime.partition import StateConfig
+from streamjoin.runtime.rescale import RESCALABLE_KINDS, can_rescale, epochs
+from streamjoin.table.operator import TableTableJoin
+from tests.joins.strategies import rows_of
+
+SCHEMA = pa.schema([("k", pa.int64()), ("ts", pa.timestamp("us")), ("v", pa.string())])
+OLD = 1_600_000_000
+
+
+def _op() -> IntervalJoin:
+    return IntervalJoin(SCHEMA, SCHEMA, "k", left_time="ts", right_time="ts", lower=dt.timedelta(seconds=-3),
+                        upper=dt.timedelta(seconds=8), delay=dt.timedelta(seconds=2), how="full")
+
+
+def _batch(i: int, side: str) -> pa.Table:
+    return pa.Table.from_pylist([{"k": (i * 7 + j) % 9, "ts": dt.datetime(2024, 1, 1) + dt.timedelta(seconds=6 * i + j),
+                                  "v": f"{side}{i}.{j}"} for j in range(7)], schema=SCHEMA)
+
+
+def _run(root, plan, offline=None):
+    """Run versions with the partition counts of ``plan``; before version ``offline[0]``, run the
+    command with ``--partitions offline[1]`` (commit records aged, as a query stopped a while ago)."""
+    config = StateConfig(store="memory", local_dir=str(root / "local"))
+    found: Counter = Counter()
+    for version, partitions in enumerate(plan):
+        if offline is not None and version == offline[0]:
+            _age(root / "ck")
+            assert main(["checkpoint", "repartition", str(root / "ck"), "--partitions", str(offline[1])]) == 0
+        runner = LocalRunner(_op(), str(root / "ck"), partitions=partitions, config=config)
+        runner.version = version
+        found += rows_of(runner.run(_batch(version, "L"), _batch(version, "R"), final=version == len(plan) - 1))
+    return found
+
+
+def _age(checkpoint) -> None:
+    for directory, _, files in os.walk(checkpoint / "commits"):
+        for name in files + ["."]:
+            os.utime(os.path.join(directory, name), (OLD, OLD))
+
+
+def test_checkpoint_repartition_then_run_equals_uninterrupted_run(tmp_path, capsys):
+    expected = _run(tmp_path / "plain", [3] * 6)
+    got = _run(tmp_path / "offline", [3, 3, 3, 5, 5, 5], offline=(3, 5))
+    assert got == expected
+    out = capsys.readouterr().out
+    assert "3 -> 5 partitions (partitioning epoch 1), from state as of version 2" in out
+    assert "new p=4 <- old p=2" in out
+    assert [e.partitions for e in epochs(Checkpoint(str(tmp_path / "offline" / "ck")))] == [3, 5]
+
+
+def test_checkpoint_repartition_help_and_json(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["checkpoint", "repartition", "--help"])
+    assert exit_.value.code == 0
+    assert "--partitions N" in capsys.readouterr().out
+    _run(tmp_path, [2, 2])
+    _age(tmp_path / "ck")
+    assert main(["checkpoint", "repartition", str(tmp_path / "ck"), "--partitions", "1", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report == [{"checkpoint": Checkpoint(str(tmp_path / "ck")).uri, "from": 2, "to": 1, "epoch": 1,
+                       "version": 1, "sources": [[0, 1]]}]
+
+
+def test_checkpoint_repartition_refuses_a_running_or_half_committed_query(tmp_path, capsys):
+    _run(tmp_path, [2, 2])
+    assert main(["checkpoint", "repartition", str(tmp_path / "ck"), "--partitions", "3"]) == 1
+    assert "looks to be running on it" in capsys.readouterr().err
+    (record,) = (tmp_path / "ck" / "commits" / "v=1").glob("p=1.*.json")
+    os.remove(record)
+    assert main(["checkpoint", "repartition", str(tmp_path / "ck"), "--partitions", "3", "--force"]) == 1
+    assert "version 1 is committed by 1 of 2 partitions" in capsys.readouterr().err
+    assert [e.partitions for e in epochs(Checkpoint(str(tmp_path / "ck")))] == [2]
+
+
+def test_checkpoint_repartition_refuses_checkpoint_written_before_key_groups(tmp_path, capsys):
+    _run(tmp_path, [2])
+    binding = tmp_path / "ck" / "streamjoin.json"
+    record = json.loads(binding.read_text())
+    del record["key_groups"]
+    binding.write_text(json.dumps(record))
+    assert main(["checkpoint", "repartition", str(tmp_path / "ck"), "--partitions", "3", "--force"]) == 1
+    assert "before key groups, and cannot be rescaled" in capsys.readouterr().err
+    shutil.rmtree(tmp_path / "ck")
+
+
+def test_rescalable_kinds_are_the_operators_with_a_regroup_hook():
+    events = pa.schema([("k", pa.int64()), ("ts", pa.timestamp("us"))])
+    table = pa.schema([("k", pa.int64()), ("v", pa.string()), ("op", pa.string()), ("at", pa.timestamp("us"))])
+    posts = pa.schema([("id", pa.int64()), ("k", pa.int64()), ("op", pa.string()), ("at", pa.timestamp("us"))])
+    join = TableTableJoin(posts, table, "k", left_key="id", right_key="k", left_time="at", right_time="at")
+    operators = [_op(), join.left_stage, join.join_stage,
+                 EnrichmentJoin(events, table, "k", stream_time="ts", changes=ChangeFormat.plain("k", time="at"))]
+    assert {op.kind for op in operators if can_rescale(op)} == RESCALABLE_KINDS
