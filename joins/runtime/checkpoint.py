@@ -107,10 +107,9 @@ class Checkpoint:
         A new checkpoint records ``key_groups`` (None: ``DEFAULT_KEY_GROUPS``), the fixed number of
         key groups its state is kept by; another partition count is then accepted (the caller
         starts a new partitioning, :func:`streamjoin.runtime.rescale.bind_partitions`). A checkpoint
-        written before key groups keeps its partition count.
+        of an earlier format (streamjoin 0.2's, without key groups) is refused.
 
         Raises :class:`CheckpointMismatchError` for another format, definition or ``key_groups``,
-        for another partition count of a checkpoint without key groups,
         and for another ``mode``: a batch run never writes a streaming query's checkpoint (it would
         replace the query's state by its own version 0) and a streaming query never continues a
         batch run's (whose state has every window closed). Of concurrent first binds one wins.
@@ -129,13 +128,6 @@ class Checkpoint:
             raise CheckpointMismatchError(
                 f"checkpoint {self.uri} has format {found.get('format')}, this streamjoin writes "
                 f"{FORMAT}; use a new checkpoint location"
-            )
-        if found.get("key_groups") is None and found.get("partitions") != partitions:
-            raise CheckpointMismatchError(
-                f"checkpoint {self.uri} was written with partitions={found.get('partitions')} by a streamjoin "
-                f"before key groups, and cannot be rescaled; this join asks for partitions={partitions}: keep "
-                f"partitions={found.get('partitions')} for this checkpoint, or start from a new checkpoint "
-                "location (which can then be rescaled)"
             )
         if key_groups is not None and found.get("key_groups") not in (None, key_groups):
             raise CheckpointMismatchError(
@@ -431,44 +423,17 @@ class Checkpoint:
                 break
         return found
 
-    def renumber_shifted_partitions(self, partitions: int) -> list[tuple[int, int]]:
-        """Move partition folders written under a number ``p >= partitions`` to ``p - partitions``.
-
-        streamjoin before 0.2 numbered a task by Spark's task partition id, which for the right key
-        stage of a ``table_table_join`` is offset by ``partitions`` (its tasks run inside the union
-        that feeds the join stage). The state, progress records and used-initial-rows records of
-        such a checkpoint move to the partition numbers the tasks now use (``state/p=<p>``,
-        ``progress/p=<p>``, ``initial/used/p=<p>.json``); metrics and set-aside files keep their
-        names. Returns the moves made. Raises :class:`CheckpointMismatchError` for any other
-        numbering (a partition at ``2 * partitions`` or above, or both numbers present).
-        """
-        shifted = sorted(
-            p for p in (_partition_of(i.path) for i in self._files("state") if i.type == pafs.FileType.Directory)
-            if p is not None and p >= partitions
-        )
-        if not shifted:
-            return []
-        clash = [p for p in shifted if p >= 2 * partitions
-                 or self.fs.get_file_info(self._path(f"state/p={p - partitions}")).type != pafs.FileType.NotFound]
-        if clash:
-            raise CheckpointMismatchError(
-                f"checkpoint {self.uri} holds state of partitions {clash}, outside the {partitions} partitions it "
-                "is bound to; it was not written by this join: use a new checkpoint location"
-            )
-        for p in shifted:
-            for old, new in ((f"state/p={p}", f"state/p={p - partitions}"),
-                             (f"progress/p={p}", f"progress/p={p - partitions}"),
-                             (f"initial/used/p={p}.json", f"initial/used/p={p - partitions}.json")):
-                if self.fs.get_file_info(self._path(old)).type != pafs.FileType.NotFound:
-                    self.fs.move(self._path(old), self._path(new))
-        return [(p, p - partitions) for p in shifted]
-
     # -- partitioning epochs (streamjoin.runtime.rescale) ---------------------------------------
 
-    def key_groups(self) -> int | None:
-        """The number of key groups state is kept by; None for a checkpoint written before them."""
+    def key_groups(self) -> int:
+        """The number of key groups state is kept by (recorded by :meth:`bind`)."""
         found = self._read_json("streamjoin.json") or {}
-        return found.get("key_groups")
+        if not isinstance(found.get("key_groups"), int):
+            raise CheckpointDamagedError(
+                f"checkpoint {self.uri}: streamjoin.json records no key groups; restore it from a copy of "
+                "the checkpoint, or start the join from a new checkpoint location",
+                path=self._uri("streamjoin.json"))
+        return found["key_groups"]
 
     def read_record(self, rel: str) -> dict[str, Any] | None:
         """The JSON record at ``rel`` (relative to the checkpoint); None if there is none."""

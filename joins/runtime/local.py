@@ -36,8 +36,8 @@ def route(
 ) -> list[pa.Table]:
     """Split ``table`` into ``partitions`` tables by its ``key`` columns' values: by key group
     (:func:`streamjoin.runtime.keygroups.key_groups` of ``groups`` key groups, keys cast to
-    ``types``; each partition takes a contiguous range of key groups), or, with ``groups`` None
-    (a checkpoint written before key groups), by a CRC-32 of the values."""
+    ``types``; each partition takes a contiguous range of key groups), or, with ``groups`` None,
+    by a CRC-32 of the values (the route before key groups, kept for ``streamjoin bench rescale``)."""
     if partitions == 1 or table.num_rows == 0:
         return [table] + [table.slice(0, 0)] * (partitions - 1)
     if groups is not None:

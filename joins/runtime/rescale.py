@@ -90,7 +90,7 @@ def bind_partitions(checkpoint: Checkpoint, partitions: int, operator: Operator 
     :class:`JoinDefinitionError` for more partitions than key groups."""
     groups = checkpoint.key_groups()
     current = current_epoch(checkpoint)
-    if groups is None or current.partitions == partitions:
+    if current.partitions == partitions:
         return current
     check_key_groups(groups, partitions)
     if operator is not None and not can_rescale(operator) and checkpoint.has_state():

@@ -101,13 +101,9 @@ def run_operator(
     mode = RunMode.STREAMING if streaming else RunMode.BATCH
     Checkpoint(checkpoint).bind(operator.definition(), partitions, mode=mode, key_groups=key_groups)
     groups = Checkpoint(checkpoint).key_groups()
-    if groups is None:   # written before key groups (and before 0.2's partition numbering, maybe)
-        for old, new in Checkpoint(checkpoint).renumber_shifted_partitions(partitions):
-            log.warning("streamjoin: %s: partition %d's state renumbered to %d", checkpoint, old, new)
-    else:
-        epoch = bind_partitions(Checkpoint(checkpoint), partitions, operator)
-        if epoch.number:
-            log.info("streamjoin: %s runs in %d partitions (partitioning epoch %d)", checkpoint, partitions, epoch.number)
+    epoch = bind_partitions(Checkpoint(checkpoint), partitions, operator)
+    if epoch.number:
+        log.info("streamjoin: %s runs in %d partitions (partitioning epoch %d)", checkpoint, partitions, epoch.number)
     for spec in operator.inputs:
         Checkpoint(checkpoint).write_set_aside_schema(spec.name, set_aside_schema(spec.schema))
     state = state or StateConfig()
@@ -153,15 +149,12 @@ def _routing_key(key: Column, data_type: str) -> Column:
             .otherwise(key))
 
 
-def _shuffle(df: DataFrame, partitions: int, groups: int | None) -> DataFrame:
+def _shuffle(df: DataFrame, partitions: int, groups: int) -> DataFrame:
     """``df`` repartitioned so that task ``p`` gets the rows of the key groups partition ``p`` owns
     (:mod:`streamjoin.runtime.keygroups`): the key group ``pmod(hash(keys), groups)`` and its owner
     are computed in the JVM, and each row carries its owner's *slot*, an int Spark's own hash
-    partitioning sends to task ``p``. With ``groups`` None (a checkpoint written before key groups),
-    Spark's hash partitioning of the keys, as such checkpoints were written."""
+    partitioning sends to task ``p``."""
     keys = [c for c in df.columns if c.startswith("_sj_k")]
-    if groups is None:
-        return df.repartition(partitions, *keys)
     slots = ", ".join(str(x) for x in slot_values(partitions))
     owner = f"cast((cast(pmod(hash({', '.join(keys)}), {groups}) as bigint) * {partitions}) div {groups} as int)"
     return df.withColumn(_SLOT, F.expr(f"element_at(array({slots}), {owner} + 1)")).repartition(partitions, _SLOT)
@@ -216,7 +209,7 @@ def _common_key_types(inputs: Sequence[DataFrame], operator: Operator) -> list[s
 
 def _write_initial(
     initial: Sequence[DataFrame | None], operator: Operator, key_types: Sequence[str], checkpoint: Checkpoint,
-    partitions: int, groups: int | None,
+    partitions: int, groups: int,
 ) -> None:
     """Route each initial DataFrame by key as the query will (same key columns, types and
     partitioning, :func:`_shuffle`) and write each partition's rows to the checkpoint; then mark

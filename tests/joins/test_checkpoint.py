@@ -210,34 +210,6 @@ def test_checkpoint_location_schemes_are_mapped_or_refused(tmp_path):
         Checkpoint("foo://bucket/ck")
 
 
-def test_checkpoint_renumbers_partitions_shifted_by_a_union(tmp_path):
-    """A table join's right key stage once wrote partitions p + partitions: moved to p, once."""
-    cp = Checkpoint(str(tmp_path / "right_keys"))
-    cp.bind({"kind": "table_join_keys"}, 2)
-    root = tmp_path / "right_keys"
-    for p in (2, 3):
-        (root / "state" / f"p={p}").mkdir(parents=True)
-        (root / "state" / f"p={p}" / "marker").write_text(str(p))
-        (root / "progress" / f"p={p}").mkdir(parents=True)
-    (root / "initial" / "used").mkdir(parents=True)
-    (root / "initial" / "used" / "p=3.json").write_text('{"version": 0}')
-    assert cp.renumber_shifted_partitions(2) == [(2, 0), (3, 1)]
-    assert sorted(os.listdir(root / "state")) == ["p=0", "p=1"]
-    assert (root / "state" / "p=1" / "marker").read_text() == "3"
-    assert sorted(os.listdir(root / "progress")) == ["p=0", "p=1"]
-    assert os.listdir(root / "initial" / "used") == ["p=1.json"]
-    assert cp.renumber_shifted_partitions(2) == []
-
-
-def test_checkpoint_refuses_partitions_outside_its_numbering(tmp_path):
-    cp = Checkpoint(str(tmp_path / "ck"))
-    cp.bind({"kind": "interval_join"}, 2)
-    for p in (0, 2):
-        (tmp_path / "ck" / "state" / f"p={p}").mkdir(parents=True)
-    with pytest.raises(CheckpointMismatchError, match=r"partitions \[2\]"):
-        cp.renumber_shifted_partitions(2)
-
-
 def test_checkpoint_watermark_inputs_start_from_a_recorded_base(tmp_path):
     checkpoint = Checkpoint(str(tmp_path))
     checkpoint.write_progress_base(4, (7, None))

@@ -213,14 +213,16 @@ def _interval():
 
 
 def test_rescale_refuses_checkpoint_written_before_key_groups(tmp_path):
+    """streamjoin 0.2 wrote format 1, without key groups: refused at any partition count."""
     root = tmp_path / "ck"
     LocalRunner(_interval(), str(root), partitions=2)
     record = Checkpoint(str(root)).read_record("streamjoin.json")
     del record["key_groups"]
+    record["format"] = 1
     (root / "streamjoin.json").write_text(__import__("json").dumps(record))
-    LocalRunner(_interval(), str(root), partitions=2)   # its own partition count: runs as before
-    with pytest.raises(CheckpointMismatchError, match="before key groups, and cannot be rescaled"):
-        LocalRunner(_interval(), str(root), partitions=3)
+    for partitions in (2, 3):
+        with pytest.raises(CheckpointMismatchError, match="has format 1.*use a new checkpoint location"):
+            LocalRunner(_interval(), str(root), partitions=partitions)
 
 
 def test_rescale_refuses_more_partitions_than_key_groups_and_another_count(tmp_path):
