@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import pyarrow as pa
 
@@ -63,11 +63,14 @@ class UndoLog:
         deletes: Sequence[bytes],
         delete_ranges: Sequence[tuple[bytes, bytes]],
         delta_crc: int | None = None,
+        known: Mapping[bytes, bytes | None] | None = None,
     ) -> None:
         """Save how to undo this write on ``store`` (call before the store applies it).
 
         ``delta_crc`` identifies the changelog delta of this write, so that a later open can
         tell whether the store holds the delta the log has now (see :meth:`applied_crc`).
+        ``known``: values of keys in ``store`` now (None: absent), e.g. what the operator read
+        this version; only the other touched keys are read (one ``multi_get``).
         """
         put_keys = [k for k, _ in puts]
         touched = list(dict.fromkeys([*put_keys, *deletes]))
@@ -75,9 +78,15 @@ class UndoLog:
         for start, end in delete_ranges:
             if start < end:
                 previous.update(store.scan(start, end))
+        if known:
+            missing = [k for k in touched if k not in known]
+            fetched = dict(zip(missing, store.multi_get(missing)))
+            olds = [known[k] if k in known else fetched[k] for k in touched]
+        else:
+            olds = store.multi_get(touched)
         created = set(put_keys)
         undo_deletes = []
-        for key, old in zip(touched, store.multi_get(touched)):
+        for key, old in zip(touched, olds):
             if old is not None:
                 previous[key] = old
             elif key in created and key not in previous:
