@@ -53,7 +53,7 @@ __all__ = ["ChangeloggingStore", "open_logged_store", "release_logged_store", "O
            "READ_REUSE_LIMIT"]
 
 #: Keys whose read values a store keeps for the next write's undo record, at most.
-READ_REUSE_LIMIT = 4_000_000
+READ_REUSE_LIMIT = 1_000_000
 
 
 class ChangeloggingStore(Store):
