@@ -8,7 +8,11 @@
 through; ``write(..., version=v)`` (a version is required, one above the store's) appends the
 delta of ``v`` to the log, records an undo record naming that delta (when it has an
 :class:`~streamjoin.changelog.undo.UndoLog`), then applies the same writes and the marker to the inner store
-in one atomic write.
+in one atomic write. The values this store read from ``inner`` since its last write (``get``,
+``multi_get``, ``scan_ranges``; up to :data:`READ_REUSE_LIMIT` keys) are handed to the undo record,
+which then reads only the written keys the operator did not already read: those values are the
+previous version's, since nothing but this store's own writes changes ``inner`` while it owns it
+(every write forgets them).
 
 :func:`open_logged_store` opens the local store of a partition and brings it to the version a task
 needs, reporting how in an :class:`OpenReport`:
@@ -45,7 +49,11 @@ from streamjoin.statestore.base import KeyValue, Store, StoreStats
 from streamjoin.statestore.errors import StoreCorruptError, StoreLockedError
 from streamjoin.statestore.registry import destroy_store, open_store
 
-__all__ = ["ChangeloggingStore", "open_logged_store", "release_logged_store", "OpenReport", "OpenHow"]
+__all__ = ["ChangeloggingStore", "open_logged_store", "release_logged_store", "OpenReport", "OpenHow",
+           "READ_REUSE_LIMIT"]
+
+#: Keys whose read values a store keeps for the next write's undo record, at most.
+READ_REUSE_LIMIT = 1_000_000
 
 
 class ChangeloggingStore(Store):
@@ -59,21 +67,41 @@ class ChangeloggingStore(Store):
         self.log = log
         self.undo = undo
         self._in_log = False  # whether the log is known to restore the store's version
+        #: values read from ``inner`` since its last write (None: known absent), for the undo record
+        self._read: dict[bytes, bytes | None] = {}
 
     def __repr__(self) -> str:
         return f"ChangeloggingStore({self.inner!r}, {self.log!r}, undo={self.undo!r})"
 
     def _get(self, key: bytes) -> bytes | None:
-        return self.inner.get(key)
+        value = self.inner.get(key)
+        if self.undo is not None and len(self._read) < READ_REUSE_LIMIT:
+            self._remember(((key, value),))
+        return value
 
     def _multi_get(self, keys: Sequence[bytes]) -> list[bytes | None]:
-        return self.inner.multi_get(keys)
+        values = self.inner.multi_get(keys)
+        if self.undo is not None and len(self._read) + len(keys) <= READ_REUSE_LIMIT:
+            self._remember(zip(keys, values))
+        return values
 
     def _scan(self, start: bytes | None, end: bytes | None, reverse: bool) -> Iterator[KeyValue]:
         return self.inner.scan(start, end, reverse)
 
     def _scan_ranges(self, ranges: Sequence[tuple[bytes | None, bytes | None]]) -> list[list[KeyValue]]:
-        return self.inner.scan_ranges(ranges)
+        found = self.inner.scan_ranges(ranges)
+        if self.undo is not None:
+            for entries in found:
+                if len(self._read) + len(entries) > READ_REUSE_LIMIT:
+                    break
+                self._remember(entries)
+        return found
+
+    def _remember(self, entries: Iterable[tuple[bytes, bytes | None]]) -> None:
+        try:
+            self._read.update(entries)
+        except TypeError:  # a key that is not hashable bytes: the undo record reads it itself
+            pass
 
     def _version(self) -> int | None:
         return self.inner.version
@@ -82,6 +110,7 @@ class ChangeloggingStore(Store):
         return self.inner.stats()
 
     def _close(self) -> None:
+        self._read = {}
         self.inner.close()
 
     def _write(
@@ -114,9 +143,10 @@ class ChangeloggingStore(Store):
     ) -> None:
         check_write(puts, deletes, delete_ranges)  # before anything reads or writes
         delta = self.log.append(version, puts, deletes, delete_ranges)
+        read, self._read = self._read, {}  # the write makes them stale, whatever happens
         try:
             if self.undo is not None:
-                self.undo.record(self.inner, version, puts, deletes, delete_ranges, delta.crc)
+                self.undo.record(self.inner, version, puts, deletes, delete_ranges, delta.crc, known=read)
             apply()
         except BaseException:
             if self.undo is not None and self.inner.version != version:

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Sequence
+from itertools import compress, repeat
+from operator import is_, is_not, itemgetter
+from typing import Mapping, Sequence
 
 import pyarrow as pa
 
@@ -40,6 +42,7 @@ __all__ = ["UndoLog"]
 _log = logging.getLogger(__name__)
 _PREVIOUS = "streamjoin.previous_version"
 _DELTA_CRC = "streamjoin.delta_crc"
+_UNKNOWN = object()
 
 
 class UndoLog:
@@ -63,25 +66,38 @@ class UndoLog:
         deletes: Sequence[bytes],
         delete_ranges: Sequence[tuple[bytes, bytes]],
         delta_crc: int | None = None,
+        known: Mapping[bytes, bytes | None] | None = None,
     ) -> None:
         """Save how to undo this write on ``store`` (call before the store applies it).
 
         ``delta_crc`` identifies the changelog delta of this write, so that a later open can
         tell whether the store holds the delta the log has now (see :meth:`applied_crc`).
+        ``known``: values of keys in ``store`` now (None: absent), e.g. what the operator read
+        this version; only the other touched keys are read (one ``multi_get``).
         """
-        put_keys = [k for k, _ in puts]
-        touched = list(dict.fromkeys([*put_keys, *deletes]))
-        previous: dict[bytes, bytes] = {}
+        put_keys = list(map(itemgetter(0), puts))
+        touched = list(dict.fromkeys(put_keys + list(deletes))) if deletes else list(dict.fromkeys(put_keys))
+        ranged: dict[bytes, bytes] = {}
         for start, end in delete_ranges:
             if start < end:
-                previous.update(store.scan(start, end))
-        created = set(put_keys)
-        undo_deletes = []
-        for key, old in zip(touched, store.multi_get(touched)):
-            if old is not None:
-                previous[key] = old
-            elif key in created and key not in previous:
-                undo_deletes.append(key)
+                ranged.update(store.scan(start, end))
+        # the old value of every touched key, without a Python step per key where C can do it
+        if not known:
+            olds = store.multi_get(touched)
+        else:
+            olds = list(map(known.get, touched, repeat(_UNKNOWN)))
+        if known and any(map(is_, olds, repeat(_UNKNOWN))):
+            unread = [i for i, old in enumerate(olds) if old is _UNKNOWN]
+            for i, old in zip(unread, store.multi_get([touched[i] for i in unread])):
+                olds[i] = old
+        previous = dict(ranged)
+        previous.update(compress(zip(touched, olds), map(is_not, olds, repeat(None))))
+        undo_deletes = list(compress(touched, map(is_, olds, repeat(None))))  # absent now
+        if deletes:  # deleting an absent key needs no undo; creating one is undone by a delete
+            created = set(put_keys)
+            undo_deletes = [k for k in undo_deletes if k in created]
+        if ranged:
+            undo_deletes = [k for k in undo_deletes if k not in ranged]
         prior = store.version
         batch = encode_delta(Kind.UNDO, version, list(previous.items()), undo_deletes, [],
                              extra={_PREVIOUS: "" if prior is None else str(prior),

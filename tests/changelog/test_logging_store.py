@@ -242,3 +242,38 @@ def test_logged_store_batched_scans_pass_through_to_the_inner_store(runner, monk
         assert len(calls) == 1  # the inner store's own batched seek, not one scan per prefix
     finally:
         store.close()
+
+
+class _CountingStore:
+    """Wraps a store, counting the keys read from it by ``multi_get``."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.keys_read = inner, 0
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def multi_get(self, keys):
+        keys = list(keys)
+        self.keys_read += len(keys)
+        return self.inner.multi_get(keys)
+
+
+def test_changelogging_store_undo_record_reuses_values_read_this_version(tmp_path):
+    from streamjoin.changelog import ChangeloggingStore
+    from streamjoin.changelog.undo import UndoLog
+
+    inner = _CountingStore(open_store("memory", str(tmp_path / "s")))
+    undo = UndoLog(str(tmp_path / "s.undo"))
+    store = ChangeloggingStore(inner, Changelog(str(tmp_path / "log")), undo=undo)
+    store.write([(b"a", b"0"), (b"b", b"0")], version=0)
+    assert store.multi_get([b"a", b"new"]) == [b"0", None]
+    assert [kv[0] for kv in store.scan_ranges([(b"b", b"c")])[0]] == [b"b"]
+    inner.keys_read = 0
+    store.write([(b"a", b"1"), (b"b", b"1"), (b"new", b"1"), (b"x", b"1")], version=1)
+    assert inner.keys_read == 1  # only b"x" was not read by the caller this version
+    store.write([(b"a", b"2"), (b"x", b"2")], version=2)  # reads of version 1 are stale now
+    assert inner.keys_read == 3
+    assert undo.rollback(inner.inner, 1) == 1
+    assert dict(inner.inner.scan()) == {b"a": b"1", b"b": b"1", b"new": b"1", b"x": b"1"}
+    inner.inner.close()
