@@ -236,8 +236,9 @@ def soak(name: str, join: SoakJoin, args: argparse.Namespace, scratch: str,
 
 
 def _growth(name: str, found: list[dict[str, object]]) -> list[str]:
-    """A line per column: its range over the second half (after warm-up), and its growth a version."""
-    after = found[len(found) // 2:]
+    """A line per column: its range over the second half (after warm-up; a run of fewer than 4
+    records: over all of them), and its growth a version."""
+    after, part = (found[len(found) // 2:], "the second half") if len(found) >= 4 else (found, "the run")
     lines = []
     for column in ("state rows", "store entries", "state bytes", "checkpoint files", "checkpoint bytes"):
         if after[0][column] == "-":
@@ -245,7 +246,7 @@ def _growth(name: str, found: list[dict[str, object]]) -> list[str]:
         values = [int(r[column]) for r in after]  # type: ignore[call-overload]
         versions = int(after[-1]["version"]) - int(after[0]["version"])  # type: ignore[call-overload]
         slope = f", {(values[-1] - values[0]) / versions:+,.1f} a version" if versions else ""
-        lines.append(f"{name}: {column} over the second half from {min(values):,} to {max(values):,}{slope}")
+        lines.append(f"{name}: {column} over {part} from {min(values):,} to {max(values):,}{slope}")
     return lines
 
 
