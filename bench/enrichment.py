@@ -311,7 +311,9 @@ class Bench:
             if variant != "spark-stream-static":
                 from streamjoin.runtime.checkpoint import Checkpoint
 
-                outcome.join = join_summary(Checkpoint(os.path.join(scratch, "join")).read_metrics())
+                outcome.join = observed_totals(progress)
+                outcome.join["initial_rows_table"] = bootstrap_loaded(Checkpoint(os.path.join(scratch, "join")),
+                                                                      self.params.partitions)
                 if outcome.join["output_rows"] != outcome.output_rows:
                     outcome.notes.append(f"{variant}: the join's metrics count {outcome.join['output_rows']:,} "
                                          f"output rows, the sink {outcome.output_rows:,}")
@@ -327,9 +329,51 @@ def _sink_rows(progress: Any) -> int:
     return int(rows)
 
 
+#: the join's totals the checks compare (summed over every micro-batch)
+_TOTALS = ("output_rows", "matched", "input_rows_stream", "input_rows_table", "set_aside_rows_stream",
+           "set_aside_rows_table", "released_by_grace", "late_rows_stream", "late_rows_table")
+
+
+def _field(metrics: Any, name: str) -> int:
+    """``metrics[name]`` as an int (a dict or a Row of observed metrics); 0 if absent or null."""
+    try:
+        value = metrics[name]
+    except (KeyError, ValueError, IndexError):
+        return 0
+    return int(value or 0)
+
+
+def observed_totals(progress: list[Any]) -> dict[str, int]:
+    """The enrichment join's totals over every micro-batch of a query, from each batch's observed
+    metrics (``streamjoin enrichment_join ...``; once a batch id); ``events_waiting`` from the last
+    batch. Not from the commit records: those of all but the last ``retain_versions`` versions
+    are pruned, the first version's (which loads the bootstrap) among them."""
+    per_batch: dict[int, Any] = {}
+    for p in progress:
+        found = [m for name, m in (p["observedMetrics"] or {}).items() if name.startswith("streamjoin enrichment_join ")]
+        if found:
+            per_batch.setdefault(int(p["batchId"]), found[0])
+    total = {name: sum(_field(m, name) for m in per_batch.values()) for name in _TOTALS}
+    total["events_waiting"] = _field(per_batch[max(per_batch)], "events_waiting") if per_batch else 0
+    total["versions"] = len(per_batch)
+    return total
+
+
+def bootstrap_loaded(checkpoint: Any, partitions: int) -> int:
+    """Rows of the bootstrap snapshot that the join's partitions loaded: the initial rows of input
+    ``table`` of every partition whose first version took them (``Checkpoint.initial_used``)."""
+    loaded = 0
+    for p in range(partitions):
+        if checkpoint.initial_used(p) is not None:
+            rows = checkpoint.read_initial("table", p)
+            loaded += 0 if rows is None else rows.num_rows
+    return loaded
+
+
 def join_summary(records: list[dict[str, Any]]) -> dict[str, int]:
-    """Totals over every (version, partition) record; ``events_waiting`` and ``versions_held``
-    from each partition's last record."""
+    """Totals over the (version, partition) records given (all of them: records kept by the caller,
+    not ``Checkpoint.read_metrics``, which has only the retained versions); ``events_waiting`` and
+    ``versions_held`` from each partition's last record."""
     total: dict[str, int] = {}
     for name in ("output_rows", "matched", "initial_rows_table", "input_rows_stream", "input_rows_table",
                  "set_aside_rows_stream", "set_aside_rows_table", "stale_changes", "released_by_grace",

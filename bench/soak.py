@@ -1,16 +1,31 @@
 """``streamjoin bench soak``: many micro-batches over a fixed key space; nothing may grow.
 
-Runs a join in this process (``LocalRunner``: the same ``run_partition`` a Spark task runs) for
-``--batches`` micro-batches (default 1,000) over a fixed key space, on RocksDB by default, and
-every ``--every`` versions records the state (rows and bytes, summed over partitions, from the
-tasks' metrics) and the checkpoint (files and bytes under it: changelogs, commit records,
-set-aside rows). With a join whose state is bounded (the interval join: its watermark evicts),
+Runs a join in this process (``LocalRunner``, or ``LocalTableTableRunner`` for the table-table
+join's three stages: the same ``run_partition`` a Spark task runs) for ``--batches`` micro-batches
+(default 1,000) over a key space of fixed size, on RocksDB by default, and every ``--every``
+versions records the state and the checkpoint (files and bytes under it: changelogs, commit
+records, set-aside rows), summed over partitions (and stages). With a join whose state is bounded
 every column must stay flat after warm-up: changelogs are compacted and commit records pruned
 with the retention (``retain_versions``), set-aside files are written only when rows are set aside.
 
-Joins are entries of :data:`JOINS`: a function ``(keys, rows) -> SoakJoin`` giving the
-operator and the rows of micro-batch ``b``. Adding a join is one such function (e.g. the
-enrichment with ``table_ttl=``, the table-table join with ``retention=``).
+- ``interval``: bounded by its watermark, which evicts.
+- ``enrichment`` (as_of, ``table_ttl`` 20 s of table time) and ``table`` (inner, ``retention``
+  20 s with ``expire_rows``): the live keys are a window of ``--keys`` keys that slides by
+  ``keys / 50`` keys a micro-batch: each micro-batch updates and deletes random live keys (a
+  deleted key is inserted again by a later update), deletes half the keys leaving the window
+  (the others are never changed again) and inserts those entering it. Without the TTL /
+  retention the keys left behind (and the table join's tombstones) stay forever, so state grows
+  with every micro-batch;
+  ``--no-ttl-batches N`` runs each such join without it for ``N`` micro-batches to show that.
+
+"state rows" are the rows the operator says it holds, where it counts them (the enrichment's
+``versions_held``: table versions, deletes included; the table join stage's ``rows_held_left``
++ ``rows_held_right``); "store entries" are the store's own estimate of its entries (on RocksDB
+an estimate; the interval join keeps a group of rows an entry, as an Arrow blob; the table-table
+key stages one entry a primary key, tombstones included, plus their expiry index).
+
+Joins are entries of :data:`JOINS`: a function ``(keys, rows, ttl) -> SoakJoin`` giving the
+operator and the rows of micro-batch ``b``.
 """
 
 from __future__ import annotations
@@ -21,33 +36,41 @@ import os
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
 
 from streamjoin.bench.harness import Chart, Table, write_results
 
-__all__ = ["add_arguments", "run", "JOINS", "SoakJoin", "soak"]
+__all__ = ["add_arguments", "run", "JOINS", "SoakJoin", "soak", "sliding_changes"]
 
 #: micro-batch b's events have times in [b, b + 1) * BATCH_US: event time moves on steadily
 BATCH_US = 1_000_000
+#: the enrichment's table_ttl and the table-table join's retention: 20 micro-batches of event time
+TTL = datetime.timedelta(seconds=20)
+#: the live key window slides by keys // SLIDE keys a micro-batch
+SLIDE = 50
+TS = pa.timestamp("us", "UTC")
 
 
 @dataclass(frozen=True)
 class SoakJoin:
-    """A join to soak: its operator and the input tables of micro-batch ``b`` (one per input)."""
+    """A join to soak: its operator, the input tables of micro-batch ``b`` (one per input), and
+    the metrics (summed over partitions and stages) that count the rows it holds (none: not counted)."""
 
     operator: object
     batch: Callable[[int], tuple[pa.Table, ...]]
+    held: tuple[str, ...] = ()
 
 
-def interval(keys: int, rows: int) -> SoakJoin:
-    """An inner interval join, +/- 1 s, over ``keys`` keys; ``rows`` rows a side a micro-batch."""
+def interval(keys: int, rows: int, ttl: bool = True) -> SoakJoin:
+    """An inner interval join, +/- 1 s, over ``keys`` keys; ``rows`` rows a side a micro-batch
+    (bounded by its watermark: ``ttl`` changes nothing)."""
     from streamjoin.interval.operator import IntervalJoin
 
-    left = pa.schema([("k", pa.int64()), ("lt", pa.timestamp("us", "UTC")), ("a", pa.int64())])
-    right = pa.schema([("k", pa.int64()), ("rt", pa.timestamp("us", "UTC")), ("b", pa.int64())])
+    left = pa.schema([("k", pa.int64()), ("lt", TS), ("a", pa.int64())])
+    right = pa.schema([("k", pa.int64()), ("rt", TS), ("b", pa.int64())])
     window = datetime.timedelta(seconds=1)
     op = IntervalJoin(left, right, "k", left_time="lt", right_time="rt", lower=-window, upper=window,
                       delay=datetime.timedelta(seconds=2))
@@ -56,23 +79,86 @@ def interval(keys: int, rows: int) -> SoakJoin:
         rng = np.random.default_rng(b)
         times = b * BATCH_US + np.sort(rng.integers(0, BATCH_US, rows))
         return (
-            pa.table([pa.array(rng.integers(0, keys, rows)), pa.array(times).cast(pa.timestamp("us", "UTC")),
+            pa.table([pa.array(rng.integers(0, keys, rows)), pa.array(times).cast(TS),
                       pa.array(np.arange(rows))], schema=left),
-            pa.table([pa.array(rng.integers(0, keys, rows)), pa.array(times).cast(pa.timestamp("us", "UTC")),
+            pa.table([pa.array(rng.integers(0, keys, rows)), pa.array(times).cast(TS),
                       pa.array(np.arange(rows))], schema=right),
         )
 
     return SoakJoin(op, batch)
 
 
-#: name -> how to build it from (keys, rows a micro-batch). Add a join here to soak it too.
-JOINS: dict[str, Callable[[int, int], SoakJoin]] = {
+def sliding_changes(b: int, keys: int, rows: int, seed: int, schema: pa.Schema) -> pa.Table:
+    """Plain changes (``id``, ``op``, ``at``, ``grp``, ``v``) of micro-batch ``b``: ``rows`` changes
+    to random live keys (one in five a delete), changes to the keys leaving the live window
+    (``[b * slide, b * slide + keys)``, ``slide = max(1, keys // SLIDE)``: the even ones deleted,
+    the odd ones updated a last time) and upserts of those entering it; change times in ``[b, b + 1) * BATCH_US``; ``grp = id // 4``."""
+    rng = np.random.default_rng([seed, b])
+    slide = max(1, keys // SLIDE)
+    start = b * slide
+    ids = np.concatenate([start + rng.integers(0, keys, rows),
+                          np.arange(start - slide, start) if b else np.arange(0),
+                          np.arange(start + keys - slide, start + keys) if b else np.arange(start, start + keys)])
+    n_random = rows
+    deletes = np.zeros(ids.size, dtype=bool)
+    deletes[:n_random] = rng.random(n_random) < 0.2
+    if b:   # the keys leaving the window: the even ones deleted, the odd ones left as they are
+        deletes[n_random:n_random + slide] = ids[n_random:n_random + slide] % 2 == 0
+    times = b * BATCH_US + rng.integers(0, BATCH_US, ids.size)
+    return pa.table([pa.array(ids), pa.array(np.where(deletes, "delete", "upsert")), pa.array(times).cast(TS),
+                     pa.array(ids // 4), pa.array(rng.integers(0, 1_000_000, ids.size))], schema=schema)
+
+
+def enrichment(keys: int, rows: int, ttl: bool = True) -> SoakJoin:
+    """A left as_of enrichment (delay 1 s, ``table_ttl`` :data:`TTL` unless not ``ttl``) of
+    ``rows`` events a micro-batch on live keys against :func:`sliding_changes`."""
+    from streamjoin.changes import ChangeFormat
+    from streamjoin.enrichment.operator import EnrichmentJoin
+
+    events = pa.schema([("id", pa.int64()), ("ts", TS), ("e", pa.int64())])
+    changes = pa.schema([("id", pa.int64()), ("op", pa.string()), ("at", TS), ("grp", pa.int64()), ("v", pa.int64())])
+    op = EnrichmentJoin(events, changes, "id", stream_time="ts", changes=ChangeFormat.plain("id", time="at"),
+                        mode="as_of", how="left", delay=datetime.timedelta(seconds=1), table_ttl=TTL if ttl else None)
+    slide = max(1, keys // SLIDE)
+
+    def batch(b: int) -> tuple[pa.Table, ...]:
+        rng = np.random.default_rng([1, b])
+        times = b * BATCH_US + rng.integers(0, BATCH_US, rows)
+        stream = pa.table([pa.array(b * slide + rng.integers(0, keys, rows)), pa.array(times).cast(TS),
+                           pa.array(np.arange(rows))], schema=events)
+        return stream, sliding_changes(b, keys, rows, 2, changes)
+
+    return SoakJoin(op, batch, held=("versions_held",))
+
+
+def table(keys: int, rows: int, ttl: bool = True) -> SoakJoin:
+    """An inner table-table join on ``grp`` of two :func:`sliding_changes` tables (``rows``
+    changes a side a micro-batch), ``retention`` :data:`TTL` with ``expire_rows`` unless not ``ttl``."""
+    from streamjoin.table.operator import TableTableJoin
+
+    left = pa.schema([("id", pa.int64()), ("op", pa.string()), ("at", TS), ("grp", pa.int64()), ("a", pa.int64())])
+    right = pa.schema([("id", pa.int64()), ("op", pa.string()), ("at", TS), ("grp", pa.int64()), ("b", pa.int64())])
+    op = TableTableJoin(left, right, "grp", left_key="id", right_key="id", left_time="at", right_time="at",
+                        how="inner", retention=TTL if ttl else None, expire_rows=ttl)
+
+    def batch(b: int) -> tuple[pa.Table, ...]:
+        return sliding_changes(b, keys, rows, 3, left), sliding_changes(b, keys, rows, 4, right)
+
+    return SoakJoin(op, batch, held=("rows_held_left", "rows_held_right"))
+
+
+#: name -> how to build it from (keys, rows a micro-batch, TTL on). Add a join here to soak it too.
+JOINS: dict[str, Callable[[int, int, bool], SoakJoin]] = {
     "interval": interval,
+    "enrichment": enrichment,
+    "table": table,
 }
+#: the joins whose state is bounded by a TTL / retention (``--no-ttl-batches`` runs them without)
+WITH_TTL = ("enrichment", "table")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--joins", default="interval", help=f"joins to soak (default interval; from {','.join(JOINS)})")
+    parser.add_argument("--joins", default=",".join(JOINS), help=f"joins to soak (default and choices: {','.join(JOINS)})")
     parser.add_argument("--batches", type=int, default=1_000, help="micro-batches (default 1,000)")
     parser.add_argument("--every", type=int, default=100, help="record sizes every N versions (default 100)")
     parser.add_argument("--keys", type=int, default=1_000, help="key space (default 1,000)")
@@ -80,6 +166,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partitions", type=int, default=2, help="partitions (default 2)")
     parser.add_argument("--store", default="rocksdb", help="store backend (default rocksdb)")
     parser.add_argument("--retain", type=int, default=10, help="retain_versions (default 10)")
+    parser.add_argument("--no-ttl-batches", type=int, default=0, metavar="N",
+                        help=f"also run {', '.join(WITH_TTL)} without their TTL / retention for N micro-batches "
+                             "(default 0: not), to show the growth the TTL prevents")
 
 
 def _tree(path: str) -> tuple[int, int]:
@@ -92,29 +181,73 @@ def _tree(path: str) -> tuple[int, int]:
     return files, size
 
 
-def soak(name: str, join: SoakJoin, args: argparse.Namespace, scratch: str) -> list[dict[str, object]]:
-    """Run ``join`` for ``args.batches`` versions; one row of sizes every ``args.every`` versions."""
-    from streamjoin.runtime.local import LocalRunner
+class _Runner:
+    """One join's runner(s) in this process: ``LocalRunner``, or a table-table join's three stages."""
+
+    def __init__(self, operator: Any, checkpoint: str, partitions: int, config: Any) -> None:
+        from streamjoin.runtime.local import LocalRunner
+        from streamjoin.table.local import LocalTableTableRunner
+        from streamjoin.table.operator import TableTableJoin
+
+        if isinstance(operator, TableTableJoin):
+            table_runner = LocalTableTableRunner(operator, checkpoint, partitions=partitions, config=config)
+            self.run: Callable[..., pa.Table] = table_runner.run
+            self.runners = list(table_runner.runners.values())
+        else:
+            runner = LocalRunner(operator, checkpoint, partitions=partitions, config=config)
+            self.run, self.runners = runner.run, [runner]
+        self.partitions = partitions
+
+    def last(self) -> list[dict[str, Any]]:
+        """The last version's metrics of every stage and partition; older ones are dropped (memory stays flat)."""
+        found = []
+        for runner in self.runners:
+            found += runner.metrics[-self.partitions:]
+            del runner.metrics[:-self.partitions]
+        return found
+
+
+def soak(name: str, join: SoakJoin, args: argparse.Namespace, scratch: str,
+         batches: int | None = None) -> list[dict[str, object]]:
+    """Run ``join`` for ``batches`` (default ``args.batches``) versions; one row of sizes every
+    ``args.every`` versions (and after the last)."""
     from streamjoin.runtime.partition import StateConfig
 
+    batches = args.batches if batches is None else batches
     checkpoint = os.path.join(scratch, name, "ck")
     config = StateConfig(store=args.store, local_dir=os.path.join(scratch, name, "local"),
                          retain_versions=args.retain)
-    runner = LocalRunner(join.operator, checkpoint, partitions=args.partitions, config=config)  # type: ignore[arg-type]
+    runner = _Runner(join.operator, checkpoint, args.partitions, config)
     rows: list[dict[str, object]] = []
     started, output = time.perf_counter(), 0
-    for b in range(args.batches):
+    for b in range(batches):
         output += runner.run(*join.batch(b)).num_rows
-        if (b + 1) % args.every == 0 or b + 1 == args.batches:
-            last = runner.metrics[-args.partitions:]
+        last = runner.last()
+        if (b + 1) % args.every == 0 or b + 1 == batches:
             files, size = _tree(checkpoint)
-            rows.append({"join": name, "version": b, "state rows": sum(m["state_rows"] for m in last),
+            rows.append({"join": name, "version": b,
+                         "state rows": sum(int(m.get(k, 0)) for m in last for k in join.held) if join.held else "-",
+                         "store entries": sum(m["state_rows"] for m in last),
                          "state bytes": sum(m["state_bytes"] for m in last), "checkpoint files": files,
                          "checkpoint bytes": size, "output rows": output,
                          "s / batch": (time.perf_counter() - started) / (b + 1)})
             print(f"{name} v{b}: {rows[-1]}", flush=True)
-        del runner.metrics[:-args.partitions]   # keep memory flat: only the last version's are read
     return rows
+
+
+def _growth(name: str, found: list[dict[str, object]]) -> list[str]:
+    """A line per column: its range over the second half (after warm-up; a run of fewer than 4
+    records: over all of them), and its growth a version."""
+    after, part = (found[len(found) // 2:], "the second half") if len(found) >= 4 else (found, "the run")
+    lines = []
+    for column in ("state rows", "store entries", "state bytes", "checkpoint files", "checkpoint bytes"):
+        if after[0][column] == "-":
+            continue
+        values = [int(r[column]) for r in after]  # type: ignore[call-overload]
+        versions = int(after[-1]["version"]) - int(after[0]["version"])  # type: ignore[call-overload]
+        slope = f", {(values[-1] - values[0]) / versions:+,.1f} a version" if versions else ""
+        lines.append(f"{name}: {column} over {part} from {min(values):,} to {max(values):,}{slope}")
+    return lines
 
 
 def run(args: argparse.Namespace) -> int:
@@ -122,26 +255,34 @@ def run(args: argparse.Namespace) -> int:
     unknown = sorted(set(names) - set(JOINS))
     if unknown:
         raise SystemExit(f"unknown joins {unknown}; choose from {','.join(JOINS)}")
-    table = Table(["join", "version", "state rows", "state bytes", "checkpoint files", "checkpoint bytes"])
+    table = Table(["join", "version", "state rows", "store entries", "state bytes", "checkpoint files",
+                   "checkpoint bytes", "s / batch"])
     flat: list[str] = []
     with tempfile.TemporaryDirectory(prefix="streamjoin-soak-") as scratch:
-        for name in names:
-            found = soak(name, JOINS[name](args.keys, args.rows), args, scratch)
+        runs = [(name, name, True, args.batches) for name in names]
+        if args.no_ttl_batches:
+            runs += [(name, f"{name} no TTL", False, args.no_ttl_batches) for name in names if name in WITH_TTL]
+        for name, label, ttl, batches in runs:
+            found = soak(label, JOINS[name](args.keys, args.rows, ttl), args, scratch, batches)
             for row in found:
                 table.add(*(row[c] for c in table.columns))
-            after = found[len(found) // 2:]   # the second half: after warm-up
-            for column in ("checkpoint files", "checkpoint bytes", "state rows"):
-                values = [int(r[column]) for r in after]  # type: ignore[call-overload]
-                flat.append(f"{name}: {column} over the second half from {min(values):,} to {max(values):,}")
+            flat += _growth(label, found)
     print(f"{args.batches:,} micro-batches, {args.keys:,} keys, {args.rows:,} rows an input a batch, "
           f"{args.partitions} partitions, {args.store}, retain_versions={args.retain}")
     print(table.render())
     for line in flat:
         print(line)
-    notes = ["in-process (LocalRunner); state rows and bytes summed over partitions from the tasks' metrics "
-             "(the store's own figures: on RocksDB an estimate of its entries, each a group of rows as an "
-             "Arrow blob, and of its bytes); checkpoint files and bytes: everything under the join's checkpoint"] + flat
+    notes = ["in-process (LocalRunner; the table-table join's three stages summed); state rows: the rows the "
+             "operator holds by its own metrics (enrichment: versions_held, table versions and deletes; table: "
+             "the join stage's rows_held_left + rows_held_right; interval: not counted, -); store entries and "
+             "state bytes: the store's own figures summed over partitions (on RocksDB estimates; an interval "
+             "entry is a group of rows as an Arrow blob, a table key stage's one primary key or tombstone); "
+             "checkpoint files and bytes: everything under the join's checkpoint",
+             f"enrichment (as_of, table_ttl {TTL.seconds} s) and table (inner, retention {TTL.seconds} s, "
+             f"expire_rows): a live window of {args.keys:,} keys sliding by {max(1, args.keys // SLIDE):,} "
+             "keys a micro-batch; random updates and deletes (one in five) of live keys; of the keys leaving "
+             "the window, half deleted, half never changed again; \"no TTL\": the same without table_ttl / retention"] + flat
     print("results:", write_results("soak", table, vars(args) | {"func": None}, notes=notes,
-                                    chart=Chart(value="checkpoint files", label=("join", "version"),
-                                                title="checkpoint files every N versions (flat after warm-up)")))
+                                    chart=Chart(value="store entries", label=("join", "version"),
+                                                title="store entries every N versions (flat after warm-up with TTL)")))
     return 0
