@@ -12,7 +12,7 @@ from collections import Counter
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from streamjoin.changes import DELETE, OP, SEQ, TIME, ChangeFormat
@@ -26,7 +26,9 @@ from streamjoin.runtime.local import LocalRunner
 from streamjoin.runtime.operator import NEG_INF, POS_INF
 from streamjoin.runtime.partition import StateConfig
 from streamjoin.runtime.regroup import Ownership
+from streamjoin.changelog import Changelog, restore
 from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.runtime.rescale import Epoch, changelog_uri
 from streamjoin.statestore import open_store
 from tests.joins.test_enrichment_properties import Run, cases
 from tests.joins.test_rescale import restored
@@ -129,7 +131,10 @@ def test_enrichment_rescale_equals_uninterrupted_run(case, mode, grace, data):
             assert metrics(rescaled.runner.metrics[seen[0]:]) == metrics(plain.runner.metrics[seen[1]:]), \
                 f"version {version}"
             if version == cut:
-                assert logical_state(rescaled, version) == logical_state(plain, version)
+                state = logical_state(rescaled, version)
+                assert state == logical_state(plain, version)
+                event(f"at the cut: versions held {any(k[0] == 'version' for k in state)}, events waiting "
+                      f"{any(k[0] == 'event' for k in state)}, ttl {case.ttl is not None}")
         assert asides(rescaled) == asides(plain)
         last = len(versions) - 1
         assert logical_state(rescaled, last) == logical_state(plain, last)
@@ -166,27 +171,37 @@ def _stores(entries_of: list[list[tuple[bytes, bytes]]], tmp) -> list:
     return stores
 
 
+def _outputs(root, plan: list[int]) -> Counter:
+    """The output of running :func:`_batch` with the partition counts of ``plan`` (the last
+    version final)."""
+    op = _join()
+    config = StateConfig(store="memory", local_dir=str(root / "local"))
+    found: Counter = Counter()
+    for version, partitions in enumerate(plan):
+        runner = LocalRunner(op, str(root / "ck"), partitions=partitions, config=config)
+        runner.version = version
+        final = version == len(plan) - 1
+        tables = _batch(version) if not final else (EVENTS.empty_table(), TABLE.empty_table())
+        found += Counter(tuple(r.values()) for r in runner.run(*tables, final=final).to_pylist())
+    return found
+
+
 def test_enrichment_rescale_merges_two_partitions_into_one_canonical_state(tmp_path):
     op = _join()
-    outputs = []
-    for name, plan in (("plain", [2] * 6), ("merged", [2, 2, 2, 1, 1, 1])):
-        config = StateConfig(store="memory", local_dir=str(tmp_path / name / "local"))
-        found: Counter = Counter()
-        for version, partitions in enumerate(plan):
-            runner = LocalRunner(op, str(tmp_path / name / "ck"), partitions=partitions, config=config)
-            runner.version = version
-            final = version == len(plan) - 1
-            tables = _batch(version) if not final else (EVENTS.empty_table(), TABLE.empty_table())
-            found += Counter(tuple(r.values()) for r in runner.run(*tables, final=final).to_pylist())
-            if name == "merged" and version == 2:
-                two = restored(runner, 2)
-        outputs.append(found)
-    assert outputs[0] == outputs[1] and sum(outputs[0].values()) == 30
-
-    assert all(two) and len(two) == 2
+    expected = _outputs(tmp_path / "plain", [2] * 6)
+    got = _outputs(tmp_path / "merged", [2, 2, 2, 1, 1, 1])
+    assert got == expected and sum(expected.values()) == 30
+    two = []
+    for p in range(2):   # the old partitions' states as of version 2
+        log = Changelog(changelog_uri(Checkpoint(str(tmp_path / "merged" / "ck")), Epoch(0, 2), p))
+        store = open_store("memory", str(tmp_path / f"old{p}"))
+        restore(log, store, 2)
+        two.append(list(store.scan()))
+        store.close()
+    assert all(two)
     groups = Checkpoint(str(tmp_path / "merged" / "ck")).key_groups()
     owned = Ownership(groups, 0, 1, tuple(routing_types(op.inputs)))
-    stores = _stores(two, tmp_path)
+    stores = _stores(two, tmp_path / "sources")
     try:
         merged = list(op.regroup(stores, owned))
         assert merged == list(op.regroup(stores[::-1], owned))           # whatever the old order
@@ -196,17 +211,27 @@ def test_enrichment_rescale_merges_two_partitions_into_one_canonical_state(tmp_p
     finally:
         for s in stores:
             s.close()
-    meta = es.Meta(*es.LAYOUT["meta"].value.decode(dict(merged)[es.LAYOUT["meta"].prefix]))
-    old = [es.Meta(*es.LAYOUT["meta"].value.decode(dict(e)[es.LAYOUT["meta"].prefix])) for e in two]
-    held = sum(es.unblob(v).num_rows for k, v in merged if es.LAYOUT.area_of(k).name == "versions")
-    waiting = sum(es.unblob(v).num_rows for k, v in merged if es.LAYOUT.area_of(k).name == "events")
-    assert (meta.versions_held, meta.events_waiting) == (held, waiting) > (0, 0)
-    assert meta.event_watermark == max(m.event_watermark for m in old)
-    assert waiting == sum(m.events_waiting for m in old)
-    areas = Counter(es.LAYOUT.area_of(k).name for k, _ in merged)
-    # one base per key bucket held (no deltas), an expiry entry only for buckets holding rows
-    buckets = {es.LAYOUT["versions"].decode(k)[0] for k, _ in merged if es.LAYOUT.area_of(k).name == "versions"}
-    assert all(len(es.LAYOUT["versions"].decode(k)) == 1 for k, _ in merged if es.LAYOUT.area_of(k).name == "versions")
-    indexed = {es.LAYOUT["expiry"].decode(k)[1] for k, _ in merged if es.LAYOUT.area_of(k).name == "expiry"}
-    assert areas["expiry"] > 0 and indexed == buckets
+    meta_key = es.LAYOUT["meta"].prefix
+    meta = es.Meta(*es.LAYOUT["meta"].value.decode(dict(merged)[meta_key]))
+    old = [es.Meta(*es.LAYOUT["meta"].value.decode(dict(e)[meta_key])) for e in two]
+    by_area: dict[str, list] = {}
+    for key, value in merged:
+        by_area.setdefault(es.LAYOUT.area_of(key).name, []).append((key, value))
+    held = sum(es.unblob(v).num_rows for _, v in by_area["versions"])
+    waiting = sum(es.unblob(v).num_rows for _, v in by_area["events"])
+    assert (meta.versions_held, meta.events_waiting) == (held, waiting)
+    assert held > 0 and waiting == sum(m.events_waiting for m in old) > 0
+    assert (meta.event_watermark, meta.table_watermark) == (old[0].event_watermark, old[0].table_watermark)
+    # one base per key bucket held (no deltas); expiry entries name exactly the buckets holding rows
+    versions = es.LAYOUT["versions"]
+    assert all(len(versions.decode(k)) == 1 for k, _ in by_area["versions"])
+    buckets = {versions.decode(k)[0] for k, _ in by_area["versions"]}
+    assert {es.LAYOUT["expiry"].decode(k)[1] for k, _ in by_area["expiry"]} == buckets
 
+
+def test_enrichment_rescale_splits_state_as_rows_are_routed_for_narrow_keys(tmp_path):
+    """int32 keys route as int32 (Spark's hashInt), while the state holds them as int64: 2 -> 3
+    and 3 -> 2 partitions give the output of an uninterrupted run."""
+    expected = _outputs(tmp_path / "plain", [2] * 6)
+    for plan in ([2, 2, 3, 3, 3, 3], [3, 3, 3, 2, 2, 2]):
+        assert _outputs(tmp_path / "-".join(map(str, plan)), plan) == expected, plan
