@@ -11,23 +11,24 @@ from collections import Counter
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from streamjoin.changelog import Changelog, restore
 from streamjoin.changes import DELETE, OP, SEQ, TIME, ChangeFormat
 from streamjoin.enrichment import state as es
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.enrichment.spec import Mode
 from streamjoin.enrichment.step import _needed
 from streamjoin.kit.order import ascending
+from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.keygroups import routing_types
 from streamjoin.runtime.local import LocalRunner
 from streamjoin.runtime.operator import NEG_INF, POS_INF
 from streamjoin.runtime.partition import StateConfig
 from streamjoin.runtime.regroup import Ownership
-from streamjoin.changelog import Changelog, restore
-from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.rescale import Epoch, changelog_uri
 from streamjoin.statestore import open_store
 from tests.joins.test_enrichment_properties import Run, cases
@@ -82,7 +83,7 @@ def logical_state(run: Run, version: int) -> Counter:
         return found
     _, ew, tw = marks[0]
     rows = pa.concat_tables(versions)
-    rows = rows.take(pa.compute.sort_indices(rows, sort_keys=ascending(*spec.keys, TIME, SEQ)))
+    rows = rows.take(pc.sort_indices(rows, sort_keys=ascending(*spec.keys, TIME, SEQ)))
     keep_to, gone_before, expire_before = _bounds(spec, ew, tw)
     rows = rows.filter(pa.array(_needed(rows, spec.keys, keep_to, gone_before, expire_before)[1]))
     keys = list(zip(*(rows.column(k).to_pylist() for k in spec.keys)))
