@@ -48,7 +48,7 @@ snapshot into changes to give to version 0 with (or before) the first real chang
 from __future__ import annotations
 
 import datetime
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import pyarrow as pa
 
@@ -56,7 +56,10 @@ from streamjoin.changes import ChangeFormat
 from streamjoin.enrichment.spec import EnrichmentSpec, How, Mode, build_spec
 from streamjoin.enrichment.step import Step
 from streamjoin.runtime.operator import InputSpec, SpecOperator, StepInput, StepResult
-from streamjoin.statestore.base import Store
+from streamjoin.statestore.base import KeyValue, Store
+
+if TYPE_CHECKING:
+    from streamjoin.runtime.regroup import Ownership
 
 __all__ = ["EnrichmentJoin", "Mode", "How"]
 
@@ -90,6 +93,12 @@ class EnrichmentJoin(SpecOperator):
         if len(batch.rows) != 2 or len(batch.max_times) != 2:
             raise ValueError("an enrichment join step takes exactly two inputs (stream, table)")
         return Step(self.spec, state, batch).run()
+
+    def regroup(self, sources: Sequence[Store], owned: Ownership) -> list[KeyValue]:
+        """Split state by key group after a change of partition count (:mod:`streamjoin.enrichment.regroup`)."""
+        from streamjoin.enrichment.regroup import regroup
+
+        return regroup(self.spec, sources, owned)
 
     def bootstrap_changes(self, snapshot: pa.Table) -> pa.Table:
         """A snapshot of the table (its row columns) as upserts in the table input's schema.

@@ -231,7 +231,7 @@ def _max(a: int | None, b: int | None) -> int | None:
 # -- the offline command (streamjoin checkpoint repartition) ---------------------------------------
 
 #: Operator kinds whose state splits by key group (their ``regroup``); a test keeps it in step.
-RESCALABLE_KINDS = frozenset({"interval_join", "table_join_keys", "table_join"})
+RESCALABLE_KINDS = frozenset({"interval_join", "table_join_keys", "table_join", "enrichment_join"})
 #: A checkpoint whose newest records are younger than this looks written by a running query.
 RUNNING_SECONDS = 120.0
 

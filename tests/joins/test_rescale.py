@@ -1,7 +1,8 @@
 """Restarting a join's checkpoint with another partition count (docs/runtime.md "Partitions and
 rescaling"): a run cut at a version and continued with another ``partitions=`` gives the output,
 the rows set aside and the (logical) state of a run that never changed it, for the interval join
-and the table-table join; and what cannot be rescaled is refused, saying why."""
+and the table-table join (the enrichment join: tests/joins/test_rescale_enrichment.py); and what
+cannot be rescaled is refused, saying why."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from streamjoin.interval.state import LAYOUT as INTERVAL
 from streamjoin.runtime.areas import ARROW, Int64s
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.local import LocalRunner
+from streamjoin.runtime.operator import Operator
 from streamjoin.runtime.partition import StateConfig
 from streamjoin.runtime.rescale import changelog_uri, current_epoch, epochs
 from streamjoin.statestore import destroy_store, open_store
@@ -243,10 +245,17 @@ def test_rescale_refuses_a_task_of_the_old_partition_count(tmp_path):
         old.run(table, table)
 
 
+class _Unsplittable(EnrichmentJoin):
+    """An operator without a ``regroup`` hook (every join of the package has one)."""
+
+    kind = "unsplittable_join"
+    regroup = Operator.regroup
+
+
 def test_rescale_refuses_an_operator_that_cannot_split_its_state(tmp_path):
     events = pa.schema([("k", pa.int64()), ("ts", pa.timestamp("us"))])
     table = pa.schema([("k", pa.int64()), ("v", pa.string()), ("op", pa.string()), ("at", pa.timestamp("us"))])
-    op = EnrichmentJoin(events, table, "k", stream_time="ts", changes=ChangeFormat.plain("k", time="at"))
+    op = _Unsplittable(events, table, "k", stream_time="ts", changes=ChangeFormat.plain("k", time="at"))
     config = StateConfig(store="memory", local_dir=str(tmp_path / "local"))
     runner = LocalRunner(op, str(tmp_path / "ck"), partitions=2, config=config)
     runner.run(pa.Table.from_pylist([{"k": 1, "ts": dt.datetime(2024, 1, 1)}], schema=events),
