@@ -1,7 +1,8 @@
 """Shared test set-up: Hypothesis profiles.
 
 Profiles: ``ci`` (bounded; the default when CI=true), ``dev`` (the default), ``thorough`` (many
-examples, for a local soak: ``HYPOTHESIS_PROFILE=thorough scripts/test``).
+examples, for a local soak: ``HYPOTHESIS_PROFILE=thorough scripts/test``; properties that pin
+a small budget run more of them there, see ``tests/examples.py``).
 """
 
 from __future__ import annotations

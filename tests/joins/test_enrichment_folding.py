@@ -26,6 +26,7 @@ from streamjoin.runtime.local import LocalRunner
 from streamjoin.runtime.operator import StepInput
 from streamjoin.runtime.partition import StateConfig
 from streamjoin.statestore import destroy_store, open_store
+from tests.examples import scaled
 from tests.joins.strategies import StepDriver, disturb
 from tests.joins.test_enrichment_properties import BACKENDS, SECOND, Case, Recording, cases, when
 
@@ -49,7 +50,7 @@ def held_in_state(entries: list[tuple[bytes, bytes]]) -> tuple[int, int]:
     return rows, deltas
 
 
-@settings(max_examples=60)
+@settings(max_examples=scaled(60))
 @given(case=cases(), mode=st.sampled_from(["as_of", "latest"]), tuning=st.sampled_from(TUNINGS))
 def test_enrichment_folding_never_changes_the_output_and_versions_held_is_exact(case, mode, tuning):
     fraction, deltas, buckets = tuning
@@ -100,7 +101,7 @@ class TunedRun:
 _ACTIONS = ("none", "lose_all", "lose_one", "switch_store")
 
 
-@settings(max_examples=25)
+@settings(max_examples=scaled(25))
 @given(case=cases(max_rows=10), mode=st.sampled_from(["as_of", "latest"]),
        tuning=st.sampled_from(TUNINGS[:3]), data=st.data())
 def test_enrichment_crash_and_restore_across_folds_equals_uninterrupted_run(case, mode, tuning, data):
@@ -184,7 +185,7 @@ def _run_tuned(case: Case, mode: str, tuning: tuple, **options) -> tuple[list[Co
         driver.close()
 
 
-@settings(max_examples=60)
+@settings(max_examples=scaled(60))
 @given(case=cases(), mode=st.sampled_from(["as_of", "latest"]), grace=st.sampled_from([None, 0, 1, 4]),
        buckets=st.sampled_from([1, 2, 64]))
 def test_enrichment_lazy_pruning_equals_pruning_every_touched_bucket_every_version(case, mode, grace, buckets):

@@ -29,6 +29,7 @@ from streamjoin.runtime.operator import Operator
 from streamjoin.runtime.partition import StateConfig
 from streamjoin.statestore import backend_names
 from streamjoin.testing.enrichment import late_flags, reference_as_of, reference_latest
+from tests.examples import scaled
 from tests.joins.strategies import DISTURBANCES, StepDriver, disturb
 
 SECOND = 1_000_000
@@ -279,7 +280,7 @@ def test_enrichment_as_of_with_grace_differs_from_reference_only_by_events_relea
 
 
 @pytest.mark.parametrize("store", BACKENDS)
-@settings(max_examples=15)
+@settings(max_examples=scaled(15))
 @given(case=cases(max_rows=8), mode=st.sampled_from(["as_of", "latest"]))
 def test_enrichment_equals_reference_on_every_backend(store, case, mode):
     output, _ = run_all(case, mode, store)
@@ -295,7 +296,7 @@ def test_enrichment_tuning_does_not_change_the_output(case, buckets, width):
 _ACTIONS = DISTURBANCES
 
 
-@settings(max_examples=25)
+@settings(max_examples=scaled(25))
 @given(case=cases(max_rows=8), mode=st.sampled_from(["as_of", "latest"]), data=st.data())
 def test_enrichment_crash_and_restore_equals_uninterrupted_run(case, mode, data):
     versions = [*range(len(case.batches)), None]

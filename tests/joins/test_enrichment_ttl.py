@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.errors import JoinDefinitionError
+from tests.examples import scaled
 from tests.joins.strategies import StepDriver
 from tests.joins.test_enrichment import EVENTS, PLAIN_FORMAT, TABLE, Script
 from tests.joins.test_enrichment_properties import SECOND, Recording, cases, when
@@ -134,7 +135,7 @@ def test_enrichment_ttl_is_part_of_the_definition_and_must_be_positive():
             join(bad)
 
 
-@settings(max_examples=40)
+@settings(max_examples=scaled(40))
 @given(case=cases(), mode=st.sampled_from(["as_of", "latest"]), ttl=st.sampled_from([1, 2 * SECOND, 5 * SECOND]))
 def test_enrichment_ttl_expired_lookups_do_not_depend_on_folding(case, mode, ttl):
     case = dataclasses.replace(case, ttl=ttl)

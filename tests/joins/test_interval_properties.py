@@ -19,6 +19,7 @@ from streamjoin.statestore import backend_names
 from streamjoin.testing import LocalJoins, assert_deterministic, interval_join_reference
 from streamjoin.testing import rows_of as kit_rows
 from streamjoin.testing.strategies import event_streams
+from tests.examples import scaled
 from tests.joins.strategies import (
     COMPOSITE,
     DISTURBANCES,
@@ -63,7 +64,7 @@ def kit_inputs(variant: Variant, lkeys: object, rkeys: object) -> st.SearchStrat
 
 
 @pytest.mark.parametrize("store", BACKENDS)
-@settings(max_examples=6, suppress_health_check=list(HealthCheck))
+@settings(max_examples=scaled(6), suppress_health_check=list(HealthCheck))
 @given(variant=st.sampled_from(KIT_VARIANTS), how=st.sampled_from(HOWS), data=st.data(),
        bounds=st.sampled_from([(-2, 3), (0, 0), (-5, -1), (1, 6)]))
 def test_interval_join_without_late_rows_equals_reference_on_every_backend(store, variant, how, bounds, data):

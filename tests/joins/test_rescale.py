@@ -31,6 +31,7 @@ from streamjoin.statestore import destroy_store, open_store
 from streamjoin.statestore.codecs import unpack
 from streamjoin.table.local import LocalTableTableRunner
 from streamjoin.table.stage import LAYOUT as STAGE
+from tests.examples import scaled
 from tests.joins.strategies import Local, join_cases, rows_of
 from tests.joins.table_cases import Run, output_rows, table_cases
 
@@ -90,7 +91,7 @@ def _continue(local: Local, partitions: int, version: int) -> None:
     local.runner.version = version
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=scaled(40), deadline=None)
 @given(case=join_cases(max_partitions=4), data=st.data())
 def test_interval_rescale_equals_uninterrupted_run(case, data):
     cut = data.draw(st.integers(0, len(case.batches)), label="cut")
@@ -180,7 +181,7 @@ def table_state(runner: LocalTableTableRunner, version: int) -> Counter:
     return found
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=scaled(25), deadline=None)
 @given(case=table_cases(max_changes=8, max_batches=4, max_partitions=4), data=st.data())
 def test_table_join_rescale_equals_reference_and_uninterrupted_run(case, data):
     cut = data.draw(st.integers(0, len(case.batches) - 1), label="cut")

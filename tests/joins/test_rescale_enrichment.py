@@ -31,6 +31,7 @@ from streamjoin.runtime.partition import StateConfig
 from streamjoin.runtime.regroup import Ownership
 from streamjoin.runtime.rescale import Epoch, changelog_uri
 from streamjoin.statestore import open_store
+from tests.examples import scaled
 from tests.joins.test_enrichment_properties import Run, cases
 from tests.joins.test_rescale import restored
 
@@ -114,7 +115,7 @@ def _continue(run: Run, partitions: int, version: int) -> None:
     run.runner.metrics = old.metrics
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=scaled(40), deadline=None)
 @given(case=cases(max_partitions=4), mode=st.sampled_from(["as_of", "latest"]),
        grace=st.sampled_from([None, 0, 1, 4]), data=st.data())
 def test_enrichment_rescale_equals_uninterrupted_run(case, mode, grace, data):

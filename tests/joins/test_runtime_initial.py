@@ -17,6 +17,7 @@ from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.errors import CheckpointMismatchError
 from streamjoin.runtime.local import LocalRunner
 from streamjoin.runtime.partition import StateConfig
+from tests.examples import scaled
 
 EVENTS = pa.schema([("user", pa.int64()), ("ts", pa.timestamp("us")), ("what", pa.string())])
 TABLE = pa.schema([("user", pa.int64()), ("op", pa.string()), ("at", pa.timestamp("us")), ("plan", pa.string())])
@@ -38,7 +39,7 @@ def _run(runner: LocalRunner, first_table: pa.Table, events: pa.Table, start: in
     return Counter(tuple(r.values()) for r in out.to_pylist())
 
 
-@settings(max_examples=20)
+@settings(max_examples=scaled(20))
 @given(users=st.lists(st.integers(0, 20), unique=True, max_size=12), partitions=st.integers(1, 3),
        start=st.sampled_from([0, 3]), again=st.booleans())
 def test_runtime_initial_rows_equal_giving_them_to_the_first_version(tmp_path_factory, users, partitions, start, again):

@@ -22,6 +22,7 @@ from streamjoin.table.operator import TableTableJoin
 from streamjoin.table.rows import pack_columns, unpack_columns
 from streamjoin.testing.table import reference_view
 from streamjoin.view import MaterializedView
+from tests.examples import scaled
 
 _TYPES = {
     pa.int64(): st.integers(-(1 << 63), (1 << 63) - 1),
@@ -55,7 +56,7 @@ def _same(a: list, b: list) -> bool:
         [repr(v) if isinstance(v, float) and math.isnan(v) else v for v in b]
 
 
-@settings(max_examples=200)
+@settings(max_examples=scaled(200))
 @given(cols=columns())
 def test_pack_and_unpack_columns_equal_pack_and_unpack_per_row(cols):
     n = len(cols[0])

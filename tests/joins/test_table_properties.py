@@ -11,6 +11,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from streamjoin.statestore import backend_names
+from tests.examples import scaled
 from tests.joins.strategies import DISTURBANCES, disturb
 from tests.joins.table_cases import Run, TableCase, output_rows, table_cases
 
@@ -50,7 +51,7 @@ def test_table_join_view_and_changes_equal_reference_after_every_batch(case):
 
 
 @pytest.mark.parametrize("store", BACKENDS)
-@settings(max_examples=6)
+@settings(max_examples=scaled(6))
 @given(case=table_cases(max_changes=8, max_batches=3, max_partitions=2))
 def test_table_join_equals_reference_on_every_backend(store, case):
     check_against_reference(case, store)
@@ -59,7 +60,7 @@ def test_table_join_equals_reference_on_every_backend(store, case):
 _ACTIONS = DISTURBANCES
 
 
-@settings(max_examples=10)
+@settings(max_examples=scaled(10))
 @given(case=table_cases(max_changes=8, max_batches=3, max_partitions=2), data=st.data())
 def test_table_join_crash_and_restore_equals_uninterrupted_run(case, data):
     plain, chaos = Run(case, runtime=False), Run(case, data.draw(st.sampled_from(BACKENDS)))

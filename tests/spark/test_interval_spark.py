@@ -21,6 +21,7 @@ from streamjoin import interval_join
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.testing import assert_deterministic
 from streamjoin.testing.strategies import START, event_streams
+from tests.examples import scaled
 
 pytestmark = pytest.mark.spark
 
@@ -42,7 +43,7 @@ def _sentinel(name: str) -> pa.Table:
     return pa.table({"k": [99], "t": pa.array([START + timedelta(seconds=1000)], UTC_US), f"{name}_id": [0]})
 
 
-@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(max_examples=scaled(2), deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(left=_events("l"), right=_events("r"), how=st.sampled_from(["inner", "left", "full", "left_anti"]))
 def test_interval_join_streaming_equals_spark_batch_join(spark, left, right, how):
     def pipeline(ls, rs, *, checkpoint, partitions):
