@@ -572,16 +572,9 @@ def run(args: argparse.Namespace) -> int:
 def in_process(workload: Workload, params: Params, stores: list[str]) -> int:
     """The three stages in this process (``LocalTableTableRunner``), timed per change batch: the
     key stages together, then the join stage, in wall and CPU (``process_time``) seconds."""
-    from streamjoin.runtime.partition import StateConfig
-    from streamjoin.table.local import LocalTableTableRunner
-    from streamjoin.table.operator import TableTableJoin
-
     root = fresh_dir(results_dir(), "table-in-process")
     try:
-        join = TableTableJoin(ORDERS, CUSTOMERS, "customer_id", left_key="order_id", right_key="customer_id",
-                              how="inner", left_time="changed_at", right_time="changed_at")
-        runner = LocalTableTableRunner(join, os.path.join(root, "ckpt"), partitions=params.partitions,
-                                       config=StateConfig(store=stores[0], local_dir=os.path.join(root, "state")))
+        runner = _local_runner(root, params, stores[0])
         o, c = workload.orders, workload.customers
         start = time.perf_counter()
         runner.run(o.load, c.load)
@@ -610,6 +603,18 @@ def in_process(workload: Workload, params: Params, stores: list[str]) -> int:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def _local_runner(root: str, params: Params, store: str):
+    """The benchmark's join (orders with their customer) as three in-process stages under ``root``."""
+    from streamjoin.runtime.partition import StateConfig
+    from streamjoin.table.local import LocalTableTableRunner
+    from streamjoin.table.operator import TableTableJoin
+
+    join = TableTableJoin(ORDERS, CUSTOMERS, "customer_id", left_key="order_id", right_key="customer_id",
+                          how="inner", left_time="changed_at", right_time="changed_at")
+    return LocalTableTableRunner(join, os.path.join(root, "ckpt"), partitions=params.partitions,
+                                 config=StateConfig(store=store, local_dir=os.path.join(root, "state")))
+
+
 # -- profiling ---------------------------------------------------------------------------------
 
 def profile(workload: Workload, params: Params, stores: list[str]) -> int:
@@ -617,16 +622,9 @@ def profile(workload: Workload, params: Params, stores: list[str]) -> int:
     import cProfile
     import pstats
 
-    from streamjoin.runtime.partition import StateConfig
-    from streamjoin.table.local import LocalTableTableRunner
-    from streamjoin.table.operator import TableTableJoin
-
     root = fresh_dir(results_dir(), "table-profile")
     try:
-        join = TableTableJoin(ORDERS, CUSTOMERS, "customer_id", left_key="order_id", right_key="customer_id",
-                              how="inner", left_time="changed_at", right_time="changed_at")
-        runner = LocalTableTableRunner(join, os.path.join(root, "ckpt"), partitions=params.partitions,
-                                       config=StateConfig(store=stores[0], local_dir=os.path.join(root, "state")))
+        runner = _local_runner(root, params, stores[0])
         start = time.perf_counter()
         o, c = workload.orders, workload.customers
         out = runner.run(o.load, c.load)

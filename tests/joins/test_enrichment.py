@@ -57,19 +57,6 @@ class Script:
         self.driver.close()
 
 
-@pytest.fixture
-def script():
-    made = []
-
-    def make(**options) -> Script:
-        made.append(Script(**options))
-        return made[-1]
-
-    yield make
-    for s in made:
-        s.close()
-
-
 def test_enrichment_change_at_the_event_time_joins_that_change(script):
     s = script()
     assert s.run([(1, 5, "e")], [(1, "upsert", 4, "free"), (1, "upsert", 5, "pro"), (1, "upsert", 6, "max")]) == []

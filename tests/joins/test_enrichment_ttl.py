@@ -17,23 +17,10 @@ from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.errors import JoinDefinitionError
 from tests.examples import scaled
 from tests.joins.strategies import StepDriver
-from tests.joins.test_enrichment import EVENTS, PLAIN_FORMAT, TABLE, Script
+from tests.joins.test_enrichment import EVENTS, PLAIN_FORMAT, TABLE
 from tests.joins.test_enrichment_properties import SECOND, Recording, cases, when
 
 TTL = dt.timedelta(seconds=5)
-
-
-@pytest.fixture
-def script():
-    made = []
-
-    def make(**options) -> Script:
-        made.append(Script(**options))
-        return made[-1]
-
-    yield make
-    for s in made:
-        s.close()
 
 
 def test_enrichment_ttl_expired_version_gives_no_row_and_is_counted(script):

@@ -65,19 +65,6 @@ class Timeline:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-@pytest.fixture
-def timeline():
-    made = []
-
-    def make(**options) -> Timeline:
-        made.append(Timeline(**options))
-        return made[-1]
-
-    yield make
-    for t in made:
-        t.close()
-
-
 def _partition(value, partitions: int) -> int:
     return zlib.crc32(pack(value)) % partitions
 

@@ -11,20 +11,7 @@ import pytest
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.table.operator import TableTableJoin
 from streamjoin.table.retention import LATE_REASON
-from tests.joins.test_table_join import FOLLOWS, POSTS, Timeline
-
-
-@pytest.fixture
-def timeline():
-    made: list[Timeline] = []
-
-    def make(**options) -> Timeline:
-        made.append(Timeline(**options))
-        return made[-1]
-
-    yield make
-    for t in made:
-        t.close()
+from tests.joins.test_table_join import FOLLOWS, POSTS
 
 
 def _state_rows(t, stage: str = "left_keys") -> int:
