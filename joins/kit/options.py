@@ -1,7 +1,7 @@
 """Where and how a join keeps its state: one options object the PySpark joins share.
 
-:class:`JoinOptions` holds ``store``, ``checkpoint``, ``partitions``, ``store_options`` and
-``state_dir`` as the public join functions take them, checks them once when made (before any
+:class:`JoinOptions` holds ``store``, ``checkpoint``, ``partitions``, ``store_options``,
+``state_dir`` and ``max_partitions`` as the public join functions take them, checks them once when made (before any
 query starts) and gives the :class:`streamjoin.runtime.partition.StateConfig` the runtime runs
 with. Errors are :class:`streamjoin.errors.JoinDefinitionError` naming the argument.
 """
@@ -26,7 +26,9 @@ class JoinOptions:
     now); ``checkpoint``: a path or ``pyarrow.fs`` URI, or None (a batch join then uses a new
     temporary one; a streaming join refuses None when it starts); ``partitions``: a positive int,
     or None for ``spark.sql.shuffle.partitions``; ``store_options``: keyword options of the store;
-    ``state_dir``: the local stores' root (None: under Spark's local directory).
+    ``state_dir``: the local stores' root (None: under Spark's local directory);
+    ``max_partitions``: the most partitions the join may ever be rescaled to (its number of key
+    groups, fixed when its checkpoint is created; None: 4096, or what the checkpoint recorded).
     """
 
     store: str = "rocksdb"
@@ -34,6 +36,7 @@ class JoinOptions:
     partitions: int | None = None
     store_options: Mapping[str, Any] | None = None
     state_dir: str | None = None
+    max_partitions: int | None = None
     state: StateConfig = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -44,6 +47,14 @@ class JoinOptions:
             raise JoinDefinitionError(f"partitions must be an int (at least 1) or None, not {partitions!r}")
         if partitions is not None and partitions < 1:
             raise JoinDefinitionError(f"partitions must be at least 1, got {partitions}")
+        most = self.max_partitions
+        if most is not None and (not isinstance(most, int) or isinstance(most, bool) or most < 1):
+            raise JoinDefinitionError(f"max_partitions must be an int (at least 1) or None, not {most!r}")
+        if most is not None and partitions is not None and partitions > most:
+            raise JoinDefinitionError(
+                f"partitions={partitions} is more than max_partitions={most}: a join's state is kept in "
+                "max_partitions key groups and a partition owns at least one; raise max_partitions "
+                "(it is fixed when the checkpoint is created) or use fewer partitions")
         if self.store_options is not None and not isinstance(self.store_options, Mapping):
             raise JoinDefinitionError(f"store_options must be a mapping of option names to values, not {self.store_options!r}")
         if self.state_dir is not None and not isinstance(self.state_dir, (str, os.PathLike)):

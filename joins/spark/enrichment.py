@@ -42,6 +42,7 @@ def stream_table_join(
     partitions: int | None = None,
     store_options: Mapping[str, Any] | None = None,
     state_dir: str | None = None,
+    max_partitions: int | None = None,
 ) -> DataFrame:
     """Enrich each event of ``stream`` with the row of a changing table that its key refers to.
 
@@ -81,7 +82,8 @@ def stream_table_join(
     query starts when an argument is wrong.
     """
     options = JoinOptions(store=store, checkpoint=checkpoint, partitions=partitions,
-                          store_options=store_options, state_dir=state_dir)
+                          store_options=store_options, state_dir=state_dir,
+                          max_partitions=max_partitions)
     key = list(column_names(table_key, "table_key"))
     check_columns(stream, "stream", [*column_names(on, "on (the event key columns)"), stream_time])
     check_time(stream, "stream_time", stream_time)
@@ -105,7 +107,7 @@ def stream_table_join(
     )
     initial = None if bootstrap is None else [None, _bootstrap_changes(bootstrap, operator)]
     return run_operator([stream, table], operator, checkpoint=options.checkpoint, partitions=options.partitions,
-                        state=options.state, initial=initial)
+                        state=options.state, key_groups=options.max_partitions, initial=initial)
 
 
 def _bootstrap_changes(bootstrap: DataFrame, operator: EnrichmentJoin) -> DataFrame:

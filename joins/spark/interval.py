@@ -32,6 +32,7 @@ def interval_join(
     partitions: int | None = None,
     store_options: Mapping[str, Any] | None = None,
     state_dir: str | None = None,
+    max_partitions: int | None = None,
 ) -> DataFrame:
     """Join two event DataFrames on equal keys within a time window.
 
@@ -50,11 +51,14 @@ def interval_join(
     anti joins output the left columns. ``checkpoint`` (a path or ``pyarrow.fs`` URI) is required
     for streaming inputs; ``partitions`` defaults to ``spark.sql.shuffle.partitions``; ``store``
     is ``rocksdb``, ``lmdb``, ``memory`` or ``package.module:Class``; local stores live under
-    ``state_dir`` (default: under Spark's local directory). Raises
+    ``state_dir`` (default: under Spark's local directory). ``max_partitions`` (default 4096) is
+    the most partitions the join can later be restarted with (its key groups, fixed when the
+    checkpoint is created; docs/runtime.md "Partitions and rescaling"). Raises
     :class:`streamjoin.errors.JoinDefinitionError` before any query starts when an argument is wrong.
     """
     options = JoinOptions(store=store, checkpoint=checkpoint, partitions=partitions,
-                          store_options=store_options, state_dir=state_dir)
+                          store_options=store_options, state_dir=state_dir,
+                          max_partitions=max_partitions)
     left_on, right_on = parse_on(on)
     check_columns(left, "left", list(left_on) + [left_time])
     check_columns(right, "right", list(right_on) + [right_time])
@@ -65,5 +69,5 @@ def interval_join(
         left_time=left_time, right_time=right_time, lower=lower, upper=upper, delay=delay, how=how,
     )
     return run_operator([left, right], operator, checkpoint=options.checkpoint, partitions=options.partitions,
-                        state=options.state)
+                        state=options.state, key_groups=options.max_partitions)
 

@@ -42,6 +42,7 @@ def table_table_join(
     partitions: int | None = None,
     store_options: Mapping[str, Any] | None = None,
     state_dir: str | None = None,
+    max_partitions: int | None = None,
 ) -> DataFrame:
     """The change stream of the view ``left JOIN right ON on``, kept up to date as both change.
 
@@ -77,7 +78,8 @@ def table_table_join(
     when an argument is wrong.
     """
     options = JoinOptions(store=store, checkpoint=checkpoint, partitions=partitions,
-                          store_options=store_options, state_dir=state_dir)
+                          store_options=store_options, state_dir=state_dir,
+                          max_partitions=max_partitions)
     streaming = left_changes.isStreaming or right_changes.isStreaming
     checkpoint = resolve_checkpoint(options.checkpoint, streaming, "table_table_join")
     left_key = list(column_names(left_key, "left_key"))
@@ -101,4 +103,4 @@ def table_table_join(
 def _run(inputs: list[DataFrame], operator: Operator, options: JoinOptions) -> DataFrame:
     """``operator`` over ``inputs`` with the state settings of ``options``."""
     return run_operator(inputs, operator, checkpoint=options.checkpoint, partitions=options.partitions,
-                        state=options.state)
+                        state=options.state, key_groups=options.max_partitions)

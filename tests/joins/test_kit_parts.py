@@ -161,6 +161,9 @@ def test_options_validate_once_and_build_the_state_config(tmp_path):
     ({"store_options": ["a"]}, "store_options must be a mapping"),
     ({"state_dir": 1}, "state_dir must be a local directory path"),
     ({"store": "no_such_store"}, "store='no_such_store'"),
+    ({"max_partitions": 0}, "max_partitions must be an int"),
+    ({"max_partitions": "64"}, "max_partitions must be an int"),
+    ({"partitions": 8, "max_partitions": 4}, "partitions=8 is more than max_partitions=4"),
 ])
 def test_options_refuse_bad_arguments_naming_them(arguments, message):
     with pytest.raises(JoinDefinitionError, match=message):

@@ -22,7 +22,7 @@ from streamjoin.runtime.partition import StateConfig
 from streamjoin.runtime.rescale import epochs
 from streamjoin.spark import arrow_schema, run_operator
 from streamjoin.spark.state import read_state
-from streamjoin.spark.table import table_table_join
+from streamjoin.spark.table import STAGES, table_table_join
 
 pytestmark = pytest.mark.spark
 
@@ -114,7 +114,7 @@ def _table(spark, root: Path, partitions: int) -> None:
         .option("maxFilesPerTrigger", 1).parquet(str(root / "authors"))
     out = table_table_join(posts, authors, "author_id", left_key="post_id", right_key="author_id", how="left",
                            left_time="at", right_time="at", checkpoint=str(root / "join"), partitions=partitions,
-                           state_dir=str(root / "local"))
+                           state_dir=str(root / "local"), max_partitions=64)
     query = (out.writeStream.option("checkpointLocation", str(root / "spark")).trigger(availableNow=True)
              .format("parquet").option("path", str(root / "out")).start())
     query.awaitTermination()
@@ -132,3 +132,4 @@ def test_table_join_restarted_at_5_partitions_equals_uninterrupted_run(spark, tm
     expected = _committed(spark, plain)
     assert len(expected) > 10
     assert _committed(spark, rescaled) == expected
+    assert [Checkpoint(str(rescaled / "join" / stage)).key_groups() for stage in STAGES] == [64, 64, 64]
