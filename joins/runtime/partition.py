@@ -36,7 +36,7 @@ from streamjoin.changelog import Changelog, open_logged_store, release_logged_st
 from streamjoin.errors import CheckpointDamagedError, JoinDefinitionError
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.operator import REASON_COLUMN, Operator, StepInput
-from streamjoin.runtime.rescale import Epoch, changelog_uri, current_epoch, epoch_dir, max_times_base, prepare_partition
+from streamjoin.runtime.rescale import changelog_uri, epoch_dir, prepare_partition
 from streamjoin.statestore.errors import BackendNotFoundError
 from streamjoin.statestore.registry import resolve_backend
 
@@ -100,19 +100,14 @@ def local_store_path(config: StateConfig, checkpoint: Checkpoint, partition: int
     return os.path.join(config.local_dir or default_local_dir(), digest, f"{epoch}p={partition}")
 
 
-def global_max_times(
-    checkpoint: Checkpoint, partitions: int, version: int, n_inputs: int, epoch: Epoch | None = None
-) -> tuple[int | None, ...]:
+def global_max_times(checkpoint: Checkpoint, version: int, n_inputs: int) -> tuple[int | None, ...]:
     """Largest event time per input over all partitions' rows in versions before ``version``.
 
     Read from the commit records of the newest version before ``version`` (one listing, see
     :meth:`Checkpoint.watermark_inputs`); each record carries the global progress up to its
-    version, so the value survives a change of the partition count (``partitions`` is not needed).
-    It starts from the base the partitioning epoch recorded (:mod:`streamjoin.runtime.rescale`).
+    version, so the value survives a change of the partition count (a rescale needs no base).
     """
-    epoch = current_epoch(checkpoint) if epoch is None else epoch
-    base = max_times_base(checkpoint, epoch, n_inputs)
-    return tuple(_max(a, b) for a, b in zip(base, checkpoint.watermark_inputs(version, n_inputs)))
+    return checkpoint.watermark_inputs(version, n_inputs)
 
 
 def run_partition(
@@ -128,7 +123,7 @@ def run_partition(
     epoch = prepare_partition(operator, checkpoint, config.store, dict(config.store_options),
                               config.local_dir or default_local_dir(), task.version, task.partition,
                               task.partitions, config.retain_versions)   # rebuilt after a rescale
-    known = global_max_times(checkpoint, task.partitions, task.version, n_inputs, epoch)
+    known = global_max_times(checkpoint, task.version, n_inputs)
     max_times = (None,) * n_inputs if task.final else known
     log = Changelog(changelog_uri(checkpoint, epoch, task.partition), retain_versions=config.retain_versions,
                     cache_listing=True)

@@ -14,11 +14,9 @@ The old changelogs are only read, so executing ``v`` again, or a crash anywhere 
 starts over from the same inputs and writes the same snapshot (a snapshot file is written whole
 or not at all).
 
-**Watermark.** The global event-time progress before ``v`` is the maximum of the old epoch's
-(its partitions' progress records before ``v``, and its own base): it is recorded once, before any
-new partition commits, as the new epoch's base (``partitioning/e=<n>.base.json``), and every
-global maximum in epoch ``n`` starts from it (:func:`max_times_base`), so a count going down loses
-no partition's progress. Set-aside rows and metrics are per version and stay where they are.
+**Watermark.** Every commit record carries the global event-time progress up to its version
+(:meth:`Checkpoint.watermark_inputs`), so the first version of epoch ``n`` reads it from the old
+epoch's records of ``v-1`` like any other version: a count going down loses no partition's progress. Set-aside rows and metrics are per version and stay where they are.
 """
 
 from __future__ import annotations
@@ -41,7 +39,7 @@ from streamjoin.statestore import destroy_store, open_store
 from streamjoin.statestore.base import Store
 
 __all__ = ["Epoch", "epochs", "current_epoch", "bind_partitions", "changelog_uri", "epoch_dir",
-           "max_times_base", "prepare_partition", "old_partitions", "can_rescale", "Plan", "plan_repartition",
+           "prepare_partition", "old_partitions", "can_rescale", "Plan", "plan_repartition",
            "RESCALABLE_KINDS"]
 
 _DIR = "partitioning"
@@ -123,15 +121,6 @@ def changelog_uri(checkpoint: Checkpoint, epoch: Epoch, partition: int) -> str:
     return checkpoint.location(f"state/{epoch_dir(epoch)}p={partition}")
 
 
-def max_times_base(checkpoint: Checkpoint, epoch: Epoch, n_inputs: int) -> tuple[int | None, ...]:
-    """The global event-time progress ``epoch`` starts from (all None for epoch 0 or a base not
-    recorded yet)."""
-    if epoch.number == 0:
-        return (None,) * n_inputs
-    record = checkpoint.read_record(f"{_DIR}/e={epoch.number}.base.json")
-    return (None,) * n_inputs if record is None else tuple(record["max_times"])
-
-
 def old_partitions(partition: int, new: int, old: int, groups: int) -> list[int]:
     """The partitions of the ``old`` count that own key groups ``partition`` of ``new`` owns."""
     start, end = group_range(partition, new, groups)
@@ -180,7 +169,6 @@ def _rebuild(operator: Operator, checkpoint: Checkpoint, found: Sequence[Epoch],
     if number == 0 or not log.listing().empty:
         return
     previous = found[number - 1]
-    _record_base(checkpoint, epoch, previous, version, len(operator.inputs))
     groups = checkpoint.key_groups()
     olds = old_partitions(partition, epoch.partitions, previous.partitions, groups)
     for q in olds:
@@ -206,25 +194,6 @@ def _rebuild(operator: Operator, checkpoint: Checkpoint, found: Sequence[Epoch],
         for store, path in zip(opened, paths):
             store.close()
             destroy_store(stores.kind, path)
-
-
-def _record_base(checkpoint: Checkpoint, epoch: Epoch, previous: Epoch, version: int, n_inputs: int) -> None:
-    """Record the global progress before ``version`` over ``previous`` as ``epoch``'s base (once)."""
-    rel = f"{_DIR}/e={epoch.number}.base.json"
-    if checkpoint.read_record(rel) is not None:
-        return
-    base = max_times_base(checkpoint, previous, n_inputs)
-    known = checkpoint.watermark_inputs(version, n_inputs)   # one listing: the records carry the global maxima
-    result = [_max(a, b) for a, b in zip(base, known)]
-    checkpoint.create_record(rel, {"version": version, "max_times": result})
-
-
-def _max(a: int | None, b: int | None) -> int | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return max(a, b)
 
 
 
