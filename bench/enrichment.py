@@ -350,7 +350,8 @@ def observed_totals(progress: list[Any]) -> dict[str, int]:
     are pruned, the first version's (which loads the bootstrap) among them."""
     per_batch: dict[int, Any] = {}
     for p in progress:
-        found = [m for name, m in (p["observedMetrics"] or {}).items() if name.startswith("streamjoin enrichment_join ")]
+        found = [m["metrics"] for name, m in (p["observedMetrics"] or {}).items()
+                 if name.startswith("streamjoin enrichment_join ")]
         if found:
             per_batch.setdefault(int(p["batchId"]), found[0])
     total = {name: sum(_field(m, name) for m in per_batch.values()) for name in _TOTALS}

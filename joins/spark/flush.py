@@ -54,7 +54,8 @@ class FlushSource(DataSource):
 
 
 class _FlushReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Offsets are ``{"max_times": [...]}``; every batch reads no rows. Under ``availableNow`` the
+    """Offsets are ``{"max_times": [...]}``; every batch plans no partitions, so no task reads this
+    source (a partition reading nothing would cost a Python task a micro-batch). Under ``availableNow`` the
     offset is the one found when the query starts, so such a run stops when its data is read."""
 
     def __init__(self, checkpoint: str, partitions: int, inputs: int) -> None:
@@ -88,7 +89,7 @@ class _FlushReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._seen[1]
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        return [InputPartition(0)]
+        return []
 
     def read(self, partition: InputPartition) -> Iterator[tuple]:
         return iter(())

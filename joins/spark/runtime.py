@@ -1,8 +1,10 @@
 """Running an engine-free operator inside a Spark query: one ``mapInArrow`` after one shuffle.
 
-The inputs are unioned into one DataFrame whose rows carry an input tag, the join key (cast to one
-type per key column, so equal keys hash equally whichever input they come from) and the input's
-columns as one struct. A repartition by key group (:func:`_shuffle`) sends equal keys to one partition;
+The inputs are unioned into one flat DataFrame: an input tag, then every input's columns under
+positional names (``_sj_<input>_<column>``; a row's other inputs' columns are null). A repartition
+by an expression of the key group (:func:`_shuffle`: the join key cast to one type per key column,
+so equal keys hash equally whichever input they come from) sends equal keys to one partition,
+without carrying the routing key or the target in the shuffled rows;
 ``mapInArrow`` then runs :func:`streamjoin.runtime.partition.run_partition` on each partition's rows. The task
 reads the micro-batch id from the task's local property ``streaming.sql.batchId`` (the version),
 its partition id, its attempt number and the streaming query's id. A batch (non-streaming) input
@@ -56,9 +58,9 @@ def _configure_worker_logging() -> None:
 INPUT_TAG = "_sj_input"
 #: Set on the DataFrames run_operator returns (their partitions are a join's partitions).
 _STAGE_MARK = "_streamjoin_stage"
-_KEY = "_sj_k{}"
-_SLOT = "_sj_slot"
-_ROW = "_sj_row{}"
+#: Input ``i``'s column ``j`` in the unioned rows (flat columns shuffle and cross into Arrow
+#: faster than one struct per input).
+_COLUMN = "_sj_{}_{}"
 
 
 def arrow_schema(df: DataFrame) -> pa.Schema:
@@ -112,7 +114,7 @@ def run_operator(
         _write_initial(initial, operator, key_types, Checkpoint(checkpoint), partitions, groups)
     if Checkpoint(checkpoint).initial_done() is not None:
         state = replace(state, initial=True)
-    combined = _union_inputs(inputs, operator, key_types)
+    combined = _union_inputs(inputs, operator)
     # A micro-batch whenever the join's watermark moves (streamjoin.spark.flush). Not in a stage
     # fed by another join's output (a table_table_join's join stage): unioned there, the source
     # would break the partition-aligned union of the earlier stages' outputs, whose tasks take
@@ -121,7 +123,7 @@ def run_operator(
         flush = flush_stream(spark, checkpoint, partitions, len(operator.inputs))
         combined = combined.unionByName(flush.select(F.lit(-1).cast("byte").alias(INPUT_TAG)),
                                         allowMissingColumns=True)
-    shuffled = _shuffle(combined, partitions, groups)
+    shuffled = _shuffle(combined, partitions, groups, _routing_keys(operator, key_types))
     task = _PartitionTask(operator, checkpoint, partitions, state, final=not streaming)
     out = shuffled.mapInArrow(task, from_arrow_schema(progress_schema(operator), prefer_timestamp_ntz=True))
     result = report_progress(out, operator, checkpoint)
@@ -129,14 +131,32 @@ def run_operator(
     return result
 
 
-def _tagged(df: DataFrame, i: int, operator: Operator, key_types: Sequence[str]) -> DataFrame:
-    """Input ``i``'s rows as: input tag, common-typed key columns (floating-point ones normalised,
-    :func:`_routing_key`), the row as one struct (its values as they are)."""
+def _tagged(df: DataFrame, i: int, operator: Operator) -> DataFrame:
+    """Input ``i``'s rows as: input tag, then its columns (values as they are) named by position."""
     spec = operator.inputs[i]
     columns = [F.lit(i).cast("byte").alias(INPUT_TAG)]
-    columns += [_routing_key(column(k).cast(t), t).alias(_KEY.format(j)) for j, (k, t) in enumerate(zip(spec.key, key_types))]
-    columns.append(F.struct(*[column(name) for name in spec.schema.names]).alias(_ROW.format(i)))
+    columns += [column(name).alias(_COLUMN.format(i, j)) for j, name in enumerate(spec.schema.names)]
     return df.select(*columns)
+
+
+def _routing_keys(operator: Operator, key_types: Sequence[str], only: int | None = None) -> list[Column]:
+    """The routing key of the unioned rows, one expression per key column: the key column of the
+    row's input cast to the common type (floating-point ones normalised, :func:`_routing_key`).
+    ``only``: the rows all come from that input."""
+    tag = F.col(INPUT_TAG)
+    keys = []
+    for j, data_type in enumerate(key_types):
+        picked: Column | None = None
+        for i, spec in enumerate(operator.inputs):
+            if only is not None and i != only:
+                continue
+            value = _routing_key(F.col(_COLUMN.format(i, spec.schema.names.index(spec.key[j]))).cast(data_type),
+                                 data_type)
+            picked = value if only is not None else (F.when(tag == i, value) if picked is None
+                                                     else picked.when(tag == i, value))
+        assert picked is not None
+        keys.append(picked)
+    return keys
 
 
 def _routing_key(key: Column, data_type: str) -> Column:
@@ -149,15 +169,16 @@ def _routing_key(key: Column, data_type: str) -> Column:
             .otherwise(key))
 
 
-def _shuffle(df: DataFrame, partitions: int, groups: int) -> DataFrame:
+def _shuffle(df: DataFrame, partitions: int, groups: int, keys: Sequence[Column]) -> DataFrame:
     """``df`` repartitioned so that task ``p`` gets the rows of the key groups partition ``p`` owns
     (:mod:`streamjoin.runtime.keygroups`): the key group ``pmod(hash(keys), groups)`` and its owner
-    are computed in the JVM, and each row carries its owner's *slot*, an int Spark's own hash
-    partitioning sends to task ``p``."""
-    keys = [c for c in df.columns if c.startswith("_sj_k")]
-    slots = ", ".join(str(x) for x in slot_values(partitions))
-    owner = f"cast((cast(pmod(hash({', '.join(keys)}), {groups}) as bigint) * {partitions}) div {groups} as int)"
-    return df.withColumn(_SLOT, F.expr(f"element_at(array({slots}), {owner} + 1)")).repartition(partitions, _SLOT)
+    are computed in the JVM, and mapped to the owner's *slot*, an int Spark's own hash
+    partitioning sends to task ``p``. The repartition is by that expression: no column is added
+    to the shuffled rows."""
+    slots = F.array(*[F.lit(x) for x in slot_values(partitions)])
+    group = F.pmod(F.hash(*keys), F.lit(groups)).cast("bigint")
+    owner = F.call_function("div", group * F.lit(partitions), F.lit(groups)).cast("int")
+    return df.repartition(partitions, F.element_at(slots, owner + 1))
 
 
 def resolve_checkpoint(checkpoint: str | None, streaming: bool, what: str) -> str:
@@ -179,9 +200,9 @@ def resolve_checkpoint(checkpoint: str | None, streaming: bool, what: str) -> st
     return tempfile.mkdtemp(prefix="streamjoin-batch-")
 
 
-def _union_inputs(inputs: Sequence[DataFrame], operator: Operator, key_types: Sequence[str]) -> DataFrame:
-    """One DataFrame: input tag, common-typed key columns, and each input's row as a struct."""
-    parts = [_tagged(df, i, operator, key_types) for i, df in enumerate(inputs)]
+def _union_inputs(inputs: Sequence[DataFrame], operator: Operator) -> DataFrame:
+    """One DataFrame: input tag, then each input's columns (:func:`_tagged`)."""
+    parts = [_tagged(df, i, operator) for i, df in enumerate(inputs)]
     combined = parts[0]
     for part in parts[1:]:
         combined = combined.unionByName(part, allowMissingColumns=True)
@@ -224,7 +245,7 @@ def _write_initial(
         spec = operator.inputs[i]
         if df.isStreaming:
             raise JoinDefinitionError(f"initial rows of input {spec.name!r} must be a batch DataFrame, not a stream")
-        routed = _shuffle(_tagged(df, i, operator, key_types), partitions, groups)
+        routed = _shuffle(_tagged(df, i, operator), partitions, groups, _routing_keys(operator, key_types, only=i))
         writer = _InitialWriter(operator, i, checkpoint.uri)
         written = routed.mapInArrow(writer, "rows long").agg(F.sum("rows")).collect()[0][0]
         counts[spec.name] = int(written or 0)
@@ -240,8 +261,7 @@ class _InitialWriter:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         spec = self.operator.inputs[self.index]
         batches = list(batches)
-        rows = _rows(pa.Table.from_batches(batches).column(_ROW.format(self.index)), spec) if batches \
-            else spec.schema.empty_table()
+        rows = _rows(pa.Table.from_batches(batches), self.index, spec) if batches else spec.schema.empty_table()
         if rows.num_rows:
             Checkpoint(self.checkpoint).write_initial(spec.name, TaskContext.get().partitionId(), rows)
         yield pa.RecordBatch.from_pydict({"rows": pa.array([rows.num_rows], pa.int64())})
@@ -287,21 +307,17 @@ def _split_inputs(batches: list[pa.RecordBatch], operator: Operator) -> tuple[pa
     if not batches:
         return tuple(spec.schema.empty_table() for spec in operator.inputs)
     table = pa.Table.from_batches(batches)
+    if len(operator.inputs) == 1:
+        return (_rows(table, 0, operator.inputs[0]),)   # the flush source's stream has no rows
     tags = table.column(INPUT_TAG)
-    out = []
-    for i, spec in enumerate(operator.inputs):
-        out.append(_rows(table.filter(pc.equal(tags, i)).column(_ROW.format(i)), spec))
-    return tuple(out)
+    return tuple(_rows(table.filter(pc.equal(tags, i)), i, spec) for i, spec in enumerate(operator.inputs))
 
 
-def _rows(column: pa.ChunkedArray, spec: InputSpec) -> pa.Table:
-    """The rows of one input's struct column as a table of the input's schema."""
-    column = column.combine_chunks()
-    if isinstance(column, pa.ChunkedArray):
-        column = pa.concat_arrays(column.chunks) if column.num_chunks else pa.array([], column.type)
-    if not len(column):
-        return spec.schema.empty_table()
-    return pa.Table.from_batches([pa.RecordBatch.from_struct_array(column)]).cast(spec.schema)
+def _rows(table: pa.Table, index: int, spec: InputSpec) -> pa.Table:
+    """Input ``index``'s columns of ``table`` as a table of the input's schema."""
+    names = spec.schema.names
+    columns = [table.column(_COLUMN.format(index, j)) for j in range(len(names))]
+    return pa.Table.from_arrays(columns, names=names).cast(spec.schema).combine_chunks()
 
 
 def spark_local_state_dir() -> str:

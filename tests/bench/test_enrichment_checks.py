@@ -41,7 +41,7 @@ def test_enrichment_bench_bootstrap_loaded_counts_rows_after_commit_records_are_
 
 
 def _progress(batch: int, name: str, **metrics: int) -> dict:
-    return {"batchId": batch, "observedMetrics": {name: metrics, "other": {"output_rows": 1_000}}}
+    return {"batchId": batch, "observedMetrics": {name: {"metrics": metrics}, "other": {"output_rows": 1_000}}}
 
 
 def test_enrichment_bench_observed_totals_count_each_micro_batch_once():

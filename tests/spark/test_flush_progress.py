@@ -75,7 +75,7 @@ def test_interval_join_flushes_an_unmatched_row_on_a_quiet_stream_and_reports_pr
     finally:
         query.stop()
     assert sorted((r[0], r[2] is None) for r in rows) == [(1, True), (2, False), (3, False)]
-    observed = progress["observedMetrics"][f"streamjoin interval_join {tmp_path / 'join'}"]
+    observed = progress["observedMetrics"][f"streamjoin interval_join {tmp_path / 'join'}"]["metrics"]
     assert observed["input_rows_left"] == 0 and observed["output_rows"] == 1 and observed["partitions"] == 2
     assert str(observed["watermark"]).startswith("2024-01-01 00:29:00")   # the join's, in the flush batch
     assert batches <= 4, f"{batches} micro-batches: the flush source must not run a batch at every trigger"

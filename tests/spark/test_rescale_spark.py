@@ -81,11 +81,11 @@ def test_spark_routes_each_key_group_to_its_owning_task(spark, tmp_path):
     df = spark.createDataFrame([(k, f"s{k % 7}") for k in range(200)], "a bigint, b string")
     from streamjoin.spark.runtime import _shuffle
 
-    routed = _shuffle(df.select(F.col("a").alias("_sj_k0"), F.col("b").alias("_sj_k1")), 5, 64)
-    got = routed.select(F.spark_partition_id().alias("p"), "_sj_k0", "_sj_k1").toArrow() \
+    routed = _shuffle(df, 5, 64, [F.col("a"), F.col("b")])
+    got = routed.select(F.spark_partition_id().alias("p"), "a", "b").toArrow() \
         if hasattr(routed, "toArrow") else pa.Table.from_pandas(routed.select(
-            F.spark_partition_id().alias("p"), "_sj_k0", "_sj_k1").toPandas())
-    expected = owners(key_groups(got, ["_sj_k0", "_sj_k1"], 64), 5, 64)
+            F.spark_partition_id().alias("p"), "a", "b").toPandas())
+    expected = owners(key_groups(got, ["a", "b"], 64), 5, 64)
     assert got.column("p").to_pylist() == expected.tolist()
 
 
