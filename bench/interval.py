@@ -251,6 +251,11 @@ class Outcome:
     join_metrics: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def batch_seconds(self) -> float:
+        """Seconds in the query's micro-batches (Spark's ``triggerExecution``), without its start."""
+        return sum(b["seconds"] for b in self.batches)
+
 
 class Bench:
     """Builds and times each variant's streaming query over the inputs under ``root``."""
@@ -390,15 +395,18 @@ def _mb(value: int) -> float:
 def summary_table(params: Params, results: dict[str, list[Outcome]], expected: int) -> Table:
     """One row a variant: median seconds, rows/s, output rows, floor ratio, worker memory."""
     floor = statistics.median(o.seconds for o in results["floor"]) if "floor" in results else None
-    table = Table(["variant", "seconds", "rows/s", "output rows", "floor s / s", "RSS max MB", "RSS sum MB"])
+    floor_batches = statistics.median(o.batch_seconds for o in results["floor"]) if "floor" in results else None
+    table = Table(["variant", "seconds", "rows/s", "output rows", "floor s / s", "batches s", "floor batches / batches",
+                   "RSS max MB", "RSS sum MB"])
     for variant, outcomes in results.items():
         seconds = statistics.median(o.seconds for o in outcomes)
+        batches = statistics.median(o.batch_seconds for o in outcomes)
         python = not variant.startswith("spark-")
         rss = tuple(max(o.rss[i] for o in outcomes) for i in (0, 1))
         table.add(variant, seconds, params.rows / seconds, outcomes[-1].output_rows,
-                  floor / seconds if floor else "-", _mb(rss[0]) if python else "-",
-                  _mb(rss[1]) if python else "-")
-    table.add("(expected pairs)", "-", "-", expected, "-", "-", "-")
+                  floor / seconds if floor else "-", batches, floor_batches / batches if floor_batches else "-",
+                  _mb(rss[0]) if python else "-", _mb(rss[1]) if python else "-")
+    table.add("(expected pairs)", "-", "-", expected, "-", "-", "-", "-", "-")
     return table
 
 

@@ -8,7 +8,7 @@ import tempfile
 import time
 from typing import Callable
 
-__all__ = ["local_session", "time_stream", "fresh_dir", "run_to_noop"]
+__all__ = ["local_session", "time_stream", "time_stream_parts", "fresh_dir", "run_to_noop"]
 
 
 def local_session(cores: int = 2, shuffle_partitions: int = 4, extra: dict[str, str] | None = None):
@@ -41,6 +41,13 @@ def fresh_dir(parent: str, name: str) -> str:
 
 def time_stream(build: Callable[[str], object]) -> float:
     """Seconds from start to end of the streaming query that ``build(checkpoint_dir)`` starts."""
+    return time_stream_parts(build)[0]
+
+
+def time_stream_parts(build: Callable[[str], object]) -> tuple[float, float]:
+    """(seconds from start to end, seconds in its micro-batches) of the streaming query that
+    ``build(checkpoint_dir)`` starts: the second is the sum of Spark's ``triggerExecution`` over
+    the query's progress, so the difference is what starting and stopping the query took."""
     scratch = tempfile.mkdtemp(prefix="streamjoin-q-")
     start = time.perf_counter()
     query = build(scratch)
@@ -48,7 +55,8 @@ def time_stream(build: Callable[[str], object]) -> float:
     elapsed = time.perf_counter() - start
     if query.exception() is not None:
         raise RuntimeError(f"benchmark query failed: {query.exception()}")
-    return elapsed
+    batches = sum(p["durationMs"].get("triggerExecution", 0) for p in query.recentProgress) / 1000
+    return elapsed, batches
 
 
 def run_to_noop(df, scratch: str, what: str):
