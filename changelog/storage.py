@@ -155,11 +155,16 @@ class Storage(ABC):
 
 
 class LocalStorage(Storage):
-    """A directory on the local disk, with fsync for durability and memory-mapped reads."""
+    """A directory on the local disk, with fsync for durability and memory-mapped reads.
 
-    def __init__(self, root: str) -> None:
+    ``sync=False``: no fsync at all, for files that are only a cache of what durable storage
+    holds (a process crash keeps them, a machine crash may lose or tear them; their readers
+    verify them and fall back)."""
+
+    def __init__(self, root: str, sync: bool = True) -> None:
         self.root = os.path.abspath(root)
         self.uri = self.root
+        self.sync = sync
 
     def __repr__(self) -> str:
         return f"LocalStorage({self.root!r})"
@@ -193,7 +198,7 @@ class LocalStorage(Storage):
                 removed = True
             except FileNotFoundError:
                 pass
-        if removed and sync:
+        if removed and sync and self.sync:
             _fsync_dir(self.root)
 
     def _open_temp(self, temp: str) -> BinaryIO:
@@ -202,20 +207,24 @@ class LocalStorage(Storage):
 
     def _publish(self, handle: BinaryIO, temp: str, final: str) -> None:
         handle.flush()
-        os.fsync(handle.fileno())
+        if self.sync:
+            os.fsync(handle.fileno())
         handle.close()
         os.replace(os.path.join(self.root, temp), os.path.join(self.root, final))
-        _fsync_dir(self.root)
+        if self.sync:
+            _fsync_dir(self.root)
 
     def _publish_if_absent(self, handle: BinaryIO, temp: str, final: str) -> bool:
         handle.flush()
-        os.fsync(handle.fileno())
+        if self.sync:
+            os.fsync(handle.fileno())
         handle.close()
         try:
             os.link(os.path.join(self.root, temp), os.path.join(self.root, final))
         except FileExistsError:
             return False
-        _fsync_dir(self.root)
+        if self.sync:
+            _fsync_dir(self.root)
         return True
 
 

@@ -11,6 +11,11 @@ writes, not to the state.
 Records are only trusted for a store whose history this log saw: whoever changes the store by
 other means (roll-forward from the changelog, rebuild) calls :meth:`UndoLog.clear`. A damaged or
 missing record makes :meth:`UndoLog.rollback` decline (the caller rebuilds instead).
+
+Records are not fsynced. They are a shortcut, never the only copy of anything: like the local
+store beside them (whose writes are not synced either), they survive a process crash, and what a
+machine crash loses or tears is caught (a record is checked against its CRC, names the version
+it returns to and the changelog delta it undoes) and costs a rebuild from the changelog.
 """
 
 from __future__ import annotations
@@ -53,7 +58,7 @@ class UndoLog:
             raise ValueError(f"undo depth must be >= 1, not {depth}")
         self.directory = os.fspath(directory)
         self.depth = depth
-        self._storage = LocalStorage(self.directory)
+        self._storage = LocalStorage(self.directory, sync=False)
 
     def __repr__(self) -> str:
         return f"UndoLog({self.directory!r}, depth={self.depth})"
@@ -102,8 +107,7 @@ class UndoLog:
         batch = encode_delta(Kind.UNDO, version, list(previous.items()), undo_deletes, [],
                              extra={_PREVIOUS: "" if prior is None else str(prior),
                                     _DELTA_CRC: "" if delta_crc is None else f"{delta_crc:08x}"})
-        # older records and any of this version or later go first; the publish's directory sync
-        # makes those removals durable with the new record (one sync of the directory, not three)
+        # older records and any of this version or later go first
         self._storage.delete([f.name for f in self._files()
                               if f.version >= version or f.version <= version - self.depth], sync=False)
         self._storage.write_atomic(temp_tag(Kind.UNDO, version), lambda sink: _write(sink, batch),

@@ -277,3 +277,34 @@ def test_changelogging_store_undo_record_reuses_values_read_this_version(tmp_pat
     assert undo.rollback(inner.inner, 1) == 1
     assert dict(inner.inner.scan()) == {b"a": b"1", b"b": b"1", b"new": b"1", b"x": b"1"}
     inner.inner.close()
+
+
+def test_undo_record_is_written_without_fsync(runner, monkeypatch):
+    """Undo records are a local shortcut (a lost or torn one costs a rebuild): no fsync, file or directory."""
+    for version, write in enumerate(WRITES[:2]):
+        runner.batch(version, write)
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}") if os.path.exists(f"/proc/self/fd/{fd}") else str(fd))
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    runner.batch(2, WRITES[2])
+    assert synced, "the changelog delta is still synced"
+    assert not [path for path in synced if ".undo" in path]
+    assert os.listdir(runner.path + ".undo")
+
+
+def test_open_logged_store_ahead_with_torn_undo_record_rebuilds(runner):
+    """A record a machine crash tore (its bytes no longer match its name's CRC) is not applied."""
+    for version, write in enumerate(WRITES):
+        runner.batch(version, write)
+    undo = runner.path + ".undo"
+    (record,) = os.listdir(undo)
+    with open(os.path.join(undo, record), "r+b") as fh:
+        fh.truncate(os.path.getsize(os.path.join(undo, record)) // 2)
+    state, version, report = runner.state_at(len(WRITES) - 2)
+    assert report.how is OpenHow.REBUILT
+    assert (state, version) == (runner.model.states[len(WRITES) - 2], len(WRITES) - 2)
