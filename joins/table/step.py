@@ -2,15 +2,23 @@
 states what it computes; this module how).
 
 Every change of both sides gets a **group** (its join key, numbered by Arrow's dictionary
-encoding). Per side, the rows read from state form one flat list of *before* rows (group,
-primary key, row, state key): a side's whole group where the other side changed in it (one
-batched seek per side), else only the changed keys' rows (one ``multi_get`` for both sides); a
-direct side's (primary key = join key) one row per group is read by key. The *after* rows are the
-before rows the changes leave alone plus the upserts. The view rows of each state are then
-built for all groups at once: pairs are a cross product within each group (numpy ``repeat``
-over group offsets) of a changed row with every row of the other side, plus an unchanged row
-with the other side's changed rows; padded rows where the other side's group is empty. The diff
-of the two states, keyed by (group, left primary key, right primary key), gives the view changes.
+encoding). Per side, the rows read from state form the *before* rows, kept as columns (group
+numbers in numpy; primary keys and row bytes as Arrow binary arrays): a side's whole group where
+the other side changed in it (one batched seek per side, its entries flattened in C), else only
+the changed keys' rows; a direct side's (primary key = join key) one row per group is read by
+key. Everything read by key, on both sides, is one ``multi_get`` in key order. The state keys
+read tell which before rows a change replaces, and so which changes find a row (set lookups in
+C, no tuple per row). The *after* rows are the before rows the changes leave alone plus the
+upserts (Arrow ``take`` and concatenation). The view rows of each state are then built for all
+groups at once: pairs are a cross product within each group (numpy ``repeat`` over group
+offsets) of a changed row with every row of the other side, plus an unchanged row with the
+other side's changed rows; padded rows where the other side's group is empty. A view row is
+identified by its group and its **view key**, one binary value per (left primary key, right
+primary key) whose byte order is the pair's (:func:`_view_key`). The diff of the two states is
+a hash match of those identities (``index_in``/``is_in``) and a comparison of the row bytes of
+the matched ones; the changes are sorted by view key, then ``_seq``, in Arrow, and each side's
+output columns are taken from the version's input rows or decoded column-wise. Python touches
+each row only in C-level passes (``map``, ``compress``, comprehensions over the read entries).
 """
 
 from __future__ import annotations
