@@ -38,7 +38,9 @@ Each variant first runs untimed on a tiny copy of the inputs (the JVM compiles i
 the Python workers start); before each timed run that tiny run repeats (idle Python workers exit
 after a minute). ``--profile`` runs the three stages in this process (``LocalTableTableRunner``)
 under cProfile instead, over the first batching, and prints where the time goes per stage;
-``--in-process`` runs them without the profiler and prints each batch's wall and CPU seconds.
+``--in-process`` runs them without the profiler and prints each batch's wall and CPU seconds. Both
+run the stages as a streaming query's tasks (``LocalRunner(query_id=...)``): each stage's store
+stays open between micro-batches, as it does in a Spark query's Python workers.
 """
 
 from __future__ import annotations
