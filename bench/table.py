@@ -38,7 +38,9 @@ Each variant first runs untimed on a tiny copy of the inputs (the JVM compiles i
 the Python workers start); before each timed run that tiny run repeats (idle Python workers exit
 after a minute). ``--profile`` runs the three stages in this process (``LocalTableTableRunner``)
 under cProfile instead, over the first batching, and prints where the time goes per stage;
-``--in-process`` runs them without the profiler and prints each batch's wall and CPU seconds.
+``--in-process`` runs them without the profiler and prints each batch's wall and CPU seconds. Both
+run the stages as a streaming query's tasks (``LocalRunner(query_id=...)``): each stage's store
+stays open between micro-batches, as it does in a Spark query's Python workers.
 """
 
 from __future__ import annotations
@@ -600,7 +602,15 @@ def in_process(workload: Workload, params: Params, stores: list[str]) -> int:
               f"{sum(cpus):.1f} CPU s, {n / sum(cpus):,.0f}/CPU s)")
         return 0
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        _remove(root)
+
+
+def _remove(root: str) -> None:
+    """Close the stores kept open for the next micro-batch, then remove ``root``."""
+    from streamjoin.statestore.warm import evict_all
+
+    evict_all()
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def _local_runner(root: str, params: Params, store: str):
@@ -611,8 +621,10 @@ def _local_runner(root: str, params: Params, store: str):
 
     join = TableTableJoin(ORDERS, CUSTOMERS, "customer_id", left_key="order_id", right_key="customer_id",
                           how="inner", left_time="changed_at", right_time="changed_at")
+    # as a streaming query's tasks: each stage's store stays open between micro-batches, as in Spark
     return LocalTableTableRunner(join, os.path.join(root, "ckpt"), partitions=params.partitions,
-                                 config=StateConfig(store=store, local_dir=os.path.join(root, "state")))
+                                 config=StateConfig(store=store, local_dir=os.path.join(root, "state")),
+                                 query_id="bench-table-in-process")
 
 
 # -- profiling ---------------------------------------------------------------------------------
@@ -648,4 +660,4 @@ def profile(workload: Workload, params: Params, stores: list[str]) -> int:
         stats.sort_stats("tottime").print_stats(30)
         return 0
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        _remove(root)

@@ -37,6 +37,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from enum import Enum
+from itertools import chain
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 from streamjoin.changelog.errors import ChangelogCorruptError, VersionNotRetainedError, VersionOrderError
@@ -90,7 +91,9 @@ class ChangeloggingStore(Store):
 
     def _scan_ranges(self, ranges: Sequence[tuple[bytes | None, bytes | None]]) -> list[list[KeyValue]]:
         found = self.inner.scan_ranges(ranges)
-        if self.undo is not None:
+        if self.undo is not None and len(self._read) + sum(map(len, found)) <= READ_REUSE_LIMIT:
+            self._remember(chain.from_iterable(found))   # all of them in one update
+        elif self.undo is not None:
             for entries in found:
                 if len(self._read) + len(entries) > READ_REUSE_LIMIT:
                     break

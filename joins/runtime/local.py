@@ -65,11 +65,15 @@ class LocalRunner:
         partitions: int = 1,
         config: StateConfig | None = None,
         key_groups: int | None = None,
+        query_id: str | None = None,
     ) -> None:
         """Bind ``checkpoint`` to the operator: a new one keeps state in ``key_groups`` key groups
         (None: the default); an existing one may be restarted with another ``partitions``
-        (:mod:`streamjoin.runtime.rescale`), unless written before key groups."""
+        (:mod:`streamjoin.runtime.rescale`), unless written before key groups. ``query_id``: run
+        as the tasks of that streaming query (the checkpoint is bound to it, and each partition's
+        store stays open between versions, :mod:`streamjoin.statestore.warm`); None: as batch tasks."""
         self.operator = operator
+        self.query_id = query_id
         self.partitions = partitions
         self.config = config or StateConfig(store="memory")
         self.checkpoint = Checkpoint(checkpoint)
@@ -90,7 +94,7 @@ class LocalRunner:
         routed = [self._route(t, spec.key) for t, spec in zip(rows, self.operator.inputs)]
         outputs = []
         for partition in range(self.partitions):
-            task = TaskInfo(version, partition, self.partitions, final=final)
+            task = TaskInfo(version, partition, self.partitions, final=final, query_id=self.query_id)
             part_rows = tuple(r[partition] for r in routed)
             output, metrics = run_partition(self.operator, self.checkpoint, self.config, task, part_rows)
             outputs.append(output)

@@ -29,11 +29,13 @@ class LocalTableTableRunner:
     """Drives a :class:`TableTableJoin` through versions 0, 1, 2, ... over ``partitions`` partitions."""
 
     def __init__(self, join: TableTableJoin, checkpoint_dir: str, *, partitions: int = 1,
-                 config: StateConfig | None = None) -> None:
+                 config: StateConfig | None = None, query_id: str | None = None) -> None:
+        """``query_id``: run the stages as a streaming query's tasks (:class:`LocalRunner`)."""
         self.join = join
         self.checkpoint_dir = checkpoint_dir
         operators = (join.left_stage, join.right_stage, join.join_stage)
-        self.runners = {name: LocalRunner(op, os.path.join(checkpoint_dir, name), partitions=partitions, config=config)
+        self.runners = {name: LocalRunner(op, os.path.join(checkpoint_dir, name), partitions=partitions, config=config,
+                                         query_id=query_id)
                         for name, op in zip(STAGES, operators)}
         self.version = 0
 

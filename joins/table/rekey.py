@@ -47,8 +47,9 @@ from streamjoin.runtime.areas import PACKED, PACKED_VALUE, RAW, TIMESTAMP, Area,
 from streamjoin.runtime.operator import NEG_INF, InputSpec, Operator, StepInput, StepResult, conform
 from streamjoin.statestore.base import KeyValue, Store
 from streamjoin.statestore.codecs import unpack, unpack_head
+from streamjoin.table.held import Held, decode_held
 from streamjoin.table.retention import LATE_REASON, due, index_key, parse_retention, time_scale
-from streamjoin.table.rows import RowCodec, pack_columns
+from streamjoin.table.rows import RowCodec, pack_columns, unpack_columns
 from streamjoin.table.spec import TableSide, build_side
 
 if TYPE_CHECKING:
@@ -143,7 +144,7 @@ class TableRekey(Operator):
         return StepResult(output, (aside,), puts, gone, metrics=dict(metrics))
 
     def _expire(self, state: Store, horizon: int, changed: set[bytes], gone: list[bytes], metrics: Counter
-                ) -> list[tuple]:
+                ) -> list[tuple[bytes, bytes]]:
         """Drop the keys whose last change is below ``horizon`` and that this version did not change
         (their state keys and index entries go to ``gone``); return the routed deletes of the
         rows among them (:mod:`streamjoin.table.retention`)."""
@@ -157,7 +158,7 @@ class TableRekey(Operator):
             held = _held(stored)
             if held[2]:
                 metrics["rows_expired"] += 1
-                deletes.append(self._delete_row(unpack(pk), unpack(held[3])))
+                deletes.append((pk, held[3]))
             else:
                 metrics["tombstones_expired"] += 1
         return deletes
@@ -189,13 +190,13 @@ class TableRekey(Operator):
     def _collapse(self, state: Store, changes: pa.Table, metrics: Counter
                   ) -> tuple[list[KeyValue], list[int], list[tuple], list[bytes]]:
         """Apply each key's changes in order against its state (:meth:`_walk`); return the state
-        writes, the rows to upsert (indices), the deletes (physical routed rows), in key order,
+        writes, the rows to upsert (indices), the deletes ((primary key, join key) bytes), in key order,
         and the state keys to delete (expiry-index entries a change moves)."""
         n = changes.num_rows
         starts = np.array(self._starts(changes), np.int64)
         pks = self.codec.encode_columns(changes, self.side.key)
         keys = _KEYS.keys(pks[i] for i in starts.tolist())
-        stored = [None if v is None else _held(v) for v in state.multi_get(keys)]
+        stored = decode_held(state.multi_get(keys))
         applied, last, row_before = self._walk(changes, starts, stored)
         ops = changes.column(OP).to_numpy()
         metrics["stale_changes"] += int(n - applied.sum())
@@ -214,23 +215,23 @@ class TableRekey(Operator):
         runs, lasts, has_rows = runs.tolist(), lasts.tolist(), has_rows.tolist()
         puts = [(keys[r], head + new_jk[i] if row else head) for r, head, i, row in zip(runs, heads, lasts, has_rows)]
         # a row held before leaves its old join key, unless it is upserted at the same one (nulls equal nulls)
-        deletes = [self._delete_row(unpack(pks[starts[r]]), unpack(stored[r][3]))
-                   for r, i, row in zip(runs, lasts, has_rows)
-                   if stored[r] is not None and stored[r][2] and not (row and stored[r][3] == new_jk[i])]
+        held_row, held_jk = stored.row.tolist(), stored.jk
+        deletes = [(pks[starts[r]], held_jk[r]) for r, i, row in zip(runs, lasts, has_rows)
+                   if held_row[r] and not (row and held_jk[r] == new_jk[i])]
         gone: list[bytes] = []
         if self.retention is not None:
             retention, times = self.retention, changes.column(TIME).to_numpy()
+            exists, held_time = stored.exists.tolist(), stored.time.tolist()
             for r, i, row in zip(runs, lasts, has_rows):
-                held, pk = stored[r], pks[starts[r]]
-                if held is not None and retention.indexed(held[2]):
-                    gone.append(index_key(_EXPIRY, held[0], pk))
+                pk = pks[starts[r]]
+                if exists[r] and retention.indexed(held_row[r]):
+                    gone.append(index_key(_EXPIRY, held_time[r], pk))
                 if retention.indexed(row):
                     puts.append((index_key(_EXPIRY, int(times[i]), pk), b""))
         return puts, upserts, deletes, gone
 
     @staticmethod
-    def _walk(changes: pa.Table, starts: np.ndarray, stored: list[tuple | None]
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _walk(changes: pa.Table, starts: np.ndarray, stored: Held) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each key's run of changes (canonically sorted, runs from ``starts``) against its state
         ``stored``, column-wise: whether each change applies (newer than the state and than the
         change before it: the runs are in ascending order, so only a tie with the previous change
@@ -243,11 +244,9 @@ class TableRekey(Operator):
         seq = changes.column(SEQ)
         has_seq = seq.is_valid().to_numpy(zero_copy_only=False)
         seqs = seq.fill_null(0).to_numpy()
-        exists = np.array([h is not None for h in stored], bool)
-        s_time = np.array([h[0] if h else 0 for h in stored], np.int64)[run_of]
-        s_has = np.array([h is not None and h[1] is not None for h in stored], bool)[run_of]
-        s_seq = np.array([h[1] or 0 if h else 0 for h in stored], np.int64)[run_of]
-        s_row = np.array([bool(h and h[2]) for h in stored], bool)[run_of]
+        exists = stored.exists
+        s_time, s_has, s_seq, s_row = (stored.time[run_of], stored.has_seq[run_of], stored.seq[run_of],
+                                       stored.row[run_of])
         newer = ~exists[run_of] | (times > s_time) | ((times == s_time) & (
             (has_seq > s_has) | ((has_seq == s_has) & (seqs > s_seq))))
         tie = np.zeros(n, bool)
@@ -262,16 +261,25 @@ class TableRekey(Operator):
         last = latest[np.append(starts[1:], n) - 1] if len(starts) else np.zeros(0, np.int64)
         return applied, last, row_before
 
-    def _delete_row(self, pk: tuple, jk: tuple) -> tuple:
-        """A routed delete: the primary key and the join key it is deleted at, other columns null."""
-        row: list = [None] * self._width
-        for i, value in zip(self._on_at, jk):
-            row[i] = value
-        for i, value in zip(self._pk_at, pk):
-            row[i] = value
-        return tuple(row)
+    def _delete_rows(self, deletes: list[tuple[bytes, bytes]]) -> pa.Table:
+        """Routed deletes, from (``pack`` of the primary key, ``pack`` of the join key it is deleted
+        at): those columns set, the others null; decoded column-wise."""
+        schema, physical = self.side.row_schema, self.codec.physical
+        parts = {}
+        for at, data in ((self._on_at, [jk for _, jk in deletes]), (self._pk_at, [pk for pk, _ in deletes])):
+            kinds = [physical[i] for i in at]
+            arrays = unpack_columns(data, kinds)
+            if arrays is None:   # bytes the column-wise decoder does not take: row by row (raises)
+                values = [unpack(d) for d in data]
+                arrays = [pa.array([v[j] for v in values], kind) for j, kind in enumerate(kinds)]
+            parts.update(zip(at, arrays))   # the primary key last: its columns win
+        columns = []
+        for i, field in enumerate(schema):
+            column = parts.get(i, pa.nulls(len(deletes), field.type))
+            columns.append(column if column.type == field.type else column.cast(field.type))
+        return pa.Table.from_arrays(columns, schema=schema)
 
-    def _output(self, changes: pa.Table, upserts: list[int], deletes: list[tuple]) -> pa.Table:
+    def _output(self, changes: pa.Table, upserts: list[int], deletes: list[tuple[bytes, bytes]]) -> pa.Table:
         """The routed changes: the upserted rows (taken from ``changes``), then the deletes."""
         schema = self.side.row_schema
         taken = changes.take(pa.array(upserts, pa.int64()))
@@ -281,7 +289,7 @@ class TableRekey(Operator):
             columns.append(column if column.type == field.type else column.cast(field.type))
         table = pa.Table.from_arrays(columns, schema=schema)
         if deletes:
-            table = pa.concat_tables([table, self.codec.table(deletes)])
+            table = pa.concat_tables([table, self._delete_rows(deletes)])
         table = table.combine_chunks()
         ops = np.r_[np.full(len(upserts), UPSERT), np.full(len(deletes), DELETE)].astype(np.int8)
         return table.append_column(self.side.routed.field(OP), pa.array(ops, pa.int8()))

@@ -33,8 +33,9 @@ at the old key's partition and inserted at the new one's; applying every retract
 (``_seq`` 0) before its insertions keeps the view exact. Output rows are sorted by view key bytes.
 
 A version is computed for all its join keys at once, column-wise (:class:`streamjoin.table.step.JoinStep`):
-grouping, cross products and emptiness are numpy/Arrow operations; Python only builds the lists
-of rows read and view rows made (and, for a full join, scans a group only the padding needs).
+grouping, cross products, emptiness, the view rows of both states and their diff are numpy/Arrow
+operations; Python only lists the rows read (and, for a full join, scans a group only the
+padding needs).
 """
 
 from __future__ import annotations

@@ -2,15 +2,23 @@
 states what it computes; this module how).
 
 Every change of both sides gets a **group** (its join key, numbered by Arrow's dictionary
-encoding). Per side, the rows read from state form one flat list of *before* rows (group,
-primary key, row, state key): a side's whole group where the other side changed in it (one
-batched seek per side), else only the changed keys' rows (one ``multi_get`` for both sides); a
-direct side's (primary key = join key) one row per group is read by key. The *after* rows are the
-before rows the changes leave alone plus the upserts. The view rows of each state are then
-built for all groups at once: pairs are a cross product within each group (numpy ``repeat``
-over group offsets) of a changed row with every row of the other side, plus an unchanged row
-with the other side's changed rows; padded rows where the other side's group is empty. The diff
-of the two states, keyed by (group, left primary key, right primary key), gives the view changes.
+encoding). Per side, the rows read from state form the *before* rows, kept as columns (group
+numbers in numpy; primary keys and row bytes as Arrow binary arrays): a side's whole group where
+the other side changed in it (one batched seek per side, its entries flattened in C), else only
+the changed keys' rows; a direct side's (primary key = join key) one row per group is read by
+key. Everything read by key, on both sides, is one ``multi_get`` in key order. The state keys
+read tell which before rows a change replaces, and so which changes find a row (set lookups in
+C, no tuple per row). The *after* rows are the before rows the changes leave alone plus the
+upserts (Arrow ``take`` and concatenation). The view rows of each state are then built for all
+groups at once: pairs are a cross product within each group (numpy ``repeat`` over group
+offsets) of a changed row with every row of the other side, plus an unchanged row with the
+other side's changed rows; padded rows where the other side's group is empty. A view row is
+identified by its group and its **view key**, one binary value per (left primary key, right
+primary key) whose byte order is the pair's (:func:`_view_key`). The diff of the two states is
+a hash match of those identities (``index_in``/``is_in``) and a comparison of the row bytes of
+the matched ones; the changes are sorted by view key, then ``_seq``, in Arrow, and each side's
+output columns are taken from the version's input rows or decoded column-wise. Python touches
+each row only in C-level passes (``map``, ``compress``, comprehensions over the read entries).
 """
 
 from __future__ import annotations
@@ -18,6 +26,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from functools import reduce
+from itertools import chain, compress, repeat
+from operator import is_, is_not, itemgetter
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -52,18 +62,60 @@ class _Changes:
     key: list[bytes]            # the state key (side | join key | primary key)
     gid: np.ndarray             # the change's group
 
+    def __post_init__(self) -> None:
+        self.delete = np.fromiter(map(is_, self.row, repeat(None)), bool, len(self.row))
+        self.pk_array = pa.array(self.pk, pa.binary())
+        self.row_array = pa.array(self.row, pa.binary())
+
 
 @dataclass
 class _Rows:
     """One side's rows of one state (before or after the version), in the groups it touches."""
 
     gid: np.ndarray
-    pk: list[bytes]
-    row: list[bytes]
+    pk: pa.Array                # binary
+    row: pa.Array               # binary
     changed: np.ndarray         # bool: the row's primary key changed in this version
 
-    def take(self, at: np.ndarray) -> tuple[np.ndarray, list[bytes], list[bytes]]:
-        return self.gid[at], [self.pk[i] for i in at], [self.row[i] for i in at]
+
+@dataclass
+class _View:
+    """View rows (of one state) as columns: group, view key (:func:`_view_key`), left and right
+    row bytes (null: a padded side)."""
+
+    gid: np.ndarray
+    key: pa.Array
+    left: pa.Array
+    right: pa.Array
+
+    def matching(self) -> pa.Array:
+        """Per row, its group and view key in one binary value (what identifies a view row)."""
+        return pc.binary_join_element_wise(_be64(self.gid), self.key, _EMPTY)
+
+    def take(self, at: np.ndarray) -> tuple[pa.Array, pa.Array, pa.Array]:
+        indices = pa.array(at, pa.int64())
+        return self.key.take(indices), self.left.take(indices), self.right.take(indices)
+
+
+_EMPTY = pa.scalar(b"", pa.binary())
+_PRESENT, _PADDED = pa.scalar(b"\x01", pa.binary()), pa.scalar(b"\x00", pa.binary())
+_TYPES = pa.array([_INSERT[0], _DELETE[0], _PRE[0], _POST[0]], pa.string())
+
+
+def _be64(values: np.ndarray) -> pa.Array:
+    """Non-negative integers as 8-byte big-endian binaries (their byte order is their order)."""
+    data = np.ascontiguousarray(values.astype(">i8")).view(np.uint8)
+    fixed = pa.FixedSizeBinaryArray.from_buffers(pa.binary(8), len(values), [None, pa.py_buffer(data.tobytes())])
+    return fixed.cast(pa.binary())
+
+
+def _view_key(left_pk: pa.Array, right_pk: pa.Array) -> pa.Array:
+    """The view key (left primary key, right primary key; null: a padded side) as one binary
+    whose byte order is the pair's order (a padded side first): each side ``\\x01 + pk`` or
+    ``\\x00``. Primary-key bytes are ``pack`` of a fixed number of values, so neither side's bytes
+    are a prefix of another's and the concatenation is unambiguous."""
+    tagged = [pc.fill_null(pc.binary_join_element_wise(_PRESENT, pk, _EMPTY), _PADDED) for pk in (left_pk, right_pk)]
+    return pc.binary_join_element_wise(*tagged, _EMPTY)
 
 
 def _cross(a: np.ndarray, b: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
@@ -90,6 +142,7 @@ class JoinStep:
         self.held = dict(zip(_SIDES, HELD.get(state) or (0, 0)))
         self.tables: dict[str, pa.Table] = {}
         self.fresh: dict[str, tuple[pa.Array, np.ndarray]] = {}
+        self.held_keys: dict[str, set[bytes]] = {}
         encoded = [self._encode(self.spec.side(name), table) for name, table in zip(_SIDES, batch.rows)]
         self._group(encoded)
 
@@ -154,86 +207,83 @@ class JoinStep:
         return pack(*(values[i] for i in at))
 
     def _read_state(self) -> dict[str, _Rows]:
-        """Each side's before rows (see module): one ``multi_get`` and one batched seek per side."""
-        by_key: list[bytes] = []
-        plan = {}
+        """Each side's before rows (see module): one ``multi_get`` for both sides' rows read by
+        key, and one batched seek per side for the groups it reads whole."""
+        points: dict[str, tuple[np.ndarray, list[bytes], list[bytes]]] = {}
+        scanned = {}
         for name, other in (("left", "right"), ("right", "left")):
             c, area = self.changes[name], SIDE[name]
             if self.direct[name] is not None:
                 direct = np.flatnonzero(self.keyed)
                 pks = [self._direct_pk(name, self.group_jk[g]) for g in direct.tolist()]
-                keys = area.keys(self.group_jk[g] + pk for g, pk in zip(direct.tolist(), pks))
+                keys = area.keys(map(bytes.__add__, [self.group_jk[g] for g in direct.tolist()], pks))
                 single = np.flatnonzero(~self.keyed[c.gid])
-                whole = np.zeros(0, np.int64)
-                plan[name] = (direct, pks, keys, single)
             else:
+                direct, pks, keys = np.zeros(0, np.int64), [], []
                 whole = np.flatnonzero(self.keyed & self.changed[other])
                 single = np.flatnonzero(~(self.keyed & self.changed[other])[c.gid])
-                plan[name] = (whole, None, None, single)
-                keys = []
-            by_key += keys
-            by_key += [c.key[i] for i in single.tolist()]
-        by_key = sorted(set(by_key))
-        found = {k: v for k, v in zip(by_key, self.state.multi_get(by_key)) if v is not None}
-        before = {}
+                scanned[name] = self._scan(name, whole)
+            at = single.tolist()
+            points[name] = (np.concatenate([direct, c.gid[single]]), pks + [c.pk[i] for i in at],
+                            keys + [c.key[i] for i in at])
+        found = self._multi_get(points["left"][2] + points["right"][2])
+        before, at = {}, 0
         for name in _SIDES:
-            groups, pks, keys, single = plan[name]
-            c, area = self.changes[name], SIDE[name]
-            gid: list[int] = []
-            pk_out: list[bytes] = []
-            rows: list[bytes] = []
-            if pks is None:
-                jks = [self.group_jk[g] for g in groups.tolist()]
-                for g, entries in zip(groups.tolist(), area.scan_under_many(self.state, area.keys(jks))):
-                    gid += [g] * len(entries)
-                    pk_out += entries.keys()
-                    rows += entries.values()
-            else:
-                for g, pk, key in zip(groups.tolist(), pks, keys):
-                    row = found.get(key)
-                    if row is not None:
-                        gid.append(g)
-                        pk_out.append(pk)
-                        rows.append(row)
-            for i in single.tolist():
-                row = found.get(c.key[i])
-                if row is not None:
-                    gid.append(int(c.gid[i]))
-                    pk_out.append(c.pk[i])
-                    rows.append(row)
-            gids = np.array(gid, np.int64)
-            mine = set(zip(c.gid.tolist(), c.pk))
-            changed = np.fromiter(((g, p) in mine for g, p in zip(gid, pk_out)), bool, len(gid))
-            before[name] = _Rows(gids, pk_out, rows, changed)
-        self.found = found
+            gid, pks, keys = points[name]
+            values = found[at:at + len(keys)]
+            at += len(keys)
+            hit = np.fromiter(map(is_not, values, repeat(None)), bool, len(values))
+            parts = [(gid[hit], list(compress(pks, hit)), list(compress(values, hit)), list(compress(keys, hit)))]
+            if name in scanned:
+                parts.insert(0, scanned[name])
+            gid = np.concatenate([p[0] for p in parts])
+            pk_list = list(chain.from_iterable(p[1] for p in parts))
+            rows = list(chain.from_iterable(p[2] for p in parts))
+            keys = list(chain.from_iterable(p[3] for p in parts))
+            mine = set(self.changes[name].key)
+            changed = np.fromiter(map(mine.__contains__, keys), bool, len(keys))
+            self.held_keys[name] = set(compress(keys, changed))
+            before[name] = _Rows(gid, pa.array(pk_list, pa.binary()), pa.array(rows, pa.binary()), changed)
         return before
+
+    def _multi_get(self, keys: list[bytes]) -> list[bytes | None]:
+        """``state.multi_get(keys)``, read in key order (the store's blocks in sequence)."""
+        if not keys:
+            return []
+        order = pc.sort_indices(pa.array(keys, pa.binary())).to_numpy()
+        values = np.empty(len(keys), object)
+        values[order] = self.state.multi_get([keys[i] for i in order.tolist()])
+        return values.tolist()
+
+    def _scan(self, name: str, groups: np.ndarray) -> tuple[np.ndarray, list[bytes], list[bytes], list[bytes]]:
+        """The rows of side ``name`` in ``groups`` (read whole, one batched seek): group, primary
+        key, row and state key of each."""
+        prefixes = SIDE[name].keys(self.group_jk[g] for g in groups.tolist())
+        found = self.state.scan_prefixes(prefixes)
+        counts = np.fromiter(map(len, found), np.int64, len(found))
+        entries = list(chain.from_iterable(found))
+        keys = list(map(itemgetter(0), entries))
+        cuts = np.repeat(np.fromiter(map(len, prefixes), np.int64, len(prefixes)), counts).tolist()
+        pks = [key[cut:] for key, cut in zip(keys, cuts)]
+        return np.repeat(groups, counts), pks, list(map(itemgetter(1), entries)), keys
 
     def _apply(self, name: str, before: _Rows) -> tuple[_Rows, list[KeyValue], list[bytes]]:
         """The after rows of ``name`` and the writes of its changes; held counts and metrics."""
         c = self.changes[name]
-        held = set(zip(before.gid[before.changed].tolist(), (before.pk[i] for i in np.flatnonzero(before.changed))))
-        puts, deletes = [], []
-        up_gid, up_pk, up_row = [], [], []
-        inconsistent = 0
-        for g, pk, row, key in zip(c.gid.tolist(), c.pk, c.row, c.key):
-            existed = (g, pk) in held
-            if row is None:
-                if existed:
-                    deletes.append(key)
-                    self.held[name] -= 1
-                else:
-                    inconsistent += 1
-            else:
-                puts.append((key, row))
-                self.held[name] += not existed
-                up_gid.append(g)
-                up_pk.append(pk)
-                up_row.append(row)
-        self.metrics["inconsistent_deletes"] += inconsistent
-        kept = np.flatnonzero(~before.changed)
-        gid, pks, rows = before.take(kept)
-        after = _Rows(np.concatenate([gid, np.array(up_gid, np.int64)]), pks + up_pk, rows + up_row,
-                      np.concatenate([np.zeros(len(kept), bool), np.ones(len(up_gid), bool)]))
+        held = self.held_keys[name]
+        existed = np.fromiter(map(held.__contains__, c.key), bool, len(c.key))
+        delete = c.delete
+        deletes = list(compress(c.key, delete & existed))
+        upserts = np.flatnonzero(~delete)
+        puts = list(zip(compress(c.key, ~delete), compress(c.row, ~delete)))
+        self.held[name] += int((~delete & ~existed).sum()) - len(deletes)
+        self.metrics["inconsistent_deletes"] += int((delete & ~existed).sum())
+        kept = pa.array(np.flatnonzero(~before.changed), pa.int64())
+        taken = pa.array(upserts, pa.int64())
+        after = _Rows(np.concatenate([before.gid[~before.changed], c.gid[upserts]]),
+                      pa.concat_arrays([before.pk.take(kept), c.pk_array.take(taken)]),
+                      pa.concat_arrays([before.row.take(kept), c.row_array.take(taken)]),
+                      np.concatenate([np.zeros(len(kept), bool), np.ones(len(upserts), bool)]))
         return after, puts, deletes
 
     def _nonempty(self, side: str, g: int, changes: dict[bytes, bytes | None]) -> tuple[bool, bool]:
@@ -272,34 +322,34 @@ class JoinStep:
     # -- the view rows -----------------------------------------------------------------------------
 
     def _view(self, left: _Rows, right: _Rows, ne: dict[str, np.ndarray], flips: dict[str, np.ndarray],
-              state: int) -> dict[tuple, tuple]:
-        """The view rows of one state that this version can affect: (group, left pk, right pk) ->
-        (left row, right row); ``b""`` and None for a padded side."""
+              state: int) -> _View:
+        """The view rows of one state that this version can affect, as columns (:class:`_View`)."""
         keyed = self.keyed
-        out: dict[tuple, tuple] = {}
         lk = np.flatnonzero(keyed[left.gid])
-        for a_rows, b_rows, a_sel, b_sel in ((left, right, left.changed, None), (left, right, ~left.changed, right.changed)):
+        pairs = []
+        for a_sel, b_sel in ((left.changed, None), (~left.changed, right.changed)):
             a = lk[a_sel[lk]]
             b = np.flatnonzero(keyed[right.gid] if b_sel is None else keyed[right.gid] & b_sel)
-            ia, ib = _cross(a_rows.gid[a], b_rows.gid[b], self.groups)
-            if len(ia):
-                ia, ib = a[ia].tolist(), b[ib].tolist()
-                g = left.gid[ia].tolist()
-                lpk, lrow = left.pk, left.row
-                rpk, rrow = right.pk, right.row
-                out.update(zip(zip(g, [lpk[i] for i in ia], [rpk[j] for j in ib]),
-                               zip([lrow[i] for i in ia], [rrow[j] for j in ib])))
+            ia, ib = _cross(left.gid[a], right.gid[b], self.groups)
+            pairs.append((a[ia], b[ib]))
+        ia = pa.array(np.concatenate([p[0] for p in pairs]), pa.int64())
+        ib = pa.array(np.concatenate([p[1] for p in pairs]), pa.int64())
+        gid, left_pk, right_pk = [left.gid[ia.to_numpy()]], [left.pk.take(ia)], [right.pk.take(ib)]
+        left_row, right_row = [left.row.take(ia)], [right.row.take(ib)]
         for name, rows, other in (("left", left, "right"), ("right", right, "left")):
             if not self.keep[name]:
                 continue
             g = rows.gid
             pick = np.flatnonzero(~ne[other][state][g] & (flips[other][g] | rows.changed))
-            gids, pks, values = rows.take(pick)
-            if name == "left":
-                out.update(zip(zip(gids.tolist(), pks, [b""] * len(pks)), zip(values, [None] * len(pks))))
-            else:
-                out.update(zip(zip(gids.tolist(), [b""] * len(pks), pks), zip([None] * len(pks), values)))
-        return out
+            at, padded = pa.array(pick, pa.int64()), pa.nulls(len(pick), pa.binary())
+            gid.append(g[pick])
+            pk, row = rows.pk.take(at), rows.row.take(at)
+            left_pk.append(pk if name == "left" else padded)
+            right_pk.append(padded if name == "left" else pk)
+            left_row.append(row if name == "left" else padded)
+            right_row.append(padded if name == "left" else row)
+        return _View(np.concatenate(gid), _view_key(pa.concat_arrays(left_pk), pa.concat_arrays(right_pk)),
+                     pa.concat_arrays(left_row), pa.concat_arrays(right_row))
 
     def run(self) -> StepResult:
         before = self._read_state()
@@ -315,29 +365,43 @@ class JoinStep:
         flips = {name: ne[name][0] != ne[name][1] for name in _SIDES}
         old = self._view(before["left"], before["right"], ne, flips, 0)
         new = self._view(after["left"], after["right"], ne, flips, 1)
-        out = self._diff(old, new)
+        output = self._output(self._diff(old, new))
         puts.append(HELD.put((self.held["left"], self.held["right"])))
         puts.sort()
         deletes.sort()
-        self.metrics.update(view_changes=len(out), rows_held_left=self.held["left"],
+        self.metrics.update(view_changes=output.num_rows, rows_held_left=self.held["left"],
                             rows_held_right=self.held["right"])
-        return StepResult(self._output(out), (self._aside("left"), self._aside("right")), puts, deletes,
+        return StepResult(output, (self._aside("left"), self._aside("right")), puts, deletes,
                           metrics=dict(self.metrics))
 
     @staticmethod
-    def _diff(old: dict[tuple, tuple], new: dict[tuple, tuple]) -> list[tuple]:
-        """The minimal changes turning view rows ``old`` into ``new``: (left pk, right pk, seq,
-        change type, left row, right row)."""
-        out = []
-        for key, was in old.items():
-            now = new.get(key)
-            if now is None:
-                out.append((key[1], key[2], _DELETE[1], _DELETE[0], *was))
-            elif now != was:
-                out.append((key[1], key[2], _PRE[1], _PRE[0], *was))
-                out.append((key[1], key[2], _POST[1], _POST[0], *now))
-        out += [(key[1], key[2], _INSERT[1], _INSERT[0], *now) for key, now in new.items() if key not in old]
-        return out
+    def _diff(old: _View, new: _View) -> pa.Table:
+        """The minimal changes turning view rows ``old`` into ``new``, sorted by view key then
+        ``_seq``: a row gone -> delete (0); a row changed -> update_preimage (0) and
+        update_postimage (1); a new row -> insert (1). Columns: key, seq, type (index into
+        ``_TYPES``), left and right row bytes."""
+        old_ids, new_ids = old.matching(), new.matching()
+        at = pc.index_in(old_ids, value_set=new_ids)
+        matched = at.is_valid().to_numpy(zero_copy_only=False)
+        gone = np.flatnonzero(~matched)
+        was = np.flatnonzero(matched)
+        now = at.filter(pa.array(matched)).to_numpy().astype(np.int64)
+        same = np.ones(len(was), bool)
+        for column in ("left", "right"):
+            a = pc.fill_null(getattr(old, column).take(pa.array(was, pa.int64())), _EMPTY)
+            b = pc.fill_null(getattr(new, column).take(pa.array(now, pa.int64())), _EMPTY)
+            same &= pc.equal(a, b).to_numpy(zero_copy_only=False)
+        fresh = np.flatnonzero(~pc.is_in(new_ids, value_set=old_ids).to_numpy(zero_copy_only=False))
+        parts = [(old, gone, 0, 1), (old, was[~same], 0, 2), (new, now[~same], 1, 3), (new, fresh, 1, 0)]
+        taken = [view.take(at) for view, at, _, _ in parts]
+        table = pa.table({
+            "key": pa.concat_arrays([t[0] for t in taken]),
+            "seq": np.concatenate([np.full(len(at), seq, np.int64) for _, at, seq, _ in parts]),
+            "type": np.concatenate([np.full(len(at), kind, np.int64) for _, at, _, kind in parts]),
+            "left": pa.concat_arrays([t[1] for t in taken]),
+            "right": pa.concat_arrays([t[2] for t in taken]),
+        })
+        return table.take(pc.sort_indices(table, [("key", "ascending"), ("seq", "ascending")]))
 
     def _aside(self, name: str) -> pa.Table:
         schema = self.spec.side(name).routed
@@ -345,20 +409,19 @@ class JoinStep:
 
     # -- output ------------------------------------------------------------------------------------
 
-    def _output(self, out: list[tuple]) -> pa.Table:
-        """The view changes sorted by view key then ``_seq``; each distinct row decoded once."""
-        out.sort(key=lambda o: o[:3])
-        n = len(out)
-        arrays = [*self._side_columns("left", [o[4] for o in out]),
-                  *self._side_columns("right", [o[5] for o in out]),
-                  pa.array([o[3] for o in out], pa.string()), pa.array([self.version] * n, pa.int64()),
-                  pa.array([o[2] for o in out], pa.int64())]
+    def _output(self, out: pa.Table) -> pa.Table:
+        """The view changes (:meth:`_diff`) as output rows; each distinct row decoded once."""
+        n = out.num_rows
+        arrays = [*self._side_columns("left", out.column("left").combine_chunks()),
+                  *self._side_columns("right", out.column("right").combine_chunks()),
+                  _TYPES.take(out.column("type")), pa.array(np.full(n, self.version, np.int64), pa.int64()),
+                  out.column("seq").combine_chunks()]
         return pa.Table.from_arrays(arrays, schema=self.spec.output_schema)
 
-    def _side_columns(self, side: str, rows: list[bytes | None]) -> list[pa.Array]:
-        """One side's output columns for ``rows`` (encoded; None: null-padded): each distinct row
+    def _side_columns(self, side: str, rows: pa.Array) -> list[pa.Array]:
+        """One side's output columns for ``rows`` (encoded; null: null-padded): each distinct row
         taken from this version's input when it is there, else decoded from its bytes (once)."""
-        encoded = pa.array(rows, pa.binary()).dictionary_encode()
+        encoded = rows.dictionary_encode()
         distinct = encoded.dictionary
         fresh_rows, fresh_at = self.fresh[side]
         pos = pc.fill_null(pc.index_in(distinct, value_set=fresh_rows), -1).to_numpy(zero_copy_only=False)

@@ -291,3 +291,32 @@ def test_table_join_output_keeps_timestamps_and_the_batch_id():
         assert row["ts_left"] == when(1, True) and row["_commit_version"] == 0
     finally:
         run.close()
+
+
+def test_table_join_runner_as_a_streaming_query_keeps_stores_warm_and_the_same_output():
+    from streamjoin.statestore.warm import evict_all, parked_paths
+
+    posts = [[(10, 1, "hi", "upsert", 1), (11, 2, "yo", "upsert", 1)], [(10, 2, "moved", "upsert", 2)],
+             [(11, 2, None, "delete", 3)]]
+    follows = [[(1, "ann", 1, "upsert", 1)], [(2, "bob", 2, "upsert", 2)], []]
+    outputs, parked = {}, {}
+    root = tempfile.mkdtemp(prefix="sj-warm-")
+    evict_all()
+    try:
+        for query in (None, "q1"):
+            join = TableTableJoin(POSTS, FOLLOWS, (["author"], ["followee"]), left_key="post_id", right_key="fid",
+                                  how="left", left_time="at", right_time="at")
+            runner = LocalTableTableRunner(join, f"{root}/{query}/cp", partitions=2, query_id=query,
+                                           config=StateConfig(store="rocksdb", local_dir=f"{root}/{query}/l"))
+            outputs[query] = [output_rows(runner.run(pa.Table.from_pylist([dict(zip(POSTS.names, r)) for r in p],
+                                                                          schema=POSTS),
+                                                     pa.Table.from_pylist([dict(zip(FOLLOWS.names, r)) for r in f],
+                                                                          schema=FOLLOWS)))
+                              for p, f in zip(posts, follows)]
+            parked[query] = len(parked_paths())   # each stage's partitions' stores, left open
+            evict_all()
+    finally:
+        evict_all()
+        shutil.rmtree(root, ignore_errors=True)
+    assert outputs["q1"] == outputs[None] and any(outputs[None])
+    assert parked == {None: 0, "q1": 6}

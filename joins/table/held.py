@@ -1,0 +1,95 @@
+"""The key stage's state values (:mod:`streamjoin.table.rekey`), decoded column-wise.
+
+A key's value is ``pack(change time, sequence, has row, *join key)``; :func:`decode_held` turns
+the values a ``multi_get`` returned into numpy columns (and the join key's bytes, left encoded),
+in numpy where the bytes are the usual ones and value by value otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import compress, repeat
+from operator import is_not
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from streamjoin.statestore.codecs import pack, unpack_head
+
+__all__ = ["Held", "decode_held"]
+
+_INT, _NULL, _TRUE, _FALSE = pack(0)[0], pack(None)[0], pack(True)[0], pack(False)[0]
+_SIGN = np.uint64(1 << 63)
+_WIDTH = len(pack(0))   # a tag and eight bytes
+
+
+@dataclass
+class Held:
+    """Per key (in the order asked): whether it has state, and its last change's time, sequence
+    (``has_seq`` False: null), whether it leaves a row, and the row's join key as ``pack``
+    bytes (None where the key has no state)."""
+
+    exists: np.ndarray
+    time: np.ndarray
+    has_seq: np.ndarray
+    seq: np.ndarray
+    row: np.ndarray
+    jk: list[bytes | None]
+
+
+def decode_held(values: Sequence[bytes | None]) -> Held:
+    """The columns of ``values`` (each None or a key stage's state value). Raises ValueError for
+    bytes ``pack`` cannot make."""
+    n = len(values)
+    exists = np.fromiter(map(is_not, values, repeat(None)), bool, n)
+    present = list(compress(values, exists))
+    columns = _columns(present)
+    if columns is None:
+        columns = _row_wise(present)
+    held = Held(exists, np.zeros(n, np.int64), np.zeros(n, bool), np.zeros(n, np.int64), np.zeros(n, bool),
+                [None] * n)
+    at = np.flatnonzero(exists)
+    held.time[at], held.has_seq[at], held.seq[at], held.row[at] = columns[:4]
+    for i, jk in zip(at.tolist(), columns[4]):
+        held.jk[i] = jk
+    return held
+
+
+def _columns(present: list[bytes]) -> tuple | None:
+    """The columns in numpy, or None when some value is not a usual one (an integer time, a null
+    or integer sequence, a boolean)."""
+    m = len(present)
+    if not m:
+        return np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, np.int64), np.zeros(0, bool), []
+    packed = pa.array(present, pa.binary())
+    offsets = np.frombuffer(packed.buffers()[1], np.int32, m + 1).astype(np.int64)
+    size = int(offsets[-1])
+    buf = np.zeros(size + 2 * _WIDTH, np.uint8)   # padding: reads past a short value stay in range
+    buf[:size] = np.frombuffer(packed.buffers()[2], np.uint8, size)
+    start = offsets[:-1]
+    seq_at = start + _WIDTH
+    has_seq = buf[seq_at] == _INT
+    row_at = seq_at + np.where(has_seq, _WIDTH, 1)
+    usual = ((buf[start] == _INT) & (has_seq | (buf[seq_at] == _NULL))
+             & ((buf[row_at] == _TRUE) | (buf[row_at] == _FALSE)) & (row_at < offsets[1:]))
+    if not usual.all():
+        return None
+    time, seq = _ints(buf, start + 1), np.where(has_seq, _ints(buf, seq_at + 1), 0)
+    cut = (row_at + 1 - start).tolist()
+    return time, has_seq, seq, buf[row_at] == _TRUE, [v[c:] for v, c in zip(present, cut)]
+
+
+def _ints(buf: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The integers whose eight ``pack`` bytes start at ``at``."""
+    bits = buf[at[:, None] + np.arange(8)].view(">u8").reshape(len(at)).astype(np.uint64)
+    return (bits ^ _SIGN).view(np.int64)
+
+
+def _row_wise(present: list[bytes]) -> tuple:
+    heads = [unpack_head(v, 3) for v in present]
+    m = len(heads)
+    return (np.fromiter((h[0][0] for h in heads), np.int64, m),
+            np.fromiter((h[0][1] is not None for h in heads), bool, m),
+            np.fromiter((h[0][1] or 0 for h in heads), np.int64, m),
+            np.fromiter((bool(h[0][2]) for h in heads), bool, m), [h[1] for h in heads])
