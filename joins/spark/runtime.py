@@ -1,7 +1,9 @@
 """Running an engine-free operator inside a Spark query: one ``mapInArrow`` after one shuffle.
 
-The inputs are unioned into one flat DataFrame: an input tag, then every input's columns under
-positional names (``_sj_<input>_<column>``; a row's other inputs' columns are null). A repartition
+The inputs are unioned into one flat DataFrame: an input tag, then the inputs' columns in shared
+*lanes* (:class:`_Layout`: a lane holds one Spark type, and each input puts its columns of that
+type in lanes of it, so the rows are as wide as the widest input, not as all inputs together;
+a lane an input does not use is null in its rows). A repartition
 by an expression of the key group (:func:`_shuffle`: the join key cast to one type per key column,
 so equal keys hash equally whichever input they come from) sends equal keys to one partition,
 without carrying the routing key or the target in the shuffled rows;
@@ -21,7 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Iterator, Sequence
 
 import pyarrow as pa
@@ -58,9 +60,45 @@ def _configure_worker_logging() -> None:
 INPUT_TAG = "_sj_input"
 #: Set on the DataFrames run_operator returns (their partitions are a join's partitions).
 _STAGE_MARK = "_streamjoin_stage"
-#: Input ``i``'s column ``j`` in the unioned rows (flat columns shuffle and cross into Arrow
-#: faster than one struct per input).
-_COLUMN = "_sj_{}_{}"
+#: A lane of the unioned rows (flat columns shuffle and cross into Arrow faster than one struct
+#: per input, and shared lanes faster than a column per input's column).
+_LANE = "_sj_{}"
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where the inputs' columns travel in the unioned rows: input ``i``'s column ``j`` in lane
+    ``lanes[i][j]``. Each input fills lanes of its columns' Spark types in order, key columns
+    first, so inputs whose key types agree carry each key column in the same lane."""
+
+    lanes: tuple[tuple[int, ...], ...]
+
+    @classmethod
+    def of(cls, inputs: Sequence[DataFrame], operator: Operator) -> "_Layout":
+        pools: dict[str, list[int]] = {}
+        count = 0
+        lanes = []
+        for df, spec in zip(inputs, operator.inputs):
+            names = spec.schema.names
+            fields = {f.name: f for f in df.schema.fields}   # one schema call (a round trip on Connect)
+            order = [names.index(k) for k in spec.key] + [j for j, n in enumerate(names) if n not in spec.key]
+            used: dict[str, int] = {}
+            mine = [0] * len(names)
+            for j in order:
+                kind = fields[names[j]].dataType.json()
+                n = used.get(kind, 0)
+                used[kind] = n + 1
+                pool = pools.setdefault(kind, [])
+                if n == len(pool):
+                    pool.append(count)
+                    count += 1
+                mine[j] = pool[n]
+            lanes.append(tuple(mine))
+        return cls(tuple(lanes))
+
+    def name(self, i: int, j: int) -> str:
+        """The lane column of input ``i``'s column ``j``."""
+        return _LANE.format(self.lanes[i][j])
 
 
 def arrow_schema(df: DataFrame) -> pa.Schema:
@@ -110,11 +148,12 @@ def run_operator(
         Checkpoint(checkpoint).write_set_aside_schema(spec.name, set_aside_schema(spec.schema))
     state = state or StateConfig()
     key_types = _common_key_types(inputs, operator)
+    layout = _Layout.of(inputs, operator)
     if initial is not None and any(df is not None for df in initial):
-        _write_initial(initial, operator, key_types, Checkpoint(checkpoint), partitions, groups)
+        _write_initial(initial, operator, key_types, Checkpoint(checkpoint), partitions, groups, layout)
     if Checkpoint(checkpoint).initial_done() is not None:
         state = replace(state, initial=True)
-    combined = _union_inputs(inputs, operator)
+    combined = _union_inputs(inputs, operator, layout)
     # A micro-batch whenever the join's watermark moves (streamjoin.spark.flush). Not in a stage
     # fed by another join's output (a table_table_join's join stage): unioned there, the source
     # would break the partition-aligned union of the earlier stages' outputs, whose tasks take
@@ -123,37 +162,40 @@ def run_operator(
         flush = flush_stream(spark, checkpoint, partitions, len(operator.inputs))
         combined = combined.unionByName(flush.select(F.lit(-1).cast("byte").alias(INPUT_TAG)),
                                         allowMissingColumns=True)
-    shuffled = _shuffle(combined, partitions, groups, _routing_keys(operator, key_types))
-    task = _PartitionTask(operator, checkpoint, partitions, state, final=not streaming)
+    shuffled = _shuffle(combined, partitions, groups, _routing_keys(operator, key_types, layout))
+    task = _PartitionTask(operator, checkpoint, partitions, state, final=not streaming, layout=layout)
     out = shuffled.mapInArrow(task, from_arrow_schema(progress_schema(operator), prefer_timestamp_ntz=True))
     result = report_progress(out, operator, checkpoint)
     vars(result)[_STAGE_MARK] = True
     return result
 
 
-def _tagged(df: DataFrame, i: int, operator: Operator) -> DataFrame:
-    """Input ``i``'s rows as: input tag, then its columns (values as they are) named by position."""
+def _tagged(df: DataFrame, i: int, operator: Operator, layout: _Layout) -> DataFrame:
+    """Input ``i``'s rows as: input tag, then its columns (values as they are) in their lanes."""
     spec = operator.inputs[i]
     columns = [F.lit(i).cast("byte").alias(INPUT_TAG)]
-    columns += [column(name).alias(_COLUMN.format(i, j)) for j, name in enumerate(spec.schema.names)]
+    columns += [column(name).alias(layout.name(i, j)) for j, name in enumerate(spec.schema.names)]
     return df.select(*columns)
 
 
-def _routing_keys(operator: Operator, key_types: Sequence[str], only: int | None = None) -> list[Column]:
+def _routing_keys(operator: Operator, key_types: Sequence[str], layout: _Layout,
+                  only: int | None = None) -> list[Column]:
     """The routing key of the unioned rows, one expression per key column: the key column of the
-    row's input cast to the common type (floating-point ones normalised, :func:`_routing_key`).
+    row's input cast to the common type (floating-point ones normalised, :func:`_routing_key`);
+    one lane where every input's key column travels in it, else chosen by the input tag.
     ``only``: the rows all come from that input."""
     tag = F.col(INPUT_TAG)
     keys = []
     for j, data_type in enumerate(key_types):
+        lanes = {i: layout.name(i, spec.schema.names.index(spec.key[j]))
+                 for i, spec in enumerate(operator.inputs) if only is None or i == only}
+        if len(set(lanes.values())) == 1:
+            keys.append(_routing_key(F.col(next(iter(lanes.values()))).cast(data_type), data_type))
+            continue
         picked: Column | None = None
-        for i, spec in enumerate(operator.inputs):
-            if only is not None and i != only:
-                continue
-            value = _routing_key(F.col(_COLUMN.format(i, spec.schema.names.index(spec.key[j]))).cast(data_type),
-                                 data_type)
-            picked = value if only is not None else (F.when(tag == i, value) if picked is None
-                                                     else picked.when(tag == i, value))
+        for i, lane in lanes.items():
+            value = _routing_key(F.col(lane).cast(data_type), data_type)
+            picked = F.when(tag == i, value) if picked is None else picked.when(tag == i, value)
         assert picked is not None
         keys.append(picked)
     return keys
@@ -200,9 +242,9 @@ def resolve_checkpoint(checkpoint: str | None, streaming: bool, what: str) -> st
     return tempfile.mkdtemp(prefix="streamjoin-batch-")
 
 
-def _union_inputs(inputs: Sequence[DataFrame], operator: Operator) -> DataFrame:
-    """One DataFrame: input tag, then each input's columns (:func:`_tagged`)."""
-    parts = [_tagged(df, i, operator) for i, df in enumerate(inputs)]
+def _union_inputs(inputs: Sequence[DataFrame], operator: Operator, layout: _Layout) -> DataFrame:
+    """One DataFrame: input tag, then each input's columns in their lanes (:func:`_tagged`)."""
+    parts = [_tagged(df, i, operator, layout) for i, df in enumerate(inputs)]
     combined = parts[0]
     for part in parts[1:]:
         combined = combined.unionByName(part, allowMissingColumns=True)
@@ -230,7 +272,7 @@ def _common_key_types(inputs: Sequence[DataFrame], operator: Operator) -> list[s
 
 def _write_initial(
     initial: Sequence[DataFrame | None], operator: Operator, key_types: Sequence[str], checkpoint: Checkpoint,
-    partitions: int, groups: int,
+    partitions: int, groups: int, layout: _Layout,
 ) -> None:
     """Route each initial DataFrame by key as the query will (same key columns, types and
     partitioning, :func:`_shuffle`) and write each partition's rows to the checkpoint; then mark
@@ -245,8 +287,9 @@ def _write_initial(
         spec = operator.inputs[i]
         if df.isStreaming:
             raise JoinDefinitionError(f"initial rows of input {spec.name!r} must be a batch DataFrame, not a stream")
-        routed = _shuffle(_tagged(df, i, operator), partitions, groups, _routing_keys(operator, key_types, only=i))
-        writer = _InitialWriter(operator, i, checkpoint.uri)
+        routed = _shuffle(_tagged(df, i, operator, layout), partitions, groups,
+                          _routing_keys(operator, key_types, layout, only=i))
+        writer = _InitialWriter(operator, i, checkpoint.uri, layout)
         written = routed.mapInArrow(writer, "rows long").agg(F.sum("rows")).collect()[0][0]
         counts[spec.name] = int(written or 0)
     checkpoint.mark_initial_done(counts)
@@ -255,13 +298,14 @@ def _write_initial(
 class _InitialWriter:
     """Writes one partition's initial rows of one input to the checkpoint; yields the count."""
 
-    def __init__(self, operator: Operator, index: int, checkpoint: str):
-        self.operator, self.index, self.checkpoint = operator, index, checkpoint
+    def __init__(self, operator: Operator, index: int, checkpoint: str, layout: _Layout):
+        self.operator, self.index, self.checkpoint, self.layout = operator, index, checkpoint, layout
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         spec = self.operator.inputs[self.index]
         batches = list(batches)
-        rows = _rows(pa.Table.from_batches(batches), self.index, spec) if batches else spec.schema.empty_table()
+        rows = _rows(pa.Table.from_batches(batches), self.index, spec, self.layout) if batches \
+            else spec.schema.empty_table()
         if rows.num_rows:
             Checkpoint(self.checkpoint).write_initial(spec.name, TaskContext.get().partitionId(), rows)
         yield pa.RecordBatch.from_pydict({"rows": pa.array([rows.num_rows], pa.int64())})
@@ -270,8 +314,10 @@ class _InitialWriter:
 class _PartitionTask:
     """The function ``mapInArrow`` runs: picklable, holding only the operator and the settings."""
 
-    def __init__(self, operator: Operator, checkpoint: str, partitions: int, state: StateConfig, final: bool):
+    def __init__(self, operator: Operator, checkpoint: str, partitions: int, state: StateConfig, final: bool,
+                 layout: _Layout):
         self.operator = operator
+        self.layout = layout
         self.checkpoint = checkpoint
         self.partitions = partitions
         self.state = state
@@ -291,7 +337,7 @@ class _PartitionTask:
             final=self.final or batch_id is None,
             query_id=ctx.getLocalProperty("sql.streaming.queryId"),
         )
-        rows = _split_inputs(list(batches), self.operator)
+        rows = _split_inputs(list(batches), self.operator, self.layout)
         state = self.state if self.state.local_dir else replace(self.state, local_dir=spark_local_state_dir())
         output, metrics = run_partition(self.operator, Checkpoint(self.checkpoint), state, task, rows)
         log.info("streamjoin %s version %d partition %d: %s", self.operator.kind, task.version, task.partition, metrics)
@@ -302,21 +348,21 @@ class _PartitionTask:
         yield metrics_batch(self.operator, metrics, schema)
 
 
-def _split_inputs(batches: list[pa.RecordBatch], operator: Operator) -> tuple[pa.Table, ...]:
+def _split_inputs(batches: list[pa.RecordBatch], operator: Operator, layout: _Layout) -> tuple[pa.Table, ...]:
     """Each input's rows as a table of that input's schema."""
     if not batches:
         return tuple(spec.schema.empty_table() for spec in operator.inputs)
     table = pa.Table.from_batches(batches)
     if len(operator.inputs) == 1:
-        return (_rows(table, 0, operator.inputs[0]),)   # the flush source's stream has no rows
+        return (_rows(table, 0, operator.inputs[0], layout),)   # the flush source's stream has no rows
     tags = table.column(INPUT_TAG)
-    return tuple(_rows(table.filter(pc.equal(tags, i)), i, spec) for i, spec in enumerate(operator.inputs))
+    return tuple(_rows(table.filter(pc.equal(tags, i)), i, spec, layout) for i, spec in enumerate(operator.inputs))
 
 
-def _rows(table: pa.Table, index: int, spec: InputSpec) -> pa.Table:
-    """Input ``index``'s columns of ``table`` as a table of the input's schema."""
+def _rows(table: pa.Table, index: int, spec: InputSpec, layout: _Layout) -> pa.Table:
+    """Input ``index``'s columns of ``table`` (from their lanes) as a table of the input's schema."""
     names = spec.schema.names
-    columns = [table.column(_COLUMN.format(index, j)) for j in range(len(names))]
+    columns = [table.column(layout.name(index, j)) for j in range(len(names))]
     return pa.Table.from_arrays(columns, names=names).cast(spec.schema).combine_chunks()
 
 

@@ -196,3 +196,26 @@ def test_resolve_checkpoint_resolves_on_the_driver(tmp_path, monkeypatch):
     assert resolve_checkpoint("dbfs:/checkpoints/join", True, "test") == "/dbfs/checkpoints/join"
     with pytest.raises(JoinDefinitionError, match="unknown scheme 'foo:'"):
         resolve_checkpoint("foo://bucket/join", True, "test")
+
+
+def test_runtime_layout_shares_lanes_between_inputs_key_columns_first(spark):
+    """Inputs' columns of one Spark type share lanes (rows as wide as the widest input); each
+    input's key columns take the first lanes of their types, so equal key types share a lane."""
+    from streamjoin.runtime.operator import InputSpec
+    from streamjoin.spark.runtime import _Layout
+
+    left = spark.createDataFrame([], "name string, k bigint, t timestamp, x bigint")
+    right = spark.createDataFrame([], "k bigint, label string, y double")
+    other = spark.createDataFrame([], "k int, z string")
+
+    class Op:
+        inputs = tuple(InputSpec(n, arrow_schema(df), ("k",), None)
+                       for n, df in (("left", left), ("right", right), ("other", other)))
+
+    layout = _Layout.of([left, right, other], Op())  # type: ignore[arg-type]
+    k, name, t, x = layout.lanes[0][1], layout.lanes[0][0], layout.lanes[0][2], layout.lanes[0][3]
+    assert layout.lanes[1] == (k, name, layout.lanes[1][2])   # bigint key, then string: shared
+    assert layout.lanes[1][2] not in (k, name, t, x)          # double: a lane of its own
+    assert layout.lanes[2][0] not in layout.lanes[0] + layout.lanes[1]   # an int key is not a bigint lane
+    assert layout.lanes[2][1] == name
+    assert len({lane for lanes in layout.lanes for lane in lanes}) == 6
