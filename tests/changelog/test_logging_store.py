@@ -277,3 +277,13 @@ def test_changelogging_store_undo_record_reuses_values_read_this_version(tmp_pat
     assert undo.rollback(inner.inner, 1) == 1
     assert dict(inner.inner.scan()) == {b"a": b"1", b"b": b"1", b"new": b"1", b"x": b"1"}
     inner.inner.close()
+
+
+def test_changelogging_store_memo_is_the_inner_stores(tmp_path):
+    from streamjoin.changelog import ChangeloggingStore
+
+    inner = open_store("memory", str(tmp_path / "s"))
+    log = Changelog(str(tmp_path / "log"))
+    ChangeloggingStore(inner, log).memo()["cache"] = 1
+    assert ChangeloggingStore(inner, log).memo() == {"cache": 1}   # a later task's wrapper
+    inner.close()
