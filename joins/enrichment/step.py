@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 
 from streamjoin.changes import DELETE, HEARTBEAT, OP, SEQ, TIME, normalise
 from streamjoin.enrichment import state as st
+from streamjoin.enrichment.cache import BucketCache
 from streamjoin.enrichment.spec import EnrichmentSpec, Mode
 from streamjoin.kit.arrivals import set_aside, sort_out
 from streamjoin.kit.how import How
@@ -103,6 +104,7 @@ class Step:
         self.meta.event_watermark = POS_INF if self.final else self.ew
         self.meta.table_watermark = POS_INF if self.final else self.tw
         self.puts.append(st.meta_put(self.meta))
+        self.cache.commit(self.version)
         output = pa.concat_tables(self.output) if self.output else self.spec.output_schema.empty_table()
         return StepResult(output, (self.event_aside, self.change_aside), self.puts, self.deletes,
                           self.delete_ranges, metrics=self._metrics())
@@ -194,7 +196,8 @@ class Step:
         """The versions held of the keys of the new changes and released events, merged with the
         new changes, duplicates dropped; sorted by key, time, sequence, with their bucket.
 
-        Reads every touched bucket (base and deltas, kept in ``self.stored`` for folding).
+        Reads every touched bucket (base and deltas, kept in ``self.stored`` for folding) through
+        the store's :class:`BucketCache` (told what this version writes).
         """
         spec, schema = self.spec, self._version_schema()
         change_keys = [self.changes.column(k).combine_chunks() for k in self.keys]
@@ -204,7 +207,8 @@ class Step:
         self.sweep = self.version % spec.buckets   # every bucket folds at least once per `buckets` versions
         self.due = self._due_buckets()
         touched = np.union1d(np.union1d(new_buckets, event_buckets), [self.sweep, *self.due]).tolist()
-        self.stored = st.read_buckets(self.state, touched, schema)
+        self.cache = BucketCache.of(self.state, schema)
+        self.stored = self.cache.read(self.state, touched)
         held = pa.concat_tables([schema.empty_table(), *(t for b in self.stored.values() for t in b.tables())])
         held = _with_keys_in(held, self.keys, [pa.concat_arrays([c, e]) for c, e in zip(change_keys, event_keys)])
         held = held.append_column(_NEW, pa.array(np.zeros(held.num_rows, dtype=bool)))
@@ -329,7 +333,9 @@ class Step:
         rows = accepted.select(self._version_schema().names).take(pa.array(order)).combine_chunks()
         bounds = np.r_[0, np.flatnonzero(np.diff(buckets)) + 1, buckets.size]
         for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-            self.puts.append((st.delta_key(int(buckets[lo]), self.version), st.blob(rows.slice(lo, hi - lo))))
+            bucket, value = int(buckets[lo]), st.blob(rows.slice(lo, hi - lo))
+            self.puts.append((st.delta_key(bucket, self.version), value))
+            self.cache.appended(bucket, self.stored[bucket], value)
         self.meta.versions_held += accepted.num_rows
 
     def _fold(self, fold: list[int], new: pa.Table, keep_to: int, gone_before: int) -> None:
@@ -362,9 +368,13 @@ class Step:
             if stored.deltas:
                 self.delete_ranges.append(st.delta_range(bucket))
             if end > start:
-                self.puts.append((st.version_key(bucket), st.blob(rows.slice(start, end - start))))
-            elif stored.base.num_rows:
-                self.deletes.append(st.version_key(bucket))
+                value = st.blob(rows.slice(start, end - start))
+                self.puts.append((st.version_key(bucket), value))
+                self.cache.replaced(bucket, value)
+            else:
+                if stored.base.num_rows:
+                    self.deletes.append(st.version_key(bucket))
+                self.cache.replaced(bucket, None)
             self.meta.versions_held += (end - start) - stored.rows
 
     def _store_waiting(self) -> None:
