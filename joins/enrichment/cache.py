@@ -1,4 +1,4 @@
-"""The key buckets an enrichment join read or wrote, kept decoded with the open store between versions.
+"""The state an enrichment join read or wrote, kept decoded with the open store between versions.
 
 Every version reads the key buckets its changes and released events touch (base and deltas,
 :func:`streamjoin.enrichment.state.read_buckets`); with many events that is every bucket, so
@@ -7,7 +7,9 @@ lives in the store's memo (:meth:`streamjoin.statestore.base.Store.memo`): as lo
 store, which a streaming query keeps warm between its tasks. It holds, per bucket, exactly what
 the store holds: the tables read from it, and the blobs the step wrote, decoded from the very
 bytes written (zero-copy), so every decision made from it (fold or not) is the one a read would
-give.
+give. It also holds every waiting-event blob (read all at once when the cache starts, then kept
+up to date with the step's own puts, deletes and range delete), so releasing the events of the
+previous version reads nothing.
 
 **Validity.** The cache is labelled with the store version it describes. A step uses it only
 when the label is the store's version marker, else starts an empty one: a write that did not
@@ -18,7 +20,8 @@ store object, a new memo) all leave a label that does not match. A step records 
 **Memory.** At most :data:`LIMIT_BYTES` of decoded tables per store (the bytes of the blobs they
 are decoded from, whose buffers they share; ``nbytes`` for those read);
 ``STREAMJOIN_ENRICHMENT_CACHE_MB`` sets it (0: no cache). Beyond it the buckets with the highest
-ids are left out and read from the store each time they are needed.
+ids are left out and read from the store each time they are needed; waiting events beyond a
+quarter of it are dropped and read by a scan again.
 """
 
 from __future__ import annotations
@@ -49,6 +52,12 @@ class BucketCache:
     sizes: dict[int, int] = field(default_factory=dict)
     #: what the running step wrote: bucket -> (its content after the write, its size)
     pending: dict[int, tuple[st.Bucket, int]] = field(default_factory=dict)
+    #: every waiting-event blob the store holds, by key: (events, blob size) (None: not known)
+    waiting: dict[bytes, tuple[pa.Table, int]] | None = None
+    #: the running step's writes of waiting events: the range it removes, then puts ((events,
+    #: blob size)) and deletes (None)
+    waiting_removed: tuple[bytes, bytes] | None = None
+    waiting_pending: dict[bytes, tuple[pa.Table, int] | None] = field(default_factory=dict)
 
     @classmethod
     def of(cls, store: Store, schema: pa.Schema) -> BucketCache:
@@ -58,7 +67,7 @@ class BucketCache:
         cache = memo.get(_MEMO_KEY)
         if not isinstance(cache, BucketCache) or cache.version != version or not cache.schema.equals(schema):
             cache = memo[_MEMO_KEY] = BucketCache(schema, version)
-        cache.pending = {}
+        cache.pending, cache.waiting_removed, cache.waiting_pending = {}, None, {}
         return cache
 
     def read(self, store: Store, buckets: Sequence[int]) -> dict[int, st.Bucket]:
@@ -79,12 +88,43 @@ class BucketCache:
         base = self.schema.empty_table() if value is None else st.unblob(value)
         self.pending[bucket] = st.Bucket(base, []), 0 if value is None else len(value)
 
+    def waiting_below(self, store: Store, below: int, width: int) -> list[tuple[bytes, pa.Table]]:
+        """(key, events) of every waiting-event blob that may hold events with time ``< below``,
+        in key order (:func:`streamjoin.enrichment.state.scan_waiting`)."""
+        bounds = st.waiting_range(below, width)
+        if LIMIT_BYTES <= 0:
+            return list(st.scan_waiting(store, below, width))
+        if self.waiting is None:
+            self.waiting = st.all_waiting(store)
+        if bounds is None:
+            return []
+        start, end = bounds
+        return sorted((k, t) for k, (t, _) in self.waiting.items() if start <= k < end)
+
+    def waiting_written(self, removed: tuple[bytes, bytes] | None,
+                        puts: dict[bytes, tuple[pa.Table, int] | None]) -> None:
+        """The running step removes the waiting-event blobs in ``removed`` (a key range), then
+        puts each of ``puts`` (None: deletes it)."""
+        self.waiting_removed, self.waiting_pending = removed, puts
+
     def commit(self, version: int) -> None:
         """The running step's writes are done with: the cache describes version ``version``,
         and is used once the store's version marker says so (its write happened)."""
         self.version = version
         self._keep(self.pending)
         self.pending = {}
+        if self.waiting is not None:
+            if self.waiting_removed is not None:
+                start, end = self.waiting_removed
+                self.waiting = {k: t for k, t in self.waiting.items() if not start <= k < end}
+            for key, entry in self.waiting_pending.items():
+                if entry is None:
+                    self.waiting.pop(key, None)
+                else:
+                    self.waiting[key] = entry
+            if sum(size for _, size in self.waiting.values()) > LIMIT_BYTES // 4:
+                self.waiting = None
+        self.waiting_removed, self.waiting_pending = None, {}
 
     def _keep(self, buckets: dict[int, tuple[st.Bucket, int]]) -> None:
         for bucket, (value, size) in buckets.items():

@@ -104,6 +104,7 @@ class Step:
         self.meta.event_watermark = POS_INF if self.final else self.ew
         self.meta.table_watermark = POS_INF if self.final else self.tw
         self.puts.append(st.meta_put(self.meta))
+        self.cache.waiting_written(self.waiting_removed, self.waiting_writes)
         self.cache.commit(self.version)
         output = pa.concat_tables(self.output) if self.output else self.spec.output_schema.empty_table()
         return StepResult(output, (self.event_aside, self.change_aside), self.puts, self.deletes,
@@ -164,7 +165,9 @@ class Step:
         """
         spec, bound, width = self.spec, self.release, self.spec.event_bucket
         parts, released, last_whole = [], 0, None
-        for key, events in st.scan_waiting(self.state, bound, width):
+        self.cache = BucketCache.of(self.state, self._version_schema())
+        self.waiting_writes: dict[bytes, tuple[pa.Table, int] | None] = {}
+        for key, events in self.cache.waiting_below(self.state, bound, width):
             if st.event_start(key) + width <= bound:
                 parts.append(events)
                 released += events.num_rows
@@ -174,12 +177,16 @@ class Step:
             parts.append(events.filter(pa.array(go)))
             rest = events.filter(pa.array(~go))
             if rest.num_rows:
-                self.puts.append((key, st.blob(rest)))
+                value = st.blob(rest)
+                self.puts.append((key, value))
+                self.waiting_writes[key] = rest, len(value)
             else:
                 self.deletes.append(key)
+                self.waiting_writes[key] = None
             released += int(go.sum())
         if last_whole is not None:
             self.delete_ranges.append(st.waiting_through(last_whole))
+        self.waiting_removed = None if last_whole is None else st.waiting_through(last_whole)
         self.meta.events_waiting -= released
         if parts:
             parts = [self._with_keys(pa.concat_tables(parts))]
@@ -207,7 +214,6 @@ class Step:
         self.sweep = self.version % spec.buckets   # every bucket folds at least once per `buckets` versions
         self.due = self._due_buckets()
         touched = np.union1d(np.union1d(new_buckets, event_buckets), [self.sweep, *self.due]).tolist()
-        self.cache = BucketCache.of(self.state, schema)
         self.stored = self.cache.read(self.state, touched)
         held = pa.concat_tables([schema.empty_table(), *(t for b in self.stored.values() for t in b.tables())])
         held = _with_keys_in(held, self.keys, [pa.concat_arrays([c, e]) for c, e in zip(change_keys, event_keys)])
@@ -385,8 +391,11 @@ class Step:
         width = self.spec.event_bucket
         starts = (times_of(events, self.spec.stream_time) // width) * width     # ascending: canonical order
         bounds = np.r_[0, np.flatnonzero(np.diff(starts)) + 1, starts.size]
-        for lo, hi in zip(bounds[:-1], bounds[1:]):
-            self.puts.append((st.event_key(int(starts[lo]), self.version), st.blob(events.slice(lo, hi - lo))))
+        for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            key, filed = st.event_key(int(starts[lo]), self.version), events.slice(lo, hi - lo)
+            value = st.blob(filed)
+            self.puts.append((key, value))
+            self.waiting_writes[key] = filed, len(value)
         self.meta.events_waiting += events.num_rows
 
     def _metrics(self) -> dict[str, int]:
