@@ -9,7 +9,8 @@ look the released events up (one Arrow hash join on the key columns with ``chang
 time``, then the greatest version per event); decide which versions are no longer needed; write
 each touched bucket's accepted changes as a delta, or fold the bucket into a new base; write the
 events still waiting. No Python loop runs per row; loops run per touched bucket (or per waiting
-blob read).
+blob read). Buckets and waiting events come from the store's :class:`~streamjoin.enrichment.cache.BucketCache`
+where it holds them (what the previous version read or wrote, decoded), else from the store.
 
 **Why versions may stay until their bucket folds.** Pruning keeps, per key, the newest version
 ``<= keep_to`` (``min(ew, release bound)``, never decreasing) and every later one, and drops a key
