@@ -17,8 +17,8 @@ happen, a store rolled back or forward by the changelog, a rebuilt or handed-ove
 store object, a new memo) all leave a label that does not match. A step records its writes with
 :meth:`BucketCache.commit` at its end, labelled with its version, which its write then carries.
 
-**Memory.** At most :data:`LIMIT_BYTES` of decoded tables per store (the bytes of the blobs they
-are decoded from, whose buffers they share; ``nbytes`` for those read);
+**Memory.** At most :data:`LIMIT_BYTES` of decoded tables per store, counted as the bytes of the
+blobs they are decoded from (zero-copy: they share those bytes);
 ``STREAMJOIN_ENRICHMENT_CACHE_MB`` sets it (0: no cache). Beyond it the buckets with the highest
 ids are left out and read from the store each time they are needed; waiting events beyond a
 quarter of it are dropped and read by a scan again.
@@ -49,9 +49,8 @@ class BucketCache:
     schema: pa.Schema
     version: int | None
     buckets: dict[int, st.Bucket] = field(default_factory=dict)
-    sizes: dict[int, int] = field(default_factory=dict)
-    #: what the running step wrote: bucket -> (its content after the write, its size)
-    pending: dict[int, tuple[st.Bucket, int]] = field(default_factory=dict)
+    #: what the running step wrote: bucket -> its content after the write
+    pending: dict[int, st.Bucket] = field(default_factory=dict)
     #: every waiting-event blob the store holds, by key: (events, blob size) (None: not known)
     waiting: dict[bytes, tuple[pa.Table, int]] | None = None
     #: the running step's writes of waiting events: the range it removes, then puts ((events,
@@ -75,18 +74,19 @@ class BucketCache:
         missing = [b for b in buckets if b not in self.buckets]
         found = st.read_buckets(store, missing, self.schema) if missing else {}
         out = {b: self.buckets[b] if b in self.buckets else found[b] for b in buckets}
-        self._keep({b: (value, _size(value)) for b, value in found.items()})
+        self._keep(found)
         return out
 
     def appended(self, bucket: int, stored: st.Bucket, value: bytes) -> None:
         """The running step wrote ``value`` as a new delta of ``bucket`` (``stored`` before)."""
-        size = self.sizes[bucket] if bucket in self.sizes else _size(stored)
-        self.pending[bucket] = st.Bucket(stored.base, [*stored.deltas, st.unblob(value)]), size + len(value)
+        if LIMIT_BYTES > 0:
+            self.pending[bucket] = st.Bucket(stored.base, [*stored.deltas, st.unblob(value)], stored.size + len(value))
 
     def replaced(self, bucket: int, value: bytes | None) -> None:
         """The running step folded ``bucket`` into the base ``value`` (None: no base left)."""
-        base = self.schema.empty_table() if value is None else st.unblob(value)
-        self.pending[bucket] = st.Bucket(base, []), 0 if value is None else len(value)
+        if LIMIT_BYTES > 0:
+            base = self.schema.empty_table() if value is None else st.unblob(value)
+            self.pending[bucket] = st.Bucket(base, [], 0 if value is None else len(value))
 
     def waiting_below(self, store: Store, below: int, width: int) -> list[tuple[bytes, pa.Table]]:
         """(key, events) of every waiting-event blob that may hold events with time ``< below``,
@@ -126,17 +126,14 @@ class BucketCache:
                 self.waiting = None
         self.waiting_removed, self.waiting_pending = None, {}
 
-    def _keep(self, buckets: dict[int, tuple[st.Bucket, int]]) -> None:
-        for bucket, (value, size) in buckets.items():
-            self.buckets[bucket], self.sizes[bucket] = value, size
-        total = sum(self.sizes.values())
+    def _keep(self, buckets: dict[int, st.Bucket]) -> None:
+        if LIMIT_BYTES <= 0:
+            self.buckets.clear()
+            return
+        self.buckets.update(buckets)
+        total = sum(b.size for b in self.buckets.values())
         if total > LIMIT_BYTES:
-            for bucket in sorted(self.sizes, reverse=True):
-                total -= self.sizes.pop(bucket)
-                del self.buckets[bucket]
+            for bucket in sorted(self.buckets, reverse=True):
+                total -= self.buckets.pop(bucket).size
                 if total <= LIMIT_BYTES:
                     break
-
-
-def _size(bucket: st.Bucket) -> int:
-    return sum(t.nbytes for t in bucket.tables())

@@ -157,6 +157,8 @@ class Bucket:
 
     base: pa.Table
     deltas: list[pa.Table]
+    #: the bytes of its blobs as stored
+    size: int = 0
 
     @property
     def delta_rows(self) -> int:
@@ -176,13 +178,14 @@ def read_buckets(store: Store, buckets: Sequence[int], schema: pa.Schema) -> dic
     out = {}
     base_keys = [version_key(bucket) for bucket in buckets]
     for bucket, base_key, entries in zip(buckets, base_keys, store.scan_prefixes(base_keys)):
-        base, deltas = schema.empty_table(), []
+        base, deltas, size = schema.empty_table(), [], 0
         for key, value in entries:
+            size += len(value)
             if key == base_key:
                 base = unblob(value)
             else:
                 deltas.append(unblob(value))
-        out[bucket] = Bucket(base, deltas)
+        out[bucket] = Bucket(base, deltas, size)
     return out
 
 
