@@ -109,6 +109,11 @@ class ChangeloggingStore(Store):
     def _version(self) -> int | None:
         return self.inner.version
 
+    def memo(self) -> dict[str, Any]:
+        """The inner store's memo (it outlives this wrapper when the store is kept warm)."""
+        self._check_open()
+        return self.inner.memo()
+
     def _stats(self) -> StoreStats:
         return self.inner.stats()
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import shutil
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar, Iterable, Iterator, Sequence
+from typing import Any, ClassVar, Iterable, Iterator, Sequence
 
 from streamjoin.statestore.errors import StoreClosedError, StoreError
 
@@ -239,10 +239,22 @@ class Store(ABC):
     def closed(self) -> bool:
         return self._closed
 
+    def memo(self) -> dict[str, Any]:
+        """A scratch dict that lives exactly as long as this open store (emptied on close).
+
+        For an operator's decoded copies of state it wrote, kept between tasks with a warm
+        store. The store never reads it: whoever keeps an entry there checks that it still
+        describes the store (by :attr:`version`) before using it. A wrapper store returns its
+        inner store's memo, so every wrapper of one open store shares it.
+        """
+        self._check_open()
+        return self.__dict__.setdefault("_memo", {})
+
     def close(self) -> None:
         """Release the store; further use raises :class:`StoreClosedError`. Idempotent."""
         if not self._closed:
             self._closed = True
+            self.__dict__.pop("_memo", None)
             self._close()
 
     @classmethod

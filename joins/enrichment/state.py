@@ -57,7 +57,7 @@ from streamjoin.statestore.base import KeyValue, Store
 
 __all__ = ["LAYOUT", "Meta", "read_meta", "meta_put", "key_columns", "bucket_ids", "version_key", "delta_key", "delta_range",
            "Bucket", "read_buckets", "blob", "unblob", "waiting_range", "event_key", "event_start", "waiting_through",
-           "scan_waiting", "slot_width", "expiry_puts", "due_buckets"]
+           "scan_waiting", "all_waiting", "slot_width", "expiry_puts", "due_buckets"]
 
 #: The enrichment join's state (see module); its version is the definition's ``layout``.
 LAYOUT = StateLayout("enrichment join", 2, (
@@ -157,6 +157,8 @@ class Bucket:
 
     base: pa.Table
     deltas: list[pa.Table]
+    #: the bytes of its blobs as stored
+    size: int = 0
 
     @property
     def delta_rows(self) -> int:
@@ -176,13 +178,14 @@ def read_buckets(store: Store, buckets: Sequence[int], schema: pa.Schema) -> dic
     out = {}
     base_keys = [version_key(bucket) for bucket in buckets]
     for bucket, base_key, entries in zip(buckets, base_keys, store.scan_prefixes(base_keys)):
-        base, deltas = schema.empty_table(), []
+        base, deltas, size = schema.empty_table(), [], 0
         for key, value in entries:
+            size += len(value)
             if key == base_key:
                 base = unblob(value)
             else:
                 deltas.append(unblob(value))
-        out[bucket] = Bucket(base, deltas)
+        out[bucket] = Bucket(base, deltas, size)
     return out
 
 
@@ -224,6 +227,11 @@ def scan_waiting(store: Store, below: int, width: int) -> Iterator[tuple[bytes, 
     if bounds is not None:
         for key, value in store.scan(*bounds):
             yield key, unblob(value)
+
+
+def all_waiting(store: Store) -> dict[bytes, tuple[pa.Table, int]]:
+    """Every waiting-event blob, by key: (events, the blob's size)."""
+    return {key: (unblob(value), len(value)) for key, value in store.scan(*_EVENTS.range())}
 
 
 def slot_width(ttl: int) -> int:

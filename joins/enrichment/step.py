@@ -9,7 +9,8 @@ look the released events up (one Arrow hash join on the key columns with ``chang
 time``, then the greatest version per event); decide which versions are no longer needed; write
 each touched bucket's accepted changes as a delta, or fold the bucket into a new base; write the
 events still waiting. No Python loop runs per row; loops run per touched bucket (or per waiting
-blob read).
+blob read). Buckets and waiting events come from the store's :class:`~streamjoin.enrichment.cache.BucketCache`
+where it holds them (what the previous version read or wrote, decoded), else from the store.
 
 **Why versions may stay until their bucket folds.** Pruning keeps, per key, the newest version
 ``<= keep_to`` (``min(ew, release bound)``, never decreasing) and every later one, and drops a key
@@ -37,6 +38,7 @@ import pyarrow.compute as pc
 
 from streamjoin.changes import DELETE, HEARTBEAT, OP, SEQ, TIME, normalise
 from streamjoin.enrichment import state as st
+from streamjoin.enrichment.cache import BucketCache
 from streamjoin.enrichment.spec import EnrichmentSpec, Mode
 from streamjoin.kit.arrivals import set_aside, sort_out
 from streamjoin.kit.how import How
@@ -103,6 +105,8 @@ class Step:
         self.meta.event_watermark = POS_INF if self.final else self.ew
         self.meta.table_watermark = POS_INF if self.final else self.tw
         self.puts.append(st.meta_put(self.meta))
+        self.cache.waiting_written(self.waiting_removed, self.waiting_writes)
+        self.cache.commit(self.version)
         output = pa.concat_tables(self.output) if self.output else self.spec.output_schema.empty_table()
         return StepResult(output, (self.event_aside, self.change_aside), self.puts, self.deletes,
                           self.delete_ranges, metrics=self._metrics())
@@ -162,7 +166,9 @@ class Step:
         """
         spec, bound, width = self.spec, self.release, self.spec.event_bucket
         parts, released, last_whole = [], 0, None
-        for key, events in st.scan_waiting(self.state, bound, width):
+        self.cache = BucketCache.of(self.state, self._version_schema())
+        self.waiting_writes: dict[bytes, tuple[pa.Table, int] | None] = {}
+        for key, events in self.cache.waiting_below(self.state, bound, width):
             if st.event_start(key) + width <= bound:
                 parts.append(events)
                 released += events.num_rows
@@ -172,12 +178,16 @@ class Step:
             parts.append(events.filter(pa.array(go)))
             rest = events.filter(pa.array(~go))
             if rest.num_rows:
-                self.puts.append((key, st.blob(rest)))
+                value = st.blob(rest)
+                self.puts.append((key, value))
+                self.waiting_writes[key] = rest, len(value)
             else:
                 self.deletes.append(key)
+                self.waiting_writes[key] = None
             released += int(go.sum())
         if last_whole is not None:
             self.delete_ranges.append(st.waiting_through(last_whole))
+        self.waiting_removed = None if last_whole is None else st.waiting_through(last_whole)
         self.meta.events_waiting -= released
         if parts:
             parts = [self._with_keys(pa.concat_tables(parts))]
@@ -194,7 +204,8 @@ class Step:
         """The versions held of the keys of the new changes and released events, merged with the
         new changes, duplicates dropped; sorted by key, time, sequence, with their bucket.
 
-        Reads every touched bucket (base and deltas, kept in ``self.stored`` for folding).
+        Reads every touched bucket (base and deltas, kept in ``self.stored`` for folding) through
+        the store's :class:`BucketCache` (told what this version writes).
         """
         spec, schema = self.spec, self._version_schema()
         change_keys = [self.changes.column(k).combine_chunks() for k in self.keys]
@@ -204,7 +215,7 @@ class Step:
         self.sweep = self.version % spec.buckets   # every bucket folds at least once per `buckets` versions
         self.due = self._due_buckets()
         touched = np.union1d(np.union1d(new_buckets, event_buckets), [self.sweep, *self.due]).tolist()
-        self.stored = st.read_buckets(self.state, touched, schema)
+        self.stored = self.cache.read(self.state, touched)
         held = pa.concat_tables([schema.empty_table(), *(t for b in self.stored.values() for t in b.tables())])
         held = _with_keys_in(held, self.keys, [pa.concat_arrays([c, e]) for c, e in zip(change_keys, event_keys)])
         held = held.append_column(_NEW, pa.array(np.zeros(held.num_rows, dtype=bool)))
@@ -329,7 +340,9 @@ class Step:
         rows = accepted.select(self._version_schema().names).take(pa.array(order)).combine_chunks()
         bounds = np.r_[0, np.flatnonzero(np.diff(buckets)) + 1, buckets.size]
         for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-            self.puts.append((st.delta_key(int(buckets[lo]), self.version), st.blob(rows.slice(lo, hi - lo))))
+            bucket, value = int(buckets[lo]), st.blob(rows.slice(lo, hi - lo))
+            self.puts.append((st.delta_key(bucket, self.version), value))
+            self.cache.appended(bucket, self.stored[bucket], value)
         self.meta.versions_held += accepted.num_rows
 
     def _fold(self, fold: list[int], new: pa.Table, keep_to: int, gone_before: int) -> None:
@@ -362,9 +375,13 @@ class Step:
             if stored.deltas:
                 self.delete_ranges.append(st.delta_range(bucket))
             if end > start:
-                self.puts.append((st.version_key(bucket), st.blob(rows.slice(start, end - start))))
-            elif stored.base.num_rows:
-                self.deletes.append(st.version_key(bucket))
+                value = st.blob(rows.slice(start, end - start))
+                self.puts.append((st.version_key(bucket), value))
+                self.cache.replaced(bucket, value)
+            else:
+                if stored.base.num_rows:
+                    self.deletes.append(st.version_key(bucket))
+                self.cache.replaced(bucket, None)
             self.meta.versions_held += (end - start) - stored.rows
 
     def _store_waiting(self) -> None:
@@ -375,8 +392,11 @@ class Step:
         width = self.spec.event_bucket
         starts = (times_of(events, self.spec.stream_time) // width) * width     # ascending: canonical order
         bounds = np.r_[0, np.flatnonzero(np.diff(starts)) + 1, starts.size]
-        for lo, hi in zip(bounds[:-1], bounds[1:]):
-            self.puts.append((st.event_key(int(starts[lo]), self.version), st.blob(events.slice(lo, hi - lo))))
+        for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            key, filed = st.event_key(int(starts[lo]), self.version), events.slice(lo, hi - lo)
+            value = st.blob(filed)
+            self.puts.append((key, value))
+            self.waiting_writes[key] = filed, len(value)
         self.meta.events_waiting += events.num_rows
 
     def _metrics(self) -> dict[str, int]:

@@ -7,6 +7,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from streamjoin.changes import ChangeFormat
@@ -122,8 +123,16 @@ def _bootstrap_changes(bootstrap: DataFrame, operator: EnrichmentJoin) -> DataFr
             f"bootstrap has columns {unknown} that the table's rows do not have; its rows have {rows} "
             f"(and the change time {spec.changes.time!r}); select those"
         )
-    return bootstrap.mapInArrow(_AsChanges(operator, arrow_schema(bootstrap)),
-                                from_arrow_schema(spec.table, prefer_timestamp_ntz=True))
+    target = from_arrow_schema(spec.table, prefer_timestamp_ntz=True)
+    present = {f.name: f.dataType for f in bootstrap.schema.fields}
+    if all(present[f.name] == f.dataType for f in target.fields if f.name in present and f.name != spec.changes.op):
+        # the same rows as EnrichmentJoin.bootstrap_changes, in the JVM: no trip through Python
+        # before the rows are routed (where they go through Python once, to the checkpoint)
+        op = spec.changes.snapshot_op()
+        return bootstrap.select([
+            (F.lit(op) if f.name == spec.changes.op else F.col(f.name) if f.name in present else F.lit(None))
+            .cast(f.dataType).alias(f.name) for f in target.fields])
+    return bootstrap.mapInArrow(_AsChanges(operator, arrow_schema(bootstrap)), target)
 
 
 class _AsChanges:

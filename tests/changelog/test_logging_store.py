@@ -308,3 +308,13 @@ def test_open_logged_store_ahead_with_torn_undo_record_rebuilds(runner):
     state, version, report = runner.state_at(len(WRITES) - 2)
     assert report.how is OpenHow.REBUILT
     assert (state, version) == (runner.model.states[len(WRITES) - 2], len(WRITES) - 2)
+
+
+def test_changelogging_store_memo_is_the_inner_stores(tmp_path):
+    from streamjoin.changelog import ChangeloggingStore
+
+    inner = open_store("memory", str(tmp_path / "s"))
+    log = Changelog(str(tmp_path / "log"))
+    ChangeloggingStore(inner, log).memo()["cache"] = 1
+    assert ChangeloggingStore(inner, log).memo() == {"cache": 1}   # a later task's wrapper
+    inner.close()

@@ -157,3 +157,27 @@ def test_stream_table_join_delta_feed_with_a_business_time(spark, tmp_path):
     assert sorted((r.action, r.plan) for r in joined.collect()) == [("a", "free"), ("b", "pro"), ("c", None)]
     metrics = [r.asDict() for r in join_metrics(spark, str(tmp_path / "ck")).collect()]
     assert sum(m.get("expired_lookups") or 0 for m in metrics) == 1
+
+
+@pytest.mark.parametrize("snapshot", [
+    "user_id bigint, plan string, country string",                      # the table's types: in the JVM
+    "user_id int, plan string, changed_at timestamp, country string",   # another type: through Arrow
+])
+def test_stream_table_join_bootstrap_changes_are_the_operators(spark, snapshot):
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from streamjoin.enrichment.operator import EnrichmentJoin
+    from streamjoin.spark.enrichment import _AsChanges, _bootstrap_changes
+    from streamjoin.spark.runtime import arrow_schema
+
+    changes = spark.createDataFrame([(2, "upsert", _at(1), "pro", "FR")], CHANGES)
+    operator = EnrichmentJoin(arrow_schema(spark.createDataFrame([], EVENTS)), arrow_schema(changes), "user_id",
+                              stream_time="ts", changes=ChangeFormat.plain("user_id", time="changed_at"))
+    timed = "changed_at" in snapshot
+    bootstrap = spark.createDataFrame([(1, "free", _at(3), "DE"), (2, None, None, "FR")] if timed
+                                      else [(1, "free", "DE"), (2, None, "FR")], snapshot)
+    got = _bootstrap_changes(bootstrap, operator)
+    arrow = bootstrap.mapInArrow(_AsChanges(operator, arrow_schema(bootstrap)),    # EnrichmentJoin.bootstrap_changes
+                                 from_arrow_schema(operator.spec.table, prefer_timestamp_ntz=True))
+    assert [(f.name, f.dataType) for f in got.schema] == [(f.name, f.dataType) for f in arrow.schema]
+    assert sorted(map(tuple, got.collect()), key=str) == sorted(map(tuple, arrow.collect()), key=str)

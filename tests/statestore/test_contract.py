@@ -217,6 +217,20 @@ def test_store_version_persists_across_reopen(backend: Backend, store_path: str)
     backend.destroy(store_path)
 
 
+def test_store_memo_lives_as_long_as_the_open_store(backend: Backend, store_path: str) -> None:
+    store = backend.open(store_path)
+    store.memo()["cache"] = 1
+    store.write(puts=[(b"a", b"1")], version=1)   # the store never touches it
+    assert store.memo() == {"cache": 1}
+    store.close()
+    with pytest.raises(StoreClosedError):
+        store.memo()
+    store = backend.open(store_path)
+    assert store.memo() == {}   # a new open store, a new memo
+    store.close()
+    backend.destroy(store_path)
+
+
 def test_store_use_after_close_raises_closed_error(store: Store) -> None:
     store.write(puts=[(b"a", b"1")], version=1)
     store.close()
