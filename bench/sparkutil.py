@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -47,16 +48,20 @@ def time_stream(build: Callable[[str], object]) -> float:
 def time_stream_parts(build: Callable[[str], object]) -> tuple[float, float]:
     """(seconds from start to end, seconds in its micro-batches) of the streaming query that
     ``build(checkpoint_dir)`` starts: the second is the sum of Spark's ``triggerExecution`` over
-    the query's progress, so the difference is what starting and stopping the query took."""
+    the query's progress, so the difference is what starting and stopping the query took. The
+    query's scratch directory is removed after."""
     scratch = tempfile.mkdtemp(prefix="streamjoin-q-")
-    start = time.perf_counter()
-    query = build(scratch)
-    query.awaitTermination()
-    elapsed = time.perf_counter() - start
-    if query.exception() is not None:
-        raise RuntimeError(f"benchmark query failed: {query.exception()}")
-    batches = sum(p["durationMs"].get("triggerExecution", 0) for p in query.recentProgress) / 1000
-    return elapsed, batches
+    try:
+        start = time.perf_counter()
+        query = build(scratch)
+        query.awaitTermination()
+        elapsed = time.perf_counter() - start
+        if query.exception() is not None:
+            raise RuntimeError(f"benchmark query failed: {query.exception()}")
+        batches = sum(p["durationMs"].get("triggerExecution", 0) for p in query.recentProgress) / 1000
+        return elapsed, batches
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)   # its checkpoint and local stores
 
 
 def run_to_noop(df, scratch: str, what: str):
