@@ -40,7 +40,7 @@ from streamjoin.runtime.rescale import changelog_uri, epoch_dir, prepare_partiti
 from streamjoin.statestore.errors import BackendNotFoundError
 from streamjoin.statestore.registry import resolve_backend
 
-__all__ = ["StateConfig", "TaskInfo", "run_partition", "global_max_times", "default_local_dir"]
+__all__ = ["StateConfig", "TaskInfo", "run_partition", "global_max_times", "progress_after", "default_local_dir"]
 
 
 def default_local_dir() -> str:
@@ -152,7 +152,7 @@ def run_partition(
     for spec, count in zip(operator.inputs, initial):
         if count:
             metrics[f"initial_rows_{spec.name}"] = count
-    progress = _progress(operator, known, rows)
+    progress = progress_after(operator, known, rows)
     for spec, value in zip(operator.inputs, progress):
         if value is not None:
             metrics[f"max_time_{spec.name}"] = value
@@ -227,11 +227,11 @@ def _maybe_fail_once(config: StateConfig, task: TaskInfo, point: str) -> None:
         raise RuntimeError(f"streamjoin test hook: injected failure ({path})")
 
 
-def _progress(operator: Operator, known: tuple[int | None, ...],
-              rows: tuple[pa.Table, ...]) -> tuple[int | None, ...]:
-    """The largest event time per input over all partitions' rows up to ``task.version``, as far
-    as this partition knows: the global progress before it (``known``) and its own rows. The
-    maximum of every partition's value is the global progress after the version."""
+def progress_after(operator: Operator, known: tuple[int | None, ...],
+                   rows: tuple[pa.Table, ...]) -> tuple[int | None, ...]:
+    """The largest event time per input (µs; None: none yet) over ``known`` (the progress before
+    a version) and ``rows`` (each input's rows of the version). Over one partition's rows this is
+    what the partition knows; over all partitions' rows, the global progress after the version."""
     return tuple(_max(old, _max_time(table, spec.time)) for old, table, spec in zip(known, rows, operator.inputs))
 
 

@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from hypothesis import strategies as st
 
 from streamjoin.interval.operator import IntervalJoin
 from streamjoin.interval.state import LAYOUT
 from streamjoin.runtime.operator import NEG_INF, REASON_COLUMN, Operator, StepInput
+from streamjoin.runtime.partition import progress_after
 from streamjoin.statestore import backend_names, destroy_store, open_store
 from streamjoin.statestore.codecs import decode_int, pack
 from streamjoin.testing.interval import interval_late_rows, reference_interval_join
@@ -201,12 +201,6 @@ def route(table: pa.Table, key: Sequence[str], partitions: int) -> list[pa.Table
     return [table.filter(pa.array([t == p for t in targets], pa.bool_())) for p in range(partitions)]
 
 
-def _max_time(table: pa.Table, column: str) -> int | None:
-    values = table.column(column).cast(pa.timestamp("us")).cast(pa.int64())
-    result = pc.max(values).as_py() if table.num_rows else None
-    return result
-
-
 class StepDriver:
     """Runs ``operator.step`` per partition and version against open stores (no changelog)."""
 
@@ -229,10 +223,7 @@ class StepDriver:
             outputs.append(result.output)
             for i, aside in enumerate(result.set_aside):
                 asides[i].append(aside)
-        for i, (table, spec) in enumerate(zip(tables, self.operator.inputs)):
-            now = _max_time(table, spec.time)
-            if now is not None and (self.max_times[i] is None or now > self.max_times[i]):
-                self.max_times[i] = now
+        self.max_times = list(progress_after(self.operator, tuple(self.max_times), tables))
         self.version += 1
         return pa.concat_tables(outputs), tuple(pa.concat_tables(a) for a in asides)
 

@@ -19,13 +19,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from hypothesis import strategies as st
 
 from streamjoin.changes import ChangeFormat
 from streamjoin.runtime.local import route
 from streamjoin.runtime.operator import StepInput
-from streamjoin.runtime.partition import StateConfig
+from streamjoin.runtime.partition import StateConfig, progress_after
 from streamjoin.statestore import destroy_store, open_store
 from streamjoin.table.local import LocalTableTableRunner
 from streamjoin.table.operator import TableTableJoin
@@ -260,8 +259,7 @@ class StepChain:
         routed = [route(t, spec.key, self.partitions) for t, spec in zip(tables, op.inputs)]
         outputs = []
         max_times = tuple(self.max_times[index])
-        for i, (table, spec) in enumerate(zip(tables, op.inputs)):
-            self.max_times[index][i] = _latest(self.max_times[index][i], table, spec.time)
+        self.max_times[index] = list(progress_after(op, max_times, tuple(tables)))
         for p, store in enumerate(self.stores[index]):
             result = op.step(store, StepInput(self.version, p, tuple(r[p] for r in routed), max_times))
             store.write(result.puts, result.deletes, result.delete_ranges, version=self.version)
@@ -285,17 +283,6 @@ class StepChain:
 
 
 _PATHS = itertools.count()
-
-
-def _latest(before: int | None, table: pa.Table, column: str | None) -> int | None:
-    """``before`` and the largest value of ``column`` (a timestamp: µs) in ``table``."""
-    if column is None or table.num_rows == 0:
-        return before
-    values = table.column(column)
-    if pa.types.is_timestamp(values.type):
-        values = values.cast(pa.timestamp("us")).cast(pa.int64())
-    found = pc.max(values).as_py()
-    return before if found is None else found if before is None else max(before, found)
 
 
 class Run:
