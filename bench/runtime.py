@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from streamjoin.bench.harness import Chart, Table, results_dir, write_results
-from streamjoin.bench.sparkutil import fresh_dir, local_session, time_stream, time_stream_parts
+from streamjoin.bench.sparkutil import fresh_dir, local_session, time_stream_parts
 
 __all__ = ["add_arguments", "run"]
 
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     variants = {"repartition + mapInArrow (floor)": floor}
     for store in args.stores.split(","):
         variants[f"streamjoin runtime, {store}"] = ours(store)
-    time_stream(floor)  # warm up the JVM and the Python workers
+    time_stream_parts(floor)  # warm up the JVM and the Python workers
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
     for _ in range(args.repeat):
         for name, build in variants.items():

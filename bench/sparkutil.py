@@ -9,7 +9,7 @@ import tempfile
 import time
 from typing import Callable
 
-__all__ = ["local_session", "time_stream", "time_stream_parts", "fresh_dir", "run_to_noop"]
+__all__ = ["local_session", "time_stream_parts", "fresh_dir", "run_to_noop"]
 
 
 def local_session(cores: int = 2, shuffle_partitions: int = 4, extra: dict[str, str] | None = None):
@@ -38,11 +38,6 @@ def fresh_dir(parent: str, name: str) -> str:
     """A new empty directory under ``parent``."""
     os.makedirs(parent, exist_ok=True)
     return tempfile.mkdtemp(prefix=f"{name}-", dir=parent)
-
-
-def time_stream(build: Callable[[str], object]) -> float:
-    """Seconds from start to end of the streaming query that ``build(checkpoint_dir)`` starts."""
-    return time_stream_parts(build)[0]
 
 
 def time_stream_parts(build: Callable[[str], object]) -> tuple[float, float]:

@@ -24,8 +24,7 @@ from pyspark.sql import functions as F
 from streamjoin.runtime.operator import NEG_INF, POS_INF, Operator
 from streamjoin.spark.checks import column
 
-__all__ = ["METRICS", "OBSERVED", "observation_name", "observed_fields", "progress_schema", "metrics_batch",
-           "report_progress"]
+__all__ = ["METRICS", "OBSERVED", "observation_name", "progress_schema", "metrics_batch", "report_progress"]
 
 METRICS = "_sj_metrics"
 #: The one field of the join's observed metrics: a struct of the micro-batch's totals.
@@ -94,7 +93,7 @@ def _placeholder(kind: pa.DataType) -> pa.Array:
 
 def report_progress(df: DataFrame, operator: Operator, checkpoint: str) -> DataFrame:
     """``df`` (of :func:`progress_schema`) as the join's output, its metrics observed as one struct
-    field :data:`OBSERVED` (:func:`observed_fields` names its fields)."""
+    field :data:`OBSERVED`."""
     metrics = F.col(METRICS)
     # One aggregate only: Spark evaluates every aggregate of an observation on every row (tens of
     # nanoseconds each), and the output rows all pass here; a list of the P metrics rows folded
@@ -117,11 +116,6 @@ def _combined(operator: Operator) -> list[tuple[str, str, pa.DataType]]:
         kind = pa.timestamp("us", "UTC") if name in _TIMESTAMPS else pa.int64()
         out.append((name, how, kind))
     return out
-
-
-def observed_fields(operator: Operator) -> list[str]:
-    """The names in the observed metrics' :data:`OBSERVED` struct."""
-    return [name for name, _, _ in _combined(operator)]
 
 
 def _zero(operator: Operator) -> Column:
