@@ -1,4 +1,4 @@
-"""Changelogs of state stores: versioned deltas, compacted snapshots, exact restore (docs/semantics.md "State and recovery").
+"""Changelogs of state stores: versioned deltas, compacted snapshots, exact restore (docs/design/semantics.md "State and recovery").
 
     from streamjoin.changelog import Changelog, open_logged_store, restore, compact
 

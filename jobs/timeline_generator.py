@@ -1,6 +1,6 @@
 """A seeded generator of the timeline job's inputs: the same config gives the same files.
 
-Under ``root`` it writes two **plain change tables** (the plain vocabulary, docs/semantics.md "Enrichment": ``op`` in
+Under ``root`` it writes two **plain change tables** (the plain vocabulary, docs/design/semantics.md "Enrichment": ``op`` in
 ``insert``/``update``/``delete``, change time ``changed_at``; an update carries the whole new row,
 a delete only the key), one Parquet file per micro-batch, ``part-NNNN.parquet``, rows shuffled:
 

@@ -5,7 +5,7 @@ micro-batch's view changes as Parquet, applies them with the view sink, and chec
 equals a Spark batch join of the two tables as they stand. Micro-batch ``b`` reads change file
 ``b`` of each table (one file per trigger, both tables with one file per batch), so the tables as
 they stand after it are each row's latest change (by ``changed_at``) in files ``0..b``, deletes
-removed. That is the stale rule of docs/semantics.md "Enrichment" as long as no row has two changes at one time, which the
+removed. That is the stale rule of docs/design/semantics.md "Enrichment" as long as no row has two changes at one time, which the
 generator guarantees.
 """
 

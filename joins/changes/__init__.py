@@ -1,4 +1,4 @@
-"""Change-stream vocabularies, normalised into one internal form (docs/changes.md).
+"""Change-stream vocabularies, normalised into one internal form (docs/design/changes.md).
 
 A table input is a stream of changes. :class:`ChangeFormat` says how one change table is spelled:
 its vocabulary and columns. Each vocabulary is one :class:`ChangeVocabulary` subclass, in one

@@ -1,4 +1,4 @@
-"""The stream-table enrichment join operator (docs/semantics.md "Enrichment"), engine-free.
+"""The stream-table enrichment join operator (docs/design/semantics.md "Enrichment"), engine-free.
 
     op = EnrichmentJoin(activity.schema, profile_changes.schema, "user_id", stream_time="ts",
                         changes=ChangeFormat.delta("user_id"), delay=timedelta(minutes=1))

@@ -89,7 +89,7 @@ class Step:
 
     def _expire_before(self, ew: int, tw: int, release: int) -> int:
         """A key's newest version ``<= keep_to`` older than this has expired for every later lookup
-        (docs/semantics.md "Enrichment", Table TTL); NEG_INF without a TTL."""
+        (docs/design/semantics.md "Enrichment", Table TTL); NEG_INF without a TTL."""
         ttl = self.spec.ttl
         if ttl is None:
             return NEG_INF

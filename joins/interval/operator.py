@@ -1,4 +1,4 @@
-"""The stream-stream interval join operator (docs/semantics.md "Interval join"), engine-free.
+"""The stream-stream interval join operator (docs/design/semantics.md "Interval join"), engine-free.
 
     op = IntervalJoin(searches.schema, clicks.schema, "session", left_time="ts", right_time="ts",
                       lower=timedelta(0), upper=timedelta(minutes=30), delay=timedelta(minutes=5),
@@ -6,7 +6,7 @@
 
 **Match**: equal keys (a null in any key column never matches) and
 ``l.t + lower <= r.t <= l.t + upper``, both bounds inclusive. **Emission**, per version ``v`` with
-watermark ``w`` (docs/semantics.md "Time"; +infinity after the rows of a ``final`` version): a pair in the version
+watermark ``w`` (docs/design/semantics.md "Time"; +infinity after the rows of a ``final`` version): a pair in the version
 in which its second row arrives; an unmatched left row (left, full: null-padded; left_anti: as
 itself) in the first version with ``w > l.t + upper``; an unmatched right row (right, full) in the
 first version with ``w > r.t - lower``; a left_semi row once, in the version of its first match.
@@ -52,7 +52,7 @@ _OTHER = {"left": "right", "right": "left"}
 
 
 def watermark(max_times: tuple[int | None, ...], delay: int) -> int:
-    """``min_i(max_times) - delay``, or NEG_INF while an input has seen no row (docs/semantics.md "Time")."""
+    """``min_i(max_times) - delay``, or NEG_INF while an input has seen no row (docs/design/semantics.md "Time")."""
     if not max_times or any(t is None for t in max_times):
         return NEG_INF
     return max(int(min(max_times)) - delay, NEG_INF)

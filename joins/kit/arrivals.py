@@ -2,7 +2,7 @@
 
 A stream join sees each input row once, in the batch it arrives in. Before joining, the rows are
 put in the canonical order (:mod:`streamjoin.kit.order`) and sorted out, each row in exactly one
-group (docs/semantics.md, "Time"):
+group (docs/design/semantics.md, "Time"):
 
 * ``null_time``: the event time is null (reason ``"null event time"``);
 * ``late``: the event time is below the watermark (reason ``"late"``);

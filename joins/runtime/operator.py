@@ -10,7 +10,7 @@ order of rows inside a batch.
 
 Time is microseconds since the epoch (``int``). ``max_times[i]`` is the largest event time among
 input ``i``'s rows in all versions before this one, across all partitions (None before the first
-row): the operator derives its watermarks from it (docs/semantics.md "Time"). ``final`` marks the end of a batch
+row): the operator derives its watermarks from it (docs/design/semantics.md "Time"). ``final`` marks the end of a batch
 (non-streaming) run: after this version's rows, the watermark is +infinity.
 """
 

@@ -1,4 +1,4 @@
-"""``stream_table_join``: events enriched from a table's change stream, in PySpark (docs/semantics.md "Enrichment")."""
+"""``stream_table_join``: events enriched from a table's change stream, in PySpark (docs/design/semantics.md "Enrichment")."""
 
 from __future__ import annotations
 

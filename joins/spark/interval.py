@@ -1,4 +1,4 @@
-"""``interval_join``: the stream-stream interval join for PySpark DataFrames (docs/semantics.md "Interval join")."""
+"""``interval_join``: the stream-stream interval join for PySpark DataFrames (docs/design/semantics.md "Interval join")."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def interval_join(
     is ``rocksdb``, ``lmdb``, ``memory`` or ``package.module:Class``; local stores live under
     ``state_dir`` (default: under Spark's local directory). ``max_partitions`` (default 4096) is
     the most partitions the join can later be restarted with (its key groups, fixed when the
-    checkpoint is created; docs/runtime.md "Partitions and rescaling"). Raises
+    checkpoint is created; docs/design/runtime.md "Partitions and rescaling"). Raises
     :class:`streamjoin.errors.JoinDefinitionError` before any query starts when an argument is wrong.
     """
     options = JoinOptions(store=store, checkpoint=checkpoint, partitions=partitions,

@@ -13,7 +13,7 @@ its partition id, its attempt number and the streaming query's id. A batch (non-
 runs as version 0 with a final watermark of +infinity.
 
 The global watermark comes from the progress records that every partition writes to the
-checkpoint when it commits a version (see ``docs/runtime.md``). A streaming join also unions the
+checkpoint when it commits a version (see ``docs/design/runtime.md``). A streaming join also unions the
 no-data flush source (:mod:`streamjoin.spark.flush`) into its input, and reports its metrics as
 observed metrics (:mod:`streamjoin.spark.progress`).
 """

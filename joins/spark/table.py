@@ -1,4 +1,4 @@
-"""``table_table_join``: a materialized view of two tables' change streams, in PySpark (docs/semantics.md "Table-table join")."""
+"""``table_table_join``: a materialized view of two tables' change streams, in PySpark (docs/design/semantics.md "Table-table join")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The table-table join (docs/semantics.md "Table-table join"), engine-free: two change streams -> the joined view's change stream.
+"""The table-table join (docs/design/semantics.md "Table-table join"), engine-free: two change streams -> the joined view's change stream.
 
     join = TableTableJoin(posts.schema, follows.schema, (["author_id"], ["followee_id"]),
                           left_key="post_id", right_key="follow_id", how="inner",
@@ -16,7 +16,7 @@ It runs as three operators (:mod:`streamjoin.runtime.operator`), chained version
    change data feed vocabulary (``join.output_schema``).
 
 Applying the output in (``_commit_version``, ``_seq``) order (:class:`streamjoin.view.MaterializedView`)
-gives, after every version, the relational join of the two tables as they stand (docs/semantics.md "Table-table join").
+gives, after every version, the relational join of the two tables as they stand (docs/design/semantics.md "Table-table join").
 :class:`streamjoin.table.local.LocalTableTableRunner` runs the three in process.
 """
 

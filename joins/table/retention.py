@@ -2,7 +2,7 @@
 
 Without retention a key stage keeps, per primary key, the order of its last change forever (a
 deleted key's is a *tombstone*), so its state grows with every key ever seen. With
-``retention=d`` (docs/semantics.md "Table-table join", Retention):
+``retention=d`` (docs/design/semantics.md "Table-table join", Retention):
 
 * the **horizon** of version ``v`` is ``max_time(v) - d``, where ``max_time(v)`` is the largest
   change time in the side's change table over every version before ``v`` and every partition

@@ -1,4 +1,4 @@
-"""Obviously-correct references of the enrichment join (docs/semantics.md "Enrichment"), for the tests to compare with.
+"""Obviously-correct references of the enrichment join (docs/design/semantics.md "Enrichment"), for the tests to compare with.
 
 Rows are Python dicts. A batch is ``(events, changes)``; a change is a dict with ``key`` (a tuple),
 ``op`` (``"upsert"``, ``"delete"`` or ``"heartbeat"``), ``time`` (None: a timeless snapshot row, before every change of its key), ``seq`` (or None) and ``row``

@@ -3,10 +3,10 @@
 Each reference is a few nested loops over Python rows (dicts), written for clarity, not speed.
 They give the *relational* result: the multiset of output rows once every window has closed.
 
-Interval join (docs/semantics.md "Interval join"):
+Interval join (docs/design/semantics.md "Interval join"):
 
     reference_interval_join(left_rows, right_rows, ...)   the output multiset, as tuples
-    interval_watermarks(batches, ...)                     the watermark of each batch (docs/semantics.md "Time")
+    interval_watermarks(batches, ...)                     the watermark of each batch (docs/design/semantics.md "Time")
     interval_late_rows(batches, ...)                      which rows of each batch are late
     join_key(value)                                       a key value as joins compare it
 

@@ -1,4 +1,4 @@
-"""Obviously-correct reference of the table-table join (docs/semantics.md "Table-table join"), for the tests to compare with.
+"""Obviously-correct reference of the table-table join (docs/design/semantics.md "Table-table join"), for the tests to compare with.
 
 Rows are Python dicts (column -> value) of a side's row columns, in row order. A change is a
 :class:`Change`: primary key (a tuple), op (``"upsert"`` or ``"delete"``), change time, sequence

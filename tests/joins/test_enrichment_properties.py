@@ -1,4 +1,4 @@
-"""Properties of the enrichment join (docs/semantics.md "Enrichment") run through the runtime (``LocalRunner``), checked
+"""Properties of the enrichment join (docs/design/semantics.md "Enrichment") run through the runtime (``LocalRunner``), checked
 against the references of :mod:`streamjoin.testing.enrichment`.
 
 A case is a random change history and event stream (two schema variants: a plain change table

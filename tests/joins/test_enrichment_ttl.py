@@ -1,4 +1,4 @@
-"""The enrichment join's table TTL (docs/semantics.md "Enrichment", Table TTL), worked examples: an
+"""The enrichment join's table TTL (docs/design/semantics.md "Enrichment", Table TTL), worked examples: an
 expired version gives no row and is counted, its key leaves the state, a version younger than the
 TTL at the lookup time still joins, bootstrap rows age like changes, latest mode ages by the table
 watermark; and the count of expired lookups does not depend on how the state folds."""

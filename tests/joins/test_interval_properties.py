@@ -1,4 +1,4 @@
-"""Properties of the interval join (docs/semantics.md "Interval join"), checked against the nested-loop reference.
+"""Properties of the interval join (docs/design/semantics.md "Interval join"), checked against the nested-loop reference.
 
 Most run the operator in process (``StepDriver``: steps against open stores); recovery runs it
 through the runtime (``LocalRunner``: changelogs, checkpoints). The backend property is written on

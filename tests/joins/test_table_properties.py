@@ -1,4 +1,4 @@
-"""Properties of the table-table join (docs/semantics.md "Table-table join"), checked against :mod:`streamjoin.testing.table`, for
+"""Properties of the table-table join (docs/design/semantics.md "Table-table join"), checked against :mod:`streamjoin.testing.table`, for
 random change histories of two tables (inserts, updates that move rows between join keys, deletes
 of known and unknown keys, stale and duplicate changes, heartbeats), micro-batch splits, partition
 counts, backends and ``how``. The bulk runs the stages' steps in process (:class:`StepChain`, no
@@ -20,7 +20,7 @@ BACKENDS = backend_names()
 
 def check_against_reference(case: TableCase, store: str = "memory", runtime: bool = True) -> Run:
     """Run every batch; after each, the view equals the reference join of the tables as they stand
-    (docs/semantics.md "Table-table join") and the batch's output equals the reference's minimal diff."""
+    (docs/design/semantics.md "Table-table join") and the batch's output equals the reference's minimal diff."""
     expected = case.expected()
     kinds = {c[-3] for _, changes in expected for c in changes}
     event(f"view changes: {sorted(kinds)}")

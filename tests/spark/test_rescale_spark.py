@@ -1,5 +1,5 @@
 """A streaming join restarted with another partition count gives the rows of an uninterrupted run
-(docs/runtime.md "Partitions and rescaling"): an interval join reading Parquet files as a stream
+(docs/design/runtime.md "Partitions and rescaling"): an interval join reading Parquet files as a stream
 (one file per micro-batch) is stopped at 4 partitions, restarted at 6, then at 2; and a
 table-table join (whose join stage reads the key stages' outputs) is restarted from 3 to 5. Each
 committed output is compared with a run that never changed its partition count."""

@@ -136,7 +136,7 @@ def test_runtime_checkpoint_of_another_definition_is_refused(spark, tmp_path):
     _write_inputs(tmp_path / "in", range(1))
     src = spark.readStream.schema("k bigint, v string").parquet(str(tmp_path / "in"))
     run_operator([src], RunningCount(arrow_schema(src), ["k"]), checkpoint=str(tmp_path / "join"), partitions=3)
-    # another partition count is a new partitioning (docs/runtime.md "Partitions and rescaling")
+    # another partition count is a new partitioning (docs/design/runtime.md "Partitions and rescaling")
     run_operator([src], RunningCount(arrow_schema(src), ["k"]), checkpoint=str(tmp_path / "join"), partitions=4)
     assert [e.partitions for e in epochs(Checkpoint(str(tmp_path / "join")))] == [3, 4]
     with pytest.raises(CheckpointMismatchError, match="another join definition"):
