@@ -180,6 +180,7 @@ def run(args: argparse.Namespace) -> int:
              "calls and seconds are per task (one partition of one micro-batch); in-process, PassThrough operator",
              "flat as partitions grow: a task reads the watermark inputs of all partitions with one listing"]
     print("results:", write_results("checkpoint-io", table, vars(args) | {"func": None}, notes=notes,
-                                    chart=Chart(value="calls / task", label=("partitions",),
-                                                title="file-system calls per task by partition count")))
+                                    chart=Chart(value="calls / task", label=(), kind="line", x="partitions",
+                                                also=("s / task",),
+                                                title="checkpoint I/O: file-system calls and seconds per task by partition count")))
     return 0

@@ -24,7 +24,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "nexmark": ("streamjoin.bench.nexmark", "Nexmark q3, q20 and a q8-like window join beside Spark on the same data"),
     "checkpoint-io": ("streamjoin.bench.checkpoint_io", "checkpoint file-system calls and seconds per task at 16, 64, 200 partitions"),
     "soak": ("streamjoin.bench.soak", "1,000 micro-batches: state and checkpoint size stay flat after warm-up"),
-    "report": ("streamjoin.bench.report", "rewrite the README's benchmark sections and charts from the newest results"),
+    "report": ("streamjoin.bench.report", "render the newest results into the documentation's benchmark pages and charts"),
 }
 
 

@@ -58,13 +58,22 @@ class Table:
 
 @dataclass(frozen=True)
 class Chart:
-    """How a results table is drawn: one horizontal bar a row, labelled by the ``label`` columns
-    (joined with " / "), its length the ``value`` column; rows whose value is not a number are left out."""
+    """How a results table is drawn.
+
+    ``kind="bars"`` (comparisons): one horizontal bar a row, labelled by the ``label`` columns
+    (joined with " / "), its length the ``value`` column; rows whose value is not a number are left out.
+    ``kind="line"`` (a series over time or size): the column ``x`` on the horizontal axis, one line per
+    distinct ``label`` (no ``label``: one line), one panel for ``value`` and one for each of ``also``.
+    Every chart's title adds where and when the figures were measured (CPUs, machine, date).
+    """
 
     value: str
     label: tuple[str, ...]
     title: str
     log: bool = False                 # a logarithmic value axis, for values orders of magnitude apart
+    kind: str = "bars"                # "bars" or "line"
+    x: str | None = None              # the line chart's horizontal axis (a column)
+    also: tuple[str, ...] = ()        # the line chart's further panels (columns)
 
 
 def format_value(value: object) -> str:
@@ -96,7 +105,7 @@ def write_results(name: str, table: Table, params: dict[str, object], chart: Cha
     """Save a run's table, parameters and command as JSON (under ``directory``, by default
     :func:`results_dir`) and, with ``chart``, its PNG beside it; return the JSON's path.
 
-    ``streamjoin bench report`` turns the newest of these into the README's tables and charts.
+    ``streamjoin bench report`` turns the newest of these into the documentation's benchmark tables and charts.
     Without matplotlib (the ``bench`` extra) the chart is skipped, saying so.
     """
     directory = directory or results_dir()

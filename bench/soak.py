@@ -283,6 +283,7 @@ def run(args: argparse.Namespace) -> int:
              "keys a micro-batch; random updates and deletes (one in five) of live keys; of the keys leaving "
              "the window, half deleted, half never changed again; \"no TTL\": the same without table_ttl / retention"] + flat
     print("results:", write_results("soak", table, vars(args) | {"func": None}, notes=notes,
-                                    chart=Chart(value="store entries", label=("join", "version"),
-                                                title="store entries every N versions (flat after warm-up with TTL)")))
+                                    chart=Chart(value="store entries", label=("join",), kind="line", x="version",
+                                                also=("checkpoint bytes",), log=True,
+                                                title="soak: store entries and checkpoint bytes by version (flat after warm-up with TTL)")))
     return 0

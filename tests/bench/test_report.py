@@ -1,6 +1,7 @@
-"""``streamjoin bench report``: from a results file a benchmark wrote, the README's section gets the
-command, the table and the chart, a copy of the results is kept under docs/bench, and a section
-without results is left as it was (no Spark, no timing)."""
+"""``streamjoin bench report``: from a results file a benchmark wrote, a benchmark page's section gets
+the command, the table and the chart, a copy of the results is kept beside the page, and a section
+without results is left as it was; it writes only into the checkout it belongs to or ``--out``, never
+into the directory it runs in (no Spark, no timing)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import os
 from streamjoin.bench import report
 from streamjoin.bench.cli import BENCHMARKS
 from streamjoin.bench.harness import Chart, Table, write_results
+from streamjoin.jobs.cli import main
 
-README = """# project
+PAGE = """# project
 
 intro
 
@@ -39,48 +41,107 @@ def _fixture(directory: str) -> str:
 
 
 def test_report_renders_tables_and_charts_from_results(tmp_path):
-    results, repo = tmp_path / "results", tmp_path / "repo"
-    repo.mkdir()
-    readme = repo / "README.md"
-    readme.write_text(README)
+    results, pages = tmp_path / "results", tmp_path / "docs" / "bench"
+    pages.mkdir(parents=True)
+    page = pages / "index.md"
+    page.write_text(PAGE)
     written = _fixture(str(results))
     assert os.path.exists(written.removesuffix(".json") + ".png")
     assert json.loads(open(written).read())["params"] == {"rows": 1_000_000}
 
-    done = report.update_readme(str(readme), str(results))
+    done = report.update_pages(str(pages), str(results))
 
-    text = readme.read_text()
+    text = page.read_text()
     assert done["demo"] == written and done["missing"].startswith("left as it was")
     assert "old figures" not in text and "kept as it is" in text
     assert "| variant | seconds | rows/s |\n|---|---:|---:|\n| spark | 4.00 | 250,000 |" in text
     assert "| streamjoin-rocksdb | 2.00 | 500,000 |" in text
     assert "- every variant's output checked" in text
-    assert "![demo rows/s](docs/bench/demo.png)" in text
-    assert (repo / "docs" / "bench" / "demo.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert json.loads((repo / "docs" / "bench" / "demo.json").read_text())["rows"][1]["rows/s"] == 500_000.0
+    assert "![demo rows/s](demo.png)" in text
+    assert (pages / "demo.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads((pages / "demo.json").read_text())["rows"][1]["rows/s"] == 500_000.0
     assert text.startswith("# project\n\nintro\n\n<!-- bench:demo -->\n`streamjoin bench demo` (")
 
 
 def test_report_renders_again_from_the_kept_copy(tmp_path):
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "README.md").write_text(README)
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    (pages / "index.md").write_text(PAGE)
     _fixture(str(tmp_path / "results"))
-    report.update_readme(str(repo / "README.md"), str(tmp_path / "results"))
-    first = (repo / "README.md").read_text()
+    report.update_pages(str(pages), str(tmp_path / "results"))
+    first = (pages / "index.md").read_text()
     (tmp_path / "empty").mkdir()
 
-    done = report.update_readme(str(repo / "README.md"), str(tmp_path / "empty"))
+    done = report.update_pages(str(pages), str(tmp_path / "empty"))
 
-    assert done["demo"].endswith(os.path.join("docs", "bench", "demo.json"))
-    assert (repo / "README.md").read_text() == first
+    assert done["demo"] == str(pages / "demo.json")
+    assert (pages / "index.md").read_text() == first
 
 
 def test_report_run_fails_when_a_section_has_no_results(tmp_path):
-    (tmp_path / "README.md").write_text(README)
-    args = argparse.Namespace(readme=str(tmp_path / "README.md"), results=str(tmp_path), only="missing")
+    (tmp_path / "index.md").write_text(PAGE)
+    args = argparse.Namespace(out=str(tmp_path), results=str(tmp_path), only="missing")
     assert report.run(args) == 1
-    assert (tmp_path / "README.md").read_text() == README
+    assert (tmp_path / "index.md").read_text() == PAGE
+
+
+def _project(path, name):
+    """A folder laid out like a checkout: pyproject.toml naming ``name``, the package folders."""
+    for folder in ("joins", "bench", "docs/bench"):
+        (path / folder).mkdir(parents=True)
+    (path / "pyproject.toml").write_text(f'[project]\nname = "{name}"\n')
+    return path
+
+
+def test_report_never_rewrites_the_readme_of_the_directory_it_runs_in(tmp_path, monkeypatch, capsys):
+    # a user's own project with a README that happens to hold a section, and streamjoin installed
+    # (its package folder is not in a streamjoin checkout): the report refuses and writes nothing.
+    user = tmp_path / "my-project"
+    user.mkdir()
+    (user / "README.md").write_text(PAGE)
+    _fixture(str(tmp_path / "results"))
+    monkeypatch.chdir(user)
+    monkeypatch.setattr(report, "_PACKAGE_DIR", str(tmp_path / "site-packages" / "streamjoin" / "bench"), raising=False)
+
+    code = main(["bench", "report", "--results", str(tmp_path / "results")])
+
+    assert (user / "README.md").read_text() == PAGE
+    assert sorted(p.name for p in user.iterdir()) == ["README.md"]
+    assert code == 2
+    assert "not in one; nothing was written. Pass --out DIR" in capsys.readouterr().out
+
+
+def test_report_writes_into_the_checkout_it_belongs_to(tmp_path, monkeypatch):
+    checkout = _project(tmp_path / "checkout", "streamjoin")
+    (checkout / "docs" / "bench" / "index.md").write_text(PAGE)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "README.md").write_text(PAGE)
+    _fixture(str(tmp_path / "results"))
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setattr(report, "_PACKAGE_DIR", str(checkout / "bench"))
+
+    assert report.run(argparse.Namespace(out=None, results=str(tmp_path / "results"), only="demo")) == 0
+
+    assert "| streamjoin-rocksdb | 2.00 | 500,000 |" in (checkout / "docs" / "bench" / "index.md").read_text()
+    assert (elsewhere / "README.md").read_text() == PAGE
+
+
+def test_report_checkout_root_needs_a_pyproject_naming_streamjoin(tmp_path):
+    assert report.checkout_root(str(_project(tmp_path / "ours", "streamjoin") / "bench")) == str(tmp_path / "ours")
+    assert report.checkout_root(str(_project(tmp_path / "theirs", "my-pipelines") / "bench")) is None
+    assert report.checkout_root(str(tmp_path / "site-packages" / "streamjoin" / "bench")) is None
+
+
+def test_report_out_folder_without_pages_gets_one_section_per_benchmark(tmp_path):
+    _fixture(str(tmp_path / "results"))
+    out = tmp_path / "out"
+
+    assert report.run(argparse.Namespace(out=str(out), results=str(tmp_path / "results"), only="")) == 0
+
+    text = (out / report.PAGE).read_text()
+    assert text.startswith("# Benchmarks\n\n<!-- bench:demo -->\n`streamjoin bench demo` (")
+    assert (out / "demo.png").exists() and (out / "demo.json").exists()
 
 
 def test_bench_cli_lists_nexmark_and_report():
