@@ -33,7 +33,7 @@ _want="$(cksum < "$_root/pyproject.toml")"
 if [ ! -f "$_stamp" ] || [ "$(cat "$_stamp")" != "$_want" ]; then
   echo "streamjoin: installing the project and its dependencies into $VENV (first run takes a minute)" >&2
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip \
-    && "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$_root[spark,test,dev,postgres]" \
+    && "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$_root[spark,test,dev,postgres,docs]" \
     || _die "pip install failed; see the messages above."
   echo "$_want" > "$_stamp"
 fi

@@ -111,3 +111,14 @@ def test_docs_example_runs(example, tmp_path, monkeypatch):
 def test_docs_example_runs_with_spark(example, streamjoin_spark, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     exec(compile(example.code, example.id, "exec"), {"__name__": "__docs_example__", "spark": streamjoin_spark})
+
+
+def test_docs_readme_links_only_absolute_urls():
+    # the README is the package index's project page, where a relative link or image does not resolve
+    text = (ROOT / "README.md").read_text()
+    targets = re.findall(r"\]\(([^)\s]+)", text) + re.findall(r"<img[^>]+src=\"([^\"]+)", text)
+    assert [t for t in targets if not re.match(r"https?://", t)] == []
+
+
+def test_docs_readme_stays_a_front_door():
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 250
