@@ -15,7 +15,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only: no display, no GUI toolkit
 
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
 from streamjoin.bench.harness import format_value  # noqa: E402
 
@@ -100,15 +100,15 @@ def _draw_lines(results: dict[str, Any], path: str) -> str:
         for ax, (column, series) in zip(axes[0], panels):
             for label, points in series.items():
                 xs, ys = zip(*points)
-                ax.plot(xs, ys, marker="o", markersize=3, label=label or column, color=_colour(label) if
-                        len(series) == 1 else None)
+                ax.plot(xs, ys, marker="o", markersize=3, label=label or column)
             ax.set_xlabel(chart["x"])
             ax.set_ylabel(column)
             if chart.get("log"):
                 ax.set_yscale("log")
+                ax.yaxis.set_minor_formatter(NullFormatter())
             else:
                 ax.set_ylim(bottom=0)
-            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: format_value(v)))
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: format_value(int(v) if v == int(v) else v)))
             ax.spines[["top", "right"]].set_visible(False)
             if len(series) > 1:
                 ax.legend(fontsize=7)
