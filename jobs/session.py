@@ -1,10 +1,10 @@
 """The Spark session a job runs on: local (default), a cluster's master, or a Spark Connect server.
 
 ``--master spark://host:7077`` runs the job's Spark work on a cluster (its executors need the
-streamjoin package; see README "Running on a cluster"); ``--remote sc://host:15002`` runs it
+streamjoin package; see the documentation's "Clusters and Spark Connect" page); ``--remote sc://host:15002`` runs it
 through Spark Connect. Either way the job's driver-side checks read the inputs, outputs and
 checkpoints by path, so ``--out`` must be a location this machine and the cluster share (a local
-directory for a cluster on this machine, as in the README's recipe).
+directory for a cluster on this machine, as in that page's recipe).
 """
 
 from __future__ import annotations

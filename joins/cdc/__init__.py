@@ -1,5 +1,5 @@
 """Change data capture from PostgreSQL, engine-free: slots, snapshots, and wal2json decoded into
-change rows in the Debezium vocabulary (see README "Change data capture from PostgreSQL").
+change rows in the Debezium vocabulary (see the documentation's guide "Change data capture from PostgreSQL").
 
     create_slot(dsn, slot, tables)   a logical replication slot and the tables' rows at its start
     table_info(conn, table)          a table's columns (Arrow) and primary key, checked

@@ -1,4 +1,4 @@
-"""The README's example ("Test your own pipelines"), run as written: a user's enrichment pipeline
+"""The determinism kit guide's example (docs/testing.md), run as written: a user's enrichment pipeline
 with a filter and an aggregation, checked end to end in Spark."""
 
 from __future__ import annotations
