@@ -37,6 +37,9 @@ from streamjoin.runtime.checkpoint import Checkpoint
 __all__ = ["FlushSource", "flush_stream", "SOURCE_NAME"]
 
 SOURCE_NAME = "streamjoin_flush"
+#: Set on a session once the source is registered in it (registering again makes Spark log a
+#: warning at every join defined).
+_REGISTERED = "_streamjoin_flush_registered"
 
 
 class FlushSource(DataSource):
@@ -100,6 +103,8 @@ class _FlushReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 def flush_stream(spark: SparkSession, checkpoint: str, partitions: int, inputs: int) -> DataFrame:
     """A stream of no rows whose offsets follow the join's event-time progress in ``checkpoint``."""
-    spark.dataSource.register(FlushSource)
+    if not vars(spark).get(_REGISTERED):
+        spark.dataSource.register(FlushSource)
+        vars(spark)[_REGISTERED] = True
     return (spark.readStream.format(SOURCE_NAME).option("checkpoint", checkpoint)
             .option("partitions", str(partitions)).option("inputs", str(inputs)).load())
