@@ -1,11 +1,14 @@
-"""The flush source's registration: defining several streaming joins in one session registers it
-once, so Spark does not log a warning at every join (its log captured through log4j)."""
+"""The flush source: defining several streaming joins in one session registers it once, so Spark
+does not log a warning at every join (its log captured through log4j); and it refuses, on the
+driver, a second streaming query over one join's checkpoint, while a restarted query continues."""
 
 from __future__ import annotations
 
 import pytest
 
 from streamjoin import interval_join
+from streamjoin.errors import CheckpointMismatchError
+from streamjoin.spark.flush import _FlushReader
 
 pytestmark = pytest.mark.spark
 
@@ -42,3 +45,19 @@ def test_flush_source_is_registered_once_for_several_joins(spark, tmp_path, warn
         interval_join(stream, stream, "k", left_time="t", right_time="t", lower="0 seconds", upper="1 second",
                       delay="0 seconds", checkpoint=str(tmp_path / f"join{i}"))
     assert "streamjoin_flush" not in warnings_logged()
+
+
+def test_flush_reader_refuses_a_second_query_and_lets_a_restarted_one_continue(tmp_path):
+    ck = str(tmp_path / "join")
+    first = _FlushReader(ck, 2, 2)
+    start = first.initialOffset()
+    offset = first.latestOffset(start, None)   # a new query: it claims the checkpoint
+    assert offset["owner"] and offset != start   # so Spark runs (and logs) the first micro-batch
+    with pytest.raises(CheckpointMismatchError, match="already feeds another streaming query"):
+        second = _FlushReader(ck, 2, 2)
+        second.latestOffset(second.initialOffset(), None)
+    rerun = _FlushReader(ck, 2, 2)   # restarted before its first micro-batch completed: no new offset asked
+    assert rerun.partitions(rerun.initialOffset(), offset) == []
+    assert rerun.latestOffset(offset, None)["owner"] == offset["owner"]
+    restarted = _FlushReader(ck, 2, 2)
+    assert restarted.latestOffset(offset, None) == offset
