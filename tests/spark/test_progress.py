@@ -67,3 +67,20 @@ def test_time_of_maps_the_infinities():
     assert time_of(None) is None and time_of(NEG_INF) is None
     assert time_of(POS_INF) == datetime.max.replace(tzinfo=timezone.utc)
     assert time_of(1_704_068_940_000_001) == datetime(2024, 1, 1, 0, 29, tzinfo=timezone.utc) + timedelta(microseconds=1)
+
+
+@pytest.mark.spark
+def test_progress_observed_watermark_text_reads_back_the_instant_in_any_session_time_zone(spark):
+    from pyspark.sql import functions as F
+
+    from streamjoin.spark.progress import _TIME_TEXT
+
+    instant = datetime(2024, 7, 1, 0, 29, 0, 5, tzinfo=timezone.utc)
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        (text,) = spark.range(1).select(F.date_format(F.lit(instant), _TIME_TEXT)).first()
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+    assert text == "2024-06-30 20:29:00.000005-04:00"
+    assert progress_metrics({"observedMetrics": {NAME: Row(metrics={"watermark": text})}}) == {"watermark": instant}
