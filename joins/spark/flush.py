@@ -25,7 +25,8 @@ names itself with a new owner token, carried in every offset it returns, so Spar
 keeps it and the query gets it back when it restarts. The first source to claim the checkpoint
 (``flush.json``) owns it; a source of another owner is refused with :class:`CheckpointMismatchError`
 when Spark asks it for an offset. (A checkpoint a query wrote before owners were recorded is
-claimed by the next query that runs it; another query is then refused by its tasks, ``query.json``.)
+claimed by the next query that runs it; another query is then refused by its tasks, ``query.json``,
+as on PySpark 4.0 and 4.1, which do not give the source its start offset.)
 """
 
 from __future__ import annotations
@@ -86,18 +87,21 @@ class _FlushReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {"max_times": [None] * self.inputs}
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
-        """The join's progress now (PySpark 4.0 and 4.1 call this with no argument)."""
-        self._adopt(start)
-        if self._owner is None:   # a new query (or one started before offsets had owners)
-            self._owner = uuid.uuid4().hex
-            self._claim()
+        """The join's progress now. PySpark 4.0 and 4.1 call this with no argument: without the
+        start offset a restarted query's owner is not known here, so there the source claims
+        nothing and a second query is refused by its tasks (``query.json``)."""
+        if start is not None:
+            self._adopt(start)
+            if self._owner is None:   # a new query (or one started before offsets had owners)
+                self._owner = uuid.uuid4().hex
+                self._claim()
         return self._offset(self._until if self._until is not None else self._progress())
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._until = self._progress()
 
     def _offset(self, times: list) -> dict:
-        return {"max_times": list(times), "owner": self._owner}
+        return {"max_times": list(times)} | ({"owner": self._owner} if self._owner is not None else {})
 
     def _adopt(self, offset: dict | None) -> None:
         """Take the owner from an offset of Spark's offset log (a restarted query's)."""

@@ -61,3 +61,10 @@ def test_flush_reader_refuses_a_second_query_and_lets_a_restarted_one_continue(t
     assert rerun.latestOffset(offset, None)["owner"] == offset["owner"]
     restarted = _FlushReader(ck, 2, 2)
     assert restarted.latestOffset(offset, None) == offset
+
+
+def test_flush_reader_claims_nothing_where_spark_gives_no_start_offset(tmp_path):
+    ck = str(tmp_path / "join")   # PySpark 4.0 and 4.1: latestOffset() without the start offset
+    assert _FlushReader(ck, 2, 1).latestOffset() == {"max_times": [None]}
+    assert _FlushReader(ck, 2, 1).latestOffset() == {"max_times": [None]}
+    assert not (tmp_path / "join" / "flush.json").exists()
