@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from streamjoin.jobs.session import add_session_options
 
-__all__ = ["add_run_options", "prepare_root", "stage", "JobPaths"]
+__all__ = ["add_run_options", "prepare_root", "stage", "follow", "JobPaths"]
 
 
 def add_run_options(parser: argparse.ArgumentParser, *, seed: int, store_help: str, partitions_help: str) -> None:
@@ -46,6 +48,28 @@ def prepare_root(out: str | None, job: str) -> str:
 def stage(n: int, total: int, text: str, started: float) -> None:
     """Print stage ``n`` of ``total`` with the seconds since ``started`` (a ``time.perf_counter()``)."""
     print(f"[{n}/{total} at {time.perf_counter() - started:3.0f} s] {text}", flush=True)
+
+
+def follow(query: Any, *, poll_seconds: float = 0.5) -> None:
+    """Wait for ``query`` to end, printing one line to stderr per micro-batch it completes (by
+    Spark's batch id): its input rows, and the join's rows out and watermark
+    (:func:`streamjoin.progress_metrics`). A failed query raises its error."""
+    from streamjoin import progress_metrics
+
+    shown = -1
+    while True:
+        finished = query.awaitTermination(poll_seconds)
+        for progress in query.recentProgress:
+            if progress["batchId"] <= shown:
+                continue
+            shown = progress["batchId"]
+            metrics = progress_metrics(progress) or {}
+            watermark = metrics.get("watermark")
+            mark = "no join watermark yet" if watermark is None else f"join watermark {watermark:%Y-%m-%d %H:%M:%S}"
+            print(f"      micro-batch {shown}: {progress['numInputRows']:,} rows in, "
+                  f"{metrics.get('output_rows', 0):,} joined rows out, {mark}", file=sys.stderr, flush=True)
+        if finished:
+            return
 
 
 @dataclass(frozen=True)

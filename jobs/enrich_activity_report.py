@@ -75,7 +75,14 @@ def summarise(spark, paths, counts: dict[str, int]) -> Summary:
     stream_aside = set_aside_rows(spark, paths.checkpoint("as_of"), "stream")
     reference = _reference(spark, paths, stream_aside)
 
-    metrics = [r.asDict() for r in join_metrics(spark, paths.checkpoint("as_of")).collect()]
+    from pyspark.sql import functions as F
+
+    from streamjoin.runtime.operator import NEG_INF
+
+    # the table watermark in microseconds; none yet (null): every event waits for it
+    recorded = join_metrics(spark, paths.checkpoint("as_of"))
+    metrics = [r.asDict() for r in recorded.withColumn(
+        "table_watermark", F.coalesce(F.unix_micros("table_watermark"), F.lit(NEG_INF))).collect()]
     as_of = _pandas(spark.read.parquet(paths.output("as_of")).select(*_COLUMNS).toArrow())
     differences = _differences(reference, as_of)
     latest = _pandas(spark.read.parquet(paths.output("latest")).select(*_COLUMNS).toArrow())

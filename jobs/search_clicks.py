@@ -13,12 +13,13 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
+import time
 from datetime import timedelta
 
 from streamjoin.jobs.generator import SearchClickConfig, write_search_clicks
 from streamjoin.jobs.session import add_session_options
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["add_arguments", "run", "run_job"]
 
 WINDOW = timedelta(minutes=30)
 
@@ -37,32 +38,51 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    run_job(args)
+    return 0
+
+
+def run_job(args: argparse.Namespace, spark=None) -> None:
+    """Generate the events, run the streaming join (one line per micro-batch on stderr) and print
+    the summary. Uses ``spark`` if given (and leaves it running), else a session that it stops."""
     from streamjoin import interval_join
+    from streamjoin.jobs.common import follow, stage
     from streamjoin.jobs.session import job_session
 
+    started = time.perf_counter()
     root = args.workdir or tempfile.mkdtemp(prefix="streamjoin-search-clicks-")
+    stage(1, 4, f"generating {args.searches:,} searches and their clicks in {args.batches} files each "
+                f"(seed {args.seed})", started)
     config = SearchClickConfig(searches=args.searches, batches=args.batches, seed=args.seed)
     counts = write_search_clicks(os.path.join(root, "events"), config)
-    print(f"generated {counts['searches']:,} searches and {counts['clicks']:,} clicks in "
-          f"{args.batches} files each under {root}/events")
-    spark = job_session(args.partitions, master=args.master, remote=args.remote)
-    searches = (spark.readStream.schema("search_id bigint, session_id bigint, query string, search_time timestamp")
-                .option("maxFilesPerTrigger", 1).parquet(os.path.join(root, "events", "searches")))
-    clicks = (spark.readStream.schema("click_id bigint, session_id bigint, result_rank int, click_time timestamp")
-              .option("maxFilesPerTrigger", 1).parquet(os.path.join(root, "events", "clicks")))
-    joined = interval_join(
-        searches, clicks, "session_id", left_time="search_time", right_time="click_time",
-        lower=timedelta(0), upper=WINDOW, how="left", delay=timedelta(minutes=args.delay_minutes),
-        store=args.store, checkpoint=os.path.join(root, "join-checkpoint"), partitions=args.partitions,
-    )
-    out = os.path.join(root, "search_clicks")
-    query = (joined.writeStream.format("parquet").option("path", out)
-             .option("checkpointLocation", os.path.join(root, "spark-checkpoint"))
-             .trigger(availableNow=True).start())
-    query.awaitTermination()
-    _summarise(spark, out, root, os.path.join(root, "join-checkpoint"), args.delay_minutes, args.store)
-    spark.stop()
-    return 0
+    print(f"      {counts['searches']:,} searches and {counts['clicks']:,} clicks under {root}/events", flush=True)
+    own_session = spark is None
+    if own_session:
+        stage(2, 4, "starting Spark", started)
+        spark = job_session(args.partitions, master=args.master, remote=args.remote)
+    try:
+        searches = (spark.readStream.schema("search_id bigint, session_id bigint, query string, search_time timestamp")
+                    .option("maxFilesPerTrigger", 1).parquet(os.path.join(root, "events", "searches")))
+        clicks = (spark.readStream.schema("click_id bigint, session_id bigint, result_rank int, click_time timestamp")
+                  .option("maxFilesPerTrigger", 1).parquet(os.path.join(root, "events", "clicks")))
+        checkpoint = os.path.join(root, "join-checkpoint")
+        joined = interval_join(
+            searches, clicks, "session_id", left_time="search_time", right_time="click_time",
+            lower=timedelta(0), upper=WINDOW, how="left", delay=timedelta(minutes=args.delay_minutes),
+            store=args.store, checkpoint=checkpoint, partitions=args.partitions,
+        )
+        out = os.path.join(root, "search_clicks")
+        stage(3, 4, f"streaming left interval join (store={args.store}, {args.partitions} partitions): "
+                    f"{args.batches} micro-batches, one line each on stderr", started)
+        query = (joined.writeStream.format("parquet").option("path", out)
+                 .option("checkpointLocation", os.path.join(root, "spark-checkpoint"))
+                 .trigger(availableNow=True).start())
+        follow(query)
+        stage(4, 4, "summary, and the same join as one batch to compare", started)
+        _summarise(spark, out, root, checkpoint, args.delay_minutes, args.store)
+    finally:
+        if own_session:
+            spark.stop()
 
 
 def _summarise(spark, out: str, root: str, checkpoint: str, delay_minutes: float, store: str) -> None:

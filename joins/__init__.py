@@ -3,7 +3,7 @@
 The public API::
 
     from streamjoin import interval_join, stream_table_join, table_table_join
-    from streamjoin import set_aside_rows, join_metrics, view_sink, ChangeFormat
+    from streamjoin import set_aside_rows, join_metrics, progress_metrics, view_sink, ChangeFormat
 
 The PySpark-facing functions are imported on first use, so that the engine-free parts
 (:mod:`streamjoin.statestore`, :mod:`streamjoin.changelog`, the operators) import without pyspark;
@@ -34,6 +34,7 @@ __all__ = [
     "__version__",
     "interval_join",
     "join_metrics",
+    "progress_metrics",
     "read_state",
     "set_aside_rows",
     "stream_table_join",
@@ -46,6 +47,7 @@ if TYPE_CHECKING:  # the real signatures, for type checkers; at run time see __g
     from streamjoin.spark.enrichment import stream_table_join
     from streamjoin.spark.interval import interval_join
     from streamjoin.spark.outputs import join_metrics, set_aside_rows
+    from streamjoin.spark.progress import progress_metrics
     from streamjoin.spark.state import read_state
     from streamjoin.spark.table import table_table_join
     from streamjoin.spark.view import view_sink
@@ -57,6 +59,7 @@ _LAZY = {
     "table_table_join": "streamjoin.spark.table",
     "set_aside_rows": "streamjoin.spark.outputs",
     "join_metrics": "streamjoin.spark.outputs",
+    "progress_metrics": "streamjoin.spark.progress",
     "read_state": "streamjoin.spark.state",
     "view_sink": "streamjoin.spark.view",
 }

@@ -8,7 +8,9 @@ accepts; resolved once, so every task of a query names the same place)::
     partitioning/e=<n>.json           partitioning epoch n >= 1: a later partition count
                                       (:mod:`streamjoin.runtime.rescale`); its changelogs are
                                       ``state/e=<n>/p=<p>/``
-    query.json                        the streaming query that writes it
+    query.json                        the streaming query that writes it (bound by its first task)
+    flush.json                        the flush source of the streaming query that writes it
+                                      (bound on the driver, before any task runs)
     state/p=<p>/                      partition p's changelog (deltas and snapshots)
     commits/v=<v>/p=<p>.of=<n>.t=<t0>_<t1>.json
                                       partition p (of n) committed version v: the name carries the
@@ -198,6 +200,17 @@ class Checkpoint:
             "query needs its own join checkpoint (restart a query from its own Spark checkpoint "
             "to keep its id)"
         )
+
+    def claim_flush(self, owner: str) -> str:
+        """Record ``owner`` (a streaming query's flush source, see :mod:`streamjoin.spark.flush`)
+        as the one writing this checkpoint unless another is recorded; the owner recorded.
+        Create-if-absent, like ``query.json``: of two sources claiming at once exactly one wins."""
+        found = self._read_json("flush.json")
+        if found is None:
+            if self._create_json("flush.json", {"owner": owner}):
+                return owner
+            found = self._read_json("flush.json") or {}
+        return str(found.get("owner"))
 
     # -- paths ----------------------------------------------------------------------------------
 

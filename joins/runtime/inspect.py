@@ -128,7 +128,7 @@ def verify_checkpoint(uri: str, progress: Progress | None = None) -> list[str]:
                             f"under {cp.uri}/commits")
         if progress is not None:
             progress(p + 1, partitions)
-    problems += _unreadable_records(cp, ("query.json", "initial", "commits"))
+    problems += _unreadable_records(cp, ("query.json", "flush.json", "initial", "commits"))
     return problems
 
 

@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import json
 import posixpath
+from datetime import datetime
+from typing import Any
 
 import pyarrow.fs as pafs
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.spark.progress import is_time_field, time_of
 
 __all__ = ["set_aside_rows", "join_metrics", "VERSION_COLUMN", "PARTITION_COLUMN", "INPUT_NAMES"]
 
@@ -78,13 +82,35 @@ def set_aside_rows(spark: SparkSession, checkpoint: str, input_name: str) -> Dat
 
 def join_metrics(spark: SparkSession, checkpoint: str) -> DataFrame:
     """One row per version and partition: rows in, out and set aside, state size, restores (no
-    rows before the first version). Raises :class:`JoinDefinitionError` when ``checkpoint`` is not
-    a join checkpoint."""
+    rows before the first version). Counts are longs, ``state_open_seconds`` a double in seconds,
+    event times (``watermark``, ``event_watermark``, ``table_watermark``, ``max_time_<input>``)
+    timestamps, null where there is none yet (a batch run's final watermark is 9999-12-31
+    23:59:59.999999). Raises :class:`JoinDefinitionError` when ``checkpoint`` is not a join
+    checkpoint."""
     cp, _ = _checkpoint(checkpoint, "join_metrics")
-    records = cp.read_metrics()
+    records = [{k: time_of(v) if is_time_field(k) else v for k, v in r.items()} for r in cp.read_metrics()]
     if not records:
         return spark.createDataFrame([], "version long, partition long")
-    return spark.createDataFrame(records)
+    names = list(dict.fromkeys(k for r in records for k in r))
+    schema = T.StructType([T.StructField(n, _spark_type(n, [r.get(n) for r in records])) for n in names])
+    text = {f.name for f in schema.fields if isinstance(f.dataType, T.StringType)}
+    rows = [tuple(json.dumps(r.get(n)) if n in text and not isinstance(r.get(n), (str, type(None))) else r.get(n)
+                  for n in names) for r in records]
+    return spark.createDataFrame(rows, schema)
+
+
+def _spark_type(name: str, values: list[Any]) -> T.DataType:
+    """The column type of metric ``name`` from its values (a metrics record is JSON)."""
+    found = {type(v) for v in values if v is not None}
+    if is_time_field(name) or found == {datetime}:
+        return T.TimestampType()
+    if found == {bool}:
+        return T.BooleanType()
+    if found and found <= {int}:
+        return T.LongType()
+    if found and found <= {int, float}:
+        return T.DoubleType()
+    return T.LongType() if not found else T.StringType()   # anything else as its JSON text
 
 
 def _checkpoint(checkpoint: str, caller: str) -> tuple[Checkpoint, str]:

@@ -6,7 +6,13 @@ input, pairs, state rows and bytes, store restores and their time, the join's wa
 ``mapInArrow`` the runtime aggregates the metrics rows with ``observe``, named
 :func:`observation_name`, which Spark reports in ``StreamingQueryProgress.observedMetrics``
 (``lastProgress``, listeners, the UI) as one struct field, :data:`OBSERVED`, then drops them: what
-remains is exactly the join's output.
+remains is exactly the join's output. The join's watermarks are observed as text with their UTC
+offset (``2024-01-01 00:29:00.000000Z``; Spark would render a timestamp in the session's time zone,
+without saying which), so that :func:`progress_metrics` reads the same instant wherever it runs.
+
+:func:`progress_metrics` is the documented way to read them: Spark hands the observation over in
+different shapes (classic PySpark: a row holding a dict; Spark Connect: a row of ``values`` and
+``schema``; a listener's event: nested rows), and it gives one dict of named, typed values for all.
 
 The join's watermark is reported there, not as Spark's event-time watermark: declaring one after
 the join (``withWatermark``) would make a query whose inputs carry their own watermark fail
@@ -15,16 +21,21 @@ the join (``withWatermark``) would make a query whose inputs carry their own wat
 
 from __future__ import annotations
 
+import json
+from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from streamjoin.errors import JoinDefinitionError
+from streamjoin.runtime.checkpoint import resolve_location
 from streamjoin.runtime.operator import NEG_INF, POS_INF, Operator
 from streamjoin.spark.checks import column
 
-__all__ = ["METRICS", "OBSERVED", "observation_name", "progress_schema", "metrics_batch", "report_progress"]
+__all__ = ["METRICS", "OBSERVED", "observation_name", "progress_schema", "metrics_batch", "report_progress",
+           "progress_metrics", "is_time_field", "time_of"]
 
 METRICS = "_sj_metrics"
 #: The one field of the join's observed metrics: a struct of the micro-batch's totals.
@@ -39,6 +50,24 @@ _EXTRA: dict[str, dict[str, str]] = {
                         "event_watermark": "max", "table_watermark": "max"},
 }
 _TIMESTAMPS = {"watermark", "event_watermark", "table_watermark"}
+#: How an observed watermark is written (Spark's datetime pattern: UTC offset last, ``Z`` for UTC).
+_TIME_TEXT = "yyyy-MM-dd HH:mm:ss.SSSSSSXXX"
+_PREFIX = "streamjoin "
+
+
+def is_time_field(name: str) -> bool:
+    """Whether metric ``name`` is an event time (a watermark, an input's largest event time)."""
+    return name in _TIMESTAMPS or name.startswith("max_time_")
+
+
+def time_of(micros: int | None) -> datetime | None:
+    """An event time in microseconds as a UTC datetime; None for none (None or -infinity), the
+    largest datetime for +infinity (a batch run's final watermark)."""
+    if micros is None or micros == NEG_INF:
+        return None
+    if micros >= POS_INF:
+        return datetime.max.replace(tzinfo=timezone.utc)
+    return datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(microseconds=micros)
 
 
 def observation_name(operator: Operator, checkpoint: str) -> str:
@@ -99,7 +128,8 @@ def report_progress(df: DataFrame, operator: Operator, checkpoint: str) -> DataF
     # nanoseconds each), and the output rows all pass here; a list of the P metrics rows folded
     # once costs one null check a row, where a sum per field (11 to 20 aggregates, by join) cost
     # about a quarter of a pass-through's time.
-    folded = F.aggregate(F.collect_list(metrics), _zero(operator), lambda acc, row: _merge(operator, acc, row))
+    folded = F.aggregate(F.collect_list(metrics), _zero(operator), lambda acc, row: _merge(operator, acc, row),
+                         lambda acc: _finish(operator, acc))
     observed = df.observe(observation_name(operator, checkpoint), folded.alias(OBSERVED))
     # Spark pushes no filter below ``observe`` (it would change what is observed)
     kept = observed.where(metrics.isNull())
@@ -126,6 +156,12 @@ def _zero(operator: Operator) -> Column:
         for name, how, kind in _combined(operator)])
 
 
+def _finish(operator: Operator, acc: Column) -> Column:
+    """The folded metrics as observed: the watermarks as text with their offset (see the module)."""
+    return F.struct(*[(F.date_format(acc[name], _TIME_TEXT) if name in _TIMESTAMPS else acc[name]).alias(name)
+                      for name, _, _ in _combined(operator)])
+
+
 def _merge(operator: Operator, acc: Column, row: Column) -> Column:
     fields = []
     for name, how, _ in _combined(operator):
@@ -137,3 +173,76 @@ def _merge(operator: Operator, acc: Column, row: Column) -> Column:
             value = acc[name] + F.coalesce(row[name], F.lit(0).cast("bigint"))
         fields.append(value.alias(name))
     return F.struct(*fields)
+
+
+def progress_metrics(query_or_progress: Any, checkpoint: str | None = None) -> dict[str, Any] | None:
+    """The join's metrics of one micro-batch, by name: counts as ints, ``state_open_seconds_max`` a
+    float in seconds, the watermarks as UTC datetimes (None: no watermark yet). The same on classic
+    Spark and Spark Connect.
+
+    ``query_or_progress``: a ``StreamingQuery`` (its ``lastProgress``), a ``StreamingQueryProgress``
+    (an element of ``recentProgress``, a listener event's ``progress``), a listener's
+    ``QueryProgressEvent``, or a progress as a dict (``json.loads(progress.json)``). ``checkpoint``
+    picks the join when the query has several (the ``checkpoint=`` it was defined with); None: the
+    query's one join. Returns None when there is no progress yet or it observed no join (a trigger
+    that ran no micro-batch). Raises :class:`JoinDefinitionError` when the join asked for is not in
+    the progress, or several are and ``checkpoint`` is None (the message names them).
+    """
+    progress = query_or_progress
+    if hasattr(progress, "lastProgress"):
+        progress = progress.lastProgress
+    elif not isinstance(progress, Mapping) and hasattr(progress, "progress"):
+        progress = progress.progress
+    if progress is None:
+        return None
+    observed = progress["observedMetrics"] if "observedMetrics" in progress else {}
+    joins = {name: value for name, value in (observed or {}).items() if name.startswith(_PREFIX)}
+    if not joins:
+        return None
+    if checkpoint is None:
+        chosen = list(joins)
+    else:
+        location = resolve_location(checkpoint)
+        chosen = [name for name in joins if name.split(" ", 2)[-1] == location]
+    if len(chosen) != 1:
+        wanted = "one join" if checkpoint is None else f"a join with checkpoint {checkpoint}"
+        raise JoinDefinitionError(
+            f"progress_metrics: this progress has {len(joins)} joins' metrics, not {wanted}: "
+            f"{sorted(joins)}; pass checkpoint= one of them (the location after the kind)")
+    return {name: _typed(name, value) for name, value in _struct(joins[chosen[0]])[OBSERVED].items()}
+
+
+def _struct(value: Any) -> dict[str, Any]:
+    """An observed row as a dict (nested rows too), whatever shape Spark handed it over in: a
+    ``Row``, a dict, or ``{"values": [...], "schema": <struct type>}`` (Spark Connect)."""
+    if hasattr(value, "asDict"):
+        value = value.asDict(recursive=True)
+    value = _zipped(value)
+    if not isinstance(value, Mapping) or not isinstance(value.get(OBSERVED), Mapping):
+        raise JoinDefinitionError(f"progress_metrics: cannot read the observation {value!r}: "
+                                  f"it has no struct {OBSERVED!r}")
+    return dict(value)
+
+
+def _zipped(value: Any, schema: Any = None) -> Any:
+    """``value`` with every ``{"values", "schema"}`` pair (a struct as Spark Connect renders it:
+    its values in the order of the schema's fields) made a dict of the fields by name."""
+    if isinstance(value, Mapping) and set(value) == {"values", "schema"}:
+        value, schema = value["values"], value["schema"]
+        if isinstance(schema, str):
+            schema = json.loads(schema)
+    if isinstance(value, Mapping):
+        return {k: _zipped(v) for k, v in value.items()}
+    if isinstance(schema, Mapping) and schema.get("type") == "struct" and isinstance(value, (list, tuple)):
+        return {field["name"]: _zipped(v, field["type"]) for field, v in zip(schema["fields"], value)}
+    return value
+
+
+def _typed(name: str, value: Any) -> Any:
+    """One observed value as documented: a watermark as a UTC datetime, else as it is."""
+    if name not in _TIMESTAMPS or value is None:
+        return value
+    if isinstance(value, datetime):
+        return value if value.tzinfo is not None else value.astimezone(timezone.utc)
+    text = str(value)
+    return datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text).astimezone(timezone.utc)

@@ -44,12 +44,14 @@ def test_verify_checkpoint_names_a_damaged_changelog_and_a_damaged_record(tmp_pa
     delta = sorted((root / "state" / "p=1").glob("delta-*"))[-1]
     delta.write_bytes(delta.read_bytes()[:-8] + b"damaged!")
     (root / "query.json").write_text("{")
+    (root / "flush.json").write_text("[]")
     capsys.readouterr()
     assert main(["checkpoint", "verify", str(root), "--json"]) == 1
     found = json.loads(capsys.readouterr().out)
     problems = found["problems"][str(root)]
     assert any("partition 1" in p and delta.name in p for p in problems), problems
     assert any("query.json" in p for p in problems), problems
+    assert any("flush.json" in p for p in problems), problems
 
 
 def test_checkpoint_describe_cli_prints_json_and_refuses_a_non_checkpoint(tmp_path, capsys):

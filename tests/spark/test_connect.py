@@ -3,7 +3,8 @@ the tests start (one for this module: ``spark-submit`` of PySpark's ``SparkConne
 
 A few end-to-end cases: an interval join and a stream-table join stream to Parquet and equal the
 classic session's result; ``view_sink`` keeps a table-table join's view through ``foreachBatch``
-(its function runs where the server runs); ``read_state`` and the observed metrics work too.
+(its function runs where the server runs); ``read_state`` and the observed metrics work too, and
+``progress_metrics`` reads the same named, typed metrics from both sessions' progress.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from streamjoin import interval_join, read_state, table_table_join, view_sink
+from streamjoin import interval_join, progress_metrics, read_state, table_table_join, view_sink
 
 pytestmark = pytest.mark.spark
 
@@ -115,13 +117,23 @@ def test_connect_interval_join_equals_the_classic_session_and_reports_progress(s
     _files(tmp_path / "right", [[(1, 5, "x")], [(2, 100, "y")], [(3, 205, "z")]])
     query = _interval(connect, tmp_path, "connect")
     with _classic():
-        _interval(spark, tmp_path, "classic")
+        classic = _interval(spark, tmp_path, "classic")
         got = {tuple(r) for r in spark.read.parquet(str(tmp_path / "connect-out")).collect()}
         assert got == {tuple(r) for r in spark.read.parquet(str(tmp_path / "classic-out")).collect()}
     # (1 c) and (2 y) at 100 s wait for a watermark past 110 s: availableNow ends before it comes
     assert sorted((r[0], r[2], r[4]) for r in got) == [(1, "a", "x"), (2, "b", None), (3, "d", "z")]
     names = {n for p in query.recentProgress for n in p["observedMetrics"]}
     assert names == {f"streamjoin interval_join {tmp_path / 'connect-join'}"}
+    # the same named, typed values from both sessions (less what depends on timing and on which
+    # Python worker ran a task: store opens, restores, RocksDB's size estimate)
+    volatile = {"state_open_seconds_max", "stores_rebuilt", "entries_restored", "state_versions_replayed",
+                "state_bytes"}
+    ours, theirs = ([progress_metrics(p) for p in q.recentProgress] for q in (query, classic))
+    assert [{k: type(v) for k, v in m.items()} for m in ours] == [{k: type(v) for k, v in m.items()} for m in theirs]
+    assert [{k: v for k, v in m.items() if k not in volatile} for m in ours] == \
+        [{k: v for k, v in m.items() if k not in volatile} for m in theirs]
+    assert sum(m["output_rows"] for m in ours) == len(got) and ours[-1]["partitions"] == 2
+    assert ours[-1]["watermark"] == datetime.fromtimestamp(1_700_000_100, timezone.utc)   # the right's 100 s
     state = read_state(connect, str(tmp_path / "connect-join"), side="left").collect()
     assert {r["k"] for r in state} <= {1, 2, 3} and all(r["_matched"] is not None for r in state)
 

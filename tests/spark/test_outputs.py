@@ -7,9 +7,12 @@ import math
 from datetime import datetime, timedelta
 
 import pytest
+from pyspark.sql import functions as F
 
 from streamjoin import interval_join, join_metrics, set_aside_rows
 from streamjoin.errors import JoinDefinitionError
+from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.runtime.operator import NEG_INF
 
 pytestmark = pytest.mark.spark
 
@@ -46,6 +49,23 @@ def test_set_aside_rows_and_join_metrics_refuse_a_wrong_input_or_path(spark, tmp
             call(str(tmp_path))
         with pytest.raises(JoinDefinitionError, match="is not a join checkpoint"):
             call(str(tmp_path / "missing"))
+
+
+def test_join_metrics_gives_event_times_as_timestamps_and_null_where_none(spark, tmp_path):
+    ck = Checkpoint(str(tmp_path / "ck"))
+    ck.bind({"kind": "interval_join"}, 1)
+    t0 = 1_704_067_200_000_000   # 2024-01-01 00:00 UTC
+    ck.write_commit(0, 0, 1, (None, None), {"version": 0, "partition": 0, "output_rows": 0, "state_open": "new",
+                                            "state_open_seconds": 0.5, "watermark": NEG_INF})
+    ck.write_commit(1, 0, 1, (t0, None), {"version": 1, "partition": 0, "output_rows": 2, "state_open": "reused",
+                                          "state_open_seconds": 0.25, "watermark": t0 - 1, "max_time_left": t0})
+    metrics = join_metrics(spark, str(tmp_path / "ck"))
+    types = dict(metrics.dtypes)
+    assert types["watermark"] == types["max_time_left"] == "timestamp"
+    assert types["output_rows"] == "bigint" and types["state_open_seconds"] == "double"
+    rows = metrics.orderBy("version").select(F.unix_micros("watermark"), F.unix_micros("max_time_left"),
+                                             "state_open_seconds").collect()
+    assert [tuple(r) for r in rows] == [(None, None, 0.5), (t0 - 1, t0, 0.25)]
 
 
 def test_interval_join_float_keys_match_as_sparks_join(spark, tmp_path):

@@ -161,8 +161,32 @@ def test_runtime_checkpoint_of_another_query_is_refused(spark, tmp_path):
     _write_inputs(tmp_path / "in", range(2))
     _start(spark, tmp_path, state=_state(tmp_path))
     shutil.rmtree(tmp_path / "spark")  # a new Spark checkpoint: a new query, same join checkpoint
-    with pytest.raises(StreamingQueryException, match="belongs to streaming query"):
+    with pytest.raises(StreamingQueryException, match="already feeds another streaming query") as refused:
         _start(spark, tmp_path, state=_state(tmp_path), out="out-of-another-query")
+    assert "stage failure" not in str(refused.value)   # refused on the driver, before any task ran
+
+
+def test_runtime_second_query_over_one_joined_dataframe_is_refused_on_the_driver(spark, tmp_path):
+    from pyspark.errors import StreamingQueryException
+
+    _write_inputs(tmp_path / "in", range(2))
+    src = spark.readStream.schema("k bigint, v string").option("maxFilesPerTrigger", 1).parquet(str(tmp_path / "in"))
+    counts = run_operator([src], RunningCount(arrow_schema(src), ["k"]), checkpoint=str(tmp_path / "join"),
+                          partitions=3, state=_state(tmp_path))
+    queries = [counts.writeStream.format("parquet").option("path", str(tmp_path / f"out{i}"))
+               .option("checkpointLocation", str(tmp_path / f"spark{i}")).trigger(availableNow=True).start()
+               for i in (0, 1)]
+    refused = []
+    for query in queries:
+        try:
+            query.awaitTermination()
+        except StreamingQueryException as exc:
+            refused.append(str(exc))
+    assert len(refused) == 1, refused
+    assert "already feeds another streaming query" in refused[0] and "its own checkpoint=" in refused[0]
+    assert "stage failure" not in refused[0]   # refused on the driver, before any task of it ran
+    ran = next(q for q in queries if q.exception() is None)
+    assert len(ran.recentProgress) >= 2
 
 
 def test_runtime_metrics_and_set_aside_rows_account_for_every_row(spark, tmp_path):

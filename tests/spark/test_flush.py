@@ -1,0 +1,70 @@
+"""The flush source: defining several streaming joins in one session registers it once, so Spark
+does not log a warning at every join (its log captured through log4j); and it refuses, on the
+driver, a second streaming query over one join's checkpoint, while a restarted query continues."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamjoin import interval_join
+from streamjoin.errors import CheckpointMismatchError
+from streamjoin.spark.flush import _FlushReader
+
+pytestmark = pytest.mark.spark
+
+_MANAGER = "org.apache.spark.sql.execution.datasources.DataSourceManager"
+
+
+@pytest.fixture
+def warnings_logged(spark):
+    """The text of what Spark's data source registry logs at WARN during the test."""
+    jvm = spark._jvm
+    log4j = jvm.org.apache.logging.log4j
+    writer = jvm.java.io.StringWriter()
+    layout = log4j.core.layout.PatternLayout.newBuilder().withPattern("%p %m%n").build()
+    appender = log4j.core.appender.WriterAppender.newBuilder().setName("streamjoin-test").setTarget(writer) \
+        .setLayout(layout).build()
+    appender.start()
+    logger = log4j.LogManager.getLogger(_MANAGER)
+    level = logger.getLevel()
+    logger.addAppender(appender)
+    log4j.core.config.Configurator.setLevel(_MANAGER, log4j.Level.WARN)
+    try:
+        yield writer.toString
+    finally:
+        logger.removeAppender(appender)
+        log4j.core.config.Configurator.setLevel(_MANAGER, level)
+        appender.stop()
+
+
+def test_flush_source_is_registered_once_for_several_joins(spark, tmp_path, warnings_logged):
+    read = spark.readStream.schema("k bigint, t timestamp")
+    for i in range(3):
+        (tmp_path / f"in{i}").mkdir()
+        stream = read.parquet(str(tmp_path / f"in{i}"))
+        interval_join(stream, stream, "k", left_time="t", right_time="t", lower="0 seconds", upper="1 second",
+                      delay="0 seconds", checkpoint=str(tmp_path / f"join{i}"))
+    assert "streamjoin_flush" not in warnings_logged()
+
+
+def test_flush_reader_refuses_a_second_query_and_lets_a_restarted_one_continue(tmp_path):
+    ck = str(tmp_path / "join")
+    first = _FlushReader(ck, 2, 2)
+    start = first.initialOffset()
+    offset = first.latestOffset(start, None)   # a new query: it claims the checkpoint
+    assert offset["owner"] and offset != start   # so Spark runs (and logs) the first micro-batch
+    with pytest.raises(CheckpointMismatchError, match="already feeds another streaming query"):
+        second = _FlushReader(ck, 2, 2)
+        second.latestOffset(second.initialOffset(), None)
+    rerun = _FlushReader(ck, 2, 2)   # restarted before its first micro-batch completed: no new offset asked
+    assert rerun.partitions(rerun.initialOffset(), offset) == []
+    assert rerun.latestOffset(offset, None)["owner"] == offset["owner"]
+    restarted = _FlushReader(ck, 2, 2)
+    assert restarted.latestOffset(offset, None) == offset
+
+
+def test_flush_reader_claims_nothing_where_spark_gives_no_start_offset(tmp_path):
+    ck = str(tmp_path / "join")   # PySpark 4.0 and 4.1: latestOffset() without the start offset
+    assert _FlushReader(ck, 2, 1).latestOffset() == {"max_times": [None]}
+    assert _FlushReader(ck, 2, 1).latestOffset() == {"max_times": [None]}
+    assert not (tmp_path / "join" / "flush.json").exists()
