@@ -5,7 +5,8 @@
     micro_batches(*tables)                          the tables cut into micro-batches, interleaved
 
 Keys come from a small domain so that joins match; times drift forward with bounded disorder;
-late rows, nulls, deletes, stale and duplicate changes and heartbeats come on request. Values of
+events come again (redelivered) unless turned off; late rows, nulls, deletes, stale and duplicate
+changes and heartbeats come on request. Values of
 other columns are drawn from a few per type. Needs Hypothesis (``pip install "streamjoin[testing]"``).
 """
 
@@ -64,17 +65,26 @@ def event_streams(schema: pa.Schema, *, time: str, key: str | Sequence[str],
                   keys: Sequence[Any] | Mapping[str, Sequence[Any]] = (0, 1, 2, 3),
                   min_rows: int = 0, max_rows: int = 12, start: dt.datetime = START,
                   step: dt.timedelta = dt.timedelta(seconds=1), disorder: dt.timedelta = dt.timedelta(seconds=2),
-                  late: bool = False, nulls: bool = False) -> Any:
+                  late: bool = False, nulls: bool = False, duplicates: bool = True) -> Any:
     """Tables of ``schema``, rows in arrival order (key values drawn from ``keys``, or from
     ``keys[column]`` per key column): row ``i`` at ``start + i * step`` minus up to
     ``disorder``; with ``late``, some rows are a minute further back than that (late for any
-    watermark delay below it); with ``nulls``, some keys, values and (rarely) times are null."""
+    watermark delay below it); with ``nulls``, some keys, values and (rarely) times are null.
+    With ``duplicates`` (the default, as at-least-once sources redeliver), row ``i`` is sometimes
+    an earlier row again, one whose time is within ``disorder`` of row ``i - 1``'s place (so it is
+    no later than a new row there: not late for a watermark delay of ``disorder``); a micro-batch
+    split puts it in the same micro-batch as the first delivery or a later one."""
     key_names = set(_names(key))
 
     @st.composite
     def tables(draw: Any) -> pa.Table:
-        rows = []
+        rows: list[dict[str, Any]] = []
         for i in range(draw(st.integers(min_rows, max_rows))):
+            floor = start + (i - 1) * step - disorder
+            again = [r for r in rows if r[time] is not None and r[time] >= _zone(floor, schema.field(time).type)]
+            if duplicates and again and draw(st.integers(0, 3)) == 3:  # shrinks to a new row
+                rows.append(dict(draw(st.sampled_from(again))))
+                continue
             back = draw(st.integers(0, int(disorder.total_seconds() * 1000))) * dt.timedelta(milliseconds=1)
             if late and draw(st.integers(0, 4)) == 0:
                 back += dt.timedelta(minutes=1)

@@ -61,3 +61,21 @@ def numbered(events: pa.Table, changes: pa.Table, joins, checkpoint: str) -> pa.
     """Broken: numbers rows with a Python counter that runs across rows and calls."""
     out = purchases_per_plan(events, changes, joins, checkpoint)
     return out.append_column("n", pa.array([next(_COUNTER) for _ in range(out.num_rows)], pa.int64()))
+
+
+SEARCHES = pa.schema([("search_id", pa.int64()), ("session_id", pa.int64()), ("search_time", UTC_US)])
+CLICKS = pa.schema([("click_id", pa.int64()), ("session_id", pa.int64()), ("click_time", UTC_US)])
+
+
+def clicks_with_searches(clicks: pa.Table, searches: pa.Table, joins, checkpoint: str) -> pa.Table:
+    """Every click with the searches of its session in the 10 seconds before it."""
+    return joins.interval_join(clicks, searches, "session_id", left_time="click_time", right_time="search_time",
+                               lower=dt.timedelta(seconds=-10), upper=dt.timedelta(0), how="left",
+                               delay=dt.timedelta(seconds=2), checkpoint=f"{checkpoint}/join")
+
+
+def deduplicated_per_batch(clicks: pa.Table, searches: pa.Table, joins, checkpoint: str) -> pa.Table:
+    """Broken: drops redelivered clicks (repeated rows) within each micro-batch only; a click
+    redelivered in a later micro-batch is counted twice."""
+    distinct = clicks.group_by(clicks.column_names, use_threads=False).aggregate([])
+    return clicks_with_searches(distinct, searches, joins, checkpoint)

@@ -1,0 +1,32 @@
+"""The kit's strategies: event streams redeliver events by default, never late for a watermark
+delay of their disorder."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from hypothesis import find, given
+
+from streamjoin.testing.strategies import event_streams
+from tests.testing.pipelines import CLICKS
+
+DISORDER = dt.timedelta(seconds=2)
+
+
+def _repeats(table) -> bool:
+    rows = [tuple(r.values()) for r in table.to_pylist()]
+    return len(set(rows)) < len(rows)
+
+
+def test_event_streams_redeliver_events_by_default():
+    # disorder 0: no two new rows share a time, so a repeated row is a redelivery
+    streams = event_streams(CLICKS, time="click_time", key="session_id", disorder=dt.timedelta(0))
+    redelivered = find(streams, _repeats)
+    assert redelivered.num_rows == 2
+
+
+@given(table=event_streams(CLICKS, time="click_time", key="session_id", disorder=DISORDER))
+def test_event_streams_rows_are_never_older_than_the_earlier_rows_newest_minus_disorder(table):
+    times = table.column("click_time").to_pylist()
+    for i, at in enumerate(times[1:], 1):
+        assert at >= max(times[:i]) - DISORDER
