@@ -5,9 +5,8 @@
     micro_batches(*tables)                          the tables cut into micro-batches, interleaved
 
 Keys come from a small domain so that joins match; times drift forward with bounded disorder;
-events come again (redelivered) unless turned off; late rows, nulls, deletes, stale and duplicate
-changes and heartbeats come on request. Values of
-other columns are drawn from a few per type. Needs Hypothesis (``pip install "streamjoin[testing]"``).
+events and changes come again (redelivered) unless turned off; late rows, nulls, stale changes and
+heartbeats come on request. Values of other columns are drawn from a few per type. Needs Hypothesis (``pip install "streamjoin[testing]"``).
 """
 
 from __future__ import annotations
@@ -134,13 +133,14 @@ def _plain_changes(draw: Any, schema: pa.Schema, key: list[str], keys: Sequence[
 def change_streams(schema: pa.Schema, *, key: str | Sequence[str], time: str = "changed_at",
                    vocabulary: str = "plain", keys: Sequence[Any] = (0, 1, 2, 3), min_changes: int = 0,
                    max_changes: int = 12, start: dt.datetime = START, step: dt.timedelta = dt.timedelta(seconds=1),
-                   deletes: bool = True, stale: bool = False, duplicates: bool = False,
+                   deletes: bool = True, stale: bool = False, duplicates: bool = True,
                    heartbeats: bool = False) -> Any:
     """Change tables of a table whose rows have ``schema`` (key and value columns), in arrival order.
 
     Change ``i`` happens at ``start + i * step``: an insert or an update (new values: an update
-    may move the row to another join key), a delete, and on request a heartbeat, a stale change
-    (an earlier change again, half a second older) or a duplicate (an earlier change again).
+    may move the row to another join key), a delete, a duplicate (an earlier change again, as
+    at-least-once sources redeliver; ``duplicates=False`` turns them off), and on request a
+    heartbeat or a stale change (an earlier change again, half a second older).
     ``vocabulary``: ``plain`` (``op``, the change time ``time``, the row), ``delta`` (the row,
     ``_change_type`` with update pre- and post-images, ``_commit_version``, ``_commit_timestamp``)
     or ``debezium`` (``op``, ``before``, ``after``, ``ts_ms``)."""

@@ -1,5 +1,5 @@
-"""The kit's strategies: event streams redeliver events by default, never late for a watermark
-delay of their disorder."""
+"""The kit's strategies: event and change streams redeliver by default; a redelivered event is
+never late for a watermark delay of the stream's disorder."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import datetime as dt
 
 from hypothesis import find, given
 
-from streamjoin.testing.strategies import event_streams
-from tests.testing.pipelines import CLICKS
+from streamjoin.testing.strategies import change_streams, event_streams
+from tests.testing.pipelines import CLICKS, PROFILE
 
 DISORDER = dt.timedelta(seconds=2)
 
@@ -30,3 +30,9 @@ def test_event_streams_rows_are_never_older_than_the_earlier_rows_newest_minus_d
     times = table.column("click_time").to_pylist()
     for i, at in enumerate(times[1:], 1):
         assert at >= max(times[:i]) - DISORDER
+
+
+def test_change_streams_redeliver_changes_by_default():
+    # a change's time is its place in the stream: a repeated row is the same change again
+    redelivered = find(change_streams(PROFILE, key="user_id"), _repeats)
+    assert redelivered.num_rows == 2
