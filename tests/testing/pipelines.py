@@ -32,11 +32,13 @@ CHANGE_ROWS = pa.table({
 })
 
 
-def purchases_per_plan(events: pa.Table, changes: pa.Table, joins, checkpoint: str, mode: str = "as_of") -> pa.Table:
-    """Purchases enriched with the buyer's plan as it was (in process; aggregated by ``finish``)."""
+def purchases_per_plan(events: pa.Table, changes: pa.Table, joins, checkpoint: str, mode: str = "as_of",
+                       store: str = "rocksdb") -> pa.Table:
+    """Purchases enriched with the buyer's plan as it was (in process; aggregated by ``finish``),
+    its state in the run's ``store``."""
     bought = events.filter(pc.equal(events["action"], "buy"))
     return joins.stream_table_join(bought, changes, "user_id", stream_time="ts", table_key="user_id",
-                                   table_time="changed_at", delay=dt.timedelta(0), mode=mode,
+                                   table_time="changed_at", delay=dt.timedelta(0), mode=mode, store=store,
                                    checkpoint=f"{checkpoint}/enrich")
 
 

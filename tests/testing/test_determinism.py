@@ -110,5 +110,5 @@ def test_assert_deterministic_catches_a_deduplication_within_each_micro_batch():
 
 
 def test_assert_deterministic_passes_the_join_of_redelivered_clicks():
-    report = assert_deterministic(clicks_with_searches, CLICK_STREAMS, max_examples=20)
-    assert report.examples == 20
+    report = assert_deterministic(clicks_with_searches, CLICK_STREAMS, max_examples=10)
+    assert report.examples == 10
