@@ -5,10 +5,10 @@ pipeline as its ``joins`` argument: ``joins.interval_join``, ``joins.stream_tabl
 ``joins.table_table_join`` take the arguments of :mod:`streamjoin`'s functions of the same names
 (the same names, defaults and order), but Arrow tables instead of DataFrames. As in Spark, a join
 keeps its state in ``store`` (default ``rocksdb``) under ``state_dir``; ``partitions`` None is the
-run's partition count (as Spark's is the session's shuffle partitions). Each call runs one version of its join through
-:class:`streamjoin.runtime.local.LocalRunner` (changelogs and checkpoints included) and returns that
-version's output, so a pipeline called once per micro-batch is a streaming query, and called once
-with ``final=True`` is a batch query.
+run's partition count (as Spark's is the session's shuffle partitions). Each call runs one
+version of its join through :class:`streamjoin.runtime.local.LocalRunner` (changelogs and
+checkpoints included) and returns that version's output, so a pipeline called once per
+micro-batch is a streaming query, and called once with ``final=True`` is a batch query.
 
 Debezium change tables are turned into the plain form first (:func:`routable`), as in Spark.
 A join is identified by its ``checkpoint`` argument, or else by the order of the join calls in one
@@ -74,9 +74,10 @@ class LocalJoins:
     ``root`` holds every join's checkpoint, and its local stores unless it names a ``state_dir``;
     ``partitions`` is the run's partition count, for joins that do not name their own; ``store`` is
     the run's store backend, which the kit passes to a pipeline as its ``store`` option (a join
-    uses it when the pipeline passes it on: the joins' own default is ``rocksdb``, as in Spark). Set :attr:`version`, :attr:`final` before
-    each call of the pipeline; :meth:`restart` loses every local store and starts new runners over
-    the same checkpoints (a restarted query on another executor).
+    uses it when the pipeline passes it on: the joins' own default is ``rocksdb``, as in Spark).
+    Set :attr:`version`, :attr:`final` before each call of the pipeline; :meth:`restart` loses
+    every local store and starts new runners over the same checkpoints (a restarted query on
+    another executor).
     """
 
     def __init__(self, root: str, *, partitions: int = 1, store: str = "memory") -> None:
@@ -144,7 +145,8 @@ class LocalJoins:
                               state_dir=state_dir, max_partitions=max_partitions)
         fmt = change_format(table_changes.schema, changes, _names(table_key), table_time, table_sequence)
         if bootstrap is not None and not isinstance(bootstrap, pa.Table):
-            raise JoinDefinitionError(f"bootstrap must be an Arrow table of the table's rows in process, not {type(bootstrap).__name__}")
+            raise JoinDefinitionError("bootstrap must be an Arrow table of the table's rows in process, "
+                                      f"not {type(bootstrap).__name__}")
         if bootstrap is not None and table_ttl is not None and fmt.time not in bootstrap.column_names:
             raise JoinDefinitionError(
                 f"with table_ttl, bootstrap rows age from their change time: add the snapshot's time as column "
