@@ -6,7 +6,8 @@
 
 Keys come from a small domain so that joins match; times drift forward with bounded disorder;
 events and changes come again (redelivered) unless turned off; late rows, nulls, stale changes and
-heartbeats come on request. Values of other columns are drawn from a few per type. Needs Hypothesis (``pip install "streamjoin[testing]"``).
+heartbeats come on request. Values of other columns are drawn from a few per type. Needs
+Hypothesis (``pip install "streamjoin[testing]"``).
 """
 
 from __future__ import annotations
@@ -70,9 +71,9 @@ def event_streams(schema: pa.Schema, *, time: str, key: str | Sequence[str],
     ``disorder``; with ``late``, some rows are a minute further back than that (late for any
     watermark delay below it); with ``nulls``, some keys, values and (rarely) times are null.
     With ``duplicates`` (the default, as at-least-once sources redeliver), row ``i`` is sometimes
-    an earlier row again, one whose time is within ``disorder`` of row ``i - 1``'s place (so it is
-    no later than a new row there: not late for a watermark delay of ``disorder``); a micro-batch
-    split puts it in the same micro-batch as the first delivery or a later one."""
+    an earlier row again, one whose time is at most ``disorder`` before row ``i - 1``'s place (no
+    older than a new row there could be: not late for a watermark delay of ``disorder``); a
+    micro-batch split puts it in the same micro-batch as the first delivery or a later one."""
     key_names = set(_names(key))
 
     @st.composite
