@@ -29,13 +29,15 @@ class LocalTableTableRunner:
     """Drives a :class:`TableTableJoin` through versions 0, 1, 2, ... over ``partitions`` partitions."""
 
     def __init__(self, join: TableTableJoin, checkpoint_dir: str, *, partitions: int = 1,
-                 config: StateConfig | None = None, query_id: str | None = None) -> None:
-        """``query_id``: run the stages as a streaming query's tasks (:class:`LocalRunner`)."""
+                 config: StateConfig | None = None, query_id: str | None = None,
+                 key_groups: int | None = None) -> None:
+        """``query_id``: run the stages as a streaming query's tasks; ``key_groups``: each new stage
+        checkpoint's key groups (None: the default) (:class:`LocalRunner`)."""
         self.join = join
         self.checkpoint_dir = checkpoint_dir
         operators = (join.left_stage, join.right_stage, join.join_stage)
         self.runners = {name: LocalRunner(op, os.path.join(checkpoint_dir, name), partitions=partitions, config=config,
-                                         query_id=query_id)
+                                         query_id=query_id, key_groups=key_groups)
                         for name, op in zip(STAGES, operators)}
         self.version = 0
 

@@ -130,8 +130,11 @@ def assert_deterministic(
     ``Mode.IN_PROCESS``; DataFrames in, a DataFrame out in ``Mode.SPARK`` (``spark``: the session).
     Of the options ``joins`` (the joins to call: :class:`streamjoin.testing.local.LocalJoins`, or
     streamjoin's own in Spark), ``checkpoint`` (a fresh directory per run: give each join its own
-    path under it), ``store``, ``partitions`` and ``state_dir`` (Spark: changed at a restart, so
-    the local state is lost), it is passed those it declares.
+    path under it), ``store``, ``partitions`` and ``state_dir`` (a new directory after a restart,
+    so the local stores under the old one are lost), it is passed those it declares, in both modes.
+    ``store`` and ``partitions`` are the plan's, drawn from ``stores`` and ``partitions``: a join
+    keeps its state in the plan's store only when the pipeline passes ``store=store`` on (the
+    joins' default is ``rocksdb``, in process as in Spark).
 
     ``inputs``: a sequence (or a name -> input mapping) of Arrow tables or pandas DataFrames, rows
     in arrival order, or a Hypothesis strategy of such sequences. ``finish`` maps a run's whole

@@ -5,12 +5,15 @@ The pipeline is a function of Arrow tables that calls its joins through ``joins`
 final version; a streaming run calls it once per micro-batch (twice for a repeated one, keeping the
 second output, as a retried micro-batch commits only its last attempt), restarts the joins with
 their local state lost where the plan says, and ends with a final version over empty inputs.
+A pipeline taking ``state_dir`` gets a new directory after each restart, as in Spark (its joins'
+local stores, under the old one, are lost).
 The micro-batches' outputs are appended, their rows put in the plan's order, then ``finish`` is
 applied.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from typing import Any, Callable, Sequence
@@ -35,9 +38,9 @@ class InProcessEngine:
     def __init__(self, pipeline: Callable[..., Any], finish: Callable[[pa.Table], Any] | None = None) -> None:
         self.pipeline, self.finish = pipeline, finish
 
-    def _call(self, joins: LocalJoins, tables: Sequence[pa.Table]) -> pa.Table:
+    def _call(self, joins: LocalJoins, tables: Sequence[pa.Table], state: int = 0) -> pa.Table:
         options = {"joins": joins, "checkpoint": joins.root + "/user", "store": joins.store,
-                   "partitions": joins.partitions}
+                   "partitions": joins.partitions, "state_dir": os.path.join(joins.root, f"state-{state}")}
         return _arrow(call_pipeline(self.pipeline, tables, options))
 
     def _outcome(self, joins: LocalJoins, outputs: list[pa.Table], order: int | None = None) -> Outcome:
@@ -58,18 +61,19 @@ class InProcessEngine:
         root = tempfile.mkdtemp(prefix="streamjoin-testing-")
         try:
             joins = LocalJoins(root, partitions=plan.partitions, store=plan.store)
-            outputs = []
+            outputs, state = [], 0
             for version, tables in enumerate(plan.split(inputs)):
                 if version == plan.restart_before:
                     joins.restart()
+                    state += 1
                 joins.begin(version)
-                output = self._call(joins, tables)
+                output = self._call(joins, tables, state)
                 if version == plan.repeat:
                     joins.begin(version)
-                    output = self._call(joins, tables)
+                    output = self._call(joins, tables, state)
                 outputs.append(output)
             joins.begin(plan.count, final=True)
-            outputs.append(self._call(joins, [t.slice(0, 0) for t in inputs]))
+            outputs.append(self._call(joins, [t.slice(0, 0) for t in inputs], state))
             return self._outcome(joins, outputs, plan.shuffle)
         finally:
             shutil.rmtree(root, ignore_errors=True)

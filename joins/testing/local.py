@@ -2,11 +2,13 @@
 
 :class:`LocalJoins` is what :func:`streamjoin.testing.assert_deterministic` gives an in-process
 pipeline as its ``joins`` argument: ``joins.interval_join``, ``joins.stream_table_join`` and
-``joins.table_table_join`` take the arguments of :mod:`streamjoin`'s functions of the same names,
-but Arrow tables instead of DataFrames. Each call runs one version of its join through
-:class:`streamjoin.runtime.local.LocalRunner` (changelogs and checkpoints included) and returns that
-version's output, so a pipeline called once per micro-batch is a streaming query, and called once
-with ``final=True`` is a batch query.
+``joins.table_table_join`` take the arguments of :mod:`streamjoin`'s functions of the same names
+(the same names, defaults and order), but Arrow tables instead of DataFrames. As in Spark, a join
+keeps its state in ``store`` (default ``rocksdb``) under ``state_dir``; ``partitions`` None is the
+run's partition count (as Spark's is the session's shuffle partitions). Each call runs one
+version of its join through :class:`streamjoin.runtime.local.LocalRunner` (changelogs and
+checkpoints included) and returns that version's output, so a pipeline called once per
+micro-batch is a streaming query, and called once with ``final=True`` is a batch query.
 
 Debezium change tables are turned into the plain form first (:func:`routable`), as in Spark.
 A join is identified by its ``checkpoint`` argument, or else by the order of the join calls in one
@@ -16,15 +18,17 @@ call of the pipeline (as Spark numbers a query's stateful operators).
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from dataclasses import replace
+from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
 from streamjoin.changes import ChangeFormat, pre_stage, routable_format
 from streamjoin.enrichment.operator import EnrichmentJoin
+from streamjoin.errors import JoinDefinitionError
 from streamjoin.interval.operator import IntervalJoin
+from streamjoin.kit.options import JoinOptions
 from streamjoin.runtime.local import LocalRunner
-from streamjoin.runtime.partition import StateConfig
 from streamjoin.table.local import LocalTableTableRunner
 from streamjoin.table.operator import TableTableJoin
 
@@ -67,10 +71,13 @@ def _names(key: str | Sequence[str]) -> list[str]:
 class LocalJoins:
     """The joins of one in-process run (see module docstring).
 
-    ``root`` holds every join's checkpoint and local stores; ``partitions`` and ``store`` are the
-    run's defaults for joins that do not name their own. Set :attr:`version`, :attr:`final` before
-    each call of the pipeline; :meth:`restart` loses every local store and starts new runners over
-    the same checkpoints (a restarted query on another executor).
+    ``root`` holds every join's checkpoint, and its local stores unless it names a ``state_dir``;
+    ``partitions`` is the run's partition count, for joins that do not name their own; ``store`` is
+    the run's store backend, which the kit passes to a pipeline as its ``store`` option (a join
+    uses it when the pipeline passes it on: the joins' own default is ``rocksdb``, as in Spark).
+    Set :attr:`version`, :attr:`final` before each call of the pipeline; :meth:`restart` loses
+    every local store and starts new runners over the same checkpoints (a restarted query on
+    another executor).
     """
 
     def __init__(self, root: str, *, partitions: int = 1, store: str = "memory") -> None:
@@ -94,60 +101,88 @@ class LocalJoins:
         self._calls += 1
         return checkpoint if checkpoint is not None else f"join-{self._calls - 1}"
 
-    def _runner(self, name: str, make: Any, partitions: int | None, store: str | None) -> Any:
+    def _runner(self, name: str, make: Any, options: JoinOptions) -> Any:
         if name not in self._runners:
             safe = name.replace("/", "_").replace(":", "_")
-            config = StateConfig(store=store or self.store, local_dir=os.path.join(self.root, "local", safe))
+            config = options.state
+            if config.local_dir is None:
+                config = replace(config, local_dir=os.path.join(self.root, "local", safe))
             self._runners[name] = make(os.path.join(self.root, "checkpoints", safe),
-                                       partitions or self.partitions, config)
+                                       options.partitions or self.partitions, config, options.max_partitions)
         return self._runners[name]
 
-    def _run(self, name: str, operator: Any, tables: Sequence[pa.Table], partitions: int | None,
-             store: str | None) -> pa.Table:
-        runner = self._runner(name, lambda ck, n, cfg: LocalRunner(operator, ck, partitions=n, config=cfg),
-                              partitions, store)
+    def _run(self, name: str, operator: Any, tables: Sequence[pa.Table], options: JoinOptions,
+             initial: pa.Table | None = None) -> pa.Table:
+        runner = self._runner(name, lambda ck, n, cfg, groups: LocalRunner(operator, ck, partitions=n, config=cfg,
+                                                                           key_groups=groups), options)
+        if initial is not None and runner.checkpoint.initial_done() is None and not runner.checkpoint.has_state():
+            runner.set_initial(operator.inputs[1].name, initial)
         return runner.run(*tables, version=self.version, final=self.final)
 
     def interval_join(self, left: pa.Table, right: pa.Table, on: Any, *, left_time: str, right_time: str,
-                      lower: Any, upper: Any, delay: Any, how: str = "inner", store: str | None = None,
-                      checkpoint: str | None = None, partitions: int | None = None) -> pa.Table:
+                      lower: Any, upper: Any, delay: Any, how: str = "inner", store: str = "rocksdb",
+                      checkpoint: str | None = None, partitions: int | None = None,
+                      store_options: Mapping[str, Any] | None = None, state_dir: str | None = None,
+                      max_partitions: int | None = None) -> pa.Table:
         """:func:`streamjoin.interval_join` over this micro-batch's Arrow tables."""
+        options = JoinOptions(store=store, checkpoint=checkpoint, partitions=partitions, store_options=store_options,
+                              state_dir=state_dir, max_partitions=max_partitions)
         operator = IntervalJoin(left.schema, right.schema, on, left_time=left_time, right_time=right_time,
                                 lower=lower, upper=upper, delay=delay, how=how)
-        return self._run(self._name(checkpoint), operator, (left, right), partitions, store)
+        return self._run(self._name(checkpoint), operator, (left, right), options)
 
     def stream_table_join(self, stream: pa.Table, table_changes: pa.Table, on: str | Sequence[str], *,
                           stream_time: str, table_key: str | Sequence[str], table_time: str | None = None,
                           how: str = "left", mode: str = "as_of", delay: Any, grace: Any = None,
-                          table_ttl: Any = None, changes: str | ChangeFormat | None = None, table_sequence: str | None = None,
-                          store: str | None = None, checkpoint: str | None = None,
-                          partitions: int | None = None) -> pa.Table:
-        """:func:`streamjoin.stream_table_join` over this micro-batch's Arrow tables (no bootstrap)."""
+                          table_ttl: Any = None, bootstrap: pa.Table | None = None,
+                          changes: str | ChangeFormat | None = None, table_sequence: str | None = None,
+                          store: str = "rocksdb", checkpoint: str | None = None, partitions: int | None = None,
+                          store_options: Mapping[str, Any] | None = None, state_dir: str | None = None,
+                          max_partitions: int | None = None) -> pa.Table:
+        """:func:`streamjoin.stream_table_join` over this micro-batch's Arrow tables; ``bootstrap``
+        (an Arrow table of the table's rows) is loaded before the join's first version."""
+        options = JoinOptions(store=store, checkpoint=checkpoint, partitions=partitions, store_options=store_options,
+                              state_dir=state_dir, max_partitions=max_partitions)
         fmt = change_format(table_changes.schema, changes, _names(table_key), table_time, table_sequence)
+        if bootstrap is not None and not isinstance(bootstrap, pa.Table):
+            raise JoinDefinitionError("bootstrap must be an Arrow table of the table's rows in process, "
+                                      f"not {type(bootstrap).__name__}")
+        if bootstrap is not None and table_ttl is not None and fmt.time not in bootstrap.column_names:
+            raise JoinDefinitionError(
+                f"with table_ttl, bootstrap rows age from their change time: add the snapshot's time as column "
+                f"{fmt.time!r}; a row without one would be expired at once")
         table_changes, fmt = routable(table_changes, fmt)
         operator = EnrichmentJoin(stream.schema, table_changes.schema, on, stream_time=stream_time, changes=fmt,
                                   mode=mode, how=how, delay=delay, grace=grace, table_ttl=table_ttl)
         if operator.spec.mode.value == "latest":
             self._note('stream_table_join(mode="latest") is documented as dependent on micro-batch boundaries')
-        return self._run(self._name(checkpoint), operator, (stream, table_changes), partitions, store)
+        initial = None if bootstrap is None else operator.bootstrap_changes(bootstrap)
+        return self._run(self._name(checkpoint), operator, (stream, table_changes), options, initial)
 
-    def table_table_join(self, left: pa.Table, right: pa.Table, on: Any, *, left_key: str | Sequence[str],
-                         right_key: str | Sequence[str], how: str = "inner", left_time: str | None = None,
-                         right_time: str | None = None, left_changes: str | ChangeFormat | None = None,
-                         right_changes: str | ChangeFormat | None = None, store: str | None = None,
-                         checkpoint: str | None = None, partitions: int | None = None) -> pa.Table:
+    def table_table_join(self, left_changes: pa.Table, right_changes: pa.Table, on: Any, *,
+                         left_key: str | Sequence[str], right_key: str | Sequence[str], how: str = "inner",
+                         left_time: str | None = None, right_time: str | None = None,
+                         left_format: str | ChangeFormat | None = None, right_format: str | ChangeFormat | None = None,
+                         left_sequence: str | None = None, right_sequence: str | None = None,
+                         retention: Any = None, expire_rows: bool = False, store: str = "rocksdb",
+                         checkpoint: str | None = None, partitions: int | None = None,
+                         store_options: Mapping[str, Any] | None = None, state_dir: str | None = None,
+                         max_partitions: int | None = None) -> pa.Table:
         """:func:`streamjoin.table_table_join` over this micro-batch's Arrow tables: the view's changes.
 
         The change stream itself depends on micro-batch boundaries (its ``_commit_version`` and
         ``_seq``, and changes that cancel within a batch); compare the view it gives
         (:func:`streamjoin.testing.view_rows`)."""
-        left, lf = routable(left, change_format(left.schema, left_changes, _names(left_key), left_time, None))
-        right, rf = routable(right, change_format(right.schema, right_changes, _names(right_key), right_time, None))
+        options = JoinOptions(store=store, checkpoint=checkpoint, partitions=partitions, store_options=store_options,
+                              state_dir=state_dir, max_partitions=max_partitions)
+        left, lf = routable(left_changes, change_format(left_changes.schema, left_format, _names(left_key), left_time,
+                                                        left_sequence))
+        right, rf = routable(right_changes, change_format(right_changes.schema, right_format, _names(right_key),
+                                                          right_time, right_sequence))
         operator = TableTableJoin(left.schema, right.schema, on, left_key=left_key, right_key=right_key, how=how,
-                                  left_changes=lf, right_changes=rf)
-        name = self._name(checkpoint)
-        runner = self._runner(name, lambda ck, n, cfg: LocalTableTableRunner(operator, ck, partitions=n, config=cfg),
-                              partitions, store)
+                                  left_changes=lf, right_changes=rf, retention=retention, expire_rows=expire_rows)
+        runner = self._runner(self._name(checkpoint), lambda ck, n, cfg, groups: LocalTableTableRunner(
+            operator, ck, partitions=n, config=cfg, key_groups=groups), options)
         return runner.run(left, right, version=self.version, final=self.final)
 
     def _note(self, text: str) -> None:

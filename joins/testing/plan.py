@@ -27,8 +27,10 @@ __all__ = ["RunPlan", "run_plans", "shuffled", "without_rows"]
 @dataclass(frozen=True)
 class RunPlan:
     """One streaming run (see module docstring). ``batches[i][r]`` is the micro-batch of row ``r``
-    of input ``i`` (non-decreasing); ``restart_before`` and ``repeat`` are micro-batch numbers;
-    ``shuffle`` seeds the permutation of the output's rows (None: the order the run produced)."""
+    of input ``i`` (non-decreasing); ``restart_before`` (1 to ``count - 1``) and ``repeat`` (0 to
+    ``count - 1``) are numbers of micro-batches the plan has, so that what it describes happens;
+    ``shuffle`` seeds the permutation of the output's rows (None: the order the run produced).
+    Raises ``ValueError`` for a disturbance outside the plan's micro-batches."""
 
     batches: tuple[tuple[int, ...], ...]
     partitions: int = 1
@@ -36,6 +38,15 @@ class RunPlan:
     restart_before: int | None = None
     repeat: int | None = None
     shuffle: int | None = None
+
+    def __post_init__(self) -> None:
+        count = self.count
+        if self.restart_before is not None and not 1 <= self.restart_before < count:
+            raise ValueError(f"restart_before={self.restart_before} is not a micro-batch after the first of this "
+                             f"plan's {count}: pass 1 to {count - 1}, or None for no restart")
+        if self.repeat is not None and not 0 <= self.repeat < count:
+            raise ValueError(f"repeat={self.repeat} is not a micro-batch of this plan's {count}: pass 0 to "
+                             f"{count - 1}, or None")
 
     @property
     def count(self) -> int:
@@ -52,7 +63,7 @@ class RunPlan:
     def describe(self, inputs: Sequence[pa.Table], names: Sequence[str]) -> str:
         """The plan in words, then every micro-batch's rows as tables."""
         lines = [f"{self.count} micro-batch(es), {self.partitions} partition(s), store {self.store!r}"]
-        if self.restart_before:  # before micro-batch 0 nothing is lost
+        if self.restart_before is not None:
             lines.append(f"query restarted with its local state lost before micro-batch {self.restart_before}")
         if self.repeat is not None:
             lines.append(f"micro-batch {self.repeat} executed twice")
@@ -102,15 +113,17 @@ def without_rows(inputs: Sequence[pa.Table], plan: RunPlan, which: int, drop: se
         later = [b for b in used if v is not None and b >= v]
         return number[later[0]] if later else None
 
+    restart = renumber(plan.restart_before)
     return tables, replace(plan, batches=tuple(tuple(number[b] for b in rows) for rows in batches),
-                           restart_before=renumber(plan.restart_before), repeat=renumber(plan.repeat))
+                           restart_before=restart or None, repeat=renumber(plan.repeat))
 
 
 def run_plans(sizes: Sequence[int], *, max_batches: int, partitions: Sequence[int], stores: Sequence[str],
               disturb: bool = True, reorder: bool = True) -> Any:
     """Plans for inputs of ``sizes`` rows: 1 to ``max_batches`` micro-batches, a partition count
     and a store from those given (the first ones when shrunk), a restart and a repeated
-    micro-batch when ``disturb``, and an output order (``shuffle``) when ``reorder``."""
+    micro-batch when ``disturb`` (drawn among the micro-batches the rows were cut into, so that
+    they happen), and an output order (``shuffle``) when ``reorder``."""
     from streamjoin.testing._hypothesis import strategies as st
 
     @st.composite
@@ -119,8 +132,9 @@ def run_plans(sizes: Sequence[int], *, max_batches: int, partitions: Sequence[in
         batches = tuple(tuple(sorted(draw(st.lists(st.integers(0, n - 1), min_size=s, max_size=s)))) for s in sizes)
         part = draw(st.sampled_from(list(partitions)))
         store = draw(st.sampled_from(list(stores)))
-        restart = draw(st.none() | st.integers(1, n - 1)) if disturb and n > 1 else None
-        repeat = draw(st.none() | st.integers(0, n - 1)) if disturb else None
+        count = 1 + max((b for rows in batches for b in rows), default=0)  # the later ones got no row
+        restart = draw(st.none() | st.integers(1, count - 1)) if disturb and count > 1 else None
+        repeat = draw(st.none() | st.integers(0, count - 1)) if disturb else None
         shuffle = draw(st.none() | st.integers(1, 2**16)) if reorder else None
         return RunPlan(batches, part, store, restart, repeat, shuffle)
 

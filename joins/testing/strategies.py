@@ -5,8 +5,9 @@
     micro_batches(*tables)                          the tables cut into micro-batches, interleaved
 
 Keys come from a small domain so that joins match; times drift forward with bounded disorder;
-late rows, nulls, deletes, stale and duplicate changes and heartbeats come on request. Values of
-other columns are drawn from a few per type. Needs Hypothesis (``pip install "streamjoin[testing]"``).
+events and changes come again (redelivered) unless turned off; late rows, nulls, stale changes and
+heartbeats come on request. Values of other columns are drawn from a few per type. Needs
+Hypothesis (``pip install "streamjoin[testing]"``).
 """
 
 from __future__ import annotations
@@ -64,17 +65,26 @@ def event_streams(schema: pa.Schema, *, time: str, key: str | Sequence[str],
                   keys: Sequence[Any] | Mapping[str, Sequence[Any]] = (0, 1, 2, 3),
                   min_rows: int = 0, max_rows: int = 12, start: dt.datetime = START,
                   step: dt.timedelta = dt.timedelta(seconds=1), disorder: dt.timedelta = dt.timedelta(seconds=2),
-                  late: bool = False, nulls: bool = False) -> Any:
+                  late: bool = False, nulls: bool = False, duplicates: bool = True) -> Any:
     """Tables of ``schema``, rows in arrival order (key values drawn from ``keys``, or from
     ``keys[column]`` per key column): row ``i`` at ``start + i * step`` minus up to
     ``disorder``; with ``late``, some rows are a minute further back than that (late for any
-    watermark delay below it); with ``nulls``, some keys, values and (rarely) times are null."""
+    watermark delay below it); with ``nulls``, some keys, values and (rarely) times are null.
+    With ``duplicates`` (the default, as at-least-once sources redeliver), row ``i`` is sometimes
+    an earlier row again, one whose time is at most ``disorder`` before row ``i - 1``'s place (no
+    older than a new row there could be: not late for a watermark delay of ``disorder``); a
+    micro-batch split puts it in the same micro-batch as the first delivery or a later one."""
     key_names = set(_names(key))
 
     @st.composite
     def tables(draw: Any) -> pa.Table:
-        rows = []
+        rows: list[dict[str, Any]] = []
         for i in range(draw(st.integers(min_rows, max_rows))):
+            floor = start + (i - 1) * step - disorder
+            again = [r for r in rows if r[time] is not None and r[time] >= _zone(floor, schema.field(time).type)]
+            if duplicates and again and draw(st.integers(0, 3)) == 3:  # shrinks to a new row
+                rows.append(dict(draw(st.sampled_from(again))))
+                continue
             back = draw(st.integers(0, int(disorder.total_seconds() * 1000))) * dt.timedelta(milliseconds=1)
             if late and draw(st.integers(0, 4)) == 0:
                 back += dt.timedelta(minutes=1)
@@ -124,13 +134,14 @@ def _plain_changes(draw: Any, schema: pa.Schema, key: list[str], keys: Sequence[
 def change_streams(schema: pa.Schema, *, key: str | Sequence[str], time: str = "changed_at",
                    vocabulary: str = "plain", keys: Sequence[Any] = (0, 1, 2, 3), min_changes: int = 0,
                    max_changes: int = 12, start: dt.datetime = START, step: dt.timedelta = dt.timedelta(seconds=1),
-                   deletes: bool = True, stale: bool = False, duplicates: bool = False,
+                   deletes: bool = True, stale: bool = False, duplicates: bool = True,
                    heartbeats: bool = False) -> Any:
     """Change tables of a table whose rows have ``schema`` (key and value columns), in arrival order.
 
     Change ``i`` happens at ``start + i * step``: an insert or an update (new values: an update
-    may move the row to another join key), a delete, and on request a heartbeat, a stale change
-    (an earlier change again, half a second older) or a duplicate (an earlier change again).
+    may move the row to another join key), a delete, a duplicate (an earlier change again, as
+    at-least-once sources redeliver; ``duplicates=False`` turns them off), and on request a
+    heartbeat or a stale change (an earlier change again, half a second older).
     ``vocabulary``: ``plain`` (``op``, the change time ``time``, the row), ``delta`` (the row,
     ``_change_type`` with update pre- and post-images, ``_commit_version``, ``_commit_timestamp``)
     or ``debezium`` (``op``, ``before``, ``after``, ``ts_ms``)."""

@@ -73,13 +73,13 @@ def test_interval_join_without_late_rows_equals_reference_on_every_backend(store
     args = dict(left_time=v.left_time, right_time=v.right_time, how=how, lower=dt.timedelta(seconds=bounds[0]),
                 upper=dt.timedelta(seconds=bounds[1]))
 
-    def pipeline(lt, rt, joins):
-        return joins.interval_join(lt, rt, v.on, delay=DISORDER, **args)
+    def pipeline(lt, rt, joins, store):
+        return joins.interval_join(lt, rt, v.on, delay=DISORDER, store=store, **args)
 
     with tempfile.TemporaryDirectory() as root:
         joins = LocalJoins(root, store=store)
         joins.begin(0, final=True)
-        batch = pipeline(left, right, joins)
+        batch = pipeline(left, right, joins, store)
     assert kit_rows(batch) == kit_rows(interval_join_reference(left, right, v.on, **args))
     # every micro-batch split, partition count, restart and retried micro-batch on this backend
     assert_deterministic(pipeline, [left, right], stores=[store], max_examples=4, shrink_budget=0)

@@ -32,11 +32,13 @@ CHANGE_ROWS = pa.table({
 })
 
 
-def purchases_per_plan(events: pa.Table, changes: pa.Table, joins, checkpoint: str, mode: str = "as_of") -> pa.Table:
-    """Purchases enriched with the buyer's plan as it was (in process; aggregated by ``finish``)."""
+def purchases_per_plan(events: pa.Table, changes: pa.Table, joins, checkpoint: str, mode: str = "as_of",
+                       store: str = "rocksdb") -> pa.Table:
+    """Purchases enriched with the buyer's plan as it was (in process; aggregated by ``finish``),
+    its state in the run's ``store``."""
     bought = events.filter(pc.equal(events["action"], "buy"))
     return joins.stream_table_join(bought, changes, "user_id", stream_time="ts", table_key="user_id",
-                                   table_time="changed_at", delay=dt.timedelta(0), mode=mode,
+                                   table_time="changed_at", delay=dt.timedelta(0), mode=mode, store=store,
                                    checkpoint=f"{checkpoint}/enrich")
 
 
@@ -61,3 +63,21 @@ def numbered(events: pa.Table, changes: pa.Table, joins, checkpoint: str) -> pa.
     """Broken: numbers rows with a Python counter that runs across rows and calls."""
     out = purchases_per_plan(events, changes, joins, checkpoint)
     return out.append_column("n", pa.array([next(_COUNTER) for _ in range(out.num_rows)], pa.int64()))
+
+
+SEARCHES = pa.schema([("search_id", pa.int64()), ("session_id", pa.int64()), ("search_time", UTC_US)])
+CLICKS = pa.schema([("click_id", pa.int64()), ("session_id", pa.int64()), ("click_time", UTC_US)])
+
+
+def clicks_with_searches(clicks: pa.Table, searches: pa.Table, joins, checkpoint: str) -> pa.Table:
+    """Every click with the searches of its session in the 10 seconds before it."""
+    return joins.interval_join(clicks, searches, "session_id", left_time="click_time", right_time="search_time",
+                               lower=dt.timedelta(seconds=-10), upper=dt.timedelta(0), how="left",
+                               delay=dt.timedelta(seconds=2), checkpoint=f"{checkpoint}/join")
+
+
+def deduplicated_per_batch(clicks: pa.Table, searches: pa.Table, joins, checkpoint: str) -> pa.Table:
+    """Broken: drops redelivered clicks (repeated rows) within each micro-batch only; a click
+    redelivered in a later micro-batch is counted twice."""
+    distinct = clicks.group_by(clicks.column_names, use_threads=False).aggregate([])
+    return clicks_with_searches(distinct, searches, joins, checkpoint)

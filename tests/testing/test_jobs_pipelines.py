@@ -1,5 +1,6 @@
-"""The three shipped jobs' join pipelines (their join call with the job's arguments, and the
-aggregation the job reports) pass assert_deterministic in process on small generated inputs."""
+"""The three shipped jobs' join pipelines (their join call with the job's arguments, the store
+among them, and the aggregation the job reports) pass assert_deterministic in process on small
+generated inputs."""
 
 from __future__ import annotations
 
@@ -25,11 +26,11 @@ CLICKS = pa.schema([("click_id", pa.int64()), ("session_id", pa.int64()), ("resu
                     ("click_time", UTC_US)])
 
 
-def search_clicks(searches: pa.Table, clicks: pa.Table, joins, checkpoint: str) -> pa.Table:
+def search_clicks(searches: pa.Table, clicks: pa.Table, joins, checkpoint: str, store: str) -> pa.Table:
     """The search-clicks job's join: every search with its clicks within 30 minutes after it."""
     return joins.interval_join(searches, clicks, "session_id", left_time="search_time", right_time="click_time",
                                lower=dt.timedelta(0), upper=WINDOW, how="left", delay=SEARCH_DELAY,
-                               checkpoint=f"{checkpoint}/join")
+                               store=store, checkpoint=f"{checkpoint}/join")
 
 
 def click_through(joined: pa.Table) -> pa.Table:
@@ -51,11 +52,11 @@ EVENTS = pa.schema([("event_id", pa.int64()), ("user_id", pa.int64()), ("ts", UT
 PROFILES = pa.schema([("user_id", pa.int64()), ("plan", pa.string()), ("country", pa.string())])
 
 
-def enrich_activity(events: pa.Table, changes: pa.Table, joins, checkpoint: str) -> pa.Table:
+def enrich_activity(events: pa.Table, changes: pa.Table, joins, checkpoint: str, store: str) -> pa.Table:
     """The enrich-activity job's as-of join (without its snapshot bootstrap, which LocalJoins lacks)."""
     return joins.stream_table_join(events, changes, "user_id", stream_time="ts", table_key="user_id",
                                    table_time="changed_at", mode="as_of", how="left", delay=ACTIVITY_DELAY,
-                                   checkpoint=f"{checkpoint}/as_of")
+                                   store=store, checkpoint=f"{checkpoint}/as_of")
 
 
 def enriched_per_plan(enriched: pa.Table) -> pa.Table:
@@ -75,11 +76,11 @@ POSTS = pa.schema([("post_id", pa.int64()), ("author_id", pa.int64()), ("text", 
 FOLLOWS = pa.schema([("follow_id", pa.int64()), ("follower_id", pa.int64()), ("followee_id", pa.int64())])
 
 
-def timeline(posts: pa.Table, follows: pa.Table, joins, checkpoint: str) -> pa.Table:
+def timeline(posts: pa.Table, follows: pa.Table, joins, checkpoint: str, store: str) -> pa.Table:
     """The timeline job's join: posts of the users followed, as view changes."""
     return joins.table_table_join(posts, follows, TIMELINE_ON, left_key="post_id", right_key="follow_id",
                                   how="inner", left_time="changed_at", right_time="changed_at",
-                                  checkpoint=f"{checkpoint}/join")
+                                  store=store, checkpoint=f"{checkpoint}/join")
 
 
 def test_assert_deterministic_passes_the_timeline_job_pipeline():

@@ -1,0 +1,88 @@
+"""LocalJoins, the joins over Arrow tables in process: the PySpark joins' arguments, and what the
+arguments the in-process joins once lacked do (formats and sequences, retention, bootstrap, state_dir)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import inspect
+import os
+import tempfile
+
+import pyarrow as pa
+import pytest
+
+import streamjoin.spark.enrichment
+import streamjoin.spark.interval
+import streamjoin.spark.table
+from streamjoin.testing import LocalJoins
+from tests.testing.pipelines import UTC_US, at
+
+SPARK_JOINS = [streamjoin.spark.interval.interval_join, streamjoin.spark.enrichment.stream_table_join,
+               streamjoin.spark.table.table_table_join]
+
+
+def _parameters(function) -> list[tuple[str, inspect._ParameterKind, object]]:
+    return [(p.name, p.kind, p.default) for p in inspect.signature(function).parameters.values() if p.name != "self"]
+
+
+@pytest.mark.parametrize("spark_join", SPARK_JOINS, ids=lambda f: f.__name__)
+def test_local_joins_take_the_pyspark_joins_arguments(spark_join):
+    # the same names, defaults, order and keyword-only-ness (annotations differ: Arrow tables, not DataFrames)
+    assert _parameters(getattr(LocalJoins, spark_join.__name__)) == _parameters(spark_join)
+
+
+POSTS = pa.table({"post_id": [1, 2], "author_id": [1, 2], "op": ["upsert", "upsert"],
+                  "changed_at": pa.array([at(0), at(100)], UTC_US), "seq": [0, 0]})
+FOLLOWS = pa.table({"follow_id": [1], "followee_id": [1], "op": ["upsert"], "changed_at": pa.array([at(0)], UTC_US),
+                    "seq": [0]})
+
+
+def _view_changes(**arguments) -> list[str]:
+    """The view's change types over four versions: post 1 and its follower, post 2 much later, then
+    none (the horizon of a version comes from the change times of the versions before it)."""
+    none = FOLLOWS.slice(0, 0)
+    with tempfile.TemporaryDirectory() as root:
+        joins, out = LocalJoins(root), []
+        for version, (posts, follows) in enumerate([(POSTS.slice(0, 1), FOLLOWS), (POSTS.slice(1), none),
+                                                    (POSTS.slice(0, 0), none), (POSTS.slice(0, 0), none)]):
+            joins.begin(version, final=version == 3)
+            out += joins.table_table_join(posts, follows, (["author_id"], ["followee_id"]), left_key="post_id",
+                                          right_key="follow_id", left_time="changed_at", right_time="changed_at",
+                                          left_format="plain", right_format="plain", left_sequence="seq",
+                                          right_sequence="seq", **arguments).column("_change_type").to_pylist()
+    return out
+
+
+def test_local_joins_table_table_join_expires_rows_past_retention():
+    assert _view_changes() == ["insert"]
+    # post 1's last change is 100 s older than its table's newest: past a 10 s retention it leaves the view
+    assert _view_changes(retention=dt.timedelta(seconds=10), expire_rows=True) == ["insert", "delete"]
+
+
+EVENTS = pa.table({"user_id": [1, 2], "ts": pa.array([at(5), at(6)], UTC_US)})
+CHANGES = pa.table({"user_id": pa.array([None], pa.int64()), "op": ["heartbeat"], "changed_at": pa.array([at(100)], UTC_US),
+                    "plan": pa.array([None], pa.string())})
+
+
+def test_local_joins_stream_table_join_loads_its_bootstrap_before_the_first_version():
+    snapshot = pa.table({"user_id": [1], "plan": ["free"]})
+    with tempfile.TemporaryDirectory() as root:
+        joins = LocalJoins(root, partitions=2)
+        plans = []
+        for version, events in enumerate([EVENTS.slice(0, 1), EVENTS.slice(1)]):
+            joins.begin(version, final=version == 1)
+            out = joins.stream_table_join(events, CHANGES if version == 0 else CHANGES.slice(0, 0), "user_id",
+                                          stream_time="ts", table_key="user_id", table_time="changed_at",
+                                          delay=dt.timedelta(0), bootstrap=snapshot, checkpoint="enrich")
+            plans += list(zip(out.column("user_id").to_pylist(), out.column("plan").to_pylist()))
+    assert sorted(plans) == [(1, "free"), (2, None)]  # loaded once, though given in both calls
+
+
+def test_local_joins_keep_local_stores_under_state_dir():
+    with tempfile.TemporaryDirectory() as root:
+        joins = LocalJoins(root)
+        joins.begin(0, final=True)
+        state_dir = os.path.join(root, "mine")
+        joins.interval_join(EVENTS, EVENTS, "user_id", left_time="ts", right_time="ts", lower=dt.timedelta(0),
+                            upper=dt.timedelta(0), delay=dt.timedelta(0), store="lmdb", state_dir=state_dir)
+        assert os.listdir(state_dir) and not os.path.exists(os.path.join(root, "local"))
