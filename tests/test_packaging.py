@@ -1,7 +1,8 @@
 """The wheel installs one import name, ``streamjoin``, and nothing generic beside it.
 
 Builds the wheel from this checkout, installs it with the PyPI distribution ``changelog`` (whose
-top-level module has the name of one of our folders) into a fresh virtual environment, and imports
+top-level module has the name of one of our folders; fetched by pip from its cache or PyPI here,
+never a dependency of the project or of an extra) into a fresh virtual environment, and imports
 both there. pyspark and the other dependencies come from the test environment's site-packages,
 added at the end of the fresh environment's path (its ``.pth`` files, the editable install's
 among them, are not run there).
@@ -10,6 +11,7 @@ among them, are not run there).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -29,6 +31,16 @@ def test_pyproject_lists_every_package_folder():
         for init in (ROOT / folder).rglob("__init__.py"):
             found.add(".".join((name, *init.parent.relative_to(ROOT / folder).parts)))
     assert found == set(config["packages"])
+
+
+def test_pyproject_extras_install_nothing_named_like_our_folders():
+    """An extra is installed into users' environments: no distribution the package does not use
+    (such as PyPI's ``changelog``, which the wheel test below installs itself) belongs there."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    folders = set(project["tool"]["setuptools"]["package-dir"].values())
+    for extra, requirements in project["project"]["optional-dependencies"].items():
+        names = {re.split(r"[\s\[<>=!~;]", r, maxsplit=1)[0].lower() for r in requirements}
+        assert not names & folders, (extra, names & folders)
 
 
 @pytest.fixture(scope="module")
