@@ -133,6 +133,10 @@ def test_wheel_public_signatures_seen_by_mypy(fresh_env, tmp_path):
     assert good.returncode == 0, good.stdout + good.stderr
     typo = _mypy(fresh_env, tmp_path, 'hwo="left"')
     assert typo.returncode == 1 and 'Unexpected keyword argument "hwo"' in typo.stdout, typo.stdout
+    spark_spelling = _mypy(fresh_env, tmp_path, 'how="left_outer"')
+    assert spark_spelling.returncode == 0, spark_spelling.stdout + spark_spelling.stderr
+    kind = _mypy(fresh_env, tmp_path, 'how="fulll"')
+    assert kind.returncode == 1 and 'Argument "how" to "interval_join" has incompatible type' in kind.stdout, kind.stdout
 
 
 def test_public_join_without_pyspark_says_which_extra_to_install(tmp_path):

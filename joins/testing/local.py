@@ -20,9 +20,11 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 
-from streamjoin.changes import ChangeFormat, pre_stage, routable_format
+from streamjoin.changes import ChangeFormat, VocabularyName, pre_stage, routable_format
 from streamjoin.enrichment.operator import EnrichmentJoin
+from streamjoin.enrichment.spec import Mode, ModeName
 from streamjoin.interval.operator import IntervalJoin
+from streamjoin.kit.how import EnrichmentHow, How, IntervalHow, TableHow
 from streamjoin.runtime.local import LocalRunner
 from streamjoin.runtime.partition import StateConfig
 from streamjoin.table.local import LocalTableTableRunner
@@ -109,7 +111,7 @@ class LocalJoins:
         return runner.run(*tables, version=self.version, final=self.final)
 
     def interval_join(self, left: pa.Table, right: pa.Table, on: Any, *, left_time: str, right_time: str,
-                      lower: Any, upper: Any, delay: Any, how: str = "inner", store: str | None = None,
+                      lower: Any, upper: Any, delay: Any, how: IntervalHow | How = "inner", store: str | None = None,
                       checkpoint: str | None = None, partitions: int | None = None) -> pa.Table:
         """:func:`streamjoin.interval_join` over this micro-batch's Arrow tables."""
         operator = IntervalJoin(left.schema, right.schema, on, left_time=left_time, right_time=right_time,
@@ -118,8 +120,8 @@ class LocalJoins:
 
     def stream_table_join(self, stream: pa.Table, table_changes: pa.Table, on: str | Sequence[str], *,
                           stream_time: str, table_key: str | Sequence[str], table_time: str | None = None,
-                          how: str = "left", mode: str = "as_of", delay: Any, grace: Any = None,
-                          table_ttl: Any = None, changes: str | ChangeFormat | None = None, table_sequence: str | None = None,
+                          how: EnrichmentHow | How = "left", mode: ModeName | Mode = "as_of", delay: Any, grace: Any = None,
+                          table_ttl: Any = None, changes: VocabularyName | ChangeFormat | None = None, table_sequence: str | None = None,
                           store: str | None = None, checkpoint: str | None = None,
                           partitions: int | None = None) -> pa.Table:
         """:func:`streamjoin.stream_table_join` over this micro-batch's Arrow tables (no bootstrap)."""
@@ -132,9 +134,9 @@ class LocalJoins:
         return self._run(self._name(checkpoint), operator, (stream, table_changes), partitions, store)
 
     def table_table_join(self, left: pa.Table, right: pa.Table, on: Any, *, left_key: str | Sequence[str],
-                         right_key: str | Sequence[str], how: str = "inner", left_time: str | None = None,
-                         right_time: str | None = None, left_changes: str | ChangeFormat | None = None,
-                         right_changes: str | ChangeFormat | None = None, store: str | None = None,
+                         right_key: str | Sequence[str], how: TableHow | How = "inner", left_time: str | None = None,
+                         right_time: str | None = None, left_changes: VocabularyName | ChangeFormat | None = None,
+                         right_changes: VocabularyName | ChangeFormat | None = None, store: str | None = None,
                          checkpoint: str | None = None, partitions: int | None = None) -> pa.Table:
         """:func:`streamjoin.table_table_join` over this micro-batch's Arrow tables: the view's changes.
 

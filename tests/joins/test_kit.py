@@ -3,17 +3,30 @@
 from __future__ import annotations
 
 import datetime as dt
+import typing
 
 import pyarrow as pa
 import pytest
 
 from streamjoin.changes import ChangeFormat
 from streamjoin.enrichment.operator import EnrichmentJoin
+from streamjoin.enrichment.spec import HOWS as EnrichmentHows
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.interval.operator import IntervalJoin
-from streamjoin.kit import MAX_DURATION_US, parse_duration, parse_how
+from streamjoin.interval.spec import HOWS as IntervalHows
+from streamjoin.kit import (
+    HOW_ALIASES,
+    MAX_DURATION_US,
+    EnrichmentHow,
+    How,
+    IntervalHow,
+    TableHow,
+    parse_duration,
+    parse_how,
+)
 from streamjoin.kit.times import spark_interval
 from streamjoin.table.operator import TableTableJoin
+from streamjoin.table.spec import HOWS as TableHows
 
 EVENTS = pa.schema([("k", pa.int64()), ("ts", pa.timestamp("us")), ("v", pa.string())])
 TABLE = pa.schema([("k", pa.int64()), ("op", pa.string()), ("at", pa.timestamp("us")), ("name", pa.string())])
@@ -157,3 +170,22 @@ def test_interval_join_with_the_longest_window_runs(tmp_path):
     second = runner.run(EVENTS.empty_table(), rows.slice(0, 1), final=True)
     assert first.num_rows == 0
     assert sorted(second.column("k").to_pylist()) == [1, 2]
+
+
+@pytest.mark.parametrize("literal, allowed", [
+    (IntervalHow, IntervalHows), (EnrichmentHow, EnrichmentHows), (TableHow, TableHows),
+])
+def test_how_literals_spell_exactly_the_kinds_each_join_accepts(literal, allowed):
+    spellings = set(typing.get_args(literal))
+    assert {parse_how(s, allowed) for s in spellings} == {How(a) for a in allowed}
+    # every Spark spelling of those kinds (HOW_ALIASES: lower case, without underscores) is there
+    assert {s.replace("_", "") for s in spellings} == {k for k, v in HOW_ALIASES.items() if v in set(map(How, allowed))}
+
+
+def test_mode_and_vocabulary_literals_name_the_modes_and_built_in_vocabularies():
+    from streamjoin.changes import VocabularyName, vocabularies
+    from streamjoin.enrichment.spec import Mode, ModeName
+
+    assert set(typing.get_args(ModeName)) == {m.value for m in Mode}
+    assert set(typing.get_args(VocabularyName)) <= {v.name for v in vocabularies()}
+    assert {"plain", "delta", "debezium", "debezium_json"} == set(typing.get_args(VocabularyName))
