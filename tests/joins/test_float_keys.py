@@ -3,13 +3,15 @@
 (The enrichment join takes integer, string, binary or boolean keys only, so it has no float keys.)
 
 Each join runs in process over one partition (routing is tested on its own below) and is
-compared with the references, which compare keys by :func:`streamjoin.testing.interval.join_key`.
+compared with the references, which compare keys by :func:`streamjoin.testing.interval.join_key`;
+output values are the rows' own, bit for bit (``-0.0`` stays ``-0.0``, a NaN keeps its payload).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import math
+import struct
 from collections import Counter
 
 import pyarrow as pa
@@ -40,9 +42,13 @@ def canonical(values) -> tuple:
     return tuple(join_key(v) for v in values)
 
 
-def test_normal_key_array_makes_negative_zero_zero_and_every_nan_one_value():
-    import struct
+def bits(value) -> object:
+    """A value as its exact bits where it is a float (``-0.0`` differs from ``0.0``, NaN payloads
+    differ), else itself."""
+    return struct.pack(">d", value) if isinstance(value, float) else value
 
+
+def test_normal_key_array_makes_negative_zero_zero_and_every_nan_one_value():
     out = normal_key_array(pa.array([-0.0, 0.0, NAN, -NAN, None, 2.5], pa.float64())).to_pylist()
     bits = [None if v is None else struct.pack(">d", v) for v in out]
     assert bits[0] == bits[1] == struct.pack(">d", 0.0)
@@ -64,12 +70,15 @@ def test_interval_join_float_keys_match_negative_zero_and_nan_as_the_reference(t
     runner = LocalRunner(op, str(tmp_path / "cp"), config=StateConfig(store="memory", local_dir=str(tmp_path / "l")))
     first = runner.run(pa.Table.from_pylist(left_rows, schema), schema.empty_table())
     second = runner.run(schema.empty_table(), pa.Table.from_pylist(right_rows, schema), final=True)
-    got = Counter(canonical(r.values()) for r in pa.concat_tables([first, second]).to_pylist())
+    out = pa.concat_tables([first, second]).to_pylist()
+    got = Counter(canonical(r.values()) for r in out)
     columns = schema.names
     expected = reference_interval_join(left_rows, right_rows, left_key=["k"], right_key=["k"], left_time="ts",
                                        right_time="ts", lower=-SEC, upper=SEC, how=how,
                                        left_columns=columns, right_columns=columns)
     assert got == Counter(canonical(r) for r in expected)
+    # and each value is the row's own, bit for bit
+    assert Counter(tuple(map(bits, r.values())) for r in out) == Counter(tuple(map(bits, r)) for r in expected)
     if how == "inner":   # 0.0 and -0.0 on each side: 2 x 2 pairs; NaN and -NaN: 2 x 2; 1.5: 1
         assert sum(got.values()) == 9
 
@@ -99,6 +108,8 @@ def test_table_join_float_join_keys_match_negative_zero_and_nan_as_the_reference
                               left_columns=["post_id", "author"], right_columns=["fid", "followee"])
     got = [(r["post_id"], r["author"], r["fid"], r["followee"]) for r in view.rows().to_pylist()]
     assert Counter(map(canonical, got)) == Counter(map(canonical, expected.values()))
+    # and each value is the row's own, bit for bit (-0.0 stays -0.0, a NaN keeps its sign and payload)
+    assert Counter(tuple(map(bits, r)) for r in got) == Counter(tuple(map(bits, r)) for r in expected.values())
     if how == "inner":   # keys 0.0 (posts 0, 1 -> NaN: post 0), NaN (posts 1, 2, 3), 1.5
         assert sum(1 for r in got if r[0] is not None and r[2] is not None) == len(expected)
 
@@ -138,15 +149,7 @@ def test_local_route_sends_equal_float_keys_to_one_partition():
         assert sum(part.num_rows for part in parts) == 16
 
 
-def bits(value) -> object:
-    """A value as its exact bits where it is a float (``-0.0`` differs from ``0.0``, NaN payloads
-    differ), else itself."""
-    import struct
-
-    return struct.pack(">d", value) if isinstance(value, float) else value
-
-
-NAN_PAYLOAD = __import__("struct").unpack(">d", bytes.fromhex("7ff8000000000123"))[0]
+NAN_PAYLOAD = struct.unpack(">d", bytes.fromhex("7ff8000000000123"))[0]
 
 
 @pytest.mark.parametrize("how", ["inner", "full"])
