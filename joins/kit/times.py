@@ -117,6 +117,7 @@ def spark_interval(text: str) -> tuple[int, int, int]:
         elif s[i] not in _DIGITS and not point_first:
             raise ValueError(f"{s[i:].split()[0]!r} is not a number")
         value, fraction, scale = 0, 0, None   # scale: None without a decimal point, else nanoseconds per digit
+        number_at = i
         if point_first:
             i, scale = i + 1, 100_000_000
         while i < n and s[i] not in _SPACE:
@@ -132,7 +133,7 @@ def spark_interval(text: str) -> tuple[int, int, int]:
             elif c in _DIGITS:
                 raise ValueError("a fraction has more than nine digits")
             else:
-                raise ValueError(f"{s[i - 1:].split()[0]!r} is not a number followed by a space and a unit")
+                raise ValueError(f"{s[number_at:].split()[0]!r} is not a number followed by a space and a unit")
             i += 1
         if i == n:
             raise ValueError("the last number has no unit")
@@ -150,6 +151,7 @@ def spark_interval(text: str) -> tuple[int, int, int]:
         if unit is None:
             raise ValueError(f"{s[i:].split()[0]!r} is not a unit")
         word, scale_us = unit
+        unit_at = i
         if word == "year":
             months = _exact(months + _exact(12 * value, _LONG), _INT)
         elif word == "month":
@@ -166,7 +168,7 @@ def spark_interval(text: str) -> tuple[int, int, int]:
         if i < n and s[i] == "s":
             i += 1
         if i < n and s[i] not in _SPACE:
-            raise ValueError(f"{s[i - len(word):].split()[0]!r} is not a unit")
+            raise ValueError(f"{s[unit_at:].split()[0]!r} is not a unit")
 
 
 def _exact(value: int, bound: int) -> int:
