@@ -18,13 +18,21 @@ pytestmark = pytest.mark.spark
 _NUMBERS = st.one_of(st.integers(0, 10**6).map(str), st.sampled_from(
     ["0", "1.5", ".5", "5.", ".", "1..5", "0.000001", "1.1234567", "1.0000000001", "1e3", "2147483648",
      "9223372036854775807", "9223372036854775808", "2562047788", "-", "+"]))
-_UNITS = st.sampled_from(
-    ["year", "years", "month", "months", "week", "weeks", "day", "days", "hour", "hours", "minute", "minutes",
-     "second", "seconds", "millisecond", "milliseconds", "microsecond", "microseconds", "SECONDS", "Minutes",
-     "s", "m", "h", "d", "ms", "us", "min", "mins", "sec", "secs", "hr", "nanosecond", "secondss", "mon"])
-_SEPARATORS = st.sampled_from([" ", "  ", "\t", "", ",", " - ", " + ", "-", "\n"])
-_TERMS = st.tuples(_SEPARATORS, _NUMBERS, _SEPARATORS, _UNITS).map("".join)
-_STRINGS = st.tuples(st.sampled_from(["", "interval ", "INTERVAL", " interval  "]),
+_WORDS = ["year", "month", "week", "day", "hour", "minute", "second", "millisecond", "microsecond"]
+_UNITS = st.one_of(st.sampled_from(_WORDS + [w + "s" for w in _WORDS] + ["SECONDS", "Minutes"]), st.sampled_from(
+    ["s", "m", "h", "d", "ms", "us", "min", "mins", "sec", "secs", "hr", "nanosecond", "secondss", "mon"]))
+_SPACES = st.sampled_from([" ", "  ", "\t", "\n", " \x0b"])
+_SEPARATORS = st.one_of(_SPACES, st.sampled_from(["", ",", " - ", " + ", "-"]))
+_SIGNS = st.sampled_from(["", "", "-", "+", "- "])
+#: terms Spark mostly reads (a sign, a number, white space, a unit word), and anything-goes ones
+_WHOLE = st.integers(0, 10**6).map(str)
+_GOOD_TERMS = st.one_of(
+    st.tuples(_SPACES, _SIGNS, _WHOLE, _SPACES, st.sampled_from(_WORDS + [w + "s" for w in _WORDS])),
+    st.tuples(_SPACES, _SIGNS, st.sampled_from(["1.5", ".5", "5.", "0.000001", "1.1234567", "-.5"]), _SPACES,
+              st.sampled_from(["second", "seconds"])))
+_TERMS = st.one_of(_GOOD_TERMS.map("".join), _GOOD_TERMS.map("".join),
+                   st.tuples(_SEPARATORS, _NUMBERS, _SEPARATORS, _UNITS).map("".join))
+_STRINGS = st.tuples(st.sampled_from(["", "interval", "INTERVAL", " interval "]),
                      st.lists(_TERMS, min_size=0, max_size=3)).map(lambda p: p[0] + "".join(p[1]))
 
 
