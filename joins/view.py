@@ -38,6 +38,19 @@ _RETRACT = ("delete", "update_preimage")
 _INSERT = ("insert", "update_postimage")
 
 
+_NAN = float("nan")
+
+
+def _key_value(value: Any) -> Any:
+    """``value`` as join keys compare: ``-0.0`` -> ``0.0``, any NaN -> one NaN, else itself."""
+    if isinstance(value, float):
+        if value != value:
+            return _NAN
+        if value == 0.0:
+            return 0.0
+    return value
+
+
 class ViewError(JoinError):
     """A change stream does not fit the view it is applied to (see :mod:`streamjoin.view`)."""
 
@@ -60,7 +73,9 @@ class MaterializedView:
         self._key_at = [self.schema.names.index(n) for n in (*self.left_key, *self.right_key)]
 
     def _key(self, row: tuple) -> bytes:
-        return pack(*(row[i] for i in self._key_at))
+        """The state key of ``row``: its view key as the join compares keys (``-0.0`` is ``0.0``,
+        every NaN one NaN), so a change of a key's zero sign or NaN payload updates its row."""
+        return pack(*(_key_value(row[i]) for i in self._key_at))
 
     def apply(self, changes: pa.Table) -> dict[str, int]:
         """Apply a change stream (see module docstring); return counts by change type."""
@@ -114,7 +129,7 @@ class MaterializedView:
             for name, value in zip(names, pk):
                 index = self.schema.names.index(name)
                 values.append(self.codec.values(pa.array([value], self.schema.field(index).type), index)[0])
-        data = self.store.get(pack(*values))
+        data = self.store.get(pack(*map(_key_value, values)))
         if data is None:
             return None
         return self.codec.table([self.codec.decode(data)]).to_pylist()[0]

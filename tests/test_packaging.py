@@ -1,7 +1,8 @@
 """The wheel installs one import name, ``streamjoin``, and nothing generic beside it.
 
 Builds the wheel from this checkout, installs it with the PyPI distribution ``changelog`` (whose
-top-level module has the name of one of our folders) into a fresh virtual environment, and imports
+top-level module has the name of one of our folders; fetched by pip from its cache or PyPI here,
+never a dependency of the project or of an extra) into a fresh virtual environment, and imports
 both there. pyspark and the other dependencies come from the test environment's site-packages,
 added at the end of the fresh environment's path (its ``.pth`` files, the editable install's
 among them, are not run there).
@@ -10,6 +11,7 @@ among them, are not run there).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -29,6 +31,16 @@ def test_pyproject_lists_every_package_folder():
         for init in (ROOT / folder).rglob("__init__.py"):
             found.add(".".join((name, *init.parent.relative_to(ROOT / folder).parts)))
     assert found == set(config["packages"])
+
+
+def test_pyproject_extras_install_nothing_named_like_our_folders():
+    """An extra is installed into users' environments: no distribution the package does not use
+    (such as PyPI's ``changelog``, which the wheel test below installs itself) belongs there."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    folders = set(project["tool"]["setuptools"]["package-dir"].values())
+    for extra, requirements in project["project"]["optional-dependencies"].items():
+        names = {re.split(r"[\s\[<>=!~;]", r, maxsplit=1)[0].lower() for r in requirements}
+        assert not names & folders, (extra, names & folders)
 
 
 @pytest.fixture(scope="module")
@@ -121,6 +133,10 @@ def test_wheel_public_signatures_seen_by_mypy(fresh_env, tmp_path):
     assert good.returncode == 0, good.stdout + good.stderr
     typo = _mypy(fresh_env, tmp_path, 'hwo="left"')
     assert typo.returncode == 1 and 'Unexpected keyword argument "hwo"' in typo.stdout, typo.stdout
+    spark_spelling = _mypy(fresh_env, tmp_path, 'how="left_outer"')
+    assert spark_spelling.returncode == 0, spark_spelling.stdout + spark_spelling.stderr
+    kind = _mypy(fresh_env, tmp_path, 'how="fulll"')
+    assert kind.returncode == 1 and 'Argument "how" to "interval_join" has incompatible type' in kind.stdout, kind.stdout
 
 
 def test_public_join_without_pyspark_says_which_extra_to_install(tmp_path):

@@ -49,6 +49,7 @@ from streamjoin.changes.internal import (
 )
 from streamjoin.changes.prestage import pre_stage, routable_format, routable_schema, to_plain
 from streamjoin.changes.registry import (
+    VocabularyName,
     detect_vocabulary,
     get_vocabulary,
     register_vocabulary,
@@ -61,7 +62,7 @@ from streamjoin.changes.vocabulary import ChangeVocabulary, is_text, is_time, re
 __all__ = [
     "ChangeFormat", "ChangeVocabulary", "Normalised", "normalise",
     "register_vocabulary", "unregister_vocabulary", "get_vocabulary", "vocabularies", "detect_vocabulary",
-    "resolve_format", "pre_stage", "routable_format", "routable_schema", "to_plain",
+    "resolve_format", "VocabularyName", "pre_stage", "routable_format", "routable_schema", "to_plain",
     "OP", "TIME", "SEQ", "UPSERT", "DELETE", "HEARTBEAT", "SKIPPED", "SNAPSHOT", "UNKNOWN", "SNAPSHOT_OP",
     "PLAIN_COLUMNS", "set_aside", "to_internal", "top_level_changes", "op_codes", "micros",
     "sequence_numbers", "struct_rows", "require_column", "require_sequence", "is_text", "is_time",

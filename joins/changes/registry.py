@@ -11,7 +11,7 @@ The Spark layer (both joins) and the engine-free table-table join find a table's
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Literal, Sequence
 
 import pyarrow as pa
 
@@ -22,7 +22,11 @@ if TYPE_CHECKING:
     from streamjoin.changes.format import ChangeFormat
 
 __all__ = ["register_vocabulary", "unregister_vocabulary", "get_vocabulary", "vocabularies",
-           "detect_vocabulary", "resolve_format"]
+           "detect_vocabulary", "resolve_format", "VocabularyName"]
+
+#: The built-in vocabularies' names, as the joins' public signatures admit them (for type
+#: checkers); a vocabulary registered under another name is passed as a ``ChangeFormat``.
+VocabularyName = Literal["plain", "delta", "debezium", "debezium_json"]
 
 _REGISTERED: dict[str, ChangeVocabulary] = {}
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 import pyarrow as pa
 
@@ -33,10 +33,14 @@ from streamjoin.kit.order import SortKeys, canonical_sort_keys
 from streamjoin.kit.times import parse_duration
 from streamjoin.runtime.operator import REASON_COLUMN
 
-__all__ = ["Mode", "How", "HOWS", "EnrichmentSpec", "build_spec"]
+__all__ = ["Mode", "ModeName", "How", "HOWS", "EnrichmentSpec", "build_spec"]
 
 #: The join kinds an enrichment join supports.
 HOWS = (How.INNER, How.LEFT)
+
+
+#: ``mode=`` as the public signatures admit it (for type checkers).
+ModeName = Literal["as_of", "latest"]
 
 
 class Mode(str, Enum):

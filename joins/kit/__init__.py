@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 from streamjoin.kit.arrivals import Arrivals, set_aside, sort_out
-from streamjoin.kit.how import HOW_ALIASES, How, parse_how
+from streamjoin.kit.how import HOW_ALIASES, EnrichmentHow, How, IntervalHow, TableHow, parse_how
 from streamjoin.kit.keys import common_key_type, family_key_type, normal_key_array, normal_keys, routing_key_type
 from streamjoin.kit.on import On, column_names, parse_on
 from streamjoin.kit.options import JoinOptions
@@ -29,5 +29,6 @@ __all__ = [
     "parse_how", "parse_duration", "normal_keys", "normal_key_array", "MAX_DURATION_US", "HOW_ALIASES",
     "How", "On", "parse_on", "column_names", "common_key_type", "family_key_type", "routing_key_type",
     "NULLS", "sortable", "canonical_sort_keys", "canonical_order", "sort_canonically", "Duration",
-    "micros", "times_of", "Arrivals", "sort_out", "set_aside", "JoinOptions",
+    "micros", "times_of", "Arrivals", "sort_out", "set_aside", "JoinOptions", "IntervalHow", "EnrichmentHow",
+    "TableHow",
 ]

@@ -10,11 +10,11 @@ kinds it does support.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Iterable
+from typing import Iterable, Literal
 
 from streamjoin.errors import JoinDefinitionError
 
-__all__ = ["How", "parse_how", "HOW_ALIASES"]
+__all__ = ["How", "parse_how", "HOW_ALIASES", "IntervalHow", "EnrichmentHow", "TableHow"]
 
 
 class How(str, Enum):
@@ -45,6 +45,15 @@ class How(str, Enum):
         """Whether ``side`` must remember which of its rows matched."""
         return self.emits_unmatched(side) or (self is How.LEFT_SEMI and side == "left")
 
+
+#: The ``how=`` spellings each join's public signature admits, for type checkers: the kinds it
+#: supports in Spark's documented lowercase spellings (at run time any case is accepted).
+IntervalHow = Literal[
+    "inner", "left", "leftouter", "left_outer", "right", "rightouter", "right_outer", "full", "outer",
+    "fullouter", "full_outer", "left_semi", "leftsemi", "semi", "left_anti", "leftanti", "anti",
+]
+EnrichmentHow = Literal["inner", "left", "leftouter", "left_outer"]
+TableHow = Literal["inner", "left", "leftouter", "left_outer", "full", "outer", "fullouter", "full_outer"]
 
 #: Spark's spellings of each join kind, after lower-casing and removing underscores.
 HOW_ALIASES: dict[str, How] = {

@@ -12,6 +12,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -49,13 +50,30 @@ def canonical_sort_keys(schema: pa.Schema, first: Sequence[str]) -> SortKeys:
 
 
 def canonical_order(table: pa.Table, keys: SortKeys) -> pa.Array:
-    """Indices putting ``table`` in the order of ``keys`` (dictionary columns by their values)."""
+    """Indices putting ``table`` in the order of ``keys`` (dictionary columns by their values).
+
+    Arrow compares ``-0.0`` equal to ``0.0`` and every NaN equal to every other; rows that differ
+    only there are then ordered by those floating-point columns' bit patterns, so the order never
+    depends on the rows' order in the input."""
     names = [name for name, *_ in keys]
     view = table.select(names)
     for i, kind in enumerate(view.schema.types):
         if pa.types.is_dictionary(kind):
             view = view.set_column(i, names[i], view.column(i).cast(kind.value_type))
-    return pc.sort_indices(view, sort_keys=list(keys))
+    sort_keys = list(keys)
+    for i, kind in enumerate(view.schema.types):
+        if (pa.types.is_float32(kind) or pa.types.is_float64(kind)) and view.num_rows:
+            bits = _float_bits(view.column(i))
+            name = f"__sj_bits_{i}"
+            view = view.append_column(name, bits)
+            sort_keys.append((name, "ascending", NULLS))
+    return pc.sort_indices(view, sort_keys=sort_keys)
+
+
+def _float_bits(column: pa.ChunkedArray) -> pa.Array:
+    """A floating-point column's values as their float64 bit patterns (uint64; nulls as 0)."""
+    values = column.combine_chunks().cast(pa.float64()).fill_null(0.0).to_numpy(zero_copy_only=False)
+    return pa.array(np.ascontiguousarray(values, np.float64).view(np.uint64))
 
 
 def sort_canonically(table: pa.Table, keys: SortKeys) -> pa.Table:

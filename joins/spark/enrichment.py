@@ -10,9 +10,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from streamjoin.changes import ChangeFormat
+from streamjoin.changes import ChangeFormat, VocabularyName
 from streamjoin.enrichment.operator import EnrichmentJoin
+from streamjoin.enrichment.spec import Mode, ModeName
 from streamjoin.errors import JoinDefinitionError
+from streamjoin.kit.how import EnrichmentHow, How
 from streamjoin.kit.on import column_names
 from streamjoin.kit.options import JoinOptions
 from streamjoin.spark.changes import change_format, plain_changes
@@ -30,13 +32,13 @@ def stream_table_join(
     stream_time: str,
     table_key: str | Sequence[str],
     table_time: str | None = None,
-    how: str = "left",
-    mode: str = "as_of",
+    how: EnrichmentHow | How = "left",
+    mode: ModeName | Mode = "as_of",
     delay: datetime.timedelta | str,
     grace: datetime.timedelta | str | None = None,
     table_ttl: datetime.timedelta | str | None = None,
     bootstrap: DataFrame | None = None,
-    changes: str | ChangeFormat | None = None,
+    changes: VocabularyName | ChangeFormat | None = None,
     table_sequence: str | None = None,
     store: str = "rocksdb",
     checkpoint: str | None = None,

@@ -7,6 +7,7 @@ from typing import Any, Mapping
 from pyspark.sql import DataFrame
 
 from streamjoin.interval.operator import IntervalJoin
+from streamjoin.kit.how import How, IntervalHow
 from streamjoin.kit.on import On, parse_on
 from streamjoin.kit.options import JoinOptions
 from streamjoin.kit.times import Duration
@@ -26,7 +27,7 @@ def interval_join(
     lower: Duration,
     upper: Duration,
     delay: Duration,
-    how: str = "inner",
+    how: IntervalHow | How = "inner",
     store: str = "rocksdb",
     checkpoint: str | None = None,
     partitions: int | None = None,

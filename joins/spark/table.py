@@ -6,7 +6,8 @@ from typing import Any, Mapping, Sequence
 
 from pyspark.sql import DataFrame
 
-from streamjoin.changes import ChangeFormat
+from streamjoin.changes import ChangeFormat, VocabularyName
+from streamjoin.kit.how import How, TableHow
 from streamjoin.kit.on import On, column_names
 from streamjoin.kit.options import JoinOptions
 from streamjoin.kit.times import Duration
@@ -28,11 +29,11 @@ def table_table_join(
     *,
     left_key: str | Sequence[str],
     right_key: str | Sequence[str],
-    how: str = "inner",
+    how: TableHow | How = "inner",
     left_time: str | None = None,
     right_time: str | None = None,
-    left_format: str | ChangeFormat | None = None,
-    right_format: str | ChangeFormat | None = None,
+    left_format: VocabularyName | ChangeFormat | None = None,
+    right_format: VocabularyName | ChangeFormat | None = None,
     left_sequence: str | None = None,
     right_sequence: str | None = None,
     retention: Duration | None = None,

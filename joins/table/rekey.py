@@ -118,7 +118,7 @@ class TableRekey(Operator):
         if len(batch.rows) != 1:
             raise ValueError("a table-join key stage takes exactly one input (changes)")
         side, metrics = self.side, Counter()
-        table = normal_keys(conform(batch.rows[0], side.schema, f"{side.name} changes"), [*side.key, *side.on])
+        table = conform(batch.rows[0], side.schema, f"{side.name} changes")
         parsed = normalise(table, side.changes)
         metrics.update({f"changes_{k}": v for k, v in parsed.counts.items()})
         changes, aside = parsed.changes, parsed.aside
@@ -194,7 +194,8 @@ class TableRekey(Operator):
         and the state keys to delete (expiry-index entries a change moves)."""
         n = changes.num_rows
         starts = np.array(self._starts(changes), np.int64)
-        pks = self.codec.encode_columns(changes, self.side.key)
+        keyed = normal_keys(changes, [*self.side.key, *self.side.on])   # the routed rows keep their own values
+        pks = self.codec.encode_columns(keyed, self.side.key)
         keys = _KEYS.keys(pks[i] for i in starts.tolist())
         stored = decode_held(state.multi_get(keys))
         applied, last, row_before = self._walk(changes, starts, stored)
@@ -210,7 +211,7 @@ class TableRekey(Operator):
         take = pa.array(lasts, pa.int64())
         heads = pack_columns([changes.column(TIME).take(take), changes.column(SEQ).take(take),
                               pa.array(has_rows, pa.bool_())], len(lasts))
-        jks = self.codec.encode_columns(changes.take(pa.array(upserts, pa.int64())), self.side.on) if upserts else []
+        jks = self.codec.encode_columns(keyed.take(pa.array(upserts, pa.int64())), self.side.on) if upserts else []
         new_jk = dict(zip(upserts, jks))
         runs, lasts, has_rows = runs.tolist(), lasts.tolist(), has_rows.tolist()
         puts = [(keys[r], head + new_jk[i] if row else head) for r, head, i, row in zip(runs, heads, lasts, has_rows)]

@@ -149,12 +149,15 @@ class JoinStep:
     # -- reading the changes -----------------------------------------------------------------------
 
     def _encode(self, side: TableSide, table: pa.Table) -> tuple[list[bytes], list[bytes], list[bytes | None], np.ndarray]:
-        """``side``'s changes as (join key bytes, primary key bytes, row bytes or None, null join key)."""
-        table = normal_keys(conform(table, side.routed, side.name), [*side.on, *side.key])
+        """``side``'s changes as (join key bytes, primary key bytes, row bytes or None, null join key):
+        keys in the form they compare in (:func:`streamjoin.kit.normal_keys`), rows with the values
+        they came with (a ``-0.0`` or a NaN's payload is output as it came)."""
+        table = conform(table, side.routed, side.name)
+        keyed = normal_keys(table, [*side.on, *side.key])   # keys as Spark compares them; rows keep their own values
         codec = self.codecs[side.name]
         self.tables[side.name] = table.select(side.row_schema.names)
         rows = codec.encode_columns(table)
-        jks, pks = codec.encode_columns(table, side.on), codec.encode_columns(table, side.key)
+        jks, pks = codec.encode_columns(keyed, side.on), codec.encode_columns(keyed, side.key)
         delete = table.column(OP).to_numpy() == DELETE
         null = reduce(np.logical_or, [table.column(c).is_null().to_numpy(zero_copy_only=False) for c in side.on],
                       np.zeros(table.num_rows, bool))

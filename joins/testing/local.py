@@ -23,10 +23,12 @@ from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
-from streamjoin.changes import ChangeFormat, pre_stage, routable_format
+from streamjoin.changes import ChangeFormat, VocabularyName, pre_stage, routable_format
 from streamjoin.enrichment.operator import EnrichmentJoin
+from streamjoin.enrichment.spec import Mode, ModeName
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.interval.operator import IntervalJoin
+from streamjoin.kit.how import EnrichmentHow, How, IntervalHow, TableHow
 from streamjoin.kit.options import JoinOptions
 from streamjoin.runtime.local import LocalRunner
 from streamjoin.table.local import LocalTableTableRunner
@@ -120,7 +122,7 @@ class LocalJoins:
         return runner.run(*tables, version=self.version, final=self.final)
 
     def interval_join(self, left: pa.Table, right: pa.Table, on: Any, *, left_time: str, right_time: str,
-                      lower: Any, upper: Any, delay: Any, how: str = "inner", store: str = "rocksdb",
+                      lower: Any, upper: Any, delay: Any, how: IntervalHow | How = "inner", store: str = "rocksdb",
                       checkpoint: str | None = None, partitions: int | None = None,
                       store_options: Mapping[str, Any] | None = None, state_dir: str | None = None,
                       max_partitions: int | None = None) -> pa.Table:
@@ -133,9 +135,10 @@ class LocalJoins:
 
     def stream_table_join(self, stream: pa.Table, table_changes: pa.Table, on: str | Sequence[str], *,
                           stream_time: str, table_key: str | Sequence[str], table_time: str | None = None,
-                          how: str = "left", mode: str = "as_of", delay: Any, grace: Any = None,
+                          how: EnrichmentHow | How = "left", mode: ModeName | Mode = "as_of", delay: Any,
+                          grace: Any = None,
                           table_ttl: Any = None, bootstrap: pa.Table | None = None,
-                          changes: str | ChangeFormat | None = None, table_sequence: str | None = None,
+                          changes: VocabularyName | ChangeFormat | None = None, table_sequence: str | None = None,
                           store: str = "rocksdb", checkpoint: str | None = None, partitions: int | None = None,
                           store_options: Mapping[str, Any] | None = None, state_dir: str | None = None,
                           max_partitions: int | None = None) -> pa.Table:
@@ -160,9 +163,10 @@ class LocalJoins:
         return self._run(self._name(checkpoint), operator, (stream, table_changes), options, initial)
 
     def table_table_join(self, left_changes: pa.Table, right_changes: pa.Table, on: Any, *,
-                         left_key: str | Sequence[str], right_key: str | Sequence[str], how: str = "inner",
+                         left_key: str | Sequence[str], right_key: str | Sequence[str], how: TableHow | How = "inner",
                          left_time: str | None = None, right_time: str | None = None,
-                         left_format: str | ChangeFormat | None = None, right_format: str | ChangeFormat | None = None,
+                         left_format: VocabularyName | ChangeFormat | None = None,
+                         right_format: VocabularyName | ChangeFormat | None = None,
                          left_sequence: str | None = None, right_sequence: str | None = None,
                          retention: Any = None, expire_rows: bool = False, store: str = "rocksdb",
                          checkpoint: str | None = None, partitions: int | None = None,

@@ -3,16 +3,30 @@
 from __future__ import annotations
 
 import datetime as dt
+import typing
 
 import pyarrow as pa
 import pytest
 
 from streamjoin.changes import ChangeFormat
 from streamjoin.enrichment.operator import EnrichmentJoin
+from streamjoin.enrichment.spec import HOWS as EnrichmentHows
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.interval.operator import IntervalJoin
-from streamjoin.kit import MAX_DURATION_US, parse_duration, parse_how
+from streamjoin.interval.spec import HOWS as IntervalHows
+from streamjoin.kit import (
+    HOW_ALIASES,
+    MAX_DURATION_US,
+    EnrichmentHow,
+    How,
+    IntervalHow,
+    TableHow,
+    parse_duration,
+    parse_how,
+)
+from streamjoin.kit.times import spark_interval
 from streamjoin.table.operator import TableTableJoin
+from streamjoin.table.spec import HOWS as TableHows
 
 EVENTS = pa.schema([("k", pa.int64()), ("ts", pa.timestamp("us")), ("v", pa.string())])
 TABLE = pa.schema([("k", pa.int64()), ("op", pa.string()), ("at", pa.timestamp("us")), ("name", pa.string())])
@@ -72,20 +86,51 @@ def test_parse_how_refuses_unknown_spellings_listing_the_allowed():
         parse_how(3, ["inner"])
 
 
+# Accepted and refused spellings, each checked against Spark 4.3 (`CAST(s AS INTERVAL)`,
+# `INTERVAL 's'` and `withWatermark("t", s)` in a local session): accepted ones with the duration
+# Spark gave, refused ones refused by all three.
 @pytest.mark.parametrize("text, micros", [
     ("10 minutes", 600_000_000), ("1 hour 30 seconds", 3_630_000_000), ("2 days", 172_800_000_000),
     ("-5 seconds", -5_000_000), ("interval 10 minutes", 600_000_000), ("INTERVAL 1 Day -2 hours", 79_200_000_000),
-    ("1 week", 604_800_000_000), ("1.5 seconds", 1_500_000), ("250 milliseconds", 250_000), ("250 ms", 250_000),
-    ("7 microseconds", 7), ("7 us", 7), ("1 minute", 60_000_000), ("0 seconds", 0),
+    ("1 week", 604_800_000_000), ("2 weeks", 1_209_600_000_000), ("1 weeks", 604_800_000_000),
+    ("1.5 seconds", 1_500_000), ("250 milliseconds", 250_000), ("7 microseconds", 7), ("1 minute", 60_000_000),
+    ("0 seconds", 0), ("5 MINUTES", 300_000_000), ("1 MiNuTeS", 60_000_000), ("1 hours", 3_600_000_000),
+    (".5 seconds", 500_000), ("5. seconds", 5_000_000), ("+5 seconds", 5_000_000), ("- 5 seconds", -5_000_000),
+    ("-1.5 seconds", -1_500_000), ("-.5 seconds", -500_000), ("  7 days  ", 604_800_000_000),
+    ("5\tminutes", 300_000_000), ("5 minutes\n", 300_000_000), ("interval  5 seconds", 5_000_000),
+    ("1 day -1 hour", 82_800_000_000), ("1 second 1 second", 2_000_000), ("0.000001 seconds", 1),
+    ("1.1234567 seconds", 1_123_456), ("1.0000001 seconds", 1_000_000),
+    ("1 days 2 hours 3 minutes 4.5 seconds", 93_784_500_000), ("10 milliseconds 5 microseconds", 10_005),
 ])
 def test_parse_duration_reads_spark_interval_strings(text, micros):
     assert parse_duration("delay", text) == micros
 
 
-@pytest.mark.parametrize("text", ["1 month", "2 years", "10 minutz", "ten minutes", "", "5", "0.0000001 seconds"])
-def test_parse_duration_refuses_what_it_cannot_read_naming_the_argument(text):
-    with pytest.raises(JoinDefinitionError, match=r"^grace="):
+@pytest.mark.parametrize("text", [
+    "0 s", "5 mins", "5 min", "5m", "5minutes", "250 ms", "10 us", "1 h", "1 hr", "1 hrs", "1 d", "2 d", "1 sec",
+    "1 secs", "1 nanosecond", "1.5 minutes", "10 minutes,5 seconds", "10 minutes, 5 seconds", "", "interval",
+    "interval5 seconds", "1 seconds s", "1 secondss", "3 hoursX", "1e3 seconds", ". seconds", "1..5 seconds",
+    "1:30", "01:00:00", "10 minutz", "ten minutes", "5", "-", "5 seconds -", "1.0000000001 seconds",
+])
+def test_parse_duration_refuses_what_spark_refuses_naming_the_argument(text):
+    with pytest.raises(JoinDefinitionError, match=r"^grace=.* is not an interval Spark reads"):
         parse_duration("grace", text)
+
+
+@pytest.mark.parametrize("text", ["1 month", "2 years", "1 year -12 months 1 month"])
+def test_parse_duration_refuses_months_and_years_saying_why(text):
+    with pytest.raises(JoinDefinitionError, match=r"^grace=.* has months or years, which have no fixed length"):
+        parse_duration("grace", text)
+
+
+def test_parse_duration_takes_months_that_cancel_out():
+    assert parse_duration("grace", "1 year -12 months 5 seconds") == 5_000_000
+
+
+@pytest.mark.parametrize("text", ["2147483648 days", "9223372036854775808 microseconds", "2562047788 hours 2562047788 hours"])
+def test_spark_interval_refuses_what_overflows_spark_arithmetic(text):
+    with pytest.raises(ValueError, match="overflows|64 bits"):
+        spark_interval(text)
 
 
 def test_interval_join_durations_accept_spark_interval_strings():
@@ -125,3 +170,22 @@ def test_interval_join_with_the_longest_window_runs(tmp_path):
     second = runner.run(EVENTS.empty_table(), rows.slice(0, 1), final=True)
     assert first.num_rows == 0
     assert sorted(second.column("k").to_pylist()) == [1, 2]
+
+
+@pytest.mark.parametrize("literal, allowed", [
+    (IntervalHow, IntervalHows), (EnrichmentHow, EnrichmentHows), (TableHow, TableHows),
+])
+def test_how_literals_spell_exactly_the_kinds_each_join_accepts(literal, allowed):
+    spellings = set(typing.get_args(literal))
+    assert {parse_how(s, allowed) for s in spellings} == {How(a) for a in allowed}
+    # every Spark spelling of those kinds (HOW_ALIASES: lower case, without underscores) is there
+    assert {s.replace("_", "") for s in spellings} == {k for k, v in HOW_ALIASES.items() if v in set(map(How, allowed))}
+
+
+def test_mode_and_vocabulary_literals_name_the_modes_and_built_in_vocabularies():
+    from streamjoin.changes import VocabularyName, vocabularies
+    from streamjoin.enrichment.spec import Mode, ModeName
+
+    assert set(typing.get_args(ModeName)) == {m.value for m in Mode}
+    assert set(typing.get_args(VocabularyName)) <= {v.name for v in vocabularies()}
+    assert {"plain", "delta", "debezium", "debezium_json"} == set(typing.get_args(VocabularyName))
