@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -123,7 +124,7 @@ def load_warning(load: tuple[float, float, float], limit: float = LOAD_LIMIT) ->
 def missing_options(options: Sequence[str], help_text: str) -> list[str]:
     """The ``--option`` names in ``options`` (``--x=1`` counts as ``--x``) that ``help_text`` does not list."""
     names = [o.split("=", 1)[0] for o in options if o.startswith("--")]
-    listed = set(help_text.replace(",", " ").split())
+    listed = set(re.findall(r"--[A-Za-z0-9][-\w]*", help_text))
     return [n for n in dict.fromkeys(names) if n not in listed and n != "--help"]
 
 
