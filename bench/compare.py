@@ -61,16 +61,26 @@ def results_path(stdout: str) -> str | None:
 
 
 def figures(results: dict[str, Any]) -> dict[tuple[str, str], float]:
-    """The numeric cells of a results JSON, keyed by (row label: its first column, column)."""
+    """The numeric cells of a results JSON, keyed by (row label, column). A row's label is its cells
+    in the table's leading columns that hold no number in any row (e.g. nexmark's "query / join /
+    variant"), joined with " / "; at least the first column."""
     columns = results.get("columns") or (list(results["rows"][0]) if results.get("rows") else [])
+    rows = results.get("rows", [])
+    keys = 1
+    while keys < len(columns) and not any(_number(row.get(columns[keys])) for row in rows):
+        keys += 1
     out: dict[tuple[str, str], float] = {}
-    for row in results.get("rows", []):
-        label = str(row.get(columns[0], ""))
-        for column in columns[1:]:
+    for row in rows:
+        label = " / ".join(str(row.get(c, "")) for c in columns[:keys])
+        for column in columns[keys:]:
             value = row.get(column)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if _number(value):
                 out[(label, column)] = float(value)
     return out
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def headline_fields(benchmark: str, results: dict[str, Any], chosen: str | None = None) -> list[str]:

@@ -31,6 +31,13 @@ def test_compare_figures_keys_numeric_cells_by_row_label():
                    ("streamjoin runtime, memory", "rows/s"): 400.0}
 
 
+def test_compare_figures_label_rows_by_their_leading_text_columns():
+    nexmark = {"columns": ["query", "variant", "median s"],
+               "rows": [{"query": "q3", "variant": "spark", "median s": 8.0},
+                        {"query": "q3", "variant": "streamjoin-rocksdb", "median s": 15.0}]}
+    assert compare.figures(nexmark) == {("q3 / spark", "median s"): 8.0, ("q3 / streamjoin-rocksdb", "median s"): 15.0}
+
+
 def test_compare_headline_fields_per_benchmark_or_chosen():
     assert compare.headline_fields("runtime", NEW) == ["median s", "batches s", "fixed s"]
     assert compare.headline_fields("interval", NEW)[0] == "seconds"
