@@ -18,7 +18,10 @@ counted from the sink's progress and must equal, for every join, the count of ma
 computed here with numpy. A background thread samples the resident memory (RSS) of the Python
 workers of this process's Spark session (descendants whose command line runs ``pyspark.daemon``
 or ``pyspark.worker``): ``RSS max`` is the largest single process, ``RSS sum`` all of them
-(including the daemon; pages shared after fork are counted in each). ``--large-state`` joins with
+(including the daemon; pages shared after fork are counted in each). Each query's fixed cost is
+shown beside its micro-batches' seconds: ``start s`` from ``start()`` to the first micro-batch's
+start, ``stop s`` from the last micro-batch's end to the query's end (from its progress events),
+their sum ``fixed s``, and ``fixed - floor's s``. ``--large-state`` joins with
 a +/- 45 min window and prints, per micro-batch, the rows the join must hold and the workers' RSS.
 Every variant first runs untimed over the first 3 micro-batches (the JVM compiles its code paths),
 and before each run one batch of Spark's join and of streamjoin runs untimed (idle Python workers
@@ -43,7 +46,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from streamjoin.bench.harness import Chart, Table, results_dir, write_results
-from streamjoin.bench.sparkutil import fresh_dir, local_session, run_to_noop
+from streamjoin.bench.sparkutil import fixed_costs, fresh_dir, local_session, run_to_noop
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -247,6 +250,8 @@ class Outcome:
     seconds: float
     output_rows: int
     rss: tuple[int, int]
+    start_seconds: float = 0.0  # fixed cost: from start() to the first micro-batch's start
+    stop_seconds: float = 0.0   # fixed cost: from the last micro-batch's end to the query's end
     batches: list[dict[str, Any]] = field(default_factory=list)
     join_metrics: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -325,7 +330,9 @@ class Bench:
             query = run_to_noop(build(variant, scratch), scratch, variant)
             seconds = time.perf_counter() - start
             memory.stop()
-            return self._outcome(variant, query.recentProgress, seconds, memory.peak(wall), scratch, memory)
+            outcome = self._outcome(variant, query.recentProgress, seconds, memory.peak(wall), scratch, memory)
+            outcome.start_seconds, outcome.stop_seconds = fixed_costs(wall, wall + seconds, query.recentProgress)
+            return outcome
         finally:
             if memory.is_alive():
                 memory.stop()
@@ -393,20 +400,27 @@ def _mb(value: int) -> float:
 
 
 def summary_table(params: Params, results: dict[str, list[Outcome]], expected: int) -> Table:
-    """One row a variant: median seconds, rows/s, output rows, floor ratio, worker memory."""
-    floor = statistics.median(o.seconds for o in results["floor"]) if "floor" in results else None
-    floor_batches = statistics.median(o.batch_seconds for o in results["floor"]) if "floor" in results else None
+    """One row a variant: median seconds, rows/s, output rows, floor ratio, worker memory, and the
+    query's fixed cost (start: before its first micro-batch; stop: after its last) beside the floor's."""
+    def median(outcomes: list[Outcome], field: str) -> float:
+        return statistics.median(getattr(o, field) for o in outcomes)
+    floor = median(results["floor"], "seconds") if "floor" in results else None
+    floor_batches = median(results["floor"], "batch_seconds") if "floor" in results else None
+    floor_fixed = (median(results["floor"], "start_seconds") + median(results["floor"], "stop_seconds")
+                   if "floor" in results else None)
     table = Table(["variant", "seconds", "rows/s", "output rows", "floor s / s", "batches s", "floor batches / batches",
-                   "RSS max MB", "RSS sum MB"])
+                   "RSS max MB", "RSS sum MB", "start s", "stop s", "fixed s", "fixed - floor's s"])
     for variant, outcomes in results.items():
-        seconds = statistics.median(o.seconds for o in outcomes)
-        batches = statistics.median(o.batch_seconds for o in outcomes)
+        seconds = median(outcomes, "seconds")
+        batches = median(outcomes, "batch_seconds")
+        start, stop = median(outcomes, "start_seconds"), median(outcomes, "stop_seconds")
         python = not variant.startswith("spark-")
         rss = tuple(max(o.rss[i] for o in outcomes) for i in (0, 1))
         table.add(variant, seconds, params.rows / seconds, outcomes[-1].output_rows,
                   floor / seconds if floor else "-", batches, floor_batches / batches if floor_batches else "-",
-                  _mb(rss[0]) if python else "-", _mb(rss[1]) if python else "-")
-    table.add("(expected pairs)", "-", "-", expected, "-", "-", "-", "-", "-")
+                  _mb(rss[0]) if python else "-", _mb(rss[1]) if python else "-",
+                  start, stop, start + stop, start + stop - floor_fixed if floor_fixed is not None else "-")
+    table.add("(expected pairs)", "-", "-", expected, "-", "-", "-", "-", "-", "-", "-", "-", "-")
     return table
 
 

@@ -6,7 +6,10 @@ runtime with the ``PassThrough`` operator, once per store backend: the same shuf
 mapInArrow, plus loading and committing versioned state, progress records and metrics. Variants
 run interleaved, ``--repeat`` times each; the table shows medians and the ratio to the floor, of
 the whole query and of its micro-batches alone (Spark's ``triggerExecution``): the difference is
-starting the query, where the join's no-data flush source starts its Python runner once.
+starting the query, where the join's no-data flush source starts its Python runner once. That
+fixed cost is shown split: ``start s`` from ``start()`` to the first micro-batch's start, ``stop s``
+from the last micro-batch's end to the query's end (from the query's progress events), their sum
+``fixed s``, and ``fixed - floor's s``, how much more than the floor's it is.
 """
 
 from __future__ import annotations
@@ -20,9 +23,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from streamjoin.bench.harness import Chart, Table, results_dir, write_results
-from streamjoin.bench.sparkutil import fresh_dir, local_session, time_stream_parts
+from streamjoin.bench.sparkutil import QueryTimes, fresh_dir, local_session, time_stream_parts
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["add_arguments", "run", "runtime_table"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,6 +48,22 @@ def _write_inputs(directory: str, rows: int, batches: int, keys: int) -> None:
             "payload": pa.array(np.char.add("p", rng.integers(0, 1 << 30, per).astype(str)).tolist()),
         })
         pq.write_table(table, os.path.join(directory, f"part-{b:04d}.parquet"))
+
+
+def runtime_table(times: dict[str, list[QueryTimes]], rows: int, floor_name: str) -> Table:
+    """One row a variant: medians of its runs' seconds, in all and in micro-batches, and of its fixed
+    cost (start: from ``start()`` to the first micro-batch; stop: after the last one), each beside the floor's."""
+    def median(name: str, field: str) -> float:
+        return statistics.median(getattr(t, field) for t in times[name])
+    floor_fixed = median(floor_name, "start_seconds") + median(floor_name, "stop_seconds")
+    table = Table(["variant", "median s", "rows/s", "time / floor", "batches s", "batches / floor",
+                   "start s", "stop s", "fixed s", "fixed - floor's s"])
+    for name in times:
+        seconds, batches = median(name, "seconds"), median(name, "batch_seconds")
+        start, stop = median(name, "start_seconds"), median(name, "stop_seconds")
+        table.add(name, seconds, rows / seconds, seconds / median(floor_name, "seconds"), batches,
+                  batches / median(floor_name, "batch_seconds"), start, stop, start + stop, start + stop - floor_fixed)
+    return table
 
 
 def run(args: argparse.Namespace) -> int:
@@ -80,18 +99,11 @@ def run(args: argparse.Namespace) -> int:
     for store in args.stores.split(","):
         variants[f"streamjoin runtime, {store}"] = ours(store)
     time_stream_parts(floor)  # warm up the JVM and the Python workers
-    times: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
+    times: dict[str, list[QueryTimes]] = {name: [] for name in variants}
     for _ in range(args.repeat):
         for name, build in variants.items():
             times[name].append(time_stream_parts(build))
-    floor_name = "repartition + mapInArrow (floor)"
-    floor_median = statistics.median(t for t, _ in times[floor_name])
-    floor_batches = statistics.median(b for _, b in times[floor_name])
-    table = Table(["variant", "median s", "rows/s", "time / floor", "batches s", "batches / floor"])
-    for name, samples in times.items():
-        median = statistics.median(t for t, _ in samples)
-        batches = statistics.median(b for _, b in samples)
-        table.add(name, median, args.rows / median, median / floor_median, batches, batches / floor_batches)
+    table = runtime_table(times, args.rows, "repartition + mapInArrow (floor)")
     print(f"{args.rows:,} rows, {args.batches} micro-batches, {args.partitions} partitions, "
           f"medians of {args.repeat} runs")
     print(table.render())

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 import shutil
 import sys
 import tempfile
 import time
-from typing import Callable
+from typing import Any, Callable, NamedTuple, Sequence
 
-__all__ = ["local_session", "time_stream_parts", "fresh_dir", "run_to_noop"]
+__all__ = ["local_session", "time_stream_parts", "QueryTimes", "fixed_costs", "fresh_dir", "run_to_noop"]
 
 
 def local_session(cores: int = 2, shuffle_partitions: int = 4, extra: dict[str, str] | None = None):
@@ -40,21 +41,47 @@ def fresh_dir(parent: str, name: str) -> str:
     return tempfile.mkdtemp(prefix=f"{name}-", dir=parent)
 
 
-def time_stream_parts(build: Callable[[str], object]) -> tuple[float, float]:
-    """(seconds from start to end, seconds in its micro-batches) of the streaming query that
-    ``build(checkpoint_dir)`` starts: the second is the sum of Spark's ``triggerExecution`` over
-    the query's progress, so the difference is what starting and stopping the query took. The
-    query's scratch directory is removed after."""
+class QueryTimes(NamedTuple):
+    """Where one streaming query's seconds went."""
+
+    seconds: float        # from start() to the end of awaitTermination()
+    batch_seconds: float  # in its micro-batches: the sum of Spark's triggerExecution
+    start_seconds: float  # its fixed cost before: from start() to the first micro-batch's start
+    stop_seconds: float   # its fixed cost after: from the last micro-batch's end to the query's end
+
+
+def fixed_costs(started: float, ended: float, progress: Sequence[Any]) -> tuple[float, float]:
+    """(seconds from ``started`` to the first micro-batch's start, seconds from the last micro-batch's
+    end to ``ended``), from the query's progress events (``timestamp``: when a micro-batch started,
+    ``durationMs.triggerExecution``: how long it took); ``started`` and ``ended`` are wall-clock
+    (``time.time()``) seconds. A query without progress events counts all its time as start."""
+    spans = sorted((_started(p), _started(p) + p["durationMs"].get("triggerExecution", 0) / 1000) for p in progress)
+    if not spans:
+        return ended - started, 0.0
+    return spans[0][0] - started, ended - max(end for _, end in spans)
+
+
+def _started(progress: Any) -> float:
+    """A progress event's ``timestamp`` (ISO 8601, UTC, e.g. ``2026-01-01T00:00:00.123Z``) as epoch seconds."""
+    return datetime.datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
+
+
+def time_stream_parts(build: Callable[[str], object]) -> QueryTimes:
+    """How long the streaming query that ``build(checkpoint_dir)`` starts took, in all, in its
+    micro-batches (Spark's ``triggerExecution`` summed over its progress), and before its first
+    and after its last micro-batch (see :func:`fixed_costs`). The query's scratch directory is
+    removed after."""
     scratch = tempfile.mkdtemp(prefix="streamjoin-q-")
     try:
-        start = time.perf_counter()
+        wall, start = time.time(), time.perf_counter()
         query = build(scratch)
         query.awaitTermination()
         elapsed = time.perf_counter() - start
         if query.exception() is not None:
             raise RuntimeError(f"benchmark query failed: {query.exception()}")
-        batches = sum(p["durationMs"].get("triggerExecution", 0) for p in query.recentProgress) / 1000
-        return elapsed, batches
+        progress = query.recentProgress
+        batches = sum(p["durationMs"].get("triggerExecution", 0) for p in progress) / 1000
+        return QueryTimes(elapsed, batches, *fixed_costs(wall, wall + elapsed, progress))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)   # its checkpoint and local stores
 
