@@ -14,7 +14,7 @@ change the slot decodes comes after (for ``bootstrap=``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import pyarrow as pa
@@ -35,11 +35,14 @@ PLUGIN_OPTIONS = ("format-version", "2", "include-lsn", "1", "include-timestamp"
 
 @dataclass(frozen=True)
 class SlotStart:
-    """A new slot's first LSN (the source's initial offset) and the snapshot of the tables at it."""
+    """A new slot's first LSN (the source's initial offset), the snapshot of the tables at it, and
+    the snapshot's rows set aside per table (a value the column's type cannot hold: the columns
+    as text and ``_reason``, see :mod:`streamjoin.cdc.snapshot`)."""
 
     slot: str
     lsn: int
     snapshot: dict[str, pa.Table]
+    set_aside: dict[str, pa.Table] = field(default_factory=dict)
 
 
 def create_slot(dsn: str, slot: str, tables: Sequence[str] = ()) -> SlotStart:
@@ -61,11 +64,12 @@ def create_slot(dsn: str, slot: str, tables: Sequence[str] = ()) -> SlotStart:
             raise CdcError(f"could not create replication slot {slot!r}: "
                            f"{result.error_message.decode(errors='replace').strip()}")
         lsn, snapshot_name = result.get_value(0, 1).decode(), result.get_value(0, 2).decode()
-        snapshot = _read_snapshot(dsn, snapshot_name, infos)  # while the exporting session stays idle
-    return SlotStart(slot, parse_lsn(lsn), snapshot)
+        read = _read_snapshot(dsn, snapshot_name, infos)  # while the exporting session stays idle
+    return SlotStart(slot, parse_lsn(lsn), {name: rows for name, (rows, _) in read.items()},
+                     {name: aside for name, (_, aside) in read.items()})
 
 
-def _read_snapshot(dsn: str, snapshot_name: str, infos: list[TableInfo]) -> dict[str, pa.Table]:
+def _read_snapshot(dsn: str, snapshot_name: str, infos: list[TableInfo]) -> dict[str, tuple[pa.Table, pa.Table]]:
     with psycopg().connect(dsn) as conn:
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         conn.execute(f"SET TRANSACTION SNAPSHOT '{snapshot_name}'")
