@@ -27,13 +27,16 @@ from streamjoin.jobs.common import prepare_root, stage
 from streamjoin.jobs.postgres_workload import ENRICHED_CHECK, SCHEMA, VIEW_DIFFERENCES, Workload
 
 __all__ = ["register", "add_arguments", "run", "prepare_database", "start_queries", "catch_up", "check",
-           "Check", "SLOTS", "DELAY"]
+           "Check", "SLOTS", "DELAY", "HEARTBEAT_INTERVAL"]
 
 #: One slot per stream that reads it: a slot's position is its one reader's.
 SLOTS = {"users": ("users_slot", "public.users"), "orders_events": ("orders_events_slot", "public.orders"),
          "orders_view": ("orders_view_slot", "public.orders"), "products": ("products_slot", "public.products")}
 #: How far the users' watermark trails their last commit seen.
 DELAY = "1 second"
+#: The sources' heartbeat interval: a quiet table's watermark follows the other tables' commits at
+#: this pace, which bounds how long an enriched order waits (the source's default is 10 seconds).
+HEARTBEAT_INTERVAL = "1 second"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -93,7 +96,8 @@ def start_queries(spark: Any, dsn: str, root: str, trigger: str = "1 second", pa
 
     def changes(name: str):
         slot, table = SLOTS[name]
-        return read_postgres_changes(spark, dsn, slot, table, retry_delay="0.5", retries="8")
+        return read_postgres_changes(spark, dsn, slot, table, retry_delay="0.5", retries="8",
+                                     heartbeat_interval=HEARTBEAT_INTERVAL)
 
     events = (changes("orders_events").where("op = 'c' AND before IS NULL")
               .select("after.order_id", "after.user_id", "after.user_tier",
@@ -121,8 +125,9 @@ def start_queries(spark: Any, dsn: str, root: str, trigger: str = "1 second", pa
 
 def catch_up(dsn: str, queries: list[Any], timeout: float = 180.0) -> None:
     """Wait until every slot has been released past the log's end as of now, twice (the second time,
-    the as-of join has seen a heartbeat past every order and released it). Raises on a failed query
-    or after ``timeout`` seconds."""
+    the as-of join has seen a heartbeat past every order and released it). Each round commits one
+    transaction more than :data:`HEARTBEAT_INTERVAL` after the last one, so that a heartbeat is due
+    on every slot. Raises on a failed query or after ``timeout`` seconds."""
     from streamjoin.cdc import confirmed_lsn, connect, flush_lsn
 
     deadline = time.monotonic() + timeout

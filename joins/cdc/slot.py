@@ -25,10 +25,14 @@ from streamjoin.cdc.errors import CdcError, SourceSetupError
 from streamjoin.cdc.lsn import format_lsn, parse_lsn
 from streamjoin.cdc.snapshot import read_table
 
-__all__ = ["SlotStart", "create_slot", "drop_slot", "confirmed_lsn", "flush_lsn", "advance", "peek",
+__all__ = ["SINK_PROGRESS_TABLE", "SlotStart", "create_slot", "drop_slot", "confirmed_lsn", "flush_lsn", "advance", "peek",
            "PLUGIN", "PLUGIN_OPTIONS"]
 
 PLUGIN = "wal2json"
+#: The table in which :class:`streamjoin.spark.postgres_sink.PostgresSink` records its batches (in
+#: the connection's default schema): a transaction that changes only it, among the tables a source
+#: peeks, is a sink's own write, which is no reason for a micro-batch.
+SINK_PROGRESS_TABLE = "streamjoin_sink_progress"
 #: wal2json's options: one JSON message per change (format 2) with its LSN, commit time and xid.
 PLUGIN_OPTIONS = ("format-version", "2", "include-lsn", "1", "include-timestamp", "1", "include-xids", "1")
 
@@ -109,8 +113,9 @@ def advance(conn: Any, slot: str, lsn: int) -> None:
 
 def peek(conn: Any, slot: str, info: TableInfo, end: int) -> list[str]:
     """The slot's wal2json messages (one JSON text each) of transactions committed before ``end``,
-    for ``info``'s table plus every transaction's begin and commit; the slot does not move."""
-    options = (*PLUGIN_OPTIONS, "add-tables", info.wal2json_name)
+    for ``info``'s table and :data:`SINK_PROGRESS_TABLE` (in any schema), plus every transaction's
+    begin and commit; the slot does not move."""
+    options = (*PLUGIN_OPTIONS, "add-tables", f"{info.wal2json_name},*.{SINK_PROGRESS_TABLE}")
     placeholders = ", ".join(["%s"] * len(options))
     rows = conn.execute(
         f"SELECT data FROM pg_logical_slot_peek_changes(%s, %s::pg_lsn, NULL, {placeholders})",

@@ -22,6 +22,11 @@ A range ``[start, end)`` keeps the transactions whose commit record's LSN lies i
 transaction commits in the range (whatever tables it touched), one ``heartbeat`` row with the last
 commit time ends the batch: every later change commits after it, so it advances the table's
 watermark in the joins even while the table itself does not change.
+
+:func:`pending` tells the source whether a range is worth a micro-batch: whether it holds a change
+of the table, and the last commit time of the transactions that are not a sink's own (a transaction
+whose only changes, among the tables peeked, are to :data:`streamjoin.cdc.slot.SINK_PROGRESS_TABLE`).
+Messages of other tables (the progress table is peeked for this) are never decoded as changes.
 """
 
 from __future__ import annotations
@@ -36,8 +41,9 @@ import pyarrow.compute as pc
 from streamjoin.cdc.catalog import TableInfo
 from streamjoin.cdc.convert import from_json_values
 from streamjoin.cdc.lsn import parse_lsn
+from streamjoin.cdc.slot import SINK_PROGRESS_TABLE
 
-__all__ = ["change_schema", "decode", "SOURCE_FIELDS", "HEARTBEAT_OP", "UNDECODABLE_OP"]
+__all__ = ["change_schema", "decode", "pending", "Pending", "SOURCE_FIELDS", "HEARTBEAT_OP", "UNDECODABLE_OP"]
 
 HEARTBEAT_OP = "heartbeat"
 UNDECODABLE_OP = "undecodable"
@@ -91,11 +97,47 @@ def decode(messages: Iterable[str], info: TableInfo, start: int, end: int, *, he
         elif action == "C":
             last = txn or last
             txn = None
-        elif txn is not None and action in _OPS:
+        elif txn is not None and action in _OPS and _of(message, info):
             _add_change(rows, message, key, txn)
     if heartbeat and last is not None:
         rows.add(HEARTBEAT_OP, None, None, last, last[1])
     return _to_arrow(rows, info)
+
+
+@dataclass(frozen=True)
+class Pending:
+    """What a range holds: a change of the table; the last commit time (µs) of a transaction that
+    is not a sink's own (None: there is none)."""
+
+    changes: bool
+    last_commit_us: int | None
+
+
+def pending(messages: Iterable[str], info: TableInfo, start: int, end: int) -> Pending:
+    """What the transactions committed in ``[start, end)`` hold for ``info``'s table (see module)."""
+    changes, last, times = False, None, []
+    in_range, own, sink = False, False, False
+    for text in messages:
+        message = json.loads(text, parse_float=str, parse_int=str)
+        action = message["action"]
+        if action == "B":
+            in_range = start <= parse_lsn(message["lsn"]) < end
+            own, sink, last = False, False, message["timestamp"]
+        elif action == "C":
+            if in_range and (own or not sink):
+                times.append(last)
+            in_range = False
+        elif in_range and action in _OPS:
+            own = own or _of(message, info)
+            sink = sink or message.get("table") == SINK_PROGRESS_TABLE
+            changes = changes or own
+    micros = pa.array(times[-1:], pa.string()).cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()).to_pylist()
+    return Pending(changes, micros[0] if micros else None)
+
+
+def _of(message: dict[str, Any], info: TableInfo) -> bool:
+    """Whether a change message is of ``info``'s table."""
+    return f"{message.get('schema')}.{message.get('table')}" == info.name
 
 
 def _add_change(rows: _Rows, message: dict[str, Any], key: tuple[str, ...], txn: tuple[int, int, str]) -> None:
