@@ -124,25 +124,45 @@ def start_queries(spark: Any, dsn: str, root: str, trigger: str = "1 second", pa
 
 
 def catch_up(dsn: str, queries: list[Any], timeout: float = 180.0) -> None:
-    """Wait until every slot has been released past the log's end as of now, twice (the second time,
-    the as-of join has seen a heartbeat past every order and released it). Each round commits one
-    transaction more than :data:`HEARTBEAT_INTERVAL` after the last one, so that a heartbeat is due
-    on every slot. Raises on a failed query or after ``timeout`` seconds."""
-    from streamjoin.cdc import confirmed_lsn, connect, flush_lsn
+    """Wait until every query has completed a micro-batch reading past the log's end as of now,
+    twice (the second time, the as-of join has seen a heartbeat past every order and released it).
+    Each round commits one transaction more than :data:`HEARTBEAT_INTERVAL` after the last one, so
+    that a heartbeat is due on every slot (the source moves its offset only for a change of its
+    table or a due heartbeat). Raises on a failed query or after ``timeout`` seconds."""
+    from streamjoin.cdc import connect, flush_lsn
 
     deadline = time.monotonic() + timeout
     for _ in range(2):
-        time.sleep(1.5)  # past the as-of delay, then one more commit to carry the heartbeat
+        time.sleep(1.5)  # past the as-of delay and the heartbeat interval, then one more commit
         with connect(dsn) as conn:
             conn.execute("SELECT pg_logical_emit_message(true, 'streamjoin', 'caught up?')")
             target = flush_lsn(conn)
-            while min(confirmed_lsn(conn, slot) for slot, _ in SLOTS.values()) < target:
-                for query in queries:
-                    if query.exception() is not None:
-                        raise RuntimeError(f"query {query.name} failed: {query.exception()}")
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"the queries did not catch up with the log within {timeout:.0f} s")
-                time.sleep(0.5)
+        while min(_read_up_to(query) for query in queries) < target:
+            for query in queries:
+                if query.exception() is not None:
+                    raise RuntimeError(f"query {query.name} failed: {query.exception()}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the queries did not catch up with the log within {timeout:.0f} s")
+            time.sleep(0.5)
+
+
+def _read_up_to(query: Any) -> int:
+    """The LSN up to which every ``postgres_changes`` source of ``query`` has read in a completed
+    micro-batch (0: none).
+
+    (The slots' own positions trail by one batch: Spark releases a batch's offsets to its source only
+    when it plans the next one.)"""
+    import json
+
+    from streamjoin.cdc import parse_lsn
+
+    progress = query.lastProgress
+    if progress is None:
+        return 0
+    ends = [source["endOffset"] if isinstance(source, dict) else source.endOffset
+            for source in (progress["sources"] if isinstance(progress, dict) else progress.sources)]
+    ends = [json.loads(end) if isinstance(end, str) else end for end in ends]
+    return min((parse_lsn(end["lsn"]) for end in ends if isinstance(end, dict) and "lsn" in end), default=0)
 
 
 def check(dsn: str, orders_inserted: int) -> Check:
