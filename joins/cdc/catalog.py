@@ -3,7 +3,7 @@
 :func:`table_info` reads a table's columns (as an Arrow schema) and primary key from the catalog
 and refuses a table whose changes could not be keyed (no primary key, or a replica identity of
 ``NOTHING``, whose deletes log no key). PostgreSQL types map to Arrow types as in :data:`ARROW_TYPES`
-(``numeric(p, s)`` to ``decimal128(p, s)``, ``decimal256`` past 38 digits, text past 76); any other
+(``numeric(p, s)`` to ``decimal128(p, s)``, its text past 38 digits, Spark's limit); any other
 type is read as its text form. The documentation's page "PostgreSQL change data capture: design"
 lists how each type arrives.
 """
@@ -54,10 +54,8 @@ def arrow_type(pg_type: str) -> pa.DataType:
     """The Arrow type a value of ``pg_type`` (``format_type`` text, e.g. ``numeric(10,2)``) reads as."""
     if pg_type.startswith("numeric(") and pg_type.endswith(")"):
         precision, _, scale = pg_type[len("numeric("):-1].partition(",")
-        if int(precision) <= 38:
+        if int(precision) <= 38:  # Spark's largest decimal
             return pa.decimal128(int(precision), int(scale or 0))
-        if int(precision) <= 76:
-            return pa.decimal256(int(precision), int(scale or 0))
         return pa.string()
     base = pg_type.split("(")[0].strip()
     return ARROW_TYPES.get(base, pa.string())
