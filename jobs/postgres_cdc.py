@@ -26,8 +26,8 @@ from typing import Any
 from streamjoin.jobs.common import prepare_root, stage
 from streamjoin.jobs.postgres_workload import ENRICHED_CHECK, SCHEMA, VIEW_DIFFERENCES, Workload
 
-__all__ = ["register", "add_arguments", "run", "prepare_database", "start_queries", "catch_up", "check",
-           "Check", "SLOTS", "DELAY", "HEARTBEAT_INTERVAL"]
+__all__ = ["register", "add_arguments", "run", "prepare_database", "start_queries", "catch_up", "stop_queries",
+           "check", "Check", "SLOTS", "DELAY", "HEARTBEAT_INTERVAL"]
 
 #: One slot per stream that reads it: a slot's position is its one reader's.
 SLOTS = {"users": ("users_slot", "public.users"), "orders_events": ("orders_events_slot", "public.orders"),
@@ -165,6 +165,17 @@ def _read_up_to(query: Any) -> int:
     return min((parse_lsn(end["lsn"]) for end in ends if isinstance(end, dict) and "lsn" in end), default=0)
 
 
+def stop_queries(queries: list[Any], timeout: float = 30.0) -> None:
+    """Stop each query between two micro-batches (waiting up to ``timeout`` seconds for its running
+    batch to end): stopping one inside a batch interrupts the sink's Python callback, and Spark
+    prints the interruption as an error while it shuts the query down."""
+    for query in queries:
+        deadline = time.monotonic() + timeout
+        while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        query.stop()
+
+
 def check(dsn: str, orders_inserted: int) -> Check:
     """Compare the derived tables with PostgreSQL's own join and with the tiers the orders recorded."""
     from streamjoin.cdc import connect
@@ -191,6 +202,7 @@ def run(args: argparse.Namespace) -> int:
         prepare_database(cluster.dsn, root, workload, args.users)
         stage(3, 5, "starting a local Spark session and the two queries", started)
         spark = local_session(shuffle_partitions=2)
+        queries: list[Any] = []
         try:
             queries = start_queries(spark, cluster.dsn, root)
             stage(4, 5, f"running {args.transactions} transactions while the queries follow", started)
@@ -200,9 +212,8 @@ def run(args: argparse.Namespace) -> int:
                     time.sleep(0.2)
             catch_up(cluster.dsn, queries)
             batches = {q.name: len(q.recentProgress) for q in queries}
-            for query in queries:
-                query.stop()
         finally:
+            stop_queries(queries)
             spark.stop()
         stage(5, 5, "comparing the derived tables with PostgreSQL's own join", started)
         result = check(cluster.dsn, workload.orders_inserted)
