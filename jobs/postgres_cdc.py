@@ -26,14 +26,17 @@ from typing import Any
 from streamjoin.jobs.common import prepare_root, stage
 from streamjoin.jobs.postgres_workload import ENRICHED_CHECK, SCHEMA, VIEW_DIFFERENCES, Workload
 
-__all__ = ["register", "add_arguments", "run", "prepare_database", "start_queries", "catch_up", "check",
-           "Check", "SLOTS", "DELAY"]
+__all__ = ["register", "add_arguments", "run", "prepare_database", "start_queries", "catch_up", "stop_queries",
+           "check", "Check", "SLOTS", "DELAY", "HEARTBEAT_INTERVAL"]
 
 #: One slot per stream that reads it: a slot's position is its one reader's.
 SLOTS = {"users": ("users_slot", "public.users"), "orders_events": ("orders_events_slot", "public.orders"),
          "orders_view": ("orders_view_slot", "public.orders"), "products": ("products_slot", "public.products")}
 #: How far the users' watermark trails their last commit seen.
 DELAY = "1 second"
+#: The sources' heartbeat interval: a quiet table's watermark follows the other tables' commits at
+#: this pace, which bounds how long an enriched order waits (the source's default is 10 seconds).
+HEARTBEAT_INTERVAL = "1 second"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -93,7 +96,8 @@ def start_queries(spark: Any, dsn: str, root: str, trigger: str = "1 second", pa
 
     def changes(name: str):
         slot, table = SLOTS[name]
-        return read_postgres_changes(spark, dsn, slot, table, retry_delay="0.5", retries="8")
+        return read_postgres_changes(spark, dsn, slot, table, retry_delay="0.5", retries="8",
+                                     heartbeat_interval=HEARTBEAT_INTERVAL)
 
     events = (changes("orders_events").where("op = 'c' AND before IS NULL")
               .select("after.order_id", "after.user_id", "after.user_tier",
@@ -120,24 +124,56 @@ def start_queries(spark: Any, dsn: str, root: str, trigger: str = "1 second", pa
 
 
 def catch_up(dsn: str, queries: list[Any], timeout: float = 180.0) -> None:
-    """Wait until every slot has been released past the log's end as of now, twice (the second time,
-    the as-of join has seen a heartbeat past every order and released it). Raises on a failed query
-    or after ``timeout`` seconds."""
-    from streamjoin.cdc import confirmed_lsn, connect, flush_lsn
+    """Wait until every query has completed a micro-batch reading past the log's end as of now,
+    twice (the second time, the as-of join has seen a heartbeat past every order and released it).
+    Each round commits one transaction more than :data:`HEARTBEAT_INTERVAL` after the last one, so
+    that a heartbeat is due on every slot (the source moves its offset only for a change of its
+    table or a due heartbeat). Raises on a failed query or after ``timeout`` seconds."""
+    from streamjoin.cdc import connect, flush_lsn
 
     deadline = time.monotonic() + timeout
     for _ in range(2):
-        time.sleep(1.5)  # past the as-of delay, then one more commit to carry the heartbeat
+        time.sleep(1.5)  # past the as-of delay and the heartbeat interval, then one more commit
         with connect(dsn) as conn:
             conn.execute("SELECT pg_logical_emit_message(true, 'streamjoin', 'caught up?')")
             target = flush_lsn(conn)
-            while min(confirmed_lsn(conn, slot) for slot, _ in SLOTS.values()) < target:
-                for query in queries:
-                    if query.exception() is not None:
-                        raise RuntimeError(f"query {query.name} failed: {query.exception()}")
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"the queries did not catch up with the log within {timeout:.0f} s")
-                time.sleep(0.5)
+        while min(_read_up_to(query) for query in queries) < target:
+            for query in queries:
+                if query.exception() is not None:
+                    raise RuntimeError(f"query {query.name} failed: {query.exception()}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the queries did not catch up with the log within {timeout:.0f} s")
+            time.sleep(0.5)
+
+
+def _read_up_to(query: Any) -> int:
+    """The LSN up to which every ``postgres_changes`` source of ``query`` has read in a completed
+    micro-batch (0: none).
+
+    (The slots' own positions trail by one batch: Spark releases a batch's offsets to its source only
+    when it plans the next one.)"""
+    import json
+
+    from streamjoin.cdc import parse_lsn
+
+    progress = query.lastProgress
+    if progress is None:
+        return 0
+    ends = [source["endOffset"] if isinstance(source, dict) else source.endOffset
+            for source in (progress["sources"] if isinstance(progress, dict) else progress.sources)]
+    ends = [json.loads(end) if isinstance(end, str) else end for end in ends]
+    return min((parse_lsn(end["lsn"]) for end in ends if isinstance(end, dict) and "lsn" in end), default=0)
+
+
+def stop_queries(queries: list[Any], timeout: float = 30.0) -> None:
+    """Stop each query between two micro-batches (waiting up to ``timeout`` seconds for its running
+    batch to end): stopping one inside a batch interrupts the sink's Python callback, and Spark
+    prints the interruption as an error while it shuts the query down."""
+    for query in queries:
+        deadline = time.monotonic() + timeout
+        while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        query.stop()
 
 
 def check(dsn: str, orders_inserted: int) -> Check:
@@ -166,6 +202,7 @@ def run(args: argparse.Namespace) -> int:
         prepare_database(cluster.dsn, root, workload, args.users)
         stage(3, 5, "starting a local Spark session and the two queries", started)
         spark = local_session(shuffle_partitions=2)
+        queries: list[Any] = []
         try:
             queries = start_queries(spark, cluster.dsn, root)
             stage(4, 5, f"running {args.transactions} transactions while the queries follow", started)
@@ -175,9 +212,8 @@ def run(args: argparse.Namespace) -> int:
                     time.sleep(0.2)
             catch_up(cluster.dsn, queries)
             batches = {q.name: len(q.recentProgress) for q in queries}
-            for query in queries:
-                query.stop()
         finally:
+            stop_queries(queries)
             spark.stop()
         stage(5, 5, "comparing the derived tables with PostgreSQL's own join", started)
         result = check(cluster.dsn, workload.orders_inserted)

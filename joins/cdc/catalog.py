@@ -3,7 +3,9 @@
 :func:`table_info` reads a table's columns (as an Arrow schema) and primary key from the catalog
 and refuses a table whose changes could not be keyed (no primary key, or a replica identity of
 ``NOTHING``, whose deletes log no key). PostgreSQL types map to Arrow types as in :data:`ARROW_TYPES`
-(``numeric(p, s)`` to ``decimal128(p, s)``); any other type is read as its text form.
+(``numeric(p, s)`` to ``decimal128(p, s)``, its text past 38 digits, Spark's limit); any other
+type is read as its text form. The documentation's page "PostgreSQL change data capture: design"
+lists how each type arrives.
 """
 
 from __future__ import annotations
@@ -29,11 +31,13 @@ ARROW_TYPES: dict[str, pa.DataType] = {
 
 @dataclass(frozen=True)
 class TableInfo:
-    """A table's qualified name (``schema.table``), its columns as Arrow, and its primary key."""
+    """A table's qualified name (``schema.table``), its columns as Arrow, its primary key, and its
+    columns' PostgreSQL types (``format_type`` text)."""
 
     name: str
     schema: pa.Schema
     key: tuple[str, ...]
+    pg_types: tuple[str, ...] = ()
 
     @property
     def wal2json_name(self) -> str:
@@ -50,7 +54,9 @@ def arrow_type(pg_type: str) -> pa.DataType:
     """The Arrow type a value of ``pg_type`` (``format_type`` text, e.g. ``numeric(10,2)``) reads as."""
     if pg_type.startswith("numeric(") and pg_type.endswith(")"):
         precision, _, scale = pg_type[len("numeric("):-1].partition(",")
-        return pa.decimal128(int(precision), int(scale or 0))
+        if int(precision) <= 38:  # Spark's largest decimal
+            return pa.decimal128(int(precision), int(scale or 0))
+        return pa.string()
     base = pg_type.split("(")[0].strip()
     return ARROW_TYPES.get(base, pa.string())
 
@@ -92,4 +98,4 @@ def table_info(conn: Any, table: str) -> TableInfo:
             f"table {qualified} has no primary key or replica identity, so its updates and deletes cannot "
             f"be decoded: add a primary key (ALTER TABLE {qualified} ADD PRIMARY KEY (...))")
     fields = [pa.field(name, arrow_type(pg_type), nullable=not not_null) for name, pg_type, not_null, *_ in rows]
-    return TableInfo(qualified, pa.schema(fields), key)
+    return TableInfo(qualified, pa.schema(fields), key, tuple(pg_type for _, pg_type, *_ in rows))

@@ -14,7 +14,7 @@ change the slot decodes comes after (for ``bootstrap=``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import pyarrow as pa
@@ -25,21 +25,28 @@ from streamjoin.cdc.errors import CdcError, SourceSetupError
 from streamjoin.cdc.lsn import format_lsn, parse_lsn
 from streamjoin.cdc.snapshot import read_table
 
-__all__ = ["SlotStart", "create_slot", "drop_slot", "confirmed_lsn", "flush_lsn", "advance", "peek",
+__all__ = ["SINK_PROGRESS_TABLE", "SlotStart", "create_slot", "drop_slot", "confirmed_lsn", "flush_lsn", "advance", "peek",
            "PLUGIN", "PLUGIN_OPTIONS"]
 
 PLUGIN = "wal2json"
+#: The table in which :class:`streamjoin.spark.postgres_sink.PostgresSink` records its batches (in
+#: the connection's default schema): a transaction that changes only it, among the tables a source
+#: peeks, is a sink's own write, which is no reason for a micro-batch.
+SINK_PROGRESS_TABLE = "streamjoin_sink_progress"
 #: wal2json's options: one JSON message per change (format 2) with its LSN, commit time and xid.
 PLUGIN_OPTIONS = ("format-version", "2", "include-lsn", "1", "include-timestamp", "1", "include-xids", "1")
 
 
 @dataclass(frozen=True)
 class SlotStart:
-    """A new slot's first LSN (the source's initial offset) and the snapshot of the tables at it."""
+    """A new slot's first LSN (the source's initial offset), the snapshot of the tables at it, and
+    the snapshot's rows set aside per table (a value the column's type cannot hold: the columns
+    as text and ``_reason``, see :mod:`streamjoin.cdc.snapshot`)."""
 
     slot: str
     lsn: int
     snapshot: dict[str, pa.Table]
+    set_aside: dict[str, pa.Table] = field(default_factory=dict)
 
 
 def create_slot(dsn: str, slot: str, tables: Sequence[str] = ()) -> SlotStart:
@@ -61,11 +68,12 @@ def create_slot(dsn: str, slot: str, tables: Sequence[str] = ()) -> SlotStart:
             raise CdcError(f"could not create replication slot {slot!r}: "
                            f"{result.error_message.decode(errors='replace').strip()}")
         lsn, snapshot_name = result.get_value(0, 1).decode(), result.get_value(0, 2).decode()
-        snapshot = _read_snapshot(dsn, snapshot_name, infos)  # while the exporting session stays idle
-    return SlotStart(slot, parse_lsn(lsn), snapshot)
+        read = _read_snapshot(dsn, snapshot_name, infos)  # while the exporting session stays idle
+    return SlotStart(slot, parse_lsn(lsn), {name: rows for name, (rows, _) in read.items()},
+                     {name: aside for name, (_, aside) in read.items()})
 
 
-def _read_snapshot(dsn: str, snapshot_name: str, infos: list[TableInfo]) -> dict[str, pa.Table]:
+def _read_snapshot(dsn: str, snapshot_name: str, infos: list[TableInfo]) -> dict[str, tuple[pa.Table, pa.Table]]:
     with psycopg().connect(dsn) as conn:
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         conn.execute(f"SET TRANSACTION SNAPSHOT '{snapshot_name}'")
@@ -105,8 +113,9 @@ def advance(conn: Any, slot: str, lsn: int) -> None:
 
 def peek(conn: Any, slot: str, info: TableInfo, end: int) -> list[str]:
     """The slot's wal2json messages (one JSON text each) of transactions committed before ``end``,
-    for ``info``'s table plus every transaction's begin and commit; the slot does not move."""
-    options = (*PLUGIN_OPTIONS, "add-tables", info.wal2json_name)
+    for ``info``'s table and :data:`SINK_PROGRESS_TABLE` (in any schema), plus every transaction's
+    begin and commit; the slot does not move."""
+    options = (*PLUGIN_OPTIONS, "add-tables", f"{info.wal2json_name},*.{SINK_PROGRESS_TABLE}")
     placeholders = ", ".join(["%s"] * len(options))
     rows = conn.execute(
         f"SELECT data FROM pg_logical_slot_peek_changes(%s, %s::pg_lsn, NULL, {placeholders})",

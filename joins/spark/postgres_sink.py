@@ -26,12 +26,13 @@ import pyarrow.csv as csv
 from pyspark.sql import DataFrame
 
 from streamjoin.cdc import Retry, psycopg, with_retry
+from streamjoin.cdc.slot import SINK_PROGRESS_TABLE
 from streamjoin.cdc.snapshot import quote_ident
 from streamjoin.errors import JoinDefinitionError
 
 __all__ = ["PostgresSink", "PROGRESS_TABLE"]
 
-PROGRESS_TABLE = "streamjoin_sink_progress"
+PROGRESS_TABLE = SINK_PROGRESS_TABLE
 _META = ("_change_type", "_commit_version", "_seq")
 _REMOVES = ("delete", "update_preimage")
 _DELETE = "_sj_delete"

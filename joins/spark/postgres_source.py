@@ -9,8 +9,16 @@ Each micro-batch reads one range ``[start, end)`` of LSNs from a logical replica
 :func:`streamjoin.cdc.create_slot`): the first starts at the slot's position, each ends at the
 server's flushed log position when Spark plans it. Rows are the Debezium vocabulary of
 :mod:`streamjoin.cdc.wal2json` (``op``, ``before``, ``after``, ``ts_ms``, ``ts_us``, ``lsn``,
-``source``, and a ``heartbeat`` row per batch in which anything committed). Offsets are
-``{"lsn": "X/Y"}``. The slot is only peeked; it is advanced to a batch's end in :meth:`commit`, which
+``source``, ``error``, and a ``heartbeat`` row per batch in which anything committed).
+
+**A quiet database gives a quiet query.** Spark plans a micro-batch only when the offset moves, and
+it moves only when the log since the last batch holds a change of the table, or (option
+``heartbeats``, default true) a heartbeat is due: a transaction that is not a sink's own committed
+at least ``heartbeat_interval`` (default ``10 seconds``, a Spark interval) after the commit time the
+last batch ended with. Other tables' transactions carry the table's watermark forward at that pace;
+a :class:`~streamjoin.spark.postgres_sink.PostgresSink`'s own commits never start a batch (see
+:func:`streamjoin.cdc.wal2json.pending`). Offsets are ``{"lsn": "X/Y", "commit_us": n}``, the second
+being that commit time (absent before the first batch). The slot is only peeked; it is advanced to a batch's end in :meth:`commit`, which
 Spark calls after the batch's output is committed, so a query that fails re-reads its last batch
 (never skips one) and a restarted query resumes at its checkpoint's offset. Connections that fail
 are retried with backoff (options ``retries``, ``retry_delay`` seconds), then the query fails with
@@ -40,13 +48,19 @@ from streamjoin.cdc import (
     format_lsn,
     parse_lsn,
     peek,
+    pending,
     psycopg,
     table_info,
     with_retry,
 )
 from streamjoin.changes import ChangeFormat
+from streamjoin.kit.times import parse_duration
 
-__all__ = ["PostgresChanges", "register_postgres_source", "postgres_change_format", "read_postgres_changes"]
+__all__ = ["PostgresChanges", "register_postgres_source", "postgres_change_format", "read_postgres_changes",
+           "HEARTBEAT_INTERVAL"]
+
+#: How much commit time passes between two heartbeat-only micro-batches, at most one per that much.
+HEARTBEAT_INTERVAL = "10 seconds"
 
 
 def postgres_change_format(key: str | Sequence[str]) -> ChangeFormat:
@@ -78,6 +92,7 @@ class _Options:
                                    "(a libpq connection string, a replication slot, a table as schema.table)")
         self.dsn, self.slot, self.table = options["dsn"], options["slot"], options["table"]
         self.heartbeats = options.get("heartbeats", "true").lower() != "false"
+        self.heartbeat_us = parse_duration("heartbeat_interval", options.get("heartbeat_interval", HEARTBEAT_INTERVAL))
         self.retry = Retry(attempts=int(options.get("retries", "6")), first_delay=float(options.get("retry_delay", "0.5")))
 
     def info(self) -> TableInfo:
@@ -126,8 +141,24 @@ class _Reader(DataSourceStreamReader):
         return {"lsn": format_lsn(self._run(lambda conn: confirmed_lsn(conn, self.options.slot)))}
 
     def latestOffset(self, start: dict, limit) -> dict:
-        latest = self._run(flush_lsn)
-        return {"lsn": format_lsn(max(latest, parse_lsn(start["lsn"])))}
+        """``start`` unless the log since holds a change of the table or a due heartbeat (see module)."""
+        options, info, begin = self.options, self.info, parse_lsn(start["lsn"])
+
+        def work(conn) -> dict:
+            conn.execute("SET TIME ZONE 'UTC'")
+            latest = flush_lsn(conn)
+            if latest <= begin:
+                return start
+            held = pending(peek(conn, options.slot, info, latest), info, begin, latest)
+            last = start.get("commit_us")
+            due = (options.heartbeats and held.last_commit_us is not None
+                   and (last is None or held.last_commit_us >= last + options.heartbeat_us))
+            if not (held.changes or due):
+                return start
+            commit_us = held.last_commit_us if held.last_commit_us is not None else last
+            return {"lsn": format_lsn(latest), **({"commit_us": commit_us} if commit_us is not None else {})}
+
+        return self._run(work)
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         return [LsnRange(parse_lsn(start["lsn"]), parse_lsn(end["lsn"]))]

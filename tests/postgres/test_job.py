@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from streamjoin.cdc import connect, drop_slot
-from streamjoin.jobs.postgres_cdc import SLOTS, catch_up, check, prepare_database, start_queries
+from streamjoin.jobs.postgres_cdc import SLOTS, catch_up, check, prepare_database, start_queries, stop_queries
 from streamjoin.jobs.postgres_workload import Workload
 
 pytestmark = [pytest.mark.postgres, pytest.mark.spark]
@@ -24,16 +24,11 @@ def shop(cluster, tmp_path):
             drop_slot(conn, slot)
 
 
-def _stop(queries) -> None:
-    for query in queries:
-        query.stop()
-
-
 def test_postgres_job_view_equal_after_the_query_is_killed_and_restarted(spark, cluster, shop, tmp_path):
     queries = start_queries(spark, cluster.dsn, str(tmp_path), trigger="0 seconds")
     with connect(cluster.dsn) as conn:
         shop.run(conn, 60)
-        _stop(queries)  # mid-way: the workload goes on while no query runs
+        stop_queries(queries)  # mid-way: the workload goes on while no query runs
         shop.run(conn, 60)
     queries = start_queries(spark, cluster.dsn, str(tmp_path), trigger="0 seconds")
     try:
@@ -41,7 +36,7 @@ def test_postgres_job_view_equal_after_the_query_is_killed_and_restarted(spark, 
             shop.run(conn, 40)
         catch_up(cluster.dsn, queries, timeout=150)
     finally:
-        _stop(queries)
+        stop_queries(queries)
     result = check(cluster.dsn, shop.orders_inserted)
     assert result.view_differences == 0 and result.view_rows > 0
     assert (result.enriched, result.enriched_wrong) == (shop.orders_inserted, 0)
@@ -57,7 +52,7 @@ def test_postgres_job_view_equal_after_postgres_restarts(spark, cluster, shop, t
             shop.run(conn, 60)
         catch_up(cluster.dsn, queries, timeout=150)
     finally:
-        _stop(queries)
+        stop_queries(queries)
     result = check(cluster.dsn, shop.orders_inserted)
     assert result.view_differences == 0 and result.view_rows > 0
     assert (result.enriched, result.enriched_wrong) == (shop.orders_inserted, 0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from decimal import Decimal
 
 import pyarrow as pa
@@ -131,3 +132,77 @@ def test_cluster_without_server_binaries_says_how_to_install(monkeypatch, tmp_pa
     monkeypatch.setattr(cluster.glob, "glob", lambda pattern: [])
     with pytest.raises(ServerBinariesMissing, match="apt-get install -y postgresql-15 postgresql-15-wal2json"):
         cluster.start_cluster()
+
+
+def test_reader_offset_moves_only_for_the_tables_changes_and_due_heartbeats(dsn, slot):
+    from streamjoin.spark.postgres_sink import PostgresSink
+    from streamjoin.spark.postgres_source import _Options, _Reader
+
+    with connect(dsn) as conn:
+        conn.execute(_TABLE)
+        conn.execute("CREATE TABLE other (x int PRIMARY KEY); CREATE TABLE copy (id bigint PRIMARY KEY)")
+        create_slot(dsn, slot)
+        reader = _Reader(_Options({"dsn": dsn, "slot": slot, "table": "public.items", "heartbeat_interval": "5 seconds"}))
+        start = reader.initialOffset()
+        assert reader.latestOffset(start, None) == start
+        PostgresSink(dsn, "public.copy", key="id").apply(pa.table({"id": [1]}), 0)
+        assert reader.latestOffset(start, None) == start  # the sink's own commit: no batch
+        conn.execute("INSERT INTO other VALUES (1)")
+        first = reader.latestOffset(start, None)  # the first heartbeat is due at once
+        assert first["lsn"] != start["lsn"] and first["commit_us"] > 0
+        conn.execute("INSERT INTO other VALUES (2)")
+        PostgresSink(dsn, "public.copy", key="id").apply(pa.table({"id": [2]}), 1)
+        assert reader.latestOffset(first, None) == first  # the next one is not due yet
+        conn.execute("INSERT INTO items VALUES (1, 'a', 1, true)")
+        second = reader.latestOffset(first, None)  # a change of the table: at once
+        assert second["lsn"] != first["lsn"]
+        assert [r["op"] for r in _batch(reader, first, second)] == ["c", "heartbeat"]
+        PostgresSink(dsn, "public.copy", key="id").apply(pa.table({"id": [3]}), 2)
+        time.sleep(5.2)
+        PostgresSink(dsn, "public.copy", key="id").apply(pa.table({"id": [4]}), 3)
+        assert reader.latestOffset(second, None) == second  # a sink's commit is never a heartbeat
+        conn.execute("INSERT INTO other VALUES (3)")
+        third = reader.latestOffset(second, None)  # due: 5 seconds of commit time have passed
+        assert third["lsn"] != second["lsn"] and third["commit_us"] >= second["commit_us"] + 5_000_000
+        assert [r["op"] for r in _batch(reader, second, third)] == ["heartbeat"]
+
+
+@pytest.mark.spark
+def test_postgres_source_quiet_database_gives_a_quiet_query(spark, dsn, slot, tmp_path):
+    from streamjoin.spark.postgres_sink import PostgresSink
+    from streamjoin.spark.postgres_source import read_postgres_changes
+
+    with connect(dsn) as conn:
+        conn.execute(_TABLE)
+        conn.execute("CREATE TABLE other (x int PRIMARY KEY); CREATE TABLE copy (id bigint PRIMARY KEY, name text)")
+        create_slot(dsn, slot)
+        sink, batches = PostgresSink(dsn, "public.copy", key="id"), []
+
+        def write(df, batch_id: int) -> None:
+            batches.append(batch_id)
+            sink(df, batch_id)
+
+        changes = read_postgres_changes(spark, dsn, slot, "public.items", heartbeat_interval="1 hour")
+        query = (changes.where("op = 'c'").select("after.id", "after.name").writeStream.foreachBatch(write)
+                 .trigger(processingTime="1 second").option("checkpointLocation", str(tmp_path / "cp")).start())
+        try:
+            conn.execute("INSERT INTO items VALUES (1, 'a', 1, true)")
+            _wait_rows(conn, query, 1)
+            time.sleep(2)
+            seen = len(batches)
+            for x in range(15):  # 15 s of a 1 s trigger: other tables change, the sink's commits are WAL
+                conn.execute("INSERT INTO other VALUES (%s)", (x,))
+                time.sleep(1)
+            assert len(batches) == seen, f"{len(batches) - seen} micro-batches in a quiet window"
+            conn.execute("INSERT INTO items VALUES (2, 'b', 2, false)")
+            _wait_rows(conn, query, 2)
+        finally:
+            query.stop()
+        assert len(batches) == seen + 1
+
+
+def _wait_rows(conn, query, rows: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while conn.execute("SELECT count(*) FROM copy").fetchone()[0] < rows:
+        assert query.exception() is None and time.monotonic() < deadline, query.exception()
+        time.sleep(0.2)
