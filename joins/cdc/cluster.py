@@ -70,6 +70,15 @@ def _wal2json_installed(bindir: str) -> bool:
     return os.path.exists(os.path.join(where, "wal2json.so"))
 
 
+def _knows_setting(bindir: str, name: str) -> bool:
+    """Whether this build of the server has the setting ``name`` (some builds add settings)."""
+    command = [os.path.join(bindir, "postgres"), "--describe-config"]
+    if os.geteuid() == 0:
+        command = ["runuser", "-u", "postgres", "--", *command]
+    done = subprocess.run(command, capture_output=True, text=True)
+    return any(line.split("\t", 1)[0] == name for line in done.stdout.splitlines())
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -149,6 +158,8 @@ def start_cluster(prefix: str = "streamjoin-pg-") -> Cluster:
         cluster._run("initdb", "-D", cluster.data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync")
         with open(os.path.join(cluster.data, "postgresql.conf"), "a") as conf:
             conf.write(_CONF.format(port=cluster.port, socket_dir=root))
+            if _knows_setting(bindir, "output_plugin_libraries"):  # a server that lists the plugins it allows
+                conf.write("output_plugin_libraries = 'pgoutput, test_decoding, wal2json'\n")
         cluster.start()
     except BaseException:
         cluster.destroy()
