@@ -27,7 +27,7 @@ from streamjoin.jobs.common import prepare_root, stage
 from streamjoin.jobs.postgres_workload import ENRICHED_CHECK, SCHEMA, VIEW_DIFFERENCES, Workload
 
 __all__ = ["register", "add_arguments", "run", "prepare_database", "start_queries", "catch_up", "check",
-           "Check", "SLOTS", "DELAY"]
+           "Check", "SLOTS", "DELAY", "shut_down"]
 
 #: One slot per stream that reads it: a slot's position is its one reader's.
 SLOTS = {"users": ("users_slot", "public.users"), "orders_events": ("orders_events_slot", "public.orders"),
@@ -140,6 +140,22 @@ def catch_up(dsn: str, queries: list[Any], timeout: float = 180.0) -> None:
                 time.sleep(0.5)
 
 
+def shut_down(spark: Any, queries: list[Any], timeout: float = 30.0) -> None:
+    """Stop ``queries`` and then the session, in order and quietly: each query between two
+    micro-batches (waiting up to ``timeout`` seconds for its running one to end), then the
+    session once no Spark job runs. Stopping a session while a batch's tasks still report their
+    results makes Spark print a scheduler error (a ``RejectedExecutionException`` stack) at exit."""
+    deadline = time.monotonic() + timeout
+    for query in queries:
+        while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        query.stop()
+    tracker = spark.sparkContext.statusTracker()
+    while tracker.getActiveJobsIds() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    spark.stop()
+
+
 def check(dsn: str, orders_inserted: int) -> Check:
     """Compare the derived tables with PostgreSQL's own join and with the tiers the orders recorded."""
     from streamjoin.cdc import connect
@@ -166,6 +182,7 @@ def run(args: argparse.Namespace) -> int:
         prepare_database(cluster.dsn, root, workload, args.users)
         stage(3, 5, "starting a local Spark session and the two queries", started)
         spark = local_session(shuffle_partitions=2)
+        queries: list[Any] = []
         try:
             queries = start_queries(spark, cluster.dsn, root)
             stage(4, 5, f"running {args.transactions} transactions while the queries follow", started)
@@ -175,10 +192,8 @@ def run(args: argparse.Namespace) -> int:
                     time.sleep(0.2)
             catch_up(cluster.dsn, queries)
             batches = {q.name: len(q.recentProgress) for q in queries}
-            for query in queries:
-                query.stop()
         finally:
-            spark.stop()
+            shut_down(spark, queries)
         stage(5, 5, "comparing the derived tables with PostgreSQL's own join", started)
         result = check(cluster.dsn, workload.orders_inserted)
     print(f"      micro-batches: {batches['enrich']} (enrichment), {batches['view']} (view)")
