@@ -81,7 +81,7 @@ def table_table_join(
     ``right_bootstrap``: a batch DataFrame of the table's rows before its change stream's first
     change (its key and row columns; a change-time column kept if present, and needed with a
     ``retention``), loaded into the join's first version; a row without a change time comes before
-    every change of its key (:mod:`streamjoin.spark.table_bootstrap`). Other arguments as for
+    every change of its key (:mod:`streamjoin.table.bootstrap`). Other arguments as for
     :func:`streamjoin.interval_join`. Raises :class:`JoinDefinitionError` before any query starts
     when an argument is wrong.
     """
