@@ -80,7 +80,7 @@ def measure_burst(spark, dsn: str, scratch: str, changes: int, per_transaction: 
         with connect(dsn) as conn:
             for low in range(1, changes + 1, per_transaction):
                 conn.execute("INSERT INTO burst_orders (order_id, product_id, quantity) "
-                             "SELECT g, g % 100 + 1, 1 FROM generate_series(%s::bigint, %s::bigint) g",
+                             "SELECT g, g %% 100 + 1, 1 FROM generate_series(%s::bigint, %s::bigint) g",
                              (low, min(low + per_transaction - 1, changes)))
             while conn.execute("SELECT count(*) FROM burst_lines").fetchone()[0] < changes:
                 _check(query)
