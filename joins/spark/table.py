@@ -79,8 +79,8 @@ def table_table_join(
     state and changelogs under ``<checkpoint>/left_keys``, ``right_keys`` and ``join``
     (``join_metrics`` and ``set_aside_rows`` take those paths). ``left_bootstrap`` /
     ``right_bootstrap``: a batch DataFrame of the table's rows before its change stream's first
-    change (its key and row columns; a change-time column kept if present, and needed with a
-    ``retention``), loaded into the join's first version; a row without a change time comes before
+    change (its key and row columns; a change-time column kept if present, and needed with
+    ``expire_rows``), loaded into the join's first version; a row without a change time comes before
     every change of its key (:mod:`streamjoin.table.bootstrap`). Other arguments as for
     :func:`streamjoin.interval_join`. Raises :class:`JoinDefinitionError` before any query starts
     when an argument is wrong.
@@ -103,7 +103,7 @@ def table_table_join(
         arrow_schema(left), arrow_schema(right), on, left_key=left_key, right_key=right_key, how=how,
         left_changes=left_fmt, right_changes=right_fmt, retention=retention, expire_rows=expire_rows,
     )
-    initial = [None if rows is None else bootstrap_changes(rows, df, fmt, argument, retention is not None)
+    initial = [None if rows is None else bootstrap_changes(rows, df, fmt, argument, expire_rows)
                for rows, df, fmt, argument in ((left_bootstrap, left, left_fmt, "left_bootstrap"),
                                                (right_bootstrap, right, right_fmt, "right_bootstrap"))]
     stages = [([left], join.left_stage, "left_keys", initial[0]), ([right], join.right_stage, "right_keys", initial[1])]

@@ -16,7 +16,7 @@ __all__ = ["bootstrap_changes"]
 
 
 def bootstrap_changes(bootstrap: DataFrame, changes: DataFrame, fmt: ChangeFormat, argument: str,
-                      has_retention: bool) -> DataFrame:
+                      expire_rows: bool) -> DataFrame:
     """``bootstrap`` (a batch DataFrame of the table's rows) as snapshot upserts in the schema of
     ``changes`` (the side's routable change stream, read in ``fmt``). Raises
     :class:`JoinDefinitionError` naming ``argument`` when the rows do not fit."""
@@ -24,7 +24,7 @@ def bootstrap_changes(bootstrap: DataFrame, changes: DataFrame, fmt: ChangeForma
         raise JoinDefinitionError(f"{argument} must be a batch DataFrame of the table's rows (spark.read..., "
                                   "spark.createDataFrame(...)), not a stream")
     schema = arrow_schema(changes)
-    check_bootstrap(bootstrap.columns, schema, fmt, argument, has_retention)
+    check_bootstrap(bootstrap.columns, schema, fmt, argument, expire_rows)
     present = set(bootstrap.columns)
     columns = []
     for field, arrow_field in zip(changes.schema.fields, schema):

@@ -28,7 +28,7 @@ BEFORE_EVERY_CHANGE = datetime.datetime(1, 1, 1, tzinfo=datetime.timezone.utc)
 
 
 def check_bootstrap(columns: Sequence[str], changes: pa.Schema, fmt: ChangeFormat, argument: str,
-                    has_retention: bool) -> None:
+                    expire_rows: bool) -> None:
     """Raise :class:`JoinDefinitionError` naming ``argument`` unless a bootstrap with ``columns``
     fits a side whose (routable) changes have schema ``changes``, read in ``fmt`` (see module)."""
     meta = {fmt.op, fmt.time, fmt.sequence} - {None}
@@ -39,10 +39,10 @@ def check_bootstrap(columns: Sequence[str], changes: pa.Schema, fmt: ChangeForma
         raise JoinDefinitionError(
             f"{argument} must have the table's key {list(fmt.key)} and only its row columns {rows} (and the change "
             f"time {fmt.time!r}): it lacks {missing} and has {unknown} besides; select those columns")
-    if has_retention and fmt.time not in columns:
+    if expire_rows and fmt.time not in columns:
         raise JoinDefinitionError(
-            f"with a retention, {argument}'s rows age from their change time: add the snapshot's time as column "
-            f"{fmt.time!r} (e.g. F.lit(snapshot_time).alias({fmt.time!r})); a row without one would be late at once")
+            f"with expire_rows, {argument}'s rows age from their change time: add the snapshot's time as column "
+            f"{fmt.time!r} (e.g. F.lit(snapshot_time).alias({fmt.time!r})); a row without one would expire at once")
     if fmt.time not in columns:
         before_every_change(changes.field(fmt.time).type, fmt)
 
@@ -58,9 +58,9 @@ def before_every_change(type_: pa.DataType, fmt: ChangeFormat) -> object:
 
 
 def bootstrap_changes(snapshot: pa.Table, changes: pa.Schema, fmt: ChangeFormat, argument: str,
-                      has_retention: bool) -> pa.Table:
+                      expire_rows: bool) -> pa.Table:
     """``snapshot`` (the table's rows) as snapshot upserts with schema ``changes`` (see module)."""
-    check_bootstrap(snapshot.column_names, changes, fmt, argument, has_retention)
+    check_bootstrap(snapshot.column_names, changes, fmt, argument, expire_rows)
     n, arrays = snapshot.num_rows, []
     for field in changes:
         if field.name == fmt.op:

@@ -199,7 +199,7 @@ class LocalJoins:
                     raise JoinDefinitionError(f"{argument} must be an Arrow table of the table's rows in process, "
                                               f"not {type(rows).__name__}")
                 side.set_initial(side.operator.inputs[0].name,
-                                 bootstrap_changes(rows, changes.schema, fmt, argument, retention is not None))
+                                 bootstrap_changes(rows, changes.schema, fmt, argument, expire_rows))
         return runner.run(left, right, version=self.version, final=self.final)
 
     def _note(self, text: str) -> None:

@@ -46,5 +46,5 @@ def test_table_table_join_bad_bootstrap_fails_before_the_query(spark, tmp_path):
         table_table_join(posts, follows, left_bootstrap=spark.readStream.format("rate").load(), **join)
     with pytest.raises(JoinDefinitionError, match=r"right_bootstrap must have the table's key \['follow_id'\]"):
         table_table_join(posts, follows, right_bootstrap=rows, **join)
-    with pytest.raises(JoinDefinitionError, match="with a retention, left_bootstrap's rows age"):
-        table_table_join(posts, follows, left_bootstrap=rows, retention="1 day", **join)
+    with pytest.raises(JoinDefinitionError, match="with expire_rows, left_bootstrap's rows age"):
+        table_table_join(posts, follows, left_bootstrap=rows, retention="1 day", expire_rows=True, **join)
