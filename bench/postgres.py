@@ -8,6 +8,11 @@ engine-free, median of ``--repeat``), the ``postgres_changes`` source into Spark
 and the source into ``table_table_join`` (orders x products) into ``noop`` (``availableNow``: one
 micro-batch over the whole range), timed by Spark's own ``triggerExecution`` (the query's start
 left out). Rates count the orders' change rows (heartbeats excluded).
+
+Then, end to end (:mod:`streamjoin.bench.postgres_burst`): a burst of ``--burst`` new orders
+committed while a view query (``table_table_join`` into ``PostgresSink``, ``--trigger``) runs,
+timed from the first order written to the last view row applied (changes/s), and the median from
+an order's commit to its view row.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import shutil
 import tempfile
 
 from streamjoin.bench.harness import Chart, Table, median_seconds, write_results
+from streamjoin.bench.postgres_burst import Burst, measure_burst
 
 __all__ = ["add_arguments", "run"]
 
@@ -27,6 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "about 70%% more (default 60,000)")
     parser.add_argument("--per-transaction", type=int, default=200, help="rows per transaction (default 200)")
     parser.add_argument("--repeat", type=int, default=3, help="repeats of the decoding measurement (default 3)")
+    parser.add_argument("--burst", type=int, default=10_000, help="orders inserted in one burst while a view query "
+                        "runs, measured end to end (default 10,000)")
+    parser.add_argument("--trigger", default="1 second", help="the burst's view query trigger (default 1 second)")
 
 
 def _load(conn, orders: int, per_txn: int) -> None:
@@ -68,21 +77,26 @@ def run(args: argparse.Namespace) -> int:
                 decode(peek(conn, "decode_orders", info, end), info, start, end)
 
             decoding = median_seconds(decode_once, args.repeat)
-        source, joined = _spark(dsn)
+        source, joined, burst = _spark(dsn, args)
     table = Table(["path", "changes", "seconds", "changes/s"])
     table.add("peek + decode (engine-free)", n, round(decoding, 2), n / decoding)
     table.add("postgres_changes -> noop (Spark)", n, round(source, 2), n / source)
     table.add("postgres_changes -> table_table_join -> noop", n, round(joined, 2), n / joined)
+    table.add(f"burst: commit -> view in PostgresSink ({args.trigger} trigger)", burst.changes,
+              round(burst.seconds, 2), burst.per_second)
     print(f"\n{mb:.0f} MB of log, orders' changes only counted (products' slot adds 1,000 inserts)\n")
     print(table.render())
-    print("results:", write_results("postgres", table, vars(args) | {"func": None, "log_mb": round(mb)},
+    print(f"\nburst of {burst.changes:,} changes: {burst.seconds:.1f} s to the view ({burst.per_second:,.0f} changes/s "
+          f"end to end), {burst.commit_to_view_median:.1f} s median from commit to view at a {args.trigger} trigger")
+    params = vars(args) | {"func": None, "log_mb": round(mb), "commit_to_view_median_s": round(burst.commit_to_view_median, 2)}
+    print("results:", write_results("postgres", table, params,
                                     chart=Chart(value="changes/s", label=("path",), title="PostgreSQL changes/s")))
     return 0
 
 
-def _spark(dsn: str) -> tuple[float, float]:
+def _spark(dsn: str, args: argparse.Namespace) -> tuple[float, float, Burst]:
     """Seconds of micro-batches (Spark's ``triggerExecution``, the query's start left out) for the
-    source alone and for the source into the table-table join."""
+    source alone and for the source into the table-table join; then the burst end to end."""
     from streamjoin import table_table_join
     from streamjoin.bench.sparkutil import local_session, run_to_noop
     from streamjoin.spark.postgres_source import postgres_change_format, read_postgres_changes
@@ -98,7 +112,8 @@ def _spark(dsn: str) -> tuple[float, float]:
             left_key="order_id", right_key="product_id", left_format=postgres_change_format("order_id"),
             right_format=postgres_change_format("product_id"), checkpoint=os.path.join(scratch, "view"), partitions=2)
         joined = run_to_noop(view, os.path.join(scratch, "view_query"), "the view")
-        return _batch_seconds(source), _batch_seconds(joined)
+        burst = measure_burst(spark, dsn, scratch, args.burst, args.per_transaction, args.trigger)
+        return _batch_seconds(source), _batch_seconds(joined), burst
     finally:
         spark.stop()
         shutil.rmtree(scratch, ignore_errors=True)

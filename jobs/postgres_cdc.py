@@ -27,7 +27,7 @@ from streamjoin.jobs.common import prepare_root, stage
 from streamjoin.jobs.postgres_workload import ENRICHED_CHECK, SCHEMA, VIEW_DIFFERENCES, Workload
 
 __all__ = ["register", "add_arguments", "run", "prepare_database", "start_queries", "catch_up", "stop_queries",
-           "check", "Check", "SLOTS", "DELAY", "HEARTBEAT_INTERVAL"]
+           "shut_down", "check", "Check", "SLOTS", "DELAY", "HEARTBEAT_INTERVAL"]
 
 #: One slot per stream that reads it: a slot's position is its one reader's.
 SLOTS = {"users": ("users_slot", "public.users"), "orders_events": ("orders_events_slot", "public.orders"),
@@ -176,6 +176,19 @@ def stop_queries(queries: list[Any], timeout: float = 30.0) -> None:
         query.stop()
 
 
+def shut_down(spark: Any, queries: list[Any], timeout: float = 30.0) -> None:
+    """Stop ``queries`` and then the session, in order and quietly: each query between two
+    micro-batches (waiting up to ``timeout`` seconds for its running one to end), then the
+    session once no Spark job runs. Stopping a session while a batch's tasks still report their
+    results makes Spark print a scheduler error (a ``RejectedExecutionException`` stack) at exit."""
+    deadline = time.monotonic() + timeout
+    stop_queries(queries, timeout)
+    tracker = spark.sparkContext.statusTracker()
+    while tracker.getActiveJobsIds() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    spark.stop()
+
+
 def check(dsn: str, orders_inserted: int) -> Check:
     """Compare the derived tables with PostgreSQL's own join and with the tiers the orders recorded."""
     from streamjoin.cdc import connect
@@ -213,8 +226,7 @@ def run(args: argparse.Namespace) -> int:
             catch_up(cluster.dsn, queries)
             batches = {q.name: len(q.recentProgress) for q in queries}
         finally:
-            stop_queries(queries)
-            spark.stop()
+            shut_down(spark, queries)
         stage(5, 5, "comparing the derived tables with PostgreSQL's own join", started)
         result = check(cluster.dsn, workload.orders_inserted)
     print(f"      micro-batches: {batches['enrich']} (enrichment), {batches['view']} (view)")

@@ -14,6 +14,7 @@ from streamjoin.kit.times import Duration
 from streamjoin.runtime.operator import Operator
 from streamjoin.spark.changes import change_format, plain_changes
 from streamjoin.spark.runtime import arrow_schema, resolve_checkpoint, run_operator
+from streamjoin.spark.table_bootstrap import bootstrap_changes
 from streamjoin.table.operator import TableTableJoin
 
 __all__ = ["table_table_join", "STAGES"]
@@ -44,6 +45,8 @@ def table_table_join(
     store_options: Mapping[str, Any] | None = None,
     state_dir: str | None = None,
     max_partitions: int | None = None,
+    left_bootstrap: DataFrame | None = None,
+    right_bootstrap: DataFrame | None = None,
 ) -> DataFrame:
     """The change stream of the view ``left JOIN right ON on``, kept up to date as both change.
 
@@ -74,7 +77,11 @@ def table_table_join(
     A row whose join key changes (a post moved to another author) is retracted from its old key
     by a first stage partitioned by primary key; so the join runs three stages, each with its own
     state and changelogs under ``<checkpoint>/left_keys``, ``right_keys`` and ``join``
-    (``join_metrics`` and ``set_aside_rows`` take those paths). Other arguments as for
+    (``join_metrics`` and ``set_aside_rows`` take those paths). ``left_bootstrap`` /
+    ``right_bootstrap``: a batch DataFrame of the table's rows before its change stream's first
+    change (its key and row columns; a change-time column kept if present, and needed with
+    ``expire_rows``), loaded into the join's first version; a row without a change time comes before
+    every change of its key (:mod:`streamjoin.table.bootstrap`). Other arguments as for
     :func:`streamjoin.interval_join`. Raises :class:`JoinDefinitionError` before any query starts
     when an argument is wrong.
     """
@@ -96,12 +103,17 @@ def table_table_join(
         arrow_schema(left), arrow_schema(right), on, left_key=left_key, right_key=right_key, how=how,
         left_changes=left_fmt, right_changes=right_fmt, retention=retention, expire_rows=expire_rows,
     )
-    stages = [([left], join.left_stage, "left_keys"), ([right], join.right_stage, "right_keys")]
-    routed = [_run(inputs, stage, options.at(paths[name])) for inputs, stage, name in stages]
+    initial = [None if rows is None else bootstrap_changes(rows, df, fmt, argument, expire_rows)
+               for rows, df, fmt, argument in ((left_bootstrap, left, left_fmt, "left_bootstrap"),
+                                               (right_bootstrap, right, right_fmt, "right_bootstrap"))]
+    stages = [([left], join.left_stage, "left_keys", initial[0]), ([right], join.right_stage, "right_keys", initial[1])]
+    routed = [_run(inputs, stage, options.at(paths[name]), rows) for inputs, stage, name, rows in stages]
     return _run(routed, join.join_stage, options.at(paths["join"]))
 
 
-def _run(inputs: list[DataFrame], operator: Operator, options: JoinOptions) -> DataFrame:
-    """``operator`` over ``inputs`` with the state settings of ``options``."""
+def _run(inputs: list[DataFrame], operator: Operator, options: JoinOptions,
+         initial: DataFrame | None = None) -> DataFrame:
+    """``operator`` over ``inputs`` with the state settings of ``options`` (and ``initial`` rows of its one input)."""
     return run_operator(inputs, operator, checkpoint=options.checkpoint, partitions=options.partitions,
-                        state=options.state, key_groups=options.max_partitions)
+                        state=options.state, key_groups=options.max_partitions,
+                        initial=None if initial is None else [initial])

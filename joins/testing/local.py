@@ -31,6 +31,7 @@ from streamjoin.interval.operator import IntervalJoin
 from streamjoin.kit.how import EnrichmentHow, How, IntervalHow, TableHow
 from streamjoin.kit.options import JoinOptions
 from streamjoin.runtime.local import LocalRunner
+from streamjoin.table.bootstrap import bootstrap_changes
 from streamjoin.table.local import LocalTableTableRunner
 from streamjoin.table.operator import TableTableJoin
 
@@ -171,8 +172,11 @@ class LocalJoins:
                          retention: Any = None, expire_rows: bool = False, store: str = "rocksdb",
                          checkpoint: str | None = None, partitions: int | None = None,
                          store_options: Mapping[str, Any] | None = None, state_dir: str | None = None,
-                         max_partitions: int | None = None) -> pa.Table:
+                         max_partitions: int | None = None, left_bootstrap: pa.Table | None = None,
+                         right_bootstrap: pa.Table | None = None) -> pa.Table:
         """:func:`streamjoin.table_table_join` over this micro-batch's Arrow tables: the view's changes.
+        ``left_bootstrap`` / ``right_bootstrap`` (Arrow tables of the tables' rows) are loaded into
+        the join's first version (:mod:`streamjoin.table.bootstrap`).
 
         The change stream itself depends on micro-batch boundaries (its ``_commit_version`` and
         ``_seq``, and changes that cancel within a batch); compare the view it gives
@@ -187,6 +191,15 @@ class LocalJoins:
                                   left_changes=lf, right_changes=rf, retention=retention, expire_rows=expire_rows)
         runner = self._runner(self._name(checkpoint), lambda ck, n, cfg, groups: LocalTableTableRunner(
             operator, ck, partitions=n, config=cfg, key_groups=groups), options)
+        for rows, changes, fmt, stage in ((left_bootstrap, left, lf, "left_keys"), (right_bootstrap, right, rf, "right_keys")):
+            side = runner.runners[stage]
+            if rows is not None and side.checkpoint.initial_done() is None and not side.checkpoint.has_state():
+                argument = f"{stage.split('_')[0]}_bootstrap"
+                if not isinstance(rows, pa.Table):
+                    raise JoinDefinitionError(f"{argument} must be an Arrow table of the table's rows in process, "
+                                              f"not {type(rows).__name__}")
+                side.set_initial(side.operator.inputs[0].name,
+                                 bootstrap_changes(rows, changes.schema, fmt, argument, expire_rows))
         return runner.run(left, right, version=self.version, final=self.final)
 
     def _note(self, text: str) -> None:

@@ -14,6 +14,7 @@ import pytest
 import streamjoin.spark.enrichment
 import streamjoin.spark.interval
 import streamjoin.spark.table
+from streamjoin.errors import JoinDefinitionError
 from streamjoin.testing import LocalJoins
 from tests.testing.pipelines import UTC_US, at
 
@@ -86,3 +87,25 @@ def test_local_joins_keep_local_stores_under_state_dir():
         joins.interval_join(EVENTS, EVENTS, "user_id", left_time="ts", right_time="ts", lower=dt.timedelta(0),
                             upper=dt.timedelta(0), delay=dt.timedelta(0), store="lmdb", state_dir=state_dir)
         assert os.listdir(state_dir) and not os.path.exists(os.path.join(root, "local"))
+
+
+def test_local_joins_table_table_join_loads_its_bootstraps_before_the_first_version():
+    # post 1 and follow 1 exist before their streams; post 2's first change moves post 1 to author 2
+    posts = pa.table({"post_id": [1, 2], "author_id": [2, 1], "op": ["upsert", "upsert"],
+                      "changed_at": pa.array([at(0), at(0)], UTC_US), "seq": [0, 0]})
+    with tempfile.TemporaryDirectory() as root:
+        joins, view = LocalJoins(root, partitions=2), []
+        for version in range(2):
+            joins.begin(version, final=version == 1)
+            out = joins.table_table_join(
+                posts.slice(0, 0) if version else posts, FOLLOWS.slice(0, 0), (["author_id"], ["followee_id"]),
+                left_key="post_id", right_key="follow_id", left_time="changed_at", right_time="changed_at",
+                left_format="plain", right_format="plain", left_sequence="seq", right_sequence="seq",
+                left_bootstrap=pa.table({"post_id": [1, 3], "author_id": [1, 1]}),
+                right_bootstrap=pa.table({"follow_id": [1], "followee_id": [1]}))
+            view += [(r["post_id"], r["follow_id"], r["_change_type"]) for r in out.to_pylist()]
+        assert sorted(view) == [(2, 1, "insert"), (3, 1, "insert")]
+        with pytest.raises(JoinDefinitionError, match="left_bootstrap must have the table's key"):
+            LocalJoins(root + "/other").table_table_join(
+                posts, FOLLOWS, (["author_id"], ["followee_id"]), left_key="post_id", right_key="follow_id",
+                left_time="changed_at", right_time="changed_at", left_bootstrap=pa.table({"author_id": [1]}))

@@ -1,0 +1,50 @@
+"""``table_table_join``'s ``left_bootstrap=`` / ``right_bootstrap=``: a table's rows before its first change."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pytest
+
+from streamjoin import table_table_join
+from streamjoin.errors import JoinDefinitionError
+from streamjoin.statestore import open_store
+from streamjoin.view import MaterializedView
+
+pytestmark = pytest.mark.spark
+
+POSTS = "post_id bigint, op string, at timestamp, author_id bigint, text string"
+FOLLOWS = "follow_id bigint, op string, at timestamp, follower_id bigint, followee_id bigint"
+AT = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+ARGS = dict(left_key="post_id", right_key="follow_id", left_time="at", right_time="at")
+
+
+def test_table_table_join_bootstrap_rows_come_before_every_change(spark, tmp_path):
+    posts = spark.createDataFrame([(2, "upsert", AT, 20, "moved"), (3, "delete", AT, None, None),
+                                   (4, "upsert", AT, 10, "new")], POSTS)
+    follows = spark.createDataFrame([(101, "upsert", AT, 2, 20)], FOLLOWS)
+    post_rows = spark.createDataFrame([(1, 10, "hello"), (2, 10, "again"), (3, 10, "gone")],
+                                      "post_id bigint, author_id bigint, text string")
+    follow_rows = spark.createDataFrame([(100, 1, 10)], "follow_id bigint, follower_id bigint, followee_id bigint")
+    out = table_table_join(posts, follows, (["author_id"], ["followee_id"]), **ARGS, how="inner",
+                           left_bootstrap=post_rows, right_bootstrap=follow_rows,
+                           checkpoint=str(tmp_path / "ck"), partitions=2)
+    changes = pa.Table.from_pylist([r.asDict() for r in out.collect()])
+    view = MaterializedView(open_store("memory", str(tmp_path / "view")), "post_id", "follow_id", changes.schema)
+    view.apply(changes)
+    got = sorted((r["follower_id"], r["post_id"], r["text"]) for r in view.rows().to_pylist())
+    assert got == [(1, 1, "hello"), (1, 4, "new"), (2, 2, "moved")]
+
+
+def test_table_table_join_bad_bootstrap_fails_before_the_query(spark, tmp_path):
+    posts = spark.createDataFrame([], POSTS)
+    follows = spark.createDataFrame([], FOLLOWS)
+    join = dict(on=(["author_id"], ["followee_id"]), **ARGS, checkpoint=str(tmp_path / "ck"))
+    rows = spark.createDataFrame([(1, 10, "a")], "post_id bigint, author_id bigint, text string")
+    with pytest.raises(JoinDefinitionError, match="left_bootstrap must be a batch DataFrame"):
+        table_table_join(posts, follows, left_bootstrap=spark.readStream.format("rate").load(), **join)
+    with pytest.raises(JoinDefinitionError, match=r"right_bootstrap must have the table's key \['follow_id'\]"):
+        table_table_join(posts, follows, right_bootstrap=rows, **join)
+    with pytest.raises(JoinDefinitionError, match="with expire_rows, left_bootstrap's rows age"):
+        table_table_join(posts, follows, left_bootstrap=rows, retention="1 day", expire_rows=True, **join)
