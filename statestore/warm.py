@@ -109,10 +109,14 @@ def take(kind: str, path: str, options: dict[str, Any], version: int | None) -> 
 
 
 def evict(path: str) -> None:
-    """Close the store parked at ``path`` in this process, if any (before removing or opening it)."""
+    """Close the store parked at ``path`` in this process, if any (before removing or opening it),
+    and any store parked under another path whose directory is now the one at ``path`` (moved
+    there: it holds the directory's lock)."""
+    here = _identity(path)
     with _LOCK:
-        parked = _PARKED.pop(path, None)
-    if parked is not None:
+        moved = [p for p, e in _PARKED.items() if p != path and here is not None and e.identity == here]
+        evicted = [_PARKED.pop(p) for p in [path, *moved] if p in _PARKED]
+    for parked in evicted:
         with parked.busy:
             _close_quietly(parked.store)
 
