@@ -35,6 +35,7 @@ from streamjoin.changelog.logging_store import (
     OpenHow,
     OpenReport,
     open_logged_store,
+    owner_tag,
     release_logged_store,
 )
 from streamjoin.changelog.restore import RestoreMethod, RestoreStats, restore
@@ -60,6 +61,7 @@ __all__ = [
     "apply_retention",
     "compact",
     "open_logged_store",
+    "owner_tag",
     "release_logged_store",
     "restore",
     "snapshot_from_store",

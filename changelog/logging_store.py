@@ -24,7 +24,11 @@ needs, reporting how in an :class:`OpenReport`:
   fewer bytes;
 * ahead (a batch executed again): rolled back by the undo records of the versions in between;
 * missing, empty, unreadable (:class:`StoreCorruptError`), or not reachable the ways above:
-  rebuilt (``destroy_store`` + open + :func:`streamjoin.changelog.restore.restore`).
+  rebuilt (``destroy_store`` + open + :func:`streamjoin.changelog.restore.restore`);
+* another's: every versioned write records the store's owner tag (``owner``, by default a digest
+  of the changelog's URI) with the version marker, atomically. A store whose tag is not the one
+  expected (a directory copied or swapped from another partition, query or epoch, or written
+  before owner tags existed) is rebuilt whatever its version, never trusted.
 
 A store is never destroyed when it may hold the only copy of its state: asked for the empty state
 while the local store is at version ``u`` and the log holds no file of ``u`` or later (the log
@@ -33,6 +37,7 @@ is empty, lost, or not this store's), :func:`open_logged_store` raises instead.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -50,8 +55,8 @@ from streamjoin.statestore.base import KeyValue, Store, StoreStats
 from streamjoin.statestore.errors import StoreCorruptError, StoreLockedError
 from streamjoin.statestore.registry import destroy_store, open_store
 
-__all__ = ["ChangeloggingStore", "open_logged_store", "release_logged_store", "OpenReport", "OpenHow",
-           "READ_REUSE_LIMIT"]
+__all__ = ["ChangeloggingStore", "open_logged_store", "release_logged_store", "owner_tag", "OpenReport",
+           "OpenHow", "READ_REUSE_LIMIT"]
 
 #: Keys whose read values a store keeps for the next write's undo record, at most.
 READ_REUSE_LIMIT = 1_000_000
@@ -231,6 +236,7 @@ def open_logged_store(
     *,
     undo_depth: int = 1,
     warm: bool = False,
+    owner: bytes | None = None,
     **options: Any,
 ) -> tuple[ChangeloggingStore, OpenReport]:
     """Open the local store at ``local_path`` at exactly ``target_version`` of ``log``.
@@ -244,9 +250,12 @@ def open_logged_store(
     ``warm``: take the store :func:`release_logged_store` kept open in this process when its
     version marker is ``target_version`` (:mod:`streamjoin.statestore.warm`), and when another
     process holds the directory, ask it to hand the store over (a bounded wait).
+
+    ``owner``: the tag that says whose state the store holds (None: a digest of ``log.uri``);
+    a store recording another tag is rebuilt (see the module docstring).
     """
     local = _Local(kind, os.fspath(local_path), options, UndoLog(os.fspath(local_path) + ".undo", undo_depth),
-                   warm, target_version)
+                   warm, target_version, owner if owner is not None else owner_tag(log.uri))
     started = time.perf_counter()
     listing = log.listing()
     if target_version is not None and target_version not in listing.restorable():
@@ -262,6 +271,12 @@ def open_logged_store(
     store = ChangeloggingStore(local.store, log, undo=local.undo)
     store.park_as = (kind, local.path, dict(options)) if warm else None
     return store, report
+
+
+def owner_tag(*parts: object) -> bytes:
+    """A store owner tag: a digest of ``parts`` (their ``repr``s), e.g. a checkpoint URI,
+    query id, epoch and partition."""
+    return hashlib.sha256(repr(parts).encode()).digest()[:16]
 
 
 def release_logged_store(store: ChangeloggingStore) -> None:
@@ -292,23 +307,34 @@ class _Local:
     undo: UndoLog
     warm: bool = False
     wanted: int | None = None
+    owner: bytes | None = None
     store: Store = field(init=False)
+    #: the store records another owner tag than ours (or none): it is rebuilt, never trusted
+    foreign: bool = False
 
     def open(self) -> tuple[int | None, str]:
         """Open the store (or take the warm one); return its version and "" or why it must be rebuilt."""
         taken = warm.take(self.kind, self.path, self.options, self.wanted) if self.warm else None
         if taken is not None:
             self.store = taken
-            return taken.version, ""
-        try:
-            self.store = self._open()
-        except StoreCorruptError as exc:
-            destroy_store(self.kind, self.path)
-            self.store = self._open()
-            return None, f"local store unreadable ({exc})"
+        else:
+            try:
+                self.store = self._open()
+            except StoreCorruptError as exc:
+                destroy_store(self.kind, self.path)
+                self.store = self._open()
+                self.store.stamp = self.owner
+                return None, f"local store unreadable ({exc})"
+        self.store.stamp = self.owner
         version = self.store.version
         if version is None and next(iter(self.store.scan()), None) is not None:
             return None, "local store has entries but no version"
+        if version is not None and self.store.records_owner:
+            found = self.store.owner
+            if found != self.owner:
+                self.foreign = True
+                return version, ("local store has no owner tag (written by an earlier streamjoin)"
+                                 if found is None else "local store belongs to another partition or query")
         return version, "" if version is not None else "no local store"
 
     def _open(self) -> Store:
@@ -326,6 +352,7 @@ class _Local:
         destroy_store(self.kind, self.path)
         self.undo.clear()
         self.store = open_store(self.kind, self.path, **self.options)
+        self.store.stamp = self.owner
         if target is None:
             return _Outcome(OpenHow.REBUILT, reason=reason)
         stats = restore(log, self.store, target)
@@ -335,6 +362,10 @@ class _Local:
 def _bring_to(local: _Local, log: Changelog, current: int | None, target: int | None,
               reason: str) -> _Outcome:
     """Move the local store from ``current`` to ``target`` the cheapest way that works."""
+    if local.foreign:
+        if target is None and local.store.owner is None:
+            _refuse_last_copy(local, log, current)   # an untagged store may still be the only copy
+        return local.rebuild(log, target, reason)
     if not reason and current == target:
         if target is not None and _replaced(local.undo, log, target):
             return _reapply(local, log, target)

@@ -17,6 +17,7 @@ from streamjoin.statestore.errors import (
     StoreError,
     StoreIOError,
     StoreLockedError,
+    StoreTruncatedError,
     StoreWriteError,
 )
 from streamjoin.statestore.registry import backend_names, destroy_store, open_store, register_backend
@@ -32,6 +33,7 @@ __all__ = [
     "StoreIOError",
     "StoreLockedError",
     "StoreStats",
+    "StoreTruncatedError",
     "StoreWriteError",
     "backend_names",
     "destroy_store",

@@ -62,10 +62,14 @@ class Store(ABC):
 
     #: The name the registry knows this backend by.
     kind: ClassVar[str] = "abstract"
+    #: Whether the backend records an owner tag with its version marker (see :attr:`owner`).
+    records_owner: ClassVar[bool] = False
 
     def __init__(self, path: str) -> None:
         self.path = str(path)
         self._closed = False
+        #: the owner tag every write that sets a version records with the marker (None: no tag)
+        self.stamp: bytes | None = None
 
     # -- required primitives -------------------------------------------------------------------
 
@@ -96,6 +100,15 @@ class Store(ABC):
         """Release files, handles and locks. Called at most once."""
 
     # -- optional primitives: defaults built from the required ones -----------------------------
+
+    def _owner(self) -> bytes | None:
+        """The owner tag recorded with the version marker (backends with :attr:`records_owner`)."""
+        return None
+
+    def _check_files(self) -> None:
+        """Raise :class:`StoreCorruptError` when the files at :attr:`path` are no longer the ones
+        this open store reads (replaced or truncated under it). Default: nothing to check."""
+        return None
 
     def _multi_get(self, keys: Sequence[bytes]) -> list[bytes | None]:
         return [self._get(k) for k in keys]
@@ -229,6 +242,23 @@ class Store(ABC):
         """The last committed version marker, or None if no write has set one."""
         self._check_open()
         return self._version()
+
+    @property
+    def owner(self) -> bytes | None:
+        """Whose state this is: the :attr:`stamp` in effect at the last write that set the version
+        marker, written atomically with it (None: none recorded, or the backend records none).
+
+        A caller that sets ``stamp`` before writing can tell, at the next open, its own store from
+        another's at the same path (a copied or swapped directory) before trusting it.
+        """
+        self._check_open()
+        return self._owner()
+
+    def check_files(self) -> None:
+        """Raise :class:`StoreCorruptError` (or a subclass) when the files at :attr:`path` were
+        replaced or truncated under this open store, before anything reads them again."""
+        self._check_open()
+        self._check_files()
 
     def stats(self) -> StoreStats:
         """Entries and bytes held (an estimate where ``exact`` is False)."""

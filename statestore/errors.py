@@ -5,7 +5,9 @@
     ├── BackendNotFoundError        open_store() was given an unknown kind or a bad import path
     ├── StoreLockedError            another process (or another open handle) holds the store
     ├── StoreCorruptError           the files at a path are not a readable store of this kind,
-    │                               or a read met damaged data (a checksum mismatch)
+    │   │                           or a read met damaged data (a checksum mismatch)
+    │   └── StoreTruncatedError     a data file is shorter than the store says it is (reading
+    │                               it would crash the process), or was replaced under an open store
     ├── StoreIOError                the operating system refused the files (disk full, no
     │                               permission, read-only): the store itself may be intact
     ├── StoreClosedError            the store was used after close()
@@ -28,6 +30,7 @@ __all__ = [
     "BackendNotFoundError",
     "StoreLockedError",
     "StoreCorruptError",
+    "StoreTruncatedError",
     "StoreClosedError",
     "StoreWriteError",
 ]
@@ -56,6 +59,13 @@ class StoreLockedError(StoreError):
 class StoreCorruptError(StoreError):
     """The files under a store path cannot be read as a store of the requested kind, or hold
     damaged data; remove the store (``destroy_store``) and rebuild it from its changelog."""
+
+
+class StoreTruncatedError(StoreCorruptError):
+    """A store's data file is shorter than its own records say (cut by a full disk, a copy or a
+    tool), or was replaced under an open store; found before anything reads the missing part
+    (for LMDB, whose memory-mapped reads past the end of a file kill the process with SIGBUS).
+    Rebuild it from its changelog, as for any :class:`StoreCorruptError`."""
 
 
 class StoreClosedError(StoreError):

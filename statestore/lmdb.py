@@ -50,6 +50,8 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import os
+import resource
 from collections import deque
 from itertools import chain
 from operator import itemgetter
@@ -60,7 +62,7 @@ import lmdb
 from streamjoin.statestore import options as check
 from streamjoin.statestore.base import KeyValue, Store, StoreStats
 from streamjoin.statestore.codecs import decode_int, encode_int
-from streamjoin.statestore.errors import StoreCorruptError, StoreError, StoreWriteError
+from streamjoin.statestore.errors import StoreCorruptError, StoreError, StoreTruncatedError, StoreWriteError
 from streamjoin.statestore.lmdb_layout import (
     EMPTY_KEY,
     SHORT_MAX,
@@ -91,7 +93,7 @@ from streamjoin.statestore.locking import (
 __all__ = ["LMDBStore"]
 
 _DATA, _META, _LONG = b"data", b"meta", b"long"
-_VERSION_KEY, _FORMAT_KEY = b"version", b"format"
+_VERSION_KEY, _FORMAT_KEY, _OWNER_KEY = b"version", b"format", b"owner"
 _FORMAT = b"checksummed-1"
 _MARKERS = ("data.mdb",)
 _INITIAL_MAP = 64 << 20
@@ -104,6 +106,19 @@ _DAMAGE = (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.BadChecksumError, l
 T = TypeVar("T")
 
 
+def _data_file(path: str) -> tuple[int, int, int]:
+    """data.mdb's device, inode and size ((0, 0, 0) when missing); refuses a file cut below
+    LMDB's two meta pages before LMDB maps it."""
+    try:
+        found = os.stat(os.path.join(path, "data.mdb"))
+    except FileNotFoundError:
+        return 0, 0, 0
+    if 0 < found.st_size < 2 * resource.getpagesize():
+        raise StoreTruncatedError(corrupt_message(
+            path, "lmdb", f"data.mdb is truncated to {found.st_size} bytes, shorter than its meta pages"))
+    return found.st_dev, found.st_ino, found.st_size
+
+
 class LMDBStore(Store):
     """A store in an LMDB environment directory (see the module docstring).
 
@@ -112,6 +127,7 @@ class LMDBStore(Store):
     """
 
     kind = "lmdb"
+    records_owner = True
 
     def __init__(
         self,
@@ -128,10 +144,14 @@ class LMDBStore(Store):
         prepare_directory(self.path, self.kind, _MARKERS)
         self._lock = retry_locked(lambda: DirectoryLock.acquire(self.path), lock_timeout)
         try:
+            _data_file(self.path)
             self._env = lmdb.open(
                 self.path, map_size=map_size, max_dbs=3, sync=sync, metasync=False,
                 readahead=False, max_spare_txns=2,
             )
+            self._file = _data_file(self.path)
+            self._psize = self._env.stat()["psize"]
+            self._check_size()
             self._data = self._env.open_db(_DATA)
             self._meta = self._env.open_db(_META)
             self._long = self._env.open_db(_LONG)
@@ -163,6 +183,37 @@ class LMDBStore(Store):
                 if tag is None else f"unknown format {tag[4:]!r}"))
         with self._env.begin(write=True, db=self._meta) as txn:
             txn.put(_FORMAT_KEY, seal(_FORMAT_KEY, _FORMAT))
+
+    def _check_files(self) -> None:
+        """The data file is still the one the environment maps, and long enough for every page
+        its meta page names: LMDB reads pages through a memory map, and reading one past the end
+        of the file kills the process with SIGBUS instead of raising."""
+        found = _data_file(self.path)
+        if found[:2] != self._file[:2]:
+            raise StoreTruncatedError(corrupt_message(
+                self.path, self.kind, "its data file was replaced or removed while the store was open"))
+        self._file = found
+        self._check_size()
+
+    def _check_size(self) -> None:
+        """Raise :class:`StoreTruncatedError` when data.mdb is shorter than its last page."""
+        size = self._file[2]
+        if size < 2 * self._psize:   # the two meta pages LMDB reads before anything else
+            raise StoreTruncatedError(corrupt_message(
+                self.path, self.kind, f"data.mdb is truncated to {size} bytes, shorter than its meta pages"))
+        needed = (self._env.info()["last_pgno"] + 1) * self._psize
+        if size < needed:
+            raise StoreTruncatedError(corrupt_message(
+                self.path, self.kind, f"data.mdb is truncated to {size} bytes, its pages need {needed}"))
+
+    def _owner(self) -> bytes | None:
+        """Read afresh (not cached): a warm store's file may have been overwritten in place."""
+        try:
+            with self._env.begin(db=self._meta) as txn:
+                raw = txn.get(_OWNER_KEY)
+            return None if raw is None else unseal(_OWNER_KEY, raw)
+        except Exception as exc:
+            raise self._failure("reading the owner tag", exc) from exc
 
     def _read_version(self) -> int | None:
         raw = self._reader.get(_VERSION_KEY, db=self._meta)
@@ -310,6 +361,10 @@ class LMDBStore(Store):
                 self._put(txn, puts)
             if version is not None:
                 txn.put(_VERSION_KEY, seal(_VERSION_KEY, encode_int(version)), db=self._meta)
+                if self.stamp is not None:
+                    txn.put(_OWNER_KEY, seal(_OWNER_KEY, self.stamp), db=self._meta)
+                else:
+                    txn.delete(_OWNER_KEY, db=self._meta)
 
         self._transact(apply, "write")
         if version is not None:

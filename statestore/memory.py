@@ -23,6 +23,7 @@ class _Data:
     def __init__(self) -> None:
         self.items: dict[bytes, bytes] = {}
         self.version: int | None = None
+        self.owner: bytes | None = None
         self._sorted: list[bytes] | None = []
 
     def sorted_keys(self) -> list[bytes]:
@@ -43,6 +44,7 @@ class MemoryStore(Store):
     """An ordered ``bytes -> bytes`` map held in this process (see module docstring)."""
 
     kind = "memory"
+    records_owner = True
 
     def __init__(self, path: str) -> None:
         super().__init__(path)
@@ -107,10 +109,13 @@ class MemoryStore(Store):
             if len(items) != before or data._sorted is None:
                 data.invalidate()
         if version is not None:
-            data.version = version
+            data.version, data.owner = version, self.stamp
 
     def _version(self) -> int | None:
         return self._data.version
+
+    def _owner(self) -> bytes | None:
+        return self._data.owner
 
     def _stats(self) -> StoreStats:
         items = self._data.items

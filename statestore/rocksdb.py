@@ -73,6 +73,7 @@ __all__ = ["RocksDBStore"]
 
 _META = "meta"
 _VERSION_KEY = b"version"
+_OWNER_KEY = b"owner"
 #: Files every RocksDB database directory has; a non-empty directory without one is not ours.
 _MARKERS = ("CURRENT", "IDENTITY")
 #: A bulk load starts a new SST file once the current one reaches this size.
@@ -90,6 +91,7 @@ class RocksDBStore(Store):
     """
 
     kind = "rocksdb"
+    records_owner = True
 
     def __init__(self, path: str, *, lock_timeout: float | None = None, sync: bool = False) -> None:
         lock_timeout = check.seconds(self.kind, "lock_timeout", lock_timeout)
@@ -101,6 +103,7 @@ class RocksDBStore(Store):
             self._db = retry_locked(lambda: _open_rdict(self.path), lock_timeout)
             self._meta = self._db.get_column_family_handle(_META)
             self._cached_version = _read_version(self._db, self.path)
+            self._cached_owner = _read_meta(self._db, self.path, _OWNER_KEY)
         except BaseException:
             self._release_after_failed_open()
             raise
@@ -249,6 +252,10 @@ class RocksDBStore(Store):
                 _DRAIN(starmap(batch.put, puts))
             if version is not None:
                 batch.put(_VERSION_KEY, encode_int(version), self._meta)
+                if self.stamp is not None:
+                    batch.put(_OWNER_KEY, self.stamp, self._meta)
+                else:
+                    batch.delete(_OWNER_KEY, self._meta)
         except Exception as exc:
             raise StoreWriteError(
                 f"write to {self.path} rejected, nothing applied: keys, values and range bounds "
@@ -259,7 +266,10 @@ class RocksDBStore(Store):
         except Exception as exc:
             raise StoreWriteError(f"write to {self.path} failed, nothing applied: {exc}") from exc
         if version is not None:
-            self._cached_version = version
+            self._cached_version, self._cached_owner = version, self.stamp
+
+    def _owner(self) -> bytes | None:
+        return self._cached_owner
 
     def _load_sorted(self, items: Iterable[KeyValue], version: int | None) -> int:
         """Write SST files into a scratch directory in the store, then ingest them all at once.
@@ -331,14 +341,18 @@ def _open_rdict(path: str) -> Rdict:
         raise StoreCorruptError(corrupt_message(path, "rocksdb", message)) from exc
 
 
-def _read_version(db: Rdict, path: str) -> int | None:
+def _read_meta(db: Rdict, path: str, key: bytes) -> bytes | None:
     meta = db.get_column_family(_META)
     try:
-        raw = meta.get(_VERSION_KEY)
+        return meta.get(key)
     except Exception as exc:
         raise StoreCorruptError(corrupt_message(path, "rocksdb", str(exc))) from exc
     finally:
         del meta
+
+
+def _read_version(db: Rdict, path: str) -> int | None:
+    raw = _read_meta(db, path, _VERSION_KEY)
     if raw is None:
         return None
     if len(raw) != 8:

@@ -4,8 +4,9 @@ Opening and closing a disk store costs tens of milliseconds a task (RocksDB read
 and table files, and flushes on close), while the next task of a partition often runs in the same
 Python worker. :func:`park` keeps a store open after a task, keyed by its path; :func:`take` gives
 it back to the next open of that path, only when its kind and options are the ones asked for, its
-directory is the one it was opened on (not removed or replaced, not marked damaged) and its
-version marker is exactly the wanted version. Anything else closes the parked store and the caller
+directory is the one it was opened on (not removed or replaced, not marked damaged), its files
+pass the store's own check (:meth:`~streamjoin.statestore.base.Store.check_files`: LMDB's data
+file not replaced or truncated) and its version marker is exactly the wanted version. Anything else closes the parked store and the caller
 opens the directory as usual.
 
 A store directory is owned by one handle at a time (:mod:`streamjoin.statestore.locking`): a
@@ -99,18 +100,23 @@ def take(kind: str, path: str, options: dict[str, Any], version: int | None) -> 
                 and parked.identity == _identity(path) and not os.path.exists(os.path.join(path, DAMAGE_FILE)))
     try:
         if reusable and version is not None and parked.store.version == version:
+            parked.store.check_files()   # its files replaced or cut under it: closed, reopened cold
             return parked.store
-    except Exception:  # noqa: BLE001 - a store that cannot say its version is not reused
+    except Exception:  # noqa: BLE001 - a store that cannot say its version, or whose files changed, is not reused
         pass
     _close_quietly(parked.store)
     return None
 
 
 def evict(path: str) -> None:
-    """Close the store parked at ``path`` in this process, if any (before removing or opening it)."""
+    """Close the store parked at ``path`` in this process, if any (before removing or opening it),
+    and any store parked under another path whose directory is now the one at ``path`` (moved
+    there: it holds the directory's lock)."""
+    here = _identity(path)
     with _LOCK:
-        parked = _PARKED.pop(path, None)
-    if parked is not None:
+        moved = [p for p, e in _PARKED.items() if p != path and here is not None and e.identity == here]
+        evicted = [_PARKED.pop(p) for p in [path, *moved] if p in _PARKED]
+    for parked in evicted:
         with parked.busy:
             _close_quietly(parked.store)
 

@@ -32,7 +32,7 @@ from typing import Any, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streamjoin.changelog import Changelog, open_logged_store, release_logged_store, snapshot_from_store
+from streamjoin.changelog import Changelog, open_logged_store, owner_tag, release_logged_store, snapshot_from_store
 from streamjoin.errors import CheckpointDamagedError, JoinDefinitionError
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.operator import REASON_COLUMN, Operator, StepInput
@@ -100,6 +100,13 @@ def local_store_path(config: StateConfig, checkpoint: Checkpoint, partition: int
     return os.path.join(config.local_dir or default_local_dir(), digest, f"{epoch}p={partition}")
 
 
+def store_owner(operator: Operator, checkpoint: Checkpoint, task: TaskInfo, epoch: int) -> bytes:
+    """The owner tag of the partition's local store: the store proves it holds this checkpoint's
+    (and query's) state of this operator, partitioning epoch and partition before it is reused,
+    and is rebuilt from the changelog otherwise."""
+    return owner_tag(checkpoint.uri, task.query_id, operator.kind, epoch, task.partition)
+
+
 def global_max_times(checkpoint: Checkpoint, version: int, n_inputs: int) -> tuple[int | None, ...]:
     """Largest event time per input over all partitions' rows in versions before ``version``.
 
@@ -134,7 +141,8 @@ def run_partition(
     started = time.perf_counter()
     store, opened = open_logged_store(
         config.store, local_store_path(config, checkpoint, task.partition, epoch_dir(epoch)), log, target,
-        warm=_keep_warm(config, task), **dict(config.store_options),
+        warm=_keep_warm(config, task), owner=store_owner(operator, checkpoint, task, epoch.number),
+        **dict(config.store_options),
     )
     open_seconds = time.perf_counter() - started
     try:
