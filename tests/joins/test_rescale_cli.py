@@ -113,3 +113,38 @@ def test_rescalable_kinds_are_the_operators_with_a_regroup_hook():
     operators = [_op(), join.left_stage, join.join_stage,
                  EnrichmentJoin(events, table, "k", stream_time="ts", changes=ChangeFormat.plain("k", time="at"))]
     assert {op.kind for op in operators if can_rescale(op)} == RESCALABLE_KINDS
+
+
+@pytest.mark.parametrize("value, message", [
+    ("0", "--partitions must be an int of at least 1, not 0"),
+    ("-1", "--partitions must be an int of at least 1, not -1"),
+    ("two", "--partitions must be an int of at least 1, not 'two'"),
+])
+def test_checkpoint_repartition_refuses_a_partition_count_below_one(tmp_path, capsys, value, message):
+    _run(tmp_path, [2])
+    _age(tmp_path / "ck")
+    with pytest.raises(SystemExit) as exit_:
+        main(["checkpoint", "repartition", str(tmp_path / "ck"), "--partitions", value])
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+    assert [e.partitions for e in epochs(Checkpoint(str(tmp_path / "ck")))] == [2]
+
+
+def test_checkpoint_repartition_refuses_more_partitions_than_key_groups(tmp_path, capsys):
+    _run(tmp_path, [2])
+    _age(tmp_path / "ck")
+    assert main(["checkpoint", "repartition", str(tmp_path / "ck"), "--partitions", "5000"]) == 1
+    assert ("partitions must be an int from 1 to 4096 (the join's key groups, max_partitions, fixed when its "
+            "checkpoint is created), not 5000") in capsys.readouterr().err
+    assert [e.partitions for e in epochs(Checkpoint(str(tmp_path / "ck")))] == [2]
+
+
+@pytest.mark.parametrize("recorded", [0, -1, 5000])
+def test_checkpoint_verify_flags_an_impossible_partitioning(tmp_path, capsys, recorded):
+    _run(tmp_path, [2])
+    (tmp_path / "ck" / "partitioning").mkdir()
+    (tmp_path / "ck" / "partitioning" / "e=1.json").write_text(json.dumps({"partitions": recorded}))
+    assert main(["checkpoint", "verify", str(tmp_path / "ck")]) == 1
+    out = capsys.readouterr().out
+    assert "partitioning/e=1.json records an impossible partitioning (epoch 1)" in out
+    assert f"from 1 to 4096 (the join's key groups, max_partitions, fixed when its checkpoint is created), not {recorded}" in out
