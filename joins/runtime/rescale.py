@@ -260,7 +260,8 @@ def plan_repartition(
     Raises :class:`JoinDefinitionError` unless ``partitions`` is an int from 1 to the checkpoint's
     key groups, and :class:`CheckpointMismatchError` for a checkpoint written before key groups, of a join
     that cannot split its state, with a version partly committed (a query running, or one that
-    failed mid-version: let it finish or run it again first), or, with ``now`` (seconds since
+    failed mid-version: let it finish or run it again first), repartitioned before and not run
+    since (asking for that count again is nothing to do), or, with ``now`` (seconds since
     the epoch) given, whose newest metrics are under :data:`RUNNING_SECONDS` old (a running query)."""
     root = checkpoint.read_record("streamjoin.json")
     if root is None:
@@ -274,8 +275,18 @@ def plan_repartition(
     if kind not in RESCALABLE_KINDS and checkpoint.has_state():
         raise CheckpointMismatchError(
             f"{kind} cannot split its state by key group, so checkpoint {checkpoint.uri} keeps its partition count")
-    old = current_epoch(checkpoint)
+    found = epochs(checkpoint)
+    old = found[-1] if found else current_epoch(checkpoint)
     version = checkpoint.newest_metrics_version()
+    if version is not None and old.number > 0 and not epoch_has_run(checkpoint, found, old.number):
+        if partitions == old.partitions:
+            return Plan(checkpoint.uri, old, old, version, tuple((p,) for p in range(partitions)))
+        ran = next(e for e in reversed(found) if epoch_has_run(checkpoint, found, e.number))
+        raise CheckpointMismatchError(
+            f"checkpoint {checkpoint.uri} was already repartitioned to {old.partitions} partitions (partitioning "
+            f"epoch {old.number}) and no run has used that yet: its state is still in the changelogs of its "
+            f"{ran.partitions} partitions as of version {version}. Run the query once with partitions={old.partitions} (its first "
+            "version rebuilds each partition), then change the partition count again")
     if version is not None:
         done = {r.partition for r in checkpoint.commit_records(version)
                 if r.partition >= 0 and r.partitions == old.partitions}

@@ -148,3 +148,34 @@ def test_checkpoint_verify_flags_an_impossible_partitioning(tmp_path, capsys, re
     out = capsys.readouterr().out
     assert "partitioning/e=1.json records an impossible partitioning (epoch 1)" in out
     assert f"from 1 to 4096 (the join's key groups, max_partitions, fixed when its checkpoint is created), not {recorded}" in out
+
+
+def test_checkpoint_repartition_again_before_a_run_says_the_first_one_waits_for_a_run(tmp_path, capsys):
+    _run(tmp_path, [2, 2])
+    _age(tmp_path / "ck")
+    assert main(["checkpoint", "repartition", str(tmp_path / "ck"), "--partitions", "3"]) == 0
+    capsys.readouterr()
+    assert main(["checkpoint", "repartition", str(tmp_path / "ck"), "--partitions", "4", "--force"]) == 1
+    err = capsys.readouterr().err
+    assert "running" not in err
+    assert ("was already repartitioned to 3 partitions (partitioning epoch 1) and no run has used that yet: its "
+            "state is still in the changelogs of its 2 partitions as of version 1. Run the query once with "
+            "partitions=3") in err
+    assert main(["checkpoint", "repartition", str(tmp_path / "ck"), "--partitions", "3"]) == 0
+    assert "already 3 partitions; nothing to do" in capsys.readouterr().out
+    assert [e.partitions for e in epochs(Checkpoint(str(tmp_path / "ck")))] == [2, 3]
+
+
+def test_checkpoint_repartition_again_after_a_run_of_the_new_count(tmp_path):
+    expected = _run(tmp_path / "plain", [2] * 5)
+    config = StateConfig(store="memory", local_dir=str(tmp_path / "local"))
+    got: Counter = Counter()
+    for version, partitions in enumerate([2, 2, 3, 3, 5]):
+        if version in (2, 4):
+            _age(tmp_path / "ck")
+            assert main(["checkpoint", "repartition", str(tmp_path / "ck"), "--partitions", str(partitions)]) == 0
+        runner = LocalRunner(_op(), str(tmp_path / "ck"), partitions=partitions, config=config)
+        runner.version = version
+        got += rows_of(runner.run(_batch(version, "L"), _batch(version, "R"), final=version == 4))
+    assert got == expected
+    assert [e.partitions for e in epochs(Checkpoint(str(tmp_path / "ck")))] == [2, 3, 5]
