@@ -179,3 +179,32 @@ def test_checkpoint_repartition_again_after_a_run_of_the_new_count(tmp_path):
         got += rows_of(runner.run(_batch(version, "L"), _batch(version, "R"), final=version == 4))
     assert got == expected
     assert [e.partitions for e in epochs(Checkpoint(str(tmp_path / "ck")))] == [2, 3, 5]
+
+
+def test_lost_changelog_of_a_rescaled_epoch_is_named_by_run_and_verify(tmp_path, capsys):
+    from streamjoin.errors import CheckpointDamagedError
+
+    _run(tmp_path, [3, 3, 3, 5, 5])   # epoch 1 (5 partitions) committed versions 3 and 4
+    lost = tmp_path / "ck" / "state" / "e=1" / "p=4"
+    shutil.rmtree(lost)
+    assert main(["checkpoint", "verify", str(tmp_path / "ck")]) == 1
+    out = capsys.readouterr().out
+    assert f"partition 4: changelog {Checkpoint(str(tmp_path / 'ck')).uri}/state/e=1/p=4 of partitioning epoch 1 " \
+           "(5 partitions) is missing or empty" in out
+    runner = LocalRunner(_op(), str(tmp_path / "ck"), partitions=5,
+                         config=StateConfig(store="memory", local_dir=str(tmp_path / "local2")))
+    runner.version = 5
+    with pytest.raises(CheckpointDamagedError) as error:
+        runner.run(_batch(5, "L"), _batch(5, "R"))
+    assert str(error.value).startswith(f"changelog {Checkpoint(str(tmp_path / 'ck')).uri}/state/e=1/p=4 of "
+                                       "partition 4 in partitioning epoch 1 (5 partitions) is missing or empty")
+    assert error.value.path.endswith("state/e=1/p=4")
+
+
+def test_checkpoint_verify_accepts_a_new_epoch_before_its_first_run(tmp_path, capsys):
+    _run(tmp_path, [2, 2])
+    _age(tmp_path / "ck")
+    assert main(["checkpoint", "repartition", str(tmp_path / "ck"), "--partitions", "3"]) == 0
+    capsys.readouterr()
+    assert main(["checkpoint", "verify", str(tmp_path / "ck")]) == 0
+    assert capsys.readouterr().out.strip().endswith(": ok")
