@@ -33,11 +33,28 @@ def register(subparsers: Any) -> None:
             "partitions=N) rebuilds each new partition from the old ones it takes key groups from")
     sub = actions.add_parser("repartition", help=text, description=text)
     sub.add_argument("checkpoint", help="the checkpoint= location of a join (a path or URI)")
-    sub.add_argument("--partitions", type=int, required=True, metavar="N", help="the new partition count")
+    sub.add_argument("--partitions", type=_partitions, required=True, metavar="N",
+                     help="the new partition count, from 1 to the checkpoint's key groups (max_partitions)")
     sub.add_argument("--force", action="store_true",
                      help="skip the check that no query committed a version in the last two minutes")
     sub.add_argument("--json", action="store_true", help="print JSON")
     sub.set_defaults(func=_repartition)
+
+
+def _partitions(text: str) -> int:
+    """``--partitions``: an int of at least 1 (the upper bound, the checkpoint's key groups, is
+    checked against the checkpoint)."""
+    from streamjoin.errors import JoinDefinitionError
+    from streamjoin.runtime.keygroups import check_count
+
+    try:
+        value: object = int(text)
+    except ValueError:
+        value = text
+    try:
+        return check_count(value, "--partitions")
+    except JoinDefinitionError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _bar(args: argparse.Namespace, what: str):

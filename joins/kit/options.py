@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from streamjoin.errors import JoinDefinitionError
+from streamjoin.runtime.keygroups import check_count, check_key_groups
 from streamjoin.runtime.partition import StateConfig
 
 __all__ = ["JoinOptions"]
@@ -24,8 +25,8 @@ class JoinOptions:
 
     ``store``: ``rocksdb``, ``lmdb``, ``memory`` or ``package.module:Class`` (its module imported
     now); ``checkpoint``: a path or ``pyarrow.fs`` URI, or None (a batch join then uses a new
-    temporary one; a streaming join refuses None when it starts); ``partitions``: a positive int,
-    or None for ``spark.sql.shuffle.partitions``; ``store_options``: keyword options of the store;
+    temporary one; a streaming join refuses None when it starts); ``partitions``: an int from 1 to
+    ``max_partitions``, or None for ``spark.sql.shuffle.partitions``; ``store_options``: keyword options of the store;
     ``state_dir``: the local stores' root (None: under Spark's local directory);
     ``max_partitions``: the most partitions the join may ever be rescaled to (its number of key
     groups, fixed when its checkpoint is created; None: 4096, or what the checkpoint recorded).
@@ -42,19 +43,14 @@ class JoinOptions:
     def __post_init__(self) -> None:
         if self.checkpoint is not None and not isinstance(self.checkpoint, str):
             raise JoinDefinitionError(f"checkpoint must be a str (a path or URI), not {self.checkpoint!r}")
-        partitions = self.partitions
-        if partitions is not None and (not isinstance(partitions, int) or isinstance(partitions, bool)):
-            raise JoinDefinitionError(f"partitions must be an int (at least 1) or None, not {partitions!r}")
-        if partitions is not None and partitions < 1:
-            raise JoinDefinitionError(f"partitions must be at least 1, got {partitions}")
         most = self.max_partitions
-        if most is not None and (not isinstance(most, int) or isinstance(most, bool) or most < 1):
-            raise JoinDefinitionError(f"max_partitions must be an int (at least 1) or None, not {most!r}")
-        if most is not None and partitions is not None and partitions > most:
-            raise JoinDefinitionError(
-                f"partitions={partitions} is more than max_partitions={most}: a join's state is kept in "
-                "max_partitions key groups and a partition owns at least one; raise max_partitions "
-                "(it is fixed when the checkpoint is created) or use fewer partitions")
+        if most is not None:
+            check_count(most, "max_partitions")
+        if self.partitions is not None:
+            if most is None:   # an existing checkpoint may record more key groups: checked when it is bound
+                check_count(self.partitions, "partitions")
+            else:
+                check_key_groups(most, self.partitions)
         if self.store_options is not None and not isinstance(self.store_options, Mapping):
             raise JoinDefinitionError(f"store_options must be a mapping of option names to values, not {self.store_options!r}")
         if self.state_dir is not None and not isinstance(self.state_dir, (str, os.PathLike)):

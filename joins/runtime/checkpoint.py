@@ -111,18 +111,28 @@ class Checkpoint:
         starts a new partitioning, :func:`streamjoin.runtime.rescale.bind_partitions`). A checkpoint
         of an earlier format (streamjoin 0.2's, without key groups) is refused.
 
-        Raises :class:`CheckpointMismatchError` for another format, definition or ``key_groups``,
+        Raises :class:`JoinDefinitionError` (before writing anything) unless ``partitions`` is an
+        int from 1 to the key groups and ``key_groups`` (if given) an int of at least 1, and
+        :class:`CheckpointMismatchError` for another format, definition or ``key_groups``,
         and for another ``mode``: a batch run never writes a streaming query's checkpoint (it would
         replace the query's state by its own version 0) and a streaming query never continues a
         batch run's (whose state has every window closed). Of concurrent first binds one wins.
         """
-        from streamjoin.runtime.keygroups import DEFAULT_KEY_GROUPS  # (keygroups imports the kit, which imports this)
+        from streamjoin.runtime.keygroups import (  # (keygroups imports the kit, which imports this)
+            DEFAULT_KEY_GROUPS,
+            check_count,
+            check_key_groups,
+        )
 
         mode = RunMode(mode)
+        if key_groups is not None:
+            check_count(key_groups, "max_partitions")
+        check_count(partitions, "partitions")
         wanted = {"format": FORMAT, "definition": definition, "partitions": partitions, "mode": mode.value,
                   "key_groups": DEFAULT_KEY_GROUPS if key_groups is None else key_groups}
         found = self._read_json("streamjoin.json")
         if found is None:
+            check_key_groups(wanted["key_groups"], partitions)   # before anything is written
             if self._create_json("streamjoin.json", wanted):
                 return
             found = self._read_json("streamjoin.json") or {}

@@ -23,8 +23,9 @@ from streamjoin.changelog import Changelog
 from streamjoin.changelog.inspect import describe, verify
 from streamjoin.errors import JoinDefinitionError, JoinError
 from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.runtime.keygroups import check_count, check_key_groups
 from streamjoin.runtime.operator import REASON_COLUMN
-from streamjoin.runtime.rescale import changelog_uri, current_epoch
+from streamjoin.runtime.rescale import Epoch, changelog_uri, current_epoch, epoch_has_run, epochs
 
 __all__ = ["PartitionReport", "CheckpointReport", "describe_checkpoint", "verify_checkpoint", "stage_checkpoints"]
 
@@ -109,8 +110,11 @@ def verify_checkpoint(uri: str, progress: Progress | None = None) -> list[str]:
     except JoinError as exc:
         return [str(exc)]
     problems: list[str] = []
-    epoch = current_epoch(cp)
-    partitions = epoch.partitions
+    found = epochs(cp)
+    epoch = found[-1] if found else current_epoch(cp)
+    problems += _impossible_partitioning(cp, binding, found)
+    partitions = max(epoch.partitions, 0)
+    ran_here = epoch_has_run(cp, found, epoch.number) if found else False
     streaming = binding.get("mode") != "batch"
     ran = cp.newest_metrics_version() is not None
     try:
@@ -120,8 +124,9 @@ def verify_checkpoint(uri: str, progress: Progress | None = None) -> list[str]:
         newest = None
     for p in range(partitions):
         log = Changelog(changelog_uri(cp, epoch, p))
-        if ran and log.listing().empty and epoch.number == 0:   # a new epoch's logs wait for its first run
-            problems.append(f"partition {p}: changelog {log.uri} is missing or empty")
+        if ran_here and log.listing().empty:   # (a new epoch's logs wait for its first run)
+            where = f" of partitioning epoch {epoch.number} ({partitions} partitions)" if epoch.number else ""
+            problems.append(f"partition {p}: changelog {log.uri}{where} is missing or empty")
         problems += [f"partition {p}: {exc}" for exc in verify(log)]
         if streaming and ran and newest is not None and p not in newest and not log.listing().empty:
             problems.append(f"partition {p}: no commit record of version {cp.newest_metrics_version()} "
@@ -129,6 +134,28 @@ def verify_checkpoint(uri: str, progress: Progress | None = None) -> list[str]:
         if progress is not None:
             progress(p + 1, partitions)
     problems += _unreadable_records(cp, ("query.json", "flush.json", "initial", "commits"))
+    return problems
+
+
+def _impossible_partitioning(cp: Checkpoint, binding: dict[str, Any], found: list[Epoch]) -> list[str]:
+    """A recorded key-group count or partition count no run can use (of 1 to the key groups)."""
+    groups = binding.get("key_groups")
+    if groups is None:   # written before key groups: one partition count, checked as the partitions
+        groups = max((e.partitions for e in found), default=1)
+    try:
+        check_count(groups, "max_partitions")
+    except JoinDefinitionError as exc:
+        return [f"{cp.uri}/{_BINDING} records an impossible partitioning: {exc}; start the join from a new "
+                "checkpoint location"]
+    problems = []
+    for epoch in found:
+        try:
+            check_key_groups(groups, epoch.partitions)
+        except JoinDefinitionError as exc:
+            record = _BINDING if epoch.number == 0 else f"partitioning/e={epoch.number}.json"
+            problems.append(
+                f"{cp.uri}/{record} records an impossible partitioning (epoch {epoch.number}): {exc}; no run "
+                "can continue it. Restore the checkpoint from a copy, or delete that record if no run has used it")
     return problems
 
 

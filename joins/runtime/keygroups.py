@@ -28,7 +28,7 @@ from streamjoin.errors import JoinDefinitionError
 
 __all__ = [
     "DEFAULT_KEY_GROUPS", "SEED", "spark_hash", "key_groups", "owners", "group_range", "slot_values",
-    "routing_types", "check_key_groups", "values_table", "mask_owned",
+    "routing_types", "check_count", "check_key_groups", "values_table", "mask_owned",
 ]
 
 #: Key groups of a join whose user does not choose ``max_partitions``.
@@ -40,14 +40,28 @@ _C1, _C2 = np.uint32(0xCC9E2D51), np.uint32(0x1B873593)
 _U32 = 0xFFFFFFFF
 
 
-def check_key_groups(groups: int, partitions: int) -> None:
-    """Raise :class:`JoinDefinitionError` unless ``1 <= partitions <= groups``."""
-    if not isinstance(groups, int) or groups < 1:
-        raise JoinDefinitionError(f"max_partitions (key groups) must be a positive int, not {groups!r}")
-    if partitions > groups:
-        raise JoinDefinitionError(
-            f"partitions={partitions} is more than the join's {groups} key groups (max_partitions): "
-            "a partition owns whole key groups; run with at most that many partitions")
+def check_count(value: object, name: str, *, least: int = 1, most: int | None = None, why: str = "") -> int:
+    """``value`` if it is an int (not a bool) from ``least`` to ``most`` (None: no upper bound),
+    else :class:`JoinDefinitionError` naming ``name``, the accepted range (``why``: what the upper
+    bound is) and the value given. Every count a user gives (partitions, key groups, retention)
+    is checked with it where it is given, before anything is written."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= least \
+            and (most is None or value <= most):
+        return value
+    if most is None:
+        accepted = f"an int of at least {least}"
+    else:
+        accepted = f"an int from {least} to {most}" + (f" ({why})" if why else "")
+    raise JoinDefinitionError(f"{name} must be {accepted}, not {value!r}")
+
+
+def check_key_groups(groups: object, partitions: object) -> None:
+    """Raise :class:`JoinDefinitionError` unless ``groups`` (key groups, ``max_partitions``) is an
+    int of at least 1 and ``partitions`` an int from 1 to ``groups`` (a partition owns whole key
+    groups, at least one)."""
+    check_count(groups, "max_partitions")
+    check_count(partitions, "partitions", most=groups,
+                why="the join's key groups, max_partitions, fixed when its checkpoint is created")
 
 
 # -- Murmur3_x86_32 as Spark computes it, vectorised over uint32 arrays ----------------------------

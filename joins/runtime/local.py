@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from streamjoin.kit import normal_keys
 from streamjoin.runtime.checkpoint import Checkpoint
-from streamjoin.runtime.keygroups import key_groups, owners, routing_types
+from streamjoin.runtime.keygroups import check_count, key_groups, owners, routing_types
 from streamjoin.runtime.operator import Operator
 from streamjoin.runtime.partition import StateConfig, TaskInfo, local_store_path, run_partition
 from streamjoin.runtime.rescale import bind_partitions, current_epoch, epoch_dir
@@ -68,10 +68,14 @@ class LocalRunner:
         query_id: str | None = None,
     ) -> None:
         """Bind ``checkpoint`` to the operator: a new one keeps state in ``key_groups`` key groups
-        (None: the default); an existing one may be restarted with another ``partitions``
+        (None: the default); ``partitions`` is an int from 1 to the key groups (else
+        :class:`JoinDefinitionError`, before the checkpoint is written); an existing one may be restarted with another ``partitions``
         (:mod:`streamjoin.runtime.rescale`), unless written before key groups. ``query_id``: run
         as the tasks of that streaming query (the checkpoint is bound to it, and each partition's
         store stays open between versions, :mod:`streamjoin.statestore.warm`); None: as batch tasks."""
+        check_count(partitions, "partitions")
+        if key_groups is not None:
+            check_count(key_groups, "key_groups")
         self.operator = operator
         self.query_id = query_id
         self.partitions = partitions

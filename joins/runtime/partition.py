@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 from streamjoin.changelog import Changelog, open_logged_store, owner_tag, release_logged_store, snapshot_from_store
 from streamjoin.errors import CheckpointDamagedError, JoinDefinitionError
 from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.runtime.keygroups import check_count
 from streamjoin.runtime.operator import REASON_COLUMN, Operator, StepInput
 from streamjoin.runtime.rescale import changelog_uri, epoch_dir, prepare_partition
 from streamjoin.statestore.errors import BackendNotFoundError
@@ -53,7 +54,9 @@ class StateConfig:
     """Where and how partitions keep state (``local_dir`` None: :func:`default_local_dir`).
 
     ``store`` is checked when the config is made (its module imported): an unknown kind raises
-    :class:`JoinDefinitionError` naming the valid ones, before any task runs.
+    :class:`JoinDefinitionError` naming the valid ones, before any task runs; so are
+    ``snapshot_every`` (an int of at least 1) and ``retain_versions`` (at least 2: a version
+    executed again restores the one before it).
     """
 
     store: str = "rocksdb"
@@ -79,6 +82,8 @@ class StateConfig:
             resolve_backend(self.store)
         except BackendNotFoundError as exc:
             raise JoinDefinitionError(f"store={self.store!r}: {exc}") from exc
+        check_count(self.snapshot_every, "snapshot_every")
+        check_count(self.retain_versions, "retain_versions", least=2)   # (re-execution restores v-1)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ import numpy as np
 
 from streamjoin.changelog import Changelog, restore
 from streamjoin.changelog.log import iter_chunks
-from streamjoin.errors import CheckpointMismatchError
+from streamjoin.errors import CheckpointDamagedError, CheckpointMismatchError
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.keygroups import check_key_groups, group_range, owners, routing_types
 from streamjoin.runtime.operator import Operator
@@ -39,7 +39,7 @@ from streamjoin.statestore import destroy_store, open_store
 from streamjoin.statestore.base import Store
 
 __all__ = ["Epoch", "epochs", "current_epoch", "bind_partitions", "changelog_uri", "epoch_dir",
-           "prepare_partition", "old_partitions", "can_rescale", "Plan", "plan_repartition",
+           "prepare_partition", "old_partitions", "lost_changelog", "epoch_has_run", "can_rescale", "Plan", "plan_repartition",
            "RESCALABLE_KINDS"]
 
 _DIR = "partitioning"
@@ -87,10 +87,10 @@ def bind_partitions(checkpoint: Checkpoint, partitions: int, operator: Operator 
     initial rows routed for the old count wait for the first version; raises
     :class:`JoinDefinitionError` for more partitions than key groups."""
     groups = checkpoint.key_groups()
+    check_key_groups(groups, partitions)
     current = current_epoch(checkpoint)
     if current.partitions == partitions:
         return current
-    check_key_groups(groups, partitions)
     if operator is not None and not can_rescale(operator) and checkpoint.has_state():
         operator.regroup((), Ownership(groups, 0, partitions, ()))   # raises, saying why
     if checkpoint.initial_done() is not None and not checkpoint.has_state():
@@ -107,6 +107,35 @@ def bind_partitions(checkpoint: Checkpoint, partitions: int, operator: Operator 
                 f"run; this one asks for {partitions}: run one query on a checkpoint at a time")
         return winner
     return wanted
+
+
+def epoch_has_run(checkpoint: Checkpoint, found: Sequence[Epoch], number: int) -> bool:
+    """Whether epoch ``number`` of ``found`` (:func:`epochs`) has committed a version: epoch 0
+    once any version is committed; a later one when one of its changelogs holds any, or when the
+    checkpoint committed a version after the newest the epochs before it hold (so this one did)."""
+    newest = checkpoint.newest_metrics_version()
+    if newest is None:
+        return False
+    if number == 0:
+        return True
+    epoch = found[number]
+    if any(not Changelog(changelog_uri(checkpoint, epoch, p)).listing().empty for p in range(epoch.partitions)):
+        return True
+    before = [Changelog(changelog_uri(checkpoint, e, p)).listing().newest
+              for e in found[:number] for p in range(max(e.partitions, 0))]
+    reached = max((v for v in before if v is not None), default=None)
+    return reached is not None and newest > reached
+
+
+def lost_changelog(uri: str, partition: int, epoch: Epoch, old_newest: int) -> CheckpointDamagedError:
+    """The error for partition ``partition``'s changelog ``uri`` in ``epoch`` found empty although
+    the epoch has committed versions: the old epoch's changelogs end at ``old_newest``, so the
+    versions after it were committed in this epoch, and its state is lost."""
+    return CheckpointDamagedError(
+        f"changelog {uri} of partition {partition} in partitioning epoch {epoch.number} ({epoch.partitions} "
+        f"partitions) is missing or empty, but this epoch has committed versions after {old_newest} (where the "
+        "previous epoch's changelogs end): the partition's state is lost. Restore that directory from a copy "
+        "of the checkpoint, or start the join from a new checkpoint location", path=uri)
 
 
 def epoch_dir(epoch: Epoch) -> str:
@@ -178,6 +207,9 @@ def _rebuild(operator: Operator, checkpoint: Checkpoint, found: Sequence[Epoch],
     base = version - 1
     if base < 0 or all(s.listing().empty for s in sources):
         return   # the old epoch committed nothing: the partition starts empty
+    reached = max(s.listing().newest for s in sources if not s.listing().empty)
+    if base > reached:
+        raise lost_changelog(log.uri, partition, epoch, reached)
     owned = Ownership(groups, partition, epoch.partitions, tuple(routing_types(operator.inputs)))
     digest = hashlib.sha256(checkpoint.uri.encode()).hexdigest()[:16]
     paths = [os.path.join(stores.root, digest, "rescale", f"e={number}", f"p={partition}", f"q={q}") for q in olds]
@@ -225,9 +257,11 @@ def plan_repartition(
     the next run's first version (on the executors, in parallel). Every old changelog is checked
     to restore the newest committed version (``progress(done, total)`` follows them).
 
-    Raises :class:`CheckpointMismatchError` for a checkpoint written before key groups, of a join
+    Raises :class:`JoinDefinitionError` unless ``partitions`` is an int from 1 to the checkpoint's
+    key groups, and :class:`CheckpointMismatchError` for a checkpoint written before key groups, of a join
     that cannot split its state, with a version partly committed (a query running, or one that
-    failed mid-version: let it finish or run it again first), or, with ``now`` (seconds since
+    failed mid-version: let it finish or run it again first), repartitioned before and not run
+    since (asking for that count again is nothing to do), or, with ``now`` (seconds since
     the epoch) given, whose newest metrics are under :data:`RUNNING_SECONDS` old (a running query)."""
     root = checkpoint.read_record("streamjoin.json")
     if root is None:
@@ -237,11 +271,22 @@ def plan_repartition(
         raise CheckpointMismatchError(
             f"checkpoint {checkpoint.uri} was written by a streamjoin before key groups, and cannot be "
             f"rescaled: run it with partitions={root.get('partitions')}, or start from a new checkpoint location")
+    check_key_groups(root["key_groups"], partitions)
     if kind not in RESCALABLE_KINDS and checkpoint.has_state():
         raise CheckpointMismatchError(
             f"{kind} cannot split its state by key group, so checkpoint {checkpoint.uri} keeps its partition count")
-    old = current_epoch(checkpoint)
+    found = epochs(checkpoint)
+    old = found[-1] if found else current_epoch(checkpoint)
     version = checkpoint.newest_metrics_version()
+    if version is not None and old.number > 0 and not epoch_has_run(checkpoint, found, old.number):
+        if partitions == old.partitions:
+            return Plan(checkpoint.uri, old, old, version, tuple((p,) for p in range(partitions)))
+        ran = next(e for e in reversed(found) if epoch_has_run(checkpoint, found, e.number))
+        raise CheckpointMismatchError(
+            f"checkpoint {checkpoint.uri} was already repartitioned to {old.partitions} partitions (partitioning "
+            f"epoch {old.number}) and no run has used that yet: its state is still in the changelogs of its "
+            f"{ran.partitions} partitions as of version {version}. Run the query once with partitions={old.partitions} (its first "
+            "version rebuilds each partition), then change the partition count again")
     if version is not None:
         done = {r.partition for r in checkpoint.commit_records(version)
                 if r.partition >= 0 and r.partitions == old.partitions}

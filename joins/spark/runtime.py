@@ -36,7 +36,7 @@ from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type, to_arro
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.kit.keys import routing_key_type
 from streamjoin.runtime.checkpoint import Checkpoint, RunMode, resolve_location
-from streamjoin.runtime.keygroups import slot_values
+from streamjoin.runtime.keygroups import check_count, slot_values
 from streamjoin.runtime.operator import InputSpec, Operator, set_aside_schema
 from streamjoin.runtime.partition import StateConfig, TaskInfo, run_partition
 from streamjoin.runtime.rescale import bind_partitions
@@ -133,10 +133,10 @@ def run_operator(
         raise JoinDefinitionError(f"{operator.kind} takes {len(operator.inputs)} inputs, got {len(inputs)}")
     spark = inputs[0].sparkSession
     streaming = any(df.isStreaming for df in inputs)
+    given = partitions is not None
     if partitions is None:
         partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
-    if partitions < 1:
-        raise JoinDefinitionError(f"partitions must be at least 1, got {partitions}")
+    check_count(partitions, "partitions" if given else "spark.sql.shuffle.partitions")
     checkpoint = resolve_checkpoint(checkpoint, streaming, operator.kind)
     mode = RunMode.STREAMING if streaming else RunMode.BATCH
     Checkpoint(checkpoint).bind(operator.definition(), partitions, mode=mode, key_groups=key_groups)

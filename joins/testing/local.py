@@ -30,6 +30,7 @@ from streamjoin.errors import JoinDefinitionError
 from streamjoin.interval.operator import IntervalJoin
 from streamjoin.kit.how import EnrichmentHow, How, IntervalHow, TableHow
 from streamjoin.kit.options import JoinOptions
+from streamjoin.runtime.keygroups import check_count
 from streamjoin.runtime.local import LocalRunner
 from streamjoin.table.bootstrap import bootstrap_changes
 from streamjoin.table.local import LocalTableTableRunner
@@ -75,7 +76,7 @@ class LocalJoins:
     """The joins of one in-process run (see module docstring).
 
     ``root`` holds every join's checkpoint, and its local stores unless it names a ``state_dir``;
-    ``partitions`` is the run's partition count, for joins that do not name their own; ``store`` is
+    ``partitions`` (an int of at least 1) is the run's partition count, for joins that do not name their own; ``store`` is
     the run's store backend, which the kit passes to a pipeline as its ``store`` option (a join
     uses it when the pipeline passes it on: the joins' own default is ``rocksdb``, as in Spark).
     Set :attr:`version`, :attr:`final` before each call of the pipeline; :meth:`restart` loses
@@ -84,6 +85,7 @@ class LocalJoins:
     """
 
     def __init__(self, root: str, *, partitions: int = 1, store: str = "memory") -> None:
+        check_count(partitions, "partitions")
         self.root, self.partitions, self.store = root, partitions, store
         self.version, self.final = 0, False
         self.notes: list[str] = []

@@ -17,6 +17,8 @@ from streamjoin.errors import JoinDefinitionError
 from streamjoin.runtime.keygroups import (
     SEED,
     _hash_int,
+    check_count,
+    check_key_groups,
     group_range,
     key_groups,
     owners,
@@ -91,3 +93,30 @@ def test_route_by_key_group_agrees_across_integer_widths():
     a = [t.column("k").to_pylist() for t in route(narrow, ["k"], 3, groups=64)]
     b = [t.column("k").to_pylist() for t in route(wide, ["k"], 3, groups=64)]
     assert a == b and sum(map(len, a)) == 4
+
+
+@pytest.mark.parametrize("value, message", [
+    (0, "partitions must be an int from 1 to 4096 (the join's key groups, max_partitions, fixed when its "
+        "checkpoint is created), not 0"),
+    (-1, "from 1 to 4096 (the join's key groups, max_partitions, fixed when its checkpoint is created), not -1"),
+    (4097, "from 1 to 4096 (the join's key groups, max_partitions, fixed when its checkpoint is created), not 4097"),
+    (True, "not True"),
+    (2.0, "not 2.0"),
+    ("3", "not '3'"),
+])
+def test_check_key_groups_refuses_a_partition_count_naming_the_range(value, message):
+    with pytest.raises(JoinDefinitionError) as error:
+        check_key_groups(4096, value)
+    assert message in str(error.value)
+
+
+@pytest.mark.parametrize("groups", [0, -4, False, 8.0, None])
+def test_check_key_groups_refuses_a_key_group_count(groups):
+    with pytest.raises(JoinDefinitionError, match=f"max_partitions must be an int of at least 1, not {groups!r}"):
+        check_key_groups(groups, 1)
+
+
+def test_check_count_returns_a_count_in_range():
+    assert check_count(7, "n", most=7) == 7 and check_count(1, "n") == 1
+    with pytest.raises(JoinDefinitionError, match="retain must be an int of at least 2, not 1"):
+        check_count(1, "retain", least=2)

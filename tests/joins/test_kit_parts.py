@@ -154,7 +154,9 @@ def test_options_validate_once_and_build_the_state_config(tmp_path):
 
 
 @pytest.mark.parametrize("arguments, message", [
-    ({"partitions": 0}, "partitions must be at least 1"),
+    ({"partitions": 0}, "partitions must be an int of at least 1, not 0"),
+    ({"partitions": -1, "max_partitions": 64}, r"partitions must be an int from 1 to 64 \(the join's key groups, max_partitions.*not -1"),
+    ({"partitions": 2.0}, "partitions must be an int of at least 1, not 2.0"),
     ({"partitions": "3"}, "partitions must be an int"),
     ({"partitions": True}, "partitions must be an int"),
     ({"checkpoint": 5}, "checkpoint must be a str"),
@@ -163,7 +165,7 @@ def test_options_validate_once_and_build_the_state_config(tmp_path):
     ({"store": "no_such_store"}, "store='no_such_store'"),
     ({"max_partitions": 0}, "max_partitions must be an int"),
     ({"max_partitions": "64"}, "max_partitions must be an int"),
-    ({"partitions": 8, "max_partitions": 4}, "partitions=8 is more than max_partitions=4"),
+    ({"partitions": 8, "max_partitions": 4}, r"partitions must be an int from 1 to 4 \(.*\), not 8"),
 ])
 def test_options_refuse_bad_arguments_naming_them(arguments, message):
     with pytest.raises(JoinDefinitionError, match=message):

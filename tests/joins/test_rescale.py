@@ -230,7 +230,7 @@ def test_rescale_refuses_checkpoint_written_before_key_groups(tmp_path):
 
 def test_rescale_refuses_more_partitions_than_key_groups_and_another_count(tmp_path):
     LocalRunner(_interval(), str(tmp_path / "ck"), partitions=2, key_groups=8)
-    with pytest.raises(JoinDefinitionError, match="more than the join's 8 key groups"):
+    with pytest.raises(JoinDefinitionError, match=r"partitions must be an int from 1 to 8 \(the join's key groups, max_partitions.*not 9"):
         LocalRunner(_interval(), str(tmp_path / "ck"), partitions=9)
     with pytest.raises(CheckpointMismatchError, match="keeps its state in 8 key groups"):
         LocalRunner(_interval(), str(tmp_path / "ck"), partitions=2, key_groups=16)
@@ -265,3 +265,34 @@ def test_rescale_refuses_an_operator_that_cannot_split_its_state(tmp_path):
         LocalRunner(op, str(tmp_path / "ck"), partitions=3, config=config)
     LocalRunner(op, str(tmp_path / "ck"), partitions=2, config=config)   # its own count still runs
 
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ({"partitions": -1}, "partitions must be an int of at least 1, not -1"),
+    ({"partitions": 0}, "partitions must be an int of at least 1, not 0"),
+    ({"partitions": True}, "partitions must be an int of at least 1, not True"),
+    ({"partitions": 5000}, "partitions must be an int from 1 to 4096 (the join's key groups, max_partitions"),
+    ({"partitions": 5, "key_groups": 4}, "partitions must be an int from 1 to 4 (the join's key groups"),
+    ({"key_groups": 0}, "key_groups must be an int of at least 1, not 0"),
+    ({"key_groups": 2.5}, "key_groups must be an int of at least 1, not 2.5"),
+])
+def test_local_runner_refuses_a_bad_count_before_writing_the_checkpoint(tmp_path, arguments, message):
+    with pytest.raises(JoinDefinitionError) as error:
+        LocalRunner(_interval(), str(tmp_path / "ck"), **arguments)
+    assert message in str(error.value)
+    assert not (tmp_path / "ck" / "streamjoin.json").exists()
+
+
+def test_checkpoint_bind_refuses_a_bad_count_before_writing(tmp_path):
+    for partitions, key_groups in ((0, None), (4097, None), (3, 2), (1, 0)):
+        with pytest.raises(JoinDefinitionError, match="must be an int"):
+            Checkpoint(str(tmp_path / "ck")).bind({"kind": "x"}, partitions, key_groups=key_groups)
+    assert not (tmp_path / "ck" / "streamjoin.json").exists()
+
+
+def test_rescale_refuses_a_bad_count_on_an_existing_checkpoint(tmp_path):
+    LocalRunner(_interval(), str(tmp_path / "ck"), partitions=2, key_groups=8)
+    for partitions in (0, -1, 9):
+        with pytest.raises(JoinDefinitionError, match=f"partitions must be an int .*not {partitions}"):
+            LocalRunner(_interval(), str(tmp_path / "ck"), partitions=partitions)
+    assert [e.partitions for e in epochs(Checkpoint(str(tmp_path / "ck")))] == [2]

@@ -113,3 +113,98 @@ def test_rescalable_kinds_are_the_operators_with_a_regroup_hook():
     operators = [_op(), join.left_stage, join.join_stage,
                  EnrichmentJoin(events, table, "k", stream_time="ts", changes=ChangeFormat.plain("k", time="at"))]
     assert {op.kind for op in operators if can_rescale(op)} == RESCALABLE_KINDS
+
+
+@pytest.mark.parametrize("value, message", [
+    ("0", "--partitions must be an int of at least 1, not 0"),
+    ("-1", "--partitions must be an int of at least 1, not -1"),
+    ("two", "--partitions must be an int of at least 1, not 'two'"),
+])
+def test_checkpoint_repartition_refuses_a_partition_count_below_one(tmp_path, capsys, value, message):
+    _run(tmp_path, [2])
+    _age(tmp_path / "ck")
+    with pytest.raises(SystemExit) as exit_:
+        main(["checkpoint", "repartition", str(tmp_path / "ck"), "--partitions", value])
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+    assert [e.partitions for e in epochs(Checkpoint(str(tmp_path / "ck")))] == [2]
+
+
+def test_checkpoint_repartition_refuses_more_partitions_than_key_groups(tmp_path, capsys):
+    _run(tmp_path, [2])
+    _age(tmp_path / "ck")
+    assert main(["checkpoint", "repartition", str(tmp_path / "ck"), "--partitions", "5000"]) == 1
+    assert ("partitions must be an int from 1 to 4096 (the join's key groups, max_partitions, fixed when its "
+            "checkpoint is created), not 5000") in capsys.readouterr().err
+    assert [e.partitions for e in epochs(Checkpoint(str(tmp_path / "ck")))] == [2]
+
+
+@pytest.mark.parametrize("recorded", [0, -1, 5000])
+def test_checkpoint_verify_flags_an_impossible_partitioning(tmp_path, capsys, recorded):
+    _run(tmp_path, [2])
+    (tmp_path / "ck" / "partitioning").mkdir()
+    (tmp_path / "ck" / "partitioning" / "e=1.json").write_text(json.dumps({"partitions": recorded}))
+    assert main(["checkpoint", "verify", str(tmp_path / "ck")]) == 1
+    out = capsys.readouterr().out
+    assert "partitioning/e=1.json records an impossible partitioning (epoch 1)" in out
+    assert f"from 1 to 4096 (the join's key groups, max_partitions, fixed when its checkpoint is created), not {recorded}" in out
+
+
+def test_checkpoint_repartition_again_before_a_run_says_the_first_one_waits_for_a_run(tmp_path, capsys):
+    _run(tmp_path, [2, 2])
+    _age(tmp_path / "ck")
+    assert main(["checkpoint", "repartition", str(tmp_path / "ck"), "--partitions", "3"]) == 0
+    capsys.readouterr()
+    assert main(["checkpoint", "repartition", str(tmp_path / "ck"), "--partitions", "4", "--force"]) == 1
+    err = capsys.readouterr().err
+    assert "running" not in err
+    assert ("was already repartitioned to 3 partitions (partitioning epoch 1) and no run has used that yet: its "
+            "state is still in the changelogs of its 2 partitions as of version 1. Run the query once with "
+            "partitions=3") in err
+    assert main(["checkpoint", "repartition", str(tmp_path / "ck"), "--partitions", "3"]) == 0
+    assert "already 3 partitions; nothing to do" in capsys.readouterr().out
+    assert [e.partitions for e in epochs(Checkpoint(str(tmp_path / "ck")))] == [2, 3]
+
+
+def test_checkpoint_repartition_again_after_a_run_of_the_new_count(tmp_path):
+    expected = _run(tmp_path / "plain", [2] * 5)
+    config = StateConfig(store="memory", local_dir=str(tmp_path / "local"))
+    got: Counter = Counter()
+    for version, partitions in enumerate([2, 2, 3, 3, 5]):
+        if version in (2, 4):
+            _age(tmp_path / "ck")
+            assert main(["checkpoint", "repartition", str(tmp_path / "ck"), "--partitions", str(partitions)]) == 0
+        runner = LocalRunner(_op(), str(tmp_path / "ck"), partitions=partitions, config=config)
+        runner.version = version
+        got += rows_of(runner.run(_batch(version, "L"), _batch(version, "R"), final=version == 4))
+    assert got == expected
+    assert [e.partitions for e in epochs(Checkpoint(str(tmp_path / "ck")))] == [2, 3, 5]
+
+
+def test_lost_changelog_of_a_rescaled_epoch_is_named_by_run_and_verify(tmp_path, capsys):
+    from streamjoin.errors import CheckpointDamagedError
+
+    _run(tmp_path, [3, 3, 3, 5, 5])   # epoch 1 (5 partitions) committed versions 3 and 4
+    lost = tmp_path / "ck" / "state" / "e=1" / "p=4"
+    shutil.rmtree(lost)
+    assert main(["checkpoint", "verify", str(tmp_path / "ck")]) == 1
+    out = capsys.readouterr().out
+    assert f"partition 4: changelog {Checkpoint(str(tmp_path / 'ck')).uri}/state/e=1/p=4 of partitioning epoch 1 " \
+           "(5 partitions) is missing or empty" in out
+    runner = LocalRunner(_op(), str(tmp_path / "ck"), partitions=5,
+                         config=StateConfig(store="memory", local_dir=str(tmp_path / "local2")))
+    runner.version = 5
+    with pytest.raises(CheckpointDamagedError) as error:
+        runner.run(_batch(5, "L"), _batch(5, "R"))
+    assert str(error.value).startswith(f"changelog {Checkpoint(str(tmp_path / 'ck')).uri}/state/e=1/p=4 of "
+                                       "partition 4 in partitioning epoch 1 (5 partitions) is missing or empty")
+    assert error.value.path.endswith("state/e=1/p=4")
+
+
+def test_checkpoint_verify_accepts_a_new_epoch_before_its_first_run(tmp_path, capsys):
+    _run(tmp_path, [2, 2])
+    _age(tmp_path / "ck")
+    assert main(["checkpoint", "repartition", str(tmp_path / "ck"), "--partitions", "3"]) == 0
+    capsys.readouterr()
+    assert main(["checkpoint", "verify", str(tmp_path / "ck")]) == 0
+    assert capsys.readouterr().out.strip().endswith(": ok")

@@ -66,3 +66,15 @@ def test_state_config_unknown_store_is_refused_when_defined(store, named):
 def test_state_config_known_stores_are_accepted():
     for store in ("rocksdb", "lmdb", "memory", "streamjoin.statestore.memory:MemoryStore"):
         assert StateConfig(store=store).store == store
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ({"snapshot_every": 0}, "snapshot_every must be an int of at least 1, not 0"),
+    ({"snapshot_every": True}, "snapshot_every must be an int of at least 1, not True"),
+    ({"retain_versions": 1}, "retain_versions must be an int of at least 2, not 1"),
+    ({"retain_versions": 3.0}, "retain_versions must be an int of at least 2, not 3.0"),
+])
+def test_state_config_refuses_a_bad_count_when_defined(arguments, message):
+    with pytest.raises(JoinDefinitionError) as error:
+        StateConfig(store="memory", **arguments)
+    assert message in str(error.value)

@@ -78,3 +78,13 @@ def test_interval_join_bad_arguments_fail_before_the_query(spark, tmp_path):
         interval_join(ok, ok, "k", **{**args, "lower": timedelta(2)})
     with pytest.raises(JoinDefinitionError, match="how"):
         interval_join(ok, ok, "k", how="sideways", **args)
+
+
+def test_interval_join_refuses_more_partitions_than_key_groups_before_writing(spark, tmp_path):
+    ok = spark.sql("select 1 as k, current_timestamp() as t")
+    args = dict(left_time="t", right_time="t", lower=timedelta(0), upper=timedelta(1), delay=timedelta(0))
+    with pytest.raises(JoinDefinitionError, match=r"partitions must be an int from 1 to 4096 \(the join's key groups"):
+        interval_join(ok, ok, "k", partitions=5000, checkpoint=str(tmp_path / "ck"), **args)
+    with pytest.raises(JoinDefinitionError, match="partitions must be an int of at least 1, not 0"):
+        interval_join(ok, ok, "k", partitions=0, checkpoint=str(tmp_path / "ck"), **args)
+    assert not (tmp_path / "ck" / "streamjoin.json").exists()

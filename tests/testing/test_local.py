@@ -109,3 +109,25 @@ def test_local_joins_table_table_join_loads_its_bootstraps_before_the_first_vers
             LocalJoins(root + "/other").table_table_join(
                 posts, FOLLOWS, (["author_id"], ["followee_id"]), left_key="post_id", right_key="follow_id",
                 left_time="changed_at", right_time="changed_at", left_bootstrap=pa.table({"author_id": [1]}))
+
+
+@pytest.mark.parametrize("partitions", [0, -1, True, 1.5])
+def test_local_joins_refuse_a_run_partition_count_below_one(tmp_path, partitions):
+    with pytest.raises(JoinDefinitionError, match=f"partitions must be an int of at least 1, not {partitions!r}"):
+        LocalJoins(str(tmp_path), partitions=partitions)
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ({"partitions": 0}, "partitions must be an int of at least 1, not 0"),
+    ({"partitions": 5000}, "partitions must be an int from 1 to 4096 (the join's key groups, max_partitions"),
+    ({"partitions": 9, "max_partitions": 8}, "partitions must be an int from 1 to 8 (the join's key groups"),
+    ({"max_partitions": 0}, "max_partitions must be an int of at least 1, not 0"),
+])
+def test_local_joins_interval_join_refuses_a_bad_count_before_writing(tmp_path, arguments, message):
+    joins = LocalJoins(str(tmp_path))
+    joins.begin(0, final=True)
+    with pytest.raises(JoinDefinitionError) as error:
+        joins.interval_join(EVENTS, EVENTS, "user_id", left_time="ts", right_time="ts", lower=dt.timedelta(0),
+                            upper=dt.timedelta(0), delay=dt.timedelta(0), checkpoint="j", **arguments)
+    assert message in str(error.value)
+    assert not any(name.endswith("streamjoin.json") for _, _, names in os.walk(tmp_path) for name in names)
