@@ -88,7 +88,9 @@ def bind_partitions(checkpoint: Checkpoint, partitions: int, operator: Operator 
     :class:`JoinDefinitionError` for more partitions than key groups."""
     groups = checkpoint.key_groups()
     check_key_groups(groups, partitions)
-    current = current_epoch(checkpoint)
+    found = epochs(checkpoint)
+    _refuse_impossible(checkpoint, found, groups)
+    current = found[-1] if found else Epoch(0, 0)
     if current.partitions == partitions:
         return current
     if operator is not None and not can_rescale(operator) and checkpoint.has_state():
@@ -107,6 +109,21 @@ def bind_partitions(checkpoint: Checkpoint, partitions: int, operator: Operator 
                 f"run; this one asks for {partitions}: run one query on a checkpoint at a time")
         return winner
     return wanted
+
+
+def _refuse_impossible(checkpoint: Checkpoint, found: Sequence[Epoch], groups: int) -> None:
+    """Raise :class:`CheckpointDamagedError` for a recorded epoch whose partition count no run can
+    use (outside 1 to the key groups; an earlier release's repartition could record one), naming
+    the record, before any task would divide by it."""
+    for epoch in found:
+        if not 1 <= epoch.partitions <= groups:
+            record = "streamjoin.json" if epoch.number == 0 else f"{_DIR}/e={epoch.number}.json"
+            raise CheckpointDamagedError(
+                f"{checkpoint.uri}/{record} records {epoch.partitions} partitions for partitioning epoch "
+                f"{epoch.number}, which no run can use (1 to the join's {groups} key groups). If no run has used "
+                "that record (a repartition with a bad count wrote it), delete it and run again; otherwise restore "
+                "the checkpoint from a copy. `streamjoin checkpoint verify` lists what else is wrong",
+                path=checkpoint.location(record))
 
 
 def epoch_has_run(checkpoint: Checkpoint, found: Sequence[Epoch], number: int) -> bool:

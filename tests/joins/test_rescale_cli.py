@@ -16,6 +16,7 @@ import pytest
 
 from streamjoin.changes import ChangeFormat
 from streamjoin.enrichment.operator import EnrichmentJoin
+from streamjoin.errors import CheckpointDamagedError
 from streamjoin.interval.operator import IntervalJoin
 from streamjoin.jobs.cli import main
 from streamjoin.runtime.checkpoint import Checkpoint
@@ -208,3 +209,14 @@ def test_checkpoint_verify_accepts_a_new_epoch_before_its_first_run(tmp_path, ca
     capsys.readouterr()
     assert main(["checkpoint", "verify", str(tmp_path / "ck")]) == 0
     assert capsys.readouterr().out.strip().endswith(": ok")
+
+
+@pytest.mark.parametrize("recorded", [0, -1, 5000])
+def test_run_on_an_impossible_recorded_partitioning_names_the_record(tmp_path, recorded):
+    _run(tmp_path, [2])
+    (tmp_path / "ck" / "partitioning").mkdir()
+    (tmp_path / "ck" / "partitioning" / "e=1.json").write_text(json.dumps({"partitions": recorded}))
+    config = StateConfig(store="memory", local_dir=str(tmp_path / "local"))
+    with pytest.raises(CheckpointDamagedError, match=r"partitioning/e=1\.json records -?\d+ partitions") as error:
+        LocalRunner(_op(), str(tmp_path / "ck"), partitions=2, config=config)
+    assert error.value.path.endswith("partitioning/e=1.json")
