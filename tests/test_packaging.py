@@ -62,12 +62,14 @@ def fresh_env(tmp_path_factory) -> Path:
     env = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
     python = env / "bin" / "python"
-    install = subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
-         str(wheels[0]), "changelog==0.6.2"],
-        capture_output=True, text=True,
-    )
-    assert install.returncode == 0, install.stderr
+    # the wheel alone (its dependencies come from this environment, below); PyPI's changelog with
+    # its own (its __init__ imports Sphinx), which the project's environment does not have
+    for args in (["--no-deps", str(wheels[0])], ["changelog==0.6.2"]):
+        install = subprocess.run(
+            [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", *args],
+            capture_output=True, text=True,
+        )
+        assert install.returncode == 0, install.stderr
     (_site(env) / "zz_test_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return env
 
