@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from streamjoin.errors import JoinError
+from streamjoin.kit.keys import normal_key_value
 from streamjoin.statestore.base import Store
 from streamjoin.statestore.codecs import pack
 from streamjoin.table.rows import RowCodec, stored_type
@@ -36,19 +37,6 @@ __all__ = ["MaterializedView", "ViewError"]
 
 _RETRACT = ("delete", "update_preimage")
 _INSERT = ("insert", "update_postimage")
-
-
-_NAN = float("nan")
-
-
-def _key_value(value: Any) -> Any:
-    """``value`` as join keys compare: ``-0.0`` -> ``0.0``, any NaN -> one NaN, else itself."""
-    if isinstance(value, float):
-        if value != value:
-            return _NAN
-        if value == 0.0:
-            return 0.0
-    return value
 
 
 class ViewError(JoinError):
@@ -75,7 +63,7 @@ class MaterializedView:
     def _key(self, row: tuple) -> bytes:
         """The state key of ``row``: its view key as the join compares keys (``-0.0`` is ``0.0``,
         every NaN one NaN), so a change of a key's zero sign or NaN payload updates its row."""
-        return pack(*(_key_value(row[i]) for i in self._key_at))
+        return pack(*(normal_key_value(row[i]) for i in self._key_at))
 
     def apply(self, changes: pa.Table) -> dict[str, int]:
         """Apply a change stream (see module docstring); return counts by change type."""
@@ -129,7 +117,7 @@ class MaterializedView:
             for name, value in zip(names, pk):
                 index = self.schema.names.index(name)
                 values.append(self.codec.values(pa.array([value], self.schema.field(index).type), index)[0])
-        data = self.store.get(pack(*map(_key_value, values)))
+        data = self.store.get(pack(*map(normal_key_value, values)))
         if data is None:
             return None
         return self.codec.table([self.codec.decode(data)]).to_pylist()[0]

@@ -17,14 +17,16 @@ Every error is a :class:`streamjoin.errors.JoinDefinitionError` naming both colu
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+import math
+from typing import Any, Callable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamjoin.errors import JoinDefinitionError
 
-__all__ = ["common_key_type", "family_key_type", "routing_key_type", "normal_key_array", "normal_keys"]
+__all__ = ["common_key_type", "family_key_type", "routing_key_type", "normal_key_array", "normal_keys",
+           "normal_key_value"]
 
 
 def _is_string(kind: pa.DataType) -> bool:
@@ -146,3 +148,14 @@ def normal_keys(table: pa.Table, columns: Sequence[str]) -> pa.Table:
         if pa.types.is_floating(column.type):
             table = table.set_column(index, table.schema.field(index), normal_key_array(column))
     return table
+
+
+def normal_key_value(value: Any, nan: Any = math.nan) -> Any:
+    """One key value as join keys compare (:func:`normal_key_array`'s rule for a Python value):
+    ``-0.0`` -> ``0.0``, any NaN -> ``nan`` (one stand-in for every NaN), anything else as it is."""
+    if isinstance(value, float):
+        if value != value:
+            return nan
+        if value == 0.0:
+            return 0.0
+    return value

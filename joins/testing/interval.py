@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from streamjoin.kit.keys import normal_key_value
+
 __all__ = ["reference_interval_join", "interval_watermarks", "interval_late_rows", "join_key", "NAN_KEY"]
 
 Row = Mapping[str, Any]
@@ -36,12 +38,7 @@ NAN_KEY = _NaNKey()
 def join_key(value: Any) -> Any:
     """``value`` as join keys compare (Spark's rule): ``-0.0`` -> ``0.0``, any NaN -> :data:`NAN_KEY`,
     anything else as it is."""
-    if isinstance(value, float):
-        if value != value:
-            return NAN_KEY
-        if value == 0.0:
-            return 0.0
-    return value
+    return normal_key_value(value, NAN_KEY)
 
 
 def reference_interval_join(
