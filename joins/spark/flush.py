@@ -1,4 +1,4 @@
-"""No-data flush: a streaming source that makes Spark run a micro-batch when the join's watermark moves.
+"""No-data flush: what makes Spark run a micro-batch when the join's watermark moves.
 
 Spark runs a micro-batch only when a source has new data, or when one of its own stateful
 operators says the advanced watermark lets it emit or evict. A streamjoin join is not one of
@@ -6,31 +6,37 @@ Spark's operators, so after the last rows of a quiet stream its watermark (compu
 commit records of the versions before ``v``) would wait for new data to advance, holding back
 closed windows of outer and anti joins and as-of events whose table watermark has passed.
 
-This source holds no rows. Its offset is the join's global event-time progress: every input's
-largest event time over all partitions' rows, from the names of the newest complete version's
-commit records (one listing). When a version raised a
-maximum, the next trigger finds a new offset and Spark runs one more micro-batch; that version
-sees the advanced watermark and releases what it closes. Nothing changes after that version, so
-the offset stays put and the query idles. The join's watermark stays its own (the source only
-decides when Spark runs a batch), so the output is the output of a later data batch, earlier.
+**Ticks.** A join unions into its input a stream of Spark's own text file source over
+``<checkpoint>/flush/`` (:func:`tick_stream`). A task whose version had rows with an event time
+(rows that may move the join's watermark) writes an empty *tick* file there, ``tick-<version>``
+(:func:`write_tick`; the partitions of one version write the same name). At the next trigger the
+file source finds the new file, and Spark runs one more micro-batch even if no other source has
+data: that version sees the advanced watermark and releases what it closes. It has no rows, so
+it writes no tick and the query idles. Empty files hold no rows; the source deletes the files it
+has read (``cleanSource``). The join's watermark stays its own (the ticks only decide when Spark
+runs a batch), so the output is the output of a later data batch, earlier.
 
-The offset is computed on the driver (Spark's Python data source runner) from the checkpoint,
-which the driver must be able to read (it is on shared storage on a cluster); the newest committed
-version is cached, so a trigger that finds no new version reads one listing.
+The file source is Spark's (JVM) code: it costs a directory listing a trigger and nothing at
+start-up, where a Python data source costs a Python process started for every query (about one
+second before the first micro-batch, measured with ``streamjoin bench interval``). Under
+``availableNow`` the file source reads the ticks present when the run starts, so a tick written
+by a run's last micro-batch runs its no-data batch at the start of the next run.
 
-One query per join. The source is also where the driver refuses a second streaming query over the
-same joined DataFrame (whose tasks would write the one checkpoint, bound to one query), before any
-of its tasks runs. A new query's source (one whose offsets from Spark's offset log carry no owner)
-names itself with a new owner token, carried in every offset it returns, so Spark's offset log
-keeps it and the query gets it back when it restarts. The first source to claim the checkpoint
-(``flush.json``) owns it; a source of another owner is refused with :class:`CheckpointMismatchError`
-when Spark asks it for an offset. (A checkpoint a query wrote before owners were recorded is
-claimed by the next query that runs it; another query is then refused by its tasks, ``query.json``,
-as on PySpark 4.0 and 4.1, which do not give the source its start offset.)
+One query per join: the tasks of a second streaming query over the same joined DataFrame are
+refused before they write anything (the checkpoint is bound to one query, ``query.json``).
+
+**Checkpoints of earlier queries.** Until 0.2 the flush was a Python data source
+(:class:`FlushSource`, ``streamjoin_flush``) whose offsets are in the running query's Spark offset
+log; Spark cannot hand them to another kind of source. A checkpoint such a query claimed
+(``flush.json``) keeps that source, so the query restarts as it was. It refuses a second query on
+the driver: a new query's source names itself with an owner token carried in every offset it
+returns, and the first source to claim the checkpoint owns it.
 """
 
 from __future__ import annotations
 
+import os
+import posixpath
 import uuid
 from typing import Any, Iterator
 
@@ -43,10 +49,16 @@ except ImportError:  # pragma: no cover - PySpark 4.0 and 4.1 wrap every source 
     class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
         """Stand-in where PySpark has no such interface."""
 
+from streamjoin.changelog.storage import open_storage
 from streamjoin.errors import CheckpointMismatchError
 from streamjoin.runtime.checkpoint import Checkpoint
 
-__all__ = ["FlushSource", "flush_stream", "SOURCE_NAME"]
+__all__ = ["FlushSource", "flush_stream", "tick_stream", "write_tick", "spark_location", "uses_ticks", "SOURCE_NAME", "TICKS"]
+
+#: The folder of a checkpoint that holds its ticks.
+TICKS = "flush"
+#: The file of a checkpoint that a query of the Python flush source claimed (see the module).
+_LEGACY_CLAIM = "flush.json"
 
 SOURCE_NAME = "streamjoin_flush"
 #: Set on a session once the source is registered in it (registering again makes Spark log a
@@ -153,7 +165,63 @@ class _FlushReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 
 def flush_stream(spark: SparkSession, checkpoint: str, partitions: int, inputs: int) -> DataFrame:
-    """A stream of no rows whose offsets follow the join's event-time progress in ``checkpoint``."""
+    """A stream of no rows that makes Spark run a micro-batch when the join's watermark may have
+    moved: :func:`tick_stream`, or for a checkpoint that a query of the Python flush source
+    claimed, that source (see the module)."""
+    if not uses_ticks(checkpoint):
+        return _python_flush_stream(spark, checkpoint, partitions, inputs)
+    return tick_stream(spark, checkpoint)
+
+
+def tick_stream(spark: SparkSession, checkpoint: str) -> DataFrame:
+    """Spark's text file source over ``<checkpoint>/flush/`` (created here): a new tick file is a
+    new offset, so a micro-batch; the files are empty, so it has no rows."""
+    folder = _tick_folder(checkpoint)
+    if "://" in folder:   # an object store has a folder once a file is under it (one Spark ignores)
+        open_storage(folder).write_if_absent("_streamjoin_ticks", b"")
+    else:
+        os.makedirs(folder, exist_ok=True)
+    return (spark.readStream.format("text").option("cleanSource", "delete")
+            .load(spark_location(folder)))
+
+
+def write_tick(checkpoint: str, version: int) -> None:
+    """Ask for one more micro-batch after ``version`` (see the module): an empty ``tick-<version>``
+    file, written once however many partitions ask."""
+    open_storage(_tick_folder(checkpoint)).write_if_absent(f"tick-{version:020d}", b"")
+
+
+def spark_location(uri: str) -> str:
+    """A location in the canonical form (:func:`streamjoin.changelog.storage.resolve_uri`) as
+    Spark's Hadoop file systems name it: a local path as ``file:`` URI, ``/dbfs/x`` as
+    ``dbfs:/x``, ``s3://`` as ``s3a://``; other URIs as they are."""
+    if "://" not in uri:
+        if uri.startswith("/dbfs/"):
+            return "dbfs:" + uri[len("/dbfs"):]
+        return "file://" + uri
+    scheme, rest = uri.split("://", 1)
+    return f"s3a://{rest}" if scheme == "s3" else uri
+
+
+def _tick_folder(checkpoint: str) -> str:
+    return posixpath.join(checkpoint.rstrip("/"), TICKS) if "://" in checkpoint else os.path.join(checkpoint, TICKS)
+
+
+def uses_ticks(checkpoint: str) -> bool:
+    """Whether the flush of ``checkpoint``'s join is :func:`tick_stream` (else the Python source)."""
+    return not _claimed_by_python_source(checkpoint)
+
+
+def _claimed_by_python_source(checkpoint: str) -> bool:
+    """Whether a query of the Python flush source claimed ``checkpoint`` (``flush.json``)."""
+    try:
+        return any(info.name == _LEGACY_CLAIM for info in open_storage(checkpoint).list())
+    except FileNotFoundError:
+        return False
+
+
+def _python_flush_stream(spark: SparkSession, checkpoint: str, partitions: int, inputs: int) -> DataFrame:
+    """The Python flush source's stream (checkpoints it claimed, see the module)."""
     if not vars(spark).get(_REGISTERED):
         spark.dataSource.register(FlushSource)
         vars(spark)[_REGISTERED] = True

@@ -41,7 +41,7 @@ from streamjoin.runtime.operator import InputSpec, Operator, set_aside_schema
 from streamjoin.runtime.partition import StateConfig, TaskInfo, run_partition
 from streamjoin.runtime.rescale import bind_partitions
 from streamjoin.spark.checks import column
-from streamjoin.spark.flush import flush_stream
+from streamjoin.spark.flush import flush_stream, uses_ticks, write_tick
 from streamjoin.spark.progress import metrics_batch, progress_schema, report_progress
 
 __all__ = ["run_operator", "arrow_schema", "resolve_checkpoint", "INPUT_TAG"]
@@ -158,12 +158,14 @@ def run_operator(
     # fed by another join's output (a table_table_join's join stage): unioned there, the source
     # would break the partition-aligned union of the earlier stages' outputs, whose tasks take
     # their partition id from it; those stages' sources already run the query's batches.
-    if streaming and not any(vars(df).get(_STAGE_MARK, False) for df in inputs):
+    flushed = streaming and not any(vars(df).get(_STAGE_MARK, False) for df in inputs)
+    if flushed:
         flush = flush_stream(spark, checkpoint, partitions, len(operator.inputs))
         combined = combined.unionByName(flush.select(F.lit(-1).cast("byte").alias(INPUT_TAG)),
                                         allowMissingColumns=True)
     shuffled = _shuffle(combined, partitions, groups, _routing_keys(operator, key_types, layout))
-    task = _PartitionTask(operator, checkpoint, partitions, state, final=not streaming, layout=layout)
+    task = _PartitionTask(operator, checkpoint, partitions, state, final=not streaming, layout=layout,
+                          ticks=flushed and uses_ticks(checkpoint))
     out = shuffled.mapInArrow(task, from_arrow_schema(progress_schema(operator), prefer_timestamp_ntz=True))
     result = report_progress(out, operator, checkpoint)
     vars(result)[_STAGE_MARK] = True
@@ -315,8 +317,11 @@ class _PartitionTask:
     """The function ``mapInArrow`` runs: picklable, holding only the operator and the settings."""
 
     def __init__(self, operator: Operator, checkpoint: str, partitions: int, state: StateConfig, final: bool,
-                 layout: _Layout):
+                 layout: _Layout, ticks: bool = False):
+        """``ticks``: after a version with rows that may move the watermark, ask for one more
+        micro-batch (:func:`streamjoin.spark.flush.write_tick`)."""
         self.operator = operator
+        self.ticks = ticks
         self.layout = layout
         self.checkpoint = checkpoint
         self.partitions = partitions
@@ -341,11 +346,19 @@ class _PartitionTask:
         state = self.state if self.state.local_dir else replace(self.state, local_dir=spark_local_state_dir())
         output, metrics = run_partition(self.operator, Checkpoint(self.checkpoint), state, task, rows)
         log.info("streamjoin %s version %d partition %d: %s", self.operator.kind, task.version, task.partition, metrics)
+        if self.ticks and batch_id is not None and _timed_rows(rows, self.operator):
+            write_tick(self.checkpoint, task.version)
         schema = progress_schema(self.operator)
         output = output.cast(self.operator.output_schema)
         extra = [pa.nulls(output.num_rows, f.type) for f in schema][len(output.schema):]
         yield from pa.Table.from_arrays([*output.columns, *extra], schema=schema).to_batches()
         yield metrics_batch(self.operator, metrics, schema)
+
+
+def _timed_rows(rows: tuple[pa.Table, ...], operator: Operator) -> bool:
+    """Whether any input's rows of this task have an event time (they may move the watermark)."""
+    return any(table.num_rows and spec.time is not None and table.column(spec.time).null_count < table.num_rows
+               for table, spec in zip(rows, operator.inputs))
 
 
 def _split_inputs(batches: list[pa.RecordBatch], operator: Operator, layout: _Layout) -> tuple[pa.Table, ...]:

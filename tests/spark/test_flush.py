@@ -1,6 +1,8 @@
-"""The flush source: defining several streaming joins in one session registers it once, so Spark
-does not log a warning at every join (its log captured through log4j); and it refuses, on the
-driver, a second streaming query over one join's checkpoint, while a restarted query continues."""
+"""The flush: a new join's is Spark's file source over its tick folder (no Python process a
+query), whose ticks run a no-data micro-batch; a checkpoint a query of the Python flush source
+claimed keeps that source (its offsets are in the query's Spark offset log), which registers once
+a session, refuses on the driver a second streaming query over one join's checkpoint, and lets a
+restarted query continue."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import pytest
 
 from streamjoin import interval_join
 from streamjoin.errors import CheckpointMismatchError
-from streamjoin.spark.flush import _FlushReader
+from streamjoin.spark.flush import _FlushReader, flush_stream, spark_location, write_tick
 
 pytestmark = pytest.mark.spark
 
@@ -37,9 +39,44 @@ def warnings_logged(spark):
         appender.stop()
 
 
+def _plan(df) -> str:
+    return df._jdf.queryExecution().logical().toString()
+
+
+def test_flush_of_a_new_join_is_a_file_source_over_its_ticks(spark, tmp_path):
+    stream = flush_stream(spark, str(tmp_path / "join"), 2, 2)
+    assert "FileStreamSource" in _plan(stream) or "text" in _plan(stream).lower()
+    assert "streamjoin_flush" not in _plan(stream)
+    assert (tmp_path / "join" / "flush").is_dir()   # Spark's file source needs the folder to exist
+
+
+def test_flush_of_a_checkpoint_claimed_by_the_python_source_stays_that_source(spark, tmp_path):
+    (tmp_path / "join").mkdir()
+    (tmp_path / "join" / "flush.json").write_text('{"owner": "abc"}')
+    assert "streamjoin_flush" in _plan(flush_stream(spark, str(tmp_path / "join"), 2, 2))
+
+
+def test_flush_tick_is_written_once_a_version_however_many_partitions_ask(tmp_path):
+    for _ in range(3):
+        write_tick(str(tmp_path / "join"), 7)
+    write_tick(str(tmp_path / "join"), 8)
+    assert sorted(p.name for p in (tmp_path / "join" / "flush").iterdir()) == [
+        f"tick-{7:020d}", f"tick-{8:020d}"]
+    assert all(p.stat().st_size == 0 for p in (tmp_path / "join" / "flush").iterdir())   # no rows
+
+
+def test_flush_spark_location_names_locations_as_hadoop_does():
+    assert spark_location("/data/join/flush") == "file:///data/join/flush"
+    assert spark_location("/dbfs/x/flush") == "dbfs:/x/flush"
+    assert spark_location("s3://bucket/join/flush") == "s3a://bucket/join/flush"
+    assert spark_location("gs://bucket/join/flush") == "gs://bucket/join/flush"
+
+
 def test_flush_source_is_registered_once_for_several_joins(spark, tmp_path, warnings_logged):
     read = spark.readStream.schema("k bigint, t timestamp")
     for i in range(3):
+        (tmp_path / f"join{i}").mkdir()
+        (tmp_path / f"join{i}" / "flush.json").write_text('{"owner": "abc"}')   # the Python source's
         (tmp_path / f"in{i}").mkdir()
         stream = read.parquet(str(tmp_path / f"in{i}"))
         interval_join(stream, stream, "k", left_time="t", right_time="t", lower="0 seconds", upper="1 second",
