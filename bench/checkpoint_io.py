@@ -4,7 +4,7 @@ Runs the runtime in this process (``run_partition`` over every partition, as the
 ``LocalRunner`` do) with the ``PassThrough`` operator, its checkpoint and changelogs on a
 ``pyarrow.fs`` filesystem that adds a fixed latency to every call (default 20 ms, what an object
 store answers in) and counts the calls. What a task pays for its checkpoint must not grow with
-the partition count: before issue 14, every task read every partition's progress record to
+the partition count: before the watermark was kept in one record, every task read every partition's progress record to
 compute the watermark (P tasks x P reads a micro-batch).
 
 The first micro-batch (a new join) is not measured; the figures are medians over the others, per

@@ -1,6 +1,6 @@
 """Warm stores: a task's local store kept open for the partition's next task in the same process,
 reused only at exactly the wanted version, closed before its directory is removed, and handed
-over to another process that needs the directory (issue 16)."""
+over to another process that needs the directory."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``streamjoin checkpoint describe|verify``: a whole checkpoint, every partition (issue 13, item 4);
+"""``streamjoin checkpoint describe|verify``: a whole checkpoint, every partition;
 and the checkpoint's records stay bounded (item 2)."""
 
 from __future__ import annotations

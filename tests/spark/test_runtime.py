@@ -1,4 +1,4 @@
-"""The Spark runtime gives exactly the output of an uninterrupted run after failures (issue 4).
+"""The Spark runtime gives exactly the output of an uninterrupted run after failures.
 
 A per-key running count reads Parquet files as a stream (one file per micro-batch) and writes
 Parquet through the file sink. Each scenario's committed output is compared with an uninterrupted
