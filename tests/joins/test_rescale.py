@@ -192,8 +192,7 @@ def test_table_join_rescale_equals_reference_and_uninterrupted_run(case, data):
             if index == cut:
                 old = rescaled.runner
                 config = old.runners["join"].config
-                rescaled.runner = PlanRunner(old.join.plan, old.checkpoint_dir, partitions=partitions,
-                                                        config=config)
+                rescaled.runner = PlanRunner(old.plan, old.checkpoint_dir, partitions=partitions, config=config)
                 rescaled.runner.version = index
             plain.run(index)
             out = rescaled.run(index)
