@@ -39,6 +39,7 @@ from streamjoin.interval.state import (
     scan_groups,
     watermark_put,
 )
+from streamjoin.interval.views import VIEWS
 from streamjoin.runtime.operator import NEG_INF, POS_INF, InputSpec, SpecOperator, StepInput, StepResult
 from streamjoin.statestore.base import KeyValue, Store
 
@@ -62,6 +63,10 @@ class IntervalJoin(SpecOperator):
     """Joins a left and a right event stream on key equality within a time window (see module)."""
 
     kind = "interval_join"
+    set_aside_inputs = ("left", "right")
+    metric_merges = {"pairs": "sum", "watermark": "max"}
+    time_metrics = frozenset({"watermark"})
+    state_views = VIEWS
 
     def __init__(
         self,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -26,7 +26,9 @@ from streamjoin.errors import CheckpointMismatchError, JoinError
 from streamjoin.statestore.base import KeyValue, Store
 
 if TYPE_CHECKING:
+    from streamjoin.runtime.plan import JoinPlan
     from streamjoin.runtime.regroup import Ownership
+    from streamjoin.runtime.views import StateView
 
 __all__ = ["InputSpec", "StepInput", "StepResult", "Operator", "REASON_COLUMN", "NEG_INF", "POS_INF", "conform", "cast_values", "set_aside_schema", "SpecOperator"]
 
@@ -87,8 +89,22 @@ class Operator(ABC):
     bounds, mode...): a checkpoint written by one definition is refused by another.
     """
 
-    #: short name of the operator kind, e.g. ``"interval_join"``
+    #: short name of the operator kind, e.g. ``"interval_join"``: a checkpoint's definition names
+    #: it, and :mod:`streamjoin.runtime.registry` gives the class back from it
     kind: str = "operator"
+
+    # What the engine reads about a kind, declared on its class (from a checkpoint's definition
+    # alone, through the registry: ``set_aside_rows``, ``join_metrics``, progress, ``read_state``).
+    #: The input names whose rows it sets aside (its inputs' names, and any whose rows the Spark
+    #: layer refuses before routing, e.g. ``table_source``).
+    set_aside_inputs: ClassVar[tuple[str, ...]] = ()
+    #: Its own metrics (beyond the runtime's, in ``StepResult.metrics``) and how partitions'
+    #: values combine: ``"sum"``, or ``"max"`` (a watermark: the same on every partition).
+    metric_merges: ClassVar[Mapping[str, str]] = {}
+    #: Which of its metrics are event times (µs; shown as timestamps).
+    time_metrics: ClassVar[frozenset[str]] = frozenset()
+    #: Its state as ``read_state`` shows it, by side.
+    state_views: ClassVar[Mapping[str, StateView]] = {}
 
     @property
     @abstractmethod
@@ -107,6 +123,14 @@ class Operator(ABC):
     @abstractmethod
     def step(self, state: Store, batch: StepInput) -> StepResult:
         """Process one version's rows against ``state`` (as of ``batch.version - 1``)."""
+
+    @property
+    def plan(self) -> JoinPlan:
+        """The join this operator is on its own: one stage over its inputs
+        (:meth:`streamjoin.runtime.plan.JoinPlan.single`)."""
+        from streamjoin.runtime.plan import JoinPlan  # (plan imports this module)
+
+        return JoinPlan.single(self)
 
     def regroup(self, sources: Sequence[Store], owned: Ownership) -> Iterable[KeyValue]:
         """The state of the key groups ``owned`` selects, made from ``sources`` (the states of the

@@ -34,13 +34,13 @@ from streamjoin.errors import CheckpointDamagedError, CheckpointMismatchError
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.keygroups import check_key_groups, group_range, owners, routing_types
 from streamjoin.runtime.operator import Operator
+from streamjoin.runtime.registry import operator_class
 from streamjoin.runtime.regroup import Ownership
 from streamjoin.statestore import destroy_store, open_store
 from streamjoin.statestore.base import Store
 
 __all__ = ["Epoch", "epochs", "current_epoch", "bind_partitions", "changelog_uri", "epoch_dir",
-           "prepare_partition", "old_partitions", "lost_changelog", "epoch_has_run", "can_rescale", "Plan", "plan_repartition",
-           "RESCALABLE_KINDS"]
+           "prepare_partition", "old_partitions", "lost_changelog", "epoch_has_run", "can_rescale", "Plan", "plan_repartition"]
 
 _DIR = "partitioning"
 
@@ -74,9 +74,11 @@ def current_epoch(checkpoint: Checkpoint) -> Epoch:
     return found[-1] if found else Epoch(0, 0)
 
 
-def can_rescale(operator: Operator) -> bool:
-    """Whether ``operator`` splits its state by key group (overrides ``Operator.regroup``)."""
-    return type(operator).regroup is not Operator.regroup
+def can_rescale(operator: Operator | type[Operator]) -> bool:
+    """Whether ``operator`` (or an operator class) splits its state by key group (overrides
+    ``Operator.regroup``)."""
+    cls = operator if isinstance(operator, type) else type(operator)
+    return cls.regroup is not Operator.regroup
 
 
 def bind_partitions(checkpoint: Checkpoint, partitions: int, operator: Operator | None = None) -> Epoch:
@@ -248,8 +250,6 @@ def _rebuild(operator: Operator, checkpoint: Checkpoint, found: Sequence[Epoch],
 
 # -- the offline command (streamjoin checkpoint repartition) ---------------------------------------
 
-#: Operator kinds whose state splits by key group (their ``regroup``); a test keeps it in step.
-RESCALABLE_KINDS = frozenset({"interval_join", "table_join_keys", "table_join", "enrichment_join"})
 #: A checkpoint whose newest records are younger than this looks written by a running query.
 RUNNING_SECONDS = 120.0
 
@@ -289,7 +289,7 @@ def plan_repartition(
             f"checkpoint {checkpoint.uri} was written by a streamjoin before key groups, and cannot be "
             f"rescaled: run it with partitions={root.get('partitions')}, or start from a new checkpoint location")
     check_key_groups(root["key_groups"], partitions)
-    if kind not in RESCALABLE_KINDS and checkpoint.has_state():
+    if not can_rescale(operator_class(kind)) and checkpoint.has_state():
         raise CheckpointMismatchError(
             f"{kind} cannot split its state by key group, so checkpoint {checkpoint.uri} keeps its partition count")
     found = epochs(checkpoint)

@@ -19,7 +19,8 @@ from streamjoin.kit.on import column_names
 from streamjoin.kit.options import JoinOptions
 from streamjoin.spark.changes import change_format, plain_changes
 from streamjoin.spark.checks import check_columns, check_time
-from streamjoin.spark.runtime import arrow_schema, resolve_checkpoint, run_operator
+from streamjoin.spark.plan import run_plan
+from streamjoin.spark.runtime import arrow_schema, resolve_checkpoint
 
 __all__ = ["stream_table_join"]
 
@@ -109,8 +110,10 @@ def stream_table_join(
         mode=mode, how=how, delay=delay, grace=grace, table_ttl=table_ttl,
     )
     initial = None if bootstrap is None else [None, _bootstrap_changes(bootstrap, operator)]
-    return run_operator([stream, table], operator, checkpoint=options.checkpoint, partitions=options.partitions,
-                        state=options.state, key_groups=options.max_partitions, initial=initial)
+    assert options.checkpoint is not None   # resolved above
+    return run_plan(operator.plan, [stream, table], checkpoint=options.checkpoint,
+                    partitions=options.partitions, state=options.state, key_groups=options.max_partitions,
+                    initial=initial)
 
 
 def _bootstrap_changes(bootstrap: DataFrame, operator: EnrichmentJoin) -> DataFrame:

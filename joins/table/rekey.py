@@ -51,6 +51,7 @@ from streamjoin.table.held import Held, decode_held
 from streamjoin.table.retention import LATE_REASON, due, index_key, parse_retention, time_scale
 from streamjoin.table.rows import RowCodec, pack_columns, unpack_columns
 from streamjoin.table.spec import TableSide, build_side
+from streamjoin.table.views import KEY_VIEWS
 
 if TYPE_CHECKING:
     from streamjoin.runtime.regroup import Ownership
@@ -69,6 +70,9 @@ class TableRekey(Operator):
     """Stage 1 (see module): one side's changes by primary key -> routed changes by join key."""
 
     kind = "table_join_keys"
+    #: ``changes_source``: change rows the Spark layer refuses before routing
+    set_aside_inputs = ("changes", "changes_source")
+    state_views = KEY_VIEWS
 
     def __init__(self, schema: pa.Schema, changes: ChangeFormat, on: str | Sequence[str], side: str,
                  *, key_types: Sequence[pa.DataType] | None = None, retention: Duration | None = None,

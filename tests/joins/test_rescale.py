@@ -26,10 +26,10 @@ from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.local import LocalRunner
 from streamjoin.runtime.operator import Operator
 from streamjoin.runtime.partition import StateConfig
+from streamjoin.runtime.plan_runner import PlanRunner
 from streamjoin.runtime.rescale import changelog_uri, current_epoch, epochs
 from streamjoin.statestore import destroy_store, open_store
 from streamjoin.statestore.codecs import unpack
-from streamjoin.table.local import LocalTableTableRunner
 from streamjoin.table.stage import LAYOUT as STAGE
 from tests.examples import scaled
 from tests.joins.strategies import Local, join_cases, rows_of
@@ -166,7 +166,7 @@ def test_interval_rescale_merging_partitions_keeps_which_rows_matched(tmp_path):
 # -- the table-table join ------------------------------------------------------------------------
 
 
-def table_state(runner: LocalTableTableRunner, version: int) -> Counter:
+def table_state(runner: PlanRunner, version: int) -> Counter:
     """Every stage's state entries over all partitions; stage 2's rows-held counts summed."""
     found: Counter = Counter()
     for name, stage in runner.runners.items():
@@ -192,8 +192,7 @@ def test_table_join_rescale_equals_reference_and_uninterrupted_run(case, data):
             if index == cut:
                 old = rescaled.runner
                 config = old.runners["join"].config
-                rescaled.runner = LocalTableTableRunner(old.join, old.checkpoint_dir, partitions=partitions,
-                                                        config=config)
+                rescaled.runner = PlanRunner(old.plan, old.checkpoint_dir, partitions=partitions, config=config)
                 rescaled.runner.version = index
             plain.run(index)
             out = rescaled.run(index)
