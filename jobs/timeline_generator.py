@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from typing import AbstractSet, Any, Sequence
 from dataclasses import dataclass, field
+from typing import AbstractSet, Any, Sequence
 
 import numpy as np
 import pyarrow as pa
