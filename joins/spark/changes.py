@@ -68,11 +68,12 @@ class _PreStage:
         self.fmt, self.checkpoint, self.schema, self.input_name = fmt, checkpoint, schema, input_name
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        batches = list(batches)
-        table = pa.Table.from_batches(batches, self.schema) if batches else self.schema.empty_table()
+        rows = list(batches)
+        table = pa.Table.from_batches(rows, self.schema) if rows else self.schema.empty_table()
         plain, result = pre_stage(table, self.fmt)
         if result.aside.num_rows:
             ctx = TaskContext.get()
+            assert ctx is not None, "runs in a Spark task"
             batch_id = ctx.getLocalProperty("streaming.sql.batchId")
             version = int(batch_id) if batch_id is not None else 0
             Checkpoint(self.checkpoint).write_set_aside(self.input_name, version, ctx.partitionId(), result.aside)

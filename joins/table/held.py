@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import is_not
-from typing import Sequence
+from typing import Sequence, cast
 
 import numpy as np
 
@@ -42,7 +42,7 @@ def decode_held(values: Sequence[bytes | None]) -> Held:
     bytes ``pack`` cannot make."""
     n = len(values)
     exists = np.fromiter(map(is_not, values, repeat(None)), bool, n)
-    present = list(compress(values, exists))
+    present = cast(list[bytes], list(compress(values, exists)))   # the values that are not None
     columns = _columns(present)
     if columns is None:
         columns = _row_wise(present)

@@ -121,7 +121,8 @@ class TableRekey(Operator):
         """Collapse each key's changes of this version into routed changes (see module)."""
         if len(batch.rows) != 1:
             raise ValueError("a table-join key stage takes exactly one input (changes)")
-        side, metrics = self.side, Counter()
+        side = self.side
+        metrics: Counter[str] = Counter()
         table = conform(batch.rows[0], side.schema, f"{side.name} changes")
         parsed = normalise(table, side.changes)
         metrics.update({f"changes_{k}": v for k, v in parsed.counts.items()})
@@ -270,7 +271,7 @@ class TableRekey(Operator):
         """Routed deletes, from (``pack`` of the primary key, ``pack`` of the join key it is deleted
         at): those columns set, the others null; decoded column-wise."""
         schema, physical = self.side.row_schema, self.codec.physical
-        parts = {}
+        parts: dict[int, pa.Array] = {}
         for at, data in ((self._on_at, [jk for _, jk in deletes]), (self._pk_at, [pk for pk, _ in deletes])):
             kinds = [physical[i] for i in at]
             arrays = unpack_columns(data, kinds)
