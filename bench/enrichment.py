@@ -53,6 +53,8 @@ from streamjoin.bench.sparkutil import fresh_dir, local_session, run_to_noop
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from streamjoin.enrichment.spec import ModeName
+
 __all__ = ["add_arguments", "run", "Params", "generate", "Inputs"]
 
 RATE = 1000                       # events a second
@@ -263,7 +265,7 @@ class Bench:
         static = self.spark.read.parquet(os.path.join(self.root, "static.parquet"))
         return self.source("events").join(static, "user_id", "left")
 
-    def streamjoin(self, store: str, mode: str, scratch: str) -> DataFrame:
+    def streamjoin(self, store: str, mode: ModeName, scratch: str) -> DataFrame:
         from streamjoin import stream_table_join
 
         return stream_table_join(

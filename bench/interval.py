@@ -269,8 +269,8 @@ class Bench:
         self.spark, self.root, self.params = spark, root, params
 
     def source(self, side: str, watermark: bool = False) -> DataFrame:
-        df = self.spark.readStream.schema(SCHEMAS[side]).option("maxFilesPerTrigger", 1)
-        df = df.parquet(os.path.join(self.root, side))
+        reader = self.spark.readStream.schema(SCHEMAS[side]).option("maxFilesPerTrigger", 1)
+        df = reader.parquet(os.path.join(self.root, side))
         return df.withWatermark(df.columns[1], f"{DELAY_S} seconds") if watermark else df
 
     def spark_join(self, variant: str, scratch: str) -> DataFrame:

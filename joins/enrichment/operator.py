@@ -56,6 +56,7 @@ from streamjoin.changes import ChangeFormat
 from streamjoin.enrichment.spec import EnrichmentSpec, How, Mode, build_spec
 from streamjoin.enrichment.step import Step
 from streamjoin.enrichment.views import VIEWS
+from streamjoin.kit.times import Duration
 from streamjoin.runtime.operator import InputSpec, SpecOperator, StepInput, StepResult
 from streamjoin.statestore.base import KeyValue, Store
 
@@ -79,7 +80,7 @@ class EnrichmentJoin(SpecOperator):
     def __init__(
         self, stream: pa.Schema, table: pa.Schema, on: str | Sequence[str], *, stream_time: str,
         changes: ChangeFormat, mode: str | Mode = "as_of", how: str | How = "left",
-        delay: datetime.timedelta = datetime.timedelta(0), grace: datetime.timedelta | None = None,
+        delay: Duration = datetime.timedelta(0), grace: Duration | None = None,
         buckets: int = 64, event_bucket: datetime.timedelta = datetime.timedelta(seconds=1),
         table_ttl: datetime.timedelta | str | None = None,
     ) -> None:

@@ -54,9 +54,10 @@ _OTHER = {"left": "right", "right": "left"}
 
 def watermark(max_times: tuple[int | None, ...], delay: int) -> int:
     """``min_i(max_times) - delay``, or NEG_INF while an input has seen no row (docs/design/semantics.md "Time")."""
-    if not max_times or any(t is None for t in max_times):
+    seen = [t for t in max_times if t is not None]
+    if not seen or len(seen) < len(max_times):
         return NEG_INF
-    return max(int(min(max_times)) - delay, NEG_INF)
+    return max(min(seen) - delay, NEG_INF)
 
 
 class IntervalJoin(SpecOperator):

@@ -102,16 +102,15 @@ def stream_table_join(
             f"with table_ttl, bootstrap rows age from their change time: add the snapshot's time as column "
             f"{fmt.time!r} (e.g. F.lit(snapshot_time).alias({fmt.time!r})); a row without one would be expired at once"
         )
-    options = options.at(resolve_checkpoint(options.checkpoint, stream.isStreaming or table_changes.isStreaming,
-                                            "stream_table_join"))
-    table, fmt = plain_changes(table_changes, fmt, options.checkpoint)
+    checkpoint = resolve_checkpoint(options.checkpoint, stream.isStreaming or table_changes.isStreaming,
+                                    "stream_table_join")
+    table, fmt = plain_changes(table_changes, fmt, checkpoint)
     operator = EnrichmentJoin(
         arrow_schema(stream), arrow_schema(table), on, stream_time=stream_time, changes=fmt,
         mode=mode, how=how, delay=delay, grace=grace, table_ttl=table_ttl,
     )
     initial = None if bootstrap is None else [None, _bootstrap_changes(bootstrap, operator)]
-    assert options.checkpoint is not None   # resolved above
-    return run_plan(operator.plan, [stream, table], checkpoint=options.checkpoint,
+    return run_plan(operator.plan, [stream, table], checkpoint=checkpoint,
                     partitions=options.partitions, state=options.state, key_groups=options.max_partitions,
                     initial=initial)
 

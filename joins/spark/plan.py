@@ -5,7 +5,7 @@ nothing here knows which join it runs."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Sequence, cast
 
 from pyspark.sql import DataFrame
 
@@ -29,7 +29,7 @@ def run_plan(
     given = list(initial) if initial is not None else [None] * plan.inputs
     outputs: dict[str, object] = {}
     for stage in plan.stages:
-        frames = plan.feeds(stage, inputs, outputs)
+        frames = cast(list[DataFrame], plan.feeds(stage, inputs, outputs))
         rows = [given[i] if isinstance(i, int) else None for i in stage.inputs]
         outputs[stage.name] = run_operator(
             frames, stage.operator, checkpoint=plan.location(checkpoint, stage), partitions=partitions, state=state,

@@ -66,9 +66,10 @@ class TableTableJoin:
         right_fmt = detect_format("right", right_schema, right_key, right_time, right_changes)
         left_on, right_on = parse_on(on)
         types = common_key_types(left_schema, left_fmt, left_on, right_schema, right_fmt, right_on)
-        kept = {"retention": retention, "expire_rows": expire_rows}
-        self.left_stage = TableRekey(left_schema, left_fmt, left_on, "left", key_types=types, **kept)
-        self.right_stage = TableRekey(right_schema, right_fmt, right_on, "right", key_types=types, **kept)
+        self.left_stage = TableRekey(left_schema, left_fmt, left_on, "left", key_types=types, retention=retention,
+                                     expire_rows=expire_rows)
+        self.right_stage = TableRekey(right_schema, right_fmt, right_on, "right", key_types=types,
+                                      retention=retention, expire_rows=expire_rows)
         self.join_stage = TableJoinStage(self.left_stage.side, self.right_stage.side, how)
 
     @property
