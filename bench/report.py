@@ -37,7 +37,7 @@ SECTION = re.compile(r"(<!-- bench:(?P<name>[a-z0-9_-]+) -->\n)(?P<body>.*?)(<!-
 PAGE = "benchmarks.md"
 
 #: the folder of this package's ``bench`` subpackage (in a checkout: the repository's ``bench/``)
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE_DIR = os.path.dirname(os.path.realpath(__file__))   # the file, not a strict editable install's link to it
 
 
 class ReportTargetError(Exception):
