@@ -365,8 +365,8 @@ def bootstrap_loaded(checkpoint: Any, partitions: int) -> int:
     ``table`` of every partition whose first version took them (``Checkpoint.initial_used``)."""
     loaded = 0
     for p in range(partitions):
-        if checkpoint.initial_used(p) is not None:
-            rows = checkpoint.read_initial("table", p)
+        if checkpoint.initial.used(p) is not None:
+            rows = checkpoint.initial.read("table", p)
             loaded += 0 if rows is None else rows.num_rows
     return loaded
 
@@ -519,12 +519,12 @@ def profile(inputs: Inputs, params: Params, root: str, store: str, mode: str, bu
                         mode=mode, how="left", delay=datetime.timedelta(seconds=DELAY_S), buckets=buckets)
     checkpoint_dir = os.path.join(root, "join")
     checkpoint = Checkpoint(checkpoint_dir)
-    checkpoint.bind(op.definition(), params.partitions)
+    checkpoint.binding.bind(op.definition(), params.partitions)
     config = StateConfig(store=store, local_dir=os.path.join(root, "state"))
     started = time.perf_counter()
     for p, part in enumerate(_route(op.bootstrap_changes(inputs.snapshot), params.partitions)):
-        checkpoint.write_initial("table", p, part)
-    checkpoint.mark_initial_done({"table": inputs.snapshot.num_rows})
+        checkpoint.initial.write("table", p, part)
+    checkpoint.initial.mark_done({"table": inputs.snapshot.num_rows})
     print(f"bootstrap routed and written in {time.perf_counter() - started:.2f} s")
     flush = inputs.flush if mode == "as_of" else []
     versions = list(zip(inputs.events, inputs.changes)) + [(EVENTS.empty_table(), f) for f in flush]

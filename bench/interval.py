@@ -351,7 +351,7 @@ class Bench:
         elif variant != "floor":
             from streamjoin.runtime.checkpoint import Checkpoint
 
-            outcome.join_metrics = Checkpoint(os.path.join(scratch, "join")).read_metrics()
+            outcome.join_metrics = Checkpoint(os.path.join(scratch, "join")).commits.read_metrics()
             outcome.notes += _check_streamjoin(variant, outcome)
         return outcome
 
@@ -549,7 +549,7 @@ def profile(tables: dict[str, pa.Table], params: Params, root: str, store: str, 
     op = IntervalJoin(tables["left"].schema, tables["right"].schema, "k", left_time="lt", right_time="rt",
                       lower=-window, upper=window, delay=datetime.timedelta(seconds=DELAY_S))
     checkpoint = Checkpoint(os.path.join(root, "join"))
-    checkpoint.bind(op.definition(), params.partitions)
+    checkpoint.binding.bind(op.definition(), params.partitions)
     config = StateConfig(store=store, local_dir=os.path.join(root, "state"))
     per = params.per_side // params.batches
     profiler, output = cProfile.Profile(), 0

@@ -81,11 +81,11 @@ class LocalRunner:
         self.partitions = partitions
         self.config = config or StateConfig(store="memory")
         self.checkpoint = Checkpoint(checkpoint)
-        self.checkpoint.bind(operator.definition(), partitions, key_groups=key_groups)
+        self.checkpoint.binding.bind(operator.definition(), partitions, key_groups=key_groups)
         bind_partitions(self.checkpoint, partitions, operator)
-        self.groups = self.checkpoint.key_groups()
+        self.groups = self.checkpoint.binding.key_groups()
         self.types = routing_types(operator.inputs)
-        if self.checkpoint.initial_done() is not None:
+        if self.checkpoint.initial.done() is not None:
             self.config = dataclasses.replace(self.config, initial=True)
         self.version = 0
         self.metrics: list[dict[str, Any]] = []
@@ -114,8 +114,8 @@ class LocalRunner:
             raise ValueError(f"{self.operator.kind} has no input {input_name!r}")
         for partition, part in enumerate(self._route(rows, spec.key)):
             if part.num_rows:
-                self.checkpoint.write_initial(input_name, partition, part)
-        self.checkpoint.mark_initial_done({input_name: rows.num_rows})
+                self.checkpoint.initial.write(input_name, partition, part)
+        self.checkpoint.initial.mark_done({input_name: rows.num_rows})
         self.config = dataclasses.replace(self.config, initial=True)
 
     def _route(self, table: pa.Table, key: Sequence[str]) -> list[pa.Table]:

@@ -119,7 +119,7 @@ def global_max_times(checkpoint: Checkpoint, version: int, n_inputs: int) -> tup
     :meth:`Checkpoint.watermark_inputs`); each record carries the global progress up to its
     version, so the value survives a change of the partition count (a rescale needs no base).
     """
-    return checkpoint.watermark_inputs(version, n_inputs)
+    return checkpoint.commits.watermark_inputs(version, n_inputs)
 
 
 def run_partition(
@@ -130,7 +130,7 @@ def run_partition(
     rows: tuple[pa.Table, ...],
 ) -> tuple[pa.Table, dict[str, Any]]:
     """Run ``operator`` on one partition's rows of one version; return its output and metrics."""
-    checkpoint.check_query(task.query_id)
+    checkpoint.binding.check_query(task.query_id)
     n_inputs = len(operator.inputs)
     epoch = prepare_partition(operator, checkpoint, config.store, dict(config.store_options),
                               config.local_dir or default_local_dir(), task.version, task.partition,
@@ -194,7 +194,7 @@ def _target(checkpoint: Checkpoint, log: Changelog, task: TaskInfo) -> int | Non
     if any(f.version < task.version for f in listing.files()):
         raise listing.unreachable(task.version - 1)
     if listing.empty:
-        evidence = checkpoint.committed_before(task.version)
+        evidence = checkpoint.commits.committed_before(task.version)
         if evidence:
             raise CheckpointDamagedError(
                 f"partition {task.partition}'s changelog {log.uri} is missing or empty, but checkpoint "
@@ -209,12 +209,12 @@ def _initial_rows(operator: Operator, checkpoint: Checkpoint, task: TaskInfo, fi
     """The initial rows (:meth:`Checkpoint.write_initial`) of each input for this task, if its
     version is the partition's first: the one that found no earlier state, recorded before it
     commits so that executing it again (even after a base snapshot was written) reads them too."""
-    used = checkpoint.initial_used(task.partition)
+    used = checkpoint.initial.used(task.partition)
     if (used is None and not first) or (used is not None and used != task.version):
         return (None,) * len(operator.inputs)
-    tables = tuple(checkpoint.read_initial(spec.name, task.partition) for spec in operator.inputs)
+    tables = tuple(checkpoint.initial.read(spec.name, task.partition) for spec in operator.inputs)
     if used is None and any(t is not None for t in tables):
-        checkpoint.mark_initial_used(task.partition, task.version)
+        checkpoint.initial.mark_used(task.partition, task.version)
     return tables
 
 
@@ -254,10 +254,10 @@ def _write_records(operator, checkpoint, task, result, metrics, progress, retain
     (whole versions, by partition 0)."""
     for spec, aside in zip(operator.inputs, result.set_aside):
         if aside.num_rows:
-            checkpoint.write_set_aside(spec.name, task.version, task.partition, aside)
-    checkpoint.write_commit(task.version, task.partition, task.partitions, progress, metrics)
+            checkpoint.set_aside.write(spec.name, task.version, task.partition, aside)
+    checkpoint.commits.write(task.version, task.partition, task.partitions, progress, metrics)
     if task.partition == 0:
-        checkpoint.prune_commits(keep_from=task.version - retain_versions + 1)
+        checkpoint.commits.prune(keep_from=task.version - retain_versions + 1)
 
 
 def _metrics(operator, task, rows, result, opened, open_seconds, stats) -> dict[str, Any]:

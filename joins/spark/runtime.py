@@ -139,19 +139,19 @@ def run_operator(
     check_count(partitions, "partitions" if given else "spark.sql.shuffle.partitions")
     checkpoint = resolve_checkpoint(checkpoint, streaming, operator.kind)
     mode = RunMode.STREAMING if streaming else RunMode.BATCH
-    Checkpoint(checkpoint).bind(operator.definition(), partitions, mode=mode, key_groups=key_groups)
-    groups = Checkpoint(checkpoint).key_groups()
+    Checkpoint(checkpoint).binding.bind(operator.definition(), partitions, mode=mode, key_groups=key_groups)
+    groups = Checkpoint(checkpoint).binding.key_groups()
     epoch = bind_partitions(Checkpoint(checkpoint), partitions, operator)
     if epoch.number:
         log.info("streamjoin: %s runs in %d partitions (partitioning epoch %d)", checkpoint, partitions, epoch.number)
     for spec in operator.inputs:
-        Checkpoint(checkpoint).write_set_aside_schema(spec.name, set_aside_schema(spec.schema))
+        Checkpoint(checkpoint).set_aside.write_schema(spec.name, set_aside_schema(spec.schema))
     state = state or StateConfig()
     key_types = _common_key_types(inputs, operator)
     layout = _Layout.of(inputs, operator)
     if initial is not None and any(df is not None for df in initial):
         _write_initial(initial, operator, key_types, Checkpoint(checkpoint), partitions, groups, layout)
-    if Checkpoint(checkpoint).initial_done() is not None:
+    if Checkpoint(checkpoint).initial.done() is not None:
         state = replace(state, initial=True)
     combined = _union_inputs(inputs, operator, layout)
     # A micro-batch whenever the join's watermark moves (streamjoin.spark.flush). Not in a stage
@@ -279,7 +279,7 @@ def _write_initial(
     """Route each initial DataFrame by key as the query will (same key columns, types and
     partitioning, :func:`_shuffle`) and write each partition's rows to the checkpoint; then mark
     them complete."""
-    if checkpoint.initial_done() is not None or checkpoint.has_state():
+    if checkpoint.initial.done() is not None or checkpoint.commits.has_state():
         log.info("streamjoin: %s already has its initial rows (or has run); not writing them again", checkpoint.uri)
         return
     counts = {}
@@ -294,7 +294,7 @@ def _write_initial(
         writer = _InitialWriter(operator, i, checkpoint.uri, layout)
         written = routed.mapInArrow(writer, "rows long").agg(F.sum("rows")).collect()[0][0]
         counts[spec.name] = int(written or 0)
-    checkpoint.mark_initial_done(counts)
+    checkpoint.initial.mark_done(counts)
 
 
 class _InitialWriter:
@@ -309,7 +309,7 @@ class _InitialWriter:
         rows = _rows(pa.Table.from_batches(batches), self.index, spec, self.layout) if batches \
             else spec.schema.empty_table()
         if rows.num_rows:
-            Checkpoint(self.checkpoint).write_initial(spec.name, TaskContext.get().partitionId(), rows)
+            Checkpoint(self.checkpoint).initial.write(spec.name, TaskContext.get().partitionId(), rows)
         yield pa.RecordBatch.from_pydict({"rows": pa.array([rows.num_rows], pa.int64())})
 
 

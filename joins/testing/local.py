@@ -120,7 +120,7 @@ class LocalJoins:
              initial: pa.Table | None = None) -> pa.Table:
         runner = self._runner(name, lambda ck, n, cfg, groups: LocalRunner(operator, ck, partitions=n, config=cfg,
                                                                            key_groups=groups), options)
-        if initial is not None and runner.checkpoint.initial_done() is None and not runner.checkpoint.has_state():
+        if initial is not None and runner.checkpoint.initial.done() is None and not runner.checkpoint.commits.has_state():
             runner.set_initial(operator.inputs[1].name, initial)
         return runner.run(*tables, version=self.version, final=self.final)
 
@@ -195,7 +195,7 @@ class LocalJoins:
             operator, ck, partitions=n, config=cfg, key_groups=groups), options)
         for rows, changes, fmt, stage in ((left_bootstrap, left, lf, "left_keys"), (right_bootstrap, right, rf, "right_keys")):
             side = runner.runners[stage]
-            if rows is not None and side.checkpoint.initial_done() is None and not side.checkpoint.has_state():
+            if rows is not None and side.checkpoint.initial.done() is None and not side.checkpoint.commits.has_state():
                 argument = f"{stage.split('_')[0]}_bootstrap"
                 if not isinstance(rows, pa.Table):
                     raise JoinDefinitionError(f"{argument} must be an Arrow table of the table's rows in process, "

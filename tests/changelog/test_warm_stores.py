@@ -106,7 +106,7 @@ def test_warm_store_runtime_reuses_a_partitions_store_and_a_failed_task_closes_i
     marker = str(tmp_path / "fail")
     config = StateConfig(store="rocksdb", local_dir=str(tmp_path / "local"), fail_once=marker)
     op, checkpoint = RunningCount(schema, ["k"]), Checkpoint(str(tmp_path / "ck"))
-    checkpoint.bind(op.definition(), 1)
+    checkpoint.binding.bind(op.definition(), 1)
     rows = (pa.table({"k": [1, 2], "v": ["a", "b"]}, schema=schema),)
 
     def run(version, query_id="q"):

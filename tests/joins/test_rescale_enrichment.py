@@ -201,7 +201,7 @@ def test_enrichment_rescale_merges_two_partitions_into_one_canonical_state(tmp_p
         two.append(list(store.scan()))
         store.close()
     assert all(two)
-    groups = Checkpoint(str(tmp_path / "merged" / "ck")).key_groups()
+    groups = Checkpoint(str(tmp_path / "merged" / "ck")).binding.key_groups()
     owned = Ownership(groups, 0, 1, tuple(routing_types(op.inputs)))
     stores = _stores(two, tmp_path / "sources")
     try:

@@ -54,7 +54,7 @@ def test_runtime_batch_task_refuses_a_query_bound_checkpoint(tmp_path):
     run_partition(runner.operator, runner.checkpoint, config, TaskInfo(0, 0, 1, query_id="query-1"), (_rows([1]),))
     with pytest.raises(CheckpointMismatchError, match="belongs to streaming query query-1"):
         run_partition(runner.operator, runner.checkpoint, config, TaskInfo(0, 0, 1, final=True), (_rows([1]),))
-    assert runner.checkpoint.read_metrics()[0]["output_rows"] == 1 and len(runner.checkpoint.read_metrics()) == 1
+    assert runner.checkpoint.commits.read_metrics()[0]["output_rows"] == 1 and len(runner.checkpoint.commits.read_metrics()) == 1
 
 
 @pytest.mark.parametrize("store, named", [("rockdb", "rocksdb"), ("no_such_package.stores:Store", "no_such_package")])

@@ -132,4 +132,4 @@ def test_table_join_restarted_at_5_partitions_equals_uninterrupted_run(spark, tm
     expected = _committed(spark, plain)
     assert len(expected) > 10
     assert _committed(spark, rescaled) == expected
-    assert [Checkpoint(str(rescaled / "join" / stage)).key_groups() for stage in STAGES] == [64, 64, 64]
+    assert [Checkpoint(str(rescaled / "join" / stage)).binding.key_groups() for stage in STAGES] == [64, 64, 64]
