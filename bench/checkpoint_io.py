@@ -154,7 +154,7 @@ def measure(partitions: int, batches: int, rows: int, latency: float, store: str
         op = PassThrough(data[0].schema, ["k"], "t")
         config = StateConfig(store=store, local_dir=os.path.join(scratch, "local"))
         runner = LocalRunner(op, os.path.join(scratch, "ck"), partitions=partitions, config=config)
-        runner.checkpoint.fs = slow.fs
+        runner.checkpoint.files.fs = slow.fs
         calls, seconds = [], []
         for index, table in enumerate(data):
             before = sum(handler.calls.values())

@@ -42,6 +42,8 @@ record that cannot be read raises :class:`CheckpointDamagedError` naming the fil
 
 from __future__ import annotations
 
+import pyarrow.fs as pafs
+
 from streamjoin.runtime.checkpoint.binding import FORMAT, Binding, RunMode
 from streamjoin.runtime.checkpoint.commits import CommitRecord, Commits
 from streamjoin.runtime.checkpoint.files import CheckpointFiles, resolve_location
@@ -57,12 +59,20 @@ class Checkpoint:
     def __init__(self, uri: str) -> None:
         self.files = CheckpointFiles(uri)
         self.uri = self.files.uri
-        self.fs = self.files.fs
-        self.root = self.files.root
         self.binding = Binding(self.files)
         self.commits = Commits(self.files)
         self.set_aside = SetAside(self.files)
         self.initial = Initial(self.files)
+
+    @property
+    def fs(self) -> pafs.FileSystem:
+        """The filesystem the checkpoint's files are on (``files.fs``)."""
+        return self.files.fs
+
+    @property
+    def root(self) -> str:
+        """The checkpoint's path on :attr:`fs` (``files.root``)."""
+        return self.files.root
 
     def __repr__(self) -> str:
         return f"Checkpoint({self.uri!r})"
