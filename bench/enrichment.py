@@ -512,7 +512,8 @@ def profile(inputs: Inputs, params: Params, root: str, store: str, mode: str, bu
     from streamjoin.changes import ChangeFormat
     from streamjoin.enrichment.operator import EnrichmentJoin
     from streamjoin.runtime.checkpoint import Checkpoint
-    from streamjoin.runtime.partition import StateConfig, TaskInfo, run_partition
+    from streamjoin.runtime.options import StateConfig
+    from streamjoin.runtime.task import TaskInfo, run_task
     from streamjoin.statestore.warm import evict_all
 
     op = EnrichmentJoin(EVENTS, CHANGES, "user_id", stream_time="ts", changes=ChangeFormat.plain("user_id", time="changed_at"),
@@ -535,7 +536,7 @@ def profile(inputs: Inputs, params: Params, root: str, store: str, mode: str, bu
         parts = [_route(events, params.partitions), _route(changes, params.partitions)]
         for p in range(params.partitions):
             task = TaskInfo(version, p, params.partitions, query_id="profile")   # warm stores, as in a query
-            result, metrics = profiler.runcall(run_partition, op, checkpoint, config, task, (parts[0][p], parts[1][p]))
+            result, metrics = profiler.runcall(run_task, op, checkpoint, config, task, (parts[0][p], parts[1][p]))
             records.append(metrics)
         print(f"version {version}: {time.perf_counter() - t0:.2f} s", flush=True)
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu

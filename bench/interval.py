@@ -543,7 +543,8 @@ def profile(tables: dict[str, pa.Table], params: Params, root: str, store: str, 
 
     from streamjoin.interval.operator import IntervalJoin
     from streamjoin.runtime.checkpoint import Checkpoint
-    from streamjoin.runtime.partition import StateConfig, TaskInfo, run_partition
+    from streamjoin.runtime.options import StateConfig
+    from streamjoin.runtime.task import TaskInfo, run_task
 
     window = datetime.timedelta(microseconds=params.window_us)
     op = IntervalJoin(tables["left"].schema, tables["right"].schema, "k", left_time="lt", right_time="rt",
@@ -558,7 +559,7 @@ def profile(tables: dict[str, pa.Table], params: Params, root: str, store: str, 
         parts = [_route(t.slice(version * per, per), params.partitions) for t in tables.values()]
         for p in range(params.partitions):
             task = TaskInfo(version, p, params.partitions, query_id="profile")   # as a streaming query's
-            result, _ = profiler.runcall(run_partition, op, checkpoint, config, task, (parts[0][p], parts[1][p]))
+            result, _ = profiler.runcall(run_task, op, checkpoint, config, task, (parts[0][p], parts[1][p]))
             output += result.num_rows
     print(f"streamjoin-{store} in process: {time.perf_counter() - start:.2f} s, {output:,} output rows "
           f"({expected:,} expected)")

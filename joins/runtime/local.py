@@ -2,7 +2,7 @@
 
 ``LocalRunner`` routes each version's rows to partitions by the key groups of their key columns
 (:mod:`streamjoin.runtime.keygroups`) and calls
-:func:`streamjoin.runtime.partition.run_partition` for every partition (empty ones too, as Spark does), so the
+:func:`streamjoin.runtime.task.run_task` for every partition (empty ones too, as Spark does), so the
 tests exercise the same state, changelog and watermark code as a Spark query, without a JVM. It
 can also lose its local stores, execute a version again, and restart (with another partition
 count too, :mod:`streamjoin.runtime.rescale`), to test recovery and rescaling.
@@ -22,8 +22,9 @@ from streamjoin.kit import normal_keys
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.keygroups import check_count, key_groups, owners, routing_types
 from streamjoin.runtime.operator import Operator
-from streamjoin.runtime.partition import StateConfig, TaskInfo, local_store_path, run_partition
+from streamjoin.runtime.options import StateConfig
 from streamjoin.runtime.rescale import bind_partitions, current_epoch, epoch_dir
+from streamjoin.runtime.task import TaskInfo, local_store_path, run_task
 from streamjoin.statestore import destroy_store
 from streamjoin.statestore.codecs import pack
 
@@ -100,7 +101,7 @@ class LocalRunner:
         for partition in range(self.partitions):
             task = TaskInfo(version, partition, self.partitions, final=final, query_id=self.query_id)
             part_rows = tuple(r[partition] for r in routed)
-            output, metrics = run_partition(self.operator, self.checkpoint, self.config, task, part_rows)
+            output, metrics = run_task(self.operator, self.checkpoint, self.config, task, part_rows)
             outputs.append(output)
             self.metrics.append(metrics)
         self.version = version + 1

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -53,9 +53,11 @@ class Epoch:
     partitions: int
 
 
-def epochs(checkpoint: Checkpoint) -> list[Epoch]:
-    """Every epoch of the checkpoint, oldest first (empty for a checkpoint never bound)."""
-    root = checkpoint.files.read_json("streamjoin.json")
+def epochs(checkpoint: Checkpoint, root: Mapping[str, Any] | None = None) -> list[Epoch]:
+    """Every epoch of the checkpoint, oldest first (empty for a checkpoint never bound).
+    ``root``: ``streamjoin.json`` if already read."""
+    if root is None:
+        root = checkpoint.binding.root()
     if root is None:
         return []
     out = [Epoch(0, int(root["partitions"]))]
@@ -79,16 +81,20 @@ def can_rescale(operator: Operator) -> bool:
     return type(operator).regroup is not Operator.regroup
 
 
-def bind_partitions(checkpoint: Checkpoint, partitions: int, operator: Operator | None = None) -> Epoch:
+def bind_partitions(checkpoint: Checkpoint, partitions: int, operator: Operator | None = None,
+                    root: Mapping[str, Any] | None = None) -> Epoch:
     """Make ``partitions`` the checkpoint's partition count (after :meth:`Checkpoint.bind`):
     the current epoch if it has that count, else a new epoch. Raises
     :class:`CheckpointMismatchError` for a change of an ``operator`` that cannot split its state,
     and for a change while
     initial rows routed for the old count wait for the first version; raises
-    :class:`JoinDefinitionError` for more partitions than key groups."""
-    groups = checkpoint.binding.key_groups()
+    :class:`JoinDefinitionError` for more partitions than key groups. ``root``:
+    ``streamjoin.json`` if already read (by the bind)."""
+    if root is None:
+        root = checkpoint.binding.root()
+    groups = checkpoint.binding.key_groups(root)
     check_key_groups(groups, partitions)
-    found = epochs(checkpoint)
+    found = epochs(checkpoint, root)
     _refuse_impossible(checkpoint, found, groups)
     current = found[-1] if found else Epoch(0, 0)
     if current.partitions == partitions:
@@ -187,12 +193,13 @@ class _Stores:
 
 def prepare_partition(
     operator: Operator, checkpoint: Checkpoint, store: str, store_options: dict, local_root: str,
-    version: int, partition: int, partitions: int, retain_versions: int,
+    version: int, partition: int, partitions: int, retain_versions: int, *, root: Mapping[str, Any] | None = None,
 ) -> Epoch:
     """The epoch a task of ``partitions`` partitions runs in; before its partition's first version
     in a new epoch, its changelog is rebuilt from the old epoch (see module). Raises
-    :class:`CheckpointMismatchError` when the checkpoint's partition count is not ``partitions``."""
-    found = epochs(checkpoint)
+    :class:`CheckpointMismatchError` when the checkpoint's partition count is not ``partitions``.
+    ``root``: ``streamjoin.json`` if already read."""
+    found = epochs(checkpoint, root)
     epoch = found[-1] if found else Epoch(0, partitions)
     if epoch.partitions != partitions:
         raise CheckpointMismatchError(

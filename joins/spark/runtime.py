@@ -7,7 +7,7 @@ a lane an input does not use is null in its rows). A repartition
 by an expression of the key group (:func:`_shuffle`: the join key cast to one type per key column,
 so equal keys hash equally whichever input they come from) sends equal keys to one partition,
 without carrying the routing key or the target in the shuffled rows;
-``mapInArrow`` then runs :func:`streamjoin.runtime.partition.run_partition` on each partition's rows. The task
+``mapInArrow`` then runs :func:`streamjoin.runtime.task.run_task` on each partition's rows. The task
 reads the micro-batch id from the task's local property ``streaming.sql.batchId`` (the version),
 its partition id, its attempt number and the streaming query's id. A batch (non-streaming) input
 runs as version 0 with a final watermark of +infinity.
@@ -38,8 +38,9 @@ from streamjoin.kit.keys import routing_key_type
 from streamjoin.runtime.checkpoint import Checkpoint, RunMode, resolve_location
 from streamjoin.runtime.keygroups import check_count, slot_values
 from streamjoin.runtime.operator import InputSpec, Operator, set_aside_schema
-from streamjoin.runtime.partition import StateConfig, TaskInfo, run_partition
+from streamjoin.runtime.options import StateConfig
 from streamjoin.runtime.rescale import bind_partitions
+from streamjoin.runtime.task import TaskInfo, run_task
 from streamjoin.spark.checks import column
 from streamjoin.spark.flush import flush_stream, uses_ticks, write_tick
 from streamjoin.spark.progress import metrics_batch, progress_schema, report_progress
@@ -344,7 +345,7 @@ class _PartitionTask:
         )
         rows = _split_inputs(list(batches), self.operator, self.layout)
         state = self.state if self.state.local_dir else replace(self.state, local_dir=spark_local_state_dir())
-        output, metrics = run_partition(self.operator, Checkpoint(self.checkpoint), state, task, rows)
+        output, metrics = run_task(self.operator, Checkpoint(self.checkpoint), state, task, rows)
         log.info("streamjoin %s version %d partition %d: %s", self.operator.kind, task.version, task.partition, metrics)
         if self.ticks and batch_id is not None and _timed_rows(rows, self.operator):
             write_tick(self.checkpoint, task.version)

@@ -29,9 +29,9 @@ from streamjoin.enrichment.spec import Mode, ModeName
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.interval.operator import IntervalJoin
 from streamjoin.kit.how import EnrichmentHow, How, IntervalHow, TableHow
-from streamjoin.kit.options import JoinOptions
 from streamjoin.runtime.keygroups import check_count
 from streamjoin.runtime.local import LocalRunner
+from streamjoin.runtime.options import JoinOptions
 from streamjoin.table.bootstrap import bootstrap_changes
 from streamjoin.table.local import LocalTableTableRunner
 from streamjoin.table.operator import TableTableJoin

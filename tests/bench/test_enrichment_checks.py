@@ -11,7 +11,8 @@ from streamjoin.bench.enrichment import CHANGES, DELAY_S, EVENTS, Outcome, Param
 from streamjoin.changes import ChangeFormat
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.runtime.checkpoint import Checkpoint
-from streamjoin.runtime.partition import StateConfig, TaskInfo, run_partition
+from streamjoin.runtime.options import StateConfig
+from streamjoin.runtime.task import TaskInfo, run_task
 
 
 def test_enrichment_bench_bootstrap_loaded_counts_rows_after_commit_records_are_pruned(tmp_path):
@@ -31,7 +32,7 @@ def test_enrichment_bench_bootstrap_loaded_counts_rows_after_commit_records_are_
     for version, (events, changes) in enumerate(versions):
         parts = [bench._route(events, params.partitions), bench._route(changes, params.partitions)]
         for p in range(params.partitions):
-            records.append(run_partition(op, checkpoint, config, TaskInfo(version, p, params.partitions),
+            records.append(run_task(op, checkpoint, config, TaskInfo(version, p, params.partitions),
                                          (parts[0][p], parts[1][p]))[1])
     kept = bench.join_summary(records)
     assert kept["initial_rows_table"] == 50 and kept["output_rows"] == kept["matched"] == 300

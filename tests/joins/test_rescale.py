@@ -25,7 +25,7 @@ from streamjoin.runtime.areas import ARROW, Int64s
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.local import LocalRunner
 from streamjoin.runtime.operator import Operator
-from streamjoin.runtime.partition import StateConfig
+from streamjoin.runtime.options import StateConfig
 from streamjoin.runtime.rescale import changelog_uri, current_epoch, epochs
 from streamjoin.statestore import destroy_store, open_store
 from streamjoin.statestore.codecs import unpack

@@ -27,7 +27,7 @@ from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.keygroups import routing_types
 from streamjoin.runtime.local import LocalRunner
 from streamjoin.runtime.operator import NEG_INF, POS_INF
-from streamjoin.runtime.partition import StateConfig
+from streamjoin.runtime.options import StateConfig
 from streamjoin.runtime.regroup import Ownership
 from streamjoin.runtime.rescale import Epoch, changelog_uri
 from streamjoin.statestore import open_store

@@ -16,7 +16,7 @@ from streamjoin.changes import ChangeFormat
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.errors import CheckpointMismatchError
 from streamjoin.runtime.local import LocalRunner
-from streamjoin.runtime.partition import StateConfig
+from streamjoin.runtime.options import StateConfig
 from tests.examples import scaled
 
 EVENTS = pa.schema([("user", pa.int64()), ("ts", pa.timestamp("us")), ("what", pa.string())])

@@ -12,7 +12,7 @@ from streamjoin.jobs.cli import main
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.inspect import describe_checkpoint, verify_checkpoint
 from streamjoin.runtime.local import LocalRunner
-from streamjoin.runtime.partition import StateConfig
+from streamjoin.runtime.options import StateConfig
 from tests.operators import RunningCount
 
 SCHEMA = pa.schema([("k", pa.int64()), ("v", pa.string())])

@@ -10,7 +10,8 @@ import pyarrow as pa
 import pytest
 
 from streamjoin.runtime.local import LocalRunner
-from streamjoin.runtime.partition import StateConfig, local_store_path
+from streamjoin.runtime.options import StateConfig
+from streamjoin.runtime.task import local_store_path
 from streamjoin.statestore import warm
 from tests.operators import RunningCount
 

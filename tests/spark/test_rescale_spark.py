@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from streamjoin.interval.operator import IntervalJoin
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.keygroups import key_groups, owners
-from streamjoin.runtime.partition import StateConfig
+from streamjoin.runtime.options import StateConfig
 from streamjoin.runtime.rescale import epochs
 from streamjoin.spark import arrow_schema, run_operator
 from streamjoin.spark.state import read_state

@@ -21,7 +21,7 @@ import pytest
 from streamjoin.changelog import Changelog
 from streamjoin.errors import CheckpointMismatchError, JoinDefinitionError
 from streamjoin.runtime.checkpoint import Checkpoint
-from streamjoin.runtime.partition import StateConfig
+from streamjoin.runtime.options import StateConfig
 from streamjoin.runtime.rescale import epochs
 from streamjoin.spark import arrow_schema, run_operator
 from streamjoin.spark.runtime import resolve_checkpoint

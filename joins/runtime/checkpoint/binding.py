@@ -124,15 +124,16 @@ class Binding:
         legacy = (self.root() if root is None else root) or {}
         return legacy.get("query_id")
 
-    def check_query(self, query_id: str | None) -> None:
+    def check_query(self, query_id: str | None, root: Mapping[str, Any] | None = None) -> None:
         """Refuse a checkpoint bound to another streaming query; bind it to ``query_id`` if free.
+        ``root``: ``streamjoin.json`` if already read.
 
         ``query_id`` None (a batch task) is refused on a checkpoint bound to a query. Binding is
         create-if-absent: of queries starting at once, exactly one binds it, the others are refused.
         """
         if query_id is not None and _BOUND.get(self.uri) == query_id:
             return   # a binding is never rewritten: checked once per process
-        bound = self.bound_query()
+        bound = self.bound_query(root)
         if bound is None and query_id is not None:
             if self.files.create_json("query.json", {"query_id": query_id}):
                 _BOUND[self.uri] = query_id
