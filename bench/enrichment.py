@@ -511,7 +511,7 @@ def profile(inputs: Inputs, params: Params, root: str, store: str, mode: str, bu
 
     from streamjoin.changes import ChangeFormat
     from streamjoin.enrichment.operator import EnrichmentJoin
-    from streamjoin.runtime.checkpoint import Checkpoint
+    from streamjoin.runtime.bind import BoundQuery, bind_query
     from streamjoin.runtime.options import StateConfig
     from streamjoin.runtime.task import TaskInfo, run_task
     from streamjoin.statestore.warm import evict_all
@@ -519,14 +519,17 @@ def profile(inputs: Inputs, params: Params, root: str, store: str, mode: str, bu
     op = EnrichmentJoin(EVENTS, CHANGES, "user_id", stream_time="ts", changes=ChangeFormat.plain("user_id", time="changed_at"),
                         mode=mode, how="left", delay=datetime.timedelta(seconds=DELAY_S), buckets=buckets)
     checkpoint_dir = os.path.join(root, "join")
-    checkpoint = Checkpoint(checkpoint_dir)
-    checkpoint.binding.bind(op.definition(), params.partitions)
-    config = StateConfig(store=store, local_dir=os.path.join(root, "state"))
+
+    def write_initial(bound: BoundQuery) -> dict[str, int]:
+        for p, part in enumerate(_route(op.bootstrap_changes(inputs.snapshot), params.partitions)):
+            bound.checkpoint.initial.write("table", p, part)
+        return {"table": inputs.snapshot.num_rows}
+
     started = time.perf_counter()
-    for p, part in enumerate(_route(op.bootstrap_changes(inputs.snapshot), params.partitions)):
-        checkpoint.initial.write("table", p, part)
-    checkpoint.initial.mark_done({"table": inputs.snapshot.num_rows})
-    print(f"bootstrap routed and written in {time.perf_counter() - started:.2f} s")
+    bound = bind_query(checkpoint_dir, op, params.partitions, write_initial=write_initial,
+                       state=StateConfig(store=store, local_dir=os.path.join(root, "state")))
+    checkpoint, config = bound.checkpoint, bound.state
+    print(f"bound, bootstrap routed and written in {time.perf_counter() - started:.2f} s")
     flush = inputs.flush if mode == "as_of" else []
     versions = list(zip(inputs.events, inputs.changes)) + [(EVENTS.empty_table(), f) for f in flush]
     profiler, records = cProfile.Profile(time.process_time), []   # CPU seconds

@@ -542,16 +542,16 @@ def profile(tables: dict[str, pa.Table], params: Params, root: str, store: str, 
     import pstats
 
     from streamjoin.interval.operator import IntervalJoin
-    from streamjoin.runtime.checkpoint import Checkpoint
+    from streamjoin.runtime.bind import bind_query
     from streamjoin.runtime.options import StateConfig
     from streamjoin.runtime.task import TaskInfo, run_task
 
     window = datetime.timedelta(microseconds=params.window_us)
     op = IntervalJoin(tables["left"].schema, tables["right"].schema, "k", left_time="lt", right_time="rt",
                       lower=-window, upper=window, delay=datetime.timedelta(seconds=DELAY_S))
-    checkpoint = Checkpoint(os.path.join(root, "join"))
-    checkpoint.binding.bind(op.definition(), params.partitions)
-    config = StateConfig(store=store, local_dir=os.path.join(root, "state"))
+    bound = bind_query(os.path.join(root, "join"), op, params.partitions,
+                       state=StateConfig(store=store, local_dir=os.path.join(root, "state")))
+    checkpoint, config = bound.checkpoint, bound.state
     per = params.per_side // params.batches
     profiler, output = cProfile.Profile(), 0
     start = time.perf_counter()

@@ -19,11 +19,11 @@ import numpy as np
 import pyarrow as pa
 
 from streamjoin.kit import normal_keys
-from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.runtime.bind import bind_query
 from streamjoin.runtime.keygroups import check_count, key_groups, owners, routing_types
 from streamjoin.runtime.operator import Operator
 from streamjoin.runtime.options import StateConfig
-from streamjoin.runtime.rescale import bind_partitions, current_epoch, epoch_dir
+from streamjoin.runtime.rescale import current_epoch, epoch_dir
 from streamjoin.runtime.task import TaskInfo, local_store_path, run_task
 from streamjoin.statestore import destroy_store
 from streamjoin.statestore.codecs import pack
@@ -80,14 +80,12 @@ class LocalRunner:
         self.operator = operator
         self.query_id = query_id
         self.partitions = partitions
-        self.config = config or StateConfig(store="memory")
-        self.checkpoint = Checkpoint(checkpoint)
-        self.checkpoint.binding.bind(operator.definition(), partitions, key_groups=key_groups)
-        bind_partitions(self.checkpoint, partitions, operator)
-        self.groups = self.checkpoint.binding.key_groups()
+        bound = bind_query(checkpoint, operator, partitions, key_groups=key_groups,
+                           state=config or StateConfig(store="memory"))
+        self.config = bound.state
+        self.checkpoint = bound.checkpoint
+        self.groups = bound.key_groups
         self.types = routing_types(operator.inputs)
-        if self.checkpoint.initial.done() is not None:
-            self.config = dataclasses.replace(self.config, initial=True)
         self.version = 0
         self.metrics: list[dict[str, Any]] = []
 

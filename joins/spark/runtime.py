@@ -35,11 +35,11 @@ from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type, to_arro
 
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.kit.keys import routing_key_type
+from streamjoin.runtime.bind import BoundQuery, bind_query
 from streamjoin.runtime.checkpoint import Checkpoint, RunMode, resolve_location
 from streamjoin.runtime.keygroups import check_count, slot_values
-from streamjoin.runtime.operator import InputSpec, Operator, set_aside_schema
+from streamjoin.runtime.operator import InputSpec, Operator
 from streamjoin.runtime.options import StateConfig
-from streamjoin.runtime.rescale import bind_partitions
 from streamjoin.runtime.task import TaskInfo, run_task
 from streamjoin.spark.checks import column
 from streamjoin.spark.flush import flush_stream, uses_ticks, write_tick
@@ -140,20 +140,17 @@ def run_operator(
     check_count(partitions, "partitions" if given else "spark.sql.shuffle.partitions")
     checkpoint = resolve_checkpoint(checkpoint, streaming, operator.kind)
     mode = RunMode.STREAMING if streaming else RunMode.BATCH
-    Checkpoint(checkpoint).binding.bind(operator.definition(), partitions, mode=mode, key_groups=key_groups)
-    groups = Checkpoint(checkpoint).binding.key_groups()
-    epoch = bind_partitions(Checkpoint(checkpoint), partitions, operator)
-    if epoch.number:
-        log.info("streamjoin: %s runs in %d partitions (partitioning epoch %d)", checkpoint, partitions, epoch.number)
-    for spec in operator.inputs:
-        Checkpoint(checkpoint).set_aside.write_schema(spec.name, set_aside_schema(spec.schema))
-    state = state or StateConfig()
     key_types = _common_key_types(inputs, operator)
     layout = _Layout.of(inputs, operator)
-    if initial is not None and any(df is not None for df in initial):
-        _write_initial(initial, operator, key_types, Checkpoint(checkpoint), partitions, groups, layout)
-    if Checkpoint(checkpoint).initial.done() is not None:
-        state = replace(state, initial=True)
+    given_initial = initial is not None and any(df is not None for df in initial)
+    bound = bind_query(
+        checkpoint, operator, partitions, mode=mode, key_groups=key_groups, state=state,
+        write_initial=(lambda b: _write_initial(initial or (), operator, key_types, b, layout)) if given_initial else None)
+    if bound.epoch.number:
+        log.info("streamjoin: %s runs in %d partitions (partitioning epoch %d)", checkpoint, partitions, bound.epoch.number)
+    if given_initial and not bound.state.initial:
+        log.info("streamjoin: %s has run without initial rows; not writing them now", checkpoint)
+    groups, state = bound.key_groups, bound.state
     combined = _union_inputs(inputs, operator, layout)
     # A micro-batch whenever the join's watermark moves (streamjoin.spark.flush). Not in a stage
     # fed by another join's output (a table_table_join's join stage): unioned there, the source
@@ -274,15 +271,13 @@ def _common_key_types(inputs: Sequence[DataFrame], operator: Operator) -> list[s
 
 
 def _write_initial(
-    initial: Sequence[DataFrame | None], operator: Operator, key_types: Sequence[str], checkpoint: Checkpoint,
-    partitions: int, groups: int, layout: _Layout,
-) -> None:
+    initial: Sequence[DataFrame | None], operator: Operator, key_types: Sequence[str], bound: BoundQuery,
+    layout: _Layout,
+) -> dict[str, int]:
     """Route each initial DataFrame by key as the query will (same key columns, types and
-    partitioning, :func:`_shuffle`) and write each partition's rows to the checkpoint; then mark
-    them complete."""
-    if checkpoint.initial.done() is not None or checkpoint.commits.has_state():
-        log.info("streamjoin: %s already has its initial rows (or has run); not writing them again", checkpoint.uri)
-        return
+    partitioning, :func:`_shuffle`) and write each partition's rows to the checkpoint (a Spark
+    job per input); how many rows each input has. Called by
+    :func:`streamjoin.runtime.bind.bind_query`, which marks them complete."""
     counts = {}
     for i, df in enumerate(initial):
         if df is None:
@@ -290,12 +285,12 @@ def _write_initial(
         spec = operator.inputs[i]
         if df.isStreaming:
             raise JoinDefinitionError(f"initial rows of input {spec.name!r} must be a batch DataFrame, not a stream")
-        routed = _shuffle(_tagged(df, i, operator, layout), partitions, groups,
+        routed = _shuffle(_tagged(df, i, operator, layout), bound.partitions, bound.key_groups,
                           _routing_keys(operator, key_types, layout, only=i))
-        writer = _InitialWriter(operator, i, checkpoint.uri, layout)
+        writer = _InitialWriter(operator, i, bound.uri, layout)
         written = routed.mapInArrow(writer, "rows long").agg(F.sum("rows")).collect()[0][0]
         counts[spec.name] = int(written or 0)
-    checkpoint.initial.mark_done(counts)
+    return counts
 
 
 class _InitialWriter:
