@@ -19,7 +19,7 @@ A test checks it against Spark's own ``hash``.
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Sequence
+from typing import Any, Sequence, cast
 
 import numpy as np
 import pyarrow as pa
@@ -60,7 +60,7 @@ def check_key_groups(groups: object, partitions: object) -> None:
     int of at least 1 and ``partitions`` an int from 1 to ``groups`` (a partition owns whole key
     groups, at least one)."""
     check_count(groups, "max_partitions")
-    check_count(partitions, "partitions", most=groups,
+    check_count(partitions, "partitions", most=groups if isinstance(groups, int) else None,
                 why="the join's key groups, max_partitions, fixed when its checkpoint is created")
 
 
@@ -265,7 +265,7 @@ def values_table(rows: Sequence[Sequence[object]], types: Sequence[pa.DataType])
     for j, kind in enumerate(types):
         column = [row[j] for row in rows]
         if pa.types.is_decimal(kind):
-            column = [None if v is None else Decimal(v) if not isinstance(v, Decimal) else v for v in column]
+            column = [None if v is None else v if isinstance(v, Decimal) else Decimal(cast(Any, v)) for v in column]
         arrays.append(pa.array(column, type=kind) if column else pa.array([], kind))
     return pa.Table.from_arrays(arrays, names=[f"k{j}" for j in range(len(types))])
 

@@ -48,9 +48,9 @@ def route(
         return [table.take(pa.array(order[lo:hi])) for lo, hi in zip(bounds[:-1], bounds[1:])]
     normal = normal_keys(table, key)  # -0.0 and 0.0, and every NaN, to one partition (as Spark routes)
     columns = [normal.column(k).to_pylist() for k in key]
-    targets = [zlib.crc32(pack(*values)) % partitions for values in zip(*columns)]
+    hashed = [zlib.crc32(pack(*values)) % partitions for values in zip(*columns)]
     indices: list[list[int]] = [[] for _ in range(partitions)]
-    for row, target in enumerate(targets):
+    for row, target in enumerate(hashed):
         indices[target].append(row)
     return [table.take(pa.array(ix, pa.int64())) for ix in indices]
 

@@ -231,7 +231,7 @@ def _rebuild(operator: Operator, checkpoint: Checkpoint, found: Sequence[Epoch],
     base = version - 1
     if base < 0 or all(s.listing().empty for s in sources):
         return   # the old epoch committed nothing: the partition starts empty
-    reached = max(s.listing().newest for s in sources if not s.listing().empty)
+    reached = max(v for v in (s.listing().newest for s in sources) if v is not None)
     if base > reached:
         raise lost_changelog(log.uri, partition, epoch, reached)
     owned = Ownership(groups, partition, epoch.partitions, tuple(routing_types(operator.inputs)))

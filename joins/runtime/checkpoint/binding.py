@@ -11,6 +11,7 @@ from typing import Any, Mapping
 
 from streamjoin.errors import CheckpointDamagedError, CheckpointMismatchError
 from streamjoin.runtime.checkpoint.files import CheckpointFiles
+from streamjoin.runtime.keygroups import DEFAULT_KEY_GROUPS, check_count, check_key_groups
 
 __all__ = ["Binding", "FORMAT", "RunMode", "ROOT"]
 
@@ -62,8 +63,6 @@ class Binding:
         replace the query's state by its own version 0) and a streaming query never continues a
         batch run's (whose state has every window closed). Of concurrent first binds one wins.
         """
-        from streamjoin.runtime.keygroups import DEFAULT_KEY_GROUPS, check_count, check_key_groups
-
         mode = RunMode(mode)
         if key_groups is not None:
             check_count(key_groups, "max_partitions")

@@ -54,7 +54,7 @@ class Commits:
         self.files.write_json(f"{directory}/{name}", {
             "version": version, "partition": partition, "partitions": partitions,
             "max_times": list(max_times), "metrics": dict(metrics)})
-        stale = [i.path for i in self.files.list(directory)
+        stale = [i.path for i in self.files.entries(directory)
                  if i.is_file and i.base_name != name and _commit_partition(i.base_name) == partition]
         for path in stale:
             self.files.delete_file(path)
@@ -71,7 +71,7 @@ class Commits:
         """Every partition's record of ``version`` (one listing, no reads), by partition; raises
         :class:`CheckpointDamagedError` for a file there that is not a commit record."""
         found = []
-        for info in self.files.list(f"{COMMITS}/v={version}"):
+        for info in self.files.entries(f"{COMMITS}/v={version}"):
             if not info.is_file:
                 continue
             record = _parse_commit(version, info.base_name)
@@ -139,7 +139,7 @@ class Commits:
         """Every retained metrics record (from the commit records), ordered by (version, partition).
         Raises :class:`CheckpointDamagedError` for a record that cannot be read."""
         records = []
-        for info in self.files.list(COMMITS, recursive=True):
+        for info in self.files.entries(COMMITS, recursive=True):
             if info.is_file and info.path.endswith(".json") and not info.base_name.startswith("base."):
                 rel = self.files.rel(info.path)
                 data = self.files.read_json(rel) or {}
@@ -152,7 +152,7 @@ class Commits:
 
     def versions(self) -> list[int]:
         """The versions that have commit records, ascending."""
-        return sorted(v for v in (version_of(i.path) for i in self.files.list(COMMITS)
+        return sorted(v for v in (version_of(i.path) for i in self.files.entries(COMMITS)
                                   if i.type == pafs.FileType.Directory) if v >= 0)
 
     def newest_version(self) -> int | None:
@@ -179,18 +179,18 @@ class Commits:
         empty when nothing does (a new join, or one whose first version is ``version``)."""
         files = self.files
         found: list[str] = []
-        for info in files.list("state", recursive=True):
+        for info in files.entries("state", recursive=True):
             parsed = parse_name(posixpath.basename(info.path), info.size or 0) if info.is_file else None
             # a first version k > 0 begins its log with an empty snapshot at k - 1: not evidence
             base = version - 1 if parsed is not None and parsed.kind is Kind.SNAPSHOT else version
             if parsed is not None and parsed.version < base:
                 found.append(f"changelog file {files.rel(info.path)}")
                 break
-        for info in files.list(COMMITS):
+        for info in files.entries(COMMITS):
             if info.type == pafs.FileType.Directory and 0 <= version_of(info.path) < version:
                 found.append(f"commit records {files.rel(info.path)}")
                 break
-        for info in files.list("initial/used"):
+        for info in files.entries("initial/used"):
             used = files.read_json(files.rel(info.path)) if info.is_file else None
             if used is not None and int(used.get("version", version)) < version:
                 found.append(f"initial rows taken in version {used['version']} ({files.rel(info.path)})")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import posixpath
-from typing import Any, Callable, Mapping
+from typing import Any, BinaryIO, Callable, Mapping
 
 import pyarrow.fs as pafs
 
@@ -59,14 +59,14 @@ class CheckpointFiles:
         """Whether a file or folder ``rel`` exists."""
         return self.fs.get_file_info(self.path(rel)).type != pafs.FileType.NotFound
 
-    def list(self, rel: str, recursive: bool = False) -> list[pafs.FileInfo]:
+    def entries(self, rel: str, recursive: bool = False) -> list[pafs.FileInfo]:
         """The files and folders under ``rel`` (none if it is missing), hidden ones left out."""
         selector = pafs.FileSelector(self.path(rel), recursive=recursive, allow_not_found=True)
         return [i for i in self.fs.get_file_info(selector) if not posixpath.basename(i.path).startswith(".")]
 
     def names(self, rel: str) -> list[str]:
         """The names of the files and folders directly under ``rel`` (none if it is missing)."""
-        return [posixpath.basename(i.path) for i in self.list(rel)]
+        return [posixpath.basename(i.path) for i in self.entries(rel)]
 
     def modified(self, rel: str) -> float:
         """When ``rel`` was last modified, in seconds since the epoch (0 if unknown)."""
@@ -94,14 +94,18 @@ class CheckpointFiles:
     def write_json(self, rel: str, data: Mapping[str, Any]) -> None:
         """Durably and atomically write the record ``data`` at ``rel`` (replacing one there)."""
         payload = json.dumps(data, sort_keys=True).encode()
-        self.write(rel, lambda sink: sink.write(payload))
+
+        def produce(sink: BinaryIO) -> None:
+            sink.write(payload)
+
+        self.write(rel, produce)
 
     def create_json(self, rel: str, data: Mapping[str, Any]) -> bool:
         """Write the record at ``rel`` unless one exists; True if this call wrote it."""
         name = posixpath.basename(rel)
         return self._storage(rel).write_if_absent(name, json.dumps(data, sort_keys=True).encode())
 
-    def write(self, rel: str, produce: Callable[[Any], object]) -> None:
+    def write(self, rel: str, produce: Callable[[BinaryIO], None]) -> None:
         """Durably and atomically write ``produce``'s bytes at ``rel`` (replacing a file there)."""
         name = posixpath.basename(rel)
         self._storage(rel).write_atomic(name, produce, lambda _crc: name)
