@@ -362,7 +362,7 @@ def observed_totals(progress: list[Any]) -> dict[str, int]:
 
 def bootstrap_loaded(checkpoint: Any, partitions: int) -> int:
     """Rows of the bootstrap snapshot that the join's partitions loaded: the initial rows of input
-    ``table`` of every partition whose first version took them (``Checkpoint.initial_used``)."""
+    ``table`` of every partition whose first version took them (``cp.initial.used``)."""
     loaded = 0
     for p in range(partitions):
         if checkpoint.initial.used(p) is not None:
@@ -373,7 +373,7 @@ def bootstrap_loaded(checkpoint: Any, partitions: int) -> int:
 
 def join_summary(records: list[dict[str, Any]]) -> dict[str, int]:
     """Totals over the (version, partition) records given (all of them: records kept by the caller,
-    not ``Checkpoint.read_metrics``, which has only the retained versions); ``events_waiting`` and
+    not ``cp.commits.read_metrics``, which has only the retained versions); ``events_waiting`` and
     ``versions_held`` from each partition's last record."""
     total: dict[str, int] = {}
     for name in ("output_rows", "matched", "initial_rows_table", "input_rows_stream", "input_rows_table",

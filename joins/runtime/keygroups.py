@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from streamjoin.errors import JoinDefinitionError
+from streamjoin.kit.keys import normal_key_array, routing_key_type
 
 __all__ = [
     "DEFAULT_KEY_GROUPS", "SEED", "spark_hash", "key_groups", "owners", "group_range", "slot_values",
@@ -127,8 +128,6 @@ def _hash_bytes(values: pa.Array, seed: np.ndarray) -> np.ndarray:
 
 def _column_hash(values: pa.Array, seed: np.ndarray) -> np.ndarray:
     """``seed`` updated by one column (a null keeps its row's seed), as Spark's ``hash`` does."""
-    from streamjoin.kit.keys import normal_key_array  # (the kit's package imports the runtime)
-
     kind = values.type
     valid = np.ones(len(values), dtype=bool) if values.null_count == 0 else \
         np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
@@ -248,8 +247,6 @@ def routing_types(inputs: Sequence) -> list[pa.DataType]:
     """The type each key column is routed in (``inputs``: the operator's :class:`InputSpec` s):
     the inputs' type when all agree, else :func:`streamjoin.kit.keys.routing_key_type` (as the
     Spark layer casts them)."""
-    from streamjoin.kit.keys import routing_key_type  # (the kit's package imports the runtime)
-
     out = []
     for j in range(len(inputs[0].key)):
         columns = [(spec.key[j], spec.schema.field(spec.key[j]).type) for spec in inputs]

@@ -15,7 +15,7 @@ starts over from the same inputs and writes the same snapshot (a snapshot file i
 or not at all).
 
 **Watermark.** Every commit record carries the global event-time progress up to its version
-(:meth:`Checkpoint.watermark_inputs`), so the first version of epoch ``n`` reads it from the old
+(:meth:`streamjoin.runtime.checkpoint.commits.Commits.watermark_inputs`), so the first version of epoch ``n`` reads it from the old
 epoch's records of ``v-1`` like any other version: a count going down loses no partition's progress. Set-aside rows and metrics are per version and stay where they are.
 """
 
@@ -83,7 +83,7 @@ def can_rescale(operator: Operator) -> bool:
 
 def bind_partitions(checkpoint: Checkpoint, partitions: int, operator: Operator | None = None,
                     root: Mapping[str, Any] | None = None) -> Epoch:
-    """Make ``partitions`` the checkpoint's partition count (after :meth:`Checkpoint.bind`):
+    """Make ``partitions`` the checkpoint's partition count (after :meth:`streamjoin.runtime.checkpoint.binding.Binding.bind`):
     the current epoch if it has that count, else a new epoch. Raises
     :class:`CheckpointMismatchError` for a change of an ``operator`` that cannot split its state,
     and for a change while

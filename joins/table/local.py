@@ -80,5 +80,5 @@ class LocalTableTableRunner:
         """The change rows of ``side`` set aside so far, with their ``_reason`` (None: none)."""
         root = os.path.join(self.checkpoint_dir, f"{side}_keys", "set_aside", "changes")
         tables = [pq.read_table(os.path.join(d, f)) for d, _, files in sorted(os.walk(root))
-                  for f in sorted(files) if f.endswith(".parquet")]
+                  for f in sorted(files) if f.endswith(".parquet") and f != "schema.parquet"]
         return pa.concat_tables(tables) if tables else None
