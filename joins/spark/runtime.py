@@ -136,7 +136,7 @@ def run_operator(
     streaming = any(df.isStreaming for df in inputs)
     given = partitions is not None
     if partitions is None:
-        partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+        partitions = int(str(spark.conf.get("spark.sql.shuffle.partitions")))
     check_count(partitions, "partitions" if given else "spark.sql.shuffle.partitions")
     checkpoint = resolve_checkpoint(checkpoint, streaming, operator.kind)
     mode = RunMode.STREAMING if streaming else RunMode.BATCH
@@ -301,11 +301,11 @@ class _InitialWriter:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         spec = self.operator.inputs[self.index]
-        batches = list(batches)
-        rows = _rows(pa.Table.from_batches(batches), self.index, spec, self.layout) if batches \
+        found = list(batches)
+        rows = _rows(pa.Table.from_batches(found), self.index, spec, self.layout) if found \
             else spec.schema.empty_table()
         if rows.num_rows:
-            Checkpoint(self.checkpoint).initial.write(spec.name, TaskContext.get().partitionId(), rows)
+            Checkpoint(self.checkpoint).initial.write(spec.name, _task_context().partitionId(), rows)
         yield pa.RecordBatch.from_pydict({"rows": pa.array([rows.num_rows], pa.int64())})
 
 
@@ -326,7 +326,7 @@ class _PartitionTask:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         _configure_worker_logging()
-        ctx = TaskContext.get()
+        ctx = _task_context()
         batch_id = ctx.getLocalProperty("streaming.sql.batchId")
         task = TaskInfo(
             version=int(batch_id) if batch_id is not None else 0,
@@ -349,6 +349,14 @@ class _PartitionTask:
         extra = [pa.nulls(output.num_rows, f.type) for f in schema][len(output.schema):]
         yield from pa.Table.from_arrays([*output.columns, *extra], schema=schema).to_batches()
         yield metrics_batch(self.operator, metrics, schema)
+
+
+def _task_context() -> TaskContext:
+    """The running Spark task's context (this code runs only inside ``mapInArrow``)."""
+    ctx = TaskContext.get()
+    if ctx is None:
+        raise RuntimeError("streamjoin: a partition function ran outside a Spark task")
+    return ctx
 
 
 def _timed_rows(rows: tuple[pa.Table, ...], operator: Operator) -> bool:
