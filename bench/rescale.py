@@ -65,7 +65,7 @@ def _route(table: Table, args: argparse.Namespace) -> None:
 def _rebuild(table: Table, args: argparse.Namespace) -> None:
     from streamjoin.interval.operator import IntervalJoin
     from streamjoin.runtime.local import LocalRunner
-    from streamjoin.runtime.partition import StateConfig
+    from streamjoin.runtime.options import StateConfig
 
     schema = pa.schema([("k", pa.int64()), ("ts", pa.timestamp("us")), ("v", pa.string())])
     rng = np.random.default_rng(0)

@@ -1,7 +1,7 @@
 """``streamjoin bench soak``: many micro-batches over a fixed key space; nothing may grow.
 
 Runs a join's plan in this process (``PlanRunner``: one stage, or the table-table join's
-three; the same ``run_partition`` a Spark task runs) for ``--batches`` micro-batches
+three; the same ``run_task`` a Spark task runs) for ``--batches`` micro-batches
 (default 1,000) over a key space of fixed size, on RocksDB by default, and every ``--every``
 versions records the state and the checkpoint (files and bytes under it: changelogs, commit
 records, set-aside rows), summed over partitions (and stages). With a join whose state is bounded
@@ -205,7 +205,7 @@ def soak(name: str, join: SoakJoin, args: argparse.Namespace, scratch: str,
          batches: int | None = None) -> list[dict[str, object]]:
     """Run ``join`` for ``batches`` (default ``args.batches``) versions; one row of sizes every
     ``args.every`` versions (and after the last)."""
-    from streamjoin.runtime.partition import StateConfig
+    from streamjoin.runtime.options import StateConfig
 
     batches = args.batches if batches is None else batches
     checkpoint = os.path.join(scratch, name, "ck")

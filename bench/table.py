@@ -615,7 +615,7 @@ def _remove(root: str) -> None:
 
 def _local_runner(root: str, params: Params, store: str):
     """The benchmark's join (orders with their customer) as three in-process stages under ``root``."""
-    from streamjoin.runtime.partition import StateConfig
+    from streamjoin.runtime.options import StateConfig
     from streamjoin.runtime.plan_runner import PlanRunner
     from streamjoin.table.operator import TableTableJoin
 

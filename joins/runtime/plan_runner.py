@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from streamjoin.runtime.local import LocalRunner
-from streamjoin.runtime.partition import StateConfig
+from streamjoin.runtime.options import StateConfig
 from streamjoin.runtime.plan import JoinPlan
 
 __all__ = ["PlanRunner"]
@@ -68,7 +68,7 @@ class PlanRunner:
         """Whether the stages reading the join's input ``index`` can still take initial rows (none
         written yet, and no version run)."""
         checkpoints = [self.runners[stage].checkpoint for stage, _ in self._readers(index)]
-        return all(cp.initial_done() is None and not cp.has_state() for cp in checkpoints)
+        return all(cp.initial.done() is None and not cp.commits.has_state() for cp in checkpoints)
 
     def _readers(self, index: int) -> list[tuple[str, int]]:
         """(stage, its input position) of every stage reading the join's input ``index``."""

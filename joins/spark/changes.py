@@ -76,6 +76,6 @@ class _PreStage:
             assert ctx is not None, "runs in a Spark task"
             batch_id = ctx.getLocalProperty("streaming.sql.batchId")
             version = int(batch_id) if batch_id is not None else 0
-            Checkpoint(self.checkpoint).write_set_aside(self.input_name, version, ctx.partitionId(), result.aside)
+            Checkpoint(self.checkpoint).set_aside.write(self.input_name, version, ctx.partitionId(), result.aside)
             log.info("streamjoin: %d change rows set aside before routing: %s", result.aside.num_rows, result.counts)
         yield from plain.to_batches()

@@ -16,7 +16,7 @@ from streamjoin.enrichment.spec import Mode, ModeName
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.kit.how import EnrichmentHow, How
 from streamjoin.kit.on import column_names
-from streamjoin.kit.options import JoinOptions
+from streamjoin.runtime.options import JoinOptions
 from streamjoin.spark.changes import change_format, plain_changes
 from streamjoin.spark.checks import check_columns, check_time
 from streamjoin.spark.plan import run_plan

@@ -124,9 +124,9 @@ class _FlushReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _claim(self) -> None:
         """Refuse a checkpoint another streaming query writes (see the module)."""
         checkpoint = Checkpoint(self.checkpoint)
-        if checkpoint.claim_flush(self._owner or "") == self._owner:
+        if checkpoint.binding.claim_flush(self._owner or "") == self._owner:
             return
-        bound = checkpoint.bound_query()
+        bound = checkpoint.binding.bound_query()
         raise CheckpointMismatchError(
             f"the join with checkpoint {checkpoint.uri} already feeds another streaming query"
             + (f" ({bound})" if bound is not None else "")
@@ -140,11 +140,11 @@ class _FlushReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _progress(self) -> list:
         checkpoint = Checkpoint(self.checkpoint)
-        newest = checkpoint.newest_metrics_version()
+        newest = checkpoint.commits.newest_version()
         if newest is None:
             return [None] * self.inputs
         if self._seen is None or self._seen[0] != newest:
-            found = checkpoint.newest_progress(self.inputs)   # a version being written is skipped
+            found = checkpoint.commits.newest_progress(self.inputs)   # a version being written is skipped
             if found is None:
                 return [None] * self.inputs
             version, times = found

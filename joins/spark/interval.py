@@ -9,8 +9,8 @@ from pyspark.sql import DataFrame
 from streamjoin.interval.operator import IntervalJoin
 from streamjoin.kit.how import How, IntervalHow
 from streamjoin.kit.on import On, parse_on
-from streamjoin.kit.options import JoinOptions
 from streamjoin.kit.times import Duration
+from streamjoin.runtime.options import JoinOptions
 from streamjoin.spark.checks import check_columns, check_time
 from streamjoin.spark.plan import run_plan
 from streamjoin.spark.runtime import arrow_schema, resolve_checkpoint

@@ -57,7 +57,7 @@ def set_aside_rows(spark: SparkSession, checkpoint: str, input_name: str) -> Dat
             f"set_aside_rows: {checkpoint} is a checkpoint of a {kind}, which has no input {input_name!r}; "
             f"its inputs are {valid}"
         )
-    uri = cp.set_aside_uri(input_name) if input_name in present else None
+    uri = cp.set_aside.uri(input_name) if input_name in present else None
     if uri is None:
         return spark.createDataFrame([], f"_reason string, {VERSION_COLUMN} long, {PARTITION_COLUMN} long")
     rows = (spark.read.option("recursiveFileLookup", "true").option("pathGlobFilter", "*.parquet")
@@ -80,7 +80,7 @@ def join_metrics(spark: SparkSession, checkpoint: str) -> DataFrame:
     checkpoint."""
     cp, kind = _checkpoint(checkpoint, "join_metrics")
     operator = operator_class(kind)
-    records = [{k: time_of(v) if is_time_field(k, operator) else v for k, v in r.items()} for r in cp.read_metrics()]
+    records = [{k: time_of(v) if is_time_field(k, operator) else v for k, v in r.items()} for r in cp.commits.read_metrics()]
     if not records:
         return spark.createDataFrame([], "version long, partition long")
     names = list(dict.fromkeys(k for r in records for k in r))

@@ -9,7 +9,7 @@ from typing import Sequence, cast
 
 from pyspark.sql import DataFrame
 
-from streamjoin.runtime.partition import StateConfig
+from streamjoin.runtime.options import StateConfig
 from streamjoin.runtime.plan import JoinPlan
 from streamjoin.spark.runtime import run_operator
 

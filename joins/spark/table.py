@@ -9,8 +9,8 @@ from pyspark.sql import DataFrame
 from streamjoin.changes import ChangeFormat, VocabularyName
 from streamjoin.kit.how import How, TableHow
 from streamjoin.kit.on import On, column_names
-from streamjoin.kit.options import JoinOptions
 from streamjoin.kit.times import Duration
+from streamjoin.runtime.options import JoinOptions
 from streamjoin.spark.changes import change_format, plain_changes
 from streamjoin.spark.plan import run_plan
 from streamjoin.spark.runtime import arrow_schema, resolve_checkpoint

@@ -29,8 +29,8 @@ from streamjoin.enrichment.spec import Mode, ModeName
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.interval.operator import IntervalJoin
 from streamjoin.kit.how import EnrichmentHow, How, IntervalHow, TableHow
-from streamjoin.kit.options import JoinOptions
 from streamjoin.runtime.keygroups import check_count
+from streamjoin.runtime.options import JoinOptions
 from streamjoin.runtime.plan_runner import PlanRunner
 from streamjoin.table.bootstrap import bootstrap_changes
 from streamjoin.table.operator import TableTableJoin

@@ -24,8 +24,9 @@ from hypothesis import strategies as st
 from streamjoin.changes import ChangeFormat
 from streamjoin.runtime.local import route
 from streamjoin.runtime.operator import StepInput
-from streamjoin.runtime.partition import StateConfig, progress_after
+from streamjoin.runtime.options import StateConfig
 from streamjoin.runtime.plan_runner import PlanRunner
+from streamjoin.runtime.task import progress_after
 from streamjoin.statestore import destroy_store, open_store
 from streamjoin.table.operator import TableTableJoin
 from streamjoin.testing.table import Change, ReferenceTable, reference_changes, reference_view

@@ -23,7 +23,7 @@ from streamjoin.errors import JoinDefinitionError
 from streamjoin.interval.operator import IntervalJoin
 from streamjoin.kit import normal_key_array, normal_keys
 from streamjoin.runtime.local import LocalRunner
-from streamjoin.runtime.partition import StateConfig
+from streamjoin.runtime.options import StateConfig
 from streamjoin.runtime.plan_runner import PlanRunner
 from streamjoin.statestore import open_store
 from streamjoin.table.operator import TableTableJoin

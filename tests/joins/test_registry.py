@@ -11,7 +11,7 @@ import pytest
 
 from streamjoin.changelog import Changelog, restore
 from streamjoin.runtime.operator import InputSpec, Operator, StepInput, StepResult, set_aside_schema
-from streamjoin.runtime.partition import StateConfig
+from streamjoin.runtime.options import StateConfig
 from streamjoin.runtime.plan import JoinPlan, Stage
 from streamjoin.runtime.plan_runner import PlanRunner
 from streamjoin.runtime.registry import kinds, operator_class, register

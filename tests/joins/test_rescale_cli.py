@@ -21,7 +21,7 @@ from streamjoin.interval.operator import IntervalJoin
 from streamjoin.jobs.cli import main
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.local import LocalRunner
-from streamjoin.runtime.partition import StateConfig
+from streamjoin.runtime.options import StateConfig
 from streamjoin.runtime.registry import kinds, operator_class
 from streamjoin.runtime.rescale import can_rescale, epochs
 from streamjoin.table.operator import TableTableJoin

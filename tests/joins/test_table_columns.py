@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamjoin.runtime.partition import StateConfig
+from streamjoin.runtime.options import StateConfig
 from streamjoin.runtime.plan_runner import PlanRunner
 from streamjoin.statestore import destroy_store, open_store
 from streamjoin.statestore.codecs import pack, unpack

@@ -13,7 +13,7 @@ import pytest
 
 from streamjoin.changes import PLAIN_COLUMNS, ChangeFormat, normalise, to_plain
 from streamjoin.errors import JoinError
-from streamjoin.runtime.partition import StateConfig
+from streamjoin.runtime.options import StateConfig
 from streamjoin.runtime.plan_runner import PlanRunner
 from streamjoin.statestore import destroy_store, open_store
 from streamjoin.statestore.codecs import pack

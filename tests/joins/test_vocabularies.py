@@ -46,7 +46,7 @@ from streamjoin.changes import (
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.runtime.local import LocalRunner
-from streamjoin.runtime.partition import StateConfig
+from streamjoin.runtime.options import StateConfig
 from streamjoin.runtime.plan_runner import PlanRunner
 from streamjoin.table.operator import TableTableJoin
 
