@@ -101,5 +101,6 @@ class PlanRunner:
         (None: none)."""
         root = os.path.join(self.plan.location(self.checkpoint_dir, stage), "set_aside", input_name)
         tables = [pq.read_table(os.path.join(d, f)) for d, _, files in sorted(os.walk(root))
+                  if os.path.basename(d).startswith("v=")   # (not the schema the bind records)
                   for f in sorted(files) if f.endswith(".parquet")]
         return pa.concat_tables(tables) if tables else None
