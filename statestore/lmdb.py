@@ -53,7 +53,7 @@ import heapq
 import os
 import resource
 from collections import deque
-from itertools import chain
+from itertools import chain, islice
 from operator import itemgetter
 from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
@@ -448,13 +448,14 @@ class LMDBStore(Store):
         and the version marker is not set.
         """
         loader = Loader(self.path)
-        chunk: list[KeyValue] = []
-        for item in items:
-            chunk.append(item)
-            if len(chunk) >= _LOAD_CHUNK:
-                self._append(loader.prepare(chunk, final=False), chunk)
-                chunk = []
-        self._append(loader.prepare(chunk, final=True), chunk)
+        source = iter(items)
+        chunk = list(islice(source, _LOAD_CHUNK))  # chunks are cut in C: no Python step per entry
+        while True:
+            following = list(islice(source, _LOAD_CHUNK)) if len(chunk) == _LOAD_CHUNK else []
+            self._append(loader.prepare(chunk, final=not following), chunk)
+            if not following:
+                break
+            chunk = following
         if version is not None:
             self._write((), (), (), version)
         return loader.count
