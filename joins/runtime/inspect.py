@@ -30,7 +30,6 @@ from streamjoin.runtime.rescale import Epoch, changelog_uri, current_epoch, epoc
 __all__ = ["PartitionReport", "CheckpointReport", "describe_checkpoint", "verify_checkpoint", "stage_checkpoints"]
 
 _BINDING = "streamjoin.json"
-_STAGES = ("left_keys", "right_keys", "join")
 #: ``progress(done, total)``: called as partitions are read.
 Progress = Callable[[int, int], None]
 
@@ -67,12 +66,16 @@ class CheckpointReport:
 
 
 def stage_checkpoints(uri: str) -> list[str]:
-    """``uri`` if it is a join checkpoint, else its stages' checkpoints (a table-table join).
-    Raises :class:`JoinDefinitionError` when it is neither."""
+    """``uri`` if it is a join checkpoint, else its stages' checkpoints (the folders under it that
+    are one: a join of several stages, :mod:`streamjoin.runtime.plan`), in the order they were
+    bound (the plan's). Raises :class:`JoinDefinitionError` when it is neither."""
     cp = Checkpoint(uri)
     if _exists(cp, _BINDING):
         return [cp.uri]
-    stages = [f"{cp.uri.rstrip('/')}/{s}" for s in _STAGES if _exists(cp, f"{s}/{_BINDING}")]
+    folders = [i.base_name for i in cp.files.entries("") if i.type == pafs.FileType.Directory]
+    bound = sorted((cp.files.modified(f"{name}/{_BINDING}"), name) for name in folders
+                   if _exists(cp, f"{name}/{_BINDING}"))
+    stages = [f"{cp.uri.rstrip('/')}/{name}" for _, name in bound]
     if not stages:
         raise JoinDefinitionError(f"{uri} is not a join checkpoint (it has no {_BINDING}, nor stages with one)")
     return stages

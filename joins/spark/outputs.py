@@ -22,6 +22,7 @@ from pyspark.sql import types as T
 
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.runtime.inspect import stage_checkpoints
 from streamjoin.runtime.registry import operator_class
 from streamjoin.spark.progress import is_time_field, time_of
 
@@ -110,11 +111,12 @@ def _checkpoint(checkpoint: str, caller: str) -> tuple[Checkpoint, str]:
     cp = Checkpoint(checkpoint)
     binding = posixpath.join(cp.root, _BINDING)
     if cp.fs.get_file_info(binding).type != pafs.FileType.File:
-        stages = [name for name in ("left_keys", "right_keys", "join")
-                  if cp.fs.get_file_info(posixpath.join(cp.root, name, _BINDING)).type == pafs.FileType.File]
-        hint = (f"; it is a table_table_join's checkpoint: pass one of its stages, "
-                f"{[checkpoint.rstrip('/') + '/' + s for s in stages]}") if stages else \
-            "; pass the checkpoint= location the join was started with"
+        try:
+            stages = stage_checkpoints(checkpoint)
+        except JoinDefinitionError:
+            stages = []
+        hint = (f"; it is the checkpoint of a join of several stages (a table_table_join's): pass one of "
+                f"its stages, {stages}") if stages else "; pass the checkpoint= location the join was started with"
         raise JoinDefinitionError(f"{caller}: {checkpoint} is not a join checkpoint (it has no {_BINDING}){hint}")
     with cp.fs.open_input_stream(binding) as fh:
         kind = json.loads(fh.read()).get("definition", {}).get("kind", "join")
