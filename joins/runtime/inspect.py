@@ -29,6 +29,10 @@ from streamjoin.runtime.rescale import Epoch, changelog_uri, current_epoch, epoc
 
 __all__ = ["PartitionReport", "CheckpointReport", "describe_checkpoint", "verify_checkpoint", "stage_checkpoints"]
 
+#: The stage folders a checkpoint of several stages holds. A folder records nothing of the plan
+#: that wrote it, and one holding unrelated join checkpoints is no join: the names say which.
+_STAGES = ("left_keys", "right_keys", "join")
+
 _BINDING = "streamjoin.json"
 #: ``progress(done, total)``: called as partitions are read.
 Progress = Callable[[int, int], None]
@@ -66,16 +70,12 @@ class CheckpointReport:
 
 
 def stage_checkpoints(uri: str) -> list[str]:
-    """``uri`` if it is a join checkpoint, else its stages' checkpoints (the folders under it that
-    are one: a join of several stages, :mod:`streamjoin.runtime.plan`), in the order they were
-    bound (the plan's). Raises :class:`JoinDefinitionError` when it is neither."""
+    """``uri`` if it is a join checkpoint, else its stages' checkpoints (a table-table join's).
+    Raises :class:`JoinDefinitionError` when it is neither."""
     cp = Checkpoint(uri)
     if _exists(cp, _BINDING):
         return [cp.uri]
-    folders = [i.base_name for i in cp.files.entries("") if i.type == pafs.FileType.Directory]
-    bound = sorted((cp.files.modified(f"{name}/{_BINDING}"), name) for name in folders
-                   if _exists(cp, f"{name}/{_BINDING}"))
-    stages = [f"{cp.uri.rstrip('/')}/{name}" for _, name in bound]
+    stages = [f"{cp.uri.rstrip('/')}/{s}" for s in _STAGES if _exists(cp, f"{s}/{_BINDING}")]
     if not stages:
         raise JoinDefinitionError(f"{uri} is not a join checkpoint (it has no {_BINDING}, nor stages with one)")
     return stages
