@@ -14,8 +14,6 @@ is three (``left_keys``, ``right_keys``, ``join``: :attr:`streamjoin.table.opera
 
 from __future__ import annotations
 
-import os
-import posixpath
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -89,7 +87,7 @@ class JoinPlan:
         name = stage if isinstance(stage, str) else stage.name
         if not name:
             return checkpoint
-        return posixpath.join(checkpoint.rstrip("/"), name) if "://" in checkpoint else os.path.join(checkpoint, name)
+        return f"{checkpoint.rstrip('/')}/{name}"   # as CheckpointFiles.location names a checkpoint's files
 
     def feeds(self, stage: Stage, items: Sequence[object], outputs: dict[str, object]) -> list[object]:
         """``stage``'s inputs: the join's ``items`` (its inputs' rows, or initial rows) by index,

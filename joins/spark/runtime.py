@@ -45,7 +45,7 @@ from streamjoin.spark.checks import column
 from streamjoin.spark.flush import flush_stream, uses_ticks, write_tick
 from streamjoin.spark.progress import metrics_batch, progress_schema, report_progress
 
-__all__ = ["run_operator", "arrow_schema", "resolve_checkpoint", "INPUT_TAG"]
+__all__ = ["run_operator", "arrow_schema", "resolve_checkpoint", "task_context", "INPUT_TAG"]
 
 log = logging.getLogger("streamjoin")
 
@@ -157,13 +157,14 @@ def run_operator(
     # would break the partition-aligned union of the earlier stages' outputs, whose tasks take
     # their partition id from it; those stages' sources already run the query's batches.
     flushed = streaming and not any(vars(df).get(_STAGE_MARK, False) for df in inputs)
+    ticks = flushed and uses_ticks(checkpoint)
     if flushed:
-        flush = flush_stream(spark, checkpoint, partitions, len(operator.inputs))
+        flush = flush_stream(spark, checkpoint, partitions, len(operator.inputs), ticks=ticks)
         combined = combined.unionByName(flush.select(F.lit(-1).cast("byte").alias(INPUT_TAG)),
                                         allowMissingColumns=True)
     shuffled = _shuffle(combined, partitions, groups, _routing_keys(operator, key_types, layout))
     task = _PartitionTask(operator, checkpoint, partitions, state, final=not streaming, layout=layout,
-                          ticks=flushed and uses_ticks(checkpoint))
+                          ticks=ticks)
     out = shuffled.mapInArrow(task, from_arrow_schema(progress_schema(operator), prefer_timestamp_ntz=True))
     result = report_progress(out, operator, checkpoint)
     vars(result)[_STAGE_MARK] = True
@@ -305,7 +306,7 @@ class _InitialWriter:
         rows = _rows(pa.Table.from_batches(found), self.index, spec, self.layout) if found \
             else spec.schema.empty_table()
         if rows.num_rows:
-            Checkpoint(self.checkpoint).initial.write(spec.name, _task_context().partitionId(), rows)
+            Checkpoint(self.checkpoint).initial.write(spec.name, task_context().partitionId(), rows)
         yield pa.RecordBatch.from_pydict({"rows": pa.array([rows.num_rows], pa.int64())})
 
 
@@ -326,7 +327,7 @@ class _PartitionTask:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         _configure_worker_logging()
-        ctx = _task_context()
+        ctx = task_context()
         batch_id = ctx.getLocalProperty("streaming.sql.batchId")
         task = TaskInfo(
             version=int(batch_id) if batch_id is not None else 0,
@@ -351,7 +352,7 @@ class _PartitionTask:
         yield metrics_batch(self.operator, metrics, schema)
 
 
-def _task_context() -> TaskContext:
+def task_context() -> TaskContext:
     """The running Spark task's context (this code runs only inside ``mapInArrow``)."""
     ctx = TaskContext.get()
     if ctx is None:

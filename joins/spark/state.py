@@ -27,9 +27,7 @@ checkpoint holds three stages: pass ``<checkpoint>/left_keys``, ``right_keys`` o
 
 from __future__ import annotations
 
-import json
 import os
-import posixpath
 import threading
 from typing import Any, Iterator, Mapping
 
@@ -63,7 +61,7 @@ def read_state(spark: SparkSession, checkpoint: str, version: int | None = None,
         raise JoinDefinitionError(f"read_state: {checkpoint} is a table_table_join's checkpoint: pass one of "
                                   f"its stages, {stages}")
     cp = Checkpoint(stages[0])
-    binding = _binding(cp)
+    binding = cp.binding.root() or {}   # (stage_checkpoints found it)
     definition, partitions = binding.get("definition", {}), current_epoch(cp).partitions   # the newest partitioning
     kind = definition.get("kind")
     sides = tuple(operator_class(kind).state_views)
@@ -118,8 +116,3 @@ def decode(store: Store, definition: Mapping[str, Any], side: str, schema: pa.Sc
     """``side``'s state rows in ``store`` (restored), in ``schema`` without the last two columns."""
     view = operator_class(definition["kind"]).state_views[side]
     return view.read(store, definition, pa.schema(list(schema)[:-2]))
-
-
-def _binding(cp: Checkpoint) -> dict[str, Any]:
-    with cp.fs.open_input_stream(posixpath.join(cp.root, "streamjoin.json")) as fh:
-        return json.loads(fh.read())
