@@ -37,6 +37,8 @@ def _first(rows: Sequence[Row], where: Mapping[str, object]) -> Row | None:
 
 
 class Selector(Protocol):
+    """How a goal finds its figures in a benchmark's result rows (:class:`Cell`, :class:`Ratio`, :class:`Each`)."""
+
     def values(self, rows: Sequence[Row]) -> list[tuple[str, float]] | None:
         """The figures a goal compares, each with a name ("" for a single one); None when the
         rows lack any of them (a row, a column, or a number where "-" stands)."""
