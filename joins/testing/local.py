@@ -30,6 +30,7 @@ from streamjoin.errors import JoinDefinitionError
 from streamjoin.interval.operator import IntervalJoin
 from streamjoin.kit.how import EnrichmentHow, How, IntervalHow, TableHow
 from streamjoin.kit.options import JoinOptions
+from streamjoin.kit.watermark import WatermarkPolicy
 from streamjoin.runtime.keygroups import check_count
 from streamjoin.runtime.local import LocalRunner
 from streamjoin.table.bootstrap import bootstrap_changes
@@ -128,12 +129,14 @@ class LocalJoins:
                       lower: Any, upper: Any, delay: Any, how: IntervalHow | How = "inner", store: str = "rocksdb",
                       checkpoint: str | None = None, partitions: int | None = None,
                       store_options: Mapping[str, Any] | None = None, state_dir: str | None = None,
-                      max_partitions: int | None = None) -> pa.Table:
+                      max_partitions: int | None = None, left_delay: Any = None, right_delay: Any = None,
+                      watermark_policy: WatermarkPolicy = "min") -> pa.Table:
         """:func:`streamjoin.interval_join` over this micro-batch's Arrow tables."""
         options = JoinOptions(store=store, checkpoint=checkpoint, partitions=partitions, store_options=store_options,
                               state_dir=state_dir, max_partitions=max_partitions)
         operator = IntervalJoin(left.schema, right.schema, on, left_time=left_time, right_time=right_time,
-                                lower=lower, upper=upper, delay=delay, how=how)
+                                lower=lower, upper=upper, delay=delay, how=how, left_delay=left_delay,
+                                right_delay=right_delay, watermark_policy=watermark_policy)
         return self._run(self._name(checkpoint), operator, (left, right), options)
 
     def stream_table_join(self, stream: pa.Table, table_changes: pa.Table, on: str | Sequence[str], *,
