@@ -147,7 +147,8 @@ class LocalJoins:
                           changes: VocabularyName | ChangeFormat | None = None, table_sequence: str | None = None,
                           store: str = "rocksdb", checkpoint: str | None = None, partitions: int | None = None,
                           store_options: Mapping[str, Any] | None = None, state_dir: str | None = None,
-                          max_partitions: int | None = None) -> pa.Table:
+                          max_partitions: int | None = None, stream_delay: Any = None,
+                          table_delay: Any = None) -> pa.Table:
         """:func:`streamjoin.stream_table_join` over this micro-batch's Arrow tables; ``bootstrap``
         (an Arrow table of the table's rows) is loaded before the join's first version."""
         options = JoinOptions(store=store, checkpoint=checkpoint, partitions=partitions, store_options=store_options,
@@ -162,7 +163,8 @@ class LocalJoins:
                 f"{fmt.time!r}; a row without one would be expired at once")
         table_changes, fmt = routable(table_changes, fmt)
         operator = EnrichmentJoin(stream.schema, table_changes.schema, on, stream_time=stream_time, changes=fmt,
-                                  mode=mode, how=how, delay=delay, grace=grace, table_ttl=table_ttl)
+                                  mode=mode, how=how, delay=delay, grace=grace, table_ttl=table_ttl,
+                                  stream_delay=stream_delay, table_delay=table_delay)
         if operator.spec.mode.value == "latest":
             self._note('stream_table_join(mode="latest") is documented as dependent on micro-batch boundaries')
         initial = None if bootstrap is None else operator.bootstrap_changes(bootstrap)
