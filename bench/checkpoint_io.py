@@ -1,10 +1,10 @@
 """``streamjoin bench checkpoint-io``: file-system calls and seconds per task as partitions grow.
 
-Runs the runtime in this process (``run_partition`` over every partition, as the Spark layer and
+Runs the runtime in this process (``run_task`` over every partition, as the Spark layer and
 ``LocalRunner`` do) with the ``PassThrough`` operator, its checkpoint and changelogs on a
 ``pyarrow.fs`` filesystem that adds a fixed latency to every call (default 20 ms, what an object
 store answers in) and counts the calls. What a task pays for its checkpoint must not grow with
-the partition count: before issue 14, every task read every partition's progress record to
+the partition count: before the watermark was kept in one record, every task read every partition's progress record to
 compute the watermark (P tasks x P reads a micro-batch).
 
 The first micro-batch (a new join) is not measured; the figures are medians over the others, per
@@ -146,7 +146,7 @@ def measure(partitions: int, batches: int, rows: int, latency: float, store: str
     """Median calls and seconds per task of micro-batches 2..n over ``partitions`` partitions."""
     from streamjoin.bench.operators import PassThrough
     from streamjoin.runtime.local import LocalRunner
-    from streamjoin.runtime.partition import StateConfig
+    from streamjoin.runtime.options import StateConfig
 
     handler = SlowFileSystem(latency)
     with tempfile.TemporaryDirectory(prefix="streamjoin-ckio-") as scratch, counted(handler) as slow:
@@ -154,7 +154,7 @@ def measure(partitions: int, batches: int, rows: int, latency: float, store: str
         op = PassThrough(data[0].schema, ["k"], "t")
         config = StateConfig(store=store, local_dir=os.path.join(scratch, "local"))
         runner = LocalRunner(op, os.path.join(scratch, "ck"), partitions=partitions, config=config)
-        runner.checkpoint.fs = slow.fs
+        runner.checkpoint.files.fs = slow.fs
         calls, seconds = [], []
         for index, table in enumerate(data):
             before = sum(handler.calls.values())

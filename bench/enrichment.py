@@ -53,6 +53,8 @@ from streamjoin.bench.sparkutil import fresh_dir, local_session, run_to_noop
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from streamjoin.enrichment.spec import ModeName
+
 __all__ = ["add_arguments", "run", "Params", "generate", "Inputs"]
 
 RATE = 1000                       # events a second
@@ -263,7 +265,7 @@ class Bench:
         static = self.spark.read.parquet(os.path.join(self.root, "static.parquet"))
         return self.source("events").join(static, "user_id", "left")
 
-    def streamjoin(self, store: str, mode: str, scratch: str) -> DataFrame:
+    def streamjoin(self, store: str, mode: ModeName, scratch: str) -> DataFrame:
         from streamjoin import stream_table_join
 
         return stream_table_join(
@@ -362,18 +364,18 @@ def observed_totals(progress: list[Any]) -> dict[str, int]:
 
 def bootstrap_loaded(checkpoint: Any, partitions: int) -> int:
     """Rows of the bootstrap snapshot that the join's partitions loaded: the initial rows of input
-    ``table`` of every partition whose first version took them (``Checkpoint.initial_used``)."""
+    ``table`` of every partition whose first version took them (``cp.initial.used``)."""
     loaded = 0
     for p in range(partitions):
-        if checkpoint.initial_used(p) is not None:
-            rows = checkpoint.read_initial("table", p)
+        if checkpoint.initial.used(p) is not None:
+            rows = checkpoint.initial.read("table", p)
             loaded += 0 if rows is None else rows.num_rows
     return loaded
 
 
 def join_summary(records: list[dict[str, Any]]) -> dict[str, int]:
     """Totals over the (version, partition) records given (all of them: records kept by the caller,
-    not ``Checkpoint.read_metrics``, which has only the retained versions); ``events_waiting`` and
+    not ``cp.commits.read_metrics``, which has only the retained versions); ``events_waiting`` and
     ``versions_held`` from each partition's last record."""
     total: dict[str, int] = {}
     for name in ("output_rows", "matched", "initial_rows_table", "input_rows_stream", "input_rows_table",
@@ -511,21 +513,25 @@ def profile(inputs: Inputs, params: Params, root: str, store: str, mode: str, bu
 
     from streamjoin.changes import ChangeFormat
     from streamjoin.enrichment.operator import EnrichmentJoin
-    from streamjoin.runtime.checkpoint import Checkpoint
-    from streamjoin.runtime.partition import StateConfig, TaskInfo, run_partition
+    from streamjoin.runtime.bind import BoundQuery, bind_query
+    from streamjoin.runtime.options import StateConfig
+    from streamjoin.runtime.task import TaskInfo, run_task
     from streamjoin.statestore.warm import evict_all
 
     op = EnrichmentJoin(EVENTS, CHANGES, "user_id", stream_time="ts", changes=ChangeFormat.plain("user_id", time="changed_at"),
                         mode=mode, how="left", delay=datetime.timedelta(seconds=DELAY_S), buckets=buckets)
     checkpoint_dir = os.path.join(root, "join")
-    checkpoint = Checkpoint(checkpoint_dir)
-    checkpoint.bind(op.definition(), params.partitions)
-    config = StateConfig(store=store, local_dir=os.path.join(root, "state"))
+
+    def write_initial(bound: BoundQuery) -> dict[str, int]:
+        for p, part in enumerate(_route(op.bootstrap_changes(inputs.snapshot), params.partitions)):
+            bound.checkpoint.initial.write("table", p, part)
+        return {"table": inputs.snapshot.num_rows}
+
     started = time.perf_counter()
-    for p, part in enumerate(_route(op.bootstrap_changes(inputs.snapshot), params.partitions)):
-        checkpoint.write_initial("table", p, part)
-    checkpoint.mark_initial_done({"table": inputs.snapshot.num_rows})
-    print(f"bootstrap routed and written in {time.perf_counter() - started:.2f} s")
+    bound = bind_query(checkpoint_dir, op, params.partitions, write_initial=write_initial,
+                       state=StateConfig(store=store, local_dir=os.path.join(root, "state")))
+    checkpoint, config = bound.checkpoint, bound.state
+    print(f"bound, bootstrap routed and written in {time.perf_counter() - started:.2f} s")
     flush = inputs.flush if mode == "as_of" else []
     versions = list(zip(inputs.events, inputs.changes)) + [(EVENTS.empty_table(), f) for f in flush]
     profiler, records = cProfile.Profile(time.process_time), []   # CPU seconds
@@ -535,7 +541,7 @@ def profile(inputs: Inputs, params: Params, root: str, store: str, mode: str, bu
         parts = [_route(events, params.partitions), _route(changes, params.partitions)]
         for p in range(params.partitions):
             task = TaskInfo(version, p, params.partitions, query_id="profile")   # warm stores, as in a query
-            result, metrics = profiler.runcall(run_partition, op, checkpoint, config, task, (parts[0][p], parts[1][p]))
+            result, metrics = profiler.runcall(run_task, op, checkpoint, config, task, (parts[0][p], parts[1][p]))
             records.append(metrics)
         print(f"version {version}: {time.perf_counter() - t0:.2f} s", flush=True)
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu

@@ -269,8 +269,8 @@ class Bench:
         self.spark, self.root, self.params = spark, root, params
 
     def source(self, side: str, watermark: bool = False) -> DataFrame:
-        df = self.spark.readStream.schema(SCHEMAS[side]).option("maxFilesPerTrigger", 1)
-        df = df.parquet(os.path.join(self.root, side))
+        reader = self.spark.readStream.schema(SCHEMAS[side]).option("maxFilesPerTrigger", 1)
+        df = reader.parquet(os.path.join(self.root, side))
         return df.withWatermark(df.columns[1], f"{DELAY_S} seconds") if watermark else df
 
     def spark_join(self, variant: str, scratch: str) -> DataFrame:
@@ -351,7 +351,7 @@ class Bench:
         elif variant != "floor":
             from streamjoin.runtime.checkpoint import Checkpoint
 
-            outcome.join_metrics = Checkpoint(os.path.join(scratch, "join")).read_metrics()
+            outcome.join_metrics = Checkpoint(os.path.join(scratch, "join")).commits.read_metrics()
             outcome.notes += _check_streamjoin(variant, outcome)
         return outcome
 
@@ -542,15 +542,16 @@ def profile(tables: dict[str, pa.Table], params: Params, root: str, store: str, 
     import pstats
 
     from streamjoin.interval.operator import IntervalJoin
-    from streamjoin.runtime.checkpoint import Checkpoint
-    from streamjoin.runtime.partition import StateConfig, TaskInfo, run_partition
+    from streamjoin.runtime.bind import bind_query
+    from streamjoin.runtime.options import StateConfig
+    from streamjoin.runtime.task import TaskInfo, run_task
 
     window = datetime.timedelta(microseconds=params.window_us)
     op = IntervalJoin(tables["left"].schema, tables["right"].schema, "k", left_time="lt", right_time="rt",
                       lower=-window, upper=window, delay=datetime.timedelta(seconds=DELAY_S))
-    checkpoint = Checkpoint(os.path.join(root, "join"))
-    checkpoint.bind(op.definition(), params.partitions)
-    config = StateConfig(store=store, local_dir=os.path.join(root, "state"))
+    bound = bind_query(os.path.join(root, "join"), op, params.partitions,
+                       state=StateConfig(store=store, local_dir=os.path.join(root, "state")))
+    checkpoint, config = bound.checkpoint, bound.state
     per = params.per_side // params.batches
     profiler, output = cProfile.Profile(), 0
     start = time.perf_counter()
@@ -558,7 +559,7 @@ def profile(tables: dict[str, pa.Table], params: Params, root: str, store: str, 
         parts = [_route(t.slice(version * per, per), params.partitions) for t in tables.values()]
         for p in range(params.partitions):
             task = TaskInfo(version, p, params.partitions, query_id="profile")   # as a streaming query's
-            result, _ = profiler.runcall(run_partition, op, checkpoint, config, task, (parts[0][p], parts[1][p]))
+            result, _ = profiler.runcall(run_task, op, checkpoint, config, task, (parts[0][p], parts[1][p]))
             output += result.num_rows
     print(f"streamjoin-{store} in process: {time.perf_counter() - start:.2f} s, {output:,} output rows "
           f"({expected:,} expected)")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -43,7 +43,7 @@ class Scratch:
     store: str
     partitions: int
 
-    def join_options(self) -> dict[str, object]:
+    def join_options(self) -> dict[str, Any]:
         return {"store": self.store, "checkpoint": os.path.join(self.run, "join"), "partitions": self.partitions,
                 "state_dir": os.path.join(self.run, "state")}
 

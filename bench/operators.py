@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.runtime.operator import REASON_COLUMN, InputSpec, Operator, StepInput, StepResult
+from streamjoin.runtime.registry import register
 from streamjoin.statestore.base import Store
 
 __all__ = ["PassThrough", "check_columns", "empty_aside"]
@@ -27,10 +28,12 @@ def empty_aside(schema: pa.Schema) -> pa.Table:
     return schema.append(pa.field(REASON_COLUMN, pa.string())).empty_table()
 
 
+@register
 class PassThrough(Operator):
     """Outputs every input row unchanged; no state."""
 
     kind = "pass_through"
+    set_aside_inputs = ("input",)
 
     def __init__(self, schema: pa.Schema, key: Sequence[str], time: str | None = None) -> None:
         check_columns(schema, list(key) + ([time] if time else []), "pass_through")

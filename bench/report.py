@@ -37,7 +37,7 @@ SECTION = re.compile(r"(<!-- bench:(?P<name>[a-z0-9_-]+) -->\n)(?P<body>.*?)(<!-
 PAGE = "benchmarks.md"
 
 #: the folder of this package's ``bench`` subpackage (in a checkout: the repository's ``bench/``)
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE_DIR = os.path.dirname(os.path.realpath(__file__))   # the file, not a strict editable install's link to it
 
 
 class ReportTargetError(Exception):
@@ -144,6 +144,11 @@ def update_pages(out: str, results: str, only: set[str] | None = None) -> dict[s
         name = match.group("name")
         if only and name not in only:
             return match.group(0)
+        if name == "goals":
+            from streamjoin.bench.goals import goals_markdown
+
+            done[name] = "streamjoin.bench.goals"
+            return match.group(1) + goals_markdown() + match.group(4)
         kept = os.path.join(out, f"{name}.json")
         newest = _newest(results, name)
         if newest:

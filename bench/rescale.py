@@ -18,6 +18,7 @@ import argparse
 import datetime as dt
 import os
 import shutil
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
@@ -53,8 +54,8 @@ def _route(table: Table, args: argparse.Namespace) -> None:
         rows = pa.table({"k": values})
         old, new = [], []
         for _ in range(args.repeat):   # alternate, so both see the same machine
-            old.append(median_seconds(lambda rows=rows: route(rows, ["k"], args.partitions), 1))
-            new.append(median_seconds(lambda rows=rows: route(rows, ["k"], args.partitions, groups=4096), 1))
+            old.append(median_seconds(partial(route, rows, ["k"], args.partitions), 1))
+            new.append(median_seconds(partial(route, rows, ["k"], args.partitions, groups=4096), 1))
         base = float(np.median(old))
         table.add(f"route {name}", "crc32 of packed values", args.rows, round(base, 4), 1.0)
         table.add(f"route {name}", "key group", args.rows, round(float(np.median(new)), 4),
@@ -64,7 +65,7 @@ def _route(table: Table, args: argparse.Namespace) -> None:
 def _rebuild(table: Table, args: argparse.Namespace) -> None:
     from streamjoin.interval.operator import IntervalJoin
     from streamjoin.runtime.local import LocalRunner
-    from streamjoin.runtime.partition import StateConfig
+    from streamjoin.runtime.options import StateConfig
 
     schema = pa.schema([("k", pa.int64()), ("ts", pa.timestamp("us")), ("v", pa.string())])
     rng = np.random.default_rng(0)
@@ -89,7 +90,7 @@ def _rebuild(table: Table, args: argparse.Namespace) -> None:
                 runner.run(*rows)
             after = LocalRunner(op, os.path.join(scratch, "ck"), partitions=new, config=config)
             after.version = 4
-            times[new].append(median_seconds(lambda after=after: after.run(*batches[4]), 1))
+            times[new].append(median_seconds(partial(after.run, *batches[4]), 1))
     shutil.rmtree(scratch, ignore_errors=True)
     base = float(np.median(times[4]))
     for new, found in times.items():

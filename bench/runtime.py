@@ -68,7 +68,7 @@ def runtime_table(times: dict[str, list[QueryTimes]], rows: int, floor_name: str
 
 def run(args: argparse.Namespace) -> int:
     from streamjoin.bench.operators import PassThrough
-    from streamjoin.runtime.partition import StateConfig
+    from streamjoin.runtime.options import StateConfig
     from streamjoin.spark import arrow_schema, run_operator
 
     spark = local_session(shuffle_partitions=args.partitions)

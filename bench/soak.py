@@ -1,7 +1,7 @@
 """``streamjoin bench soak``: many micro-batches over a fixed key space; nothing may grow.
 
-Runs a join in this process (``LocalRunner``, or ``LocalTableTableRunner`` for the table-table
-join's three stages: the same ``run_partition`` a Spark task runs) for ``--batches`` micro-batches
+Runs a join's plan in this process (``PlanRunner``: one stage, or the table-table join's
+three; the same ``run_task`` a Spark task runs) for ``--batches`` micro-batches
 (default 1,000) over a key space of fixed size, on RocksDB by default, and every ``--every``
 versions records the state and the checkpoint (files and bytes under it: changelogs, commit
 records, set-aside rows), summed over partitions (and stages). With a join whose state is bounded
@@ -182,20 +182,14 @@ def _tree(path: str) -> tuple[int, int]:
 
 
 class _Runner:
-    """One join's runner(s) in this process: ``LocalRunner``, or a table-table join's three stages."""
+    """One join's plan run in this process (every stage's runner, for their metrics)."""
 
     def __init__(self, operator: Any, checkpoint: str, partitions: int, config: Any) -> None:
-        from streamjoin.runtime.local import LocalRunner
-        from streamjoin.table.local import LocalTableTableRunner
-        from streamjoin.table.operator import TableTableJoin
+        from streamjoin.runtime.plan_runner import PlanRunner
 
-        if isinstance(operator, TableTableJoin):
-            table_runner = LocalTableTableRunner(operator, checkpoint, partitions=partitions, config=config)
-            self.run: Callable[..., pa.Table] = table_runner.run
-            self.runners = list(table_runner.runners.values())
-        else:
-            runner = LocalRunner(operator, checkpoint, partitions=partitions, config=config)
-            self.run, self.runners = runner.run, [runner]
+        runner = PlanRunner(operator.plan, checkpoint, partitions=partitions, config=config)
+        self.run: Callable[..., pa.Table] = runner.run
+        self.runners = list(runner.runners.values())
         self.partitions = partitions
 
     def last(self) -> list[dict[str, Any]]:
@@ -211,7 +205,7 @@ def soak(name: str, join: SoakJoin, args: argparse.Namespace, scratch: str,
          batches: int | None = None) -> list[dict[str, object]]:
     """Run ``join`` for ``batches`` (default ``args.batches``) versions; one row of sizes every
     ``args.every`` versions (and after the last)."""
-    from streamjoin.runtime.partition import StateConfig
+    from streamjoin.runtime.options import StateConfig
 
     batches = args.batches if batches is None else batches
     checkpoint = os.path.join(scratch, name, "ck")

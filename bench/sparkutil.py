@@ -8,7 +8,10 @@ import shutil
 import sys
 import tempfile
 import time
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming import StreamingQuery
 
 __all__ = ["local_session", "time_stream_parts", "QueryTimes", "fixed_costs", "fresh_dir", "run_to_noop"]
 
@@ -66,7 +69,7 @@ def _started(progress: Any) -> float:
     return datetime.datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()
 
 
-def time_stream_parts(build: Callable[[str], object]) -> QueryTimes:
+def time_stream_parts(build: Callable[[str], StreamingQuery]) -> QueryTimes:
     """How long the streaming query that ``build(checkpoint_dir)`` starts took, in all, in its
     micro-batches (Spark's ``triggerExecution`` summed over its progress), and before its first
     and after its last micro-batch (see :func:`fixed_costs`). The query's scratch directory is

@@ -21,7 +21,7 @@ import statistics
 import time
 from collections import deque
 from itertools import starmap, takewhile
-from typing import Callable
+from typing import Any, Callable, Iterable, cast
 
 from streamjoin.bench.harness import Chart, Table, results_dir, write_results
 from streamjoin.statestore import Store, destroy_store, open_store
@@ -29,7 +29,7 @@ from streamjoin.statestore.base import prefix_end
 
 __all__ = ["add_arguments", "run"]
 
-_DRAIN = deque(maxlen=0).extend  # consume an iterator at C speed, the same way on both sides
+_DRAIN: Callable[[Iterable[object]], None] = deque[object](maxlen=0).extend  # consume an iterator at C speed, the same way on both sides
 BACKENDS = ("rocksdb", "lmdb", "memory")
 Op = Callable[[], object]
 
@@ -60,7 +60,8 @@ class Workload:
         self.get_keys = rng.sample(keys, min(len(keys), 100_000))
         self.multi_batches = [self.get_keys[i : i + 100] for i in range(0, len(self.get_keys), 100)]
         rng.shuffle(self.prefixes)
-        self.ends = [prefix_end(p) for p in self.prefixes]  # held: rocksdict points into them
+        # held: rocksdict points into them; never None (no prefix ends in 0xff)
+        self.ends = cast("list[bytes]", [prefix_end(p) for p in self.prefixes])
         self.scan_entries = len(self.prefixes) * group
 
 
@@ -71,6 +72,9 @@ def raw_rocksdb(store: Store, path: str, w: Workload) -> dict[str, tuple[Op, Op 
     """Raw rocksdict calls: (timed op, untimed setup) per operation."""
     from rocksdict import Options, Rdict, ReadOptions, WriteBatch
 
+    from streamjoin.statestore.rocksdb import RocksDBStore
+
+    assert isinstance(store, RocksDBStore), store
     db = store._db  # the store's own handle: same data, same caches
     state: dict[str, Rdict] = {}
 
@@ -98,7 +102,8 @@ def raw_rocksdb(store: Store, path: str, w: Workload) -> dict[str, tuple[Op, Op 
     return {
         "batched put": (put, fresh),
         "get": (lambda: _DRAIN(map(db.get, w.get_keys)), None),
-        "multi-get": (lambda: _DRAIN(map(db.get, w.multi_batches)), None),
+        # rocksdict's stubs take a list of any keys (invariant), not list[bytes]; a list of bytes is one
+        "multi-get": (lambda: _DRAIN(map(cast("Callable[[list[bytes]], object]", db.get), w.multi_batches)), None),
         "prefix scan": (prefix_scans, None),
         "full scan": (lambda: _DRAIN(db.items()), None),
     }
@@ -108,8 +113,11 @@ def raw_lmdb(store: Store, path: str, w: Workload) -> dict[str, tuple[Op, Op | N
     """Raw py-lmdb calls, one transaction per call as a caller would write them."""
     import lmdb
 
+    from streamjoin.statestore.lmdb import LMDBStore
+
+    assert isinstance(store, LMDBStore), store
     env, data = store._env, store._data
-    state: dict[str, object] = {}
+    state: dict[str, Any] = {}  # the fresh environment and its database
 
     def fresh() -> None:
         if "env" in state:
@@ -138,7 +146,8 @@ def raw_lmdb(store: Store, path: str, w: Workload) -> dict[str, tuple[Op, Op | N
             with env.begin(db=data) as txn:
                 cursor = txn.cursor()
                 if cursor.set_range(start):
-                    _DRAIN(takewhile((end,).__gt__, cursor.iternext()))
+                    in_prefix = takewhile((end,).__gt__, cursor.iternext())
+                    _DRAIN(in_prefix)
 
     def full_scan() -> None:
         with env.begin(db=data) as txn:
@@ -212,7 +221,7 @@ def ours(kind: str, root: str, store: Store, w: Workload) -> dict[str, tuple[Op,
             state.pop("s").close()
         destroy_store(kind, put_path)
 
-    ops = {
+    ops: dict[str, tuple[Op, Op | None]] = {
         "batched put": (put, fresh), "get": (lambda: _DRAIN(map(store.get, w.get_keys)), None),
         "multi-get": (multi_get, None), "prefix scan": (prefix_scans, None),
         "full scan": (lambda: _DRAIN(store.scan()), None),

@@ -36,7 +36,7 @@ Variants, per batching (``--batches 10,100`` measures 1M changes in 10 and in 10
 
 Each variant first runs untimed on a tiny copy of the inputs (the JVM compiles its code paths,
 the Python workers start); before each timed run that tiny run repeats (idle Python workers exit
-after a minute). ``--profile`` runs the three stages in this process (``LocalTableTableRunner``)
+after a minute). ``--profile`` runs the three stages in this process (``PlanRunner``)
 under cProfile instead, over the first batching, and prints where the time goes per stage;
 ``--in-process`` runs them without the profiler and prints each batch's wall and CPU seconds. Both
 run the stages as a streaming query's tasks (``LocalRunner(query_id=...)``): each stage's store
@@ -572,7 +572,7 @@ def run(args: argparse.Namespace) -> int:
 # -- in process --------------------------------------------------------------------------------
 
 def in_process(workload: Workload, params: Params, stores: list[str]) -> int:
-    """The three stages in this process (``LocalTableTableRunner``), timed per change batch: the
+    """The three stages in this process (``PlanRunner``), timed per change batch: the
     key stages together, then the join stage, in wall and CPU (``process_time``) seconds."""
     root = fresh_dir(results_dir(), "table-in-process")
     try:
@@ -615,14 +615,14 @@ def _remove(root: str) -> None:
 
 def _local_runner(root: str, params: Params, store: str):
     """The benchmark's join (orders with their customer) as three in-process stages under ``root``."""
-    from streamjoin.runtime.partition import StateConfig
-    from streamjoin.table.local import LocalTableTableRunner
+    from streamjoin.runtime.options import StateConfig
+    from streamjoin.runtime.plan_runner import PlanRunner
     from streamjoin.table.operator import TableTableJoin
 
     join = TableTableJoin(ORDERS, CUSTOMERS, "customer_id", left_key="order_id", right_key="customer_id",
                           how="inner", left_time="changed_at", right_time="changed_at")
     # as a streaming query's tasks: each stage's store stays open between micro-batches, as in Spark
-    return LocalTableTableRunner(join, os.path.join(root, "ckpt"), partitions=params.partitions,
+    return PlanRunner(join.plan, os.path.join(root, "ckpt"), partitions=params.partitions,
                                  config=StateConfig(store=store, local_dir=os.path.join(root, "state")),
                                  query_id="bench-table-in-process")
 
@@ -630,7 +630,7 @@ def _local_runner(root: str, params: Params, store: str):
 # -- profiling ---------------------------------------------------------------------------------
 
 def profile(workload: Workload, params: Params, stores: list[str]) -> int:
-    """The three stages in this process (``LocalTableTableRunner``) under cProfile, per stage."""
+    """The three stages in this process (``PlanRunner``) under cProfile, per stage."""
     import cProfile
     import pstats
 

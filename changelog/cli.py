@@ -170,7 +170,8 @@ class _Bar:
     """A tqdm bar on stderr, shown once a restore turns out to be long."""
 
     def __init__(self, disabled: bool) -> None:
-        self.disabled, self.bar = disabled, None
+        self.disabled = disabled
+        self.bar: Any = None   # a tqdm bar once the restore is long enough to show one
 
     def update(self, done: int, total: int) -> None:
         if self.disabled or total < PROGRESS_FROM:
@@ -236,7 +237,8 @@ def _versions(versions: tuple[int, ...]) -> str:
     return ", ".join(map(str, versions))
 
 
-def _size(n: int) -> str:
+def _size(count: int) -> str:
+    n = float(count)
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"

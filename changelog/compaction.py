@@ -84,7 +84,8 @@ def compact(
     target = _target(log, listing, up_to)
     existing = listing.snapshots.get(target)
     good = existing is not None and _is_good(log, existing)
-    if good:
+    used: tuple[LogFile, ...]
+    if existing is not None and good:
         file, entries, read, used = existing, log.read_snapshot(existing).entries, 0, ()
     else:
         file, entries, read, used = _write_merged(log, listing, target, replacing=existing)
@@ -123,7 +124,7 @@ def snapshot_from_store(
     existing = listing.snapshots.get(version)
     good = existing is not None and _is_good(log, existing)
     counted = _Count()
-    if good:
+    if existing is not None and good:
         file = existing
     else:
         if existing is not None:

@@ -62,11 +62,13 @@ class Listing:
     def from_files(cls, uri: str, infos: Iterable[FileInfo]) -> "Listing":
         deltas: dict[int, LogFile] = {}
         snapshots: dict[int, LogFile] = {}
-        duplicates, temps, others = [], [], []
+        duplicates: list[LogFile] = []
+        temps: list[FileInfo] = []
+        others: list[FileInfo] = []
         for info in sorted(infos, key=lambda i: i.name):
             parsed = parse_name(info.name, info.size)
             table = {Kind.DELTA: deltas, Kind.SNAPSHOT: snapshots}.get(parsed.kind) if parsed else None
-            if table is None:
+            if table is None or parsed is None:
                 (temps if info.name.startswith(TEMP_PREFIX) else others).append(info)
             elif parsed.version in table:
                 duplicates.append(parsed)

@@ -75,6 +75,8 @@ class ChangeloggingStore(Store):
         self._in_log = False  # whether the log is known to restore the store's version
         #: values read from ``inner`` since its last write (None: known absent), for the undo record
         self._read: dict[bytes, bytes | None] = {}
+        #: (kind, path, options) to keep the inner store open under after the task (None: close it)
+        self.park_as: tuple[str, str, dict[str, Any]] | None = None
 
     def __repr__(self) -> str:
         return f"ChangeloggingStore({self.inner!r}, {self.log!r}, undo={self.undo!r})"
@@ -135,15 +137,14 @@ class ChangeloggingStore(Store):
     ) -> None:
         """Undo record, then the delta, then the inner write; raises VersionOrderError (nothing
         written) for a missing version or one that does not follow the store's."""
-        self._check_follows(version)
-        self._logged(version, puts, deletes, delete_ranges,
+        self._logged(self._check_follows(version), puts, deletes, delete_ranges,
                      lambda: self.inner.write(puts, deletes, delete_ranges, version=version))
 
     def _load_sorted(self, items: Iterable[KeyValue], version: int | None) -> int:
         """Bulk-load an empty store as one logged write of puts at ``version`` (required)."""
-        self._check_follows(version)
+        checked = self._check_follows(version)
         puts = list(items)
-        self._logged(version, puts, (), (), lambda: self.inner.load_sorted(puts, version))
+        self._logged(checked, puts, (), (), lambda: self.inner.load_sorted(puts, version))
         return len(puts)
 
     def _logged(
@@ -166,7 +167,8 @@ class ChangeloggingStore(Store):
                 self.undo.discard(version)
             raise
 
-    def _check_follows(self, version: int | None) -> None:
+    def _check_follows(self, version: int | None) -> int:
+        """``version``, checked to follow the store's (see ``_write``)."""
         if version is None:
             raise VersionOrderError(
                 f"{self!r}: every write to a changelogged store needs version= (the batch id)")
@@ -174,10 +176,10 @@ class ChangeloggingStore(Store):
         if current is not None and version == current + 1:
             if not self._in_log:
                 self._require_in_log(current)
-            return
+            return version
         if current is None and next(iter(self.inner.scan()), None) is None:
             if version == 0 or version - 1 not in self.log.versions():
-                return
+                return version
             detail = f"the changelog has version {version - 1}, but the local store is empty"
         else:
             detail = f"the local store is at version {current}"
@@ -390,8 +392,11 @@ def _bring_to(local: _Local, log: Changelog, current: int | None, target: int | 
     return local.rebuild(log, target, reason)
 
 
-def _refuse_last_copy(local: _Local, log: Changelog, current: int) -> None:
-    """Raise if the store at ``current`` may be the only copy: the log has nothing as new."""
+def _refuse_last_copy(local: _Local, log: Changelog, current: int | None) -> None:
+    """Raise if the store at ``current`` may be the only copy: the log has nothing as new (an
+    empty store, ``current`` None, is no copy of anything)."""
+    if current is None:
+        return
     newest = log.listing().newest
     if newest is not None and newest >= current:
         return

@@ -173,7 +173,7 @@ def _apply(
     delta_entries = sum(d.entries for d in deltas)
     total = base_entries + delta_entries
     counter = _Counter(progress, total)
-    if not deltas:
+    if not deltas and snapshot is not None:
         loaded = store.load_sorted(_items(snapshot.chunks(), counter), version=chain.target)
         return total, loaded, RestoreMethod.BULK
     if method is None:

@@ -29,7 +29,7 @@ import posixpath
 import zlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Callable
+from typing import Any, BinaryIO, Callable, Sequence
 from urllib.parse import urlsplit
 
 import pyarrow as pa
@@ -84,6 +84,8 @@ class Storage(ABC):
     """One directory of whole files (see module docstring)."""
 
     uri: str
+    #: The directory, as the file system names it (a local path, or a path in ``fs``).
+    root: str
 
     @abstractmethod
     def list(self) -> list[FileInfo]:
@@ -94,7 +96,7 @@ class Storage(ABC):
         """The whole content of ``name``. Raises FileNotFoundError when it is gone."""
 
     @abstractmethod
-    def delete(self, names: list[str], sync: bool = True) -> None:
+    def delete(self, names: Sequence[str], sync: bool = True) -> None:
         """Remove ``names`` in the given order (missing ones are fine), durably (with ``sync``
         False on a local disk, durable only with the directory's next sync: a publish's)."""
 
@@ -107,7 +109,7 @@ class Storage(ABC):
         """Close ``handle`` durably and move ``temp`` to ``final`` (replacing it)."""
 
     def write_atomic(
-        self, tag: str, produce: Callable[[BinaryIO], None], name_for: Callable[[int], str]
+        self, tag: str, produce: Callable[[BinaryIO], object], name_for: Callable[[int], str]
     ) -> FileInfo:
         """Write ``produce``'s bytes to a temporary file, then move it to ``name_for(crc32)``.
 
@@ -190,7 +192,7 @@ class LocalStorage(Storage):
         with pa.memory_map(path, "r") as mapped:
             return mapped.read_buffer()
 
-    def delete(self, names: list[str], sync: bool = True) -> None:
+    def delete(self, names: Sequence[str], sync: bool = True) -> None:
         removed = False
         for name in names:
             try:
@@ -257,7 +259,7 @@ class ArrowStorage(Storage):
                 raise FileNotFoundError(path) from exc
             raise
 
-    def delete(self, names: list[str], sync: bool = True) -> None:
+    def delete(self, names: Sequence[str], sync: bool = True) -> None:
         for name in names:
             path = posixpath.join(self.root, name)
             if self.fs.get_file_info(path).type != pafs.FileType.NotFound:

@@ -24,7 +24,7 @@ import logging
 import os
 from itertools import compress, repeat
 from operator import is_, is_not, itemgetter
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -87,8 +87,9 @@ class UndoLog:
             if start < end:
                 ranged.update(store.scan(start, end))
         # the old value of every touched key, without a Python step per key where C can do it
+        olds: list[Any]   # bytes, None (absent) or _UNKNOWN (not read yet)
         if not known:
-            olds = store.multi_get(touched)
+            olds = list(store.multi_get(touched))
         else:
             olds = list(map(known.get, touched, repeat(_UNKNOWN)))
         if known and any(map(is_, olds, repeat(_UNKNOWN))):

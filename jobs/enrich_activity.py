@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from streamjoin.enrichment.spec import ModeName
 from streamjoin.jobs.activity_generator import DELAY, ActivityConfig, write_activity
 from streamjoin.jobs.common import JobPaths, add_run_options, prepare_root, stage
 from streamjoin.jobs.session import session_from_args
@@ -147,7 +148,8 @@ def run_job(config: ActivityConfig, root: str, *, store: str = "rocksdb", partit
 
 def _run_queries(spark, paths: Paths, store: str, partitions: int, batches: int) -> None:
     """Run the as-of and the latest join over the input files to the end, at the same time."""
-    queries = {mode: _start(spark, paths, mode, store, partitions) for mode in ("as_of", "latest")}
+    modes: tuple[ModeName, ...] = ("as_of", "latest")
+    queries = {mode: _start(spark, paths, mode, store, partitions) for mode in modes}
     shown = 0
     while True:
         finished = all([q.awaitTermination(0.5) for q in queries.values()])
@@ -162,7 +164,7 @@ def _run_queries(spark, paths: Paths, store: str, partitions: int, batches: int)
             raise RuntimeError(f"the {mode} query failed: {query.exception()}")
 
 
-def _start(spark, paths: Paths, mode: str, store: str, partitions: int):
+def _start(spark, paths: Paths, mode: ModeName, store: str, partitions: int):
     """Start one streaming join over the input files (``availableNow``: to their end, then stop)."""
     from streamjoin import stream_table_join
 

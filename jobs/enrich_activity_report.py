@@ -206,7 +206,8 @@ def _per_event(as_of: pd.DataFrame, latest: pd.DataFrame, events: pd.DataFrame, 
     shown = shown.merge(latest, left_on="event_id", right_on="latest_event_id", how="left")
     shown["in_latest"] = shown["in_latest"].fillna(False).astype(bool)
     same = _same(shown["plan"], shown["latest_plan"]) & _same(shown["country"], shown["latest_country"])
-    cause = np.select([same | ~shown["in_latest"], shown["change_batch"] > shown["batch"]], [None, "missed"], "future")
+    cause = np.select([same | ~shown["in_latest"], shown["change_batch"] > shown["batch"]],
+                      np.array([None, "missed"], dtype=object), "future")
     return shown.assign(cause=cause).sort_values("event_id", ignore_index=True)
 
 

@@ -159,7 +159,3 @@ def _stream(spark, paths: Paths, store: str, partitions: int, showcase):
         raise RuntimeError(f"the timeline query failed: {query.exception()}")
     return checker
 
-
-def _stage(n: int, text: str, started: float) -> None:
-    """Print stage ``n`` of 4 with the seconds since the job started."""
-    print(f"[{n}/4 at {time.perf_counter() - started:3.0f} s] {text}", flush=True)

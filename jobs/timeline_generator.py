@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import AbstractSet, Any, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -109,10 +110,11 @@ class _Table:
         if op == "delete":
             self.rows.pop(key, None)
         else:
+            assert row is not None, "a change other than a delete carries its row"
             self.rows[key] = row
             self.history.setdefault(key, []).append(row)
 
-    def sample(self, rng: np.random.Generator, rate: float, exclude: set[int] = frozenset()) -> list[int]:
+    def sample(self, rng: np.random.Generator, rate: float, exclude: AbstractSet[int] = frozenset()) -> list[int]:
         """Live keys not yet changed this batch, about ``rate`` of the live rows, in key order."""
         keys = sorted(k for k in self.rows if k not in self.touched and k not in exclude)
         n = min(len(keys), int(rng.binomial(len(self.rows), rate)) if self.rows else 0)
@@ -237,7 +239,7 @@ def _write(root: str, name: str, batch: int, rows: list[tuple], schema: pa.Schem
     directory = os.path.join(root, name)
     os.makedirs(directory, exist_ok=True)
     order = rng.permutation(len(rows))
-    columns = list(zip(*[rows[i] for i in order])) if rows else [[] for _ in schema]
+    columns: list[Sequence[Any]] = list(zip(*[rows[i] for i in order])) if rows else [[] for _ in schema]
     table = pa.Table.from_arrays([pa.array(list(c), f.type) for c, f in zip(columns, schema)], schema=schema)
     path = os.path.join(directory, f"part-{batch:04d}.parquet")
     pq.write_table(table, path)

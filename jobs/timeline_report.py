@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -109,7 +110,7 @@ class Summary:
     timelines: dict[int, list[dict]]
     view_rows: int
     followers: int
-    paths: object
+    paths: Any   # the job's Paths (streamjoin.jobs.timeline, which imports this module)
     store: str
     partitions: int
     changes_out: Counter = field(default_factory=Counter)
@@ -127,14 +128,14 @@ def summarise(spark, paths, config: TimelineConfig, generated: Generated, checke
     checker.sink.write_parquet(paths.timelines)
     view = checker.sink.rows()
     checker.sink.close()
-    metrics = {}
+    metrics: dict[str, dict[str, int]] = {}
     for stage in ("left_keys", "right_keys", "join"):
         df = join_metrics(spark, f"{paths.checkpoint}/{stage}")
         wanted = [c for c in ("stale_changes", "unknown_deletes", "inconsistent_deletes", "routed_upserts",
                               "routed_deletes") if c in df.columns]
         row = df.groupBy().sum(*wanted).collect()[0] if wanted else None
         metrics[stage] = {c: int(row[f"sum({c})"] or 0) for c in wanted} if row else {}
-    out = Counter()
+    out: Counter[str] = Counter()
     for r in checker.results:
         out.update(r.changes)
     followers = len(set(view.column("follower_id").to_pylist()))

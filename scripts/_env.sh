@@ -27,13 +27,17 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$_py" -m venv "$VENV" || _die "could not create $VENV (Debian: apt-get install python3-venv)."
 fi
 
-# Install (again) when pyproject.toml changed since the last install.
+# Install (again) when pyproject.toml changed since the last install, or the set of the
+# package's modules did: the install is editable in setuptools' strict mode, a tree of links
+# under build/ to the repository's files that type checkers and IDEs follow (a new module
+# needs a new link).
 _stamp="$VENV/.streamjoin-installed"
-_want="$(cksum < "$_root/pyproject.toml")"
+_want="$(cksum < "$_root/pyproject.toml") $(cd "$_root" && ls -d */ */*.py */*/*.py 2>/dev/null | cksum)"
 if [ ! -f "$_stamp" ] || [ "$(cat "$_stamp")" != "$_want" ]; then
   echo "streamjoin: installing the project and its dependencies into $VENV (first run takes a minute)" >&2
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip \
-    && "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$_root[spark,test,dev,postgres,docs]" \
+    && "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+         -e "$_root[spark,test,dev,postgres,docs]" --config-settings editable_mode=strict \
     || _die "pip install failed; see the messages above."
   echo "$_want" > "$_stamp"
 fi

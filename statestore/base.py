@@ -309,7 +309,8 @@ class Store(ABC):
 def _range(bounds: object, path: str) -> tuple[bytes | None, bytes | None]:
     """``bounds`` as a checked ``(start, end)`` pair."""
     try:
-        start, end = bounds  # type: ignore[misc]
+        pair: Any = bounds   # any object may come in: checked here
+        start, end = pair
     except (TypeError, ValueError):
         raise StoreError(f"scan_ranges of {path}: each range must be a (start, end) pair, got {bounds!r}") from None
     for bound in (start, end):

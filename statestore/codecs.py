@@ -19,7 +19,7 @@ pack(*a, *b)``: :func:`unpack_head` reads the first values of a tuple and hands 
 from __future__ import annotations
 
 import struct
-from typing import Sequence, Union
+from typing import Union
 
 __all__ = [
     "encode_int",
@@ -182,7 +182,3 @@ def _unpack_from(data: bytes, count: int | None) -> tuple[list[KeyValueType], in
         raise ValueError(f"truncated key {data!r}") from exc
     return values, pos
 
-
-def pack_many(rows: Sequence[Sequence[KeyValueType]]) -> list[bytes]:
-    """``[pack(*row) for row in rows]``."""
-    return [pack(*row) for row in rows]

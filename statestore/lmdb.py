@@ -53,7 +53,7 @@ import heapq
 import os
 import resource
 from collections import deque
-from itertools import chain
+from itertools import chain, islice
 from operator import itemgetter
 from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
@@ -99,7 +99,7 @@ _MARKERS = ("data.mdb",)
 _INITIAL_MAP = 64 << 20
 _MAX_MAP = 1 << 40
 _LOAD_CHUNK = 65536
-_DRAIN = deque(maxlen=0).extend  # consume an iterator at C speed
+_DRAIN: Callable[[Iterable[object]], None] = deque[object](maxlen=0).extend  # consume an iterator at C speed
 _KEY = itemgetter(0)
 #: LMDB errors that mean the file's pages are damaged (others are misuse or the OS refusing).
 _DAMAGE = (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.BadChecksumError, lmdb.PanicError)
@@ -246,7 +246,7 @@ class LMDBStore(Store):
         except Exception as exc:
             raise self._failure("read", exc) from exc
 
-    def _lookup(self, txn: lmdb.Transaction, key: bytes) -> bytes | None:
+    def _lookup(self, txn: lmdb.Transaction[bytes], key: bytes) -> bytes | None:
         """The value of ``key`` of any length, checked."""
         size = len(key)
         if 0 < size <= SHORT_MAX:
@@ -260,7 +260,7 @@ class LMDBStore(Store):
         at = bisect.bisect_left(entries, (suffix,))
         return entries[at][1] if at < len(entries) and entries[at][0] == suffix else None
 
-    def _bucket(self, txn: lmdb.Transaction, prefix: bytes) -> list[KeyValue]:
+    def _bucket(self, txn: lmdb.Transaction[bytes], prefix: bytes) -> list[KeyValue]:
         record = txn.get(prefix, db=self._long)
         return [] if record is None else decode_bucket(prefix, unseal(prefix, record))
 
@@ -280,7 +280,7 @@ class LMDBStore(Store):
         return self._translated(items, txn)
 
     def _range_items(
-        self, txn: lmdb.Transaction, cursor: lmdb.Cursor, has_long: bool,
+        self, txn: lmdb.Transaction[bytes], cursor: lmdb.Cursor[bytes], has_long: bool,
         start: bytes | None, end: bytes | None, reverse: bool,
     ) -> Iterator[KeyValue]:
         """The entries of ``[start, end)`` read through ``txn`` (``cursor`` on ``data``): short keys,
@@ -306,7 +306,7 @@ class LMDBStore(Store):
         except Exception as exc:
             raise self._failure("scan", exc) from exc
 
-    def _translated(self, items: Iterator[KeyValue], txn: lmdb.Transaction) -> Iterator[KeyValue]:
+    def _translated(self, items: Iterator[KeyValue], txn: lmdb.Transaction[bytes]) -> Iterator[KeyValue]:
         """Yield ``items``, end the read transaction when done, and translate errors."""
         try:
             yield from items
@@ -352,7 +352,7 @@ class LMDBStore(Store):
         if not (puts or deletes or delete_ranges or version is not None):
             return
 
-        def apply(txn: lmdb.Transaction) -> None:
+        def apply(txn: lmdb.Transaction[bytes]) -> None:
             if delete_ranges:
                 self._delete_ranges(txn, delete_ranges)
             if deletes:
@@ -370,7 +370,7 @@ class LMDBStore(Store):
         if version is not None:
             self._cached_version = version
 
-    def _put(self, txn: lmdb.Transaction, puts: Sequence[KeyValue]) -> None:
+    def _put(self, txn: lmdb.Transaction[bytes], puts: Sequence[KeyValue]) -> None:
         records = sealed(puts)  # TypeError/ValueError for a bad entry: nothing applied
         if all_short(list(map(_KEY, records))):
             txn.cursor().putmulti(records)
@@ -378,7 +378,7 @@ class LMDBStore(Store):
         txn.cursor().putmulti([kv for kv in records if 0 < len(kv[0]) <= SHORT_MAX])
         self._put_special(txn, [kv for kv in puts if not 0 < len(kv[0]) <= SHORT_MAX])
 
-    def _put_special(self, txn: lmdb.Transaction, changes: Sequence[tuple[bytes, bytes | None]]) -> None:
+    def _put_special(self, txn: lmdb.Transaction[bytes], changes: Sequence[tuple[bytes, bytes | None]]) -> None:
         """Apply puts (value) and deletes (None) of empty and long keys, in order."""
         buckets: dict[bytes, dict[bytes, bytes | None]] = {}
         for key, value in changes:
@@ -397,20 +397,20 @@ class LMDBStore(Store):
                     entries[suffix] = value
             self._store_bucket(txn, prefix, sorted(entries.items()))
 
-    def _store_bucket(self, txn: lmdb.Transaction, prefix: bytes, entries: list[KeyValue]) -> None:
+    def _store_bucket(self, txn: lmdb.Transaction[bytes], prefix: bytes, entries: list[KeyValue]) -> None:
         if entries:
             txn.put(prefix, seal(prefix, encode_bucket(entries)), db=self._long)
         else:
             txn.delete(prefix, db=self._long)
 
-    def _delete_keys(self, txn: lmdb.Transaction, keys: Sequence[bytes]) -> None:
+    def _delete_keys(self, txn: lmdb.Transaction[bytes], keys: Sequence[bytes]) -> None:
         if all_short(keys):
             _DRAIN(map(txn.delete, keys))
             return
         _DRAIN(map(txn.delete, [key for key in keys if 0 < len(key) <= SHORT_MAX]))
         self._put_special(txn, [(key, None) for key in keys if not 0 < len(key) <= SHORT_MAX])
 
-    def _delete_ranges(self, txn: lmdb.Transaction, ranges: Sequence[tuple[bytes, bytes]]) -> None:
+    def _delete_ranges(self, txn: lmdb.Transaction[bytes], ranges: Sequence[tuple[bytes, bytes]]) -> None:
         has_long = txn.stat(self._long)["entries"] > 0
         for start, end in ranges:
             if type(start) is not bytes or type(end) is not bytes:
@@ -428,7 +428,7 @@ class LMDBStore(Store):
             if has_long:
                 self._delete_long_range(txn, start, end)
 
-    def _delete_long_range(self, txn: lmdb.Transaction, start: bytes, end: bytes) -> None:
+    def _delete_long_range(self, txn: lmdb.Transaction[bytes], start: bytes, end: bytes) -> None:
         cursor = txn.cursor(self._long)
         found = cursor.set_range(start[:SHORT_MAX]) if start else cursor.first()
         touched = []
@@ -448,13 +448,14 @@ class LMDBStore(Store):
         and the version marker is not set.
         """
         loader = Loader(self.path)
-        chunk: list[KeyValue] = []
-        for item in items:
-            chunk.append(item)
-            if len(chunk) >= _LOAD_CHUNK:
-                self._append(loader.prepare(chunk, final=False), chunk)
-                chunk = []
-        self._append(loader.prepare(chunk, final=True), chunk)
+        source = iter(items)
+        chunk = list(islice(source, _LOAD_CHUNK))  # chunks are cut in C: no Python step per entry
+        while True:
+            following = list(islice(source, _LOAD_CHUNK)) if len(chunk) == _LOAD_CHUNK else []
+            self._append(loader.prepare(chunk, final=not following), chunk)
+            if not following:
+                break
+            chunk = following
         if version is not None:
             self._write((), (), (), version)
         return loader.count
@@ -462,7 +463,7 @@ class LMDBStore(Store):
     def _append(self, prepared: Prepared, chunk: list[KeyValue]) -> None:
         short, long, empty = prepared
 
-        def apply(txn: lmdb.Transaction) -> None:
+        def apply(txn: lmdb.Transaction[bytes]) -> None:
             for db, records in ((self._data, short), (self._long, long)):
                 if records:
                     consumed, added = txn.cursor(db).putmulti(records, append=True)
@@ -478,7 +479,7 @@ class LMDBStore(Store):
         except _OutOfOrder:
             raise StoreError(_order_message(self.path, self._reader, chunk)) from None
 
-    def _transact(self, apply: Callable[[lmdb.Transaction], T], what: str) -> T:
+    def _transact(self, apply: Callable[[lmdb.Transaction[bytes]], T], what: str) -> T:
         """Run ``apply`` in one write transaction, growing the map and retrying when it is full."""
         while True:
             try:
@@ -525,7 +526,9 @@ class LMDBStore(Store):
     # -- lifecycle -------------------------------------------------------------------------------
 
     def _close(self) -> None:
-        env, self._env, self._reader = self._env, None, None
+        env = self._env
+        # the handles are dropped with the store (every use checks that it is open first)
+        self._env, self._reader = None, None  # type: ignore[assignment]
         try:
             env.close()
         except Exception as exc:
@@ -543,7 +546,7 @@ class _OutOfOrder(StoreError):
     """A bulk-load chunk had a key not above its predecessor (internal; reported with the keys)."""
 
 
-def _order_message(path: str, reader: lmdb.Transaction, chunk: list[KeyValue]) -> str:
+def _order_message(path: str, reader: lmdb.Transaction[bytes], chunk: list[KeyValue]) -> str:
     """Name the first key of ``chunk`` not above its predecessor (or the store's last key)."""
     cursor = reader.cursor()
     previous = cursor.key() if cursor.last() else None

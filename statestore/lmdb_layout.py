@@ -159,13 +159,13 @@ def long_items(cursor: Any, start: bytes | None, end: bytes | None, reverse: boo
         else:  # the bucket of end's own prefix may hold keys below end
             positioned = cursor.prev() if cursor.key() > end[:SHORT_MAX] else True
         buckets = cursor.iterprev() if positioned else iter(())
-        items = chain.from_iterable(_expanded(p, r)[::-1] for p, r in buckets)
+        items: Iterator[tuple[bytes, bytes]] = chain.from_iterable(_expanded(p, r)[::-1] for p, r in buckets)
         items = items if end is None else dropwhile((end,).__le__, items)
         return items if start is None else takewhile((start,).__le__, items)
     positioned = cursor.set_range(start[:SHORT_MAX]) if start else cursor.first()
     buckets = cursor.iternext() if positioned else iter(())
-    items = chain.from_iterable(_expanded(p, r) for p, r in buckets)
-    items = items if start is None else dropwhile((start,).__gt__, items)
+    forward: Iterator[tuple[bytes, bytes]] = chain.from_iterable(_expanded(p, r) for p, r in buckets)
+    items = forward if start is None else dropwhile((start,).__gt__, forward)
     return items if end is None else takewhile((end,).__gt__, items)
 
 

@@ -41,7 +41,7 @@ import shutil
 import tempfile
 from collections import deque
 from itertools import dropwhile, starmap, takewhile
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from rocksdict import (
     IngestExternalFileOptions,
@@ -80,7 +80,7 @@ _MARKERS = ("CURRENT", "IDENTITY")
 _SST_TARGET_BYTES = 64 << 20
 #: ... checked every this many entries (file_size() is not free).
 _SST_CHECK_EVERY = 16384
-_DRAIN = deque(maxlen=0).extend  # consume an iterator at C speed
+_DRAIN: Callable[[Iterable[object]], None] = deque[object](maxlen=0).extend  # consume an iterator at C speed
 
 
 class RocksDBStore(Store):

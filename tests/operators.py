@@ -14,16 +14,19 @@ import pyarrow.compute as pc
 
 from streamjoin.bench.operators import check_columns as _check_columns
 from streamjoin.runtime.operator import REASON_COLUMN, InputSpec, Operator, StepInput, StepResult
+from streamjoin.runtime.registry import register
 from streamjoin.statestore.base import Store
 from streamjoin.statestore.codecs import decode_int, encode_int, pack
 
 __all__ = ["RunningCount"]
 
 
+@register
 class RunningCount(Operator):
     """Per key, the number of rows seen so far; rows with a null key are set aside."""
 
     kind = "running_count"
+    set_aside_inputs = ("input",)
 
     def __init__(self, schema: pa.Schema, key: Sequence[str]) -> None:
         _check_columns(schema, key, "running_count")

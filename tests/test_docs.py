@@ -122,3 +122,28 @@ def test_docs_readme_links_only_absolute_urls():
 
 def test_docs_readme_stays_a_front_door():
     assert len((ROOT / "README.md").read_text().splitlines()) <= 250
+
+
+#: a repository path written in a page: folders, a name, a source or page extension
+REPO_PATH = re.compile(r"(?<![\w/~:-])((?:\.\.?/)*(?:[\w.-]+/)+[\w.-]+\.(?:py|md|sh|toml|java|cfg))\b")
+#: paths a user chooses (examples of their own files), not the repository's
+USER_PATH = re.compile(r"^(?:my|your|path/to|tmp|app|jobs?/my)[\w/-]*|/my_|example_")
+
+
+def _missing_paths(page: Path) -> list[str]:
+    files = set(subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split())
+    missing = []
+    for match in REPO_PATH.finditer(page.read_text()):
+        path = match.group(1)
+        if USER_PATH.search(path):
+            continue
+        beside = (page.parent / path).resolve()
+        if beside.exists() or path in files or any(f.endswith("/" + path) for f in files):
+            continue
+        missing.append(path)
+    return missing
+
+
+def test_docs_name_only_files_that_exist():
+    missing = {page.relative_to(ROOT).as_posix(): _missing_paths(page) for page in PAGES}
+    assert {p: m for p, m in missing.items() if m} == {}

@@ -48,7 +48,8 @@ def read_table(conn: Any, info: TableInfo) -> tuple[pa.Table, pa.Table]:
             column_types={n: pa.string() for n in info.schema.names}, strings_can_be_null=True,
             quoted_strings_can_be_null=False, null_values=[""]),
     )
-    arrays, bad = [], {}
+    arrays: list[pa.Array] = []
+    bad: dict[int, str] = {}   # row -> why it does not decode
     for f, pg_type in zip(info.schema, info.pg_types or [""] * len(info.schema)):
         column = text.column(f.name).combine_chunks()
         if pg_type == "numeric":  # read as text: its NaN and infinities read as null, as in the changes

@@ -55,6 +55,8 @@ import pyarrow as pa
 from streamjoin.changes import ChangeFormat
 from streamjoin.enrichment.spec import EnrichmentSpec, How, Mode, build_spec
 from streamjoin.enrichment.step import Step
+from streamjoin.enrichment.views import VIEWS
+from streamjoin.kit.times import Duration
 from streamjoin.runtime.operator import InputSpec, SpecOperator, StepInput, StepResult
 from streamjoin.statestore.base import KeyValue, Store
 
@@ -68,11 +70,17 @@ class EnrichmentJoin(SpecOperator):
     """Enriches events with the version of a changing table's row they refer to (see module)."""
 
     kind = "enrichment_join"
+    #: ``table_source``: change rows the Spark layer refuses before routing
+    set_aside_inputs = ("stream", "table", "table_source")
+    metric_merges = {"matched": "sum", "events_waiting": "sum", "released_by_grace": "sum", "expired_lookups": "sum",
+                     "event_watermark": "max", "table_watermark": "max"}
+    time_metrics = frozenset({"event_watermark", "table_watermark"})
+    state_views = VIEWS
 
     def __init__(
         self, stream: pa.Schema, table: pa.Schema, on: str | Sequence[str], *, stream_time: str,
         changes: ChangeFormat, mode: str | Mode = "as_of", how: str | How = "left",
-        delay: datetime.timedelta = datetime.timedelta(0), grace: datetime.timedelta | None = None,
+        delay: Duration = datetime.timedelta(0), grace: Duration | None = None,
         buckets: int = 64, event_bucket: datetime.timedelta = datetime.timedelta(seconds=1),
         table_ttl: datetime.timedelta | str | None = None,
         stream_delay: datetime.timedelta | str | None = None, table_delay: datetime.timedelta | str | None = None,

@@ -49,8 +49,8 @@ _VERSIONS, _EVENTS = st.LAYOUT["versions"], st.LAYOUT["events"]
 def regroup(spec: EnrichmentSpec, sources: Sequence[Store], owned: Ownership) -> list[KeyValue]:
     """The entries of the key groups ``owned`` selects, from the old partitions' ``sources``, in
     key order (see module)."""
-    metas = [st.LAYOUT["meta"].get(s) for s in sources]
-    metas = [st.Meta(*m) for m in metas if m is not None]
+    found = [st.LAYOUT["meta"].get(s) for s in sources]
+    metas = [st.Meta(*m) for m in found if m is not None]
     out: list[KeyValue] = []
     held, expiry = 0, []
     for bucket, tables in _groups(sources, _VERSIONS, _VERSIONS.offset("key bucket")):
@@ -83,7 +83,8 @@ def regroup(spec: EnrichmentSpec, sources: Sequence[Store], owned: Ownership) ->
 def _groups(sources: Sequence[Store], area: Area, part: slice) -> Iterator[tuple[Any, list[pa.Table]]]:
     """(``part`` of the key, decoded; the whole key for ``slice(0, None)``) and the tables of every
     entry of ``area`` in every source sharing it, in key order."""
-    current, tables = None, []
+    current: bytes = b""   # read only once ``tables`` holds an entry of it
+    tables: list[pa.Table] = []
     for _, key, value in merged_scan(sources, area.prefix, area.end):
         name = key[part]
         if name != current and tables:

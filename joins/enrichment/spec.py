@@ -136,7 +136,8 @@ def build_spec(
         raise JoinDefinitionError(f"the table's change time {changes.time!r} must be a timestamp column here")
     stream_key = _stream_key(on, stream, stream_time)
     key_types = _key_types(stream, stream_key, internal, changes.key)
-    mode, how = _enum(Mode, mode, "mode"), parse_how(how, HOWS)
+    chosen: Mode = _enum(Mode, mode, "mode")
+    how = parse_how(how, HOWS)
     wait, width = parse_duration("delay", delay), parse_duration("event_bucket", event_bucket)
     window = None if grace is None else parse_duration("grace", grace)
     if wait < 0 or (window is not None and window < 0) or width <= 0:
@@ -149,7 +150,7 @@ def build_spec(
         raise JoinDefinitionError(f"buckets must be an int in 1..{1 << 20}, not {buckets!r}")
     values = tuple(n for n in internal.names[len(changes.key) + 3:])
     output = _output_schema(stream, internal, values)
-    return EnrichmentSpec(stream, stream_key, key_types, stream_time, table, changes, internal, values, mode, how, wait,
+    return EnrichmentSpec(stream, stream_key, key_types, stream_time, table, changes, internal, values, chosen, how, wait,
                           window, buckets, width, output, canonical_sort_keys(stream, [stream_time, *stream_key]),
                           ttl=ttl, delays=(delays[0], delays[1]))
 

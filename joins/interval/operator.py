@@ -39,6 +39,7 @@ from streamjoin.interval.state import (
     scan_groups,
     watermark_put,
 )
+from streamjoin.interval.views import VIEWS
 from streamjoin.kit.watermark import WatermarkPolicy
 from streamjoin.runtime.operator import NEG_INF, POS_INF, InputSpec, SpecOperator, StepInput, StepResult
 from streamjoin.statestore.base import KeyValue, Store
@@ -54,15 +55,20 @@ _OTHER = {"left": "right", "right": "left"}
 
 def watermark(max_times: tuple[int | None, ...], delay: int) -> int:
     """``min_i(max_times) - delay``, or NEG_INF while an input has seen no row (docs/design/semantics.md "Time")."""
-    if not max_times or any(t is None for t in max_times):
+    seen = [t for t in max_times if t is not None]
+    if not seen or len(seen) < len(max_times):
         return NEG_INF
-    return max(int(min(max_times)) - delay, NEG_INF)
+    return max(min(seen) - delay, NEG_INF)
 
 
 class IntervalJoin(SpecOperator):
     """Joins a left and a right event stream on key equality within a time window (see module)."""
 
     kind = "interval_join"
+    set_aside_inputs = ("left", "right")
+    metric_merges = {"pairs": "sum", "watermark": "max"}
+    time_metrics = frozenset({"watermark"})
+    state_views = VIEWS
 
     def __init__(
         self,

@@ -49,7 +49,8 @@ def _buckets(sources: Sequence[Store], side: str) -> Iterator[tuple[int, list[tu
     """(bucket start, its (source, key, value) entries) for each bucket of ``side``, in order."""
     area = LAYOUT[side]
     at = area.offset("bucket")
-    current, entries = b"", []
+    current = b""
+    entries: list[tuple[int, bytes, bytes]] = []
     for source, key, value in merged_scan(sources, area.prefix, area.end):
         if key[at] != current and entries:
             yield area.decode(entries[0][1])[0], entries

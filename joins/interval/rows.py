@@ -118,6 +118,7 @@ def _assemble(
     for column, field in zip(spec.output, spec.output_schema):
         if column.side == "key":
             source = left if key_from == "left" else right
+            assert source is not None, "key_from names a side that has rows"
             name = column.source if key_from == "left" else spec.right.key[spec.left.key.index(column.source)]
             values = source.column(name)
         else:

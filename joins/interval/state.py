@@ -109,7 +109,8 @@ def scan_groups(store: Store, side: str, ranges: Sequence[BucketRange], max_rows
     area = _SIDES[side]
     at_bucket, at_kind = area.offset("bucket"), area.offset("kind")
     group, rows = Group(), 0
-    bucket, bucket_marks = b"", []
+    bucket = b""
+    bucket_marks: list[np.ndarray] = []
     for lo, hi in ranges:
         for key, value in area.scan_span(store, None if lo is None else (lo,), None if hi is None else (hi,)):
             if key[at_bucket] != bucket:

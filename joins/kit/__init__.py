@@ -9,10 +9,9 @@
 * :mod:`~streamjoin.kit.keys`: the common key type (also the Spark layer's routing type) and
   floating-point keys as Spark compares them.
 * :mod:`~streamjoin.kit.times`: durations and timestamps as microseconds.
+* :mod:`~streamjoin.kit.columns`: an input batch's columns as declared, and the set-aside reason column.
 * :mod:`~streamjoin.kit.arrivals`: sorting a batch's rows into late, null time, null key and to
   process, and the rows set aside with their reason.
-* :mod:`~streamjoin.kit.options`: :class:`JoinOptions`, the store, checkpoint, partitions and state
-  directory of a join.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ from streamjoin.kit.arrivals import Arrivals, set_aside, sort_out
 from streamjoin.kit.how import HOW_ALIASES, EnrichmentHow, How, IntervalHow, TableHow, parse_how
 from streamjoin.kit.keys import common_key_type, family_key_type, normal_key_array, normal_keys, routing_key_type
 from streamjoin.kit.on import On, column_names, parse_on
-from streamjoin.kit.options import JoinOptions
 from streamjoin.kit.order import NULLS, canonical_order, canonical_sort_keys, sort_canonically, sortable
 from streamjoin.kit.times import MAX_DURATION_US, Duration, micros, parse_duration, times_of
 
@@ -29,6 +27,6 @@ __all__ = [
     "parse_how", "parse_duration", "normal_keys", "normal_key_array", "MAX_DURATION_US", "HOW_ALIASES",
     "How", "On", "parse_on", "column_names", "common_key_type", "family_key_type", "routing_key_type",
     "NULLS", "sortable", "canonical_sort_keys", "canonical_order", "sort_canonically", "Duration",
-    "micros", "times_of", "Arrivals", "sort_out", "set_aside", "JoinOptions", "IntervalHow", "EnrichmentHow",
+    "micros", "times_of", "Arrivals", "sort_out", "set_aside", "IntervalHow", "EnrichmentHow",
     "TableHow",
 ]

@@ -10,7 +10,7 @@ group (docs/design/semantics.md, "Time"):
   (an outer side) keeps it aside to emit; any other sets it aside (reason ``"null key"``);
 * the rest are processed.
 
-Rows set aside carry their reason in :data:`streamjoin.runtime.operator.REASON_COLUMN`
+Rows set aside carry their reason in :data:`streamjoin.kit.columns.REASON_COLUMN`
 (:func:`set_aside`). Nothing here loops over rows in Python.
 """
 
@@ -22,9 +22,9 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 
+from streamjoin.kit.columns import REASON_COLUMN, conform
 from streamjoin.kit.order import SortKeys, sort_canonically
 from streamjoin.kit.times import times_of
-from streamjoin.runtime.operator import REASON_COLUMN, conform
 
 __all__ = ["REASON_LATE", "REASON_NULL_TIME", "REASON_NULL_KEY", "Arrivals", "sort_out", "set_aside"]
 

@@ -29,8 +29,11 @@ from streamjoin.runtime.rescale import Epoch, changelog_uri, current_epoch, epoc
 
 __all__ = ["PartitionReport", "CheckpointReport", "describe_checkpoint", "verify_checkpoint", "stage_checkpoints"]
 
-_BINDING = "streamjoin.json"
+#: The stage folders a checkpoint of several stages holds. A folder records nothing of the plan
+#: that wrote it, and one holding unrelated join checkpoints is no join: the names say which.
 _STAGES = ("left_keys", "right_keys", "join")
+
+_BINDING = "streamjoin.json"
 #: ``progress(done, total)``: called as partitions are read.
 Progress = Callable[[int, int], None]
 
@@ -67,7 +70,7 @@ class CheckpointReport:
 
 
 def stage_checkpoints(uri: str) -> list[str]:
-    """``uri`` if it is a join checkpoint, else its stages' checkpoints (a table-table join).
+    """``uri`` if it is a join checkpoint, else its stages' checkpoints (a table-table join's).
     Raises :class:`JoinDefinitionError` when it is neither."""
     cp = Checkpoint(uri)
     if _exists(cp, _BINDING):
@@ -98,8 +101,8 @@ def describe_checkpoint(uri: str, progress: Progress | None = None) -> Checkpoin
             progress(p + 1, partitions)
     return CheckpointReport(
         uri=cp.uri, kind=binding.get("definition", {}).get("kind", "join"), partitions=partitions,
-        mode=binding.get("mode"), query_id=cp.bound_query(), definition=binding.get("definition", {}),
-        newest_version=cp.newest_metrics_version(), parts=tuple(parts))
+        mode=binding.get("mode"), query_id=cp.binding.bound_query(), definition=binding.get("definition", {}),
+        newest_version=cp.commits.newest_version(), parts=tuple(parts))
 
 
 def verify_checkpoint(uri: str, progress: Progress | None = None) -> list[str]:
@@ -116,7 +119,7 @@ def verify_checkpoint(uri: str, progress: Progress | None = None) -> list[str]:
     partitions = max(epoch.partitions, 0)
     ran_here = epoch_has_run(cp, found, epoch.number) if found else False
     streaming = binding.get("mode") != "batch"
-    ran = cp.newest_metrics_version() is not None
+    ran = cp.commits.newest_version() is not None
     try:
         newest = _newest_records(cp)
     except JoinError as exc:
@@ -129,7 +132,7 @@ def verify_checkpoint(uri: str, progress: Progress | None = None) -> list[str]:
             problems.append(f"partition {p}: changelog {log.uri}{where} is missing or empty")
         problems += [f"partition {p}: {exc}" for exc in verify(log)]
         if streaming and ran and newest is not None and p not in newest and not log.listing().empty:
-            problems.append(f"partition {p}: no commit record of version {cp.newest_metrics_version()} "
+            problems.append(f"partition {p}: no commit record of version {cp.commits.newest_version()} "
                             f"under {cp.uri}/commits")
         if progress is not None:
             progress(p + 1, partitions)
@@ -161,8 +164,8 @@ def _impossible_partitioning(cp: Checkpoint, binding: dict[str, Any], found: lis
 
 def _newest_records(cp: Checkpoint) -> dict[int, tuple[int | None, ...]]:
     """Each partition's watermark input in the newest version's commit records (one listing)."""
-    newest = cp.newest_metrics_version()
-    records = [] if newest is None else cp.commit_records(newest)
+    newest = cp.commits.newest_version()
+    records = [] if newest is None else cp.commits.records(newest)
     return {r.partition: r.max_times for r in records}
 
 

@@ -19,12 +19,13 @@ A test checks it against Spark's own ``hash``.
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Sequence
+from typing import Any, Sequence, cast
 
 import numpy as np
 import pyarrow as pa
 
 from streamjoin.errors import JoinDefinitionError
+from streamjoin.kit.keys import normal_key_array, routing_key_type
 
 __all__ = [
     "DEFAULT_KEY_GROUPS", "SEED", "spark_hash", "key_groups", "owners", "group_range", "slot_values",
@@ -60,7 +61,7 @@ def check_key_groups(groups: object, partitions: object) -> None:
     int of at least 1 and ``partitions`` an int from 1 to ``groups`` (a partition owns whole key
     groups, at least one)."""
     check_count(groups, "max_partitions")
-    check_count(partitions, "partitions", most=groups,
+    check_count(partitions, "partitions", most=groups if isinstance(groups, int) else None,
                 why="the join's key groups, max_partitions, fixed when its checkpoint is created")
 
 
@@ -127,8 +128,6 @@ def _hash_bytes(values: pa.Array, seed: np.ndarray) -> np.ndarray:
 
 def _column_hash(values: pa.Array, seed: np.ndarray) -> np.ndarray:
     """``seed`` updated by one column (a null keeps its row's seed), as Spark's ``hash`` does."""
-    from streamjoin.kit.keys import normal_key_array  # (the kit's package imports the runtime)
-
     kind = values.type
     valid = np.ones(len(values), dtype=bool) if values.null_count == 0 else \
         np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
@@ -248,8 +247,6 @@ def routing_types(inputs: Sequence) -> list[pa.DataType]:
     """The type each key column is routed in (``inputs``: the operator's :class:`InputSpec` s):
     the inputs' type when all agree, else :func:`streamjoin.kit.keys.routing_key_type` (as the
     Spark layer casts them)."""
-    from streamjoin.kit.keys import routing_key_type  # (the kit's package imports the runtime)
-
     out = []
     for j in range(len(inputs[0].key)):
         columns = [(spec.key[j], spec.schema.field(spec.key[j]).type) for spec in inputs]
@@ -265,7 +262,7 @@ def values_table(rows: Sequence[Sequence[object]], types: Sequence[pa.DataType])
     for j, kind in enumerate(types):
         column = [row[j] for row in rows]
         if pa.types.is_decimal(kind):
-            column = [None if v is None else Decimal(v) if not isinstance(v, Decimal) else v for v in column]
+            column = [None if v is None else v if isinstance(v, Decimal) else Decimal(cast(Any, v)) for v in column]
         arrays.append(pa.array(column, type=kind) if column else pa.array([], kind))
     return pa.Table.from_arrays(arrays, names=[f"k{j}" for j in range(len(types))])
 

@@ -2,7 +2,7 @@
 
 ``LocalRunner`` routes each version's rows to partitions by the key groups of their key columns
 (:mod:`streamjoin.runtime.keygroups`) and calls
-:func:`streamjoin.runtime.partition.run_partition` for every partition (empty ones too, as Spark does), so the
+:func:`streamjoin.runtime.task.run_task` for every partition (empty ones too, as Spark does), so the
 tests exercise the same state, changelog and watermark code as a Spark query, without a JVM. It
 can also lose its local stores, execute a version again, and restart (with another partition
 count too, :mod:`streamjoin.runtime.rescale`), to test recovery and rescaling.
@@ -19,11 +19,12 @@ import numpy as np
 import pyarrow as pa
 
 from streamjoin.kit import normal_keys
-from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.runtime.bind import bind_query
 from streamjoin.runtime.keygroups import check_count, key_groups, owners, routing_types
 from streamjoin.runtime.operator import Operator
-from streamjoin.runtime.partition import StateConfig, TaskInfo, local_store_path, run_partition
-from streamjoin.runtime.rescale import bind_partitions, current_epoch, epoch_dir
+from streamjoin.runtime.options import StateConfig
+from streamjoin.runtime.rescale import current_epoch, epoch_dir
+from streamjoin.runtime.task import TaskInfo, local_store_path, run_task
 from streamjoin.statestore import destroy_store
 from streamjoin.statestore.codecs import pack
 
@@ -47,9 +48,9 @@ def route(
         return [table.take(pa.array(order[lo:hi])) for lo, hi in zip(bounds[:-1], bounds[1:])]
     normal = normal_keys(table, key)  # -0.0 and 0.0, and every NaN, to one partition (as Spark routes)
     columns = [normal.column(k).to_pylist() for k in key]
-    targets = [zlib.crc32(pack(*values)) % partitions for values in zip(*columns)]
+    hashed = [zlib.crc32(pack(*values)) % partitions for values in zip(*columns)]
     indices: list[list[int]] = [[] for _ in range(partitions)]
-    for row, target in enumerate(targets):
+    for row, target in enumerate(hashed):
         indices[target].append(row)
     return [table.take(pa.array(ix, pa.int64())) for ix in indices]
 
@@ -79,14 +80,12 @@ class LocalRunner:
         self.operator = operator
         self.query_id = query_id
         self.partitions = partitions
-        self.config = config or StateConfig(store="memory")
-        self.checkpoint = Checkpoint(checkpoint)
-        self.checkpoint.bind(operator.definition(), partitions, key_groups=key_groups)
-        bind_partitions(self.checkpoint, partitions, operator)
-        self.groups = self.checkpoint.key_groups()
+        bound = bind_query(checkpoint, operator, partitions, key_groups=key_groups,
+                           state=config or StateConfig(store="memory"))
+        self.config = bound.state
+        self.checkpoint = bound.checkpoint
+        self.groups = bound.key_groups
         self.types = routing_types(operator.inputs)
-        if self.checkpoint.initial_done() is not None:
-            self.config = dataclasses.replace(self.config, initial=True)
         self.version = 0
         self.metrics: list[dict[str, Any]] = []
 
@@ -100,7 +99,7 @@ class LocalRunner:
         for partition in range(self.partitions):
             task = TaskInfo(version, partition, self.partitions, final=final, query_id=self.query_id)
             part_rows = tuple(r[partition] for r in routed)
-            output, metrics = run_partition(self.operator, self.checkpoint, self.config, task, part_rows)
+            output, metrics = run_task(self.operator, self.checkpoint, self.config, task, part_rows)
             outputs.append(output)
             self.metrics.append(metrics)
         self.version = version + 1
@@ -114,8 +113,8 @@ class LocalRunner:
             raise ValueError(f"{self.operator.kind} has no input {input_name!r}")
         for partition, part in enumerate(self._route(rows, spec.key)):
             if part.num_rows:
-                self.checkpoint.write_initial(input_name, partition, part)
-        self.checkpoint.mark_initial_done({input_name: rows.num_rows})
+                self.checkpoint.initial.write(input_name, partition, part)
+        self.checkpoint.initial.mark_done({input_name: rows.num_rows})
         self.config = dataclasses.replace(self.config, initial=True)
 
     def _route(self, table: pa.Table, key: Sequence[str]) -> list[pa.Table]:

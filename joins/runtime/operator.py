@@ -18,20 +18,21 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 
-from streamjoin.errors import CheckpointMismatchError, JoinError
+from streamjoin.errors import CheckpointMismatchError
+from streamjoin.kit.columns import REASON_COLUMN, cast_values, conform
 from streamjoin.statestore.base import KeyValue, Store
 
 if TYPE_CHECKING:
+    from streamjoin.runtime.plan import JoinPlan
     from streamjoin.runtime.regroup import Ownership
+    from streamjoin.runtime.views import StateView
 
 __all__ = ["InputSpec", "StepInput", "StepResult", "Operator", "REASON_COLUMN", "NEG_INF", "POS_INF", "conform", "cast_values", "set_aside_schema", "SpecOperator"]
 
-#: Column added to rows set aside (late rows, dead letters): why the row was not processed.
-REASON_COLUMN = "_reason"
 
 #: Watermark bounds, as microseconds (the int64 range).
 NEG_INF = -(1 << 63)
@@ -87,8 +88,22 @@ class Operator(ABC):
     bounds, mode...): a checkpoint written by one definition is refused by another.
     """
 
-    #: short name of the operator kind, e.g. ``"interval_join"``
+    #: short name of the operator kind, e.g. ``"interval_join"``: a checkpoint's definition names
+    #: it, and :mod:`streamjoin.runtime.registry` gives the class back from it
     kind: str = "operator"
+
+    # What the engine reads about a kind, declared on its class (from a checkpoint's definition
+    # alone, through the registry: ``set_aside_rows``, ``join_metrics``, progress, ``read_state``).
+    #: The input names whose rows it sets aside (its inputs' names, and any whose rows the Spark
+    #: layer refuses before routing, e.g. ``table_source``).
+    set_aside_inputs: ClassVar[tuple[str, ...]] = ()
+    #: Its own metrics (beyond the runtime's, in ``StepResult.metrics``) and how partitions'
+    #: values combine: ``"sum"``, or ``"max"`` (a watermark: the same on every partition).
+    metric_merges: ClassVar[Mapping[str, str]] = {}
+    #: Which of its metrics are event times (µs; shown as timestamps).
+    time_metrics: ClassVar[frozenset[str]] = frozenset()
+    #: Its state as ``read_state`` shows it, by side.
+    state_views: ClassVar[Mapping[str, StateView]] = {}
 
     @property
     @abstractmethod
@@ -107,6 +122,14 @@ class Operator(ABC):
     @abstractmethod
     def step(self, state: Store, batch: StepInput) -> StepResult:
         """Process one version's rows against ``state`` (as of ``batch.version - 1``)."""
+
+    @property
+    def plan(self) -> JoinPlan:
+        """The join this operator is on its own: one stage over its inputs
+        (:meth:`streamjoin.runtime.plan.JoinPlan.single`)."""
+        from streamjoin.runtime.plan import JoinPlan  # (plan imports this module)
+
+        return JoinPlan.single(self)
 
     def regroup(self, sources: Sequence[Store], owned: Ownership) -> Iterable[KeyValue]:
         """The state of the key groups ``owned`` selects, made from ``sources`` (the states of the
@@ -142,40 +165,3 @@ def set_aside_schema(schema: pa.Schema) -> pa.Schema:
     return schema.append(pa.field(REASON_COLUMN, pa.string()))
 
 
-def conform(table: pa.Table, schema: pa.Schema, name: str) -> pa.Table:
-    """``table``'s columns of ``schema``, in its order and types: an input batch as the operator
-    declared it. Raises :class:`streamjoin.errors.JoinError` naming the columns it lacks."""
-    missing = [n for n in schema.names if n not in table.column_names]
-    if missing:
-        raise JoinError(f"the {name} input batch lacks columns {missing} of its declared schema")
-    table = table.select(schema.names)
-    if table.schema.equals(schema):
-        return table
-    columns = [cast_values(table.column(i), field.type, f"column {field.name!r} of the {name} input")
-               for i, field in enumerate(schema)]
-    return pa.Table.from_arrays(columns, schema=schema)
-
-
-def cast_values(values: pa.Array | pa.ChunkedArray, kind: pa.DataType, what: str) -> pa.Array | pa.ChunkedArray:
-    """``values`` as ``kind``. Raises :class:`streamjoin.errors.JoinError` naming ``what``, the declared
-    and the found types and a value that does not convert (Arrow's own error names none of them)."""
-    if values.type == kind:
-        return values
-    try:
-        return values.cast(kind)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
-        bad = _first_unconvertible(values, kind)
-        example = "" if bad is None else f"; {bad!r} does not convert"
-        raise JoinError(
-            f"{what} is declared {kind} but holds {values.type}{example}: cast it to {kind} "
-            f"before the join, or declare the type it has ({exc})"
-        ) from exc
-
-
-def _first_unconvertible(values: pa.Array | pa.ChunkedArray, kind: pa.DataType) -> object:
-    for value in values.to_pylist():
-        try:
-            pa.array([value], type=values.type).cast(kind)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-            return value
-    return None

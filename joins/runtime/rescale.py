@@ -15,7 +15,7 @@ starts over from the same inputs and writes the same snapshot (a snapshot file i
 or not at all).
 
 **Watermark.** Every commit record carries the global event-time progress up to its version
-(:meth:`Checkpoint.watermark_inputs`), so the first version of epoch ``n`` reads it from the old
+(:meth:`streamjoin.runtime.checkpoint.commits.Commits.watermark_inputs`), so the first version of epoch ``n`` reads it from the old
 epoch's records of ``v-1`` like any other version: a count going down loses no partition's progress. Set-aside rows and metrics are per version and stay where they are.
 """
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -34,13 +34,13 @@ from streamjoin.errors import CheckpointDamagedError, CheckpointMismatchError
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.keygroups import check_key_groups, group_range, owners, routing_types
 from streamjoin.runtime.operator import Operator
+from streamjoin.runtime.registry import operator_class
 from streamjoin.runtime.regroup import Ownership
 from streamjoin.statestore import destroy_store, open_store
 from streamjoin.statestore.base import Store
 
 __all__ = ["Epoch", "epochs", "current_epoch", "bind_partitions", "changelog_uri", "epoch_dir",
-           "prepare_partition", "old_partitions", "lost_changelog", "epoch_has_run", "can_rescale", "Plan", "plan_repartition",
-           "RESCALABLE_KINDS"]
+           "prepare_partition", "old_partitions", "lost_changelog", "epoch_has_run", "can_rescale", "Plan", "plan_repartition"]
 
 _DIR = "partitioning"
 
@@ -53,16 +53,18 @@ class Epoch:
     partitions: int
 
 
-def epochs(checkpoint: Checkpoint) -> list[Epoch]:
-    """Every epoch of the checkpoint, oldest first (empty for a checkpoint never bound)."""
-    root = checkpoint.read_record("streamjoin.json")
+def epochs(checkpoint: Checkpoint, root: Mapping[str, Any] | None = None) -> list[Epoch]:
+    """Every epoch of the checkpoint, oldest first (empty for a checkpoint never bound).
+    ``root``: ``streamjoin.json`` if already read."""
+    if root is None:
+        root = checkpoint.binding.root()
     if root is None:
         return []
     out = [Epoch(0, int(root["partitions"]))]
-    numbers = sorted(int(name[2:-5]) for name in checkpoint.record_names(_DIR)
+    numbers = sorted(int(name[2:-5]) for name in checkpoint.files.names(_DIR)
                      if name.startswith("e=") and name.endswith(".json") and name[2:-5].isdigit())
     for number in numbers:
-        record = checkpoint.read_record(f"{_DIR}/e={number}.json")
+        record = checkpoint.files.read_json(f"{_DIR}/e={number}.json")
         if record is not None:
             out.append(Epoch(number, int(record["partitions"])))
     return out
@@ -74,34 +76,40 @@ def current_epoch(checkpoint: Checkpoint) -> Epoch:
     return found[-1] if found else Epoch(0, 0)
 
 
-def can_rescale(operator: Operator) -> bool:
-    """Whether ``operator`` splits its state by key group (overrides ``Operator.regroup``)."""
-    return type(operator).regroup is not Operator.regroup
+def can_rescale(operator: Operator | type[Operator]) -> bool:
+    """Whether ``operator`` (or an operator class) splits its state by key group (overrides
+    ``Operator.regroup``)."""
+    cls = operator if isinstance(operator, type) else type(operator)
+    return cls.regroup is not Operator.regroup
 
 
-def bind_partitions(checkpoint: Checkpoint, partitions: int, operator: Operator | None = None) -> Epoch:
-    """Make ``partitions`` the checkpoint's partition count (after :meth:`Checkpoint.bind`):
+def bind_partitions(checkpoint: Checkpoint, partitions: int, operator: Operator | None = None,
+                    root: Mapping[str, Any] | None = None) -> Epoch:
+    """Make ``partitions`` the checkpoint's partition count (after :meth:`streamjoin.runtime.checkpoint.binding.Binding.bind`):
     the current epoch if it has that count, else a new epoch. Raises
     :class:`CheckpointMismatchError` for a change of an ``operator`` that cannot split its state,
     and for a change while
     initial rows routed for the old count wait for the first version; raises
-    :class:`JoinDefinitionError` for more partitions than key groups."""
-    groups = checkpoint.key_groups()
+    :class:`JoinDefinitionError` for more partitions than key groups. ``root``:
+    ``streamjoin.json`` if already read (by the bind)."""
+    if root is None:
+        root = checkpoint.binding.root()
+    groups = checkpoint.binding.key_groups(root)
     check_key_groups(groups, partitions)
-    found = epochs(checkpoint)
+    found = epochs(checkpoint, root)
     _refuse_impossible(checkpoint, found, groups)
     current = found[-1] if found else Epoch(0, 0)
     if current.partitions == partitions:
         return current
-    if operator is not None and not can_rescale(operator) and checkpoint.has_state():
+    if operator is not None and not can_rescale(operator) and checkpoint.commits.has_state():
         operator.regroup((), Ownership(groups, 0, partitions, ()))   # raises, saying why
-    if checkpoint.initial_done() is not None and not checkpoint.has_state():
+    if checkpoint.initial.done() is not None and not checkpoint.commits.has_state():
         raise CheckpointMismatchError(
             f"checkpoint {checkpoint.uri} holds initial rows routed to {current.partitions} partitions that "
             f"its first version has not taken yet; run that version with partitions={current.partitions} "
             "before changing the partition count")
     wanted = Epoch(current.number + 1, partitions)
-    if not checkpoint.create_record(f"{_DIR}/e={wanted.number}.json", {"partitions": partitions}):
+    if not checkpoint.files.create_json(f"{_DIR}/e={wanted.number}.json", {"partitions": partitions}):
         winner = current_epoch(checkpoint)
         if winner.partitions != partitions:
             raise CheckpointMismatchError(
@@ -123,14 +131,14 @@ def _refuse_impossible(checkpoint: Checkpoint, found: Sequence[Epoch], groups: i
                 f"{epoch.number}, which no run can use (1 to the join's {groups} key groups). If no run has used "
                 "that record (a repartition with a bad count wrote it), delete it and run again; otherwise restore "
                 "the checkpoint from a copy. `streamjoin checkpoint verify` lists what else is wrong",
-                path=checkpoint.location(record))
+                path=checkpoint.files.location(record))
 
 
 def epoch_has_run(checkpoint: Checkpoint, found: Sequence[Epoch], number: int) -> bool:
     """Whether epoch ``number`` of ``found`` (:func:`epochs`) has committed a version: epoch 0
     once any version is committed; a later one when one of its changelogs holds any, or when the
     checkpoint committed a version after the newest the epochs before it hold (so this one did)."""
-    newest = checkpoint.newest_metrics_version()
+    newest = checkpoint.commits.newest_version()
     if newest is None:
         return False
     if number == 0:
@@ -164,7 +172,7 @@ def changelog_uri(checkpoint: Checkpoint, epoch: Epoch, partition: int) -> str:
     """The URI of ``partition``'s changelog in ``epoch``."""
     if epoch.number == 0:
         return checkpoint.changelog_uri(partition)
-    return checkpoint.location(f"state/{epoch_dir(epoch)}p={partition}")
+    return checkpoint.files.location(f"state/{epoch_dir(epoch)}p={partition}")
 
 
 def old_partitions(partition: int, new: int, old: int, groups: int) -> list[int]:
@@ -187,12 +195,13 @@ class _Stores:
 
 def prepare_partition(
     operator: Operator, checkpoint: Checkpoint, store: str, store_options: dict, local_root: str,
-    version: int, partition: int, partitions: int, retain_versions: int,
+    version: int, partition: int, partitions: int, retain_versions: int, *, root: Mapping[str, Any] | None = None,
 ) -> Epoch:
     """The epoch a task of ``partitions`` partitions runs in; before its partition's first version
     in a new epoch, its changelog is rebuilt from the old epoch (see module). Raises
-    :class:`CheckpointMismatchError` when the checkpoint's partition count is not ``partitions``."""
-    found = epochs(checkpoint)
+    :class:`CheckpointMismatchError` when the checkpoint's partition count is not ``partitions``.
+    ``root``: ``streamjoin.json`` if already read."""
+    found = epochs(checkpoint, root)
     epoch = found[-1] if found else Epoch(0, partitions)
     if epoch.partitions != partitions:
         raise CheckpointMismatchError(
@@ -215,7 +224,7 @@ def _rebuild(operator: Operator, checkpoint: Checkpoint, found: Sequence[Epoch],
     if number == 0 or not log.listing().empty:
         return
     previous = found[number - 1]
-    groups = checkpoint.key_groups()
+    groups = checkpoint.binding.key_groups()
     olds = old_partitions(partition, epoch.partitions, previous.partitions, groups)
     for q in olds:
         _rebuild(operator, checkpoint, found, number - 1, q, version, stores)
@@ -224,7 +233,7 @@ def _rebuild(operator: Operator, checkpoint: Checkpoint, found: Sequence[Epoch],
     base = version - 1
     if base < 0 or all(s.listing().empty for s in sources):
         return   # the old epoch committed nothing: the partition starts empty
-    reached = max(s.listing().newest for s in sources if not s.listing().empty)
+    reached = max(v for v in (s.listing().newest for s in sources) if v is not None)
     if base > reached:
         raise lost_changelog(log.uri, partition, epoch, reached)
     owned = Ownership(groups, partition, epoch.partitions, tuple(routing_types(operator.inputs)))
@@ -248,8 +257,6 @@ def _rebuild(operator: Operator, checkpoint: Checkpoint, found: Sequence[Epoch],
 
 # -- the offline command (streamjoin checkpoint repartition) ---------------------------------------
 
-#: Operator kinds whose state splits by key group (their ``regroup``); a test keeps it in step.
-RESCALABLE_KINDS = frozenset({"interval_join", "table_join_keys", "table_join", "enrichment_join"})
 #: A checkpoint whose newest records are younger than this looks written by a running query.
 RUNNING_SECONDS = 120.0
 
@@ -280,7 +287,7 @@ def plan_repartition(
     failed mid-version: let it finish or run it again first), repartitioned before and not run
     since (asking for that count again is nothing to do), or, with ``now`` (seconds since
     the epoch) given, whose newest metrics are under :data:`RUNNING_SECONDS` old (a running query)."""
-    root = checkpoint.read_record("streamjoin.json")
+    root = checkpoint.files.read_json("streamjoin.json")
     if root is None:
         raise CheckpointMismatchError(f"{checkpoint.uri} is not a join checkpoint (it has no streamjoin.json)")
     kind = root.get("definition", {}).get("kind")
@@ -289,12 +296,12 @@ def plan_repartition(
             f"checkpoint {checkpoint.uri} was written by a streamjoin before key groups, and cannot be "
             f"rescaled: run it with partitions={root.get('partitions')}, or start from a new checkpoint location")
     check_key_groups(root["key_groups"], partitions)
-    if kind not in RESCALABLE_KINDS and checkpoint.has_state():
+    if not can_rescale(operator_class(kind)) and checkpoint.commits.has_state():
         raise CheckpointMismatchError(
             f"{kind} cannot split its state by key group, so checkpoint {checkpoint.uri} keeps its partition count")
     found = epochs(checkpoint)
     old = found[-1] if found else current_epoch(checkpoint)
-    version = checkpoint.newest_metrics_version()
+    version = checkpoint.commits.newest_version()
     if version is not None and old.number > 0 and not epoch_has_run(checkpoint, found, old.number):
         if partitions == old.partitions:
             return Plan(checkpoint.uri, old, old, version, tuple((p,) for p in range(partitions)))
@@ -305,7 +312,7 @@ def plan_repartition(
             f"{ran.partitions} partitions as of version {version}. Run the query once with partitions={old.partitions} (its first "
             "version rebuilds each partition), then change the partition count again")
     if version is not None:
-        done = {r.partition for r in checkpoint.commit_records(version)
+        done = {r.partition for r in checkpoint.commits.records(version)
                 if r.partition >= 0 and r.partitions == old.partitions}
         if len(done) < old.partitions:
             raise CheckpointMismatchError(
@@ -313,7 +320,7 @@ def plan_repartition(
                 "partitions, so a query is running on it or failed in that version: stop the query, or run it "
                 "again until the version completes, before changing the partition count")
         if now is not None:
-            age = now - checkpoint.modified(f"commits/v={version}")
+            age = now - checkpoint.files.modified(f"commits/v={version}")
             if age < RUNNING_SECONDS:
                 raise CheckpointMismatchError(
                     f"checkpoint {checkpoint.uri} committed version {version} {age:.0f} s ago: a query looks to "

@@ -14,13 +14,12 @@ import logging
 from typing import Iterator, Sequence
 
 import pyarrow as pa
-from pyspark import TaskContext
 from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from streamjoin.changes import ChangeFormat, pre_stage, resolve_format, routable_format, routable_schema
 from streamjoin.runtime.checkpoint import Checkpoint
-from streamjoin.spark.runtime import arrow_schema
+from streamjoin.spark.runtime import arrow_schema, task_context
 
 __all__ = ["change_format", "plain_changes", "SOURCE_INPUT"]
 
@@ -68,13 +67,13 @@ class _PreStage:
         self.fmt, self.checkpoint, self.schema, self.input_name = fmt, checkpoint, schema, input_name
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        batches = list(batches)
-        table = pa.Table.from_batches(batches, self.schema) if batches else self.schema.empty_table()
+        rows = list(batches)
+        table = pa.Table.from_batches(rows, self.schema) if rows else self.schema.empty_table()
         plain, result = pre_stage(table, self.fmt)
         if result.aside.num_rows:
-            ctx = TaskContext.get()
+            ctx = task_context()
             batch_id = ctx.getLocalProperty("streaming.sql.batchId")
             version = int(batch_id) if batch_id is not None else 0
-            Checkpoint(self.checkpoint).write_set_aside(self.input_name, version, ctx.partitionId(), result.aside)
+            Checkpoint(self.checkpoint).set_aside.write(self.input_name, version, ctx.partitionId(), result.aside)
             log.info("streamjoin: %d change rows set aside before routing: %s", result.aside.num_rows, result.counts)
         yield from plain.to_batches()

@@ -16,10 +16,11 @@ from streamjoin.enrichment.spec import Mode, ModeName
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.kit.how import EnrichmentHow, How
 from streamjoin.kit.on import column_names
-from streamjoin.kit.options import JoinOptions
+from streamjoin.runtime.options import JoinOptions
 from streamjoin.spark.changes import change_format, plain_changes
 from streamjoin.spark.checks import check_columns, check_time
-from streamjoin.spark.runtime import arrow_schema, resolve_checkpoint, run_operator
+from streamjoin.spark.plan import run_plan
+from streamjoin.spark.runtime import arrow_schema, resolve_checkpoint
 
 __all__ = ["stream_table_join"]
 
@@ -104,17 +105,18 @@ def stream_table_join(
             f"with table_ttl, bootstrap rows age from their change time: add the snapshot's time as column "
             f"{fmt.time!r} (e.g. F.lit(snapshot_time).alias({fmt.time!r})); a row without one would be expired at once"
         )
-    options = options.at(resolve_checkpoint(options.checkpoint, stream.isStreaming or table_changes.isStreaming,
-                                            "stream_table_join"))
-    table, fmt = plain_changes(table_changes, fmt, options.checkpoint)
+    checkpoint = resolve_checkpoint(options.checkpoint, stream.isStreaming or table_changes.isStreaming,
+                                    "stream_table_join")
+    table, fmt = plain_changes(table_changes, fmt, checkpoint)
     operator = EnrichmentJoin(
         arrow_schema(stream), arrow_schema(table), on, stream_time=stream_time, changes=fmt,
         mode=mode, how=how, delay=delay, grace=grace, table_ttl=table_ttl,
         stream_delay=stream_delay, table_delay=table_delay,
     )
     initial = None if bootstrap is None else [None, _bootstrap_changes(bootstrap, operator)]
-    return run_operator([stream, table], operator, checkpoint=options.checkpoint, partitions=options.partitions,
-                        state=options.state, key_groups=options.max_partitions, initial=initial)
+    return run_plan(operator.plan, [stream, table], checkpoint=checkpoint,
+                    partitions=options.partitions, state=options.state, key_groups=options.max_partitions,
+                    initial=initial)
 
 
 def _bootstrap_changes(bootstrap: DataFrame, operator: EnrichmentJoin) -> DataFrame:

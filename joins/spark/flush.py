@@ -36,7 +36,6 @@ returns, and the first source to claim the checkpoint owns it.
 from __future__ import annotations
 
 import os
-import posixpath
 import uuid
 from typing import Any, Iterator
 
@@ -124,9 +123,9 @@ class _FlushReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _claim(self) -> None:
         """Refuse a checkpoint another streaming query writes (see the module)."""
         checkpoint = Checkpoint(self.checkpoint)
-        if checkpoint.claim_flush(self._owner or "") == self._owner:
+        if checkpoint.binding.claim_flush(self._owner or "") == self._owner:
             return
-        bound = checkpoint.bound_query()
+        bound = checkpoint.binding.bound_query()
         raise CheckpointMismatchError(
             f"the join with checkpoint {checkpoint.uri} already feeds another streaming query"
             + (f" ({bound})" if bound is not None else "")
@@ -140,11 +139,11 @@ class _FlushReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _progress(self) -> list:
         checkpoint = Checkpoint(self.checkpoint)
-        newest = checkpoint.newest_metrics_version()
+        newest = checkpoint.commits.newest_version()
         if newest is None:
             return [None] * self.inputs
         if self._seen is None or self._seen[0] != newest:
-            found = checkpoint.newest_progress(self.inputs)   # a version being written is skipped
+            found = checkpoint.commits.newest_progress(self.inputs)   # a version being written is skipped
             if found is None:
                 return [None] * self.inputs
             version, times = found
@@ -164,11 +163,12 @@ class _FlushReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         pass
 
 
-def flush_stream(spark: SparkSession, checkpoint: str, partitions: int, inputs: int) -> DataFrame:
+def flush_stream(spark: SparkSession, checkpoint: str, partitions: int, inputs: int,
+                 ticks: bool | None = None) -> DataFrame:
     """A stream of no rows that makes Spark run a micro-batch when the join's watermark may have
     moved: :func:`tick_stream`, or for a checkpoint that a query of the Python flush source
-    claimed, that source (see the module)."""
-    if not uses_ticks(checkpoint):
+    claimed, that source (see the module). ``ticks``: :func:`uses_ticks` if the caller knows it."""
+    if not (uses_ticks(checkpoint) if ticks is None else ticks):
         return _python_flush_stream(spark, checkpoint, partitions, inputs)
     return tick_stream(spark, checkpoint)
 
@@ -204,7 +204,7 @@ def spark_location(uri: str) -> str:
 
 
 def _tick_folder(checkpoint: str) -> str:
-    return posixpath.join(checkpoint.rstrip("/"), TICKS) if "://" in checkpoint else os.path.join(checkpoint, TICKS)
+    return f"{checkpoint.rstrip('/')}/{TICKS}"   # as CheckpointFiles.location names a checkpoint's files
 
 
 def uses_ticks(checkpoint: str) -> bool:
@@ -214,10 +214,7 @@ def uses_ticks(checkpoint: str) -> bool:
 
 def _claimed_by_python_source(checkpoint: str) -> bool:
     """Whether a query of the Python flush source claimed ``checkpoint`` (``flush.json``)."""
-    try:
-        return any(info.name == _LEGACY_CLAIM for info in open_storage(checkpoint).list())
-    except FileNotFoundError:
-        return False
+    return Checkpoint(checkpoint).files.exists(_LEGACY_CLAIM)
 
 
 def _python_flush_stream(spark: SparkSession, checkpoint: str, partitions: int, inputs: int) -> DataFrame:

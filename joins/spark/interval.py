@@ -9,11 +9,12 @@ from pyspark.sql import DataFrame
 from streamjoin.interval.operator import IntervalJoin
 from streamjoin.kit.how import How, IntervalHow
 from streamjoin.kit.on import On, parse_on
-from streamjoin.kit.options import JoinOptions
 from streamjoin.kit.times import Duration
 from streamjoin.kit.watermark import WatermarkPolicy
+from streamjoin.runtime.options import JoinOptions
 from streamjoin.spark.checks import check_columns, check_time
-from streamjoin.spark.runtime import arrow_schema, run_operator
+from streamjoin.spark.plan import run_plan
+from streamjoin.spark.runtime import arrow_schema, resolve_checkpoint
 
 __all__ = ["interval_join"]
 
@@ -78,6 +79,7 @@ def interval_join(
         left_time=left_time, right_time=right_time, lower=lower, upper=upper, delay=delay, how=how,
         left_delay=left_delay, right_delay=right_delay, watermark_policy=watermark_policy,
     )
-    return run_operator([left, right], operator, checkpoint=options.checkpoint, partitions=options.partitions,
-                        state=options.state, key_groups=options.max_partitions)
+    checkpoint = resolve_checkpoint(options.checkpoint, left.isStreaming or right.isStreaming, "interval_join")
+    return run_plan(operator.plan, [left, right], checkpoint=checkpoint, partitions=options.partitions,
+                    state=options.state, key_groups=options.max_partitions)
 

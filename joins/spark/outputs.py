@@ -22,23 +22,15 @@ from pyspark.sql import types as T
 
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.runtime.inspect import stage_checkpoints
+from streamjoin.runtime.registry import operator_class
 from streamjoin.spark.progress import is_time_field, time_of
 
-__all__ = ["set_aside_rows", "join_metrics", "VERSION_COLUMN", "PARTITION_COLUMN", "INPUT_NAMES"]
+__all__ = ["set_aside_rows", "join_metrics", "VERSION_COLUMN", "PARTITION_COLUMN"]
 
 #: Columns added to set-aside rows: the version (micro-batch id) and partition they arrived in.
 VERSION_COLUMN, PARTITION_COLUMN = "_version", "_partition"
 
-#: The inputs whose rows each kind of operator sets aside (``*_source``: change rows refused
-#: before routing, by the Spark layer).
-INPUT_NAMES: dict[str, tuple[str, ...]] = {
-    "interval_join": ("left", "right"),
-    "enrichment_join": ("stream", "table", "table_source"),
-    "table_join_keys": ("changes", "changes_source"),
-    "table_join": ("left", "right"),
-    "pass_through": ("input",),
-    "running_count": ("input",),
-}
 
 _BINDING = "streamjoin.json"
 _FILE = r"/v=(-?\d+)/p=(\d+)\.parquet$"
@@ -60,13 +52,13 @@ def set_aside_rows(spark: SparkSession, checkpoint: str, input_name: str) -> Dat
     folder = posixpath.join(cp.root, "set_aside")
     present = sorted(info.base_name for info in cp.fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
                      if info.type == pafs.FileType.Directory)
-    valid = list(dict.fromkeys([*INPUT_NAMES.get(kind, ()), *present]))
+    valid = list(dict.fromkeys([*operator_class(kind).set_aside_inputs, *present]))
     if input_name not in valid:
         raise JoinDefinitionError(
             f"set_aside_rows: {checkpoint} is a checkpoint of a {kind}, which has no input {input_name!r}; "
             f"its inputs are {valid}"
         )
-    uri = cp.set_aside_uri(input_name) if input_name in present else None
+    uri = cp.set_aside.uri(input_name) if input_name in present else None
     if uri is None:
         return spark.createDataFrame([], f"_reason string, {VERSION_COLUMN} long, {PARTITION_COLUMN} long")
     rows = (spark.read.option("recursiveFileLookup", "true").option("pathGlobFilter", "*.parquet")
@@ -87,22 +79,23 @@ def join_metrics(spark: SparkSession, checkpoint: str) -> DataFrame:
     timestamps, null where there is none yet (a batch run's final watermark is 9999-12-31
     23:59:59.999999). Raises :class:`JoinDefinitionError` when ``checkpoint`` is not a join
     checkpoint."""
-    cp, _ = _checkpoint(checkpoint, "join_metrics")
-    records = [{k: time_of(v) if is_time_field(k) else v for k, v in r.items()} for r in cp.read_metrics()]
+    cp, kind = _checkpoint(checkpoint, "join_metrics")
+    operator = operator_class(kind)
+    records = [{k: time_of(v) if is_time_field(k, operator) else v for k, v in r.items()} for r in cp.commits.read_metrics()]
     if not records:
         return spark.createDataFrame([], "version long, partition long")
     names = list(dict.fromkeys(k for r in records for k in r))
-    schema = T.StructType([T.StructField(n, _spark_type(n, [r.get(n) for r in records])) for n in names])
+    schema = T.StructType([T.StructField(n, _spark_type([r.get(n) for r in records], is_time_field(n, operator))) for n in names])
     text = {f.name for f in schema.fields if isinstance(f.dataType, T.StringType)}
     rows = [tuple(json.dumps(r.get(n)) if n in text and not isinstance(r.get(n), (str, type(None))) else r.get(n)
                   for n in names) for r in records]
     return spark.createDataFrame(rows, schema)
 
 
-def _spark_type(name: str, values: list[Any]) -> T.DataType:
-    """The column type of metric ``name`` from its values (a metrics record is JSON)."""
+def _spark_type(values: list[Any], time: bool) -> T.DataType:
+    """The column type of a metric from its values (a metrics record is JSON); ``time``: an event time."""
     found = {type(v) for v in values if v is not None}
-    if is_time_field(name) or found == {datetime}:
+    if time or found == {datetime}:
         return T.TimestampType()
     if found == {bool}:
         return T.BooleanType()
@@ -118,11 +111,12 @@ def _checkpoint(checkpoint: str, caller: str) -> tuple[Checkpoint, str]:
     cp = Checkpoint(checkpoint)
     binding = posixpath.join(cp.root, _BINDING)
     if cp.fs.get_file_info(binding).type != pafs.FileType.File:
-        stages = [name for name in ("left_keys", "right_keys", "join")
-                  if cp.fs.get_file_info(posixpath.join(cp.root, name, _BINDING)).type == pafs.FileType.File]
-        hint = (f"; it is a table_table_join's checkpoint: pass one of its stages, "
-                f"{[checkpoint.rstrip('/') + '/' + s for s in stages]}") if stages else \
-            "; pass the checkpoint= location the join was started with"
+        try:
+            stages = stage_checkpoints(checkpoint)
+        except JoinDefinitionError:
+            stages = []
+        hint = (f"; it is the checkpoint of a join of several stages (a table_table_join's): pass one of "
+                f"its stages, {stages}") if stages else "; pass the checkpoint= location the join was started with"
         raise JoinDefinitionError(f"{caller}: {checkpoint} is not a join checkpoint (it has no {_BINDING}){hint}")
     with cp.fs.open_input_stream(binding) as fh:
         kind = json.loads(fh.read()).get("definition", {}).get("kind", "join")

@@ -163,8 +163,10 @@ class _Reader(DataSourceStreamReader):
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         return [LsnRange(parse_lsn(start["lsn"]), parse_lsn(end["lsn"]))]
 
-    def read(self, partition: LsnRange) -> Iterator[pa.RecordBatch]:
-        """The range's change rows; the slot does not move."""
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The range's change rows (``partition``: an :class:`LsnRange` of :meth:`partitions`);
+        the slot does not move."""
+        assert isinstance(partition, LsnRange)
         if partition.end <= partition.start:
             return iter(())
         options, info = self.options, self.info

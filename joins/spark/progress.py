@@ -32,6 +32,7 @@ from pyspark.sql import functions as F
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.runtime.checkpoint import resolve_location
 from streamjoin.runtime.operator import NEG_INF, POS_INF, Operator
+from streamjoin.runtime.registry import operator_class
 from streamjoin.spark.checks import column
 
 __all__ = ["METRICS", "OBSERVED", "observation_name", "progress_schema", "metrics_batch", "report_progress",
@@ -43,21 +44,15 @@ OBSERVED = "metrics"
 
 _COMMON_SUMS = ("output_rows", "state_rows", "state_bytes", "entries_restored", "state_versions_replayed")
 _PER_INPUT_SUMS = ("input_rows", "set_aside_rows", "late_rows")
-#: Operator-specific metrics and how partitions' values combine (watermarks: the same everywhere).
-_EXTRA: dict[str, dict[str, str]] = {
-    "interval_join": {"pairs": "sum", "watermark": "max"},
-    "enrichment_join": {"matched": "sum", "events_waiting": "sum", "released_by_grace": "sum", "expired_lookups": "sum",
-                        "event_watermark": "max", "table_watermark": "max"},
-}
-_TIMESTAMPS = {"watermark", "event_watermark", "table_watermark"}
 #: How an observed watermark is written (Spark's datetime pattern: UTC offset last, ``Z`` for UTC).
 _TIME_TEXT = "yyyy-MM-dd HH:mm:ss.SSSSSSXXX"
 _PREFIX = "streamjoin "
 
 
-def is_time_field(name: str) -> bool:
-    """Whether metric ``name`` is an event time (a watermark, an input's largest event time)."""
-    return name in _TIMESTAMPS or name.startswith("max_time_")
+def is_time_field(name: str, operator: Operator | type[Operator] = Operator) -> bool:
+    """Whether metric ``name`` of ``operator`` (its class's ``time_metrics``: its watermarks) is an
+    event time; every input's largest event time (``max_time_<input>``) is one."""
+    return name in operator.time_metrics or name.startswith("max_time_")
 
 
 def time_of(micros: int | None) -> datetime | None:
@@ -79,8 +74,8 @@ def _fields(operator: Operator) -> list[pa.Field]:
     names = [f"{m}_{spec.name}" for spec in operator.inputs for m in _PER_INPUT_SUMS] + list(_COMMON_SUMS)
     fields = [pa.field(n, pa.int64()) for n in names]
     fields += [pa.field("stores_rebuilt", pa.int64()), pa.field("state_open_seconds", pa.float64())]
-    for name in _EXTRA.get(operator.kind, {}):
-        fields.append(pa.field(name, pa.timestamp("us", "UTC") if name in _TIMESTAMPS else pa.int64()))
+    for name in operator.metric_merges:
+        fields.append(pa.field(name, pa.timestamp("us", "UTC") if name in operator.time_metrics else pa.int64()))
     return fields
 
 
@@ -100,7 +95,7 @@ def metrics_batch(operator: Operator, metrics: Mapping[str, Any], schema: pa.Sch
     for field in struct_type:
         if field.name == "stores_rebuilt":
             values[field.name] = int(metrics.get("state_open") not in ("reused", None))
-        elif field.name in _TIMESTAMPS:
+        elif field.name in operator.time_metrics:
             values[field.name] = _time(metrics.get(field.name))
         else:
             values[field.name] = metrics.get(field.name, 0)
@@ -139,11 +134,11 @@ def report_progress(df: DataFrame, operator: Operator, checkpoint: str) -> DataF
 def _combined(operator: Operator) -> list[tuple[str, str, pa.DataType]]:
     """(name, how: ``sum``/``max``/``count``, type) of each observed field, in order."""
     out = [(f.name, "sum", pa.int64()) for f in _fields(operator)
-           if f.name not in _EXTRA.get(operator.kind, {}) and f.name != "state_open_seconds"]
+           if f.name not in operator.metric_merges and f.name != "state_open_seconds"]
     out.append(("state_open_seconds_max", "max", pa.float64()))
     out.append(("partitions", "count", pa.int64()))
-    for name, how in _EXTRA.get(operator.kind, {}).items():
-        kind = pa.timestamp("us", "UTC") if name in _TIMESTAMPS else pa.int64()
+    for name, how in operator.metric_merges.items():
+        kind = pa.timestamp("us", "UTC") if name in operator.time_metrics else pa.int64()
         out.append((name, how, kind))
     return out
 
@@ -158,7 +153,7 @@ def _zero(operator: Operator) -> Column:
 
 def _finish(operator: Operator, acc: Column) -> Column:
     """The folded metrics as observed: the watermarks as text with their offset (see the module)."""
-    return F.struct(*[(F.date_format(acc[name], _TIME_TEXT) if name in _TIMESTAMPS else acc[name]).alias(name)
+    return F.struct(*[(F.date_format(acc[name], _TIME_TEXT) if name in operator.time_metrics else acc[name]).alias(name)
                       for name, _, _ in _combined(operator)])
 
 
@@ -209,7 +204,9 @@ def progress_metrics(query_or_progress: Any, checkpoint: str | None = None) -> d
         raise JoinDefinitionError(
             f"progress_metrics: this progress has {len(joins)} joins' metrics, not {wanted}: "
             f"{sorted(joins)}; pass checkpoint= one of them (the location after the kind)")
-    return {name: _typed(name, value) for name, value in _struct(joins[chosen[0]])[OBSERVED].items()}
+    times = operator_class(chosen[0].split(" ", 2)[1]).time_metrics   # the name: "streamjoin <kind> <checkpoint>"
+    return {name: _typed(value) if name in times else value
+            for name, value in _struct(joins[chosen[0]])[OBSERVED].items()}
 
 
 def _struct(value: Any) -> dict[str, Any]:
@@ -238,9 +235,9 @@ def _zipped(value: Any, schema: Any = None) -> Any:
     return value
 
 
-def _typed(name: str, value: Any) -> Any:
-    """One observed value as documented: a watermark as a UTC datetime, else as it is."""
-    if name not in _TIMESTAMPS or value is None:
+def _typed(value: Any) -> Any:
+    """An observed watermark as documented: a UTC datetime (None: none yet)."""
+    if value is None:
         return value
     if isinstance(value, datetime):
         return value if value.tzinfo is not None else value.astimezone(timezone.utc)

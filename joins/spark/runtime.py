@@ -7,7 +7,7 @@ a lane an input does not use is null in its rows). A repartition
 by an expression of the key group (:func:`_shuffle`: the join key cast to one type per key column,
 so equal keys hash equally whichever input they come from) sends equal keys to one partition,
 without carrying the routing key or the target in the shuffled rows;
-``mapInArrow`` then runs :func:`streamjoin.runtime.partition.run_partition` on each partition's rows. The task
+``mapInArrow`` then runs :func:`streamjoin.runtime.task.run_task` on each partition's rows. The task
 reads the micro-batch id from the task's local property ``streaming.sql.batchId`` (the version),
 its partition id, its attempt number and the streaming query's id. A batch (non-streaming) input
 runs as version 0 with a final watermark of +infinity.
@@ -35,16 +35,17 @@ from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type, to_arro
 
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.kit.keys import routing_key_type
+from streamjoin.runtime.bind import BoundQuery, bind_query
 from streamjoin.runtime.checkpoint import Checkpoint, RunMode, resolve_location
 from streamjoin.runtime.keygroups import check_count, slot_values
-from streamjoin.runtime.operator import InputSpec, Operator, set_aside_schema
-from streamjoin.runtime.partition import StateConfig, TaskInfo, run_partition
-from streamjoin.runtime.rescale import bind_partitions
+from streamjoin.runtime.operator import InputSpec, Operator
+from streamjoin.runtime.options import StateConfig
+from streamjoin.runtime.task import TaskInfo, run_task
 from streamjoin.spark.checks import column
 from streamjoin.spark.flush import flush_stream, uses_ticks, write_tick
 from streamjoin.spark.progress import metrics_batch, progress_schema, report_progress
 
-__all__ = ["run_operator", "arrow_schema", "resolve_checkpoint", "INPUT_TAG"]
+__all__ = ["run_operator", "arrow_schema", "resolve_checkpoint", "task_context", "INPUT_TAG"]
 
 log = logging.getLogger("streamjoin")
 
@@ -135,37 +136,35 @@ def run_operator(
     streaming = any(df.isStreaming for df in inputs)
     given = partitions is not None
     if partitions is None:
-        partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+        partitions = int(str(spark.conf.get("spark.sql.shuffle.partitions")))
     check_count(partitions, "partitions" if given else "spark.sql.shuffle.partitions")
     checkpoint = resolve_checkpoint(checkpoint, streaming, operator.kind)
     mode = RunMode.STREAMING if streaming else RunMode.BATCH
-    Checkpoint(checkpoint).bind(operator.definition(), partitions, mode=mode, key_groups=key_groups)
-    groups = Checkpoint(checkpoint).key_groups()
-    epoch = bind_partitions(Checkpoint(checkpoint), partitions, operator)
-    if epoch.number:
-        log.info("streamjoin: %s runs in %d partitions (partitioning epoch %d)", checkpoint, partitions, epoch.number)
-    for spec in operator.inputs:
-        Checkpoint(checkpoint).write_set_aside_schema(spec.name, set_aside_schema(spec.schema))
-    state = state or StateConfig()
     key_types = _common_key_types(inputs, operator)
     layout = _Layout.of(inputs, operator)
-    if initial is not None and any(df is not None for df in initial):
-        _write_initial(initial, operator, key_types, Checkpoint(checkpoint), partitions, groups, layout)
-    if Checkpoint(checkpoint).initial_done() is not None:
-        state = replace(state, initial=True)
+    given_initial = initial is not None and any(df is not None for df in initial)
+    bound = bind_query(
+        checkpoint, operator, partitions, mode=mode, key_groups=key_groups, state=state,
+        write_initial=(lambda b: _write_initial(initial or (), operator, key_types, b, layout)) if given_initial else None)
+    if bound.epoch.number:
+        log.info("streamjoin: %s runs in %d partitions (partitioning epoch %d)", checkpoint, partitions, bound.epoch.number)
+    if given_initial and not bound.state.initial:
+        log.info("streamjoin: %s has run without initial rows; not writing them now", checkpoint)
+    groups, state = bound.key_groups, bound.state
     combined = _union_inputs(inputs, operator, layout)
     # A micro-batch whenever the join's watermark moves (streamjoin.spark.flush). Not in a stage
     # fed by another join's output (a table_table_join's join stage): unioned there, the source
     # would break the partition-aligned union of the earlier stages' outputs, whose tasks take
     # their partition id from it; those stages' sources already run the query's batches.
     flushed = streaming and not any(vars(df).get(_STAGE_MARK, False) for df in inputs)
+    ticks = flushed and uses_ticks(checkpoint)
     if flushed:
-        flush = flush_stream(spark, checkpoint, partitions, len(operator.inputs))
+        flush = flush_stream(spark, checkpoint, partitions, len(operator.inputs), ticks=ticks)
         combined = combined.unionByName(flush.select(F.lit(-1).cast("byte").alias(INPUT_TAG)),
                                         allowMissingColumns=True)
     shuffled = _shuffle(combined, partitions, groups, _routing_keys(operator, key_types, layout))
     task = _PartitionTask(operator, checkpoint, partitions, state, final=not streaming, layout=layout,
-                          ticks=flushed and uses_ticks(checkpoint))
+                          ticks=ticks)
     out = shuffled.mapInArrow(task, from_arrow_schema(progress_schema(operator), prefer_timestamp_ntz=True))
     result = report_progress(out, operator, checkpoint)
     vars(result)[_STAGE_MARK] = True
@@ -273,15 +272,13 @@ def _common_key_types(inputs: Sequence[DataFrame], operator: Operator) -> list[s
 
 
 def _write_initial(
-    initial: Sequence[DataFrame | None], operator: Operator, key_types: Sequence[str], checkpoint: Checkpoint,
-    partitions: int, groups: int, layout: _Layout,
-) -> None:
+    initial: Sequence[DataFrame | None], operator: Operator, key_types: Sequence[str], bound: BoundQuery,
+    layout: _Layout,
+) -> dict[str, int]:
     """Route each initial DataFrame by key as the query will (same key columns, types and
-    partitioning, :func:`_shuffle`) and write each partition's rows to the checkpoint; then mark
-    them complete."""
-    if checkpoint.initial_done() is not None or checkpoint.has_state():
-        log.info("streamjoin: %s already has its initial rows (or has run); not writing them again", checkpoint.uri)
-        return
+    partitioning, :func:`_shuffle`) and write each partition's rows to the checkpoint (a Spark
+    job per input); how many rows each input has. Called by
+    :func:`streamjoin.runtime.bind.bind_query`, which marks them complete."""
     counts = {}
     for i, df in enumerate(initial):
         if df is None:
@@ -289,12 +286,12 @@ def _write_initial(
         spec = operator.inputs[i]
         if df.isStreaming:
             raise JoinDefinitionError(f"initial rows of input {spec.name!r} must be a batch DataFrame, not a stream")
-        routed = _shuffle(_tagged(df, i, operator, layout), partitions, groups,
+        routed = _shuffle(_tagged(df, i, operator, layout), bound.partitions, bound.key_groups,
                           _routing_keys(operator, key_types, layout, only=i))
-        writer = _InitialWriter(operator, i, checkpoint.uri, layout)
+        writer = _InitialWriter(operator, i, bound.uri, layout)
         written = routed.mapInArrow(writer, "rows long").agg(F.sum("rows")).collect()[0][0]
         counts[spec.name] = int(written or 0)
-    checkpoint.mark_initial_done(counts)
+    return counts
 
 
 class _InitialWriter:
@@ -305,11 +302,11 @@ class _InitialWriter:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         spec = self.operator.inputs[self.index]
-        batches = list(batches)
-        rows = _rows(pa.Table.from_batches(batches), self.index, spec, self.layout) if batches \
+        found = list(batches)
+        rows = _rows(pa.Table.from_batches(found), self.index, spec, self.layout) if found \
             else spec.schema.empty_table()
         if rows.num_rows:
-            Checkpoint(self.checkpoint).write_initial(spec.name, TaskContext.get().partitionId(), rows)
+            Checkpoint(self.checkpoint).initial.write(spec.name, task_context().partitionId(), rows)
         yield pa.RecordBatch.from_pydict({"rows": pa.array([rows.num_rows], pa.int64())})
 
 
@@ -330,7 +327,7 @@ class _PartitionTask:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         _configure_worker_logging()
-        ctx = TaskContext.get()
+        ctx = task_context()
         batch_id = ctx.getLocalProperty("streaming.sql.batchId")
         task = TaskInfo(
             version=int(batch_id) if batch_id is not None else 0,
@@ -344,7 +341,7 @@ class _PartitionTask:
         )
         rows = _split_inputs(list(batches), self.operator, self.layout)
         state = self.state if self.state.local_dir else replace(self.state, local_dir=spark_local_state_dir())
-        output, metrics = run_partition(self.operator, Checkpoint(self.checkpoint), state, task, rows)
+        output, metrics = run_task(self.operator, Checkpoint(self.checkpoint), state, task, rows)
         log.info("streamjoin %s version %d partition %d: %s", self.operator.kind, task.version, task.partition, metrics)
         if self.ticks and batch_id is not None and _timed_rows(rows, self.operator):
             write_tick(self.checkpoint, task.version)
@@ -353,6 +350,14 @@ class _PartitionTask:
         extra = [pa.nulls(output.num_rows, f.type) for f in schema][len(output.schema):]
         yield from pa.Table.from_arrays([*output.columns, *extra], schema=schema).to_batches()
         yield metrics_batch(self.operator, metrics, schema)
+
+
+def task_context() -> TaskContext:
+    """The running Spark task's context (this code runs only inside ``mapInArrow``)."""
+    ctx = TaskContext.get()
+    if ctx is None:
+        raise RuntimeError("streamjoin: a partition function ran outside a Spark task")
+    return ctx
 
 
 def _timed_rows(rows: tuple[pa.Table, ...], operator: Operator) -> bool:

@@ -9,18 +9,15 @@ from pyspark.sql import DataFrame
 from streamjoin.changes import ChangeFormat, VocabularyName
 from streamjoin.kit.how import How, TableHow
 from streamjoin.kit.on import On, column_names
-from streamjoin.kit.options import JoinOptions
 from streamjoin.kit.times import Duration
-from streamjoin.runtime.operator import Operator
+from streamjoin.runtime.options import JoinOptions
 from streamjoin.spark.changes import change_format, plain_changes
-from streamjoin.spark.runtime import arrow_schema, resolve_checkpoint, run_operator
+from streamjoin.spark.plan import run_plan
+from streamjoin.spark.runtime import arrow_schema, resolve_checkpoint
 from streamjoin.spark.table_bootstrap import bootstrap_changes
-from streamjoin.table.operator import TableTableJoin
+from streamjoin.table.operator import LEFT_KEYS, RIGHT_KEYS, TableTableJoin
 
-__all__ = ["table_table_join", "STAGES"]
-
-#: Sub-checkpoints of the three stages, under the join's checkpoint.
-STAGES = ("left_keys", "right_keys", "join")
+__all__ = ["table_table_join"]
 
 
 def table_table_join(
@@ -96,9 +93,10 @@ def table_table_join(
                              "left_format", "left_time")
     right_fmt = change_format(right_changes, right_format, right_key, right_time, right_sequence, "right_changes",
                               "right_format", "right_time")
-    paths = {name: f"{checkpoint.rstrip('/')}/{name}" for name in STAGES}
-    left, left_fmt = plain_changes(left_changes, left_fmt, paths["left_keys"], "changes_source")
-    right, right_fmt = plain_changes(right_changes, right_fmt, paths["right_keys"], "changes_source")
+    # change rows refused before routing are set aside under the key stage reading that side
+    left, left_fmt = plain_changes(left_changes, left_fmt, f"{checkpoint.rstrip('/')}/{LEFT_KEYS}", "changes_source")
+    right, right_fmt = plain_changes(right_changes, right_fmt, f"{checkpoint.rstrip('/')}/{RIGHT_KEYS}",
+                                     "changes_source")
     join = TableTableJoin(
         arrow_schema(left), arrow_schema(right), on, left_key=left_key, right_key=right_key, how=how,
         left_changes=left_fmt, right_changes=right_fmt, retention=retention, expire_rows=expire_rows,
@@ -106,14 +104,5 @@ def table_table_join(
     initial = [None if rows is None else bootstrap_changes(rows, df, fmt, argument, expire_rows)
                for rows, df, fmt, argument in ((left_bootstrap, left, left_fmt, "left_bootstrap"),
                                                (right_bootstrap, right, right_fmt, "right_bootstrap"))]
-    stages = [([left], join.left_stage, "left_keys", initial[0]), ([right], join.right_stage, "right_keys", initial[1])]
-    routed = [_run(inputs, stage, options.at(paths[name]), rows) for inputs, stage, name, rows in stages]
-    return _run(routed, join.join_stage, options.at(paths["join"]))
-
-
-def _run(inputs: list[DataFrame], operator: Operator, options: JoinOptions,
-         initial: DataFrame | None = None) -> DataFrame:
-    """``operator`` over ``inputs`` with the state settings of ``options`` (and ``initial`` rows of its one input)."""
-    return run_operator(inputs, operator, checkpoint=options.checkpoint, partitions=options.partitions,
-                        state=options.state, key_groups=options.max_partitions,
-                        initial=None if initial is None else [initial])
+    return run_plan(join.plan, [left, right], checkpoint=checkpoint, partitions=options.partitions,
+                    state=options.state, key_groups=options.max_partitions, initial=initial)

@@ -10,18 +10,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import is_not
-from typing import Sequence
+from typing import Sequence, cast
 
 import numpy as np
-import pyarrow as pa
 
-from streamjoin.statestore.codecs import pack, unpack_head
+from streamjoin.statestore.codecs import unpack_head
+from streamjoin.table.rows import INT_WIDTH as _WIDTH
+from streamjoin.table.rows import TAG, decode_ints, padded_bytes
 
 __all__ = ["Held", "decode_held"]
 
-_INT, _NULL, _TRUE, _FALSE = pack(0)[0], pack(None)[0], pack(True)[0], pack(False)[0]
-_SIGN = np.uint64(1 << 63)
-_WIDTH = len(pack(0))   # a tag and eight bytes
+_INT, _NULL, _TRUE, _FALSE = TAG["int"], TAG["null"], TAG["true"], TAG["false"]
 
 
 @dataclass
@@ -43,7 +42,7 @@ def decode_held(values: Sequence[bytes | None]) -> Held:
     bytes ``pack`` cannot make."""
     n = len(values)
     exists = np.fromiter(map(is_not, values, repeat(None)), bool, n)
-    present = list(compress(values, exists))
+    present = cast(list[bytes], list(compress(values, exists)))   # the values that are not None
     columns = _columns(present)
     if columns is None:
         columns = _row_wise(present)
@@ -62,11 +61,7 @@ def _columns(present: list[bytes]) -> tuple | None:
     m = len(present)
     if not m:
         return np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, np.int64), np.zeros(0, bool), []
-    packed = pa.array(present, pa.binary())
-    offsets = np.frombuffer(packed.buffers()[1], np.int32, m + 1).astype(np.int64)
-    size = int(offsets[-1])
-    buf = np.zeros(size + 2 * _WIDTH, np.uint8)   # padding: reads past a short value stay in range
-    buf[:size] = np.frombuffer(packed.buffers()[2], np.uint8, size)
+    buf, offsets = padded_bytes(present, 2 * _WIDTH)
     start = offsets[:-1]
     seq_at = start + _WIDTH
     has_seq = buf[seq_at] == _INT
@@ -75,15 +70,9 @@ def _columns(present: list[bytes]) -> tuple | None:
              & ((buf[row_at] == _TRUE) | (buf[row_at] == _FALSE)) & (row_at < offsets[1:]))
     if not usual.all():
         return None
-    time, seq = _ints(buf, start + 1), np.where(has_seq, _ints(buf, seq_at + 1), 0)
+    time, seq = decode_ints(buf, start + 1), np.where(has_seq, decode_ints(buf, seq_at + 1), 0)
     cut = (row_at + 1 - start).tolist()
     return time, has_seq, seq, buf[row_at] == _TRUE, [v[c:] for v, c in zip(present, cut)]
-
-
-def _ints(buf: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """The integers whose eight ``pack`` bytes start at ``at``."""
-    bits = buf[at[:, None] + np.arange(8)].view(">u8").reshape(len(at)).astype(np.uint64)
-    return (bits ^ _SIGN).view(np.int64)
 
 
 def _row_wise(present: list[bytes]) -> tuple:

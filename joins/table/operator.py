@@ -17,7 +17,9 @@ It runs as three operators (:mod:`streamjoin.runtime.operator`), chained version
 
 Applying the output in (``_commit_version``, ``_seq``) order (:class:`streamjoin.view.MaterializedView`)
 gives, after every version, the relational join of the two tables as they stand (docs/design/semantics.md "Table-table join").
-:class:`streamjoin.table.local.LocalTableTableRunner` runs the three in process.
+``join.plan`` declares the three as stages (:mod:`streamjoin.runtime.plan`), each with its own
+state under the join's checkpoint (``left_keys``, ``right_keys``, ``join``): the Spark layer and
+:class:`streamjoin.runtime.plan_runner.PlanRunner` (in process) run that plan.
 """
 
 from __future__ import annotations
@@ -29,11 +31,15 @@ import pyarrow as pa
 from streamjoin.changes import ChangeFormat
 from streamjoin.interval.spec import On
 from streamjoin.kit.times import Duration
+from streamjoin.runtime.plan import JoinPlan, Stage
 from streamjoin.table.rekey import TableRekey
 from streamjoin.table.spec import How, TableJoinSpec, common_key_types, detect_format, parse_on
 from streamjoin.table.stage import TableJoinStage
 
-__all__ = ["TableTableJoin", "How"]
+__all__ = ["TableTableJoin", "How", "LEFT_KEYS", "RIGHT_KEYS", "JOIN"]
+
+#: The stages' names: their sub-checkpoints under the join's checkpoint.
+LEFT_KEYS, RIGHT_KEYS, JOIN = "left_keys", "right_keys", "join"
 
 
 class TableTableJoin:
@@ -60,10 +66,17 @@ class TableTableJoin:
         right_fmt = detect_format("right", right_schema, right_key, right_time, right_changes)
         left_on, right_on = parse_on(on)
         types = common_key_types(left_schema, left_fmt, left_on, right_schema, right_fmt, right_on)
-        kept = {"retention": retention, "expire_rows": expire_rows}
-        self.left_stage = TableRekey(left_schema, left_fmt, left_on, "left", key_types=types, **kept)
-        self.right_stage = TableRekey(right_schema, right_fmt, right_on, "right", key_types=types, **kept)
+        self.left_stage = TableRekey(left_schema, left_fmt, left_on, "left", key_types=types, retention=retention,
+                                     expire_rows=expire_rows)
+        self.right_stage = TableRekey(right_schema, right_fmt, right_on, "right", key_types=types,
+                                      retention=retention, expire_rows=expire_rows)
         self.join_stage = TableJoinStage(self.left_stage.side, self.right_stage.side, how)
+
+    @property
+    def plan(self) -> JoinPlan:
+        """The three stages: each side's changes by primary key, then both by join key."""
+        return JoinPlan((Stage(LEFT_KEYS, self.left_stage, (0,)), Stage(RIGHT_KEYS, self.right_stage, (1,)),
+                         Stage(JOIN, self.join_stage, (LEFT_KEYS, RIGHT_KEYS))))
 
     @property
     def spec(self) -> TableJoinSpec:

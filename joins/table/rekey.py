@@ -51,6 +51,7 @@ from streamjoin.table.held import Held, decode_held
 from streamjoin.table.retention import LATE_REASON, due, index_key, parse_retention, time_scale
 from streamjoin.table.rows import RowCodec, pack_columns, unpack_columns
 from streamjoin.table.spec import TableSide, build_side
+from streamjoin.table.views import KEY_VIEWS
 
 if TYPE_CHECKING:
     from streamjoin.runtime.regroup import Ownership
@@ -69,6 +70,9 @@ class TableRekey(Operator):
     """Stage 1 (see module): one side's changes by primary key -> routed changes by join key."""
 
     kind = "table_join_keys"
+    #: ``changes_source``: change rows the Spark layer refuses before routing
+    set_aside_inputs = ("changes", "changes_source")
+    state_views = KEY_VIEWS
 
     def __init__(self, schema: pa.Schema, changes: ChangeFormat, on: str | Sequence[str], side: str,
                  *, key_types: Sequence[pa.DataType] | None = None, retention: Duration | None = None,
@@ -117,7 +121,8 @@ class TableRekey(Operator):
         """Collapse each key's changes of this version into routed changes (see module)."""
         if len(batch.rows) != 1:
             raise ValueError("a table-join key stage takes exactly one input (changes)")
-        side, metrics = self.side, Counter()
+        side = self.side
+        metrics: Counter[str] = Counter()
         table = conform(batch.rows[0], side.schema, f"{side.name} changes")
         parsed = normalise(table, side.changes)
         metrics.update({f"changes_{k}": v for k, v in parsed.counts.items()})
@@ -266,7 +271,7 @@ class TableRekey(Operator):
         """Routed deletes, from (``pack`` of the primary key, ``pack`` of the join key it is deleted
         at): those columns set, the others null; decoded column-wise."""
         schema, physical = self.side.row_schema, self.codec.physical
-        parts = {}
+        parts: dict[int, pa.Array] = {}
         for at, data in ((self._on_at, [jk for _, jk in deletes]), (self._pk_at, [pk for pk, _ in deletes])):
             kinds = [physical[i] for i in at]
             arrays = unpack_columns(data, kinds)

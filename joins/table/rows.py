@@ -23,7 +23,8 @@ import pyarrow.compute as pc
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.statestore.codecs import pack, unpack
 
-__all__ = ["stored_type", "physical_type", "RowCodec", "pack_columns"]
+__all__ = ["stored_type", "physical_type", "RowCodec", "pack_columns", "unpack_columns", "TAG", "INT_WIDTH",
+           "padded_bytes", "decode_ints"]
 
 
 def stored_type(kind: pa.DataType, what: str) -> pa.DataType:
@@ -123,12 +124,41 @@ class RowCodec:
         return unpack(data)
 
 
-# -- column-wise pack --------------------------------------------------------------------------
+# -- the bytes, column-wise -------------------------------------------------------------------
+# The one place the column-wise code (here and :mod:`streamjoin.table.held`) learns the bytes of
+# ``pack``: its tags, the width of an integer and how its eight bytes hold a signed value.
 
 _NULL, _TRUE, _FALSE = pack(None), pack(True), pack(False)
 _INT_TAG, _FLOAT_TAG, _BYTES_TAG, _STR_TAG = pack(0)[:1], pack(0.0)[:1], pack(b"")[:1], pack("")[:1]
 _TERMINATOR = pack(b"")[1:]
 _SIGN = np.uint64(1 << 63)
+#: The first byte of ``pack`` of each kind of value.
+TAG = {"null": _NULL[0], "true": _TRUE[0], "false": _FALSE[0], "int": _INT_TAG[0], "float": _FLOAT_TAG[0],
+       "bytes": _BYTES_TAG[0], "str": _STR_TAG[0]}
+#: The length of ``pack`` of one integer: a tag and eight bytes.
+INT_WIDTH = len(pack(0))
+
+
+def padded_bytes(data: Sequence[bytes], pad: int) -> tuple[np.ndarray, np.ndarray]:
+    """The concatenation of ``data`` as a uint8 array followed by ``pad`` zeros (so a gather past a
+    value's end stays in range), and the ``len(data) + 1`` offsets of the values in it."""
+    n = len(data)
+    packed = pa.array(data, pa.binary())
+    offsets = np.frombuffer(packed.buffers()[1], np.int32, n + 1).astype(np.int64)
+    size = int(offsets[-1])
+    buf = np.zeros(size + pad, np.uint8)
+    if size:
+        buf[:size] = np.frombuffer(packed.buffers()[2], np.uint8, size)
+    return buf, offsets
+
+
+def decode_ints(buf: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The integers whose eight ``pack`` bytes (after the tag) start at ``at`` in ``buf``."""
+    bits = buf[at[:, None] + np.arange(8)].view(">u8").reshape(len(at)).astype(np.uint64)
+    return (bits ^ _SIGN).view(np.int64)
+
+
+# -- column-wise pack --------------------------------------------------------------------------
 
 
 def pack_columns(columns: Sequence[pa.Array | pa.ChunkedArray], length: int) -> list[bytes]:
@@ -188,9 +218,6 @@ def _pack_column(column: pa.Array) -> pa.Array:
 
 # -- column-wise unpack ------------------------------------------------------------------------
 
-_TAG = {"null": _NULL[0], "true": _TRUE[0], "false": _FALSE[0], "int": _INT_TAG[0], "float": _FLOAT_TAG[0],
-        "bytes": _BYTES_TAG[0], "str": _STR_TAG[0]}
-
 
 class _Unpackable(Exception):
     """Bytes the column-wise decoder does not take (the row-wise one decides)."""
@@ -201,12 +228,8 @@ def unpack_columns(data: Sequence[bytes], physical: Sequence[pa.DataType]) -> li
     (:func:`physical_type`), decoded column-wise in numpy; None when some bytes are not rows of
     those types (the caller decodes them row-wise, which raises the error)."""
     n = len(data)
-    packed = pa.array(data, pa.binary())
-    offsets = np.frombuffer(packed.buffers()[1], np.int32, n + 1).astype(np.int64)
+    buf, offsets = padded_bytes(data, 2 * INT_WIDTH)
     size = int(offsets[-1])
-    buf = np.zeros(size + 16, np.uint8)  # padding: a gather past a row's end reads zeros, never out of range
-    if size:
-        buf[:size] = np.frombuffer(packed.buffers()[2], np.uint8, size)
     pairs = np.flatnonzero((buf[:size - 1] == 0) & (buf[1:size] == 0)) if size > 1 else np.zeros(0, np.int64)
     pos, ends = offsets[:-1].copy(), offsets[1:]
     columns = []
@@ -215,7 +238,7 @@ def unpack_columns(data: Sequence[bytes], physical: Sequence[pa.DataType]) -> li
             if np.any(pos >= ends) and n:
                 raise _Unpackable
             tag = buf[pos]
-            null = tag == _TAG["null"]
+            null = tag == TAG["null"]
             columns.append(_unpack_column(kind, buf, pairs, pos, tag, null))
         if np.any(pos != ends):
             raise _Unpackable
@@ -235,14 +258,14 @@ def _unpack_column(kind: pa.DataType, buf: np.ndarray, pairs: np.ndarray, pos: n
         pos += 1
         return pa.nulls(n)
     if pa.types.is_boolean(kind):
-        true = tag == _TAG["true"]
-        if not (null | true | (tag == _TAG["false"])).all():
+        true = tag == TAG["true"]
+        if not (null | true | (tag == TAG["false"])).all():
             raise _Unpackable
         pos += 1
         return pa.array(true, pa.bool_(), mask=mask)
     if pa.types.is_integer(kind) or pa.types.is_floating(kind):
         floating = pa.types.is_floating(kind)
-        if not (null | (tag == _TAG["float" if floating else "int"])).all():
+        if not (null | (tag == TAG["float" if floating else "int"])).all():
             raise _Unpackable
         body = buf[(pos + 1)[:, None] + np.arange(8)]
         bits = body.view(">u8").reshape(n).astype(np.uint64)
@@ -258,7 +281,7 @@ def _unpack_column(kind: pa.DataType, buf: np.ndarray, pairs: np.ndarray, pos: n
     text = pa.types.is_string(kind) or pa.types.is_large_string(kind)
     if not (text or pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_fixed_size_binary(kind)):
         raise _Unpackable
-    if not (null | (tag == _TAG["str" if text else "bytes"])).all():
+    if not (null | (tag == TAG["str" if text else "bytes"])).all():
         raise _Unpackable
     start = pos + 1
     at = np.searchsorted(pairs, start)

@@ -48,6 +48,7 @@ from streamjoin.table.rows import RowCodec
 from streamjoin.table.spec import How, TableJoinSpec, TableSide, build_join
 from streamjoin.table.state import LAYOUT
 from streamjoin.table.step import JoinStep
+from streamjoin.table.views import ROW_VIEWS
 
 if TYPE_CHECKING:
     from streamjoin.runtime.regroup import Ownership
@@ -60,6 +61,8 @@ class TableJoinStage(SpecOperator):
     """Stage 2 (see module): routed changes of two sides -> the view's change stream."""
 
     kind = "table_join"
+    set_aside_inputs = ("left", "right")
+    state_views = ROW_VIEWS
 
     def __init__(self, left: TableSide, right: TableSide, how: str | How = "inner") -> None:
         """``left``/``right``: the sides of the stage-1 operators (``TableRekey(...).side``)."""

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from functools import reduce
 from itertools import chain, compress, repeat
 from operator import is_, is_not, itemgetter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import pyarrow as pa
@@ -156,7 +156,7 @@ class JoinStep:
         keyed = normal_keys(table, [*side.on, *side.key])   # keys as Spark compares them; rows keep their own values
         codec = self.codecs[side.name]
         self.tables[side.name] = table.select(side.row_schema.names)
-        rows = codec.encode_columns(table)
+        rows: list[bytes | None] = list(codec.encode_columns(table))
         jks, pks = codec.encode_columns(keyed, side.on), codec.encode_columns(keyed, side.key)
         delete = table.column(OP).to_numpy() == DELETE
         null = reduce(np.logical_or, [table.column(c).is_null().to_numpy(zero_copy_only=False) for c in side.on],
@@ -204,7 +204,7 @@ class JoinStep:
     def _direct_pk(self, side: str, jk: bytes) -> bytes:
         """The primary key bytes of the one row a direct side can hold at join key ``jk``."""
         at = self.direct[side]
-        if self.same_order[side]:
+        if self.same_order[side] or at is None:   # (None: not a direct side; never asked)
             return jk
         values = unpack(jk)
         return pack(*(values[i] for i in at))
@@ -213,7 +213,7 @@ class JoinStep:
         """Each side's before rows (see module): one ``multi_get`` for both sides' rows read by
         key, and one batched seek per side for the groups it reads whole."""
         points: dict[str, tuple[np.ndarray, list[bytes], list[bytes]]] = {}
-        scanned = {}
+        scanned: dict[str, tuple[np.ndarray, list[bytes], list[bytes | None], list[bytes]]] = {}
         for name, other in (("left", "right"), ("right", "left")):
             c, area = self.changes[name], SIDE[name]
             if self.direct[name] is not None:
@@ -236,7 +236,8 @@ class JoinStep:
             values = found[at:at + len(keys)]
             at += len(keys)
             hit = np.fromiter(map(is_not, values, repeat(None)), bool, len(values))
-            parts = [(gid[hit], list(compress(pks, hit)), list(compress(values, hit)), list(compress(keys, hit)))]
+            parts: list[tuple[np.ndarray, list[bytes], list[bytes | None], list[bytes]]] = [
+                (gid[hit], list(compress(pks, hit)), list(compress(values, hit)), list(compress(keys, hit)))]
             if name in scanned:
                 parts.insert(0, scanned[name])
             gid = np.concatenate([p[0] for p in parts])
@@ -258,7 +259,7 @@ class JoinStep:
         values[order] = self.state.multi_get([keys[i] for i in order.tolist()])
         return values.tolist()
 
-    def _scan(self, name: str, groups: np.ndarray) -> tuple[np.ndarray, list[bytes], list[bytes], list[bytes]]:
+    def _scan(self, name: str, groups: np.ndarray) -> tuple[np.ndarray, list[bytes], list[bytes | None], list[bytes]]:
         """The rows of side ``name`` in ``groups`` (read whole, one batched seek): group, primary
         key, row and state key of each."""
         prefixes = SIDE[name].keys(self.group_jk[g] for g in groups.tolist())
@@ -278,7 +279,7 @@ class JoinStep:
         delete = c.delete
         deletes = list(compress(c.key, delete & existed))
         upserts = np.flatnonzero(~delete)
-        puts = list(zip(compress(c.key, ~delete), compress(c.row, ~delete)))
+        puts = cast(list[KeyValue], list(zip(compress(c.key, ~delete), compress(c.row, ~delete))))   # upserts carry rows
         self.held[name] += int((~delete & ~existed).sum()) - len(deletes)
         self.metrics["inconsistent_deletes"] += int((delete & ~existed).sum())
         kept = pa.array(np.flatnonzero(~before.changed), pa.int64())

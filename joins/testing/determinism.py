@@ -156,7 +156,7 @@ def assert_deterministic(
     engine = _engine(mode, pipeline, spark, finish)
     fixed = not isinstance(inputs, st.SearchStrategy)
     names, given_tables = _tables(inputs) if fixed else ([], ())
-    profile = hypothesis.settings.default
+    profile = hypothesis.settings()   # the profile loaded now (its max_examples, derandomize)
     examples = max_examples or (profile.max_examples if mode is Mode.IN_PROCESS else min(5, profile.max_examples))
     budget = shrink_budget if shrink_budget is not None else (40 if mode is Mode.IN_PROCESS else 6)
     stores = tuple(stores or _stores(mode))

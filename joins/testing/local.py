@@ -6,7 +6,7 @@ pipeline as its ``joins`` argument: ``joins.interval_join``, ``joins.stream_tabl
 (the same names, defaults and order), but Arrow tables instead of DataFrames. As in Spark, a join
 keeps its state in ``store`` (default ``rocksdb``) under ``state_dir``; ``partitions`` None is the
 run's partition count (as Spark's is the session's shuffle partitions). Each call runs one
-version of its join through :class:`streamjoin.runtime.local.LocalRunner` (changelogs and
+version of its join's plan through :class:`streamjoin.runtime.plan_runner.PlanRunner` (changelogs and
 checkpoints included) and returns that version's output, so a pipeline called once per
 micro-batch is a streaming query, and called once with ``final=True`` is a batch query.
 
@@ -29,12 +29,11 @@ from streamjoin.enrichment.spec import Mode, ModeName
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.interval.operator import IntervalJoin
 from streamjoin.kit.how import EnrichmentHow, How, IntervalHow, TableHow
-from streamjoin.kit.options import JoinOptions
 from streamjoin.kit.watermark import WatermarkPolicy
 from streamjoin.runtime.keygroups import check_count
-from streamjoin.runtime.local import LocalRunner
+from streamjoin.runtime.options import JoinOptions
+from streamjoin.runtime.plan_runner import PlanRunner
 from streamjoin.table.bootstrap import bootstrap_changes
-from streamjoin.table.local import LocalTableTableRunner
 from streamjoin.table.operator import TableTableJoin
 
 __all__ = ["LocalJoins", "change_format", "routable"]
@@ -119,10 +118,10 @@ class LocalJoins:
 
     def _run(self, name: str, operator: Any, tables: Sequence[pa.Table], options: JoinOptions,
              initial: pa.Table | None = None) -> pa.Table:
-        runner = self._runner(name, lambda ck, n, cfg, groups: LocalRunner(operator, ck, partitions=n, config=cfg,
-                                                                           key_groups=groups), options)
-        if initial is not None and runner.checkpoint.initial_done() is None and not runner.checkpoint.has_state():
-            runner.set_initial(operator.inputs[1].name, initial)
+        runner = self._runner(name, lambda ck, n, cfg, groups: PlanRunner(operator.plan, ck, partitions=n, config=cfg,
+                                                                          key_groups=groups), options)
+        if initial is not None and runner.wants_initial(1):
+            runner.set_initial(1, initial)
         return runner.run(*tables, version=self.version, final=self.final)
 
     def interval_join(self, left: pa.Table, right: pa.Table, on: Any, *, left_time: str, right_time: str,
@@ -196,17 +195,15 @@ class LocalJoins:
                                                           right_time, right_sequence))
         operator = TableTableJoin(left.schema, right.schema, on, left_key=left_key, right_key=right_key, how=how,
                                   left_changes=lf, right_changes=rf, retention=retention, expire_rows=expire_rows)
-        runner = self._runner(self._name(checkpoint), lambda ck, n, cfg, groups: LocalTableTableRunner(
-            operator, ck, partitions=n, config=cfg, key_groups=groups), options)
-        for rows, changes, fmt, stage in ((left_bootstrap, left, lf, "left_keys"), (right_bootstrap, right, rf, "right_keys")):
-            side = runner.runners[stage]
-            if rows is not None and side.checkpoint.initial_done() is None and not side.checkpoint.has_state():
-                argument = f"{stage.split('_')[0]}_bootstrap"
+        runner = self._runner(self._name(checkpoint), lambda ck, n, cfg, groups: PlanRunner(
+            operator.plan, ck, partitions=n, config=cfg, key_groups=groups), options)
+        for index, (rows, changes, fmt, argument) in enumerate(((left_bootstrap, left, lf, "left_bootstrap"),
+                                                                (right_bootstrap, right, rf, "right_bootstrap"))):
+            if rows is not None and runner.wants_initial(index):
                 if not isinstance(rows, pa.Table):
                     raise JoinDefinitionError(f"{argument} must be an Arrow table of the table's rows in process, "
                                               f"not {type(rows).__name__}")
-                side.set_initial(side.operator.inputs[0].name,
-                                 bootstrap_changes(rows, changes.schema, fmt, argument, expire_rows))
+                runner.set_initial(index, bootstrap_changes(rows, changes.schema, fmt, argument, expire_rows))
         return runner.run(left, right, version=self.version, final=self.final)
 
     def _note(self, text: str) -> None:

@@ -102,7 +102,7 @@ class SparkEngine:
 
     def stream(self, inputs: Sequence[pa.Table], plan: RunPlan) -> Outcome:
         root = tempfile.mkdtemp(prefix="streamjoin-testing-")
-        previous = self.spark.conf.get("spark.sql.shuffle.partitions")
+        previous = str(self.spark.conf.get("spark.sql.shuffle.partitions"))
         try:
             self.spark.conf.set("spark.sql.shuffle.partitions", str(plan.partitions))
             slices = plan.split(inputs) + [tuple(t.slice(0, 0) for t in inputs)]  # emits what the last released

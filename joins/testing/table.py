@@ -95,7 +95,7 @@ class ReferenceTable:
                 continue
             self.last[change.pk] = order
             if change.op == "upsert":
-                self.rows[change.pk] = dict(change.row)
+                self.rows[change.pk] = dict(change.row or {})
             elif self.rows.pop(change.pk, None) is None:
                 self.unknown_deletes += 1
 
@@ -144,6 +144,6 @@ def reference_changes(before: Mapping[tuple, tuple], after: Mapping[tuple, tuple
             out += [(*was, "update_preimage", version, 0), (*now, "update_postimage", version, 1)]
         elif was is not None:
             out.append((*was, "delete", version, 0))
-        else:
+        elif now is not None:
             out.append((*now, "insert", version, 1))
     return out

@@ -11,7 +11,8 @@ from streamjoin.bench.enrichment import CHANGES, DELAY_S, EVENTS, Outcome, Param
 from streamjoin.changes import ChangeFormat
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.runtime.checkpoint import Checkpoint
-from streamjoin.runtime.partition import StateConfig, TaskInfo, run_partition
+from streamjoin.runtime.options import StateConfig
+from streamjoin.runtime.task import TaskInfo, run_task
 
 
 def test_enrichment_bench_bootstrap_loaded_counts_rows_after_commit_records_are_pruned(tmp_path):
@@ -20,10 +21,10 @@ def test_enrichment_bench_bootstrap_loaded_counts_rows_after_commit_records_are_
     op = EnrichmentJoin(EVENTS, CHANGES, "user_id", stream_time="ts", changes=ChangeFormat.plain("user_id", time="changed_at"),
                         how="left", delay=datetime.timedelta(seconds=DELAY_S))
     checkpoint = Checkpoint(str(tmp_path / "join"))
-    checkpoint.bind(op.definition(), params.partitions)
+    checkpoint.binding.bind(op.definition(), params.partitions)
     for p, part in enumerate(bench._route(op.bootstrap_changes(inputs.snapshot), params.partitions)):
-        checkpoint.write_initial("table", p, part)
-    checkpoint.mark_initial_done({"table": inputs.snapshot.num_rows})
+        checkpoint.initial.write("table", p, part)
+    checkpoint.initial.mark_done({"table": inputs.snapshot.num_rows})
     assert bootstrap_loaded(checkpoint, params.partitions) == 0   # written, not loaded yet
     config = StateConfig(store="memory", local_dir=os.path.join(tmp_path, "state"), retain_versions=3, initial=True)
     records = []
@@ -31,12 +32,12 @@ def test_enrichment_bench_bootstrap_loaded_counts_rows_after_commit_records_are_
     for version, (events, changes) in enumerate(versions):
         parts = [bench._route(events, params.partitions), bench._route(changes, params.partitions)]
         for p in range(params.partitions):
-            records.append(run_partition(op, checkpoint, config, TaskInfo(version, p, params.partitions),
+            records.append(run_task(op, checkpoint, config, TaskInfo(version, p, params.partitions),
                                          (parts[0][p], parts[1][p]))[1])
     kept = bench.join_summary(records)
     assert kept["initial_rows_table"] == 50 and kept["output_rows"] == kept["matched"] == 300
     # the retained commit records lost the first version's (the old check read 0 snapshot rows there)
-    assert bench.join_summary(checkpoint.read_metrics())["initial_rows_table"] == 0
+    assert bench.join_summary(checkpoint.commits.read_metrics())["initial_rows_table"] == 0
     assert bootstrap_loaded(checkpoint, params.partitions) == 50
 
 

@@ -1,6 +1,6 @@
 """Warm stores: a task's local store kept open for the partition's next task in the same process,
 reused only at exactly the wanted version, closed before its directory is removed, and handed
-over to another process that needs the directory (issue 16)."""
+over to another process that needs the directory."""
 
 from __future__ import annotations
 
@@ -99,18 +99,19 @@ def test_warm_store_runtime_reuses_a_partitions_store_and_a_failed_task_closes_i
     import pyarrow as pa
 
     from streamjoin.runtime.checkpoint import Checkpoint
-    from streamjoin.runtime.partition import StateConfig, TaskInfo, local_store_path, run_partition
+    from streamjoin.runtime.options import StateConfig
+    from streamjoin.runtime.task import TaskInfo, local_store_path, run_task
     from tests.operators import RunningCount
 
     schema = pa.schema([("k", pa.int64()), ("v", pa.string())])
     marker = str(tmp_path / "fail")
     config = StateConfig(store="rocksdb", local_dir=str(tmp_path / "local"), fail_once=marker)
     op, checkpoint = RunningCount(schema, ["k"]), Checkpoint(str(tmp_path / "ck"))
-    checkpoint.bind(op.definition(), 1)
+    checkpoint.binding.bind(op.definition(), 1)
     rows = (pa.table({"k": [1, 2], "v": ["a", "b"]}, schema=schema),)
 
     def run(version, query_id="q"):
-        return run_partition(op, checkpoint, config, TaskInfo(version, 0, 1, query_id=query_id), rows)
+        return run_task(op, checkpoint, config, TaskInfo(version, 0, 1, query_id=query_id), rows)
 
     opened = [run(v)[1]["state_open"] for v in (0, 1)]
     assert opened == ["reused", "reused"]
@@ -129,7 +130,7 @@ def test_warm_store_is_kept_only_for_a_streaming_querys_tasks(tmp_path):
     import pyarrow as pa
 
     from streamjoin.runtime.local import LocalRunner
-    from streamjoin.runtime.partition import StateConfig
+    from streamjoin.runtime.options import StateConfig
     from tests.operators import RunningCount
 
     schema = pa.schema([("k", pa.int64()), ("v", pa.string())])

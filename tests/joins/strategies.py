@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from streamjoin.interval.operator import IntervalJoin
 from streamjoin.interval.state import LAYOUT
 from streamjoin.runtime.operator import NEG_INF, REASON_COLUMN, Operator, StepInput
-from streamjoin.runtime.partition import progress_after
+from streamjoin.runtime.task import progress_after
 from streamjoin.statestore import backend_names, destroy_store, open_store
 from streamjoin.statestore.codecs import decode_int, pack
 from streamjoin.testing.interval import interval_late_rows, reference_interval_join
@@ -291,7 +291,7 @@ class Local:
 
     def __init__(self, case: JoinCase, store: str = "memory", **options: Any) -> None:
         from streamjoin.runtime.local import LocalRunner
-        from streamjoin.runtime.partition import StateConfig
+        from streamjoin.runtime.options import StateConfig
 
         self.root = tempfile.mkdtemp(prefix="sj-interval-local-")
         config = StateConfig(store=store, local_dir=f"{self.root}/local", snapshot_every=3, retain_versions=3)

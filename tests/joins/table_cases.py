@@ -24,9 +24,10 @@ from hypothesis import strategies as st
 from streamjoin.changes import ChangeFormat
 from streamjoin.runtime.local import route
 from streamjoin.runtime.operator import StepInput
-from streamjoin.runtime.partition import StateConfig, progress_after
+from streamjoin.runtime.options import StateConfig
+from streamjoin.runtime.plan_runner import PlanRunner
+from streamjoin.runtime.task import progress_after
 from streamjoin.statestore import destroy_store, open_store
-from streamjoin.table.local import LocalTableTableRunner
 from streamjoin.table.operator import TableTableJoin
 from streamjoin.testing.table import Change, ReferenceTable, reference_changes, reference_view
 from streamjoin.view import MaterializedView
@@ -241,7 +242,7 @@ def output_rows(table: pa.Table) -> Counter:
 
 class StepChain:
     """The three stages' ``step``s chained per version against open stores, without changelogs or
-    checkpoints (the runtime's part is tested through :class:`LocalTableTableRunner`); rows are
+    checkpoints (the runtime's part is tested through :class:`PlanRunner`); rows are
     routed to partitions as the runtime routes them."""
 
     def __init__(self, join: TableTableJoin, partitions: int) -> None:
@@ -286,7 +287,7 @@ _PATHS = itertools.count()
 
 
 class Run:
-    """A :class:`LocalTableTableRunner` over a fresh temporary checkpoint (or, with ``runtime``
+    """A :class:`PlanRunner` over a fresh temporary checkpoint (or, with ``runtime``
     False, a :class:`StepChain`), and a view it maintains."""
 
     def __init__(self, case: TableCase, store: str = "memory", runtime: bool = True) -> None:
@@ -294,7 +295,7 @@ class Run:
         config = StateConfig(store=store, local_dir=f"{self.root}/local", snapshot_every=3, retain_versions=3)
         self.case = case
         self.join = case.join()
-        self.runner = (LocalTableTableRunner(self.join, f"{self.root}/checkpoint", partitions=case.partitions,
+        self.runner = (PlanRunner(self.join.plan, f"{self.root}/checkpoint", partitions=case.partitions,
                                              config=config) if runtime else StepChain(self.join, case.partitions))
         self.view_path = f"{self.root}/view"
         self.view = MaterializedView(open_store("memory", self.view_path), *self.join.view_key, self.join.output_schema)

@@ -12,33 +12,34 @@ import pytest
 
 from streamjoin.errors import CheckpointDamagedError, CheckpointMismatchError, JoinDefinitionError
 from streamjoin.runtime.checkpoint import Checkpoint, RunMode
+from streamjoin.runtime.checkpoint.files import CheckpointFiles
 
 DEFINITION = {"kind": "test", "key": ["k"]}
 
 
 def test_checkpoint_bind_refuses_a_batch_run_on_a_streaming_checkpoint(tmp_path):
-    Checkpoint(str(tmp_path)).bind(DEFINITION, 2, mode=RunMode.STREAMING)
+    Checkpoint(str(tmp_path)).binding.bind(DEFINITION, 2, mode=RunMode.STREAMING)
     with pytest.raises(CheckpointMismatchError, match="streaming query"):
-        Checkpoint(str(tmp_path)).bind(DEFINITION, 2, mode=RunMode.BATCH)
-    Checkpoint(str(tmp_path)).bind(DEFINITION, 2, mode=RunMode.STREAMING)   # the query itself may
+        Checkpoint(str(tmp_path)).binding.bind(DEFINITION, 2, mode=RunMode.BATCH)
+    Checkpoint(str(tmp_path)).binding.bind(DEFINITION, 2, mode=RunMode.STREAMING)   # the query itself may
 
 
 def test_checkpoint_bind_refuses_a_streaming_query_on_a_batch_checkpoint(tmp_path):
-    Checkpoint(str(tmp_path)).bind(DEFINITION, 2, mode=RunMode.BATCH)
-    Checkpoint(str(tmp_path)).bind(DEFINITION, 2, mode=RunMode.BATCH)   # a batch run again may
+    Checkpoint(str(tmp_path)).binding.bind(DEFINITION, 2, mode=RunMode.BATCH)
+    Checkpoint(str(tmp_path)).binding.bind(DEFINITION, 2, mode=RunMode.BATCH)   # a batch run again may
     with pytest.raises(CheckpointMismatchError, match="batch run"):
-        Checkpoint(str(tmp_path)).bind(DEFINITION, 2, mode=RunMode.STREAMING)
+        Checkpoint(str(tmp_path)).binding.bind(DEFINITION, 2, mode=RunMode.STREAMING)
 
 
 def test_checkpoint_check_query_refuses_a_batch_task_on_a_query_bound_checkpoint(tmp_path):
     checkpoint = Checkpoint(str(tmp_path))
-    checkpoint.bind(DEFINITION, 1)
-    checkpoint.check_query("query-1")
-    checkpoint.check_query("query-1")
+    checkpoint.binding.bind(DEFINITION, 1)
+    checkpoint.binding.check_query("query-1")
+    checkpoint.binding.check_query("query-1")
     with pytest.raises(CheckpointMismatchError, match="batch run must not"):
-        checkpoint.check_query(None)
+        checkpoint.binding.check_query(None)
     with pytest.raises(CheckpointMismatchError, match="belongs to streaming query query-1"):
-        checkpoint.check_query("query-2")
+        checkpoint.binding.check_query("query-2")
 
 
 def _race_after_first_read(monkeypatch, parties: int) -> None:
@@ -46,7 +47,7 @@ def _race_after_first_read(monkeypatch, parties: int) -> None:
     then lets them all through; a create-if-absent binding still lets exactly one through."""
     barrier = threading.Barrier(parties, timeout=30)
     local = threading.local()
-    original = Checkpoint._read_json
+    original = CheckpointFiles.read_json
 
     def read_then_wait(self, rel):
         result = original(self, rel)
@@ -55,7 +56,7 @@ def _race_after_first_read(monkeypatch, parties: int) -> None:
             barrier.wait()
         return result
 
-    monkeypatch.setattr(Checkpoint, "_read_json", read_then_wait)
+    monkeypatch.setattr(CheckpointFiles, "read_json", read_then_wait)
 
 
 def _run_threads(target, count: int) -> list:
@@ -77,36 +78,36 @@ def _run_threads(target, count: int) -> list:
 
 
 def test_checkpoint_query_binding_has_exactly_one_winner(tmp_path, monkeypatch):
-    Checkpoint(str(tmp_path)).bind(DEFINITION, 1)
+    Checkpoint(str(tmp_path)).binding.bind(DEFINITION, 1)
     _race_after_first_read(monkeypatch, 6)
-    results = _run_threads(lambda i: Checkpoint(str(tmp_path)).check_query(f"query-{i}"), 6)
+    results = _run_threads(lambda i: Checkpoint(str(tmp_path)).binding.check_query(f"query-{i}"), 6)
     monkeypatch.undo()
     winners = [i for i, r in enumerate(results) if r == "won"]
     assert len(winners) == 1, results
-    assert Checkpoint(str(tmp_path)).bound_query() == f"query-{winners[0]}"
+    assert Checkpoint(str(tmp_path)).binding.bound_query() == f"query-{winners[0]}"
     assert all("belongs to streaming query" in str(r) for r in results if r != "won")
 
 
 def test_checkpoint_first_bind_has_exactly_one_winner(tmp_path, monkeypatch):
     _race_after_first_read(monkeypatch, 6)
-    results = _run_threads(lambda i: Checkpoint(str(tmp_path)).bind({**DEFINITION, "i": i}, 1), 6)
+    results = _run_threads(lambda i: Checkpoint(str(tmp_path)).binding.bind({**DEFINITION, "i": i}, 1), 6)
     monkeypatch.undo()
     winners = [i for i, r in enumerate(results) if r == "won"]
     assert len(winners) == 1, results
-    Checkpoint(str(tmp_path)).bind({**DEFINITION, "i": winners[0]}, 1)
+    Checkpoint(str(tmp_path)).binding.bind({**DEFINITION, "i": winners[0]}, 1)
 
 
 def _bind_query(path: str, query: str, start, outcome) -> None:
     start.wait()
     try:
-        Checkpoint(path).check_query(query)
+        Checkpoint(path).binding.check_query(query)
         outcome.put(query)
     except CheckpointMismatchError:
         outcome.put(None)
 
 
 def test_checkpoint_query_binding_has_one_winner_among_processes(tmp_path):
-    Checkpoint(str(tmp_path)).bind(DEFINITION, 1)
+    Checkpoint(str(tmp_path)).binding.bind(DEFINITION, 1)
     context = multiprocessing.get_context("fork")
     start, outcome = context.Barrier(4, timeout=60), context.Queue()
     processes = [context.Process(target=_bind_query, args=(str(tmp_path), f"q{i}", start, outcome)) for i in range(4)]
@@ -115,60 +116,60 @@ def test_checkpoint_query_binding_has_one_winner_among_processes(tmp_path):
     for p in processes:
         p.join(timeout=60)
     results = [outcome.get(timeout=10) for _ in processes]
-    assert [r for r in results if r is not None] == [Checkpoint(str(tmp_path)).bound_query()]
+    assert [r for r in results if r is not None] == [Checkpoint(str(tmp_path)).binding.bound_query()]
 
 
 @pytest.mark.parametrize("content", [b"", b"{\"format\": 1, \"defin", b"[1, 2]", b"\xff\xfe"])
 def test_checkpoint_damaged_record_names_its_file(tmp_path, content):
-    Checkpoint(str(tmp_path)).bind(DEFINITION, 1)
+    Checkpoint(str(tmp_path)).binding.bind(DEFINITION, 1)
     (tmp_path / "streamjoin.json").write_bytes(content)
     with pytest.raises(CheckpointDamagedError, match="streamjoin.json.*restore it") as raised:
-        Checkpoint(str(tmp_path)).bind(DEFINITION, 1)
+        Checkpoint(str(tmp_path)).binding.bind(DEFINITION, 1)
     assert raised.value.path.endswith("streamjoin.json")
 
 
 def test_checkpoint_damaged_commit_record_names_its_file(tmp_path):
     checkpoint = Checkpoint(str(tmp_path))
-    checkpoint.write_commit(3, 0, 1, (1, None), {"version": 3, "partition": 0})
-    assert checkpoint.watermark_inputs(4, 2) == (1, None)
+    checkpoint.commits.write(3, 0, 1, (1, None), {"version": 3, "partition": 0})
+    assert checkpoint.commits.watermark_inputs(4, 2) == (1, None)
     (tmp_path / "commits" / "v=3" / "p=0.of=1.t=1_x.json").rename(tmp_path / "commits" / "v=3" / "p=0.json")
     with pytest.raises(CheckpointDamagedError, match=r"commits/v=3/p=0\.json"):
-        checkpoint.watermark_inputs(4, 2)
+        checkpoint.commits.watermark_inputs(4, 2)
     (tmp_path / "commits" / "v=3" / "p=0.json").write_bytes(b"")
     with pytest.raises(CheckpointDamagedError, match=r"commits/v=3/p=0\.json"):
-        checkpoint.read_metrics()
+        checkpoint.commits.read_metrics()
 
 
 def test_checkpoint_missing_commit_record_is_reported_not_skipped(tmp_path):
     checkpoint = Checkpoint(str(tmp_path))
-    checkpoint.write_commit(3, 0, 3, (5,), {})
-    checkpoint.write_commit(3, 2, 3, (9,), {})
+    checkpoint.commits.write(3, 0, 3, (5,), {})
+    checkpoint.commits.write(3, 2, 3, (9,), {})
     with pytest.raises(CheckpointDamagedError, match=r"version 3 .*missing for partitions \[1\]"):
-        checkpoint.watermark_inputs(4, 1)
-    checkpoint.write_commit(3, 1, 3, (7,), {})
-    assert checkpoint.watermark_inputs(4, 1) == (9,)
-    assert checkpoint.watermark_inputs(9, 1) == (9,)     # from the newest version before, if not v - 1
-    assert checkpoint.watermark_inputs(3, 1) == (None,)  # nothing before the first version
+        checkpoint.commits.watermark_inputs(4, 1)
+    checkpoint.commits.write(3, 1, 3, (7,), {})
+    assert checkpoint.commits.watermark_inputs(4, 1) == (9,)
+    assert checkpoint.commits.watermark_inputs(9, 1) == (9,)     # from the newest version before, if not v - 1
+    assert checkpoint.commits.watermark_inputs(3, 1) == (None,)  # nothing before the first version
 
 
 def test_checkpoint_commit_record_written_again_replaces_the_partitions_record(tmp_path):
     checkpoint = Checkpoint(str(tmp_path))
-    checkpoint.write_commit(0, 0, 1, (5,), {"rows": 1})
-    checkpoint.write_commit(0, 0, 1, (6,), {"rows": 2})
-    assert [r.max_times for r in checkpoint.commit_records(0)] == [(6,)]
-    assert checkpoint.read_metrics() == [{"rows": 2}]
+    checkpoint.commits.write(0, 0, 1, (5,), {"rows": 1})
+    checkpoint.commits.write(0, 0, 1, (6,), {"rows": 2})
+    assert [r.max_times for r in checkpoint.commits.records(0)] == [(6,)]
+    assert checkpoint.commits.read_metrics() == [{"rows": 2}]
 
 
 def test_checkpoint_watermark_inputs_survive_a_partition_count_change(tmp_path):
     """Each record carries the global progress: a version of 2 partitions after one of 4 sees it."""
     checkpoint = Checkpoint(str(tmp_path))
     for p, t in enumerate((3, 8, None, 1)):
-        checkpoint.write_commit(5, p, 4, (t,), {})
-    assert checkpoint.watermark_inputs(6, 1) == (8,)
+        checkpoint.commits.write(5, p, 4, (t,), {})
+    assert checkpoint.commits.watermark_inputs(6, 1) == (8,)
     for p in range(2):
-        checkpoint.write_commit(6, p, 2, (8,), {})
-    assert checkpoint.watermark_inputs(7, 1) == (8,)
-    assert checkpoint.newest_progress(1) == (6, (8,))
+        checkpoint.commits.write(6, p, 2, (8,), {})
+    assert checkpoint.commits.watermark_inputs(7, 1) == (8,)
+    assert checkpoint.commits.newest_progress(1) == (6, (8,))
 
 
 def test_checkpoint_records_are_synced_before_they_are_moved_into_place(tmp_path, monkeypatch):
@@ -185,7 +186,7 @@ def test_checkpoint_records_are_synced_before_they_are_moved_into_place(tmp_path
 
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "replace", replace)
-    Checkpoint(str(tmp_path)).write_commit(0, 0, 1, (5,), {"rows": 1})
+    Checkpoint(str(tmp_path)).commits.write(0, 0, 1, (5,), {"rows": 1})
     name = "p=0.of=1.t=5.json"
     assert f"replace {name}" in events
     moved = events.index(f"replace {name}")
@@ -212,9 +213,9 @@ def test_checkpoint_location_schemes_are_mapped_or_refused(tmp_path):
 
 def test_checkpoint_watermark_inputs_start_from_a_recorded_base(tmp_path):
     checkpoint = Checkpoint(str(tmp_path))
-    checkpoint.write_progress_base(4, (7, None))
-    assert checkpoint.watermark_inputs(5, 2) == (7, None)          # the base alone is complete
-    checkpoint.write_commit(4, 0, 1, (3, 2), {"version": 4})
-    assert checkpoint.watermark_inputs(5, 2) == (7, 2)             # the maximum of base and records
-    assert checkpoint.read_metrics() == [{"version": 4}]
-    assert checkpoint.newest_progress(2) == (4, (7, 2))
+    checkpoint.commits.write_progress_base(4, (7, None))
+    assert checkpoint.commits.watermark_inputs(5, 2) == (7, None)          # the base alone is complete
+    checkpoint.commits.write(4, 0, 1, (3, 2), {"version": 4})
+    assert checkpoint.commits.watermark_inputs(5, 2) == (7, 2)             # the maximum of base and records
+    assert checkpoint.commits.read_metrics() == [{"version": 4}]
+    assert checkpoint.commits.newest_progress(2) == (4, (7, 2))

@@ -24,7 +24,7 @@ from streamjoin.enrichment import state as state
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.runtime.local import LocalRunner
 from streamjoin.runtime.operator import StepInput
-from streamjoin.runtime.partition import StateConfig
+from streamjoin.runtime.options import StateConfig
 from streamjoin.statestore import destroy_store, open_store
 from tests.examples import scaled
 from tests.joins.strategies import StepDriver, disturb

@@ -26,7 +26,7 @@ from streamjoin.changes import ChangeFormat
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.runtime.local import LocalRunner
 from streamjoin.runtime.operator import Operator
-from streamjoin.runtime.partition import StateConfig
+from streamjoin.runtime.options import StateConfig
 from streamjoin.statestore import backend_names
 from streamjoin.testing.enrichment import late_flags, reference_as_of, reference_latest
 from tests.examples import scaled

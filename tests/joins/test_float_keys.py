@@ -23,9 +23,9 @@ from streamjoin.errors import JoinDefinitionError
 from streamjoin.interval.operator import IntervalJoin
 from streamjoin.kit import normal_key_array, normal_keys
 from streamjoin.runtime.local import LocalRunner
-from streamjoin.runtime.partition import StateConfig
+from streamjoin.runtime.options import StateConfig
+from streamjoin.runtime.plan_runner import PlanRunner
 from streamjoin.statestore import open_store
-from streamjoin.table.local import LocalTableTableRunner
 from streamjoin.table.operator import TableTableJoin
 from streamjoin.testing.interval import join_key, reference_interval_join
 from streamjoin.testing.table import reference_view
@@ -91,7 +91,7 @@ FOLLOWS = pa.schema([("fid", pa.int64()), ("followee", pa.float64()), ("op", pa.
 def test_table_join_float_join_keys_match_negative_zero_and_nan_as_the_reference(tmp_path, how):
     join = TableTableJoin(POSTS, FOLLOWS, (["author"], ["followee"]), left_key="post_id", right_key="fid",
                           how=how, left_time="at", right_time="at")
-    runner = LocalTableTableRunner(join, str(tmp_path / "cp"),
+    runner = PlanRunner(join.plan, str(tmp_path / "cp"),
                                    config=StateConfig(store="memory", local_dir=str(tmp_path / "local")))
     view = MaterializedView(open_store("memory", str(tmp_path / "view")), *join.view_key, join.output_schema)
     posts = [{"post_id": i, "author": k, "op": "upsert", "at": 1} for i, k in enumerate(KEYS)]
@@ -119,7 +119,7 @@ def test_table_join_float_primary_keys_negative_zero_and_nan_are_one_row_each(tm
     right = pa.schema([("rid", pa.int64()), ("g", pa.int64()), ("op", pa.string()), ("at", pa.int64())])
     join = TableTableJoin(left, right, "g", left_key="id", right_key="rid", how="inner", left_time="at",
                           right_time="at")
-    runner = LocalTableTableRunner(join, str(tmp_path / "cp"),
+    runner = PlanRunner(join.plan, str(tmp_path / "cp"),
                                    config=StateConfig(store="memory", local_dir=str(tmp_path / "local")))
     view = MaterializedView(open_store("memory", str(tmp_path / "view")), *join.view_key, join.output_schema)
     rows = [{"id": 0.0, "g": 1, "op": "upsert", "at": 1}, {"id": -0.0, "g": 1, "op": "upsert", "at": 2},
@@ -160,7 +160,7 @@ def test_table_join_outputs_negative_zero_and_nan_payloads_as_the_rows_had_them(
                        ("at", pa.int64())])
     join = TableTableJoin(left, right, "g", left_key="id", right_key="rid", how=how, left_time="at",
                           right_time="at")
-    runner = LocalTableTableRunner(join, str(tmp_path / "cp"),
+    runner = PlanRunner(join.plan, str(tmp_path / "cp"),
                                    config=StateConfig(store="memory", local_dir=str(tmp_path / "local")))
     view = MaterializedView(open_store("memory", str(tmp_path / "view")), *join.view_key, join.output_schema)
     lrows = [{"id": -0.0, "g": -0.0, "x": -0.0, "op": "upsert", "at": 1},
@@ -239,7 +239,7 @@ def test_table_join_key_stage_picks_the_same_change_of_tied_negative_and_positiv
     for name, order in (("a", rows), ("b", rows[::-1])):
         join = TableTableJoin(left, right, "g", left_key="id", right_key="rid", how="inner", left_time="at",
                               right_time="at")
-        runner = LocalTableTableRunner(join, str(tmp_path / name),
+        runner = PlanRunner(join.plan, str(tmp_path / name),
                                        config=StateConfig(store="memory", local_dir=str(tmp_path / f"{name}l")))
         out = runner.run(pa.Table.from_pylist(order, left),
                          pa.Table.from_pylist([{"rid": 7, "g": 1, "op": "upsert", "at": 1}], right))

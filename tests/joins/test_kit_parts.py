@@ -15,9 +15,9 @@ from streamjoin.kit.how import How, parse_how
 from streamjoin.kit.keys import common_key_type, family_key_type, routing_key_type
 from streamjoin.kit.names import check_output_names, check_reserved, check_schema, suffixed
 from streamjoin.kit.on import column_names, parse_on
-from streamjoin.kit.options import JoinOptions
 from streamjoin.kit.order import canonical_sort_keys, sort_canonically
 from streamjoin.runtime.operator import REASON_COLUMN
+from streamjoin.runtime.options import JoinOptions
 
 
 def test_kit_exports_every_name_it_lists():

@@ -25,11 +25,11 @@ from streamjoin.runtime.areas import ARROW, Int64s
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.local import LocalRunner
 from streamjoin.runtime.operator import Operator
-from streamjoin.runtime.partition import StateConfig
+from streamjoin.runtime.options import StateConfig
+from streamjoin.runtime.plan_runner import PlanRunner
 from streamjoin.runtime.rescale import changelog_uri, current_epoch, epochs
 from streamjoin.statestore import destroy_store, open_store
 from streamjoin.statestore.codecs import unpack
-from streamjoin.table.local import LocalTableTableRunner
 from streamjoin.table.stage import LAYOUT as STAGE
 from tests.examples import scaled
 from tests.joins.strategies import Local, join_cases, rows_of
@@ -166,7 +166,7 @@ def test_interval_rescale_merging_partitions_keeps_which_rows_matched(tmp_path):
 # -- the table-table join ------------------------------------------------------------------------
 
 
-def table_state(runner: LocalTableTableRunner, version: int) -> Counter:
+def table_state(runner: PlanRunner, version: int) -> Counter:
     """Every stage's state entries over all partitions; stage 2's rows-held counts summed."""
     found: Counter = Counter()
     for name, stage in runner.runners.items():
@@ -192,8 +192,7 @@ def test_table_join_rescale_equals_reference_and_uninterrupted_run(case, data):
             if index == cut:
                 old = rescaled.runner
                 config = old.runners["join"].config
-                rescaled.runner = LocalTableTableRunner(old.join, old.checkpoint_dir, partitions=partitions,
-                                                        config=config)
+                rescaled.runner = PlanRunner(old.plan, old.checkpoint_dir, partitions=partitions, config=config)
                 rescaled.runner.version = index
             plain.run(index)
             out = rescaled.run(index)
@@ -219,7 +218,7 @@ def test_rescale_refuses_checkpoint_written_before_key_groups(tmp_path):
     """streamjoin 0.2 wrote format 1, without key groups: refused at any partition count."""
     root = tmp_path / "ck"
     LocalRunner(_interval(), str(root), partitions=2)
-    record = Checkpoint(str(root)).read_record("streamjoin.json")
+    record = Checkpoint(str(root)).files.read_json("streamjoin.json")
     del record["key_groups"]
     record["format"] = 1
     (root / "streamjoin.json").write_text(__import__("json").dumps(record))
@@ -286,7 +285,7 @@ def test_local_runner_refuses_a_bad_count_before_writing_the_checkpoint(tmp_path
 def test_checkpoint_bind_refuses_a_bad_count_before_writing(tmp_path):
     for partitions, key_groups in ((0, None), (4097, None), (3, 2), (1, 0)):
         with pytest.raises(JoinDefinitionError, match="must be an int"):
-            Checkpoint(str(tmp_path / "ck")).bind({"kind": "x"}, partitions, key_groups=key_groups)
+            Checkpoint(str(tmp_path / "ck")).binding.bind({"kind": "x"}, partitions, key_groups=key_groups)
     assert not (tmp_path / "ck" / "streamjoin.json").exists()
 
 

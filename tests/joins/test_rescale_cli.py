@@ -21,8 +21,9 @@ from streamjoin.interval.operator import IntervalJoin
 from streamjoin.jobs.cli import main
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.local import LocalRunner
-from streamjoin.runtime.partition import StateConfig
-from streamjoin.runtime.rescale import RESCALABLE_KINDS, can_rescale, epochs
+from streamjoin.runtime.options import StateConfig
+from streamjoin.runtime.registry import kinds, operator_class
+from streamjoin.runtime.rescale import can_rescale, epochs
 from streamjoin.table.operator import TableTableJoin
 from tests.joins.strategies import rows_of
 
@@ -106,14 +107,17 @@ def test_checkpoint_repartition_refuses_checkpoint_written_before_key_groups(tmp
     shutil.rmtree(tmp_path / "ck")
 
 
-def test_rescalable_kinds_are_the_operators_with_a_regroup_hook():
+def test_rescalable_kinds_are_the_registered_operators_with_a_regroup_hook():
     events = pa.schema([("k", pa.int64()), ("ts", pa.timestamp("us"))])
     table = pa.schema([("k", pa.int64()), ("v", pa.string()), ("op", pa.string()), ("at", pa.timestamp("us"))])
     posts = pa.schema([("id", pa.int64()), ("k", pa.int64()), ("op", pa.string()), ("at", pa.timestamp("us"))])
     join = TableTableJoin(posts, table, "k", left_key="id", right_key="k", left_time="at", right_time="at")
     operators = [_op(), join.left_stage, join.join_stage,
                  EnrichmentJoin(events, table, "k", stream_time="ts", changes=ChangeFormat.plain("k", time="at"))]
-    assert {op.kind for op in operators if can_rescale(op)} == RESCALABLE_KINDS
+    rescalable = {op.kind for op in operators if can_rescale(op)}
+    assert rescalable == {k for k in kinds() if can_rescale(operator_class(k))} == {
+        "interval_join", "table_join_keys", "table_join", "enrichment_join"}
+    assert not can_rescale(operator_class("a kind nobody registered"))
 
 
 @pytest.mark.parametrize("value, message", [

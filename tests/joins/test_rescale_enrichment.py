@@ -27,7 +27,7 @@ from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.keygroups import routing_types
 from streamjoin.runtime.local import LocalRunner
 from streamjoin.runtime.operator import NEG_INF, POS_INF
-from streamjoin.runtime.partition import StateConfig
+from streamjoin.runtime.options import StateConfig
 from streamjoin.runtime.regroup import Ownership
 from streamjoin.runtime.rescale import Epoch, changelog_uri
 from streamjoin.statestore import open_store
@@ -201,7 +201,7 @@ def test_enrichment_rescale_merges_two_partitions_into_one_canonical_state(tmp_p
         two.append(list(store.scan()))
         store.close()
     assert all(two)
-    groups = Checkpoint(str(tmp_path / "merged" / "ck")).key_groups()
+    groups = Checkpoint(str(tmp_path / "merged" / "ck")).binding.key_groups()
     owned = Ownership(groups, 0, 1, tuple(routing_types(op.inputs)))
     stores = _stores(two, tmp_path / "sources")
     try:

@@ -11,7 +11,8 @@ import pytest
 
 from streamjoin.errors import CheckpointDamagedError, CheckpointMismatchError, JoinDefinitionError
 from streamjoin.runtime.local import LocalRunner
-from streamjoin.runtime.partition import StateConfig, TaskInfo, run_partition
+from streamjoin.runtime.options import StateConfig
+from streamjoin.runtime.task import TaskInfo, run_task
 from tests.operators import RunningCount
 
 SCHEMA = pa.schema([("k", pa.int64()), ("v", pa.string())])
@@ -51,10 +52,10 @@ def test_runtime_new_join_starts_empty_at_any_first_version(tmp_path):
 def test_runtime_batch_task_refuses_a_query_bound_checkpoint(tmp_path):
     runner = LocalRunner(RunningCount(SCHEMA, ["k"]), str(tmp_path / "ck"))
     config = StateConfig(store="memory")
-    run_partition(runner.operator, runner.checkpoint, config, TaskInfo(0, 0, 1, query_id="query-1"), (_rows([1]),))
+    run_task(runner.operator, runner.checkpoint, config, TaskInfo(0, 0, 1, query_id="query-1"), (_rows([1]),))
     with pytest.raises(CheckpointMismatchError, match="belongs to streaming query query-1"):
-        run_partition(runner.operator, runner.checkpoint, config, TaskInfo(0, 0, 1, final=True), (_rows([1]),))
-    assert runner.checkpoint.read_metrics()[0]["output_rows"] == 1 and len(runner.checkpoint.read_metrics()) == 1
+        run_task(runner.operator, runner.checkpoint, config, TaskInfo(0, 0, 1, final=True), (_rows([1]),))
+    assert runner.checkpoint.commits.read_metrics()[0]["output_rows"] == 1 and len(runner.checkpoint.commits.read_metrics()) == 1
 
 
 @pytest.mark.parametrize("store, named", [("rockdb", "rocksdb"), ("no_such_package.stores:Store", "no_such_package")])

@@ -16,7 +16,7 @@ from streamjoin.changes import ChangeFormat
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.errors import CheckpointMismatchError
 from streamjoin.runtime.local import LocalRunner
-from streamjoin.runtime.partition import StateConfig
+from streamjoin.runtime.options import StateConfig
 from tests.examples import scaled
 
 EVENTS = pa.schema([("user", pa.int64()), ("ts", pa.timestamp("us")), ("what", pa.string())])
@@ -64,6 +64,6 @@ def test_runtime_initial_rows_never_completed_are_refused(tmp_path):
     op = _join()
     runner = LocalRunner(op, str(tmp_path), config=StateConfig(store="memory"))
     snapshot = pa.Table.from_pylist([{"user": 1, "plan": "pro"}], schema=SNAPSHOT)
-    runner.checkpoint.write_initial("table", 0, op.bootstrap_changes(snapshot))   # no mark_initial_done
+    runner.checkpoint.initial.write("table", 0, op.bootstrap_changes(snapshot))   # no mark_initial_done
     with pytest.raises(CheckpointMismatchError, match="never completed"):
         runner.run(EVENTS.empty_table(), TABLE.empty_table())

@@ -1,4 +1,4 @@
-"""``streamjoin checkpoint describe|verify``: a whole checkpoint, every partition (issue 13, item 4);
+"""``streamjoin checkpoint describe|verify``: a whole checkpoint, every partition;
 and the checkpoint's records stay bounded (item 2)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from streamjoin.jobs.cli import main
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.inspect import describe_checkpoint, verify_checkpoint
 from streamjoin.runtime.local import LocalRunner
-from streamjoin.runtime.partition import StateConfig
+from streamjoin.runtime.options import StateConfig
 from tests.operators import RunningCount
 
 SCHEMA = pa.schema([("k", pa.int64()), ("v", pa.string())])
@@ -69,8 +69,8 @@ def test_runtime_commit_records_are_pruned_with_the_retention(tmp_path):
     assert sorted(os.listdir(root / "commits")) == [f"v={v}" for v in (10, 11, 7, 8, 9)]
     assert all(len(os.listdir(root / "commits" / f"v={v}")) == 2 for v in (7, 8, 9, 10, 11))
     assert not (root / "metrics").exists() and not (root / "progress").exists()
-    assert Checkpoint(str(root)).newest_metrics_version() == 11
-    assert [m["version"] for m in Checkpoint(str(root)).read_metrics()] == [7, 7, 8, 8, 9, 9, 10, 10, 11, 11]
+    assert Checkpoint(str(root)).commits.newest_version() == 11
+    assert [m["version"] for m in Checkpoint(str(root)).commits.read_metrics()] == [7, 7, 8, 8, 9, 9, 10, 10, 11, 11]
 
 
 def test_verify_checkpoint_names_a_missing_commit_record(tmp_path):

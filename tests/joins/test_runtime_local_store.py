@@ -10,7 +10,8 @@ import pyarrow as pa
 import pytest
 
 from streamjoin.runtime.local import LocalRunner
-from streamjoin.runtime.partition import StateConfig, local_store_path
+from streamjoin.runtime.options import StateConfig
+from streamjoin.runtime.task import local_store_path
 from streamjoin.statestore import warm
 from tests.operators import RunningCount
 
@@ -47,7 +48,7 @@ def test_runtime_swapped_local_stores_are_rebuilt_not_reused(tmp_path, store, qu
     try:
         for _ in range(2):
             assert _counts(swapped.run(_rows(range(10)))) == _counts(plain.run(_rows(range(10))))
-        opens = {(m["version"], m["partition"]): m["state_open"] for m in swapped.checkpoint.read_metrics()}
+        opens = {(m["version"], m["partition"]): m["state_open"] for m in swapped.checkpoint.commits.read_metrics()}
         assert opens[(2, 0)] == opens[(2, 1)] == "rebuilt"
         assert opens[(3, 0)] == opens[(3, 1)] == "reused"
     finally:

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamjoin.runtime.partition import StateConfig
+from streamjoin.runtime.options import StateConfig
+from streamjoin.runtime.plan_runner import PlanRunner
 from streamjoin.statestore import destroy_store, open_store
 from streamjoin.statestore.codecs import pack, unpack
-from streamjoin.table.local import LocalTableTableRunner
 from streamjoin.table.operator import TableTableJoin
 from streamjoin.table.rows import pack_columns, unpack_columns
 from streamjoin.testing.table import reference_view
@@ -94,7 +94,7 @@ def test_a_side_keyed_by_its_join_key_keeps_the_view_equal_to_the_reference(shap
     root = tempfile.mkdtemp(prefix="sj-direct-")
     join = TableTableJoin(ORDERS, CUSTOMERS, on, left_key=left_key, right_key=right_key, how=how,
                           left_time="at", right_time="at")
-    runner = LocalTableTableRunner(join, f"{root}/cp", partitions=2,
+    runner = PlanRunner(join.plan, f"{root}/cp", partitions=2,
                                    config=StateConfig(store="memory", local_dir=f"{root}/local"))
     view = MaterializedView(open_store("memory", f"{root}/view"), *join.view_key, join.output_schema)
     lkey, rkey = [left_key] if isinstance(left_key, str) else left_key, right_key if isinstance(right_key, list) else [right_key]

@@ -13,10 +13,10 @@ import pytest
 
 from streamjoin.changes import PLAIN_COLUMNS, ChangeFormat, normalise, to_plain
 from streamjoin.errors import JoinError
-from streamjoin.runtime.partition import StateConfig
+from streamjoin.runtime.options import StateConfig
+from streamjoin.runtime.plan_runner import PlanRunner
 from streamjoin.statestore import destroy_store, open_store
 from streamjoin.statestore.codecs import pack
-from streamjoin.table.local import LocalTableTableRunner
 from streamjoin.table.operator import TableTableJoin
 from streamjoin.view import MaterializedView
 from tests.joins.table_cases import COMPOSITE, Run, TableCase, output_rows, when
@@ -34,7 +34,7 @@ class Timeline:
         self.root = tempfile.mkdtemp(prefix="sj-timeline-")
         self.join = TableTableJoin(POSTS, FOLLOWS, (["author"], ["followee"]), left_key="post_id", right_key="fid",
                                    how=how, left_time="at", right_time="at", **kept)
-        self.runner = LocalTableTableRunner(self.join, f"{self.root}/cp", partitions=partitions,
+        self.runner = PlanRunner(self.join.plan, f"{self.root}/cp", partitions=partitions,
                                             config=StateConfig(store="memory", local_dir=f"{self.root}/local"))
         self.view = MaterializedView(open_store("memory", f"{self.root}/view"), *self.join.view_key,
                                      self.join.output_schema)
@@ -108,7 +108,7 @@ def test_table_join_same_row_again_changes_nothing():
                           how="full", left_time="at")
     root = tempfile.mkdtemp()
     try:
-        runner = LocalTableTableRunner(join, f"{root}/cp", config=StateConfig(store="memory", local_dir=f"{root}/l"))
+        runner = PlanRunner(join.plan, f"{root}/cp", config=StateConfig(store="memory", local_dir=f"{root}/l"))
 
         def follow(version: int, follower: str, kind: str = "insert") -> pa.Table:
             return pa.Table.from_pylist([{"fid": 1, "followee": 1, "follower": follower, "_change_type": kind,
@@ -196,10 +196,10 @@ def test_table_join_dead_letters_carry_their_reasons(timeline):
     t = timeline()
     t.run(posts=[(None, 1, "no key", "upsert", 1), (10, 1, "no time", "upsert", None), (11, 1, "?", "merge", 1),
                  (None, None, None, "heartbeat", 3), (12, 1, "ok", "upsert", 1)])
-    letters = t.runner.dead_letters("left")
+    letters = t.runner.set_aside("changes", "left_keys")
     assert sorted(zip(letters.column("text").to_pylist(), letters.column("_reason").to_pylist())) == [
         ("?", "unknown op"), ("no key", "null key"), ("no time", "null change time")]
-    assert t.runner.dead_letters("right") is None
+    assert t.runner.set_aside("changes", "right_keys") is None
     assert t.metric("heartbeats") == 1 and t.metric("changes_null_key") == 1
     t.run(follows=[(1, "ann", 1, "upsert", 1)])
     assert t.timeline() == [(12, "ok", "ann")]
@@ -236,7 +236,7 @@ def test_table_join_debezium_changes_join_through_the_plain_form(timeline):
     assert join.left_stage.side.changes == ChangeFormat.plain("post_id", **PLAIN_COLUMNS)
     root = tempfile.mkdtemp()
     try:
-        runner = LocalTableTableRunner(join, f"{root}/cp", partitions=2,
+        runner = PlanRunner(join.plan, f"{root}/cp", partitions=2,
                                        config=StateConfig(store="memory", local_dir=f"{root}/local"))
         follows = pa.Table.from_pylist([{"fid": 1, "follower": "ann", "followee": 2, "op": "upsert", "at": 1}],
                                        schema=FOLLOWS)
@@ -306,7 +306,7 @@ def test_table_join_runner_as_a_streaming_query_keeps_stores_warm_and_the_same_o
         for query in (None, "q1"):
             join = TableTableJoin(POSTS, FOLLOWS, (["author"], ["followee"]), left_key="post_id", right_key="fid",
                                   how="left", left_time="at", right_time="at")
-            runner = LocalTableTableRunner(join, f"{root}/{query}/cp", partitions=2, query_id=query,
+            runner = PlanRunner(join.plan, f"{root}/{query}/cp", partitions=2, query_id=query,
                                            config=StateConfig(store="rocksdb", local_dir=f"{root}/{query}/l"))
             outputs[query] = [output_rows(runner.run(pa.Table.from_pylist([dict(zip(POSTS.names, r)) for r in p],
                                                                           schema=POSTS),

@@ -37,7 +37,7 @@ def test_table_retention_sets_aside_changes_older_than_the_horizon(timeline):
     out = t.run(posts=[(2, 7, "late", "upsert", 449), (3, 7, "edge", "upsert", 450)])
     assert out == [("insert", 3, "ann", 1)]
     assert t.metric("late_changes") == 1
-    aside = t.runner.dead_letters("left").to_pylist()
+    aside = t.runner.set_aside("changes", "left_keys").to_pylist()
     assert [(r["post_id"], r["_reason"]) for r in aside] == [(2, LATE_REASON)]
     assert t.runner.metric("late_rows_changes", "left_keys") == 1
 

@@ -46,8 +46,8 @@ from streamjoin.changes import (
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.runtime.local import LocalRunner
-from streamjoin.runtime.partition import StateConfig
-from streamjoin.table.local import LocalTableTableRunner
+from streamjoin.runtime.options import StateConfig
+from streamjoin.runtime.plan_runner import PlanRunner
 from streamjoin.table.operator import TableTableJoin
 
 
@@ -200,7 +200,7 @@ def _view_changes(tmp_path, fmt: ChangeFormat, batches: list[pa.Table]) -> list[
     join = TableTableJoin(staged[0].schema, ORDERS, (["id"], ["user_id"]), left_key="id", right_key="oid",
                           how="full", left_changes=routable_format(fmt), right_time="at")
     root = tmp_path / f"table-{fmt.vocabulary.name}"
-    runner = LocalTableTableRunner(join, str(root / "cp"), partitions=2,
+    runner = PlanRunner(join.plan, str(root / "cp"), partitions=2,
                                    config=StateConfig(store="memory", local_dir=str(root / "local")))
     columns = ["id", "name", "oid", "item", "_change_type", "_commit_version"]
     out = []

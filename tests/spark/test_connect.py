@@ -1,4 +1,4 @@
-"""The public functions through Spark Connect (issue 13, item 5), against a local Connect server
+"""The public functions through Spark Connect, against a local Connect server
 the tests start (one for this module: ``spark-submit`` of PySpark's ``SparkConnectServer``).
 
 A few end-to-end cases: an interval join and a stream-table join stream to Parquet and equal the

@@ -1,4 +1,4 @@
-"""The activity-enrichment job end to end at a tiny size (issue 6): its as-of output equals the
+"""The activity-enrichment job end to end at a tiny size: its as-of output equals the
 independent calculation, and its summary's numbers add up."""
 
 from __future__ import annotations

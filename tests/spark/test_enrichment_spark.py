@@ -1,4 +1,4 @@
-"""The stream-table join end to end through Spark (issue 6): a streaming as-of join with a
+"""The stream-table join end to end through Spark: a streaming as-of join with a
 bootstrap snapshot, a change that arrives after an event it precedes, a delete and a dead letter;
 Debezium JSON envelopes through the pre-stage; a business change time with a table TTL; and
 argument errors before any query starts."""

@@ -1,5 +1,5 @@
 """A quiet stream: the join's watermark releases rows without new input, and the join is in the
-query's progress (issue 13, items 1 and 2).
+query's progress.
 
 Two micro-batches (one file each), then no new files, a processing-time trigger: the left row
 whose window the watermark closes after the second batch must appear within a few triggers, as

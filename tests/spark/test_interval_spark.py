@@ -1,4 +1,4 @@
-"""The interval join end to end through Spark (issue 5): a few examples, compared with Spark.
+"""The interval join end to end through Spark: a few examples, compared with Spark.
 
 For random event streams (the kit's ``event_streams``; no late rows: the watermark delay exceeds
 the disorder), the kit's Spark mode (:func:`streamjoin.testing.assert_deterministic`) checks that

@@ -53,11 +53,11 @@ def test_set_aside_rows_and_join_metrics_refuse_a_wrong_input_or_path(spark, tmp
 
 def test_join_metrics_gives_event_times_as_timestamps_and_null_where_none(spark, tmp_path):
     ck = Checkpoint(str(tmp_path / "ck"))
-    ck.bind({"kind": "interval_join"}, 1)
+    ck.binding.bind({"kind": "interval_join"}, 1)
     t0 = 1_704_067_200_000_000   # 2024-01-01 00:00 UTC
-    ck.write_commit(0, 0, 1, (None, None), {"version": 0, "partition": 0, "output_rows": 0, "state_open": "new",
+    ck.commits.write(0, 0, 1, (None, None), {"version": 0, "partition": 0, "output_rows": 0, "state_open": "new",
                                             "state_open_seconds": 0.5, "watermark": NEG_INF})
-    ck.write_commit(1, 0, 1, (t0, None), {"version": 1, "partition": 0, "output_rows": 2, "state_open": "reused",
+    ck.commits.write(1, 0, 1, (t0, None), {"version": 1, "partition": 0, "output_rows": 2, "state_open": "reused",
                                           "state_open_seconds": 0.25, "watermark": t0 - 1, "max_time_left": t0})
     metrics = join_metrics(spark, str(tmp_path / "ck"))
     types = dict(metrics.dtypes)

@@ -18,11 +18,12 @@ from pyspark.sql import functions as F
 from streamjoin.interval.operator import IntervalJoin
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.keygroups import key_groups, owners
-from streamjoin.runtime.partition import StateConfig
+from streamjoin.runtime.options import StateConfig
 from streamjoin.runtime.rescale import epochs
 from streamjoin.spark import arrow_schema, run_operator
 from streamjoin.spark.state import read_state
-from streamjoin.spark.table import STAGES, table_table_join
+from streamjoin.spark.table import table_table_join
+from streamjoin.table.operator import JOIN, LEFT_KEYS, RIGHT_KEYS
 
 pytestmark = pytest.mark.spark
 
@@ -132,4 +133,4 @@ def test_table_join_restarted_at_5_partitions_equals_uninterrupted_run(spark, tm
     expected = _committed(spark, plain)
     assert len(expected) > 10
     assert _committed(spark, rescaled) == expected
-    assert [Checkpoint(str(rescaled / "join" / stage)).key_groups() for stage in STAGES] == [64, 64, 64]
+    assert [Checkpoint(str(rescaled / "join" / stage)).binding.key_groups() for stage in (LEFT_KEYS, RIGHT_KEYS, JOIN)] == [64, 64, 64]

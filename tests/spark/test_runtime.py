@@ -1,4 +1,4 @@
-"""The Spark runtime gives exactly the output of an uninterrupted run after failures (issue 4).
+"""The Spark runtime gives exactly the output of an uninterrupted run after failures.
 
 A per-key running count reads Parquet files as a stream (one file per micro-batch) and writes
 Parquet through the file sink. Each scenario's committed output is compared with an uninterrupted
@@ -21,7 +21,7 @@ import pytest
 from streamjoin.changelog import Changelog
 from streamjoin.errors import CheckpointMismatchError, JoinDefinitionError
 from streamjoin.runtime.checkpoint import Checkpoint
-from streamjoin.runtime.partition import StateConfig
+from streamjoin.runtime.options import StateConfig
 from streamjoin.runtime.rescale import epochs
 from streamjoin.spark import arrow_schema, run_operator
 from streamjoin.spark.runtime import resolve_checkpoint
@@ -114,7 +114,7 @@ def test_runtime_lost_local_state_is_rebuilt(spark, tmp_path, expected):
     _write_inputs(tmp_path / "in", range(3, N_FILES))
     _start(spark, tmp_path, state=_state(tmp_path))
     assert _committed(spark, tmp_path) == expected
-    opened = {m["state_open"] for m in Checkpoint(str(tmp_path / "join")).read_metrics() if m["version"] == 3}
+    opened = {m["state_open"] for m in Checkpoint(str(tmp_path / "join")).commits.read_metrics() if m["version"] == 3}
     assert opened and all(how.startswith("rebuilt") or how == "restored" for how in opened), opened
 
 

@@ -1,4 +1,4 @@
-"""The table-table join end to end through Spark (issue 7): posts and follows as plain change
+"""The table-table join end to end through Spark: posts and follows as plain change
 streams in micro-batches, with an update that moves a post to another author, a deleted post, an
 unfollow, a change older than the retention horizon and a delete of an unknown row. After every
 micro-batch, the view rebuilt from the change stream equals the reference join of the tables as

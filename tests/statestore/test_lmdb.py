@@ -59,6 +59,17 @@ def test_lmdb_load_sorted_names_the_key_out_of_order_across_chunks(tmp_path, mon
         assert [k for k, _ in store.scan()] == [k for k, _ in items[:500]]
 
 
+@pytest.mark.parametrize("count", [99, 100, 101, 200])
+def test_lmdb_load_sorted_keeps_every_entry_at_chunk_boundaries(tmp_path, monkeypatch, count: int) -> None:
+    monkeypatch.setattr(lmdb_backend, "_LOAD_CHUNK", 100)
+    long = b"p" * 500  # one bucket of long keys that spans the chunk boundary
+    items = sorted([(b"k%04d" % i, b"v%d" % i) for i in range(count - 10)]
+                   + [(long + b"%02d" % i, b"w%d" % i) for i in range(10)] + [(b"", b"empty")])
+    with open_store("lmdb", str(tmp_path / "s")) as store:
+        assert store.load_sorted(iter(items), version=3) == len(items)
+        assert list(store.scan()) == items and store.version == 3
+
+
 def test_lmdb_scan_open_while_the_map_grows_fails_cleanly(tmp_path) -> None:
     with open_store("lmdb", str(tmp_path / "s"), map_size=SMALL_MAP) as store:
         store.write(puts=[(b"a", b"1"), (b"b", b"2")])

@@ -1,22 +1,67 @@
-"""Where and how a join keeps its state: one options object the PySpark joins share.
+"""Where and how a join keeps its state: :class:`StateConfig`, what the runtime's tasks run with,
+and :class:`JoinOptions`, the options the PySpark joins take.
 
 :class:`JoinOptions` holds ``store``, ``checkpoint``, ``partitions``, ``store_options``,
-``state_dir`` and ``max_partitions`` as the public join functions take them, checks them once when made (before any
-query starts) and gives the :class:`streamjoin.runtime.partition.StateConfig` the runtime runs
-with. Errors are :class:`streamjoin.errors.JoinDefinitionError` naming the argument.
+``state_dir`` and ``max_partitions`` as the public join functions take them, checks them once
+when made (before any query starts) and gives the :class:`StateConfig` the runtime runs with.
+Errors are :class:`streamjoin.errors.JoinDefinitionError` naming the argument.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.runtime.keygroups import check_count, check_key_groups
-from streamjoin.runtime.partition import StateConfig
+from streamjoin.statestore.errors import BackendNotFoundError
+from streamjoin.statestore.registry import resolve_backend
 
-__all__ = ["JoinOptions"]
+__all__ = ["JoinOptions", "StateConfig", "default_local_dir"]
+
+
+def default_local_dir() -> str:
+    """Where local stores live unless configured: under the system's temporary directory."""
+    return os.path.join(tempfile.gettempdir(), "streamjoin-state")
+
+
+@dataclass(frozen=True)
+class StateConfig:
+    """Where and how partitions keep state (``local_dir`` None: :func:`default_local_dir`).
+
+    ``store`` is checked when the config is made (its module imported): an unknown kind raises
+    :class:`JoinDefinitionError` naming the valid ones, before any task runs; so are
+    ``snapshot_every`` (an int of at least 1) and ``retain_versions`` (at least 2: a version
+    executed again restores the one before it).
+    """
+
+    store: str = "rocksdb"
+    store_options: Mapping[str, Any] = field(default_factory=dict)
+    local_dir: str | None = None
+    snapshot_every: int = 10
+    retain_versions: int = 10
+    #: Keep a partition's local store open in this process after a streaming query's task, for
+    #: its next task (reused only at exactly the version wanted; see :mod:`streamjoin.statestore.warm`).
+    keep_warm: bool = True
+    #: The checkpoint holds initial rows for the first version (``cp.initial``): set by
+    #: :func:`streamjoin.runtime.bind.bind_query` when it does, so that other joins look for them
+    #: only in a partition's first version, not in every task.
+    initial: bool = False
+    #: Testing only: a path prefix; a task finding ``<prefix>.<point>.v<version>.p<partition>``
+    #: deletes it and fails, once (points: ``before-commit``, ``after-commit``).
+    fail_once: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.store, str):
+            raise JoinDefinitionError(f"store must be a store kind (a str), not {self.store!r}")
+        try:
+            resolve_backend(self.store)
+        except BackendNotFoundError as exc:
+            raise JoinDefinitionError(f"store={self.store!r}: {exc}") from exc
+        check_count(self.snapshot_every, "snapshot_every")
+        check_count(self.retain_versions, "retain_versions", least=2)   # (re-execution restores v-1)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,66 @@
+"""The enrichment join's state as ``read_state`` shows it (:mod:`streamjoin.runtime.views`).
+
+``table``: every table version held (key columns, ``_op``, ``_change_time``, ``_sequence``, value
+columns); ``events``: the events waiting (as-of mode).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streamjoin.changes import DELETE, OP, SEQ, TIME
+from streamjoin.enrichment.state import read_buckets, scan_waiting
+from streamjoin.runtime.operator import POS_INF
+from streamjoin.runtime.views import TS, StateView, arrow_type
+from streamjoin.statestore.base import Store
+
+__all__ = ["VIEWS"]
+
+
+def _table_schema(definition: Mapping[str, Any]) -> list[pa.Field]:
+    changes, table = definition["changes"], dict((n, arrow_type(t)) for n, t in definition["table"])
+    fields = [pa.field(k, table[k]) for k in changes["key"]]
+    fields += [pa.field("_op", pa.string()), pa.field("_change_time", TS), pa.field("_sequence", pa.int64())]
+    skip = {*changes["key"], changes.get("op"), changes.get("sequence")}
+    return fields + [pa.field(n, t) for n, t in table.items() if n not in skip]
+
+
+def _read_table(store: Store, definition: Mapping[str, Any], columns: pa.Schema) -> pa.Table:
+    buckets = read_buckets(store, range(int(definition["buckets"])), pa.schema([]))
+    tables = [t for bucket in buckets.values() for t in bucket.tables() if t.num_rows]
+    if not tables:
+        return columns.empty_table()
+    found = pa.concat_tables(tables, promote_options="default")
+    keys = definition["changes"]["key"]
+    named = {f"__sj_k{i}": k for i, k in enumerate(keys)}
+    op = pc.if_else(pc.equal(found.column(OP), DELETE), "delete", "upsert")
+    arrays = []
+    for field in columns:
+        if field.name in keys:
+            arrays.append(found.column(next(s for s, k in named.items() if k == field.name)))
+        elif field.name == "_op":
+            arrays.append(op)
+        elif field.name == "_change_time":
+            arrays.append(found.column(TIME).cast(pa.int64()).cast(TS))
+        elif field.name == "_sequence":
+            arrays.append(found.column(SEQ))
+        elif field.name in found.column_names:
+            arrays.append(found.column(field.name))
+        else:
+            arrays.append(pa.nulls(found.num_rows, field.type))
+    return pa.Table.from_arrays([a.cast(f.type) for a, f in zip(arrays, columns)], schema=columns)
+
+
+def _events_schema(definition: Mapping[str, Any]) -> list[pa.Field]:
+    return [pa.field(n, arrow_type(t)) for n, t in definition["stream"]]
+
+
+def _read_events(store: Store, definition: Mapping[str, Any], columns: pa.Schema) -> pa.Table:
+    tables = [t.select(columns.names).cast(columns) for _, t in scan_waiting(store, POS_INF, 1)]
+    return pa.concat_tables(tables) if tables else columns.empty_table()
+
+
+VIEWS = {"table": StateView(_table_schema, _read_table), "events": StateView(_events_schema, _read_events)}

@@ -1,0 +1,70 @@
+"""Binding a query to its checkpoint, on the driver, before any task runs: the one bind every
+engine calls (the Spark layer, the in-process runner, the benches' profiles).
+
+:func:`bind_query`, in order: records or checks the definition, run mode and key groups
+(``streamjoin.json``, :class:`streamjoin.runtime.checkpoint.binding.Binding`); makes
+``partitions`` the partition count (the current partitioning epoch, or a new one: a rescale,
+:func:`streamjoin.runtime.rescale.bind_partitions`); records each input's set-aside columns;
+and, when the checkpoint has neither state nor complete initial rows, calls the engine's
+``write_initial`` (which routes the initial rows to their partitions, as the engine routes the
+query's rows) and marks them complete. ``streamjoin.json`` is read once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable, Mapping
+
+from streamjoin.runtime.checkpoint import Checkpoint, RunMode
+from streamjoin.runtime.operator import Operator, set_aside_schema
+from streamjoin.runtime.options import StateConfig
+from streamjoin.runtime.rescale import Epoch, bind_partitions
+
+__all__ = ["BoundQuery", "bind_query"]
+
+
+@dataclass(frozen=True)
+class BoundQuery:
+    """A query bound to its checkpoint: where it is (``uri``, resolved), its partition count,
+    key groups and partitioning epoch, and the state config its tasks run with (``initial`` set
+    when the checkpoint holds complete initial rows)."""
+
+    uri: str
+    partitions: int
+    key_groups: int
+    epoch: Epoch
+    state: StateConfig
+
+    @property
+    def checkpoint(self) -> Checkpoint:
+        """The bound checkpoint."""
+        return Checkpoint(self.uri)
+
+
+def bind_query(
+    uri: str, operator: Operator, partitions: int, *, mode: RunMode = RunMode.STREAMING,
+    key_groups: int | None = None, state: StateConfig | None = None,
+    write_initial: Callable[[BoundQuery], Mapping[str, int]] | None = None,
+) -> BoundQuery:
+    """Bind checkpoint ``uri`` to ``operator`` run in ``partitions`` partitions (see module).
+
+    ``write_initial(bound)`` writes each partition's initial rows (``cp.initial.write``) and
+    returns how many rows each input has; it is called only when the checkpoint has no state and
+    no complete initial rows (a join's first start, or one whose earlier writing failed), and the
+    rows are then marked complete. Raises what :meth:`Binding.bind` and
+    :func:`streamjoin.runtime.rescale.bind_partitions` raise (:class:`JoinDefinitionError`,
+    :class:`CheckpointMismatchError`), before any initial rows are written.
+    """
+    checkpoint = Checkpoint(uri)
+    root = checkpoint.binding.bind(operator.definition(), partitions, mode=mode, key_groups=key_groups)
+    epoch = bind_partitions(checkpoint, partitions, operator, root=root)
+    for spec in operator.inputs:
+        checkpoint.set_aside.write_schema(spec.name, set_aside_schema(spec.schema))
+    bound = BoundQuery(checkpoint.uri, partitions, checkpoint.binding.key_groups(root), epoch, state or StateConfig())
+    done = checkpoint.initial.done()
+    if done is None and write_initial is not None and not checkpoint.commits.has_state():
+        done = dict(write_initial(bound))
+        checkpoint.initial.mark_done(done)
+    if done is not None:
+        bound = replace(bound, state=replace(bound.state, initial=True))
+    return bound

@@ -1,0 +1,176 @@
+"""What a checkpoint belongs to: ``streamjoin.json`` (definition, partitions, key groups, run
+mode), ``query.json`` (the streaming query that writes it) and ``flush.json`` (that query's
+flush source). Each is created only if absent, so of two runs binding a checkpoint at once
+exactly one wins and the other is compared with it; none is ever rewritten."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from typing import Any, Mapping
+
+from streamjoin.errors import CheckpointDamagedError, CheckpointMismatchError
+from streamjoin.runtime.checkpoint.files import CheckpointFiles
+from streamjoin.runtime.keygroups import DEFAULT_KEY_GROUPS, check_count, check_key_groups
+
+__all__ = ["Binding", "FORMAT", "RunMode", "ROOT"]
+
+#: 2: progress and metrics in one commit record per partition and version (``commits/``)
+FORMAT = 2
+ROOT = "streamjoin.json"
+
+#: checkpoint URI -> the query this process found it bound to (``query.json`` is never rewritten)
+_BOUND: dict[str, str] = {}
+
+
+class RunMode(str, Enum):
+    """What writes a checkpoint: one streaming query, or batch runs (each one replaces the last)."""
+
+    STREAMING = "streaming"
+    BATCH = "batch"
+
+
+class Binding:
+    """Reads and writes the binding records of one checkpoint (see module)."""
+
+    def __init__(self, files: CheckpointFiles) -> None:
+        self.files = files
+
+    @property
+    def uri(self) -> str:
+        return self.files.uri
+
+    def root(self) -> dict[str, Any] | None:
+        """``streamjoin.json``; None for a checkpoint never bound."""
+        return self.files.read_json(ROOT)
+
+    def bind(
+        self, definition: Mapping[str, Any], partitions: int, *, mode: RunMode = RunMode.STREAMING,
+        key_groups: int | None = None,
+    ) -> dict[str, Any]:
+        """Record what this checkpoint belongs to, or refuse if it belongs to something else; the
+        ``streamjoin.json`` record it holds afterwards.
+
+        A new checkpoint records ``key_groups`` (None: ``DEFAULT_KEY_GROUPS``), the fixed number of
+        key groups its state is kept by; another partition count is then accepted (the caller
+        starts a new partitioning, :func:`streamjoin.runtime.rescale.bind_partitions`). A checkpoint
+        of an earlier format (streamjoin 0.2's, without key groups) is refused.
+
+        Raises :class:`JoinDefinitionError` (before writing anything) unless ``partitions`` is an
+        int from 1 to the key groups and ``key_groups`` (if given) an int of at least 1, and
+        :class:`CheckpointMismatchError` for another format, definition or ``key_groups``,
+        and for another ``mode``: a batch run never writes a streaming query's checkpoint (it would
+        replace the query's state by its own version 0) and a streaming query never continues a
+        batch run's (whose state has every window closed). Of concurrent first binds one wins.
+        """
+        mode = RunMode(mode)
+        if key_groups is not None:
+            check_count(key_groups, "max_partitions")
+        check_count(partitions, "partitions")
+        wanted = {"format": FORMAT, "definition": definition, "partitions": partitions, "mode": mode.value,
+                  "key_groups": DEFAULT_KEY_GROUPS if key_groups is None else key_groups}
+        found = self.root()
+        if found is None:
+            check_key_groups(wanted["key_groups"], partitions)   # before anything is written
+            if self.files.create_json(ROOT, wanted):
+                return json.loads(json.dumps(wanted))
+            found = self.root() or {}
+        if found.get("format") != FORMAT:
+            raise CheckpointMismatchError(
+                f"checkpoint {self.uri} has format {found.get('format')}, this streamjoin writes "
+                f"{FORMAT}; use a new checkpoint location"
+            )
+        if key_groups is not None and found.get("key_groups") not in (None, key_groups):
+            raise CheckpointMismatchError(
+                f"checkpoint {self.uri} keeps its state in {found.get('key_groups')} key groups "
+                f"(max_partitions), fixed when the join was first defined; this join asks for {key_groups}: "
+                "leave max_partitions out or give the recorded value, or start from a new checkpoint location"
+            )
+        if found.get("definition") != json.loads(json.dumps(definition)):
+            raise CheckpointMismatchError(
+                f"checkpoint {self.uri} belongs to another join definition:\n"
+                f"  checkpoint: {json.dumps(found.get('definition'), sort_keys=True)}\n"
+                f"  this join:  {json.dumps(definition, sort_keys=True)}\n"
+                "use a new checkpoint location for a changed join"
+            )
+        self._check_mode(found, mode)
+        return found
+
+    def _check_mode(self, found: Mapping[str, Any], mode: RunMode) -> None:
+        recorded = found.get("mode")
+        if recorded is None:   # written before modes were recorded: a bound query means streaming
+            recorded = RunMode.STREAMING.value if self.bound_query(found) is not None else None
+        if recorded is None or recorded == mode.value:
+            return
+        if mode is RunMode.BATCH:
+            raise CheckpointMismatchError(
+                f"checkpoint {self.uri} holds the state of a streaming query; a batch run would "
+                "replace that state with its own and the query could not continue. Give the batch "
+                "run its own checkpoint location, or none (a batch run needs no checkpoint)"
+            )
+        raise CheckpointMismatchError(
+            f"checkpoint {self.uri} was written by a batch run, whose state ends with every window "
+            "closed; a streaming query cannot continue from it. Use a new checkpoint location for "
+            "the streaming query"
+        )
+
+    def bound_query(self, root: Mapping[str, Any] | None = None) -> str | None:
+        """The id of the streaming query this checkpoint belongs to; None if none has run.
+        ``root``: ``streamjoin.json`` if already read (older versions kept the id there)."""
+        found = self.files.read_json("query.json")
+        if found is not None:
+            return found.get("query_id")
+        legacy = (self.root() if root is None else root) or {}
+        return legacy.get("query_id")
+
+    def check_query(self, query_id: str | None, root: Mapping[str, Any] | None = None) -> None:
+        """Refuse a checkpoint bound to another streaming query; bind it to ``query_id`` if free.
+        ``root``: ``streamjoin.json`` if already read.
+
+        ``query_id`` None (a batch task) is refused on a checkpoint bound to a query. Binding is
+        create-if-absent: of queries starting at once, exactly one binds it, the others are refused.
+        """
+        if query_id is not None and _BOUND.get(self.uri) == query_id:
+            return   # a binding is never rewritten: checked once per process
+        bound = self.bound_query(root)
+        if bound is None and query_id is not None:
+            if self.files.create_json("query.json", {"query_id": query_id}):
+                _BOUND[self.uri] = query_id
+                return
+            bound = self.bound_query()
+        if bound is not None and bound == query_id:
+            _BOUND[self.uri] = query_id
+        if bound is None or bound == query_id:
+            return
+        if query_id is None:
+            raise CheckpointMismatchError(
+                f"checkpoint {self.uri} belongs to streaming query {bound}; a batch run must not "
+                "write it. Give the batch run its own checkpoint location, or none"
+            )
+        raise CheckpointMismatchError(
+            f"checkpoint {self.uri} belongs to streaming query {bound}, not {query_id}; each "
+            "query needs its own join checkpoint (restart a query from its own Spark checkpoint "
+            "to keep its id)"
+        )
+
+    def claim_flush(self, owner: str) -> str:
+        """Record ``owner`` (a streaming query's flush source, see :mod:`streamjoin.spark.flush`)
+        as the one writing this checkpoint unless another is recorded; the owner recorded.
+        Create-if-absent, like ``query.json``: of two sources claiming at once exactly one wins."""
+        found = self.files.read_json("flush.json")
+        if found is None:
+            if self.files.create_json("flush.json", {"owner": owner}):
+                return owner
+            found = self.files.read_json("flush.json") or {}
+        return str(found.get("owner"))
+
+    def key_groups(self, root: Mapping[str, Any] | None = None) -> int:
+        """The number of key groups state is kept by (recorded by :meth:`bind`); ``root``:
+        ``streamjoin.json`` if already read."""
+        found = (self.root() if root is None else root) or {}
+        if not isinstance(found.get("key_groups"), int):
+            raise CheckpointDamagedError(
+                f"checkpoint {self.uri}: {ROOT} records no key groups; restore it from a copy of "
+                "the checkpoint, or start the join from a new checkpoint location",
+                path=self.files.location(ROOT))
+        return int(found["key_groups"])

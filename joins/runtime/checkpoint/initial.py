@@ -1,0 +1,79 @@
+"""Initial rows: rows given to a join's first version (e.g. a bootstrap snapshot), routed to
+their partitions: ``initial/<input>/p=<p>.arrow``; ``initial/done.json`` marks the set complete
+(with each input's row count), ``initial/used/p=<p>.json`` the version that took a partition's."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from streamjoin.errors import CheckpointMismatchError
+from streamjoin.runtime.checkpoint.files import CheckpointFiles
+
+__all__ = ["Initial"]
+
+
+class Initial:
+    """Reads and writes one checkpoint's initial rows (see module)."""
+
+    def __init__(self, files: CheckpointFiles) -> None:
+        self.files = files
+
+    def write(self, input_name: str, partition: int, table: pa.Table) -> None:
+        """Store rows that partition ``partition``'s first version adds to input ``input_name``."""
+        def produce(sink: Any) -> None:
+            with ipc.new_file(sink, table.schema) as writer:
+                writer.write_table(table)
+
+        self.files.write(f"initial/{input_name}/p={partition}.arrow", produce)
+
+    def read(self, input_name: str, partition: int, done: Mapping[str, int] | None = None) -> pa.Table | None:
+        """The initial rows of ``input_name`` for ``partition``; None if there are none.
+        ``done``: :meth:`done`, if already read.
+
+        Raises :class:`CheckpointMismatchError` if initial rows were started but never completed
+        (the job that writes them failed): the first version must not run on part of them.
+        """
+        if (self.done() if done is None else done) is None:
+            self._refuse_incomplete()
+            return None
+        try:
+            with self.files.fs.open_input_file(self.files.path(f"initial/{input_name}/p={partition}.arrow")) as source:
+                return ipc.open_file(source).read_all()
+        except FileNotFoundError:
+            return None
+
+    def read_all(self, names: tuple[str, ...], partition: int) -> tuple[pa.Table | None, ...]:
+        """:meth:`read` of each input in ``names`` for ``partition`` (``done.json`` read once)."""
+        done = self.done()
+        if done is None:
+            self._refuse_incomplete()
+            return (None,) * len(names)
+        return tuple(self.read(name, partition, done) for name in names)
+
+    def _refuse_incomplete(self) -> None:
+        if self.files.exists("initial"):
+            raise CheckpointMismatchError(
+                f"checkpoint {self.files.uri} holds initial rows that were never completed (the bootstrap "
+                "job failed); define the join again to write them, or use a new checkpoint location"
+            )
+
+    def mark_done(self, counts: Mapping[str, int]) -> None:
+        """Mark the initial rows complete, with how many each input has."""
+        self.files.write_json("initial/done.json", {"rows": dict(counts)})
+
+    def done(self) -> dict[str, int] | None:
+        """Row counts per input of completed initial rows; None if none were completed."""
+        found = self.files.read_json("initial/done.json")
+        return None if found is None else dict(found["rows"])
+
+    def used(self, partition: int) -> int | None:
+        """The version in which ``partition`` took its initial rows; None if it has not."""
+        found = self.files.read_json(f"initial/used/p={partition}.json")
+        return None if found is None else int(found["version"])
+
+    def mark_used(self, partition: int, version: int) -> None:
+        """Record that ``partition`` took its initial rows in ``version``."""
+        self.files.write_json(f"initial/used/p={partition}.json", {"version": version})

@@ -1,0 +1,95 @@
+"""A join as the engines run it: its stages, declared once.
+
+A join is one operator (:mod:`streamjoin.runtime.operator`) or a chain of them. Its
+:class:`JoinPlan` names each *stage*: the operator, where its state lives (a sub-checkpoint under
+the join's checkpoint, or the checkpoint itself), and what feeds each of its inputs (one of the
+join's inputs, or an earlier stage's output of the same version). The Spark layer
+(``streamjoin.spark.plan.run_plan``), the in-process runner
+(:class:`streamjoin.runtime.plan_runner.PlanRunner`), the testing kit and the benches all execute
+this one declaration; none of them knows which join it runs.
+
+The interval and enrichment joins are one stage (:meth:`JoinPlan.single`); the table-table join
+is three (``left_keys``, ``right_keys``, ``join``: :attr:`streamjoin.table.operator.TableTableJoin.plan`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from streamjoin.runtime.operator import Operator
+
+__all__ = ["Stage", "JoinPlan"]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One operator of a join.
+
+    ``name``: its sub-checkpoint under the join's checkpoint ("": the checkpoint itself, for a
+    one-stage join). ``inputs[i]`` feeds the operator's input ``i``: an int is the join's input of
+    that index (its rows, and its initial rows if the join has any), a str an earlier stage's
+    output."""
+
+    name: str
+    operator: Operator
+    inputs: tuple[int | str, ...]
+
+
+@dataclass(frozen=True)
+class JoinPlan:
+    """A join's stages in the order a version runs them; the last one's output is the join's."""
+
+    stages: tuple[Stage, ...]
+
+    def __post_init__(self) -> None:
+        seen: set[str] = set()
+        for stage in self.stages:
+            if len(stage.inputs) != len(stage.operator.inputs):
+                raise ValueError(f"stage {stage.name!r}: {len(stage.inputs)} inputs wired, "
+                                 f"its operator takes {len(stage.operator.inputs)}")
+            for source in stage.inputs:
+                if isinstance(source, str) and source not in seen:
+                    raise ValueError(f"stage {stage.name!r} reads stage {source!r}, which does not run before it")
+            if stage.name in seen:
+                raise ValueError(f"two stages named {stage.name!r}")
+            seen.add(stage.name)
+        if not self.stages or (len(self.stages) > 1 and "" in seen):
+            raise ValueError("a plan has one stage named '' (the checkpoint itself) or several named ones")
+
+    @classmethod
+    def single(cls, operator: Operator) -> "JoinPlan":
+        """A one-stage join: ``operator`` over the join's inputs, its state in the checkpoint."""
+        return cls((Stage("", operator, tuple(range(len(operator.inputs)))),))
+
+    @property
+    def output(self) -> Stage:
+        """The stage whose output is the join's."""
+        return self.stages[-1]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.stages)
+
+    @property
+    def inputs(self) -> int:
+        """How many inputs the join takes."""
+        return 1 + max(i for s in self.stages for i in s.inputs if isinstance(i, int))
+
+    def stage(self, name: str) -> Stage:
+        for stage in self.stages:
+            if stage.name == name:
+                return stage
+        raise KeyError(f"no stage {name!r}; the stages are {list(self.names)}")
+
+    def location(self, checkpoint: str, stage: Stage | str) -> str:
+        """Where ``stage`` keeps its state: ``checkpoint`` itself, or its sub-checkpoint."""
+        name = stage if isinstance(stage, str) else stage.name
+        if not name:
+            return checkpoint
+        return f"{checkpoint.rstrip('/')}/{name}"   # as CheckpointFiles.location names a checkpoint's files
+
+    def feeds(self, stage: Stage, items: Sequence[object], outputs: dict[str, object]) -> list[object]:
+        """``stage``'s inputs: the join's ``items`` (its inputs' rows, or initial rows) by index,
+        and earlier stages' ``outputs`` by name."""
+        return [items[i] if isinstance(i, int) else outputs[i] for i in stage.inputs]

@@ -1,0 +1,315 @@
+"""One task: one partition of an operator running one version, the engine-free half of the runtime.
+
+:func:`run_task` is what a Spark task does (the Spark layer only gathers the rows and hands back
+the output), and what the in-process runner does, so both execute the same code, in four phases,
+each entering the checkpoint's modules once:
+
+1. **read** (:func:`read_phase`): everything the task needs from the checkpoint: the query check
+   (a checkpoint of another query, or for a batch task of any streaming query, is refused), the
+   partitioning epoch and, in a new epoch's first version, the partition's changelog rebuilt from
+   the old epoch (:func:`streamjoin.runtime.rescale.prepare_partition`), the global event-time
+   progress before version ``v`` (one listing of the previous version's commit records), the
+   version to open the store at (``v-1``, or none for a partition that has committed nothing: only
+   when the checkpoint shows nothing committed before ``v``, else :class:`CheckpointDamagedError`),
+   and the initial rows of a partition's first version;
+2. **open** (:func:`open_phase`): the partition's local store at that version: reused, rolled
+   forward or back, or rebuilt from the changelog (:mod:`streamjoin.changelog.store`);
+3. **step**: the operator on the rows;
+4. **commit** (:func:`commit_phase`): version ``v``'s changelog delta first, then the local store
+   with its version marker; a snapshot every ``snapshot_every`` versions; then the rows set aside,
+   this partition's commit record (progress and metrics), and pruning of old commit records.
+
+A task that fails anywhere before the changelog delta leaves the state at ``v-1``; one that fails
+after it left version ``v`` committed, and executing ``v`` again first returns the store to ``v-1``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streamjoin.changelog import Changelog, open_logged_store, owner_tag, release_logged_store, snapshot_from_store
+from streamjoin.changelog.logging_store import ChangeloggingStore, OpenReport
+from streamjoin.errors import CheckpointDamagedError
+from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.runtime.operator import REASON_COLUMN, Operator, StepInput, StepResult
+from streamjoin.runtime.options import StateConfig, default_local_dir
+from streamjoin.runtime.rescale import Epoch, changelog_uri, epoch_dir, prepare_partition
+
+__all__ = ["TaskInfo", "TaskStart", "run_task", "read_phase", "open_phase", "commit_phase", "progress_after",
+           "local_store_path", "store_owner"]
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """Which version and partition a task runs, and in which query."""
+
+    version: int
+    partition: int
+    partitions: int
+    attempt: int = 0
+    final: bool = False
+    query_id: str | None = None
+
+
+@dataclass(frozen=True)
+class TaskStart:
+    """What the read phase found: the partitioning ``epoch``, the global progress before the
+    version (``known``) and the watermark inputs the step sees (``max_times``: none for a final
+    task), the partition's changelog ``log`` and the version to open its store at (``target``;
+    None: empty), and the task's ``rows`` with each input's initial rows before them
+    (``initial``: how many)."""
+
+    epoch: Epoch
+    known: tuple[int | None, ...]
+    max_times: tuple[int | None, ...]
+    log: Changelog
+    target: int | None
+    rows: tuple[pa.Table, ...]
+    initial: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class OpenStore:
+    """The open phase's store, how it was opened, and how long that took."""
+
+    store: ChangeloggingStore
+    opened: OpenReport
+    seconds: float
+
+
+def run_task(
+    operator: Operator,
+    checkpoint: Checkpoint,
+    config: StateConfig,
+    task: TaskInfo,
+    rows: tuple[pa.Table, ...],
+) -> tuple[pa.Table, dict[str, Any]]:
+    """Run ``operator`` on one partition's rows of one version; return its output and metrics."""
+    start = read_phase(operator, checkpoint, config, task, rows)
+    opened = open_phase(operator, checkpoint, config, task, start)
+    try:
+        result = operator.step(opened.store, StepInput(task.version, task.partition, start.rows, start.max_times,
+                                                       task.final))
+        _maybe_fail_once(config, task, "before-commit")
+    except BaseException:
+        opened.store.close()
+        raise
+    metrics = commit_phase(operator, checkpoint, config, task, start, opened, result)
+    _maybe_fail_once(config, task, "after-commit")
+    return result.output, metrics
+
+
+def read_phase(operator: Operator, checkpoint: Checkpoint, config: StateConfig, task: TaskInfo,
+               rows: tuple[pa.Table, ...]) -> TaskStart:
+    """Everything the task reads from the checkpoint, in one place (see module, phase 1):
+    ``streamjoin.json`` is read once, the commit records listed once (twice after a gap)."""
+    root = checkpoint.binding.root()
+    checkpoint.binding.check_query(task.query_id, root)
+    n_inputs = len(operator.inputs)
+    epoch = prepare_partition(operator, checkpoint, config.store, dict(config.store_options),
+                              config.local_dir or default_local_dir(), task.version, task.partition,
+                              task.partitions, config.retain_versions, root=root)   # rebuilt after a rescale
+    known = checkpoint.commits.watermark_inputs(task.version, n_inputs)
+    log = Changelog(changelog_uri(checkpoint, epoch, task.partition), retain_versions=config.retain_versions,
+                    cache_listing=True)
+    target = _target(checkpoint, log, task)
+    initial = (0,) * n_inputs
+    if config.initial or target is None:   # only a first version, or its re-execution, takes them
+        rows, initial = _with_initial(rows, _initial_rows(operator, checkpoint, task, first=target is None))
+    return TaskStart(epoch, known, (None,) * n_inputs if task.final else known, log, target, rows, initial)
+
+
+def open_phase(operator: Operator, checkpoint: Checkpoint, config: StateConfig, task: TaskInfo,
+               start: TaskStart) -> OpenStore:
+    """The partition's local store at ``start.target`` (phase 2), owned by this checkpoint, query,
+    operator, epoch and partition (:func:`store_owner`)."""
+    began = time.perf_counter()
+    store, opened = open_logged_store(
+        config.store, local_store_path(config, checkpoint, task.partition, epoch_dir(start.epoch)), start.log,
+        start.target, warm=_keep_warm(config, task),
+        owner=store_owner(operator, checkpoint, task, start.epoch.number), **dict(config.store_options),
+    )
+    return OpenStore(store, opened, time.perf_counter() - began)
+
+
+def commit_phase(operator: Operator, checkpoint: Checkpoint, config: StateConfig, task: TaskInfo,
+                 start: TaskStart, opened: OpenStore, result: StepResult) -> dict[str, Any]:
+    """Commit version ``task.version`` (phase 4): the changelog delta and the local store with its
+    version marker, a snapshot when due, the store released (kept open for the partition's next
+    task in this process); then the rows set aside (only when there are some), the commit record
+    (progress and metrics in one durable file) and, by partition 0, pruning of the commit records
+    older than the changelog's retention. Returns the task's metrics."""
+    store = opened.store
+    try:
+        store.write(result.puts, result.deletes, result.delete_ranges, version=task.version)
+        if start.target is None or task.version - _last_snapshot(start.log, task.version) >= config.snapshot_every:
+            snapshot_from_store(start.log, store, task.version)
+        stats = store.stats()
+    except BaseException:
+        store.close()
+        raise
+    release_logged_store(store)
+    metrics = _metrics(operator, task, start.rows, result, opened, stats)
+    for spec, count in zip(operator.inputs, start.initial):
+        if count:
+            metrics[f"initial_rows_{spec.name}"] = count
+    progress = progress_after(operator, start.known, start.rows)
+    for spec, value in zip(operator.inputs, progress):
+        if value is not None:
+            metrics[f"max_time_{spec.name}"] = value
+    for spec, aside in zip(operator.inputs, result.set_aside):
+        if aside.num_rows:
+            checkpoint.set_aside.write(spec.name, task.version, task.partition, aside)
+    checkpoint.commits.write(task.version, task.partition, task.partitions, progress, metrics)
+    if task.partition == 0:
+        checkpoint.commits.prune(keep_from=task.version - config.retain_versions + 1)
+    return metrics
+
+
+def local_store_path(config: StateConfig, checkpoint: Checkpoint, partition: int, epoch: str = "") -> str:
+    """The partition's local store directory, unique to the checkpoint and the partitioning epoch
+    (``epoch``: :func:`streamjoin.runtime.rescale.epoch_dir`) it belongs to."""
+    digest = hashlib.sha256(checkpoint.uri.encode()).hexdigest()[:16]
+    return os.path.join(config.local_dir or default_local_dir(), digest, f"{epoch}p={partition}")
+
+
+def store_owner(operator: Operator, checkpoint: Checkpoint, task: TaskInfo, epoch: int) -> bytes:
+    """The owner tag of the partition's local store: the store proves it holds this checkpoint's
+    (and query's) state of this operator, partitioning epoch and partition before it is reused,
+    and is rebuilt from the changelog otherwise."""
+    return owner_tag(checkpoint.uri, task.query_id, operator.kind, epoch, task.partition)
+
+
+def _keep_warm(config: StateConfig, task: TaskInfo) -> bool:
+    """Whether the task's store stays open after it: for a streaming query's tasks (a query id,
+    not final). A batch run's tasks run once, and runs without a query (in-process runners,
+    tests) own their directories and may remove them as soon as they return."""
+    return config.keep_warm and task.query_id is not None and not task.final
+
+
+def _target(checkpoint: Checkpoint, log: Changelog, task: TaskInfo) -> int | None:
+    """The version to open the store at: ``v-1``, or None for a partition whose log has nothing
+    before ``v`` (a new join, possibly in a query whose batch ids began earlier, or its first
+    version executed again). A missing ``v-1`` is a gap: the changelog raises, naming it, rather
+    than this task silently starting from an older state. An empty log while the checkpoint
+    shows earlier versions raises :class:`CheckpointDamagedError`; so does a log whose files
+    before ``v`` restore nothing."""
+    listing = log.listing()
+    if any(v < task.version for v in listing.restorable()):
+        return task.version - 1
+    if any(f.version < task.version for f in listing.files()):
+        raise listing.unreachable(task.version - 1)
+    if listing.empty:
+        evidence = checkpoint.commits.committed_before(task.version)
+        if evidence:
+            raise CheckpointDamagedError(
+                f"partition {task.partition}'s changelog {log.uri} is missing or empty, but checkpoint "
+                f"{checkpoint.uri} shows the join committed versions before {task.version} "
+                f"({'; '.join(evidence)}). Starting this partition empty would lose its state: "
+                "restore the changelog directory from a copy of the checkpoint, or start the join "
+                "from a new checkpoint location", path=log.uri)
+    return None
+
+
+def _initial_rows(operator: Operator, checkpoint: Checkpoint, task: TaskInfo,
+                  first: bool) -> tuple[pa.Table | None, ...]:
+    """The initial rows (``cp.initial``) of each input for this task, if its version is the
+    partition's first: the one that found no earlier state, recorded before it commits so that
+    executing it again (even after a base snapshot was written) reads them too."""
+    used = checkpoint.initial.used(task.partition)
+    if (used is None and not first) or (used is not None and used != task.version):
+        return (None,) * len(operator.inputs)
+    tables = checkpoint.initial.read_all(tuple(spec.name for spec in operator.inputs), task.partition)
+    if used is None and any(t is not None for t in tables):
+        checkpoint.initial.mark_used(task.partition, task.version)
+    return tables
+
+
+def _with_initial(rows: tuple[pa.Table, ...], initial: tuple[pa.Table | None, ...]) -> tuple[tuple[pa.Table, ...], tuple[int, ...]]:
+    """Each input's rows preceded by its initial rows; and how many initial rows each had."""
+    merged, counts = [], []
+    for table, extra in zip(rows, initial):
+        if extra is None or extra.num_rows == 0:
+            merged.append(table)
+            counts.append(0)
+        else:
+            merged.append(pa.concat_tables([extra.cast(table.schema), table]))
+            counts.append(extra.num_rows)
+    return tuple(merged), tuple(counts)
+
+
+def _maybe_fail_once(config: StateConfig, task: TaskInfo, point: str) -> None:
+    if config.fail_once is None:
+        return
+    path = f"{config.fail_once}.{point}.v{task.version}.p{task.partition}"
+    if os.path.exists(path):
+        os.remove(path)
+        raise RuntimeError(f"streamjoin test hook: injected failure ({path})")
+
+
+def progress_after(operator: Operator, known: tuple[int | None, ...],
+                   rows: tuple[pa.Table, ...]) -> tuple[int | None, ...]:
+    """The largest event time per input (µs; None: none yet) over ``known`` (the progress before
+    a version) and ``rows`` (each input's rows of the version). Over one partition's rows this is
+    what the partition knows; over all partitions' rows, the global progress after the version."""
+    return tuple(_max(old, _max_time(table, spec.time)) for old, table, spec in zip(known, rows, operator.inputs))
+
+
+def _metrics(operator: Operator, task: TaskInfo, rows: tuple[pa.Table, ...], result: StepResult,
+             store: OpenStore, stats: Any) -> dict[str, Any]:
+    opened = store.opened
+    metrics: dict[str, Any] = {
+        "version": task.version,
+        "partition": task.partition,
+        "attempt": task.attempt,
+        "output_rows": result.output.num_rows,
+        "state_rows": stats.entries,
+        "state_bytes": stats.bytes,
+        "state_open": opened.how.value,
+        "state_open_seconds": round(store.seconds, 6),
+        "state_versions_replayed": opened.versions,
+        "entries_restored": opened.entries_restored,
+    }
+    for spec, table, aside in zip(operator.inputs, rows, result.set_aside):
+        metrics[f"input_rows_{spec.name}"] = table.num_rows
+        metrics[f"set_aside_rows_{spec.name}"] = aside.num_rows
+        metrics[f"late_rows_{spec.name}"] = _late(aside)
+    metrics.update(result.metrics)
+    return metrics
+
+
+def _late(aside: pa.Table) -> int:
+    """How many of the rows set aside were late (reason ``late``, ``late change``...)."""
+    if aside.num_rows == 0 or REASON_COLUMN not in aside.column_names:
+        return 0
+    return int(pc.sum(pc.starts_with(aside.column(REASON_COLUMN), "late")).as_py() or 0)
+
+
+def _last_snapshot(log: Changelog, before: int) -> int:
+    snapshots = [v for v in log.snapshot_versions() if v < before]
+    return max(snapshots) if snapshots else -1
+
+
+def _max_time(table: pa.Table, column: str | None) -> int | None:
+    if column is None or table.num_rows == 0:
+        return None
+    values = table.column(column)
+    if pa.types.is_timestamp(values.type):
+        values = values.cast(pa.timestamp("us")).cast(pa.int64())
+    result = pc.max(values).as_py()
+    return None if result is None else int(result)
+
+
+def _max(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a if a >= b else b

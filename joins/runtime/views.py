@@ -1,0 +1,59 @@
+"""State views: how ``read_state`` shows a join's state, declared by each operator class.
+
+A :class:`StateView` turns a partition's restored state (a :class:`streamjoin.statestore.Store`)
+into rows: ``schema(definition)`` gives their columns from the checkpoint's definition alone (the
+Spark layer needs them before any task runs), ``read(store, definition, columns)`` decodes the
+store through the operator's state layout. An operator class lists its views by side in
+``state_views`` (:class:`streamjoin.runtime.operator.Operator`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+import pyarrow as pa
+
+from streamjoin.errors import JoinDefinitionError
+from streamjoin.statestore.base import Store
+
+__all__ = ["StateView", "TS", "arrow_type", "json_text", "table_of"]
+
+#: Event times in a view: UTC timestamps.
+TS = pa.timestamp("us", "UTC")
+
+
+@dataclass(frozen=True)
+class StateView:
+    """One side of a join's state as rows (see the module)."""
+
+    schema: Callable[[Mapping[str, Any]], list[pa.Field]]
+    read: Callable[[Store, Mapping[str, Any], pa.Schema], pa.Table]
+
+
+def arrow_type(name: str) -> pa.DataType:
+    """The Arrow type a definition names (``str(type)``: ``int64``, ``timestamp[us, tz=UTC]``...)."""
+    if name.startswith("timestamp["):
+        unit, _, tz = name[len("timestamp["):-1].partition(", tz=")
+        return pa.timestamp(unit, tz or None)
+    if name.startswith(("date32", "date64")):
+        return pa.date32() if name.startswith("date32") else pa.date64()
+    try:
+        return pa.type_for_alias(name)
+    except ValueError as exc:
+        raise JoinDefinitionError(f"read_state: cannot read a state column of type {name}") from exc
+
+
+def json_text(values: Any) -> str:
+    """Key or row values as a JSON array (bytes as hex, other non-JSON values as text)."""
+    return json.dumps(list(values), default=lambda v: v.hex() if isinstance(v, bytes) else str(v))
+
+
+def table_of(rows: list[dict[str, Any]], columns: pa.Schema) -> pa.Table:
+    """``rows`` (dicts; event times as µs) as a table of ``columns``."""
+    if not rows:
+        return columns.empty_table()
+    table = pa.Table.from_pylist(rows)
+    return pa.Table.from_arrays([table.column(f.name).cast(f.type) if f.type != TS else
+                                 table.column(f.name).cast(pa.int64()).cast(TS) for f in columns], schema=columns)

@@ -1,0 +1,68 @@
+"""The task's phases: read (everything from the checkpoint), open, step, commit."""
+
+from __future__ import annotations
+
+import collections
+
+import pyarrow as pa
+import pytest
+
+from streamjoin.bench.operators import PassThrough
+from streamjoin.runtime.bind import bind_query
+from streamjoin.runtime.checkpoint.files import CheckpointFiles
+from streamjoin.runtime.operator import StepInput
+from streamjoin.runtime.options import StateConfig
+from streamjoin.runtime.task import TaskInfo, commit_phase, open_phase, read_phase, run_task
+
+SCHEMA = pa.schema([("k", pa.int64()), ("t", pa.timestamp("us", tz="UTC"))])
+
+
+def _rows(keys, t0: int = 0) -> pa.Table:
+    return pa.table({"k": pa.array(keys, pa.int64()),
+                     "t": pa.array([t0 + i for i in range(len(keys))], pa.timestamp("us", tz="UTC"))})
+
+
+@pytest.fixture
+def bound(tmp_path):
+    return bind_query(str(tmp_path / "ck"), PassThrough(SCHEMA, ["k"], "t"), 1,
+                      state=StateConfig(store="memory", local_dir=str(tmp_path / "local")))
+
+
+def test_read_phase_reads_each_checkpoint_record_once(bound, monkeypatch):
+    op = PassThrough(SCHEMA, ["k"], "t")
+    run_task(op, bound.checkpoint, bound.state, TaskInfo(0, 0, 1), (_rows([1, 2]),))
+    reads: collections.Counter = collections.Counter()
+    original = CheckpointFiles.read_json
+    monkeypatch.setattr(CheckpointFiles, "read_json", lambda self, rel: reads.update([rel]) or original(self, rel))
+    start = read_phase(op, bound.checkpoint, bound.state, TaskInfo(1, 0, 1), (_rows([3]),))
+    assert reads["streamjoin.json"] == 1 and max(reads.values()) == 1
+    assert (start.target, start.known, start.epoch.number) == (0, (1,), 0)
+
+
+def test_read_phase_adds_initial_rows_to_the_first_version_only(tmp_path):
+    op = PassThrough(SCHEMA, ["k"], "t")
+
+    def write_initial(b):
+        b.checkpoint.initial.write("input", 0, _rows([7, 8], t0=100))
+        return {"input": 2}
+
+    bound = bind_query(str(tmp_path / "ck"), op, 1, write_initial=write_initial,
+                       state=StateConfig(store="memory", local_dir=str(tmp_path / "local")))
+    first = read_phase(op, bound.checkpoint, bound.state, TaskInfo(0, 0, 1), (_rows([1]),))
+    assert first.initial == (2,) and first.rows[0].column("k").to_pylist() == [7, 8, 1] and first.target is None
+    run_task(op, bound.checkpoint, bound.state, TaskInfo(0, 0, 1), (_rows([1]),))
+    later = read_phase(op, bound.checkpoint, bound.state, TaskInfo(1, 0, 1), (_rows([2]),))
+    assert later.initial == (0,) and later.rows[0].column("k").to_pylist() == [2]
+
+
+def test_commit_phase_records_progress_metrics_and_the_version(bound):
+    op = PassThrough(SCHEMA, ["k"], "t")
+    task = TaskInfo(0, 0, 1)
+    start = read_phase(op, bound.checkpoint, bound.state, task, (_rows([1, 2], t0=50),))
+    opened = open_phase(op, bound.checkpoint, bound.state, task, start)
+    result = op.step(opened.store, StepInput(0, 0, start.rows, start.max_times, False))
+    metrics = commit_phase(op, bound.checkpoint, bound.state, task, start, opened, result)
+    assert metrics["output_rows"] == 2 and metrics["max_time_input"] == 51
+    assert [r.max_times for r in bound.checkpoint.commits.records(0)] == [(51,)]
+    assert bound.checkpoint.commits.watermark_inputs(1, 1) == (51,)
+    assert start.log.listing().newest == 0
