@@ -175,7 +175,8 @@ class LocalJoins:
                          left_format: VocabularyName | ChangeFormat | None = None,
                          right_format: VocabularyName | ChangeFormat | None = None,
                          left_sequence: str | None = None, right_sequence: str | None = None,
-                         retention: Any = None, expire_rows: bool = False, store: str = "rocksdb",
+                         retention: Any = None, expire_rows: bool = False, left_delay: Any = None,
+                         right_delay: Any = None, store: str = "rocksdb",
                          checkpoint: str | None = None, partitions: int | None = None,
                          store_options: Mapping[str, Any] | None = None, state_dir: str | None = None,
                          max_partitions: int | None = None, left_bootstrap: pa.Table | None = None,
@@ -194,7 +195,8 @@ class LocalJoins:
         right, rf = routable(right_changes, change_format(right_changes.schema, right_format, _names(right_key),
                                                           right_time, right_sequence))
         operator = TableTableJoin(left.schema, right.schema, on, left_key=left_key, right_key=right_key, how=how,
-                                  left_changes=lf, right_changes=rf, retention=retention, expire_rows=expire_rows)
+                                  left_changes=lf, right_changes=rf, retention=retention, expire_rows=expire_rows,
+                                  left_delay=left_delay, right_delay=right_delay)
         runner = self._runner(self._name(checkpoint), lambda ck, n, cfg, groups: PlanRunner(
             operator.plan, ck, partitions=n, config=cfg, key_groups=groups), options)
         for index, (rows, changes, fmt, argument) in enumerate(((left_bootstrap, left, lf, "left_bootstrap"),
