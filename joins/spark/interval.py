@@ -53,8 +53,10 @@ def interval_join(
     outer joins are emitted once the watermark has passed their window. ``left_delay`` /
     ``right_delay`` override ``delay`` for one input (its watermark is its largest time minus its
     delay); ``watermark_policy`` combines the two watermarks as Spark's
-    ``multipleWatermarkPolicy``: ``"min"`` (default) or ``"max"``, which sets aside the slower
-    input's rows below the faster one's watermark (docs/design/semantics.md "Time").
+    ``multipleWatermarkPolicy``: ``"min"`` (default: outer rows wait for the slower input, whose
+    rows within their delay are never late) or ``"max"`` (outer rows of the faster input come out
+    after its own delay; the slower input's rows below that watermark are set aside as late)
+    (docs/design/semantics.md "Time").
 
     Output columns: the key columns once (named as on the left), then the left columns, then the
     right columns; a non-key name on both sides becomes ``name_left`` / ``name_right``. Semi and
