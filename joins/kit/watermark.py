@@ -2,11 +2,15 @@
 
 Each input ``i`` has a delay ``d_i`` (how late its rows may arrive; ``delay=`` is the default of
 every input, ``left_delay=``/``right_delay=`` or ``stream_delay=``/``table_delay=`` override it) and
-so its own watermark ``max_time_i - d_i``. The join's watermark combines them as Spark's
+so its own watermark ``max_time_i - d_i``. The enrichment join keeps the two apart (each input's
+rows are late against their own; :func:`input_delays` only); the interval join's one watermark
+combines them (:func:`combine_watermark`) as Spark's
 ``spark.sql.streaming.multipleWatermarkPolicy`` does: ``"min"`` (the default) waits for the slowest
 input, so no input's row within its delay is late; ``"max"`` follows the fastest input, so results
 come out sooner, but rows of the slower input below that watermark are set aside as late (results
 then differ from the batch join). Until every input has had a row the watermark is minus infinity.
+The table-table join has no watermark: its ``left_delay``/``right_delay`` are per-table retention
+horizons (:mod:`streamjoin.table.retention`).
 """
 
 from __future__ import annotations
