@@ -62,8 +62,8 @@ class Step:
     def __init__(self, spec: EnrichmentSpec, state: Store, batch: StepInput) -> None:
         self.spec, self.state, self.version, self.final = spec, state, batch.version, batch.final
         self.meta = st.read_meta(state)
-        self.ew = max(self.meta.event_watermark, _minus(batch.max_times[0], spec.delay))
-        self.tw = max(self.meta.table_watermark, _minus(batch.max_times[1], spec.delay))
+        self.ew = max(self.meta.event_watermark, _minus(batch.max_times[0], spec.stream_delay))
+        self.tw = max(self.meta.table_watermark, _minus(batch.max_times[1], spec.table_delay))
         self.release = self._release_bound()
         self.expire_before = self._expire_before(self.ew, self.tw, self.release)
         # what an eagerly pruned state would have dropped by the end of the previous version
