@@ -61,6 +61,7 @@ import lmdb
 
 from streamjoin.statestore import options as check
 from streamjoin.statestore.base import KeyValue, Store, StoreStats
+from streamjoin.statestore.chunks import Chunk, SortedChunks
 from streamjoin.statestore.codecs import decode_int, encode_int
 from streamjoin.statestore.errors import StoreCorruptError, StoreError, StoreTruncatedError, StoreWriteError
 from streamjoin.statestore.lmdb_layout import (
@@ -445,9 +446,19 @@ class LMDBStore(Store):
         """Append ``items`` in chunks of sorted puts (``MDB_APPEND``: no search, full pages).
 
         Each chunk commits on its own; when a key is out of order, the chunks before it stay
-        and the version marker is not set.
+        and the version marker is not set. :class:`SortedChunks` (a restore's Arrow batches) are
+        sealed a chunk at a time in C (:meth:`Loader.prepare_arrays`).
         """
         loader = Loader(self.path)
+        if isinstance(items, SortedChunks):
+            self._load_chunks(loader, items)
+        else:
+            self._load_pairs(loader, items)
+        if version is not None:
+            self._write((), (), (), version)
+        return loader.count
+
+    def _load_pairs(self, loader: Loader, items: Iterable[KeyValue]) -> None:
         source = iter(items)
         chunk = list(islice(source, _LOAD_CHUNK))  # chunks are cut in C: no Python step per entry
         while True:
@@ -456,9 +467,14 @@ class LMDBStore(Store):
             if not following:
                 break
             chunk = following
-        if version is not None:
-            self._write((), (), (), version)
-        return loader.count
+
+    def _load_chunks(self, loader: Loader, items: SortedChunks) -> None:
+        pieces = _pieces(items.chunks(), _LOAD_CHUNK)
+        piece = next(pieces, None)
+        while piece is not None:
+            following = next(pieces, None)
+            self._append(*loader.prepare_arrays(*piece, final=following is None))
+            piece = following
 
     def _append(self, prepared: Prepared, chunk: list[KeyValue]) -> None:
         short, long, empty = prepared
@@ -540,6 +556,13 @@ class LMDBStore(Store):
     def destroy(cls, path: str) -> None:
         """Remove the store at ``path``; raises :class:`StoreLockedError` while it is open."""
         remove_directory(str(path))
+
+
+def _pieces(chunks: Iterable[Chunk], size: int) -> Iterator[Chunk]:
+    """The chunks cut into zero-copy slices of at most ``size`` entries (empty ones dropped)."""
+    for keys, values in chunks:
+        for start in range(0, max(len(keys), len(values)), size):
+            yield keys.slice(start, size), values.slice(start, size)
 
 
 class _OutOfOrder(StoreError):
