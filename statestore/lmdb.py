@@ -22,7 +22,8 @@ corrupted page, raises :class:`StoreCorruptError` and marks the directory damage
 (:func:`streamjoin.statestore.locking.mark_damaged`): the task fails, and the next open refuses the store,
 so the changelog's open path rebuilds it rather than reusing it. Damage in records that are never
 read is not found; a store written before checksums (no format tag) is refused as corrupt at open
-and rebuilt the same way.
+and rebuilt the same way. A bulk load of :class:`~streamjoin.statestore.chunks.SortedChunks` (a
+restore) writes the same records, sealed a chunk at a time in C rather than one by one.
 
 Map size: LMDB needs an upper bound on the file size up front. The store starts with a modest map
 (``map_size``, 64 MiB by default) and, when a write finds it full, aborts the transaction, doubles
