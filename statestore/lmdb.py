@@ -477,7 +477,7 @@ class LMDBStore(Store):
             self._append(*loader.prepare_arrays(*piece, final=following is None))
             piece = following
 
-    def _append(self, prepared: Prepared, chunk: list[KeyValue]) -> None:
+    def _append(self, prepared: Prepared, chunk: Iterable[KeyValue]) -> None:
         short, long, empty = prepared
 
         def apply(txn: lmdb.Transaction[bytes]) -> None:
@@ -570,7 +570,7 @@ class _OutOfOrder(StoreError):
     """A bulk-load chunk had a key not above its predecessor (internal; reported with the keys)."""
 
 
-def _order_message(path: str, reader: lmdb.Transaction[bytes], chunk: list[KeyValue]) -> str:
+def _order_message(path: str, reader: lmdb.Transaction[bytes], chunk: Iterable[KeyValue]) -> str:
     """Name the first key of ``chunk`` not above its predecessor (or the store's last key)."""
     cursor = reader.cursor()
     previous = cursor.key() if cursor.last() else None

@@ -37,7 +37,7 @@ from streamjoin.statestore.errors import StoreError
 
 __all__ = [
     "SHORT_MAX", "Damaged", "seal", "sealed", "sealed_arrays", "unseal", "unsealed", "unseal_many",
-    "encode_bucket", "decode_bucket", "all_short", "short_items", "long_items", "Loader", "Prepared",
+    "encode_bucket", "decode_bucket", "all_short", "short_items", "long_items", "Loader", "Prepared", "Columns",
     "EMPTY_KEY",
 ]
 
@@ -85,7 +85,23 @@ def sealed(pairs: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
     return [(key, value + _CRC(crc32(value, crc32(key)))) for key, value in pairs]
 
 
-def sealed_arrays(keys: pa.Array, values: pa.Array) -> list[tuple[bytes, bytes]]:
+class Columns:
+    """``(key, record)`` pairs held as two lists: iterating zips them, so no list of tuples is
+    built (``putmulti`` drops each pair before taking the next, and ``zip`` reuses its tuple)."""
+
+    __slots__ = ("keys", "records")
+
+    def __init__(self, keys: list[bytes], records: list[bytes]) -> None:
+        self.keys, self.records = keys, records
+
+    def __iter__(self) -> Iterator[KeyValue]:
+        return zip(self.keys, self.records)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+def sealed_arrays(keys: pa.Array, values: pa.Array) -> Columns:
     """What :func:`sealed` makes of ``zip(keys, values)``, for binary Arrow arrays of one length.
 
     Per chunk: Arrow joins each key to its value, ``crc32`` runs over the joined entries in one
@@ -99,14 +115,14 @@ def sealed_arrays(keys: pa.Array, values: pa.Array) -> list[tuple[bytes, bytes]]
     if len(keys) != len(values):
         raise ValueError(f"{len(keys)} keys but {len(values)} values")
     if not len(keys):
-        return []
+        return Columns([], [])
     keys, values = keys.cast(_BIN), values.cast(_BIN)
     crcs = array(_U32, map(crc32, pc.binary_join_element_wise(keys, values, _JOIN).to_pylist()))
     if _SWAP:
         crcs.byteswap()
     tails = pa.FixedSizeBinaryArray.from_buffers(_CRC_TYPE, len(crcs), [None, pa.py_buffer(crcs)])
     records = pc.binary_join_element_wise(values, tails.cast(_BIN), _JOIN)
-    return list(zip(keys.to_pylist(), records.to_pylist()))
+    return Columns(keys.to_pylist(), records.to_pylist())
 
 
 def _damaged(key: bytes) -> bool:
@@ -212,7 +228,7 @@ def _expanded(prefix: bytes, record: bytes) -> list[KeyValue]:
     return [(prefix + suffix, value) for suffix, value in decode_bucket(prefix, unseal(prefix, record))]
 
 
-Prepared = tuple[list[KeyValue], list[KeyValue], "bytes | None"]
+Prepared = tuple["list[KeyValue] | Columns", list[KeyValue], "bytes | None"]
 
 
 class Loader:
@@ -242,7 +258,7 @@ class Loader:
             raise StoreError(f"load_sorted into {self.path}: bad entry ({exc}); puts must be "
                              "(bytes, bytes) pairs") from exc
 
-    def prepare_arrays(self, keys: pa.Array, values: pa.Array, final: bool) -> tuple[Prepared, list[KeyValue]]:
+    def prepare_arrays(self, keys: pa.Array, values: pa.Array, final: bool) -> tuple[Prepared, Iterable[KeyValue]]:
         """:meth:`prepare` for a chunk of Arrow arrays, and the chunk's records (for messages).
 
         A chunk of short keys outside a bucket is sealed by :func:`sealed_arrays`; any other takes
@@ -256,9 +272,9 @@ class Loader:
                 except (TypeError, ValueError) as exc:
                     raise StoreError(f"load_sorted into {self.path}: bad entry ({exc}); puts must be "
                                      "(bytes, bytes) pairs") from exc
-                if self.previous is not None and short[0][0] <= self.previous:
-                    raise StoreError(self._order(short[0][0]))
-                self.previous = short[-1][0]
+                if self.previous is not None and short.keys[0] <= self.previous:
+                    raise StoreError(self._order(short.keys[0]))
+                self.previous = short.keys[-1]
                 self.count += len(short)
                 return (short, [], None), short  # MDB_APPEND checks order within the chunk
         chunk = list(zip(keys.to_pylist(), values.to_pylist()))

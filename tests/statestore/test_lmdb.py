@@ -221,7 +221,7 @@ def test_lmdb_sealed_arrays_match_the_per_record_seal(type_: pa.DataType) -> Non
     items += [(b"n%05d" % i, os.urandom(i % 50)) for i in range(300)]
     keys, values = pa.array([k for k, _ in items], type_), pa.array([v for _, v in items], type_)
     records = layout.sealed_arrays(keys.slice(1), values.slice(1))  # an offset into the buffers too
-    assert records == layout.sealed(items[1:])
+    assert list(records) == layout.sealed(items[1:])
     assert [layout.unseal(k, r) for k, r in records] == [v for _, v in items[1:]]
 
 
