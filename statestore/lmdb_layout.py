@@ -264,6 +264,9 @@ class Loader:
         A chunk of short keys outside a bucket is sealed by :func:`sealed_arrays`; any other takes
         the per-entry path of :meth:`prepare`.
         """
+        if len(keys) != len(values):
+            raise StoreError(f"load_sorted into {self.path}: a chunk of {len(keys)} keys has "
+                             f"{len(values)} values; every key needs one value")
         if self.bucket is None and len(keys) and not keys.null_count:
             lengths = pc.min_max(pc.binary_length(keys)).as_py() if _is_binary(keys) else None
             if lengths is not None and lengths["min"] > 0 and lengths["max"] <= SHORT_MAX:

@@ -266,6 +266,16 @@ def test_lmdb_load_sorted_chunks_refuses_nulls(tmp_path) -> None:
         assert store.version is None and list(store.scan()) == []
 
 
+def test_lmdb_load_sorted_chunks_refuses_keys_without_values(tmp_path) -> None:
+    long = b"p" * 500  # the per-entry path too, where zip alone would drop the extra key
+    for keys in ([b"a", b"b", b"c"], [b"a", long + b"1", long + b"2"]):
+        chunks = SortedChunks([(pa.array(keys), pa.array([b"1", b"2"]))])
+        with open_store("lmdb", str(tmp_path / "s")) as store:
+            with pytest.raises(StoreError, match="3 keys has 2 values"):
+                store.load_sorted(chunks, version=1)
+            assert store.version is None and list(store.scan()) == []
+
+
 def compacted_log(path: str) -> tuple[Changelog, dict[bytes, bytes]]:
     log, model = Changelog(path), {b"key-%04d" % i: b"VALUE-%04d-" % i + b"x" * 30 for i in range(200)}
     log.append(0, sorted(model.items())[:120])
