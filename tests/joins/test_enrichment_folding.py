@@ -190,10 +190,12 @@ def _run_tuned(case: Case, mode: str, tuning: tuple, **options) -> tuple[list[Co
        buckets=st.sampled_from([1, 2, 64]))
 # the lazy state still holds an expired version an event finds, the eager one no longer: both report
 # expired_lookups (0), not only the lazy one
-@example(case=Case(PLAIN, 3 * SECOND, [([(1, 0, "x")], [(0, "upsert", 0, 1, "free", False)]),
-                                        ([(1, 16 * SECOND + 1, "x")], [(1, "upsert", 7 * SECOND - 1, None, "free", False)]),
-                                        ([], [])], 1, "inner", ttl=5 * SECOND + 1),
-         mode="as_of", grace=1, buckets=64)
+@example(case=Case(PLAIN, 3 * SECOND, [
+    ([(1, 0, "x")], [(0, "upsert", 0, 1, "free", False), (0, "upsert", 1, None, "free", False),
+                     (0, "upsert", 0, 0, "free", False), (0, "upsert", 0, None, "free", False)]),
+    ([(1, 16 * SECOND + 1, "x")], [(0, "upsert", SECOND, None, "free", False),
+                                   (1, "upsert", 7 * SECOND - 1, None, "free", False)]),
+    ([], [])], 1, "inner", ttl=5 * SECOND + 1), mode="as_of", grace=1, buckets=64)
 def test_enrichment_lazy_pruning_equals_pruning_every_touched_bucket_every_version(case, mode, grace, buckets):
     """Folding every touched bucket in every version (fraction -1, no deltas kept) prunes as eagerly
     as possible; folding almost never keeps versions no longer needed for long (with grace, some
