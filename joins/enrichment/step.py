@@ -267,7 +267,12 @@ class Step:
         """Set ``found`` to -1 where the version found has expired (as_of: change time ``< at -
         ttl``; latest: ``< tw - ttl``); count those an eagerly pruned state would still hold."""
         ttl = self.spec.ttl
-        if ttl is None or not (found >= 0).any():
+        if ttl is None:
+            return
+        # reported whenever events are looked up, even as 0: whether the state still holds a
+        # version to find (it may fold late) must not change which metrics a step reports
+        self.metrics["expired_lookups"] += 0
+        if not (found >= 0).any():
             return
         hit = np.flatnonzero(found >= 0)
         timeless, times = _change_times(versions.select([TIME]).take(pa.array(found[hit])))
