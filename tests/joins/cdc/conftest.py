@@ -37,12 +37,6 @@ def dsn(cluster: Cluster) -> str:
     return cluster.dsn.replace("dbname=postgres", f"dbname={name}")
 
 
-@pytest.fixture(scope="session")
-def spark(streamjoin_spark):
-    """The kit's shared local Spark session (:mod:`streamjoin.testing.plugin`)."""
-    return streamjoin_spark
-
-
 @pytest.fixture
 def slot(dsn: str) -> str:
     """A replication slot name of the test's own (slots belong to the cluster, not the database)."""

@@ -1,7 +1,7 @@
 """Restarting a join's checkpoint with another partition count (docs/design/runtime.md "Partitions and
 rescaling"): a run cut at a version and continued with another ``partitions=`` gives the output,
 the rows set aside and the (logical) state of a run that never changed it, for the interval join
-and the table-table join (the enrichment join: tests/joins/test_rescale_enrichment.py); and what
+and the table-table join (the enrichment join: tests/joins/runtime/test_rescale_enrichment.py); and what
 cannot be rescaled is refused, saying why."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from streamjoin.testing import NonDeterministicError, assert_deterministic, view_rows
 from streamjoin.testing.strategies import change_streams, event_streams
-from tests.testing.pipelines import (
+from tests.joins.testing.pipelines import (
     CHANGE_ROWS,
     CLICKS,
     EVENT_ROWS,

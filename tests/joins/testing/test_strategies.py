@@ -8,7 +8,7 @@ import datetime as dt
 from hypothesis import find, given
 
 from streamjoin.testing.strategies import change_streams, event_streams
-from tests.testing.pipelines import CLICKS, PROFILE
+from tests.joins.testing.pipelines import CLICKS, PROFILE
 
 DISORDER = dt.timedelta(seconds=2)
 

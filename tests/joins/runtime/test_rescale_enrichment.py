@@ -32,8 +32,8 @@ from streamjoin.runtime.regroup import Ownership
 from streamjoin.runtime.rescale import Epoch, changelog_uri
 from streamjoin.statestore import open_store
 from tests.examples import scaled
-from tests.joins.test_enrichment_properties import Run, cases
-from tests.joins.test_rescale import restored
+from tests.joins.enrichment.test_properties import Run, cases
+from tests.joins.runtime.test_rescale import restored
 
 #: Metrics summed over partitions that do not depend on the partition count.
 COMPARED = ("matched", "stale_changes", "late_events", "late_changes", "expired_lookups", "released_by_grace",

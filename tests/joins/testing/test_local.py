@@ -16,7 +16,7 @@ import streamjoin.spark.interval
 import streamjoin.spark.table
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.testing import LocalJoins
-from tests.testing.pipelines import UTC_US, at
+from tests.joins.testing.pipelines import UTC_US, at
 
 SPARK_JOINS = [streamjoin.spark.interval.interval_join, streamjoin.spark.enrichment.stream_table_join,
                streamjoin.spark.table.table_table_join]

@@ -27,8 +27,8 @@ from streamjoin.runtime.operator import StepInput
 from streamjoin.runtime.options import StateConfig
 from streamjoin.statestore import destroy_store, open_store
 from tests.examples import scaled
+from tests.joins.enrichment.test_properties import BACKENDS, SECOND, Case, Recording, cases, when
 from tests.joins.strategies import StepDriver, disturb
-from tests.joins.test_enrichment_properties import BACKENDS, SECOND, Case, Recording, cases, when
 
 #: (fold_fraction, fold_deltas, buckets): fold every time; fold on the delta count alone; fold on
 #: the row fraction alone (and on the sweep); almost never fold but on the sweep.

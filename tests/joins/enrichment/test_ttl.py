@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.errors import JoinDefinitionError
 from tests.examples import scaled
+from tests.joins.enrichment.test_examples import EVENTS, PLAIN_FORMAT, TABLE
+from tests.joins.enrichment.test_properties import SECOND, Recording, cases, when
 from tests.joins.strategies import StepDriver
-from tests.joins.test_enrichment import EVENTS, PLAIN_FORMAT, TABLE
-from tests.joins.test_enrichment_properties import SECOND, Recording, cases, when
 
 TTL = dt.timedelta(seconds=5)
 

@@ -21,7 +21,7 @@ from streamjoin.testing import (
 from streamjoin.testing.enrichment import reference_as_of
 from streamjoin.testing.interval import reference_interval_join
 from streamjoin.testing.table import Change, ReferenceTable, reference_view
-from tests.testing.pipelines import UTC_US, at
+from tests.joins.testing.pipelines import UTC_US, at
 
 SECOND = 1_000_000
 MICROS_AT_0 = int(at(0).timestamp()) * SECOND

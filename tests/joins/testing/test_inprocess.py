@@ -9,7 +9,7 @@ import os
 from streamjoin.testing import assert_deterministic
 from streamjoin.testing.inprocess import InProcessEngine
 from streamjoin.testing.plan import RunPlan
-from tests.testing.pipelines import CHANGE_ROWS, EVENT_ROWS, count_per_plan
+from tests.joins.testing.pipelines import CHANGE_ROWS, EVENT_ROWS, count_per_plan
 
 SEEN: list[tuple[str, bool]] = []
 

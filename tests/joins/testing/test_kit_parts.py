@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from streamjoin.testing import LocalJoins, assert_deterministic, rows_of, view_rows
 from streamjoin.testing.strategies import change_streams, event_streams
-from tests.testing.pipelines import EVENTS, PROFILE, UTC_US, at, count_per_plan
+from tests.joins.testing.pipelines import EVENTS, PROFILE, UTC_US, at, count_per_plan
 
 WITHOUT_HYPOTHESIS = textwrap.dedent("""
     import importlib.abc, sys

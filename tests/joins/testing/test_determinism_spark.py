@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from streamjoin.testing import NonDeterministicError, assert_deterministic
-from tests.testing.pipelines import CHANGE_ROWS, EVENT_ROWS, UTC_US, at
+from tests.joins.testing.pipelines import CHANGE_ROWS, EVENT_ROWS, UTC_US, at
 
 pytestmark = pytest.mark.spark
 

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from streamjoin.changes import PLAIN_COLUMNS, ChangeFormat, normalise, to_plain
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.errors import JoinDefinitionError
+from tests.joins.enrichment.test_properties import DELTA, PLAIN, SECOND, Case, Recording, cases, drive, when
 from tests.joins.strategies import StepDriver
-from tests.joins.test_enrichment_properties import DELTA, PLAIN, SECOND, Case, Recording, cases, drive, when
 
 EVENTS = pa.schema([("user", pa.int64()), ("ts", pa.timestamp("us")), ("what", pa.string())])
 TABLE = pa.schema([("user", pa.int64()), ("op", pa.string()), ("at", pa.timestamp("us")), ("plan", pa.string())])

@@ -22,8 +22,8 @@ from streamjoin.enrichment.cache import BucketCache
 from streamjoin.runtime.operator import StepInput, StepResult
 from streamjoin.statestore import destroy_store, open_store
 from tests.examples import scaled
-from tests.joins.test_enrichment_folding import TUNINGS, tuned
-from tests.joins.test_enrichment_properties import cases
+from tests.joins.enrichment.test_folding import TUNINGS, tuned
+from tests.joins.enrichment.test_properties import cases
 
 _PATHS = itertools.count()
 
