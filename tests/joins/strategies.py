@@ -1,18 +1,15 @@
-"""Hypothesis strategies and in-process drivers for the interval join tests.
+"""Hypothesis strategies and scenarios of the interval join tests.
 
 ``JoinCase`` is one random scenario: a join definition (one of a few schema variants, bounds,
 delay, how), micro-batches of left and right rows (Python dicts, time roughly increasing across
 batches with some disorder, so watermarks advance and some rows are late), and a partition count.
-``StepDriver`` runs an operator's ``step`` per partition and version against open stores, with
-``max_times`` computed over all partitions as the runtime does, but without changelogs.
+``drive`` runs one with :class:`tests.joins.drivers.StepDriver` (the operator's steps), ``Local``
+with :class:`tests.joins.drivers.InProcess` (the runtime).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import itertools
-import tempfile
-import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -22,11 +19,10 @@ from hypothesis import strategies as st
 
 from streamjoin.interval.operator import IntervalJoin
 from streamjoin.interval.state import LAYOUT
-from streamjoin.runtime.operator import NEG_INF, REASON_COLUMN, Operator, StepInput
-from streamjoin.runtime.task import progress_after
-from streamjoin.statestore import backend_names, destroy_store, open_store
-from streamjoin.statestore.codecs import decode_int, pack
+from streamjoin.runtime.operator import NEG_INF, REASON_COLUMN
+from streamjoin.statestore.codecs import decode_int
 from streamjoin.testing.interval import interval_late_rows, reference_interval_join
+from tests.joins.drivers import InProcess, StepDriver
 
 HOWS = ("inner", "left", "right", "full", "left_semi", "left_anti")
 SECOND = 1_000_000
@@ -189,53 +185,7 @@ def join_cases(draw, *, hows: Sequence[str] = HOWS, nulls: bool = True, max_part
                     draw(st.integers(1, max_partitions)), bucket)
 
 
-# -- driving an operator in process ----------------------------------------------------------------
-
-_PATHS = itertools.count()
-
-
-def route(table: pa.Table, key: Sequence[str], partitions: int) -> list[pa.Table]:
-    """Rows to partitions by a hash of their key values (as :func:`streamjoin.runtime.local.route` does)."""
-    targets = [zlib.crc32(pack(*values)) % partitions
-               for values in zip(*(table.column(k).to_pylist() for k in key))]
-    return [table.filter(pa.array([t == p for t in targets], pa.bool_())) for p in range(partitions)]
-
-
-class StepDriver:
-    """Runs ``operator.step`` per partition and version against open stores (no changelog)."""
-
-    def __init__(self, operator: Operator, partitions: int = 1, store: str = "memory") -> None:
-        self.operator, self.partitions, self.kind = operator, partitions, store
-        root = f"driver-{next(_PATHS)}" if store == "memory" else tempfile.mkdtemp(prefix="sj-interval-")
-        self.paths = [f"{root}/p{p}" for p in range(partitions)]
-        self.stores = [open_store(store, path) for path in self.paths]
-        self.max_times: list[int | None] = [None] * len(operator.inputs)
-        self.version = 0
-
-    def run(self, *tables: pa.Table, final: bool = False) -> tuple[pa.Table, tuple[pa.Table, ...]]:
-        """Execute the next version; return its output and the rows set aside per input."""
-        routed = [route(t, spec.key, self.partitions) for t, spec in zip(tables, self.operator.inputs)]
-        max_times = (None,) * len(tables) if final else tuple(self.max_times)
-        outputs, asides = [], [[] for _ in tables]
-        for p, store in enumerate(self.stores):
-            result = self.operator.step(store, StepInput(self.version, p, tuple(r[p] for r in routed), max_times, final))
-            store.write(result.puts, result.deletes, result.delete_ranges, version=self.version)
-            outputs.append(result.output)
-            for i, aside in enumerate(result.set_aside):
-                asides[i].append(aside)
-        self.max_times = list(progress_after(self.operator, tuple(self.max_times), tables))
-        self.version += 1
-        return pa.concat_tables(outputs), tuple(pa.concat_tables(a) for a in asides)
-
-    def state(self) -> list[list[tuple[bytes, bytes]]]:
-        """Every partition's entries."""
-        return [list(store.scan()) for store in self.stores]
-
-    def close(self) -> None:
-        for store, path in zip(self.stores, self.paths):
-            store.close()
-            destroy_store(self.kind, path)
-
+# -- driving an operator in process (tests.joins.drivers) -------------------------------------
 
 def expired_buckets(driver: StepDriver) -> list[bytes]:
     """State keys of buckets lying wholly below their partition's watermark (eviction missed them)."""
@@ -270,60 +220,14 @@ def drive(case: JoinCase, *, store: str = "memory", final_alone: bool = True, **
 
 # -- driving an operator through the runtime (changelogs, checkpoints) -----------------------------
 
-class Local:
-    """A :class:`streamjoin.runtime.local.LocalRunner` over a fresh temporary checkpoint and state directory."""
+class Local(InProcess):
+    """A case run by the in-process runner over a fresh temporary checkpoint (:class:`InProcess`)."""
 
     def __init__(self, case: JoinCase, store: str = "memory", **options: Any) -> None:
-        from streamjoin.runtime.local import LocalRunner
-        from streamjoin.runtime.options import StateConfig
-
-        self.root = tempfile.mkdtemp(prefix="sj-interval-local-")
-        config = StateConfig(store=store, local_dir=f"{self.root}/local", snapshot_every=3, retain_versions=3)
+        super().__init__(case.operator(**options), case.tables, partitions=case.partitions, store=store)
         self.case = case
-        self.runner = LocalRunner(case.operator(**options), f"{self.root}/checkpoint",
-                                  partitions=case.partitions, config=config)
-
-    def run(self, index: int | None, *, version: int | None = None) -> pa.Table:
-        """Run batch ``index`` of the case (None: the empty final version)."""
-        if index is None:
-            v = self.case.variant
-            return self.runner.run(v.left.empty_table(), v.right.empty_table(), version=version, final=True)
-        return self.runner.run(*self.case.tables(index), version=version)
 
     def asides(self) -> tuple[Counter, Counter]:
         """Every row set aside so far, per input."""
-        import os
-
-        import pyarrow.parquet as pq
-
-        out = []
-        for name in ("left", "right"):
-            found: Counter = Counter()
-            for directory, _, files in os.walk(f"{self.root}/checkpoint/set_aside/{name}"):
-                for file in files:
-                    if file.endswith(".parquet"):
-                        found += aside_of(pq.read_table(os.path.join(directory, file)))
-            out.append(found)
-        return out[0], out[1]
-
-    def close(self) -> None:
-        import shutil
-
-        self.runner.lose_local_state()
-        shutil.rmtree(self.root, ignore_errors=True)
-
-
-#: What a crash-and-restore property may do before a version ("none" twice: most versions run undisturbed).
-DISTURBANCES = ("none", "none", "lose_all", "lose_one", "switch_store")
-
-
-def disturb(holder: Any, action: str, data: st.DataObject) -> None:
-    """Lose all of ``holder.runner``'s local stores, one partition's, or all and continue on
-    another backend (``holder.runner`` is replaced); "none" does nothing."""
-    if action == "lose_all":
-        holder.runner.lose_local_state()
-    elif action == "lose_one":
-        holder.runner.lose_local_state(data.draw(st.integers(0, holder.runner.partitions - 1)))
-    elif action == "switch_store":
-        holder.runner.lose_local_state()
-        holder.runner = holder.runner.with_store(data.draw(st.sampled_from(backend_names())))
+        left, right = (self.set_aside(name) for name in ("left", "right"))
+        return (Counter() if left is None else aside_of(left)), (Counter() if right is None else aside_of(right))

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
-import shutil
-import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -22,15 +20,11 @@ import pyarrow as pa
 from hypothesis import strategies as st
 
 from streamjoin.changes import ChangeFormat
-from streamjoin.runtime.local import route
-from streamjoin.runtime.operator import StepInput
-from streamjoin.runtime.options import StateConfig
-from streamjoin.runtime.plan_runner import PlanRunner
-from streamjoin.runtime.task import progress_after
 from streamjoin.statestore import destroy_store, open_store
 from streamjoin.table.operator import TableTableJoin
 from streamjoin.testing.table import Change, ReferenceTable, reference_changes, reference_view
 from streamjoin.view import MaterializedView
+from tests.joins.drivers import InProcess, StepChain
 
 SECOND = 1_000_000
 EPOCH = dt.datetime(1970, 1, 1)
@@ -240,69 +234,26 @@ def output_rows(table: pa.Table) -> Counter:
     return Counter(tuple(r.values()) for r in table.to_pylist())
 
 
-class StepChain:
-    """The three stages' ``step``s chained per version against open stores, without changelogs or
-    checkpoints (the runtime's part is tested through :class:`PlanRunner`); rows are
-    routed to partitions as the runtime routes them."""
-
-    def __init__(self, join: TableTableJoin, partitions: int) -> None:
-        self.stages = (join.left_stage, join.right_stage, join.join_stage)
-        self.partitions = partitions
-        self.paths = [[f"sj-table-steps-{next(_PATHS)}" for _ in range(partitions)] for _ in self.stages]
-        self.stores = [[open_store("memory", path) for path in paths] for paths in self.paths]
-        self.recorded: list[dict] = []
-        self.version = 0
-        # per stage, per input: the largest event time of the versions run so far (the runtime's progress)
-        self.max_times: list[list[int | None]] = [[None] * len(op.inputs) for op in self.stages]
-
-    def _step(self, index: int, tables: Sequence[pa.Table]) -> pa.Table:
-        op = self.stages[index]
-        routed = [route(t, spec.key, self.partitions) for t, spec in zip(tables, op.inputs)]
-        outputs = []
-        max_times = tuple(self.max_times[index])
-        self.max_times[index] = list(progress_after(op, max_times, tuple(tables)))
-        for p, store in enumerate(self.stores[index]):
-            result = op.step(store, StepInput(self.version, p, tuple(r[p] for r in routed), max_times))
-            store.write(result.puts, result.deletes, result.delete_ranges, version=self.version)
-            outputs.append(result.output)
-            self.recorded.append(dict(result.metrics))
-        return pa.concat_tables(outputs)
-
-    def run(self, left: pa.Table, right: pa.Table, version: int | None = None) -> pa.Table:
-        out = self._step(2, (self._step(0, (left,)), self._step(1, (right,))))
-        self.version += 1
-        return out
-
-    def metric(self, name: str) -> int:
-        return sum(int(m.get(name, 0)) for m in self.recorded)
-
-    def lose_local_state(self) -> None:
-        for stores, paths in zip(self.stores, self.paths):
-            for store, path in zip(stores, paths):
-                store.close()
-                destroy_store("memory", path)
-
-
-_PATHS = itertools.count()
+_VIEWS = itertools.count()
 
 
 class Run:
-    """A :class:`PlanRunner` over a fresh temporary checkpoint (or, with ``runtime``
-    False, a :class:`StepChain`), and a view it maintains."""
+    """A case's join driven in process, and a view it maintains: by the in-process runner
+    (``driver``, an :class:`InProcess`), or, with ``runtime`` False, by its stages' steps (a
+    :class:`StepChain`)."""
 
     def __init__(self, case: TableCase, store: str = "memory", runtime: bool = True) -> None:
-        self.root = tempfile.mkdtemp(prefix="sj-table-")
-        config = StateConfig(store=store, local_dir=f"{self.root}/local", snapshot_every=3, retain_versions=3)
         self.case = case
         self.join = case.join()
-        self.runner = (PlanRunner(self.join.plan, f"{self.root}/checkpoint", partitions=case.partitions,
-                                             config=config) if runtime else StepChain(self.join, case.partitions))
-        self.view_path = f"{self.root}/view"
+        self.driver: InProcess | StepChain = (
+            InProcess(self.join, case.tables, partitions=case.partitions, store=store) if runtime
+            else StepChain(self.join, case.tables, partitions=case.partitions))
+        self.view_path = f"sj-table-view-{next(_VIEWS)}"
         self.view = MaterializedView(open_store("memory", self.view_path), *self.join.view_key, self.join.output_schema)
 
     def run(self, index: int, version: int | None = None, apply: bool = True) -> pa.Table:
         """Run batch ``index``; apply its output to the view (unless ``apply`` is False)."""
-        out = self.runner.run(*self.case.tables(index), version=version)
+        out = self.driver.run(index, version=version)
         if apply:
             self.view.apply(out)
         return out
@@ -313,5 +264,4 @@ class Run:
     def close(self) -> None:
         self.view.store.close()
         destroy_store("memory", self.view_path)
-        self.runner.lose_local_state()
-        shutil.rmtree(self.root, ignore_errors=True)
+        self.driver.close()

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from streamjoin.changes import PLAIN_COLUMNS, ChangeFormat, normalise, to_plain
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.errors import JoinDefinitionError
-from tests.joins.enrichment.test_properties import DELTA, PLAIN, SECOND, Case, Recording, cases, drive, when
-from tests.joins.strategies import StepDriver
+from tests.joins.drivers import StepDriver
+from tests.joins.enrichment.test_properties import DELTA, PLAIN, SECOND, Case, cases, drive, when
 
 EVENTS = pa.schema([("user", pa.int64()), ("ts", pa.timestamp("us")), ("what", pa.string())])
 TABLE = pa.schema([("user", pa.int64()), ("op", pa.string()), ("at", pa.timestamp("us")), ("plan", pa.string())])
@@ -29,8 +29,8 @@ class Script:
 
     def __init__(self, partitions: int = 1, **options) -> None:
         options.setdefault("delay", dt.timedelta(0))
-        self.op = Recording(EnrichmentJoin(EVENTS, TABLE, "user", stream_time="ts", changes=PLAIN_FORMAT, **options))
-        self.driver = StepDriver(self.op, partitions)
+        self.driver = StepDriver(EnrichmentJoin(EVENTS, TABLE, "user", stream_time="ts", changes=PLAIN_FORMAT,
+                                                **options), partitions)
         self.asides: list[tuple[pa.Table, pa.Table]] = []
 
     def run(self, events=(), changes=(), final: bool = False) -> list[tuple]:
@@ -47,11 +47,11 @@ class Script:
 
     def metric(self, name: str) -> int:
         """A metric summed over every step so far."""
-        return sum(int(m.get(name, 0)) for m in self.op.recorded)
+        return self.driver.metric(name)
 
     def last(self, name: str) -> int:
         """A metric of the last step (one partition)."""
-        return self.op.recorded[-1][name]
+        return self.driver.recorded[-1][name]
 
     def close(self) -> None:
         self.driver.close()
@@ -70,7 +70,7 @@ def test_enrichment_event_waits_until_the_table_watermark_passes_its_time(script
     assert s.run([], [(1, "upsert", 10, "max")]) == []                   # watermark 8
     assert s.run([], [(1, "upsert", 11, "late for e")]) == []            # watermark 10: not yet
     assert s.run() == [(1, 10, "e", "max")]                              # watermark 11 > 10
-    assert s.op.recorded[-2]["events_waiting"] == 1
+    assert s.driver.recorded[-2]["events_waiting"] == 1
 
 
 def test_enrichment_heartbeat_advances_a_quiet_table(script):

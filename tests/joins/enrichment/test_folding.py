@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import shutil
-import tempfile
 from collections import Counter
 
 import pyarrow as pa
@@ -22,13 +20,11 @@ from hypothesis import strategies as st
 from streamjoin.changes import ChangeFormat
 from streamjoin.enrichment import state as state
 from streamjoin.enrichment.operator import EnrichmentJoin
-from streamjoin.runtime.local import LocalRunner
 from streamjoin.runtime.operator import StepInput
-from streamjoin.runtime.options import StateConfig
 from streamjoin.statestore import destroy_store, open_store
 from tests.examples import scaled
-from tests.joins.enrichment.test_properties import BACKENDS, SECOND, Case, Recording, cases, when
-from tests.joins.strategies import StepDriver, disturb
+from tests.joins.drivers import InProcess, StepDriver, disturb
+from tests.joins.enrichment.test_properties import BACKENDS, SECOND, Case, cases, rows_of, when
 
 #: (fold_fraction, fold_deltas, buckets): fold every time; fold on the delta count alone; fold on
 #: the row fraction alone (and on the sweep); almost never fold but on the sweep.
@@ -54,8 +50,7 @@ def held_in_state(entries: list[tuple[bytes, bytes]]) -> tuple[int, int]:
 @given(case=cases(), mode=st.sampled_from(["as_of", "latest"]), tuning=st.sampled_from(TUNINGS))
 def test_enrichment_folding_never_changes_the_output_and_versions_held_is_exact(case, mode, tuning):
     fraction, deltas, buckets = tuning
-    operator = Recording(tuned(case.operator(mode, buckets=buckets), fraction, deltas))
-    driver = StepDriver(operator, case.partitions)
+    driver = StepDriver(tuned(case.operator(mode, buckets=buckets), fraction, deltas), case.partitions)
     v = case.variant
     try:
         output, most_deltas = Counter(), 0
@@ -63,7 +58,7 @@ def test_enrichment_folding_never_changes_the_output_and_versions_held_is_exact(
             tables = (v.stream.empty_table(), v.table.empty_table()) if index is None else case.tables(index)
             out, _ = driver.run(*tables, final=index is None)
             output += Counter(tuple(r.values()) for r in out.to_pylist())
-            steps = operator.recorded[-case.partitions:]
+            steps = driver.recorded[-case.partitions:]
             for entries, metrics in zip(driver.state(), steps):
                 rows, n_deltas = held_in_state(entries)
                 assert metrics["versions_held"] == rows
@@ -76,26 +71,11 @@ def test_enrichment_folding_never_changes_the_output_and_versions_held_is_exact(
     assert output == case.expected(mode)
 
 
-class TunedRun:
-    """A LocalRunner over a fresh checkpoint, with folding tuned (as ``Run`` of the properties)."""
-
-    def __init__(self, case: Case, mode: str, tuning: tuple, store: str = "memory") -> None:
-        fraction, deltas, buckets = tuning
-        self.root = tempfile.mkdtemp(prefix="sj-fold-")
-        config = StateConfig(store=store, local_dir=f"{self.root}/local", snapshot_every=3, retain_versions=3)
-        self.case = case
-        operator = tuned(case.operator(mode, buckets=buckets), fraction, deltas)
-        self.runner = LocalRunner(operator, f"{self.root}/checkpoint", partitions=case.partitions, config=config)
-
-    def run(self, index: int | None, version: int | None = None) -> Counter:
-        v = self.case.variant
-        tables = (v.stream.empty_table(), v.table.empty_table()) if index is None else self.case.tables(index)
-        out = self.runner.run(*tables, version=version, final=index is None)
-        return Counter(tuple(r.values()) for r in out.to_pylist())
-
-    def close(self) -> None:
-        self.runner.lose_local_state()
-        shutil.rmtree(self.root, ignore_errors=True)
+def tuned_run(case: Case, mode: str, tuning: tuple, store: str = "memory") -> InProcess:
+    """The case run by the in-process runner, with folding tuned (as ``Run`` of the properties)."""
+    fraction, deltas, buckets = tuning
+    return InProcess(tuned(case.operator(mode, buckets=buckets), fraction, deltas), case.tables,
+                     partitions=case.partitions, store=store)
 
 
 _ACTIONS = ("none", "lose_all", "lose_one", "switch_store")
@@ -106,16 +86,16 @@ _ACTIONS = ("none", "lose_all", "lose_one", "switch_store")
        tuning=st.sampled_from(TUNINGS[:3]), data=st.data())
 def test_enrichment_crash_and_restore_across_folds_equals_uninterrupted_run(case, mode, tuning, data):
     versions = [*range(len(case.batches)), None]
-    plain = TunedRun(case, mode, tuning)
-    chaos = TunedRun(case, mode, tuning, data.draw(st.sampled_from(BACKENDS)))
+    plain = tuned_run(case, mode, tuning)
+    chaos = tuned_run(case, mode, tuning, data.draw(st.sampled_from(BACKENDS)))
     try:
-        expected = [plain.run(index) for index in versions]
+        expected = [rows_of(plain.run(index)) for index in versions]
         for version, index in enumerate(versions):
             disturb(chaos, data.draw(st.sampled_from(_ACTIONS)), data)
-            assert chaos.run(index) == expected[version]
+            assert rows_of(chaos.run(index)) == expected[version]
             if data.draw(st.booleans()):          # the task or batch is executed again
                 disturb(chaos, data.draw(st.sampled_from(_ACTIONS)), data)
-                assert chaos.run(index, version=version) == expected[version]
+                assert rows_of(chaos.run(index, version=version)) == expected[version]
         assert sum(expected, Counter()) == case.expected(mode)
     finally:
         plain.close()
@@ -171,16 +151,15 @@ def test_enrichment_a_version_with_few_changes_writes_few_bytes_whatever_the_tab
 def _run_tuned(case: Case, mode: str, tuning: tuple, **options) -> tuple[list[Counter], list[dict], int]:
     """Every version's output, every step's metrics but versions_held, and the sum of that."""
     fraction, deltas, buckets = tuning
-    operator = Recording(tuned(case.operator(mode, buckets=buckets, **options), fraction, deltas))
-    driver = StepDriver(operator, case.partitions)
+    driver = StepDriver(tuned(case.operator(mode, buckets=buckets, **options), fraction, deltas), case.partitions)
     v = case.variant
     try:
         outputs = []
         for index in [*range(len(case.batches)), None]:
             tables = (v.stream.empty_table(), v.table.empty_table()) if index is None else case.tables(index)
             outputs.append(Counter(tuple(r.values()) for r in driver.run(*tables, final=index is None)[0].to_pylist()))
-        return (outputs, [{k: n for k, n in m.items() if k != "versions_held"} for m in operator.recorded],
-                sum(m["versions_held"] for m in operator.recorded))
+        return (outputs, [{k: n for k, n in m.items() if k != "versions_held"} for m in driver.recorded],
+                sum(m["versions_held"] for m in driver.recorded))
     finally:
         driver.close()
 

@@ -1,4 +1,4 @@
-"""Properties of the enrichment join (docs/design/semantics.md "Enrichment") run through the runtime (``LocalRunner``), checked
+"""Properties of the enrichment join (docs/design/semantics.md "Enrichment") run through the runtime (the in-process runner), checked
 against the references of :mod:`streamjoin.testing.enrichment`.
 
 A case is a random change history and event stream (two schema variants: a plain change table
@@ -11,8 +11,6 @@ and some rows are late.
 from __future__ import annotations
 
 import datetime as dt
-import shutil
-import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -24,13 +22,10 @@ from hypothesis import strategies as st
 
 from streamjoin.changes import ChangeFormat
 from streamjoin.enrichment.operator import EnrichmentJoin
-from streamjoin.runtime.local import LocalRunner
-from streamjoin.runtime.operator import Operator
-from streamjoin.runtime.options import StateConfig
 from streamjoin.statestore import backend_names
 from streamjoin.testing.enrichment import late_flags, reference_as_of, reference_latest
 from tests.examples import scaled
-from tests.joins.strategies import DISTURBANCES, StepDriver, disturb
+from tests.joins.drivers import DISTURBANCES, InProcess, StepDriver, disturb
 
 SECOND = 1_000_000
 EPOCH = dt.datetime(1970, 1, 1)
@@ -167,54 +162,21 @@ def cases(draw, *, max_rows: int = 12, max_partitions: int = 3) -> Case:
                 ttl=ttl)
 
 
-class Run:
-    """A :class:`LocalRunner` over a fresh temporary checkpoint and state directory."""
+class Run(InProcess):
+    """A case run by the in-process runner over a fresh temporary checkpoint (:class:`InProcess`)."""
 
     def __init__(self, case: Case, mode: str, store: str = "memory", **options: Any) -> None:
-        self.root = tempfile.mkdtemp(prefix="sj-enrich-")
-        config = StateConfig(store=store, local_dir=f"{self.root}/local", snapshot_every=3, retain_versions=3)
+        super().__init__(case.operator(mode, **options), case.tables, partitions=case.partitions, store=store)
         self.case = case
-        self.runner = LocalRunner(case.operator(mode, **options), f"{self.root}/checkpoint",
-                                  partitions=case.partitions, config=config)
-
-    def run(self, index: int | None, version: int | None = None, tables=None) -> Counter:
-        """Run batch ``index`` (None: the empty final version); its output rows."""
-        if tables is None:
-            v = self.case.variant
-            tables = (v.stream.empty_table(), v.table.empty_table()) if index is None else self.case.tables(index)
-        out = self.runner.run(*tables, version=version, final=index is None)
-        return Counter(tuple(r.values()) for r in out.to_pylist())
 
     def all(self) -> Counter:
-        total = Counter()
-        for index in [*range(len(self.case.batches)), None]:
-            total += self.run(index)
-        return total
-
-    def metric(self, name: str) -> int:
-        return sum(m.get(name, 0) for m in self.runner.metrics)
-
-    def close(self) -> None:
-        self.runner.lose_local_state()
-        shutil.rmtree(self.root, ignore_errors=True)
+        """The output of every batch and the final version."""
+        return sum((rows_of(self.run(index)) for index in [*range(len(self.case.batches)), None]), Counter())
 
 
-class Recording(Operator):
-    """An operator that runs another and keeps the metrics of every step (a real operator)."""
-
-    def __init__(self, inner: Operator) -> None:
-        self.inner, self.recorded = inner, []
-
-    inputs = property(lambda self: self.inner.inputs)
-    output_schema = property(lambda self: self.inner.output_schema)
-
-    def definition(self):
-        return self.inner.definition()
-
-    def step(self, state, batch):
-        result = self.inner.step(state, batch)
-        self.recorded.append(dict(result.metrics))
-        return result
+def rows_of(table: pa.Table) -> Counter:
+    """A table's rows as a multiset of tuples (in column order)."""
+    return Counter(tuple(r.values()) for r in table.to_pylist())
 
 
 def drive(case: Case, mode: str, **options: Any) -> tuple[Counter, Counter]:
@@ -225,8 +187,7 @@ def drive(case: Case, mode: str, **options: Any) -> tuple[Counter, Counter]:
 
 def drive_with_metrics(case: Case, mode: str, **options: Any) -> tuple[Counter, Counter, Counter]:
     """:func:`drive`, also returning the metrics summed over every partition and version."""
-    operator = Recording(case.operator(mode, **options))
-    driver = StepDriver(operator, case.partitions)
+    driver = StepDriver(case.operator(mode, **options), case.partitions)
     v = case.variant
     try:
         output, reasons = Counter(), Counter()
@@ -234,11 +195,11 @@ def drive_with_metrics(case: Case, mode: str, **options: Any) -> tuple[Counter, 
             final = index is None
             tables = (v.stream.empty_table(), v.table.empty_table()) if final else case.tables(index)
             out, asides = driver.run(*tables, final=final)
-            output += Counter(tuple(r.values()) for r in out.to_pylist())
+            output += rows_of(out)
             for aside in asides:
                 reasons += Counter(aside.column("_reason").to_pylist())
         metrics = Counter()
-        for step in operator.recorded:
+        for step in driver.recorded:
             metrics.update({k: v for k, v in step.items() if "watermark" not in k})
         return output, reasons, metrics
     finally:
@@ -302,13 +263,13 @@ def test_enrichment_crash_and_restore_equals_uninterrupted_run(case, mode, data)
     versions = [*range(len(case.batches)), None]
     plain, chaos = Run(case, mode), Run(case, mode, data.draw(st.sampled_from(BACKENDS)))
     try:
-        expected = [plain.run(index) for index in versions]
+        expected = [rows_of(plain.run(index)) for index in versions]
         for version, index in enumerate(versions):
             disturb(chaos, data.draw(st.sampled_from(_ACTIONS)), data)
-            assert chaos.run(index) == expected[version]
+            assert rows_of(chaos.run(index)) == expected[version]
             if data.draw(st.booleans()):          # the task or batch is executed again
                 disturb(chaos, data.draw(st.sampled_from(_ACTIONS)), data)
-                assert chaos.run(index, version=version) == expected[version]
+                assert rows_of(chaos.run(index, version=version)) == expected[version]
     finally:
         plain.close()
         chaos.close()

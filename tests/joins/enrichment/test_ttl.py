@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.errors import JoinDefinitionError
 from tests.examples import scaled
+from tests.joins.drivers import StepDriver
 from tests.joins.enrichment.test_examples import EVENTS, PLAIN_FORMAT, TABLE
-from tests.joins.enrichment.test_properties import SECOND, Recording, cases, when
-from tests.joins.strategies import StepDriver
+from tests.joins.enrichment.test_properties import SECOND, cases, when
 
 TTL = dt.timedelta(seconds=5)
 
@@ -85,8 +85,8 @@ def test_enrichment_ttl_latest_ages_by_the_table_watermark(script):
 
 
 def test_enrichment_ttl_bootstrap_rows_expire_too():
-    op = Recording(EnrichmentJoin(EVENTS, TABLE, "user", stream_time="ts", changes=PLAIN_FORMAT,
-                                  delay=dt.timedelta(0), table_ttl=TTL, buckets=1))
+    op = EnrichmentJoin(EVENTS, TABLE, "user", stream_time="ts", changes=PLAIN_FORMAT,
+                        delay=dt.timedelta(0), table_ttl=TTL, buckets=1)
     snapshot = pa.Table.from_pylist([{"user": 1, "at": when(2 * SECOND), "plan": "free"},
                                      {"user": 2, "at": None, "plan": "pro"}],
                                     schema=pa.schema([("user", pa.int64()), ("at", pa.timestamp("us")),
@@ -96,17 +96,17 @@ def test_enrichment_ttl_bootstrap_rows_expire_too():
         events = pa.Table.from_pylist([{"user": u, "ts": when(t * SECOND), "what": w}
                                        for u, t, w in [(1, 6, "young"), (1, 8, "old"), (2, 3, "timeless")]],
                                       schema=EVENTS)
-        driver.run(events, op.inner.bootstrap_changes(snapshot))
+        driver.run(events, op.bootstrap_changes(snapshot))
         heartbeat = pa.Table.from_pylist([{"user": None, "op": "heartbeat", "at": when(30 * SECOND)}], schema=TABLE)
         driver.run(EVENTS.empty_table(), heartbeat)
         out, _ = driver.run(EVENTS.empty_table(), TABLE.empty_table())
         got = sorted((r["what"], r["plan"]) for r in out.to_pylist())
         # a snapshot row ages from its change time; one without counts as changed at minus infinity
         assert got == [("old", None), ("timeless", None), ("young", "free")]
-        assert op.recorded[-1]["versions_held"] == 0                     # keep_to = 8: both gone
+        assert driver.recorded[-1]["versions_held"] == 0                     # keep_to = 8: both gone
         # the timeless row left the state in version 1 (keep_to = 2 > minus infinity + 5): the
         # event that finds no version then is not counted as an expired lookup
-        assert sum(m.get("expired_lookups", 0) for m in op.recorded) == 1
+        assert driver.metric("expired_lookups") == 1
     finally:
         driver.close()
 
@@ -130,8 +130,7 @@ def test_enrichment_ttl_expired_lookups_do_not_depend_on_folding(case, mode, ttl
     for fraction, deltas, buckets in [(0.0, 0, 3), (1e9, 1000, 64)]:
         operator = case.operator(mode, buckets=buckets)
         operator.spec = dataclasses.replace(operator.spec, fold_fraction=fraction, fold_deltas=deltas)
-        recording = Recording(operator)
-        driver = StepDriver(recording, case.partitions)
+        driver = StepDriver(operator, case.partitions)
         v = case.variant
         try:
             for index in [*range(len(case.batches)), None]:
@@ -139,5 +138,5 @@ def test_enrichment_ttl_expired_lookups_do_not_depend_on_folding(case, mode, ttl
                 driver.run(*tables, final=index is None)
         finally:
             driver.close()
-        counts.append(sum(m.get("expired_lookups", 0) for m in recording.recorded))
+        counts.append(driver.metric("expired_lookups"))
     assert counts[0] == counts[1]

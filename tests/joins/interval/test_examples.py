@@ -16,7 +16,7 @@ from streamjoin.interval.state import marks_put, rows_puts, scan_groups
 from streamjoin.runtime.operator import REASON_COLUMN
 from streamjoin.statestore import open_store
 from streamjoin.statestore.codecs import encode_int, encode_timestamp
-from tests.joins.strategies import StepDriver
+from tests.joins.drivers import StepDriver
 
 T0 = dt.datetime(2024, 1, 1)
 LEFT = pa.schema([("k", pa.int64()), ("ts", pa.timestamp("us")), ("q", pa.string())])

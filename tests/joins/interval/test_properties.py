@@ -20,17 +20,15 @@ from streamjoin.testing import LocalJoins, assert_deterministic, interval_join_r
 from streamjoin.testing import rows_of as kit_rows
 from streamjoin.testing.strategies import event_streams
 from tests.examples import scaled
+from tests.joins.drivers import DISTURBANCES, StepDriver, disturb
 from tests.joins.strategies import (
     COMPOSITE,
-    DISTURBANCES,
     HOWS,
     SIMPLE,
     JoinCase,
     Local,
-    StepDriver,
     Variant,
     aside_of,
-    disturb,
     drive,
     join_cases,
     rows_of,

@@ -84,13 +84,6 @@ def interval_state(runner: LocalRunner, version: int) -> Counter:
 # -- the interval join ---------------------------------------------------------------------------
 
 
-def _continue(local: Local, partitions: int, version: int) -> None:
-    """Replace ``local``'s runner by one with ``partitions`` on the same checkpoint, at ``version``."""
-    old = local.runner
-    local.runner = LocalRunner(old.operator, old.checkpoint.uri, partitions=partitions, config=old.config)
-    local.runner.version = version
-
-
 @settings(max_examples=scaled(40), deadline=None)
 @given(case=join_cases(max_partitions=4), data=st.data())
 def test_interval_rescale_equals_uninterrupted_run(case, data):
@@ -101,13 +94,13 @@ def test_interval_rescale_equals_uninterrupted_run(case, data):
         expected, got = Counter(), Counter()
         for index in range(len(case.batches)):
             if index == cut:
-                _continue(rescaled, partitions, index)
+                rescaled.restart(partitions)
             expected += rows_of(plain.run(index))
             got += rows_of(rescaled.run(index))
         last = len(case.batches) - 1
-        assert interval_state(rescaled.runner, last) == interval_state(plain.runner, last)
+        assert interval_state(rescaled.stage(), last) == interval_state(plain.stage(), last)
         if cut == len(case.batches):
-            _continue(rescaled, partitions, len(case.batches))
+            rescaled.restart(partitions)
         expected += rows_of(plain.run(None))
         got += rows_of(rescaled.run(None))
         assert got == expected == case.expected()
@@ -190,16 +183,13 @@ def test_table_join_rescale_equals_reference_and_uninterrupted_run(case, data):
     try:
         for index, (view, changes) in enumerate(case.expected()):
             if index == cut:
-                old = rescaled.runner
-                config = old.runners["join"].config
-                rescaled.runner = PlanRunner(old.plan, old.checkpoint_dir, partitions=partitions, config=config)
-                rescaled.runner.version = index
+                rescaled.driver.restart(partitions)
             plain.run(index)
             out = rescaled.run(index)
             assert output_rows(out) == changes, f"batch {index}"
             assert rescaled.view_rows() == view, f"batch {index}"
         last = len(case.batches) - 1
-        assert table_state(rescaled.runner, last) == table_state(plain.runner, last)
+        assert table_state(rescaled.driver.runner, last) == table_state(plain.driver.runner, last)
     finally:
         plain.close()
         rescaled.close()

@@ -6,13 +6,11 @@ one canonical state."""
 from __future__ import annotations
 
 import datetime as dt
-import os
 from collections import Counter
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
@@ -32,7 +30,7 @@ from streamjoin.runtime.regroup import Ownership
 from streamjoin.runtime.rescale import Epoch, changelog_uri
 from streamjoin.statestore import open_store
 from tests.examples import scaled
-from tests.joins.enrichment.test_properties import Run, cases
+from tests.joins.enrichment.test_properties import Run, cases, rows_of
 from tests.joins.runtime.test_rescale import restored
 
 #: Metrics summed over partitions that do not depend on the partition count.
@@ -43,13 +41,10 @@ COMPARED = ("matched", "stale_changes", "late_events", "late_changes", "expired_
 def asides(run: Run) -> Counter:
     """Every row set aside so far (input folder, row, reason)."""
     found: Counter = Counter()
-    base = f"{run.root}/checkpoint/set_aside"
-    for directory, _, files in os.walk(base):
-        for file in files:
-            if file.endswith(".parquet"):
-                rows = pq.read_table(os.path.join(directory, file)).to_pylist()
-                name = os.path.relpath(directory, base).split(os.sep)[0]
-                found += Counter((name, tuple(sorted(r.items()))) for r in rows)
+    for spec in run.stage().operator.inputs:
+        table = run.set_aside(spec.name)
+        if table is not None:
+            found += Counter((spec.name, tuple(sorted(r.items()))) for r in table.to_pylist())
     return found
 
 
@@ -64,10 +59,10 @@ def logical_state(run: Run, version: int) -> Counter:
     """The state as lookups see it, over every partition: the watermarks, the waiting events, and
     each key's versions still needed (pruned as a fold would prune them now, and without a
     leading delete, which finds no row as no version does), whatever was folded when."""
-    spec = run.runner.operator.spec
+    spec = run.stage().operator.spec
     found: Counter = Counter()
     versions, events = [], []
-    for entries in restored(run.runner, version):
+    for entries in restored(run.stage(), version):
         for key, value in entries:
             area = es.LAYOUT.area_of(key)
             if area.name == "meta":
@@ -108,13 +103,6 @@ def _bounds(spec, ew: int, tw: int) -> tuple[int, int, int]:
     return keep_to, tw, expire_before
 
 
-def _continue(run: Run, partitions: int, version: int) -> None:
-    old = run.runner
-    run.runner = LocalRunner(old.operator, old.checkpoint.uri, partitions=partitions, config=old.config)
-    run.runner.version = version
-    run.runner.metrics = old.metrics
-
-
 @settings(max_examples=scaled(40), deadline=None)
 @given(case=cases(max_partitions=4), mode=st.sampled_from(["as_of", "latest"]),
        grace=st.sampled_from([None, 0, 1, 4]), data=st.data())
@@ -127,10 +115,10 @@ def test_enrichment_rescale_equals_uninterrupted_run(case, mode, grace, data):
     try:
         for version, index in enumerate(versions):
             if version == cut:
-                _continue(rescaled, partitions, version)
-            seen = len(rescaled.runner.metrics), len(plain.runner.metrics)
-            assert rescaled.run(index) == plain.run(index), f"version {version}"
-            assert metrics(rescaled.runner.metrics[seen[0]:]) == metrics(plain.runner.metrics[seen[1]:]), \
+                rescaled.restart(partitions)
+            seen = len(rescaled.stage().metrics), len(plain.stage().metrics)
+            assert rows_of(rescaled.run(index)) == rows_of(plain.run(index)), f"version {version}"
+            assert metrics(rescaled.stage().metrics[seen[0]:]) == metrics(plain.stage().metrics[seen[1]:]), \
                 f"version {version}"
             if version == cut:
                 state = logical_state(rescaled, version)

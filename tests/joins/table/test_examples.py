@@ -19,6 +19,7 @@ from streamjoin.statestore import destroy_store, open_store
 from streamjoin.statestore.codecs import pack
 from streamjoin.table.operator import TableTableJoin
 from streamjoin.view import MaterializedView
+from tests.joins.drivers import InProcess
 from tests.joins.table_cases import COMPOSITE, Run, TableCase, output_rows, when
 
 POSTS = pa.schema([("post_id", pa.int64()), ("author", pa.int64()), ("text", pa.string()), ("op", pa.string()),
@@ -31,12 +32,11 @@ class Timeline:
     """Posts (left) joined with follows (right) on author = followee, run through the runtime."""
 
     def __init__(self, how: str = "inner", partitions: int = 1, **kept) -> None:
-        self.root = tempfile.mkdtemp(prefix="sj-timeline-")
         self.join = TableTableJoin(POSTS, FOLLOWS, (["author"], ["followee"]), left_key="post_id", right_key="fid",
                                    how=how, left_time="at", right_time="at", **kept)
-        self.runner = PlanRunner(self.join.plan, f"{self.root}/cp", partitions=partitions,
-                                            config=StateConfig(store="memory", local_dir=f"{self.root}/local"))
-        self.view = MaterializedView(open_store("memory", f"{self.root}/view"), *self.join.view_key,
+        self.driver = InProcess(self.join, partitions=partitions)
+        self.runner = self.driver.runner
+        self.view = MaterializedView(open_store("memory", f"{self.driver.root}/view"), *self.join.view_key,
                                      self.join.output_schema)
         self.outputs: list[pa.Table] = []
 
@@ -60,9 +60,8 @@ class Timeline:
 
     def close(self) -> None:
         self.view.store.close()
-        destroy_store("memory", f"{self.root}/view")
-        self.runner.lose_local_state()
-        shutil.rmtree(self.root, ignore_errors=True)
+        destroy_store("memory", f"{self.driver.root}/view")
+        self.driver.close()
 
 
 def _partition(value, partitions: int) -> int:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from streamjoin.statestore import backend_names
 from tests.examples import scaled
-from tests.joins.strategies import DISTURBANCES, disturb
+from tests.joins.drivers import DISTURBANCES, disturb
 from tests.joins.table_cases import Run, TableCase, output_rows, table_cases
 
 BACKENDS = backend_names()
@@ -40,14 +40,14 @@ def test_table_join_view_and_changes_equal_reference_after_every_batch(case):
     run = check_against_reference(case, runtime=False)
     left, right = case.reference
     event(f"stale: {left.stale + right.stale > 0}, unknown deletes: {left.unknown_deletes + right.unknown_deletes > 0}")
-    assert run.runner.metric("stale_changes") == left.stale + right.stale
-    assert run.runner.metric("unknown_deletes") == left.unknown_deletes + right.unknown_deletes
-    assert run.runner.metric("inconsistent_deletes") == 0
+    assert run.driver.metric("stale_changes") == left.stale + right.stale
+    assert run.driver.metric("unknown_deletes") == left.unknown_deletes + right.unknown_deletes
+    assert run.driver.metric("inconsistent_deletes") == 0
     event(f"retention: {case.retention is not None}, late: {left.late + right.late > 0}, "
           f"expired: {left.tombstones_expired + left.rows_expired + right.tombstones_expired + right.rows_expired > 0}")
-    assert run.runner.metric("late_changes") == left.late + right.late
-    assert run.runner.metric("tombstones_expired") == left.tombstones_expired + right.tombstones_expired
-    assert run.runner.metric("rows_expired") == left.rows_expired + right.rows_expired
+    assert run.driver.metric("late_changes") == left.late + right.late
+    assert run.driver.metric("tombstones_expired") == left.tombstones_expired + right.tombstones_expired
+    assert run.driver.metric("rows_expired") == left.rows_expired + right.rows_expired
 
 
 @pytest.mark.parametrize("store", BACKENDS)
@@ -67,10 +67,10 @@ def test_table_join_crash_and_restore_equals_uninterrupted_run(case, data):
     try:
         expected = [output_rows(plain.run(index, apply=False)) for index in range(len(case.batches))]
         for version in range(len(case.batches)):
-            disturb(chaos, data.draw(st.sampled_from(_ACTIONS)), data)
+            disturb(chaos.driver, data.draw(st.sampled_from(_ACTIONS)), data)
             assert output_rows(chaos.run(version, apply=False)) == expected[version]
             if data.draw(st.booleans()):          # the task or batch is executed again
-                disturb(chaos, data.draw(st.sampled_from(_ACTIONS)), data)
+                disturb(chaos.driver, data.draw(st.sampled_from(_ACTIONS)), data)
                 assert output_rows(chaos.run(version, version=version, apply=False)) == expected[version]
     finally:
         plain.close()
