@@ -21,7 +21,7 @@ from streamjoin.testing import rows_of as kit_rows
 from streamjoin.testing.strategies import event_streams
 from tests.examples import scaled
 from tests.joins.drivers import DISTURBANCES, StepDriver, disturb
-from tests.joins.strategies import (
+from tests.joins.interval.cases import (
     COMPOSITE,
     HOWS,
     SIMPLE,

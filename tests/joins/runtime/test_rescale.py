@@ -32,8 +32,8 @@ from streamjoin.statestore import destroy_store, open_store
 from streamjoin.statestore.codecs import unpack
 from streamjoin.table.stage import LAYOUT as STAGE
 from tests.examples import scaled
-from tests.joins.strategies import Local, join_cases, rows_of
-from tests.joins.table_cases import Run, output_rows, table_cases
+from tests.joins.interval.cases import Local, join_cases, rows_of
+from tests.joins.table.cases import Run, output_rows, table_cases
 
 _PATHS = count()
 SCHEMA = pa.schema([("k", pa.int64()), ("ts", pa.timestamp("us"))])

@@ -25,7 +25,7 @@ from streamjoin.runtime.options import StateConfig
 from streamjoin.runtime.registry import kinds, operator_class
 from streamjoin.runtime.rescale import can_rescale, epochs
 from streamjoin.table.operator import TableTableJoin
-from tests.joins.strategies import rows_of
+from tests.joins.interval.cases import rows_of
 
 SCHEMA = pa.schema([("k", pa.int64()), ("ts", pa.timestamp("us")), ("v", pa.string())])
 OLD = 1_600_000_000

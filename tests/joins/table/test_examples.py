@@ -20,7 +20,7 @@ from streamjoin.statestore.codecs import pack
 from streamjoin.table.operator import TableTableJoin
 from streamjoin.view import MaterializedView
 from tests.joins.drivers import InProcess
-from tests.joins.table_cases import COMPOSITE, Run, TableCase, output_rows, when
+from tests.joins.table.cases import COMPOSITE, Run, TableCase, output_rows, when
 
 POSTS = pa.schema([("post_id", pa.int64()), ("author", pa.int64()), ("text", pa.string()), ("op", pa.string()),
                    ("at", pa.int64())])

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from streamjoin.statestore import backend_names
 from tests.examples import scaled
 from tests.joins.drivers import DISTURBANCES, disturb
-from tests.joins.table_cases import Run, TableCase, output_rows, table_cases
+from tests.joins.table.cases import Run, TableCase, output_rows, table_cases
 
 BACKENDS = backend_names()
 

@@ -1,4 +1,4 @@
-"""Scenarios and drivers for the table-table join tests.
+"""Scenarios of the table-table join tests, and ``Run``: a scenario driven in process with its view.
 
 A :class:`TableCase` is a random change history of two tables (one of two schema variants),
 split into micro-batches, with a partition count and ``how``. Abstract changes are
