@@ -1,4 +1,4 @@
-"""Shared test set-up: Hypothesis profiles.
+"""Shared test set-up: Hypothesis profiles, and the ``spark`` fixture.
 
 Profiles: ``ci`` (bounded; the default when CI=true), ``dev`` (the default), ``thorough`` (many
 examples, for a local soak: ``HYPOTHESIS_PROFILE=thorough scripts/test``; properties that pin
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -20,3 +21,11 @@ settings.register_profile(
 )
 _default = "ci" if os.environ.get("CI", "").lower() in ("1", "true", "yes") else "dev"
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", _default))
+
+
+@pytest.fixture(scope="session")
+def spark(streamjoin_spark):
+    """One local Spark session for every Spark test, wherever it lives: the kit's ``streamjoin_spark``
+    fixture (:mod:`streamjoin.testing.plugin`, ``local[2,4]``: a failed task is tried up to four
+    times, as on a cluster), under the name the tests use."""
+    return streamjoin_spark

@@ -24,7 +24,7 @@ newest ``<= k' >= k`` is keeping the newest ``<= k'``), so pruning at fold time 
 every version would have (with a TTL, also the drop of a kept version older than
 ``expire_before``, which every later lookup finds expired), and a new change is stale (a version newer than it is ``<= keep_to``)
 or a duplicate exactly as it would be against eagerly pruned versions. The tests of
-``tests/joins/test_enrichment_folding.py`` check this against folding every touched bucket in
+``tests/joins/enrichment/test_folding.py`` check this against folding every touched bucket in
 every version.
 """
 

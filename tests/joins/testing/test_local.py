@@ -1,0 +1,139 @@
+"""LocalJoins, the joins over Arrow tables in process: the PySpark joins' arguments, and what the
+arguments the in-process joins once lacked do (formats and sequences, retention, bootstrap, state_dir)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import inspect
+import os
+import tempfile
+
+import pyarrow as pa
+import pytest
+
+import streamjoin.spark.enrichment
+import streamjoin.spark.interval
+import streamjoin.spark.table
+from streamjoin.errors import JoinDefinitionError
+from streamjoin.testing import LocalJoins
+from tests.joins.testing.pipelines import UTC_US, at
+
+SPARK_JOINS = [streamjoin.spark.interval.interval_join, streamjoin.spark.enrichment.stream_table_join,
+               streamjoin.spark.table.table_table_join]
+
+
+def _parameters(function) -> list[tuple[str, inspect._ParameterKind, object]]:
+    return [(p.name, p.kind, p.default) for p in inspect.signature(function).parameters.values() if p.name != "self"]
+
+
+@pytest.mark.parametrize("spark_join", SPARK_JOINS, ids=lambda f: f.__name__)
+def test_local_joins_take_the_pyspark_joins_arguments(spark_join):
+    # the same names, defaults, order and keyword-only-ness (annotations differ: Arrow tables, not DataFrames)
+    assert _parameters(getattr(LocalJoins, spark_join.__name__)) == _parameters(spark_join)
+
+
+POSTS = pa.table({"post_id": [1, 2], "author_id": [1, 2], "op": ["upsert", "upsert"],
+                  "changed_at": pa.array([at(0), at(100)], UTC_US), "seq": [0, 0]})
+FOLLOWS = pa.table({"follow_id": [1], "followee_id": [1], "op": ["upsert"], "changed_at": pa.array([at(0)], UTC_US),
+                    "seq": [0]})
+
+
+def _view_changes(**arguments) -> list[str]:
+    """The view's change types over four versions: post 1 and its follower, post 2 much later, then
+    none (the horizon of a version comes from the change times of the versions before it)."""
+    none = FOLLOWS.slice(0, 0)
+    with tempfile.TemporaryDirectory() as root:
+        joins, out = LocalJoins(root), []
+        for version, (posts, follows) in enumerate([(POSTS.slice(0, 1), FOLLOWS), (POSTS.slice(1), none),
+                                                    (POSTS.slice(0, 0), none), (POSTS.slice(0, 0), none)]):
+            joins.begin(version, final=version == 3)
+            out += joins.table_table_join(posts, follows, (["author_id"], ["followee_id"]), left_key="post_id",
+                                          right_key="follow_id", left_time="changed_at", right_time="changed_at",
+                                          left_format="plain", right_format="plain", left_sequence="seq",
+                                          right_sequence="seq", **arguments).column("_change_type").to_pylist()
+    return out
+
+
+def test_local_joins_table_table_join_expires_rows_past_retention():
+    assert _view_changes() == ["insert"]
+    # post 1's last change is 100 s older than its table's newest: past a 10 s retention it leaves the view
+    assert _view_changes(retention=dt.timedelta(seconds=10), expire_rows=True) == ["insert", "delete"]
+
+
+def test_local_joins_table_table_join_takes_per_table_delays():
+    # the posts' own delay (10 s) expires post 1; the follows' (none given: the 1 day retention) keeps follow 1
+    assert _view_changes(retention="1 day", left_delay="10 seconds", expire_rows=True) == ["insert", "delete"]
+    assert _view_changes(retention="10 seconds", left_delay="1 day", expire_rows=True) == ["insert"]
+
+
+EVENTS = pa.table({"user_id": [1, 2], "ts": pa.array([at(5), at(6)], UTC_US)})
+CHANGES = pa.table({"user_id": pa.array([None], pa.int64()), "op": ["heartbeat"], "changed_at": pa.array([at(100)], UTC_US),
+                    "plan": pa.array([None], pa.string())})
+
+
+def test_local_joins_stream_table_join_loads_its_bootstrap_before_the_first_version():
+    snapshot = pa.table({"user_id": [1], "plan": ["free"]})
+    with tempfile.TemporaryDirectory() as root:
+        joins = LocalJoins(root, partitions=2)
+        plans = []
+        for version, events in enumerate([EVENTS.slice(0, 1), EVENTS.slice(1)]):
+            joins.begin(version, final=version == 1)
+            out = joins.stream_table_join(events, CHANGES if version == 0 else CHANGES.slice(0, 0), "user_id",
+                                          stream_time="ts", table_key="user_id", table_time="changed_at",
+                                          delay=dt.timedelta(0), bootstrap=snapshot, checkpoint="enrich")
+            plans += list(zip(out.column("user_id").to_pylist(), out.column("plan").to_pylist()))
+    assert sorted(plans) == [(1, "free"), (2, None)]  # loaded once, though given in both calls
+
+
+def test_local_joins_keep_local_stores_under_state_dir():
+    with tempfile.TemporaryDirectory() as root:
+        joins = LocalJoins(root)
+        joins.begin(0, final=True)
+        state_dir = os.path.join(root, "mine")
+        joins.interval_join(EVENTS, EVENTS, "user_id", left_time="ts", right_time="ts", lower=dt.timedelta(0),
+                            upper=dt.timedelta(0), delay=dt.timedelta(0), store="lmdb", state_dir=state_dir)
+        assert os.listdir(state_dir) and not os.path.exists(os.path.join(root, "local"))
+
+
+def test_local_joins_table_table_join_loads_its_bootstraps_before_the_first_version():
+    # post 1 and follow 1 exist before their streams; post 2's first change moves post 1 to author 2
+    posts = pa.table({"post_id": [1, 2], "author_id": [2, 1], "op": ["upsert", "upsert"],
+                      "changed_at": pa.array([at(0), at(0)], UTC_US), "seq": [0, 0]})
+    with tempfile.TemporaryDirectory() as root:
+        joins, view = LocalJoins(root, partitions=2), []
+        for version in range(2):
+            joins.begin(version, final=version == 1)
+            out = joins.table_table_join(
+                posts.slice(0, 0) if version else posts, FOLLOWS.slice(0, 0), (["author_id"], ["followee_id"]),
+                left_key="post_id", right_key="follow_id", left_time="changed_at", right_time="changed_at",
+                left_format="plain", right_format="plain", left_sequence="seq", right_sequence="seq",
+                left_bootstrap=pa.table({"post_id": [1, 3], "author_id": [1, 1]}),
+                right_bootstrap=pa.table({"follow_id": [1], "followee_id": [1]}))
+            view += [(r["post_id"], r["follow_id"], r["_change_type"]) for r in out.to_pylist()]
+        assert sorted(view) == [(2, 1, "insert"), (3, 1, "insert")]
+        with pytest.raises(JoinDefinitionError, match="left_bootstrap must have the table's key"):
+            LocalJoins(root + "/other").table_table_join(
+                posts, FOLLOWS, (["author_id"], ["followee_id"]), left_key="post_id", right_key="follow_id",
+                left_time="changed_at", right_time="changed_at", left_bootstrap=pa.table({"author_id": [1]}))
+
+
+@pytest.mark.parametrize("partitions", [0, -1, True, 1.5])
+def test_local_joins_refuse_a_run_partition_count_below_one(tmp_path, partitions):
+    with pytest.raises(JoinDefinitionError, match=f"partitions must be an int of at least 1, not {partitions!r}"):
+        LocalJoins(str(tmp_path), partitions=partitions)
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ({"partitions": 0}, "partitions must be an int of at least 1, not 0"),
+    ({"partitions": 5000}, "partitions must be an int from 1 to 4096 (the join's key groups, max_partitions"),
+    ({"partitions": 9, "max_partitions": 8}, "partitions must be an int from 1 to 8 (the join's key groups"),
+    ({"max_partitions": 0}, "max_partitions must be an int of at least 1, not 0"),
+])
+def test_local_joins_interval_join_refuses_a_bad_count_before_writing(tmp_path, arguments, message):
+    joins = LocalJoins(str(tmp_path))
+    joins.begin(0, final=True)
+    with pytest.raises(JoinDefinitionError) as error:
+        joins.interval_join(EVENTS, EVENTS, "user_id", left_time="ts", right_time="ts", lower=dt.timedelta(0),
+                            upper=dt.timedelta(0), delay=dt.timedelta(0), checkpoint="j", **arguments)
+    assert message in str(error.value)
+    assert not any(name.endswith("streamjoin.json") for _, _, names in os.walk(tmp_path) for name in names)
