@@ -9,7 +9,7 @@ import pytest
 
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.errors import JoinDefinitionError
-from tests.joins.test_enrichment import EVENTS, PLAIN_FORMAT, TABLE
+from tests.joins.enrichment.test_examples import EVENTS, PLAIN_FORMAT, TABLE
 
 SECOND = 1_000_000
 

@@ -11,7 +11,7 @@ import pytest
 
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.table.operator import TableTableJoin
-from tests.joins.test_table_join import FOLLOWS, POSTS
+from tests.joins.table.test_examples import FOLLOWS, POSTS
 
 
 def _join(**options) -> TableTableJoin:
