@@ -149,7 +149,10 @@ def commit_phase(operator: Operator, checkpoint: Checkpoint, config: StateConfig
     store = opened.store
     try:
         store.write(result.puts, result.deletes, result.delete_ranges, version=task.version)
-        if start.target is None or task.version - _last_snapshot(start.log, task.version) >= config.snapshot_every:
+        # a partition's first version snapshots (its log then says where it starts), except version
+        # 0, which the empty origin starts: its delta is restorable, and a bootstrap is not written twice
+        first = start.target is None and task.version > 0
+        if first or task.version - _last_snapshot(start.log, task.version) >= config.snapshot_every:
             snapshot_from_store(start.log, store, task.version)
         stats = store.stats()
     except BaseException:
