@@ -102,8 +102,8 @@ def results_dir() -> str:
 
 def write_results(name: str, table: Table, params: dict[str, object], chart: Chart | None = None,
                   directory: str | None = None, notes: Sequence[str] = ()) -> str:
-    """Save a run's table, parameters and command as JSON (under ``directory``, by default
-    :func:`results_dir`) and, with ``chart``, its PNG beside it; return the JSON's path.
+    """Save a run's table, parameters, command and the load average as it ends as JSON (under
+    ``directory``, by default :func:`results_dir`) and, with ``chart``, its PNG beside it; return the JSON's path.
 
     ``streamjoin bench report`` turns the newest of these into the documentation's benchmark tables and charts.
     Without matplotlib (the ``bench`` extra) the chart is skipped, saying so.
@@ -114,7 +114,7 @@ def write_results(name: str, table: Table, params: dict[str, object], chart: Cha
     results = {
         "benchmark": name, "command": _command(name), "date": time.strftime("%Y-%m-%d"),
         "params": {k: v for k, v in params.items() if not callable(v)}, "machine": platform.platform(),
-        "cpus": os.cpu_count(), "columns": list(table.columns), "rows": table.as_records(),
+        "cpus": os.cpu_count(), "load": _load(), "columns": list(table.columns), "rows": table.as_records(),
         "notes": list(notes), "chart": asdict(chart) if chart else None,
     }
     with open(stem + ".json", "w") as fh:
@@ -127,6 +127,14 @@ def write_results(name: str, table: Table, params: dict[str, object], chart: Cha
         else:
             draw(results, stem + ".png")
     return stem + ".json"
+
+
+def _load() -> list[float] | None:
+    """The machine's 1-, 5- and 15-minute load averages as the run ends (None where the system has none)."""
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
 
 
 def _command(name: str) -> str:

@@ -7,12 +7,17 @@ them), copies them to ``NAME.json`` in that folder, draws ``NAME.png`` there and
 section: the command that produced the figures, the table, the run's notes and the chart. A section
 with no new results is rendered again from its kept JSON, so figures never drift from a run.
 
+The ``goals`` sections are the goals of :mod:`streamjoin.bench.goals` beside their figures, read
+from the results kept in that folder; they are rendered again on every run (after the other
+sections, so from the results just kept), whatever ``--only`` says.
+
 The output folder is ``--out DIR`` or, by default, ``docs/bench`` of the streamjoin checkout this
 package was imported from (a folder with a ``pyproject.toml`` naming streamjoin beside the
 package's folders). An installed streamjoin has no such checkout: the command then refuses unless
-``--out`` is given. It never writes into the directory it is run from. A folder given with
-``--out`` that holds no page with sections gets ``benchmarks.md``, one section per benchmark
-with results.
+``--out`` is given. Writing into the checkout, it also rewrites the ``goals`` section of the
+checkout's ``README.md`` (nothing else in it); with ``--out`` it writes no README. It never writes
+into the directory it is run from. A folder given with ``--out`` that holds no page with sections
+gets ``benchmarks.md``, one section per benchmark with results.
 """
 
 from __future__ import annotations
@@ -23,18 +28,21 @@ import json
 import os
 import re
 import shutil
-from typing import Any
+from typing import Any, Callable
 
 from streamjoin.bench.harness import format_value, results_dir
 
-__all__ = ["add_arguments", "run", "markdown_table", "render_section", "update_pages", "checkout_root",
-           "ReportTargetError", "SECTION", "PAGE"]
+__all__ = ["add_arguments", "run", "markdown_table", "render_section", "update_pages", "update_readme",
+           "checkout_root", "ReportTargetError", "SECTION", "PAGE", "GOALS_SECTION"]
 
 #: a page section the report owns: its benchmark's name, then everything up to the closing marker
 SECTION = re.compile(r"(<!-- bench:(?P<name>[a-z0-9_-]+) -->\n)(?P<body>.*?)(<!-- /bench:(?P=name) -->)", re.S)
 
 #: the page written into an ``--out`` folder that has none with sections
 PAGE = "benchmarks.md"
+
+#: the section of the goals beside their figures (:func:`streamjoin.bench.goals.goals_markdown`)
+GOALS_SECTION = "goals"
 
 #: the folder of this package's ``bench`` subpackage (in a checkout: the repository's ``bench/``)
 _PACKAGE_DIR = os.path.dirname(os.path.realpath(__file__))   # the file, not a strict editable install's link to it
@@ -49,13 +57,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "Regenerate the documentation's benchmark pages (their sections between <!-- bench:NAME --> and "
         "<!-- /bench:NAME -->) from the newest results each benchmark wrote, keeping a copy of those results "
         "and their chart beside the pages: docs/bench of the streamjoin checkout this command belongs to, "
-        "or --out DIR. It never writes into the current directory unless it is one of these.")
+        "or --out DIR. Into a checkout it also renders the goals beside their figures into the README's "
+        "<!-- bench:goals --> section. It never writes into the current directory unless it is one of these.")
     parser.add_argument("--results", default=results_dir(), help="where to look for new results "
                         "(default: where the benchmarks write them)")
     parser.add_argument("--out", default=None, metavar="DIR", help="the folder of pages to update (created if "
                         "missing; without pages, benchmarks.md is written there); default: docs/bench of "
                         "the streamjoin checkout")
-    parser.add_argument("--only", default="", metavar="NAMES", help="comma-separated sections to update (default all)")
+    parser.add_argument("--only", default="", metavar="NAMES", help="comma-separated sections to update (default "
+                        "all); the goals sections are always rendered again from the kept results")
 
 
 def checkout_root(package_dir: str | None = None) -> str | None:
@@ -124,10 +134,26 @@ def _benchmarks_with_results(directory: str) -> list[str]:
     return sorted(names)
 
 
+def _rewrite(page: str, render: Callable[[str], str | None]) -> None:
+    """Rewrite the sections of ``page`` for which ``render(name)`` gives a body; leave the rest as it is."""
+    with open(page) as fh:
+        text = fh.read()
+
+    def replace(match: re.Match[str]) -> str:
+        body = render(match.group("name"))
+        return match.group(0) if body is None else match.group(1) + body + match.group(4)
+
+    new = SECTION.sub(replace, text)
+    if new != text:
+        with open(page, "w") as fh:
+            fh.write(new)
+
+
 def update_pages(out: str, results: str, only: set[str] | None = None) -> dict[str, str]:
     """Rewrite the sections of every page (``*.md``) in the folder ``out`` from the newest results under
-    ``results``, results and charts kept beside the pages; return, per section, where its figures came
-    from (a path) or why it was left as it was. A folder with no sections gets :data:`PAGE`."""
+    ``results``, results and charts kept beside the pages, then its goals sections from the results kept
+    there; return, per section, where its figures came from (a path) or why it was left as it was. A
+    folder with no sections gets :data:`PAGE`."""
     os.makedirs(out, exist_ok=True)
     pages = [p for p in sorted(glob.glob(os.path.join(glob.escape(out), "*.md")))
              if SECTION.search(open(p).read())]
@@ -140,22 +166,16 @@ def update_pages(out: str, results: str, only: set[str] | None = None) -> dict[s
             fh.write("# Benchmarks\n\n" + "".join(f"<!-- bench:{n} -->\n<!-- /bench:{n} -->\n\n" for n in names))
     done: dict[str, str] = {}
 
-    def replace(match: re.Match[str]) -> str:
-        name = match.group("name")
-        if only and name not in only:
-            return match.group(0)
-        if name == "goals":
-            from streamjoin.bench.goals import goals_markdown
-
-            done[name] = "streamjoin.bench.goals"
-            return match.group(1) + goals_markdown() + match.group(4)
+    def render(name: str) -> str | None:
+        if name == GOALS_SECTION or (only and name not in only):
+            return None
         kept = os.path.join(out, f"{name}.json")
         newest = _newest(results, name)
         if newest:
             shutil.copyfile(newest, kept)
         if not os.path.exists(kept):
             done[name] = f"left as it was: no results of `streamjoin bench {name}` in {results} nor in {kept}"
-            return match.group(0)
+            return None
         with open(kept) as fh:
             data = json.load(fh)
         chart = None
@@ -164,16 +184,37 @@ def update_pages(out: str, results: str, only: set[str] | None = None) -> dict[s
 
             chart = os.path.basename(draw(data, os.path.join(out, f"{name}.png")))
         done[name] = newest or kept
-        return match.group(1) + render_section(data, chart) + match.group(4)
+        return render_section(data, chart)
 
     for page in pages:
-        with open(page) as fh:
-            text = fh.read()
-        new = SECTION.sub(replace, text)
-        if new != text:
-            with open(page, "w") as fh:
-                fh.write(new)
+        _rewrite(page, render)
+    for page in pages:
+        _rewrite(page, lambda name: _goals(name, out, done))
     return done
+
+
+def _goals(name: str, kept: str, done: dict[str, str]) -> str | None:
+    """The goals section's body (the goals beside their figures in the results kept in ``kept``); None
+    for any other section."""
+    if name != GOALS_SECTION:
+        return None
+    from streamjoin.bench.goals import goals_markdown
+
+    done[name] = "streamjoin.bench.goals"
+    return goals_markdown(kept)
+
+
+def update_readme(root: str, kept: str) -> str | None:
+    """Rewrite the goals section of the checkout's ``root/README.md`` from the results kept in ``kept``
+    (nothing else in it); return the README's path, or None when it has no goals section."""
+    readme = os.path.join(root, "README.md")
+    if not os.path.isfile(readme):
+        return None
+    with open(readme) as fh:
+        if not any(m.group("name") == GOALS_SECTION for m in SECTION.finditer(fh.read())):
+            return None
+    _rewrite(readme, lambda name: _goals(name, kept, {}))
+    return readme
 
 
 def run(args: argparse.Namespace) -> int:
@@ -184,6 +225,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"streamjoin bench report: {e}")
         return 2
     done = update_pages(out, args.results, only)
+    root = checkout_root() if args.out is None else None
+    readme = update_readme(root, out) if root is not None else None
+    if readme:
+        done["README goals"] = readme
     if not done:
         print(f"no section <!-- bench:NAME --> ... <!-- /bench:NAME --> in the pages of {out}, "
               f"and no results{' of ' + ', '.join(sorted(only)) if only else ''} in {args.results} to start one")

@@ -21,7 +21,6 @@ naming every damaged or missing file and the versions affected.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import time
 from dataclasses import dataclass
@@ -40,7 +39,8 @@ from streamjoin.changelog.format import Delta, SnapshotReader
 from streamjoin.changelog.listing import Chain, Listing
 from streamjoin.changelog.log import Changelog
 from streamjoin.changelog.merge import compose, merge
-from streamjoin.statestore.base import KeyValue, Store
+from streamjoin.statestore.base import Store
+from streamjoin.statestore.chunks import SortedChunks
 
 __all__ = ["restore", "RestoreStats", "RestoreMethod", "Progress"]
 
@@ -211,11 +211,11 @@ class _Counter:
             self.add(len(keys))
 
 
-def _items(chunks: Iterable[tuple[pa.Array, pa.Array]], counter: _Counter | None) -> Iterator[KeyValue]:
-    """(key, value) pairs of sorted chunks, converted a chunk at a time (C-level iteration)."""
-    if counter is not None:
-        chunks = counter.track(chunks)
-    return itertools.chain.from_iterable(zip(k.to_pylist(), v.to_pylist()) for k, v in chunks)
+def _items(chunks: Iterable[tuple[pa.Array, pa.Array]], counter: _Counter | None) -> SortedChunks:
+    """The sorted chunks as they are, for ``load_sorted``: a backend that takes Arrow chunks
+    (LMDB) seals them a chunk at a time; the others iterate ``(key, value)`` pairs, converted a
+    chunk at a time (C-level iteration)."""
+    return SortedChunks(chunks if counter is None else counter.track(chunks))
 
 
 def _no_chain_left(log: Changelog, version: int, problems: list[ChangelogError]) -> ChangelogError:

@@ -226,8 +226,9 @@ class Store(ABC):
         """Bulk-load ``items`` (strictly ascending keys) into this empty store; return the count.
 
         This is the restore path: backends override it with their fastest loader (SST ingestion,
-        sorted append). Raises :class:`StoreError` if the store is not empty or keys are not
-        strictly ascending.
+        sorted append). A restore passes a :class:`~streamjoin.statestore.chunks.SortedChunks`: it
+        iterates as pairs, and a backend may read its Arrow chunks instead (LMDB does). Raises
+        :class:`StoreError` if the store is not empty or keys are not strictly ascending.
         """
         self._check_open()
         if next(iter(self._scan(None, None, False)), None) is not None:

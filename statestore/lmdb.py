@@ -22,7 +22,8 @@ corrupted page, raises :class:`StoreCorruptError` and marks the directory damage
 (:func:`streamjoin.statestore.locking.mark_damaged`): the task fails, and the next open refuses the store,
 so the changelog's open path rebuilds it rather than reusing it. Damage in records that are never
 read is not found; a store written before checksums (no format tag) is refused as corrupt at open
-and rebuilt the same way.
+and rebuilt the same way. A bulk load of :class:`~streamjoin.statestore.chunks.SortedChunks` (a
+restore) writes the same records, sealed a chunk at a time in C rather than one by one.
 
 Map size: LMDB needs an upper bound on the file size up front. The store starts with a modest map
 (``map_size``, 64 MiB by default) and, when a write finds it full, aborts the transaction, doubles
@@ -61,6 +62,7 @@ import lmdb
 
 from streamjoin.statestore import options as check
 from streamjoin.statestore.base import KeyValue, Store, StoreStats
+from streamjoin.statestore.chunks import Chunk, SortedChunks
 from streamjoin.statestore.codecs import decode_int, encode_int
 from streamjoin.statestore.errors import StoreCorruptError, StoreError, StoreTruncatedError, StoreWriteError
 from streamjoin.statestore.lmdb_layout import (
@@ -445,9 +447,19 @@ class LMDBStore(Store):
         """Append ``items`` in chunks of sorted puts (``MDB_APPEND``: no search, full pages).
 
         Each chunk commits on its own; when a key is out of order, the chunks before it stay
-        and the version marker is not set.
+        and the version marker is not set. :class:`SortedChunks` (a restore's Arrow batches) are
+        sealed a chunk at a time in C (:meth:`Loader.prepare_arrays`).
         """
         loader = Loader(self.path)
+        if isinstance(items, SortedChunks):
+            self._load_chunks(loader, items)
+        else:
+            self._load_pairs(loader, items)
+        if version is not None:
+            self._write((), (), (), version)
+        return loader.count
+
+    def _load_pairs(self, loader: Loader, items: Iterable[KeyValue]) -> None:
         source = iter(items)
         chunk = list(islice(source, _LOAD_CHUNK))  # chunks are cut in C: no Python step per entry
         while True:
@@ -456,11 +468,16 @@ class LMDBStore(Store):
             if not following:
                 break
             chunk = following
-        if version is not None:
-            self._write((), (), (), version)
-        return loader.count
 
-    def _append(self, prepared: Prepared, chunk: list[KeyValue]) -> None:
+    def _load_chunks(self, loader: Loader, items: SortedChunks) -> None:
+        pieces = _pieces(items.chunks(), _LOAD_CHUNK)
+        piece = next(pieces, None)
+        while piece is not None:
+            following = next(pieces, None)
+            self._append(*loader.prepare_arrays(*piece, final=following is None))
+            piece = following
+
+    def _append(self, prepared: Prepared, chunk: Iterable[KeyValue]) -> None:
         short, long, empty = prepared
 
         def apply(txn: lmdb.Transaction[bytes]) -> None:
@@ -542,11 +559,18 @@ class LMDBStore(Store):
         remove_directory(str(path))
 
 
+def _pieces(chunks: Iterable[Chunk], size: int) -> Iterator[Chunk]:
+    """The chunks cut into zero-copy slices of at most ``size`` entries (empty ones dropped)."""
+    for keys, values in chunks:
+        for start in range(0, max(len(keys), len(values)), size):
+            yield keys.slice(start, size), values.slice(start, size)
+
+
 class _OutOfOrder(StoreError):
     """A bulk-load chunk had a key not above its predecessor (internal; reported with the keys)."""
 
 
-def _order_message(path: str, reader: lmdb.Transaction[bytes], chunk: list[KeyValue]) -> str:
+def _order_message(path: str, reader: lmdb.Transaction[bytes], chunk: Iterable[KeyValue]) -> str:
     """Name the first key of ``chunk`` not above its predecessor (or the store's last key)."""
     cursor = reader.cursor()
     previous = cursor.key() if cursor.last() else None

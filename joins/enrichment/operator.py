@@ -83,6 +83,7 @@ class EnrichmentJoin(SpecOperator):
         delay: Duration = datetime.timedelta(0), grace: Duration | None = None,
         buckets: int = 64, event_bucket: datetime.timedelta = datetime.timedelta(seconds=1),
         table_ttl: datetime.timedelta | str | None = None,
+        stream_delay: datetime.timedelta | str | None = None, table_delay: datetime.timedelta | str | None = None,
     ) -> None:
         """Validate the join; raise :class:`streamjoin.errors.JoinDefinitionError` naming any problem.
 
@@ -92,6 +93,7 @@ class EnrichmentJoin(SpecOperator):
         self.spec: EnrichmentSpec = build_spec(
             stream, table, on, stream_time=stream_time, changes=changes, mode=mode, how=how,
             delay=delay, grace=grace, buckets=buckets, event_bucket=event_bucket, table_ttl=table_ttl,
+            stream_delay=stream_delay, table_delay=table_delay,
         )
         self._inputs = (InputSpec("stream", stream, self.spec.stream_key, stream_time),
                         InputSpec("table", table, changes.key, changes.time))

@@ -31,6 +31,7 @@ from streamjoin.kit.names import check_output_names, check_present, check_reserv
 from streamjoin.kit.on import column_names
 from streamjoin.kit.order import SortKeys, canonical_sort_keys
 from streamjoin.kit.times import parse_duration
+from streamjoin.kit.watermark import input_delays
 from streamjoin.runtime.operator import REASON_COLUMN
 
 __all__ = ["Mode", "ModeName", "How", "HOWS", "EnrichmentSpec", "build_spec"]
@@ -78,6 +79,16 @@ class EnrichmentSpec:
     #: has more than ``fold_deltas`` + (bucket % ``fold_deltas``) deltas (0: fold every time).
     fold_fraction: float = 0.5
     fold_deltas: int = 16
+    #: Per input (stream, table) delay in µs: ``stream_delay`` / ``table_delay``, default ``delay``.
+    delays: tuple[int, int] | None = None
+
+    @property
+    def stream_delay(self) -> int:
+        return self.delay if self.delays is None else self.delays[0]
+
+    @property
+    def table_delay(self) -> int:
+        return self.delay if self.delays is None else self.delays[1]
 
     @property
     def keys(self) -> list[str]:
@@ -93,7 +104,13 @@ class EnrichmentSpec:
             "stream_time": self.stream_time, "changes": self.changes.definition(),
             "stream": [[f.name, str(f.type)] for f in self.stream],
             "table": [[f.name, str(f.type)] for f in self.table],
-        } | ({} if self.ttl is None else {"table_ttl_us": self.ttl})
+        } | ({} if self.ttl is None else {"table_ttl_us": self.ttl}) | self._delays_definition()
+
+    def _delays_definition(self) -> dict[str, Any]:
+        # Absent when both inputs use ``delay``: definitions from before per-input delays stay identical.
+        if (self.stream_delay, self.table_delay) == (self.delay, self.delay):
+            return {}
+        return {"delays_us": [self.stream_delay, self.table_delay]}
 
 
 def build_spec(
@@ -101,6 +118,7 @@ def build_spec(
     changes: ChangeFormat, mode: str | Mode, how: str | How, delay: datetime.timedelta | str,
     grace: datetime.timedelta | str | None, buckets: int, event_bucket: datetime.timedelta | str,
     table_ttl: datetime.timedelta | str | None = None,
+    stream_delay: datetime.timedelta | str | None = None, table_delay: datetime.timedelta | str | None = None,
 ) -> EnrichmentSpec:
     """Validate an enrichment join's arguments; raise JoinDefinitionError naming the problem."""
     for name, schema in (("stream", stream), ("table", table)):
@@ -124,6 +142,7 @@ def build_spec(
     window = None if grace is None else parse_duration("grace", grace)
     if wait < 0 or (window is not None and window < 0) or width <= 0:
         raise JoinDefinitionError("delay and grace must be >= 0 and event_bucket > 0")
+    delays = input_delays(delay, [("stream_delay", stream_delay), ("table_delay", table_delay)])
     ttl = None if table_ttl is None else parse_duration("table_ttl", table_ttl)
     if ttl is not None and ttl <= 0:
         raise JoinDefinitionError(f"table_ttl must be > 0 (None: table keys never expire), not {table_ttl!r}")
@@ -133,7 +152,7 @@ def build_spec(
     output = _output_schema(stream, internal, values)
     return EnrichmentSpec(stream, stream_key, key_types, stream_time, table, changes, internal, values, chosen, how, wait,
                           window, buckets, width, output, canonical_sort_keys(stream, [stream_time, *stream_key]),
-                          ttl=ttl)
+                          ttl=ttl, delays=(delays[0], delays[1]))
 
 
 def _stream_key(on: str | Sequence[str], stream: pa.Schema, time: str) -> tuple[str, ...]:

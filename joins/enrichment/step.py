@@ -62,8 +62,8 @@ class Step:
     def __init__(self, spec: EnrichmentSpec, state: Store, batch: StepInput) -> None:
         self.spec, self.state, self.version, self.final = spec, state, batch.version, batch.final
         self.meta = st.read_meta(state)
-        self.ew = max(self.meta.event_watermark, _minus(batch.max_times[0], spec.delay))
-        self.tw = max(self.meta.table_watermark, _minus(batch.max_times[1], spec.delay))
+        self.ew = max(self.meta.event_watermark, _minus(batch.max_times[0], spec.stream_delay))
+        self.tw = max(self.meta.table_watermark, _minus(batch.max_times[1], spec.table_delay))
         self.release = self._release_bound()
         self.expire_before = self._expire_before(self.ew, self.tw, self.release)
         # what an eagerly pruned state would have dropped by the end of the previous version
@@ -267,7 +267,12 @@ class Step:
         """Set ``found`` to -1 where the version found has expired (as_of: change time ``< at -
         ttl``; latest: ``< tw - ttl``); count those an eagerly pruned state would still hold."""
         ttl = self.spec.ttl
-        if ttl is None or not (found >= 0).any():
+        if ttl is None:
+            return
+        # reported whenever events are looked up, even as 0: whether the state still holds a
+        # version to find (it may fold late) must not change which metrics a step reports
+        self.metrics["expired_lookups"] += 0
+        if not (found >= 0).any():
             return
         hit = np.flatnonzero(found >= 0)
         timeless, times = _change_times(versions.select([TIME]).take(pa.array(found[hit])))

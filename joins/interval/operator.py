@@ -40,6 +40,7 @@ from streamjoin.interval.state import (
     watermark_put,
 )
 from streamjoin.interval.views import VIEWS
+from streamjoin.kit.watermark import WatermarkPolicy
 from streamjoin.runtime.operator import NEG_INF, POS_INF, InputSpec, SpecOperator, StepInput, StepResult
 from streamjoin.statestore.base import KeyValue, Store
 
@@ -85,6 +86,9 @@ class IntervalJoin(SpecOperator):
         blob_rows: int = 65536,
         group_rows: int = 1_000_000,
         compression: str | None = None,
+        left_delay: Duration | None = None,
+        right_delay: Duration | None = None,
+        watermark_policy: WatermarkPolicy = "min",
     ) -> None:
         """Validate the join; raise :class:`streamjoin.errors.JoinDefinitionError` naming any problem.
 
@@ -100,7 +104,8 @@ class IntervalJoin(SpecOperator):
         self.spec: IntervalSpec = build_spec(
             left, right, on, left_time=left_time, right_time=right_time, lower=lower, upper=upper,
             delay=delay, how=how, bucket=bucket, blob_rows=blob_rows, group_rows=group_rows,
-            compression=compression,
+            compression=compression, left_delay=left_delay, right_delay=right_delay,
+            watermark_policy=watermark_policy,
         )
         self._inputs = (
             InputSpec("left", left, self.spec.left.key, left_time),
@@ -135,7 +140,7 @@ class _Step:
     def __init__(self, spec: IntervalSpec, state: Store, batch: StepInput) -> None:
         self.spec, self.state, self.version = spec, state, batch.version
         self.before = read_watermark(state)
-        now = max(watermark(batch.max_times, spec.delay), self.before)
+        now = max(spec.watermark(batch.max_times, NEG_INF), self.before)
         self.after = POS_INF if batch.final else now
         self.new = {
             side: rows.arrive(spec, spec.side(side), table, batch.version, now)

@@ -27,6 +27,7 @@ from streamjoin.kit.names import check_output_names, check_present, check_reserv
 from streamjoin.kit.on import On, parse_on
 from streamjoin.kit.order import SortKeys, canonical_sort_keys
 from streamjoin.kit.times import Duration, parse_duration
+from streamjoin.kit.watermark import combine_watermark, input_delays, parse_policy
 from streamjoin.runtime.operator import REASON_COLUMN
 
 __all__ = ["How", "HOWS", "SidePlan", "OutputColumn", "IntervalSpec", "build_spec", "ROW_ID", "On", "Duration"]
@@ -80,6 +81,8 @@ class IntervalSpec:
     compression: str | None
     output: tuple[OutputColumn, ...]
     output_schema: pa.Schema
+    delays: tuple[int, int] = (0, 0)
+    policy: str = "min"
 
     def side(self, name: str) -> SidePlan:
         return self.left if name == "left" else self.right
@@ -100,7 +103,22 @@ class IntervalSpec:
             "bucket_us": self.bucket,
             "left": _side_definition(self.left),
             "right": _side_definition(self.right),
+            **self._time_definition(),
         }
+
+    def _time_definition(self) -> dict[str, Any]:
+        # Only what differs from one delay under "min", so definitions written before these
+        # options existed stay byte-identical (and their checkpoints accepted).
+        extra: dict[str, Any] = {}
+        if self.delays != (self.delay, self.delay):
+            extra["delays_us"] = list(self.delays)
+        if self.policy != "min":
+            extra["watermark_policy"] = self.policy
+        return extra
+
+    def watermark(self, max_times: tuple[int | None, ...], floor: int) -> int:
+        """The join's watermark from the inputs' largest times (:mod:`streamjoin.kit.watermark`)."""
+        return combine_watermark(max_times, self.delays, self.policy, floor)
 
 
 def _side_definition(side: SidePlan) -> dict[str, Any]:
@@ -127,6 +145,9 @@ def build_spec(
     blob_rows: int = 65536,
     group_rows: int = 1_000_000,
     compression: str | None = None,
+    left_delay: Duration | None = None,
+    right_delay: Duration | None = None,
+    watermark_policy: str = "min",
 ) -> IntervalSpec:
     """Validate the arguments of an interval join; raise JoinDefinitionError naming the problem."""
     how = parse_how(how, HOWS)
@@ -142,6 +163,8 @@ def build_spec(
         raise JoinDefinitionError(f"lower ({lower}) must be <= upper ({upper}): the window would be empty")
     if wait < 0:
         raise JoinDefinitionError(f"delay ({delay}) must be >= 0")
+    delays = input_delays(delay, [("left_delay", left_delay), ("right_delay", right_delay)])
+    policy = parse_policy(watermark_policy)
     width = _bucket_width(bucket, hi - lo)
     _check_tuning(blob_rows, group_rows, compression)
     left_plan = _side_plan("left", left, left_key, left_time, left.names)
@@ -150,7 +173,7 @@ def build_spec(
     output, schema = _output_plan(left_plan, right_plan, key_types, how)
     return IntervalSpec(
         left_plan, right_plan, key_types, lo, hi, wait, how, width, blob_rows, group_rows,
-        compression, output, schema,
+        compression, output, schema, (delays[0], delays[1]), policy,
     )
 
 

@@ -48,6 +48,8 @@ def stream_table_join(
     store_options: Mapping[str, Any] | None = None,
     state_dir: str | None = None,
     max_partitions: int | None = None,
+    stream_delay: datetime.timedelta | str | None = None,
+    table_delay: datetime.timedelta | str | None = None,
 ) -> DataFrame:
     """Enrich each event of ``stream`` with the row of a changing table that its key refers to.
 
@@ -64,7 +66,8 @@ def stream_table_join(
 
     ``mode="as_of"`` (deterministic): an event at time ``t`` gets the row as it was at ``t`` (the
     key's last change at or before ``t``; after a delete, none). It waits until the table's
-    watermark (its newest change or heartbeat time minus ``delay``) passes ``t``, or, with
+    watermark (its newest change or heartbeat time minus ``table_delay``, default ``delay``;
+    ``stream_delay`` likewise for the event watermark) passes ``t``, or, with
     ``grace``, until the event watermark passes ``t + grace`` (then it joins what is known;
     counted as ``released_by_grace``). ``mode="latest"``: each event gets the row as of the end
     of its micro-batch's changes, at once; the result depends on the batch boundaries.
@@ -109,6 +112,7 @@ def stream_table_join(
     operator = EnrichmentJoin(
         arrow_schema(stream), arrow_schema(table), on, stream_time=stream_time, changes=fmt,
         mode=mode, how=how, delay=delay, grace=grace, table_ttl=table_ttl,
+        stream_delay=stream_delay, table_delay=table_delay,
     )
     initial = None if bootstrap is None else [None, _bootstrap_changes(bootstrap, operator)]
     return run_plan(operator.plan, [stream, table], checkpoint=checkpoint,

@@ -10,6 +10,7 @@ from streamjoin.interval.operator import IntervalJoin
 from streamjoin.kit.how import How, IntervalHow
 from streamjoin.kit.on import On, parse_on
 from streamjoin.kit.times import Duration
+from streamjoin.kit.watermark import WatermarkPolicy
 from streamjoin.runtime.options import JoinOptions
 from streamjoin.spark.checks import check_columns, check_time
 from streamjoin.spark.plan import run_plan
@@ -35,6 +36,9 @@ def interval_join(
     store_options: Mapping[str, Any] | None = None,
     state_dir: str | None = None,
     max_partitions: int | None = None,
+    left_delay: Duration | None = None,
+    right_delay: Duration | None = None,
+    watermark_policy: WatermarkPolicy = "min",
 ) -> DataFrame:
     """Join two event DataFrames on equal keys within a time window.
 
@@ -46,7 +50,13 @@ def interval_join(
     The watermark is ``min(largest left time, largest right time) - delay`` over earlier
     micro-batches; rows older than it are late: they never join and are written, with the
     reason, to the checkpoint's set-aside output (:func:`streamjoin.set_aside_rows`). Unmatched rows of
-    outer joins are emitted once the watermark has passed their window.
+    outer joins are emitted once the watermark has passed their window. ``left_delay`` /
+    ``right_delay`` override ``delay`` for one input (its watermark is its largest time minus its
+    delay); ``watermark_policy`` combines the two watermarks as Spark's
+    ``multipleWatermarkPolicy``: ``"min"`` (default: outer rows wait for the slower input, whose
+    rows within their delay are never late) or ``"max"`` (outer rows of the faster input come out
+    after its own delay; the slower input's rows below that watermark are set aside as late)
+    (docs/design/semantics.md "Time").
 
     Output columns: the key columns once (named as on the left), then the left columns, then the
     right columns; a non-key name on both sides becomes ``name_left`` / ``name_right``. Semi and
@@ -69,6 +79,7 @@ def interval_join(
     operator = IntervalJoin(
         arrow_schema(left), arrow_schema(right), (list(left_on), list(right_on)),
         left_time=left_time, right_time=right_time, lower=lower, upper=upper, delay=delay, how=how,
+        left_delay=left_delay, right_delay=right_delay, watermark_policy=watermark_policy,
     )
     checkpoint = resolve_checkpoint(options.checkpoint, left.isStreaming or right.isStreaming, "interval_join")
     return run_plan(operator.plan, [left, right], checkpoint=checkpoint, partitions=options.partitions,

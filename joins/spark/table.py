@@ -36,6 +36,8 @@ def table_table_join(
     right_sequence: str | None = None,
     retention: Duration | None = None,
     expire_rows: bool = False,
+    left_delay: Duration | None = None,
+    right_delay: Duration | None = None,
     store: str = "rocksdb",
     checkpoint: str | None = None,
     partitions: int | None = None,
@@ -61,7 +63,10 @@ def table_table_join(
     change time minus ``retention`` (the horizon), and a change older than the horizon when it
     arrives is set aside as late (``set_aside_rows``, counted as ``late_changes``).
     ``expire_rows=True`` also drops rows whose last change is older than the horizon: the view
-    retracts their joined rows.
+    retracts their joined rows. ``left_delay`` / ``right_delay``: that table's own horizon distance
+    instead of ``retention`` (how late its changes may arrive; this join holds nothing back for
+    lateness, so a table's delay only sets what is late and when its keys expire), for two change
+    feeds with different lateness: ``left_delay="10 seconds", right_delay="2 hours"``.
 
     Output: the view's changes in the Delta change data feed vocabulary: the left row's columns,
     the right row's (a name on both sides gets ``_left`` / ``_right``), ``_change_type``
@@ -100,6 +105,7 @@ def table_table_join(
     join = TableTableJoin(
         arrow_schema(left), arrow_schema(right), on, left_key=left_key, right_key=right_key, how=how,
         left_changes=left_fmt, right_changes=right_fmt, retention=retention, expire_rows=expire_rows,
+        left_delay=left_delay, right_delay=right_delay,
     )
     initial = [None if rows is None else bootstrap_changes(rows, df, fmt, argument, expire_rows)
                for rows, df, fmt, argument in ((left_bootstrap, left, left_fmt, "left_bootstrap"),

@@ -33,6 +33,7 @@ from streamjoin.interval.spec import On
 from streamjoin.kit.times import Duration
 from streamjoin.runtime.plan import JoinPlan, Stage
 from streamjoin.table.rekey import TableRekey
+from streamjoin.table.retention import side_retentions
 from streamjoin.table.spec import How, TableJoinSpec, common_key_types, detect_format, parse_on
 from streamjoin.table.stage import TableJoinStage
 
@@ -50,6 +51,7 @@ class TableTableJoin:
         right_key: str | Sequence[str], how: str | How = "inner", left_changes: ChangeFormat | None = None,
         right_changes: ChangeFormat | None = None, left_time: str | None = None, right_time: str | None = None,
         retention: Duration | None = None, expire_rows: bool = False,
+        left_delay: Duration | None = None, right_delay: Duration | None = None,
     ) -> None:
         """Validate everything; raise :class:`streamjoin.errors.JoinDefinitionError` saying what to change.
 
@@ -60,16 +62,21 @@ class TableTableJoin:
         each key stage drops tombstones older than its side's newest change time minus
         ``retention`` and sets changes older than that aside as late; ``expire_rows`` drops
         rows whose last change is that old too, retracting their view rows
-        (:mod:`streamjoin.table.retention`).
+        (:mod:`streamjoin.table.retention`). ``left_delay``/``right_delay``: that table's own
+        horizon distance instead of ``retention`` (how late its changes may be; the table-table
+        join's lateness is its retention horizon, see :func:`streamjoin.table.retention.side_retentions`).
         """
         left_fmt = detect_format("left", left_schema, left_key, left_time, left_changes)
         right_fmt = detect_format("right", right_schema, right_key, right_time, right_changes)
         left_on, right_on = parse_on(on)
         types = common_key_types(left_schema, left_fmt, left_on, right_schema, right_fmt, right_on)
-        self.left_stage = TableRekey(left_schema, left_fmt, left_on, "left", key_types=types, retention=retention,
+        # a table whose delay equals ``retention`` gets the same stage (and definition) as without one
+        left_kept, right_kept = side_retentions(retention, [("left_delay", left_delay), ("right_delay", right_delay)],
+                                                expire_rows)
+        self.left_stage = TableRekey(left_schema, left_fmt, left_on, "left", key_types=types, retention=left_kept,
                                      expire_rows=expire_rows)
         self.right_stage = TableRekey(right_schema, right_fmt, right_on, "right", key_types=types,
-                                      retention=retention, expire_rows=expire_rows)
+                                      retention=right_kept, expire_rows=expire_rows)
         self.join_stage = TableJoinStage(self.left_stage.side, self.right_stage.side, how)
 
     @property

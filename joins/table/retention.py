@@ -15,6 +15,11 @@ deleted key's is a *tombstone*), so its state grows with every key ever seen. Wi
   below it too (``rows_expired``): a DELETE at its join key goes to the join stage, which retracts
   its view rows. A key changed in the version is never expired in it (its change is not late).
 
+**Per-table delays** (``left_delay=`` / ``right_delay=``, :func:`side_retentions`): in this join
+lateness *is* the horizon (nothing waits for a watermark: every change is applied when it arrives),
+so a table's delay is its own ``d``, overriding ``retention`` for that table only; the rules above
+then hold per table with its ``d``. A table with neither keeps every key forever.
+
 Dropping a tombstone changes no later decision: a change older than the tombstone is below the
 horizon too, so it is set aside as late instead of being found stale.
 
@@ -27,7 +32,9 @@ reads only the entries below its horizon: expiry costs what expires, not the sta
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
+from typing import Sequence
 
 import pyarrow as pa
 
@@ -40,7 +47,7 @@ from streamjoin.runtime.operator import NEG_INF
 from streamjoin.statestore.base import Store
 from streamjoin.statestore.codecs import encode_timestamp
 
-__all__ = ["Retention", "LATE_REASON", "parse_retention"]
+__all__ = ["Retention", "LATE_REASON", "parse_retention", "side_retentions"]
 
 #: The reason of a change set aside because it is older than the horizon.
 LATE_REASON = "late change: older than the retention horizon"
@@ -82,6 +89,29 @@ def parse_retention(retention: Duration | None, expire_rows: bool) -> Retention 
     if us < 0:
         raise JoinDefinitionError(f"retention={retention!r} is negative; give a duration of zero or more")
     return Retention(us, expire_rows)
+
+
+def side_retentions(retention: Duration | None, overrides: Sequence[tuple[str, Duration | None]],
+                    expire_rows: bool) -> tuple[Duration | None, ...]:
+    """Per table, the ``retention`` its key stage uses: its override (``left_delay`` /
+    ``right_delay``, named in ``overrides``) when given, else ``retention``. Raises
+    :class:`JoinDefinitionError` for a negative or malformed override, or ``expire_rows`` with a
+    table that would have no retention."""
+    out: list[Duration | None] = []
+    for name, value in overrides:
+        if value is None:
+            out.append(retention)
+            continue
+        us = parse_duration(name, value)
+        if us < 0:
+            raise JoinDefinitionError(f"{name}={value!r} is negative; give a duration of zero or more")
+        out.append(datetime.timedelta(microseconds=us))
+    if expire_rows and any(r is None for r in out):
+        missing = [name for (name, _), r in zip(overrides, out) if r is None]
+        raise JoinDefinitionError(
+            f"expire_rows=True needs a retention for every table (for example retention='7 days'); "
+            f"{' and '.join(missing)} not given and no retention")
+    return tuple(out)
 
 
 def time_scale(schema: pa.Schema, changes: ChangeFormat) -> int:

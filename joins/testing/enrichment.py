@@ -27,13 +27,15 @@ __all__ = ["enrichment_watermarks", "late_flags", "reference_as_of", "reference_
 Batch = tuple[Sequence[dict], Sequence[dict]]
 
 
-def enrichment_watermarks(batches: Sequence[Batch], delay: int) -> list[tuple[Any, Any]]:
-    """Per batch: (max event time before it - delay, max change time before it - delay), None
-    while the input has had no row. Heartbeats count as changes."""
+def enrichment_watermarks(batches: Sequence[Batch], delay: int | tuple[int, int]) -> list[tuple[Any, Any]]:
+    """Per batch: (max event time before it - stream delay, max change time before it - table
+    delay), None while the input has had no row. Heartbeats count as changes. ``delay`` is one
+    delay for both inputs or a (stream_delay, table_delay) pair."""
+    stream_delay, table_delay = delay if isinstance(delay, tuple) else (delay, delay)
     marks, max_event, max_change = [], None, None
     for events, changes in batches:
-        marks.append((None if max_event is None else max_event - delay,
-                      None if max_change is None else max_change - delay))
+        marks.append((None if max_event is None else max_event - stream_delay,
+                      None if max_change is None else max_change - table_delay))
         for e in events:
             if e["time"] is not None:
                 max_event = e["time"] if max_event is None else max(max_event, e["time"])
@@ -43,7 +45,7 @@ def enrichment_watermarks(batches: Sequence[Batch], delay: int) -> list[tuple[An
     return marks
 
 
-def late_flags(batches: Sequence[Batch], delay: int) -> list[tuple[list[bool], list[bool]]]:
+def late_flags(batches: Sequence[Batch], delay: int | tuple[int, int]) -> list[tuple[list[bool], list[bool]]]:
     """Per batch: whether each event (time < event watermark) and change (time < table
     watermark; a timeless one once there is a table watermark) is late; a heartbeat never is (it
     carries nothing to lose)."""
@@ -74,7 +76,7 @@ def _output(event: dict, change: dict | None, how: str, width: int) -> list[tupl
     return [tuple(event["row"]) + tuple(change["row"])]
 
 
-def _accepted(batches: Sequence[Batch], delay: int) -> list[tuple[list[dict], list[dict]]]:
+def _accepted(batches: Sequence[Batch], delay: int | tuple[int, int]) -> list[tuple[list[dict], list[dict]]]:
     """Each batch's events and changes that are not late; changes without heartbeats and
     duplicates (same key, time and seq as an earlier one)."""
     seen: set = set()
@@ -90,7 +92,7 @@ def _accepted(batches: Sequence[Batch], delay: int) -> list[tuple[list[dict], li
     return out
 
 
-def reference_as_of(batches: Sequence[Batch], *, how: str, delay: int, width: int,
+def reference_as_of(batches: Sequence[Batch], *, how: str, delay: int | tuple[int, int], width: int,
                     ttl: int | None = None) -> list[tuple]:
     """Each event joined with its key's last change at or before its time, over all changes,
     unless that change is older than the event's time minus ``ttl``.
@@ -110,7 +112,7 @@ def reference_as_of(batches: Sequence[Batch], *, how: str, delay: int, width: in
     return out
 
 
-def reference_latest(batches: Sequence[Batch], *, how: str, delay: int, width: int,
+def reference_latest(batches: Sequence[Batch], *, how: str, delay: int | tuple[int, int], width: int,
                      ttl: int | None = None) -> list[tuple]:
     """Per batch: apply its changes (a change not newer than the key's current one is stale),
     then join each of its events with its key's current row, unless that row is older than the

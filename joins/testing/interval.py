@@ -101,14 +101,20 @@ def reference_interval_join(
 
 
 def interval_watermarks(
-    batches: Sequence[tuple[Sequence[Row], Sequence[Row]]], *, left_time: str, right_time: str, delay: Any
+    batches: Sequence[tuple[Sequence[Row], Sequence[Row]]], *, left_time: str, right_time: str, delay: Any,
+    left_delay: Any = None, right_delay: Any = None, watermark_policy: str = "min",
 ) -> list[Any]:
-    """The watermark of each batch: min over the two inputs of the largest event time in earlier
-    batches, minus ``delay``; None (minus infinity) until both inputs have had a row."""
+    """The watermark of each batch: min (``watermark_policy="max"``: max) over the two inputs of
+    the largest event time in earlier batches minus that input's delay (``left_delay`` /
+    ``right_delay``, default ``delay``); None (minus infinity) until both inputs have had a row."""
     marks: list[Any] = []
     max_left = max_right = None
+    wait_left = delay if left_delay is None else left_delay
+    wait_right = delay if right_delay is None else right_delay
+    pick = min if watermark_policy == "min" else max
     for left_rows, right_rows in batches:
-        marks.append(None if max_left is None or max_right is None else min(max_left, max_right) - delay)
+        marks.append(None if max_left is None or max_right is None
+                     else pick(max_left - wait_left, max_right - wait_right))
         for row in left_rows:
             if row[left_time] is not None and (max_left is None or row[left_time] > max_left):
                 max_left = row[left_time]
@@ -119,11 +125,14 @@ def interval_watermarks(
 
 
 def interval_late_rows(
-    batches: Sequence[tuple[Sequence[Row], Sequence[Row]]], *, left_time: str, right_time: str, delay: Any
+    batches: Sequence[tuple[Sequence[Row], Sequence[Row]]], *, left_time: str, right_time: str, delay: Any,
+    left_delay: Any = None, right_delay: Any = None, watermark_policy: str = "min",
 ) -> list[tuple[list[bool], list[bool]]]:
     """For each batch, per input, whether each row is late (event time < that batch's watermark)."""
     out = []
-    watermarks = interval_watermarks(batches, left_time=left_time, right_time=right_time, delay=delay)
+    watermarks = interval_watermarks(batches, left_time=left_time, right_time=right_time, delay=delay,
+                                     left_delay=left_delay, right_delay=right_delay,
+                                     watermark_policy=watermark_policy)
     for (left_rows, right_rows), mark in zip(batches, watermarks):
         out.append((
             [mark is not None and r[left_time] is not None and r[left_time] < mark for r in left_rows],

@@ -29,6 +29,7 @@ from streamjoin.enrichment.spec import Mode, ModeName
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.interval.operator import IntervalJoin
 from streamjoin.kit.how import EnrichmentHow, How, IntervalHow, TableHow
+from streamjoin.kit.watermark import WatermarkPolicy
 from streamjoin.runtime.keygroups import check_count
 from streamjoin.runtime.options import JoinOptions
 from streamjoin.runtime.plan_runner import PlanRunner
@@ -127,12 +128,14 @@ class LocalJoins:
                       lower: Any, upper: Any, delay: Any, how: IntervalHow | How = "inner", store: str = "rocksdb",
                       checkpoint: str | None = None, partitions: int | None = None,
                       store_options: Mapping[str, Any] | None = None, state_dir: str | None = None,
-                      max_partitions: int | None = None) -> pa.Table:
+                      max_partitions: int | None = None, left_delay: Any = None, right_delay: Any = None,
+                      watermark_policy: WatermarkPolicy = "min") -> pa.Table:
         """:func:`streamjoin.interval_join` over this micro-batch's Arrow tables."""
         options = JoinOptions(store=store, checkpoint=checkpoint, partitions=partitions, store_options=store_options,
                               state_dir=state_dir, max_partitions=max_partitions)
         operator = IntervalJoin(left.schema, right.schema, on, left_time=left_time, right_time=right_time,
-                                lower=lower, upper=upper, delay=delay, how=how)
+                                lower=lower, upper=upper, delay=delay, how=how, left_delay=left_delay,
+                                right_delay=right_delay, watermark_policy=watermark_policy)
         return self._run(self._name(checkpoint), operator, (left, right), options)
 
     def stream_table_join(self, stream: pa.Table, table_changes: pa.Table, on: str | Sequence[str], *,
@@ -143,7 +146,8 @@ class LocalJoins:
                           changes: VocabularyName | ChangeFormat | None = None, table_sequence: str | None = None,
                           store: str = "rocksdb", checkpoint: str | None = None, partitions: int | None = None,
                           store_options: Mapping[str, Any] | None = None, state_dir: str | None = None,
-                          max_partitions: int | None = None) -> pa.Table:
+                          max_partitions: int | None = None, stream_delay: Any = None,
+                          table_delay: Any = None) -> pa.Table:
         """:func:`streamjoin.stream_table_join` over this micro-batch's Arrow tables; ``bootstrap``
         (an Arrow table of the table's rows) is loaded before the join's first version."""
         options = JoinOptions(store=store, checkpoint=checkpoint, partitions=partitions, store_options=store_options,
@@ -158,7 +162,8 @@ class LocalJoins:
                 f"{fmt.time!r}; a row without one would be expired at once")
         table_changes, fmt = routable(table_changes, fmt)
         operator = EnrichmentJoin(stream.schema, table_changes.schema, on, stream_time=stream_time, changes=fmt,
-                                  mode=mode, how=how, delay=delay, grace=grace, table_ttl=table_ttl)
+                                  mode=mode, how=how, delay=delay, grace=grace, table_ttl=table_ttl,
+                                  stream_delay=stream_delay, table_delay=table_delay)
         if operator.spec.mode.value == "latest":
             self._note('stream_table_join(mode="latest") is documented as dependent on micro-batch boundaries')
         initial = None if bootstrap is None else operator.bootstrap_changes(bootstrap)
@@ -170,7 +175,8 @@ class LocalJoins:
                          left_format: VocabularyName | ChangeFormat | None = None,
                          right_format: VocabularyName | ChangeFormat | None = None,
                          left_sequence: str | None = None, right_sequence: str | None = None,
-                         retention: Any = None, expire_rows: bool = False, store: str = "rocksdb",
+                         retention: Any = None, expire_rows: bool = False, left_delay: Any = None,
+                         right_delay: Any = None, store: str = "rocksdb",
                          checkpoint: str | None = None, partitions: int | None = None,
                          store_options: Mapping[str, Any] | None = None, state_dir: str | None = None,
                          max_partitions: int | None = None, left_bootstrap: pa.Table | None = None,
@@ -189,7 +195,8 @@ class LocalJoins:
         right, rf = routable(right_changes, change_format(right_changes.schema, right_format, _names(right_key),
                                                           right_time, right_sequence))
         operator = TableTableJoin(left.schema, right.schema, on, left_key=left_key, right_key=right_key, how=how,
-                                  left_changes=lf, right_changes=rf, retention=retention, expire_rows=expire_rows)
+                                  left_changes=lf, right_changes=rf, retention=retention, expire_rows=expire_rows,
+                                  left_delay=left_delay, right_delay=right_delay)
         runner = self._runner(self._name(checkpoint), lambda ck, n, cfg, groups: PlanRunner(
             operator.plan, ck, partitions=n, config=cfg, key_groups=groups), options)
         for index, (rows, changes, fmt, argument) in enumerate(((left_bootstrap, left, lf, "left_bootstrap"),

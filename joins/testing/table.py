@@ -16,6 +16,7 @@ newer than the last applied for its key (in any batch, deletes included) is igno
 largest change time of every earlier batch (heartbeats included) minus ``retention``; a change
 below it is late (counted, not applied); after the batch, a deleted key's last order is forgotten
 once its time is below the horizon, and with ``expire_rows`` so is a row whose last change is.
+Each table has its own: a join's ``left_delay`` / ``right_delay`` is that table's ``retention``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """``streamjoin bench report``: from a results file a benchmark wrote, a benchmark page's section gets
 the command, the table and the chart, a copy of the results is kept beside the page, and a section
-without results is left as it was; it writes only into the checkout it belongs to or ``--out``, never
-into the directory it runs in (no Spark, no timing)."""
+without results is left as it was; the goals sections (of the pages and of the checkout's README,
+nothing else of it) show the goals beside the figures just kept; it writes only into the checkout
+it belongs to or ``--out``, never into the directory it runs in (no Spark, no timing)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import argparse
 import json
 import os
 
-from streamjoin.bench import report
+from streamjoin.bench import goals, report
 from streamjoin.bench.cli import BENCHMARKS
+from streamjoin.bench.goals import Cell, Goal
 from streamjoin.bench.harness import Chart, Table, write_results
+from streamjoin.bench.report import SECTION
 from streamjoin.jobs.cli import main
 
 PAGE = """# project
@@ -147,3 +150,79 @@ def test_report_out_folder_without_pages_gets_one_section_per_benchmark(tmp_path
 def test_bench_cli_lists_nexmark_and_report():
     assert BENCHMARKS["nexmark"][0] == "streamjoin.bench.nexmark"
     assert BENCHMARKS["report"][0] == "streamjoin.bench.report"
+
+
+README = """# streamjoin
+
+text with a `<!-- bench:demo -->` mention
+
+<!-- bench:demo -->
+a README section that is not the goals' stays as it is
+<!-- /bench:demo -->
+
+## Performance
+
+<!-- bench:goals -->
+old goals
+<!-- /bench:goals -->
+
+closing text
+"""
+
+DEMO_GOAL = Goal("demo", "rows/s of streamjoin-rocksdb", 400_000, " rows/s",
+                 Cell("rows/s", {"variant": "streamjoin-rocksdb"}), "streamjoin bench demo")
+
+
+def test_report_renders_the_goals_into_the_checkout_readme_and_nothing_else(tmp_path, monkeypatch):
+    checkout = _project(tmp_path / "checkout", "streamjoin")
+    (checkout / "docs" / "bench" / "index.md").write_text(PAGE + "\n<!-- bench:goals -->\n<!-- /bench:goals -->\n")
+    (checkout / "README.md").write_text(README)
+    _fixture(str(tmp_path / "results"))
+    monkeypatch.setattr(report, "_PACKAGE_DIR", str(checkout / "bench"))
+    monkeypatch.setattr(goals, "GOALS", (DEMO_GOAL,))
+
+    assert report.run(argparse.Namespace(out=None, results=str(tmp_path / "results"), only="demo")) == 0
+
+    goals_table = goals.goals_markdown(str(checkout / "docs" / "bench"))
+    assert "| demo | rows/s of streamjoin-rocksdb | >= 400,000 rows/s | 500,000 rows/s (" in goals_table
+    assert (checkout / "README.md").read_text() == README.replace("old goals\n", goals_table)
+    assert SECTION.search((checkout / "docs" / "bench" / "index.md").read_text().split("<!-- /bench:missing -->")[1]
+                          ).group("body") == goals_table
+
+
+def test_report_goals_read_the_results_just_kept(tmp_path, monkeypatch):
+    # the goals section comes first on the page, the benchmark's section after it: the goals still
+    # show the figure of the results this run keeps, not the kept copy it replaces
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    (pages / "index.md").write_text("<!-- bench:goals -->\n<!-- /bench:goals -->\n\n<!-- bench:demo -->\n<!-- /bench:demo -->\n")
+    (pages / "demo.json").write_text(json.dumps({"command": "old", "rows": [{"variant": "streamjoin-rocksdb", "rows/s": 1.0}]}))
+    _fixture(str(tmp_path / "results"))
+    monkeypatch.setattr(goals, "GOALS", (DEMO_GOAL,))
+
+    report.update_pages(str(pages), str(tmp_path / "results"))
+
+    assert "| 500,000 rows/s (" in SECTION.search((pages / "index.md").read_text()).group("body")
+
+
+def test_report_with_out_writes_no_readme(tmp_path, monkeypatch):
+    checkout = _project(tmp_path / "checkout", "streamjoin")
+    (checkout / "README.md").write_text(README)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "index.md").write_text("<!-- bench:goals -->\n<!-- /bench:goals -->\n")
+    _fixture(str(tmp_path / "results"))
+    monkeypatch.setattr(report, "_PACKAGE_DIR", str(checkout / "bench"))
+    monkeypatch.setattr(goals, "GOALS", (DEMO_GOAL,))
+
+    assert report.run(argparse.Namespace(out=str(out), results=str(tmp_path / "results"), only="")) == 0
+
+    assert (checkout / "README.md").read_text() == README
+    assert "rows/s of streamjoin-rocksdb" in (out / "index.md").read_text()
+    assert sorted(p.name for p in out.iterdir()) == ["index.md"]
+
+
+def test_report_readme_without_a_goals_section_is_left_alone(tmp_path):
+    (tmp_path / "README.md").write_text(PAGE)
+    assert report.update_readme(str(tmp_path), str(tmp_path)) is None
+    assert (tmp_path / "README.md").read_text() == PAGE

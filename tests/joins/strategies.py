@@ -73,12 +73,20 @@ class JoinCase:
     partitions: int = 1
     bucket: dt.timedelta | None = None
     extra: dict = field(default_factory=dict)
+    left_delay: dt.timedelta | None = None
+    right_delay: dt.timedelta | None = None
+    watermark_policy: str = "min"
+
+    @property
+    def times(self) -> dict[str, Any]:
+        """The per-input lateness options, as keyword arguments."""
+        return dict(left_delay=self.left_delay, right_delay=self.right_delay, watermark_policy=self.watermark_policy)
 
     def operator(self, **options: Any) -> IntervalJoin:
         v = self.variant
         return IntervalJoin(
             v.left, v.right, v.on, left_time=v.left_time, right_time=v.right_time, lower=self.lower,
-            upper=self.upper, delay=self.delay, how=self.how, bucket=self.bucket, **options,
+            upper=self.upper, delay=self.delay, how=self.how, bucket=self.bucket, **{**self.times, **options},
         )
 
     def tables(self, index: int) -> tuple[pa.Table, pa.Table]:
@@ -88,16 +96,19 @@ class JoinCase:
 
     def late(self) -> list[tuple[list[bool], list[bool]]]:
         v = self.variant
-        return interval_late_rows(self.batches, left_time=v.left_time, right_time=v.right_time, delay=self.delay)
+        return interval_late_rows(self.batches, left_time=v.left_time, right_time=v.right_time, delay=self.delay,
+                                  **self.times)
 
     def without_late_rows(self) -> "JoinCase":
-        """The same case with its late rows removed (which changes no watermark)."""
+        """The same case with its late rows removed (which changes no watermark under ``"min"``:
+        a late row is older than its input's largest time; under ``"max"`` it may not be)."""
         kept = [
             ([r for r, x in zip(left, ll) if not x], [r for r, x in zip(right, rl) if not x])
             for (left, right), (ll, rl) in zip(self.batches, self.late())
         ]
         return JoinCase(self.variant, self.how, self.lower, self.upper, self.delay, kept,
-                        self.partitions, self.bucket)
+                        self.partitions, self.bucket, left_delay=self.left_delay, right_delay=self.right_delay,
+                        watermark_policy=self.watermark_policy)
 
     def expected(self) -> Counter:
         """The reference result over the rows that are not late."""
@@ -169,7 +180,7 @@ def _row(draw, variant: Variant, side: str, base: int, nulls: bool) -> tuple[dic
 
 @st.composite
 def join_cases(draw, *, hows: Sequence[str] = HOWS, nulls: bool = True, max_partitions: int = 4,
-               max_rows: int = 14) -> JoinCase:
+               max_rows: int = 14, times: bool = False) -> JoinCase:
     """A random :class:`JoinCase`; rows drift forward in time across batches, some out of order."""
     variant = draw(st.sampled_from(VARIANTS))
     base = draw(st.sampled_from(_BASES))
@@ -185,8 +196,13 @@ def join_cases(draw, *, hows: Sequence[str] = HOWS, nulls: bool = True, max_part
             slot = (seconds + 20) * n_batches // 41 + draw(st.sampled_from([0, 0, 0, 1, 2, -1]))
             batches[min(max(slot, 0), n_batches - 1)][side_index].append(row)
     bucket = draw(st.sampled_from([None, dt.timedelta(seconds=1), dt.timedelta(microseconds=700_001)]))
-    return JoinCase(variant, draw(st.sampled_from(hows)), lower, upper, delay, batches,
+    case = JoinCase(variant, draw(st.sampled_from(hows)), lower, upper, delay, batches,
                     draw(st.integers(1, max_partitions)), bucket)
+    if times:  # per-input delays and the watermark policy drawn too
+        delays = st.one_of(st.none(), st.sampled_from([0, 1, 3, 10]).map(lambda s: dt.timedelta(seconds=s)))
+        case.left_delay, case.right_delay = draw(delays), draw(delays)
+        case.watermark_policy = draw(st.sampled_from(["min", "max"]))
+    return case
 
 
 # -- driving an operator in process ----------------------------------------------------------------

@@ -151,12 +151,19 @@ class TableCase:
     partitions: int
     retention: int | None = None     # seconds (None: keep every key)
     expire_rows: bool = False
+    left_delay: int | None = None    # seconds (None: ``retention``)
+    right_delay: int | None = None
 
     def join(self) -> TableTableJoin:
-        if self.retention is None:
-            return self.variant.join(self.how)
-        return self.variant.join(self.how, retention=dt.timedelta(seconds=self.retention),
-                                 expire_rows=self.expire_rows)
+        options = {name: dt.timedelta(seconds=value) for name, value in
+                   (("retention", self.retention), ("left_delay", self.left_delay),
+                    ("right_delay", self.right_delay)) if value is not None}
+        return self.variant.join(self.how, expire_rows=self.expire_rows, **options)
+
+    def side_retentions(self) -> tuple[int | None, int | None]:
+        """Each table's retention in µs: its delay, else ``retention`` (None: keep every key)."""
+        left, right = (self.retention if d is None else d for d in (self.left_delay, self.right_delay))
+        return (None if left is None else left * SECOND, None if right is None else right * SECOND)
 
     def tables(self, index: int) -> tuple[pa.Table, pa.Table]:
         out = []
@@ -168,9 +175,9 @@ class TableCase:
     def expected(self) -> list[tuple[Counter, Counter]]:
         """Per batch: (the view's rows after it, its change stream), from the reference."""
         v = self.variant
-        retention = None if self.retention is None else self.retention * SECOND
-        tables = (ReferenceTable(v.left.key, retention, self.expire_rows),
-                  ReferenceTable(v.right.key, retention, self.expire_rows))
+        left_kept, right_kept = self.side_retentions()
+        tables = (ReferenceTable(v.left.key, left_kept, self.expire_rows),
+                  ReferenceTable(v.right.key, right_kept, self.expire_rows))
         view: dict = {}
         out = []
         for version, batch in enumerate(self.batches):
@@ -229,9 +236,13 @@ def table_cases(draw, *, max_changes: int = 10, max_partitions: int = 3, max_bat
     left = _changes(draw, variant.left, n, max_changes)
     right = _changes(draw, variant.right, n, max_changes)
     retention = draw(st.sampled_from([None, None, 0, 1, 2, 3]))
-    return TableCase(variant, draw(st.sampled_from(HOWS)), list(zip(left, right)),
-                     draw(st.integers(1, max_partitions)), retention,
-                     retention is not None and draw(st.booleans()))
+    # per-table delays (None: ``retention``), sometimes
+    left_delay, right_delay = draw(st.sampled_from([(None, None), (None, None), (0, None), (None, 2), (1, 3),
+                                                    (3, 0)]))
+    case = TableCase(variant, draw(st.sampled_from(HOWS)), list(zip(left, right)),
+                     draw(st.integers(1, max_partitions)), retention, left_delay=left_delay, right_delay=right_delay)
+    case.expire_rows = None not in case.side_retentions() and draw(st.booleans())
+    return case
 
 
 # -- running -------------------------------------------------------------------------------------

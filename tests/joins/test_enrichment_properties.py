@@ -91,7 +91,7 @@ class Case:
     (key, op, time, seq, payload, preimage)."""
 
     variant: Variant
-    delay: int
+    delay: int | tuple[int, int]  # one delay, or (stream_delay, table_delay)
     batches: list[tuple[list[tuple], list[tuple]]]
     partitions: int
     how: str = "left"
@@ -101,8 +101,14 @@ class Case:
     def operator(self, mode: str, **options: Any) -> EnrichmentJoin:
         v = self.variant
         ttl = None if self.ttl is None else dt.timedelta(microseconds=self.ttl)
+        if isinstance(self.delay, tuple):
+            micros = dt.timedelta(microseconds=self.delay[0])
+            delays = dict(delay=dt.timedelta(0), stream_delay=micros,
+                          table_delay=dt.timedelta(microseconds=self.delay[1]))
+        else:
+            delays = dict(delay=dt.timedelta(microseconds=self.delay))
         return EnrichmentJoin(v.stream, v.table, v.on, stream_time="ts", changes=v.changes, mode=mode,
-                              how=self.how, delay=dt.timedelta(microseconds=self.delay), table_ttl=ttl, **options)
+                              how=self.how, table_ttl=ttl, **delays, **options)
 
     def tables(self, index: int) -> tuple[pa.Table, pa.Table]:
         v = self.variant
@@ -162,6 +168,8 @@ def cases(draw, *, max_rows: int = 12, max_partitions: int = 3) -> Case:
         payload = draw(st.sampled_from(["x", "y"])) if variant is PLAIN else draw(st.sampled_from([0.5, 2.0]))
         batches[slot(seconds)][0].append((draw(st.sampled_from(variant.keys)), time, payload))
     delay = draw(st.sampled_from([0, 1, 3])) * SECOND
+    if draw(st.booleans()):  # per-input delays: stream_delay, table_delay
+        delay = (delay, draw(st.sampled_from([0, 1, 3, 10])) * SECOND)
     ttl = draw(st.sampled_from([None, None, 2 * SECOND, 5 * SECOND + 1]))
     return Case(variant, delay, batches, draw(st.integers(1, max_partitions)), draw(st.sampled_from(["inner", "left"])),
                 ttl=ttl)

@@ -48,6 +48,14 @@ def test_interval_join_equals_reference_over_rows_not_late(case, options):
     assert asides == case.expected_aside()
 
 
+@given(case=join_cases(times=True))
+def test_interval_join_with_per_input_delays_and_policy_equals_reference_over_rows_not_late(case):
+    event(f"policy {case.watermark_policy}, late rows: {any(any(l) or any(r) for l, r in case.late())}")
+    output, asides = drive(case)
+    assert output == case.expected()
+    assert asides == case.expected_aside()
+
+
 #: Inputs for the kit (streamjoin.testing): each variant's schemas with keys that match across sides.
 KIT_VARIANTS = [(SIMPLE, (0, 1, 2), (0, 1, 2)),
                 (COMPOSITE, {"a": (0, 1), "b": ("x", "y")}, {"c": (0, 1), "d": ("x", "y")})]

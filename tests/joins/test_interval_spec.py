@@ -71,6 +71,9 @@ def test_interval_spec_accepts_a_list_and_a_pair_of_lists():
     (dict(bucket=dt.timedelta(0)), "bucket must be a positive duration"),
     (dict(blob_rows=0), "blob_rows must be a positive int"),
     (dict(compression="gzip"), "compression must be one of"),
+    (dict(left_delay=-SEC), "left_delay .* must be >= 0"),
+    (dict(right_delay="5 mins"), "right_delay"),
+    (dict(watermark_policy="slowest"), "watermark_policy must be one of \\('min', 'max'\\)"),
 ])
 def test_interval_spec_rejects_bad_arguments(kwargs, message):
     with pytest.raises(JoinDefinitionError, match=message):
@@ -122,6 +125,30 @@ def test_interval_spec_definition_is_json_and_identifies_the_join():
     assert a != b and a == make().definition()
     assert a["lower_us"] == -1_000_000 and a["bucket_us"] == 1_000_000
     assert make(upper=dt.timedelta(hours=4)).definition()["bucket_us"] == 3_600_000_000
+
+
+def test_interval_spec_definition_is_unchanged_without_per_input_delays_or_policy():
+    before = json.dumps(make().definition(), sort_keys=True)
+    assert json.dumps(make(left_delay=SEC, right_delay=SEC, watermark_policy="min").definition(),
+                      sort_keys=True) == before
+    assert "delays_us" not in before and "watermark_policy" not in before
+
+
+def test_interval_spec_definition_records_per_input_delays_and_policy():
+    base = make().definition()
+    delays = make(left_delay=10 * SEC, right_delay="2 hours").definition()
+    assert delays["delays_us"] == [10_000_000, 7_200_000_000] and delays != base
+    assert make(watermark_policy="MAX").definition()["watermark_policy"] == "max"
+    assert make(right_delay=2 * SEC).definition()["delays_us"] == [1_000_000, 2_000_000]
+
+
+def test_interval_spec_watermark_is_min_or_max_of_the_inputs_watermarks():
+    spec = make(left_delay=10 * SEC, right_delay=7200 * SEC).spec
+    floor = -(2 ** 62)
+    assert spec.watermark((100_000_000_000, 100_000_000_000), floor) == 100_000_000_000 - 7_200_000_000
+    assert spec.watermark((100_000_000_000, None), floor) == floor
+    fast = make(left_delay=10 * SEC, right_delay=7200 * SEC, watermark_policy="max").spec
+    assert fast.watermark((100_000_000_000, 100_000_000_000), floor) == 100_000_000_000 - 10_000_000
 
 
 def test_interval_spec_repr_names_the_join():

@@ -78,6 +78,10 @@ def test_interval_join_bad_arguments_fail_before_the_query(spark, tmp_path):
         interval_join(ok, ok, "k", **{**args, "lower": timedelta(2)})
     with pytest.raises(JoinDefinitionError, match="how"):
         interval_join(ok, ok, "k", how="sideways", **args)
+    with pytest.raises(JoinDefinitionError, match=r"watermark_policy must be one of \('min', 'max'\)"):
+        interval_join(ok, ok, "k", watermark_policy="slowest", **args)
+    with pytest.raises(JoinDefinitionError, match="right_delay"):
+        interval_join(ok, ok, "k", right_delay="-1 second", **args)
 
 
 def test_interval_join_refuses_more_partitions_than_key_groups_before_writing(spark, tmp_path):

@@ -6,11 +6,14 @@ from __future__ import annotations
 import os
 
 import lmdb
+import pyarrow as pa
 import pytest
 
 import streamjoin.statestore.lmdb as lmdb_backend
-from streamjoin.changelog import Changelog, OpenHow, open_logged_store
+import streamjoin.statestore.lmdb_layout as layout
+from streamjoin.changelog import Changelog, OpenHow, compact, open_logged_store, restore
 from streamjoin.statestore import StoreCorruptError, StoreError, destroy_store, open_store
+from streamjoin.statestore.chunks import SortedChunks
 
 SMALL_MAP = 64 << 10  # 64 KiB: a few pages
 
@@ -202,3 +205,106 @@ def test_lmdb_store_without_checksums_is_rebuilt(tmp_path) -> None:
     store, report = open_logged_store("lmdb", local, log, 0)
     with store:
         assert report.how is OpenHow.REBUILT and list(store.scan()) == [(b"a", b"1")]
+
+
+# -- bulk sealing: a restore's Arrow chunks are sealed a chunk at a time --------------------------
+
+
+def as_chunks(items: list[tuple[bytes, bytes]], size: int) -> SortedChunks:
+    return SortedChunks((pa.array([k for k, _ in items[i:i + size]], pa.large_binary()),
+                         pa.array([v for _, v in items[i:i + size]], pa.large_binary())) for i in range(0, len(items), size))
+
+
+@pytest.mark.parametrize("type_", [pa.binary(), pa.large_binary()])
+def test_lmdb_sealed_arrays_match_the_per_record_seal(type_: pa.DataType) -> None:
+    items = [(b"\x00", b""), (b"a", b"1"), (b"key", b"v" * 1000), (b"k" * 480, b"\xff" * 7)]
+    items += [(b"n%05d" % i, os.urandom(i % 50)) for i in range(300)]
+    keys, values = pa.array([k for k, _ in items], type_), pa.array([v for _, v in items], type_)
+    records = layout.sealed_arrays(keys.slice(1), values.slice(1))  # an offset into the buffers too
+    assert list(records) == layout.sealed(items[1:])
+    assert [layout.unseal(k, r) for k, r in records] == [v for _, v in items[1:]]
+
+
+def test_lmdb_sealed_arrays_refuse_nulls_and_other_types() -> None:
+    with pytest.raises(TypeError, match="null"):
+        layout.sealed_arrays(pa.array([b"a", b"b"]), pa.array([b"1", None]))
+    with pytest.raises(TypeError, match="bytes"):
+        layout.sealed_arrays(pa.array([b"a"]), pa.array([1]))
+
+
+@pytest.mark.parametrize("count", [99, 100, 101, 250])
+def test_lmdb_load_sorted_chunks_keeps_every_entry(tmp_path, monkeypatch, count: int) -> None:
+    monkeypatch.setattr(lmdb_backend, "_LOAD_CHUNK", 100)
+    long = b"p" * 500  # a bucket of long keys spanning a chunk boundary: the per-entry path
+    items = sorted([(b"k%04d" % i, b"v%d" % i) for i in range(count - 10)]
+                   + [(long + b"%02d" % i, b"w%d" % i) for i in range(10)] + [(b"", b"empty")])
+    with open_store("lmdb", str(tmp_path / "s")) as store:
+        assert store.load_sorted(as_chunks(items, 70), version=3) == len(items)
+        assert list(store.scan()) == items and store.version == 3
+
+
+def test_lmdb_load_sorted_chunks_names_the_key_out_of_order(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(lmdb_backend, "_LOAD_CHUNK", 100)
+    items = [(b"k%04d" % i, b"v") for i in range(1000)]
+    items[550] = (b"k0003", b"v")
+    with open_store("lmdb", str(tmp_path / "s")) as store:
+        with pytest.raises(StoreError, match=r"ascending.*k0003.*follows.*k0549"):
+            store.load_sorted(as_chunks(items, 300), version=5)
+        assert store.version is None  # earlier chunks stay; the marker is not set
+        assert [k for k, _ in store.scan()] == [k for k, _ in items[:500]]
+    items = [(b"k%04d" % i, b"v") for i in range(1000)]
+    with open_store("lmdb", str(tmp_path / "t")) as store:  # a chunk starting below the last one
+        with pytest.raises(StoreError, match=r"ascending.*k0000.*follows.*k0099"):
+            store.load_sorted(as_chunks(items[:100] + items[:100], 100), version=5)
+
+
+def test_lmdb_load_sorted_chunks_refuses_nulls(tmp_path) -> None:
+    chunks = SortedChunks([(pa.array([b"a", b"b"]), pa.array([b"1", None]))])
+    with open_store("lmdb", str(tmp_path / "s")) as store:
+        with pytest.raises(StoreError, match="bad entry.*null"):
+            store.load_sorted(chunks, version=1)
+        assert store.version is None and list(store.scan()) == []
+
+
+def test_lmdb_load_sorted_chunks_refuses_keys_without_values(tmp_path) -> None:
+    long = b"p" * 500  # the per-entry path too, where zip alone would drop the extra key
+    for keys in ([b"a", b"b", b"c"], [b"a", long + b"1", long + b"2"]):
+        chunks = SortedChunks([(pa.array(keys), pa.array([b"1", b"2"]))])
+        with open_store("lmdb", str(tmp_path / "s")) as store:
+            with pytest.raises(StoreError, match="3 keys has 2 values"):
+                store.load_sorted(chunks, version=1)
+            assert store.version is None and list(store.scan()) == []
+
+
+def compacted_log(path: str) -> tuple[Changelog, dict[bytes, bytes]]:
+    log, model = Changelog(path), {b"key-%04d" % i: b"VALUE-%04d-" % i + b"x" * 30 for i in range(200)}
+    log.append(0, sorted(model.items())[:120])
+    log.append(1, sorted(model.items())[120:])
+    compact(log)
+    return log, model
+
+
+def test_restore_into_lmdb_seals_chunks_in_bulk(tmp_path, monkeypatch) -> None:
+    def per_record(*args: object) -> None:
+        raise AssertionError("restore sealed records one at a time in Python")
+
+    log, model = compacted_log(str(tmp_path / "log"))
+    monkeypatch.setattr(layout, "sealed", per_record)
+    monkeypatch.setattr(layout, "seal", per_record)
+    with open_store("lmdb", str(tmp_path / "s")) as store:
+        stats = restore(log, store)
+        assert stats.method.value == "bulk" and dict(store.scan()) == model and store.version == 1
+
+
+@pytest.mark.parametrize("where", ["value", "key"])
+def test_lmdb_damaged_record_of_a_bulk_restore_is_detected(tmp_path, where: str) -> None:
+    path = str(tmp_path / "s")
+    log, model = compacted_log(str(tmp_path / "log"))
+    with open_store("lmdb", path) as store:
+        restore(log, store)
+        assert store.get(b"key-0042") == model[b"key-0042"]
+    flip_one_byte(path, b"VALUE-0042-" if where == "value" else b"key-0042", 7)
+    with open_store("lmdb", path) as store:
+        assert store.get(b"key-0041") == model[b"key-0041"]
+        with pytest.raises(StoreCorruptError, match="checksum"):
+            list(store.scan())

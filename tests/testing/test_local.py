@@ -60,6 +60,12 @@ def test_local_joins_table_table_join_expires_rows_past_retention():
     assert _view_changes(retention=dt.timedelta(seconds=10), expire_rows=True) == ["insert", "delete"]
 
 
+def test_local_joins_table_table_join_takes_per_table_delays():
+    # the posts' own delay (10 s) expires post 1; the follows' (none given: the 1 day retention) keeps follow 1
+    assert _view_changes(retention="1 day", left_delay="10 seconds", expire_rows=True) == ["insert", "delete"]
+    assert _view_changes(retention="10 seconds", left_delay="1 day", expire_rows=True) == ["insert"]
+
+
 EVENTS = pa.table({"user_id": [1, 2], "ts": pa.array([at(5), at(6)], UTC_US)})
 CHANGES = pa.table({"user_id": pa.array([None], pa.int64()), "op": ["heartbeat"], "changed_at": pa.array([at(100)], UTC_US),
                     "plan": pa.array([None], pa.string())})
