@@ -454,7 +454,7 @@ def goal_table(results: dict[str, list[Outcome]]) -> Table:
             o.seconds for o in results[GOAL_VARIANT])
         for goal in (g for g in GOALS if g.bench == "enrichment"):
             table.add(f"{GOAL_VARIANT} vs spark-stream-static", ratio, goal.text(),
-                      "yes" if (ratio <= goal.figure if goal.at_most else ratio >= goal.figure) else "NO")
+                      "yes" if goal.met_by(ratio) else "NO")
     return table
 
 
