@@ -25,11 +25,21 @@ Variants, every one writing to the ``noop`` sink with ``trigger(availableNow=Tru
 * ``streamjoin-<store>-latest``: ``mode="latest"`` (an event gets the row as of the end of its
   micro-batch's changes, at once): the same meaning as Spark's, without re-reading the table.
 
+``--user-typed`` (user-typed inputs, a Parquet snapshot read as it comes): the inputs as a user's
+pipeline often has them, not typed for the join. The event and change files carry timestamps
+without a zone, read as ``TIMESTAMP_NTZ``; the snapshot (and Spark's static copy) is written as
+Parquet with a zone-less INT96 timestamp (as Spark, Hive and Impala write one) and read with
+``spark.read.parquet`` as it comes, which gives a ``TIMESTAMP``: the snapshot's change-time column
+has another type than the join's change stream, and ``stream_table_join`` converts it (in the JVM).
+
 Each variant first runs untimed over 2 micro-batches with a small snapshot (the JVM compiles its
 code paths); before each timed run a tiny stream-static join and a tiny streamjoin run untimed
 (idle Python workers exit after a minute; a run should not pay for starting them). The output rows
 are counted from the sink's progress; for streamjoin they are also checked against the join's own
-metrics. ``--profile`` runs streamjoin's partition tasks in this process under cProfile instead.
+metrics. A background thread samples the resident memory of the PySpark workers
+(:class:`streamjoin.bench.interval.WorkerMemory`): "worker RSS MB" is the largest worker during the
+run. The goal (:data:`streamjoin.bench.goals.GOALS`) is printed beside the measured ratio.
+``--profile`` runs streamjoin's partition tasks in this process under cProfile instead.
 """
 
 from __future__ import annotations
@@ -47,7 +57,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from streamjoin.bench.goals import GOALS
 from streamjoin.bench.harness import Chart, Table, parse_stores, results_dir, write_results
+from streamjoin.bench.interval import WorkerMemory
 from streamjoin.bench.sparkutil import fresh_dir, local_session, run_to_noop
 
 if TYPE_CHECKING:
@@ -75,6 +87,8 @@ CHANGES = pa.schema([("user_id", pa.int64()), ("op", pa.string()), ("changed_at"
 EVENTS = pa.schema([("user_id", pa.int64()), ("ts", TS), ("event_id", pa.int64()), ("action", pa.string())])
 DDL = {"events": "user_id bigint, ts timestamp, event_id bigint, action string",
        "changes": "user_id bigint, op string, changed_at timestamp, plan string, country string, score bigint"}
+#: the variant the goal compares with Spark's stream-static join
+GOAL_VARIANT = "streamjoin-rocksdb"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -96,6 +110,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--latest", default="rocksdb", metavar="STORES",
                         help="comma-separated stores also measured in latest mode (default rocksdb; '' for none)")
     parser.add_argument("--no-spark", action="store_true", help="skip Spark's stream-static join")
+    parser.add_argument("--user-typed", action="store_true",
+                        help="user-typed inputs, a Parquet snapshot read as it comes: event and change files with "
+                        "zone-less timestamps (TIMESTAMP_NTZ), the snapshot with a zone-less INT96 timestamp read by "
+                        "spark.read.parquet as TIMESTAMP (see the module's description)")
     parser.add_argument("--profile", action="store_true", help="run streamjoin's tasks for the first store in "
                         "this process under cProfile (no Spark) and print where the time goes")
     parser.add_argument("--buckets", type=int, default=64, help="with --profile: the operator's key buckets of "
@@ -111,6 +129,7 @@ class Params:
     updates: int
     batches: int
     partitions: int
+    user_typed: bool = False
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "Params":
@@ -118,7 +137,7 @@ class Params:
             raise SystemExit("--events, --table-rows, --batches and --partitions must be positive, "
                              "--update-fraction not negative")
         return cls(args.events, args.table_rows, round(args.table_rows * args.update_fraction),
-                   args.batches, args.partitions)
+                   args.batches, args.partitions, bool(getattr(args, "user_typed", False)))
 
     @property
     def span_us(self) -> int:
@@ -210,29 +229,40 @@ def heartbeat(at_us: int) -> pa.Table:
                                 schema=CHANGES)
 
 
-def write_inputs(root: str, inputs: Inputs) -> None:
+def write_inputs(root: str, inputs: Inputs, user_typed: bool = False) -> None:
     """One Parquet file per micro-batch with increasing modification times (the file source
-    takes the oldest first); ``changes`` has the flush batches, ``changes-latest`` not."""
+    takes the oldest first); ``changes`` has the flush batches, ``changes-latest`` not.
+    ``user_typed``: timestamps without a zone, the tables' as INT96 (see the module)."""
     def files(name: str, tables: list[pa.Table], stamp: float) -> None:
         os.makedirs(os.path.join(root, name))
         for b, table in enumerate(tables):
             path = os.path.join(root, name, f"part-{b:04d}.parquet")
-            pq.write_table(table, path)
+            pq.write_table(zoneless(table) if user_typed else table, path)
             os.utime(path, (stamp + b, stamp + b))
     stamp = time.time() - len(inputs.changes) - len(inputs.flush) - 10
     files("events", inputs.events, stamp)
     files("changes", inputs.changes + inputs.flush, stamp)
     files("changes-latest", inputs.changes, stamp)
-    pq.write_table(inputs.snapshot, os.path.join(root, "snapshot.parquet"))
-    pq.write_table(inputs.final, os.path.join(root, "static.parquet"))
+    for name, table in (("snapshot", inputs.snapshot), ("static", inputs.final)):
+        path = os.path.join(root, f"{name}.parquet")
+        if user_typed:
+            pq.write_table(zoneless(table), path, use_deprecated_int96_timestamps=True)
+        else:
+            pq.write_table(table, path)
 
 
-def write_warm_inputs(root: str, inputs: Inputs, batches: int = 2, rows: int = 10_000) -> None:
+def zoneless(table: pa.Table) -> pa.Table:
+    """``table`` with its timestamps without a time zone (the same UTC wall-clock times)."""
+    schema = pa.schema([pa.field(f.name, pa.timestamp("us")) if pa.types.is_timestamp(f.type) else f for f in table.schema])
+    return table.cast(schema)
+
+
+def write_warm_inputs(root: str, inputs: Inputs, batches: int = 2, rows: int = 10_000, user_typed: bool = False) -> None:
     """A small copy: the first ``batches`` micro-batches, ``rows`` rows of the tables."""
     small = Inputs(inputs.snapshot.slice(0, rows), [t.slice(0, rows) for t in inputs.events[:batches]],
                    [pa.concat_tables([t.slice(0, rows), t.slice(t.num_rows - 1)]) for t in inputs.changes[:batches]],
                    inputs.flush, inputs.final.slice(0, rows), 0)
-    write_inputs(root, small)
+    write_inputs(root, small, user_typed)
 
 
 # -- variants ----------------------------------------------------------------------------------
@@ -246,6 +276,7 @@ class Outcome:
     output_rows: int
     batches: int
     batch_seconds: list[float] = field(default_factory=list)   # each micro-batch's trigger time
+    worker_rss: int = 0               # the largest PySpark worker's resident memory during the run (bytes)
     join: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -253,12 +284,13 @@ class Outcome:
 class Bench:
     """Builds and times each variant's streaming query over the inputs under ``root``."""
 
-    def __init__(self, spark: SparkSession, root: str, params: Params) -> None:
-        self.spark, self.root, self.params = spark, root, params
+    def __init__(self, spark: SparkSession, root: str, params: Params, memory: WorkerMemory | None = None) -> None:
+        self.spark, self.root, self.params, self.memory = spark, root, params, memory
 
     def source(self, name: str) -> DataFrame:
         kind = "events" if name == "events" else "changes"
-        return (self.spark.readStream.schema(DDL[kind]).option("maxFilesPerTrigger", 1)
+        ddl = DDL[kind].replace(" timestamp,", " timestamp_ntz,") if self.params.user_typed else DDL[kind]
+        return (self.spark.readStream.schema(ddl).option("maxFilesPerTrigger", 1)
                 .parquet(os.path.join(self.root, name)))
 
     def spark_join(self, scratch: str) -> DataFrame:
@@ -298,6 +330,7 @@ class Bench:
         os.sync()  # the previous run's writes are not flushed on this run's time
         scratch = fresh_dir(self.root, "run")
         try:
+            began = time.time()
             start = time.perf_counter()
             if variant == "spark-stream-static":
                 df = self.spark_join(scratch)
@@ -309,7 +342,8 @@ class Bench:
             seconds = time.perf_counter() - start
             progress = query.recentProgress
             outcome = Outcome(seconds, built, sum(_sink_rows(p) for p in progress), len({p["batchId"] for p in progress}),
-                              [p["durationMs"].get("triggerExecution", 0) / 1000 for p in progress])
+                              [p["durationMs"].get("triggerExecution", 0) / 1000 for p in progress],
+                              self.memory.peak(began, time.time())[0] if self.memory else 0)
             if variant != "spark-stream-static":
                 from streamjoin.runtime.checkpoint import Checkpoint
 
@@ -398,7 +432,7 @@ def summary_table(params: Params, results: dict[str, list[Outcome]]) -> Table:
     spark = statistics.median(o.seconds for o in results["spark-stream-static"]) \
         if "spark-stream-static" in results else None
     table = Table(["variant", "seconds", "of which build", "events/s", "spark s / s", "micro-batches",
-                   "output rows", "matched", "still waiting"])
+                   "output rows", "matched", "still waiting", "worker RSS MB"])
     for variant, outcomes in results.items():
         seconds = statistics.median(o.seconds for o in outcomes)
         build = statistics.median(o.build_seconds for o in outcomes)
@@ -406,7 +440,21 @@ def summary_table(params: Params, results: dict[str, list[Outcome]]) -> Table:
         ours = variant != "spark-stream-static"
         table.add(variant, seconds, build, params.events / seconds, spark / seconds if spark else "-",
                   last.batches, last.output_rows, last.join["matched"] if ours else "-",
-                  last.join["events_waiting"] if ours else "-")
+                  last.join["events_waiting"] if ours else "-",
+                  round(max(o.worker_rss for o in outcomes) / 2**20) if ours else "-")
+    return table
+
+
+def goal_table(results: dict[str, list[Outcome]]) -> Table:
+    """The enrichment goal (:data:`streamjoin.bench.goals.GOALS`) beside the measured speed ratio
+    (Spark's median seconds over :data:`GOAL_VARIANT`'s, bootstrap included), where both ran."""
+    table = Table(["comparison", "speed ratio", "goal", "met"])
+    if GOAL_VARIANT in results and "spark-stream-static" in results:
+        ratio = statistics.median(o.seconds for o in results["spark-stream-static"]) / statistics.median(
+            o.seconds for o in results[GOAL_VARIANT])
+        for goal in (g for g in GOALS if g.bench == "enrichment"):
+            table.add(f"{GOAL_VARIANT} vs spark-stream-static", ratio, goal.text(),
+                      "yes" if goal.met_by(ratio) else "NO")
     return table
 
 
@@ -431,8 +479,13 @@ def report(args: argparse.Namespace, params: Params, inputs: Inputs, results: di
     print(f"{params.events:,} events ({RATE:,}/s, up to {DISORDER_US // 1_000_000} s out of order) against a "
           f"{params.table_rows:,}-row table (bootstrap snapshot) receiving {params.updates:,} updates, "
           f"{params.batches} micro-batches, delay {DELAY_S} s, left join, {params.partitions} partitions, "
-          f"medians of {repeat} run(s)")
+          f"{'user-typed inputs (a Parquet snapshot read as it comes), ' if params.user_typed else ''}"
+          f"medians of {repeat} run(s); load average {os.getloadavg()[0]:.2f}")
     print(summary_table(params, results).render())
+    goals = goal_table(results)
+    if goals.rows:
+        print("\ngoal (the streamjoin run's seconds include building the join, the bootstrap job):")
+        print(goals.render())
     print(f"""
 notes:
 - spark-stream-static joins each micro-batch with a static copy of the table after all updates,
@@ -480,14 +533,16 @@ def run(args: argparse.Namespace) -> int:
             stores = _stores(args.stores) or _stores(args.latest) or ["rocksdb"]
             return profile(inputs, params, root, stores[0], "as_of" if _stores(args.stores) else "latest",
                            args.buckets)
-        write_inputs(root, inputs)
-        write_warm_inputs(os.path.join(root, "warm"), inputs)
+        write_inputs(root, inputs, params.user_typed)
+        write_warm_inputs(os.path.join(root, "warm"), inputs, user_typed=params.user_typed)
         spark = local_session(shuffle_partitions=params.partitions,
                               extra={"spark.sql.streaming.numRecentProgressUpdates": "1000"})
+        memory = WorkerMemory()
+        memory.start()
         try:
             for variant in chosen:  # every code path once, JIT-compiled before anything is timed
                 Bench(spark, os.path.join(root, "warm"), params).measure(variant)
-            bench = Bench(spark, root, params)
+            bench = Bench(spark, root, params, memory)
             results: dict[str, list[Outcome]] = {v: [] for v in chosen}
             for i in range(args.repeat):
                 for variant in chosen:
@@ -499,6 +554,7 @@ def run(args: argparse.Namespace) -> int:
                           flush=True)
             return report(args, params, inputs, results)
         finally:
+            memory.stop()
             spark.stop()
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -149,7 +149,10 @@ def commit_phase(operator: Operator, checkpoint: Checkpoint, config: StateConfig
     store = opened.store
     try:
         store.write(result.puts, result.deletes, result.delete_ranges, version=task.version)
-        if start.target is None or task.version - _last_snapshot(start.log, task.version) >= config.snapshot_every:
+        # a partition's first version snapshots, except version 0: the empty origin starts the log,
+        # so its delta restores it as it is, and a bootstrap loaded there is not written twice
+        first = start.target is None and task.version > 0
+        if first or task.version - _last_snapshot(start.log, task.version) >= config.snapshot_every:
             snapshot_from_store(start.log, store, task.version)
         stats = store.stats()
     except BaseException:

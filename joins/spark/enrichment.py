@@ -6,7 +6,7 @@ import datetime
 from typing import Any, Iterator, Mapping, Sequence
 
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -18,9 +18,10 @@ from streamjoin.kit.how import EnrichmentHow, How
 from streamjoin.kit.on import column_names
 from streamjoin.runtime.options import JoinOptions
 from streamjoin.spark.changes import change_format, plain_changes
-from streamjoin.spark.checks import check_columns, check_time
+from streamjoin.spark.checks import check_columns, check_time, column
 from streamjoin.spark.plan import run_plan
 from streamjoin.spark.runtime import arrow_schema, resolve_checkpoint
+from streamjoin.spark.times import as_time
 
 __all__ = ["stream_table_join"]
 
@@ -133,20 +134,35 @@ def _bootstrap_changes(bootstrap: DataFrame, operator: EnrichmentJoin) -> DataFr
         )
     target = from_arrow_schema(spec.table, prefer_timestamp_ntz=True)
     present = {f.name: f.dataType for f in bootstrap.schema.fields}
-    if all(present[f.name] == f.dataType for f in target.fields if f.name in present and f.name != spec.changes.op):
+    columns = []
+    for f in target.fields:
+        if f.name == spec.changes.op:
+            value: Column | None = F.lit(spec.changes.snapshot_op()).cast(f.dataType)
+        elif f.name not in present:
+            value = F.lit(None).cast(f.dataType)
+        elif present[f.name] == f.dataType:
+            value = column(f.name)
+        else:   # a time in another time type (a Parquet snapshot's TIMESTAMP for the changes' TIMESTAMP_NTZ)
+            value = as_time(column(f.name), present[f.name], f.dataType)
+        if value is None:
+            break
+        columns.append(value.alias(f.name))
+    else:
         # the same rows as EnrichmentJoin.bootstrap_changes, in the JVM: no trip through Python
         # before the rows are routed (where they go through Python once, to the checkpoint)
-        op = spec.changes.snapshot_op()
-        return bootstrap.select([
-            (F.lit(op) if f.name == spec.changes.op else F.col(f.name) if f.name in present else F.lit(None))
-            .cast(f.dataType).alias(f.name) for f in target.fields])
+        return bootstrap.select(columns)
     return bootstrap.mapInArrow(_AsChanges(operator, arrow_schema(bootstrap)), target)
 
 
 class _AsChanges:
+    """:meth:`EnrichmentJoin.bootstrap_changes` over a partition of the snapshot (``schema``: its
+    rows as the operator reads them, timestamps in UTC)."""
+
     def __init__(self, operator: EnrichmentJoin, schema: pa.Schema):
         self.operator, self.schema = operator, schema
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            yield from self.operator.bootstrap_changes(pa.Table.from_batches([batch], self.schema)).to_batches()
+            # Spark labels a TIMESTAMP with the session's time zone: the same microseconds as in UTC
+            rows = pa.Table.from_batches([batch]).cast(self.schema)
+            yield from self.operator.bootstrap_changes(rows).to_batches()

@@ -4,12 +4,14 @@ built in the JVM."""
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from streamjoin.changes import ChangeFormat
 from streamjoin.errors import JoinDefinitionError
+from streamjoin.spark.checks import column
 from streamjoin.spark.runtime import arrow_schema
+from streamjoin.spark.times import as_time
 from streamjoin.table.bootstrap import before_every_change, check_bootstrap
 
 __all__ = ["bootstrap_changes"]
@@ -25,16 +27,21 @@ def bootstrap_changes(bootstrap: DataFrame, changes: DataFrame, fmt: ChangeForma
                                   "spark.createDataFrame(...)), not a stream")
     schema = arrow_schema(changes)
     check_bootstrap(bootstrap.columns, schema, fmt, argument, expire_rows)
-    present = set(bootstrap.columns)
+    present = {f.name: f.dataType for f in bootstrap.schema.fields}
     columns = []
     for field, arrow_field in zip(changes.schema.fields, schema):
+        value: Column | None
         if field.name == fmt.op:
             value = F.lit(fmt.snapshot_op())
         elif field.name in present:
-            value = F.col(field.name)
+            # a time in another time type keeps its microseconds (Spark's CAST would shift it by the session's zone)
+            value = as_time(column(field.name), present[field.name], field.dataType)
+            if value is None:
+                value = column(field.name)
         elif field.name == fmt.time:
             value = F.lit(before_every_change(arrow_field.type, fmt))
         else:
             value = F.lit(None)
         columns.append(value.cast(field.dataType).alias(field.name))
     return bootstrap.select(columns)
+

@@ -43,3 +43,38 @@ def test_enrichment_workload_shape_and_final_table():
     assert all(0 <= e["user_id"] < 400 for e in events)
     assert inputs.stale_events == sum(1 for e in events if e["user_id"] in last_change
                                       and e["ts"] < last_change[e["user_id"]])
+
+
+def test_enrichment_workload_user_typed_inputs_have_zoneless_timestamps(tmp_path):
+    import argparse
+
+    import pyarrow.parquet as pq
+
+    from streamjoin.bench.enrichment import add_arguments, generate, write_inputs
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    params = Params.from_args(parser.parse_args(["--events", "200", "--table-rows", "50", "--batches", "2",
+                                                 "--user-typed"]))
+    assert params.user_typed
+    inputs = generate(params)
+    write_inputs(str(tmp_path), inputs, params.user_typed)
+    # the snapshot: a zone-less INT96 timestamp (spark.read.parquet reads it as TIMESTAMP), same times
+    snapshot = pq.ParquetFile(tmp_path / "snapshot.parquet")
+    assert snapshot.schema.column(snapshot.schema.names.index("changed_at")).physical_type == "INT96"
+    assert _us(pq.read_table(tmp_path / "snapshot.parquet", coerce_int96_timestamp_unit="us"), "changed_at").tolist() == \
+        _us(inputs.snapshot, "changed_at").tolist()
+    # the streams: timestamps without a zone (TIMESTAMP_NTZ), same wall-clock times as UTC
+    events = pq.read_table(tmp_path / "events" / "part-0000.parquet")
+    assert events.schema.field("ts").type == pa.timestamp("us")
+    assert _us(events, "ts").tolist() == _us(inputs.events[0], "ts").tolist()
+
+
+def test_enrichment_goal_table_shows_the_goal_beside_the_ratio():
+    from streamjoin.bench.enrichment import Outcome, goal_table
+    from streamjoin.bench.goals import GOALS
+
+    results = {"spark-stream-static": [Outcome(30.0, 0.0, 1, 1)], "streamjoin-rocksdb": [Outcome(20.0, 5.0, 1, 1)]}
+    goal = next(g for g in GOALS if g.bench == "enrichment")
+    assert goal_table(results).rows == [["streamjoin-rocksdb vs spark-stream-static", 1.5, goal.text(), "yes"]]
+    assert goal_table({"streamjoin-rocksdb": results["streamjoin-rocksdb"]}).rows == []

@@ -67,3 +67,20 @@ def test_runtime_initial_rows_never_completed_are_refused(tmp_path):
     runner.checkpoint.initial.write("table", 0, op.bootstrap_changes(snapshot))   # no mark_initial_done
     with pytest.raises(CheckpointMismatchError, match="never completed"):
         runner.run(EVENTS.empty_table(), TABLE.empty_table())
+
+
+def test_runtime_initial_rows_reach_the_changelog_once(tmp_path):
+    # a bootstrap at version 0 is logged as its delta alone (the empty origin starts the log), not
+    # written again as a snapshot at once
+    import os
+
+    op = _join()
+    runner = LocalRunner(op, str(tmp_path / "ck"), partitions=1, config=StateConfig(store="memory"))
+    runner.set_initial("table", op.bootstrap_changes(pa.Table.from_pylist([{"user": 1, "plan": "p"}], schema=SNAPSHOT)))
+    runner.run(EVENTS.empty_table(), TABLE.empty_table(), version=0)
+    logged = [f"{n.split('-')[0]}-{int(n.split('-')[1])}" for n in os.listdir(tmp_path / "ck" / "state" / "p=0")
+              if n.startswith(("delta-", "snapshot-"))]
+    assert logged == ["delta-0"]
+    runner.lose_local_state()   # restored from that delta
+    out = runner.run(_events([(1, 5, "a")]), TABLE.empty_table(), final=True)
+    assert out.column("plan").to_pylist() == ["p"]

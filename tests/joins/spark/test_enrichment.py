@@ -161,6 +161,7 @@ def test_stream_table_join_delta_feed_with_a_business_time(spark, tmp_path):
 
 @pytest.mark.parametrize("snapshot", [
     "user_id bigint, plan string, country string",                      # the table's types: in the JVM
+    "user_id bigint, plan string, changed_at timestamp_ntz, country string",   # another time type: in the JVM
     "user_id int, plan string, changed_at timestamp, country string",   # another type: through Arrow
 ])
 def test_stream_table_join_bootstrap_changes_are_the_operators(spark, snapshot):
@@ -181,3 +182,42 @@ def test_stream_table_join_bootstrap_changes_are_the_operators(spark, snapshot):
                                  from_arrow_schema(operator.spec.table, prefer_timestamp_ntz=True))
     assert [(f.name, f.dataType) for f in got.schema] == [(f.name, f.dataType) for f in arrow.schema]
     assert sorted(map(tuple, got.collect()), key=str) == sorted(map(tuple, arrow.collect()), key=str)
+
+
+@pytest.mark.parametrize("zone", ["UTC", "America/New_York"])
+@pytest.mark.parametrize("snapshot_time, change_time", [
+    ("timestamp", "timestamp_ntz"), ("timestamp_ntz", "timestamp"), ("date", "timestamp_ntz"), ("date", "timestamp"),
+])
+def test_stream_table_join_bootstrap_times_convert_in_the_jvm_keeping_their_instants(
+        spark, zone, snapshot_time, change_time):
+    # a Parquet snapshot's TIMESTAMP beside change rows' TIMESTAMP_NTZ (or another pair of time
+    # types): the snapshot's rows are the operator's own, converted in the JVM (no Python UDF),
+    # each time the same microseconds since the epoch (UTC) whatever the session's time zone
+    import datetime as dt
+
+    from streamjoin.enrichment.operator import EnrichmentJoin
+    from streamjoin.spark.enrichment import _bootstrap_changes
+    from streamjoin.spark.runtime import arrow_schema
+
+    events = spark.createDataFrame([], EVENTS)
+    changes = spark.createDataFrame([], f"user_id bigint, op string, changed_at {change_time}, plan string, "
+                                        "country string")
+    operator = EnrichmentJoin(arrow_schema(events), arrow_schema(changes), "user_id", stream_time="ts",
+                              changes=ChangeFormat.plain("user_id", time="changed_at"))
+    times = {"timestamp": [_at(3), _at(-86_400 * 30_000)],                      # instants (one before 1970)
+             "timestamp_ntz": [_at(3).replace(tzinfo=None), dt.datetime(1, 1, 1)],   # wall-clock times, as UTC
+             "date": [dt.date(2026, 3, 29), dt.date(1900, 1, 1)]}[snapshot_time]
+    kind = {"timestamp": pa.timestamp("us", "UTC"), "timestamp_ntz": pa.timestamp("us"), "date": pa.date32()}
+    snapshot = pa.table({"user_id": [1, 2, 3], "plan": ["free", None, "pro"],
+                         "changed_at": pa.array([*times, None], kind[snapshot_time]), "country": ["DE", "FR", None]})
+    expected = operator.bootstrap_changes(snapshot)   # what the operator makes of the snapshot (UTC)
+    spark.conf.set("spark.sql.session.timeZone", zone)
+    try:
+        bootstrap = spark.createDataFrame([tuple(r.values()) for r in snapshot.to_pylist()],
+                                          f"user_id bigint, plan string, changed_at {snapshot_time}, country string")
+        got = _bootstrap_changes(bootstrap, operator)
+        assert "MapInArrow" not in got._jdf.queryExecution().optimizedPlan().toString()
+        rows = got.toArrow()
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+    assert rows.cast(expected.schema).sort_by("user_id").equals(expected)

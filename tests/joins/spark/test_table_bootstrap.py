@@ -48,3 +48,25 @@ def test_table_table_join_bad_bootstrap_fails_before_the_query(spark, tmp_path):
         table_table_join(posts, follows, right_bootstrap=rows, **join)
     with pytest.raises(JoinDefinitionError, match="with expire_rows, left_bootstrap's rows age"):
         table_table_join(posts, follows, left_bootstrap=rows, retention="1 day", expire_rows=True, **join)
+
+
+@pytest.mark.parametrize("zone", ["UTC", "America/New_York"])
+@pytest.mark.parametrize("change_time", ["timestamp", "timestamp_ntz"])
+def test_table_table_join_bootstrap_times_keep_their_instants_in_any_session_zone(spark, zone, change_time):
+    # a bootstrap's TIMESTAMP for a TIMESTAMP_NTZ change time (or the other way) keeps its
+    # microseconds since the epoch
+    from streamjoin.spark.changes import change_format
+    from streamjoin.spark.table_bootstrap import bootstrap_changes
+
+    other = "timestamp_ntz" if change_time == "timestamp" else "timestamp"
+    changes = spark.createDataFrame([], POSTS.replace("at timestamp", f"at {change_time}"))
+    fmt = change_format(changes, None, ["post_id"], "at")
+    at = int((AT - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) / dt.timedelta(microseconds=1))
+    spark.conf.set("spark.sql.session.timeZone", zone)
+    try:
+        timed = spark.createDataFrame([(1, AT if other == "timestamp" else AT.replace(tzinfo=None), 10, "a")],
+                                      f"post_id bigint, at {other}, author_id bigint, text string")
+        got = bootstrap_changes(timed, changes, fmt, "left_bootstrap", False).toArrow()
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+    assert got.column("at").cast(pa.int64()).to_pylist() == [at]
