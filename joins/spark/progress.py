@@ -3,9 +3,9 @@
 Every task of a version ends its output with one *metrics row*: the output columns null and a
 text column :data:`METRICS` holding, as one JSON object, what the partition did (rows in, out, set
 aside and late per input, pairs, state rows and bytes, store restores and their time, the join's
-watermarks in microseconds). The column is null on every output row, and one null string is the
-cheapest column Spark converts from Arrow: a struct of the same fields, null on every row, cost about
-7% of a pass-through's time, the JSON text under 1% (both observed). After ``mapInArrow`` the
+watermarks in microseconds). The column is null on every output row, and a null string is cheaper
+for Spark to convert from Arrow than a null struct of the same fields (see the runtime design
+page, "The join in Spark's progress"). After ``mapInArrow`` the
 runtime parses the P metrics rows (one a task) and aggregates them with ``observe``, named
 :func:`observation_name`, which Spark reports in ``StreamingQueryProgress.observedMetrics``
 (``lastProgress``, listeners, the UI) as one struct field, :data:`OBSERVED`, then drops them: what
