@@ -25,13 +25,14 @@ from streamjoin.errors import JoinDefinitionError, JoinError
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.keygroups import check_count, check_key_groups
 from streamjoin.runtime.operator import REASON_COLUMN
+from streamjoin.runtime.plan import recorded_stages
 from streamjoin.runtime.rescale import Epoch, changelog_uri, current_epoch, epoch_has_run, epochs
 
 __all__ = ["PartitionReport", "CheckpointReport", "describe_checkpoint", "verify_checkpoint", "stage_checkpoints"]
 
-#: The stage folders a checkpoint of several stages holds. A folder records nothing of the plan
-#: that wrote it, and one holding unrelated join checkpoints is no join: the names say which.
-_STAGES = ("left_keys", "right_keys", "join")
+#: The stages of a table-table join checkpoint written before plans recorded their stages
+#: (:data:`streamjoin.runtime.plan.STAGES_FILE`): read only where the folder records none.
+_UNRECORDED_STAGES = ("left_keys", "right_keys", "join")
 
 _BINDING = "streamjoin.json"
 #: ``progress(done, total)``: called as partitions are read.
@@ -75,7 +76,8 @@ def stage_checkpoints(uri: str) -> list[str]:
     cp = Checkpoint(uri)
     if _exists(cp, _BINDING):
         return [cp.uri]
-    stages = [f"{cp.uri.rstrip('/')}/{s}" for s in _STAGES if _exists(cp, f"{s}/{_BINDING}")]
+    names = recorded_stages(cp.files) or _UNRECORDED_STAGES
+    stages = [f"{cp.uri.rstrip('/')}/{s}" for s in names if _exists(cp, f"{s}/{_BINDING}")]
     if not stages:
         raise JoinDefinitionError(f"{uri} is not a join checkpoint (it has no {_BINDING}, nor stages with one)")
     return stages

@@ -10,6 +10,9 @@ this one declaration; none of them knows which join it runs.
 
 The interval and enrichment joins are one stage (:meth:`JoinPlan.single`); the table-table join
 is three (``left_keys``, ``right_keys``, ``join``: :attr:`streamjoin.table.operator.TableTableJoin.plan`).
+A plan of several stages records their names in the join's checkpoint folder
+(:data:`STAGES_FILE`, :func:`record_stages`), so that what reads a checkpoint (``streamjoin
+checkpoint``, ``read_state``, ``set_aside_rows``) finds its stages without knowing the join.
 """
 
 from __future__ import annotations
@@ -17,9 +20,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from streamjoin.errors import CheckpointMismatchError
+from streamjoin.runtime.checkpoint.files import CheckpointFiles
 from streamjoin.runtime.operator import Operator
 
-__all__ = ["Stage", "JoinPlan"]
+__all__ = ["Stage", "JoinPlan", "STAGES_FILE", "record_stages", "recorded_stages"]
+
+#: The file in a join's checkpoint folder naming the stages of a plan of several, in order.
+STAGES_FILE = "stages.json"
 
 
 @dataclass(frozen=True)
@@ -93,3 +101,32 @@ class JoinPlan:
         """``stage``'s inputs: the join's ``items`` (its inputs' rows, or initial rows) by index,
         and earlier stages' ``outputs`` by name."""
         return [items[i] if isinstance(i, int) else outputs[i] for i in stage.inputs]
+
+
+def record_stages(plan: JoinPlan, checkpoint: str) -> None:
+    """Record the stage names of ``plan`` in ``checkpoint`` (:data:`STAGES_FILE`) when it has
+    several stages (one stage keeps its state in the folder itself); called on the driver before
+    the stages bind. Raises :class:`CheckpointMismatchError` when the folder records other stages
+    (another join's checkpoint)."""
+    if len(plan.stages) < 2:
+        return
+    files = CheckpointFiles(checkpoint)
+    wanted = [stage.name for stage in plan.stages]
+    found = files.read_json(STAGES_FILE)
+    if found is None:
+        files.write_json(STAGES_FILE, {"stages": wanted})
+    elif found.get("stages") != wanted:
+        raise CheckpointMismatchError(
+            f"{checkpoint} holds a join of stages {found.get('stages')}, not {wanted}: give this join a "
+            "checkpoint of its own")
+
+
+def recorded_stages(files: CheckpointFiles) -> list[str] | None:
+    """The stage names the checkpoint folder of ``files`` records (None: it records none)."""
+    found = files.read_json(STAGES_FILE)
+    if found is None:
+        return None
+    stages = found.get("stages")
+    if not isinstance(stages, list) or not all(isinstance(name, str) and name for name in stages):
+        raise CheckpointMismatchError(f"{files.uri}: {STAGES_FILE} does not name stages: {found!r}")
+    return stages

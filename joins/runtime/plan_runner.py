@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from streamjoin.runtime.local import LocalRunner
 from streamjoin.runtime.options import StateConfig
-from streamjoin.runtime.plan import JoinPlan
+from streamjoin.runtime.plan import JoinPlan, record_stages
 
 __all__ = ["PlanRunner"]
 
@@ -33,6 +33,7 @@ class PlanRunner:
         checkpoint's key groups (None: the default) (:class:`LocalRunner`)."""
         self.plan = plan
         self.checkpoint_dir = checkpoint_dir
+        record_stages(plan, checkpoint_dir)
         self.runners = {stage.name: LocalRunner(stage.operator, plan.location(checkpoint_dir, stage),
                                                 partitions=partitions, config=config, query_id=query_id,
                                                 key_groups=key_groups)

@@ -10,7 +10,7 @@ from typing import Sequence, cast
 from pyspark.sql import DataFrame
 
 from streamjoin.runtime.options import StateConfig
-from streamjoin.runtime.plan import JoinPlan
+from streamjoin.runtime.plan import JoinPlan, record_stages
 from streamjoin.spark.runtime import run_operator
 
 __all__ = ["run_plan"]
@@ -27,6 +27,7 @@ def run_plan(
     if len(inputs) != plan.inputs:
         raise ValueError(f"the plan takes {plan.inputs} inputs, got {len(inputs)}")
     given = list(initial) if initial is not None else [None] * plan.inputs
+    record_stages(plan, checkpoint)
     outputs: dict[str, object] = {}
     for stage in plan.stages:
         frames = cast(list[DataFrame], plan.feeds(stage, inputs, outputs))

@@ -100,3 +100,23 @@ def test_plan_refuses_a_stage_reading_a_later_one_and_counts_the_join_inputs():
         JoinPlan((Stage("a", op, ("b",)), Stage("b", op, (0,))))
     with pytest.raises(ValueError, match="inputs wired"):
         JoinPlan((Stage("a", op, (0, 1)),))
+
+
+def test_plan_of_several_stages_is_found_in_its_checkpoint_by_the_names_it_recorded(tmp_path):
+    """A fourth join of two stages, named as its author likes: the checkpoint records the names,
+    and what reads a checkpoint (``stage_checkpoints``: ``streamjoin checkpoint``, ``read_state``)
+    finds its stages without a list of names in the engine."""
+    from streamjoin.errors import CheckpointMismatchError
+    from streamjoin.runtime.inspect import stage_checkpoints
+
+    op = SeenCount()
+    plan = JoinPlan((Stage("count_once", op, (0,)), Stage("count_twice", op, ("count_once",))))
+    checkpoint = str(tmp_path / "ck")
+    runner = PlanRunner(plan, checkpoint, config=StateConfig(store="memory", local_dir=str(tmp_path / "local")))
+    out = runner.run(pa.table({"k": pa.array([5, 5], pa.int64())}))
+    assert out.column("k").to_pylist() == [5]
+    assert [p.rsplit("/", 1)[-1] for p in stage_checkpoints(checkpoint)] == ["count_once", "count_twice"]
+    PlanRunner(plan, checkpoint)   # the same plan again: the record agrees
+    other = JoinPlan((Stage("a", op, (0,)), Stage("b", op, ("a",))))
+    with pytest.raises(CheckpointMismatchError, match="count_once"):
+        PlanRunner(other, checkpoint)
