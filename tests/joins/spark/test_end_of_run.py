@@ -1,0 +1,75 @@
+"""What an interval join does when a ``trigger(availableNow=True)`` run has read its data.
+
+``end_of_run="flush"``: the run ends with the no-data micro-batch its advanced watermark needs,
+so an unmatched left row whose window that watermark passed comes out in the same run (with the
+default ``"hold"`` it waits for the next run). ``end_of_run="release"``: one more micro-batch
+then releases every row held for lateness, so the run's output is the batch join of the rows it
+read; the inputs are closed, and a later run with new rows is refused."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from streamjoin import interval_join
+
+pytestmark = pytest.mark.spark
+
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+LEFT = pa.schema([("k", pa.int64()), ("t", pa.timestamp("us", "UTC")), ("l", pa.string())])
+RIGHT = pa.schema([("k", pa.int64()), ("t", pa.timestamp("us", "UTC")), ("r", pa.string())])
+# (key, seconds after T0, id). After them the watermark is 100 s - 10 s = 90 s: l1's window
+# (0..10 s) has closed, l3's (100..110 s) has not.
+LEFT_ROWS = [(1, 0, "l1"), (2, 100, "l2"), (3, 100, "l3")]
+RIGHT_ROWS = [(2, 100, "r2")]
+
+
+def _file(directory: str, schema: pa.Schema, rows: list[tuple], name: str = "part-0") -> None:
+    os.makedirs(directory, exist_ok=True)
+    table = pa.Table.from_pylist([dict(zip(schema.names, (k, T0 + dt.timedelta(seconds=s), v))) for k, s, v in rows],
+                                 schema)
+    pq.write_table(table, os.path.join(directory, f"{name}.parquet"))
+
+
+def _join(spark, root: str, end_of_run: str, streaming: bool = True):
+    read = (lambda: spark.readStream) if streaming else (lambda: spark.read)
+    left = read().schema("k bigint, t timestamp, l string").parquet(f"{root}/left")
+    right = read().schema("k bigint, t timestamp, r string").parquet(f"{root}/right")
+    return interval_join(left, right, "k", left_time="t", right_time="t", lower="0 seconds", upper="10 seconds",
+                         delay="10 seconds", how="left_outer", partitions=2,
+                         **({"checkpoint": f"{root}/ck", "end_of_run": end_of_run} if streaming else {}))
+
+
+def _run(spark, root: str, end_of_run: str) -> list[tuple]:
+    """One ``availableNow`` run; the (l, r) pairs it output."""
+    out: list[tuple] = []
+    query = (_join(spark, root, end_of_run).writeStream
+             .foreachBatch(lambda df, _: out.extend((r.l, r.r) for r in df.collect()))
+             .option("checkpointLocation", f"{root}/spark").trigger(availableNow=True).start())
+    query.awaitTermination()
+    return sorted(out, key=str)
+
+
+def test_end_of_run_flush_releases_a_closed_outer_row_in_the_same_available_now_run(spark, tmp_path):
+    root = str(tmp_path)
+    _file(f"{root}/left", LEFT, LEFT_ROWS)
+    _file(f"{root}/right", RIGHT, RIGHT_ROWS)
+    # l1 comes out in the run's trailing no-data batch; l3 waits for a watermark past 110 s
+    assert _run(spark, root, "flush") == [("l1", None), ("l2", "r2")]
+
+
+def test_end_of_run_release_outputs_the_batch_join_and_refuses_new_rows_later(spark, tmp_path):
+    root = str(tmp_path)
+    _file(f"{root}/left", LEFT, LEFT_ROWS)
+    _file(f"{root}/right", RIGHT, RIGHT_ROWS)
+    batch = sorted(((r.l, r.r) for r in _join(spark, root, "release", streaming=False).collect()), key=str)
+    assert batch == [("l1", None), ("l2", "r2"), ("l3", None)]
+    assert _run(spark, root, "release") == batch
+    assert _run(spark, root, "release") == []   # a later run without new rows: nothing to do
+    _file(f"{root}/left", LEFT, [(4, 200, "l4")], name="part-1")
+    with pytest.raises(Exception, match="closed its inputs in version 2"):
+        _run(spark, root, "release")
