@@ -120,7 +120,7 @@ class _FlushReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.release and start is not None:
             if start.get("final") is not None:   # closed: nothing more to run
                 return dict(start)
-            final = self._closing() if self._available_now else None
+            final = self._closing()
             if final is not None:
                 offset["final"] = final
         return offset
@@ -129,15 +129,16 @@ class _FlushReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now = True
 
     def _closing(self) -> int | None:
-        """The version that closes the inputs, when the newest committed version read no rows (so
-        every source of this ``availableNow`` run had reached its end when Spark planned it): the
-        next one, recorded in the checkpoint before its offset is returned. Otherwise None, and a
-        record of a version not yet committed (its offset never reached Spark's log) is removed."""
+        """The version that closes the inputs, in an ``availableNow`` run whose newest committed
+        version read no rows (so every source of the run had reached its end when Spark planned
+        it): the next one, recorded in the checkpoint before its offset is returned. Otherwise
+        None, and a record of a version not yet committed (its offset never reached Spark's log:
+        the driver stopped in between) is removed."""
         checkpoint = Checkpoint(self.checkpoint)
         newest = checkpoint.commits.newest_version()
         if newest is None:
             return None
-        if _rows_read(checkpoint, newest) == 0:
+        if self._available_now and _rows_read(checkpoint, newest) == 0:
             checkpoint.files.create_json(f"{_CLOSED}/v={newest + 1}.json", {"version": newest + 1})
             return newest + 1
         for version in _closing_versions(checkpoint):
