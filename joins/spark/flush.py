@@ -20,15 +20,20 @@ The file source is Spark's (JVM) code: it costs a directory listing a trigger an
 start-up, where a Python data source costs a Python process started for every query (about one
 second before the first micro-batch, measured with ``streamjoin bench interval``). Under
 ``availableNow`` the file source reads the ticks present when the run starts, so a tick written
-by a run's last micro-batch runs its no-data batch at the start of the next run.
+by a run's last micro-batch runs its no-data batch at the start of the next run. A join defined
+with ``end_of_run="flush"`` or ``"release"`` uses the Python source below instead, whose offset
+follows the join's progress during an ``availableNow`` run, so the run ends with its no-data
+batch (and with ``"release"``, a batch that closes the inputs: :func:`closing_version`;
+docs/design/end-of-input.md).
 
 One query per join: the tasks of a second streaming query over the same joined DataFrame are
 refused before they write anything (the checkpoint is bound to one query, ``query.json``).
 
-**Checkpoints of earlier queries.** Until 0.2 the flush was a Python data source
+**The Python source.** Until 0.2 the flush was a Python data source
 (:class:`FlushSource`, ``streamjoin_flush``) whose offsets are in the running query's Spark offset
 log; Spark cannot hand them to another kind of source. A checkpoint such a query claimed
-(``flush.json``) keeps that source, so the query restarts as it was. It refuses a second query on
+(``flush.json``: a query of 0.2, or one defined with ``end_of_run`` other than ``"hold"``) keeps
+that source, so the query restarts as it was. It refuses a second query on
 the driver: a new query's source names itself with an owner token carried in every offset it
 returns, and the first source to claim the checkpoint owns it.
 """
