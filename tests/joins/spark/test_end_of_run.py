@@ -4,7 +4,8 @@
 so an unmatched left row whose window that watermark passed comes out in the same run (with the
 default ``"hold"`` it waits for the next run). ``end_of_run="release"``: one more micro-batch
 then releases every row held for lateness, so the run's output is the batch join of the rows it
-read; the inputs are closed, and a later run with new rows is refused."""
+read; the inputs are closed, and a later run with new rows is refused. A checkpoint whose query
+ran with ``"hold"`` keeps it (its flush's offsets are in the query's Spark offset log)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from streamjoin import interval_join
+from streamjoin.errors import JoinDefinitionError
+from streamjoin.runtime.checkpoint import Checkpoint
 
 pytestmark = pytest.mark.spark
 
@@ -73,3 +76,15 @@ def test_end_of_run_release_outputs_the_batch_join_and_refuses_new_rows_later(sp
     _file(f"{root}/left", LEFT, [(4, 200, "l4")], name="part-1")
     with pytest.raises(Exception, match="closed its inputs in version 2"):
         _run(spark, root, "release")
+
+
+def test_end_of_run_keeps_the_file_flush_of_a_checkpoint_that_ran_with_hold(spark, tmp_path):
+    root = str(tmp_path)
+    _file(f"{root}/left", LEFT, LEFT_ROWS)
+    _file(f"{root}/right", RIGHT, RIGHT_ROWS)
+    _join(spark, root, "hold")
+    Checkpoint(f"{root}/ck").commits.write(0, 0, 1, (None, None), {})   # as if its query had run
+    with pytest.raises(JoinDefinitionError, match="has run with end_of_run='hold'"):
+        _join(spark, root, "flush")
+    with pytest.raises(JoinDefinitionError, match="end_of_run must be one of"):
+        _join(spark, root, "at once")
