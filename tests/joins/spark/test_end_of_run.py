@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from streamjoin import interval_join
+from streamjoin import interval_join, stream_table_join
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.runtime.checkpoint import Checkpoint
 
@@ -88,3 +88,27 @@ def test_end_of_run_keeps_the_file_flush_of_a_checkpoint_that_ran_with_hold(spar
         _join(spark, root, "flush")
     with pytest.raises(JoinDefinitionError, match="end_of_run must be one of"):
         _join(spark, root, "at once")
+
+
+EVENTS = pa.schema([("k", pa.int64()), ("t", pa.timestamp("us", "UTC")), ("e", pa.string())])
+CHANGES = pa.schema([("k", pa.int64()), ("op", pa.string()), ("t", pa.timestamp("us", "UTC")),
+                     ("v", pa.string())])
+
+
+def test_end_of_run_flush_releases_enrichment_events_a_heartbeat_passed_in_the_same_run(spark, tmp_path):
+    root = str(tmp_path)
+    _file(f"{root}/events", EVENTS, [(1, 10, "e1")])
+    changes = [{"k": 1, "op": "upsert", "t": T0 + dt.timedelta(seconds=5), "v": "a"},
+               {"k": None, "op": "heartbeat", "t": T0 + dt.timedelta(seconds=100), "v": None}]
+    os.makedirs(f"{root}/changes")
+    pq.write_table(pa.Table.from_pylist(changes, CHANGES), f"{root}/changes/part-0.parquet")
+    events = spark.readStream.schema("k bigint, t timestamp, e string").parquet(f"{root}/events")
+    table = spark.readStream.schema("k bigint, op string, t timestamp, v string").parquet(f"{root}/changes")
+    joined = stream_table_join(events, table, "k", stream_time="t", table_key="k", table_time="t",
+                               delay="0 seconds", checkpoint=f"{root}/ck", partitions=2, end_of_run="flush")
+    out: list[tuple] = []
+    query = (joined.writeStream.foreachBatch(lambda df, _: out.extend((r.e, r.v) for r in df.collect()))
+             .option("checkpointLocation", f"{root}/spark").trigger(availableNow=True).start())
+    query.awaitTermination()
+    # the heartbeat at 100 s moves the table watermark past e1 (10 s) after the run's only data batch
+    assert out == [("e1", "a")]
