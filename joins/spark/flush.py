@@ -90,8 +90,8 @@ class FlushSource(DataSource):
 
 
 class _FlushReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Offsets are ``{"max_times": [...], "owner": <token>}`` (and ``"final": <version>`` once a
-    ``release`` run closed the inputs); every batch plans no partitions, so no task reads this
+    """Offsets are ``{"max_times": [...], "owner": <token>}`` (a ``release`` source adds
+    ``"read"`` and ``"final"``, :meth:`_closing`); every batch plans no partitions, so no task reads this
     source (a partition reading nothing would cost a Python task a micro-batch). Under
     ``availableNow`` the offset still follows the join's progress, which only the rows present
     when the run started move: a batch that moved it is followed by one no-data batch that sees
@@ -125,31 +125,34 @@ class _FlushReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.release and start is not None:
             if start.get("final") is not None:   # closed: nothing more to run
                 return dict(start)
-            final = self._closing()
-            if final is not None:
-                offset["final"] = final
+            offset |= self._closing(start)
         return offset
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._available_now = True
 
-    def _closing(self) -> int | None:
-        """The version that closes the inputs, in an ``availableNow`` run whose newest committed
-        version read no rows (so every source of the run had reached its end when Spark planned
-        it): the next one, recorded in the checkpoint before its offset is returned. Otherwise
-        None, and a record of a version not yet committed (its offset never reached Spark's log:
-        the driver stopped in between) is removed."""
+    def _closing(self, start: dict) -> dict:
+        """What a ``release`` source adds to its offset. In an ``availableNow`` run: after a version
+        that read rows, ``{"read": <version>}``, so Spark runs one more batch even when the rows
+        did not move the progress; after a version that read no rows (so every source of the run
+        had reached its end when Spark planned it), ``{"final": <next version>}``, recorded in the
+        checkpoint before the offset is returned. Otherwise what ``start`` had, and a record of a
+        version not yet committed (its offset never reached Spark's log: the driver stopped in
+        between) is removed."""
         checkpoint = Checkpoint(self.checkpoint)
         newest = checkpoint.commits.newest_version()
         if newest is None:
-            return None
-        if self._available_now and _rows_read(checkpoint, newest) == 0:
+            return {}
+        rows = _rows_read(checkpoint, newest) if self._available_now else None
+        if rows == 0:
             checkpoint.files.create_json(f"{_CLOSED}/v={newest + 1}.json", {"version": newest + 1})
-            return newest + 1
+            return {"final": newest + 1}
         for version in _closing_versions(checkpoint):
             if version > newest:
                 checkpoint.files.delete_file(checkpoint.files.path(f"{_CLOSED}/v={version}.json"))
-        return None
+        if rows:
+            return {"read": newest}
+        return {"read": start["read"]} if "read" in start else {}
 
     def _offset(self, times: list) -> dict:
         return {"max_times": list(times)} | ({"owner": self._owner} if self._owner is not None else {})

@@ -19,6 +19,7 @@ import pytest
 from streamjoin import interval_join, stream_table_join
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.spark.flush import closing_version
 
 pytestmark = pytest.mark.spark
 
@@ -39,7 +40,7 @@ def _file(directory: str, schema: pa.Schema, rows: list[tuple], name: str = "par
 
 
 def _join(spark, root: str, end_of_run: str, streaming: bool = True):
-    read = (lambda: spark.readStream) if streaming else (lambda: spark.read)
+    read = (lambda: spark.readStream.option("maxFilesPerTrigger", 1)) if streaming else (lambda: spark.read)
     left = read().schema("k bigint, t timestamp, l string").parquet(f"{root}/left")
     right = read().schema("k bigint, t timestamp, r string").parquet(f"{root}/right")
     return interval_join(left, right, "k", left_time="t", right_time="t", lower="0 seconds", upper="10 seconds",
@@ -112,3 +113,16 @@ def test_end_of_run_flush_releases_enrichment_events_a_heartbeat_passed_in_the_s
     query.awaitTermination()
     # the heartbeat at 100 s moves the table watermark past e1 (10 s) after the run's only data batch
     assert out == [("e1", "a")]
+
+
+def test_end_of_run_release_closes_only_after_every_micro_batch_of_the_run(spark, tmp_path):
+    root = str(tmp_path)
+    _file(f"{root}/left", LEFT, LEFT_ROWS[:1], name="part-0")   # one file a micro-batch: 3 data batches
+    _file(f"{root}/left", LEFT, LEFT_ROWS[1:2], name="part-1")
+    _file(f"{root}/left", LEFT, LEFT_ROWS[2:], name="part-2")
+    _file(f"{root}/right", RIGHT, RIGHT_ROWS)
+    for i, name in enumerate(("part-0", "part-1", "part-2")):
+        os.utime(f"{root}/left/{name}.parquet", (1_700_000_000 + i, 1_700_000_000 + i))
+    batch = sorted(((r.l, r.r) for r in _join(spark, root, "release", streaming=False).collect()), key=str)
+    assert _run(spark, root, "release") == batch
+    assert closing_version(Checkpoint(f"{root}/ck")) == 4   # data in 0..2, none in the trailing 3
