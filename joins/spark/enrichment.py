@@ -20,7 +20,7 @@ from streamjoin.runtime.options import JoinOptions
 from streamjoin.spark.changes import change_format, plain_changes
 from streamjoin.spark.checks import check_columns, check_time, column
 from streamjoin.spark.plan import run_plan
-from streamjoin.spark.runtime import arrow_schema, resolve_checkpoint
+from streamjoin.spark.runtime import EndOfRun, arrow_schema, resolve_checkpoint
 from streamjoin.spark.times import as_time
 
 __all__ = ["stream_table_join"]
@@ -50,6 +50,7 @@ def stream_table_join(
     max_partitions: int | None = None,
     stream_delay: datetime.timedelta | str | None = None,
     table_delay: datetime.timedelta | str | None = None,
+    end_of_run: EndOfRun = "hold",
 ) -> DataFrame:
     """Enrich each event of ``stream`` with the row of a changing table that its key refers to.
 
@@ -85,7 +86,10 @@ def stream_table_join(
     "table_source")``. ``bootstrap``, a batch DataFrame of the table's rows (its key and value
     columns; a change-time column kept if present), is loaded before the first batch; a bootstrap
     row without a change time comes before every change of its key, and its change time is null
-    in the output. Other
+    in the output. ``end_of_run``: what an ``availableNow`` run does once it has read its data
+    (``"flush"``: events the table watermark reached by then, e.g. through a heartbeat of the last
+    micro-batch, come out in the same run; ``"release"``: then every waiting event is released
+    and the inputs are closed; docs/design/end-of-input.md). Other
     arguments as for :func:`streamjoin.interval_join`. Raises :class:`JoinDefinitionError` before any
     query starts when an argument is wrong.
     """
@@ -117,7 +121,7 @@ def stream_table_join(
     initial = None if bootstrap is None else [None, _bootstrap_changes(bootstrap, operator)]
     return run_plan(operator.plan, [stream, table], checkpoint=checkpoint,
                     partitions=options.partitions, state=options.state, key_groups=options.max_partitions,
-                    initial=initial)
+                    initial=initial, end_of_run=end_of_run)
 
 
 def _bootstrap_changes(bootstrap: DataFrame, operator: EnrichmentJoin) -> DataFrame:

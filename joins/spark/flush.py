@@ -20,15 +20,20 @@ The file source is Spark's (JVM) code: it costs a directory listing a trigger an
 start-up, where a Python data source costs a Python process started for every query (about one
 second before the first micro-batch, measured with ``streamjoin bench interval``). Under
 ``availableNow`` the file source reads the ticks present when the run starts, so a tick written
-by a run's last micro-batch runs its no-data batch at the start of the next run.
+by a run's last micro-batch runs its no-data batch at the start of the next run. A join defined
+with ``end_of_run="flush"`` or ``"release"`` uses the Python source below instead, whose offset
+follows the join's progress during an ``availableNow`` run, so the run ends with its no-data
+batch (and with ``"release"``, a batch that closes the inputs: :func:`closing_version`;
+docs/design/end-of-input.md).
 
 One query per join: the tasks of a second streaming query over the same joined DataFrame are
 refused before they write anything (the checkpoint is bound to one query, ``query.json``).
 
-**Checkpoints of earlier queries.** Until 0.2 the flush was a Python data source
+**The Python source.** Until 0.2 the flush was a Python data source
 (:class:`FlushSource`, ``streamjoin_flush``) whose offsets are in the running query's Spark offset
 log; Spark cannot hand them to another kind of source. A checkpoint such a query claimed
-(``flush.json``) keeps that source, so the query restarts as it was. It refuses a second query on
+(``flush.json``: a query of 0.2, or one defined with ``end_of_run`` other than ``"hold"``) keeps
+that source, so the query restarts as it was. It refuses a second query on
 the driver: a new query's source names itself with an owner token carried in every offset it
 returns, and the first source to claim the checkpoint owns it.
 """
@@ -52,12 +57,15 @@ from streamjoin.changelog.storage import open_storage
 from streamjoin.errors import CheckpointMismatchError
 from streamjoin.runtime.checkpoint import Checkpoint
 
-__all__ = ["FlushSource", "flush_stream", "tick_stream", "write_tick", "spark_location", "uses_ticks", "SOURCE_NAME", "TICKS"]
+__all__ = ["FlushSource", "flush_stream", "tick_stream", "write_tick", "spark_location", "uses_ticks", "SOURCE_NAME", "TICKS",
+           "closing_version"]
 
 #: The folder of a checkpoint that holds its ticks.
 TICKS = "flush"
 #: The file of a checkpoint that a query of the Python flush source claimed (see the module).
 _LEGACY_CLAIM = "flush.json"
+#: The folder of a checkpoint recording the version that closed its inputs (:func:`closing_version`).
+_CLOSED = "closed"
 
 SOURCE_NAME = "streamjoin_flush"
 #: Set on a session once the source is registered in it (registering again makes Spark log a
@@ -66,7 +74,8 @@ _REGISTERED = "_streamjoin_flush_registered"
 
 
 class FlushSource(DataSource):
-    """The data source ``streamjoin_flush``: options ``checkpoint``, ``partitions``, ``inputs``."""
+    """The data source ``streamjoin_flush``: options ``checkpoint``, ``partitions``, ``inputs``,
+    ``release`` (``true``: an ``availableNow`` run ends by closing the inputs)."""
 
     @classmethod
     def name(cls) -> str:
@@ -76,19 +85,25 @@ class FlushSource(DataSource):
         return "_sj_flush long"
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        return _FlushReader(self.options["checkpoint"], int(self.options["partitions"]), int(self.options["inputs"]))
+        return _FlushReader(self.options["checkpoint"], int(self.options["partitions"]), int(self.options["inputs"]),
+                            release=self.options.get("release", "false") == "true")
 
 
 class _FlushReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Offsets are ``{"max_times": [...], "owner": <token>}``; every batch plans no partitions, so
-    no task reads this source (a partition reading nothing would cost a Python task a micro-batch).
-    Under ``availableNow`` the offset is the one found when the query starts, so such a run stops
-    when its data is read. ``owner``: see the module (one query per join)."""
+    """Offsets are ``{"max_times": [...], "owner": <token>}`` (a ``release`` source adds
+    ``"read"`` and ``"final"``, :meth:`_closing`); every batch plans no partitions, so no task reads this
+    source (a partition reading nothing would cost a Python task a micro-batch). Under
+    ``availableNow`` the offset still follows the join's progress, which only the rows present
+    when the run started move: a batch that moved it is followed by one no-data batch that sees
+    the advanced watermark, and the run ends when it stops moving (the trailing no-data batch
+    Spark's own stateful operators get). ``release``: see :func:`closing_version`.
+    ``owner``: see the module (one query per join)."""
 
-    def __init__(self, checkpoint: str, partitions: int, inputs: int) -> None:
+    def __init__(self, checkpoint: str, partitions: int, inputs: int, release: bool = False) -> None:
         self.checkpoint, self.n_partitions, self.inputs = checkpoint, partitions, inputs
+        self.release = release
         self._seen: tuple[int, list] | None = None
-        self._until: list | None = None
+        self._available_now = False
         self._owner: str | None = None
 
     def initialOffset(self) -> dict:
@@ -106,10 +121,38 @@ class _FlushReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if self._owner is None:   # a new query (or one started before offsets had owners)
                 self._owner = uuid.uuid4().hex
                 self._claim()
-        return self._offset(self._until if self._until is not None else self._progress())
+        offset = self._offset(self._progress())
+        if self.release and start is not None:
+            if start.get("final") is not None:   # closed: nothing more to run
+                return dict(start)
+            offset |= self._closing(start)
+        return offset
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._until = self._progress()
+        self._available_now = True
+
+    def _closing(self, start: dict) -> dict:
+        """What a ``release`` source adds to its offset. In an ``availableNow`` run: after a version
+        that read rows, ``{"read": <version>}``, so Spark runs one more batch even when the rows
+        did not move the progress; after a version that read no rows (so every source of the run
+        had reached its end when Spark planned it), ``{"final": <next version>}``, recorded in the
+        checkpoint before the offset is returned. Otherwise what ``start`` had, and a record of a
+        version not yet committed (its offset never reached Spark's log: the driver stopped in
+        between) is removed."""
+        checkpoint = Checkpoint(self.checkpoint)
+        newest = checkpoint.commits.newest_version()
+        if newest is None:
+            return {}
+        rows = _rows_read(checkpoint, newest) if self._available_now else None
+        if rows == 0:
+            checkpoint.files.create_json(f"{_CLOSED}/v={newest + 1}.json", {"version": newest + 1})
+            return {"final": newest + 1}
+        for version in _closing_versions(checkpoint):
+            if version > newest:
+                checkpoint.files.delete_file(checkpoint.files.path(f"{_CLOSED}/v={version}.json"))
+        if rows:
+            return {"read": newest}
+        return {"read": start["read"]} if "read" in start else {}
 
     def _offset(self, times: list) -> dict:
         return {"max_times": list(times)} | ({"owner": self._owner} if self._owner is not None else {})
@@ -164,13 +207,41 @@ class _FlushReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 
 def flush_stream(spark: SparkSession, checkpoint: str, partitions: int, inputs: int,
-                 ticks: bool | None = None) -> DataFrame:
+                 ticks: bool | None = None, release: bool = False) -> DataFrame:
     """A stream of no rows that makes Spark run a micro-batch when the join's watermark may have
-    moved: :func:`tick_stream`, or for a checkpoint that a query of the Python flush source
-    claimed, that source (see the module). ``ticks``: :func:`uses_ticks` if the caller knows it."""
+    moved: :func:`tick_stream`, or the Python flush source (a checkpoint that a query of it
+    claimed, or ``ticks`` False: ``end_of_run`` other than ``"hold"``; see the module).
+    ``ticks``: :func:`uses_ticks` if the caller knows it. ``release``: the source closes the
+    inputs at the end of an ``availableNow`` run (:func:`closing_version`)."""
     if not (uses_ticks(checkpoint) if ticks is None else ticks):
-        return _python_flush_stream(spark, checkpoint, partitions, inputs)
+        return _python_flush_stream(spark, checkpoint, partitions, inputs, release)
     return tick_stream(spark, checkpoint)
+
+
+def closing_version(checkpoint: Checkpoint) -> int | None:
+    """The version that closed the join's inputs (``end_of_run="release"``), if one did: its tasks
+    run as a batch run's last (``final``: every row held for lateness released, as the batch
+    join of the rows read releases it), and a later version with rows is refused. The Python
+    flush source records it (``closed/v=<version>.json``) before the offset that runs it reaches
+    Spark's offset log, and removes a record whose offset never got there, so a restarted query
+    closes at the same version."""
+    versions = _closing_versions(checkpoint)
+    return versions[0] if versions else None
+
+
+def _closing_versions(checkpoint: Checkpoint) -> list[int]:
+    names = checkpoint.files.names(_CLOSED)
+    return sorted(int(n[2:-5]) for n in names if n.startswith("v=") and n.endswith(".json"))
+
+
+def _rows_read(checkpoint: Checkpoint, version: int) -> int:
+    """How many input rows every partition of ``version`` read (from its commit records)."""
+    total = 0
+    for info in checkpoint.files.entries(f"commits/v={version}"):
+        if info.is_file and not info.base_name.startswith("base."):
+            metrics = (checkpoint.files.read_json(checkpoint.files.rel(info.path)) or {}).get("metrics") or {}
+            total += sum(int(v or 0) for k, v in metrics.items() if k.startswith("input_rows_"))
+    return total
 
 
 def tick_stream(spark: SparkSession, checkpoint: str) -> DataFrame:
@@ -217,10 +288,12 @@ def _claimed_by_python_source(checkpoint: str) -> bool:
     return Checkpoint(checkpoint).files.exists(_LEGACY_CLAIM)
 
 
-def _python_flush_stream(spark: SparkSession, checkpoint: str, partitions: int, inputs: int) -> DataFrame:
-    """The Python flush source's stream (checkpoints it claimed, see the module)."""
+def _python_flush_stream(spark: SparkSession, checkpoint: str, partitions: int, inputs: int,
+                         release: bool = False) -> DataFrame:
+    """The Python flush source's stream (see the module)."""
     if not vars(spark).get(_REGISTERED):
         spark.dataSource.register(FlushSource)
         vars(spark)[_REGISTERED] = True
     return (spark.readStream.format(SOURCE_NAME).option("checkpoint", checkpoint)
-            .option("partitions", str(partitions)).option("inputs", str(inputs)).load())
+            .option("partitions", str(partitions)).option("inputs", str(inputs))
+            .option("release", "true" if release else "false").load())

@@ -14,7 +14,7 @@ from streamjoin.kit.watermark import WatermarkPolicy
 from streamjoin.runtime.options import JoinOptions
 from streamjoin.spark.checks import check_columns, check_time
 from streamjoin.spark.plan import run_plan
-from streamjoin.spark.runtime import arrow_schema, resolve_checkpoint
+from streamjoin.spark.runtime import EndOfRun, arrow_schema, resolve_checkpoint
 
 __all__ = ["interval_join"]
 
@@ -39,6 +39,7 @@ def interval_join(
     left_delay: Duration | None = None,
     right_delay: Duration | None = None,
     watermark_policy: WatermarkPolicy = "min",
+    end_of_run: EndOfRun = "hold",
 ) -> DataFrame:
     """Join two event DataFrames on equal keys within a time window.
 
@@ -56,7 +57,13 @@ def interval_join(
     ``multipleWatermarkPolicy``: ``"min"`` (default: outer rows wait for the slower input, whose
     rows within their delay are never late) or ``"max"`` (outer rows of the faster input come out
     after its own delay; the slower input's rows below that watermark are set aside as late)
-    (docs/design/semantics.md "Time").
+    (docs/design/semantics.md "Time"). ``end_of_run`` (streaming inputs): what a
+    ``trigger(availableNow=True)`` run does once it has read its data: ``"hold"`` (default: rows
+    its last batch's watermark passed come out at the start of the next run), ``"flush"`` (they
+    come out in the same run, in one more no-data micro-batch; the query starts about a second
+    later) or ``"release"`` (as ``"flush"``, then every row held for lateness is released as a
+    batch join releases it and the inputs are closed: a later run with new rows is refused)
+    (docs/design/end-of-input.md).
 
     Output columns: the key columns once (named as on the left), then the left columns, then the
     right columns; a non-key name on both sides becomes ``name_left`` / ``name_right``. Semi and
@@ -83,5 +90,5 @@ def interval_join(
     )
     checkpoint = resolve_checkpoint(options.checkpoint, left.isStreaming or right.isStreaming, "interval_join")
     return run_plan(operator.plan, [left, right], checkpoint=checkpoint, partitions=options.partitions,
-                    state=options.state, key_groups=options.max_partitions)
+                    state=options.state, key_groups=options.max_partitions, end_of_run=end_of_run)
 

@@ -24,7 +24,7 @@ import logging
 import os
 import tempfile
 from dataclasses import dataclass, replace
-from typing import Iterator, Sequence
+from typing import Iterator, Literal, Sequence, get_args
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -33,7 +33,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type, to_arrow_schema
 
-from streamjoin.errors import JoinDefinitionError
+from streamjoin.errors import CheckpointMismatchError, JoinDefinitionError
 from streamjoin.kit.keys import routing_key_type
 from streamjoin.runtime.bind import BoundQuery, bind_query
 from streamjoin.runtime.checkpoint import Checkpoint, RunMode, resolve_location
@@ -42,10 +42,11 @@ from streamjoin.runtime.operator import InputSpec, Operator
 from streamjoin.runtime.options import StateConfig
 from streamjoin.runtime.task import TaskInfo, run_task
 from streamjoin.spark.checks import column
-from streamjoin.spark.flush import flush_stream, uses_ticks, write_tick
+from streamjoin.spark.flush import closing_version, flush_stream, uses_ticks, write_tick
 from streamjoin.spark.progress import metrics_batch, progress_schema, report_progress
 
-__all__ = ["run_operator", "arrow_schema", "resolve_checkpoint", "task_context", "INPUT_TAG"]
+__all__ = ["run_operator", "arrow_schema", "resolve_checkpoint", "task_context", "INPUT_TAG",
+           "EndOfRun", "END_OF_RUN"]
 
 log = logging.getLogger("streamjoin")
 
@@ -59,6 +60,9 @@ def _configure_worker_logging() -> None:
         log.setLevel(os.environ.get("STREAMJOIN_LOG_LEVEL", "WARNING").upper())
 
 INPUT_TAG = "_sj_input"
+#: What a streaming join does when an ``availableNow`` run has read its data (see run_operator).
+EndOfRun = Literal["hold", "flush", "release"]
+END_OF_RUN: tuple[str, ...] = get_args(EndOfRun)
 #: Set on the DataFrames run_operator returns (their partitions are a join's partitions).
 _STAGE_MARK = "_streamjoin_stage"
 #: A lane of the unioned rows (flat columns shuffle and cross into Arrow faster than one struct
@@ -116,6 +120,7 @@ def run_operator(
     state: StateConfig | None = None,
     initial: Sequence[DataFrame | None] | None = None,
     key_groups: int | None = None,
+    end_of_run: EndOfRun = "hold",
 ) -> DataFrame:
     """A DataFrame of ``operator``'s output over ``inputs`` (streaming or batch DataFrames).
 
@@ -129,7 +134,15 @@ def run_operator(
     whose initial rows are complete, keeps them). ``key_groups`` (``max_partitions``; None: the
     default) is recorded by a new checkpoint: rows are routed by key group (:func:`_shuffle`), and
     the checkpoint can be restarted with any ``partitions`` up to it (:mod:`streamjoin.runtime.rescale`).
+    ``end_of_run`` (streaming inputs; docs/design/end-of-input.md): ``"hold"`` (the no-data flush
+    is Spark's file source, and an ``availableNow`` run leaves what its last batch's watermark
+    passed to the next run), ``"flush"`` (a Python flush source: an ``availableNow`` run ends with
+    the no-data batch its advanced watermark needs) or ``"release"`` (as ``"flush"``, then one
+    more batch that releases every row held for lateness and closes the inputs: a later run with
+    rows is refused). A checkpoint whose query ran with ``"hold"`` keeps it.
     """
+    if end_of_run not in END_OF_RUN:
+        raise JoinDefinitionError(f"end_of_run must be one of {', '.join(map(repr, END_OF_RUN))}, not {end_of_run!r}")
     if len(inputs) != len(operator.inputs):
         raise JoinDefinitionError(f"{operator.kind} takes {len(operator.inputs)} inputs, got {len(inputs)}")
     spark = inputs[0].sparkSession
@@ -157,14 +170,21 @@ def run_operator(
     # would break the partition-aligned union of the earlier stages' outputs, whose tasks take
     # their partition id from it; those stages' sources already run the query's batches.
     flushed = streaming and not any(vars(df).get(_STAGE_MARK, False) for df in inputs)
-    ticks = flushed and uses_ticks(checkpoint)
+    ticks = flushed and uses_ticks(checkpoint) and end_of_run == "hold"
+    release = flushed and end_of_run == "release"
+    if flushed and not ticks and uses_ticks(checkpoint) and Checkpoint(checkpoint).commits.newest_version() is not None:
+        raise JoinDefinitionError(
+            f"end_of_run={end_of_run!r}: the join with checkpoint {checkpoint} has run with end_of_run='hold', "
+            "whose no-data flush (Spark's file source) is in its query's Spark offset log and cannot be "
+            "replaced by another source there. Keep end_of_run='hold' for this checkpoint, or start the "
+            "join (and its query) from new checkpoint locations")
     if flushed:
-        flush = flush_stream(spark, checkpoint, partitions, len(operator.inputs), ticks=ticks)
+        flush = flush_stream(spark, checkpoint, partitions, len(operator.inputs), ticks=ticks, release=release)
         combined = combined.unionByName(flush.select(F.lit(-1).cast("byte").alias(INPUT_TAG)),
                                         allowMissingColumns=True)
     shuffled = _shuffle(combined, partitions, groups, _routing_keys(operator, key_types, layout))
     task = _PartitionTask(operator, checkpoint, partitions, state, final=not streaming, layout=layout,
-                          ticks=ticks)
+                          ticks=ticks, release=release)
     out = shuffled.mapInArrow(task, from_arrow_schema(progress_schema(operator), prefer_timestamp_ntz=True))
     result = report_progress(out, operator, checkpoint)
     vars(result)[_STAGE_MARK] = True
@@ -314,10 +334,13 @@ class _PartitionTask:
     """The function ``mapInArrow`` runs: picklable, holding only the operator and the settings."""
 
     def __init__(self, operator: Operator, checkpoint: str, partitions: int, state: StateConfig, final: bool,
-                 layout: _Layout, ticks: bool = False):
+                 layout: _Layout, ticks: bool = False, release: bool = False):
         """``ticks``: after a version with rows that may move the watermark, ask for one more
-        micro-batch (:func:`streamjoin.spark.flush.write_tick`)."""
+        micro-batch (:func:`streamjoin.spark.flush.write_tick`). ``release``: the version that
+        closed the inputs runs final, a later one with rows is refused
+        (:func:`streamjoin.spark.flush.closing_version`)."""
         self.operator = operator
+        self.release = release
         self.ticks = ticks
         self.layout = layout
         self.checkpoint = checkpoint
@@ -340,6 +363,8 @@ class _PartitionTask:
             query_id=ctx.getLocalProperty("sql.streaming.queryId"),
         )
         rows = _split_inputs(list(batches), self.operator, self.layout)
+        if self.release and batch_id is not None:
+            task = replace(task, final=_closes(Checkpoint(self.checkpoint), task.version, rows, self.operator))
         state = self.state if self.state.local_dir else replace(self.state, local_dir=spark_local_state_dir())
         output, metrics = run_task(self.operator, Checkpoint(self.checkpoint), state, task, rows)
         log.info("streamjoin %s version %d partition %d: %s", self.operator.kind, task.version, task.partition, metrics)
@@ -350,6 +375,23 @@ class _PartitionTask:
         extra = [pa.nulls(output.num_rows, f.type) for f in schema][len(output.schema):]
         yield from pa.Table.from_arrays([*output.columns, *extra], schema=schema).to_batches()
         yield metrics_batch(self.operator, metrics, schema)
+
+
+def _closes(checkpoint: Checkpoint, version: int, rows: tuple[pa.Table, ...], operator: Operator) -> bool:
+    """Whether ``version`` is the one that closes the join's inputs (it runs final); raises
+    :class:`CheckpointMismatchError` for rows of a version after it."""
+    closed = closing_version(checkpoint)
+    if closed is None or version < closed:
+        return False
+    if version > closed and any(table.num_rows for table in rows):
+        names = [spec.name for spec, table in zip(operator.inputs, rows) if table.num_rows]
+        raise CheckpointMismatchError(
+            f"the join with checkpoint {checkpoint.uri} closed its inputs in version {closed} "
+            f"(end_of_run='release': every row held for lateness was released then), and version {version} "
+            f"has new rows of {', '.join(names)}: results joined with them would contradict what was "
+            "emitted. Give the new data to a join with a new checkpoint (and its query a new Spark "
+            "checkpoint location), or use end_of_run='flush' for inputs that continue")
+    return version == closed
 
 
 def task_context() -> TaskContext:

@@ -10,7 +10,8 @@ import pytest
 
 from streamjoin import interval_join
 from streamjoin.errors import CheckpointMismatchError
-from streamjoin.spark.flush import _FlushReader, flush_stream, spark_location, write_tick
+from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.spark.flush import _FlushReader, closing_version, flush_stream, spark_location, write_tick
 
 pytestmark = pytest.mark.spark
 
@@ -105,3 +106,36 @@ def test_flush_reader_claims_nothing_where_spark_gives_no_start_offset(tmp_path)
     assert _FlushReader(ck, 2, 1).latestOffset() == {"max_times": [None]}
     assert _FlushReader(ck, 2, 1).latestOffset() == {"max_times": [None]}
     assert not (tmp_path / "join" / "flush.json").exists()
+
+
+def _commit(ck: str, version: int, rows: int) -> None:
+    for p in range(2):
+        Checkpoint(ck).commits.write(version, p, 2, (10, 10), {"input_rows_left": rows if p == 0 else 0,
+                                                             "input_rows_right": 0})
+
+
+def test_flush_reader_closes_an_available_now_run_after_a_version_that_read_no_rows(tmp_path):
+    ck = str(tmp_path / "join")
+    reader = _FlushReader(ck, 2, 2, release=True)
+    reader.prepareForTriggerAvailableNow()
+    start = reader.latestOffset(reader.initialOffset(), None)
+    _commit(ck, 0, rows=5)
+    after = reader.latestOffset(start, None)
+    assert "final" not in after and after["read"] == 0 != start.get("read")   # one more batch, rows or not
+    _commit(ck, 1, rows=0)
+    closing = reader.latestOffset(start, None)
+    assert closing["final"] == 2 and closing_version(Checkpoint(ck)) == 2
+    assert reader.latestOffset(closing, None) == closing   # closed: no more batches
+    flushing = _FlushReader(ck, 2, 2, release=True)   # the same query restarted with another trigger
+    assert "final" not in flushing.latestOffset(start | {"owner": closing["owner"]}, None)
+    assert closing_version(Checkpoint(ck)) is None   # the closing offset never reached Spark's log
+
+
+def test_flush_reader_never_closes_without_release(tmp_path):
+    ck = str(tmp_path / "join")
+    reader = _FlushReader(ck, 2, 2)
+    reader.prepareForTriggerAvailableNow()
+    start = reader.latestOffset(reader.initialOffset(), None)
+    _commit(ck, 0, rows=0)
+    assert "final" not in reader.latestOffset(start, None)
+    assert closing_version(Checkpoint(ck)) is None
