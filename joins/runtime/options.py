@@ -12,14 +12,27 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping, get_args
 
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.runtime.keygroups import check_count, check_key_groups
 from streamjoin.statestore.errors import BackendNotFoundError
 from streamjoin.statestore.registry import resolve_backend
 
-__all__ = ["JoinOptions", "StateConfig", "default_local_dir"]
+__all__ = ["JoinOptions", "StateConfig", "default_local_dir", "EndOfRun", "END_OF_RUN", "check_end_of_run"]
+
+#: What a streaming join does when a ``trigger(availableNow=True)`` run has read its data
+#: (docs/design/end-of-input.md): ``"hold"``, ``"flush"`` or ``"release"``.
+EndOfRun = Literal["hold", "flush", "release"]
+END_OF_RUN: tuple[str, ...] = get_args(EndOfRun)
+
+
+def check_end_of_run(value: object) -> None:
+    """Raise :class:`JoinDefinitionError` unless ``value`` is one of :data:`END_OF_RUN`."""
+    if value not in END_OF_RUN:
+        from streamjoin.errors import JoinDefinitionError
+
+        raise JoinDefinitionError(f"end_of_run must be one of {', '.join(map(repr, END_OF_RUN))}, not {value!r}")
 
 
 def default_local_dir() -> str:

@@ -24,7 +24,7 @@ import logging
 import os
 import tempfile
 from dataclasses import dataclass, replace
-from typing import Iterator, Literal, Sequence, get_args
+from typing import Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -39,7 +39,7 @@ from streamjoin.runtime.bind import BoundQuery, bind_query
 from streamjoin.runtime.checkpoint import Checkpoint, RunMode, resolve_location
 from streamjoin.runtime.keygroups import check_count, slot_values
 from streamjoin.runtime.operator import InputSpec, Operator
-from streamjoin.runtime.options import StateConfig
+from streamjoin.runtime.options import END_OF_RUN, EndOfRun, StateConfig, check_end_of_run
 from streamjoin.runtime.task import TaskInfo, run_task
 from streamjoin.spark.checks import column
 from streamjoin.spark.flush import closing_version, flush_stream, uses_ticks, write_tick
@@ -60,9 +60,6 @@ def _configure_worker_logging() -> None:
         log.setLevel(os.environ.get("STREAMJOIN_LOG_LEVEL", "WARNING").upper())
 
 INPUT_TAG = "_sj_input"
-#: What a streaming join does when an ``availableNow`` run has read its data (see run_operator).
-EndOfRun = Literal["hold", "flush", "release"]
-END_OF_RUN: tuple[str, ...] = get_args(EndOfRun)
 #: Set on the DataFrames run_operator returns (their partitions are a join's partitions).
 _STAGE_MARK = "_streamjoin_stage"
 #: A lane of the unioned rows (flat columns shuffle and cross into Arrow faster than one struct
@@ -141,8 +138,7 @@ def run_operator(
     more batch that releases every row held for lateness and closes the inputs: a later run with
     rows is refused). A checkpoint whose query ran with ``"hold"`` keeps it.
     """
-    if end_of_run not in END_OF_RUN:
-        raise JoinDefinitionError(f"end_of_run must be one of {', '.join(map(repr, END_OF_RUN))}, not {end_of_run!r}")
+    check_end_of_run(end_of_run)
     if len(inputs) != len(operator.inputs):
         raise JoinDefinitionError(f"{operator.kind} takes {len(operator.inputs)} inputs, got {len(inputs)}")
     spark = inputs[0].sparkSession

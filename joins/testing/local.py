@@ -31,7 +31,7 @@ from streamjoin.interval.operator import IntervalJoin
 from streamjoin.kit.how import EnrichmentHow, How, IntervalHow, TableHow
 from streamjoin.kit.watermark import WatermarkPolicy
 from streamjoin.runtime.keygroups import check_count
-from streamjoin.runtime.options import JoinOptions
+from streamjoin.runtime.options import EndOfRun, JoinOptions, check_end_of_run
 from streamjoin.runtime.plan_runner import PlanRunner
 from streamjoin.table.bootstrap import bootstrap_changes
 from streamjoin.table.operator import TableTableJoin
@@ -129,8 +129,11 @@ class LocalJoins:
                       checkpoint: str | None = None, partitions: int | None = None,
                       store_options: Mapping[str, Any] | None = None, state_dir: str | None = None,
                       max_partitions: int | None = None, left_delay: Any = None, right_delay: Any = None,
-                      watermark_policy: WatermarkPolicy = "min") -> pa.Table:
-        """:func:`streamjoin.interval_join` over this micro-batch's Arrow tables."""
+                      watermark_policy: WatermarkPolicy = "min", end_of_run: EndOfRun = "hold") -> pa.Table:
+        """:func:`streamjoin.interval_join` over this micro-batch's Arrow tables. ``end_of_run`` is
+        checked as in Spark; in process a run has no trigger to end (the kit's last call,
+        ``final=True``, releases what a batch join releases), so it changes nothing here."""
+        check_end_of_run(end_of_run)
         options = JoinOptions(store=store, checkpoint=checkpoint, partitions=partitions, store_options=store_options,
                               state_dir=state_dir, max_partitions=max_partitions)
         operator = IntervalJoin(left.schema, right.schema, on, left_time=left_time, right_time=right_time,
@@ -147,9 +150,11 @@ class LocalJoins:
                           store: str = "rocksdb", checkpoint: str | None = None, partitions: int | None = None,
                           store_options: Mapping[str, Any] | None = None, state_dir: str | None = None,
                           max_partitions: int | None = None, stream_delay: Any = None,
-                          table_delay: Any = None) -> pa.Table:
+                          table_delay: Any = None, end_of_run: EndOfRun = "hold") -> pa.Table:
         """:func:`streamjoin.stream_table_join` over this micro-batch's Arrow tables; ``bootstrap``
-        (an Arrow table of the table's rows) is loaded before the join's first version."""
+        (an Arrow table of the table's rows) is loaded before the join's first version.
+        ``end_of_run``: as for :meth:`interval_join`."""
+        check_end_of_run(end_of_run)
         options = JoinOptions(store=store, checkpoint=checkpoint, partitions=partitions, store_options=store_options,
                               state_dir=state_dir, max_partitions=max_partitions)
         fmt = change_format(table_changes.schema, changes, _names(table_key), table_time, table_sequence)

@@ -137,3 +137,15 @@ def test_local_joins_interval_join_refuses_a_bad_count_before_writing(tmp_path, 
                             upper=dt.timedelta(0), delay=dt.timedelta(0), checkpoint="j", **arguments)
     assert message in str(error.value)
     assert not any(name.endswith("streamjoin.json") for _, _, names in os.walk(tmp_path) for name in names)
+
+
+def test_local_joins_interval_join_refuses_an_unknown_end_of_run_and_takes_the_known_ones(tmp_path):
+    joins = LocalJoins(str(tmp_path))
+    joins.begin(0, final=True)
+    arguments = dict(left_time="ts", right_time="ts", lower=dt.timedelta(0), upper=dt.timedelta(0),
+                     delay=dt.timedelta(0))
+    with pytest.raises(JoinDefinitionError, match="end_of_run must be one of 'hold', 'flush', 'release', not 'stop'"):
+        joins.interval_join(EVENTS, EVENTS, "user_id", checkpoint="bad", end_of_run="stop", **arguments)
+    outputs = [joins.interval_join(EVENTS, EVENTS, "user_id", checkpoint=f"j_{end}", end_of_run=end, **arguments)
+               for end in ("hold", "flush", "release")]
+    assert outputs[0].num_rows > 0 and all(out.equals(outputs[0]) for out in outputs)
