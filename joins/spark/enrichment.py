@@ -16,11 +16,11 @@ from streamjoin.enrichment.spec import Mode, ModeName
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.kit.how import EnrichmentHow, How
 from streamjoin.kit.on import column_names
-from streamjoin.runtime.options import JoinOptions
+from streamjoin.runtime.options import EndOfRun, JoinOptions
 from streamjoin.spark.changes import change_format, plain_changes
 from streamjoin.spark.checks import check_columns, check_time, column
 from streamjoin.spark.plan import run_plan
-from streamjoin.spark.runtime import EndOfRun, arrow_schema, resolve_checkpoint
+from streamjoin.spark.runtime import arrow_schema, resolve_checkpoint
 from streamjoin.spark.times import as_time
 
 __all__ = ["stream_table_join"]

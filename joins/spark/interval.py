@@ -11,10 +11,10 @@ from streamjoin.kit.how import How, IntervalHow
 from streamjoin.kit.on import On, parse_on
 from streamjoin.kit.times import Duration
 from streamjoin.kit.watermark import WatermarkPolicy
-from streamjoin.runtime.options import JoinOptions
+from streamjoin.runtime.options import EndOfRun, JoinOptions
 from streamjoin.spark.checks import check_columns, check_time
 from streamjoin.spark.plan import run_plan
-from streamjoin.spark.runtime import EndOfRun, arrow_schema, resolve_checkpoint
+from streamjoin.spark.runtime import arrow_schema, resolve_checkpoint
 
 __all__ = ["interval_join"]
 

@@ -9,9 +9,9 @@ from typing import Sequence, cast
 
 from pyspark.sql import DataFrame
 
-from streamjoin.runtime.options import StateConfig
+from streamjoin.runtime.options import EndOfRun, StateConfig
 from streamjoin.runtime.plan import JoinPlan, record_stages
-from streamjoin.spark.runtime import EndOfRun, run_operator
+from streamjoin.spark.runtime import run_operator
 
 __all__ = ["run_plan"]
 

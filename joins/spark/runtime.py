@@ -39,14 +39,13 @@ from streamjoin.runtime.bind import BoundQuery, bind_query
 from streamjoin.runtime.checkpoint import Checkpoint, RunMode, resolve_location
 from streamjoin.runtime.keygroups import check_count, slot_values
 from streamjoin.runtime.operator import InputSpec, Operator
-from streamjoin.runtime.options import END_OF_RUN, EndOfRun, StateConfig, check_end_of_run
+from streamjoin.runtime.options import EndOfRun, StateConfig, check_end_of_run
 from streamjoin.runtime.task import TaskInfo, run_task
 from streamjoin.spark.checks import column
 from streamjoin.spark.flush import closing_version, flush_stream, uses_ticks, write_tick
 from streamjoin.spark.progress import metrics_batch, progress_schema, report_progress
 
-__all__ = ["run_operator", "arrow_schema", "resolve_checkpoint", "task_context", "INPUT_TAG",
-           "EndOfRun", "END_OF_RUN"]
+__all__ = ["run_operator", "arrow_schema", "resolve_checkpoint", "task_context", "INPUT_TAG"]
 
 log = logging.getLogger("streamjoin")
 

@@ -98,6 +98,20 @@ def disturb(run: InProcess, action: str, data: st.DataObject) -> None:
         run.runner = run.runner.with_store(data.draw(st.sampled_from(backend_names())))
 
 
+def replay_disturbed(chaos: InProcess, run: Callable[[Any, int | None], Any], versions: Sequence[Any],
+                     expected: Sequence[Any], data: st.DataObject, actions: Sequence[str] = DISTURBANCES) -> None:
+    """The crash-and-restore loop: before each of ``versions`` (batch indexes, None for the final
+    one) a drawn disturbance of ``chaos`` (:func:`disturb`), then ``run(index, None)``, the next
+    version, must give ``expected[version]``; at random the same version is executed again after
+    another disturbance (``run(index, version)``) and must give it again."""
+    for version, index in enumerate(versions):
+        disturb(chaos, data.draw(st.sampled_from(actions)), data)
+        assert run(index, None) == expected[version]
+        if data.draw(st.booleans()):          # the task or batch is executed again
+            disturb(chaos, data.draw(st.sampled_from(actions)), data)
+            assert run(index, version) == expected[version]
+
+
 _PATHS = itertools.count()
 
 

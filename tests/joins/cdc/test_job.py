@@ -37,9 +37,7 @@ def test_postgres_job_view_equal_after_the_query_is_killed_and_restarted(spark, 
         catch_up(cluster.dsn, queries, timeout=150)
     finally:
         stop_queries(queries)
-    result = check(cluster.dsn, shop.orders_inserted)
-    assert result.view_differences == 0 and result.view_rows > 0
-    assert (result.enriched, result.enriched_wrong) == (shop.orders_inserted, 0)
+    _assert_view_and_enrichment_right(cluster, shop)
 
 
 def test_postgres_job_view_equal_after_postgres_restarts(spark, cluster, shop, tmp_path):
@@ -53,6 +51,11 @@ def test_postgres_job_view_equal_after_postgres_restarts(spark, cluster, shop, t
         catch_up(cluster.dsn, queries, timeout=150)
     finally:
         stop_queries(queries)
+    _assert_view_and_enrichment_right(cluster, shop)
+
+
+def _assert_view_and_enrichment_right(cluster, shop) -> None:
+    """The job's view equals the database's join, and every inserted order was enriched rightly."""
     result = check(cluster.dsn, shop.orders_inserted)
     assert result.view_differences == 0 and result.view_rows > 0
     assert (result.enriched, result.enriched_wrong) == (shop.orders_inserted, 0)

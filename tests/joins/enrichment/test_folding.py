@@ -23,7 +23,7 @@ from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.runtime.operator import StepInput
 from streamjoin.statestore import destroy_store, open_store
 from tests.examples import scaled
-from tests.joins.drivers import InProcess, StepDriver, disturb
+from tests.joins.drivers import InProcess, StepDriver, replay_disturbed
 from tests.joins.enrichment.test_properties import BACKENDS, PLAIN, SECOND, Case, cases, rows_of, when
 
 #: (fold_fraction, fold_deltas, buckets): fold every time; fold on the delta count alone; fold on
@@ -90,12 +90,8 @@ def test_enrichment_crash_and_restore_across_folds_equals_uninterrupted_run(case
     chaos = tuned_run(case, mode, tuning, data.draw(st.sampled_from(BACKENDS)))
     try:
         expected = [rows_of(plain.run(index)) for index in versions]
-        for version, index in enumerate(versions):
-            disturb(chaos, data.draw(st.sampled_from(_ACTIONS)), data)
-            assert rows_of(chaos.run(index)) == expected[version]
-            if data.draw(st.booleans()):          # the task or batch is executed again
-                disturb(chaos, data.draw(st.sampled_from(_ACTIONS)), data)
-                assert rows_of(chaos.run(index, version=version)) == expected[version]
+        replay_disturbed(chaos, lambda index, version: rows_of(chaos.run(index, version=version)), versions,
+                         expected, data, _ACTIONS)
         assert sum(expected, Counter()) == case.expected(mode)
     finally:
         plain.close()

@@ -25,7 +25,7 @@ from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.statestore import backend_names
 from streamjoin.testing.enrichment import late_flags, reference_as_of, reference_latest
 from tests.examples import scaled
-from tests.joins.drivers import DISTURBANCES, InProcess, StepDriver, disturb
+from tests.joins.drivers import DISTURBANCES, InProcess, StepDriver, replay_disturbed
 
 SECOND = 1_000_000
 EPOCH = dt.datetime(1970, 1, 1)
@@ -272,12 +272,8 @@ def test_enrichment_crash_and_restore_equals_uninterrupted_run(case, mode, data)
     plain, chaos = Run(case, mode), Run(case, mode, data.draw(st.sampled_from(BACKENDS)))
     try:
         expected = [rows_of(plain.run(index)) for index in versions]
-        for version, index in enumerate(versions):
-            disturb(chaos, data.draw(st.sampled_from(_ACTIONS)), data)
-            assert rows_of(chaos.run(index)) == expected[version]
-            if data.draw(st.booleans()):          # the task or batch is executed again
-                disturb(chaos, data.draw(st.sampled_from(_ACTIONS)), data)
-                assert rows_of(chaos.run(index, version=version)) == expected[version]
+        replay_disturbed(chaos, lambda index, version: rows_of(chaos.run(index, version=version)), versions,
+                         expected, data, _ACTIONS)
     finally:
         plain.close()
         chaos.close()

@@ -20,7 +20,7 @@ from streamjoin.testing import LocalJoins, assert_deterministic, interval_join_r
 from streamjoin.testing import rows_of as kit_rows
 from streamjoin.testing.strategies import event_streams
 from tests.examples import scaled
-from tests.joins.drivers import DISTURBANCES, StepDriver, disturb
+from tests.joins.drivers import DISTURBANCES, StepDriver, replay_disturbed
 from tests.joins.interval.cases import (
     COMPOSITE,
     HOWS,
@@ -134,13 +134,8 @@ def test_interval_join_crash_and_restore_equals_uninterrupted_run(case, data):
     plain, chaos = Local(case), Local(case, data.draw(st.sampled_from(BACKENDS)))
     try:
         expected = [rows_of(plain.run(index)) for index in versions]
-        for version, index in enumerate(versions):
-            disturb(chaos, data.draw(st.sampled_from(_ACTIONS)), data)
-            got = rows_of(chaos.run(index))
-            assert got == expected[version]
-            if data.draw(st.booleans()):          # the task or batch is executed again
-                disturb(chaos, data.draw(st.sampled_from(_ACTIONS)), data)
-                assert rows_of(chaos.run(index, version=version)) == expected[version]
+        replay_disturbed(chaos, lambda index, version: rows_of(chaos.run(index, version=version)), versions,
+                         expected, data, _ACTIONS)
         assert chaos.asides() == plain.asides()
     finally:
         plain.close()

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from streamjoin.statestore import backend_names
 from tests.examples import scaled
-from tests.joins.drivers import DISTURBANCES, disturb
+from tests.joins.drivers import DISTURBANCES, replay_disturbed
 from tests.joins.table.cases import Run, TableCase, output_rows, table_cases
 
 BACKENDS = backend_names()
@@ -66,12 +66,8 @@ def test_table_join_crash_and_restore_equals_uninterrupted_run(case, data):
     plain, chaos = Run(case, runtime=False), Run(case, data.draw(st.sampled_from(BACKENDS)))
     try:
         expected = [output_rows(plain.run(index, apply=False)) for index in range(len(case.batches))]
-        for version in range(len(case.batches)):
-            disturb(chaos.driver, data.draw(st.sampled_from(_ACTIONS)), data)
-            assert output_rows(chaos.run(version, apply=False)) == expected[version]
-            if data.draw(st.booleans()):          # the task or batch is executed again
-                disturb(chaos.driver, data.draw(st.sampled_from(_ACTIONS)), data)
-                assert output_rows(chaos.run(version, version=version, apply=False)) == expected[version]
+        replay_disturbed(chaos.driver, lambda index, version: output_rows(chaos.run(index, version, apply=False)),
+                         range(len(case.batches)), expected, data, _ACTIONS)
     finally:
         plain.close()
         chaos.close()
