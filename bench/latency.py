@@ -33,9 +33,10 @@ and ``spark-memory`` / ``spark-rocksdb`` (Spark's stream-stream left outer join 
 ``withWatermark`` on both inputs and the same time bounds: the query of ``streamjoin bench
 interval``). Step 0 starts each query and is not counted (it pays the query's start). The table
 shows, per variant and feeding, the rows measured, the median and 95th percentile (nearest rank)
-of the seconds, the median and largest number of micro-batches, Spark's median over ours for the
-same feeding (``spark s / s``: 1 or more means no slower), and the 1-minute load average as the
-run ended: latency on a busy machine says little.
+of the seconds, the median and largest number of micro-batches, the share of rows released in a micro-batch
+that read input rows (``with data``: near 1 with traffic, 0 when quiet), Spark's median over ours
+for the same feeding (``spark s / s``: 1 or more means no slower), and the 1-minute load average
+as the run ended: latency on a busy machine says little.
 """
 
 from __future__ import annotations
@@ -134,22 +135,24 @@ class Written:
 
 @dataclass(frozen=True)
 class Latency:
-    """One row's delay: wall-clock seconds, and micro-batches after the one that read its step."""
+    """One row's delay: wall-clock seconds, and micro-batches after the one that read its step;
+    ``with_data``: the micro-batch that wrote it read input rows."""
 
     seconds: float
     batches: int
+    with_data: bool = True
 
 
 def latencies(written: Sequence[Written], release: Mapping[int, int], available: Mapping[int, float],
-              read: Mapping[int, int], counted: set[int]) -> list[Latency]:
+              read: Mapping[int, int], counted: set[int], data_batches: set[int]) -> list[Latency]:
     """The delay of each written row whose release step (``release``: row -> step) is in ``counted``:
     from the step's ``available`` time to the row's, and from the micro-batch that ``read`` the step
-    to the row's."""
+    to the row's; whether the row's micro-batch is one of ``data_batches`` (those that read rows)."""
     out = []
     for w in written:
         step = release.get(w.row)
         if step in counted:
-            out.append(Latency(w.at - available[step], w.batch - read[step]))
+            out.append(Latency(w.at - available[step], w.batch - read[step], w.batch in data_batches))
     return out
 
 
@@ -158,25 +161,28 @@ def _p95(values: Sequence[float]) -> float:
     return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
 
 
-def summary(measured: Sequence[Latency]) -> tuple[int, float, float, float, int]:
+def summary(measured: Sequence[Latency]) -> tuple[int, float, float, float, int, float]:
     """(rows, median seconds, 95th percentile seconds (nearest rank), median micro-batches, largest
-    micro-batches); raises ValueError when nothing was measured."""
+    micro-batches, the share released in a micro-batch with data); raises ValueError when nothing
+    was measured."""
     if not measured:
         raise ValueError("no released row was measured: raise --rows or --steps")
     seconds, batches = [m.seconds for m in measured], [m.batches for m in measured]
-    return len(measured), statistics.median(seconds), _p95(seconds), statistics.median(batches), max(batches)
+    share = sum(m.with_data for m in measured) / len(measured)
+    return len(measured), statistics.median(seconds), _p95(seconds), statistics.median(batches), max(batches), share
 
 
 def latency_table(results: Mapping[tuple[str, str], Sequence[Latency]], loads: Mapping[tuple[str, str], float]) -> Table:
     """One row per (variant, feeding): :func:`summary`, Spark's median over this one's for a
     streamjoin variant (the first Spark variant run), and the load average as the run ended."""
-    table = Table(["run", "rows", "median s", "p95 s", "median batches", "max batches", "spark s / s", "load"])
+    table = Table(["run", "rows", "median s", "p95 s", "median batches", "max batches", "with data",
+                   "spark s / s", "load"])
     spark = next((v for v, _ in results if v.startswith("spark-")), None)
     for (variant, feeding), measured in results.items():
-        rows, median, p95, batches, most = summary(measured)
+        rows, median, p95, batches, most, share = summary(measured)
         theirs = results.get((spark, feeding)) if spark and not variant.startswith("spark-") else None
         ratio = summary(theirs)[1] / median if theirs and median > 0 else "-"
-        table.add(f"{variant}, {feeding}", rows, median, p95, batches, most, ratio, loads[(variant, feeding)])
+        table.add(f"{variant}, {feeding}", rows, median, p95, batches, most, share, ratio, loads[(variant, feeding)])
     return table
 
 
@@ -266,11 +272,13 @@ class _Sink:
 
 @dataclass
 class Run:
-    """One run of one variant and feeding: the rows written, the steps' times and reading batches."""
+    """One run of one variant and feeding: the rows written, the steps' times and reading batches,
+    the micro-batches that read input rows."""
 
     written: list[Written]
     available: dict[int, float]
     read: dict[int, int]
+    data_batches: set[int]
     problems: list[str]
 
 
@@ -331,7 +339,8 @@ def _run_once(spark: SparkSession, root: str, data: Workload, variant: str, feed
     finally:
         query.stop()
     progress = [(p["batchId"], *_side_rows(p, source)) for p in query.recentProgress]
-    run = Run(list(sink.written), available, read_batches(progress, data.per_step, args.steps), [])
+    run = Run(list(sink.written), available, read_batches(progress, data.per_step, args.steps),
+              {batch for batch, left, right in progress if left + right}, [])
     rows = [w.row for w in run.written]
     if len(rows) != len(set(rows)):
         run.problems.append(f"{variant}, {feeding}: {len(rows) - len(set(rows))} null-padded rows written twice")
@@ -381,7 +390,8 @@ def run(args: argparse.Namespace) -> int:
                     last = args.steps - 1
                     counted = set(range(1, last)) if feeding == "traffic" else set(range(1, last + 1))
                     results.setdefault((variant, feeding), []).extend(
-                        latencies(done.written, data.release, done.available, done.read, counted))
+                        latencies(done.written, data.release, done.available, done.read, counted,
+                                  done.data_batches))
                     loads[(variant, feeding)] = max(loads.get((variant, feeding), 0.0), os.getloadavg()[0])
                     problems += done.problems
     finally:

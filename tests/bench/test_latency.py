@@ -48,16 +48,17 @@ def test_latencies_count_seconds_and_batches_from_the_releasing_step():
     release = {1: 1, 2: 2, 3: 2, 9: 0}
     available, read = {0: 97.0, 1: 102.0, 2: 103.0}, {0: 0, 1: 3, 2: 4}
 
-    measured = latencies(written, release, available, read, counted={1, 2})
+    measured = latencies(written, release, available, read, counted={1, 2}, data_batches={0, 3, 4})
 
-    # row 9 is released by step 0, which is not counted; row 3 comes in the batch that read its step
-    assert measured == [Latency(1.5, 1), Latency(3.0, 1), Latency(0.5, 0)]
+    # row 9 is released by step 0, which is not counted; row 3 comes in the batch that read its step;
+    # batch 5 read no rows
+    assert measured == [Latency(1.5, 1, True), Latency(3.0, 1, False), Latency(0.5, 0, True)]
 
 
 def test_summary_gives_median_nearest_rank_p95_and_batches():
-    measured = [Latency(float(s), b) for s, b in zip(range(1, 21), [1] * 19 + [3])]
-    assert summary(measured) == (20, 10.5, 19.0, 1, 3)
-    assert summary([Latency(2.0, 2)]) == (1, 2.0, 2.0, 2, 2)
+    measured = [Latency(float(s), b, s <= 5) for s, b in zip(range(1, 21), [1] * 19 + [3])]
+    assert summary(measured) == (20, 10.5, 19.0, 1, 3, 0.25)
+    assert summary([Latency(2.0, 2, False)]) == (1, 2.0, 2.0, 2, 2, 0.0)
     with pytest.raises(ValueError, match="no released row"):
         summary([])
 
@@ -67,7 +68,8 @@ def test_latency_table_sets_sparks_median_over_ours_beside_the_load():
                ("spark-rocksdb", "quiet"): [Latency(3.0, 1)]}
     rows = latency_table(results, {key: 1.5 for key in results}).as_records()
     assert rows[0] == {"run": "streamjoin-rocksdb, quiet", "rows": 2, "median s": 1.5, "p95 s": 2.0,
-                       "median batches": 1, "max batches": 1, "spark s / s": 2.0, "load": 1.5}
+                       "median batches": 1, "max batches": 1, "with data": 1.0, "spark s / s": 2.0,
+                       "load": 1.5}
     assert rows[1]["run"] == "spark-rocksdb, quiet" and rows[1]["spark s / s"] == "-"
 
 
