@@ -51,6 +51,8 @@ from streamjoin.bench.sparkutil import fixed_costs, fresh_dir, local_session, ru
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from streamjoin.kit.how import IntervalHow
+
 __all__ = ["add_arguments", "run"]
 
 RATE = 1000                     # rows a second, a side
@@ -267,7 +269,7 @@ class Bench:
     ``delay_s`` and ``files_per_trigger`` (None: all new files) are the joins' (the latency
     benchmark sets its own)."""
 
-    how = "inner"
+    how: IntervalHow = "inner"
     delay_s = DELAY_S
     files_per_trigger: int | None = 1
 

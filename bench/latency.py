@@ -63,6 +63,8 @@ from streamjoin.bench.sparkutil import fresh_dir, local_session
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from streamjoin.kit.how import IntervalHow
+
 __all__ = ["add_arguments", "run", "step_watermarks", "release_step", "read_batches", "latencies", "Latency",
            "Written", "summary", "latency_table", "FEEDINGS"]
 
@@ -247,7 +249,7 @@ class _Join(Bench):
     """The interval benchmark's queries, as a left outer join with this benchmark's delay, reading
     every new file at each trigger."""
 
-    how = "left"
+    how: IntervalHow = "left"
     delay_s = DELAY_S
     files_per_trigger = None
 
