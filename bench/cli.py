@@ -20,6 +20,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "enrichment": ("streamjoin.bench.enrichment", "stream-table join per store beside Spark's stream-static join"),
     "table": ("streamjoin.bench.table", "table-table join (a maintained view) beside recomputing the join in Spark"),
     "postgres": ("streamjoin.bench.postgres", "changes/s from a PostgreSQL slot: decoded, read by Spark, joined"),
+    "latency": ("streamjoin.bench.latency", "seconds and micro-batches until a row the watermark releases is in the sink, beside Spark"),
     "rescale": ("streamjoin.bench.rescale", "routing by key group, and the version that rebuilds after a partition change"),
     "nexmark": ("streamjoin.bench.nexmark", "Nexmark q3, q20 and a q8-like window join beside Spark on the same data"),
     "checkpoint-io": ("streamjoin.bench.checkpoint_io", "checkpoint file-system calls and seconds per task at 16, 64, 200 partitions"),

@@ -242,4 +242,7 @@ GOALS: tuple[Goal, ...] = (
                 "restored when its next task lands in another Python worker (docs/bench/runtime.md)"),
     Goal("runtime", "per-query fixed cost minus the floor's (fixed - floor's s), every backend", 1.0, " s",
          Each("fixed - floor's s", "variant", _RUNTIME), "streamjoin bench runtime", at_most=True),
+    Goal("latency", "release latency of a left outer interval join vs Spark's stream-stream join on the same "
+         "data, with traffic and quiet (Spark's median s / streamjoin-rocksdb's)", 1.0, "x",
+         Each("spark s / s", "run", "streamjoin-rocksdb, "), "streamjoin bench latency"),
 )

@@ -51,6 +51,8 @@ from streamjoin.bench.sparkutil import fixed_costs, fresh_dir, local_session, ru
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from streamjoin.kit.how import IntervalHow
+
 __all__ = ["add_arguments", "run"]
 
 RATE = 1000                     # rows a second, a side
@@ -263,15 +265,23 @@ class Outcome:
 
 
 class Bench:
-    """Builds and times each variant's streaming query over the inputs under ``root``."""
+    """Builds and times each variant's streaming query over the inputs under ``root``; ``how``,
+    ``delay_s`` and ``files_per_trigger`` (None: all new files) are the joins' (the latency
+    benchmark sets its own)."""
+
+    how: IntervalHow = "inner"
+    delay_s = DELAY_S
+    files_per_trigger: int | None = 1
 
     def __init__(self, spark: SparkSession, root: str, params: Params) -> None:
         self.spark, self.root, self.params = spark, root, params
 
     def source(self, side: str, watermark: bool = False) -> DataFrame:
-        reader = self.spark.readStream.schema(SCHEMAS[side]).option("maxFilesPerTrigger", 1)
+        reader = self.spark.readStream.schema(SCHEMAS[side])
+        if self.files_per_trigger is not None:
+            reader = reader.option("maxFilesPerTrigger", self.files_per_trigger)
         df = reader.parquet(os.path.join(self.root, side))
-        return df.withWatermark(df.columns[1], f"{DELAY_S} seconds") if watermark else df
+        return df.withWatermark(df.columns[1], f"{self.delay_s} seconds") if watermark else df
 
     def spark_join(self, variant: str, scratch: str) -> DataFrame:
         from pyspark.sql import functions as F
@@ -282,7 +292,7 @@ class Bench:
         left, right = self.source("left", watermark=True), self.source("right", watermark=True)
         w = F.expr(f"INTERVAL {self.params.window_us} MICROSECONDS")
         condition = (left.k == right.k) & (right.rt >= left.lt - w) & (right.rt <= left.lt + w)
-        return left.join(right, condition, "inner").select(left.k, *LEFT[1:], *RIGHT[1:])
+        return left.join(right, condition, self.how).select(left.k, *LEFT[1:], *RIGHT[1:])
 
     def streamjoin(self, variant: str, scratch: str) -> DataFrame:
         from streamjoin import interval_join
@@ -290,7 +300,7 @@ class Bench:
         window = datetime.timedelta(microseconds=self.params.window_us)
         return interval_join(
             self.source("left"), self.source("right"), "k", left_time="lt", right_time="rt",
-            lower=-window, upper=window, delay=datetime.timedelta(seconds=DELAY_S),
+            lower=-window, upper=window, delay=datetime.timedelta(seconds=self.delay_s), how=self.how,
             store=variant.split("-", 1)[1], checkpoint=os.path.join(scratch, "join"),
             partitions=self.params.partitions, state_dir=os.path.join(scratch, "state"),
         )
