@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from streamjoin.statestore import backend_names
 from streamjoin.testing import LocalJoins, assert_deterministic, interval_join_reference
 from streamjoin.testing import rows_of as kit_rows
+from streamjoin.testing.interval import is_heartbeat
 from streamjoin.testing.strategies import event_streams
 from tests.examples import scaled
 from tests.joins.drivers import DISTURBANCES, StepDriver, replay_disturbed
@@ -52,6 +53,18 @@ def test_interval_join_with_per_input_delays_and_policy_equals_reference_over_ro
     output, asides = drive(case)
     assert output == case.expected()
     assert asides == case.expected_aside()
+
+
+@given(case=join_cases(heartbeats=True, times=True))
+def test_interval_join_with_rows_of_only_a_time_equals_reference_with_and_without_heartbeats(case):
+    beats = sum(case.heartbeats and is_heartbeat(r, t) for left, right in case.batches
+                for rows, t in ((left, case.variant.left_time), (right, case.variant.right_time)) for r in rows)
+    event(f"heartbeats={case.heartbeats}, heartbeat rows: {beats > 0}")
+    driver_metrics: dict = {}
+    output, asides = drive(case, metrics=driver_metrics)
+    assert output == case.expected()
+    assert asides == case.expected_aside()
+    assert driver_metrics["heartbeat_rows_left"] + driver_metrics["heartbeat_rows_right"] == beats
 
 
 #: Inputs for the kit (streamjoin.testing): each variant's schemas with keys that match across sides.
