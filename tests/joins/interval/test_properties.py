@@ -73,24 +73,27 @@ KIT_VARIANTS = [(SIMPLE, (0, 1, 2), (0, 1, 2)),
 DISORDER = dt.timedelta(seconds=2)
 
 
-def kit_inputs(variant: Variant, lkeys: object, rkeys: object) -> st.SearchStrategy:
+def kit_inputs(variant: Variant, lkeys: object, rkeys: object, heartbeats: bool = False) -> st.SearchStrategy:
     """Left and right event streams of ``variant``: rows a second apart, up to DISORDER out of
-    order, so that a watermark delay of DISORDER makes no row late under any micro-batch split."""
+    order, so that a watermark delay of DISORDER makes no row late under any micro-batch split
+    (with ``heartbeats``, some rows are heartbeats)."""
     v = variant
-    return st.tuples(event_streams(v.left, time=v.left_time, key=v.left_key, keys=lkeys, max_rows=8, disorder=DISORDER),
+    return st.tuples(event_streams(v.left, time=v.left_time, key=v.left_key, keys=lkeys, max_rows=8, disorder=DISORDER,
+                                   heartbeats=heartbeats),
                      event_streams(v.right, time=v.right_time, key=v.right_key, keys=rkeys, max_rows=8,
-                                   disorder=DISORDER))
+                                   disorder=DISORDER, heartbeats=heartbeats))
 
 
 @pytest.mark.parametrize("store", BACKENDS)
 @settings(max_examples=scaled(6), suppress_health_check=list(HealthCheck))
 @given(variant=st.sampled_from(KIT_VARIANTS), how=st.sampled_from(HOWS), data=st.data(),
-       bounds=st.sampled_from([(-2, 3), (0, 0), (-5, -1), (1, 6)]))
-def test_interval_join_without_late_rows_equals_reference_on_every_backend(store, variant, how, bounds, data):
+       bounds=st.sampled_from([(-2, 3), (0, 0), (-5, -1), (1, 6)]), heartbeats=st.booleans())
+def test_interval_join_without_late_rows_equals_reference_on_every_backend(store, variant, how, bounds, heartbeats,
+                                                                            data):
     v = variant[0]
-    left, right = data.draw(kit_inputs(*variant))
+    left, right = data.draw(kit_inputs(*variant, heartbeats=heartbeats))
     args = dict(left_time=v.left_time, right_time=v.right_time, how=how, lower=dt.timedelta(seconds=bounds[0]),
-                upper=dt.timedelta(seconds=bounds[1]))
+                upper=dt.timedelta(seconds=bounds[1]), heartbeats=heartbeats)
 
     def pipeline(lt, rt, joins, store):
         return joins.interval_join(lt, rt, v.on, delay=DISORDER, store=store, **args)
