@@ -14,7 +14,10 @@ version): the *event watermark* ``ew = max event time before v - delay`` and the
 ``tw = max change time before v - delay`` (heartbeats count): each input's own progress, the same
 ``delay`` for both. **Late rows**: an event with ``t < ew`` (``"late"``) and a change with change
 time ``< tw`` (``"late change"``) are set aside, in both modes, so a change can arrive up to
-``delay`` behind the table's newest change. Also set aside: a null event time, a null event key
+``delay`` behind the table's newest change. **Event heartbeats** (``heartbeats=True``): an event whose only non-null column is its event
+time moves the event watermark like any event and is otherwise dropped, counted as
+``heartbeat_events`` (never joined, waiting, output or set aside, late or not).
+Also set aside: a null event time, a null event key
 (``how="inner"``; ``"left"`` outputs it at once, null-padded), and the change rows
 :func:`streamjoin.changes.normalise` refuses.
 
@@ -73,7 +76,7 @@ class EnrichmentJoin(SpecOperator):
     #: ``table_source``: change rows the Spark layer refuses before routing
     set_aside_inputs = ("stream", "table", "table_source")
     metric_merges = {"matched": "sum", "events_waiting": "sum", "released_by_grace": "sum", "expired_lookups": "sum",
-                     "event_watermark": "max", "table_watermark": "max"}
+                     "event_watermark": "max", "table_watermark": "max", "heartbeat_events": "sum"}
     time_metrics = frozenset({"event_watermark", "table_watermark"})
     state_views = VIEWS
 
@@ -84,16 +87,19 @@ class EnrichmentJoin(SpecOperator):
         buckets: int = 64, event_bucket: datetime.timedelta = datetime.timedelta(seconds=1),
         table_ttl: datetime.timedelta | str | None = None,
         stream_delay: datetime.timedelta | str | None = None, table_delay: datetime.timedelta | str | None = None,
+        heartbeats: bool = False,
     ) -> None:
         """Validate the join; raise :class:`streamjoin.errors.JoinDefinitionError` naming any problem.
 
         Tuning (no effect on results; part of the definition): ``buckets`` key buckets of table
         versions per partition, ``event_bucket`` the width of waiting events' time buckets.
+        ``heartbeats``: an event whose every column but its event time is null is a heartbeat
+        (see module).
         """
         self.spec: EnrichmentSpec = build_spec(
             stream, table, on, stream_time=stream_time, changes=changes, mode=mode, how=how,
             delay=delay, grace=grace, buckets=buckets, event_bucket=event_bucket, table_ttl=table_ttl,
-            stream_delay=stream_delay, table_delay=table_delay,
+            stream_delay=stream_delay, table_delay=table_delay, heartbeats=heartbeats,
         )
         self._inputs = (InputSpec("stream", stream, self.spec.stream_key, stream_time),
                         InputSpec("table", table, changes.key, changes.time))

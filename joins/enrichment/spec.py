@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from streamjoin.changes import ChangeFormat
 from streamjoin.errors import JoinDefinitionError
+from streamjoin.kit.arrivals import check_heartbeats
 from streamjoin.kit.how import How, parse_how
 from streamjoin.kit.keys import family_key_type
 from streamjoin.kit.names import check_output_names, check_present, check_reserved, check_schema, suffixed
@@ -81,6 +82,8 @@ class EnrichmentSpec:
     fold_deltas: int = 16
     #: Per input (stream, table) delay in µs: ``stream_delay`` / ``table_delay``, default ``delay``.
     delays: tuple[int, int] | None = None
+    #: Whether an event whose only non-null column is its event time is a heartbeat (progress only).
+    heartbeats: bool = False
 
     @property
     def stream_delay(self) -> int:
@@ -104,7 +107,8 @@ class EnrichmentSpec:
             "stream_time": self.stream_time, "changes": self.changes.definition(),
             "stream": [[f.name, str(f.type)] for f in self.stream],
             "table": [[f.name, str(f.type)] for f in self.table],
-        } | ({} if self.ttl is None else {"table_ttl_us": self.ttl}) | self._delays_definition()
+        } | ({} if self.ttl is None else {"table_ttl_us": self.ttl}) | self._delays_definition() \
+            | ({"heartbeats": True} if self.heartbeats else {})   # absent when off: older definitions stay identical
 
     def _delays_definition(self) -> dict[str, Any]:
         # Absent when both inputs use ``delay``: definitions from before per-input delays stay identical.
@@ -119,6 +123,7 @@ def build_spec(
     grace: datetime.timedelta | str | None, buckets: int, event_bucket: datetime.timedelta | str,
     table_ttl: datetime.timedelta | str | None = None,
     stream_delay: datetime.timedelta | str | None = None, table_delay: datetime.timedelta | str | None = None,
+    heartbeats: bool = False,
 ) -> EnrichmentSpec:
     """Validate an enrichment join's arguments; raise JoinDefinitionError naming the problem."""
     for name, schema in (("stream", stream), ("table", table)):
@@ -143,6 +148,7 @@ def build_spec(
     if wait < 0 or (window is not None and window < 0) or width <= 0:
         raise JoinDefinitionError("delay and grace must be >= 0 and event_bucket > 0")
     delays = input_delays(delay, [("stream_delay", stream_delay), ("table_delay", table_delay)])
+    check_heartbeats(heartbeats)
     ttl = None if table_ttl is None else parse_duration("table_ttl", table_ttl)
     if ttl is not None and ttl <= 0:
         raise JoinDefinitionError(f"table_ttl must be > 0 (None: table keys never expire), not {table_ttl!r}")
@@ -152,7 +158,7 @@ def build_spec(
     output = _output_schema(stream, internal, values)
     return EnrichmentSpec(stream, stream_key, key_types, stream_time, table, changes, internal, values, chosen, how, wait,
                           window, buckets, width, output, canonical_sort_keys(stream, [stream_time, *stream_key]),
-                          ttl=ttl, delays=(delays[0], delays[1]))
+                          ttl=ttl, delays=(delays[0], delays[1]), heartbeats=heartbeats)
 
 
 def _stream_key(on: str | Sequence[str], stream: pa.Schema, time: str) -> tuple[str, ...]:

@@ -117,10 +117,10 @@ class Step:
         """This version's events to join (canonical order, join key columns added) and those set aside."""
         spec = self.spec
         found = sort_out(table, schema=spec.stream, name="stream", order=spec.event_sort, time=spec.stream_time,
-                         key=spec.stream_key, watermark=self.ew)
+                         key=spec.stream_key, watermark=self.ew, heartbeats=spec.heartbeats)
         counts = found.counts()
         self.metrics.update(null_time_events=counts["null_time"], late_events=counts["late"],
-                            null_key_events=counts["null_key"])
+                            null_key_events=counts["null_key"], heartbeat_events=counts["heartbeat"])
         if spec.how is How.LEFT and found.null_key.any():
             self._emit(found.table.filter(pa.array(found.null_key)), np.full(counts["null_key"], -1), None)
         aside = found.aside(keyless_kept=spec.how is How.LEFT)

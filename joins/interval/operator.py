@@ -10,7 +10,9 @@ watermark ``w`` (docs/design/semantics.md "Time"; +infinity after the rows of a 
 in which its second row arrives; an unmatched left row (left, full: null-padded; left_anti: as
 itself) in the first version with ``w > l.t + upper``; an unmatched right row (right, full) in the
 first version with ``w > r.t - lower``; a left_semi row once, in the version of its first match.
-**Rows not joined**: a null event time is set aside (``"null event time"``), then an event time
+**Heartbeats** (``heartbeats=True``): a row whose only non-null column is its event time counts
+as its input's progress and is otherwise dropped, counted (never joined, stored, output or set
+aside, late or not). **Rows not joined**: a null event time is set aside (``"null event time"``), then an event time
 ``< w`` is late (``"late"``), then a null key is set aside (``"null key"``) on a side whose
 unmatched rows are not output, and is output at once (it can never match) on a side whose
 unmatched rows are output (left of left/full/left_anti, right of right/full).
@@ -66,7 +68,7 @@ class IntervalJoin(SpecOperator):
 
     kind = "interval_join"
     set_aside_inputs = ("left", "right")
-    metric_merges = {"pairs": "sum", "watermark": "max"}
+    metric_merges = {"pairs": "sum", "watermark": "max", "heartbeat_rows_left": "sum", "heartbeat_rows_right": "sum"}
     time_metrics = frozenset({"watermark"})
     state_views = VIEWS
 
@@ -89,6 +91,7 @@ class IntervalJoin(SpecOperator):
         left_delay: Duration | None = None,
         right_delay: Duration | None = None,
         watermark_policy: WatermarkPolicy = "min",
+        heartbeats: bool = False,
     ) -> None:
         """Validate the join; raise :class:`streamjoin.errors.JoinDefinitionError` naming any problem.
 
@@ -100,12 +103,16 @@ class IntervalJoin(SpecOperator):
         a quarter of ``upper - lower``, within 1 s..1 h; part of the definition); ``blob_rows`` caps
         the rows of one state value; ``group_rows`` caps the state rows held in memory at once;
         ``compression`` (None, "lz4", "zstd") compresses state blobs.
+
+        ``heartbeats``: a row whose every column but its event time is null is a heartbeat: its
+        time moves its input's progress (and so the watermark of later versions), and it is
+        never joined, stored, output or set aside (counted as ``heartbeat_rows_<side>``).
         """
         self.spec: IntervalSpec = build_spec(
             left, right, on, left_time=left_time, right_time=right_time, lower=lower, upper=upper,
             delay=delay, how=how, bucket=bucket, blob_rows=blob_rows, group_rows=group_rows,
             compression=compression, left_delay=left_delay, right_delay=right_delay,
-            watermark_policy=watermark_policy,
+            watermark_policy=watermark_policy, heartbeats=heartbeats,
         )
         self._inputs = (
             InputSpec("left", left, self.spec.left.key, left_time),

@@ -43,10 +43,10 @@ class Arrivals:
 def arrive(
     spec: IntervalSpec, side: SidePlan, table: pa.Table, version: int, watermark: int
 ) -> Arrivals:
-    """Sort ``table`` canonically, set aside null-time, late and (unless preserved) null-key rows
-    (:func:`streamjoin.kit.arrivals.sort_out`)."""
+    """Sort ``table`` canonically, set aside null-time, late and (unless preserved) null-key rows,
+    and leave out heartbeats (:func:`streamjoin.kit.arrivals.sort_out`)."""
     found = sort_out(table, schema=side.schema, name=side.name, order=side.sort_keys, time=side.time,
-                     key=side.key, watermark=watermark)
+                     key=side.key, watermark=watermark, heartbeats=spec.heartbeats)
     keep, preserved = found.keep, spec.how.emits_unmatched(side.name)
     rows = (found.table if keep.all() else found.table.filter(keep)).select(list(side.stored))
     if rows.num_rows >= 1 << 32 or not 0 <= version < 1 << 31:

@@ -21,6 +21,7 @@ from typing import Any, Sequence
 import pyarrow as pa
 
 from streamjoin.errors import JoinDefinitionError
+from streamjoin.kit.arrivals import check_heartbeats
 from streamjoin.kit.how import How, parse_how
 from streamjoin.kit.keys import common_key_type
 from streamjoin.kit.names import check_output_names, check_present, check_reserved, check_schema, suffixed
@@ -83,6 +84,8 @@ class IntervalSpec:
     output_schema: pa.Schema
     delays: tuple[int, int] = (0, 0)
     policy: str = "min"
+    #: Whether a row whose only non-null column is its event time is a heartbeat (progress only).
+    heartbeats: bool = False
 
     def side(self, name: str) -> SidePlan:
         return self.left if name == "left" else self.right
@@ -104,6 +107,8 @@ class IntervalSpec:
             "left": _side_definition(self.left),
             "right": _side_definition(self.right),
             **self._time_definition(),
+            # absent when off, so definitions written before heartbeats existed stay identical
+            **({"heartbeats": True} if self.heartbeats else {}),
         }
 
     def _time_definition(self) -> dict[str, Any]:
@@ -148,6 +153,7 @@ def build_spec(
     left_delay: Duration | None = None,
     right_delay: Duration | None = None,
     watermark_policy: str = "min",
+    heartbeats: bool = False,
 ) -> IntervalSpec:
     """Validate the arguments of an interval join; raise JoinDefinitionError naming the problem."""
     how = parse_how(how, HOWS)
@@ -165,6 +171,7 @@ def build_spec(
         raise JoinDefinitionError(f"delay ({delay}) must be >= 0")
     delays = input_delays(delay, [("left_delay", left_delay), ("right_delay", right_delay)])
     policy = parse_policy(watermark_policy)
+    check_heartbeats(heartbeats)
     width = _bucket_width(bucket, hi - lo)
     _check_tuning(blob_rows, group_rows, compression)
     left_plan = _side_plan("left", left, left_key, left_time, left.names)
@@ -173,7 +180,7 @@ def build_spec(
     output, schema = _output_plan(left_plan, right_plan, key_types, how)
     return IntervalSpec(
         left_plan, right_plan, key_types, lo, hi, wait, how, width, blob_rows, group_rows,
-        compression, output, schema, (delays[0], delays[1]), policy,
+        compression, output, schema, (delays[0], delays[1]), policy, heartbeats,
     )
 
 

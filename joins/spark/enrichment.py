@@ -51,6 +51,7 @@ def stream_table_join(
     stream_delay: datetime.timedelta | str | None = None,
     table_delay: datetime.timedelta | str | None = None,
     end_of_run: EndOfRun = "hold",
+    heartbeats: bool = False,
 ) -> DataFrame:
     """Enrich each event of ``stream`` with the row of a changing table that its key refers to.
 
@@ -89,7 +90,11 @@ def stream_table_join(
     in the output. ``end_of_run``: what an ``availableNow`` run does once it has read its data
     (``"flush"``: events the table watermark reached by then, e.g. through a heartbeat of the last
     micro-batch, come out in the same run; ``"release"``: then every waiting event is released
-    and the inputs are closed; docs/design/end-of-input.md). Other
+    and the inputs are closed; docs/design/end-of-input.md). ``heartbeats=True``: an event whose
+    every column but ``stream_time`` is null is a heartbeat of a quiet stream: it moves the event
+    watermark like an event at that time and is never joined, output or set aside (counted as
+    ``heartbeat_events``; the table's own heartbeats are change rows with op ``heartbeat``;
+    docs/guides/enrichment.md). Without it (default) such a row is an event with a null key. Other
     arguments as for :func:`streamjoin.interval_join`. Raises :class:`JoinDefinitionError` before any
     query starts when an argument is wrong.
     """
@@ -116,7 +121,7 @@ def stream_table_join(
     operator = EnrichmentJoin(
         arrow_schema(stream), arrow_schema(table), on, stream_time=stream_time, changes=fmt,
         mode=mode, how=how, delay=delay, grace=grace, table_ttl=table_ttl,
-        stream_delay=stream_delay, table_delay=table_delay,
+        stream_delay=stream_delay, table_delay=table_delay, heartbeats=heartbeats,
     )
     initial = None if bootstrap is None else [None, _bootstrap_changes(bootstrap, operator)]
     return run_plan(operator.plan, [stream, table], checkpoint=checkpoint,

@@ -40,6 +40,7 @@ def interval_join(
     right_delay: Duration | None = None,
     watermark_policy: WatermarkPolicy = "min",
     end_of_run: EndOfRun = "hold",
+    heartbeats: bool = False,
 ) -> DataFrame:
     """Join two event DataFrames on equal keys within a time window.
 
@@ -63,7 +64,11 @@ def interval_join(
     come out in the same run, in one more no-data micro-batch; the query starts about a second
     later) or ``"release"`` (as ``"flush"``, then every row held for lateness is released as a
     batch join releases it and the inputs are closed: a later run with new rows is refused)
-    (docs/design/end-of-input.md).
+    (docs/design/end-of-input.md). ``heartbeats=True``: a row whose every column but its time
+    column is null is a *heartbeat*, progress of a quiet input: its time moves the watermark
+    like a row at that time, and the row is never joined, stored, output or set aside (counted
+    as ``heartbeat_rows_left`` / ``heartbeat_rows_right``; docs/guides/interval.md). Without it
+    (default) such a row is an ordinary row with a null key.
 
     Output columns: the key columns once (named as on the left), then the left columns, then the
     right columns; a non-key name on both sides becomes ``name_left`` / ``name_right``. Semi and
@@ -87,6 +92,7 @@ def interval_join(
         arrow_schema(left), arrow_schema(right), (list(left_on), list(right_on)),
         left_time=left_time, right_time=right_time, lower=lower, upper=upper, delay=delay, how=how,
         left_delay=left_delay, right_delay=right_delay, watermark_policy=watermark_policy,
+        heartbeats=heartbeats,
     )
     checkpoint = resolve_checkpoint(options.checkpoint, left.isStreaming or right.isStreaming, "interval_join")
     return run_plan(operator.plan, [left, right], checkpoint=checkpoint, partitions=options.partitions,

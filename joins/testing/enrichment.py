@@ -3,7 +3,10 @@
 Rows are Python dicts. A batch is ``(events, changes)``; a change is a dict with ``key`` (a tuple),
 ``op`` (``"upsert"``, ``"delete"`` or ``"heartbeat"``), ``time`` (None: a timeless snapshot row, before every change of its key), ``seq`` (or None) and ``row``
 (the value columns, a tuple); an event is a dict with ``key`` (a tuple, None values allowed),
-``time`` and ``row`` (its columns, a tuple). Times are integers (µs).
+``time`` and ``row`` (its columns, a tuple, the event time among them). Times are integers (µs).
+With ``heartbeats=True`` (the join's option for events) an event whose ``row`` has no value but
+its time is a heartbeat: its time counts in the event watermark like any event's, and it is
+never joined, output or late.
 
     enrichment_watermarks(batches, delay)        (event watermark, table watermark) of each batch
     late_flags(batches, delay)                   which events / changes of each batch are late
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-__all__ = ["enrichment_watermarks", "late_flags", "reference_as_of", "reference_latest"]
+__all__ = ["enrichment_watermarks", "late_flags", "reference_as_of", "reference_latest", "is_heartbeat_event"]
 
 Batch = tuple[Sequence[dict], Sequence[dict]]
 
@@ -45,13 +48,20 @@ def enrichment_watermarks(batches: Sequence[Batch], delay: int | tuple[int, int]
     return marks
 
 
-def late_flags(batches: Sequence[Batch], delay: int | tuple[int, int]) -> list[tuple[list[bool], list[bool]]]:
+def is_heartbeat_event(event: dict) -> bool:
+    """Whether ``event`` is a heartbeat: it has a time, and its row no other value."""
+    return event["time"] is not None and sum(value is not None for value in event["row"]) == 1
+
+
+def late_flags(batches: Sequence[Batch], delay: int | tuple[int, int],
+               heartbeats: bool = False) -> list[tuple[list[bool], list[bool]]]:
     """Per batch: whether each event (time < event watermark) and change (time < table
     watermark; a timeless one once there is a table watermark) is late; a heartbeat never is (it
-    carries nothing to lose)."""
+    carries nothing to lose), nor, with ``heartbeats``, an event heartbeat."""
     out = []
     for (events, changes), (ew, tw) in zip(batches, enrichment_watermarks(batches, delay)):
-        out.append(([ew is not None and e["time"] < ew for e in events],
+        out.append(([ew is not None and e["time"] < ew and not (heartbeats and is_heartbeat_event(e))
+                     for e in events],
                     [tw is not None and c["op"] != "heartbeat" and (c["time"] is None or c["time"] < tw)
                      for c in changes]))
     return out
@@ -76,31 +86,34 @@ def _output(event: dict, change: dict | None, how: str, width: int) -> list[tupl
     return [tuple(event["row"]) + tuple(change["row"])]
 
 
-def _accepted(batches: Sequence[Batch], delay: int | tuple[int, int]) -> list[tuple[list[dict], list[dict]]]:
+def _accepted(batches: Sequence[Batch], delay: int | tuple[int, int],
+              heartbeats: bool = False) -> list[tuple[list[dict], list[dict]]]:
     """Each batch's events and changes that are not late; changes without heartbeats and
-    duplicates (same key, time and seq as an earlier one)."""
+    duplicates (same key, time and seq as an earlier one); with ``heartbeats``, events without
+    heartbeats."""
     seen: set = set()
     out = []
-    for (events, changes), (late_e, late_c) in zip(batches, late_flags(batches, delay)):
+    for (events, changes), (late_e, late_c) in zip(batches, late_flags(batches, delay, heartbeats)):
         kept = []
         for change, late in zip(changes, late_c):
             ident = (change["key"], _order(change))
             if not late and change["op"] != "heartbeat" and ident not in seen:
                 seen.add(ident)
                 kept.append(change)
-        out.append(([e for e, late in zip(events, late_e) if not late], kept))
+        out.append(([e for e, late in zip(events, late_e)
+                     if not late and not (heartbeats and is_heartbeat_event(e))], kept))
     return out
 
 
 def reference_as_of(batches: Sequence[Batch], *, how: str, delay: int | tuple[int, int], width: int,
-                    ttl: int | None = None) -> list[tuple]:
+                    ttl: int | None = None, heartbeats: bool = False) -> list[tuple]:
     """Each event joined with its key's last change at or before its time, over all changes,
     unless that change is older than the event's time minus ``ttl``.
 
     ``width`` is the number of value columns (for null padding). An event with a None in its
     key matches nothing.
     """
-    accepted = _accepted(batches, delay)
+    accepted = _accepted(batches, delay, heartbeats)
     history = [c for _, changes in accepted for c in changes]
     out: list[tuple] = []
     for events, _ in accepted:
@@ -113,14 +126,14 @@ def reference_as_of(batches: Sequence[Batch], *, how: str, delay: int | tuple[in
 
 
 def reference_latest(batches: Sequence[Batch], *, how: str, delay: int | tuple[int, int], width: int,
-                     ttl: int | None = None) -> list[tuple]:
+                     ttl: int | None = None, heartbeats: bool = False) -> list[tuple]:
     """Per batch: apply its changes (a change not newer than the key's current one is stale),
     then join each of its events with its key's current row, unless that row is older than the
     batch's table watermark minus ``ttl``."""
     current: dict = {}
     out: list[tuple] = []
     marks = enrichment_watermarks(batches, delay)
-    for (events, changes), (_, tw) in zip(_accepted(batches, delay), marks):
+    for (events, changes), (_, tw) in zip(_accepted(batches, delay, heartbeats), marks):
         for change in changes:
             now = current.get(change["key"])
             if now is None or _order(change) > _order(now):

@@ -8,7 +8,11 @@ Interval join (docs/design/semantics.md "Interval join"):
     reference_interval_join(left_rows, right_rows, ...)   the output multiset, as tuples
     interval_watermarks(batches, ...)                     the watermark of each batch (docs/design/semantics.md "Time")
     interval_late_rows(batches, ...)                      which rows of each batch are late
+    is_heartbeat(row, time)                               whether a row is a heartbeat (only a time)
     join_key(value)                                       a key value as joins compare it
+
+With ``heartbeats=True`` (the joins' option) a row whose every column but its time is None is a
+heartbeat: its time counts in the watermarks like any row's, and it is never joined, output or late.
 
 Key values compare as in Spark's joins: ``-0.0`` equals ``0.0`` and NaN equals NaN.
 """
@@ -19,7 +23,8 @@ from typing import Any, Mapping, Sequence
 
 from streamjoin.kit.keys import normal_key_value
 
-__all__ = ["reference_interval_join", "interval_watermarks", "interval_late_rows", "join_key", "NAN_KEY"]
+__all__ = ["reference_interval_join", "interval_watermarks", "interval_late_rows", "is_heartbeat", "join_key",
+           "NAN_KEY"]
 
 Row = Mapping[str, Any]
 
@@ -41,6 +46,11 @@ def join_key(value: Any) -> Any:
     return normal_key_value(value, NAN_KEY)
 
 
+def is_heartbeat(row: Row, time: str) -> bool:
+    """Whether ``row`` is a heartbeat: its ``time`` is not None and every other value is."""
+    return row[time] is not None and all(value is None for name, value in row.items() if name != time)
+
+
 def reference_interval_join(
     left_rows: Sequence[Row],
     right_rows: Sequence[Row],
@@ -54,6 +64,7 @@ def reference_interval_join(
     how: str,
     left_columns: Sequence[str],
     right_columns: Sequence[str],
+    heartbeats: bool = False,
 ) -> list[tuple]:
     """The interval join of all rows, as a list of output tuples (order irrelevant).
 
@@ -62,10 +73,12 @@ def reference_interval_join(
     ``(key values, left non-key values, right non-key values)``, each part in column order; an
     unmatched row has None for the other side's part and its own key values; left_semi/left_anti
     output the left row's values in ``left_columns`` order. Rows whose time is None never join
-    and are not output (the operator sets them aside).
+    and are not output (the operator sets them aside); with ``heartbeats``, neither do heartbeats
+    (:func:`is_heartbeat`).
     """
-    left_rows = [r for r in left_rows if r[left_time] is not None]
-    right_rows = [r for r in right_rows if r[right_time] is not None]
+    left_rows = [r for r in left_rows if r[left_time] is not None and not (heartbeats and is_heartbeat(r, left_time))]
+    right_rows = [r for r in right_rows
+                  if r[right_time] is not None and not (heartbeats and is_heartbeat(r, right_time))]
 
     def matches(l: Row, r: Row) -> bool:
         keys_equal = all(
@@ -126,16 +139,19 @@ def interval_watermarks(
 
 def interval_late_rows(
     batches: Sequence[tuple[Sequence[Row], Sequence[Row]]], *, left_time: str, right_time: str, delay: Any,
-    left_delay: Any = None, right_delay: Any = None, watermark_policy: str = "min",
+    left_delay: Any = None, right_delay: Any = None, watermark_policy: str = "min", heartbeats: bool = False,
 ) -> list[tuple[list[bool], list[bool]]]:
-    """For each batch, per input, whether each row is late (event time < that batch's watermark)."""
+    """For each batch, per input, whether each row is late (event time < that batch's watermark);
+    with ``heartbeats``, a heartbeat never is."""
     out = []
     watermarks = interval_watermarks(batches, left_time=left_time, right_time=right_time, delay=delay,
                                      left_delay=left_delay, right_delay=right_delay,
                                      watermark_policy=watermark_policy)
+
+    def late(row: Row, time: str, mark: Any) -> bool:
+        return (mark is not None and row[time] is not None and row[time] < mark
+                and not (heartbeats and is_heartbeat(row, time)))
+
     for (left_rows, right_rows), mark in zip(batches, watermarks):
-        out.append((
-            [mark is not None and r[left_time] is not None and r[left_time] < mark for r in left_rows],
-            [mark is not None and r[right_time] is not None and r[right_time] < mark for r in right_rows],
-        ))
+        out.append(([late(r, left_time, mark) for r in left_rows], [late(r, right_time, mark) for r in right_rows]))
     return out

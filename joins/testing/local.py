@@ -129,7 +129,8 @@ class LocalJoins:
                       checkpoint: str | None = None, partitions: int | None = None,
                       store_options: Mapping[str, Any] | None = None, state_dir: str | None = None,
                       max_partitions: int | None = None, left_delay: Any = None, right_delay: Any = None,
-                      watermark_policy: WatermarkPolicy = "min", end_of_run: EndOfRun = "hold") -> pa.Table:
+                      watermark_policy: WatermarkPolicy = "min", end_of_run: EndOfRun = "hold",
+                      heartbeats: bool = False) -> pa.Table:
         """:func:`streamjoin.interval_join` over this micro-batch's Arrow tables. ``end_of_run`` is
         checked as in Spark; in process a run has no trigger to end (the kit's last call,
         ``final=True``, releases what a batch join releases), so it changes nothing here."""
@@ -138,7 +139,7 @@ class LocalJoins:
                               state_dir=state_dir, max_partitions=max_partitions)
         operator = IntervalJoin(left.schema, right.schema, on, left_time=left_time, right_time=right_time,
                                 lower=lower, upper=upper, delay=delay, how=how, left_delay=left_delay,
-                                right_delay=right_delay, watermark_policy=watermark_policy)
+                                right_delay=right_delay, watermark_policy=watermark_policy, heartbeats=heartbeats)
         return self._run(self._name(checkpoint), operator, (left, right), options)
 
     def stream_table_join(self, stream: pa.Table, table_changes: pa.Table, on: str | Sequence[str], *,
@@ -150,7 +151,8 @@ class LocalJoins:
                           store: str = "rocksdb", checkpoint: str | None = None, partitions: int | None = None,
                           store_options: Mapping[str, Any] | None = None, state_dir: str | None = None,
                           max_partitions: int | None = None, stream_delay: Any = None,
-                          table_delay: Any = None, end_of_run: EndOfRun = "hold") -> pa.Table:
+                          table_delay: Any = None, end_of_run: EndOfRun = "hold",
+                          heartbeats: bool = False) -> pa.Table:
         """:func:`streamjoin.stream_table_join` over this micro-batch's Arrow tables; ``bootstrap``
         (an Arrow table of the table's rows) is loaded before the join's first version.
         ``end_of_run``: as for :meth:`interval_join`."""
@@ -168,7 +170,7 @@ class LocalJoins:
         table_changes, fmt = routable(table_changes, fmt)
         operator = EnrichmentJoin(stream.schema, table_changes.schema, on, stream_time=stream_time, changes=fmt,
                                   mode=mode, how=how, delay=delay, grace=grace, table_ttl=table_ttl,
-                                  stream_delay=stream_delay, table_delay=table_delay)
+                                  stream_delay=stream_delay, table_delay=table_delay, heartbeats=heartbeats)
         if operator.spec.mode.value == "latest":
             self._note('stream_table_join(mode="latest") is documented as dependent on micro-batch boundaries')
         initial = None if bootstrap is None else operator.bootstrap_changes(bootstrap)

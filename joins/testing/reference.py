@@ -47,11 +47,12 @@ def _duration(value: Any) -> int:
 
 
 def interval_join_reference(left: Any, right: Any, on: Any, *, left_time: str, right_time: str, lower: Any,
-                            upper: Any, how: str = "inner") -> pa.Table:
+                            upper: Any, how: str = "inner", heartbeats: bool = False) -> pa.Table:
     """The interval join of all rows (the keys once, named as on the left, in the type both sides
     compare in; then the left's other columns, then the right's, a shared name suffixed
     ``_left``/``_right`` and a right column named as a left key ``_right``; semi and anti: the
-    left columns). ``lower``/``upper``: timedeltas."""
+    left columns). ``lower``/``upper``: timedeltas. ``heartbeats``: as the join's option, rows
+    with only a time are left out (the batch join of the other rows)."""
     left, right = _arrow(left), _arrow(right)
     if isinstance(on, tuple) and len(on) == 2 and not isinstance(on[0], str):
         lk, rk = list(on[0]), list(on[1])
@@ -63,7 +64,8 @@ def interval_join_reference(left: Any, right: Any, on: Any, *, left_time: str, r
             row[column] = _micros(row[column])
     rows = reference_interval_join(lrows, rrows, left_key=lk, right_key=rk, left_time=left_time,
                                    right_time=right_time, lower=_duration(lower), upper=_duration(upper), how=how,
-                                   left_columns=left.column_names, right_columns=right.column_names)
+                                   left_columns=left.column_names, right_columns=right.column_names,
+                                   heartbeats=heartbeats)
     if how in ("left_semi", "left_anti"):
         fields = list(left.schema)
     else:
@@ -87,10 +89,12 @@ def _from_micros(value: Any) -> Any:
 
 
 def as_of_join_reference(events: Any, changes: Any, on: str | Sequence[str], *, stream_time: str,
-                         table_key: str | Sequence[str], table_time: str, how: str = "left") -> pa.Table:
+                         table_key: str | Sequence[str], table_time: str, how: str = "left",
+                         heartbeats: bool = False) -> pa.Table:
     """Each event with its key's row as of the event's time, from a plain change table (``op`` in
     upsert/insert/update/delete/heartbeat, the change time ``table_time``): every event column,
-    then the table's value columns (a name the events also have gets ``_table``)."""
+    then the table's value columns (a name the events also have gets ``_table``). ``heartbeats``:
+    as the join's option, events with only a time are left out."""
     events, changes = _arrow(events), _arrow(changes)
     on, key = _names(on), _names(table_key)
     values = [f for f in changes.schema if f.name not in key and f.name != "op"]
@@ -99,7 +103,8 @@ def as_of_join_reference(events: Any, changes: Any, on: str | Sequence[str], *, 
     ops = {"insert": "upsert", "update": "upsert", "upsert": "upsert", "delete": "delete", "heartbeat": "heartbeat"}
     batch_changes = [{"key": tuple(r[k] for k in key), "op": ops[r["op"]], "time": _micros(r[table_time]),
                       "seq": None, "row": tuple(r[f.name] for f in values)} for r in changes.to_pylist()]
-    rows = reference_as_of([(batch_events, batch_changes)], how=how, delay=0, width=len(values))
+    rows = reference_as_of([(batch_events, batch_changes)], how=how, delay=0, width=len(values),
+                           heartbeats=heartbeats)
     names = set(events.column_names)
     fields = list(events.schema) + [f.with_name(f"{f.name}_table") if f.name in names else f for f in values]
     columns = list(zip(*rows)) if rows else [()] * len(fields)

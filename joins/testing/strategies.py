@@ -65,7 +65,7 @@ def event_streams(schema: pa.Schema, *, time: str, key: str | Sequence[str],
                   keys: Sequence[Any] | Mapping[str, Sequence[Any]] = (0, 1, 2, 3),
                   min_rows: int = 0, max_rows: int = 12, start: dt.datetime = START,
                   step: dt.timedelta = dt.timedelta(seconds=1), disorder: dt.timedelta = dt.timedelta(seconds=2),
-                  late: bool = False, nulls: bool = False, duplicates: bool = True) -> Any:
+                  late: bool = False, nulls: bool = False, duplicates: bool = True, heartbeats: bool = False) -> Any:
     """Tables of ``schema``, rows in arrival order (key values drawn from ``keys``, or from
     ``keys[column]`` per key column): row ``i`` at ``start + i * step`` minus up to
     ``disorder``; with ``late``, some rows are a minute further back than that (late for any
@@ -73,7 +73,9 @@ def event_streams(schema: pa.Schema, *, time: str, key: str | Sequence[str],
     With ``duplicates`` (the default, as at-least-once sources redeliver), row ``i`` is sometimes
     an earlier row again, one whose time is at most ``disorder`` before row ``i - 1``'s place (no
     older than a new row there could be: not late for a watermark delay of ``disorder``); a
-    micro-batch split puts it in the same micro-batch as the first delivery or a later one."""
+    micro-batch split puts it in the same micro-batch as the first delivery or a later one.
+    With ``heartbeats``, some rows are heartbeats: every column but ``time`` null (for a join
+    with ``heartbeats=True``: progress of the stream, never a row)."""
     key_names = set(_names(key))
 
     @st.composite
@@ -88,6 +90,11 @@ def event_streams(schema: pa.Schema, *, time: str, key: str | Sequence[str],
             back = draw(st.integers(0, int(disorder.total_seconds() * 1000))) * dt.timedelta(milliseconds=1)
             if late and draw(st.integers(0, 4)) == 0:
                 back += dt.timedelta(minutes=1)
+            if heartbeats and draw(st.integers(0, 4)) == 0:
+                row = {f.name: None for f in schema}
+                row[time] = _zone(start + i * step - back, schema.field(time).type)
+                rows.append(row)
+                continue
             row = {}
             for f in schema:
                 if f.name == time:

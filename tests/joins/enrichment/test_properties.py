@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from streamjoin.changes import ChangeFormat
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.statestore import backend_names
-from streamjoin.testing.enrichment import late_flags, reference_as_of, reference_latest
+from streamjoin.testing.enrichment import is_heartbeat_event, late_flags, reference_as_of, reference_latest
 from tests.examples import scaled
 from tests.joins.drivers import DISTURBANCES, InProcess, StepDriver, replay_disturbed
 
@@ -92,6 +92,8 @@ class Case:
     how: str = "left"
     extra: dict = field(default_factory=dict)
     ttl: int | None = None
+    #: the join's ``heartbeats`` option: events with only a time (``time_only``) are heartbeats
+    heartbeats: bool = False
 
     def operator(self, mode: str, **options: Any) -> EnrichmentJoin:
         v = self.variant
@@ -103,7 +105,7 @@ class Case:
         else:
             delays = dict(delay=dt.timedelta(microseconds=self.delay))
         return EnrichmentJoin(v.stream, v.table, v.on, stream_time="ts", changes=v.changes, mode=mode,
-                              how=self.how, table_ttl=ttl, **delays, **options)
+                              how=self.how, table_ttl=ttl, **delays, **{"heartbeats": self.heartbeats, **options})
 
     def tables(self, index: int) -> tuple[pa.Table, pa.Table]:
         v = self.variant
@@ -127,16 +129,17 @@ class Case:
     def expected(self, mode: str) -> Counter:
         reference = reference_as_of if mode == "as_of" else reference_latest
         return Counter(reference(self.abstract(), how=self.how, delay=self.delay, width=self.variant.width,
-                                 ttl=self.ttl))
+                                 ttl=self.ttl, heartbeats=self.heartbeats))
 
     def late_counts(self) -> tuple[int, int]:
-        flags = late_flags(self.abstract(), self.delay)
+        flags = late_flags(self.abstract(), self.delay, self.heartbeats)
         return sum(sum(e) for e, _ in flags), sum(sum(c) for _, c in flags)
 
 
 @st.composite
-def cases(draw, *, max_rows: int = 12, max_partitions: int = 3) -> Case:
-    """A random :class:`Case`; (key, time, seq) of changes are unique (ties are worked examples)."""
+def cases(draw, *, max_rows: int = 12, max_partitions: int = 3, time_only: bool = False) -> Case:
+    """A random :class:`Case`; (key, time, seq) of changes are unique (ties are worked examples).
+    ``time_only``: some events have only a time, and the join's ``heartbeats`` option is drawn."""
     variant = draw(st.sampled_from([PLAIN, DELTA]))
     n_batches = draw(st.integers(1, 5))
     batches: list[tuple[list, list]] = [([], []) for _ in range(n_batches)]
@@ -161,13 +164,16 @@ def cases(draw, *, max_rows: int = 12, max_partitions: int = 3) -> Case:
         seconds = draw(st.integers(-10, 20))
         time = seconds * SECOND + draw(st.sampled_from([0, 0, 1, -1]))
         payload = draw(st.sampled_from(["x", "y"])) if variant is PLAIN else draw(st.sampled_from([0.5, 2.0]))
+        if time_only and draw(st.integers(0, 3)) == 0:
+            batches[slot(seconds)][0].append((None, time, None))
+            continue
         batches[slot(seconds)][0].append((draw(st.sampled_from(variant.keys)), time, payload))
     delay = draw(st.sampled_from([0, 1, 3])) * SECOND
     if draw(st.booleans()):  # per-input delays: stream_delay, table_delay
         delay = (delay, draw(st.sampled_from([0, 1, 3, 10])) * SECOND)
     ttl = draw(st.sampled_from([None, None, 2 * SECOND, 5 * SECOND + 1]))
     return Case(variant, delay, batches, draw(st.integers(1, max_partitions)), draw(st.sampled_from(["inner", "left"])),
-                ttl=ttl)
+                ttl=ttl, heartbeats=time_only and draw(st.booleans()))
 
 
 class Run(InProcess):
@@ -235,6 +241,18 @@ def test_enrichment_latest_equals_reference_given_the_batch_boundaries(case):
     output, reasons = drive(case, "latest")
     assert output == case.expected("latest")
     assert (reasons["late"], reasons["late change"]) == case.late_counts()
+
+
+@given(case=cases(time_only=True), mode=st.sampled_from(["as_of", "latest"]))
+def test_enrichment_with_events_of_only_a_time_equals_reference_with_and_without_heartbeats(case, mode):
+    beats = sum(case.heartbeats and is_heartbeat_event(e) for events, _ in case.abstract() for e in events)
+    event(f"heartbeats={case.heartbeats}, heartbeat events: {beats > 0}")
+    output, reasons, metrics = drive_with_metrics(case, mode)
+    assert output == case.expected(mode)
+    assert (reasons["late"], reasons["late change"]) == case.late_counts()
+    assert metrics["heartbeat_events"] == beats
+    if case.heartbeats:
+        assert reasons["null key"] == 0
 
 
 @given(case=cases(), grace=st.sampled_from([0, 1, 4]))

@@ -21,7 +21,7 @@ from streamjoin.interval.operator import IntervalJoin
 from streamjoin.interval.state import LAYOUT
 from streamjoin.runtime.operator import NEG_INF, REASON_COLUMN
 from streamjoin.statestore.codecs import decode_int
-from streamjoin.testing.interval import interval_late_rows, reference_interval_join
+from streamjoin.testing.interval import interval_late_rows, is_heartbeat, reference_interval_join
 from tests.joins.drivers import InProcess, StepDriver
 
 HOWS = ("inner", "left", "right", "full", "left_semi", "left_anti")
@@ -72,6 +72,8 @@ class JoinCase:
     left_delay: dt.timedelta | None = None
     right_delay: dt.timedelta | None = None
     watermark_policy: str = "min"
+    #: the join's ``heartbeats`` option: rows with only a time (drawn with ``time_only``) are heartbeats
+    heartbeats: bool = False
 
     @property
     def times(self) -> dict[str, Any]:
@@ -82,7 +84,8 @@ class JoinCase:
         v = self.variant
         return IntervalJoin(
             v.left, v.right, v.on, left_time=v.left_time, right_time=v.right_time, lower=self.lower,
-            upper=self.upper, delay=self.delay, how=self.how, bucket=self.bucket, **{**self.times, **options},
+            upper=self.upper, delay=self.delay, how=self.how, bucket=self.bucket,
+            **{**self.times, "heartbeats": self.heartbeats, **options},
         )
 
     def tables(self, index: int) -> tuple[pa.Table, pa.Table]:
@@ -93,7 +96,7 @@ class JoinCase:
     def late(self) -> list[tuple[list[bool], list[bool]]]:
         v = self.variant
         return interval_late_rows(self.batches, left_time=v.left_time, right_time=v.right_time, delay=self.delay,
-                                  **self.times)
+                                  heartbeats=self.heartbeats, **self.times)
 
     def without_late_rows(self) -> "JoinCase":
         """The same case with its late rows removed (which changes no watermark under ``"min"``:
@@ -114,7 +117,7 @@ class JoinCase:
         return Counter(reference_interval_join(
             left, right, left_key=v.left_key, right_key=v.right_key, left_time=v.left_time,
             right_time=v.right_time, lower=self.lower, upper=self.upper, how=self.how,
-            left_columns=v.left.names, right_columns=v.right.names,
+            left_columns=v.left.names, right_columns=v.right.names, heartbeats=self.heartbeats,
         ))
 
     def expected_aside(self) -> tuple[Counter, Counter]:
@@ -126,6 +129,8 @@ class JoinCase:
             for i, (side, keys, time) in enumerate((("left", v.left_key, v.left_time),
                                                     ("right", v.right_key, v.right_time))):
                 for row, late in zip(batch[i], lates[i]):
+                    if self.heartbeats and is_heartbeat(row, time):
+                        continue
                     reason = ("null event time" if row[time] is None else "late" if late else
                               "null key" if any(row[k] is None for k in keys) and not preserved[side] else None)
                     if reason:
@@ -155,8 +160,8 @@ def _time(draw, base: int, null_rate: bool) -> tuple[int | None, int]:
     return base + seconds * SECOND + draw(st.sampled_from(_JITTER)), seconds
 
 
-def _row(draw, variant: Variant, side: str, base: int, nulls: bool) -> tuple[dict, int]:
-    micros, seconds = _time(draw, base, nulls)
+def _row(draw, variant: Variant, side: str, base: int, nulls: bool, time_only: bool = False) -> tuple[dict, int]:
+    micros, seconds = _time(draw, base, nulls and not time_only)
     when = None if micros is None else EPOCH + dt.timedelta(microseconds=micros)
     if variant is COMPOSITE and when is not None:
         when = when.replace(tzinfo=dt.timezone.utc)
@@ -171,13 +176,17 @@ def _row(draw, variant: Variant, side: str, base: int, nulls: bool) -> tuple[dic
         row = {"a": key, "b": draw(st.sampled_from(["x", "y"])), "lt": when, "x": draw(st.sampled_from([0.5, -1.0]))}
     else:
         row = {"c": key, "rt": when, "d": draw(st.sampled_from(["x", "y"])), "a": draw(st.integers(0, 2)), "y": text}
+    if time_only:   # a heartbeat (or, without the option, a row whose key and values are null)
+        time = variant.left_time if side == "left" else variant.right_time
+        row = {name: (value if name == time else None) for name, value in row.items()}
     return row, seconds
 
 
 @st.composite
 def join_cases(draw, *, hows: Sequence[str] = HOWS, nulls: bool = True, max_partitions: int = 4,
-               max_rows: int = 14, times: bool = False) -> JoinCase:
-    """A random :class:`JoinCase`; rows drift forward in time across batches, some out of order."""
+               max_rows: int = 14, times: bool = False, heartbeats: bool = False) -> JoinCase:
+    """A random :class:`JoinCase`; rows drift forward in time across batches, some out of order.
+    ``heartbeats``: some rows have only a time, and the join's ``heartbeats`` option is drawn."""
     variant = draw(st.sampled_from(VARIANTS))
     base = draw(st.sampled_from(_BASES))
     lower_s, upper_s = sorted(draw(st.lists(st.integers(-6, 6), min_size=2, max_size=2)))
@@ -188,7 +197,8 @@ def join_cases(draw, *, hows: Sequence[str] = HOWS, nulls: bool = True, max_part
     batches: list[tuple[list[dict], list[dict]]] = [([], []) for _ in range(n_batches)]
     for side_index, side in enumerate(("left", "right")):
         for _ in range(draw(st.integers(0, max_rows))):
-            row, seconds = _row(draw, variant, side, base, nulls)
+            time_only = heartbeats and draw(st.integers(0, 3)) == 0
+            row, seconds = _row(draw, variant, side, base, nulls, time_only)
             slot = (seconds + 20) * n_batches // 41 + draw(st.sampled_from([0, 0, 0, 1, 2, -1]))
             batches[min(max(slot, 0), n_batches - 1)][side_index].append(row)
     bucket = draw(st.sampled_from([None, dt.timedelta(seconds=1), dt.timedelta(microseconds=700_001)]))
@@ -198,6 +208,8 @@ def join_cases(draw, *, hows: Sequence[str] = HOWS, nulls: bool = True, max_part
         delays = st.one_of(st.none(), st.sampled_from([0, 1, 3, 10]).map(lambda s: dt.timedelta(seconds=s)))
         case.left_delay, case.right_delay = draw(delays), draw(delays)
         case.watermark_policy = draw(st.sampled_from(["min", "max"]))
+    if heartbeats:
+        case.heartbeats = draw(st.booleans())
     return case
 
 
@@ -216,8 +228,10 @@ def expired_buckets(driver: StepDriver) -> list[bytes]:
     return missed
 
 
-def drive(case: JoinCase, *, store: str = "memory", final_alone: bool = True, **options: Any):
-    """Run ``case`` batch by batch, then an empty final version; return (output, asides) multisets."""
+def drive(case: JoinCase, *, store: str = "memory", final_alone: bool = True, metrics: dict | None = None,
+          **options: Any):
+    """Run ``case`` batch by batch, then an empty final version; return (output, asides) multisets
+    (and into ``metrics``, if given, the operator's metrics summed over every step)."""
     driver = StepDriver(case.operator(**options), case.partitions, store)
     try:
         output, left_aside, right_aside = Counter(), Counter(), Counter()
@@ -229,6 +243,10 @@ def drive(case: JoinCase, *, store: str = "memory", final_alone: bool = True, **
             right_aside += aside_of(ra)
         out, _ = driver.run(case.variant.left.empty_table(), case.variant.right.empty_table(), final=True)
         output += rows_of(out)
+        if metrics is not None:
+            for step in driver.recorded:
+                for name, value in step.items():
+                    metrics[name] = metrics.get(name, 0) + value
         return output, (left_aside, right_aside)
     finally:
         driver.close()

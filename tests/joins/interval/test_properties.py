@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from streamjoin.statestore import backend_names
 from streamjoin.testing import LocalJoins, assert_deterministic, interval_join_reference
 from streamjoin.testing import rows_of as kit_rows
+from streamjoin.testing.interval import is_heartbeat
 from streamjoin.testing.strategies import event_streams
 from tests.examples import scaled
 from tests.joins.drivers import DISTURBANCES, StepDriver, replay_disturbed
@@ -54,30 +55,45 @@ def test_interval_join_with_per_input_delays_and_policy_equals_reference_over_ro
     assert asides == case.expected_aside()
 
 
+@given(case=join_cases(heartbeats=True, times=True))
+def test_interval_join_with_rows_of_only_a_time_equals_reference_with_and_without_heartbeats(case):
+    beats = sum(case.heartbeats and is_heartbeat(r, t) for left, right in case.batches
+                for rows, t in ((left, case.variant.left_time), (right, case.variant.right_time)) for r in rows)
+    event(f"heartbeats={case.heartbeats}, heartbeat rows: {beats > 0}")
+    driver_metrics: dict = {}
+    output, asides = drive(case, metrics=driver_metrics)
+    assert output == case.expected()
+    assert asides == case.expected_aside()
+    assert driver_metrics["heartbeat_rows_left"] + driver_metrics["heartbeat_rows_right"] == beats
+
+
 #: Inputs for the kit (streamjoin.testing): each variant's schemas with keys that match across sides.
 KIT_VARIANTS = [(SIMPLE, (0, 1, 2), (0, 1, 2)),
                 (COMPOSITE, {"a": (0, 1), "b": ("x", "y")}, {"c": (0, 1), "d": ("x", "y")})]
 DISORDER = dt.timedelta(seconds=2)
 
 
-def kit_inputs(variant: Variant, lkeys: object, rkeys: object) -> st.SearchStrategy:
+def kit_inputs(variant: Variant, lkeys: object, rkeys: object, heartbeats: bool = False) -> st.SearchStrategy:
     """Left and right event streams of ``variant``: rows a second apart, up to DISORDER out of
-    order, so that a watermark delay of DISORDER makes no row late under any micro-batch split."""
+    order, so that a watermark delay of DISORDER makes no row late under any micro-batch split
+    (with ``heartbeats``, some rows are heartbeats)."""
     v = variant
-    return st.tuples(event_streams(v.left, time=v.left_time, key=v.left_key, keys=lkeys, max_rows=8, disorder=DISORDER),
+    return st.tuples(event_streams(v.left, time=v.left_time, key=v.left_key, keys=lkeys, max_rows=8, disorder=DISORDER,
+                                   heartbeats=heartbeats),
                      event_streams(v.right, time=v.right_time, key=v.right_key, keys=rkeys, max_rows=8,
-                                   disorder=DISORDER))
+                                   disorder=DISORDER, heartbeats=heartbeats))
 
 
 @pytest.mark.parametrize("store", BACKENDS)
 @settings(max_examples=scaled(6), suppress_health_check=list(HealthCheck))
 @given(variant=st.sampled_from(KIT_VARIANTS), how=st.sampled_from(HOWS), data=st.data(),
-       bounds=st.sampled_from([(-2, 3), (0, 0), (-5, -1), (1, 6)]))
-def test_interval_join_without_late_rows_equals_reference_on_every_backend(store, variant, how, bounds, data):
+       bounds=st.sampled_from([(-2, 3), (0, 0), (-5, -1), (1, 6)]), heartbeats=st.booleans())
+def test_interval_join_without_late_rows_equals_reference_on_every_backend(store, variant, how, bounds, heartbeats,
+                                                                            data):
     v = variant[0]
-    left, right = data.draw(kit_inputs(*variant))
+    left, right = data.draw(kit_inputs(*variant, heartbeats=heartbeats))
     args = dict(left_time=v.left_time, right_time=v.right_time, how=how, lower=dt.timedelta(seconds=bounds[0]),
-                upper=dt.timedelta(seconds=bounds[1]))
+                upper=dt.timedelta(seconds=bounds[1]), heartbeats=heartbeats)
 
     def pipeline(lt, rt, joins, store):
         return joins.interval_join(lt, rt, v.on, delay=DISORDER, store=store, **args)

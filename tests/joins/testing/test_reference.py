@@ -128,3 +128,31 @@ def test_view_rows_applies_changes_in_version_and_sequence_order():
                         "_change_type": ["update_postimage", "update_preimage", "insert", "delete"],
                         "_commit_version": [1, 1, 0, 1], "_seq": [1, 0, 0, 2]})
     assert view_rows(changes, left_key="a", right_key="b").to_pylist() == [{"a": 1, "b": 5, "x": "new"}]
+
+
+@pytest.mark.parametrize("how", ["inner", "left", "full"])
+def test_interval_join_reference_with_heartbeats_leaves_them_out_as_the_join_does(how):
+    beats = pa.table({"k": pa.array([None, None], pa.int64()), "ts": pa.array([at(40), at(50)], UTC_US),
+                      "w": pa.array([None, None], pa.int64())})
+    right = pa.concat_tables([RIGHT, beats])
+    args = dict(left_time="ts", right_time="ts", how=how, **BOUNDS)
+    got = interval_join_reference(LEFT, right, "k", heartbeats=True, **args)
+    assert rows_of(got) == rows_of(interval_join_reference(LEFT, RIGHT, "k", **args))
+    joined = batch_run(lambda joins: joins.interval_join(LEFT, right, "k", delay=dt.timedelta(0), heartbeats=True,
+                                                         **args))
+    assert rows_of(joined) == rows_of(got)
+    without = rows_of(interval_join_reference(LEFT, right, "k", **args))   # null-key rows, output by a full join
+    assert (without != rows_of(got)) == (how == "full")
+
+
+@pytest.mark.parametrize("how", ["left", "inner"])
+def test_as_of_join_reference_with_heartbeats_leaves_event_heartbeats_out_as_the_join_does(how):
+    beats = pa.table({"user_id": pa.array([None], pa.int64()), "ts": pa.array([at(30)], UTC_US),
+                      "action": pa.array([None], pa.string())})
+    events = pa.concat_tables([EVENTS, beats])
+    args = dict(stream_time="ts", table_key="user_id", table_time="changed_at", how=how)
+    got = as_of_join_reference(events, CHANGES, "user_id", heartbeats=True, **args)
+    assert rows_of(got) == rows_of(as_of_join_reference(EVENTS, CHANGES, "user_id", **args))
+    joined = batch_run(lambda joins: joins.stream_table_join(events, CHANGES, "user_id", delay=dt.timedelta(0),
+                                                             heartbeats=True, **args))
+    assert rows_of(joined) == rows_of(got)

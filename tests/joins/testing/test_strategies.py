@@ -33,6 +33,18 @@ def test_event_streams_rows_are_never_older_than_the_earlier_rows_newest_minus_d
         assert at >= max(times[:i]) - DISORDER
 
 
+def test_event_streams_draw_heartbeats_on_request():
+    def beats(table) -> int:
+        return sum(all(v is None for k, v in r.items() if k != "click_time") and r["click_time"] is not None
+                   for r in table.to_pylist())
+    assert beats(find(event_streams(CLICKS, time="click_time", key="session_id", heartbeats=True), beats)) > 0
+
+
+@given(table=event_streams(CLICKS, time="click_time", key="session_id", duplicates=False))
+def test_event_streams_draw_no_heartbeats_by_default(table):
+    assert all(r["session_id"] is not None for r in table.to_pylist())
+
+
 def test_change_streams_redeliver_changes_by_default():
     # a change's time is its place in the stream: a repeated row is the same change again
     assert _repeats(find(change_streams(PROFILE, key="user_id"), _repeats))
