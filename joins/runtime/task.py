@@ -28,8 +28,8 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -89,11 +89,24 @@ def run_task(
     checkpoint: Checkpoint,
     config: StateConfig,
     task: TaskInfo,
-    rows: tuple[pa.Table, ...],
+    rows: tuple[pa.Table, ...] | Callable[[], tuple[pa.Table, ...]],
 ) -> tuple[pa.Table, dict[str, Any]]:
-    """Run ``operator`` on one partition's rows of one version; return its output and metrics."""
-    start = read_phase(operator, checkpoint, config, task, rows)
-    opened = open_phase(operator, checkpoint, config, task, start)
+    """Run ``operator`` on one partition's rows of one version; return its output and metrics.
+
+    ``rows`` may be a callable that returns them: it is called after the read and open phases, so
+    a caller whose rows are still arriving (a Spark task's input, drained by another thread) has
+    the checkpoint read and the store opened meanwhile, not after."""
+    if callable(rows):
+        start = read_phase(operator, checkpoint, config, task, tuple(s.schema.empty_table() for s in operator.inputs))
+        opened = open_phase(operator, checkpoint, config, task, start)
+        try:
+            start = replace(start, rows=_after(start.rows, rows()))
+        except BaseException:
+            opened.store.close()
+            raise
+    else:
+        start = read_phase(operator, checkpoint, config, task, rows)
+        opened = open_phase(operator, checkpoint, config, task, start)
     try:
         result = operator.step(opened.store, StepInput(task.version, task.partition, start.rows, start.max_times,
                                                        task.final))
@@ -246,6 +259,12 @@ def _with_initial(rows: tuple[pa.Table, ...], initial: tuple[pa.Table | None, ..
             merged.append(pa.concat_tables([extra.cast(table.schema), table]))
             counts.append(extra.num_rows)
     return tuple(merged), tuple(counts)
+
+
+def _after(first: tuple[pa.Table, ...], rows: tuple[pa.Table, ...]) -> tuple[pa.Table, ...]:
+    """Each input's ``rows`` after its ``first`` rows (the initial rows the read phase found)."""
+    return tuple(table if not head.num_rows else pa.concat_tables([head.cast(table.schema), table])
+                 for head, table in zip(first, rows))
 
 
 def _maybe_fail_once(config: StateConfig, task: TaskInfo, point: str) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+import threading
 from dataclasses import dataclass, replace
 from typing import Iterator, Sequence
 
@@ -357,11 +358,21 @@ class _PartitionTask:
             final=self.final or batch_id is None,
             query_id=ctx.getLocalProperty("sql.streaming.queryId"),
         )
-        rows = _split_inputs(list(batches), self.operator, self.layout)
-        if self.release and batch_id is not None:
-            task = replace(task, final=_closes(Checkpoint(self.checkpoint), task.version, rows, self.operator))
+        arriving = _Arriving(batches, self.operator, self.layout)   # drained while the store opens
+        closed = closing_version(Checkpoint(self.checkpoint)) if self.release and batch_id is not None else None
+        if closed is not None:
+            task = replace(task, final=task.version == closed)
+
+        def arrived() -> tuple[pa.Table, ...]:
+            found = arriving.rows()
+            _refuse_after_close(self.checkpoint, closed, task.version, found, self.operator)
+            return found
         state = self.state if self.state.local_dir else replace(self.state, local_dir=spark_local_state_dir())
-        output, metrics = run_task(self.operator, Checkpoint(self.checkpoint), state, task, rows)
+        try:
+            output, metrics = run_task(self.operator, Checkpoint(self.checkpoint), state, task, arrived)
+        finally:
+            arriving.join()
+        rows = arriving.rows()
         log.info("streamjoin %s version %d partition %d: %s", self.operator.kind, task.version, task.partition, metrics)
         if self.ticks and batch_id is not None and _timed_rows(rows, self.operator):
             write_tick(self.checkpoint, task.version)
@@ -372,21 +383,49 @@ class _PartitionTask:
         yield metrics_batch(self.operator, metrics, schema)
 
 
-def _closes(checkpoint: Checkpoint, version: int, rows: tuple[pa.Table, ...], operator: Operator) -> bool:
-    """Whether ``version`` is the one that closes the join's inputs (it runs final); raises
-    :class:`CheckpointMismatchError` for rows of a version after it."""
-    closed = closing_version(checkpoint)
-    if closed is None or version < closed:
-        return False
-    if version > closed and any(table.num_rows for table in rows):
+class _Arriving:
+    """A task's input rows, drained from Spark's iterator by a thread of their own from the start,
+    so that the JVM keeps sending them while the task reads the checkpoint and opens its store
+    (a store handed over by another Python worker can take tens of milliseconds)."""
+
+    def __init__(self, batches: Iterator[pa.RecordBatch], operator: Operator, layout: _Layout) -> None:
+        self._batches, self._operator, self._layout = batches, operator, layout
+        self._rows: tuple[pa.Table, ...] | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._drain, name="streamjoin-input", daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        try:
+            self._rows = _split_inputs(list(self._batches), self._operator, self._layout)
+        except BaseException as exc:   # handed to the task's thread by rows()
+            self._error = exc
+
+    def join(self) -> None:
+        """Wait until every row has arrived (or the input failed)."""
+        self._thread.join()
+
+    def rows(self) -> tuple[pa.Table, ...]:
+        """Each input's rows, once all have arrived; raises what draining the input raised."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._rows is not None
+        return self._rows
+
+
+def _refuse_after_close(checkpoint: str, closed: int | None, version: int, rows: tuple[pa.Table, ...],
+                        operator: Operator) -> None:
+    """Raises :class:`CheckpointMismatchError` for rows of a version after the one that closed
+    the join's inputs (``closed``; None: not closed)."""
+    if closed is not None and version > closed and any(table.num_rows for table in rows):
         names = [spec.name for spec, table in zip(operator.inputs, rows) if table.num_rows]
         raise CheckpointMismatchError(
-            f"the join with checkpoint {checkpoint.uri} closed its inputs in version {closed} "
+            f"the join with checkpoint {checkpoint} closed its inputs in version {closed} "
             f"(end_of_run='release': every row held for lateness was released then), and version {version} "
             f"has new rows of {', '.join(names)}: results joined with them would contradict what was "
             "emitted. Give the new data to a join with a new checkpoint (and its query a new Spark "
             "checkpoint location), or use end_of_run='flush' for inputs that continue")
-    return version == closed
 
 
 def task_context() -> TaskContext:
