@@ -42,7 +42,7 @@ from streamjoin.runtime.operator import REASON_COLUMN, Operator, StepInput, Step
 from streamjoin.runtime.options import StateConfig, default_local_dir
 from streamjoin.runtime.rescale import Epoch, changelog_uri, epoch_dir, prepare_partition
 
-__all__ = ["TaskInfo", "TaskStart", "run_task", "read_phase", "open_phase", "commit_phase", "progress_after",
+__all__ = ["TaskInfo", "TaskStart", "SteppedTask", "run_task", "step_task", "read_phase", "open_phase", "commit_phase", "progress_after",
            "local_store_path", "store_owner"]
 
 
@@ -91,7 +91,51 @@ def run_task(
     task: TaskInfo,
     rows: tuple[pa.Table, ...] | Callable[[], tuple[pa.Table, ...]],
 ) -> tuple[pa.Table, dict[str, Any]]:
-    """Run ``operator`` on one partition's rows of one version; return its output and metrics.
+    """Run ``operator`` on one partition's rows of one version; return its output and metrics
+    (:func:`step_task`, then its commit)."""
+    stepped = step_task(operator, checkpoint, config, task, rows)
+    return stepped.output, stepped.commit()
+
+
+class SteppedTask:
+    """A task's version stepped but not committed: its ``output``, and the commit phase.
+
+    A caller may hand the output on before it calls :meth:`commit` (a Spark task sends it to the
+    JVM, which converts it while the commit writes its files), as long as nothing downstream
+    keeps the output of a task that did not finish: in Spark a task's output counts only when
+    the task succeeds, and the task ends only after :meth:`commit`. :meth:`abandon` (safe to call
+    after a commit too) closes the store of a task that will not commit."""
+
+    def __init__(self, operator: Operator, checkpoint: Checkpoint, config: StateConfig, task: TaskInfo,
+                 start: TaskStart, opened: OpenStore, result: StepResult) -> None:
+        self.output = result.output
+        self._args = (operator, checkpoint, config, task, start, opened, result)
+        self._done = False
+
+    def commit(self) -> dict[str, Any]:
+        """Commit the version (:func:`commit_phase`); returns the task's metrics."""
+        operator, checkpoint, config, task, start, opened, result = self._args
+        self._done = True
+        metrics = commit_phase(operator, checkpoint, config, task, start, opened, result)
+        _maybe_fail_once(config, task, "after-commit")
+        return metrics
+
+    def abandon(self) -> None:
+        """Close the store unless the version was committed (or a commit was tried): the version
+        stays uncommitted, and executing it again starts from ``v-1``."""
+        if not self._done:
+            self._done = True
+            self._args[5].store.close()
+
+
+def step_task(
+    operator: Operator,
+    checkpoint: Checkpoint,
+    config: StateConfig,
+    task: TaskInfo,
+    rows: tuple[pa.Table, ...] | Callable[[], tuple[pa.Table, ...]],
+) -> SteppedTask:
+    """The read, open and step phases of a task (see module); the commit is the result's.
 
     ``rows`` may be a callable that returns them: it is called after the read and open phases, so
     a caller whose rows are still arriving (a Spark task's input, drained by another thread) has
@@ -114,9 +158,7 @@ def run_task(
     except BaseException:
         opened.store.close()
         raise
-    metrics = commit_phase(operator, checkpoint, config, task, start, opened, result)
-    _maybe_fail_once(config, task, "after-commit")
-    return result.output, metrics
+    return SteppedTask(operator, checkpoint, config, task, start, opened, result)
 
 
 def read_phase(operator: Operator, checkpoint: Checkpoint, config: StateConfig, task: TaskInfo,

@@ -41,7 +41,7 @@ from streamjoin.runtime.checkpoint import Checkpoint, RunMode, resolve_location
 from streamjoin.runtime.keygroups import check_count, slot_values
 from streamjoin.runtime.operator import InputSpec, Operator
 from streamjoin.runtime.options import EndOfRun, StateConfig, check_end_of_run
-from streamjoin.runtime.task import TaskInfo, run_task
+from streamjoin.runtime.task import TaskInfo, step_task
 from streamjoin.spark.checks import column
 from streamjoin.spark.flush import closing_version, flush_stream, uses_ticks, write_tick
 from streamjoin.spark.progress import metrics_batch, progress_schema, report_progress
@@ -369,17 +369,22 @@ class _PartitionTask:
             return found
         state = self.state if self.state.local_dir else replace(self.state, local_dir=spark_local_state_dir())
         try:
-            output, metrics = run_task(self.operator, Checkpoint(self.checkpoint), state, task, arrived)
+            stepped = step_task(self.operator, Checkpoint(self.checkpoint), state, task, arrived)
         finally:
             arriving.join()
-        rows = arriving.rows()
+        try:
+            # the output goes to the JVM first, and the version commits while Spark converts and
+            # writes it: the task's output counts only once the task ends, after the commit
+            schema = progress_schema(self.operator)
+            output = stepped.output.cast(self.operator.output_schema)
+            extra = [pa.nulls(output.num_rows, f.type) for f in schema][len(output.schema):]
+            yield from pa.Table.from_arrays([*output.columns, *extra], schema=schema).to_batches()
+            metrics = stepped.commit()
+        finally:
+            stepped.abandon()
         log.info("streamjoin %s version %d partition %d: %s", self.operator.kind, task.version, task.partition, metrics)
-        if self.ticks and batch_id is not None and _timed_rows(rows, self.operator):
+        if self.ticks and batch_id is not None and _timed_rows(arriving.rows(), self.operator):
             write_tick(self.checkpoint, task.version)
-        schema = progress_schema(self.operator)
-        output = output.cast(self.operator.output_schema)
-        extra = [pa.nulls(output.num_rows, f.type) for f in schema][len(output.schema):]
-        yield from pa.Table.from_arrays([*output.columns, *extra], schema=schema).to_batches()
         yield metrics_batch(self.operator, metrics, schema)
 
 
