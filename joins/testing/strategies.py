@@ -91,7 +91,7 @@ def event_streams(schema: pa.Schema, *, time: str, key: str | Sequence[str],
             if late and draw(st.integers(0, 4)) == 0:
                 back += dt.timedelta(minutes=1)
             if heartbeats and draw(st.integers(0, 4)) == 0:
-                row = {f.name: None for f in schema}
+                row: dict[str, Any] = {f.name: None for f in schema}
                 row[time] = _zone(start + i * step - back, schema.field(time).type)
                 rows.append(row)
                 continue
