@@ -248,7 +248,7 @@ def commit_phase(operator: Operator, checkpoint: Checkpoint, config: StateConfig
         if aside.num_rows:
             checkpoint.set_aside.write(spec.name, task.version, task.partition, aside)
     processing = processing_after(start.processing or Progress(start.known), progress, start.rows,
-                                  task.processing_time)
+                                  task.processing_time if operator.uses_processing_time else None)
     checkpoint.commits.write(task.version, task.partition, task.partitions, progress, metrics, processing)
     if task.partition == 0:
         checkpoint.commits.prune(keep_from=task.version - config.retain_versions + 1)
