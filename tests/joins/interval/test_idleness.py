@@ -10,8 +10,10 @@ import pyarrow as pa
 import pytest
 
 from streamjoin.interval.operator import IntervalJoin
+from streamjoin.runtime.operator import NEG_INF
 from streamjoin.runtime.options import StateConfig
 from streamjoin.runtime.plan_runner import PlanRunner
+from streamjoin.testing.interval import interval_watermarks
 
 SCHEMA = pa.schema([("k", pa.int64()), ("t", pa.timestamp("us"))])
 T0 = dt.datetime(2026, 1, 1)
@@ -114,3 +116,18 @@ def test_interval_idle_timeout_partitions_without_rows_use_the_recorded_processi
     join = runner(tmp_path, partitions=partitions)
     out = run(join)
     assert sum(t.num_rows for t in out) == 2 and len(watermarks(join)) == 4
+
+
+def test_interval_idle_timeout_watermarks_match_the_reference(tmp_path):
+    batches = [*BATCHES, ((5, 400), (2, 100), 110), ((6, 1000), None, 120), (None, None, 130),
+               (None, (7, 1100), 300), ((8, 1200), None, 400)]
+    join = runner(tmp_path)
+    for left, right, seconds in batches:
+        join.run(rows(left) if left else rows(), rows(right) if right else rows(),
+                 processing_time=P0 + seconds * SECOND)
+    given = [([{"t": at(left[1])}] if left else [], [{"t": at(right[1])}] if right else [])
+             for left, right, _ in batches]
+    expected = interval_watermarks(given, left_time="t", right_time="t", delay=10 * SECOND,
+                                   idle_timeout=60 * SECOND,
+                                   processing_times=[P0 + s * SECOND for _, _, s in batches])
+    assert watermarks(join) == [NEG_INF if w is None else w for w in expected]
