@@ -92,6 +92,7 @@ class IntervalJoin(SpecOperator):
         right_delay: Duration | None = None,
         watermark_policy: WatermarkPolicy = "min",
         heartbeats: bool = False,
+        idle_timeout: Duration | None = None,
     ) -> None:
         """Validate the join; raise :class:`streamjoin.errors.JoinDefinitionError` naming any problem.
 
@@ -107,17 +108,27 @@ class IntervalJoin(SpecOperator):
         ``heartbeats``: a row whose every column but its event time is null is a heartbeat: its
         time moves its input's progress (and so the watermark of later versions), and it is
         never joined, stored, output or set aside (counted as ``heartbeat_rows_<side>``).
+
+        ``idle_timeout`` (None: off): an input whose progress has not advanced for that long in
+        processing time (``StepInput.processing_time``) is left out of the watermark
+        (:mod:`streamjoin.kit.watermark`); results then depend on processing time.
         """
         self.spec: IntervalSpec = build_spec(
             left, right, on, left_time=left_time, right_time=right_time, lower=lower, upper=upper,
             delay=delay, how=how, bucket=bucket, blob_rows=blob_rows, group_rows=group_rows,
             compression=compression, left_delay=left_delay, right_delay=right_delay,
             watermark_policy=watermark_policy, heartbeats=heartbeats,
+            idle_timeout=idle_timeout,
         )
         self._inputs = (
             InputSpec("left", left, self.spec.left.key, left_time),
             InputSpec("right", right, self.spec.right.key, right_time),
         )
+
+    @property
+    def uses_processing_time(self) -> bool:
+        """With an ``idle_timeout``: which inputs count in the watermark depends on processing time."""
+        return self.spec.idle_timeout is not None
 
     def step(self, state: Store, batch: StepInput) -> StepResult:
         """Join one version's rows of one partition against its state (as of ``version - 1``)."""
@@ -147,7 +158,7 @@ class _Step:
     def __init__(self, spec: IntervalSpec, state: Store, batch: StepInput) -> None:
         self.spec, self.state, self.version = spec, state, batch.version
         self.before = read_watermark(state)
-        now = max(spec.watermark(batch.max_times, NEG_INF), self.before)
+        now = max(spec.watermark(batch.max_times, NEG_INF, batch.processing_time, batch.advanced_at), self.before)
         self.after = POS_INF if batch.final else now
         self.new = {
             side: rows.arrive(spec, spec.side(side), table, batch.version, now)

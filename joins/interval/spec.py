@@ -28,7 +28,7 @@ from streamjoin.kit.names import check_output_names, check_present, check_reserv
 from streamjoin.kit.on import On, parse_on
 from streamjoin.kit.order import SortKeys, canonical_sort_keys
 from streamjoin.kit.times import Duration, parse_duration
-from streamjoin.kit.watermark import combine_watermark, input_delays, parse_policy
+from streamjoin.kit.watermark import combine_watermark, idle_inputs, input_delays, parse_idle_timeout, parse_policy
 from streamjoin.runtime.operator import REASON_COLUMN
 
 __all__ = ["How", "HOWS", "SidePlan", "OutputColumn", "IntervalSpec", "build_spec", "ROW_ID", "On", "Duration"]
@@ -86,6 +86,7 @@ class IntervalSpec:
     policy: str = "min"
     #: Whether a row whose only non-null column is its event time is a heartbeat (progress only).
     heartbeats: bool = False
+    idle_timeout: int | None = None
 
     def side(self, name: str) -> SidePlan:
         return self.left if name == "left" else self.right
@@ -119,11 +120,16 @@ class IntervalSpec:
             extra["delays_us"] = list(self.delays)
         if self.policy != "min":
             extra["watermark_policy"] = self.policy
+        if self.idle_timeout is not None:
+            extra["idle_timeout_us"] = self.idle_timeout
         return extra
 
-    def watermark(self, max_times: tuple[int | None, ...], floor: int) -> int:
-        """The join's watermark from the inputs' largest times (:mod:`streamjoin.kit.watermark`)."""
-        return combine_watermark(max_times, self.delays, self.policy, floor)
+    def watermark(self, max_times: tuple[int | None, ...], floor: int, processing_time: int | None = None,
+                  advanced_at: tuple[int | None, ...] = ()) -> int:
+        """The join's watermark from the inputs' largest times, leaving out the inputs idle at
+        ``processing_time`` (with an ``idle_timeout``; :mod:`streamjoin.kit.watermark`)."""
+        idle = idle_inputs(advanced_at, processing_time, self.idle_timeout)
+        return combine_watermark(max_times, self.delays, self.policy, floor, idle)
 
 
 def _side_definition(side: SidePlan) -> dict[str, Any]:
@@ -154,6 +160,7 @@ def build_spec(
     right_delay: Duration | None = None,
     watermark_policy: str = "min",
     heartbeats: bool = False,
+    idle_timeout: Duration | None = None,
 ) -> IntervalSpec:
     """Validate the arguments of an interval join; raise JoinDefinitionError naming the problem."""
     how = parse_how(how, HOWS)
@@ -172,6 +179,7 @@ def build_spec(
     delays = input_delays(delay, [("left_delay", left_delay), ("right_delay", right_delay)])
     policy = parse_policy(watermark_policy)
     check_heartbeats(heartbeats)
+    idle = parse_idle_timeout(idle_timeout)
     width = _bucket_width(bucket, hi - lo)
     _check_tuning(blob_rows, group_rows, compression)
     left_plan = _side_plan("left", left, left_key, left_time, left.names)
@@ -180,7 +188,7 @@ def build_spec(
     output, schema = _output_plan(left_plan, right_plan, key_types, how)
     return IntervalSpec(
         left_plan, right_plan, key_types, lo, hi, wait, how, width, blob_rows, group_rows,
-        compression, output, schema, (delays[0], delays[1]), policy, heartbeats,
+        compression, output, schema, (delays[0], delays[1]), policy, heartbeats, idle,
     )
 
 

@@ -89,15 +89,20 @@ class LocalRunner:
         self.version = 0
         self.metrics: list[dict[str, Any]] = []
 
-    def run(self, *rows: pa.Table, version: int | None = None, final: bool = False) -> pa.Table:
-        """Execute one version (the next one unless ``version`` is given) and return its output."""
+    def run(self, *rows: pa.Table, version: int | None = None, final: bool = False,
+            processing_time: int | None = None) -> pa.Table:
+        """Execute one version (the next one unless ``version`` is given) and return its output.
+        ``processing_time`` (µs; None: none) is the version's processing time, given to every
+        partition as Spark's batch timestamp is (:attr:`streamjoin.runtime.task.TaskInfo.processing_time`);
+        nothing here reads a clock."""
         if len(rows) != len(self.operator.inputs):
             raise ValueError(f"{self.operator.kind} takes {len(self.operator.inputs)} inputs, got {len(rows)}")
         version = self.version if version is None else version
         routed = [self._route(t, spec.key) for t, spec in zip(rows, self.operator.inputs)]
         outputs = []
         for partition in range(self.partitions):
-            task = TaskInfo(version, partition, self.partitions, final=final, query_id=self.query_id)
+            task = TaskInfo(version, partition, self.partitions, final=final, query_id=self.query_id,
+                            processing_time=processing_time)
             part_rows = tuple(r[partition] for r in routed)
             output, metrics = run_task(self.operator, self.checkpoint, self.config, task, part_rows)
             outputs.append(output)

@@ -11,7 +11,11 @@ order of rows inside a batch.
 Time is microseconds since the epoch (``int``). ``max_times[i]`` is the largest event time among
 input ``i``'s rows in all versions before this one, across all partitions (None before the first
 row): the operator derives its watermarks from it (docs/design/semantics.md "Time"). ``final`` marks the end of a batch
-(non-streaming) run: after this version's rows, the watermark is +infinity.
+(non-streaming) run: after this version's rows, the watermark is +infinity. An operator that
+reads processing time (:attr:`Operator.uses_processing_time`: an ``idle_timeout``) gets it as data
+too: ``processing_time``, the latest processing time known before the version, and
+``advanced_at[i]``, the processing time at which input ``i``'s progress last advanced (both
+carried by the commit records, the same on every partition and every execution of a version).
 """
 
 from __future__ import annotations
@@ -62,6 +66,10 @@ class StepInput:
     rows: tuple[pa.Table, ...]
     max_times: tuple[int | None, ...]
     final: bool = False
+    #: The latest processing time (µs) known before this version; None: none known.
+    processing_time: int | None = None
+    #: Per input, the processing time (µs) its progress last advanced at (None or empty: not known).
+    advanced_at: tuple[int | None, ...] = ()
 
 
 @dataclass
@@ -122,6 +130,12 @@ class Operator(ABC):
     @abstractmethod
     def step(self, state: Store, batch: StepInput) -> StepResult:
         """Process one version's rows against ``state`` (as of ``batch.version - 1``)."""
+
+    @property
+    def uses_processing_time(self) -> bool:
+        """Whether its results depend on processing time (an ``idle_timeout``): the engine then
+        hands each task the batch's processing time (``TaskInfo.processing_time``)."""
+        return False
 
     @property
     def plan(self) -> JoinPlan:

@@ -44,16 +44,19 @@ class PlanRunner:
     def partitions(self) -> int:
         return self.runners[self.plan.output.name].partitions
 
-    def run(self, *rows: pa.Table, version: int | None = None, final: bool = False) -> pa.Table:
+    def run(self, *rows: pa.Table, version: int | None = None, final: bool = False,
+            processing_time: int | None = None) -> pa.Table:
         """Execute one version (the next one unless ``version`` is given) on the join's inputs'
-        ``rows``; return the join's output of it."""
+        ``rows``; return the join's output of it. ``processing_time``: the version's, in µs
+        (:meth:`LocalRunner.run`), the same for every stage."""
         if len(rows) != self.plan.inputs:
             raise ValueError(f"the join takes {self.plan.inputs} inputs, got {len(rows)}")
         version = self.version if version is None else version
         outputs: dict[str, object] = {}
         for stage in self.plan.stages:
             tables = self.plan.feeds(stage, rows, outputs)
-            outputs[stage.name] = self.runners[stage.name].run(*tables, version=version, final=final)
+            outputs[stage.name] = self.runners[stage.name].run(*tables, version=version, final=final,
+                                                               processing_time=processing_time)
         self.version = version + 1
         result = outputs[self.plan.output.name]
         assert isinstance(result, pa.Table)

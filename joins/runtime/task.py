@@ -8,7 +8,8 @@ each entering the checkpoint's modules once:
    (a checkpoint of another query, or for a batch task of any streaming query, is refused), the
    partitioning epoch and, in a new epoch's first version, the partition's changelog rebuilt from
    the old epoch (:func:`streamjoin.runtime.rescale.prepare_partition`), the global event-time
-   progress before version ``v`` (one listing of the previous version's commit records), the
+   progress before version ``v`` (one listing of the previous version's commit records; with it the
+   processing-time progress, :func:`processing_after`), the
    version to open the store at (``v-1``, or none for a partition that has committed nothing: only
    when the checkpoint shows nothing committed before ``v``, else :class:`CheckpointDamagedError`),
    and the initial rows of a partition's first version;
@@ -38,17 +39,20 @@ from streamjoin.changelog import Changelog, open_logged_store, owner_tag, releas
 from streamjoin.changelog.logging_store import ChangeloggingStore, OpenReport
 from streamjoin.errors import CheckpointDamagedError
 from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.runtime.checkpoint.commits import Progress
 from streamjoin.runtime.operator import REASON_COLUMN, Operator, StepInput, StepResult
 from streamjoin.runtime.options import StateConfig, default_local_dir
 from streamjoin.runtime.rescale import Epoch, changelog_uri, epoch_dir, prepare_partition
 
-__all__ = ["TaskInfo", "TaskStart", "SteppedTask", "run_task", "step_task", "read_phase", "open_phase", "commit_phase", "progress_after",
-           "local_store_path", "store_owner"]
+__all__ = ["TaskInfo", "TaskStart", "SteppedTask", "Arrived", "run_task", "step_task", "read_phase", "open_phase",
+           "commit_phase", "progress_after", "processing_after", "local_store_path", "store_owner"]
 
 
 @dataclass(frozen=True)
 class TaskInfo:
-    """Which version and partition a task runs, and in which query."""
+    """Which version and partition a task runs, and in which query. ``processing_time``: the
+    version's processing time (µs) if the task knows it (in Spark, the micro-batch's timestamp,
+    carried by its rows; in process, the caller's), the same for every execution of the version."""
 
     version: int
     partition: int
@@ -56,6 +60,17 @@ class TaskInfo:
     attempt: int = 0
     final: bool = False
     query_id: str | None = None
+    processing_time: int | None = None
+
+
+@dataclass(frozen=True)
+class Arrived:
+    """A task's rows as the callable ``rows`` of :func:`run_task` may hand them over: with the
+    version's processing time they carried (in Spark, the micro-batch's timestamp;
+    :attr:`TaskInfo.processing_time`), known only once they have arrived."""
+
+    rows: tuple[pa.Table, ...]
+    processing_time: int | None = None
 
 
 @dataclass(frozen=True)
@@ -64,7 +79,7 @@ class TaskStart:
     version (``known``) and the watermark inputs the step sees (``max_times``: none for a final
     task), the partition's changelog ``log`` and the version to open its store at (``target``;
     None: empty), and the task's ``rows`` with each input's initial rows before them
-    (``initial``: how many)."""
+    (``initial``: how many); ``processing``: the processing-time progress before the version."""
 
     epoch: Epoch
     known: tuple[int | None, ...]
@@ -73,6 +88,7 @@ class TaskStart:
     target: int | None
     rows: tuple[pa.Table, ...]
     initial: tuple[int, ...]
+    processing: Progress | None = None
 
 
 @dataclass(frozen=True)
@@ -89,7 +105,7 @@ def run_task(
     checkpoint: Checkpoint,
     config: StateConfig,
     task: TaskInfo,
-    rows: tuple[pa.Table, ...] | Callable[[], tuple[pa.Table, ...]],
+    rows: tuple[pa.Table, ...] | Callable[[], tuple[pa.Table, ...] | Arrived],
 ) -> tuple[pa.Table, dict[str, Any]]:
     """Run ``operator`` on one partition's rows of one version; return its output and metrics
     (:func:`step_task`, then its commit)."""
@@ -133,18 +149,22 @@ def step_task(
     checkpoint: Checkpoint,
     config: StateConfig,
     task: TaskInfo,
-    rows: tuple[pa.Table, ...] | Callable[[], tuple[pa.Table, ...]],
+    rows: tuple[pa.Table, ...] | Callable[[], tuple[pa.Table, ...] | Arrived],
 ) -> SteppedTask:
     """The read, open and step phases of a task (see module); the commit is the result's.
 
-    ``rows`` may be a callable that returns them: it is called after the read and open phases, so
+    ``rows`` may be a callable that returns them (or an :class:`Arrived`, which also sets the
+    task's processing time): it is called after the read and open phases, so
     a caller whose rows are still arriving (a Spark task's input, drained by another thread) has
     the checkpoint read and the store opened meanwhile, not after."""
     if callable(rows):
         start = read_phase(operator, checkpoint, config, task, tuple(s.schema.empty_table() for s in operator.inputs))
         opened = open_phase(operator, checkpoint, config, task, start)
         try:
-            start = replace(start, rows=_after(start.rows, rows()))
+            got = rows()
+            if isinstance(got, Arrived):
+                task, got = replace(task, processing_time=got.processing_time), got.rows
+            start = replace(start, rows=_after(start.rows, got))
         except BaseException:
             opened.store.close()
             raise
@@ -152,8 +172,9 @@ def step_task(
         start = read_phase(operator, checkpoint, config, task, rows)
         opened = open_phase(operator, checkpoint, config, task, start)
     try:
+        processing = start.processing or Progress(start.known)
         result = operator.step(opened.store, StepInput(task.version, task.partition, start.rows, start.max_times,
-                                                       task.final))
+                                                       task.final, processing.now, processing.advanced_at))
         _maybe_fail_once(config, task, "before-commit")
     except BaseException:
         opened.store.close()
@@ -171,14 +192,15 @@ def read_phase(operator: Operator, checkpoint: Checkpoint, config: StateConfig, 
     epoch = prepare_partition(operator, checkpoint, config.store, dict(config.store_options),
                               config.local_dir or default_local_dir(), task.version, task.partition,
                               task.partitions, config.retain_versions, root=root)   # rebuilt after a rescale
-    known = checkpoint.commits.watermark_inputs(task.version, n_inputs)
+    before = checkpoint.commits.progress_before(task.version, n_inputs)
+    known = before.max_times
     log = Changelog(changelog_uri(checkpoint, epoch, task.partition), retain_versions=config.retain_versions,
                     cache_listing=True)
     target = _target(checkpoint, log, task)
     initial = (0,) * n_inputs
     if config.initial or target is None:   # only a first version, or its re-execution, takes them
         rows, initial = _with_initial(rows, _initial_rows(operator, checkpoint, task, first=target is None))
-    return TaskStart(epoch, known, (None,) * n_inputs if task.final else known, log, target, rows, initial)
+    return TaskStart(epoch, known, (None,) * n_inputs if task.final else known, log, target, rows, initial, before)
 
 
 def open_phase(operator: Operator, checkpoint: Checkpoint, config: StateConfig, task: TaskInfo,
@@ -225,7 +247,9 @@ def commit_phase(operator: Operator, checkpoint: Checkpoint, config: StateConfig
     for spec, aside in zip(operator.inputs, result.set_aside):
         if aside.num_rows:
             checkpoint.set_aside.write(spec.name, task.version, task.partition, aside)
-    checkpoint.commits.write(task.version, task.partition, task.partitions, progress, metrics)
+    processing = processing_after(start.processing or Progress(start.known), progress, start.rows,
+                                  task.processing_time if operator.uses_processing_time else None)
+    checkpoint.commits.write(task.version, task.partition, task.partitions, progress, metrics, processing)
     if task.partition == 0:
         checkpoint.commits.prune(keep_from=task.version - config.retain_versions + 1)
     return metrics
@@ -324,6 +348,22 @@ def progress_after(operator: Operator, known: tuple[int | None, ...],
     a version) and ``rows`` (each input's rows of the version). Over one partition's rows this is
     what the partition knows; over all partitions' rows, the global progress after the version."""
     return tuple(_max(old, _max_time(table, spec.time)) for old, table, spec in zip(known, rows, operator.inputs))
+
+
+def processing_after(before: Progress, progress: tuple[int | None, ...], rows: tuple[pa.Table, ...],
+                     now: int | None) -> Progress:
+    """What a partition records of processing time after a version: ``before`` (the global
+    progress before it) moved by ``now``, the version's processing time, when the partition has
+    rows (a version's processing time travels with its rows, as in Spark, so every runner records
+    the same). An input whose event-time progress these rows advanced (``progress`` differs from
+    ``before.max_times``), or that has had no row yet and no time recorded, advanced at ``now``;
+    the others keep theirs. Without ``now`` nor any earlier time it records none."""
+    if now is None or not any(table.num_rows for table in rows):
+        return Progress(progress, before.now, before.advanced_at)
+    known = before.advanced_at or (None,) * len(progress)
+    advanced = tuple(now if (value != old or (value is None and at is None)) else at
+                     for value, old, at in zip(progress, before.max_times, known))
+    return Progress(progress, _max(before.now, now), advanced)
 
 
 def _metrics(operator: Operator, task: TaskInfo, rows: tuple[pa.Table, ...], result: StepResult,

@@ -41,6 +41,7 @@ def interval_join(
     watermark_policy: WatermarkPolicy = "min",
     end_of_run: EndOfRun = "hold",
     heartbeats: bool = False,
+    idle_timeout: Duration | None = None,
 ) -> DataFrame:
     """Join two event DataFrames on equal keys within a time window.
 
@@ -68,7 +69,12 @@ def interval_join(
     column is null is a *heartbeat*, progress of a quiet input: its time moves the watermark
     like a row at that time, and the row is never joined, stored, output or set aside (counted
     as ``heartbeat_rows_left`` / ``heartbeat_rows_right``; docs/guides/interval.md). Without it
-    (default) such a row is an ordinary row with a null key.
+    (default) such a row is an ordinary row with a null key. ``idle_timeout`` (default None: off; a timedelta or interval
+    string), as Flink's ``withIdleness``: an input whose largest event time has not advanced for
+    that long in processing time (the micro-batches' timestamps, ``current_timestamp()``) stops
+    holding the watermark, which follows the other input; when its rows come again it counts
+    again, and those below the watermark are late. Results then depend on processing time and
+    differ from the batch join (docs/design/semantics.md "Time").
 
     Output columns: the key columns once (named as on the left), then the left columns, then the
     right columns; a non-key name on both sides becomes ``name_left`` / ``name_right``. Semi and
@@ -93,6 +99,7 @@ def interval_join(
         left_time=left_time, right_time=right_time, lower=lower, upper=upper, delay=delay, how=how,
         left_delay=left_delay, right_delay=right_delay, watermark_policy=watermark_policy,
         heartbeats=heartbeats,
+        idle_timeout=idle_timeout,
     )
     checkpoint = resolve_checkpoint(options.checkpoint, left.isStreaming or right.isStreaming, "interval_join")
     return run_plan(operator.plan, [left, right], checkpoint=checkpoint, partitions=options.partitions,

@@ -13,7 +13,11 @@ its partition id, its attempt number and the streaming query's id. A batch (non-
 runs as version 0 with a final watermark of +infinity.
 
 The global watermark comes from the progress records that every partition writes to the
-checkpoint when it commits a version (see ``docs/design/runtime.md``). A streaming join also unions the
+checkpoint when it commits a version (see ``docs/design/runtime.md``). An operator that reads
+processing time (an ``idle_timeout``) gets the micro-batch's timestamp as a column added after the
+shuffle (``current_timestamp()``, which Spark fixes per micro-batch and keeps in its offset log,
+so an executed-again batch sees the same value); a task without rows learns it from the commit
+records of the next versions. A streaming join also unions the
 no-data flush source (:mod:`streamjoin.spark.flush`) into its input, and reports its metrics as
 observed metrics (:mod:`streamjoin.spark.progress`).
 """
@@ -41,7 +45,7 @@ from streamjoin.runtime.checkpoint import Checkpoint, RunMode, resolve_location
 from streamjoin.runtime.keygroups import check_count, slot_values
 from streamjoin.runtime.operator import InputSpec, Operator
 from streamjoin.runtime.options import EndOfRun, StateConfig, check_end_of_run
-from streamjoin.runtime.task import TaskInfo, step_task
+from streamjoin.runtime.task import Arrived, TaskInfo, step_task
 from streamjoin.spark.checks import column
 from streamjoin.spark.flush import closing_version, flush_stream, uses_ticks, write_tick
 from streamjoin.spark.progress import metrics_batch, progress_schema, report_progress
@@ -62,6 +66,8 @@ def _configure_worker_logging() -> None:
 INPUT_TAG = "_sj_input"
 #: Set on the DataFrames run_operator returns (their partitions are a join's partitions).
 _STAGE_MARK = "_streamjoin_stage"
+#: The micro-batch's timestamp, beside the rows of an operator that reads processing time.
+_NOW = "_sj_now"
 #: A lane of the unioned rows (flat columns shuffle and cross into Arrow faster than one struct
 #: per input, and shared lanes faster than a column per input's column).
 _LANE = "_sj_{}"
@@ -179,6 +185,8 @@ def run_operator(
         combined = combined.unionByName(flush.select(F.lit(-1).cast("byte").alias(INPUT_TAG)),
                                         allowMissingColumns=True)
     shuffled = _shuffle(combined, partitions, groups, _routing_keys(operator, key_types, layout))
+    if operator.uses_processing_time:   # after the shuffle: the rows cross it without it
+        shuffled = shuffled.withColumn(_NOW, F.current_timestamp())
     task = _PartitionTask(operator, checkpoint, partitions, state, final=not streaming, layout=layout,
                           ticks=ticks, release=release)
     out = shuffled.mapInArrow(task, from_arrow_schema(progress_schema(operator), prefer_timestamp_ntz=True))
@@ -363,10 +371,10 @@ class _PartitionTask:
         if closed is not None:
             task = replace(task, final=task.version == closed)
 
-        def arrived() -> tuple[pa.Table, ...]:
+        def arrived() -> Arrived:
             found = arriving.rows()
             _refuse_after_close(self.checkpoint, closed, task.version, found, self.operator)
-            return found
+            return Arrived(found, arriving.time)
         state = self.state if self.state.local_dir else replace(self.state, local_dir=spark_local_state_dir())
         try:
             stepped = step_task(self.operator, Checkpoint(self.checkpoint), state, task, arrived)
@@ -396,13 +404,17 @@ class _Arriving:
     def __init__(self, batches: Iterator[pa.RecordBatch], operator: Operator, layout: _Layout) -> None:
         self._batches, self._operator, self._layout = batches, operator, layout
         self._rows: tuple[pa.Table, ...] | None = None
+        #: The micro-batch's timestamp the rows carried (:func:`_batch_time`), once they arrived.
+        self.time: int | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._drain, name="streamjoin-input", daemon=True)
         self._thread.start()
 
     def _drain(self) -> None:
         try:
-            self._rows = _split_inputs(list(self._batches), self._operator, self._layout)
+            found = list(self._batches)
+            self.time = _batch_time(found)
+            self._rows = _split_inputs(found, self._operator, self._layout)
         except BaseException as exc:   # handed to the task's thread by rows()
             self._error = exc
 
@@ -445,6 +457,15 @@ def _timed_rows(rows: tuple[pa.Table, ...], operator: Operator) -> bool:
     """Whether any input's rows of this task have an event time (they may move the watermark)."""
     return any(table.num_rows and spec.time is not None and table.column(spec.time).null_count < table.num_rows
                for table, spec in zip(rows, operator.inputs))
+
+
+def _batch_time(batches: list[pa.RecordBatch]) -> int | None:
+    """The micro-batch's timestamp (µs) the rows carry (:data:`_NOW`); None without rows or column."""
+    if not batches or _NOW not in batches[0].schema.names:
+        return None
+    values = pa.chunked_array([b.column(_NOW) for b in batches])
+    latest = pc.max(values.cast(pa.timestamp("us", tz=values.type.tz)).cast(pa.int64())).as_py()
+    return None if latest is None else int(latest)
 
 
 def _split_inputs(batches: list[pa.RecordBatch], operator: Operator, layout: _Layout) -> tuple[pa.Table, ...]:

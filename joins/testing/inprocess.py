@@ -4,7 +4,8 @@ The pipeline is a function of Arrow tables that calls its joins through ``joins`
 (:class:`streamjoin.testing.local.LocalJoins`). A batch run calls it once with every row and a
 final version; a streaming run calls it once per micro-batch (twice for a repeated one, keeping the
 second output, as a retried micro-batch commits only its last attempt), restarts the joins with
-their local state lost where the plan says, and ends with a final version over empty inputs.
+their local state lost where the plan says, and ends with a final version over empty inputs. Each micro-batch has the plan's processing time
+(:meth:`streamjoin.testing.plan.RunPlan.processing_time`).
 A pipeline taking ``state_dir`` gets a new directory after each restart, as in Spark (its joins'
 local stores, under the old one, are lost).
 The micro-batches' outputs are appended, their rows put in the plan's order, then ``finish`` is
@@ -66,13 +67,13 @@ class InProcessEngine:
                 if version == plan.restart_before:
                     joins.restart()
                     state += 1
-                joins.begin(version)
+                joins.begin(version, processing_time=plan.processing_time(version))
                 output = self._call(joins, tables, state)
                 if version == plan.repeat:
-                    joins.begin(version)
+                    joins.begin(version, processing_time=plan.processing_time(version))
                     output = self._call(joins, tables, state)
                 outputs.append(output)
-            joins.begin(plan.count, final=True)
+            joins.begin(plan.count, final=True, processing_time=plan.processing_time(plan.count))
             outputs.append(self._call(joins, [t.slice(0, 0) for t in inputs], state))
             return self._outcome(joins, outputs, plan.shuffle)
         finally:

@@ -116,37 +116,55 @@ def reference_interval_join(
 def interval_watermarks(
     batches: Sequence[tuple[Sequence[Row], Sequence[Row]]], *, left_time: str, right_time: str, delay: Any,
     left_delay: Any = None, right_delay: Any = None, watermark_policy: str = "min",
+    idle_timeout: Any = None, processing_times: Sequence[Any] | None = None,
 ) -> list[Any]:
     """The watermark of each batch: min (``watermark_policy="max"``: max) over the two inputs of
     the largest event time in earlier batches minus that input's delay (``left_delay`` /
-    ``right_delay``, default ``delay``); None (minus infinity) until both inputs have had a row."""
+    ``right_delay``, default ``delay``); None (minus infinity) until both inputs have had a row.
+
+    With ``idle_timeout`` and ``processing_times`` (one per batch, of a type that subtracts to
+    ``idle_timeout``'s): an input whose largest time last advanced (or, with no row yet, the
+    first processing time of a batch with rows) at least ``idle_timeout`` before the processing
+    time of the newest earlier batch with rows is left out; with every input left out, or if the
+    value would be lower, the batch before's watermark holds (it never decreases)."""
     marks: list[Any] = []
-    max_left = max_right = None
-    wait_left = delay if left_delay is None else left_delay
-    wait_right = delay if right_delay is None else right_delay
+    maxima: list[Any] = [None, None]
+    advanced: list[Any] = [None, None]
+    now = None
+    waits = (delay if left_delay is None else left_delay, delay if right_delay is None else right_delay)
     pick = min if watermark_policy == "min" else max
-    for left_rows, right_rows in batches:
-        marks.append(None if max_left is None or max_right is None
-                     else pick(max_left - wait_left, max_right - wait_right))
-        for row in left_rows:
-            if row[left_time] is not None and (max_left is None or row[left_time] > max_left):
-                max_left = row[left_time]
-        for row in right_rows:
-            if row[right_time] is not None and (max_right is None or row[right_time] > max_right):
-                max_right = row[right_time]
+    for v, (left_rows, right_rows) in enumerate(batches):
+        idle = [idle_timeout is not None and now is not None and at is not None and now - at >= idle_timeout
+                for at in advanced]
+        active = [i for i in (0, 1) if not idle[i]]
+        mark = None if not active or any(maxima[i] is None for i in active) \
+            else pick(maxima[i] - waits[i] for i in active)
+        previous = marks[-1] if marks else None
+        marks.append(previous if mark is None or (previous is not None and previous > mark) else mark)
+        time = None if processing_times is None else processing_times[v]
+        for i, (rows, column) in enumerate(((left_rows, left_time), (right_rows, right_time))):
+            times = [r[column] for r in rows if r[column] is not None]
+            if times and (maxima[i] is None or max(times) > maxima[i]):
+                maxima[i] = max(times)
+                advanced[i] = time if time is not None else advanced[i]
+        if time is not None and (left_rows or right_rows):
+            advanced = [time if a is None and m is None else a for a, m in zip(advanced, maxima)]
+            now = time if now is None else max(now, time)
     return marks
 
 
 def interval_late_rows(
     batches: Sequence[tuple[Sequence[Row], Sequence[Row]]], *, left_time: str, right_time: str, delay: Any,
     left_delay: Any = None, right_delay: Any = None, watermark_policy: str = "min", heartbeats: bool = False,
+    idle_timeout: Any = None, processing_times: Sequence[Any] | None = None,
 ) -> list[tuple[list[bool], list[bool]]]:
-    """For each batch, per input, whether each row is late (event time < that batch's watermark);
-    with ``heartbeats``, a heartbeat never is."""
+    """For each batch, per input, whether each row is late (event time < that batch's watermark,
+    :func:`interval_watermarks`); with ``heartbeats``, a heartbeat never is."""
     out = []
     watermarks = interval_watermarks(batches, left_time=left_time, right_time=right_time, delay=delay,
                                      left_delay=left_delay, right_delay=right_delay,
-                                     watermark_policy=watermark_policy)
+                                     watermark_policy=watermark_policy, idle_timeout=idle_timeout,
+                                     processing_times=processing_times)
 
     def late(row: Row, time: str, mark: Any) -> bool:
         return (mark is not None and row[time] is not None and row[time] < mark

@@ -9,6 +9,8 @@ run's partition count (as Spark's is the session's shuffle partitions). Each cal
 version of its join's plan through :class:`streamjoin.runtime.plan_runner.PlanRunner` (changelogs and
 checkpoints included) and returns that version's output, so a pipeline called once per
 micro-batch is a streaming query, and called once with ``final=True`` is a batch query.
+A micro-batch's processing time (what a join with ``idle_timeout`` reads; Spark's batch
+timestamp) is the caller's: ``begin(version, processing_time=...)``; nothing here reads a clock.
 
 Debezium change tables are turned into the plain form first (:func:`routable`), as in Spark.
 A join is identified by its ``checkpoint`` argument, or else by the order of the join calls in one
@@ -17,6 +19,7 @@ call of the pipeline (as Spark numbers a query's stateful operators).
 
 from __future__ import annotations
 
+import datetime
 import os
 from dataclasses import replace
 from typing import Any, Mapping, Sequence
@@ -36,7 +39,10 @@ from streamjoin.runtime.plan_runner import PlanRunner
 from streamjoin.table.bootstrap import bootstrap_changes
 from streamjoin.table.operator import TableTableJoin
 
-__all__ = ["LocalJoins", "change_format", "routable"]
+__all__ = ["LocalJoins", "change_format", "routable", "IDLE_TIMEOUT_NOTE"]
+
+#: What the kit notes about a pipeline whose interval join has an ``idle_timeout``.
+IDLE_TIMEOUT_NOTE = "interval_join(idle_timeout=...) is documented as dependent on processing time"
 
 
 def change_format(schema: pa.Schema, changes: str | ChangeFormat | None, key: Sequence[str],
@@ -79,7 +85,8 @@ class LocalJoins:
     ``partitions`` (an int of at least 1) is the run's partition count, for joins that do not name their own; ``store`` is
     the run's store backend, which the kit passes to a pipeline as its ``store`` option (a join
     uses it when the pipeline passes it on: the joins' own default is ``rocksdb``, as in Spark).
-    Set :attr:`version`, :attr:`final` before each call of the pipeline; :meth:`restart` loses
+    Set :attr:`version`, :attr:`final` (and :attr:`processing_time`) before each call of the
+    pipeline (:meth:`begin`); :meth:`restart` loses
     every local store and starts new runners over the same checkpoints (a restarted query on
     another executor).
     """
@@ -88,13 +95,19 @@ class LocalJoins:
         check_count(partitions, "partitions")
         self.root, self.partitions, self.store = root, partitions, store
         self.version, self.final = 0, False
+        self.processing_time: int | None = None
         self.notes: list[str] = []
         self._runners: dict[str, Any] = {}
         self._calls = 0
 
-    def begin(self, version: int, *, final: bool = False) -> None:
-        """Prepare for the pipeline's call on micro-batch ``version`` (``final``: the last one)."""
+    def begin(self, version: int, *, final: bool = False,
+              processing_time: datetime.datetime | int | None = None) -> None:
+        """Prepare for the pipeline's call on micro-batch ``version`` (``final``: the last one).
+        ``processing_time``: the micro-batch's processing time (a datetime, naive ones in UTC, or
+        microseconds since the epoch; None: none), as Spark's batch timestamp: give a re-executed
+        micro-batch the same one."""
         self.version, self.final, self._calls = version, final, 0
+        self.processing_time = _micros(processing_time)
 
     def restart(self) -> None:
         """Lose every join's local stores and continue with new runners (rebuilt from changelogs)."""
@@ -122,7 +135,7 @@ class LocalJoins:
                                                                           key_groups=groups), options)
         if initial is not None and runner.wants_initial(1):
             runner.set_initial(1, initial)
-        return runner.run(*tables, version=self.version, final=self.final)
+        return runner.run(*tables, version=self.version, final=self.final, processing_time=self.processing_time)
 
     def interval_join(self, left: pa.Table, right: pa.Table, on: Any, *, left_time: str, right_time: str,
                       lower: Any, upper: Any, delay: Any, how: IntervalHow | How = "inner", store: str = "rocksdb",
@@ -130,16 +143,21 @@ class LocalJoins:
                       store_options: Mapping[str, Any] | None = None, state_dir: str | None = None,
                       max_partitions: int | None = None, left_delay: Any = None, right_delay: Any = None,
                       watermark_policy: WatermarkPolicy = "min", end_of_run: EndOfRun = "hold",
-                      heartbeats: bool = False) -> pa.Table:
+                      heartbeats: bool = False, idle_timeout: Any = None) -> pa.Table:
         """:func:`streamjoin.interval_join` over this micro-batch's Arrow tables. ``end_of_run`` is
         checked as in Spark; in process a run has no trigger to end (the kit's last call,
-        ``final=True``, releases what a batch join releases), so it changes nothing here."""
+        ``final=True``, releases what a batch join releases), so it changes nothing here.
+        ``idle_timeout`` reads the processing time given to :meth:`begin` (and is noted as
+        dependent on it)."""
         check_end_of_run(end_of_run)
         options = JoinOptions(store=store, checkpoint=checkpoint, partitions=partitions, store_options=store_options,
                               state_dir=state_dir, max_partitions=max_partitions)
         operator = IntervalJoin(left.schema, right.schema, on, left_time=left_time, right_time=right_time,
                                 lower=lower, upper=upper, delay=delay, how=how, left_delay=left_delay,
-                                right_delay=right_delay, watermark_policy=watermark_policy, heartbeats=heartbeats)
+                                right_delay=right_delay, watermark_policy=watermark_policy, heartbeats=heartbeats,
+                                idle_timeout=idle_timeout)
+        if operator.uses_processing_time:
+            self._note(IDLE_TIMEOUT_NOTE)
         return self._run(self._name(checkpoint), operator, (left, right), options)
 
     def stream_table_join(self, stream: pa.Table, table_changes: pa.Table, on: str | Sequence[str], *,
@@ -213,8 +231,18 @@ class LocalJoins:
                     raise JoinDefinitionError(f"{argument} must be an Arrow table of the table's rows in process, "
                                               f"not {type(rows).__name__}")
                 runner.set_initial(index, bootstrap_changes(rows, changes.schema, fmt, argument, expire_rows))
-        return runner.run(left, right, version=self.version, final=self.final)
+        return runner.run(left, right, version=self.version, final=self.final, processing_time=self.processing_time)
 
     def _note(self, text: str) -> None:
         if text not in self.notes:
             self.notes.append(text)
+
+
+def _micros(value: datetime.datetime | int | None) -> int | None:
+    """A processing time as microseconds since the epoch (a naive datetime is UTC)."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    if isinstance(value, datetime.datetime):
+        aware = value if value.tzinfo is not None else value.replace(tzinfo=datetime.timezone.utc)
+        return (aware - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)) // datetime.timedelta(microseconds=1)
+    raise TypeError(f"processing_time must be a datetime or microseconds since the epoch (int), not {value!r}")

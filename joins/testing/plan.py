@@ -6,7 +6,10 @@ different places interleave). It also picks the run's partition count and store 
 optional restart with the local state lost before one micro-batch, an optional micro-batch
 executed twice, and the order in which the run's output rows reach ``finish`` (a sink receives a
 streaming query's rows in no defined order: the output's rows are shuffled by a seed, so that a
-``finish`` depending on row order, such as the first row per key, is caught). :func:`run_plans`
+``finish`` depending on row order, such as the first row per key, is caught). In process, the
+micro-batches are :data:`BATCH_INTERVAL_US` apart in processing time (:meth:`RunPlan.processing_time`;
+a micro-batch executed again keeps its own), so a join that reads processing time (an
+``idle_timeout`` up to that long) sees an input without rows in a micro-batch go idle. :func:`run_plans`
 is the Hypothesis strategy of plans; its shrinking gives the fewest micro-batches and the
 plainest run.
 """
@@ -21,7 +24,10 @@ import pyarrow as pa
 
 from streamjoin.testing.compare import format_table
 
-__all__ = ["RunPlan", "run_plans", "shuffled", "without_rows"]
+__all__ = ["RunPlan", "run_plans", "shuffled", "without_rows", "BATCH_INTERVAL_US"]
+
+#: The processing time between a run's consecutive micro-batches in process (one hour, in µs).
+BATCH_INTERVAL_US = 3_600_000_000
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,10 @@ class RunPlan:
     def count(self) -> int:
         """The number of micro-batches (at least 1)."""
         return 1 + max((b for rows in self.batches for b in rows), default=0)
+
+    def processing_time(self, version: int) -> int:
+        """Micro-batch ``version``'s processing time, µs after the run's first (see module)."""
+        return version * BATCH_INTERVAL_US
 
     def split(self, inputs: Sequence[pa.Table]) -> list[tuple[pa.Table, ...]]:
         """Each micro-batch's slice of every input, in order."""

@@ -56,7 +56,10 @@ class SparkJoins:
 
     def interval_join(self, *args: Any, **kwargs: Any) -> DataFrame:
         from streamjoin import interval_join
+        from streamjoin.testing.local import IDLE_TIMEOUT_NOTE
 
+        if kwargs.get("idle_timeout") is not None and IDLE_TIMEOUT_NOTE not in self.notes:
+            self.notes.append(IDLE_TIMEOUT_NOTE)
         return interval_join(*args, **kwargs)
 
     def stream_table_join(self, *args: Any, **kwargs: Any) -> DataFrame:

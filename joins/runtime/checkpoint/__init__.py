@@ -12,10 +12,12 @@ accepts; resolved once, so every task of a query names the same place)::
     flush.json                        the flush source of the streaming query that writes it
                                       (bound on the driver, before any task runs)
     state/p=<p>/                      partition p's changelog (deltas and snapshots)
-    commits/v=<v>/p=<p>.of=<n>.t=<t0>_<t1>.json
+    commits/v=<v>/p=<p>.of=<n>.t=<t0>_<t1>[.pt=<now>_<a0>_<a1>].json
                                       partition p (of n) committed version v: the name carries the
                                       largest event time per input over all partitions' rows up
-                                      to v (``x``: none yet), the content also its metrics
+                                      to v (``x``: none yet) and, for a join reading processing
+                                      time, processing times (:mod:`.commits`), the content also
+                                      its metrics
     set_aside/<input>/v=<v>/p=<p>.parquet   rows not processed (late, dead letters), with reasons
     initial/<input>/p=<p>.arrow       rows given to the join's first version (e.g. a bootstrap
                                       snapshot), routed to partition p; ``initial/done.json``

@@ -1,5 +1,5 @@
-"""Commit records: ``commits/v=<v>/p=<p>.of=<n>.t=<t0>_<t1>.json``, one per partition and
-version, and the evidence that a join has committed versions.
+"""Commit records: ``commits/v=<v>/p=<p>.of=<n>.t=<t0>_<t1>[.pt=<now>_<a0>_<a1>].json``, one per
+partition and version, and the evidence that a join has committed versions.
 
 A record's name carries the largest event time per input over all partitions' rows up to its
 version (``x``: none yet), its content also the partition's metrics. A task learns the watermark
@@ -7,6 +7,11 @@ inputs from one listing of the previous version's records (no read per partition
 are pruned with the changelog's retention, so the files a version adds, and the calls a task
 makes, do not grow with the partition count. A base (``base.t=<...>.json``, partition ``-1``)
 stands for a version's records after a rewrite of the state that did not keep them.
+
+A join that reads processing time (``idle_timeout``) adds ``pt=``: the latest processing time known
+up to the version (``now``) and, per input, the processing time at which its progress last
+advanced (``a_i``), all in microseconds (``x``: none). A record without it (an older checkpoint,
+or a join without the option) knows no processing time: no input of it is ever idle.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from streamjoin.changelog.format import Kind, parse_name
 from streamjoin.errors import CheckpointDamagedError
 from streamjoin.runtime.checkpoint.files import CheckpointFiles, version_of
 
-__all__ = ["COMMITS", "CommitRecord", "Commits"]
+__all__ = ["COMMITS", "CommitRecord", "Commits", "Progress"]
 
 COMMITS = "commits"
 
@@ -35,6 +40,19 @@ class CommitRecord:
     partition: int
     partitions: int
     max_times: tuple[int | None, ...]
+    now: int | None = None
+    advanced_at: tuple[int | None, ...] = ()
+
+
+@dataclass(frozen=True)
+class Progress:
+    """The global progress up to a version: the largest event time per input (``max_times``), and
+    in processing time (µs; None: not known) the latest known (``now``) and when each input's
+    event-time progress last advanced (``advanced_at``; empty: not known for any input)."""
+
+    max_times: tuple[int | None, ...]
+    now: int | None = None
+    advanced_at: tuple[int | None, ...] = ()
 
 
 class Commits:
@@ -44,13 +62,15 @@ class Commits:
         self.files = files
 
     def write(self, version: int, partition: int, partitions: int,
-              max_times: tuple[int | None, ...], metrics: Mapping[str, Any]) -> None:
+              max_times: tuple[int | None, ...], metrics: Mapping[str, Any],
+              processing: Progress | None = None) -> None:
         """Record that ``partition`` (of ``partitions``) finished ``version``: the global event-time
-        progress including its rows (in the name, so one listing reads every partition's) and its
+        progress including its rows (in the name, so one listing reads every partition's), the
+        processing times of ``processing`` when it knows one (``now`` not None), and its
         metrics. Written again for the same version (a task or batch executed again), it replaces
         the record there; a record of the partition under other values is removed after it."""
         directory = f"{COMMITS}/v={version}"
-        name = _commit_name(partition, partitions, max_times)
+        name = _commit_name(partition, partitions, max_times, processing)
         self.files.write_json(f"{directory}/{name}", {
             "version": version, "partition": partition, "partitions": partitions,
             "max_times": list(max_times), "metrics": dict(metrics)})
@@ -85,7 +105,12 @@ class Commits:
         return sorted(found, key=lambda r: r.partition)
 
     def watermark_inputs(self, before: int, n_inputs: int) -> tuple[int | None, ...]:
-        """The largest event time per input over every partition's rows in versions before ``before``.
+        """The largest event time per input over every partition's rows in versions before ``before``
+        (:meth:`progress_before`'s ``max_times``)."""
+        return self.progress_before(before, n_inputs).max_times
+
+    def progress_before(self, before: int, n_inputs: int) -> Progress:
+        """The global progress over every partition's rows in versions before ``before``.
 
         Read from the commit records of the newest version before ``before`` (each carries the
         global progress up to its version): one listing when that version is ``before - 1``, three
@@ -97,9 +122,9 @@ class Commits:
             older = [v for v in self.versions() if v < before - 1]
             records = self.records(older[-1]) if older else []
         if not records:
-            return (None,) * n_inputs
+            return Progress((None,) * n_inputs)
         self._check_complete(records)
-        return _combine(records, n_inputs)
+        return _combine_progress(records, n_inputs)
 
     def newest_progress(self, n_inputs: int) -> tuple[int, tuple[int | None, ...]] | None:
         """``(version, progress)`` of the newest version every partition has committed (a version
@@ -198,10 +223,23 @@ class Commits:
         return found
 
 
-def _commit_name(partition: int, partitions: int, max_times: tuple[int | None, ...]) -> str:
-    """``p=<p>.of=<n>.t=<t0>_<t1>.json``, an absent time written ``x``."""
-    times = "_".join("x" if t is None else str(int(t)) for t in max_times)
-    return f"p={partition}.of={partitions}.t={times}.json"
+def _commit_name(partition: int, partitions: int, max_times: tuple[int | None, ...],
+                 processing: Progress | None = None) -> str:
+    """``p=<p>.of=<n>.t=<t0>_<t1>.json``, an absent time written ``x``; with a processing time
+    known, ``.pt=<now>_<a0>_<a1>`` before ``.json``."""
+    name = f"p={partition}.of={partitions}.t={_times(max_times)}"
+    if processing is not None and processing.now is not None:
+        advanced = processing.advanced_at or (None,) * len(max_times)
+        name += f".pt={_times((processing.now, *advanced))}"
+    return name + ".json"
+
+
+def _times(values: tuple[int | None, ...]) -> str:
+    return "_".join("x" if t is None else str(int(t)) for t in values)
+
+
+def _read_times(text: str) -> tuple[int | None, ...]:
+    return tuple(None if t == "x" else int(t) for t in text.split("_")) if text else ()
 
 
 def _commit_partition(name: str) -> int | None:
@@ -214,14 +252,20 @@ def _parse_commit(version: int, name: str) -> CommitRecord | None:
     parts = name.removesuffix(".json").split(".")
     if len(parts) == 2 and parts[0] == "base" and parts[1].startswith("t=") and name.endswith(".json"):
         parts = ["p=-1", "of=0", parts[1]]
-    if not name.endswith(".json") or len(parts) != 3 or not parts[0].startswith("p=") \
-            or not parts[1].startswith("of=") or not parts[2].startswith("t="):
+    if not name.endswith(".json") or len(parts) not in (3, 4) or not parts[0].startswith("p=") \
+            or not parts[1].startswith("of=") or not parts[2].startswith("t=") \
+            or (len(parts) == 4 and not parts[3].startswith("pt=")):
         return None
     try:
-        times = tuple(None if t == "x" else int(t) for t in parts[2][2:].split("_")) if parts[2] != "t=" else ()
+        times = _read_times(parts[2][2:])
         partition = -1 if parts[0] == "p=-1" else int(parts[0][2:]) if parts[0][2:].isdigit() else None
         if partition is None:
             return None
+        if len(parts) == 4:
+            processing = _read_times(parts[3][3:])
+            if len(processing) != len(times) + 1:
+                return None
+            return CommitRecord(version, partition, int(parts[1][3:]), times, processing[0], processing[1:])
         return CommitRecord(version, partition, int(parts[1][3:]), times)
     except ValueError:
         return None
@@ -237,9 +281,22 @@ def _complete(records: list[CommitRecord]) -> bool:
 
 
 def _combine(records: list[CommitRecord], n_inputs: int) -> tuple[int | None, ...]:
-    result: list[int | None] = [None] * n_inputs
-    for record in records:
-        for i, value in enumerate(record.max_times[:n_inputs]):
+    return _largest([r.max_times for r in records], n_inputs)
+
+
+def _combine_progress(records: list[CommitRecord], n_inputs: int) -> Progress:
+    """The records' global progress: each value the largest the records carry (each partition's
+    record is what it knows; the one whose rows advanced an input knows the latest)."""
+    now = _largest([(r.now,) for r in records], 1)[0]
+    advanced = _largest([r.advanced_at for r in records], n_inputs)
+    return Progress(_combine(records, n_inputs), now, advanced if any(a is not None for a in advanced) else ())
+
+
+def _largest(rows: list[tuple[int | None, ...]], width: int) -> tuple[int | None, ...]:
+    """Per position, the largest value that is not None over ``rows`` (None where none is)."""
+    result: list[int | None] = [None] * width
+    for row in rows:
+        for i, value in enumerate(row[:width]):
             current = result[i]
             if value is not None and (current is None or value > current):
                 result[i] = value

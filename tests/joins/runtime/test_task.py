@@ -9,10 +9,11 @@ import pytest
 
 from streamjoin.bench.operators import PassThrough
 from streamjoin.runtime.bind import bind_query
+from streamjoin.runtime.checkpoint.commits import Progress
 from streamjoin.runtime.checkpoint.files import CheckpointFiles
 from streamjoin.runtime.operator import StepInput
 from streamjoin.runtime.options import StateConfig
-from streamjoin.runtime.task import TaskInfo, commit_phase, open_phase, read_phase, run_task
+from streamjoin.runtime.task import TaskInfo, commit_phase, open_phase, processing_after, read_phase, run_task
 
 SCHEMA = pa.schema([("k", pa.int64()), ("t", pa.timestamp("us", tz="UTC"))])
 
@@ -66,3 +67,14 @@ def test_commit_phase_records_progress_metrics_and_the_version(bound):
     assert [r.max_times for r in bound.checkpoint.commits.records(0)] == [(51,)]
     assert bound.checkpoint.commits.watermark_inputs(1, 1) == (51,)
     assert start.log.listing().newest == 0
+
+
+def test_processing_after_moves_the_inputs_whose_rows_advanced_and_only_with_rows():
+    before = Progress((10, 20), now=100, advanced_at=(100, 50))
+    left = (_rows([1], t0=30), _rows([]))
+    assert processing_after(before, (30, 20), left, now=200) == Progress((30, 20), 200, (200, 50))
+    # a partition without rows of the version does not know its processing time
+    assert processing_after(before, (10, 20), (_rows([]), _rows([])), now=200) == Progress((10, 20), 100, (100, 50))
+    # an input with no row yet waits from the first processing time known
+    assert processing_after(Progress((None, None)), (5, None), (_rows([1], t0=5), _rows([])), now=7) \
+        == Progress((5, None), 7, (7, 7))

@@ -81,3 +81,11 @@ def deduplicated_per_batch(clicks: pa.Table, searches: pa.Table, joins, checkpoi
     redelivered in a later micro-batch is counted twice."""
     distinct = clicks.group_by(clicks.column_names, use_threads=False).aggregate([])
     return clicks_with_searches(distinct, searches, joins, checkpoint)
+
+
+def clicks_with_idle_searches(clicks: pa.Table, searches: pa.Table, joins, checkpoint: str) -> pa.Table:
+    """Batch-dependent: the searches stop holding the watermark after a minute without progress
+    in processing time (``idle_timeout``), so a search that comes later may be late."""
+    return joins.interval_join(clicks, searches, "session_id", left_time="click_time", right_time="search_time",
+                               lower=dt.timedelta(seconds=-10), upper=dt.timedelta(0), how="left",
+                               delay=dt.timedelta(seconds=2), checkpoint=f"{checkpoint}/join", idle_timeout="1 minute")

@@ -19,6 +19,9 @@ from tests.joins.testing.pipelines import (
     EVENTS,
     PROFILE,
     SEARCHES,
+    UTC_US,
+    at,
+    clicks_with_idle_searches,
     clicks_with_searches,
     count_per_plan,
     deduplicated_per_batch,
@@ -103,7 +106,7 @@ def test_assert_deterministic_catches_a_deduplication_within_each_micro_batch():
     # the default strategies redeliver events; one redelivered in a later micro-batch escapes the dedupe
     with pytest.raises(NonDeterministicError) as caught:
         assert_deterministic(deduplicated_per_batch, CLICK_STREAMS, max_examples=settings.get_profile("ci").max_examples,
-                             shrink_budget=10)
+                             shrink_budget=4)
     clicks = caught.value.failure.inputs[0].to_pylist()
     assert len(clicks) > len({tuple(c.values()) for c in clicks})  # a click delivered twice
     assert "stream only" in str(caught.value).split("Difference:")[1]
@@ -112,3 +115,17 @@ def test_assert_deterministic_catches_a_deduplication_within_each_micro_batch():
 def test_assert_deterministic_passes_the_join_of_redelivered_clicks():
     report = assert_deterministic(clicks_with_searches, CLICK_STREAMS, max_examples=10)
     assert report.examples == 10
+
+
+def test_assert_deterministic_reports_idle_timeout_as_dependent_on_processing_time():
+    # the kit's micro-batches are an hour apart in processing time: searches missing from one go idle
+    times = (20, 100, 200, 300, 400, 500, 600, 700)
+    clicks = pa.table({"click_id": list(range(len(times))), "session_id": [1] * len(times),
+                       "click_time": pa.array([at(s) for s in times], UTC_US)})
+    searches = pa.table({"search_id": [10], "session_id": [1], "search_time": pa.array([at(15)], UTC_US)})
+    with pytest.raises(NonDeterministicError) as caught:
+        assert_deterministic(clicks_with_idle_searches, {"clicks": clicks, "searches": searches}, max_examples=40,
+                             shrink_budget=4)
+    message = str(caught.value)
+    assert "interval_join(idle_timeout=...) is documented as dependent on processing time" in message
+    assert "batch only" in message   # the click's match, lost when the search came after the searches went idle

@@ -12,6 +12,7 @@ import pytest
 
 from streamjoin.errors import CheckpointDamagedError, CheckpointMismatchError, JoinDefinitionError
 from streamjoin.runtime.checkpoint import Checkpoint, RunMode
+from streamjoin.runtime.checkpoint.commits import Progress
 from streamjoin.runtime.checkpoint.files import CheckpointFiles
 
 DEFINITION = {"kind": "test", "key": ["k"]}
@@ -219,3 +220,19 @@ def test_checkpoint_watermark_inputs_start_from_a_recorded_base(tmp_path):
     assert checkpoint.commits.watermark_inputs(5, 2) == (7, 2)             # the maximum of base and records
     assert checkpoint.commits.read_metrics() == [{"version": 4}]
     assert checkpoint.commits.newest_progress(2) == (4, (7, 2))
+
+
+def test_commits_carry_processing_times_in_their_names(tmp_path):
+    checkpoint = Checkpoint(str(tmp_path))
+    checkpoint.commits.write(2, 0, 2, (5, 7), {}, Progress((5, 7), now=100, advanced_at=(100, 40)))
+    checkpoint.commits.write(2, 1, 2, (6, 7), {}, Progress((6, 7), now=None))   # no time known: none written
+    assert sorted(os.listdir(tmp_path / "commits" / "v=2")) == ["p=0.of=2.t=5_7.pt=100_100_40.json",
+                                                                "p=1.of=2.t=6_7.json"]
+    assert checkpoint.commits.progress_before(3, 2) == Progress((6, 7), now=100, advanced_at=(100, 40))
+
+
+def test_commits_without_processing_times_read_as_never_idle(tmp_path):
+    """Records written before ``idle_timeout`` (or without it) know no processing time."""
+    checkpoint = Checkpoint(str(tmp_path))
+    checkpoint.commits.write(2, 0, 1, (5, None), {})
+    assert checkpoint.commits.progress_before(3, 2) == Progress((5, None), now=None, advanced_at=())
