@@ -347,22 +347,24 @@ def _scheme(text: str) -> str | None:
     return head.lower()
 
 
-def open_storage(uri: str | os.PathLike[str], filesystem: pafs.FileSystem | None = None) -> Storage:
+def open_storage(uri: str | os.PathLike[str], filesystem: pafs.FileSystem | None = None, *,
+                 sync: bool = True) -> Storage:
     """The storage for ``uri``: a local path or any location :func:`resolve_uri` accepts.
 
-    With ``filesystem`` given, ``uri`` is a path inside it.
+    With ``filesystem`` given, ``uri`` is a path inside it. ``sync=False``: on a local disk, no
+    fsync (:class:`LocalStorage`), for files whose loss in a machine crash loses no data.
     """
     uri = os.fspath(uri)
     if filesystem is None:
         resolved = resolve_uri(uri)
         if "://" not in resolved:
-            return LocalStorage(resolved)
+            return LocalStorage(resolved, sync=sync)
         filesystem, root = pafs.FileSystem.from_uri(resolved)
         uri = resolved
     else:
         root = uri
     if isinstance(filesystem, pafs.LocalFileSystem):
-        return LocalStorage(root)
+        return LocalStorage(root, sync=sync)
     return ArrowStorage(filesystem, root, uri)
 
 
