@@ -126,7 +126,11 @@ class counted:
         self._log_module = log_module
         self._open_storage = log_module.open_storage
         fs = self.fs
-        log_module.open_storage = lambda uri, filesystem=None: self._open_storage(uri, filesystem or fs)
+
+        def slow_storage(uri: Any, filesystem: Any = None, *, sync: bool = True) -> Any:
+            return self._open_storage(uri, filesystem or fs, sync=sync)
+
+        log_module.open_storage = slow_storage
         return self
 
     def __exit__(self, *exc: object) -> None:
