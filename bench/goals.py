@@ -236,7 +236,7 @@ GOALS: tuple[Goal, ...] = (
                 "(docs/bench/storage.md)"),
     Goal("runtime", "micro-batch time vs the floor's (batches / floor), every backend", 1.10, "x",
          Each("batches / floor", "variant", _RUNTIME), "streamjoin bench runtime", at_most=True,
-         reason="runs on 2026-11-27 (load 1-2.9) gave 1.08-1.23x, the same code varying 0.1x between runs; the "
+         reason="runs on 2026-11-27 (load 0.2-3.1) gave 1.08-1.23x, the same code varying 0.1x between runs; the "
                 "stage the tasks run in takes 80-90 ms more a micro-batch than the floor's, queryPlanning "
                 "10 ms more; in the tasks, after the input has arrived, 5-15 ms of commit (4 fsyncs: the "
                 "changelog delta and the commit record, each file and folder), paid twice a micro-batch "
