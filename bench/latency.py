@@ -74,6 +74,8 @@ WINDOW_US = 1_000_000             # W: rt within lt +/- W
 DELAY_S = 2                       # watermark delay
 FEEDINGS = ("traffic", "quiet")
 VARIANTS = ("streamjoin-rocksdb", "spark-rocksdb")
+#: The variants ``--variants`` may name.
+CHOICES = ("streamjoin-rocksdb", "streamjoin-lmdb", "streamjoin-memory", "spark-rocksdb", "spark-memory")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -87,9 +89,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=int, default=1, help="runs of each variant and feeding; the rows of all "
                         "runs are pooled (default 1)")
     parser.add_argument("--partitions", type=int, default=2, help="shuffle and state partitions (default 2)")
-    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, from streamjoin-rocksdb, "
-                        "streamjoin-lmdb, streamjoin-memory, spark-rocksdb, spark-memory (default "
-                        f"{','.join(VARIANTS)})")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, from {', '.join(CHOICES)} "
+                        f"(default {','.join(VARIANTS)})")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for a step's rows before "
                         "giving up on the run (default 120)")
 
@@ -366,10 +367,9 @@ def _side_rows(progress: Any, source: str) -> tuple[int, int]:
 
 def _variants(text: str) -> list[str]:
     chosen = [v for v in text.split(",") if v]
-    known = {"streamjoin-rocksdb", "streamjoin-lmdb", "streamjoin-memory", "spark-rocksdb", "spark-memory"}
-    unknown = sorted(set(chosen) - known)
+    unknown = sorted(set(chosen) - set(CHOICES))
     if unknown or not chosen:
-        raise SystemExit(f"unknown variants {unknown or chosen}; choose from {','.join(sorted(known))}")
+        raise SystemExit(f"unknown variants {unknown or chosen}; choose from {','.join(CHOICES)}")
     return chosen
 
 

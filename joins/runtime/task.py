@@ -113,8 +113,9 @@ def run_task(
     return stepped.output, stepped.commit()
 
 
+@dataclass
 class SteppedTask:
-    """A task's version stepped but not committed: its ``output``, and the commit phase.
+    """A task's version stepped but not committed: its output (:attr:`output`), and the commit phase.
 
     A caller may hand the output on before it calls :meth:`commit` (a Spark task sends it to the
     JVM, which converts it while the commit writes its files), as long as nothing downstream
@@ -122,26 +123,33 @@ class SteppedTask:
     the task succeeds, and the task ends only after :meth:`commit`. :meth:`abandon` (safe to call
     after a commit too) closes the store of a task that will not commit."""
 
-    def __init__(self, operator: Operator, checkpoint: Checkpoint, config: StateConfig, task: TaskInfo,
-                 start: TaskStart, opened: OpenStore, result: StepResult) -> None:
-        self.output = result.output
-        self._args = (operator, checkpoint, config, task, start, opened, result)
-        self._done = False
+    operator: Operator
+    checkpoint: Checkpoint
+    config: StateConfig
+    task: TaskInfo
+    start: TaskStart
+    opened: OpenStore
+    result: StepResult
+    done: bool = False
+
+    @property
+    def output(self) -> pa.Table:
+        return self.result.output
 
     def commit(self) -> dict[str, Any]:
         """Commit the version (:func:`commit_phase`); returns the task's metrics."""
-        operator, checkpoint, config, task, start, opened, result = self._args
-        self._done = True
-        metrics = commit_phase(operator, checkpoint, config, task, start, opened, result)
-        _maybe_fail_once(config, task, "after-commit")
+        self.done = True
+        metrics = commit_phase(self.operator, self.checkpoint, self.config, self.task, self.start, self.opened,
+                               self.result)
+        _maybe_fail_once(self.config, self.task, "after-commit")
         return metrics
 
     def abandon(self) -> None:
         """Close the store unless the version was committed (or a commit was tried): the version
         stays uncommitted, and executing it again starts from ``v-1``."""
-        if not self._done:
-            self._done = True
-            self._args[5].store.close()
+        if not self.done:
+            self.done = True
+            self.opened.store.close()
 
 
 def step_task(
@@ -154,24 +162,16 @@ def step_task(
     """The read, open and step phases of a task (see module); the commit is the result's.
 
     ``rows`` may be a callable that returns them (or an :class:`Arrived`, which also sets the
-    task's processing time): it is called after the read and open phases, so
-    a caller whose rows are still arriving (a Spark task's input, drained by another thread) has
-    the checkpoint read and the store opened meanwhile, not after."""
-    if callable(rows):
-        start = read_phase(operator, checkpoint, config, task, tuple(s.schema.empty_table() for s in operator.inputs))
-        opened = open_phase(operator, checkpoint, config, task, start)
-        try:
-            got = rows()
-            if isinstance(got, Arrived):
-                task, got = replace(task, processing_time=got.processing_time), got.rows
-            start = replace(start, rows=_after(start.rows, got))
-        except BaseException:
-            opened.store.close()
-            raise
-    else:
-        start = read_phase(operator, checkpoint, config, task, rows)
-        opened = open_phase(operator, checkpoint, config, task, start)
+    task's processing time): the rows are taken after the read and open phases, so a caller
+    whose rows are still arriving (a Spark task's input, drained by another thread) has the
+    checkpoint read and the store opened meanwhile, not after."""
+    start = read_phase(operator, checkpoint, config, task, tuple(s.schema.empty_table() for s in operator.inputs))
+    opened = open_phase(operator, checkpoint, config, task, start)
     try:
+        got = rows() if callable(rows) else rows
+        if isinstance(got, Arrived):
+            task, got = replace(task, processing_time=got.processing_time), got.rows
+        start = replace(start, rows=_after(start.rows, got))
         processing = start.processing or Progress(start.known)
         result = operator.step(opened.store, StepInput(task.version, task.partition, start.rows, start.max_times,
                                                        task.final, processing.now, processing.advanced_at))

@@ -7,20 +7,13 @@ the click's outer row waits for the orders' watermark."""
 
 from __future__ import annotations
 
-import datetime as dt
-import os
-
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from streamjoin import interval_join, join_metrics, set_aside_rows
+from tests.joins.spark.clicks_orders import CLICKS, ORDERS, read_streams, write_batches
 
 pytestmark = pytest.mark.spark
 
-T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
-CLICKS = pa.schema([("k", pa.int64()), ("t", pa.timestamp("us", "UTC")), ("click", pa.string())])
-ORDERS = pa.schema([("k", pa.int64()), ("t", pa.timestamp("us", "UTC")), ("order", pa.string())])
 # per micro-batch: (clicks, orders) as (key, seconds after T0, id)
 BATCHES = [
     ([(1, 0, "c1")], [(9, 0, "o9")]),
@@ -31,23 +24,11 @@ BATCHES = [
 ]
 
 
-def _files(directory: str, schema: pa.Schema, batches: list[list[tuple]]) -> None:
-    """One Parquet file per micro-batch (empty ones too), in read order."""
-    os.makedirs(directory)
-    for i, rows in enumerate(batches):
-        table = pa.Table.from_pylist([dict(zip(schema.names, (k, T0 + dt.timedelta(seconds=s), v)))
-                                      for k, s, v in rows], schema)
-        path = os.path.join(directory, f"part-{i:03d}.parquet")
-        pq.write_table(table, path)
-        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
-
-
 def _run(spark, root: str, policy: str) -> list[list[tuple]]:
     """The join's output rows (click, order) per micro-batch."""
-    _files(f"{root}/clicks", CLICKS, [b[0] for b in BATCHES])
-    _files(f"{root}/orders", ORDERS, [b[1] for b in BATCHES])
-    clicks, orders = (spark.readStream.schema(f"k bigint, t timestamp, {name} string").option("maxFilesPerTrigger", 1)
-                      .parquet(f"{root}/{name}s") for name in ("click", "order"))
+    write_batches(f"{root}/clicks", CLICKS, [b[0] for b in BATCHES])
+    write_batches(f"{root}/orders", ORDERS, [b[1] for b in BATCHES])
+    clicks, orders = read_streams(spark, root)
     joined = interval_join(clicks, orders, "k", left_time="t", right_time="t", lower="0 seconds",
                            upper="10 seconds", delay="10 seconds", right_delay="2 hours", how="left_outer",
                            watermark_policy=policy, checkpoint=f"{root}/ck", partitions=2)
