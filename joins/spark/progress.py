@@ -29,7 +29,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from streamjoin.errors import JoinDefinitionError
@@ -128,17 +128,41 @@ def report_progress(df: DataFrame, operator: Operator, checkpoint: str) -> DataF
     """``df`` (of :func:`progress_schema`) as the join's output, its metrics observed as one struct
     field :data:`OBSERVED`."""
     metrics = F.col(METRICS)
-    # One aggregate only: Spark evaluates every aggregate of an observation on every row (tens of
-    # nanoseconds each), and the output rows all pass here; a list of the P metrics rows folded
-    # once costs one null check a row, where a sum per field (11 to 20 aggregates, by join) cost
-    # about a quarter of a pass-through's time.
-    rows = F.transform(F.collect_list(metrics), lambda text: F.from_json(text, _parsed_type(operator)))
-    folded = F.aggregate(rows, _zero(operator), lambda acc, row: _merge(operator, acc, row),
-                         lambda acc: _finish(operator, acc))
-    observed = df.observe(observation_name(operator, checkpoint), folded.alias(OBSERVED))
+    observed = df.observe(observation_name(operator, checkpoint), F.expr(observed_sql(operator)).alias(OBSERVED))
     # Spark pushes no filter below ``observe`` (it would change what is observed)
     kept = observed.where(metrics.isNull())
     return kept.select(*[column(name) for name in operator.output_schema.names])
+
+
+def observed_sql(operator: Operator) -> str:
+    """The observed aggregate as Spark SQL: the P metrics rows collected, parsed and folded.
+
+    One aggregate only: Spark evaluates every aggregate of an observation on every row (tens of
+    nanoseconds each), and the output rows all pass here; a list of the P metrics rows folded once
+    costs one null check a row, where a sum per field (11 to 20 aggregates, by join) cost about a
+    quarter of a pass-through's time. Written as one SQL text, Spark parses it in one call; built
+    from ``pyspark.sql.functions`` it took thousands of Py4J calls, about 0.3 s a join's definition.
+    """
+    combined = _combined(operator)
+    zero = ", ".join(f"{_text(name)}, {_zero(how, kind)}" for name, how, kind in combined)
+    merged = ", ".join(f"{_text(name)}, {_merged(operator, name, how)}" for name, how, _ in combined)
+    finished = ", ".join(
+        f"{_text(name)}, " + (f"date_format(_sj_acc.{_quoted(name)}, {_text(_TIME_TEXT)})"
+                              if name in operator.time_metrics else f"_sj_acc.{_quoted(name)}")
+        for name, _, _ in combined)
+    rows = f"transform(collect_list({_quoted(METRICS)}), _sj_text -> from_json(_sj_text, {_text(_parsed_type(operator))}))"
+    return (f"aggregate({rows}, named_struct({zero}), (_sj_acc, _sj_row) -> named_struct({merged}), "
+            f"_sj_acc -> named_struct({finished}))")
+
+
+def _quoted(name: str) -> str:
+    """``name`` as a Spark SQL identifier."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _text(value: str) -> str:
+    """``value`` as a Spark SQL string literal."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _combined(operator: Operator) -> list[tuple[str, str, pa.DataType]]:
@@ -153,34 +177,22 @@ def _combined(operator: Operator) -> list[tuple[str, str, pa.DataType]]:
     return out
 
 
-def _zero(operator: Operator) -> Column:
-    spark_type = {pa.int64(): "bigint", pa.float64(): "double"}
-    return F.struct(*[
-        (F.lit(0).cast("bigint") if how != "max" else
-         F.lit(None).cast(spark_type.get(kind, "timestamp"))).alias(name)
-        for name, how, kind in _combined(operator)])
+def _zero(how: str, kind: pa.DataType) -> str:
+    if how != "max":
+        return "CAST(0 AS BIGINT)"
+    return f"CAST(NULL AS {'DOUBLE' if kind == pa.float64() else 'BIGINT' if kind == pa.int64() else 'TIMESTAMP'})"
 
 
-def _finish(operator: Operator, acc: Column) -> Column:
-    """The folded metrics as observed: the watermarks as text with their offset (see the module)."""
-    return F.struct(*[(F.date_format(acc[name], _TIME_TEXT) if name in operator.time_metrics else acc[name]).alias(name)
-                      for name, _, _ in _combined(operator)])
-
-
-def _merge(operator: Operator, acc: Column, row: Column) -> Column:
-    fields = []
-    for name, how, _ in _combined(operator):
-        if how == "count":
-            value = acc[name] + 1
-        elif how == "max":
-            value = row[name.removesuffix("_max")]
-            if name in operator.time_metrics:
-                value = F.timestamp_micros(value)
-            value = F.greatest(acc[name], value)
-        else:
-            value = acc[name] + F.coalesce(row[name], F.lit(0).cast("bigint"))
-        fields.append(value.alias(name))
-    return F.struct(*fields)
+def _merged(operator: Operator, name: str, how: str) -> str:
+    acc = f"_sj_acc.{_quoted(name)}"
+    if how == "count":
+        return f"{acc} + 1"
+    if how == "max":
+        value = f"_sj_row.{_quoted(name.removesuffix('_max'))}"
+        if name in operator.time_metrics:
+            value = f"timestamp_micros({value})"
+        return f"greatest({acc}, {value})"
+    return f"{acc} + coalesce(_sj_row.{_quoted(name)}, CAST(0 AS BIGINT))"
 
 
 def progress_metrics(query_or_progress: Any, checkpoint: str | None = None) -> dict[str, Any] | None:
