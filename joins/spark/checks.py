@@ -33,4 +33,10 @@ def check_time(df: DataFrame, argument: str, column: str) -> None:
 def column(name: str) -> Column:
     """The column named exactly ``name``: quoted for Spark (backticks doubled), so names with dots,
     spaces or backticks are taken as they are, never parsed as a nested field or an expression."""
-    return F.col("`" + name.replace("`", "``") + "`")
+    return F.col(quoted(name))
+
+
+def quoted(name: str) -> str:
+    """``name`` as a Spark SQL identifier (backticks doubled), for ``selectExpr`` and ``F.expr``:
+    one text is one Py4J call where a ``Column`` per name is several."""
+    return "`" + name.replace("`", "``") + "`"

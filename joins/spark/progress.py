@@ -36,7 +36,7 @@ from streamjoin.errors import JoinDefinitionError
 from streamjoin.runtime.checkpoint import resolve_location
 from streamjoin.runtime.operator import NEG_INF, POS_INF, Operator
 from streamjoin.runtime.registry import operator_class
-from streamjoin.spark.checks import column
+from streamjoin.spark.checks import quoted
 
 __all__ = ["METRICS", "OBSERVED", "observation_name", "progress_schema", "metrics_batch", "report_progress",
            "progress_metrics", "is_time_field", "time_of"]
@@ -131,7 +131,7 @@ def report_progress(df: DataFrame, operator: Operator, checkpoint: str) -> DataF
     observed = df.observe(observation_name(operator, checkpoint), F.expr(observed_sql(operator)).alias(OBSERVED))
     # Spark pushes no filter below ``observe`` (it would change what is observed)
     kept = observed.where(metrics.isNull())
-    return kept.select(*[column(name) for name in operator.output_schema.names])
+    return kept.selectExpr(*[quoted(name) for name in operator.output_schema.names])
 
 
 def observed_sql(operator: Operator) -> str:
@@ -147,17 +147,12 @@ def observed_sql(operator: Operator) -> str:
     zero = ", ".join(f"{_text(name)}, {_zero(how, kind)}" for name, how, kind in combined)
     merged = ", ".join(f"{_text(name)}, {_merged(operator, name, how)}" for name, how, _ in combined)
     finished = ", ".join(
-        f"{_text(name)}, " + (f"date_format(_sj_acc.{_quoted(name)}, {_text(_TIME_TEXT)})"
-                              if name in operator.time_metrics else f"_sj_acc.{_quoted(name)}")
+        f"{_text(name)}, " + (f"date_format(_sj_acc.{quoted(name)}, {_text(_TIME_TEXT)})"
+                              if name in operator.time_metrics else f"_sj_acc.{quoted(name)}")
         for name, _, _ in combined)
-    rows = f"transform(collect_list({_quoted(METRICS)}), _sj_text -> from_json(_sj_text, {_text(_parsed_type(operator))}))"
+    rows = f"transform(collect_list({quoted(METRICS)}), _sj_text -> from_json(_sj_text, {_text(_parsed_type(operator))}))"
     return (f"aggregate({rows}, named_struct({zero}), (_sj_acc, _sj_row) -> named_struct({merged}), "
             f"_sj_acc -> named_struct({finished}))")
-
-
-def _quoted(name: str) -> str:
-    """``name`` as a Spark SQL identifier."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _text(value: str) -> str:
@@ -184,15 +179,15 @@ def _zero(how: str, kind: pa.DataType) -> str:
 
 
 def _merged(operator: Operator, name: str, how: str) -> str:
-    acc = f"_sj_acc.{_quoted(name)}"
+    acc = f"_sj_acc.{quoted(name)}"
     if how == "count":
         return f"{acc} + 1"
     if how == "max":
-        value = f"_sj_row.{_quoted(name.removesuffix('_max'))}"
+        value = f"_sj_row.{quoted(name.removesuffix('_max'))}"
         if name in operator.time_metrics:
             value = f"timestamp_micros({value})"
         return f"greatest({acc}, {value})"
-    return f"{acc} + coalesce(_sj_row.{_quoted(name)}, CAST(0 AS BIGINT))"
+    return f"{acc} + coalesce(_sj_row.{quoted(name)}, CAST(0 AS BIGINT))"
 
 
 def progress_metrics(query_or_progress: Any, checkpoint: str | None = None) -> dict[str, Any] | None:

@@ -46,7 +46,7 @@ from streamjoin.runtime.keygroups import check_count, slot_values
 from streamjoin.runtime.operator import InputSpec, Operator
 from streamjoin.runtime.options import EndOfRun, StateConfig, check_end_of_run
 from streamjoin.runtime.task import Arrived, TaskInfo, step_task
-from streamjoin.spark.checks import column
+from streamjoin.spark.checks import quoted
 from streamjoin.spark.flush import closing_version, flush_stream, uses_ticks, write_tick
 from streamjoin.spark.progress import metrics_batch, progress_schema, report_progress
 
@@ -198,9 +198,9 @@ def run_operator(
 def _tagged(df: DataFrame, i: int, operator: Operator, layout: _Layout) -> DataFrame:
     """Input ``i``'s rows as: input tag, then its columns (values as they are) in their lanes."""
     spec = operator.inputs[i]
-    columns = [F.lit(i).cast("byte").alias(INPUT_TAG)]
-    columns += [column(name).alias(layout.name(i, j)) for j, name in enumerate(spec.schema.names)]
-    return df.select(*columns)
+    columns = [f"CAST({i} AS TINYINT) AS {quoted(INPUT_TAG)}"]
+    columns += [f"{quoted(name)} AS {quoted(layout.name(i, j))}" for j, name in enumerate(spec.schema.names)]
+    return df.selectExpr(*columns)
 
 
 def _routing_keys(operator: Operator, key_types: Sequence[str], layout: _Layout,
