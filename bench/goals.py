@@ -95,7 +95,9 @@ class Goal:
     """``measure`` of benchmark ``bench`` is to be at least (or, ``at_most``, at most) ``target``
     ``unit``, its current figure read from the benchmark's kept results by ``reads`` (None: no
     benchmark measures it yet); ``command`` measures it; ``reason`` is the profiled reason it is
-    not met, written by whoever profiled it."""
+    not met, written by whoever profiled it. ``memory`` reads the peak resident memory of
+    streamjoin's Python workers in MB during the same run (the largest value where several rows
+    count), shown beside the figure: a speed bought with unbounded memory would show there."""
 
     bench: str
     measure: str
@@ -105,6 +107,7 @@ class Goal:
     command: str
     at_most: bool = False
     reason: str = ""
+    memory: Selector | None = None
 
     def text(self) -> str:
         """The goal as a reader sees it, e.g. ``>= 2x``."""
@@ -122,7 +125,9 @@ class Goal:
             return None
         worst = (max if self.at_most else min)(value for _, value in values)
         named = [f"{name} {self._figure(value)}" for name, value in values if name]
-        return Reading(worst, ", ".join(named) if named else self._figure(worst))
+        peaks = self.memory.values(results.get("rows") or []) if self.memory is not None else None
+        return Reading(worst, ", ".join(named) if named else self._figure(worst),
+                       max(value for _, value in peaks) if peaks else None)
 
     def _figure(self, value: float) -> str:
         return f"{format_value(value)}{self.unit}"
@@ -134,6 +139,7 @@ class Reading:
 
     value: float
     text: str
+    memory_mb: float | None = None    # the run's peak Python worker memory, when the results hold it
 
 
 @dataclass(frozen=True)
@@ -155,7 +161,8 @@ class Status:
         if self.reading is None:
             return "not measured"
         load = f"load {self.load[0]:.2f}" if self.load else "load not recorded"
-        return f"{self.reading.text} ({self.date or 'date not recorded'}, {load})"
+        memory = f", worker RSS {self.reading.memory_mb:,.0f} MB" if self.reading.memory_mb is not None else ""
+        return f"{self.reading.text}{memory} ({self.date or 'date not recorded'}, {load})"
 
     def verdict(self) -> str:
         if self.met is None:
@@ -182,7 +189,8 @@ def goals_markdown(kept: str, goals: Sequence[Goal] = ()) -> str:
     """The goals (by default :data:`GOALS`) as a Markdown table, one row a goal: the goal, its figure
     in the results kept in the folder ``kept`` (with the run's date and load average), met or not
     (with the profiled reason), and the command that reproduces the figure."""
-    lines = ["| benchmark | measure | goal | figure (the run's date, load average) | met | reproduce with |",
+    lines = ["| benchmark | measure | goal | figure (peak Python worker memory; the run's date, load average) | met "
+             "| reproduce with |",
              "|---|---|---|---|---|---|"]
     for goal in goals or GOALS:
         status = goal_status(goal, kept)
@@ -196,39 +204,45 @@ _RUNTIME = "streamjoin runtime, "
 
 GOALS: tuple[Goal, ...] = (
     Goal("interval", "speed of streamjoin-rocksdb vs the floor (floor s / s)", 0.90, "x",
-         Cell("floor s / s", _INTERVAL), "streamjoin bench interval",
+         Cell("floor s / s", _INTERVAL), "streamjoin bench interval", memory=Cell("RSS max MB", _INTERVAL),
          reason="the join's tasks run in about 1.6 s in one process (`streamjoin bench interval --profile`); "
                 "the rest of the gap is the Spark side of a two-input join (shuffled rows carry both inputs' "
                 "lanes) and the tasks' files (docs/bench/joins.md)"),
     Goal("interval", "speed of streamjoin-rocksdb vs Spark's join in memory", 3.0, "x",
          Ratio("seconds", over={"variant": "spark-memory"}, under=_INTERVAL),
-         "streamjoin bench interval"),
+         "streamjoin bench interval", memory=Cell("RSS max MB", _INTERVAL)),
     Goal("interval", "speed of streamjoin-rocksdb vs Spark's join on RocksDB", 6.0, "x",
          Ratio("seconds", over={"variant": "spark-rocksdb"}, under=_INTERVAL),
-         "streamjoin bench interval"),
+         "streamjoin bench interval", memory=Cell("RSS max MB", _INTERVAL)),
     Goal("enrichment", "speed of streamjoin-rocksdb vs Spark's stream-static join, 1M events x 1M rows", 1.5, "x",
          Cell("spark s / s", {"variant": "streamjoin-rocksdb"}),
          "streamjoin bench enrichment --stores rocksdb --latest '' --user-typed",
+         memory=Cell("worker RSS MB", {"variant": "streamjoin-rocksdb"}),
          reason="the data micro-batches are faster than Spark's (0.6-1.0 s against 1.1-1.4 s); the gap is the "
                 "bootstrap job (about 3 s of 13.7 s) and the two heartbeat-only micro-batches as-of needs "
                 "(docs/bench/joins.md)"),
     Goal("nexmark", "q3 (table-table) speed vs Spark", 1.5, "x",
          Cell("spark s / s", {"query": "q3", "variant": "streamjoin-rocksdb"}), "streamjoin bench nexmark",
+         memory=Cell("worker RSS MB", {"query": "q3", "variant": "streamjoin-rocksdb"}),
          reason="three shuffles, stores and changelogs a micro-batch; the join stage's state reads dominate "
                 "(point reads, batched seeks, delta and undo records; docs/bench/joins.md)"),
     Goal("table", "input changes maintained, 200,000-change micro-batches", 150_000, " changes/s",
          Cell("input changes/s", {"variant": "streamjoin-rocksdb", "changes/batch": 200_000}),
          "streamjoin bench table --stores rocksdb",
+         memory=Cell("worker RSS MB", {"variant": "streamjoin-rocksdb", "changes/batch": 200_000}),
          reason="the join stage's state reads dominate: RocksDB point reads, about 100,000 batched seeks a "
                 "micro-batch, the changelog's delta and undo records (docs/bench/joins.md)"),
     Goal("table", "speed vs recomputing the view each micro-batch, 200,000-change micro-batches", 5.0, "x",
          Cell("recompute s / s", {"variant": "streamjoin-rocksdb", "changes/batch": 200_000}),
          "streamjoin bench table --stores rocksdb",
+         memory=Cell("worker RSS MB", {"variant": "streamjoin-rocksdb", "changes/batch": 200_000}),
          reason="as for input changes/s: the join stage's state reads (docs/bench/joins.md)"),
     Goal("nexmark", "q20 (stream-table as of) events/s per core", 40_000, " events/s/core",
-         Cell("events/s/core", {"query": "q20", "variant": "streamjoin-rocksdb"}), "streamjoin bench nexmark"),
+         Cell("events/s/core", {"query": "q20", "variant": "streamjoin-rocksdb"}), "streamjoin bench nexmark",
+         memory=Cell("worker RSS MB", {"query": "q20", "variant": "streamjoin-rocksdb"})),
     Goal("nexmark", "q8w (interval) speed vs Spark", 2.0, "x",
-         Cell("spark s / s", {"query": "q8w", "variant": "streamjoin-rocksdb"}), "streamjoin bench nexmark"),
+         Cell("spark s / s", {"query": "q8w", "variant": "streamjoin-rocksdb"}), "streamjoin bench nexmark",
+         memory=Cell("worker RSS MB", {"query": "q8w", "variant": "streamjoin-rocksdb"})),
     Goal("changelog", "restore of a compacted 1M-entry changelog into LMDB", 1_000_000, " entries/s",
          Cell("entries/s", {"entries": 1_000_000, "backend": "lmdb", "what": "restore compacted"}),
          "streamjoin bench changelog",

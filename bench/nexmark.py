@@ -7,7 +7,8 @@ micro-batch; the queries (:mod:`streamjoin.bench.nexmark_queries`) are q3 (table
 ``noop`` sink with ``trigger(availableNow=True)`` from a new checkpoint; its output rows (from the
 sink's progress) must equal a numpy count of the query's answer (else ``MISMATCH``). Each variant
 first runs untimed on a small copy; the timed runs are interleaved, ``--repeat`` of each, and the
-table shows medians.
+table shows medians, and beside streamjoin's the largest Python worker's peak resident memory
+(:class:`streamjoin.bench.interval.WorkerMemory`).
 
 "events/s/core" follows the published Nexmark figures: all the events of the run's span (persons,
 auctions and bids, whether the query reads them or not) over seconds times ``--cores``. Flink's
@@ -25,6 +26,7 @@ import time
 from typing import TYPE_CHECKING
 
 from streamjoin.bench.harness import Chart, Table, parse_stores, results_dir, write_results
+from streamjoin.bench.interval import WorkerMemory
 from streamjoin.bench.nexmark_data import Nexmark, generate, write
 from streamjoin.bench.nexmark_queries import QUERIES, Query, Scratch
 from streamjoin.bench.sparkutil import fresh_dir, local_session, run_to_noop
@@ -65,34 +67,42 @@ def _queries(text: str) -> list[Query]:
     return [QUERIES[name] for name in text.split(",") if name]
 
 
-def measure(spark: SparkSession, query: Query, variant: str, inputs: str, partitions: int) -> tuple[float, int]:
-    """Seconds from building ``variant`` of ``query`` to its end, and its output rows."""
+def measure(spark: SparkSession, query: Query, variant: str, inputs: str, partitions: int,
+            memory: WorkerMemory | None = None) -> tuple[float, int, int]:
+    """Seconds from building ``variant`` of ``query`` to its end, its output rows, and the largest
+    Python worker's resident memory meanwhile (bytes; 0 without ``memory``, or for Spark's join)."""
     scratch = Scratch(inputs, fresh_dir(os.path.dirname(inputs), "run"), variant.removeprefix("streamjoin-"),
                       partitions)
     try:
-        start = time.perf_counter()
+        began, start = time.time(), time.perf_counter()
         df = query.spark(spark, scratch) if variant == SPARK else query.ours(spark, scratch)
         progress = run_to_noop(df, scratch.run, f"{query.name} {variant}").recentProgress
         seconds = time.perf_counter() - start
-        return seconds, sum(int(p["sink"].get("numOutputRows") or 0) for p in progress)
+        rss = memory.peak(began, time.time())[0] if memory is not None and variant != SPARK else 0
+        return seconds, sum(int(p["sink"].get("numOutputRows") or 0) for p in progress), rss
     finally:
         shutil.rmtree(scratch.run, ignore_errors=True)
 
 
 def summary_table(data: Nexmark, cores: int, times: dict[tuple[str, str], list[float]],
-                  outputs: dict[tuple[str, str], int]) -> Table:
-    """One row a (query, variant): medians, events/s per core, the speed against Spark's; then Flink's figure."""
+                  outputs: dict[tuple[str, str], int], rss: dict[tuple[str, str], int] | None = None) -> Table:
+    """One row a (query, variant): medians, events/s per core, the speed against Spark's, the largest
+    Python worker's peak memory over its runs (streamjoin's); then Flink's figure."""
     events = data.persons.num_rows + data.auctions.num_rows + data.bids.num_rows
-    table = Table(["query", "join", "variant", "median s", "rows read", "rows out", "events/s/core", "spark s / s"])
+    rss = rss or {}
+    table = Table(["query", "join", "variant", "median s", "rows read", "rows out", "events/s/core", "spark s / s",
+                   "worker RSS MB"])
     for name in dict.fromkeys(q for q, _ in times):
         query = QUERIES[name]
         spark = statistics.median(times[(name, SPARK)]) if (name, SPARK) in times else None
         for (q, variant), samples in times.items():
             if q == name:
                 median = statistics.median(samples)
+                peak = rss.get((q, variant), 0)
                 table.add(name, query.join, variant, median, query.input_rows(data), outputs[(q, variant)],
-                          events / median / cores, spark / median if spark else "-")
-        table.add(name, query.join, FLINK, "-", "-", "-", query.flink_per_core, "-")
+                          events / median / cores, spark / median if spark else "-",
+                          round(peak / 2**20) if peak else "-")
+        table.add(name, query.join, FLINK, "-", "-", "-", query.flink_per_core, "-", "-")
     return table
 
 
@@ -110,34 +120,42 @@ def run(args: argparse.Namespace) -> int:
         print(f"generated and wrote {args.events:,} events in {time.perf_counter() - started:.1f} s", flush=True)
         spark = local_session(cores=args.cores, shuffle_partitions=args.partitions,
                               extra={"spark.sql.streaming.numRecentProgressUpdates": "1000"})
+        memory = WorkerMemory()
+        memory.start()
         try:
             for query in queries:  # every plan once, untimed: the JVM compiles, the Python workers start
                 for variant in variants:
                     measure(spark, query, variant, os.path.join(root, "warm"), args.partitions)
             times: dict[tuple[str, str], list[float]] = {}
             outputs: dict[tuple[str, str], int] = {}
+            rss: dict[tuple[str, str], int] = {}
             problems = []
             for i in range(args.repeat):
                 for query in queries:
                     for variant in variants:
-                        seconds, rows = measure(spark, query, variant, os.path.join(root, "full"), args.partitions)
+                        seconds, rows, peak = measure(spark, query, variant, os.path.join(root, "full"),
+                                                      args.partitions, memory)
                         times.setdefault((query.name, variant), []).append(seconds)
                         outputs[(query.name, variant)] = rows
+                        rss[(query.name, variant)] = max(rss.get((query.name, variant), 0), peak)
                         print(f"run {i + 1}/{args.repeat} {query.name} {variant}: {seconds:.2f} s, {rows:,} rows",
                               flush=True)
                         if rows != query.expected(data):
                             problems.append(f"MISMATCH: {query.name} {variant} output {rows:,} rows, "
                                             f"expected {query.expected(data):,}")
         finally:
+            memory.stop()
             spark.stop()
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    table = summary_table(data, args.cores, times, outputs)
+    table = summary_table(data, args.cores, times, outputs, rss)
     notes = [f"{args.events:,} events ({data.persons.num_rows:,} persons, {data.auctions.num_rows:,} auctions, "
              f"{data.bids.num_rows:,} bids) in {args.batches} micro-batches, {args.partitions} partitions, "
              f"local[{args.cores}], medians of {args.repeat} interleaved runs; every variant's output rows "
              f"checked against a numpy count of the answer",
              "events/s/core: all the run's events over seconds x cores, as the published Nexmark figures count them",
+             "worker RSS MB: the largest PySpark Python worker's resident memory during streamjoin's runs "
+             "(sampled every 0.2 s); Spark's joins run in the JVM",
              f"flink: {FLINK_SOURCE}; q8w's row is Flink's q8 (a tumbling-window join of new persons and "
              f"their auctions)"] + problems
     print(table.render())

@@ -59,6 +59,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from streamjoin.bench.harness import Chart, Table, parse_stores, results_dir, write_results
+from streamjoin.bench.interval import WorkerMemory
 from streamjoin.bench.sparkutil import fresh_dir, local_session, run_to_noop
 
 if TYPE_CHECKING:
@@ -312,6 +313,7 @@ class Outcome:
     measured: list[int] = field(default_factory=list)   # spark: the change micro-batches measured
     wall: float = 0.0
     notes: list[str] = field(default_factory=list)
+    rss: int = 0                      # streamjoin: the largest Python worker's peak resident memory (bytes)
 
     @property
     def change_seconds(self) -> float:
@@ -321,9 +323,11 @@ class Outcome:
 class Bench:
     """Builds and times each variant over the inputs under ``root`` for one batching."""
 
-    def __init__(self, spark: SparkSession, root: str, params: Params, batches: int, expected: list[int]) -> None:
+    def __init__(self, spark: SparkSession, root: str, params: Params, batches: int, expected: list[int],
+                 memory: WorkerMemory | None = None) -> None:
         self.spark, self.root, self.params, self.batches, self.expected = spark, root, params, batches, expected
         self.load_batches = params.load_batches
+        self.memory = memory
 
     # streamjoin ---------------------------------------------------------------------------------
 
@@ -427,7 +431,9 @@ class Bench:
         scratch = fresh_dir(self.root, "run")
         try:
             if variant.startswith("streamjoin-"):
+                began = time.time()
                 outcome = self.streamjoin(variant.split("-", 1)[1], scratch)
+                outcome.rss = self.memory.peak(began, time.time())[0] if self.memory is not None else 0
                 expected = self.expected  # after the load, then after each change micro-batch
                 if outcome.view_rows != expected:
                     bad = next(i for i, (a, b) in enumerate(zip(outcome.view_rows, expected)) if a != b) \
@@ -448,7 +454,7 @@ class Bench:
 # -- report ------------------------------------------------------------------------------------
 
 COLUMNS = ["batches", "variant", "changes/batch", "load s", "changes s", "s/batch", "input changes/s",
-           "view changes", "view changes/s", "rows out/batch", "recompute s / s"]
+           "view changes", "view changes/s", "rows out/batch", "recompute s / s", "worker RSS MB"]
 
 
 def summary_table(params: Params, results: dict[int, dict[str, list[Outcome]]]) -> Table:
@@ -469,7 +475,8 @@ def summary_table(params: Params, results: dict[int, dict[str, list[Outcome]]]) 
                       med(variant, lambda o: o.load_seconds) if ours else "-", total, per,
                       2 * params.changes / total, sum(view) if ours else "-",
                       sum(view) / total if ours else "-", round(rows_out),
-                      base / total if base else "-")
+                      base / total if base else "-",
+                      round(max(o.rss for o in outcomes) / 2**20) if ours and any(o.rss for o in outcomes) else "-")
     return table
 
 
@@ -493,7 +500,9 @@ notes:
   view changes; Spark: the whole view).
 - spark-recompute rebuilds both tables from every change file so far and joins them after each
   micro-batch; measured after change micro-batches {points} (0-based), the others interpolated
-  linearly ("est."). recompute s / s: its changes s over the variant's.""")
+  linearly ("est."). recompute s / s: its changes s over the variant's.
+- worker RSS MB: the largest PySpark Python worker's resident memory during streamjoin's runs
+  (sampled every 0.2 s).""")
     lines = [n for r in results.values() for outs in r.values() for o in outs for n in o.notes]
     for line in lines:
         print(line)
@@ -540,6 +549,8 @@ def run(args: argparse.Namespace) -> int:
         write_inputs(warm_root, small, 2, 1)
         spark = local_session(shuffle_partitions=params.partitions,
                               extra={"spark.sql.streaming.numRecentProgressUpdates": "100000"})
+        memory = WorkerMemory()
+        memory.start()
         try:
             warm = Bench(spark, warm_root, params, 2, expected_view_rows(small, bounds(2_000, 2)))
             warm.spark_points = 0
@@ -551,7 +562,7 @@ def run(args: argparse.Namespace) -> int:
                 root = os.path.join(top, f"b{batches}")
                 write_inputs(root, workload, batches, params.load_batches)
                 bench = Bench(spark, root, params, batches,
-                              expected_view_rows(workload, bounds(params.changes, batches)))
+                              expected_view_rows(workload, bounds(params.changes, batches)), memory)
                 bench.spark_points = args.spark_points
                 results[batches] = {v: [] for v in chosen}
                 for i in range(args.repeat):
@@ -564,6 +575,7 @@ def run(args: argparse.Namespace) -> int:
                 shutil.rmtree(root, ignore_errors=True)
             return report(args, params, workload, results)
         finally:
+            memory.stop()
             spark.stop()
     finally:
         shutil.rmtree(top, ignore_errors=True)

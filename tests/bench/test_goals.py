@@ -26,12 +26,12 @@ EVERY = Goal("demo", "time vs the floor, every store", 1.10, "x", Each("time / f
 
 def _results(directory: Path, name: str = "demo") -> str:
     """Results as a benchmark writes them (``write_results``), kept as ``NAME.json`` in ``directory``."""
-    table = Table(["variant", "batch", "seconds", "rows/s", "time / floor"])
-    table.add("spark", 200, 9.0, 100_000.0, "-")
-    table.add("ours", 100, 1.0, 900_000.0, "-")
-    table.add("ours", 200, 3.0, 160_000.5, "-")
-    table.add("ours, rocksdb", "-", 3.2, "-", 1.25)
-    table.add("ours, memory", "-", 2.9, "-", 1.05)
+    table = Table(["variant", "batch", "seconds", "rows/s", "time / floor", "worker RSS MB"])
+    table.add("spark", 200, 9.0, 100_000.0, "-", "-")
+    table.add("ours", 100, 1.0, 900_000.0, "-", 310)
+    table.add("ours", 200, 3.0, 160_000.5, "-", 420)
+    table.add("ours, rocksdb", "-", 3.2, "-", 1.25, 300)
+    table.add("ours, memory", "-", 2.9, "-", 1.05, 350)
     written = write_results(name, table, {"rows": 10}, directory=str(directory / "runs"))
     os.replace(written, directory / f"{name}.json")
     return str(directory / f"{name}.json")
@@ -80,13 +80,16 @@ def test_goals_markdown_shows_each_goal_beside_its_figure_run_and_command(tmp_pa
     _results(tmp_path)
     date = json.loads((tmp_path / "demo.json").read_text())["date"]
 
-    text = goals_markdown(str(tmp_path), (SPEED, EVERY, Goal("other", "speed", 1, "x", None, "streamjoin bench other")))
+    every = Goal(EVERY.bench, EVERY.measure, EVERY.target, EVERY.unit, EVERY.reads, EVERY.command, at_most=True,
+                 memory=Each("worker RSS MB", "variant", "ours, "))
+    text = goals_markdown(str(tmp_path), (SPEED, every, Goal("other", "speed", 1, "x", None, "streamjoin bench other")))
 
     lines = text.splitlines()
-    assert lines[0] == "| benchmark | measure | goal | figure (the run's date, load average) | met | reproduce with |"
+    assert lines[0] == ("| benchmark | measure | goal | figure (peak Python worker memory; the run's date, load average) "
+                        "| met | reproduce with |")
     assert lines[2] == f"| demo | speed vs spark | >= 2x | 3.00x ({date}, load 1.23) | met | `streamjoin bench demo` |"
-    assert lines[3] == (f"| demo | time vs the floor, every store | <= 1.1x | rocksdb 1.25x, memory 1.05x ({date}, load 1.23) "
-                        "| not met (not profiled yet) | `streamjoin bench demo` |")
+    assert lines[3] == (f"| demo | time vs the floor, every store | <= 1.1x | rocksdb 1.25x, memory 1.05x, worker RSS "
+                        f"350 MB ({date}, load 1.23) | not met (not profiled yet) | `streamjoin bench demo` |")
     assert lines[4] == "| other | speed | >= 1x | not measured | - | `streamjoin bench other` |"
 
 
