@@ -172,8 +172,8 @@ RUNS: dict[str, Callable[[argparse.Namespace, str, str], Measured]] = {
 
 def row(table: Table, store: str, join: str, got: Measured) -> None:
     """``got`` as a row of the results table (label ``streamjoin-<store>, <join>``)."""
-    table.add(f"streamjoin-{store}, {join}", got.input_rows, got.store_calls, round(got.store_seconds, 3),
-              round(got.us_per_row, 3), round(got.task_seconds, 3), round(got.share, 3))
+    table.add(f"streamjoin-{store}, {join}", got.input_rows, got.store_calls, round(got.store_seconds, 6),
+              round(got.us_per_row, 3), round(got.task_seconds, 6), round(got.share, 3))
 
 
 def run(args: argparse.Namespace) -> int:
