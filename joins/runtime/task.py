@@ -188,7 +188,7 @@ def step_task(
         processing = start.processing or Progress(start.known)
         state = opened.store if wrap_store is None else wrap_store(opened.store)
         result = operator.step(state, StepInput(task.version, task.partition, start.rows, start.max_times,
-                                                       task.final, processing.now, processing.advanced_at))
+                                                task.final, processing.now, processing.advanced_at))
         _maybe_fail_once(config, task, "before-commit")
     except BaseException:
         opened.store.close()
