@@ -24,6 +24,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "rescale": ("streamjoin.bench.rescale", "routing by key group, and the version that rebuilds after a partition change"),
     "nexmark": ("streamjoin.bench.nexmark", "Nexmark q3, q20 and a q8-like window join beside Spark on the same data"),
     "checkpoint-io": ("streamjoin.bench.checkpoint_io", "checkpoint file-system calls and seconds per task at 16, 64, 200 partitions"),
+    "store-time": ("streamjoin.bench.store_time", "each join in process: its state-store seconds per input row, beside its task seconds"),
     "soak": ("streamjoin.bench.soak", "1,000 micro-batches: state and checkpoint size stay flat after warm-up"),
     "compare": ("streamjoin.bench.compare", "a benchmark for another git revision and this checkout, alternately"),
     "report": ("streamjoin.bench.report", "render the newest results into the documentation's benchmark pages and charts"),

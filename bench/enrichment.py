@@ -65,6 +65,7 @@ from streamjoin.bench.sparkutil import fresh_dir, local_session, run_to_noop
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from streamjoin.enrichment.operator import EnrichmentJoin
     from streamjoin.enrichment.spec import ModeName
 
 __all__ = ["add_arguments", "run", "Params", "generate", "Inputs"]
@@ -567,15 +568,12 @@ def profile(inputs: Inputs, params: Params, root: str, store: str, mode: str, bu
     import cProfile
     import pstats
 
-    from streamjoin.changes import ChangeFormat
-    from streamjoin.enrichment.operator import EnrichmentJoin
     from streamjoin.runtime.bind import BoundQuery, bind_query
     from streamjoin.runtime.options import StateConfig
     from streamjoin.runtime.task import TaskInfo, run_task
     from streamjoin.statestore.warm import evict_all
 
-    op = EnrichmentJoin(EVENTS, CHANGES, "user_id", stream_time="ts", changes=ChangeFormat.plain("user_id", time="changed_at"),
-                        mode=mode, how="left", delay=datetime.timedelta(seconds=DELAY_S), buckets=buckets)
+    op = join_operator(mode, buckets)
     checkpoint_dir = os.path.join(root, "join")
 
     def write_initial(bound: BoundQuery) -> dict[str, int]:
@@ -615,6 +613,17 @@ def profile(inputs: Inputs, params: Params, root: str, store: str, mode: str, bu
     stats.sort_stats("tottime").print_stats(25)
     stats.print_callers("compute.py")
     return 0 if summary["output_rows"] == params.events else 1
+
+
+def join_operator(mode: str, buckets: int = 64) -> "EnrichmentJoin":
+    """The benchmark's join as the in-process runs build it: events left-joined on ``user_id`` with
+    the table's plain change stream in ``mode``, a watermark delay of ``DELAY_S``."""
+    from streamjoin.changes import ChangeFormat
+    from streamjoin.enrichment.operator import EnrichmentJoin
+
+    return EnrichmentJoin(EVENTS, CHANGES, "user_id", stream_time="ts",
+                          changes=ChangeFormat.plain("user_id", time="changed_at"), mode=mode, how="left",
+                          delay=datetime.timedelta(seconds=DELAY_S), buckets=buckets)
 
 
 def _route(table: pa.Table, partitions: int) -> list[pa.Table]:

@@ -261,4 +261,6 @@ GOALS: tuple[Goal, ...] = (
     Goal("latency", "release latency of a left outer interval join vs Spark's stream-stream join on the same "
          "data, with traffic and quiet (Spark's median s / streamjoin-rocksdb's)", 1.0, "x",
          Each("spark s / s", "run", "streamjoin-rocksdb, "), "streamjoin bench latency"),
+    Goal("store-time", "state-store time per input row, amortised, every join", 2.0, " us",
+         Each("store us/row", "variant", "streamjoin-rocksdb, "), "streamjoin bench store-time", at_most=True),
 )

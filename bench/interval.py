@@ -51,6 +51,7 @@ from streamjoin.bench.sparkutil import fixed_costs, fresh_dir, local_session, ru
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from streamjoin.interval.operator import IntervalJoin
     from streamjoin.kit.how import IntervalHow
 
 __all__ = ["add_arguments", "run"]
@@ -571,14 +572,11 @@ def profile(tables: dict[str, pa.Table], params: Params, root: str, store: str, 
     import cProfile
     import pstats
 
-    from streamjoin.interval.operator import IntervalJoin
     from streamjoin.runtime.bind import bind_query
     from streamjoin.runtime.options import StateConfig
     from streamjoin.runtime.task import TaskInfo, run_task
 
-    window = datetime.timedelta(microseconds=params.window_us)
-    op = IntervalJoin(tables["left"].schema, tables["right"].schema, "k", left_time="lt", right_time="rt",
-                      lower=-window, upper=window, delay=datetime.timedelta(seconds=DELAY_S))
+    op = join_operator(tables, params)
     bound = bind_query(os.path.join(root, "join"), op, params.partitions,
                        state=StateConfig(store=store, local_dir=os.path.join(root, "state")))
     checkpoint, config = bound.checkpoint, bound.state
@@ -597,6 +595,16 @@ def profile(tables: dict[str, pa.Table], params: Params, root: str, store: str, 
     stats.print_stats(30)
     stats.sort_stats("tottime").print_stats(20)
     return 0 if output == expected else 1
+
+
+def join_operator(tables: dict[str, pa.Table], params: Params) -> "IntervalJoin":
+    """The benchmark's join as the in-process runs build it: ``tables``' sides on ``k``, rt within
+    lt +/- the window, a watermark delay of ``DELAY_S``."""
+    from streamjoin.interval.operator import IntervalJoin
+
+    window = datetime.timedelta(microseconds=params.window_us)
+    return IntervalJoin(tables["left"].schema, tables["right"].schema, "k", left_time="lt", right_time="rt",
+                        lower=-window, upper=window, delay=datetime.timedelta(seconds=DELAY_S))
 
 
 def _route(table: pa.Table, partitions: int) -> list[pa.Table]:

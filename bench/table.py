@@ -65,6 +65,8 @@ from streamjoin.bench.sparkutil import fresh_dir, local_session, run_to_noop
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from streamjoin.table.operator import TableTableJoin
+
 __all__ = ["add_arguments", "run", "Params", "generate", "Workload", "Side", "expected_view_rows"]
 
 EPOCH_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z: the first change; the load is a day earlier
@@ -629,14 +631,19 @@ def _local_runner(root: str, params: Params, store: str):
     """The benchmark's join (orders with their customer) as three in-process stages under ``root``."""
     from streamjoin.runtime.options import StateConfig
     from streamjoin.runtime.plan_runner import PlanRunner
-    from streamjoin.table.operator import TableTableJoin
 
-    join = TableTableJoin(ORDERS, CUSTOMERS, "customer_id", left_key="order_id", right_key="customer_id",
-                          how="inner", left_time="changed_at", right_time="changed_at")
     # as a streaming query's tasks: each stage's store stays open between micro-batches, as in Spark
-    return PlanRunner(join.plan, os.path.join(root, "ckpt"), partitions=params.partitions,
+    return PlanRunner(join_operator().plan, os.path.join(root, "ckpt"), partitions=params.partitions,
                                  config=StateConfig(store=store, local_dir=os.path.join(root, "state")),
                                  query_id="bench-table-in-process")
+
+
+def join_operator() -> "TableTableJoin":
+    """The benchmark's join as the in-process runs build it: orders with their customer, inner."""
+    from streamjoin.table.operator import TableTableJoin
+
+    return TableTableJoin(ORDERS, CUSTOMERS, "customer_id", left_key="order_id", right_key="customer_id",
+                          how="inner", left_time="changed_at", right_time="changed_at")
 
 
 # -- profiling ---------------------------------------------------------------------------------

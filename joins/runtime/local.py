@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import zlib
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -25,7 +25,7 @@ from streamjoin.runtime.operator import Operator
 from streamjoin.runtime.options import StateConfig
 from streamjoin.runtime.rescale import current_epoch, epoch_dir
 from streamjoin.runtime.task import TaskInfo, local_store_path, run_task
-from streamjoin.statestore import destroy_store
+from streamjoin.statestore import Store, destroy_store
 from streamjoin.statestore.codecs import pack
 
 __all__ = ["LocalRunner", "route"]
@@ -67,18 +67,22 @@ class LocalRunner:
         config: StateConfig | None = None,
         key_groups: int | None = None,
         query_id: str | None = None,
+        wrap_store: Callable[[Store], Store] | None = None,
     ) -> None:
         """Bind ``checkpoint`` to the operator: a new one keeps state in ``key_groups`` key groups
         (None: the default); ``partitions`` is an int from 1 to the key groups (else
         :class:`JoinDefinitionError`, before the checkpoint is written); an existing one may be restarted with another ``partitions``
         (:mod:`streamjoin.runtime.rescale`), unless written before key groups. ``query_id``: run
         as the tasks of that streaming query (the checkpoint is bound to it, and each partition's
-        store stays open between versions, :mod:`streamjoin.statestore.warm`); None: as batch tasks."""
+        store stays open between versions, :mod:`streamjoin.statestore.warm`); None: as batch tasks.
+        ``wrap_store``: given to every task (:func:`streamjoin.runtime.task.step_task`; benchmark
+        instrumentation, None: no wrapping)."""
         check_count(partitions, "partitions")
         if key_groups is not None:
             check_count(key_groups, "key_groups")
         self.operator = operator
         self.query_id = query_id
+        self.wrap_store = wrap_store
         self.partitions = partitions
         bound = bind_query(checkpoint, operator, partitions, key_groups=key_groups,
                            state=config or StateConfig(store="memory"))
@@ -104,7 +108,8 @@ class LocalRunner:
             task = TaskInfo(version, partition, self.partitions, final=final, query_id=self.query_id,
                             processing_time=processing_time)
             part_rows = tuple(r[partition] for r in routed)
-            output, metrics = run_task(self.operator, self.checkpoint, self.config, task, part_rows)
+            output, metrics = run_task(self.operator, self.checkpoint, self.config, task, part_rows,
+                                       wrap_store=self.wrap_store)
             outputs.append(output)
             self.metrics.append(metrics)
         self.version = version + 1

@@ -11,7 +11,7 @@ any join, one stage or several: the tests, the determinism kit and the benches u
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from streamjoin.runtime.local import LocalRunner
 from streamjoin.runtime.options import StateConfig
 from streamjoin.runtime.plan import JoinPlan, record_stages
+from streamjoin.statestore.base import Store
 
 __all__ = ["PlanRunner"]
 
@@ -28,15 +29,16 @@ class PlanRunner:
 
     def __init__(self, plan: JoinPlan, checkpoint_dir: str, *, partitions: int = 1,
                  config: StateConfig | None = None, query_id: str | None = None,
-                 key_groups: int | None = None) -> None:
+                 key_groups: int | None = None, wrap_store: Callable[[Store], Store] | None = None) -> None:
         """``query_id``: run the stages as a streaming query's tasks; ``key_groups``: each new stage
-        checkpoint's key groups (None: the default) (:class:`LocalRunner`)."""
+        checkpoint's key groups (None: the default); ``wrap_store``: given to every stage's tasks
+        (benchmark instrumentation) (:class:`LocalRunner`)."""
         self.plan = plan
         self.checkpoint_dir = checkpoint_dir
         record_stages(plan, checkpoint_dir)
         self.runners = {stage.name: LocalRunner(stage.operator, plan.location(checkpoint_dir, stage),
                                                 partitions=partitions, config=config, query_id=query_id,
-                                                key_groups=key_groups)
+                                                key_groups=key_groups, wrap_store=wrap_store)
                         for stage in plan.stages}
         self.version = 0
 

@@ -43,6 +43,7 @@ from streamjoin.runtime.checkpoint.commits import Progress
 from streamjoin.runtime.operator import REASON_COLUMN, Operator, StepInput, StepResult
 from streamjoin.runtime.options import StateConfig, default_local_dir
 from streamjoin.runtime.rescale import Epoch, changelog_uri, epoch_dir, prepare_partition
+from streamjoin.statestore.base import Store
 
 __all__ = ["TaskInfo", "TaskStart", "SteppedTask", "Arrived", "run_task", "step_task", "read_phase", "open_phase",
            "commit_phase", "progress_after", "processing_after", "local_store_path", "store_owner"]
@@ -106,10 +107,12 @@ def run_task(
     config: StateConfig,
     task: TaskInfo,
     rows: tuple[pa.Table, ...] | Callable[[], tuple[pa.Table, ...] | Arrived],
+    *,
+    wrap_store: Callable[[Store], Store] | None = None,
 ) -> tuple[pa.Table, dict[str, Any]]:
     """Run ``operator`` on one partition's rows of one version; return its output and metrics
-    (:func:`step_task`, then its commit)."""
-    stepped = step_task(operator, checkpoint, config, task, rows)
+    (:func:`step_task`, then its commit; ``wrap_store`` as there)."""
+    stepped = step_task(operator, checkpoint, config, task, rows, wrap_store=wrap_store)
     return stepped.output, stepped.commit()
 
 
@@ -131,6 +134,8 @@ class SteppedTask:
     opened: OpenStore
     result: StepResult
     done: bool = False
+    #: the store the step used when ``wrap_store`` wrapped it (None: ``opened.store``); the commit writes through it
+    stepped_on: Store | None = None
 
     @property
     def output(self) -> pa.Table:
@@ -140,7 +145,7 @@ class SteppedTask:
         """Commit the version (:func:`commit_phase`); returns the task's metrics."""
         self.done = True
         metrics = commit_phase(self.operator, self.checkpoint, self.config, self.task, self.start, self.opened,
-                               self.result)
+                               self.result, writer=self.stepped_on)
         _maybe_fail_once(self.config, self.task, "after-commit")
         return metrics
 
@@ -158,13 +163,21 @@ def step_task(
     config: StateConfig,
     task: TaskInfo,
     rows: tuple[pa.Table, ...] | Callable[[], tuple[pa.Table, ...] | Arrived],
+    *,
+    wrap_store: Callable[[Store], Store] | None = None,
 ) -> SteppedTask:
     """The read, open and step phases of a task (see module); the commit is the result's.
 
     ``rows`` may be a callable that returns them (or an :class:`Arrived`, which also sets the
     task's processing time): the rows are taken after the read and open phases, so a caller
     whose rows are still arriving (a Spark task's input, drained by another thread) has the
-    checkpoint read and the store opened meanwhile, not after."""
+    checkpoint read and the store opened meanwhile, not after.
+
+    ``wrap_store`` (benchmark instrumentation; None, the default, wraps nothing): called with the
+    opened (changelogging) store, it returns the store the operator's step receives and the
+    commit writes the step's changes through, e.g. :meth:`streamjoin.statestore.timed.StoreTimer.wrap`
+    to time the operator's reads and that write. Opening, snapshots, the store's stats and its
+    release still use the opened store itself."""
     start = read_phase(operator, checkpoint, config, task, tuple(s.schema.empty_table() for s in operator.inputs))
     opened = open_phase(operator, checkpoint, config, task, start)
     try:
@@ -173,13 +186,15 @@ def step_task(
             task, got = replace(task, processing_time=got.processing_time), got.rows
         start = replace(start, rows=_after(start.rows, got))
         processing = start.processing or Progress(start.known)
-        result = operator.step(opened.store, StepInput(task.version, task.partition, start.rows, start.max_times,
-                                                       task.final, processing.now, processing.advanced_at))
+        state = opened.store if wrap_store is None else wrap_store(opened.store)
+        result = operator.step(state, StepInput(task.version, task.partition, start.rows, start.max_times,
+                                                task.final, processing.now, processing.advanced_at))
         _maybe_fail_once(config, task, "before-commit")
     except BaseException:
         opened.store.close()
         raise
-    return SteppedTask(operator, checkpoint, config, task, start, opened, result)
+    return SteppedTask(operator, checkpoint, config, task, start, opened, result,
+                       stepped_on=None if wrap_store is None else state)
 
 
 def read_phase(operator: Operator, checkpoint: Checkpoint, config: StateConfig, task: TaskInfo,
@@ -217,15 +232,19 @@ def open_phase(operator: Operator, checkpoint: Checkpoint, config: StateConfig, 
 
 
 def commit_phase(operator: Operator, checkpoint: Checkpoint, config: StateConfig, task: TaskInfo,
-                 start: TaskStart, opened: OpenStore, result: StepResult) -> dict[str, Any]:
+                 start: TaskStart, opened: OpenStore, result: StepResult, *,
+                 writer: Store | None = None) -> dict[str, Any]:
     """Commit version ``task.version`` (phase 4): the changelog delta and the local store with its
     version marker, a snapshot when due, the store released (kept open for the partition's next
     task in this process); then the rows set aside (only when there are some), the commit record
     (progress and metrics in one durable file) and, by partition 0, pruning of the commit records
-    older than the changelog's retention. Returns the task's metrics."""
+    older than the changelog's retention. Returns the task's metrics. ``writer``: the wrapper of
+    ``opened.store`` the step's changes are written through (``wrap_store`` of :func:`step_task`;
+    None: the opened store)."""
     store = opened.store
     try:
-        store.write(result.puts, result.deletes, result.delete_ranges, version=task.version)
+        (store if writer is None else writer).write(result.puts, result.deletes, result.delete_ranges,
+                                                    version=task.version)
         # a partition's first version snapshots, except version 0: the empty origin starts the log,
         # so its delta restores it as it is, and a bootstrap loaded there is not written twice
         first = start.target is None and task.version > 0
