@@ -234,8 +234,11 @@ GOALS: tuple[Goal, ...] = (
          Cell("input changes/s", {"variant": "streamjoin-rocksdb", "changes/batch": 200_000}),
          "streamjoin bench table --stores rocksdb",
          memory=Cell("worker RSS MB", {"variant": "streamjoin-rocksdb", "changes/batch": 200_000}),
-         reason="the join stage's state reads dominate: RocksDB point reads, about 100,000 batched seeks a "
-                "micro-batch, the changelog's delta and undo records (docs/bench/joins.md)"),
+         reason="in one process a micro-batch of 400,000 changes takes 8-10.5 s on one core (`streamjoin bench "
+                "table --in-process`), the store 43% of the tasks' time (`streamjoin bench store-time`): the join "
+                "stage's state reads (RocksDB point reads, about 100,000 batched seeks a micro-batch) and the "
+                "changelog's delta and undo records; two cores and three stages cannot reach the goal's "
+                "2.7 s a micro-batch this way (docs/bench/joins.md)"),
     Goal("table", "speed vs recomputing the view each micro-batch, 200,000-change micro-batches", 5.0, "x",
          Cell("recompute s / s", {"variant": "streamjoin-rocksdb", "changes/batch": 200_000}),
          "streamjoin bench table --stores rocksdb",
@@ -259,7 +262,7 @@ GOALS: tuple[Goal, ...] = (
                 "(docs/bench/storage.md)"),
     Goal("runtime", "micro-batch time vs the floor's (batches / floor), every backend", 1.10, "x",
          Each("batches / floor", "variant", _RUNTIME), "streamjoin bench runtime", at_most=True,
-         reason="runs on 2026-11-27 (load 0.2-3.1) gave 1.08-1.23x, the same code varying 0.1x between runs; the "
+         reason="runs on 2026-11-27 (load 0.2-3.2) gave 1.08-1.23x, the same code varying 0.1x between runs; the "
                 "stage the tasks run in takes 80-90 ms more a micro-batch than the floor's, queryPlanning "
                 "10 ms more; in the tasks, after the input has arrived, 5-15 ms of commit (4 fsyncs: the "
                 "changelog delta and the commit record, each file and folder), paid twice a micro-batch "
