@@ -199,63 +199,67 @@ def goals_markdown(kept: str, goals: Sequence[Goal] = ()) -> str:
     return "\n".join(lines) + "\n"
 
 
-_INTERVAL = {"variant": "streamjoin-rocksdb"}
+_OURS = {"variant": "streamjoin-rocksdb"}
+_INTERVAL_RSS = Cell("RSS max MB", _OURS)
+_TABLE = {"variant": "streamjoin-rocksdb", "changes/batch": 200_000}
 _RUNTIME = "streamjoin runtime, "
+
+
+def _nexmark(query: str) -> dict[str, object]:
+    """The row of streamjoin's run of a Nexmark query."""
+    return {"query": query, "variant": "streamjoin-rocksdb"}
+
 
 GOALS: tuple[Goal, ...] = (
     Goal("interval", "speed of streamjoin-rocksdb vs the floor (floor s / s)", 0.90, "x",
-         Cell("floor s / s", _INTERVAL), "streamjoin bench interval", memory=Cell("RSS max MB", _INTERVAL),
+         Cell("floor s / s", _OURS), "streamjoin bench interval", memory=_INTERVAL_RSS,
          reason="the join's tasks run in about 1.6 s in one process (`streamjoin bench interval --profile`); "
                 "the rest of the gap is the Spark side of a two-input join (shuffled rows carry both inputs' "
                 "lanes) and the tasks' files (docs/bench/joins.md)"),
     Goal("interval", "speed of streamjoin-rocksdb vs Spark's join in memory", 3.0, "x",
-         Ratio("seconds", over={"variant": "spark-memory"}, under=_INTERVAL),
-         "streamjoin bench interval", memory=Cell("RSS max MB", _INTERVAL)),
+         Ratio("seconds", over={"variant": "spark-memory"}, under=_OURS),
+         "streamjoin bench interval", memory=_INTERVAL_RSS),
     Goal("interval", "speed of streamjoin-rocksdb vs Spark's join on RocksDB", 6.0, "x",
-         Ratio("seconds", over={"variant": "spark-rocksdb"}, under=_INTERVAL),
-         "streamjoin bench interval", memory=Cell("RSS max MB", _INTERVAL)),
+         Ratio("seconds", over={"variant": "spark-rocksdb"}, under=_OURS),
+         "streamjoin bench interval", memory=_INTERVAL_RSS),
     Goal("enrichment", "speed of streamjoin-rocksdb vs Spark's stream-static join, 1M events x 1M rows", 1.5, "x",
-         Cell("spark s / s", {"variant": "streamjoin-rocksdb"}),
-         "streamjoin bench enrichment --stores rocksdb --latest '' --user-typed",
-         memory=Cell("worker RSS MB", {"variant": "streamjoin-rocksdb"}),
+         Cell("spark s / s", _OURS), "streamjoin bench enrichment --stores rocksdb --latest '' --user-typed",
+         memory=Cell("worker RSS MB", _OURS),
          reason="the build (the bootstrap's Spark job and version 0: 3.2 s of 13.7 s; Spark's stream-static "
                 "join builds nothing) and 12 micro-batches against Spark's 10: as-of needs two heartbeat-only "
                 "ones to release the last events; the data micro-batches together take about as long as "
                 "Spark's (docs/bench/joins.md)"),
     Goal("nexmark", "q3 (table-table) speed vs Spark", 1.5, "x",
-         Cell("spark s / s", {"query": "q3", "variant": "streamjoin-rocksdb"}), "streamjoin bench nexmark",
-         memory=Cell("worker RSS MB", {"query": "q3", "variant": "streamjoin-rocksdb"}),
+         Cell("spark s / s", _nexmark("q3")), "streamjoin bench nexmark",
+         memory=Cell("worker RSS MB", _nexmark("q3")),
          reason="at 16,000 rows a micro-batch a task's fixed cost dominates: three stages run 60 Python tasks "
-                "(3 stages x 4 partitions x 5 micro-batches) against Spark's 20, each 45-65 ms in Python (medians "
-                "at load 3-4) of which the step is 8-17 ms and the commit 8 ms; "
-                "fusing a side's key stage into the join stage where its join key is its primary key (q3's "
+                "(3 stages x 4 partitions x 5 micro-batches) against Spark's 20 (`streamjoin bench nexmark`); fusing a side's key stage into the join stage where its join key is its primary key (q3's "
                 "persons) would cut a third of them (docs/bench/index.md, Nexmark)"),
     Goal("table", "input changes maintained, 200,000-change micro-batches", 150_000, " changes/s",
-         Cell("input changes/s", {"variant": "streamjoin-rocksdb", "changes/batch": 200_000}),
+         Cell("input changes/s", _TABLE),
          "streamjoin bench table --stores rocksdb",
-         memory=Cell("worker RSS MB", {"variant": "streamjoin-rocksdb", "changes/batch": 200_000}),
+         memory=Cell("worker RSS MB", _TABLE),
          reason="in one process a micro-batch of 400,000 changes takes 8-10.5 s on one core (`streamjoin bench "
-                "table --in-process`), the store 43% of the tasks' time (`streamjoin bench store-time`): the join "
+                "table --in-process`), the store 43-45% of the tasks' time (`streamjoin bench store-time`): the join "
                 "stage's state reads (RocksDB point reads, about 100,000 batched seeks a micro-batch) and the "
                 "changelog's delta and undo records; two cores and three stages cannot reach the goal's "
                 "2.7 s a micro-batch this way. In Spark the micro-batch that writes the stores' changelog "
                 "snapshots (every 10 versions) takes 7.7-8.5 s against about 4.5 s (docs/bench/joins.md)"),
     Goal("table", "speed vs recomputing the view each micro-batch, 200,000-change micro-batches", 5.0, "x",
-         Cell("recompute s / s", {"variant": "streamjoin-rocksdb", "changes/batch": 200_000}),
+         Cell("recompute s / s", _TABLE),
          "streamjoin bench table --stores rocksdb",
-         memory=Cell("worker RSS MB", {"variant": "streamjoin-rocksdb", "changes/batch": 200_000}),
+         memory=Cell("worker RSS MB", _TABLE),
          reason="as for input changes/s: the join stage's state reads (docs/bench/joins.md)"),
     Goal("nexmark", "q20 (stream-table as of) events/s per core", 40_000, " events/s/core",
-         Cell("events/s/core", {"query": "q20", "variant": "streamjoin-rocksdb"}), "streamjoin bench nexmark",
-         memory=Cell("worker RSS MB", {"query": "q20", "variant": "streamjoin-rocksdb"})),
+         Cell("events/s/core", _nexmark("q20")), "streamjoin bench nexmark",
+         memory=Cell("worker RSS MB", _nexmark("q20"))),
     Goal("nexmark", "q8w (interval) speed vs Spark", 2.0, "x",
-         Cell("spark s / s", {"query": "q8w", "variant": "streamjoin-rocksdb"}), "streamjoin bench nexmark",
-         memory=Cell("worker RSS MB", {"query": "q8w", "variant": "streamjoin-rocksdb"}),
+         Cell("spark s / s", _nexmark("q8w")), "streamjoin bench nexmark",
+         memory=Cell("worker RSS MB", _nexmark("q8w")),
          reason="1.83-1.99x in runs of 2026-11-27 (load 2.1-3.7); with 16,000 rows a micro-batch, about a third "
                 "of the query is Spark's handling of each micro-batch outside its job (listing three file "
-                "sources, the offset and commit logs, planning: about 0.27 s a micro-batch), and the tasks' "
-                "fixed cost dominates the rest (about 110 ms of executor time a task for about 4,000 rows; "
-                "docs/bench/index.md, Nexmark)"),
+                "sources, the offset and commit logs, planning), and the tasks' fixed cost dominates the rest "
+                "(docs/bench/index.md, Nexmark)"),
     Goal("changelog", "restore of a compacted 1M-entry changelog into LMDB", 1_000_000, " entries/s",
          Cell("entries/s", {"entries": 1_000_000, "backend": "lmdb", "what": "restore compacted"}),
          "streamjoin bench changelog",
@@ -263,12 +267,12 @@ GOALS: tuple[Goal, ...] = (
                 "(docs/bench/storage.md)"),
     Goal("runtime", "micro-batch time vs the floor's (batches / floor), every backend", 1.10, "x",
          Each("batches / floor", "variant", _RUNTIME), "streamjoin bench runtime", at_most=True,
-         reason="runs on 2026-11-27 (load 0.2-3.2) gave 1.08-1.23x, the same code varying 0.1x between runs; the "
-                "stage the tasks run in takes 80-90 ms more a micro-batch than the floor's, queryPlanning "
-                "10 ms more; in the tasks, after the input has arrived, 5-15 ms of commit (4 fsyncs: the "
-                "changelog delta and the commit record, each file and folder), paid twice a micro-batch "
-                "(4 partitions on 2 cores); the input now drains while the store opens and the output "
-                "leaves before the commit (docs/bench/runtime.md)"),
+         reason="runs on 2026-11-27 (load 0.2-3.2) gave 1.08-1.23x, the same code varying 0.1x between runs "
+                "(`streamjoin bench compare`); what a micro-batch adds to the floor's is the tasks' checkpoint "
+                "reads and commits (the changelog delta and the commit record), paid twice a micro-batch (4 "
+                "partitions on 2 cores), and a partition's store handed over when its task lands in another "
+                "Python worker; the input now drains while the store opens and the output leaves before the "
+                "commit (docs/bench/runtime.md)"),
     Goal("runtime", "per-query fixed cost minus the floor's (fixed - floor's s), every backend", 1.0, " s",
          Each("fixed - floor's s", "variant", _RUNTIME), "streamjoin bench runtime", at_most=True),
     Goal("latency", "release latency of a left outer interval join vs Spark's stream-stream join on the same "

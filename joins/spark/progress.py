@@ -50,6 +50,8 @@ _PER_INPUT_SUMS = ("input_rows", "set_aside_rows", "late_rows")
 #: How an observed watermark is written (Spark's datetime pattern: UTC offset last, ``Z`` for UTC).
 _TIME_TEXT = "yyyy-MM-dd HH:mm:ss.SSSSSSXXX"
 _PREFIX = "streamjoin "
+#: Spark SQL types of the metrics' Arrow types (event times travel as microseconds: BIGINT in the JSON)
+_SQL_TYPES = {pa.int64(): "BIGINT", pa.float64(): "DOUBLE"}
 
 
 def is_time_field(name: str, operator: Operator | type[Operator] = Operator) -> bool:
@@ -89,8 +91,7 @@ def progress_schema(operator: Operator) -> pa.Schema:
 
 def _parsed_type(operator: Operator) -> str:
     """The Spark type a metrics row's JSON is parsed as: :func:`_fields`, times in microseconds."""
-    spark_type = {pa.int64(): "bigint", pa.float64(): "double"}
-    return "struct<" + ",".join(f"`{f.name}`:{spark_type.get(f.type, 'bigint')}" for f in _fields(operator)) + ">"
+    return "struct<" + ",".join(f"{quoted(f.name)}:{_SQL_TYPES.get(f.type, 'BIGINT')}" for f in _fields(operator)) + ">"
 
 
 def _time(value: Any) -> int | None:
@@ -162,20 +163,20 @@ def _text(value: str) -> str:
 
 def _combined(operator: Operator) -> list[tuple[str, str, pa.DataType]]:
     """(name, how: ``sum``/``max``/``count``, type) of each observed field, in order."""
-    out = [(f.name, "sum", pa.int64()) for f in _fields(operator)
+    fields = _fields(operator)
+    out = [(f.name, "sum", f.type) for f in fields
            if f.name not in operator.metric_merges and f.name != "state_open_seconds"]
     out.append(("state_open_seconds_max", "max", pa.float64()))
     out.append(("partitions", "count", pa.int64()))
-    for name, how in operator.metric_merges.items():
-        kind = pa.timestamp("us", "UTC") if name in operator.time_metrics else pa.int64()
-        out.append((name, how, kind))
+    kinds = {f.name: f.type for f in fields}
+    out += [(name, how, kinds[name]) for name, how in operator.metric_merges.items()]
     return out
 
 
 def _zero(how: str, kind: pa.DataType) -> str:
     if how != "max":
         return "CAST(0 AS BIGINT)"
-    return f"CAST(NULL AS {'DOUBLE' if kind == pa.float64() else 'BIGINT' if kind == pa.int64() else 'TIMESTAMP'})"
+    return f"CAST(NULL AS {_SQL_TYPES.get(kind, 'TIMESTAMP')})"
 
 
 def _merged(operator: Operator, name: str, how: str) -> str:
