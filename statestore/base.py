@@ -25,9 +25,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, Iterable, Iterator, Sequence
 
-from streamjoin.statestore.errors import StoreClosedError, StoreError
+from streamjoin.statestore.errors import StoreClosedError, StoreError, StoreWriteError
 
-__all__ = ["Store", "StoreStats", "KeyValue", "prefix_end", "ascending"]
+__all__ = ["Store", "StoreStats", "KeyValue", "prefix_end", "ascending", "check_entry_types"]
 
 KeyValue = tuple[bytes, bytes]
 
@@ -335,3 +335,21 @@ def ascending(items: Iterable[KeyValue], path: str) -> Iterator[KeyValue]:
             )
         previous = key
         yield key, value
+
+
+def check_entry_types(
+    path: str,
+    puts: Sequence[KeyValue],
+    deletes: Sequence[bytes],
+    delete_ranges: Sequence[tuple[bytes, bytes]],
+) -> None:
+    """Raise :class:`StoreWriteError` for a write with a non-bytes key or value (before anything is applied)."""
+    for entry in puts:
+        if len(entry) != 2 or type(entry[0]) is not bytes or type(entry[1]) is not bytes:
+            raise StoreWriteError(f"write to {path}: every put must be a (bytes, bytes) pair, got {entry!r}")
+    for key in deletes:
+        if type(key) is not bytes:
+            raise StoreWriteError(f"write to {path}: delete keys must be bytes, got {key!r}")
+    for entry in delete_ranges:
+        if len(entry) != 2 or type(entry[0]) is not bytes or type(entry[1]) is not bytes:
+            raise StoreWriteError(f"write to {path}: range deletes must be (bytes, bytes), got {entry!r}")

@@ -11,7 +11,7 @@ import bisect
 import threading
 from typing import Iterator, Sequence
 
-from streamjoin.statestore.base import KeyValue, Store, StoreStats
+from streamjoin.statestore.base import KeyValue, Store, StoreStats, check_entry_types
 from streamjoin.statestore.errors import StoreLockedError, StoreWriteError
 
 __all__ = ["MemoryStore"]
@@ -89,7 +89,7 @@ class MemoryStore(Store):
         delete_ranges: Sequence[tuple[bytes, bytes]],
         version: int | None,
     ) -> None:
-        _check_types(self.path, puts, deletes, delete_ranges)
+        check_entry_types(self.path, puts, deletes, delete_ranges)
         data = self._data
         items = data.items
         if delete_ranges:
@@ -132,20 +132,3 @@ class MemoryStore(Store):
                 raise StoreLockedError(f"memory store {path} is open; close it before removing it")
             _REGISTRY.pop(str(path), None)
 
-
-def _check_types(
-    path: str,
-    puts: Sequence[KeyValue],
-    deletes: Sequence[bytes],
-    delete_ranges: Sequence[tuple[bytes, bytes]],
-) -> None:
-    """Reject a write with a non-bytes key or value before anything is applied."""
-    for entry in puts:
-        if len(entry) != 2 or type(entry[0]) is not bytes or type(entry[1]) is not bytes:
-            raise StoreWriteError(f"write to {path}: every put must be a (bytes, bytes) pair, got {entry!r}")
-    for key in deletes:
-        if type(key) is not bytes:
-            raise StoreWriteError(f"write to {path}: delete keys must be bytes, got {key!r}")
-    for entry in delete_ranges:
-        if len(entry) != 2 or type(entry[0]) is not bytes or type(entry[1]) is not bytes:
-            raise StoreWriteError(f"write to {path}: range deletes must be (bytes, bytes), got {entry!r}")

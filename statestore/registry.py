@@ -24,6 +24,7 @@ _BUILTIN = {
     "rocksdb": "streamjoin.statestore.rocksdb:RocksDBStore",
     "lmdb": "streamjoin.statestore.lmdb:LMDBStore",
     "memory": "streamjoin.statestore.memory:MemoryStore",
+    "arranged": "streamjoin.statestore.arranged:ArrangedStore",
 }
 _REGISTERED: dict[str, StoreFactory] = {}
 

@@ -38,6 +38,7 @@ BACKENDS = [
     Backend("memory", "memory", on_disk=False),
     Backend("rocksdb", "rocksdb"),
     Backend("lmdb", "lmdb"),
+    Backend("arranged", "arranged"),
     Backend("user-import-path", "tests.statestore.userstore:PickleStore"),
     Backend("user-registered", REGISTERED_USER_KIND),
 ]
