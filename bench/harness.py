@@ -147,9 +147,12 @@ def _command(name: str) -> str:
 
 
 def parse_stores(text: str, known: Sequence[str]) -> list[str]:
-    """The comma-separated store names of a ``--stores`` option; exits naming any unknown one."""
+    """The comma-separated store names of a ``--stores`` option (``known``, or any other kind
+    ``open_store`` knows, e.g. ``arranged``); exits naming any unknown one."""
+    from streamjoin.statestore.registry import backend_names
+
     chosen = [s for s in text.split(",") if s]
-    unknown = sorted(set(chosen) - set(known))
+    unknown = sorted(set(chosen) - set(known) - set(backend_names()))
     if unknown:
-        raise SystemExit(f"unknown stores {unknown}; choose from {','.join(known)}")
+        raise SystemExit(f"unknown stores {unknown}; choose from {','.join(dict.fromkeys([*known, *backend_names()]))}")
     return chosen

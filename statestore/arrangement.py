@@ -2,22 +2,22 @@
 
 The keys are kept twice, aligned by position:
 
-* ``ekeys``: a numpy fixed-width byte array (dtype ``S<width>``) of the keys in an
+* ``ekeys``: a numpy fixed-width byte array (dtype ``S<width + 4>``) of the keys in an
   order-preserving form (:func:`encode_keys`), sorted ascending: one ``np.searchsorted`` finds a
   whole batch of keys, or the bounds of a whole batch of ranges, in C, with no Python per key;
 * ``keys`` and ``values``: Arrow ``large_binary`` arrays of the keys as given and their values,
   from which found entries are taken (``take``) and turned into Python bytes once.
 
-**The fixed-width form.** numpy compares ``S`` values byte by byte over the whole width, but pads
-with ``\\x00`` and cannot tell ``b"a"`` from ``b"a\\x00"``. Each key is therefore escaped the way
-order-preserving tuple encodings do: every ``\\x00`` becomes ``\\x00\\xff``, and a ``\\x00``
-terminator follows. Distinct keys then have distinct padded forms, and the forms' byte order is
-the keys' byte order (a key before its extensions, the empty key first), as the store contract
-requires.
+**The fixed-width form.** Each key is padded with zero bytes to the arrangement's width and
+followed by its length (4 bytes, big-endian). Padded bytes first, then the length, sort exactly
+as the keys' bytes do (a key before its extensions, the empty key first), and distinct keys have
+distinct forms, which numpy compares byte by byte over the whole width. The forms are made in C
+(numpy's conversion of a list of bytes, or a gather from an Arrow array's buffers), with no
+Python per key. A key longer than the width widens the arrangement that takes it.
 
 An arrangement never changes: :meth:`Arrangement.applied` returns a new one with a write's range
 deletes, deletes and puts applied (in that order, as the store contract says), merging the sorted
-puts into the kept entries in one pass (``np.searchsorted`` then one ``take`` of each column).
+puts into the kept entries in one pass (``np.searchsorted``, then one ``take`` of each column).
 That costs a copy of the state per write: the price of simple, instantly consistent versions
 (the previous arrangement is untouched until the new one replaces it).
 """
@@ -34,23 +34,71 @@ from streamjoin.statestore.base import KeyValue
 
 __all__ = ["Arrangement", "encode_keys", "ekeys_of"]
 
-_EMPTY_EKEYS = np.zeros(0, "S1")
+#: Bytes of the length that follows a key's padded bytes.
+_SUFFIX = 4
+#: Keys encoded from an Arrow array per gather (bounds its index matrix).
+_GATHER_ROWS = 16384
 
 
-def encode_keys(keys: Sequence[bytes]) -> np.ndarray:
-    """``keys`` in the order-preserving fixed-width form (see module), as an ``S<width>`` array."""
-    if not keys:
-        return _EMPTY_EKEYS
-    escaped = [k.replace(b"\x00", b"\x00\xff") + b"\x00" for k in keys]
-    return np.array(escaped, dtype=bytes)
+def encode_keys(keys: Sequence[bytes] | pa.Array, width: int | None = None) -> np.ndarray:
+    """``keys`` in the fixed-width form (see module) at ``width`` (None: the longest key's), as an
+    ``S<width + 4>`` array; ``ValueError`` for a key longer than ``width``."""
+    if isinstance(keys, (pa.Array, pa.ChunkedArray)):
+        return _encode_arrow(keys, width)
+    n = len(keys)
+    lengths = np.fromiter(map(len, keys), np.int64, n)
+    width = _width(lengths, width)
+    if not n:
+        return np.zeros(0, f"S{width + _SUFFIX}")
+    padded = np.array(keys, dtype=f"S{max(width, 1)}").view(np.uint8).reshape(n, max(width, 1))[:, :width]
+    return _with_lengths(padded, lengths)
 
 
-def _same_width(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``a`` and ``b`` at the wider of their widths (numpy would cut the wider one to compare)."""
-    if a.dtype.itemsize == b.dtype.itemsize:
-        return a, b
-    width = max(a.dtype.itemsize, b.dtype.itemsize)
-    return a.astype(f"S{width}"), b.astype(f"S{width}")
+def _encode_arrow(keys: pa.Array | pa.ChunkedArray, width: int | None) -> np.ndarray:
+    """:func:`encode_keys` of a binary Arrow array: a gather from its buffers."""
+    flat = (keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys).cast(pa.large_binary())
+    n = len(flat)
+    if not n:
+        return np.zeros(0, f"S{_width(np.zeros(0, np.int64), width) + _SUFFIX}")
+    offsets = np.frombuffer(flat.buffers()[1], np.int64, n + 1, flat.offset * 8)
+    lengths = np.diff(offsets)
+    width = _width(lengths, width)
+    data = flat.buffers()[2]
+    data = np.frombuffer(data, np.uint8) if data is not None and data.size else np.zeros(1, np.uint8)
+    columns = np.arange(width)
+    padded = np.empty((n, width), np.uint8)
+    for at in range(0, n, _GATHER_ROWS):   # a bounded index matrix at a time
+        rows = slice(at, min(at + _GATHER_ROWS, n))
+        inside = columns[None, :] < lengths[rows, None]
+        padded[rows] = np.where(inside, data[np.where(inside, offsets[rows, None] + columns[None, :], 0)], 0)
+    return _with_lengths(padded, lengths)
+
+
+def _width(lengths: np.ndarray, width: int | None) -> int:
+    longest = int(lengths.max()) if len(lengths) else 0
+    if width is None:
+        return longest
+    if longest > width:
+        raise ValueError(f"a key of {longest} bytes does not fit a width of {width}")
+    return width
+
+
+def _with_lengths(padded: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Rows of padded key bytes, each followed by its key's length, as ``S`` values."""
+    n, width = padded.shape
+    out = np.empty((n, width + _SUFFIX), np.uint8)
+    out[:, :width] = padded
+    out[:, width:] = lengths.astype(">u4").view(np.uint8).reshape(n, _SUFFIX)
+    return out.view(f"S{width + _SUFFIX}").reshape(n)
+
+
+def ekeys_of(column: pa.Array) -> np.ndarray:
+    """A ``fixed_size_binary`` column of :meth:`Arrangement.columns` as an ``S`` array (no copy)."""
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    size = column.type.byte_width
+    if not len(column):
+        return np.zeros(0, f"S{size}")
+    return np.frombuffer(column.buffers()[1], dtype=f"S{size}", count=len(column), offset=column.offset * size)
 
 
 @dataclass(frozen=True)
@@ -64,7 +112,7 @@ class Arrangement:
 
     @classmethod
     def empty(cls) -> Arrangement:
-        return cls(_EMPTY_EKEYS, pa.array([], pa.large_binary()), pa.array([], pa.large_binary()))
+        return cls(np.zeros(0, f"S{_SUFFIX}"), pa.array([], pa.large_binary()), pa.array([], pa.large_binary()))
 
     @classmethod
     def from_sorted(cls, keys: Sequence[bytes], values: Sequence[bytes]) -> Arrangement:
@@ -73,23 +121,39 @@ class Arrangement:
 
     @classmethod
     def from_columns(cls, ekeys: np.ndarray, keys: pa.Array, values: pa.Array) -> Arrangement:
-        """From columns already in arrangement form (e.g. read back from a file of
-        :meth:`columns`): no encoding, no sort, no copy."""
+        """From columns already in arrangement form (read back from a table of :meth:`columns`):
+        no encoding, no sort, no copy."""
         return cls(ekeys, keys.cast(pa.large_binary()), values.cast(pa.large_binary()))
 
     def __len__(self) -> int:
         return len(self.ekeys)
 
     @property
+    def width(self) -> int:
+        return self.ekeys.dtype.itemsize - _SUFFIX
+
+    @property
     def nbytes(self) -> int:
-        """Bytes of keys and values as the contract counts them (not the fixed-width copy)."""
-        return int(_data_size(self.keys) + _data_size(self.values))
+        """Bytes of keys and values as the store contract counts them (not the fixed-width copy)."""
+        return _data_size(self.keys) + _data_size(self.values)
+
+    def widened(self, width: int) -> Arrangement:
+        """This arrangement with keys encoded at ``width`` (at least the current width)."""
+        if width <= self.width:
+            return self
+        return Arrangement(encode_keys(self.keys, width), self.keys, self.values)
+
+    def _encoded(self, keys: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
+        """(this arrangement's encoded keys, ``keys`` encoded) at one width."""
+        longest = max(map(len, keys), default=0)
+        mine = self.widened(longest).ekeys
+        return mine, encode_keys(keys, mine.dtype.itemsize - _SUFFIX)
 
     # -- reads ------------------------------------------------------------------------------------
 
-    def find(self, ekeys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """For each encoded key, its position (where it is, or would be inserted) and whether it is there."""
-        mine, theirs = _same_width(self.ekeys, ekeys)
+    def find(self, keys: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
+        """For each key, its position (where it is, or would be inserted) and whether it is there."""
+        mine, theirs = self._encoded(keys)
         at = np.searchsorted(mine, theirs)
         found = np.zeros(len(theirs), bool)
         inside = at < len(mine)
@@ -100,23 +164,18 @@ class Arrangement:
         """The value of each of ``keys`` (None: absent), in the order given."""
         if not keys or not len(self):
             return [None] * len(keys)
-        at, found = self.find(encode_keys(keys))
-        values = self.values.take(pa.array(at, pa.int64(), mask=~found))
-        return values.to_pylist()
+        at, found = self.find(keys)
+        return self.values.take(pa.array(np.where(found, at, 0), pa.int64(), mask=~found)).to_pylist()
 
     def bounds(self, ranges: Sequence[tuple[bytes | None, bytes | None]]) -> tuple[np.ndarray, np.ndarray]:
         """Per ``[start, end)`` range (None: unbounded), the positions ``lo, hi`` of its entries."""
-        starts = [s for s, _ in ranges if s is not None]
-        ends = [e for _, e in ranges if e is not None]
-        n = len(self)
         lo = np.zeros(len(ranges), np.int64)
-        hi = np.full(len(ranges), n, np.int64)
-        if starts:
-            mine, theirs = _same_width(self.ekeys, encode_keys(starts))
-            lo[[i for i, (s, _) in enumerate(ranges) if s is not None]] = np.searchsorted(mine, theirs)
-        if ends:
-            mine, theirs = _same_width(self.ekeys, encode_keys(ends))
-            hi[[i for i, (_, e) in enumerate(ranges) if e is not None]] = np.searchsorted(mine, theirs)
+        hi = np.full(len(ranges), len(self), np.int64)
+        for side, out in ((0, lo), (1, hi)):
+            where = [i for i, r in enumerate(ranges) if r[side] is not None]
+            if where:
+                mine, theirs = self._encoded([ranges[i][side] for i in where])  # type: ignore[misc]
+                out[where] = np.searchsorted(mine, theirs)
         return lo, np.maximum(hi, lo)
 
     def entries(self, lo: int, hi: int) -> list[KeyValue]:
@@ -135,8 +194,7 @@ class Arrangement:
         starts = np.cumsum(counts) - counts
         at = pa.array(np.repeat(lo - starts, counts) + np.arange(total), pa.int64())
         pairs = list(zip(self.keys.take(at).to_pylist(), self.values.take(at).to_pylist()))
-        ends = (starts + counts).tolist()
-        return [pairs[s:e] for s, e in zip(starts.tolist(), ends)]
+        return [pairs[s:e] for s, e in zip(starts.tolist(), (starts + counts).tolist())]
 
     # -- writes -----------------------------------------------------------------------------------
 
@@ -155,7 +213,7 @@ class Arrangement:
             for a, b in zip(lo.tolist(), hi.tolist()):
                 keep[a:b] = False
         if deletes and n:
-            at, found = self.find(encode_keys(deletes))
+            at, found = self.find(deletes)
             keep[at[found]] = False
         if not puts:
             if keep.all():
@@ -163,24 +221,26 @@ class Arrangement:
             kept = pa.array(np.flatnonzero(keep), pa.int64())
             return Arrangement(self.ekeys[keep], self.keys.take(kept), self.values.take(kept))
         put_keys = [k for k, _ in puts]
-        put_ekeys = encode_keys(put_keys)
-        order = np.argsort(put_ekeys, kind="stable")
-        sorted_ekeys = put_ekeys[order]
-        # of equal keys the last put wins: keep the last of each run of equal sorted keys
-        last = np.ones(len(order), bool)
-        last[:-1] = sorted_ekeys[1:] != sorted_ekeys[:-1]
-        order, sorted_ekeys = order[last], sorted_ekeys[last]
+        mine, theirs = self._encoded(put_keys)
+        order = np.argsort(theirs, kind="stable")
+        theirs = theirs[order]
+        last = np.ones(len(order), bool)        # of equal keys the last put wins
+        last[:-1] = theirs[1:] != theirs[:-1]
+        order, theirs = order[last], theirs[last]
         if n:
-            at, found = self.find(sorted_ekeys)
+            at = np.searchsorted(mine, theirs)
+            inside = at < n
+            found = np.zeros(len(theirs), bool)
+            found[inside] = mine[at[inside]] == theirs[inside]
             keep[at[found]] = False
-        mine, theirs = _same_width(self.ekeys[keep], sorted_ekeys)
-        slots = np.searchsorted(mine, theirs) + np.arange(len(theirs))
-        total = len(mine) + len(theirs)
-        ekeys = np.empty(total, mine.dtype)
+        kept = mine[keep]
+        slots = np.searchsorted(kept, theirs) + np.arange(len(theirs))
+        total = len(kept) + len(theirs)
         is_put = np.zeros(total, bool)
         is_put[slots] = True
+        ekeys = np.empty(total, kept.dtype)
         ekeys[slots] = theirs
-        ekeys[~is_put] = mine
+        ekeys[~is_put] = kept
         source = np.empty(total, np.int64)     # into (this arrangement's entries, then the puts)
         source[slots] = n + order
         source[~is_put] = np.flatnonzero(keep)
@@ -192,24 +252,14 @@ class Arrangement:
     def columns(self) -> pa.Table:
         """The arrangement as a table (``ekey`` fixed-size binary, ``key``, ``value``), which
         :meth:`from_columns` reads back without encoding or sorting."""
-        width = max(self.ekeys.dtype.itemsize, 1)
-        ekeys = np.ascontiguousarray(self.ekeys.astype(f"S{width}"))
-        fixed = pa.FixedSizeBinaryArray.from_buffers(pa.binary(width), len(ekeys), [None, pa.py_buffer(ekeys)])
-        return pa.table({"ekey": fixed, "key": self.keys, "value": self.values})
-
-
-def ekeys_of(column: pa.Array) -> np.ndarray:
-    """A ``fixed_size_binary`` column of :meth:`Arrangement.columns` as an ``S<width>`` array (no copy)."""
-    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    width = column.type.byte_width
-    if not len(column):
-        return np.zeros(0, f"S{width}")
-    data = column.buffers()[1]
-    return np.frombuffer(data, dtype=f"S{width}", count=len(column), offset=column.offset * width)
+        size = self.ekeys.dtype.itemsize
+        data = np.ascontiguousarray(self.ekeys).view(np.uint8)
+        ekeys = pa.FixedSizeBinaryArray.from_buffers(pa.binary(size), len(self), [None, pa.py_buffer(data)])
+        return pa.table({"ekey": ekeys, "key": self.keys, "value": self.values})
 
 
 def _data_size(array: pa.Array) -> int:
-    """The bytes of a binary array's values (without offsets)."""
+    """The bytes of a large binary array's values (without offsets)."""
     if not len(array):
         return 0
     offsets = np.frombuffer(array.buffers()[1], np.int64, len(array) + 1, array.offset * 8)

@@ -1,0 +1,52 @@
+"""The arrangement (:mod:`streamjoin.statestore.arrangement`) against a dict model; the store
+contract suites run it through the ``arranged`` backend too."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+from hypothesis import given
+from hypothesis import strategies as st
+
+from streamjoin.statestore.arrangement import Arrangement, encode_keys
+
+_KEYS = st.binary(max_size=6)
+_BYTES = st.sampled_from([b"", b"\x00", b"\x00\x00", b"a", b"a\x00", b"a\x00\x01", b"\xff", b"\xff\x00"]) | _KEYS
+
+
+@given(st.lists(_BYTES, unique=True, max_size=30))
+def test_encode_keys_orders_as_bytes_and_tells_every_key_apart(keys: list[bytes]) -> None:
+    encoded = encode_keys(keys)
+    assert [keys[i] for i in np.argsort(encoded, kind="stable")] == sorted(keys)
+    assert len(set(encoded.tolist())) == len(keys)
+    assert encoded.tolist() == encode_keys(pa.array(keys, pa.binary())).tolist()
+
+
+_WRITE = st.tuples(
+    st.lists(st.tuples(_BYTES, st.binary(max_size=3)), max_size=8),
+    st.lists(_BYTES, max_size=4),
+    st.lists(st.tuples(_BYTES, _BYTES), max_size=2),
+)
+
+
+@given(st.lists(_WRITE, max_size=8), st.lists(_BYTES, max_size=10),
+       st.lists(st.tuples(st.none() | _BYTES, st.none() | _BYTES), max_size=4))
+def test_arrangement_applied_writes_equal_a_dict(writes, probes, ranges) -> None:
+    arr, model = Arrangement.empty(), {}
+    for puts, deletes, delete_ranges in writes:
+        arr = arr.applied(puts, deletes, delete_ranges)
+        for start, end in delete_ranges:
+            model = {k: v for k, v in model.items() if not start <= k < end}
+        for key in deletes:
+            model.pop(key, None)
+        model.update(puts)
+        assert arr.entries(0, len(arr)) == sorted(model.items())
+    assert arr.get_many(probes) == [model.get(k) for k in probes]
+    expected = [[(k, v) for k, v in sorted(model.items()) if (s is None or s <= k) and (e is None or k < e)]
+                for s, e in ranges]
+    assert arr.scan_ranges(ranges) == expected
+    back = arr.columns()
+    again = Arrangement.from_columns(np.frombuffer(back.column("ekey").combine_chunks().buffers()[1],
+                                                   arr.ekeys.dtype), back.column("key").combine_chunks(),
+                                     back.column("value").combine_chunks())
+    assert again.get_many(probes) == [model.get(k) for k in probes]
