@@ -50,7 +50,7 @@ import pyarrow as pa
 from streamjoin.statestore import options as check
 from streamjoin.statestore.arrangement import Arrangement, ekeys_of
 from streamjoin.statestore.base import KeyValue, Store, StoreStats, ascending, check_entry_types
-from streamjoin.statestore.errors import StoreCorruptError, StoreWriteError
+from streamjoin.statestore.errors import StoreCorruptError, StoreError, StoreWriteError
 from streamjoin.statestore.locking import (
     DirectoryLock,
     corrupt_message,
@@ -105,8 +105,7 @@ class ArrangedStore(Store):
         self._run_entries = 0
         manifest = os.path.join(self.path, MANIFEST)
         try:
-            with open(manifest, "rb") as f:
-                raw = f.read()
+            raw: bytes | None = _read_bytes(manifest)
         except FileNotFoundError:
             raw = None
         except OSError as exc:
@@ -133,8 +132,7 @@ class ArrangedStore(Store):
     def _read_file(self, name: str, size: int, crc: int) -> None:
         path = os.path.join(self.path, name)
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            data = _read_bytes(path)
         except FileNotFoundError:
             raise StoreCorruptError(corrupt_message(self.path, self.kind, f"{name}, named by its manifest, is missing")) from None
         except OSError as exc:
@@ -161,12 +159,17 @@ class ArrangedStore(Store):
     # -- reads ------------------------------------------------------------------------------------
 
     def _get(self, key: bytes) -> bytes | None:
-        return self._arr.get_many([key])[0]
+        return self._multi_get([key])[0]
 
     def _multi_get(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        if not all(type(k) is bytes for k in keys):
+            raise StoreError(f"read of {self.path}: keys must be bytes, got {next(k for k in keys if type(k) is not bytes)!r}")
         return self._arr.get_many(keys)
 
     def _scan(self, start: bytes | None, end: bytes | None, reverse: bool) -> Iterator[KeyValue]:
+        for bound in (start, end):
+            if bound is not None and type(bound) is not bytes:
+                raise StoreError(f"scan of {self.path}: bounds must be bytes or None, got {bound!r}")
         arr = self._arr   # a write replaces it: an open scan keeps reading the state it began on
         (lo,), (hi,) = arr.bounds([(start, end)])
         return _chunks(arr, int(lo), int(hi), reverse)
@@ -277,8 +280,11 @@ class ArrangedStore(Store):
         self._lock.release()
 
     def _os_error(self, what: str, exc: OSError) -> Exception:
-        if os_refusal(str(exc)) is not None or exc.errno is not None and os_refusal(os.strerror(exc.errno)):
-            return io_error(self.path, f"{what}: {exc}", exc.errno)
+        """A refusal of the operating system (disk full, no permission) as :class:`StoreIOError`,
+        which keeps the store; anything else as damage."""
+        number = exc.errno if exc.errno is not None and os_refusal(os.strerror(exc.errno)) else os_refusal(str(exc))
+        if number is not None:
+            return io_error(self.path, f"{what}: {exc}", number)
         return StoreCorruptError(corrupt_message(self.path, self.kind, f"{what}: {exc}"))
 
     @classmethod
@@ -314,6 +320,11 @@ def _run_contents(table: pa.Table) -> tuple[list[KeyValue], list[bytes], list[tu
     deletes = [k for k, v in zip(keys, values) if v is None]
     puts = [(k, v) for k, v in zip(keys, values) if v is not None]
     return puts, deletes, ranges
+
+
+def _read_bytes(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
 
 
 def _write_bytes(path: str, data: Any, sync: bool) -> None:

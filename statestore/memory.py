@@ -12,7 +12,7 @@ import threading
 from typing import Iterator, Sequence
 
 from streamjoin.statestore.base import KeyValue, Store, StoreStats, check_entry_types
-from streamjoin.statestore.errors import StoreLockedError, StoreWriteError
+from streamjoin.statestore.errors import StoreLockedError
 
 __all__ = ["MemoryStore"]
 

@@ -8,7 +8,7 @@ from typing import Sequence
 KeyValue = tuple[bytes, bytes]
 
 #: Every store backend: each contract test runs on all of them.
-BACKENDS = ["memory", "rocksdb", "lmdb"]
+BACKENDS = ["memory", "rocksdb", "lmdb", "arranged"]
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ BACKENDS = [
     Backend("user-import-path", "tests.statestore.userstore:PickleStore"),
     Backend("user-registered", REGISTERED_USER_KIND),
 ]
-DISK_BACKENDS = [b for b in BACKENDS if b.name in ("rocksdb", "lmdb")]
+DISK_BACKENDS = [b for b in BACKENDS if b.name in ("rocksdb", "lmdb", "arranged")]
 
 
 @pytest.fixture(params=BACKENDS, ids=lambda b: b.name)

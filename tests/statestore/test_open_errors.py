@@ -10,6 +10,7 @@ import os
 import lmdb
 import pytest
 
+import streamjoin.statestore.arranged as arranged_backend
 import streamjoin.statestore.rocksdb as rocksdb_backend
 from streamjoin import statestore
 from streamjoin.changelog import Changelog, open_logged_store
@@ -142,6 +143,10 @@ def disk_full_on_open(disk_backend: Backend, monkeypatch: pytest.MonkeyPatch, pa
             raise Exception(f"IO error: No space left on deviceWhile appending to file: {path}/000009.log: "
                             "No space left on device")
         monkeypatch.setattr(rocksdb_backend, "Rdict", full)
+    elif disk_backend.kind == "arranged":
+        def no_space(path: str) -> bytes:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+        monkeypatch.setattr(arranged_backend, "_read_bytes", no_space)
     else:
         def full(*args, **kwargs):
             raise lmdb.Error(f"{path}: {os.strerror(errno.ENOSPC)}")
