@@ -97,7 +97,12 @@ class ChangeloggingStore(Store):
         return self.inner.scan(start, end, reverse)
 
     def _scan_ranges(self, ranges: Sequence[tuple[bytes | None, bytes | None]]) -> list[list[KeyValue]]:
-        found = self.inner.scan_ranges(ranges)
+        return self._remember_found(self.inner.scan_ranges(ranges))
+
+    def _scan_prefixes(self, prefixes: Sequence[bytes]) -> list[list[KeyValue]]:
+        return self._remember_found(self.inner.scan_prefixes(prefixes))
+
+    def _remember_found(self, found: list[list[KeyValue]]) -> list[list[KeyValue]]:
         if self.undo is not None and len(self._read) + sum(map(len, found)) <= READ_REUSE_LIMIT:
             self._remember(chain.from_iterable(found))   # all of them in one update
         elif self.undo is not None:

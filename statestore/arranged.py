@@ -162,7 +162,7 @@ class ArrangedStore(Store):
         return self._multi_get([key])[0]
 
     def _multi_get(self, keys: Sequence[bytes]) -> list[bytes | None]:
-        if not all(type(k) is bytes for k in keys):
+        if keys and {*map(type, keys)} != {bytes}:
             raise StoreError(f"read of {self.path}: keys must be bytes, got {next(k for k in keys if type(k) is not bytes)!r}")
         return self._arr.get_many(keys)
 
@@ -176,6 +176,9 @@ class ArrangedStore(Store):
 
     def _scan_ranges(self, ranges: Sequence[tuple[bytes | None, bytes | None]]) -> list[list[KeyValue]]:
         return self._arr.scan_ranges(ranges)
+
+    def _scan_prefixes(self, prefixes: Sequence[bytes]) -> list[list[KeyValue]]:
+        return self._arr.scan_prefixes(prefixes)
 
     def _version(self) -> int | None:
         return self._version_marker

@@ -178,6 +178,18 @@ class Arrangement:
                 out[where] = np.searchsorted(mine, theirs)
         return lo, np.maximum(hi, lo)
 
+    def prefix_bounds(self, prefixes: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
+        """Per prefix, the positions ``lo, hi`` of the keys that start with it: from the prefix's
+        own form (padded with zero bytes) to the form with every byte past it ``\\xff``."""
+        mine, theirs = self._encoded(prefixes)
+        lo = np.searchsorted(mine, theirs)
+        size = theirs.dtype.itemsize
+        upper = theirs.view(np.uint8).reshape(len(theirs), size).copy()
+        lengths = np.fromiter(map(len, prefixes), np.int64, len(prefixes))
+        upper[np.arange(size)[None, :] >= lengths[:, None]] = 0xFF
+        hi = np.searchsorted(mine, upper.view(f"S{size}").reshape(len(theirs)), side="right")
+        return lo, np.maximum(hi, lo)
+
     def entries(self, lo: int, hi: int) -> list[KeyValue]:
         """The entries at positions ``lo`` to ``hi`` (exclusive), in key order."""
         if hi <= lo:
@@ -186,11 +198,18 @@ class Arrangement:
 
     def scan_ranges(self, ranges: Sequence[tuple[bytes | None, bytes | None]]) -> list[list[KeyValue]]:
         """The entries of each range, one list per range in the order given (see :meth:`bounds`)."""
-        lo, hi = self.bounds(ranges)
+        return self._gathered(*self.bounds(ranges))
+
+    def scan_prefixes(self, prefixes: Sequence[bytes]) -> list[list[KeyValue]]:
+        """The entries under each prefix, one list per prefix in the order given."""
+        return self._gathered(*self.prefix_bounds(prefixes))
+
+    def _gathered(self, lo: np.ndarray, hi: np.ndarray) -> list[list[KeyValue]]:
+        """The entries of positions ``lo[i]`` to ``hi[i]``, one list per ``i``: one take of each column."""
         counts = hi - lo
         total = int(counts.sum())
         if not total:
-            return [[] for _ in ranges]
+            return [[] for _ in range(len(lo))]
         starts = np.cumsum(counts) - counts
         at = pa.array(np.repeat(lo - starts, counts) + np.arange(total), pa.int64())
         pairs = list(zip(self.keys.take(at).to_pylist(), self.values.take(at).to_pylist()))

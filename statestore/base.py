@@ -21,6 +21,7 @@ after ``lock_timeout`` seconds, if given); it never blocks indefinitely and neve
 from __future__ import annotations
 
 import shutil
+from itertools import chain
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, Iterable, Iterator, Sequence
@@ -118,6 +119,11 @@ class Store(ABC):
         order. Overrides reuse one cursor or iterator and seek from range to range."""
         return [list(self._scan(start, end, False)) for start, end in ranges]
 
+    def _scan_prefixes(self, prefixes: Sequence[bytes]) -> list[list[KeyValue]]:
+        """The entries under each of ``prefixes`` (bytes, already checked), one list per prefix."""
+        # a prefix's range is never empty: the checks of scan_ranges are not needed
+        return self._scan_ranges([(p or None, prefix_end(p) if p else None) for p in prefixes])
+
     def _load_sorted(self, items: Iterable[KeyValue], version: int | None) -> int:
         """Bulk-load items into an empty store; return how many were loaded.
 
@@ -202,8 +208,7 @@ class Store(ABC):
         for p in prefixes:
             if type(p) is not bytes:
                 raise StoreError(f"scan_prefixes of {self.path}: prefixes must be bytes, got {p!r}")
-        # a prefix's range is never empty: the checks of scan_ranges are not needed
-        return self._scan_ranges([(p or None, prefix_end(p) if p else None) for p in prefixes]) if prefixes else []
+        return self._scan_prefixes(prefixes) if prefixes else []
 
     def write(
         self,
@@ -344,12 +349,15 @@ def check_entry_types(
     delete_ranges: Sequence[tuple[bytes, bytes]],
 ) -> None:
     """Raise :class:`StoreWriteError` for a write with a non-bytes key or value (before anything is applied)."""
-    for entry in puts:
-        if len(entry) != 2 or type(entry[0]) is not bytes or type(entry[1]) is not bytes:
-            raise StoreWriteError(f"write to {path}: every put must be a (bytes, bytes) pair, got {entry!r}")
-    for key in deletes:
-        if type(key) is not bytes:
-            raise StoreWriteError(f"write to {path}: delete keys must be bytes, got {key!r}")
+    if puts and ({*map(type, puts)} != {tuple} or {*map(len, puts)} != {2}
+                 or {*map(type, chain.from_iterable(puts))} != {bytes}):   # (C-level passes, then the culprit)
+        for entry in puts:
+            if len(entry) != 2 or type(entry[0]) is not bytes or type(entry[1]) is not bytes:
+                raise StoreWriteError(f"write to {path}: every put must be a (bytes, bytes) pair, got {entry!r}")
+    if deletes and {*map(type, deletes)} != {bytes}:
+        for key in deletes:
+            if type(key) is not bytes:
+                raise StoreWriteError(f"write to {path}: delete keys must be bytes, got {key!r}")
     for entry in delete_ranges:
         if len(entry) != 2 or type(entry[0]) is not bytes or type(entry[1]) is not bytes:
             raise StoreWriteError(f"write to {path}: range deletes must be (bytes, bytes), got {entry!r}")

@@ -45,6 +45,9 @@ def test_arrangement_applied_writes_equal_a_dict(writes, probes, ranges) -> None
     expected = [[(k, v) for k, v in sorted(model.items()) if (s is None or s <= k) and (e is None or k < e)]
                 for s, e in ranges]
     assert arr.scan_ranges(ranges) == expected
+    prefixes = [p[:2] for p in probes]
+    assert arr.scan_prefixes(prefixes) == [[(k, v) for k, v in sorted(model.items()) if k.startswith(p)]
+                                           for p in prefixes]
     back = arr.columns()
     again = Arrangement.from_columns(np.frombuffer(back.column("ekey").combine_chunks().buffers()[1],
                                                    arr.ekeys.dtype), back.column("key").combine_chunks(),
