@@ -21,9 +21,9 @@ after ``lock_timeout`` seconds, if given); it never blocks indefinitely and neve
 from __future__ import annotations
 
 import shutil
-from itertools import chain
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, ClassVar, Iterable, Iterator, Sequence
 
 from streamjoin.statestore.errors import StoreClosedError, StoreError, StoreWriteError
