@@ -47,13 +47,14 @@ from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 from streamjoin.changelog.errors import ChangelogCorruptError, VersionNotRetainedError, VersionOrderError
 from streamjoin.changelog.format import check_write
+from streamjoin.changelog.history import StoreHistory
 from streamjoin.changelog.log import Changelog
 from streamjoin.changelog.restore import restore
 from streamjoin.changelog.undo import UndoLog
 from streamjoin.statestore import warm
 from streamjoin.statestore.base import KeyValue, Store, StoreStats
 from streamjoin.statestore.errors import StoreCorruptError, StoreLockedError
-from streamjoin.statestore.registry import destroy_store, open_store
+from streamjoin.statestore.registry import destroy_store, open_store, resolve_backend
 
 __all__ = ["ChangeloggingStore", "open_logged_store", "release_logged_store", "owner_tag", "OpenReport",
            "OpenHow", "READ_REUSE_LIMIT"]
@@ -67,11 +68,12 @@ class ChangeloggingStore(Store):
 
     kind = "changelogging"
 
-    def __init__(self, inner: Store, log: Changelog, *, undo: UndoLog | None = None) -> None:
+    def __init__(self, inner: Store, log: Changelog, *, undo: UndoLog | StoreHistory | None = None) -> None:
         super().__init__(inner.path)
         self.inner = inner
         self.log = log
         self.undo = undo
+        self._keep_reads = undo is not None and undo.wants_reads
         self._in_log = False  # whether the log is known to restore the store's version
         #: values read from ``inner`` since its last write (None: known absent), for the undo record
         self._read: dict[bytes, bytes | None] = {}
@@ -83,13 +85,13 @@ class ChangeloggingStore(Store):
 
     def _get(self, key: bytes) -> bytes | None:
         value = self.inner.get(key)
-        if self.undo is not None and len(self._read) < READ_REUSE_LIMIT:
+        if self._keep_reads and len(self._read) < READ_REUSE_LIMIT:
             self._remember(((key, value),))
         return value
 
     def _multi_get(self, keys: Sequence[bytes]) -> list[bytes | None]:
         values = self.inner.multi_get(keys)
-        if self.undo is not None and len(self._read) + len(keys) <= READ_REUSE_LIMIT:
+        if self._keep_reads and len(self._read) + len(keys) <= READ_REUSE_LIMIT:
             self._remember(zip(keys, values))
         return values
 
@@ -103,9 +105,11 @@ class ChangeloggingStore(Store):
         return self._remember_found(self.inner.scan_prefixes(prefixes))
 
     def _remember_found(self, found: list[list[KeyValue]]) -> list[list[KeyValue]]:
-        if self.undo is not None and len(self._read) + sum(map(len, found)) <= READ_REUSE_LIMIT:
+        if not self._keep_reads:
+            return found
+        if len(self._read) + sum(map(len, found)) <= READ_REUSE_LIMIT:
             self._remember(chain.from_iterable(found))   # all of them in one update
-        elif self.undo is not None:
+        else:
             for entries in found:
                 if len(self._read) + len(entries) > READ_REUSE_LIMIT:
                     break
@@ -261,8 +265,8 @@ def open_logged_store(
     ``owner``: the tag that says whose state the store holds (None: a digest of ``log.uri``);
     a store recording another tag is rebuilt (see the module docstring).
     """
-    local = _Local(kind, os.fspath(local_path), options, UndoLog(os.fspath(local_path) + ".undo", undo_depth),
-                   warm, target_version, owner if owner is not None else owner_tag(log.uri))
+    local = _Local(kind, os.fspath(local_path), options, undo_depth, warm, target_version,
+                   owner if owner is not None else owner_tag(log.uri))
     started = time.perf_counter()
     listing = log.listing()
     if target_version is not None and target_version not in listing.restorable():
@@ -311,13 +315,19 @@ class _Local:
     kind: str
     path: str
     options: dict[str, Any]
-    undo: UndoLog
+    undo_depth: int
     warm: bool = False
     wanted: int | None = None
     owner: bytes | None = None
     store: Store = field(init=False)
     #: the store records another owner tag than ours (or none): it is rebuilt, never trusted
     foreign: bool = False
+    undo: UndoLog | StoreHistory = field(init=False)
+
+    def __post_init__(self) -> None:
+        # a store that keeps its previous versions needs no undo records (streamjoin.changelog.history)
+        keeps = getattr(resolve_backend(self.kind), "keeps_history", False)
+        self.undo = StoreHistory(lambda: self.store, self.undo_depth) if keeps else UndoLog(self.path + ".undo", self.undo_depth)
 
     def open(self) -> tuple[int | None, str]:
         """Open the store (or take the warm one); return its version and "" or why it must be rebuilt."""
@@ -413,7 +423,7 @@ def _refuse_last_copy(local: _Local, log: Changelog, current: int | None) -> Non
         f"cleared on purpose), delete {local.path} and run again", versions=(current, current))
 
 
-def _replaced(undo: UndoLog, log: Changelog, version: int) -> bool:
+def _replaced(undo: UndoLog | StoreHistory, log: Changelog, version: int) -> bool:
     """Whether the store applied another delta of ``version`` than the one the log has now."""
     applied = undo.applied_crc(version)
     delta = log.listing().deltas.get(version)

@@ -53,6 +53,9 @@ _UNKNOWN = object()
 class UndoLog:
     """The undo records of one local store, keeping those of the newest ``depth`` versions."""
 
+    #: A record reuses the values the operator read (:class:`~streamjoin.changelog.logging_store.ChangeloggingStore` keeps them).
+    wants_reads = True
+
     def __init__(self, directory: str | os.PathLike[str], depth: int = 1) -> None:
         if depth < 1:
             raise ValueError(f"undo depth must be >= 1, not {depth}")

@@ -9,8 +9,10 @@ and append the write as one Arrow file.
 **Files** (all in the store directory):
 
 * ``MANIFEST``: JSON naming the files that make the store, in order, with each file's size and
-  CRC-32, the version marker and the owner tag. It is replaced atomically (written beside, then
-  renamed) after the files it names are written, so a write is all there or not at all.
+  CRC-32, the version marker, the owner tag and the write's tag (the changelog delta it applied),
+  and the same for the newest previous versions (:data:`HISTORY`, or the ``history_depth`` asked
+  for). It is replaced atomically (written beside, then renamed) after the files it names are
+  written, so a write is all there or not at all.
 * ``base-<n>.arrow``: an arrangement's columns (:meth:`Arrangement.columns`: the fixed-width
   sorted keys too), read back through a memory map without a copy, an encoding or a sort.
 * ``run-<n>.arrow``: one write: its deletes (a null value) and puts, its range deletes in the
@@ -20,6 +22,11 @@ When the runs hold more than a quarter of the base's entries (or there are more 
 :data:`MAX_RUNS`), the current arrangement is written as a new base and the older files are
 removed: the store's own compaction, as an LSM tree merges its runs. Files no manifest names (a
 write that stopped before its manifest) are removed when the store opens.
+
+**History**: a version's files are immutable, so the previous versions stay readable as long as
+their files are kept: :meth:`ArrangedStore.roll_back` returns to one by reading its files and
+writing its manifest again. That is how a changelogged arranged store undoes a version executed
+again, with no undo records (:mod:`streamjoin.changelog.history`).
 
 **Damage**: every file is checked against its CRC when the store opens. A mismatch, a missing or
 unreadable file or manifest raises :class:`StoreCorruptError`, whose message says to remove the
@@ -43,7 +50,8 @@ from __future__ import annotations
 import json
 import os
 import zlib
-from typing import Any, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
 
 import pyarrow as pa
 
@@ -61,12 +69,14 @@ from streamjoin.statestore.locking import (
     retry_locked,
 )
 
-__all__ = ["ArrangedStore", "MAX_RUNS"]
+__all__ = ["ArrangedStore", "MAX_RUNS", "HISTORY"]
 
 MANIFEST = "MANIFEST"
 _FORMAT = "arranged-1"
 #: Runs kept beside a base at most before they are merged into a new one.
 MAX_RUNS = 32
+#: Previous versions a store keeps to return to (:meth:`ArrangedStore.roll_back`).
+HISTORY = 2
 _RUN_SCHEMA = pa.schema([("key", pa.large_binary()), ("value", pa.large_binary())])
 _SCAN_CHUNK = 65536
 
@@ -80,6 +90,7 @@ class ArrangedStore(Store):
 
     kind = "arranged"
     records_owner = True
+    keeps_history = True
 
     def __init__(self, path: str, *, lock_timeout: float | None = None, sync: bool = False) -> None:
         lock_timeout = check.seconds(self.kind, "lock_timeout", lock_timeout)
@@ -97,12 +108,10 @@ class ArrangedStore(Store):
 
     def _load(self) -> None:
         """Read the manifest and its files (or start empty), and remove files it does not name."""
-        self._files: list[tuple[str, int, int]] = []
+        self._now = _State(None, None, None, ())
+        self._history: list[_State] = []
         self._next = 0
-        self._version_marker: int | None = None
-        self._owner_tag: bytes | None = None
-        self._arr = Arrangement.empty()
-        self._run_entries = 0
+        self._arr, self._run_entries = Arrangement.empty(), 0
         manifest = os.path.join(self.path, MANIFEST)
         try:
             raw: bytes | None = _read_bytes(manifest)
@@ -115,21 +124,38 @@ class ArrangedStore(Store):
                 meta = json.loads(raw)
                 if meta.get("format") != _FORMAT:
                     raise ValueError(f"unknown format {meta.get('format')!r}")
-                self._files = [(str(n), int(s), int(c)) for n, s, c in meta["files"]]
+                self._now = _State.parse(meta)
+                self._history = [_State.parse(h) for h in meta["history"]]
                 self._next = int(meta["next"])
-                self._version_marker = meta["version"]
-                self._owner_tag = None if meta["owner"] is None else bytes.fromhex(meta["owner"])
             except (ValueError, KeyError, TypeError) as exc:
                 raise StoreCorruptError(corrupt_message(self.path, self.kind, f"its manifest is unreadable: {exc}")) from exc
-            for name, size, crc in self._files:
-                self._read_file(name, size, crc)
+            self._arr, self._run_entries = self._read_state(self._now)
         self._manifest_id = _identity(manifest)
-        named = {n for n, _, _ in self._files}
+        named = self._named()
         for entry in os.listdir(self.path):
             if entry.endswith(".arrow") and entry not in named:
                 _remove(os.path.join(self.path, entry))
 
-    def _read_file(self, name: str, size: int, crc: int) -> None:
+    def _named(self) -> set[str]:
+        """The files the current state and the history need."""
+        return {name for state in (self._now, *self._history) for name, _, _ in state.files}
+
+    def _read_state(self, state: _State) -> tuple[Arrangement, int]:
+        """The arrangement of ``state``'s files, and how many entries its runs hold."""
+        arr, run_entries = Arrangement.empty(), 0
+        for name, size, crc in state.files:
+            table = self._read_file(name, size, crc)
+            if name.startswith("base-"):
+                arr = Arrangement.from_columns(ekeys_of(table.column("ekey").combine_chunks()),
+                                               table.column("key").combine_chunks(), table.column("value").combine_chunks())
+                run_entries = 0
+            else:
+                puts, deletes, ranges = _run_contents(table)
+                arr = arr.applied(puts, deletes, ranges)
+                run_entries += table.num_rows + len(ranges)
+        return arr, run_entries
+
+    def _read_file(self, name: str, size: int, crc: int) -> pa.Table:
         path = os.path.join(self.path, name)
         try:
             data = _read_bytes(path)
@@ -143,18 +169,9 @@ class ArrangedStore(Store):
         if zlib.crc32(data) != crc:
             raise StoreCorruptError(corrupt_message(self.path, self.kind, f"{name} fails its checksum"))
         try:
-            table = pa.ipc.open_file(pa.py_buffer(data)).read_all()
+            return pa.ipc.open_file(pa.py_buffer(data)).read_all()
         except (pa.ArrowInvalid, OSError) as exc:
             raise StoreCorruptError(corrupt_message(self.path, self.kind, f"{name} is unreadable: {exc}")) from exc
-        if name.startswith("base-"):
-            self._arr = Arrangement.from_columns(ekeys_of(table.column("ekey").combine_chunks()),
-                                                 table.column("key").combine_chunks(),
-                                                 table.column("value").combine_chunks())
-            self._run_entries = 0
-        else:
-            puts, deletes, ranges = _run_contents(table)
-            self._arr = self._arr.applied(puts, deletes, ranges)
-            self._run_entries += table.num_rows + len(ranges)
 
     # -- reads ------------------------------------------------------------------------------------
 
@@ -181,10 +198,10 @@ class ArrangedStore(Store):
         return self._arr.scan_prefixes(prefixes)
 
     def _version(self) -> int | None:
-        return self._version_marker
+        return self._now.version
 
     def _owner(self) -> bytes | None:
-        return self._owner_tag
+        return self._now.owner
 
     def _stats(self) -> StoreStats:
         return StoreStats(len(self._arr), self._arr.nbytes, exact=True)
@@ -209,28 +226,12 @@ class ArrangedStore(Store):
         entries = len(puts) + len(deletes) + len(delete_ranges)
         if arr is self._arr and not entries and version is None:
             return
-        files = list(self._files)
-        written: list[str] = []
-        try:
-            if self._run_entries + entries > max(len(arr) // 4, 4096) or len(files) > MAX_RUNS:
-                files, run_entries = [self._write_file("base", arr.columns(), written)], 0
-            else:
-                files.append(self._write_file("run", _run_table(puts, deletes, delete_ranges), written))
-                run_entries = self._run_entries + entries
-            owner = self.stamp if version is not None else self._owner_tag
-            marker = version if version is not None else self._version_marker
-            self._write_manifest(files, marker, owner)
-        except BaseException as exc:
-            for name in written:
-                _remove(os.path.join(self.path, name))
-            if isinstance(exc, OSError):
-                raise StoreWriteError(f"write to {self.path} failed, nothing applied: {exc}") from exc
-            raise
-        dropped = {n for n, _, _ in self._files} - {n for n, _, _ in files}
-        self._arr, self._files, self._run_entries = arr, files, run_entries
-        self._version_marker, self._owner_tag = marker, owner
-        for name in dropped:
-            _remove(os.path.join(self.path, name))
+        files = list(self._now.files)
+        if self._run_entries + entries > max(len(arr) // 4, 4096) or len(files) > MAX_RUNS:
+            self._commit(arr, version, lambda written: [self._write_file("base", arr.columns(), written)], 0)
+        else:
+            self._commit(arr, version, lambda written: [*files, self._write_file(
+                "run", _run_table(puts, deletes, delete_ranges), written)], self._run_entries + entries)
 
     def _load_sorted(self, items: Any, version: int | None) -> int:
         """One base file of the ascending ``items`` (the restore path)."""
@@ -241,22 +242,63 @@ class ArrangedStore(Store):
             values.append(value)
         check_entry_types(self.path, list(zip(keys, values)), (), ())
         arr = Arrangement.from_sorted(keys, values)
+        self._commit(arr, version, lambda written: [self._write_file("base", arr.columns(), written)], 0)
+        return len(keys)
+
+    def _commit(self, arr: Arrangement, version: int | None, make_files: Callable[[list[str]], list[_File]],
+                run_entries: int) -> None:
+        """Write the files ``make_files`` names, then the manifest of the new state: a write that
+        sets a version keeps the state it replaces in the history. Nothing changes when it fails."""
+        now, history = self._now, self._history
+        if version is not None and now.version is not None:
+            history = [*history, now][-max(HISTORY, self.history_depth):]
         written: list[str] = []
         try:
-            files = [self._write_file("base", arr.columns(), written)]
-            owner = self.stamp if version is not None else self._owner_tag
-            marker = version if version is not None else self._version_marker
-            self._write_manifest(files, marker, owner)
-        except OSError as exc:
+            files = make_files(written)
+            new = _State(now.version, now.owner, now.tag, tuple(files)) if version is None else \
+                _State(version, self.stamp, self.tag, tuple(files))
+            self._write_manifest(new, history)
+        except BaseException as exc:
             for name in written:
                 _remove(os.path.join(self.path, name))
-            raise StoreWriteError(f"bulk load into {self.path} failed, nothing applied: {exc}") from exc
-        dropped = {n for n, _, _ in self._files}
-        self._arr, self._files, self._run_entries = arr, files, 0
-        self._version_marker, self._owner_tag = marker, owner
-        for name in dropped:
+            if isinstance(exc, OSError):
+                raise StoreWriteError(f"write to {self.path} failed, nothing applied: {exc}") from exc
+            raise
+        self._switch(new, history, arr, run_entries)
+
+    def _switch(self, new: _State, history: list[_State], arr: Arrangement, run_entries: int) -> None:
+        """Make ``new`` the current state (its manifest written) and remove files nothing needs."""
+        before = self._named()
+        self._now, self._history, self._arr, self._run_entries = new, history, arr, run_entries
+        for name in before - self._named():
             _remove(os.path.join(self.path, name))
-        return len(keys)
+
+    # -- history ----------------------------------------------------------------------------------
+
+    def roll_back(self, target: int) -> int | None:
+        """Return to ``target`` when the history holds it (see :meth:`Store.roll_back`)."""
+        self._check_open()
+        at = next((i for i, state in enumerate(self._history) if state.version == target), None)
+        if at is None or self._now.version is None:
+            return None
+        state, undone = self._history[at], self._now.version - target
+        try:
+            arr, run_entries = self._read_state(state)
+        except StoreCorruptError:
+            return None   # a file of it is damaged: the caller rebuilds instead
+        self._write_manifest(state, self._history[:at])
+        self._switch(state, self._history[:at], arr, run_entries)
+        return undone
+
+    def applied_tag(self, version: int) -> int | None:
+        self._check_open()
+        return next((state.tag for state in (self._now, *self._history) if state.version == version), None)
+
+    def forget_history(self) -> None:
+        self._check_open()
+        if self._history:
+            self._write_manifest(self._now, [])
+            self._switch(self._now, [], self._arr, self._run_entries)
 
     def _write_file(self, kind: str, table: pa.Table, written: list[str]) -> tuple[str, int, int]:
         """Write ``table`` as the next ``<kind>-<n>.arrow``; return its manifest entry."""
@@ -270,9 +312,8 @@ class ArrangedStore(Store):
         _write_bytes(os.path.join(self.path, name), data, self._sync)
         return name, data.size, zlib.crc32(data)
 
-    def _write_manifest(self, files: list[tuple[str, int, int]], version: int | None, owner: bytes | None) -> None:
-        meta = {"format": _FORMAT, "files": [list(f) for f in files], "next": self._next, "version": version,
-                "owner": None if owner is None else owner.hex()}
+    def _write_manifest(self, state: _State, history: list[_State]) -> None:
+        meta = {"format": _FORMAT, **state.fields(), "history": [h.fields() for h in history], "next": self._next}
         target = os.path.join(self.path, MANIFEST)
         _write_bytes(target + ".new", json.dumps(meta).encode(), self._sync)
         os.replace(target + ".new", target)
@@ -294,6 +335,28 @@ class ArrangedStore(Store):
     def destroy(cls, path: str) -> None:
         """Remove the store at ``path``; raises :class:`StoreLockedError` while it is open."""
         remove_directory(str(path))
+
+
+_File = tuple[str, int, int]   # a file of a state: name, size, CRC-32
+
+
+@dataclass(frozen=True)
+class _State:
+    """One version of the store as the manifest records it: the files, in order, that make it."""
+
+    version: int | None
+    owner: bytes | None
+    tag: int | None
+    files: tuple[_File, ...]
+
+    @classmethod
+    def parse(cls, meta: dict[str, Any]) -> _State:
+        return cls(meta["version"], None if meta["owner"] is None else bytes.fromhex(meta["owner"]), meta["tag"],
+                   tuple((str(n), int(s), int(c)) for n, s, c in meta["files"]))
+
+    def fields(self) -> dict[str, Any]:
+        return {"version": self.version, "owner": None if self.owner is None else self.owner.hex(), "tag": self.tag,
+                "files": [list(f) for f in self.files]}
 
 
 def _chunks(arr: Arrangement, lo: int, hi: int, reverse: bool) -> Iterator[KeyValue]:

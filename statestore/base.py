@@ -65,12 +65,20 @@ class Store(ABC):
     kind: ClassVar[str] = "abstract"
     #: Whether the backend records an owner tag with its version marker (see :attr:`owner`).
     records_owner: ClassVar[bool] = False
+    #: Whether the backend keeps its newest previous versions and returns to them itself
+    #: (:meth:`roll_back`), so a changelogged store needs no undo records of its own.
+    keeps_history: ClassVar[bool] = False
 
     def __init__(self, path: str) -> None:
         self.path = str(path)
         self._closed = False
         #: the owner tag every write that sets a version records with the marker (None: no tag)
         self.stamp: bytes | None = None
+        #: what the next write that sets a version applies (a changelog delta's CRC), recorded
+        #: with the version by a backend that :attr:`keeps_history` (:meth:`applied_tag`)
+        self.tag: int | None = None
+        #: how many previous versions a backend that :attr:`keeps_history` keeps, at least
+        self.history_depth = 1
 
     # -- required primitives -------------------------------------------------------------------
 
@@ -270,6 +278,22 @@ class Store(ABC):
         """Entries and bytes held (an estimate where ``exact`` is False)."""
         self._check_open()
         return self._stats()
+
+    def roll_back(self, target: int) -> int | None:
+        """Return to version ``target`` kept in the store's history (a backend that
+        :attr:`keeps_history`); return how many versions that undid, or None, having changed
+        nothing, when the history does not hold ``target``."""
+        self._check_open()
+        return None
+
+    def applied_tag(self, version: int) -> int | None:
+        """The :attr:`tag` recorded with ``version`` (the current one or one in the history), or None."""
+        self._check_open()
+        return None
+
+    def forget_history(self) -> None:
+        """Drop the previous versions kept (the store was changed by other means than its writes)."""
+        self._check_open()
 
     @property
     def closed(self) -> bool:

@@ -1,0 +1,60 @@
+"""What the arranged backend does beyond the store contract (which its suites check): its
+history of previous versions, its compaction and its checks of the files it reads."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from streamjoin.statestore import StoreCorruptError, open_store
+from streamjoin.statestore.arranged import HISTORY
+
+
+def _write_versions(path: str, versions: int, per_version: int) -> list[dict[bytes, bytes]]:
+    """Versions 0.. of ``per_version`` puts each (and one delete), the state after each."""
+    states: list[dict[bytes, bytes]] = []
+    state: dict[bytes, bytes] = {}
+    with open_store("arranged", path) as store:
+        for v in range(versions):
+            puts = [(b"k%06d" % (v * 7 + i), b"v%d" % v) for i in range(per_version)]
+            deletes = [b"k%06d" % (v * 3)]
+            store.tag = 1000 + v
+            store.write(puts, deletes, version=v)
+            state.pop(deletes[0], None)
+            state.update(puts)
+            states.append(dict(state))
+    return states
+
+
+@pytest.mark.parametrize("per_version", [3, 5000], ids=["runs", "bases"])
+def test_arranged_roll_back_returns_to_a_kept_version(tmp_path, per_version: int) -> None:
+    path = str(tmp_path / "s")
+    states = _write_versions(path, 6, per_version)   # 5000 puts a version compact into a new base each time
+    with open_store("arranged", path) as store:
+        assert dict(store.scan()) == states[5]
+        assert store.applied_tag(5) == 1005 and store.applied_tag(4) == 1004
+        assert store.roll_back(5 - HISTORY - 1) is None   # older than the history: nothing changes
+        assert store.version == 5
+        assert store.roll_back(4) == 1
+        assert (dict(store.scan()), store.version) == (states[4], 4)
+    with open_store("arranged", path) as store:   # the manifest says so too
+        assert (dict(store.scan()), store.version) == (states[4], 4)
+        store.forget_history()
+        assert store.roll_back(3) is None
+
+
+def test_arranged_open_removes_files_no_manifest_names_and_refuses_a_torn_one(tmp_path) -> None:
+    path = str(tmp_path / "s")
+    states = _write_versions(path, 3, 10)
+    with open(os.path.join(path, "run-99999999.arrow"), "wb") as f:   # a write that stopped before its manifest
+        f.write(b"partial")
+    with open_store("arranged", path) as store:
+        assert dict(store.scan()) == states[2]
+    assert "run-99999999.arrow" not in os.listdir(path)
+    newest = max(name for name in os.listdir(path) if name.endswith(".arrow"))
+    with open(os.path.join(path, newest), "r+b") as f:
+        f.seek(-3, os.SEEK_END)
+        f.write(b"xyz")
+    with pytest.raises(StoreCorruptError, match=f"{newest} fails its checksum"):
+        open_store("arranged", path)
