@@ -1,6 +1,6 @@
 """Names and import paths of store backends: how ``open_store`` finds one.
 
-Built-in kinds are ``"rocksdb"`` (the default), ``"lmdb"`` and ``"memory"``; their modules are
+Built-in kinds are ``"rocksdb"`` (the default), ``"lmdb"``, ``"arranged"`` and ``"memory"``; their modules are
 imported only when first used. A user's backend plugs in by ``register_backend(name, factory)`` or
 by passing ``"package.module:Class"`` as the kind. A factory is called as ``factory(path,
 **options)`` and must return a :class:`streamjoin.statestore.base.Store`.

@@ -80,7 +80,7 @@ def interval_join(
     right columns; a non-key name on both sides becomes ``name_left`` / ``name_right``. Semi and
     anti joins output the left columns. ``checkpoint`` (a path or ``pyarrow.fs`` URI) is required
     for streaming inputs; ``partitions`` defaults to ``spark.sql.shuffle.partitions``; ``store``
-    is ``rocksdb``, ``lmdb``, ``memory`` or ``package.module:Class``; local stores live under
+    is ``rocksdb``, ``lmdb``, ``arranged``, ``memory`` or ``package.module:Class``; local stores live under
     ``state_dir`` (default: under Spark's local directory). ``max_partitions`` (default 4096) is
     the most partitions the join can later be restarted with (its key groups, fixed when the
     checkpoint is created; docs/design/runtime.md "Partitions and rescaling"). Raises
