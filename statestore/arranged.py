@@ -146,8 +146,7 @@ class ArrangedStore(Store):
         for name, size, crc in state.files:
             table = self._read_file(name, size, crc)
             if name.startswith("base-"):
-                arr = Arrangement.from_columns(ekeys_of(table.column("ekey").combine_chunks()),
-                                               table.column("key").combine_chunks(), table.column("value").combine_chunks())
+                arr = Arrangement.from_columns(ekeys_of(table.column("ekey")), table.column("value").combine_chunks())
                 run_entries = 0
             else:
                 puts, deletes, ranges = _run_contents(table)

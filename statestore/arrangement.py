@@ -1,12 +1,14 @@
 """An arrangement: an immutable sorted ``bytes -> bytes`` map held as columns, probed a batch at a time.
 
-The keys are kept twice, aligned by position:
+Two aligned numpy columns and a log of values:
 
-* ``ekeys``: a numpy fixed-width byte array (dtype ``S<width + 4>``) of the keys in an
-  order-preserving form (:func:`encode_keys`), sorted ascending: one ``np.searchsorted`` finds a
-  whole batch of keys, or the bounds of a whole batch of ranges, in C, with no Python per key;
-* ``keys`` and ``values``: Arrow ``large_binary`` arrays of the keys as given and their values,
-  from which found entries are taken (``take``) and turned into Python bytes once.
+* ``ekeys``: a fixed-width byte array (dtype ``S<width + 4>``) of the keys in an order-preserving
+  form (:func:`encode_keys`), sorted ascending: one ``np.searchsorted`` finds a whole batch of
+  keys, or the bounds of a whole batch of ranges, in C, with no Python per key; the keys
+  themselves are read back from it (:func:`decode_keys`);
+* ``rows``: each key's row id in ``log`` (:class:`ValueLog`), an append-only list of Arrow
+  ``large_binary`` chunks: a write appends its values as one chunk, and found entries are taken
+  from the log (``take``) and turned into Python bytes once.
 
 **The fixed-width form.** Each key is padded with zero bytes to the arrangement's width and
 followed by its length (4 bytes, big-endian). Padded bytes first, then the length, sort exactly
@@ -17,14 +19,14 @@ Python per key. A key longer than the width widens the arrangement that takes it
 
 An arrangement never changes: :meth:`Arrangement.applied` returns a new one with a write's range
 deletes, deletes and puts applied (in that order, as the store contract says), merging the sorted
-puts into the kept entries in one pass (``np.searchsorted``, then one ``take`` of each column).
-That costs a copy of the state per write: the price of simple, instantly consistent versions
-(the previous arrangement is untouched until the new one replaces it).
+puts into the kept entries in one pass over the two numpy columns; the values are not copied, only
+appended. The log is rewritten (live values only, in key order) when its dead values outnumber the
+live ones. The previous arrangement is untouched until the new one replaces it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
@@ -32,7 +34,7 @@ import pyarrow as pa
 
 from streamjoin.statestore.base import KeyValue
 
-__all__ = ["Arrangement", "encode_keys", "ekeys_of"]
+__all__ = ["Arrangement", "ValueLog", "encode_keys", "decode_keys", "ekeys_of"]
 
 #: Bytes of the length that follows a key's padded bytes.
 _SUFFIX = 4
@@ -101,29 +103,95 @@ def ekeys_of(column: pa.Array) -> np.ndarray:
     return np.frombuffer(column.buffers()[1], dtype=f"S{size}", count=len(column), offset=column.offset * size)
 
 
+def decode_keys(ekeys: np.ndarray) -> pa.Array:
+    """The keys of encoded ones, as a ``large_binary`` array (a gather of their bytes in C)."""
+    n = len(ekeys)
+    size = ekeys.dtype.itemsize
+    matrix = np.ascontiguousarray(ekeys).view(np.uint8).reshape(n, size)
+    lengths = matrix[:, size - _SUFFIX:].copy().view(">u4").reshape(n).astype(np.int64)
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    data = matrix[:, :size - _SUFFIX][np.arange(size - _SUFFIX)[None, :] < lengths[:, None]]
+    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+@dataclass(frozen=True)
+class ValueLog:
+    """Values by row id: ``chunks[i]`` holds rows ``starts[i]`` to ``starts[i + 1]``."""
+
+    chunks: tuple[pa.Array, ...] = ()
+    starts: tuple[int, ...] = (0,)
+
+    def __len__(self) -> int:
+        return self.starts[-1]
+
+    def appended(self, values: pa.Array) -> ValueLog:
+        """This log with ``values`` (large binary) after its rows."""
+        if not len(values):
+            return self
+        return ValueLog((*self.chunks, values), (*self.starts, self.starts[-1] + len(values)))
+
+    def take(self, rows: np.ndarray) -> pa.Array:
+        """The values of ``rows`` (row ids, -1: null), in that order."""
+        if len(self.chunks) == 1:
+            return self.chunks[0].take(pa.array(rows, pa.int64(), mask=rows < 0))
+        out: list[pa.Array] = []
+        at = np.empty(0, np.int64)
+        chunk_of = np.searchsorted(np.asarray(self.starts), rows, side="right") - 1
+        chunk_of[rows < 0] = -1
+        for c in np.unique(chunk_of).tolist():
+            where = np.flatnonzero(chunk_of == c)
+            at = np.concatenate([at, where])
+            out.append(pa.nulls(len(where), pa.large_binary()) if c < 0 else
+                       self.chunks[c].take(pa.array(rows[where] - self.starts[c], pa.int64())))
+        if not out:
+            return pa.array([], pa.large_binary())
+        gathered = pa.concat_arrays(out)
+        back = np.empty(len(rows), np.int64)
+        back[at] = np.arange(len(rows))
+        return gathered.take(pa.array(back, pa.int64()))
+
+    def sizes(self, rows: np.ndarray) -> int:
+        """The bytes of the values of ``rows``."""
+        total = 0
+        chunk_of = np.searchsorted(np.asarray(self.starts), rows, side="right") - 1
+        for c in np.unique(chunk_of).tolist():
+            chunk = self.chunks[c]
+            offsets = np.frombuffer(chunk.buffers()[1], np.int64, len(chunk) + 1, chunk.offset * 8)
+            local = rows[chunk_of == c] - self.starts[c]
+            total += int((offsets[local + 1] - offsets[local]).sum())
+        return total
+
+
 @dataclass(frozen=True)
 class Arrangement:
     """A sorted map of unique keys (see module); build with :meth:`empty`, :meth:`from_sorted` or
     :meth:`from_columns`, change with :meth:`applied`."""
 
     ekeys: np.ndarray
-    keys: pa.Array
-    values: pa.Array
+    rows: np.ndarray
+    log: ValueLog
+    #: bytes of the keys and values held (what the store contract's stats count)
+    nbytes: int = 0
 
     @classmethod
     def empty(cls) -> Arrangement:
-        return cls(np.zeros(0, f"S{_SUFFIX}"), pa.array([], pa.large_binary()), pa.array([], pa.large_binary()))
+        return cls(np.zeros(0, f"S{_SUFFIX}"), np.zeros(0, np.int64), ValueLog())
 
     @classmethod
     def from_sorted(cls, keys: Sequence[bytes], values: Sequence[bytes]) -> Arrangement:
         """From strictly ascending ``keys`` and their ``values`` (the caller checked the order)."""
-        return cls(encode_keys(keys), pa.array(keys, pa.large_binary()), pa.array(values, pa.large_binary()))
+        return cls.from_columns(encode_keys(keys), pa.array(values, pa.large_binary()))
 
     @classmethod
-    def from_columns(cls, ekeys: np.ndarray, keys: pa.Array, values: pa.Array) -> Arrangement:
-        """From columns already in arrangement form (read back from a table of :meth:`columns`):
-        no encoding, no sort, no copy."""
-        return cls(ekeys, keys.cast(pa.large_binary()), values.cast(pa.large_binary()))
+    def from_columns(cls, ekeys: np.ndarray, values: pa.Array) -> Arrangement:
+        """From encoded keys in order and their values (e.g. a table of :meth:`columns` read
+        back): no encoding, no sort, no copy."""
+        values = values.cast(pa.large_binary())
+        rows = np.arange(len(ekeys), dtype=np.int64)
+        key_bytes = int(np.ascontiguousarray(ekeys).view(np.uint8).reshape(len(ekeys), -1)[:, -_SUFFIX:]
+                        .copy().view(">u4").astype(np.int64).sum()) if len(ekeys) else 0
+        return cls(ekeys, rows, ValueLog().appended(values), key_bytes + _data_size(values))
 
     def __len__(self) -> int:
         return len(self.ekeys)
@@ -132,16 +200,11 @@ class Arrangement:
     def width(self) -> int:
         return self.ekeys.dtype.itemsize - _SUFFIX
 
-    @property
-    def nbytes(self) -> int:
-        """Bytes of keys and values as the store contract counts them (not the fixed-width copy)."""
-        return _data_size(self.keys) + _data_size(self.values)
-
     def widened(self, width: int) -> Arrangement:
         """This arrangement with keys encoded at ``width`` (at least the current width)."""
         if width <= self.width:
             return self
-        return Arrangement(encode_keys(self.keys, width), self.keys, self.values)
+        return replace(self, ekeys=encode_keys(decode_keys(self.ekeys), width))
 
     def _encoded(self, keys: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
         """(this arrangement's encoded keys, ``keys`` encoded) at one width."""
@@ -165,7 +228,7 @@ class Arrangement:
         if not keys or not len(self):
             return [None] * len(keys)
         at, found = self.find(keys)
-        return self.values.take(pa.array(np.where(found, at, 0), pa.int64(), mask=~found)).to_pylist()
+        return self.log.take(np.where(found, self.rows[np.minimum(at, len(self) - 1)], -1)).to_pylist()
 
     def bounds(self, ranges: Sequence[tuple[bytes | None, bytes | None]]) -> tuple[np.ndarray, np.ndarray]:
         """Per ``[start, end)`` range (None: unbounded), the positions ``lo, hi`` of its entries."""
@@ -194,7 +257,11 @@ class Arrangement:
         """The entries at positions ``lo`` to ``hi`` (exclusive), in key order."""
         if hi <= lo:
             return []
-        return list(zip(self.keys[lo:hi].to_pylist(), self.values[lo:hi].to_pylist()))
+        return self._pairs(np.arange(lo, hi))
+
+    def _pairs(self, at: np.ndarray) -> list[KeyValue]:
+        """The entries at positions ``at`` as (key, value) pairs."""
+        return list(zip(decode_keys(self.ekeys[at]).to_pylist(), self.log.take(self.rows[at]).to_pylist()))
 
     def scan_ranges(self, ranges: Sequence[tuple[bytes | None, bytes | None]]) -> list[list[KeyValue]]:
         """The entries of each range, one list per range in the order given (see :meth:`bounds`)."""
@@ -205,14 +272,13 @@ class Arrangement:
         return self._gathered(*self.prefix_bounds(prefixes))
 
     def _gathered(self, lo: np.ndarray, hi: np.ndarray) -> list[list[KeyValue]]:
-        """The entries of positions ``lo[i]`` to ``hi[i]``, one list per ``i``: one take of each column."""
+        """The entries of positions ``lo[i]`` to ``hi[i]``, one list per ``i``: one gather of each column."""
         counts = hi - lo
         total = int(counts.sum())
         if not total:
             return [[] for _ in range(len(lo))]
         starts = np.cumsum(counts) - counts
-        at = pa.array(np.repeat(lo - starts, counts) + np.arange(total), pa.int64())
-        pairs = list(zip(self.keys.take(at).to_pylist(), self.values.take(at).to_pylist()))
+        pairs = self._pairs(np.repeat(lo - starts, counts) + np.arange(total))
         return [pairs[s:e] for s, e in zip(starts.tolist(), (starts + counts).tolist())]
 
     # -- writes -----------------------------------------------------------------------------------
@@ -235,10 +301,7 @@ class Arrangement:
             at, found = self.find(deletes)
             keep[at[found]] = False
         if not puts:
-            if keep.all():
-                return self
-            kept = pa.array(np.flatnonzero(keep), pa.int64())
-            return Arrangement(self.ekeys[keep], self.keys.take(kept), self.values.take(kept))
+            return self if keep.all() else self._kept(keep, self.ekeys[keep], self.rows[keep], self.log, 0)
         put_keys = [k for k, _ in puts]
         mine, theirs = self._encoded(put_keys)
         order = np.argsort(theirs, kind="stable")
@@ -260,21 +323,32 @@ class Arrangement:
         ekeys = np.empty(total, kept.dtype)
         ekeys[slots] = theirs
         ekeys[~is_put] = kept
-        source = np.empty(total, np.int64)     # into (this arrangement's entries, then the puts)
-        source[slots] = n + order
-        source[~is_put] = np.flatnonzero(keep)
-        at_source = pa.array(source, pa.int64())
-        keys = pa.concat_arrays([self.keys, pa.array(put_keys, pa.large_binary())]).take(at_source)
-        values = pa.concat_arrays([self.values, pa.array([v for _, v in puts], pa.large_binary())]).take(at_source)
-        return Arrangement(ekeys, keys, values)
+        values = pa.array([puts[i][1] for i in order.tolist()], pa.large_binary())
+        rows = np.empty(total, np.int64)
+        rows[slots] = len(self.log) + np.arange(len(order))
+        rows[~is_put] = self.rows[keep]
+        added = int(np.fromiter(map(len, (put_keys[i] for i in order.tolist())), np.int64, len(order)).sum())
+        return self._kept(keep, ekeys, rows, self.log.appended(values), added + _data_size(values))
+
+    def _kept(self, keep: np.ndarray, ekeys: np.ndarray, rows: np.ndarray, log: ValueLog, added: int) -> Arrangement:
+        """The new arrangement, its byte count moved by what ``keep`` drops and ``added``; the
+        log rewritten (live rows only, in key order) once most of it is dead."""
+        gone = np.flatnonzero(~keep)
+        removed = 0
+        if len(gone):
+            lengths = np.ascontiguousarray(self.ekeys[gone]).view(np.uint8).reshape(len(gone), -1)[:, -_SUFFIX:]
+            removed = int(lengths.copy().view(">u4").astype(np.int64).sum()) + self.log.sizes(self.rows[gone])
+        if len(log) > 2 * len(rows) + 1024:
+            log, rows = ValueLog().appended(log.take(rows)), np.arange(len(rows), dtype=np.int64)
+        return Arrangement(ekeys, rows, log, self.nbytes - removed + added)
 
     def columns(self) -> pa.Table:
-        """The arrangement as a table (``ekey`` fixed-size binary, ``key``, ``value``), which
+        """The arrangement as a table (``ekey`` fixed-size binary, ``value``) in key order, which
         :meth:`from_columns` reads back without encoding or sorting."""
         size = self.ekeys.dtype.itemsize
         data = np.ascontiguousarray(self.ekeys).view(np.uint8)
         ekeys = pa.FixedSizeBinaryArray.from_buffers(pa.binary(size), len(self), [None, pa.py_buffer(data)])
-        return pa.table({"ekey": ekeys, "key": self.keys, "value": self.values})
+        return pa.table({"ekey": ekeys, "value": self.log.take(self.rows)})
 
 
 def _data_size(array: pa.Array) -> int:

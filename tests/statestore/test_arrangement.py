@@ -8,7 +8,7 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streamjoin.statestore.arrangement import Arrangement, encode_keys
+from streamjoin.statestore.arrangement import Arrangement, decode_keys, ekeys_of, encode_keys
 
 _KEYS = st.binary(max_size=6)
 _BYTES = st.sampled_from([b"", b"\x00", b"\x00\x00", b"a", b"a\x00", b"a\x00\x01", b"\xff", b"\xff\x00"]) | _KEYS
@@ -20,6 +20,7 @@ def test_encode_keys_orders_as_bytes_and_tells_every_key_apart(keys: list[bytes]
     assert [keys[i] for i in np.argsort(encoded, kind="stable")] == sorted(keys)
     assert len(set(encoded.tolist())) == len(keys)
     assert encoded.tolist() == encode_keys(pa.array(keys, pa.binary())).tolist()
+    assert decode_keys(encoded).to_pylist() == keys
 
 
 _WRITE = st.tuples(
@@ -49,7 +50,6 @@ def test_arrangement_applied_writes_equal_a_dict(writes, probes, ranges) -> None
     assert arr.scan_prefixes(prefixes) == [[(k, v) for k, v in sorted(model.items()) if k.startswith(p)]
                                            for p in prefixes]
     back = arr.columns()
-    again = Arrangement.from_columns(np.frombuffer(back.column("ekey").combine_chunks().buffers()[1],
-                                                   arr.ekeys.dtype), back.column("key").combine_chunks(),
-                                     back.column("value").combine_chunks())
+    again = Arrangement.from_columns(ekeys_of(back.column("ekey")), back.column("value").combine_chunks())
     assert again.get_many(probes) == [model.get(k) for k in probes]
+    assert arr.nbytes == again.nbytes == sum(len(k) + len(v) for k, v in model.items())
