@@ -124,6 +124,19 @@ def test_docs_readme_stays_a_front_door():
     assert len((ROOT / "README.md").read_text().splitlines()) <= 250
 
 
+#: ``pip install`` of streamjoin by its name, which finds nothing: it is not published on PyPI
+FROM_PYPI = re.compile(r"pip install \"?streamjoin(?:\[|[\s\"]|$)", re.M)
+
+
+def test_docs_install_from_a_checkout_or_a_wheel_never_from_pypi():
+    for page in (ROOT / "README.md", ROOT / "docs" / "getting-started.md"):
+        text = page.read_text()
+        assert FROM_PYPI.findall(text) == [], page.name
+        assert 'pip install "/path/to/streamjoin[spark]"' in text, page.name
+    assert "pip wheel --no-deps" in (ROOT / "docs" / "getting-started.md").read_text()
+    assert FROM_PYPI.findall("\n".join(p.read_text() for p in PAGES)) == []
+
+
 #: a repository path written in a page: folders, a name, a source or page extension
 REPO_PATH = re.compile(r"(?<![\w/~:-])((?:\.\.?/)*(?:[\w.-]+/)+[\w.-]+\.(?:py|md|sh|toml|java|cfg))\b")
 #: paths a user chooses (examples of their own files), not the repository's
