@@ -50,6 +50,7 @@ from streamjoin.spark.checks import quoted
 from streamjoin.spark.flush import closing_version, flush_stream, uses_ticks, write_tick
 from streamjoin.spark.progress import metrics_batch, observation_name, progress_schema, report_progress
 from streamjoin.spark.queries import register_join
+from streamjoin.spark.workers import check_worker_python
 
 __all__ = ["run_operator", "arrow_schema", "resolve_checkpoint", "task_context", "INPUT_TAG"]
 
@@ -149,6 +150,7 @@ def run_operator(
     if len(inputs) != len(operator.inputs):
         raise JoinDefinitionError(f"{operator.kind} takes {len(operator.inputs)} inputs, got {len(inputs)}")
     spark = inputs[0].sparkSession
+    check_worker_python(spark)
     streaming = any(df.isStreaming for df in inputs)
     given = partitions is not None
     if partitions is None:

@@ -251,3 +251,24 @@ def test_runtime_layout_shares_lanes_between_inputs_key_columns_first(spark):
     assert layout.lanes[2][0] not in layout.lanes[0] + layout.lanes[1]   # an int key is not a bigint lane
     assert layout.lanes[2][1] == name
     assert len({lane for lanes in layout.lanes for lane in lanes}) == 6
+
+
+def test_runtime_join_refuses_a_local_session_whose_workers_run_a_python_without_streamjoin(spark, tmp_path):
+    import subprocess
+    import sys
+
+    from streamjoin import interval_join
+    from streamjoin.spark import workers
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
+    bare = str(tmp_path / "bare" / "bin" / "python")   # a Python without streamjoin, as the system's
+    df = spark.createDataFrame([(1, None)], "k bigint, t timestamp")
+    context, kept = spark.sparkContext, spark.sparkContext.pythonExec
+    context.pythonExec = bare   # what PYSPARK_PYTHON unset (python3 on the PATH) gives without a venv
+    try:
+        with pytest.raises(JoinDefinitionError, match=f"workers run '{bare}'.*cannot import streamjoin.*PYSPARK_PYTHON"):
+            interval_join(df, df, "k", left_time="t", right_time="t", lower="0 seconds", upper="1 minute",
+                          delay="0 seconds")
+    finally:
+        context.pythonExec = kept
+    assert workers.python_problem(kept) is None and workers.python_problem(sys.executable) is None
