@@ -133,7 +133,10 @@ def test_docs_install_from_a_checkout_or_a_wheel_never_from_pypi():
         text = page.read_text()
         assert FROM_PYPI.findall(text) == [], page.name
         assert 'pip install "/path/to/streamjoin[spark]"' in text, page.name
-    assert "pip wheel --no-deps" in (ROOT / "docs" / "getting-started.md").read_text()
+    started = (ROOT / "docs" / "getting-started.md").read_text()
+    assert "pip wheel --no-deps" in started
+    from streamjoin import __version__
+    assert set(re.findall(r"streamjoin-(\d[\w.]*)-py3-none-any\.whl", started)) == {__version__}
     assert FROM_PYPI.findall("\n".join(p.read_text() for p in PAGES)) == []
 
 
