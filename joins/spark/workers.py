@@ -2,7 +2,7 @@
 streamjoin is named on the driver, not by every task failing with ``ModuleNotFoundError``.
 
 Classic PySpark starts its Python workers with the interpreter the ``SparkContext`` took from
-``PYSPARK_PYTHON`` when it was created (``spark.pyspark.python`` sets it through ``spark-submit``),
+``PYSPARK_PYTHON`` when it was created (``spark-submit`` sets it from ``spark.pyspark.python``),
 by default ``python3`` on the ``PATH``: without an activated virtual environment, the system's
 Python, which has no streamjoin. In local mode the workers run on this machine, so the check is
 exact: an interpreter other than the driver's is asked once (a subprocess importing streamjoin,
@@ -43,9 +43,9 @@ def check_worker_python(spark: Any) -> None:
         f"Spark's Python workers run {worker!r} (PYSPARK_PYTHON when the session started; python3 on the "
         f"PATH when unset), which {problem}: every task of the join would fail with ModuleNotFoundError. "
         f"Start the session with the Python that has streamjoin: export PYSPARK_PYTHON={sys.executable} "
-        "(or activate its virtual environment) before creating the SparkSession, or "
-        f".config('spark.pyspark.python', {sys.executable!r}) with spark-submit; a running session keeps "
-        "its workers' Python, so stop it (spark.stop()) and create it again")
+        f"(or activate its virtual environment) before creating the SparkSession (with spark-submit: "
+        f"--conf spark.pyspark.python={sys.executable}); a running session keeps its workers' Python, so "
+        "stop it (spark.stop()) and create it again")
 
 
 def python_problem(python: str) -> str | None:
