@@ -160,7 +160,8 @@ def assert_deterministic(
     outputs are compared as multisets and their order does not matter).
     ``shrink_budget``: how many more runs Hypothesis' shrinking, then the row removal, may take
     each (default 40 in process, 6 in Spark); ``shrink_seconds``: how long each may take (default
-    60 in process, 300 in Spark); the smallest counterexample found by then is reported. ``end``: rows per input (or None) closing every run, as its last micro-batch (Spark streams
+    300); the smallest counterexample found by then is reported. ``end``: rows per input (or None)
+    closing every run, as its last micro-batch (Spark streams
     have no final version: these rows push the watermarks past every window; the pipeline should
     drop what they produce). In process, a stream ends with a final version instead.
 
@@ -177,7 +178,7 @@ def assert_deterministic(
     profile = hypothesis.settings()   # the profile loaded now (its max_examples, derandomize)
     examples = max_examples or (profile.max_examples if mode is Mode.IN_PROCESS else min(5, profile.max_examples))
     budget = shrink_budget if shrink_budget is not None else (40 if mode is Mode.IN_PROCESS else 6)
-    seconds = shrink_seconds if shrink_seconds is not None else (60.0 if mode is Mode.IN_PROCESS else 300.0)
+    seconds = 300.0 if shrink_seconds is None else shrink_seconds
     stores = tuple(stores or _stores(mode))
     closing = None if end is None else _tables(end if isinstance(end, Mapping) else
                                                [e if e is not None else t.slice(0, 0)
