@@ -7,12 +7,14 @@ by default ``python3`` on the ``PATH``: without an activated virtual environment
 Python, which has no streamjoin. In local mode the workers run on this machine, so the check is
 exact: an interpreter other than the driver's is asked once (a subprocess importing streamjoin,
 cached per interpreter) and one that cannot import it is refused with what to set. On a cluster
-the executors have their own Python, which the driver cannot see: nothing is checked there.
+the executors have their own Python, which the driver cannot see: nothing is refused there, and
+a warning is logged once when ``PYSPARK_PYTHON`` is unset (the executors' ``python3``).
 On Spark Connect the session has no ``SparkContext`` here: nothing is checked.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
@@ -25,15 +27,25 @@ __all__ = ["check_worker_python", "python_problem"]
 
 #: interpreter -> what is wrong with it for a worker (None: it imports streamjoin)
 _CHECKED: dict[str, str | None] = {}
+#: the interpreters a cluster's workers run that this process warned about
+_WARNED: set[str] = set()
+log = logging.getLogger("streamjoin")
 
 
 def check_worker_python(spark: Any) -> None:
     """Raise :class:`JoinDefinitionError` when ``spark`` is a classic local session whose Python
     workers would run an interpreter that cannot import streamjoin (see module)."""
     context = getattr(spark, "_sc", None)   # absent on Spark Connect
-    if context is None or not str(context.master).startswith("local"):
+    if context is None:
         return
     worker = str(getattr(context, "pythonExec", None) or "python3")
+    if not str(context.master).startswith("local"):
+        if worker == "python3" and worker not in _WARNED:   # PYSPARK_PYTHON unset: cannot tell, so say it
+            _WARNED.add(worker)
+            log.warning("streamjoin: PYSPARK_PYTHON is not set, so Spark's executors run the python3 on "
+                        "their PATH; each needs streamjoin installed there (or set PYSPARK_PYTHON to a "
+                        "Python that has it, before the session starts)")
+        return
     if worker not in _CHECKED:
         _CHECKED[worker] = python_problem(worker)
     problem = _CHECKED[worker]
