@@ -123,7 +123,7 @@ def write_results(name: str, table: Table, params: dict[str, object], chart: Cha
         try:
             from streamjoin.bench.charts import draw
         except ImportError:
-            print("no chart: matplotlib is missing (pip install 'streamjoin[bench]')", file=sys.stderr)
+            print("no chart: matplotlib is missing (pip install '/path/to/streamjoin[bench]')", file=sys.stderr)
         else:
             draw(results, stem + ".png")
     return stem + ".json"

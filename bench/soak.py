@@ -221,7 +221,7 @@ def soak(name: str, join: SoakJoin, args: argparse.Namespace, scratch: str,
             files, size = _tree(checkpoint)
             rows.append({"join": name, "version": b,
                          "state rows": sum(int(m.get(k, 0)) for m in last for k in join.held) if join.held else "-",
-                         "store entries": sum(m["state_rows"] for m in last),
+                         "store entries": sum(m["state_entries_estimate"] for m in last),
                          "state bytes": sum(m["state_bytes"] for m in last), "checkpoint files": files,
                          "checkpoint bytes": size, "output rows": output,
                          "s / batch": (time.perf_counter() - started) / (b + 1)})

@@ -94,9 +94,10 @@ def _describe(args: argparse.Namespace) -> int:
             versions = f"{part.versions[0]}..{part.versions[-1]}" if part.versions else "none"
             aside = "; ".join(f"{i}: " + ", ".join(f"{r} {n}" for r, n in sorted(c.items()))
                               for i, c in sorted(part.set_aside.items())) or "none"
+            snapshot = ("no snapshot" if part.snapshot_version is None
+                        else f"snapshot v{part.snapshot_version} ({part.snapshot_entries} entries)")
             print(f"  p={part.partition}: versions {versions}, {part.changelog_files} files, "
-                  f"{part.changelog_bytes:,} bytes, snapshot v{part.snapshot_version} "
-                  f"({part.snapshot_entries} entries), max event times {_times(part.max_times)}, "
+                  f"{part.changelog_bytes:,} bytes, {snapshot}, max event times {_times(part.max_times)}, "
                   f"set aside {aside}")
     return 0
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "ChangeFormat",
@@ -76,7 +76,8 @@ def __getattr__(name: str) -> Any:
                 raise
             raise ImportError(
                 f"streamjoin.{name} needs PySpark 4, which is not installed here: "
-                'pip install "streamjoin[spark]" (or use the PySpark your platform provides)'
+                'pip install "pyspark>=4,<5" (or install streamjoin with its extra, '
+                'pip install "/path/to/streamjoin[spark]"; or use the PySpark your platform provides)'
             ) from exc
         value = getattr(module, name)
         globals()[name] = value

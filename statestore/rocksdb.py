@@ -328,7 +328,7 @@ def _options() -> Options:
     # default 16 threads to open its few table files made an open take about twice as long
     # (measured: 12 ms against 6 ms a reopen of a small store). The table files' statistics are
     # still read on open: without them the entry count (``stats().entries``, a join's
-    # ``state_rows``) restarts from 0 after a reopen, so it would depend on which worker ran a task.
+    # ``state_entries_estimate``) restarts from 0 after a reopen, so it would depend on which worker ran a task.
     options.set_max_file_opening_threads(1)
     return options
 

@@ -124,6 +124,31 @@ def test_docs_readme_stays_a_front_door():
     assert len((ROOT / "README.md").read_text().splitlines()) <= 250
 
 
+#: ``pip install`` of streamjoin by its name, which finds nothing: it is not published on PyPI
+FROM_PYPI = re.compile(r"pip install \"?streamjoin(?:\[|[\s\"]|$)", re.M)
+
+
+def test_docs_install_from_a_checkout_or_a_wheel_never_from_pypi():
+    for page in (ROOT / "README.md", ROOT / "docs" / "getting-started.md"):
+        text = page.read_text()
+        assert FROM_PYPI.findall(text) == [], page.name
+        assert 'pip install "/path/to/streamjoin[spark]"' in text, page.name
+    started = (ROOT / "docs" / "getting-started.md").read_text()
+    assert "pip wheel --no-deps" in started
+    from streamjoin import __version__
+    assert set(re.findall(r"streamjoin-(\d[\w.]*)-py3-none-any\.whl", started)) == {__version__}
+    assert FROM_PYPI.findall("\n".join(p.read_text() for p in PAGES)) == []
+
+
+def test_docs_coming_from_spark_says_where_late_rows_differ_with_the_example_a_test_runs():
+    page = (ROOT / "docs" / "coming-from" / "spark.md").read_text()
+    section = page.split("## Late rows: where results differ", 1)[1].split("\n## ", 1)[0]
+    assert "*previous* micro-batch (N-1)" in section and "the micro-batch the row arrives in (N)" in section
+    assert "| 2 | | `s1` at 9:15 | 9:20 | 8:50 |" in section   # the worked example's row
+    test = (ROOT / "tests" / "joins" / "spark" / "test_interval.py").read_text()
+    assert "def test_interval_join_sets_aside_a_click_that_spark_joins_one_micro_batch_after" in test
+
+
 #: a repository path written in a page: folders, a name, a source or page extension
 REPO_PATH = re.compile(r"(?<![\w/~:-])((?:\.\.?/)*(?:[\w.-]+/)+[\w.-]+\.(?:py|md|sh|toml|java|cfg))\b")
 #: paths a user chooses (examples of their own files), not the repository's

@@ -158,4 +158,4 @@ def test_public_join_without_pyspark_says_which_extra_to_install(tmp_path):
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stderr
-    assert 'pip install "streamjoin[spark]"' in result.stdout
+    assert 'pip install "pyspark>=4,<5"' in result.stdout and 'streamjoin[spark]"' in result.stdout

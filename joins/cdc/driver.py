@@ -1,6 +1,6 @@
 """Connections to PostgreSQL: psycopg imported lazily, and reconnection with backoff.
 
-psycopg 3 is the ``postgres`` extra (``pip install "streamjoin[postgres]"``); :func:`psycopg`
+psycopg 3 is the ``postgres`` extra (``pip install "/path/to/streamjoin[postgres]"``); :func:`psycopg`
 imports it or raises :class:`PostgresDriverMissing` naming the extra. :func:`with_retry` runs a
 unit of work that opens its own connection (connect, run, close) again after a connection error,
 waiting with :class:`Retry`'s exponential backoff, then raises :class:`ConnectionLost`: what a
@@ -26,7 +26,7 @@ def psycopg() -> Any:
         import psycopg as module
     except ImportError as exc:
         raise PostgresDriverMissing(
-            'change data capture from PostgreSQL needs psycopg 3: pip install "streamjoin[postgres]"') from exc
+            'change data capture from PostgreSQL needs psycopg 3: pip install "/path/to/streamjoin[postgres]"') from exc
     return module
 
 

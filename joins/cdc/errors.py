@@ -22,7 +22,7 @@ class CdcError(JoinError):
 
 
 class PostgresDriverMissing(CdcError, ImportError):
-    """psycopg 3 is not installed; ``pip install "streamjoin[postgres]"`` brings it."""
+    """psycopg 3 is not installed; ``pip install "/path/to/streamjoin[postgres]"`` brings it."""
 
 
 class ServerBinariesMissing(CdcError):

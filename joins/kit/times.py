@@ -19,7 +19,8 @@ import pyarrow as pa
 
 from streamjoin.errors import JoinDefinitionError
 
-__all__ = ["Duration", "MAX_DURATION_US", "parse_duration", "spark_interval", "micros", "times_of"]
+__all__ = ["Duration", "MAX_DURATION_US", "parse_duration", "spark_interval", "micros", "times_of",
+           "describe_duration"]
 
 #: A duration: a timedelta or a Spark interval string such as ``"10 minutes"``.
 Duration = Union[datetime.timedelta, str]
@@ -79,6 +80,18 @@ def parse_duration(argument: str, value: object) -> int:
             "(about 73,000 years) so that event times plus durations fit int64 microseconds; use a shorter one"
         )
     return total
+
+
+def describe_duration(us: int) -> str:
+    """``us`` microseconds in the largest unit that holds it exactly, as a Spark interval string
+    (``"30 minutes"``, ``"-5 seconds"``, ``"1 day"``, ``"0 seconds"``)."""
+    units = (("day", 86_400_000_000), ("hour", 3_600_000_000), ("minute", 60_000_000), ("second", 1_000_000),
+             ("millisecond", 1_000), ("microsecond", 1))
+    if us == 0:
+        return "0 seconds"
+    name, size = next((n, u) for n, u in units if us % u == 0)
+    count = us // size
+    return f"{count} {name}" + ("" if abs(count) == 1 else "s")
 
 
 def spark_interval(text: str) -> tuple[int, int, int]:

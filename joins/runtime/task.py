@@ -393,7 +393,7 @@ def _metrics(operator: Operator, task: TaskInfo, rows: tuple[pa.Table, ...], res
         "partition": task.partition,
         "attempt": task.attempt,
         "output_rows": result.output.num_rows,
-        "state_rows": stats.entries,
+        "state_entries_estimate": stats.entries,
         "state_bytes": stats.bytes,
         "state_open": opened.how.value,
         "state_open_seconds": round(store.seconds, 6),

@@ -18,7 +18,7 @@ from streamjoin.kit.how import EnrichmentHow, How
 from streamjoin.kit.on import column_names
 from streamjoin.runtime.options import EndOfRun, JoinOptions
 from streamjoin.spark.changes import change_format, plain_changes
-from streamjoin.spark.checks import check_columns, check_time, column
+from streamjoin.spark.checks import check_columns, check_time, check_watermark, column
 from streamjoin.spark.plan import run_plan
 from streamjoin.spark.runtime import arrow_schema, resolve_checkpoint
 from streamjoin.spark.times import as_time
@@ -123,6 +123,11 @@ def stream_table_join(
         mode=mode, how=how, delay=delay, grace=grace, table_ttl=table_ttl,
         stream_delay=stream_delay, table_delay=table_delay, heartbeats=heartbeats,
     )
+    check_watermark(stream, "stream", stream_time, operator.spec.stream_delay,
+                    "stream_delay" if stream_delay is not None else "delay")
+    if fmt.time in table_changes.columns:
+        check_watermark(table_changes, "table_changes", fmt.time, operator.spec.table_delay,
+                        "table_delay" if table_delay is not None else "delay")
     initial = None if bootstrap is None else [None, _bootstrap_changes(bootstrap, operator)]
     return run_plan(operator.plan, [stream, table], checkpoint=checkpoint,
                     partitions=options.partitions, state=options.state, key_groups=options.max_partitions,

@@ -9,11 +9,12 @@ from typing import Sequence, cast
 
 from pyspark.sql import DataFrame
 
+from streamjoin.errors import JoinDefinitionError
 from streamjoin.runtime.options import EndOfRun, StateConfig
 from streamjoin.runtime.plan import JoinPlan, record_stages
 from streamjoin.spark.runtime import run_operator
 
-__all__ = ["run_plan"]
+__all__ = ["run_plan", "check_streaming"]
 
 
 def run_plan(
@@ -27,6 +28,7 @@ def run_plan(
     ``end_of_run`` matters in the stages that read join inputs, which have the no-data flush)."""
     if len(inputs) != plan.inputs:
         raise ValueError(f"the plan takes {plan.inputs} inputs, got {len(inputs)}")
+    check_streaming(plan, inputs)
     given = list(initial) if initial is not None else [None] * plan.inputs
     record_stages(plan, checkpoint)
     outputs: dict[str, object] = {}
@@ -40,3 +42,27 @@ def run_plan(
     result = outputs[plan.output.name]
     assert isinstance(result, DataFrame)
     return result
+
+
+def check_streaming(plan: JoinPlan, inputs: Sequence[DataFrame]) -> None:
+    """Raise :class:`JoinDefinitionError` unless the join's ``inputs`` are all streams or all
+    batch DataFrames: a streaming join keeps each input's rows for the other input's later
+    rows, which a batch input (read again in every micro-batch) would give again and again."""
+    streaming = [df.isStreaming for df in inputs]
+    if all(streaming) or not any(streaming):
+        return
+    names = [f"input {i}" for i in range(len(inputs))]
+    for stage in plan.stages:   # the inputs' names as the join's first stages call them
+        for position, i in enumerate(stage.inputs):
+            if isinstance(i, int):
+                names[i] = stage.operator.inputs[position].name
+    batch = [n for n, s in zip(names, streaming) if not s]
+    stream = [n for n, s in zip(names, streaming) if s]
+    raise JoinDefinitionError(
+        f"the {', '.join(stream)} input is a streaming DataFrame and the {', '.join(batch)} input a batch "
+        "one: a join runs over streams, or over batch DataFrames (one version, the relational join). "
+        "A stream joined with a static table is Spark's stream-static join: stream.join(table, on, how) "
+        "(the table read again each micro-batch). For a table that changes, give stream_table_join its "
+        "change stream (a Delta change data feed, Debezium or a plain change table read as a stream), "
+        "and its current rows as bootstrap=. To replay batch rows as a stream, write them to files "
+        "and read them with spark.readStream")

@@ -45,7 +45,7 @@ METRICS = "_sj_metrics"
 #: The one field of the join's observed metrics: a struct of the micro-batch's totals.
 OBSERVED = "metrics"
 
-_COMMON_SUMS = ("output_rows", "state_rows", "state_bytes", "entries_restored", "state_versions_replayed")
+_COMMON_SUMS = ("output_rows", "state_entries_estimate", "state_bytes", "entries_restored", "state_versions_replayed")
 _PER_INPUT_SUMS = ("input_rows", "set_aside_rows", "late_rows")
 #: How an observed watermark is written (Spark's datetime pattern: UTC offset last, ``Z`` for UTC).
 _TIME_TEXT = "yyyy-MM-dd HH:mm:ss.SSSSSSXXX"

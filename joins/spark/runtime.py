@@ -48,7 +48,9 @@ from streamjoin.runtime.options import EndOfRun, StateConfig, check_end_of_run
 from streamjoin.runtime.task import Arrived, TaskInfo, step_task
 from streamjoin.spark.checks import quoted
 from streamjoin.spark.flush import closing_version, flush_stream, uses_ticks, write_tick
-from streamjoin.spark.progress import metrics_batch, progress_schema, report_progress
+from streamjoin.spark.progress import metrics_batch, observation_name, progress_schema, report_progress
+from streamjoin.spark.queries import register_join
+from streamjoin.spark.workers import check_worker_python
 
 __all__ = ["run_operator", "arrow_schema", "resolve_checkpoint", "task_context", "INPUT_TAG"]
 
@@ -148,6 +150,7 @@ def run_operator(
     if len(inputs) != len(operator.inputs):
         raise JoinDefinitionError(f"{operator.kind} takes {len(operator.inputs)} inputs, got {len(inputs)}")
     spark = inputs[0].sparkSession
+    check_worker_python(spark)
     streaming = any(df.isStreaming for df in inputs)
     given = partitions is not None
     if partitions is None:
@@ -191,6 +194,8 @@ def run_operator(
                           ticks=ticks, release=release)
     out = shuffled.mapInArrow(task, from_arrow_schema(progress_schema(operator), prefer_timestamp_ntz=True))
     result = report_progress(out, operator, checkpoint)
+    if streaming:
+        register_join(result, observation_name(operator, checkpoint), checkpoint)
     vars(result)[_STAGE_MARK] = True
     return result
 

@@ -13,8 +13,9 @@
 The row-level references the project's own properties use stay in :mod:`streamjoin.testing.interval`,
 :mod:`streamjoin.testing.enrichment` and :mod:`streamjoin.testing.table`. Importing this package
 needs neither pyspark nor Hypothesis; ``assert_deterministic`` and the strategies need Hypothesis
-(``pip install "streamjoin[testing]"``). Errors: :class:`NonDeterministicError`, a
-:class:`streamjoin.errors.JoinError` and an ``AssertionError``.
+(``pip install "/path/to/streamjoin[testing]"``). Errors: :class:`NonDeterministicError`, a
+:class:`streamjoin.errors.JoinError` and an ``AssertionError``; :class:`PipelineError` (a
+``JoinError``), the pipeline raised.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the real names, for type checkers; at run time see __getattr__
     from streamjoin.testing.compare import Rows, difference, rows_of
-    from streamjoin.testing.determinism import Mode, NonDeterministicError, Report, assert_deterministic
+    from streamjoin.testing.determinism import Mode, NonDeterministicError, PipelineError, Report, assert_deterministic
     from streamjoin.testing.local import LocalJoins
     from streamjoin.testing.plan import RunPlan
     from streamjoin.testing.reference import (
@@ -37,6 +38,7 @@ __all__ = [
     "LocalJoins",
     "Mode",
     "NonDeterministicError",
+    "PipelineError",
     "Report",
     "Rows",
     "RunPlan",
@@ -53,7 +55,8 @@ __all__ = [
 # of a project that installs streamjoin, so importing this package must stay cheap and safe.
 _LAZY = {
     "Rows": "compare", "difference": "compare", "rows_of": "compare",
-    "Mode": "determinism", "NonDeterministicError": "determinism", "Report": "determinism",
+    "Mode": "determinism", "NonDeterministicError": "determinism", "PipelineError": "determinism",
+    "Report": "determinism",
     "assert_deterministic": "determinism", "LocalJoins": "local", "RunPlan": "plan",
     "as_of_join_reference": "reference", "interval_join_reference": "reference",
     "view_reference": "reference", "view_rows": "reference",

@@ -8,7 +8,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra installed
     raise ImportError(
         "streamjoin.testing's strategies and assert_deterministic need Hypothesis, which is not installed "
-        'here: pip install "streamjoin[testing]"'
+        'here: pip install "/path/to/streamjoin[testing]"'
     ) from exc
 
 __all__ = ["hypothesis", "strategies"]

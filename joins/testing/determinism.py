@@ -6,17 +6,21 @@ micro-batches, a random partition count and store backend, a restart with the lo
 and a micro-batch executed twice. Every stream's final output must equal the batch run's, as a
 multiset of rows (:mod:`streamjoin.testing.compare`). On a difference, Hypothesis shrinks the plan
 (fewest micro-batches, plainest run) and then rows are removed while the difference stays, and
-:class:`NonDeterministicError` shows that counterexample and the two outputs' difference.
+:class:`NonDeterministicError` shows that counterexample and the two outputs' difference. Shrinking
+is bounded in runs and in time. A pipeline that raises is reported at once, with the run that
+raised and its input, by :class:`PipelineError` (nothing is shrunk: the exception is the pipeline's).
 
 Errors::
 
     streamjoin.errors.JoinError
-    └── NonDeterministicError (also an AssertionError)   a stream's output differs from the batch's
+    ├── NonDeterministicError (also an AssertionError)   a stream's output differs from the batch's
+    └── PipelineError                                    the pipeline raised (its exception is the cause)
 """
 
 from __future__ import annotations
 
 import inspect
+import textwrap
 import time
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -25,10 +29,11 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 import pyarrow as pa
 
 from streamjoin.errors import JoinError
-from streamjoin.testing.compare import Rows, difference
+from streamjoin.testing.compare import Rows, difference, format_table
 from streamjoin.testing.plan import RunPlan, run_plans, without_rows
 
-__all__ = ["assert_deterministic", "Mode", "NonDeterministicError", "Report", "Outcome", "call_pipeline"]
+__all__ = ["assert_deterministic", "Mode", "NonDeterministicError", "PipelineError", "Report", "Outcome",
+           "call_pipeline"]
 
 #: The keyword arguments the kit passes to a pipeline that declares them.
 RUN_OPTIONS = ("joins", "checkpoint", "store", "partitions", "state_dir")
@@ -48,6 +53,16 @@ class NonDeterministicError(JoinError, AssertionError):
     def __init__(self, message: str, failure: "Failure") -> None:
         super().__init__(message)
         self.failure = failure
+
+
+class PipelineError(JoinError):
+    """The pipeline raised while the kit ran it; the message names the run (the batch run, or a
+    streaming run's plan) and shows its input; the pipeline's exception is ``__cause__``.
+    ``inputs`` and ``plan`` (None: the batch run) hold that run as data."""
+
+    def __init__(self, message: str, inputs: tuple[pa.Table, ...], plan: RunPlan | None) -> None:
+        super().__init__(message)
+        self.inputs, self.plan = inputs, plan
 
 
 @dataclass(frozen=True)
@@ -123,6 +138,7 @@ def assert_deterministic(
     disturb: bool = True,
     reorder: bool = True,
     shrink_budget: int | None = None,
+    shrink_seconds: float | None = None,
 ) -> Report:
     """Check that ``pipeline`` gives the batch run's output under every streaming plan tried.
 
@@ -143,11 +159,14 @@ def assert_deterministic(
     order the run produced them), as a sink gets them in no defined order (without ``finish``,
     outputs are compared as multisets and their order does not matter).
     ``shrink_budget``: how many more runs Hypothesis' shrinking, then the row removal, may take
-    each (default 40 in process, 6 in Spark). ``end``: rows per input (or None) closing every run, as its last micro-batch (Spark streams
+    each (default 40 in process, 6 in Spark); ``shrink_seconds``: how long each may take (default
+    300); the smallest counterexample found by then is reported. ``end``: rows per input (or None)
+    closing every run, as its last micro-batch (Spark streams
     have no final version: these rows push the watermarks past every window; the pipeline should
     drop what they produce). In process, a stream ends with a final version instead.
 
-    Raises :class:`NonDeterministicError` with a shrunk counterexample; returns a :class:`Report`.
+    Raises :class:`NonDeterministicError` with a shrunk counterexample, :class:`PipelineError` at
+    the first run in which the pipeline (or a join it calls) raises; returns a :class:`Report`.
     """
     from streamjoin.testing._hypothesis import hypothesis
     from streamjoin.testing._hypothesis import strategies as st
@@ -159,6 +178,7 @@ def assert_deterministic(
     profile = hypothesis.settings()   # the profile loaded now (its max_examples, derandomize)
     examples = max_examples or (profile.max_examples if mode is Mode.IN_PROCESS else min(5, profile.max_examples))
     budget = shrink_budget if shrink_budget is not None else (40 if mode is Mode.IN_PROCESS else 6)
+    seconds = 300.0 if shrink_seconds is None else shrink_seconds
     stores = tuple(stores or _stores(mode))
     closing = None if end is None else _tables(end if isinstance(end, Mapping) else
                                                [e if e is not None else t.slice(0, 0)
@@ -167,6 +187,7 @@ def assert_deterministic(
     report = Report(mode)
     shrinks = [0]
     started = time.perf_counter()
+    raised: list[tuple[PipelineError, Exception]] = []
 
     @hypothesis.settings(max_examples=examples, deadline=None, database=None, derandomize=profile.derandomize,
                          suppress_health_check=list(hypothesis.HealthCheck), print_blob=False)
@@ -176,27 +197,56 @@ def assert_deterministic(
         plan = data.draw(run_plans([t.num_rows for t in tables], max_batches=max_batches, partitions=partitions,
                                    stores=stores, disturb=disturb, reorder=reorder and finish is not None),
                          label="plan")
+        if raised:   # the pipeline raised: reported below, nothing more is run or shrunk
+            return
         if checker.last is not None:
             shrinks[0] += 1
-            if shrinks[0] > budget:  # enough shrinking: the smallest failure seen so far is reported
+            if shrinks[0] > budget or checker.overdue(seconds):   # the smallest failure so far is reported
                 return
         else:
             report.examples += 1
-        if checker.check(tables, plan) is not None:
+        try:
+            failed = checker.check(tables, plan)
+        except Exception as exc:   # the pipeline's own error: no counterexample to shrink
+            raised.append((_raised(pipeline, exc, tables, None if checker.running == "batch" else plan, names), exc))
+            return   # Hypothesis is not told: it would shrink (and replay) the pipeline's error
+        if failed is not None:
             raise AssertionError("not deterministic")
 
     try:
         search()
     except Exception:
-        if checker.last is None:
+        if checker.last is None and not raised:
             raise
+    if raised:
+        raise raised[0][0] from raised[0][1]
     report.seconds = time.perf_counter() - started
     if checker.last is None:
         report.notes = checker.notes
         return report
-    failure = checker.shrink_rows(checker.last, budget)
+    checker.failed_at = None   # the row removal's own time bound
+    failure = checker.shrink_rows(checker.last, budget, seconds)
     names = names or [f"input {i}" for i in range(len(failure.inputs))]
     raise NonDeterministicError(_message(pipeline, failure, names, mode, end is not None), failure)
+
+
+def _raised(pipeline: Callable[..., Any], exc: Exception, inputs: Sequence[pa.Table], plan: RunPlan | None,
+            names: Sequence[str]) -> PipelineError:
+    """The :class:`PipelineError` of ``exc``, raised by the run of ``inputs`` under ``plan`` (None:
+    the batch run)."""
+    name = getattr(pipeline, "__qualname__", repr(pipeline))
+    inputs = tuple(inputs)
+    names = list(names) or [f"input {i}" for i in range(len(inputs))]
+    if plan is None:
+        run = "the batch run (every input whole, one version)"
+        shown = "\n".join(f"{label}:\n" + textwrap.indent(
+            format_table(table.column_names, [tuple(r.values()) for r in table.to_pylist()]), "    ")
+            for label, table in zip(names, inputs))
+    else:
+        run, shown = "a streaming run", plan.describe(inputs, names)
+    message = (f"{name} raised {type(exc).__name__}: {exc}\n\nin {run} of these inputs "
+               f"(reported at once, not shrunk: fix the pipeline, or the input, and run again):\n{shown}")
+    return PipelineError(message, inputs, plan)
 
 
 def _stores(mode: Mode) -> tuple[str, ...]:
@@ -224,6 +274,9 @@ class _Checker:
     def __init__(self, engine: Engine, closing: tuple[pa.Table, ...] | None) -> None:
         self.engine, self.closing = engine, closing
         self.last: Failure | None = None
+        #: when the first failure was seen (shrinking's time bound), and which run is running
+        self.failed_at: float | None = None
+        self.running = ""
         self.notes: list[str] = []
         self._batches: dict[tuple, tuple[tuple[pa.Table, ...], Outcome]] = {}
 
@@ -233,6 +286,7 @@ class _Checker:
         if key not in self._batches:
             whole = inputs if self.closing is None else tuple(pa.concat_tables([t, c.cast(t.schema)])
                                                                for t, c in zip(inputs, self.closing))
+            self.running = "batch"
             self._batches[key] = (inputs, self.engine.batch(whole))
         expected = self._batches[key][1]
         streamed = plan
@@ -243,6 +297,7 @@ class _Checker:
                                                    for rows, c in zip(plan.batches, self.closing)))
         else:
             inputs_closed = inputs
+        self.running = "stream"
         got = self.engine.stream(inputs_closed, streamed)
         for note in expected.notes + got.notes:
             if note not in self.notes:
@@ -250,15 +305,27 @@ class _Checker:
         if got.rows == expected.rows:
             return None
         self.last = Failure(inputs, plan, expected, got)
+        if self.failed_at is None:
+            self.failed_at = time.perf_counter()
         return self.last
 
-    def shrink_rows(self, failure: Failure, budget: int) -> Failure:
-        """Remove rows (halves, then smaller runs, then single rows) while the difference stays."""
+    def overdue(self, seconds: float) -> bool:
+        """Whether shrinking has taken ``seconds`` since the first failure (the kit's time bound;
+        the wall clock decides only how small the reported counterexample is)."""
+        return self.failed_at is not None and time.perf_counter() - self.failed_at >= seconds
+
+    def shrink_rows(self, failure: Failure, budget: int, seconds: float = float("inf")) -> Failure:
+        """Remove rows (halves, then smaller runs, then single rows) while the difference stays,
+        for at most ``budget`` runs and ``seconds``."""
+        began = time.perf_counter()
+
+        def more() -> bool:
+            return budget > 0 and time.perf_counter() - began < seconds
         for which in range(len(failure.inputs)):
             chunk = max(1, failure.inputs[which].num_rows // 2)
-            while chunk >= 1 and budget > 0:
+            while chunk >= 1 and more():
                 start = 0
-                while start < failure.inputs[which].num_rows and budget > 0:
+                while start < failure.inputs[which].num_rows and more():
                     drop = set(range(start, min(start + chunk, failure.inputs[which].num_rows)))
                     tables, plan = without_rows(failure.inputs, failure.plan, which, drop)
                     budget -= 1

@@ -7,7 +7,7 @@
 Keys come from a small domain so that joins match; times drift forward with bounded disorder;
 events and changes come again (redelivered) unless turned off; late rows, nulls, stale changes and
 heartbeats come on request. Values of other columns are drawn from a few per type. Needs
-Hypothesis (``pip install "streamjoin[testing]"``).
+Hypothesis (``pip install "/path/to/streamjoin[testing]"``).
 """
 
 from __future__ import annotations

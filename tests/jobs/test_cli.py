@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +19,14 @@ def test_cli_version_prints_the_installed_version(capsys):
     with pytest.raises(SystemExit) as info:
         main(["--version"])
     assert info.value.code == 0 and capsys.readouterr().out == f"streamjoin {__version__}\n"
+
+
+def test_cli_version_is_newer_than_the_releases_whose_checkpoints_the_docs_refuse():
+    docs = Path(__file__).resolve().parents[2] / "docs" / "operations"
+    refused = {tuple(map(int, m)) for page in ("upgrades.md", "checkpoints.md")
+               for m in re.findall(r"streamjoin (\d+)\.(\d+) or earlier", (docs / page).read_text())}
+    assert refused, "the docs name the releases whose checkpoints are refused"
+    assert tuple(map(int, __version__.split(".")[:2])) > max(refused)
 
 
 def _into_closed_pipe(args: list[str]) -> subprocess.CompletedProcess:

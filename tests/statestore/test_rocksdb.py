@@ -31,7 +31,7 @@ def test_rocksdb_reverse_scan_respects_start(tmp_path) -> None:
 
 
 def test_rocksdb_entry_count_survives_a_reopen(tmp_path) -> None:
-    # a join's state_rows must not depend on whether its partition's store was kept open or opened
+    # a join's state_entries_estimate must not depend on whether its partition's store was kept open or opened
     # again by another Python worker (an open that skips the table files' statistics counts from 0)
     path = str(tmp_path / "s")
     with open_store("rocksdb", path) as store:

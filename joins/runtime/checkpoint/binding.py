@@ -10,10 +10,11 @@ from enum import Enum
 from typing import Any, Mapping
 
 from streamjoin.errors import CheckpointDamagedError, CheckpointMismatchError
+from streamjoin.kit.times import describe_duration
 from streamjoin.runtime.checkpoint.files import CheckpointFiles
 from streamjoin.runtime.keygroups import DEFAULT_KEY_GROUPS, check_count, check_key_groups
 
-__all__ = ["Binding", "FORMAT", "RunMode", "ROOT"]
+__all__ = ["Binding", "FORMAT", "RunMode", "ROOT", "definition_changes"]
 
 #: 2: progress and metrics in one commit record per partition and version (``commits/``)
 FORMAT = 2
@@ -87,11 +88,12 @@ class Binding:
                 "leave max_partitions out or give the recorded value, or start from a new checkpoint location"
             )
         if found.get("definition") != json.loads(json.dumps(definition)):
+            changes = definition_changes(found.get("definition"), json.loads(json.dumps(definition)))
             raise CheckpointMismatchError(
-                f"checkpoint {self.uri} belongs to another join definition:\n"
-                f"  checkpoint: {json.dumps(found.get('definition'), sort_keys=True)}\n"
-                f"  this join:  {json.dumps(definition, sort_keys=True)}\n"
-                "use a new checkpoint location for a changed join"
+                f"checkpoint {self.uri} belongs to another join definition; what differs "
+                "(the checkpoint's -> this join's):\n" + "\n".join(f"  {c}" for c in changes) + "\n"
+                "A changed join needs a new checkpoint location (and its query a new Spark checkpoint); "
+                "or define the join as it was"
             )
         self._check_mode(found, mode)
         return found
@@ -174,3 +176,34 @@ class Binding:
                 "the checkpoint, or start the join from a new checkpoint location",
                 path=self.files.location(ROOT))
         return int(found["key_groups"])
+
+
+def definition_changes(old: Any, new: Any, path: str = "") -> list[str]:
+    """The options that differ between two join definitions (as ``streamjoin.json`` records them),
+    one line each, ``name: old -> new``: nested options by dotted name, durations (``*_us``) in
+    words (``upper: 30 minutes -> 20 minutes``), an option only one has as ``(none)``."""
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        lines = []
+        for key in list(old) + [k for k in new if k not in old]:
+            name = f"{path}.{key}" if path else str(key)
+            if key not in new or key not in old or old[key] != new[key]:
+                lines += definition_changes(old.get(key, _NONE), new.get(key, _NONE), name)
+        return lines
+    if old == new:
+        return []
+    unit = path.endswith("_us")
+    name = path[:-3] if unit else path
+    return [f"{name or 'definition'}: {_option(old, unit)} -> {_option(new, unit)}"]
+
+
+_NONE = object()
+
+
+def _option(value: Any, duration: bool) -> str:
+    if value is _NONE:
+        return "(none)"
+    if duration and isinstance(value, int) and not isinstance(value, bool):
+        return describe_duration(value)
+    if duration and isinstance(value, list) and all(isinstance(v, int) for v in value):
+        return "[" + ", ".join(describe_duration(v) for v in value) + "]"
+    return json.dumps(value, sort_keys=True)

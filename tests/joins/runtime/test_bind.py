@@ -92,3 +92,19 @@ def test_bind_query_refuses_another_definition_before_writing_initial_rows(tmp_p
     with pytest.raises(CheckpointMismatchError, match="streaming query"):
         bind_query(str(tmp_path / "ck"), _op(), 1, mode=RunMode.BATCH, write_initial=lambda b: calls.append(b) or {})
     assert calls == []
+
+
+def test_bind_query_names_only_the_options_that_differ_in_a_changed_definition(tmp_path):
+    from streamjoin.interval.operator import IntervalJoin
+
+    schema = pa.schema([("k", pa.int64()), ("t", pa.timestamp("us", "UTC"))])
+
+    def join(upper: str, how: str = "inner") -> IntervalJoin:
+        return IntervalJoin(schema, schema, (["k"], ["k"]), left_time="t", right_time="t", lower="0 seconds",
+                            upper=upper, delay="5 minutes", how=how)
+    bind_query(str(tmp_path / "ck"), join("30 minutes"), 1)
+    with pytest.raises(CheckpointMismatchError) as caught:
+        bind_query(str(tmp_path / "ck"), join("20 minutes", how="left"), 1)
+    message = str(caught.value)
+    assert "upper: 30 minutes -> 20 minutes" in message and 'how: "inner" -> "left"' in message
+    assert "delay" not in message and "{" not in message   # only what differs, no JSON documents

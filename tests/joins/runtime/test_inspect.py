@@ -80,3 +80,11 @@ def test_verify_checkpoint_names_a_missing_commit_record(tmp_path):
     record.unlink()
     problems = verify_checkpoint(str(root))
     assert any("partition 1" in p and "commit record" in p for p in problems), problems
+
+
+def test_checkpoint_describe_cli_says_no_snapshot_for_a_partition_without_one(tmp_path, capsys):
+    _runner(tmp_path, versions=2)   # versions 0 and 1: the log's deltas, no snapshot yet
+    capsys.readouterr()
+    assert main(["checkpoint", "describe", str(tmp_path / "ck")]) == 0
+    out = capsys.readouterr().out
+    assert "no snapshot" in out and "vNone" not in out and "None entries" not in out

@@ -92,3 +92,45 @@ def test_interval_join_refuses_more_partitions_than_key_groups_before_writing(sp
     with pytest.raises(JoinDefinitionError, match="partitions must be an int of at least 1, not 0"):
         interval_join(ok, ok, "k", partitions=0, checkpoint=str(tmp_path / "ck"), **args)
     assert not (tmp_path / "ck" / "streamjoin.json").exists()
+
+
+def test_interval_join_sets_aside_a_click_that_spark_joins_one_micro_batch_after_the_watermark_moved(spark, tmp_path):
+    """docs/coming-from/spark.md "Late rows": the worked example, run by both joins on the same files."""
+    import os
+    from datetime import datetime
+
+    from streamjoin import set_aside_rows
+
+    def write(kind: str, batch: int, rows: list, schema: str) -> None:
+        spark.createDataFrame(rows, schema).coalesce(1).write.parquet(str(tmp_path / kind / f"b{batch}"))
+        for name in (tmp_path / kind / f"b{batch}").glob("*.parquet"):   # the file source takes files by age
+            os.replace(name, tmp_path / kind / f"{batch}.parquet")
+            os.utime(tmp_path / kind / f"{batch}.parquet", (1_700_000_000 + batch,) * 2)
+    search, click = "session_id string, search_time timestamp", "session_id string, click_time timestamp"
+    write("searches", 0, [("s1", datetime(2026, 1, 1, 9, 0))], search)
+    write("clicks", 0, [("s0", datetime(2026, 1, 1, 9, 0))], click)
+    write("searches", 1, [("s2", datetime(2026, 1, 1, 9, 30))], search)
+    write("clicks", 1, [("s9", datetime(2026, 1, 1, 9, 30))], click)
+    write("clicks", 2, [("s1", datetime(2026, 1, 1, 9, 15))], click)   # below the watermark of 9:20
+
+    def read(kind: str, schema: str):
+        return spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(tmp_path / kind))
+
+    def run(joined, name: str) -> list:
+        query = (joined.writeStream.format("memory").queryName(name).trigger(availableNow=True)
+                 .option("checkpointLocation", str(tmp_path / f"{name}-spark")).start())
+        query.awaitTermination()
+        return [tuple(r) for r in spark.table(name).collect()]
+    s = read("searches", search).withWatermark("search_time", "10 minutes").alias("s")
+    c = read("clicks", click).withWatermark("click_time", "10 minutes").alias("c")
+    sparks = run(s.join(c, F.expr("s.session_id = c.session_id AND c.click_time BETWEEN s.search_time AND "
+                                  "s.search_time + interval 30 minutes"), "inner")
+                 .select("s.session_id", "c.click_time"), "spark_late_click")
+    ours = run(interval_join(read("searches", search), read("clicks", click), "session_id",
+                             left_time="search_time", right_time="click_time", lower="0 seconds",
+                             upper="30 minutes", delay="10 minutes", checkpoint=str(tmp_path / "join"))
+               .select("session_id", "click_time"), "ours_late_click")
+    assert sparks == [("s1", datetime(2026, 1, 1, 9, 15))]   # Spark: late only below 8:50, the previous watermark
+    assert ours == []
+    aside = set_aside_rows(spark, str(tmp_path / "join"), "right").collect()
+    assert [(r["session_id"], r["_reason"], r["_version"]) for r in aside] == [("s1", "late", 2)]

@@ -84,3 +84,17 @@ def test_progress_observed_watermark_text_reads_back_the_instant_in_any_session_
         spark.conf.set("spark.sql.session.timeZone", zone)
     assert text == "2024-06-30 20:29:00.000005-04:00"
     assert progress_metrics({"observedMetrics": {NAME: Row(metrics={"watermark": text})}}) == {"watermark": instant}
+
+
+def test_progress_schema_names_the_store_entry_count_an_estimate():
+    # RocksDB's estimate of its keys (14-16 for at most 9 buffered rows) was reported as "state_rows"
+    import pyarrow as pa
+
+    from streamjoin.interval.operator import IntervalJoin
+    from streamjoin.spark.progress import observed_sql
+
+    schema = pa.schema([("k", pa.int64()), ("t", pa.timestamp("us", "UTC"))])
+    join = IntervalJoin(schema, schema, (["k"], ["k"]), left_time="t", right_time="t", lower="0 seconds",
+                        upper="1 minute", delay="0 seconds")
+    observed = observed_sql(join)   # the observed metrics' fields
+    assert "state_entries_estimate" in observed and "state_rows" not in observed

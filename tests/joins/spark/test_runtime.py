@@ -155,39 +155,46 @@ def test_runtime_batch_dataframe_runs_one_final_version(spark, tmp_path, expecte
     assert rows == sorted(final.items())
 
 
-def test_runtime_checkpoint_of_another_query_is_refused(spark, tmp_path):
-    from pyspark.errors import StreamingQueryException
-
+def test_runtime_checkpoint_of_another_query_is_refused_when_the_query_starts(spark, tmp_path):
     _write_inputs(tmp_path / "in", range(2))
     _start(spark, tmp_path, state=_state(tmp_path))
     shutil.rmtree(tmp_path / "spark")  # a new Spark checkpoint: a new query, same join checkpoint
     log = Changelog(str(tmp_path / "join" / "state" / "p=0"))
     before = log.versions()
-    with pytest.raises(StreamingQueryException, match="belongs to streaming query .* each query needs its own"):
-        _start(spark, tmp_path, state=_state(tmp_path), out="out-of-another-query")
-    assert log.versions() == before   # refused before its tasks wrote anything
+    with pytest.raises(CheckpointMismatchError, match="belongs to streaming query .* restart it from its old"):
+        _start(spark, tmp_path, state=_state(tmp_path), out="out-of-another-query")   # start() refuses
+    assert log.versions() == before and not spark.streams.active   # stopped before its tasks wrote anything
 
 
-def test_runtime_second_query_over_one_joined_dataframe_is_refused_before_writing(spark, tmp_path):
-    from pyspark.errors import StreamingQueryException
-
+def test_runtime_second_query_over_one_joined_dataframe_is_refused_when_it_starts(spark, tmp_path):
     _write_inputs(tmp_path / "in", range(2))
     src = spark.readStream.schema("k bigint, v string").option("maxFilesPerTrigger", 1).parquet(str(tmp_path / "in"))
     counts = run_operator([src], RunningCount(arrow_schema(src), ["k"]), checkpoint=str(tmp_path / "join"),
                           partitions=3, state=_state(tmp_path))
-    queries = [counts.writeStream.format("parquet").option("path", str(tmp_path / f"out{i}"))
-               .option("checkpointLocation", str(tmp_path / f"spark{i}")).trigger(availableNow=True).start()
-               for i in (0, 1)]
-    refused = []
-    for query in queries:
-        try:
-            query.awaitTermination()
-        except StreamingQueryException as exc:
-            refused.append(str(exc))
-    assert len(refused) == 1, refused
-    assert "belongs to streaming query" in refused[0] and "each query needs its own join checkpoint" in refused[0]
-    ran = next(q for q in queries if q.exception() is None)
-    assert len(ran.recentProgress) >= 2
+
+    def start(i: int, df):
+        return (df.writeStream.format("parquet").option("path", str(tmp_path / f"out{i}"))
+                .option("checkpointLocation", str(tmp_path / f"spark{i}")).trigger(availableNow=True).start())
+    first = start(0, counts)
+    with pytest.raises(CheckpointMismatchError, match=f"streaming query {first.id}"):
+        start(1, counts.where("k > 1"))   # refused by start(), before any task of it runs
+    assert not (tmp_path / "out1").exists() or not list((tmp_path / "out1").glob("*.parquet"))
+    first.awaitTermination()
+    assert first.exception() is None and len(first.recentProgress) >= 2
+
+
+def test_runtime_join_of_a_stream_and_a_batch_input_or_another_watermark_is_refused_at_definition(spark, tmp_path):
+    from streamjoin import interval_join
+
+    stream = spark.readStream.schema("k bigint, t timestamp").parquet(str(tmp_path))
+    static = spark.createDataFrame([(1, None)], "k bigint, t timestamp")
+    window = dict(left_time="t", right_time="t", lower="0 seconds", upper="1 minute", checkpoint=str(tmp_path / "j"))
+    with pytest.raises(JoinDefinitionError, match=r"the right input a batch one.*stream\.join\(table, on, how\)"):
+        interval_join(stream, static, "k", delay="0 seconds", **window)
+    marked = stream.withWatermark("t", "10 minutes")
+    with pytest.raises(JoinDefinitionError, match=r"withWatermark\('t', '10 minutes'\).*delay for it is '5 minutes'"):
+        interval_join(marked, stream, "k", delay="5 minutes", **window)
+    interval_join(marked, stream, "k", delay="10 minutes", **window)   # the same delay: the same meaning
 
 
 def test_runtime_metrics_and_set_aside_rows_account_for_every_row(spark, tmp_path):
@@ -244,3 +251,24 @@ def test_runtime_layout_shares_lanes_between_inputs_key_columns_first(spark):
     assert layout.lanes[2][0] not in layout.lanes[0] + layout.lanes[1]   # an int key is not a bigint lane
     assert layout.lanes[2][1] == name
     assert len({lane for lanes in layout.lanes for lane in lanes}) == 6
+
+
+def test_runtime_join_refuses_a_local_session_whose_workers_run_a_python_without_streamjoin(spark, tmp_path):
+    import subprocess
+    import sys
+
+    from streamjoin import interval_join
+    from streamjoin.spark import workers
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
+    bare = str(tmp_path / "bare" / "bin" / "python")   # a Python without streamjoin, as the system's
+    df = spark.createDataFrame([(1, None)], "k bigint, t timestamp")
+    context, kept = spark.sparkContext, spark.sparkContext.pythonExec
+    context.pythonExec = bare   # what PYSPARK_PYTHON unset (python3 on the PATH) gives without a venv
+    try:
+        with pytest.raises(JoinDefinitionError, match=f"workers run '{bare}'.*cannot import streamjoin.*PYSPARK_PYTHON"):
+            interval_join(df, df, "k", left_time="t", right_time="t", lower="0 seconds", upper="1 minute",
+                          delay="0 seconds")
+    finally:
+        context.pythonExec = kept
+    assert workers.python_problem(kept) is None and workers.python_problem(sys.executable) is None

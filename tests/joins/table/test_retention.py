@@ -15,7 +15,7 @@ from tests.joins.table.test_examples import FOLLOWS, POSTS
 
 
 def _state_rows(t, stage: str = "left_keys") -> int:
-    return sum(m["state_rows"] for m in t.runner.metrics(stage)[-t.runner.partitions:])
+    return sum(m["state_entries_estimate"] for m in t.runner.metrics(stage)[-t.runner.partitions:])
 
 
 def test_table_retention_drops_tombstones_and_the_state_shrinks(timeline):

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from streamjoin.testing import NonDeterministicError, assert_deterministic, view_rows
+from streamjoin.testing import NonDeterministicError, PipelineError, assert_deterministic, view_rows
 from streamjoin.testing.strategies import change_streams, event_streams
 from tests.joins.testing.pipelines import (
     CHANGE_ROWS,
@@ -129,3 +129,52 @@ def test_assert_deterministic_reports_idle_timeout_as_dependent_on_processing_ti
     message = str(caught.value)
     assert "interval_join(idle_timeout=...) is documented as dependent on processing time" in message
     assert "batch only" in message   # the click's match, lost when the search came after the searches went idle
+
+
+def _raises_on_pro(events: pa.Table, changes: pa.Table, joins, checkpoint: str) -> pa.Table:
+    """A pipeline with a bug: it raises whenever it sees the plan "pro"."""
+    if "pro" in changes.column("plan").to_pylist():
+        raise KeyError("pro")
+    return purchases_per_plan(events, changes, joins, checkpoint)
+
+
+def test_assert_deterministic_reports_a_pipeline_that_raises_at_once_with_its_input():
+    runs = []
+
+    def pipeline(events, changes, joins, checkpoint):
+        runs.append(1)
+        return _raises_on_pro(events, changes, joins, checkpoint)
+    with pytest.raises(PipelineError) as caught:
+        assert_deterministic(pipeline, INPUTS, max_examples=50)
+    assert len(runs) == 1   # the batch run raised: nothing more was run, nothing shrunk
+    assert isinstance(caught.value.__cause__, KeyError) and caught.value.plan is None
+    message = str(caught.value)
+    assert "raised KeyError: 'pro'" in message and "the batch run" in message
+    assert "changes:" in message and " pro" in message.split("changes:")[-1]   # the input that raised
+    assert caught.value.inputs[1].num_rows == CHANGE_ROWS.num_rows
+
+
+def test_assert_deterministic_reports_a_pipeline_raising_in_one_streaming_run_with_that_run():
+    seen = []
+
+    def pipeline(events, changes, joins, checkpoint):   # raises on a micro-batch of one row only
+        seen.append(events.num_rows)
+        if len(seen) > 1 and events.num_rows == 1:
+            raise ValueError("one row")
+        return purchases_per_plan(events, changes, joins, checkpoint)
+    with pytest.raises(PipelineError) as caught:
+        assert_deterministic(pipeline, {"events": EVENT_ROWS.slice(0, 2), "changes": CHANGE_ROWS}, max_examples=50)
+    assert caught.value.plan is not None and "a streaming run" in str(caught.value)
+    assert "micro-batch" in str(caught.value) and isinstance(caught.value.__cause__, ValueError)
+
+
+def test_assert_deterministic_bounds_shrinking_in_time():
+    runs = []
+
+    def pipeline(events, changes, joins, checkpoint):
+        runs.append(1)
+        return numbered(events, changes, joins, checkpoint)
+    with pytest.raises(NonDeterministicError) as caught:   # no time to shrink: the first failure is reported
+        assert_deterministic(pipeline, INPUTS, max_examples=10, shrink_budget=10_000, shrink_seconds=0)
+    assert len(runs) <= 1 + 10   # the batch run and the streams until the first failure, nothing more
+    assert sum(t.num_rows for t in caught.value.failure.inputs) == EVENT_ROWS.num_rows + CHANGE_ROWS.num_rows

@@ -1,0 +1,119 @@
+"""One streaming query per join, checked on the driver when a query starts.
+
+A join's checkpoint holds the state of one streaming query (``query.json``, bound by its first
+task): a second query over the same joined DataFrame, or the join's query restarted from a new
+Spark checkpoint location (a new query id) beside the join's old checkpoint, is refused by its
+tasks. This module refuses both earlier, on the driver, as ``start()`` (or ``toTable()``) returns:
+the joins defined in this process register the name of their observed metrics (which the
+query's plan carries), and a started query whose plan holds a join whose checkpoint belongs to
+another query is stopped before its first micro-batch runs, and
+:class:`streamjoin.errors.CheckpointMismatchError` says which query owns the checkpoint and what to
+do. Classic PySpark only (``DataStreamWriter`` is wrapped once, when the first streaming join is
+defined); on Spark Connect the query runs on the server and the tasks' check stands. The check
+never replaces the tasks' (a task that started first still refuses), and a check that cannot read
+a checkpoint lets the query run (its tasks decide).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from typing import Any, Callable
+
+from pyspark.sql import DataFrame
+
+from streamjoin.errors import CheckpointMismatchError
+from streamjoin.runtime.checkpoint import Checkpoint
+
+__all__ = ["register_join", "check_started"]
+
+log = logging.getLogger("streamjoin")
+
+#: text in a query's logical plan (its observed metrics' node) -> the join checkpoint it names
+_JOINS: dict[str, str] = {}
+#: join checkpoint -> id of the query last started over it in this process
+_STARTED: dict[str, str] = {}
+_LOCK = threading.Lock()
+_WRAPPED = "_streamjoin_one_query_per_join"
+
+
+def register_join(df: DataFrame, observation: str, checkpoint: str) -> None:
+    """Check every query started over ``df`` (a streaming join's output, whose observed metrics
+    are named ``observation``) for a checkpoint of another query (see module)."""
+    if getattr(df, "_jdf", None) is None:   # Spark Connect: the tasks check
+        return
+    with _LOCK:
+        _JOINS[f"CollectMetrics {observation},"] = checkpoint
+    _wrap_writer()
+
+
+def _wrap_writer() -> None:
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+    with _LOCK:
+        if getattr(DataStreamWriter, _WRAPPED, False):
+            return
+        DataStreamWriter.start = _checked(DataStreamWriter.start)   # type: ignore[method-assign]
+        DataStreamWriter.toTable = _checked(DataStreamWriter.toTable)   # type: ignore[method-assign]
+        setattr(DataStreamWriter, _WRAPPED, True)
+
+
+def _checked(start: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(start)
+    def checked_start(writer: Any, *args: Any, **kwargs: Any) -> Any:
+        joins = _joins_in(writer)
+        query = start(writer, *args, **kwargs)
+        if joins:
+            try:
+                check_started(str(query.id), joins, {str(q.id) for q in writer._df.sparkSession.streams.active})
+            except CheckpointMismatchError:
+                query.stop()
+                raise
+            except Exception:   # never in a user's way: the query's tasks check it too
+                log.warning("streamjoin: could not check the join checkpoints of query %s", query.id, exc_info=True)
+        return query
+    return checked_start
+
+
+def _joins_in(writer: Any) -> list[str]:
+    """The join checkpoints registered here that the writer's query plan holds."""
+    with _LOCK:
+        markers = dict(_JOINS)
+    if not markers:
+        return []
+    try:
+        plan = writer._df._jdf.queryExecution().logical().toString()
+    except Exception:
+        return []
+    return sorted({checkpoint for marker, checkpoint in markers.items() if marker in plan})
+
+
+def check_started(query_id: str, checkpoints: list[str], active: set[str]) -> None:
+    """Raise :class:`CheckpointMismatchError` when one of the join ``checkpoints`` of the query
+    ``query_id`` (just started; ``active``: the ids of the session's running queries) belongs to
+    another query: one bound to it (``query.json``), or one started over it in this process and
+    still running; else note ``query_id`` as the query over them."""
+    for checkpoint in checkpoints:
+        bound = Checkpoint(checkpoint).binding.bound_query()
+        with _LOCK:
+            started = _STARTED.get(checkpoint)
+            other = bound if bound not in (None, query_id) else None
+            if other is None and started not in (None, query_id) and started in active:
+                other = started
+            if other is None:
+                _STARTED[checkpoint] = query_id
+                continue
+        if other in active:
+            raise CheckpointMismatchError(
+                f"the join with checkpoint {checkpoint} already feeds streaming query {other}, which is "
+                f"running; query {query_id} was stopped before its first micro-batch: a joined DataFrame "
+                "feeds one streaming query, as its checkpoint holds that query's state. Call the join "
+                "once per query, each with its own checkpoint=..., or write the join's output once (to "
+                "a table or files) and read it in every query that needs it")
+        raise CheckpointMismatchError(
+            f"the join with checkpoint {checkpoint} belongs to streaming query {other}, and this query "
+            f"({query_id}) is another one: it was stopped before its first micro-batch. A query restarted "
+            "from a new (or emptied) Spark checkpoint location is a new query; restart it from its "
+            "old checkpointLocation to continue the join, or give the join a new checkpoint= as well "
+            "(a new join: its state starts empty)")
