@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from streamjoin.bench.harness import Table, format_value
+from streamjoin.errors import StreamjoinError
 
 __all__ = ["add_arguments", "run", "HEADLINES", "LOAD_LIMIT", "results_path", "figures", "headline_fields",
            "compare_table", "parse_loadavg", "load_warning", "missing_options", "CompareError"]
@@ -48,7 +49,7 @@ HEADLINES: dict[str, tuple[str, ...]] = {
 }
 
 
-class CompareError(Exception):
+class CompareError(StreamjoinError):
     """The compare cannot go on: a revision does not resolve, does not build, or lacks what is asked."""
 
 

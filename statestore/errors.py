@@ -1,6 +1,9 @@
-"""The errors every store backend raises, whatever library is underneath.
+"""The errors every store backend raises, whatever library is underneath, and the root of all of
+streamjoin's errors (defined here, in the lowest layer, so that every package can derive from it).
 
-    StoreError                      anything a store raised
+    StreamjoinError                 anything streamjoin raised (see :mod:`streamjoin.errors` for the
+                                    whole tree: stores, changelogs, joins)
+    StoreError                      anything a store raised (a StreamjoinError)
     ├── StoreArgumentError          a bad kind, path or option (also a ValueError)
     ├── BackendNotFoundError        open_store() was given an unknown kind or a bad import path
     ├── StoreLockedError            another process (or another open handle) holds the store
@@ -24,6 +27,7 @@ since the store may be the only intact copy of recent state.
 from __future__ import annotations
 
 __all__ = [
+    "StreamjoinError",
     "StoreError",
     "StoreArgumentError",
     "StoreIOError",
@@ -36,7 +40,11 @@ __all__ = [
 ]
 
 
-class StoreError(Exception):
+class StreamjoinError(Exception):
+    """The root of every error streamjoin raises: catch it to catch them all."""
+
+
+class StoreError(StreamjoinError):
     """Base class of every error raised by a state store."""
 
 

@@ -11,6 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from streamjoin.changes import ChangeFormat, VocabularyName
+from streamjoin.changes.registry import format_argument
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.enrichment.spec import Mode, ModeName
 from streamjoin.errors import JoinDefinitionError
@@ -40,7 +41,7 @@ def stream_table_join(
     grace: datetime.timedelta | str | None = None,
     table_ttl: datetime.timedelta | str | None = None,
     bootstrap: DataFrame | None = None,
-    changes: VocabularyName | ChangeFormat | None = None,
+    table_format: VocabularyName | ChangeFormat | None = None,
     table_sequence: str | None = None,
     store: str = "rocksdb",
     checkpoint: str | None = None,
@@ -52,15 +53,17 @@ def stream_table_join(
     table_delay: datetime.timedelta | str | None = None,
     end_of_run: EndOfRun = "hold",
     heartbeats: bool = False,
+    changes: VocabularyName | ChangeFormat | None = None,
 ) -> DataFrame:
     """Enrich each event of ``stream`` with the row of a changing table that its key refers to.
 
     ``table_changes`` is the table's change stream: a Delta change data feed (``_change_type``,
     ``_commit_timestamp``, ``_commit_version``), Debezium envelopes (``op``, ``before``,
-    ``after``, ``ts_ms``; JSON strings with ``changes=ChangeFormat.debezium_json(key,
+    ``after``, ``ts_ms``; JSON strings with ``table_format=ChangeFormat.debezium_json(key,
     row_schema)``) or a plain table (``op`` in upsert/insert/update/delete/heartbeat and the
     change-time column ``table_time``); the vocabulary is detected from the columns unless
-    ``changes`` names it. A Delta feed's change time is ``_commit_timestamp`` unless
+    ``table_format`` names it (``changes=``, its former name, still works with a
+    ``DeprecationWarning``). A Delta feed's change time is ``_commit_timestamp`` unless
     ``table_time`` names another timestamp column (a business time such as ``valid_from``);
     ties are then broken by ``_commit_version`` unless ``table_sequence`` names a column. ``on`` names the event's columns that equal ``table_key``, the table's
     primary key (a foreign key is fine). Changes for one key apply in (change time,
@@ -104,7 +107,8 @@ def stream_table_join(
     key = list(column_names(table_key, "table_key"))
     check_columns(stream, "stream", [*column_names(on, "on (the event key columns)"), stream_time])
     check_time(stream, "stream_time", stream_time)
-    fmt = change_format(table_changes, changes, key, table_time, table_sequence)
+    fmt = change_format(table_changes, format_argument(table_format, changes, "table_format", "changes"), key,
+                        table_time, table_sequence)
     if not fmt.vocabulary.needs_pre_stage:
         check_columns(table_changes, "table_changes", [fmt.time])
         check_time(table_changes, "table_time", fmt.time)

@@ -27,6 +27,7 @@ from typing import Any, Mapping, Sequence
 import pyarrow as pa
 
 from streamjoin.changes import ChangeFormat, VocabularyName, pre_stage, routable_format
+from streamjoin.changes.registry import format_argument
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.enrichment.spec import Mode, ModeName
 from streamjoin.errors import JoinDefinitionError
@@ -165,19 +166,21 @@ class LocalJoins:
                           how: EnrichmentHow | How = "left", mode: ModeName | Mode = "as_of", delay: Any,
                           grace: Any = None,
                           table_ttl: Any = None, bootstrap: pa.Table | None = None,
-                          changes: VocabularyName | ChangeFormat | None = None, table_sequence: str | None = None,
+                          table_format: VocabularyName | ChangeFormat | None = None, table_sequence: str | None = None,
                           store: str = "rocksdb", checkpoint: str | None = None, partitions: int | None = None,
                           store_options: Mapping[str, Any] | None = None, state_dir: str | None = None,
                           max_partitions: int | None = None, stream_delay: Any = None,
                           table_delay: Any = None, end_of_run: EndOfRun = "hold",
-                          heartbeats: bool = False) -> pa.Table:
+                          heartbeats: bool = False, changes: VocabularyName | ChangeFormat | None = None
+                          ) -> pa.Table:
         """:func:`streamjoin.stream_table_join` over this micro-batch's Arrow tables; ``bootstrap``
         (an Arrow table of the table's rows) is loaded before the join's first version.
-        ``end_of_run``: as for :meth:`interval_join`."""
+        ``end_of_run``: as for :meth:`interval_join`; ``changes``: the former name of ``table_format``."""
         check_end_of_run(end_of_run)
         options = JoinOptions(store=store, checkpoint=checkpoint, partitions=partitions, store_options=store_options,
                               state_dir=state_dir, max_partitions=max_partitions)
-        fmt = change_format(table_changes.schema, changes, _names(table_key), table_time, table_sequence)
+        fmt = change_format(table_changes.schema, format_argument(table_format, changes, "table_format", "changes"),
+                            _names(table_key), table_time, table_sequence)
         if bootstrap is not None and not isinstance(bootstrap, pa.Table):
             raise JoinDefinitionError("bootstrap must be an Arrow table of the table's rows in process, "
                                       f"not {type(bootstrap).__name__}")
