@@ -12,7 +12,7 @@
     ├── StoreError                  a state store (streamjoin.statestore.errors)
     └── ChangelogError              a changelog (streamjoin.changelog.errors)
 
-``StreamjoinError`` lives in the lowest layer (:mod:`streamjoin.statestore.errors`) so that every
+``StreamjoinError`` lives in the lowest layer (``streamjoin.statestore.errors``) so that every
 package derives from it; it is exported here and as ``streamjoin.StreamjoinError``.
 """
 

@@ -57,49 +57,73 @@ def stream_table_join(
 ) -> DataFrame:
     """Enrich each event of ``stream`` with the row of a changing table that its key refers to.
 
-    ``table_changes`` is the table's change stream: a Delta change data feed (``_change_type``,
-    ``_commit_timestamp``, ``_commit_version``), Debezium envelopes (``op``, ``before``,
-    ``after``, ``ts_ms``; JSON strings with ``table_format=ChangeFormat.debezium_json(key,
-    row_schema)``) or a plain table (``op`` in upsert/insert/update/delete/heartbeat and the
-    change-time column ``table_time``); the vocabulary is detected from the columns unless
-    ``table_format`` names it (``changes=``, its former name, still works with a
-    ``DeprecationWarning``). A Delta feed's change time is ``_commit_timestamp`` unless
-    ``table_time`` names another timestamp column (a business time such as ``valid_from``);
-    ties are then broken by ``_commit_version`` unless ``table_sequence`` names a column. ``on`` names the event's columns that equal ``table_key``, the table's
-    primary key (a foreign key is fine). Changes for one key apply in (change time,
-    ``table_sequence``) order; an older or duplicate change is stale and ignored (counted).
-
     ``mode="as_of"`` (deterministic): an event at time ``t`` gets the row as it was at ``t`` (the
     key's last change at or before ``t``; after a delete, none). It waits until the table's
-    watermark (its newest change or heartbeat time minus ``table_delay``, default ``delay``;
-    ``stream_delay`` likewise for the event watermark) passes ``t``, or, with
+    watermark (its newest change or heartbeat time minus ``table_delay``) passes ``t``, or, with
     ``grace``, until the event watermark passes ``t + grace`` (then it joins what is known;
     counted as ``released_by_grace``). ``mode="latest"``: each event gets the row as of the end
-    of its micro-batch's changes, at once; the result depends on the batch boundaries.
-    ``how="left"`` keeps events without a row (null-padded), ``"inner"`` drops them.
-    ``table_ttl`` (None: keep every key): a key not changed for longer than this, in table time,
-    expires: as_of, an event at ``t`` finds no row when its key's version current at ``t``
-    changed before ``t - table_ttl``; latest, when the key's newest version changed before the
-    table watermark minus ``table_ttl``. Such lookups count as ``expired_lookups`` while the key
-    is held, and expired keys leave the state. A ``bootstrap`` then needs its change-time column
-    (its rows age from it; a null one counts as changed at minus infinity).
+    of its micro-batch's changes, at once; the result depends on the batch boundaries. Changes
+    for one key apply in (change time, ``table_sequence``) order; an older or duplicate change is
+    stale and ignored (counted). Late events (older than the event watermark), late changes and
+    refused rows are set aside with a reason: ``set_aside_rows(spark, checkpoint, "stream" |
+    "table" | "table_source")``.
 
-    Output: every event column, then the table's value columns (a name also in the events gets
-    ``_table``). Late events (older than the event watermark), late changes and refused rows are
-    set aside with a reason: ``set_aside_rows(spark, checkpoint, "stream" | "table" |
-    "table_source")``. ``bootstrap``, a batch DataFrame of the table's rows (its key and value
-    columns; a change-time column kept if present), is loaded before the first batch; a bootstrap
-    row without a change time comes before every change of its key, and its change time is null
-    in the output. ``end_of_run``: what an ``availableNow`` run does once it has read its data
-    (``"flush"``: events the table watermark reached by then, e.g. through a heartbeat of the last
-    micro-batch, come out in the same run; ``"release"``: then every waiting event is released
-    and the inputs are closed; docs/design/end-of-input.md). ``heartbeats=True``: an event whose
-    every column but ``stream_time`` is null is a heartbeat of a quiet stream: it moves the event
-    watermark like an event at that time and is never joined, output or set aside (counted as
-    ``heartbeat_events``; the table's own heartbeats are change rows with op ``heartbeat``;
-    docs/guides/enrichment.md). Without it (default) such a row is an event with a null key. Other
-    arguments as for :func:`streamjoin.interval_join`. Raises :class:`JoinDefinitionError` before any
-    query starts when an argument is wrong.
+    Args:
+        stream: The events, streaming or batch.
+        table_changes: The table's change stream: a Delta change data feed (``_change_type``,
+            ``_commit_timestamp``, ``_commit_version``), Debezium envelopes (``op``, ``before``,
+            ``after``, ``ts_ms``; JSON strings with
+            ``table_format=ChangeFormat.debezium_json(key, row_schema)``) or a plain table (``op``
+            in upsert/insert/update/delete/heartbeat and the change-time column ``table_time``).
+        on: The event's columns that equal ``table_key`` (a foreign key is fine).
+        stream_time: The events' event-time column.
+        table_key: The table's primary key.
+        table_time: The change-time column: required for a plain table; a Delta feed's is
+            ``_commit_timestamp`` unless this names another timestamp column (a business time such
+            as ``valid_from``).
+        how: ``"left"`` (default) keeps events without a row (null-padded), ``"inner"`` drops them.
+        mode: ``"as_of"`` (default) or ``"latest"`` (above).
+        delay: How late a change or an event may arrive (the watermarks' delay).
+        grace: Release a waiting event once the event watermark passes its time plus ``grace``.
+        table_ttl: None (default) keeps every key; else a key not changed for longer than this,
+            in table time, expires: as_of, an event at ``t`` finds no row when its key's version
+            current at ``t`` changed before ``t - table_ttl``; latest, when the key's newest
+            version changed before the table watermark minus ``table_ttl``. Such lookups count as
+            ``expired_lookups`` while the key is held, and expired keys leave the state. A
+            ``bootstrap`` then needs its change-time column (its rows age from it).
+        bootstrap: A batch DataFrame of the table's rows (its key and value columns; a change-time
+            column kept if present), loaded before the first batch; a row without a change time
+            comes before every change of its key, and its change time is null in the output.
+        table_format: The change vocabulary (a name or a
+            [`ChangeFormat`][streamjoin.changes.format.ChangeFormat]); None: detected from the
+            columns.
+        table_sequence: A column that breaks ties of change time (a Delta feed's default:
+            ``_commit_version``).
+        store: As for [`interval_join`][streamjoin.spark.interval.interval_join].
+        checkpoint: As for ``interval_join``.
+        partitions: As for ``interval_join``.
+        store_options: As for ``interval_join``.
+        state_dir: As for ``interval_join``.
+        max_partitions: As for ``interval_join``.
+        stream_delay: Overrides ``delay`` for the event watermark.
+        table_delay: Overrides ``delay`` for the table watermark.
+        end_of_run: What an ``availableNow`` run does once it has read its data (``"flush"``:
+            events the table watermark reached by then, e.g. through a heartbeat of the last
+            micro-batch, come out in the same run; ``"release"``: then every waiting event is
+            released and the inputs are closed; docs/design/end-of-input.md).
+        heartbeats: An event whose every column but ``stream_time`` is null is a heartbeat of a
+            quiet stream: it moves the event watermark like an event at that time and is never
+            joined, output or set aside (counted as ``heartbeat_events``; the table's own
+            heartbeats are change rows with op ``heartbeat``). Without it (default) such a row is
+            an event with a null key.
+        changes: The former name of ``table_format``; still works, with a ``DeprecationWarning``.
+
+    Returns:
+        Every event column, then the table's value columns (a name also in the events gets
+        ``_table``).
+
+    Raises:
+        JoinDefinitionError: Before any query starts, when an argument is wrong.
     """
     options = JoinOptions(store=store, checkpoint=checkpoint, partitions=partitions,
                           store_options=store_options, state_dir=state_dir,
@@ -134,7 +158,7 @@ def stream_table_join(
 
 
 def _bootstrap_changes(bootstrap: DataFrame, operator: EnrichmentJoin) -> DataFrame:
-    """The snapshot as upserts in the table input's schema (:meth:`EnrichmentJoin.bootstrap_changes`)."""
+    """The snapshot as upserts in the table input's schema (``EnrichmentJoin.bootstrap_changes``)."""
     spec = operator.spec
     rows = [n for n in spec.internal.names if not n.startswith("__sj_")]
     allowed = set(rows) | {spec.changes.time}
@@ -168,7 +192,7 @@ def _bootstrap_changes(bootstrap: DataFrame, operator: EnrichmentJoin) -> DataFr
 
 
 class _AsChanges:
-    """:meth:`EnrichmentJoin.bootstrap_changes` over a partition of the snapshot (``schema``: its
+    """``EnrichmentJoin.bootstrap_changes`` over a partition of the snapshot (``schema``: its
     rows as the operator reads them, timestamps in UTC)."""
 
     def __init__(self, operator: EnrichmentJoin, schema: pa.Schema):
