@@ -173,7 +173,7 @@ def test_stream_table_join_bootstrap_changes_are_the_operators(spark, snapshot):
 
     changes = spark.createDataFrame([(2, "upsert", _at(1), "pro", "FR")], CHANGES)
     operator = EnrichmentJoin(arrow_schema(spark.createDataFrame([], EVENTS)), arrow_schema(changes), "user_id",
-                              stream_time="ts", table_format=ChangeFormat.plain("user_id", time="changed_at"))
+                              stream_time="ts", changes=ChangeFormat.plain("user_id", time="changed_at"))
     timed = "changed_at" in snapshot
     bootstrap = spark.createDataFrame([(1, "free", _at(3), "DE"), (2, None, None, "FR")] if timed
                                       else [(1, "free", "DE"), (2, None, "FR")], snapshot)
@@ -203,7 +203,7 @@ def test_stream_table_join_bootstrap_times_convert_in_the_jvm_keeping_their_inst
     changes = spark.createDataFrame([], f"user_id bigint, op string, changed_at {change_time}, plan string, "
                                         "country string")
     operator = EnrichmentJoin(arrow_schema(events), arrow_schema(changes), "user_id", stream_time="ts",
-                              table_format=ChangeFormat.plain("user_id", time="changed_at"))
+                              changes=ChangeFormat.plain("user_id", time="changed_at"))
     times = {"timestamp": [_at(3), _at(-86_400 * 30_000)],                      # instants (one before 1970)
              "timestamp_ntz": [_at(3).replace(tzinfo=None), dt.datetime(1, 1, 1)],   # wall-clock times, as UTC
              "date": [dt.date(2026, 3, 29), dt.date(1900, 1, 1)]}[snapshot_time]
