@@ -78,9 +78,9 @@ class Arrived:
 class TaskStart:
     """What the read phase found: the partitioning ``epoch``, the global progress before the
     version (``known``) and the watermark inputs the step sees (``max_times``: the same, a final
-    task's too: a batch run's has none, a streaming run's closing version keeps the progress
-    before it, so the table join's horizon and what it makes due hold there), the partition's changelog ``log`` and the version to open its store at (``target``;
-    None: empty), and the task's ``rows`` with each input's initial rows before them
+    task's too: a batch run's has none, and a streaming run's closing version keeps the progress
+    before it, so the table join's horizon and what it makes due hold there), the partition's
+    changelog ``log`` and the version to open its store at (``target``; None: empty), and the task's ``rows`` with each input's initial rows before them
     (``initial``: how many); ``processing``: the processing-time progress before the version."""
 
     epoch: Epoch
