@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import importlib
 
+from streamjoin.bench.harness import warn_if_busy
+
 __all__ = ["register", "BENCHMARKS"]
 
 #: name -> (module, one-line description)
@@ -52,4 +54,9 @@ def _run(args: argparse.Namespace) -> int:
     module = importlib.import_module(module_name)
     parser = argparse.ArgumentParser(prog=f"streamjoin bench {args.benchmark}", description=summary)
     module.add_arguments(parser)
-    return int(module.run(parser.parse_args(args.options)) or 0)
+    options = parser.parse_args(args.options)
+    warn_if_busy()                      # before the run, and after it: the figures were taken in between
+    try:
+        return int(module.run(options) or 0)
+    finally:
+        warn_if_busy()

@@ -13,7 +13,8 @@ its own temporary directory (so their results files do not become the newest tha
 bench report`` renders). Every run's results JSON is read back; the table shows, per row of the
 benchmark's table (its first column) and per compared figure, both sides' runs, their medians and
 the ratio this / other. The load average (``/proc/loadavg``) is printed beside every run, and
-a warning when the 1-minute load is above 2.5 (:data:`LOAD_LIMIT`): such figures are not to be trusted.
+a warning when the 1-minute load is above 1.5 times the CPU count (:func:`streamjoin.bench.harness.load_warning`,
+as for every benchmark): such figures are not to be trusted.
 
 Before running, each side's ``streamjoin bench NAME --help`` is read: a revision that lacks the
 benchmark or one of the options given stops the compare, saying which.
@@ -33,13 +34,11 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from streamjoin.bench.harness import Table, format_value
+from streamjoin.bench.harness import Table, format_value, load_warning
+from streamjoin.errors import StreamjoinError
 
-__all__ = ["add_arguments", "run", "HEADLINES", "LOAD_LIMIT", "results_path", "figures", "headline_fields",
-           "compare_table", "parse_loadavg", "load_warning", "missing_options", "CompareError"]
-
-#: the 1-minute load above which figures are flagged as not to be trusted (the machine has 2 cores)
-LOAD_LIMIT = 2.5
+__all__ = ["add_arguments", "run", "HEADLINES", "results_path", "figures", "headline_fields",
+           "compare_table", "parse_loadavg", "missing_options", "CompareError"]
 
 #: per benchmark, the figures compared by default (columns of its results table); others: its first numeric column
 HEADLINES: dict[str, tuple[str, ...]] = {
@@ -48,7 +47,7 @@ HEADLINES: dict[str, tuple[str, ...]] = {
 }
 
 
-class CompareError(Exception):
+class CompareError(StreamjoinError):
     """The compare cannot go on: a revision does not resolve, does not build, or lacks what is asked."""
 
 
@@ -121,14 +120,6 @@ def parse_loadavg(text: str) -> tuple[float, float, float]:
     """The 1-, 5- and 15-minute load averages of ``/proc/loadavg``'s text."""
     one, five, fifteen = (float(v) for v in text.split()[:3])
     return one, five, fifteen
-
-
-def load_warning(load: tuple[float, float, float], limit: float = LOAD_LIMIT) -> str | None:
-    """A warning when the 1-minute load is above ``limit``, else None."""
-    if load[0] > limit:
-        return (f"WARNING: 1-minute load {load[0]:.2f} is above {limit:g}: other work is running, "
-                "do not trust this run's figures")
-    return None
 
 
 def missing_options(options: Sequence[str], help_text: str) -> list[str]:
@@ -233,7 +224,7 @@ def measure(side: Side, benchmark: str, options: Sequence[str], scratch: str, la
     print(f"{label}: {side.name}, load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", flush=True)
     warning = load_warning(load)
     if warning:
-        print(warning, flush=True)
+        print(warning, flush=True)     # on stdout, beside the run it concerns
     tmp = tempfile.mkdtemp(prefix="run-", dir=scratch)
     done = side.run(["bench", benchmark, *options], tmp)
     path = results_path(done.stdout)
@@ -295,6 +286,6 @@ def _compare(args: argparse.Namespace) -> int:
         print(f"{other.name} reports no {', '.join(absent)}: shown as '-'")
     loads = [r["_load"][0] for side in runs.values() for r in side]
     print(f"1-minute load during the runs: {min(loads):.2f} to {max(loads):.2f}")
-    if max(loads) > LOAD_LIMIT:
-        print(f"WARNING: the load was above {LOAD_LIMIT:g} during some runs: take these figures again on a quiet machine")
+    if load_warning([max(loads)]):
+        print(f"WARNING: {load_warning([max(loads)])}; take these figures again on a quiet machine")
     return 0

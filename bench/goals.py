@@ -5,8 +5,8 @@ figure to reach, how to read the current figure from that benchmark's kept resul
 (``docs/bench/NAME.json``, the JSON :func:`streamjoin.bench.harness.write_results` writes: a
 ``rows`` list of ``{column: value}``), the command that measures it, and, when a maintainer has
 profiled why a goal is not met, that reason. ``streamjoin bench report`` renders the status table
-(:func:`goals_markdown`) into the ``<!-- bench:goals -->`` sections of ``docs/bench/index.md`` and of
-the checkout's ``README.md``. A goal whose kept results lack its figure shows "not measured" and the
+(:func:`goals_markdown`) into the ``<!-- bench:goals -->`` section of ``docs/bench/index.md`` (the
+README only points to that page). A goal whose kept results lack its figure shows "not measured" and the
 command that would measure it; no figure is ever typed here.
 """
 

@@ -17,7 +17,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
 
-__all__ = ["median_seconds", "Table", "Chart", "results_dir", "write_results", "parse_stores", "format_value"]
+__all__ = ["median_seconds", "Table", "Chart", "results_dir", "write_results", "parse_stores", "format_value",
+           "load_warning", "warn_if_busy", "BUSY_LOAD_PER_CPU"]
 
 
 def median_seconds(fn: Callable[[], object], repeat: int, setup: Callable[[], object] | None = None) -> float:
@@ -127,6 +128,30 @@ def write_results(name: str, table: Table, params: dict[str, object], chart: Cha
         else:
             draw(results, stem + ".png")
     return stem + ".json"
+
+
+#: above this many times the CPU count, the 1-minute load average makes figures unreliable
+BUSY_LOAD_PER_CPU = 1.5
+
+
+def load_warning(load: Sequence[float] | None = None, cpus: int | None = None) -> str | None:
+    """A warning naming the machine's 1-minute load average when it is above
+    :data:`BUSY_LOAD_PER_CPU` times the CPU count (``load``, ``cpus``: as measured here when None),
+    else None (also where the system has no load average)."""
+    load = _load() if load is None else load
+    cpus = cpus or os.cpu_count() or 1
+    if not load or load[0] <= BUSY_LOAD_PER_CPU * cpus:
+        return None
+    return (f"streamjoin bench: the machine is busy: load average {load[0]:.2f} on {cpus} CPUs (above "
+            f"{BUSY_LOAD_PER_CPU * cpus:.1f}); figures measured now are slower and vary more than on a quiet machine")
+
+
+def warn_if_busy(load: Sequence[float] | None = None, cpus: int | None = None) -> bool:
+    """Print :func:`load_warning` to stderr when there is one; return whether there was."""
+    warning = load_warning(load, cpus)
+    if warning:
+        print(warning, file=sys.stderr)
+    return warning is not None
 
 
 def _load() -> list[float] | None:

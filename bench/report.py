@@ -14,9 +14,9 @@ sections, so from the results just kept), whatever ``--only`` says.
 The output folder is ``--out DIR`` or, by default, ``docs/bench`` of the streamjoin checkout this
 package was imported from (a folder with a ``pyproject.toml`` naming streamjoin beside the
 package's folders). An installed streamjoin has no such checkout: the command then refuses unless
-``--out`` is given. Writing into the checkout, it also rewrites the ``goals`` section of the
-checkout's ``README.md`` (nothing else in it); with ``--out`` it writes no README. It never writes
-into the directory it is run from. A folder given with ``--out`` that holds no page with sections
+``--out`` is given. The goals table lives on the benchmarks' index page (``docs/bench/index.md``),
+not in the README, which only points to it: the report writes no README. It never writes into the
+directory it is run from. A folder given with ``--out`` that holds no page with sections
 gets ``benchmarks.md``, one section per benchmark with results.
 """
 
@@ -31,8 +31,9 @@ import shutil
 from typing import Any, Callable
 
 from streamjoin.bench.harness import format_value, results_dir
+from streamjoin.errors import StreamjoinError
 
-__all__ = ["add_arguments", "run", "markdown_table", "render_section", "update_pages", "update_readme",
+__all__ = ["add_arguments", "run", "markdown_table", "render_section", "update_pages",
            "checkout_root", "ReportTargetError", "SECTION", "PAGE", "GOALS_SECTION"]
 
 #: a page section the report owns: its benchmark's name, then everything up to the closing marker
@@ -48,7 +49,7 @@ GOALS_SECTION = "goals"
 _PACKAGE_DIR = os.path.dirname(os.path.realpath(__file__))   # the file, not a strict editable install's link to it
 
 
-class ReportTargetError(Exception):
+class ReportTargetError(StreamjoinError):
     """There is no folder the report may write into: not a checkout, and no ``--out`` given."""
 
 
@@ -57,8 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "Regenerate the documentation's benchmark pages (their sections between <!-- bench:NAME --> and "
         "<!-- /bench:NAME -->) from the newest results each benchmark wrote, keeping a copy of those results "
         "and their chart beside the pages: docs/bench of the streamjoin checkout this command belongs to, "
-        "or --out DIR. Into a checkout it also renders the goals beside their figures into the README's "
-        "<!-- bench:goals --> section. It never writes into the current directory unless it is one of these.")
+        "or --out DIR; the goals beside their figures go into the <!-- bench:goals --> section of the pages "
+        "(docs/bench/index.md). It never writes into the current directory unless it is one of these.")
     parser.add_argument("--results", default=results_dir(), help="where to look for new results "
                         "(default: where the benchmarks write them)")
     parser.add_argument("--out", default=None, metavar="DIR", help="the folder of pages to update (created if "
@@ -204,19 +205,6 @@ def _goals(name: str, kept: str, done: dict[str, str]) -> str | None:
     return goals_markdown(kept)
 
 
-def update_readme(root: str, kept: str) -> str | None:
-    """Rewrite the goals section of the checkout's ``root/README.md`` from the results kept in ``kept``
-    (nothing else in it); return the README's path, or None when it has no goals section."""
-    readme = os.path.join(root, "README.md")
-    if not os.path.isfile(readme):
-        return None
-    with open(readme) as fh:
-        if not any(m.group("name") == GOALS_SECTION for m in SECTION.finditer(fh.read())):
-            return None
-    _rewrite(readme, lambda name: _goals(name, kept, {}))
-    return readme
-
-
 def run(args: argparse.Namespace) -> int:
     only = {n for n in args.only.split(",") if n} or None
     try:
@@ -225,10 +213,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"streamjoin bench report: {e}")
         return 2
     done = update_pages(out, args.results, only)
-    root = checkout_root() if args.out is None else None
-    readme = update_readme(root, out) if root is not None else None
-    if readme:
-        done["README goals"] = readme
     if not done:
         print(f"no section <!-- bench:NAME --> ... <!-- /bench:NAME --> in the pages of {out}, "
               f"and no results{' of ' + ', '.join(sorted(only)) if only else ''} in {args.results} to start one")

@@ -1,6 +1,6 @@
 """The errors the changelog raises. Each names the files and versions involved and what to do.
 
-    ChangelogError                    anything the changelog raised
+    ChangelogError                    anything the changelog raised (a StreamjoinError)
     ├── ChangelogCorruptError         a file's bytes are damaged or are not a changelog file
     │   ├── TornFileError             the file is shorter than written (a torn or truncated write)
     │   └── ChecksumMismatchError     the file's bytes do not match the checksum in its name
@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from streamjoin.statestore.errors import StreamjoinError
+
 __all__ = [
     "ChangelogError",
     "ChangelogCorruptError",
@@ -34,7 +36,7 @@ __all__ = [
 ]
 
 
-class ChangelogError(Exception):
+class ChangelogError(StreamjoinError):
     """Base class of every changelog error.
 
     ``files``: changelog file names involved; ``versions``: (first, last) versions affected.

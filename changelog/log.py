@@ -5,8 +5,8 @@
     log.append(1, deletes=[b"k"], delete_ranges=[(b"a", b"c")])
     log.versions()          # [0, 1]: what restore() can rebuild
 
-The directory layout and file format are in :mod:`streamjoin.changelog.format`; which files restore which
-versions is in :mod:`streamjoin.changelog.listing`. Every file is written whole under a temporary name and
+The directory layout and file format are in ``streamjoin.changelog.format``; which files restore which
+versions is in ``streamjoin.changelog.listing``. Every file is written whole under a temporary name and
 moved into place, carries the CRC-32 of its bytes in its name, and is verified on every read.
 
 Appending a version that is already there replaces it (a batch executed again writes its delta
@@ -120,8 +120,8 @@ class Changelog:
 
         ``version - 1`` must be restorable (or ``version`` is 0, or the log is empty: a first
         version ``k > 0`` is preceded by an empty snapshot at ``k - 1``). Raises
-        :class:`VersionOrderError` when versions before it are missing, and
-        :class:`VersionNotRetainedError` when ``version - 1`` was compacted away. Raises TypeError
+        ``VersionOrderError`` when versions before it are missing, and
+        ``VersionNotRetainedError`` when ``version - 1`` was compacted away. Raises TypeError
         (nothing written) for keys or values that are not ``bytes``.
         """
         _check_version(version)
@@ -140,7 +140,7 @@ class Changelog:
         """Write the snapshot of ``version`` from (keys, values) chunks in strictly ascending order.
 
         Record batches end at ``BATCH_ROWS`` entries or before passing ``BATCH_BYTES`` bytes
-        (see :func:`rebatch`) whatever the chunking, so one state always gives the same bytes
+        (see ``rebatch``) whatever the chunking, so one state always gives the same bytes
         and the same file name, and memory stays bounded however large the values. Raises
         ChangelogError (nothing published) when the keys are not strictly ascending.
         """

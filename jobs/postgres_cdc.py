@@ -104,7 +104,7 @@ def start_queries(spark: Any, dsn: str, root: str, trigger: str = "1 second", pa
                       F.timestamp_micros("ts_us").alias("ordered_at")))
     enriched = stream_table_join(
         events, changes("users"), "user_id", stream_time="ordered_at", table_key="user_id",
-        changes=postgres_change_format("user_id"), delay=DELAY, how="left",
+        table_format=postgres_change_format("user_id"), delay=DELAY, how="left",
         bootstrap=spark.read.parquet(os.path.join(root, "users_snapshot.parquet")),
         checkpoint=os.path.join(root, "enrich"), partitions=partitions)
     view = table_table_join(

@@ -4,10 +4,12 @@ The public API::
 
     from streamjoin import interval_join, stream_table_join, table_table_join
     from streamjoin import set_aside_rows, join_metrics, progress_metrics, view_sink, ChangeFormat
+    from streamjoin import StreamjoinError     # the root of every error streamjoin raises
 
 The PySpark-facing functions are imported on first use, so that the engine-free parts
 (:mod:`streamjoin.statestore`, :mod:`streamjoin.changelog`, the operators) import without pyspark;
-type checkers see their real signatures through the ``TYPE_CHECKING`` imports below.
+type checkers see their real signatures through the ``TYPE_CHECKING`` imports below. The
+namespace holds the public names only (``__all__``; ``dir()`` lists exactly those).
 
 Where things live (each a subpackage of this one):
 
@@ -23,14 +25,13 @@ Where things live (each a subpackage of this one):
     statestore/, changelog/, jobs/, bench/   (the repository's top-level folders of those names)
 """
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
+import typing as _typing
 
 __version__ = "0.3.0"
 
 __all__ = [
     "ChangeFormat",
+    "StreamjoinError",
     "__version__",
     "interval_join",
     "join_metrics",
@@ -42,8 +43,11 @@ __all__ = [
     "view_sink",
 ]
 
-if TYPE_CHECKING:  # the real signatures, for type checkers; at run time see __getattr__
+if _typing.TYPE_CHECKING:  # the real signatures, for type checkers; at run time see __getattr__
+    from typing import Any
+
     from streamjoin.changes import ChangeFormat
+    from streamjoin.errors import StreamjoinError
     from streamjoin.spark.enrichment import stream_table_join
     from streamjoin.spark.interval import interval_join
     from streamjoin.spark.outputs import join_metrics, set_aside_rows
@@ -54,6 +58,7 @@ if TYPE_CHECKING:  # the real signatures, for type checkers; at run time see __g
 
 _LAZY = {
     "ChangeFormat": "streamjoin.changes",
+    "StreamjoinError": "streamjoin.errors",
     "interval_join": "streamjoin.spark.interval",
     "stream_table_join": "streamjoin.spark.enrichment",
     "table_table_join": "streamjoin.spark.table",
@@ -65,7 +70,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> "Any":
     if name in _LAZY:
         import importlib
 
@@ -86,4 +91,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return sorted(__all__)

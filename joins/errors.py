@@ -1,18 +1,29 @@
-"""Errors of the join operators and their runtime.
+"""Errors of the join operators and their runtime, under the one root of every streamjoin error.
 
-    JoinError                       anything raised by joins
-    ├── JoinDefinitionError         bad arguments: a missing column, a wrong type, bad bounds
-    ├── CheckpointMismatchError     a checkpoint written by another query, definition, partition count
-    │                               or kind of run (streaming or batch)
-    └── CheckpointDamagedError      a checkpoint record is garbled, or files it shows were written are gone
+    StreamjoinError                 anything streamjoin raised: catch it to catch them all
+    ├── JoinError                   anything raised by joins
+    │   ├── JoinDefinitionError     bad arguments: a missing column, a wrong type, bad bounds
+    │   ├── CheckpointMismatchError a checkpoint written by another query, definition, partition count
+    │   │                           or kind of run (streaming or batch)
+    │   ├── CheckpointDamagedError  a checkpoint record is garbled, or files it shows were written are gone
+    │   ├── ViewError               a view store (streamjoin.view) cannot be used as asked
+    │   ├── CdcError                change data capture from PostgreSQL (streamjoin.cdc.errors)
+    │   └── NonDeterministicError   the determinism kit found a difference (streamjoin.testing)
+    ├── StoreError                  a state store (streamjoin.statestore.errors)
+    └── ChangelogError              a changelog (streamjoin.changelog.errors)
+
+``StreamjoinError`` lives in the lowest layer (``streamjoin.statestore.errors``) so that every
+package derives from it; it is exported here and as ``streamjoin.StreamjoinError``.
 """
 
 from __future__ import annotations
 
-__all__ = ["JoinError", "JoinDefinitionError", "CheckpointMismatchError", "CheckpointDamagedError"]
+from streamjoin.statestore.errors import StreamjoinError
+
+__all__ = ["StreamjoinError", "JoinError", "JoinDefinitionError", "CheckpointMismatchError", "CheckpointDamagedError"]
 
 
-class JoinError(Exception):
+class JoinError(StreamjoinError):
     """Base class of errors raised by streamjoin's joins."""
 
 

@@ -8,13 +8,13 @@
 
 A change stream is in the Delta change data feed vocabulary: the view's columns, then
 ``_change_type`` (``insert``, ``update_preimage``, ``update_postimage``, ``delete``),
-``_commit_version`` and ``_seq``. :meth:`MaterializedView.apply` applies changes in
+``_commit_version`` and ``_seq``. ``MaterializedView.apply`` applies changes in
 (``_commit_version``, ``_seq``) order (rows with equal order in any order), and refuses, with
-:class:`ViewError` and nothing written, a stream that does not fit the view: an insertion of a view
+``ViewError`` and nothing written, a stream that does not fit the view: an insertion of a view
 key it holds, a retraction of one it does not hold, or a retraction whose row differs from the row
 held. The view key is (left primary key, right primary key); a null-padded side's is all null.
 
-State: ``pack(view key)`` -> ``pack(row)`` (:mod:`streamjoin.table.rows`); the store's version marker
+State: ``pack(view key)`` -> ``pack(row)`` (``streamjoin.table.rows``); the store's version marker
 is the last ``_commit_version`` applied.
 """
 
@@ -40,7 +40,7 @@ _INSERT = ("insert", "update_postimage")
 
 
 class ViewError(JoinError):
-    """A change stream does not fit the view it is applied to (see :mod:`streamjoin.view`)."""
+    """A change stream does not fit the view it is applied to (see ``streamjoin.view``)."""
 
 
 class MaterializedView:

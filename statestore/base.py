@@ -2,11 +2,11 @@
 
 A store holds one partition's state. Keys and values are ``bytes``; keys are ordered by their bytes
 (unsigned, lexicographic, a prefix before its extensions), so the order-preserving codecs of
-:mod:`streamjoin.statestore.codecs` make byte order equal value order. Every backend accepts every key: the
+``streamjoin.statestore.codecs`` make byte order equal value order. Every backend accepts every key: the
 empty key ``b""`` (the smallest) and keys of any length (a backend whose library limits key sizes,
 like LMDB, lays long keys out so that they still read, scan and delete in byte order).
 
-A backend subclasses :class:`Store` and supplies the primitives marked *required* below; the
+A backend subclasses ``Store`` and supplies the primitives marked *required* below; the
 optional methods have defaults built from them, which a backend overrides where its library has a
 faster path (batched gets, batched range scans, bulk loading). The public methods guard against use after ``close()``
 and normalise arguments once, here, so backends stay thin.
@@ -14,7 +14,7 @@ and normalise arguments once, here, so backends stay thin.
 Process model: a store directory is held by one open handle at a time. Spark may run the same
 partition in a different Python worker process in the next micro-batch, so the runtime opens a
 store when a task starts and closes it when the task ends, and never caches an open handle across
-tasks. Opening a store that another live handle holds raises :class:`StoreLockedError` at once (or
+tasks. Opening a store that another live handle holds raises ``StoreLockedError`` at once (or
 after ``lock_timeout`` seconds, if given); it never blocks indefinitely and never shares the files.
 """
 
@@ -63,7 +63,7 @@ class Store(ABC):
 
     #: The name the registry knows this backend by.
     kind: ClassVar[str] = "abstract"
-    #: Whether the backend records an owner tag with its version marker (see :attr:`owner`).
+    #: Whether the backend records an owner tag with its version marker (see ``owner``).
     records_owner: ClassVar[bool] = False
     #: Whether the backend keeps its newest previous versions and returns to them itself
     #: (:meth:`roll_back`), so a changelogged store needs no undo records of its own.
@@ -111,11 +111,11 @@ class Store(ABC):
     # -- optional primitives: defaults built from the required ones -----------------------------
 
     def _owner(self) -> bytes | None:
-        """The owner tag recorded with the version marker (backends with :attr:`records_owner`)."""
+        """The owner tag recorded with the version marker (backends with ``records_owner``)."""
         return None
 
     def _check_files(self) -> None:
-        """Raise :class:`StoreCorruptError` when the files at :attr:`path` are no longer the ones
+        """Raise ``StoreCorruptError`` when the files at ``path`` are no longer the ones
         this open store reads (replaced or truncated under it). Default: nothing to check."""
         return None
 
@@ -135,7 +135,7 @@ class Store(ABC):
     def _load_sorted(self, items: Iterable[KeyValue], version: int | None) -> int:
         """Bulk-load items into an empty store; return how many were loaded.
 
-        Overrides must raise :class:`StoreError` when keys are not strictly ascending (their
+        Overrides must raise ``StoreError`` when keys are not strictly ascending (their
         library's sorted loaders check this anyway, so the check costs nothing extra there).
         """
         count = 0
@@ -191,7 +191,7 @@ class Store(ABC):
 
         This is the batched seek: one call reads many small ranges (the rows of many join keys)
         far faster than one ``scan`` each. Ranges may overlap or come in any order; an empty or
-        inverted range gives an empty list. Raises :class:`StoreError` when a bound is not bytes
+        inverted range gives an empty list. Raises ``StoreError`` when a bound is not bytes
         or None.
         """
         self._check_open()
@@ -210,7 +210,7 @@ class Store(ABC):
 
     def scan_prefixes(self, prefixes: Iterable[bytes]) -> list[list[KeyValue]]:
         """The entries under each of ``prefixes`` (one list per prefix, in key order): a batched
-        :meth:`scan_prefix`. Raises :class:`StoreError` when a prefix is not bytes."""
+        ``scan_prefix``. Raises ``StoreError`` when a prefix is not bytes."""
         self._check_open()
         prefixes = _as_list(prefixes)
         for p in prefixes:
@@ -228,7 +228,7 @@ class Store(ABC):
         """Apply puts, deletes and ``[start, end)`` range deletes atomically, then set the version.
 
         Range deletes apply first, then deletes, then puts. With ``version`` None the marker is
-        left as it was. Raises :class:`StoreWriteError` (nothing applied) when the write fails.
+        left as it was. Raises ``StoreWriteError`` (nothing applied) when the write fails.
         """
         self._check_open()
         if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
@@ -239,9 +239,9 @@ class Store(ABC):
         """Bulk-load ``items`` (strictly ascending keys) into this empty store; return the count.
 
         This is the restore path: backends override it with their fastest loader (SST ingestion,
-        sorted append). A restore passes a :class:`~streamjoin.statestore.chunks.SortedChunks`: it
+        sorted append). A restore passes a ``SortedChunks``: it
         iterates as pairs, and a backend may read its Arrow chunks instead (LMDB does). Raises
-        :class:`StoreError` if the store is not empty or keys are not strictly ascending.
+        ``StoreError`` if the store is not empty or keys are not strictly ascending.
         """
         self._check_open()
         if next(iter(self._scan(None, None, False)), None) is not None:
@@ -259,7 +259,7 @@ class Store(ABC):
 
     @property
     def owner(self) -> bytes | None:
-        """Whose state this is: the :attr:`stamp` in effect at the last write that set the version
+        """Whose state this is: the ``stamp`` in effect at the last write that set the version
         marker, written atomically with it (None: none recorded, or the backend records none).
 
         A caller that sets ``stamp`` before writing can tell, at the next open, its own store from
@@ -269,7 +269,7 @@ class Store(ABC):
         return self._owner()
 
     def check_files(self) -> None:
-        """Raise :class:`StoreCorruptError` (or a subclass) when the files at :attr:`path` were
+        """Raise ``StoreCorruptError`` (or a subclass) when the files at ``path`` were
         replaced or truncated under this open store, before anything reads them again."""
         self._check_open()
         self._check_files()
@@ -304,14 +304,14 @@ class Store(ABC):
 
         For an operator's decoded copies of state it wrote, kept between tasks with a warm
         store. The store never reads it: whoever keeps an entry there checks that it still
-        describes the store (by :attr:`version`) before using it. A wrapper store returns its
+        describes the store (by ``version``) before using it. A wrapper store returns its
         inner store's memo, so every wrapper of one open store shares it.
         """
         self._check_open()
         return self.__dict__.setdefault("_memo", {})
 
     def close(self) -> None:
-        """Release the store; further use raises :class:`StoreClosedError`. Idempotent."""
+        """Release the store; further use raises ``StoreClosedError``. Idempotent."""
         if not self._closed:
             self._closed = True
             self.__dict__.pop("_memo", None)
@@ -354,7 +354,7 @@ def _as_list(items: Iterable) -> Sequence:
 
 
 def ascending(items: Iterable[KeyValue], path: str) -> Iterator[KeyValue]:
-    """Pass ``items`` through, raising :class:`StoreError` at the first key not above the last."""
+    """Pass ``items`` through, raising ``StoreError`` at the first key not above the last."""
     previous: bytes | None = None
     for key, value in items:
         if previous is not None and key <= previous:

@@ -14,6 +14,7 @@ bytes are escaped (``00`` becomes ``00 ff``) and end in ``00 00``, so ``"a" < "a
 Values at one position should have one type; across types the order is the tag order
 (None, bool, int, float, bytes, str). Since each element delimits itself, ``pack(*a) + pack(*b) ==
 pack(*a, *b)``: :func:`unpack_head` reads the first values of a tuple and hands back the rest as bytes.
+The same bytes column-wise, in Arrow and numpy: :mod:`streamjoin.statestore.packed_columns`.
 """
 
 from __future__ import annotations

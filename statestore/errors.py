@@ -1,6 +1,9 @@
-"""The errors every store backend raises, whatever library is underneath.
+"""The errors every store backend raises, whatever library is underneath, and the root of all of
+streamjoin's errors (defined here, in the lowest layer, so that every package can derive from it).
 
-    StoreError                      anything a store raised
+    StreamjoinError                 anything streamjoin raised (see ``streamjoin.errors`` for the
+                                    whole tree: stores, changelogs, joins)
+    StoreError                      anything a store raised (a StreamjoinError)
     ├── StoreArgumentError          a bad kind, path or option (also a ValueError)
     ├── BackendNotFoundError        open_store() was given an unknown kind or a bad import path
     ├── StoreLockedError            another process (or another open handle) holds the store
@@ -16,14 +19,15 @@
 Backends translate their library's exceptions at the boundary (``raise StoreError(...) from exc``),
 so callers never catch ``rocksdict`` or ``lmdb`` exceptions. Every message says what to do.
 
-Only :class:`StoreCorruptError` means "remove the store and rebuild it from the changelog" (which
-``streamjoin.changelog.open_logged_store`` does); a :class:`StoreIOError` must never lead to removing a store,
+Only ``StoreCorruptError`` means "remove the store and rebuild it from the changelog" (which
+``streamjoin.changelog.open_logged_store`` does); a ``StoreIOError`` must never lead to removing a store,
 since the store may be the only intact copy of recent state.
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "StreamjoinError",
     "StoreError",
     "StoreArgumentError",
     "StoreIOError",
@@ -36,7 +40,11 @@ __all__ = [
 ]
 
 
-class StoreError(Exception):
+class StreamjoinError(Exception):
+    """The root of every error streamjoin raises: catch it to catch them all."""
+
+
+class StoreError(StreamjoinError):
     """Base class of every error raised by a state store."""
 
 
@@ -65,7 +73,7 @@ class StoreTruncatedError(StoreCorruptError):
     """A store's data file is shorter than its own records say (cut by a full disk, a copy or a
     tool), or was replaced under an open store; found before anything reads the missing part
     (for LMDB, whose memory-mapped reads past the end of a file kill the process with SIGBUS).
-    Rebuild it from its changelog, as for any :class:`StoreCorruptError`."""
+    Rebuild it from its changelog, as for any ``StoreCorruptError``."""
 
 
 class StoreClosedError(StoreError):

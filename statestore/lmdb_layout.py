@@ -33,7 +33,7 @@ from zlib import crc32
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streamjoin.statestore.errors import StoreError
+from streamjoin.statestore.errors import StoreError, StreamjoinError
 
 __all__ = [
     "SHORT_MAX", "Damaged", "seal", "sealed", "sealed_arrays", "unseal", "unsealed", "unseal_many",
@@ -62,7 +62,7 @@ _JOIN = pa.scalar(b"", _BIN)  # binary_join_element_wise's separator: none
 _CRC_TYPE = pa.binary(4)
 
 
-class Damaged(Exception):
+class Damaged(StreamjoinError):
     """A record's checksum does not match its key and value (internal; the store reports it)."""
 
     def __init__(self, key: bytes) -> None:

@@ -3,7 +3,7 @@
 Built-in kinds are ``"rocksdb"`` (the default), ``"lmdb"``, ``"arranged"`` and ``"memory"``; their modules are
 imported only when first used. A user's backend plugs in by ``register_backend(name, factory)`` or
 by passing ``"package.module:Class"`` as the kind. A factory is called as ``factory(path,
-**options)`` and must return a :class:`streamjoin.statestore.base.Store`.
+**options)`` and must return a ``streamjoin.statestore.base.Store``.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def backend_names() -> list[str]:
 def resolve_backend(kind: str) -> StoreFactory:
     """The factory for ``kind``: a registered name, a built-in name, or ``package.module:Class``.
 
-    Raises :class:`StoreArgumentError` when ``kind`` is not a str, :class:`BackendNotFoundError`
+    Raises ``StoreArgumentError`` when ``kind`` is not a str, ``BackendNotFoundError``
     when it names nothing importable.
     """
     if not isinstance(kind, str):
@@ -76,10 +76,10 @@ def resolve_backend(kind: str) -> StoreFactory:
 def open_store(kind: str = DEFAULT_KIND, path: str | os.PathLike[str] = "", **options: Any) -> Store:
     """Open (creating if needed) the store of ``kind`` at ``path``.
 
-    Raises :class:`BackendNotFoundError` for an unknown kind, :class:`StoreArgumentError` for a
-    kind, path or option it cannot use, :class:`StoreLockedError` when another handle holds the
-    path, :class:`StoreCorruptError` when the path holds something unreadable and
-    :class:`StoreIOError` when the operating system refuses the files (disk full, no permission).
+    Raises ``BackendNotFoundError`` for an unknown kind, ``StoreArgumentError`` for a
+    kind, path or option it cannot use, ``StoreLockedError`` when another handle holds the
+    path, ``StoreCorruptError`` when the path holds something unreadable and
+    ``StoreIOError`` when the operating system refuses the files (disk full, no permission).
     """
     factory = resolve_backend(kind)
     path = _check_path("open_store", kind, path)
@@ -94,7 +94,7 @@ def open_store(kind: str = DEFAULT_KIND, path: str | os.PathLike[str] = "", **op
 
 def destroy_store(kind: str, path: str | os.PathLike[str]) -> None:
     """Remove the files of the store of ``kind`` at ``path`` (it must be closed; one this process
-    keeps warm, :mod:`streamjoin.statestore.warm`, is closed first)."""
+    keeps warm, ``streamjoin.statestore.warm``, is closed first)."""
     from streamjoin.statestore import warm
 
     factory = resolve_backend(kind)

@@ -172,3 +172,13 @@ def _missing_paths(page: Path) -> list[str]:
 def test_docs_name_only_files_that_exist():
     missing = {page.relative_to(ROOT).as_posix(): _missing_paths(page) for page in PAGES}
     assert {p: m for p, m in missing.items() if m} == {}
+
+
+def test_docs_wide_code_blocks_scroll_instead_of_being_cut_off():
+    # Material's own style lets a long line of a code block or an API signature run past a 1280 px page
+    config = (ROOT / "mkdocs.yml").read_text()
+    sheets = re.findall(r"^extra_css:\n((?:  - .+\n)+)", config, re.M)
+    assert sheets, "mkdocs.yml has no extra_css"
+    css = "".join((ROOT / "docs" / line.strip()[2:]).read_text() for line in sheets[0].splitlines())
+    assert re.search(r"pre > code \{[^}]*overflow-x: auto", css)
+    assert re.search(r"\.doc-signature[^{]*\{[^}]*white-space: pre-wrap", css)

@@ -1,13 +1,13 @@
 """A logical replication slot read through SQL: create it with a snapshot, peek, advance.
 
 The source never consumes changes with ``pg_logical_slot_get_changes``: it *peeks* a range of LSNs
-(:func:`peek`), and moves the slot (:func:`advance`) only once Spark has committed the micro-batch
+(``peek``), and moves the slot (``advance``) only once Spark has committed the micro-batch
 that read them, so that a crash re-reads and never skips. A transaction belongs to the range
 ``[start, end)`` that holds its commit record's LSN; PostgreSQL keeps every transaction whose commit
 record starts at or after the slot's confirmed position, so advancing to ``end`` releases exactly
 the transactions of the ranges read so far.
 
-:func:`create_slot` creates the slot over a replication connection that exports its snapshot, and
+``create_slot`` creates the slot over a replication connection that exports its snapshot, and
 reads the tables in that snapshot: the rows as they stood at the slot's first LSN, which every
 change the slot decodes comes after (for ``bootstrap=``).
 """
@@ -29,7 +29,7 @@ __all__ = ["SINK_PROGRESS_TABLE", "SlotStart", "create_slot", "drop_slot", "conf
            "PLUGIN", "PLUGIN_OPTIONS"]
 
 PLUGIN = "wal2json"
-#: The table in which :class:`streamjoin.spark.postgres_sink.PostgresSink` records its batches (in
+#: The table in which ``streamjoin.spark.postgres_sink.PostgresSink`` records its batches (in
 #: the connection's default schema): a transaction that changes only it, among the tables a source
 #: peeks, is a sink's own write, which is no reason for a micro-batch.
 SINK_PROGRESS_TABLE = "streamjoin_sink_progress"
@@ -41,7 +41,7 @@ PLUGIN_OPTIONS = ("format-version", "2", "include-lsn", "1", "include-timestamp"
 class SlotStart:
     """A new slot's first LSN (the source's initial offset), the snapshot of the tables at it, and
     the snapshot's rows set aside per table (a value the column's type cannot hold: the columns
-    as text and ``_reason``, see :mod:`streamjoin.cdc.snapshot`)."""
+    as text and ``_reason``, see ``streamjoin.cdc.snapshot``)."""
 
     slot: str
     lsn: int
@@ -52,7 +52,7 @@ class SlotStart:
 def create_slot(dsn: str, slot: str, tables: Sequence[str] = ()) -> SlotStart:
     """Create logical replication slot ``slot`` (wal2json) and read ``tables`` as of its start.
 
-    Raises :class:`SourceSetupError` when wal_level is not logical, the slot exists already, or a
+    Raises ``SourceSetupError`` when wal_level is not logical, the slot exists already, or a
     table is unknown or has no primary key.
     """
     pg = psycopg()
@@ -88,7 +88,7 @@ def drop_slot(conn: Any, slot: str) -> None:
 
 
 def confirmed_lsn(conn: Any, slot: str) -> int:
-    """The slot's confirmed position. Raises :class:`SourceSetupError` when there is no such slot."""
+    """The slot's confirmed position. Raises ``SourceSetupError`` when there is no such slot."""
     row = conn.execute("SELECT confirmed_flush_lsn::text, plugin FROM pg_replication_slots WHERE slot_name = %s",
                        (slot,)).fetchone()
     if row is None:
@@ -113,7 +113,7 @@ def advance(conn: Any, slot: str, lsn: int) -> None:
 
 def peek(conn: Any, slot: str, info: TableInfo, end: int) -> list[str]:
     """The slot's wal2json messages (one JSON text each) of transactions committed before ``end``,
-    for ``info``'s table and :data:`SINK_PROGRESS_TABLE` (in any schema), plus every transaction's
+    for ``info``'s table and ``SINK_PROGRESS_TABLE`` (in any schema), plus every transaction's
     begin and commit; the slot does not move."""
     options = (*PLUGIN_OPTIONS, "add-tables", f"{info.wal2json_name},*.{SINK_PROGRESS_TABLE}")
     placeholders = ", ".join(["%s"] * len(options))

@@ -20,7 +20,7 @@ __all__ = ["ChangeFormat"]
 class ChangeFormat:
     """A change table's vocabulary and columns; build it with the class methods.
 
-    ``vocabulary``: a :class:`ChangeVocabulary`, or the name of a registered one. ``time`` is a
+    ``vocabulary``: a ``ChangeVocabulary``, or the name of a registered one. ``time`` is a
     timestamp column, or an integer column counted in ``time_unit`` (``s``, ``ms``, ``us``) since
     the epoch. ``column`` is a vocabulary's own column: for ``debezium_json`` the JSON string
     column (``time``/``sequence`` then name fields of the envelope, ``row_schema`` its row).
@@ -72,7 +72,7 @@ class ChangeFormat:
     def row_fields(self, schema: pa.Schema) -> list[pa.Field]:
         """The row's columns (key and values) of a change table with ``schema``, validated.
 
-        Raises :class:`JoinDefinitionError` naming a missing column or a wrong type.
+        Raises ``JoinDefinitionError`` naming a missing column or a wrong type.
         """
         if self.time_unit not in UNITS:
             raise JoinDefinitionError(f"time_unit must be one of {list(UNITS)}, not {self.time_unit!r}")
@@ -87,7 +87,7 @@ class ChangeFormat:
         return fields
 
     def internal_schema(self, schema: pa.Schema) -> pa.Schema:
-        """The schema of :func:`streamjoin.changes.normalise`'s ``changes`` for a table with ``schema``."""
+        """The schema of ``streamjoin.changes.normalise``'s ``changes`` for a table with ``schema``."""
         fields = self.row_fields(schema)
         keys = [next(f for f in fields if f.name == k) for k in self.key]
         meta = [pa.field(OP, pa.int8()), pa.field(TIME, pa.int64()), pa.field(SEQ, pa.int64())]
@@ -96,7 +96,7 @@ class ChangeFormat:
     def snapshot_op(self) -> str:
         """The op a bootstrap row carries in this format's op column.
 
-        Raises :class:`JoinDefinitionError` if the vocabulary has no snapshot rows.
+        Raises ``JoinDefinitionError`` if the vocabulary has no snapshot rows.
         """
         op = self.vocabulary.snapshot_op
         if op is None or self.op is None:

@@ -11,6 +11,7 @@ The Spark layer (both joins) and the engine-free table-table join find a table's
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Literal, Sequence
 
 import pyarrow as pa
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from streamjoin.changes.format import ChangeFormat
 
 __all__ = ["register_vocabulary", "unregister_vocabulary", "get_vocabulary", "vocabularies",
-           "detect_vocabulary", "resolve_format", "VocabularyName"]
+           "detect_vocabulary", "resolve_format", "VocabularyName", "format_argument"]
 
 #: The built-in vocabularies' names, as the joins' public signatures admit them (for type
 #: checkers); a vocabulary registered under another name is passed as a ``ChangeFormat``.
@@ -72,9 +73,23 @@ def detect_vocabulary(schema: pa.Schema) -> ChangeVocabulary | None:
     return next((v for v in vocabularies() if v.detect(schema)), None)
 
 
+def format_argument(given: str | ChangeFormat | None, old: str | ChangeFormat | None, name: str,
+                    old_name: str) -> str | ChangeFormat | None:
+    """The vocabulary argument ``name`` of a join, or its value under its former name ``old_name``
+    (``changes=`` before ``table_format=``), which still works with a :class:`DeprecationWarning`.
+    Raises :class:`JoinDefinitionError` when both are given."""
+    if old is None:
+        return given
+    if given is not None:
+        raise JoinDefinitionError(f"{old_name}= is the former name of {name}=: pass {name}= only")
+    warnings.warn(f"{old_name}= is deprecated and will be removed: pass {name}= (the same values), as every "
+                  "join spells a side's change vocabulary <side>_format=", DeprecationWarning, stacklevel=3)
+    return old
+
+
 def resolve_format(schema: pa.Schema, changes: str | ChangeFormat | None, key: Sequence[str], *,
                    time: str | None = None, sequence: str | None = None, argument: str = "table_changes",
-                   changes_argument: str = "changes", time_argument: str = "table_time") -> ChangeFormat:
+                   changes_argument: str = "table_format", time_argument: str = "table_time") -> ChangeFormat:
     """The :class:`ChangeFormat` of a change table: ``changes`` given, named, or detected.
 
     A :class:`ChangeFormat` must have ``key``; a name (``"delta"``) or None (detected from

@@ -23,7 +23,11 @@ then, so the key has no older version). Pruning composes (keeping the newest ``<
 newest ``<= k' >= k`` is keeping the newest ``<= k'``), so pruning at fold time gives what pruning
 every version would have (with a TTL, also the drop of a kept version older than
 ``expire_before``, which every later lookup finds expired), and a new change is stale (a version newer than it is ``<= keep_to``)
-or a duplicate exactly as it would be against eagerly pruned versions. The tests of
+or a duplicate exactly as it would be against eagerly pruned versions, with one exception: a new
+change older than ``expire_before`` of the previous version (every version that old has left an
+eagerly pruned state, while a lazy one may still hold a newer one it is stale against) is expired
+for every lookup from now on, so it is dropped on arrival and counted as ``expired_changes``
+whatever the folding. The tests of
 ``tests/joins/enrichment/test_folding.py`` check this against folding every touched bucket in
 every version.
 """
@@ -146,7 +150,14 @@ class Step:
                                [(np.ones(int(late.sum()), dtype=bool), "late change")])
         self.metrics.update({f"changes_{k}": v for k, v in parsed.counts.items()})
         self.metrics["late_changes"] = int(late.sum())
-        changes = changes.filter(pa.array(~late & (ops != HEARTBEAT)))
+        # older than everything an eagerly pruned state still holds: expired for every event looked
+        # up from now on, and stale or not depending on versions only a lazily folded state still
+        # has, so counted on its own whatever the folding (see module)
+        expired = ~late & (ops != HEARTBEAT) & (timeless | (times < self.expired_earlier)) \
+            if self.expired_earlier > NEG_INF else np.zeros(len(ops), dtype=bool)
+        if spec.ttl is not None:
+            self.metrics["expired_changes"] = int(expired.sum())
+        changes = changes.filter(pa.array(~late & ~expired & (ops != HEARTBEAT)))
         keys = st.key_columns(changes, spec.changes.key, spec.key_types)
         versions = changes.drop_columns(list(spec.changes.key))
         for i, (name, values) in enumerate(zip(self.keys, keys)):

@@ -10,8 +10,9 @@ order of rows inside a batch.
 
 Time is microseconds since the epoch (``int``). ``max_times[i]`` is the largest event time among
 input ``i``'s rows in all versions before this one, across all partitions (None before the first
-row): the operator derives its watermarks from it (docs/design/semantics.md "Time"). ``final`` marks the end of a batch
-(non-streaming) run: after this version's rows, the watermark is +infinity. An operator that
+row): the operator derives its watermarks from it (docs/design/semantics.md "Time"). ``final`` marks the last version of a
+run (a batch run's only one, or a streaming run's closing version): after this version's rows, the
+watermark is +infinity; ``max_times`` are still the progress before it. An operator that
 reads processing time (:attr:`Operator.uses_processing_time`: an ``idle_timeout``) gets it as data
 too: ``processing_time``, the latest processing time known before the version, and
 ``advanced_at[i]``, the processing time at which input ``i``'s progress last advanced (both

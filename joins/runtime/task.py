@@ -77,9 +77,10 @@ class Arrived:
 @dataclass(frozen=True)
 class TaskStart:
     """What the read phase found: the partitioning ``epoch``, the global progress before the
-    version (``known``) and the watermark inputs the step sees (``max_times``: none for a final
-    task), the partition's changelog ``log`` and the version to open its store at (``target``;
-    None: empty), and the task's ``rows`` with each input's initial rows before them
+    version (``known``) and the watermark inputs the step sees (``max_times``: the same, a final
+    task's too: a batch run's has none, and a streaming run's closing version keeps the progress
+    before it, so the table join's horizon and what it makes due hold there), the partition's
+    changelog ``log`` and the version to open its store at (``target``; None: empty), and the task's ``rows`` with each input's initial rows before them
     (``initial``: how many); ``processing``: the processing-time progress before the version."""
 
     epoch: Epoch
@@ -215,7 +216,7 @@ def read_phase(operator: Operator, checkpoint: Checkpoint, config: StateConfig, 
     initial = (0,) * n_inputs
     if config.initial or target is None:   # only a first version, or its re-execution, takes them
         rows, initial = _with_initial(rows, _initial_rows(operator, checkpoint, task, first=target is None))
-    return TaskStart(epoch, known, (None,) * n_inputs if task.final else known, log, target, rows, initial, before)
+    return TaskStart(epoch, known, known, log, target, rows, initial, before)
 
 
 def open_phase(operator: Operator, checkpoint: Checkpoint, config: StateConfig, task: TaskInfo,

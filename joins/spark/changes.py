@@ -31,7 +31,7 @@ SOURCE_INPUT = "table_source"
 
 def change_format(
     df: DataFrame, changes: str | ChangeFormat | None, key: Sequence[str], time: str | None,
-    sequence: str | None = None, argument: str = "table_changes", changes_argument: str = "changes",
+    sequence: str | None = None, argument: str = "table_changes", changes_argument: str = "table_format",
     time_argument: str = "table_time",
 ) -> ChangeFormat:
     """The :class:`ChangeFormat` of ``df``: given, named (a registered vocabulary: ``plain``,

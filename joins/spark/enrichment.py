@@ -11,6 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from streamjoin.changes import ChangeFormat, VocabularyName
+from streamjoin.changes.registry import format_argument
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.enrichment.spec import Mode, ModeName
 from streamjoin.errors import JoinDefinitionError
@@ -40,7 +41,7 @@ def stream_table_join(
     grace: datetime.timedelta | str | None = None,
     table_ttl: datetime.timedelta | str | None = None,
     bootstrap: DataFrame | None = None,
-    changes: VocabularyName | ChangeFormat | None = None,
+    table_format: VocabularyName | ChangeFormat | None = None,
     table_sequence: str | None = None,
     store: str = "rocksdb",
     checkpoint: str | None = None,
@@ -52,51 +53,77 @@ def stream_table_join(
     table_delay: datetime.timedelta | str | None = None,
     end_of_run: EndOfRun = "hold",
     heartbeats: bool = False,
+    changes: VocabularyName | ChangeFormat | None = None,
 ) -> DataFrame:
     """Enrich each event of ``stream`` with the row of a changing table that its key refers to.
 
-    ``table_changes`` is the table's change stream: a Delta change data feed (``_change_type``,
-    ``_commit_timestamp``, ``_commit_version``), Debezium envelopes (``op``, ``before``,
-    ``after``, ``ts_ms``; JSON strings with ``changes=ChangeFormat.debezium_json(key,
-    row_schema)``) or a plain table (``op`` in upsert/insert/update/delete/heartbeat and the
-    change-time column ``table_time``); the vocabulary is detected from the columns unless
-    ``changes`` names it. A Delta feed's change time is ``_commit_timestamp`` unless
-    ``table_time`` names another timestamp column (a business time such as ``valid_from``);
-    ties are then broken by ``_commit_version`` unless ``table_sequence`` names a column. ``on`` names the event's columns that equal ``table_key``, the table's
-    primary key (a foreign key is fine). Changes for one key apply in (change time,
-    ``table_sequence``) order; an older or duplicate change is stale and ignored (counted).
-
     ``mode="as_of"`` (deterministic): an event at time ``t`` gets the row as it was at ``t`` (the
     key's last change at or before ``t``; after a delete, none). It waits until the table's
-    watermark (its newest change or heartbeat time minus ``table_delay``, default ``delay``;
-    ``stream_delay`` likewise for the event watermark) passes ``t``, or, with
+    watermark (its newest change or heartbeat time minus ``table_delay``) passes ``t``, or, with
     ``grace``, until the event watermark passes ``t + grace`` (then it joins what is known;
     counted as ``released_by_grace``). ``mode="latest"``: each event gets the row as of the end
-    of its micro-batch's changes, at once; the result depends on the batch boundaries.
-    ``how="left"`` keeps events without a row (null-padded), ``"inner"`` drops them.
-    ``table_ttl`` (None: keep every key): a key not changed for longer than this, in table time,
-    expires: as_of, an event at ``t`` finds no row when its key's version current at ``t``
-    changed before ``t - table_ttl``; latest, when the key's newest version changed before the
-    table watermark minus ``table_ttl``. Such lookups count as ``expired_lookups`` while the key
-    is held, and expired keys leave the state. A ``bootstrap`` then needs its change-time column
-    (its rows age from it; a null one counts as changed at minus infinity).
+    of its micro-batch's changes, at once; the result depends on the batch boundaries. Changes
+    for one key apply in (change time, ``table_sequence``) order; an older or duplicate change is
+    stale and ignored (counted). Late events (older than the event watermark), late changes and
+    refused rows are set aside with a reason: ``set_aside_rows(spark, checkpoint, "stream" |
+    "table" | "table_source")``.
 
-    Output: every event column, then the table's value columns (a name also in the events gets
-    ``_table``). Late events (older than the event watermark), late changes and refused rows are
-    set aside with a reason: ``set_aside_rows(spark, checkpoint, "stream" | "table" |
-    "table_source")``. ``bootstrap``, a batch DataFrame of the table's rows (its key and value
-    columns; a change-time column kept if present), is loaded before the first batch; a bootstrap
-    row without a change time comes before every change of its key, and its change time is null
-    in the output. ``end_of_run``: what an ``availableNow`` run does once it has read its data
-    (``"flush"``: events the table watermark reached by then, e.g. through a heartbeat of the last
-    micro-batch, come out in the same run; ``"release"``: then every waiting event is released
-    and the inputs are closed; docs/design/end-of-input.md). ``heartbeats=True``: an event whose
-    every column but ``stream_time`` is null is a heartbeat of a quiet stream: it moves the event
-    watermark like an event at that time and is never joined, output or set aside (counted as
-    ``heartbeat_events``; the table's own heartbeats are change rows with op ``heartbeat``;
-    docs/guides/enrichment.md). Without it (default) such a row is an event with a null key. Other
-    arguments as for :func:`streamjoin.interval_join`. Raises :class:`JoinDefinitionError` before any
-    query starts when an argument is wrong.
+    Args:
+        stream: The events, streaming or batch.
+        table_changes: The table's change stream: a Delta change data feed (``_change_type``,
+            ``_commit_timestamp``, ``_commit_version``), Debezium envelopes (``op``, ``before``,
+            ``after``, ``ts_ms``; JSON strings with
+            ``table_format=ChangeFormat.debezium_json(key, row_schema)``) or a plain table (``op``
+            in upsert/insert/update/delete/heartbeat and the change-time column ``table_time``).
+        on: The event's columns that equal ``table_key`` (a foreign key is fine).
+        stream_time: The events' event-time column.
+        table_key: The table's primary key.
+        table_time: The change-time column: required for a plain table; a Delta feed's is
+            ``_commit_timestamp`` unless this names another timestamp column (a business time such
+            as ``valid_from``).
+        how: ``"left"`` (default) keeps events without a row (null-padded), ``"inner"`` drops them.
+        mode: ``"as_of"`` (default) or ``"latest"`` (above).
+        delay: How late a change or an event may arrive (the watermarks' delay).
+        grace: Release a waiting event once the event watermark passes its time plus ``grace``.
+        table_ttl: None (default) keeps every key; else a key not changed for longer than this,
+            in table time, expires: as_of, an event at ``t`` finds no row when its key's version
+            current at ``t`` changed before ``t - table_ttl``; latest, when the key's newest
+            version changed before the table watermark minus ``table_ttl``. Such lookups count as
+            ``expired_lookups`` while the key is held, and expired keys leave the state. A
+            ``bootstrap`` then needs its change-time column (its rows age from it).
+        bootstrap: A batch DataFrame of the table's rows (its key and value columns; a change-time
+            column kept if present), loaded before the first batch; a row without a change time
+            comes before every change of its key, and its change time is null in the output.
+        table_format: The change vocabulary (a name or a
+            [`ChangeFormat`][streamjoin.changes.format.ChangeFormat]); None: detected from the
+            columns.
+        table_sequence: A column that breaks ties of change time (a Delta feed's default:
+            ``_commit_version``).
+        store: As for [`interval_join`][streamjoin.spark.interval.interval_join].
+        checkpoint: As for ``interval_join``.
+        partitions: As for ``interval_join``.
+        store_options: As for ``interval_join``.
+        state_dir: As for ``interval_join``.
+        max_partitions: As for ``interval_join``.
+        stream_delay: Overrides ``delay`` for the event watermark.
+        table_delay: Overrides ``delay`` for the table watermark.
+        end_of_run: What an ``availableNow`` run does once it has read its data (``"flush"``:
+            events the table watermark reached by then, e.g. through a heartbeat of the last
+            micro-batch, come out in the same run; ``"release"``: then every waiting event is
+            released and the inputs are closed; docs/design/end-of-input.md).
+        heartbeats: An event whose every column but ``stream_time`` is null is a heartbeat of a
+            quiet stream: it moves the event watermark like an event at that time and is never
+            joined, output or set aside (counted as ``heartbeat_events``; the table's own
+            heartbeats are change rows with op ``heartbeat``). Without it (default) such a row is
+            an event with a null key.
+        changes: The former name of ``table_format``; still works, with a ``DeprecationWarning``.
+
+    Returns:
+        Every event column, then the table's value columns (a name also in the events gets
+        ``_table``).
+
+    Raises:
+        JoinDefinitionError: Before any query starts, when an argument is wrong.
     """
     options = JoinOptions(store=store, checkpoint=checkpoint, partitions=partitions,
                           store_options=store_options, state_dir=state_dir,
@@ -104,7 +131,8 @@ def stream_table_join(
     key = list(column_names(table_key, "table_key"))
     check_columns(stream, "stream", [*column_names(on, "on (the event key columns)"), stream_time])
     check_time(stream, "stream_time", stream_time)
-    fmt = change_format(table_changes, changes, key, table_time, table_sequence)
+    fmt = change_format(table_changes, format_argument(table_format, changes, "table_format", "changes"), key,
+                        table_time, table_sequence)
     if not fmt.vocabulary.needs_pre_stage:
         check_columns(table_changes, "table_changes", [fmt.time])
         check_time(table_changes, "table_time", fmt.time)
@@ -135,7 +163,7 @@ def stream_table_join(
 
 
 def _bootstrap_changes(bootstrap: DataFrame, operator: EnrichmentJoin) -> DataFrame:
-    """The snapshot as upserts in the table input's schema (:meth:`EnrichmentJoin.bootstrap_changes`)."""
+    """The snapshot as upserts in the table input's schema (``EnrichmentJoin.bootstrap_changes``)."""
     spec = operator.spec
     rows = [n for n in spec.internal.names if not n.startswith("__sj_")]
     allowed = set(rows) | {spec.changes.time}
@@ -169,7 +197,7 @@ def _bootstrap_changes(bootstrap: DataFrame, operator: EnrichmentJoin) -> DataFr
 
 
 class _AsChanges:
-    """:meth:`EnrichmentJoin.bootstrap_changes` over a partition of the snapshot (``schema``: its
+    """``EnrichmentJoin.bootstrap_changes`` over a partition of the snapshot (``schema``: its
     rows as the operator reads them, timestamps in UTC)."""
 
     def __init__(self, operator: EnrichmentJoin, schema: pa.Schema):

@@ -12,7 +12,7 @@ from streamjoin.kit.on import On, parse_on
 from streamjoin.kit.times import Duration
 from streamjoin.kit.watermark import WatermarkPolicy
 from streamjoin.runtime.options import EndOfRun, JoinOptions
-from streamjoin.spark.checks import check_columns, check_time, check_watermark
+from streamjoin.spark.checks import check_columns, check_time
 from streamjoin.spark.plan import run_plan
 from streamjoin.spark.runtime import arrow_schema, resolve_checkpoint
 
@@ -47,44 +47,67 @@ def interval_join(
 
     A left row ``l`` and a right row ``r`` match when their ``on`` columns are equal (a null never
     matches) and ``l[left_time] + lower <= r[right_time] <= l[left_time] + upper`` (both bounds
-    inclusive; either may be negative). ``how``: inner, left, right, full, left_semi, left_anti, or
-    Spark's spellings of them (``left_outer``, ``full_outer``, ``outer``, ``semi``, ``anti``, ...);
-    ``lower``, ``upper`` and ``delay`` are timedeltas or Spark interval strings (``"10 minutes"``).
-    The watermark is ``min(largest left time, largest right time) - delay`` over earlier
-    micro-batches; rows older than it are late: they never join and are written, with the
-    reason, to the checkpoint's set-aside output (:func:`streamjoin.set_aside_rows`). Unmatched rows of
-    outer joins are emitted once the watermark has passed their window. ``left_delay`` /
-    ``right_delay`` override ``delay`` for one input (its watermark is its largest time minus its
-    delay); ``watermark_policy`` combines the two watermarks as Spark's
-    ``multipleWatermarkPolicy``: ``"min"`` (default: outer rows wait for the slower input, whose
-    rows within their delay are never late) or ``"max"`` (outer rows of the faster input come out
-    after its own delay; the slower input's rows below that watermark are set aside as late)
-    (docs/design/semantics.md "Time"). ``end_of_run`` (streaming inputs): what a
-    ``trigger(availableNow=True)`` run does once it has read its data: ``"hold"`` (default: rows
-    its last batch's watermark passed come out at the start of the next run), ``"flush"`` (they
-    come out in the same run, in one more no-data micro-batch; the query starts about a second
-    later) or ``"release"`` (as ``"flush"``, then every row held for lateness is released as a
-    batch join releases it and the inputs are closed: a later run with new rows is refused)
-    (docs/design/end-of-input.md). ``heartbeats=True``: a row whose every column but its time
-    column is null is a *heartbeat*, progress of a quiet input: its time moves the watermark
-    like a row at that time, and the row is never joined, stored, output or set aside (counted
-    as ``heartbeat_rows_left`` / ``heartbeat_rows_right``; docs/guides/interval.md). Without it
-    (default) such a row is an ordinary row with a null key. ``idle_timeout`` (default None: off; a timedelta or interval
-    string), as Flink's ``withIdleness``: an input whose largest event time has not advanced for
-    that long in processing time (the micro-batches' timestamps, ``current_timestamp()``) stops
-    holding the watermark, which follows the other input; when its rows come again it counts
-    again, and those below the watermark are late. Results then depend on processing time and
-    differ from the batch join (docs/design/semantics.md "Time").
+    inclusive; either may be negative). The watermark is ``min(largest left time, largest right
+    time) - delay`` over earlier micro-batches; rows older than it are late: they never join and
+    are written, with the reason, to the checkpoint's set-aside output
+    ([`set_aside_rows`][streamjoin.spark.outputs.set_aside_rows]). Unmatched rows of outer joins are
+    emitted once the watermark has passed their window (docs/design/semantics.md "Time").
 
-    Output columns: the key columns once (named as on the left), then the left columns, then the
-    right columns; a non-key name on both sides becomes ``name_left`` / ``name_right``. Semi and
-    anti joins output the left columns. ``checkpoint`` (a path or ``pyarrow.fs`` URI) is required
-    for streaming inputs; ``partitions`` defaults to ``spark.sql.shuffle.partitions``; ``store``
-    is ``rocksdb``, ``lmdb``, ``arranged``, ``memory`` or ``package.module:Class``; local stores live under
-    ``state_dir`` (default: under Spark's local directory). ``max_partitions`` (default 4096) is
-    the most partitions the join can later be restarted with (its key groups, fixed when the
-    checkpoint is created; docs/design/runtime.md "Partitions and rescaling"). Raises
-    :class:`streamjoin.errors.JoinDefinitionError` before any query starts when an argument is wrong.
+    Durations (``lower``, ``upper``, the delays, ``idle_timeout``) are timedeltas or Spark interval
+    strings (``"10 minutes"``).
+
+    Args:
+        left: The left events, streaming or batch.
+        right: The right events, streaming or batch.
+        on: The key: a column name, a list of names on both sides, or a pair (left names, right names).
+        left_time: The left event-time column.
+        right_time: The right event-time column.
+        lower: The window's lower bound, relative to the left row's time.
+        upper: The window's upper bound, relative to the left row's time.
+        delay: How late an event may arrive and still join (the watermark's delay).
+        how: ``inner``, ``left``, ``right``, ``full``, ``left_semi``, ``left_anti``, or Spark's
+            spellings of them (``left_outer``, ``full_outer``, ``outer``, ``semi``, ``anti``, ...).
+        store: ``rocksdb``, ``lmdb``, ``arranged``, ``memory`` or ``package.module:Class``.
+        checkpoint: A path or ``pyarrow.fs`` URI; required for streaming inputs.
+        partitions: Defaults to ``spark.sql.shuffle.partitions``.
+        store_options: Options passed to the store backend.
+        state_dir: Where local stores live (default: under Spark's local directory).
+        max_partitions: The most partitions the join can later be restarted with (default 4096;
+            its key groups, fixed when the checkpoint is created; docs/design/runtime.md
+            "Partitions and rescaling").
+        left_delay: Overrides ``delay`` for the left input (its watermark is its largest time
+            minus its delay).
+        right_delay: Overrides ``delay`` for the right input.
+        watermark_policy: How the two watermarks combine, as Spark's ``multipleWatermarkPolicy``:
+            ``"min"`` (default: outer rows wait for the slower input, whose rows within their
+            delay are never late) or ``"max"`` (outer rows of the faster input come out after its
+            own delay; the slower input's rows below that watermark are set aside as late).
+        end_of_run: Streaming inputs: what a ``trigger(availableNow=True)`` run does once it has
+            read its data: ``"hold"`` (default: rows its last batch's watermark passed come out at
+            the start of the next run), ``"flush"`` (they come out in the same run, in one more
+            no-data micro-batch; the query starts about a second later) or ``"release"`` (as
+            ``"flush"``, then every row held for lateness is released as a batch join releases it
+            and the inputs are closed: a later run with new rows is refused;
+            docs/design/end-of-input.md).
+        heartbeats: A row whose every column but its time column is null is a *heartbeat*,
+            progress of a quiet input: its time moves the watermark like a row at that time, and
+            the row is never joined, stored, output or set aside (counted as
+            ``heartbeat_rows_left`` / ``heartbeat_rows_right``; docs/guides/interval.md). Without
+            it (default) such a row is an ordinary row with a null key.
+        idle_timeout: As Flink's ``withIdleness`` (default None: off): an input whose largest
+            event time has not advanced for that long in processing time (the micro-batches'
+            timestamps) stops holding the watermark, which follows the other input; when its rows
+            come again it counts again, and those below the watermark are late. Results then
+            depend on processing time and differ from the batch join.
+
+    Returns:
+        The joined rows: the key columns once (named as on the left), then the left columns, then
+        the right columns; a non-key name on both sides becomes ``name_left`` / ``name_right``.
+        Semi and anti joins output the left columns.
+
+    Raises:
+        JoinDefinitionError: Before any query starts, when an argument is wrong
+            ([`streamjoin.errors`][streamjoin.errors]).
     """
     options = JoinOptions(store=store, checkpoint=checkpoint, partitions=partitions,
                           store_options=store_options, state_dir=state_dir,
@@ -101,8 +124,6 @@ def interval_join(
         heartbeats=heartbeats,
         idle_timeout=idle_timeout,
     )
-    for side, df, time, i, own in (("left", left, left_time, 0, left_delay), ("right", right, right_time, 1, right_delay)):
-        check_watermark(df, side, time, operator.spec.delays[i], f"{side}_delay" if own is not None else "delay")
     checkpoint = resolve_checkpoint(options.checkpoint, left.isStreaming or right.isStreaming, "interval_join")
     return run_plan(operator.plan, [left, right], checkpoint=checkpoint, partitions=options.partitions,
                     state=options.state, key_groups=options.max_partitions, end_of_run=end_of_run)

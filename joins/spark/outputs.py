@@ -3,7 +3,7 @@
 Set-aside rows are stored as ``set_aside/<input>/v=<version>/p=<partition>.parquet`` under a
 checkpoint. They are read back without Spark's partition discovery, so a row's own columns (even
 ones named ``v`` or ``p``) come back exactly as they were; the version and partition are added from
-the file path as :data:`VERSION_COLUMN` and :data:`PARTITION_COLUMN`. Should the rows already have
+the file path as ``VERSION_COLUMN`` and ``PARTITION_COLUMN``. Should the rows already have
 a column of that name, the added column gets one more leading underscore until its name is free
 (``_version`` -> ``__version``): nothing of the row is replaced.
 """
@@ -40,13 +40,25 @@ def set_aside_rows(spark: SparkSession, checkpoint: str, input_name: str) -> Dat
     """Rows of input ``input_name`` the join did not process, as they arrived, with a ``_reason``
     column and the version and partition they arrived in (see the module on those columns' names).
 
-    Input names: ``left`` / ``right`` for interval joins; ``stream``, ``table``, ``table_source``
-    for ``stream_table_join``; for ``table_table_join``, ``changes`` / ``changes_source`` under
-    ``<checkpoint>/left_keys`` and ``right_keys``, ``left`` / ``right`` under ``<checkpoint>/join``.
     A checkpoint with no rows set aside for a valid input gives an empty DataFrame of the same
     columns (the join records them when it is defined; for a checkpoint from an older streamjoin or
-    the ``*_source`` inputs, just ``_reason``, ``_version`` and ``_partition``). Raises :class:`JoinDefinitionError` when ``checkpoint`` is not a join checkpoint, or
-    ``input_name`` is not one of its inputs (both named in the message).
+    the ``*_source`` inputs, just ``_reason``, ``_version`` and ``_partition``).
+
+    Args:
+        spark: The session to read with.
+        checkpoint: The join's checkpoint (a table-table join's stage: ``<checkpoint>/left_keys``,
+            ``right_keys`` or ``join``).
+        input_name: ``left`` / ``right`` for interval joins; ``stream``, ``table``,
+            ``table_source`` for ``stream_table_join``; for ``table_table_join``, ``changes`` /
+            ``changes_source`` under ``<checkpoint>/left_keys`` and ``right_keys``, ``left`` /
+            ``right`` under ``<checkpoint>/join``.
+
+    Returns:
+        The rows set aside, in the input's columns, then ``_reason``, the version and the partition.
+
+    Raises:
+        JoinDefinitionError: ``checkpoint`` is not a join checkpoint, or ``input_name`` is not one
+            of its inputs (both named in the message).
     """
     cp, kind = _checkpoint(checkpoint, "set_aside_rows")
     folder = posixpath.join(cp.root, "set_aside")
@@ -73,12 +85,22 @@ def set_aside_rows(spark: SparkSession, checkpoint: str, input_name: str) -> Dat
 
 
 def join_metrics(spark: SparkSession, checkpoint: str) -> DataFrame:
-    """One row per version and partition: rows in, out and set aside, state size, restores (no
-    rows before the first version). Counts are longs, ``state_open_seconds`` a double in seconds,
-    event times (``watermark``, ``event_watermark``, ``table_watermark``, ``max_time_<input>``)
-    timestamps, null where there is none yet (a batch run's final watermark is 9999-12-31
-    23:59:59.999999). Raises :class:`JoinDefinitionError` when ``checkpoint`` is not a join
-    checkpoint."""
+    """One row per version and partition: rows in, out and set aside, state size, restores.
+
+    Counts are longs, ``state_open_seconds`` a double in seconds, event times (``watermark``,
+    ``event_watermark``, ``table_watermark``, ``max_time_<input>``) timestamps, null where there is
+    none yet (a batch run's final watermark is 9999-12-31 23:59:59.999999).
+
+    Args:
+        spark: The session to read with.
+        checkpoint: The join's checkpoint (a table-table join's stage).
+
+    Returns:
+        The records of the versions the checkpoint keeps (no rows before the first version).
+
+    Raises:
+        JoinDefinitionError: ``checkpoint`` is not a join checkpoint.
+    """
     cp, kind = _checkpoint(checkpoint, "join_metrics")
     operator = operator_class(kind)
     records = [{k: time_of(v) if is_time_field(k, operator) else v for k, v in r.items()} for r in cp.commits.read_metrics()]

@@ -12,7 +12,7 @@ output) are upserts. The batch id is recorded in ``streamjoin_sink_progress`` (o
 ``name``) in the same transaction, so a batch Spark runs again after a failure (the same id, not
 newer than the recorded one) is skipped. Rows travel as CSV into a temporary table (``COPY``), then
 one ``DELETE`` and one ``INSERT ... ON CONFLICT`` apply them. A lost connection is retried with
-backoff (the transaction runs again from the start), then :class:`streamjoin.cdc.ConnectionLost`.
+backoff (the transaction runs again from the start), then ``streamjoin.cdc.ConnectionLost``.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class PostgresSink:
         return with_retry(lambda: self._transaction(rows, batch_id), self.dsn, self.retry)
 
     def _final_rows(self, changes: pa.Table) -> pa.Table:
-        """Each key's last change: the target's columns plus :data:`_DELETE`."""
+        """Each key's last change: the target's columns plus ``_DELETE``."""
         columns = self.columns or {n: n for n in changes.column_names if n not in _META}
         missing = [source for source in columns.values() if source not in changes.column_names]
         unknown_key = [k for k in self.key if k not in columns]

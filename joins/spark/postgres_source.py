@@ -6,9 +6,9 @@
     stream_table_join(..., table_changes=changes, changes=postgres_change_format(["user_id"]))
 
 Each micro-batch reads one range ``[start, end)`` of LSNs from a logical replication slot (made by
-:func:`streamjoin.cdc.create_slot`): the first starts at the slot's position, each ends at the
+``streamjoin.cdc.create_slot``): the first starts at the slot's position, each ends at the
 server's flushed log position when Spark plans it. Rows are the Debezium vocabulary of
-:mod:`streamjoin.cdc.wal2json` (``op``, ``before``, ``after``, ``ts_ms``, ``ts_us``, ``lsn``,
+``streamjoin.cdc.wal2json`` (``op``, ``before``, ``after``, ``ts_ms``, ``ts_us``, ``lsn``,
 ``source``, ``error``, and a ``heartbeat`` row per batch in which anything committed).
 
 **A quiet database gives a quiet query.** Spark plans a micro-batch only when the offset moves, and
@@ -16,13 +16,13 @@ it moves only when the log since the last batch holds a change of the table, or 
 ``heartbeats``, default true) a heartbeat is due: a transaction that is not a sink's own committed
 at least ``heartbeat_interval`` (default ``10 seconds``, a Spark interval) after the commit time the
 last batch ended with. Other tables' transactions carry the table's watermark forward at that pace;
-a :class:`~streamjoin.spark.postgres_sink.PostgresSink`'s own commits never start a batch (see
-:func:`streamjoin.cdc.wal2json.pending`). Offsets are ``{"lsn": "X/Y", "commit_us": n}``, the second
-being that commit time (absent before the first batch). The slot is only peeked; it is advanced to a batch's end in :meth:`commit`, which
+a ``PostgresSink``'s own commits never start a batch (see
+``streamjoin.cdc.wal2json.pending``). Offsets are ``{"lsn": "X/Y", "commit_us": n}``, the second
+being that commit time (absent before the first batch). The slot is only peeked; it is advanced to a batch's end in ``commit``, which
 Spark calls after the batch's output is committed, so a query that fails re-reads its last batch
 (never skips one) and a restarted query resumes at its checkpoint's offset. Connections that fail
 are retried with backoff (options ``retries``, ``retry_delay`` seconds), then the query fails with
-:class:`streamjoin.cdc.ConnectionLost`.
+``streamjoin.cdc.ConnectionLost``.
 """
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ class _Reader(DataSourceStreamReader):
         return [LsnRange(parse_lsn(start["lsn"]), parse_lsn(end["lsn"]))]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """The range's change rows (``partition``: an :class:`LsnRange` of :meth:`partitions`);
+        """The range's change rows (``partition``: an ``LsnRange`` of ``partitions``);
         the slot does not move."""
         assert isinstance(partition, LsnRange)
         if partition.end <= partition.start:

@@ -1,19 +1,19 @@
 """The join in Spark's progress: its metrics as observed metrics of the query.
 
 Every task of a version ends its output with one *metrics row*: the output columns null and a
-text column :data:`METRICS` holding, as one JSON object, what the partition did (rows in, out, set
+text column ``METRICS`` holding, as one JSON object, what the partition did (rows in, out, set
 aside and late per input, pairs, state rows and bytes, store restores and their time, the join's
 watermarks in microseconds). The column is null on every output row, and a null string is cheaper
 for Spark to convert from Arrow than a null struct of the same fields (see the runtime design
 page, "The join in Spark's progress"). After ``mapInArrow`` the
 runtime parses the P metrics rows (one a task) and aggregates them with ``observe``, named
-:func:`observation_name`, which Spark reports in ``StreamingQueryProgress.observedMetrics``
-(``lastProgress``, listeners, the UI) as one struct field, :data:`OBSERVED`, then drops them: what
+``observation_name``, which Spark reports in ``StreamingQueryProgress.observedMetrics``
+(``lastProgress``, listeners, the UI) as one struct field, ``OBSERVED``, then drops them: what
 remains is exactly the join's output. The join's watermarks are observed as text with their UTC
 offset (``2024-01-01 00:29:00.000000Z``; Spark would render a timestamp in the session's time zone,
-without saying which), so that :func:`progress_metrics` reads the same instant wherever it runs.
+without saying which), so that ``progress_metrics`` reads the same instant wherever it runs.
 
-:func:`progress_metrics` is the documented way to read them: Spark hands the observation over in
+``progress_metrics`` is the documented way to read them: Spark hands the observation over in
 different shapes (classic PySpark: a row holding a dict; Spark Connect: a row of ``values`` and
 ``schema``; a listener's event: nested rows), and it gives one dict of named, typed values for all.
 
@@ -90,7 +90,7 @@ def progress_schema(operator: Operator) -> pa.Schema:
 
 
 def _parsed_type(operator: Operator) -> str:
-    """The Spark type a metrics row's JSON is parsed as: :func:`_fields`, times in microseconds."""
+    """The Spark type a metrics row's JSON is parsed as: ``_fields``, times in microseconds."""
     return "struct<" + ",".join(f"{quoted(f.name)}:{_SQL_TYPES.get(f.type, 'BIGINT')}" for f in _fields(operator)) + ">"
 
 
@@ -99,8 +99,8 @@ def _time(value: Any) -> int | None:
 
 
 def metrics_batch(operator: Operator, metrics: Mapping[str, Any], schema: pa.Schema) -> pa.RecordBatch:
-    """One row of ``schema`` (:func:`progress_schema`): output columns null, then ``metrics`` as JSON
-    (the fields of :func:`_fields`, event times in microseconds, None for none)."""
+    """One row of ``schema`` (``progress_schema``): output columns null, then ``metrics`` as JSON
+    (the fields of ``_fields``, event times in microseconds, None for none)."""
     values: dict[str, Any] = {}
     for field in _fields(operator):
         if field.name == "stores_rebuilt":
@@ -126,8 +126,8 @@ def _placeholder(kind: pa.DataType) -> pa.Array:
 
 
 def report_progress(df: DataFrame, operator: Operator, checkpoint: str) -> DataFrame:
-    """``df`` (of :func:`progress_schema`) as the join's output, its metrics observed as one struct
-    field :data:`OBSERVED`."""
+    """``df`` (of ``progress_schema``) as the join's output, its metrics observed as one struct
+    field ``OBSERVED``."""
     metrics = F.col(METRICS)
     observed = df.observe(observation_name(operator, checkpoint), F.expr(observed_sql(operator)).alias(OBSERVED))
     # Spark pushes no filter below ``observe`` (it would change what is observed)
@@ -192,17 +192,26 @@ def _merged(operator: Operator, name: str, how: str) -> str:
 
 
 def progress_metrics(query_or_progress: Any, checkpoint: str | None = None) -> dict[str, Any] | None:
-    """The join's metrics of one micro-batch, by name: counts as ints, ``state_open_seconds_max`` a
-    float in seconds, the watermarks as UTC datetimes (None: no watermark yet). The same on classic
-    Spark and Spark Connect.
+    """The join's metrics of one micro-batch, by name.
 
-    ``query_or_progress``: a ``StreamingQuery`` (its ``lastProgress``), a ``StreamingQueryProgress``
-    (an element of ``recentProgress``, a listener event's ``progress``), a listener's
-    ``QueryProgressEvent``, or a progress as a dict (``json.loads(progress.json)``). ``checkpoint``
-    picks the join when the query has several (the ``checkpoint=`` it was defined with); None: the
-    query's one join. Returns None when there is no progress yet or it observed no join (a trigger
-    that ran no micro-batch). Raises :class:`JoinDefinitionError` when the join asked for is not in
-    the progress, or several are and ``checkpoint`` is None (the message names them).
+    Counts are ints, ``state_open_seconds_max`` a float in seconds, the watermarks UTC datetimes
+    (None: no watermark yet). The same on classic Spark and Spark Connect.
+
+    Args:
+        query_or_progress: A ``StreamingQuery`` (its ``lastProgress``), a
+            ``StreamingQueryProgress`` (an element of ``recentProgress``, a listener event's
+            ``progress``), a listener's ``QueryProgressEvent``, or a progress as a dict
+            (``json.loads(progress.json)``).
+        checkpoint: Picks the join when the query has several (the ``checkpoint=`` it was defined
+            with); None: the query's one join.
+
+    Returns:
+        The metrics, or None when there is no progress yet or it observed no join (a trigger that
+        ran no micro-batch).
+
+    Raises:
+        JoinDefinitionError: The join asked for is not in the progress, or several are and
+            ``checkpoint`` is None (the message names them).
     """
     progress = query_or_progress
     if hasattr(progress, "lastProgress"):

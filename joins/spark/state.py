@@ -2,10 +2,10 @@
 
 ``read_state(spark, checkpoint, version=None, side=...)`` runs one Spark task per partition. Each
 task restores its partition's changelog (newest snapshot, then deltas, through
-:func:`streamjoin.changelog.restore`) into an in-memory map, so no local store is opened and a
+``streamjoin.changelog.restore``) into an in-memory map, so no local store is opened and a
 running query is not disturbed, and decodes it with the state view its operator class declares
-for ``side`` (``state_views``, :mod:`streamjoin.runtime.views`; the class comes from the
-checkpoint's definition through :mod:`streamjoin.runtime.registry`). The sides:
+for ``side`` (``state_views``, ``streamjoin.runtime.views``; the class comes from the
+checkpoint's definition through ``streamjoin.runtime.registry``). The sides:
 
 ===================  =========================================================================
 kind / ``side``      rows
@@ -52,10 +52,21 @@ _LOCK = threading.Lock()
 
 
 def read_state(spark: SparkSession, checkpoint: str, version: int | None = None, side: str | None = None) -> DataFrame:
-    """The state of ``side`` (see the module's table) of the join checkpoint at ``checkpoint`` as of
-    ``version`` (None: each partition's newest), one task per partition. Raises
-    :class:`JoinDefinitionError` when ``checkpoint`` is not a join checkpoint or ``side`` not one of
-    its kind's sides (both named in the message)."""
+    """The state of one side of a join checkpoint as rows, one task per partition.
+
+    Args:
+        spark: The session to read with.
+        checkpoint: The join's checkpoint (a table-table join's stage).
+        version: The version to read as of (None: each partition's newest).
+        side: One of the join kind's sides (see the module's table); None when it has one.
+
+    Returns:
+        The side's state rows.
+
+    Raises:
+        JoinDefinitionError: ``checkpoint`` is not a join checkpoint, or ``side`` is not one of its
+            kind's sides (both named in the message).
+    """
     stages = stage_checkpoints(checkpoint)
     if len(stages) != 1:
         raise JoinDefinitionError(f"read_state: {checkpoint} is a table_table_join's checkpoint: pass one of "

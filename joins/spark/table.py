@@ -49,43 +49,65 @@ def table_table_join(
 ) -> DataFrame:
     """The change stream of the view ``left JOIN right ON on``, kept up to date as both change.
 
-    Both inputs are change streams as for :func:`streamjoin.stream_table_join` (Delta change data feed,
-    Debezium envelopes, or plain with an ``op`` column and the change-time column ``*_time``; the
-    vocabulary is detected unless ``*_format`` names it), with primary keys ``left_key`` and
-    ``right_key``. ``on``: a column name, a list of names on both sides, or a pair (left names,
-    right names): primary key to primary key, foreign key to primary key, or many to many.
-    ``how``: ``inner``, ``left`` or ``full`` (or a Spark spelling: ``left_outer``, ``outer``, ...). Changes to one row apply in change-time (then
-    sequence) order; an older or duplicate change is stale and ignored, and a delete of an unknown
-    row is harmless; both are counted in the metrics.
+    Both inputs are change streams as for
+    [`stream_table_join`][streamjoin.spark.enrichment.stream_table_join]. Changes to one row apply
+    in change-time (then sequence) order; an older or duplicate change is stale and ignored, and a
+    delete of an unknown row is harmless; both are counted in the metrics. A row whose join key
+    changes (a post moved to another author) is retracted from its old key by a first stage
+    partitioned by primary key; so the join runs three stages, each with its own state and
+    changelogs under ``<checkpoint>/left_keys``, ``right_keys`` and ``join`` (``join_metrics`` and
+    ``set_aside_rows`` take those paths).
 
-    ``retention`` (a timedelta or a Spark interval string such as ``"7 days"``; None: keep every
-    key forever): a deleted row's tombstone is dropped once it is older than its table's newest
-    change time minus ``retention`` (the horizon), and a change older than the horizon when it
-    arrives is set aside as late (``set_aside_rows``, counted as ``late_changes``).
-    ``expire_rows=True`` also drops rows whose last change is older than the horizon: the view
-    retracts their joined rows. ``left_delay`` / ``right_delay``: that table's own horizon distance
-    instead of ``retention`` (how late its changes may arrive; this join holds nothing back for
-    lateness, so a table's delay only sets what is late and when its keys expire), for two change
-    feeds with different lateness: ``left_delay="10 seconds", right_delay="2 hours"``.
+    Args:
+        left_changes: The left table's change stream (Delta change data feed, Debezium
+            envelopes, or plain with an ``op`` column and the change-time column ``left_time``).
+        right_changes: The right table's change stream.
+        on: A column name, a list of names on both sides, or a pair (left names, right names):
+            primary key to primary key, foreign key to primary key, or many to many.
+        left_key: The left table's primary key.
+        right_key: The right table's primary key.
+        how: ``inner``, ``left`` or ``full`` (or a Spark spelling: ``left_outer``, ``outer``, ...).
+        left_time: The left change-time column (required for plain changes).
+        right_time: The right change-time column.
+        left_format: The left change vocabulary (a name or a
+            [`ChangeFormat`][streamjoin.changes.format.ChangeFormat]); None: detected.
+        right_format: The right change vocabulary.
+        left_sequence: A left column that breaks ties of change time.
+        right_sequence: A right column that breaks ties of change time.
+        retention: None (default) keeps every key forever; else (a timedelta or a Spark interval
+            string such as ``"7 days"``) a deleted row's tombstone is dropped once it is older
+            than its table's newest change time minus ``retention`` (the horizon), and a change
+            older than the horizon when it arrives is set aside as late (counted as
+            ``late_changes``).
+        expire_rows: Also drop rows whose last change is older than the horizon: the view
+            retracts their joined rows.
+        left_delay: The left table's own horizon distance instead of ``retention`` (how late its
+            changes may arrive; this join holds nothing back for lateness, so a table's delay
+            only sets what is late and when its keys expire).
+        right_delay: The right table's own horizon distance.
+        store: As for [`interval_join`][streamjoin.spark.interval.interval_join].
+        checkpoint: As for ``interval_join``.
+        partitions: As for ``interval_join``.
+        store_options: As for ``interval_join``.
+        state_dir: As for ``interval_join``.
+        max_partitions: As for ``interval_join``.
+        left_bootstrap: A batch DataFrame of the left table's rows before its change stream's
+            first change (its key and row columns; a change-time column kept if present, and
+            needed with ``expire_rows``), loaded into the join's first version; a row without a
+            change time comes before every change of its key (``streamjoin.table.bootstrap``).
+        right_bootstrap: The same for the right table.
 
-    Output: the view's changes in the Delta change data feed vocabulary: the left row's columns,
-    the right row's (a name on both sides gets ``_left`` / ``_right``), ``_change_type``
-    (``insert``, ``update_preimage``, ``update_postimage``, ``delete``), ``_commit_version`` (the
-    micro-batch id) and ``_seq``; applying them in (``_commit_version``, ``_seq``) order to an
-    empty table gives, after every micro-batch, the join of the two tables as they stand
-    (:class:`streamjoin.view.MaterializedView` does it). Outer joins insert a null-padded row while a
-    row has no match and retract it when its first match appears.
+    Returns:
+        The view's changes in the Delta change data feed vocabulary: the left row's columns, the
+        right row's (a name on both sides gets ``_left`` / ``_right``), ``_change_type``
+        (``insert``, ``update_preimage``, ``update_postimage``, ``delete``), ``_commit_version``
+        (the micro-batch id) and ``_seq``; applied in (``_commit_version``, ``_seq``) order to an
+        empty table, they give after every micro-batch the join of the two tables as they stand
+        ([`MaterializedView`][streamjoin.view.MaterializedView] does it). Outer joins insert a
+        null-padded row while a row has no match and retract it when its first match appears.
 
-    A row whose join key changes (a post moved to another author) is retracted from its old key
-    by a first stage partitioned by primary key; so the join runs three stages, each with its own
-    state and changelogs under ``<checkpoint>/left_keys``, ``right_keys`` and ``join``
-    (``join_metrics`` and ``set_aside_rows`` take those paths). ``left_bootstrap`` /
-    ``right_bootstrap``: a batch DataFrame of the table's rows before its change stream's first
-    change (its key and row columns; a change-time column kept if present, and needed with
-    ``expire_rows``), loaded into the join's first version; a row without a change time comes before
-    every change of its key (:mod:`streamjoin.table.bootstrap`). Other arguments as for
-    :func:`streamjoin.interval_join`. Raises :class:`JoinDefinitionError` before any query starts
-    when an argument is wrong.
+    Raises:
+        JoinDefinitionError: Before any query starts, when an argument is wrong.
     """
     options = JoinOptions(store=store, checkpoint=checkpoint, partitions=partitions,
                           store_options=store_options, state_dir=state_dir,

@@ -9,7 +9,7 @@
     sink.write_parquet("timeline.parquet")
 
 **Contract.** The view lives on the driver: each micro-batch's view changes are collected to the
-driver as Arrow and applied to a :class:`streamjoin.view.MaterializedView` in a local store at
+driver as Arrow and applied to a ``streamjoin.view.MaterializedView`` in a local store at
 ``path``. That suits views that fit one machine's disk (the store is RocksDB by default, so not
 its memory); a larger view belongs in a table format written by the executors. The store's
 version marker is the last micro-batch id applied, and a micro-batch is applied in one atomic
@@ -90,7 +90,7 @@ class ViewSink:
     def apply(self, changes: pa.Table, batch_id: int) -> dict[str, int] | None:
         """Apply one micro-batch's changes (Arrow); counts by change type, or None when skipped.
 
-        Raises :class:`streamjoin.view.ViewError` (nothing written) for changes that do not fit the view,
+        Raises ``streamjoin.view.ViewError`` (nothing written) for changes that do not fit the view,
         and ValueError for a change whose ``_commit_version`` is after ``batch_id``.
         """
         if self.has_applied(batch_id):
@@ -157,6 +157,16 @@ def view_sink(path: str, *, left_key: str | Sequence[str], right_key: str | Sequ
               schema: pa.Schema | StructType | DataFrame, store: str = "rocksdb") -> ViewSink:
     """A ``foreachBatch`` function keeping the view of a table-table join's change stream at ``path``.
 
-    See :mod:`streamjoin.spark.view` for the contract (a driver-local view, each batch id applied once).
+    See ``streamjoin.spark.view`` for the contract (a driver-local view, each batch id applied once).
+
+    Args:
+        path: Where the view's store lives (on the driver).
+        left_key: The left table's primary key.
+        right_key: The right table's primary key.
+        schema: The change stream's schema (an Arrow schema, a Spark schema, or the DataFrame).
+        store: The store backend of the view.
+
+    Returns:
+        The [`ViewSink`][streamjoin.spark.view.ViewSink] to pass to ``foreachBatch``.
     """
     return ViewSink(path, left_key=left_key, right_key=right_key, schema=schema, store=store)

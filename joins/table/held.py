@@ -15,8 +15,8 @@ from typing import Sequence, cast
 import numpy as np
 
 from streamjoin.statestore.codecs import unpack_head
-from streamjoin.table.rows import INT_WIDTH as _WIDTH
-from streamjoin.table.rows import TAG, decode_ints, padded_bytes
+from streamjoin.statestore.packed_columns import INT_WIDTH as _WIDTH
+from streamjoin.statestore.packed_columns import TAG, decode_ints, padded_bytes
 
 __all__ = ["Held", "decode_held"]
 

@@ -47,9 +47,10 @@ from streamjoin.runtime.areas import PACKED, PACKED_VALUE, RAW, TIMESTAMP, Area,
 from streamjoin.runtime.operator import NEG_INF, InputSpec, Operator, StepInput, StepResult, conform
 from streamjoin.statestore.base import KeyValue, Store
 from streamjoin.statestore.codecs import unpack, unpack_head
+from streamjoin.statestore.packed_columns import pack_columns, unpack_columns
 from streamjoin.table.held import Held, decode_held
 from streamjoin.table.retention import LATE_REASON, due, index_key, parse_retention, time_scale
-from streamjoin.table.rows import RowCodec, pack_columns, unpack_columns
+from streamjoin.table.rows import RowCodec
 from streamjoin.table.spec import TableSide, build_side
 from streamjoin.table.views import KEY_VIEWS
 

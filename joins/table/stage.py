@@ -24,7 +24,7 @@ every row read by key (the changed primary keys' rows, and, for a side whose pri
 join key, the one row it can hold at each touched join key, so a foreign-key join's key side is
 never scanned); one batched seek per side and version (``Store.scan_prefixes``) for every
 group a side reads whole. Keys and rows
-are encoded column-wise (:func:`streamjoin.table.rows.pack_columns`, the bytes of ``pack``); output
+are encoded column-wise (:func:`streamjoin.statestore.packed_columns.pack_columns`, the bytes of ``pack``); output
 rows of this version's input are taken from it, rows read from state decoded column-wise. Per view key (left primary key, right primary
 key; a padded side's is null) the diff is minimal: a row that changed -> ``update_preimage``
 (``_seq`` 0) and ``update_postimage`` (``_seq`` 1); a row gone -> ``delete`` (0); a new row ->

@@ -18,11 +18,11 @@ needs neither pyspark nor Hypothesis; ``assert_deterministic`` and the strategie
 ``JoinError``), the pipeline raised.
 """
 
-from __future__ import annotations
+import typing as _typing
 
-from typing import TYPE_CHECKING, Any
+if _typing.TYPE_CHECKING:  # the real names, for type checkers; at run time see __getattr__
+    from typing import Any
 
-if TYPE_CHECKING:  # the real names, for type checkers; at run time see __getattr__
     from streamjoin.testing.compare import Rows, difference, rows_of
     from streamjoin.testing.determinism import Mode, NonDeterministicError, PipelineError, Report, assert_deterministic
     from streamjoin.testing.local import LocalJoins
@@ -63,7 +63,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> "Any":
     if name in _LAZY:
         import importlib
 
@@ -74,4 +74,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return sorted(__all__)

@@ -45,7 +45,7 @@ class Rows:
 
 
 def rows_of(table: Any) -> Rows:
-    """``table`` (an Arrow table or a pandas DataFrame) as :class:`Rows`."""
+    """``table`` (an Arrow table or a pandas DataFrame) as ``Rows``."""
     if not isinstance(table, pa.Table):
         table = pa.Table.from_pandas(table, preserve_index=False)
     names = table.column_names

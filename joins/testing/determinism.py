@@ -1,14 +1,14 @@
 """``assert_deterministic``: a pipeline's output must not depend on how its inputs are streamed.
 
 The pipeline runs once as one batch (every input whole, one final version), then as streams
-under Hypothesis-drawn :class:`streamjoin.testing.plan.RunPlan` s: the inputs cut into random
+under Hypothesis-drawn ``streamjoin.testing.plan.RunPlan`` s: the inputs cut into random
 micro-batches, a random partition count and store backend, a restart with the local state lost
 and a micro-batch executed twice. Every stream's final output must equal the batch run's, as a
-multiset of rows (:mod:`streamjoin.testing.compare`). On a difference, Hypothesis shrinks the plan
+multiset of rows (``streamjoin.testing.compare``). On a difference, Hypothesis shrinks the plan
 (fewest micro-batches, plainest run) and then rows are removed while the difference stays, and
-:class:`NonDeterministicError` shows that counterexample and the two outputs' difference. Shrinking
+``NonDeterministicError`` shows that counterexample and the two outputs' difference. Shrinking
 is bounded in runs and in time. A pipeline that raises is reported at once, with the run that
-raised and its input, by :class:`PipelineError` (nothing is shrunk: the exception is the pipeline's).
+raised and its input, by ``PipelineError`` (nothing is shrunk: the exception is the pipeline's).
 
 Errors::
 
@@ -85,7 +85,7 @@ class Failure:
 
 @dataclass
 class Report:
-    """What a passing :func:`assert_deterministic` checked: streaming runs compared, time taken."""
+    """What a passing ``assert_deterministic`` checked: streaming runs compared, time taken."""
 
     mode: Mode
     examples: int = 0
@@ -144,7 +144,7 @@ def assert_deterministic(
 
     ``pipeline(*inputs, **options)``: Arrow tables in, an Arrow table (or pandas) out in
     ``Mode.IN_PROCESS``; DataFrames in, a DataFrame out in ``Mode.SPARK`` (``spark``: the session).
-    Of the options ``joins`` (the joins to call: :class:`streamjoin.testing.local.LocalJoins`, or
+    Of the options ``joins`` (the joins to call: ``streamjoin.testing.local.LocalJoins``, or
     streamjoin's own in Spark), ``checkpoint`` (a fresh directory per run: give each join its own
     path under it), ``store``, ``partitions`` and ``state_dir`` (a new directory after a restart,
     so the local stores under the old one are lost), it is passed those it declares, in both modes.
@@ -165,8 +165,8 @@ def assert_deterministic(
     have no final version: these rows push the watermarks past every window; the pipeline should
     drop what they produce). In process, a stream ends with a final version instead.
 
-    Raises :class:`NonDeterministicError` with a shrunk counterexample, :class:`PipelineError` at
-    the first run in which the pipeline (or a join it calls) raises; returns a :class:`Report`.
+    Raises ``NonDeterministicError`` with a shrunk counterexample, ``PipelineError`` at the first
+    run in which the pipeline (or a join it calls) raises; returns a ``Report``.
     """
     from streamjoin.testing._hypothesis import hypothesis
     from streamjoin.testing._hypothesis import strategies as st

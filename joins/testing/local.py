@@ -1,18 +1,18 @@
 """The three joins over Arrow tables, run in this process by the engine-free operators.
 
-:class:`LocalJoins` is what :func:`streamjoin.testing.assert_deterministic` gives an in-process
+``LocalJoins`` is what ``streamjoin.testing.assert_deterministic`` gives an in-process
 pipeline as its ``joins`` argument: ``joins.interval_join``, ``joins.stream_table_join`` and
-``joins.table_table_join`` take the arguments of :mod:`streamjoin`'s functions of the same names
+``joins.table_table_join`` take the arguments of ``streamjoin``'s functions of the same names
 (the same names, defaults and order), but Arrow tables instead of DataFrames. As in Spark, a join
 keeps its state in ``store`` (default ``rocksdb``) under ``state_dir``; ``partitions`` None is the
 run's partition count (as Spark's is the session's shuffle partitions). Each call runs one
-version of its join's plan through :class:`streamjoin.runtime.plan_runner.PlanRunner` (changelogs and
+version of its join's plan through ``streamjoin.runtime.plan_runner.PlanRunner`` (changelogs and
 checkpoints included) and returns that version's output, so a pipeline called once per
 micro-batch is a streaming query, and called once with ``final=True`` is a batch query.
 A micro-batch's processing time (what a join with ``idle_timeout`` reads; Spark's batch
 timestamp) is the caller's: ``begin(version, processing_time=...)``; nothing here reads a clock.
 
-Debezium change tables are turned into the plain form first (:func:`routable`), as in Spark.
+Debezium change tables are turned into the plain form first (``routable``), as in Spark.
 A join is identified by its ``checkpoint`` argument, or else by the order of the join calls in one
 call of the pipeline (as Spark numbers a query's stateful operators).
 """
@@ -27,6 +27,7 @@ from typing import Any, Mapping, Sequence
 import pyarrow as pa
 
 from streamjoin.changes import ChangeFormat, VocabularyName, pre_stage, routable_format
+from streamjoin.changes.registry import format_argument
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.enrichment.spec import Mode, ModeName
 from streamjoin.errors import JoinDefinitionError
@@ -47,7 +48,7 @@ IDLE_TIMEOUT_NOTE = "interval_join(idle_timeout=...) is documented as dependent 
 
 def change_format(schema: pa.Schema, changes: str | ChangeFormat | None, key: Sequence[str],
                   time: str | None, sequence: str | None) -> ChangeFormat:
-    """The change vocabulary of a table with ``schema``: ``changes`` if it is a :class:`ChangeFormat`,
+    """The change vocabulary of a table with ``schema``: ``changes`` if it is a ``ChangeFormat``,
     else the vocabulary it names or, when None, the one its columns show (``_change_type``: Delta
     change data feed; ``op``, ``before``, ``after``: Debezium; else plain, changed at ``time``)."""
     if isinstance(changes, ChangeFormat):
@@ -85,8 +86,8 @@ class LocalJoins:
     ``partitions`` (an int of at least 1) is the run's partition count, for joins that do not name their own; ``store`` is
     the run's store backend, which the kit passes to a pipeline as its ``store`` option (a join
     uses it when the pipeline passes it on: the joins' own default is ``rocksdb``, as in Spark).
-    Set :attr:`version`, :attr:`final` (and :attr:`processing_time`) before each call of the
-    pipeline (:meth:`begin`); :meth:`restart` loses
+    Set ``version``, ``final`` (and ``processing_time``) before each call of the
+    pipeline (``begin``); ``restart`` loses
     every local store and starts new runners over the same checkpoints (a restarted query on
     another executor).
     """
@@ -144,10 +145,10 @@ class LocalJoins:
                       max_partitions: int | None = None, left_delay: Any = None, right_delay: Any = None,
                       watermark_policy: WatermarkPolicy = "min", end_of_run: EndOfRun = "hold",
                       heartbeats: bool = False, idle_timeout: Any = None) -> pa.Table:
-        """:func:`streamjoin.interval_join` over this micro-batch's Arrow tables. ``end_of_run`` is
+        """``streamjoin.interval_join`` over this micro-batch's Arrow tables. ``end_of_run`` is
         checked as in Spark; in process a run has no trigger to end (the kit's last call,
         ``final=True``, releases what a batch join releases), so it changes nothing here.
-        ``idle_timeout`` reads the processing time given to :meth:`begin` (and is noted as
+        ``idle_timeout`` reads the processing time given to ``begin`` (and is noted as
         dependent on it)."""
         check_end_of_run(end_of_run)
         options = JoinOptions(store=store, checkpoint=checkpoint, partitions=partitions, store_options=store_options,
@@ -165,19 +166,21 @@ class LocalJoins:
                           how: EnrichmentHow | How = "left", mode: ModeName | Mode = "as_of", delay: Any,
                           grace: Any = None,
                           table_ttl: Any = None, bootstrap: pa.Table | None = None,
-                          changes: VocabularyName | ChangeFormat | None = None, table_sequence: str | None = None,
+                          table_format: VocabularyName | ChangeFormat | None = None, table_sequence: str | None = None,
                           store: str = "rocksdb", checkpoint: str | None = None, partitions: int | None = None,
                           store_options: Mapping[str, Any] | None = None, state_dir: str | None = None,
                           max_partitions: int | None = None, stream_delay: Any = None,
                           table_delay: Any = None, end_of_run: EndOfRun = "hold",
-                          heartbeats: bool = False) -> pa.Table:
-        """:func:`streamjoin.stream_table_join` over this micro-batch's Arrow tables; ``bootstrap``
+                          heartbeats: bool = False, changes: VocabularyName | ChangeFormat | None = None
+                          ) -> pa.Table:
+        """``streamjoin.stream_table_join`` over this micro-batch's Arrow tables; ``bootstrap``
         (an Arrow table of the table's rows) is loaded before the join's first version.
-        ``end_of_run``: as for :meth:`interval_join`."""
+        ``end_of_run``: as for ``interval_join``; ``changes``: the former name of ``table_format``."""
         check_end_of_run(end_of_run)
         options = JoinOptions(store=store, checkpoint=checkpoint, partitions=partitions, store_options=store_options,
                               state_dir=state_dir, max_partitions=max_partitions)
-        fmt = change_format(table_changes.schema, changes, _names(table_key), table_time, table_sequence)
+        fmt = change_format(table_changes.schema, format_argument(table_format, changes, "table_format", "changes"),
+                            _names(table_key), table_time, table_sequence)
         if bootstrap is not None and not isinstance(bootstrap, pa.Table):
             raise JoinDefinitionError("bootstrap must be an Arrow table of the table's rows in process, "
                                       f"not {type(bootstrap).__name__}")
@@ -206,13 +209,13 @@ class LocalJoins:
                          store_options: Mapping[str, Any] | None = None, state_dir: str | None = None,
                          max_partitions: int | None = None, left_bootstrap: pa.Table | None = None,
                          right_bootstrap: pa.Table | None = None) -> pa.Table:
-        """:func:`streamjoin.table_table_join` over this micro-batch's Arrow tables: the view's changes.
+        """``streamjoin.table_table_join`` over this micro-batch's Arrow tables: the view's changes.
         ``left_bootstrap`` / ``right_bootstrap`` (Arrow tables of the tables' rows) are loaded into
-        the join's first version (:mod:`streamjoin.table.bootstrap`).
+        the join's first version (``streamjoin.table.bootstrap``).
 
         The change stream itself depends on micro-batch boundaries (its ``_commit_version`` and
         ``_seq``, and changes that cancel within a batch); compare the view it gives
-        (:func:`streamjoin.testing.view_rows`)."""
+        (``streamjoin.testing.view_rows``)."""
         options = JoinOptions(store=store, checkpoint=checkpoint, partitions=partitions, store_options=store_options,
                               state_dir=state_dir, max_partitions=max_partitions)
         left, lf = routable(left_changes, change_format(left_changes.schema, left_format, _names(left_key), left_time,

@@ -1,15 +1,15 @@
 """A streaming run's plan: which micro-batch each input row arrives in, and what disturbs the run.
 
-A :class:`RunPlan` assigns every row of every input a micro-batch (rows keep their order: an
+A ``RunPlan`` assigns every row of every input a micro-batch (rows keep their order: an
 input's rows arrive in the order given, cut into consecutive micro-batches; several inputs cut at
 different places interleave). It also picks the run's partition count and store backend, an
 optional restart with the local state lost before one micro-batch, an optional micro-batch
 executed twice, and the order in which the run's output rows reach ``finish`` (a sink receives a
 streaming query's rows in no defined order: the output's rows are shuffled by a seed, so that a
 ``finish`` depending on row order, such as the first row per key, is caught). In process, the
-micro-batches are :data:`BATCH_INTERVAL_US` apart in processing time (:meth:`RunPlan.processing_time`;
+micro-batches are ``BATCH_INTERVAL_US`` apart in processing time (``RunPlan.processing_time``;
 a micro-batch executed again keeps its own), so a join that reads processing time (an
-``idle_timeout`` up to that long) sees an input without rows in a micro-batch go idle. :func:`run_plans`
+``idle_timeout`` up to that long) sees an input without rows in a micro-batch go idle. ``run_plans``
 is the Hypothesis strategy of plans; its shrinking gives the fewest micro-batches and the
 plainest run.
 """

@@ -1,10 +1,10 @@
 """The reference joins as functions over Arrow tables or pandas DataFrames, for users' unit tests.
 
 Each gives the relational result the streaming join must reach once every window has closed (no
-late rows): the nested-loop references of :mod:`streamjoin.testing.interval`,
-:mod:`streamjoin.testing.enrichment` and :mod:`streamjoin.testing.table` behind the joins' own
+late rows): the nested-loop references of ``streamjoin.testing.interval``,
+``streamjoin.testing.enrichment`` and ``streamjoin.testing.table`` behind the joins' own
 arguments. Outputs are Arrow tables with the joins' output columns; compare them as multisets
-(:func:`streamjoin.testing.compare.rows_of`).
+(``streamjoin.testing.compare.rows_of``).
 
     interval_join_reference(left, right, on, left_time=..., right_time=..., lower=..., upper=..., how=...)
     as_of_join_reference(events, changes, on, stream_time=..., table_key=..., table_time=..., how=...)
@@ -114,7 +114,7 @@ def as_of_join_reference(events: Any, changes: Any, on: str | Sequence[str], *, 
 def view_reference(left_changes: Any, right_changes: Any, on: Any, *, left_key: str | Sequence[str],
                    right_key: str | Sequence[str], left_time: str, right_time: str, how: str = "inner") -> pa.Table:
     """The join of two plain change tables' final tables (each key's latest change by change time;
-    deletes remove): the left row's columns then the right's, as :func:`view_rows` reads a view."""
+    deletes remove): the left row's columns then the right's, as ``view_rows`` reads a view."""
     tables = []
     for changes, key, time in ((left_changes, left_key, left_time), (right_changes, right_key, right_time)):
         changes = _arrow(changes)

@@ -24,7 +24,7 @@ __all__ = ["event_streams", "change_streams", "micro_batches", "VOCABULARIES", "
 
 #: Where generated times start (UTC).
 START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
-#: The change vocabularies :func:`change_streams` writes.
+#: The change vocabularies ``change_streams`` writes.
 VOCABULARIES = ("plain", "delta", "debezium")
 
 

@@ -132,7 +132,7 @@ class StepDriver:
     def run(self, *tables: pa.Table, final: bool = False) -> tuple[pa.Table, tuple[pa.Table, ...]]:
         """Execute the next version; return its output and the rows set aside per input."""
         routed = [route(t, spec.key, self.partitions) for t, spec in zip(tables, self.operator.inputs)]
-        max_times = (None,) * len(tables) if final else tuple(self.max_times)
+        max_times = tuple(self.max_times)          # a final version's too, as the runtime gives them
         outputs, asides = [], [[] for _ in tables]
         for p, store in enumerate(self.stores):
             result = self.operator.step(store, StepInput(self.version, p, tuple(r[p] for r in routed), max_times, final))

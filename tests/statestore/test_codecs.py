@@ -178,3 +178,17 @@ def test_codecs_unpack_head_rejects_short_or_bad_bytes() -> None:
     for bad, count in ((pack(1, 2), 3), (pack(1)[:-1], 1), (b"\x99" + pack(1), 1)):
         with pytest.raises(ValueError):
             unpack_head(bad, count)
+
+
+def test_codecs_pack_bytes_have_one_column_wise_owner():
+    # the column-wise form of pack lives beside pack; no join, changelog or other package derives
+    # pack's tags, terminator or integer width on its own
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    owners = {root / "statestore" / "codecs.py", root / "statestore" / "packed_columns.py"}
+    learners = ("pack(0)[:1]", "pack(b\"\")[1:]", "pack(None)", "len(pack(0))", "def _pack_column", "def pack_columns")
+    found = [str(path.relative_to(root)) for folder in ("joins", "statestore", "changelog", "jobs", "bench")
+             for path in (root / folder).rglob("*.py")
+             if path not in owners and any(text in path.read_text() for text in learners)]
+    assert found == []

@@ -52,7 +52,7 @@ def test_stream_table_join_quiet_postgres_table_released_by_other_tables_commits
         enriched = stream_table_join(
             spark.readStream.schema("order_id bigint, user_id bigint, at timestamp").parquet(str(tmp_path / "events")),
             read_postgres_changes(spark, dsn, slot, "public.users", heartbeat_interval="1 second"),
-            "user_id", stream_time="at", table_key="user_id", changes=postgres_change_format("user_id"),
+            "user_id", stream_time="at", table_key="user_id", table_format=postgres_change_format("user_id"),
             delay="0 seconds", how="left", checkpoint=str(tmp_path / "join"), partitions=2)
         query = (enriched.writeStream.foreachBatch(write).trigger(processingTime="1 second")
                  .option("checkpointLocation", str(tmp_path / "spark")).start())

@@ -171,6 +171,15 @@ def _run_tuned(case: Case, mode: str, tuning: tuple, **options) -> tuple[list[Co
     ([(1, 16 * SECOND + 1, "x")], [(0, "upsert", SECOND, None, "free", False),
                                    (1, "upsert", 7 * SECOND - 1, None, "free", False)]),
     ([], [])], 1, "inner", ttl=5 * SECOND + 1), mode="as_of", grace=1, buckets=64)
+# the eager state dropped key 0's version of 5.1 s, expired (older than 7.2 s - 2 s) once its bucket
+# was touched; the lazy one still holds it when a change of 4.5 s (not late: the table watermark is
+# 4 s) arrives: both count that change as expired_changes, not only the lazy one as stale
+@example(case=Case(PLAIN, (0, 10 * SECOND), [
+    ([(2, 7_200_000, "x"), (0, 7_100_000, "x")], [(0, "upsert", 5_100_000, 0, "free", False),
+                                                   (1, "upsert", 14 * SECOND, 0, "free", False)]),
+    ([], []),
+    ([], [(0, "upsert", 4_500_000, 0, "pro", False)])], 1, "inner", ttl=2 * SECOND),
+    mode="as_of", grace=0, buckets=64)
 def test_enrichment_lazy_pruning_equals_pruning_every_touched_bucket_every_version(case, mode, grace, buckets):
     """Folding every touched bucket in every version (fraction -1, no deltas kept) prunes as eagerly
     as possible; folding almost never keeps versions no longer needed for long (with grace, some

@@ -101,7 +101,7 @@ def test_stream_table_join_debezium_json_batch(spark, tmp_path):
     events = spark.createDataFrame([(1, _at(0).replace(year=1970, month=1, day=1, hour=0, minute=0, second=s), str(s))
                                     for s in (0, 1, 4, 5, 8, 9)], EVENTS)
     joined = stream_table_join(events, raw, "user_id", stream_time="ts", table_key="user_id",
-                               changes=ChangeFormat.debezium_json("user_id", row), delay=timedelta(0),
+                               table_format=ChangeFormat.debezium_json("user_id", row), delay=timedelta(0),
                                checkpoint=f"{root}/ck", partitions=2)
     got = sorted((r.action, r.plan) for r in joined.collect())
     assert got == [("0", None), ("1", "free"), ("4", "free"), ("5", "pro"), ("8", "pro"), ("9", None)]

@@ -18,8 +18,8 @@ from streamjoin.runtime.options import StateConfig
 from streamjoin.runtime.plan_runner import PlanRunner
 from streamjoin.statestore import destroy_store, open_store
 from streamjoin.statestore.codecs import pack, unpack
+from streamjoin.statestore.packed_columns import pack_columns, unpack_columns
 from streamjoin.table.operator import TableTableJoin
-from streamjoin.table.rows import pack_columns, unpack_columns
 from streamjoin.testing.table import reference_view
 from streamjoin.view import MaterializedView
 from tests.examples import scaled

@@ -40,12 +40,13 @@ class Timeline:
                                      self.join.output_schema)
         self.outputs: list[pa.Table] = []
 
-    def run(self, posts=(), follows=()) -> list[tuple]:
+    def run(self, posts=(), follows=(), final: bool = False) -> list[tuple]:
         """posts: (post_id, author, text, op, at); follows: (fid, follower, followee, op, at).
-        Returns the view changes as (change type, post_id, follower, seq), sorted."""
+        Returns the view changes as (change type, post_id, follower, seq), sorted. ``final``:
+        the version closes the inputs (as a streaming run's closing version does)."""
         p = pa.Table.from_pylist([dict(zip(POSTS.names, r)) for r in posts], schema=POSTS)
         f = pa.Table.from_pylist([dict(zip(FOLLOWS.names, r)) for r in follows], schema=FOLLOWS)
-        out = self.runner.run(p, f)
+        out = self.runner.run(p, f, final=final)
         self.outputs.append(out)
         self.view.apply(out)
         return sorted(((r["_change_type"], r["post_id"], r["follower"], r["_seq"]) for r in out.to_pylist()), key=repr)

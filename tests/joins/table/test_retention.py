@@ -65,6 +65,18 @@ def test_table_retention_expire_rows_retracts_their_view_rows(timeline):
     assert t.metric("rows_expired") == 1 and t.metric("tombstones_expired") == 0
 
 
+def test_table_retention_expiry_due_in_a_final_version_is_emitted_in_it(timeline):
+    t = timeline(how="left", retention="50 microseconds", expire_rows=True)
+    t.run(posts=[(1, 7, "old", "upsert", 100)], follows=[(1, "ann", 7, "upsert", 100)])
+    t.run(posts=[(3, 9, "other", "upsert", 500)])          # left horizon 50: nothing expires yet
+    # the closing version (end_of_run="release") has the horizon of the progress before it (450):
+    # post 1 (100) expires in it, not in a version after the inputs were closed
+    assert t.run(final=True) == [("delete", 1, "ann", 0)]
+    assert t.timeline() == [(3, "other", None)]
+    assert t.metric("rows_expired") == 1
+    assert t.run() == []
+
+
 def test_table_retention_does_not_expire_a_key_changed_in_the_version(timeline):
     t = timeline(retention="50 microseconds", expire_rows=True)
     t.run(posts=[(1, 7, "a", "upsert", 100)], follows=[(1, "ann", 7, "upsert", 100)])

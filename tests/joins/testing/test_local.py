@@ -149,3 +149,30 @@ def test_local_joins_interval_join_refuses_an_unknown_end_of_run_and_takes_the_k
     outputs = [joins.interval_join(EVENTS, EVENTS, "user_id", checkpoint=f"j_{end}", end_of_run=end, **arguments)
                for end in ("hold", "flush", "release")]
     assert outputs[0].num_rows > 0 and all(out.equals(outputs[0]) for out in outputs)
+
+
+@pytest.mark.parametrize("spark_join", SPARK_JOINS, ids=lambda f: f.__name__)
+def test_local_joins_vocabulary_arguments_are_spelled_side_format(spark_join):
+    # a side's change vocabulary is <side>_format=, beside <side>_key=, <side>_time=, <side>_sequence=
+    names = [p.name for p in inspect.signature(spark_join).parameters.values()]
+    vocabulary = [n for n in names if n.endswith("_format") or n == "changes"]
+    assert vocabulary == {"interval_join": [], "stream_table_join": ["table_format", "changes"],
+                          "table_table_join": ["left_format", "right_format"]}[spark_join.__name__]
+
+
+def _plans(**arguments) -> list:
+    with tempfile.TemporaryDirectory() as root:
+        joins = LocalJoins(root)
+        joins.begin(0, final=True)
+        out = joins.stream_table_join(EVENTS, CHANGES, "user_id", stream_time="ts", table_key="user_id",
+                                      table_time="changed_at", delay=dt.timedelta(0),
+                                      bootstrap=pa.table({"user_id": [1], "plan": ["free"]}), **arguments)
+        return sorted(zip(out.column("user_id").to_pylist(), out.column("plan").to_pylist()))
+
+
+def test_local_joins_stream_table_join_former_changes_argument_warns_and_works():
+    assert _plans(table_format="plain") == [(1, "free"), (2, None)]
+    with pytest.warns(DeprecationWarning, match="changes= is deprecated.*table_format="):
+        assert _plans(changes="plain") == [(1, "free"), (2, None)]
+    with pytest.raises(JoinDefinitionError, match="pass table_format= only"):
+        _plans(changes="plain", table_format="plain")

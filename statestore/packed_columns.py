@@ -1,0 +1,203 @@
+"""``pack`` and ``unpack`` (:mod:`streamjoin.statestore.codecs`) column-wise, in Arrow and numpy.
+
+The one owner of the column-wise form of ``pack``'s bytes: :func:`pack_columns` gives, for columns
+of physical types (None, bool, integers, floats, strings, binaries), exactly the bytes ``pack``
+gives row by row; :func:`unpack_columns` decodes them back into columns (None when some bytes are
+not rows of the types asked for: the caller decodes those row-wise, which raises the error).
+:data:`TAG`, :data:`INT_WIDTH`, :func:`padded_bytes` and :func:`decode_ints` are for readers of
+such bytes that decode only a head of each value (the table join's key stage). The joins use
+these; nothing above this layer learns ``pack``'s bytes on its own.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streamjoin.statestore.codecs import pack
+
+__all__ = ["pack_columns", "unpack_columns", "TAG", "INT_WIDTH", "padded_bytes", "decode_ints"]
+
+
+# -- the bytes, column-wise -------------------------------------------------------------------
+# The one place column-wise code learns the bytes of ``pack``: its tags, the width of an integer
+# and how its eight bytes hold a signed value.
+
+_NULL, _TRUE, _FALSE = pack(None), pack(True), pack(False)
+_INT_TAG, _FLOAT_TAG, _BYTES_TAG, _STR_TAG = pack(0)[:1], pack(0.0)[:1], pack(b"")[:1], pack("")[:1]
+_TERMINATOR = pack(b"")[1:]
+_SIGN = np.uint64(1 << 63)
+#: The first byte of ``pack`` of each kind of value.
+TAG = {"null": _NULL[0], "true": _TRUE[0], "false": _FALSE[0], "int": _INT_TAG[0], "float": _FLOAT_TAG[0],
+       "bytes": _BYTES_TAG[0], "str": _STR_TAG[0]}
+#: The length of ``pack`` of one integer: a tag and eight bytes.
+INT_WIDTH = len(pack(0))
+
+
+def padded_bytes(data: Sequence[bytes], pad: int) -> tuple[np.ndarray, np.ndarray]:
+    """The concatenation of ``data`` as a uint8 array followed by ``pad`` zeros (so a gather past a
+    value's end stays in range), and the ``len(data) + 1`` offsets of the values in it."""
+    n = len(data)
+    packed = pa.array(data, pa.binary())
+    offsets = np.frombuffer(packed.buffers()[1], np.int32, n + 1).astype(np.int64)
+    size = int(offsets[-1])
+    buf = np.zeros(size + pad, np.uint8)
+    if size:
+        buf[:size] = np.frombuffer(packed.buffers()[2], np.uint8, size)
+    return buf, offsets
+
+
+def decode_ints(buf: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The integers whose eight ``pack`` bytes (after the tag) start at ``at`` in ``buf``."""
+    bits = buf[at[:, None] + np.arange(8)].view(">u8").reshape(len(at)).astype(np.uint64)
+    return (bits ^ _SIGN).view(np.int64)
+
+
+# -- column-wise pack --------------------------------------------------------------------------
+
+
+def pack_columns(columns: Sequence[pa.Array | pa.ChunkedArray], length: int) -> list[bytes]:
+    """``[pack(*row) for row in zip(*(c.to_pylist() for c in columns))]``, column-wise in Arrow and
+    numpy: the same bytes, for columns of physical types (None, bool, integer, float, string, binary)."""
+    if not columns:
+        return [b""] * length
+    parts = [_pack_column(c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c) for c in columns]
+    joined = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, pa.scalar(b"", pa.binary()))
+    return joined.to_pylist()
+
+
+def _fixed(tag: bytes, body: np.ndarray) -> pa.Array:
+    """Binary values ``tag + body[i]`` for a (n, w) uint8 matrix ``body``."""
+    n, w = body.shape
+    matrix = np.empty((n, w + 1), np.uint8)
+    matrix[:, 0] = tag[0]
+    matrix[:, 1:] = body
+    fixed = pa.FixedSizeBinaryArray.from_buffers(pa.binary(w + 1), n, [None, pa.py_buffer(matrix.tobytes())])
+    return fixed.cast(pa.binary())
+
+
+def _pack_column(column: pa.Array) -> pa.Array:
+    """One column's ``pack`` of each value, as a binary array without nulls."""
+    kind, n = column.type, len(column)
+    if pa.types.is_null(kind):
+        return pa.array([_NULL] * n, pa.binary())
+    if pa.types.is_boolean(kind):
+        encoded = pc.if_else(column, pa.scalar(_TRUE, pa.binary()), pa.scalar(_FALSE, pa.binary()))
+    elif pa.types.is_integer(kind):
+        values = column.fill_null(0).to_numpy(zero_copy_only=False)
+        if values.dtype == np.uint64 and n and values.max() > (1 << 63) - 1:
+            raise OverflowError(f"{int(values.max())} does not fit in a signed 64-bit key")
+        bits = values.astype(np.int64).view(np.uint64) ^ _SIGN
+        encoded = _fixed(_INT_TAG, bits.astype(">u8").view(np.uint8).reshape(n, 8))
+    elif pa.types.is_floating(kind):
+        values = column.fill_null(0.0).to_numpy(zero_copy_only=False).astype(np.float64)
+        bits = values.view(np.uint64)
+        negative = (bits & _SIGN) != 0
+        bits = np.where(negative, ~bits, bits | _SIGN)
+        encoded = _fixed(_FLOAT_TAG, bits.astype(">u8").view(np.uint8).reshape(n, 8))
+    elif pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind) \
+            or pa.types.is_large_binary(kind) or pa.types.is_fixed_size_binary(kind):
+        tag = _STR_TAG if pa.types.is_string(kind) or pa.types.is_large_string(kind) else _BYTES_TAG
+        body = column.cast(pa.large_binary())
+        body = pc.replace_substring(body, b"\x00", b"\x00\xff")
+        encoded = pc.binary_join_element_wise(pa.scalar(tag, pa.large_binary()), body,
+                                              pa.scalar(_TERMINATOR, pa.large_binary()),
+                                              pa.scalar(b"", pa.large_binary()))
+        encoded = encoded.cast(pa.binary())
+    else:
+        raise TypeError(f"cannot encode a column of type {kind} in a key")
+    if column.null_count:
+        encoded = pc.if_else(column.is_null(), pa.scalar(_NULL, pa.binary()), encoded)
+    return encoded
+
+
+# -- column-wise unpack ------------------------------------------------------------------------
+
+
+class _Unpackable(Exception):
+    """Bytes the column-wise decoder does not take (the row-wise one decides)."""
+
+
+def unpack_columns(data: Sequence[bytes], physical: Sequence[pa.DataType]) -> list[pa.Array] | None:
+    """The columns of ``[unpack(d) for d in data]`` as Arrow arrays of the ``physical`` types
+    (as :func:`pack_columns` takes), decoded column-wise in numpy; None when some bytes are not rows of
+    those types (the caller decodes them row-wise, which raises the error)."""
+    n = len(data)
+    buf, offsets = padded_bytes(data, 2 * INT_WIDTH)
+    size = int(offsets[-1])
+    pairs = np.flatnonzero((buf[:size - 1] == 0) & (buf[1:size] == 0)) if size > 1 else np.zeros(0, np.int64)
+    pos, ends = offsets[:-1].copy(), offsets[1:]
+    columns = []
+    try:
+        for kind in physical:
+            if np.any(pos >= ends) and n:
+                raise _Unpackable
+            tag = buf[pos]
+            null = tag == TAG["null"]
+            columns.append(_unpack_column(kind, buf, pairs, pos, tag, null))
+        if np.any(pos != ends):
+            raise _Unpackable
+    except _Unpackable:
+        return None
+    return columns
+
+
+def _unpack_column(kind: pa.DataType, buf: np.ndarray, pairs: np.ndarray, pos: np.ndarray, tag: np.ndarray,
+                   null: np.ndarray) -> pa.Array:
+    """One column at ``pos`` (advanced past it in place)."""
+    n = len(pos)
+    mask = null if null.any() else None
+    if pa.types.is_null(kind):
+        if not null.all():
+            raise _Unpackable
+        pos += 1
+        return pa.nulls(n)
+    if pa.types.is_boolean(kind):
+        true = tag == TAG["true"]
+        if not (null | true | (tag == TAG["false"])).all():
+            raise _Unpackable
+        pos += 1
+        return pa.array(true, pa.bool_(), mask=mask)
+    if pa.types.is_integer(kind) or pa.types.is_floating(kind):
+        floating = pa.types.is_floating(kind)
+        if not (null | (tag == TAG["float" if floating else "int"])).all():
+            raise _Unpackable
+        body = buf[(pos + 1)[:, None] + np.arange(8)]
+        bits = body.view(">u8").reshape(n).astype(np.uint64)
+        pos += np.where(null, 1, 9)
+        if floating:
+            negative = (bits & _SIGN) == 0
+            values = np.where(negative, ~bits, bits ^ _SIGN).view(np.float64)
+            return pa.array(values, pa.float64(), mask=mask).cast(kind)
+        values = (bits ^ _SIGN).view(np.int64)
+        if mask is not None:
+            values = np.where(null, 0, values)
+        return pa.array(values, pa.int64(), mask=mask).cast(kind)
+    text = pa.types.is_string(kind) or pa.types.is_large_string(kind)
+    if not (text or pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_fixed_size_binary(kind)):
+        raise _Unpackable
+    if not (null | (tag == TAG["str" if text else "bytes"])).all():
+        raise _Unpackable
+    start = pos + 1
+    at = np.searchsorted(pairs, start)
+    if np.any(at[~null] >= len(pairs)):
+        raise _Unpackable
+    stop = np.where(null, start, pairs[np.minimum(at, len(pairs) - 1)] if len(pairs) else start)
+    lengths = stop - start
+    total = int(lengths.sum())
+    value_offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(lengths, out=value_offsets[1:])
+    index = np.repeat(start - value_offsets[:-1], lengths) + np.arange(total)
+    values = pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(value_offsets.tobytes()),
+                                                                         pa.py_buffer(buf[index].tobytes())])
+    values = pc.replace_substring(values, b"\x00\xff", b"\x00")
+    pos[:] = np.where(null, pos + 1, stop + 2)
+    if mask is not None:
+        values = pc.if_else(pa.array(null), pa.scalar(None, pa.large_binary()), values)
+    try:
+        return values.cast(kind)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise _Unpackable from exc
