@@ -1,11 +1,11 @@
 """Undo without undo records, for a store that keeps its previous versions itself.
 
-A backend whose class says :attr:`~streamjoin.statestore.base.Store.keeps_history` (the arranged
+A backend whose class says ``streamjoin.statestore.base.Store.keeps_history`` (the arranged
 store: its manifest keeps the newest previous versions' files) returns to an earlier version by
-itself (:meth:`~streamjoin.statestore.base.Store.roll_back`). :class:`StoreHistory` gives
-:func:`streamjoin.changelog.logging_store.open_logged_store` the interface of
-:class:`~streamjoin.changelog.undo.UndoLog` over that: recording a write is only telling the store
-which changelog delta it applies (its :attr:`~streamjoin.statestore.base.Store.tag`, kept with the
+itself (``streamjoin.statestore.base.Store.roll_back``). ``StoreHistory`` gives
+``streamjoin.changelog.logging_store.open_logged_store`` the interface of
+``streamjoin.changelog.undo.UndoLog`` over that: recording a write is only telling the store
+which changelog delta it applies (its ``streamjoin.statestore.base.Store.tag``, kept with the
 version), so no value is read back and no file is written beside the store.
 """
 
@@ -19,7 +19,7 @@ __all__ = ["StoreHistory"]
 
 
 class StoreHistory:
-    """The undo interface (:class:`~streamjoin.changelog.undo.UndoLog`'s) of the store ``store_of()`` returns."""
+    """The undo interface (``streamjoin.changelog.undo.UndoLog``'s) of the store ``store_of()`` returns."""
 
     #: A changelogged store need not keep the values it read for the next write's record.
     wants_reads = False

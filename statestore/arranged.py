@@ -1,7 +1,7 @@
 """The arranged backend: a store held in memory as an arrangement, kept on disk as immutable Arrow files.
 
 Reads never touch a key-value library: the whole store is an
-:class:`~streamjoin.statestore.arrangement.Arrangement` in this process (sorted key columns and
+``streamjoin.statestore.arrangement.Arrangement`` in this process (sorted key columns and
 their values), so a batch of point reads is one ``np.searchsorted`` and a batch of range reads
 two, with no seek per key. Writes make a new arrangement (the old one is untouched until then)
 and append the write as one Arrow file.
@@ -10,26 +10,26 @@ and append the write as one Arrow file.
 
 * ``MANIFEST``: JSON naming the files that make the store, in order, with each file's size and
   CRC-32, the version marker, the owner tag and the write's tag (the changelog delta it applied),
-  and the same for the newest previous versions (:data:`HISTORY`, or the ``history_depth`` asked
+  and the same for the newest previous versions (``HISTORY``, or the ``history_depth`` asked
   for). It is replaced atomically (written beside, then renamed) after the files it names are
   written, so a write is all there or not at all.
-* ``base-<n>.arrow``: an arrangement's columns (:meth:`Arrangement.columns`: the fixed-width
+* ``base-<n>.arrow``: an arrangement's columns (``Arrangement.columns``: the fixed-width
   sorted keys too), read back through a memory map without a copy, an encoding or a sort.
 * ``run-<n>.arrow``: one write: its deletes (a null value) and puts, its range deletes in the
   file's metadata. Opening applies the runs after the base, in order.
 
 When the runs hold more than a quarter of the base's entries (or there are more than
-:data:`MAX_RUNS`), the current arrangement is written as a new base and the older files are
+``MAX_RUNS``), the current arrangement is written as a new base and the older files are
 removed: the store's own compaction, as an LSM tree merges its runs. Files no manifest names (a
 write that stopped before its manifest) are removed when the store opens.
 
 **History**: a version's files are immutable, so the previous versions stay readable as long as
-their files are kept: :meth:`ArrangedStore.roll_back` returns to one by reading its files and
+their files are kept: ``ArrangedStore.roll_back`` returns to one by reading its files and
 writing its manifest again. That is how a changelogged arranged store undoes a version executed
-again, with no undo records (:mod:`streamjoin.changelog.history`).
+again, with no undo records (``streamjoin.changelog.history``).
 
 **Damage**: every file is checked against its CRC when the store opens. A mismatch, a missing or
-unreadable file or manifest raises :class:`StoreCorruptError`, whose message says to remove the
+unreadable file or manifest raises ``StoreCorruptError``, whose message says to remove the
 directory: the changelog's open path then rebuilds the store.
 
 **Durability**: ``sync=False`` (the default) writes files without fsync: a machine crash may
@@ -42,7 +42,7 @@ operating system pages it); every write makes anonymous copies of the columns, s
 is written holds its state in memory. Size the executors' memory for the state of the partitions
 a Python worker holds (``STREAMJOIN_WARM_STORES`` at most, kept warm between tasks).
 
-Process model and locking are those of the other disk backends (:mod:`streamjoin.statestore.locking`).
+Process model and locking are those of the other disk backends (``streamjoin.statestore.locking``).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ MANIFEST = "MANIFEST"
 _FORMAT = "arranged-1"
 #: Runs kept beside a base at most before they are merged into a new one.
 MAX_RUNS = 32
-#: Previous versions a store keeps to return to (:meth:`ArrangedStore.roll_back`).
+#: Previous versions a store keeps to return to (``ArrangedStore.roll_back``).
 HISTORY = 2
 _RUN_SCHEMA = pa.schema([("key", pa.large_binary()), ("value", pa.large_binary())])
 _SCAN_CHUNK = 65536
@@ -275,7 +275,7 @@ class ArrangedStore(Store):
     # -- history ----------------------------------------------------------------------------------
 
     def roll_back(self, target: int) -> int | None:
-        """Return to ``target`` when the history holds it (see :meth:`Store.roll_back`)."""
+        """Return to ``target`` when the history holds it (see ``Store.roll_back``)."""
         self._check_open()
         at = next((i for i, state in enumerate(self._history) if state.version == target), None)
         if at is None or self._now.version is None:
@@ -323,7 +323,7 @@ class ArrangedStore(Store):
         self._lock.release()
 
     def _os_error(self, what: str, exc: OSError) -> Exception:
-        """A refusal of the operating system (disk full, no permission) as :class:`StoreIOError`,
+        """A refusal of the operating system (disk full, no permission) as ``StoreIOError``,
         which keeps the store; anything else as damage."""
         number = exc.errno if exc.errno is not None and os_refusal(os.strerror(exc.errno)) else os_refusal(str(exc))
         if number is not None:
@@ -332,7 +332,7 @@ class ArrangedStore(Store):
 
     @classmethod
     def destroy(cls, path: str) -> None:
-        """Remove the store at ``path``; raises :class:`StoreLockedError` while it is open."""
+        """Remove the store at ``path``; raises ``StoreLockedError`` while it is open."""
         remove_directory(str(path))
 
 

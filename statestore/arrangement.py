@@ -3,10 +3,10 @@
 Two aligned numpy columns and a log of values:
 
 * ``ekeys``: a fixed-width byte array (dtype ``S<width + 4>``) of the keys in an order-preserving
-  form (:func:`encode_keys`), sorted ascending: one ``np.searchsorted`` finds a whole batch of
+  form (``encode_keys``), sorted ascending: one ``np.searchsorted`` finds a whole batch of
   keys, or the bounds of a whole batch of ranges, in C, with no Python per key; the keys
-  themselves are read back from it (:func:`decode_keys`);
-* ``rows``: each key's row id in ``log`` (:class:`ValueLog`), an append-only list of Arrow
+  themselves are read back from it (``decode_keys``);
+* ``rows``: each key's row id in ``log`` (``ValueLog``), an append-only list of Arrow
   ``large_binary`` chunks: a write appends its values as one chunk, and found entries are taken
   from the log (``take``) and turned into Python bytes once.
 
@@ -17,7 +17,7 @@ distinct forms, which numpy compares byte by byte over the whole width. The form
 (numpy's conversion of a list of bytes, or a gather from an Arrow array's buffers), with no
 Python per key. A key longer than the width widens the arrangement that takes it.
 
-An arrangement never changes: :meth:`Arrangement.applied` returns a new one with a write's range
+An arrangement never changes: ``Arrangement.applied`` returns a new one with a write's range
 deletes, deletes and puts applied (in that order, as the store contract says), merging the sorted
 puts into the kept entries in one pass over the two numpy columns; the values are not copied, only
 appended. The log is rewritten (live values only, in key order) when its dead values outnumber the
@@ -57,7 +57,7 @@ def encode_keys(keys: Sequence[bytes] | pa.Array, width: int | None = None) -> n
 
 
 def _encode_arrow(keys: pa.Array | pa.ChunkedArray, width: int | None) -> np.ndarray:
-    """:func:`encode_keys` of a binary Arrow array: a gather from its buffers."""
+    """``encode_keys`` of a binary Arrow array: a gather from its buffers."""
     flat = (keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys).cast(pa.large_binary())
     n = len(flat)
     if not n:
@@ -95,7 +95,7 @@ def _with_lengths(padded: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 
 def ekeys_of(column: pa.Array) -> np.ndarray:
-    """A ``fixed_size_binary`` column of :meth:`Arrangement.columns` as an ``S`` array (no copy)."""
+    """A ``fixed_size_binary`` column of ``Arrangement.columns`` as an ``S`` array (no copy)."""
     column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     size = column.type.byte_width
     if not len(column):
@@ -165,8 +165,8 @@ class ValueLog:
 
 @dataclass(frozen=True)
 class Arrangement:
-    """A sorted map of unique keys (see module); build with :meth:`empty`, :meth:`from_sorted` or
-    :meth:`from_columns`, change with :meth:`applied`."""
+    """A sorted map of unique keys (see module); build with ``empty``, ``from_sorted`` or
+    ``from_columns``, change with ``applied``."""
 
     ekeys: np.ndarray
     rows: np.ndarray
@@ -185,7 +185,7 @@ class Arrangement:
 
     @classmethod
     def from_columns(cls, ekeys: np.ndarray, values: pa.Array) -> Arrangement:
-        """From encoded keys in order and their values (e.g. a table of :meth:`columns` read
+        """From encoded keys in order and their values (e.g. a table of ``columns`` read
         back): no encoding, no sort, no copy."""
         values = values.cast(pa.large_binary())
         rows = np.arange(len(ekeys), dtype=np.int64)
@@ -264,7 +264,7 @@ class Arrangement:
         return list(zip(decode_keys(self.ekeys[at]).to_pylist(), self.log.take(self.rows[at]).to_pylist()))
 
     def scan_ranges(self, ranges: Sequence[tuple[bytes | None, bytes | None]]) -> list[list[KeyValue]]:
-        """The entries of each range, one list per range in the order given (see :meth:`bounds`)."""
+        """The entries of each range, one list per range in the order given (see ``bounds``)."""
         return self._gathered(*self.bounds(ranges))
 
     def scan_prefixes(self, prefixes: Sequence[bytes]) -> list[list[KeyValue]]:
@@ -344,7 +344,7 @@ class Arrangement:
 
     def columns(self) -> pa.Table:
         """The arrangement as a table (``ekey`` fixed-size binary, ``value``) in key order, which
-        :meth:`from_columns` reads back without encoding or sorting."""
+        ``from_columns`` reads back without encoding or sorting."""
         size = self.ekeys.dtype.itemsize
         data = np.ascontiguousarray(self.ekeys).view(np.uint8)
         ekeys = pa.FixedSizeBinaryArray.from_buffers(pa.binary(size), len(self), [None, pa.py_buffer(data)])

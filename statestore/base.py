@@ -66,7 +66,7 @@ class Store(ABC):
     #: Whether the backend records an owner tag with its version marker (see ``owner``).
     records_owner: ClassVar[bool] = False
     #: Whether the backend keeps its newest previous versions and returns to them itself
-    #: (:meth:`roll_back`), so a changelogged store needs no undo records of its own.
+    #: (``roll_back``), so a changelogged store needs no undo records of its own.
     keeps_history: ClassVar[bool] = False
 
     def __init__(self, path: str) -> None:
@@ -75,9 +75,9 @@ class Store(ABC):
         #: the owner tag every write that sets a version records with the marker (None: no tag)
         self.stamp: bytes | None = None
         #: what the next write that sets a version applies (a changelog delta's CRC), recorded
-        #: with the version by a backend that :attr:`keeps_history` (:meth:`applied_tag`)
+        #: with the version by a backend that ``keeps_history`` (``applied_tag``)
         self.tag: int | None = None
-        #: how many previous versions a backend that :attr:`keeps_history` keeps, at least
+        #: how many previous versions a backend that ``keeps_history`` keeps, at least
         self.history_depth = 1
 
     # -- required primitives -------------------------------------------------------------------
@@ -281,13 +281,13 @@ class Store(ABC):
 
     def roll_back(self, target: int) -> int | None:
         """Return to version ``target`` kept in the store's history (a backend that
-        :attr:`keeps_history`); return how many versions that undid, or None, having changed
+        ``keeps_history``); return how many versions that undid, or None, having changed
         nothing, when the history does not hold ``target``."""
         self._check_open()
         return None
 
     def applied_tag(self, version: int) -> int | None:
-        """The :attr:`tag` recorded with ``version`` (the current one or one in the history), or None."""
+        """The ``tag`` recorded with ``version`` (the current one or one in the history), or None."""
         self._check_open()
         return None
 
@@ -372,7 +372,7 @@ def check_entry_types(
     deletes: Sequence[bytes],
     delete_ranges: Sequence[tuple[bytes, bytes]],
 ) -> None:
-    """Raise :class:`StoreWriteError` for a write with a non-bytes key or value (before anything is applied)."""
+    """Raise ``StoreWriteError`` for a write with a non-bytes key or value (before anything is applied)."""
     if puts and ({*map(type, puts)} != {tuple} or {*map(len, puts)} != {2}
                  or {*map(type, chain.from_iterable(puts))} != {bytes}):   # (C-level passes, then the culprit)
         for entry in puts:
