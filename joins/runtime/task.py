@@ -9,7 +9,8 @@ each entering the checkpoint's modules once:
    partitioning epoch and, in a new epoch's first version, the partition's changelog rebuilt from
    the old epoch (:func:`streamjoin.runtime.rescale.prepare_partition`), the global event-time
    progress before version ``v`` (one listing of the previous version's commit records; with it the
-   processing-time progress, :func:`processing_after`), the
+   processing-time progress, :func:`processing_after`; none of them while the partition's changelog
+   holds the delta of ``v-1`` is lost records, :class:`CheckpointDamagedError`), the
    version to open the store at (``v-1``, or none for a partition that has committed nothing: only
    when the checkpoint shows nothing committed before ``v``, else :class:`CheckpointDamagedError`),
    and the initial rows of a partition's first version;
@@ -207,10 +208,10 @@ def read_phase(operator: Operator, checkpoint: Checkpoint, config: StateConfig, 
     epoch = prepare_partition(operator, checkpoint, config.store, dict(config.store_options),
                               config.local_dir or default_local_dir(), task.version, task.partition,
                               task.partitions, config.retain_versions, root=root)   # rebuilt after a rescale
-    before = checkpoint.commits.progress_before(task.version, n_inputs)
-    known = before.max_times
     log = Changelog(changelog_uri(checkpoint, epoch, task.partition), retain_versions=config.retain_versions,
                     cache_listing=True)
+    before = checkpoint.commits.progress_before(task.version, n_inputs, _committed(log, task.version - 1))
+    known = before.max_times
     target = _target(checkpoint, log, task)
     initial = (0,) * n_inputs
     if config.initial or target is None:   # only a first version, or its re-execution, takes them
@@ -317,6 +318,13 @@ def _target(checkpoint: Checkpoint, log: Changelog, task: TaskInfo) -> int | Non
                 "restore the changelog directory from a copy of the checkpoint, or start the join "
                 "from a new checkpoint location", path=log.uri)
     return None
+
+
+def _committed(log: Changelog, version: int) -> str | None:
+    """The partition's delta of ``version`` (its URI), evidence that the version was committed;
+    None when the log has none (a new join, or a partition rebuilt by a rescale from a snapshot)."""
+    delta = log.listing().deltas.get(version)
+    return None if delta is None else f"partition changelog file {log.uri}/{delta.name}"
 
 
 def _initial_rows(operator: Operator, checkpoint: Checkpoint, task: TaskInfo,
