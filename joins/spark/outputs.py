@@ -46,7 +46,9 @@ def set_aside_rows(spark: SparkSession, checkpoint: str, input_name: str) -> Dat
     A checkpoint with no rows set aside for a valid input gives an empty DataFrame of the same
     columns (the join records them when it is defined; for a checkpoint from an older streamjoin or
     the ``*_source`` inputs, just ``_reason``, ``_version`` and ``_partition``). Raises :class:`JoinDefinitionError` when ``checkpoint`` is not a join checkpoint, or
-    ``input_name`` is not one of its inputs (both named in the message).
+    ``input_name`` is not one of its inputs (both named in the message), and
+    :class:`CheckpointDamagedError` naming the file when ``streamjoin.json`` or a set-aside file of
+    the input cannot be read (each set-aside file's Parquet footer is read here, on the driver).
     """
     cp, kind = _checkpoint(checkpoint, "set_aside_rows")
     folder = posixpath.join(cp.root, "set_aside")
@@ -61,6 +63,8 @@ def set_aside_rows(spark: SparkSession, checkpoint: str, input_name: str) -> Dat
     uri = cp.set_aside.uri(input_name) if input_name in present else None
     if uri is None:
         return spark.createDataFrame([], f"_reason string, {VERSION_COLUMN} long, {PARTITION_COLUMN} long")
+    for path in cp.set_aside.files_under(input_name):   # a damaged file named here, not in a task's trace
+        cp.set_aside.check(path)
     rows = (spark.read.option("recursiveFileLookup", "true").option("pathGlobFilter", "*.parquet")
             .parquet(uri))
     path = F.input_file_name()
@@ -78,7 +82,8 @@ def join_metrics(spark: SparkSession, checkpoint: str) -> DataFrame:
     event times (``watermark``, ``event_watermark``, ``table_watermark``, ``max_time_<input>``)
     timestamps, null where there is none yet (a batch run's final watermark is 9999-12-31
     23:59:59.999999). Raises :class:`JoinDefinitionError` when ``checkpoint`` is not a join
-    checkpoint."""
+    checkpoint, and :class:`CheckpointDamagedError` naming the file when ``streamjoin.json`` or a
+    commit record cannot be read."""
     cp, kind = _checkpoint(checkpoint, "join_metrics")
     operator = operator_class(kind)
     records = [{k: time_of(v) if is_time_field(k, operator) else v for k, v in r.items()} for r in cp.commits.read_metrics()]
@@ -109,8 +114,7 @@ def _spark_type(values: list[Any], time: bool) -> T.DataType:
 def _checkpoint(checkpoint: str, caller: str) -> tuple[Checkpoint, str]:
     """The checkpoint at ``checkpoint`` and its operator kind; refuse a path that is not one."""
     cp = Checkpoint(checkpoint)
-    binding = posixpath.join(cp.root, _BINDING)
-    if cp.fs.get_file_info(binding).type != pafs.FileType.File:
+    if cp.fs.get_file_info(posixpath.join(cp.root, _BINDING)).type != pafs.FileType.File:
         try:
             stages = stage_checkpoints(checkpoint)
         except JoinDefinitionError:
@@ -118,9 +122,8 @@ def _checkpoint(checkpoint: str, caller: str) -> tuple[Checkpoint, str]:
         hint = (f"; it is the checkpoint of a join of several stages (a table_table_join's): pass one of "
                 f"its stages, {stages}") if stages else "; pass the checkpoint= location the join was started with"
         raise JoinDefinitionError(f"{caller}: {checkpoint} is not a join checkpoint (it has no {_BINDING}){hint}")
-    with cp.fs.open_input_stream(binding) as fh:
-        kind = json.loads(fh.read()).get("definition", {}).get("kind", "join")
-    return cp, kind
+    root = cp.binding.root() or {}   # CheckpointDamagedError naming the file if it is not a JSON object
+    return cp, str(root.get("definition", {}).get("kind", "join"))
 
 
 def _free(name: str, taken: list[str]) -> str:

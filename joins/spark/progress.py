@@ -198,13 +198,16 @@ def progress_metrics(query_or_progress: Any, checkpoint: str | None = None) -> d
 
     ``query_or_progress``: a ``StreamingQuery`` (its ``lastProgress``), a ``StreamingQueryProgress``
     (an element of ``recentProgress``, a listener event's ``progress``), a listener's
-    ``QueryProgressEvent``, or a progress as a dict (``json.loads(progress.json)``). ``checkpoint``
+    ``QueryProgressEvent``, or a progress as JSON text (``progress.json``, as
+    ``StreamingQueryProgress.fromJson`` takes it) or as a dict (``json.loads(progress.json)``). ``checkpoint``
     picks the join when the query has several (the ``checkpoint=`` it was defined with); None: the
     query's one join. Returns None when there is no progress yet or it observed no join (a trigger
     that ran no micro-batch). Raises :class:`JoinDefinitionError` when the join asked for is not in
     the progress, or several are and ``checkpoint`` is None (the message names them).
     """
     progress = query_or_progress
+    if isinstance(progress, (str, bytes, bytearray)):
+        progress = _parsed(progress)
     if hasattr(progress, "lastProgress"):
         progress = progress.lastProgress
     elif not isinstance(progress, Mapping) and hasattr(progress, "progress"):
@@ -228,6 +231,20 @@ def progress_metrics(query_or_progress: Any, checkpoint: str | None = None) -> d
     times = operator_class(chosen[0].split(" ", 2)[1]).time_metrics   # the name: "streamjoin <kind> <checkpoint>"
     return {name: _typed(value) if name in times else value
             for name, value in _struct(joins[chosen[0]])[OBSERVED].items()}
+
+
+def _parsed(text: str | bytes | bytearray) -> Any:
+    """A progress given as JSON text, as a dict; :class:`JoinDefinitionError` if it is not one."""
+    try:
+        found = json.loads(text)
+    except ValueError as exc:
+        raise JoinDefinitionError(
+            f"progress_metrics: the text given is not a progress in JSON ({exc}): pass a query, a "
+            "StreamingQueryProgress or its .json") from exc
+    if not isinstance(found, Mapping):
+        raise JoinDefinitionError(f"progress_metrics: the JSON given is a {type(found).__name__}, not a progress "
+                                  "(an object with observedMetrics): pass a query, a StreamingQueryProgress or its .json")
+    return found
 
 
 def _struct(value: Any) -> dict[str, Any]:
