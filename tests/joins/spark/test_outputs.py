@@ -125,3 +125,27 @@ def test_set_aside_rows_names_a_truncated_set_aside_file(spark, tmp_path):
     with pytest.raises(CheckpointDamagedError, match=f"set-aside file {aside} is damaged .*Restore it from a copy"
                        ".*move it out of the checkpoint"):
         set_aside_rows(spark, ck, "left")
+
+
+def test_read_state_names_a_partition_whose_changelog_is_gone(spark, tmp_path):
+    import shutil
+
+    from streamjoin.interval.operator import IntervalJoin
+    from streamjoin.runtime.options import StateConfig
+    from streamjoin.runtime.plan_runner import PlanRunner
+    from streamjoin.spark.state import read_state
+
+    schema = pa.schema([("k", pa.int64()), ("t", pa.timestamp("us"))])
+    join = IntervalJoin(schema, schema, "k", left_time="t", right_time="t", lower="0 seconds", upper="1 hour",
+                        delay="1 hour", how="inner")
+    ck = str(tmp_path / "ck")
+    runner = PlanRunner(join.plan, ck, partitions=2, config=StateConfig(store="memory"))
+    rows = pa.Table.from_pylist([{"k": k, "t": T0} for k in range(20)], schema=schema)
+    runner.run(rows, rows.slice(0, 0))
+    state = read_state(spark, ck, side="left")
+    assert sorted(r["_partition"] for r in state.select("_partition").distinct().collect()) == [0, 1]
+    shutil.rmtree(tmp_path / "ck" / "state" / "p=1")
+    with pytest.raises(CheckpointDamagedError, match=r"partition 1's changelog .*ck/state/p=1 is missing or empty"
+                       r".*Restore the directory from a copy of the checkpoint") as raised:
+        read_state(spark, ck, side="left")
+    assert raised.value.path.endswith("state/p=1")
