@@ -31,7 +31,7 @@ import hashlib
 import os
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -142,11 +142,12 @@ class SteppedTask:
     def output(self) -> pa.Table:
         return self.result.output
 
-    def commit(self) -> dict[str, Any]:
-        """Commit the version (:func:`commit_phase`); returns the task's metrics."""
+    def commit(self, extra_metrics: Mapping[str, int] | None = None) -> dict[str, Any]:
+        """Commit the version (:func:`commit_phase`; ``extra_metrics`` as there); returns the
+        task's metrics."""
         self.done = True
         metrics = commit_phase(self.operator, self.checkpoint, self.config, self.task, self.start, self.opened,
-                               self.result, writer=self.stepped_on)
+                               self.result, writer=self.stepped_on, extra_metrics=extra_metrics)
         _maybe_fail_once(self.config, self.task, "after-commit")
         return metrics
 
@@ -234,14 +235,15 @@ def open_phase(operator: Operator, checkpoint: Checkpoint, config: StateConfig, 
 
 def commit_phase(operator: Operator, checkpoint: Checkpoint, config: StateConfig, task: TaskInfo,
                  start: TaskStart, opened: OpenStore, result: StepResult, *,
-                 writer: Store | None = None) -> dict[str, Any]:
+                 writer: Store | None = None, extra_metrics: Mapping[str, int] | None = None) -> dict[str, Any]:
     """Commit version ``task.version`` (phase 4): the changelog delta and the local store with its
     version marker, a snapshot when due, the store released (kept open for the partition's next
     task in this process); then the rows set aside (only when there are some), the commit record
     (progress and metrics in one durable file) and, by partition 0, pruning of the commit records
     older than the changelog's retention. Returns the task's metrics. ``writer``: the wrapper of
     ``opened.store`` the step's changes are written through (``wrap_store`` of :func:`step_task`;
-    None: the opened store)."""
+    None: the opened store). ``extra_metrics``: counts the engine's layer adds to the record (in
+    Spark, the rows set aside before routing, :mod:`streamjoin.spark.changes`)."""
     store = opened.store
     try:
         (store if writer is None else writer).write(result.puts, result.deletes, result.delete_ranges,
@@ -260,6 +262,7 @@ def commit_phase(operator: Operator, checkpoint: Checkpoint, config: StateConfig
     for spec, count in zip(operator.inputs, start.initial):
         if count:
             metrics[f"initial_rows_{spec.name}"] = count
+    metrics.update(extra_metrics or {})
     progress = progress_after(operator, start.known, start.rows)
     for spec, value in zip(operator.inputs, progress):
         if value is not None:

@@ -63,8 +63,8 @@ def set_aside_rows(spark: SparkSession, checkpoint: str, input_name: str) -> Dat
     uri = cp.set_aside.uri(input_name) if input_name in present else None
     if uri is None:
         return spark.createDataFrame([], f"_reason string, {VERSION_COLUMN} long, {PARTITION_COLUMN} long")
-    for path in cp.set_aside.files_under(input_name):   # a damaged file named here, not in a task's trace
-        cp.set_aside.check(path)
+    for found in cp.set_aside.files_under(input_name):   # a damaged file named here, not in a task's trace
+        cp.set_aside.check(found)
     rows = (spark.read.option("recursiveFileLookup", "true").option("pathGlobFilter", "*.parquet")
             .parquet(uri))
     path = F.input_file_name()

@@ -76,7 +76,12 @@ def observation_name(operator: Operator, checkpoint: str) -> str:
 
 
 def _fields(operator: Operator) -> list[pa.Field]:
-    names = [f"{m}_{spec.name}" for spec in operator.inputs for m in _PER_INPUT_SUMS] + list(_COMMON_SUMS)
+    """The observed metrics' fields: per input, the runtime's sums; the rows set aside before
+    routing (a set-aside input that is no input: counted by partition 0); the common sums; then
+    the operator's own."""
+    inputs = [spec.name for spec in operator.inputs]
+    names = [f"{m}_{name}" for name in inputs for m in _PER_INPUT_SUMS]
+    names += [f"set_aside_rows_{name}" for name in operator.set_aside_inputs if name not in inputs] + list(_COMMON_SUMS)
     fields = [pa.field(n, pa.int64()) for n in names]
     fields += [pa.field("stores_rebuilt", pa.int64()), pa.field("state_open_seconds", pa.float64())]
     for name in operator.metric_merges:

@@ -63,6 +63,20 @@ class SetAside:
         return sorted(i.path for i in self.files.entries(rel, recursive=True)
                       if i.is_file and i.path.endswith(".parquet"))
 
+    def count(self, input_name: str, version: int) -> int:
+        """How many rows of ``input_name`` were set aside in ``version`` (every partition's file;
+        one listing, then each file's footer)."""
+        found = [i.path for i in self.files.entries(f"set_aside/{input_name}/v={version}")
+                 if i.is_file and i.path.endswith(".parquet")]
+        rows = 0
+        for path in found:
+            try:
+                with self.files.fs.open_input_file(path) as fh:
+                    rows += pq.read_metadata(fh).num_rows
+            except (pa.ArrowInvalid, OSError) as exc:
+                raise self.damaged(path, exc) from exc
+        return rows
+
     def damaged(self, path: str, exc: BaseException) -> CheckpointDamagedError:
         """The error for the set-aside file at filesystem path ``path`` that cannot be read."""
         where = self.files.location(self.files.rel(path))
