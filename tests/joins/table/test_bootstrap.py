@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from streamjoin.changes import ChangeFormat
+from streamjoin.errors import JoinDefinitionError
 from streamjoin.runtime.options import StateConfig
 from streamjoin.runtime.plan_runner import PlanRunner
 from streamjoin.table.bootstrap import bootstrap_changes
@@ -61,3 +62,20 @@ def test_table_bootstrap_rows_of_one_key_at_different_times_keep_the_newest(tmp_
     out = runner.run(POSTS.empty_table(), authors)
     assert out.column("text").to_pylist() == ["new"]
     assert sum(m.get("duplicate_snapshot_rows", 0) for m in runner.runners["left_keys"].metrics) == 0
+
+
+def test_table_bootstrap_value_that_does_not_cast_names_its_column_and_value():
+    rows = pa.table({"post_id": [1, 2], "author_id": ["7", "seven"]})
+    with pytest.raises(JoinDefinitionError, match=r"column 'author_id' of left_bootstrap .* is declared int64 but "
+                       r"holds string; 'seven' does not convert: cast it to int64"):
+        bootstrap_changes(rows, POSTS, ChangeFormat.plain("post_id", time="at"), "left_bootstrap", False)
+
+
+def test_enrichment_bootstrap_value_that_does_not_cast_names_its_column_and_value():
+    from streamjoin.enrichment.operator import EnrichmentJoin
+
+    events = pa.schema([("author_id", pa.int64()), ("ts", pa.timestamp("us"))])
+    join = EnrichmentJoin(events, AUTHORS, "author_id", stream_time="ts",
+                          changes=ChangeFormat.plain("author_id", time="at"))
+    with pytest.raises(JoinDefinitionError, match=r"column 'author_id' of bootstrap .*'x1' does not convert"):
+        join.bootstrap_changes(pa.table({"author_id": ["1", "x1"], "name": ["a", "b"]}))
