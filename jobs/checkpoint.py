@@ -96,8 +96,12 @@ def _describe(args: argparse.Namespace) -> int:
     reports = []
     for uri in stages:
         bar, progress = _bar(args, uri)
-        with bar:
-            reports.append(describe_checkpoint(uri, progress))
+        try:
+            with bar:
+                reports.append(describe_checkpoint(uri, progress))
+        except JoinError as exc:   # a damaged file: named, with what to do
+            print(f"streamjoin checkpoint: {exc}", file=sys.stderr)
+            return 1
     if args.json:
         print(json.dumps([r.to_json() for r in reports], indent=2, default=str))
         return 0

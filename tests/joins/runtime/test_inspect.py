@@ -147,3 +147,15 @@ def test_checkpoint_verify_flags_a_truncated_set_aside_file_and_describe_names_i
     assert main(["checkpoint", "verify", str(root)]) == 1
     with pytest.raises(CheckpointDamagedError, match=f"set-aside file {aside} is damaged.*Restore it from a copy"):
         describe_checkpoint(str(root))
+    capsys.readouterr()
+    assert main(["checkpoint", "describe", str(root)]) == 1
+    assert f"set-aside file {aside} is damaged" in capsys.readouterr().err
+
+
+def test_checkpoint_verify_help_states_its_exit_codes(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["checkpoint", "verify", "--help"])
+    assert exited.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Exit status: 0 when nothing is damaged (notes may be printed), 1 when something is damaged" in text
+    assert "2 for a usage error" in text and "--spark-checkpoint" in text
