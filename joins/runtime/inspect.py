@@ -201,14 +201,14 @@ def _commit_state(cp: Checkpoint, logs: list[Changelog], committed: set[int] | N
     unrecorded = [p for p, log in enumerate(logs) if p not in recorded and not log.listing().empty] if recorded else []
     if unrecorded:
         _half_committed(cp, newest or 0, f"partitions {recorded} recorded it, partitions {unrecorded} did not",
-                        committed, problems, notes)
+                        committed, problems, notes, first=False)
     after = -1 if newest is None else newest
     ahead = {p: sorted(v for v in log.listing().deltas if v > after) for p, log in enumerate(logs)}
     ahead = {p: versions for p, versions in ahead.items() if versions}
     if ahead:
         first = after + 1 if newest is not None else min(v[0] for v in ahead.values())
         beyond = sorted({v for versions in ahead.values() for v in versions if v != first})
-        if unrecorded or beyond or (recorded and first != after + 1):
+        if unrecorded or beyond:
             problems.append(
                 f"partitions {sorted(ahead)}: their changelogs hold versions {sorted({v for vs in ahead.values() for v in vs})} "
                 f"after version {newest}, the newest with commit records ({cp.files.location('commits')}), "
@@ -217,14 +217,14 @@ def _commit_state(cp: Checkpoint, logs: list[Changelog], committed: set[int] | N
                 "of the same moment), or start the join from a new checkpoint location")
         else:
             _half_committed(cp, first, f"partitions {sorted(ahead)} wrote its changelog delta, no partition "
-                            "its commit record", committed, problems, notes)
+                            "its commit record", committed, problems, notes, first=newest is None)
     return Verification(problems, notes)
 
 
 def _half_committed(cp: Checkpoint, version: int, what: str, committed: set[int] | None,
-                    problems: list[str], notes: list[str]) -> None:
-    """Report ``version`` half committed (``what``): a note, or a problem when the query's Spark
-    commit log (``committed``) has it."""
+                    problems: list[str], notes: list[str], *, first: bool) -> None:
+    """Report ``version`` half committed (``what``; ``first``: the join's first version): a note,
+    or a problem when the query's Spark commit log (``committed``) has it."""
     where = cp.files.location(f"commits/v={version}")
     if committed is not None and version in committed:
         problems.append(
@@ -239,7 +239,8 @@ def _half_committed(cp: Checkpoint, version: int, what: str, committed: set[int]
     notes.append(
         f"version {version} is half committed: {what}. This is the state a query stopped or crashed during "
         f"version {version} leaves, and it is normal: the next run executes version {version} again, every "
-        f"partition from version {version - 1}, so nothing is lost or counted twice.{hint}")
+        f"partition from {'an empty state' if first else f'version {version - 1}'}, so nothing is lost or "
+        f"counted twice.{hint}")
 
 
 def _damaged_set_aside(cp: Checkpoint) -> list[str]:

@@ -13,7 +13,7 @@ import pytest
 from streamjoin.errors import CheckpointDamagedError
 from streamjoin.jobs.cli import main
 from streamjoin.runtime.checkpoint import Checkpoint
-from streamjoin.runtime.inspect import describe_checkpoint, verify_checkpoint
+from streamjoin.runtime.inspect import check_checkpoint, describe_checkpoint, verify_checkpoint
 from streamjoin.runtime.local import LocalRunner
 from streamjoin.runtime.options import StateConfig
 from tests.operators import RunningCount
@@ -159,3 +159,13 @@ def test_checkpoint_verify_help_states_its_exit_codes(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "Exit status: 0 when nothing is damaged (notes may be printed), 1 when something is damaged" in text
     assert "2 for a usage error" in text and "--spark-checkpoint" in text
+
+
+def test_checkpoint_verify_notes_a_first_version_being_written(tmp_path):
+    _runner(tmp_path, versions=1)
+    shutil.rmtree(tmp_path / "ck" / "commits")
+    result = check_checkpoint(str(tmp_path / "ck"))
+    assert result.problems == []
+    assert [n.split(". ")[0] for n in result.notes] == [
+        "version 0 is half committed: partitions [0, 1] wrote its changelog delta, no partition its commit record"]
+    assert "every partition from an empty state" in result.notes[0]
