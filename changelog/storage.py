@@ -9,7 +9,11 @@ A :class:`Storage` lists, reads, deletes and atomically writes whole files in on
 * On a local disk, durability is ``fsync`` of the file and then of the directory after the rename
   (and after deletes), and reads are memory maps (zero copy, the page cache holds the bytes).
 * On other filesystems (object stores), the file is written with ``open_output_stream`` and moved
-  with ``FileSystem.move``; an object store makes an object visible only once it is complete.
+  with ``FileSystem.move``; an object store makes an object visible only once it is complete. A
+  temporary name carries the pid and a random tag of its process, so writers on two hosts never
+  share one; a temporary file removed before its move (by another writer of the same location)
+  raises :class:`ChangelogConflictError` saying so, and a file deleted by another writer between
+  the check and the delete counts as deleted.
 * ``write_if_absent`` publishes a file only if none has that name, and says whether it did: on a
   local disk atomically (a hard link of the complete temporary file, which fails if the name
   exists), so of writers racing for a name exactly one wins; on other filesystems it is a check
@@ -35,6 +39,8 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from streamjoin.changelog.errors import ChangelogConflictError
+
 __all__ = [
     "Storage", "LocalStorage", "ArrowStorage", "open_storage", "FileInfo", "TEMP_PREFIX", "resolve_uri",
     "filesystem_for", "URI_SCHEMES",
@@ -44,6 +50,17 @@ __all__ = [
 TEMP_PREFIX = ".tmp-"
 
 _COUNTER = itertools.count()
+_WRITER: tuple[int, str] = (-1, "")
+
+
+def _writer() -> str:
+    """This process's part of temporary names: its pid and a random tag drawn once per process (a
+    forked child draws its own), so that writers on two hosts, whose pids may be equal, never
+    share a temporary object in one shared location."""
+    global _WRITER
+    if _WRITER[0] != os.getpid():
+        _WRITER = (os.getpid(), f"{os.getpid()}{os.urandom(4).hex()}")
+    return _WRITER[1]
 
 
 @dataclass(frozen=True)
@@ -116,7 +133,7 @@ class Storage(ABC):
         ``tag`` goes into the temporary name (so a leftover can be traced to what wrote it).
         If ``produce`` raises, the temporary file is removed and nothing is published.
         """
-        temp = f"{TEMP_PREFIX}{tag}-{os.getpid()}-{next(_COUNTER)}"
+        temp = f"{TEMP_PREFIX}{tag}-{_writer()}-{next(_COUNTER)}"
         handle = self._open_temp(temp)
         writer = CrcWriter(handle)
         try:
@@ -137,7 +154,7 @@ class Storage(ABC):
         """
         if any(info.name == name for info in self.list()):
             return False
-        temp = f"{TEMP_PREFIX}excl-{os.getpid()}-{next(_COUNTER)}"
+        temp = f"{TEMP_PREFIX}excl-{_writer()}-{next(_COUNTER)}"
         handle = self._open_temp(temp)
         try:
             handle.write(data)
@@ -263,7 +280,10 @@ class ArrowStorage(Storage):
         for name in names:
             path = posixpath.join(self.root, name)
             if self.fs.get_file_info(path).type != pafs.FileType.NotFound:
-                self.fs.delete_file(path)
+                try:
+                    self.fs.delete_file(path)
+                except FileNotFoundError:   # deleted since the check (by another writer): as asked
+                    pass
 
     def _open_temp(self, temp: str) -> Any:
         self.fs.create_dir(self.root, recursive=True)
@@ -271,7 +291,14 @@ class ArrowStorage(Storage):
 
     def _publish(self, handle: Any, temp: str, final: str) -> None:
         handle.close()
-        self.fs.move(posixpath.join(self.root, temp), posixpath.join(self.root, final))
+        try:
+            self.fs.move(posixpath.join(self.root, temp), posixpath.join(self.root, final))
+        except FileNotFoundError as exc:
+            raise ChangelogConflictError(
+                f"{self.uri}: the file being written as {final} ({temp}) was removed before it could be moved "
+                "into place: another process is writing this location at the same time. Two queries (or runs) "
+                "must not share a checkpoint: stop the other one, or give each its own checkpoint location; "
+                "then run this one again", files=[final]) from exc
 
 
 #: Accepted schemes: what each becomes, and the ``pyarrow.fs`` class that opens it.

@@ -2,8 +2,9 @@
 
 ``describe`` prints the binding (kind, definition, partitions, query id) and, per partition, the
 changelog's restorable versions and size, the newest snapshot, the watermark input and the rows set
-aside by reason. ``verify`` checks every changelog and record and exits 1 naming each damaged or
-missing file (0 when all is well). ``--json`` prints the same as JSON, for scripts; a progress bar
+aside by reason. ``verify`` checks every changelog, record and set-aside file (see :data:`VERIFY_HELP`
+for its exit codes): a version a stopped query had half committed is reported as the normal state
+it is, saying what the next run does. ``--json`` prints the same as JSON, for scripts; a progress bar
 (on stderr, when it is a terminal) follows the partitions. ``repartition --partitions N`` changes
 the partition count of a stopped query's checkpoint (:func:`streamjoin.runtime.rescale.plan_repartition`).
 """
@@ -15,19 +16,33 @@ import json
 import sys
 from typing import Any
 
-__all__ = ["register"]
+__all__ = ["register", "VERIFY_HELP"]
+
+VERIFY_HELP = (
+    "Check every changelog, commit record and set-aside file of a join checkpoint. A version the query "
+    "was committing when it stopped (some partitions' files of it written, not all) is the normal state "
+    "after a crash or a stop: it is printed as a note saying what the next run does. With "
+    "--spark-checkpoint, such a version that the query's Spark commit log has is damage (its records "
+    "were lost). Exit status: 0 when nothing is damaged (notes may be printed), 1 when something is "
+    "damaged or missing (each problem names its file and what to do), 2 for a usage error.")
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("checkpoint", help="describe or verify a whole join checkpoint",
                                    description=__doc__.split("\n\n")[0])
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    for name, func, text in (("describe", _describe, "every partition's versions, state size, watermark "
-                              "inputs, set-aside rows; the binding"),
-                             ("verify", _verify, "check every changelog and record; exit 1 naming what is damaged")):
-        sub = actions.add_parser(name, help=text, description=text)
+    for name, func, text, description in (
+            ("describe", _describe, "every partition's versions, state size, watermark inputs, set-aside rows; "
+             "the binding", None),
+            ("verify", _verify, "check every changelog, record and set-aside file; exit 1 naming what is "
+             "damaged", VERIFY_HELP)):
+        sub = actions.add_parser(name, help=text, description=description or text)
         sub.add_argument("checkpoint", help="the checkpoint= location of a join (a path or URI)")
         sub.add_argument("--json", action="store_true", help="print JSON")
+        if name == "verify":
+            sub.add_argument("--spark-checkpoint", metavar="LOCATION",
+                             help="the query's Spark checkpointLocation: a version its commit log has must have "
+                                  "every commit record here")
         sub.set_defaults(func=func)
     text = ("change the partition count: check every changelog, record the new count; the next run (with "
             "partitions=N) rebuilds each new partition from the old ones it takes key groups from")
@@ -81,8 +96,12 @@ def _describe(args: argparse.Namespace) -> int:
     reports = []
     for uri in stages:
         bar, progress = _bar(args, uri)
-        with bar:
-            reports.append(describe_checkpoint(uri, progress))
+        try:
+            with bar:
+                reports.append(describe_checkpoint(uri, progress))
+        except JoinError as exc:   # a damaged file: named, with what to do
+            print(f"streamjoin checkpoint: {exc}", file=sys.stderr)
+            return 1
     if args.json:
         print(json.dumps([r.to_json() for r in reports], indent=2, default=str))
         return 0
@@ -112,26 +131,33 @@ def _times(values) -> str:
 
 def _verify(args: argparse.Namespace) -> int:
     from streamjoin.errors import JoinError
-    from streamjoin.runtime.inspect import stage_checkpoints, verify_checkpoint
+    from streamjoin.runtime.inspect import Verification, check_checkpoint, stage_checkpoints
 
+    results: dict[str, Verification] = {}
     try:
         stages = stage_checkpoints(args.checkpoint)
     except JoinError as exc:
-        problems = {args.checkpoint: [str(exc)]}
+        results[args.checkpoint] = Verification([str(exc)], [])
     else:
-        problems = {}
         for uri in stages:
             bar, progress = _bar(args, uri)
             with bar:
-                problems[uri] = verify_checkpoint(uri, progress)
+                try:
+                    results[uri] = check_checkpoint(uri, progress, args.spark_checkpoint)
+                except JoinError as exc:
+                    results[uri] = Verification([str(exc)], [])
+    damaged = any(r.problems for r in results.values())
     if args.json:
-        print(json.dumps({"ok": not any(problems.values()), "problems": problems}, indent=2))
+        print(json.dumps({"ok": not damaged, "problems": {u: r.problems for u, r in results.items()},
+                          "notes": {u: r.notes for u, r in results.items()}}, indent=2))
     else:
-        for uri, found in problems.items():
-            print(f"{uri}: " + ("ok" if not found else f"{len(found)} problem(s)"))
-            for problem in found:
+        for uri, result in results.items():
+            print(f"{uri}: " + ("ok" if not result.problems else f"{len(result.problems)} problem(s)"))
+            for problem in result.problems:
                 print(f"  {problem}")
-    return 1 if any(problems.values()) else 0
+            for note in result.notes:
+                print(f"  note: {note}")
+    return 1 if damaged else 0
 
 
 def _repartition(args: argparse.Namespace) -> int:

@@ -57,13 +57,15 @@ PLAIN_COLUMNS = {"op": "_change_op", "time": "_change_time", "sequence": "_chang
 class Normalised:
     """One batch of changes in the internal form, the rows set aside, and counts by kind.
 
-    ``index[i]`` is the input row that ``changes`` row ``i`` came from.
+    ``index[i]`` is the input row that ``changes`` row ``i`` came from; ``snapshot[i]`` whether it
+    was a snapshot row (a bootstrap's, or a vocabulary's snapshot read; None: not known).
     """
 
     changes: pa.Table
     aside: pa.Table
     counts: dict[str, int]
     index: np.ndarray
+    snapshot: np.ndarray | None = None
 
 
 def op_codes(column: pa.ChunkedArray | pa.Array, ops: Mapping[str, int]) -> np.ndarray:
@@ -112,7 +114,8 @@ def to_internal(table: pa.Table, fmt: ChangeFormat, ops: np.ndarray, times: pa.A
     null_time = ~unknown & (ops != SKIPPED) & times.is_null().to_numpy(zero_copy_only=False)
     if timeless_snapshots:
         null_time &= ops != SNAPSHOT
-    ops = np.where(ops == SNAPSHOT, np.int8(UPSERT), ops).astype(np.int8)
+    snapshot = ops == SNAPSHOT
+    ops = np.where(snapshot, np.int8(UPSERT), ops).astype(np.int8)
     null_key = np.zeros(table.num_rows, dtype=bool)
     for name in fmt.key:
         null_key |= row.column(name).is_null().to_numpy(zero_copy_only=False)
@@ -127,7 +130,7 @@ def to_internal(table: pa.Table, fmt: ChangeFormat, ops: np.ndarray, times: pa.A
     values = [row.column(n).filter(mask) for n in row.column_names if n not in fmt.key]
     meta = [pa.array(ops[keep], pa.int8()), times.filter(mask), pa.chunked_array(seq).filter(mask)]
     changes = pa.Table.from_arrays(keys + meta + values, schema=fmt.internal_schema(table.schema))
-    return Normalised(changes, aside, counts, np.flatnonzero(keep))
+    return Normalised(changes, aside, counts, np.flatnonzero(keep), snapshot[keep])
 
 
 def top_level_changes(table: pa.Table, fmt: ChangeFormat, ops: Mapping[str, int], *,

@@ -59,6 +59,8 @@ from streamjoin.changes import ChangeFormat
 from streamjoin.enrichment.spec import EnrichmentSpec, How, Mode, build_spec
 from streamjoin.enrichment.step import Step
 from streamjoin.enrichment.views import VIEWS
+from streamjoin.errors import JoinDefinitionError
+from streamjoin.kit.columns import cast_values
 from streamjoin.kit.times import Duration
 from streamjoin.runtime.operator import InputSpec, SpecOperator, StepInput, StepResult
 from streamjoin.statestore.base import KeyValue, Store
@@ -125,7 +127,8 @@ class EnrichmentJoin(SpecOperator):
         time reads as null in the output. Delta's metadata columns are filled in
         (``_commit_version`` null). Give the result to version 0 as (part of) its table rows: it
         is then exactly as if those rows had been the table's history (a timeless row given to a
-        later version is a late change).
+        later version is a late change). Raises :class:`JoinDefinitionError` naming a column and
+        a value that does not cast to the table's type.
         """
         fmt, schema = self.spec.changes, self.spec.table
         op, n = fmt.snapshot_op(), snapshot.num_rows
@@ -137,7 +140,8 @@ class EnrichmentJoin(SpecOperator):
                 arrays.append(snapshot.column(field.name))
             else:
                 arrays.append(pa.nulls(n, field.type))
-        return pa.Table.from_arrays([a.cast(f.type) for a, f in zip(arrays, schema)], schema=schema)
+        return pa.Table.from_arrays([cast_values(a, f.type, f"column {f.name!r} of bootstrap (as the table's changes)",
+                                                 JoinDefinitionError) for a, f in zip(arrays, schema)], schema=schema)
 
     def __repr__(self) -> str:
         s = self.spec

@@ -27,9 +27,11 @@ def conform(table: pa.Table, schema: pa.Schema, name: str) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def cast_values(values: pa.Array | pa.ChunkedArray, kind: pa.DataType, what: str) -> pa.Array | pa.ChunkedArray:
-    """``values`` as ``kind``. Raises :class:`streamjoin.errors.JoinError` naming ``what``, the declared
-    and the found types and a value that does not convert (Arrow's own error names none of them)."""
+def cast_values(values: pa.Array | pa.ChunkedArray, kind: pa.DataType, what: str,
+                error: type[JoinError] = JoinError) -> pa.Array | pa.ChunkedArray:
+    """``values`` as ``kind``. Raises ``error`` (:class:`streamjoin.errors.JoinError` unless given)
+    naming ``what``, the declared and the found types and a value that does not convert (Arrow's
+    own error names none of them)."""
     if values.type == kind:
         return values
     try:
@@ -37,7 +39,7 @@ def cast_values(values: pa.Array | pa.ChunkedArray, kind: pa.DataType, what: str
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
         bad = _first_unconvertible(values, kind)
         example = "" if bad is None else f"; {bad!r} does not convert"
-        raise JoinError(
+        raise error(
             f"{what} is declared {kind} but holds {values.type}{example}: cast it to {kind} "
             f"before the join, or declare the type it has ({exc})"
         ) from exc

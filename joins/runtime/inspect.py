@@ -2,10 +2,12 @@
 
 :func:`describe_checkpoint` gives the binding (definition, partitions, kind of run, query id) and,
 per partition, its changelog's restorable versions, size and newest snapshot, its watermark input
-(from the newest commit record) and the rows it set aside by reason. :func:`verify_checkpoint` checks every
-changelog (checksums, gaps, missing snapshots) and every record (readable JSON, a commit record of the
-newest version and a changelog per partition) and returns what is damaged or missing, each naming its file. A
-``table_table_join`` checkpoint holds one checkpoint per stage; both functions cover each stage.
+(from the newest commit record) and the rows it set aside by reason. :func:`check_checkpoint` checks every
+changelog (checksums, gaps, missing snapshots), every record (readable JSON, the newest versions' commit
+records against the changelogs) and every set-aside file (a whole Parquet file), and returns what is
+damaged or missing, each naming its file, apart from notes on normal states (a version half committed
+when a query stopped); :func:`verify_checkpoint` returns the problems alone. A ``table_table_join``
+checkpoint holds one checkpoint per stage; the functions cover one stage each.
 """
 
 from __future__ import annotations
@@ -17,18 +19,19 @@ from typing import Any, Callable, Iterable
 
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
 from streamjoin.changelog import Changelog
 from streamjoin.changelog.inspect import describe, verify
 from streamjoin.errors import JoinDefinitionError, JoinError
-from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.runtime.checkpoint import Checkpoint, resolve_location
+from streamjoin.runtime.checkpoint.files import CheckpointFiles
 from streamjoin.runtime.keygroups import check_count, check_key_groups
 from streamjoin.runtime.operator import REASON_COLUMN
 from streamjoin.runtime.plan import recorded_stages
 from streamjoin.runtime.rescale import Epoch, changelog_uri, current_epoch, epoch_has_run, epochs
 
-__all__ = ["PartitionReport", "CheckpointReport", "describe_checkpoint", "verify_checkpoint", "stage_checkpoints"]
+__all__ = ["PartitionReport", "CheckpointReport", "Verification", "describe_checkpoint", "verify_checkpoint",
+           "check_checkpoint", "spark_commits", "stage_checkpoints"]
 
 #: The stages of a table-table join checkpoint written before plans recorded their stages
 #: (:data:`streamjoin.runtime.plan.STAGES_FILE`): read only where the folder records none.
@@ -107,38 +110,147 @@ def describe_checkpoint(uri: str, progress: Progress | None = None) -> Checkpoin
         newest_version=cp.commits.newest_version(), parts=tuple(parts))
 
 
+@dataclass(frozen=True)
+class Verification:
+    """What :func:`check_checkpoint` found in one checkpoint: ``problems`` (damage, each naming its
+    file and what to do) and ``notes`` (normal states worth knowing, each saying what the next run
+    does: a version a stopped query had half committed)."""
+
+    problems: list[str]
+    notes: list[str]
+
+
 def verify_checkpoint(uri: str, progress: Progress | None = None) -> list[str]:
-    """What is damaged or missing in the join checkpoint at ``uri`` (one stage's); empty if nothing."""
+    """What is damaged or missing in the join checkpoint at ``uri`` (one stage's); empty if
+    nothing (:func:`check_checkpoint`'s problems)."""
+    return check_checkpoint(uri, progress).problems
+
+
+def check_checkpoint(uri: str, progress: Progress | None = None, spark_checkpoint: str | None = None) -> Verification:
+    """Check every changelog, record and set-aside file of the join checkpoint at ``uri`` (one
+    stage's). A version the query was committing when it stopped (some partitions' deltas or
+    records of it written, not all) is a note, not a problem: the next run executes it again.
+    ``spark_checkpoint``: the query's Spark ``checkpointLocation``; when given, a version its
+    commit log has but whose commit records are missing here is a problem (records lost), as
+    the next run would refuse it. Raises :class:`JoinDefinitionError` when ``spark_checkpoint``
+    is not a Spark checkpoint."""
+    committed = None if spark_checkpoint is None else spark_commits(spark_checkpoint)
     cp = Checkpoint(uri)
     try:
         binding = _binding(cp)
     except JoinError as exc:
-        return [str(exc)]
+        return Verification([str(exc)], [])
     problems: list[str] = []
     found = epochs(cp)
     epoch = found[-1] if found else current_epoch(cp)
     problems += _impossible_partitioning(cp, binding, found)
     partitions = max(epoch.partitions, 0)
     ran_here = epoch_has_run(cp, found, epoch.number) if found else False
-    streaming = binding.get("mode") != "batch"
-    ran = cp.commits.newest_version() is not None
-    try:
-        newest = _newest_records(cp)
-    except JoinError as exc:
-        problems.append(str(exc))
-        newest = None
+    logs = []
     for p in range(partitions):
-        log = Changelog(changelog_uri(cp, epoch, p))
+        log = Changelog(changelog_uri(cp, epoch, p), cache_listing=True)   # (only read here)
         if ran_here and log.listing().empty:   # (a new epoch's logs wait for its first run)
             where = f" of partitioning epoch {epoch.number} ({partitions} partitions)" if epoch.number else ""
             problems.append(f"partition {p}: changelog {log.uri}{where} is missing or empty")
         problems += [f"partition {p}: {exc}" for exc in verify(log)]
-        if streaming and ran and newest is not None and p not in newest and not log.listing().empty:
-            problems.append(f"partition {p}: no commit record of version {cp.commits.newest_version()} "
-                            f"under {cp.uri}/commits")
+        logs.append(log)
         if progress is not None:
             progress(p + 1, partitions)
+    try:
+        state = _commit_state(cp, logs, committed)
+    except JoinError as exc:
+        problems.append(str(exc))
+        state = Verification([], [])
+    problems += state.problems
     problems += _unreadable_records(cp, ("query.json", "flush.json", "initial", "commits"))
+    problems += _damaged_set_aside(cp)
+    return Verification(problems, state.notes)
+
+
+def spark_commits(location: str) -> set[int]:
+    """The batch ids in the commit log of the Spark checkpoint at ``location`` (its ``commits/``
+    folder: the micro-batches the query finished). Raises :class:`JoinDefinitionError` when
+    ``location`` has neither ``commits/`` nor ``offsets/``."""
+    files = CheckpointFiles(resolve_location(location))
+    if not files.exists("commits") and not files.exists("offsets"):
+        raise JoinDefinitionError(f"{location} is not a Spark checkpoint (it has no commits/ nor offsets/ folder); "
+                                  "pass the checkpointLocation the query was started with")
+    return {int(name) for name in files.names("commits") if name.isdigit()}
+
+
+def _commit_state(cp: Checkpoint, logs: list[Changelog], committed: set[int] | None) -> Verification:
+    """The newest versions' commit records against the partitions' changelogs (``logs``, of the
+    current partitioning). A task writes its delta, then its record, and the query runs a version
+    only once the one before has every record; so the normal states are: every partition recorded
+    the newest version ``n``; ``n`` half recorded (a stop during ``n``); or ``n`` whole and some
+    deltas of ``n + 1`` written, no record (a stop during ``n + 1``). Anything else, or one of those
+    two when ``committed`` (Spark's commit log) has the version, is damage."""
+    newest = cp.commits.newest_version()
+    records = [] if newest is None else cp.commits.records(newest)
+    recorded = sorted({r.partition for r in records if r.partition >= 0 and r.partitions == len(logs)})
+    problems: list[str] = []
+    for p in recorded:   # a record is written after the delta: its version is in the changelog
+        restorable = logs[p].versions()
+        if restorable and restorable[-1] < (newest or 0):
+            problems.append(
+                f"partition {p}: its commit record of version {newest} ({cp.files.location(f'commits/v={newest}')}) "
+                f"shows the version committed, but its changelog {logs[p].uri} restores only up to version "
+                f"{restorable[-1]}: the delta of version {newest} is missing. Restore the changelog from a copy "
+                "of the checkpoint, or start the join from a new checkpoint location")
+    notes: list[str] = []
+    unrecorded = [p for p, log in enumerate(logs) if p not in recorded and not log.listing().empty] if recorded else []
+    if unrecorded:
+        _half_committed(cp, newest or 0, f"partitions {recorded} recorded it, partitions {unrecorded} did not",
+                        committed, problems, notes, first=False)
+    after = -1 if newest is None else newest
+    ahead = {p: sorted(v for v in log.listing().deltas if v > after) for p, log in enumerate(logs)}
+    ahead = {p: versions for p, versions in ahead.items() if versions}
+    if ahead:
+        first = after + 1 if newest is not None else min(v[0] for v in ahead.values())
+        beyond = sorted({v for versions in ahead.values() for v in versions if v != first})
+        if unrecorded or beyond:
+            problems.append(
+                f"partitions {sorted(ahead)}: their changelogs hold versions {sorted({v for vs in ahead.values() for v in vs})} "
+                f"after version {newest}, the newest with commit records ({cp.files.location('commits')}), "
+                "but a version starts only once the one before has every partition's record: commit records "
+                "are missing. Restore the commits folder from a copy of the checkpoint (with the state folder "
+                "of the same moment), or start the join from a new checkpoint location")
+        else:
+            _half_committed(cp, first, f"partitions {sorted(ahead)} wrote its changelog delta, no partition "
+                            "its commit record", committed, problems, notes, first=newest is None)
+    return Verification(problems, notes)
+
+
+def _half_committed(cp: Checkpoint, version: int, what: str, committed: set[int] | None,
+                    problems: list[str], notes: list[str], *, first: bool) -> None:
+    """Report ``version`` half committed (``what``; ``first``: the join's first version): a note,
+    or a problem when the query's Spark commit log (``committed``) has it."""
+    where = cp.files.location(f"commits/v={version}")
+    if committed is not None and version in committed:
+        problems.append(
+            f"version {version} was committed by the query (its Spark commit log has batch {version}), but "
+            f"{what}: commit records were lost (e.g. a partial copy of the checkpoint), and the next run refuses "
+            f"to start. Restore {where} from the copy of the checkpoint this one was taken from, or start the "
+            "join from a new checkpoint location")
+        return
+    hint = "" if committed is not None else (
+        f" (Had the query committed it, its checkpointLocation would have commits/{version}; then records "
+        "were lost and the next run refuses to start: pass --spark-checkpoint to check.)")
+    notes.append(
+        f"version {version} is half committed: {what}. This is the state a query stopped or crashed during "
+        f"version {version} leaves, and it is normal: the next run executes version {version} again, every "
+        f"partition from {'an empty state' if first else f'version {version - 1}'}, so nothing is lost or "
+        f"counted twice.{hint}")
+
+
+def _damaged_set_aside(cp: Checkpoint) -> list[str]:
+    """Every set-aside file that is not a whole Parquet file (its footer is read)."""
+    problems = []
+    for path in cp.set_aside.files_under():
+        try:
+            cp.set_aside.check(path)
+        except JoinError as exc:
+            problems.append(str(exc))
     return problems
 
 
@@ -198,7 +310,7 @@ def _set_aside(cp: Checkpoint, partition: int) -> dict[str, dict[str, int]]:
         rel = posixpath.relpath(info.path, posixpath.join(cp.root, "set_aside"))
         if not rel.endswith(f"/p={partition}.parquet"):
             continue
-        reasons = pq.read_table(info.path, columns=[REASON_COLUMN], filesystem=cp.fs).column(REASON_COLUMN)
+        reasons = cp.set_aside.read(info.path, columns=[REASON_COLUMN]).column(REASON_COLUMN)
         by_input = counts.setdefault(rel.split("/")[0], {})
         for row in pc.value_counts(reasons).to_pylist():
             by_input[row["values"]] = by_input.get(row["values"], 0) + int(row["counts"])

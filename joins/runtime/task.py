@@ -9,7 +9,8 @@ each entering the checkpoint's modules once:
    partitioning epoch and, in a new epoch's first version, the partition's changelog rebuilt from
    the old epoch (:func:`streamjoin.runtime.rescale.prepare_partition`), the global event-time
    progress before version ``v`` (one listing of the previous version's commit records; with it the
-   processing-time progress, :func:`processing_after`), the
+   processing-time progress, :func:`processing_after`; none of them while the partition's changelog
+   holds the delta of ``v-1`` is lost records, :class:`CheckpointDamagedError`), the
    version to open the store at (``v-1``, or none for a partition that has committed nothing: only
    when the checkpoint shows nothing committed before ``v``, else :class:`CheckpointDamagedError`),
    and the initial rows of a partition's first version;
@@ -30,7 +31,7 @@ import hashlib
 import os
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -142,11 +143,12 @@ class SteppedTask:
     def output(self) -> pa.Table:
         return self.result.output
 
-    def commit(self) -> dict[str, Any]:
-        """Commit the version (:func:`commit_phase`); returns the task's metrics."""
+    def commit(self, extra_metrics: Mapping[str, int] | None = None) -> dict[str, Any]:
+        """Commit the version (:func:`commit_phase`; ``extra_metrics`` as there); returns the
+        task's metrics."""
         self.done = True
         metrics = commit_phase(self.operator, self.checkpoint, self.config, self.task, self.start, self.opened,
-                               self.result, writer=self.stepped_on)
+                               self.result, writer=self.stepped_on, extra_metrics=extra_metrics)
         _maybe_fail_once(self.config, self.task, "after-commit")
         return metrics
 
@@ -208,10 +210,10 @@ def read_phase(operator: Operator, checkpoint: Checkpoint, config: StateConfig, 
     epoch = prepare_partition(operator, checkpoint, config.store, dict(config.store_options),
                               config.local_dir or default_local_dir(), task.version, task.partition,
                               task.partitions, config.retain_versions, root=root)   # rebuilt after a rescale
-    before = checkpoint.commits.progress_before(task.version, n_inputs)
-    known = before.max_times
     log = Changelog(changelog_uri(checkpoint, epoch, task.partition), retain_versions=config.retain_versions,
                     cache_listing=True)
+    before = checkpoint.commits.progress_before(task.version, n_inputs, _committed(log, task.version - 1))
+    known = before.max_times
     target = _target(checkpoint, log, task)
     initial = (0,) * n_inputs
     if config.initial or target is None:   # only a first version, or its re-execution, takes them
@@ -234,14 +236,15 @@ def open_phase(operator: Operator, checkpoint: Checkpoint, config: StateConfig, 
 
 def commit_phase(operator: Operator, checkpoint: Checkpoint, config: StateConfig, task: TaskInfo,
                  start: TaskStart, opened: OpenStore, result: StepResult, *,
-                 writer: Store | None = None) -> dict[str, Any]:
+                 writer: Store | None = None, extra_metrics: Mapping[str, int] | None = None) -> dict[str, Any]:
     """Commit version ``task.version`` (phase 4): the changelog delta and the local store with its
     version marker, a snapshot when due, the store released (kept open for the partition's next
     task in this process); then the rows set aside (only when there are some), the commit record
     (progress and metrics in one durable file) and, by partition 0, pruning of the commit records
     older than the changelog's retention. Returns the task's metrics. ``writer``: the wrapper of
     ``opened.store`` the step's changes are written through (``wrap_store`` of :func:`step_task`;
-    None: the opened store)."""
+    None: the opened store). ``extra_metrics``: counts the engine's layer adds to the record (in
+    Spark, the rows set aside before routing, :mod:`streamjoin.spark.changes`)."""
     store = opened.store
     try:
         (store if writer is None else writer).write(result.puts, result.deletes, result.delete_ranges,
@@ -260,6 +263,7 @@ def commit_phase(operator: Operator, checkpoint: Checkpoint, config: StateConfig
     for spec, count in zip(operator.inputs, start.initial):
         if count:
             metrics[f"initial_rows_{spec.name}"] = count
+    metrics.update(extra_metrics or {})
     progress = progress_after(operator, start.known, start.rows)
     for spec, value in zip(operator.inputs, progress):
         if value is not None:
@@ -318,6 +322,13 @@ def _target(checkpoint: Checkpoint, log: Changelog, task: TaskInfo) -> int | Non
                 "restore the changelog directory from a copy of the checkpoint, or start the join "
                 "from a new checkpoint location", path=log.uri)
     return None
+
+
+def _committed(log: Changelog, version: int) -> str | None:
+    """The partition's delta of ``version`` (its URI), evidence that the version was committed;
+    None when the log has none (a new join, or a partition rebuilt by a rescale from a snapshot)."""
+    delta = log.listing().deltas.get(version)
+    return None if delta is None else f"partition changelog file {log.uri}/{delta.name}"
 
 
 def _initial_rows(operator: Operator, checkpoint: Checkpoint, task: TaskInfo,

@@ -18,7 +18,7 @@ from streamjoin.errors import JoinDefinitionError
 from streamjoin.kit.how import EnrichmentHow, How
 from streamjoin.kit.on import column_names
 from streamjoin.runtime.options import EndOfRun, JoinOptions
-from streamjoin.spark.changes import change_format, plain_changes
+from streamjoin.spark.changes import SOURCE_INPUT, change_format, plain_changes
 from streamjoin.spark.checks import check_columns, check_time, check_watermark, column
 from streamjoin.spark.plan import run_plan
 from streamjoin.spark.runtime import arrow_schema, resolve_checkpoint
@@ -145,6 +145,7 @@ def stream_table_join(
         )
     checkpoint = resolve_checkpoint(options.checkpoint, stream.isStreaming or table_changes.isStreaming,
                                     "stream_table_join")
+    staged = {1: SOURCE_INPUT} if fmt.vocabulary.needs_pre_stage else {}
     table, fmt = plain_changes(table_changes, fmt, checkpoint)
     operator = EnrichmentJoin(
         arrow_schema(stream), arrow_schema(table), on, stream_time=stream_time, changes=fmt,
@@ -159,7 +160,7 @@ def stream_table_join(
     initial = None if bootstrap is None else [None, _bootstrap_changes(bootstrap, operator)]
     return run_plan(operator.plan, [stream, table], checkpoint=checkpoint,
                     partitions=options.partitions, state=options.state, key_groups=options.max_partitions,
-                    initial=initial, end_of_run=end_of_run)
+                    initial=initial, end_of_run=end_of_run, pre_staged=staged)
 
 
 def _bootstrap_changes(bootstrap: DataFrame, operator: EnrichmentJoin) -> DataFrame:

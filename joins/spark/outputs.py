@@ -59,6 +59,8 @@ def set_aside_rows(spark: SparkSession, checkpoint: str, input_name: str) -> Dat
     Raises:
         JoinDefinitionError: ``checkpoint`` is not a join checkpoint, or ``input_name`` is not one
             of its inputs (both named in the message).
+        CheckpointDamagedError: ``streamjoin.json`` or a set-aside file of the input cannot be read
+            (named; each set-aside file's Parquet footer is read here, on the driver).
     """
     cp, kind = _checkpoint(checkpoint, "set_aside_rows")
     folder = posixpath.join(cp.root, "set_aside")
@@ -73,6 +75,8 @@ def set_aside_rows(spark: SparkSession, checkpoint: str, input_name: str) -> Dat
     uri = cp.set_aside.uri(input_name) if input_name in present else None
     if uri is None:
         return spark.createDataFrame([], f"_reason string, {VERSION_COLUMN} long, {PARTITION_COLUMN} long")
+    for found in cp.set_aside.files_under(input_name):   # a damaged file named here, not in a task's trace
+        cp.set_aside.check(found)
     rows = (spark.read.option("recursiveFileLookup", "true").option("pathGlobFilter", "*.parquet")
             .parquet(uri))
     path = F.input_file_name()
@@ -100,6 +104,7 @@ def join_metrics(spark: SparkSession, checkpoint: str) -> DataFrame:
 
     Raises:
         JoinDefinitionError: ``checkpoint`` is not a join checkpoint.
+        CheckpointDamagedError: ``streamjoin.json`` or a commit record cannot be read (named).
     """
     cp, kind = _checkpoint(checkpoint, "join_metrics")
     operator = operator_class(kind)
@@ -131,8 +136,7 @@ def _spark_type(values: list[Any], time: bool) -> T.DataType:
 def _checkpoint(checkpoint: str, caller: str) -> tuple[Checkpoint, str]:
     """The checkpoint at ``checkpoint`` and its operator kind; refuse a path that is not one."""
     cp = Checkpoint(checkpoint)
-    binding = posixpath.join(cp.root, _BINDING)
-    if cp.fs.get_file_info(binding).type != pafs.FileType.File:
+    if cp.fs.get_file_info(posixpath.join(cp.root, _BINDING)).type != pafs.FileType.File:
         try:
             stages = stage_checkpoints(checkpoint)
         except JoinDefinitionError:
@@ -140,9 +144,8 @@ def _checkpoint(checkpoint: str, caller: str) -> tuple[Checkpoint, str]:
         hint = (f"; it is the checkpoint of a join of several stages (a table_table_join's): pass one of "
                 f"its stages, {stages}") if stages else "; pass the checkpoint= location the join was started with"
         raise JoinDefinitionError(f"{caller}: {checkpoint} is not a join checkpoint (it has no {_BINDING}){hint}")
-    with cp.fs.open_input_stream(binding) as fh:
-        kind = json.loads(fh.read()).get("definition", {}).get("kind", "join")
-    return cp, kind
+    root = cp.binding.root() or {}   # CheckpointDamagedError naming the file if it is not a JSON object
+    return cp, str(root.get("definition", {}).get("kind", "join"))
 
 
 def _free(name: str, taken: list[str]) -> str:

@@ -5,7 +5,7 @@ nothing here knows which join it runs."""
 
 from __future__ import annotations
 
-from typing import Sequence, cast
+from typing import Mapping, Sequence, cast
 
 from pyspark.sql import DataFrame
 
@@ -20,12 +20,15 @@ __all__ = ["run_plan", "check_streaming"]
 def run_plan(
     plan: JoinPlan, inputs: Sequence[DataFrame], *, checkpoint: str, partitions: int | None, state: StateConfig,
     key_groups: int | None, initial: Sequence[DataFrame | None] | None = None, end_of_run: EndOfRun = "hold",
+    pre_staged: Mapping[int, str] | None = None,
 ) -> DataFrame:
     """The join's output over ``inputs`` (one DataFrame per join input). ``checkpoint`` is the
     join's (resolved): each stage keeps its state at ``plan.location(checkpoint, stage)``.
     ``initial[i]``: batch rows added to join input ``i`` in the first version, in the stage that
     reads that input (None: none). The other arguments are every stage's (``run_operator``;
-    ``end_of_run`` matters in the stages that read join inputs, which have the no-data flush)."""
+    ``end_of_run`` matters in the stages that read join inputs, which have the no-data flush).
+    ``pre_staged[i]``: the set-aside input under which join input ``i``'s pre-stage sets rows
+    aside, in the stage reading it (``run_operator``'s ``pre_staged``)."""
     if len(inputs) != plan.inputs:
         raise ValueError(f"the plan takes {plan.inputs} inputs, got {len(inputs)}")
     check_streaming(plan, inputs)
@@ -35,10 +38,11 @@ def run_plan(
     for stage in plan.stages:
         frames = cast(list[DataFrame], plan.feeds(stage, inputs, outputs))
         rows = [given[i] if isinstance(i, int) else None for i in stage.inputs]
+        staged = [(pre_staged or {})[i] for i in stage.inputs if isinstance(i, int) and i in (pre_staged or {})]
         outputs[stage.name] = run_operator(
             frames, stage.operator, checkpoint=plan.location(checkpoint, stage), partitions=partitions, state=state,
             key_groups=key_groups, initial=rows if any(r is not None for r in rows) else None,
-            end_of_run=end_of_run)
+            end_of_run=end_of_run, pre_staged=staged)
     result = outputs[plan.output.name]
     assert isinstance(result, DataFrame)
     return result

@@ -76,7 +76,12 @@ def observation_name(operator: Operator, checkpoint: str) -> str:
 
 
 def _fields(operator: Operator) -> list[pa.Field]:
-    names = [f"{m}_{spec.name}" for spec in operator.inputs for m in _PER_INPUT_SUMS] + list(_COMMON_SUMS)
+    """The observed metrics' fields: per input, the runtime's sums; the rows set aside before
+    routing (a set-aside input that is no input: counted by partition 0); the common sums; then
+    the operator's own."""
+    inputs = [spec.name for spec in operator.inputs]
+    names = [f"{m}_{name}" for name in inputs for m in _PER_INPUT_SUMS]
+    names += [f"set_aside_rows_{name}" for name in operator.set_aside_inputs if name not in inputs] + list(_COMMON_SUMS)
     fields = [pa.field(n, pa.int64()) for n in names]
     fields += [pa.field("stores_rebuilt", pa.int64()), pa.field("state_open_seconds", pa.float64())]
     for name in operator.metric_merges:
@@ -200,7 +205,8 @@ def progress_metrics(query_or_progress: Any, checkpoint: str | None = None) -> d
     Args:
         query_or_progress: A ``StreamingQuery`` (its ``lastProgress``), a
             ``StreamingQueryProgress`` (an element of ``recentProgress``, a listener event's
-            ``progress``), a listener's ``QueryProgressEvent``, or a progress as a dict
+            ``progress``), a listener's ``QueryProgressEvent``, or a progress as JSON text
+            (``progress.json``, as ``StreamingQueryProgress.fromJson`` takes it) or as a dict
             (``json.loads(progress.json)``).
         checkpoint: Picks the join when the query has several (the ``checkpoint=`` it was defined
             with); None: the query's one join.
@@ -214,6 +220,8 @@ def progress_metrics(query_or_progress: Any, checkpoint: str | None = None) -> d
             ``checkpoint`` is None (the message names them).
     """
     progress = query_or_progress
+    if isinstance(progress, (str, bytes, bytearray)):
+        progress = _parsed(progress)
     if hasattr(progress, "lastProgress"):
         progress = progress.lastProgress
     elif not isinstance(progress, Mapping) and hasattr(progress, "progress"):
@@ -237,6 +245,20 @@ def progress_metrics(query_or_progress: Any, checkpoint: str | None = None) -> d
     times = operator_class(chosen[0].split(" ", 2)[1]).time_metrics   # the name: "streamjoin <kind> <checkpoint>"
     return {name: _typed(value) if name in times else value
             for name, value in _struct(joins[chosen[0]])[OBSERVED].items()}
+
+
+def _parsed(text: str | bytes | bytearray) -> Any:
+    """A progress given as JSON text, as a dict; :class:`JoinDefinitionError` if it is not one."""
+    try:
+        found = json.loads(text)
+    except ValueError as exc:
+        raise JoinDefinitionError(
+            f"progress_metrics: the text given is not a progress in JSON ({exc}): pass a query, a "
+            "StreamingQueryProgress or its .json") from exc
+    if not isinstance(found, Mapping):
+        raise JoinDefinitionError(f"progress_metrics: the JSON given is a {type(found).__name__}, not a progress "
+                                  "(an object with observedMetrics): pass a query, a StreamingQueryProgress or its .json")
+    return found
 
 
 def _struct(value: Any) -> dict[str, Any]:

@@ -126,6 +126,7 @@ def run_operator(
     initial: Sequence[DataFrame | None] | None = None,
     key_groups: int | None = None,
     end_of_run: EndOfRun = "hold",
+    pre_staged: Sequence[str] = (),
 ) -> DataFrame:
     """A DataFrame of ``operator``'s output over ``inputs`` (streaming or batch DataFrames).
 
@@ -144,7 +145,10 @@ def run_operator(
     passed to the next run), ``"flush"`` (a Python flush source: an ``availableNow`` run ends with
     the no-data batch its advanced watermark needs) or ``"release"`` (as ``"flush"``, then one
     more batch that releases every row held for lateness and closes the inputs: a later run with
-    rows is refused). A checkpoint whose query ran with ``"hold"`` keeps it.
+    rows is refused). A checkpoint whose query ran with ``"hold"`` keeps it. ``pre_staged``: the
+    set-aside inputs whose rows a pre-stage before the shuffle writes to ``checkpoint``
+    (:func:`streamjoin.spark.changes.plain_changes`); partition 0 counts them in its metrics
+    (``set_aside_rows_<input>``), and so in ``join_metrics`` and the observed metrics.
     """
     check_end_of_run(end_of_run)
     if len(inputs) != len(operator.inputs):
@@ -191,7 +195,7 @@ def run_operator(
     if operator.uses_processing_time:   # after the shuffle: the rows cross it without it
         shuffled = shuffled.withColumn(_NOW, F.current_timestamp())
     task = _PartitionTask(operator, checkpoint, partitions, state, final=not streaming, layout=layout,
-                          ticks=ticks, release=release)
+                          ticks=ticks, release=release, pre_staged=tuple(pre_staged))
     out = shuffled.mapInArrow(task, from_arrow_schema(progress_schema(operator), prefer_timestamp_ntz=True))
     result = report_progress(out, operator, checkpoint)
     if streaming:
@@ -343,12 +347,13 @@ class _PartitionTask:
     """The function ``mapInArrow`` runs: picklable, holding only the operator and the settings."""
 
     def __init__(self, operator: Operator, checkpoint: str, partitions: int, state: StateConfig, final: bool,
-                 layout: _Layout, ticks: bool = False, release: bool = False):
+                 layout: _Layout, ticks: bool = False, release: bool = False, pre_staged: tuple[str, ...] = ()):
         """``ticks``: after a version with rows that may move the watermark, ask for one more
         micro-batch (:func:`streamjoin.spark.flush.write_tick`). ``release``: the version that
         closed the inputs runs final, a later one with rows is refused
-        (:func:`streamjoin.spark.flush.closing_version`)."""
+        (:func:`streamjoin.spark.flush.closing_version`). ``pre_staged``: as :func:`run_operator`'s."""
         self.operator = operator
+        self.pre_staged = pre_staged
         self.release = release
         self.ticks = ticks
         self.layout = layout
@@ -392,13 +397,23 @@ class _PartitionTask:
             output = stepped.output.cast(self.operator.output_schema)
             extra = [pa.nulls(output.num_rows, f.type) for f in schema][len(output.schema):]
             yield from pa.Table.from_arrays([*output.columns, *extra], schema=schema).to_batches()
-            metrics = stepped.commit()
+            metrics = stepped.commit(self._set_aside_before_routing(task))
         finally:
             stepped.abandon()
         log.info("streamjoin %s version %d partition %d: %s", self.operator.kind, task.version, task.partition, metrics)
         if self.ticks and batch_id is not None and _timed_rows(arriving.rows(), self.operator):
             write_tick(self.checkpoint, task.version)
         yield metrics_batch(self.operator, metrics, schema)
+
+
+    def _set_aside_before_routing(self, task: TaskInfo) -> dict[str, int]:
+        """Partition 0's count of the rows the pre-stage set aside in the task's version, per
+        input (``set_aside_rows_<input>``). The pre-stage runs on the map side of the shuffle,
+        which has finished (every file written) before any task of the join runs."""
+        if task.partition != 0 or not self.pre_staged:
+            return {}
+        aside = Checkpoint(self.checkpoint).set_aside
+        return {f"set_aside_rows_{name}": aside.count(name, task.version) for name in self.pre_staged}
 
 
 class _Arriving:

@@ -36,11 +36,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from streamjoin.changelog import Changelog, restore
-from streamjoin.errors import JoinDefinitionError
+from streamjoin.errors import CheckpointDamagedError, JoinDefinitionError
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.inspect import stage_checkpoints
 from streamjoin.runtime.registry import operator_class
-from streamjoin.runtime.rescale import changelog_uri, current_epoch
+from streamjoin.runtime.rescale import changelog_uri, current_epoch, epoch_has_run, epochs
 from streamjoin.statestore import destroy_store
 from streamjoin.statestore.base import Store
 from streamjoin.statestore.registry import open_store
@@ -66,6 +66,9 @@ def read_state(spark: SparkSession, checkpoint: str, version: int | None = None,
     Raises:
         JoinDefinitionError: ``checkpoint`` is not a join checkpoint, or ``side`` is not one of its
             kind's sides (both named in the message).
+        CheckpointDamagedError: a partition's changelog is missing or empty although the
+            checkpoint has committed versions (the partition and its path named; checked on the
+            driver, and again by each task).
     """
     stages = stage_checkpoints(checkpoint)
     if len(stages) != 1:
@@ -82,9 +85,32 @@ def read_state(spark: SparkSession, checkpoint: str, version: int | None = None,
         raise JoinDefinitionError(f"read_state: {checkpoint} holds the state of a {kind}, whose sides are "
                                   f"{list(sides)}; side={side!r} is not one of them")
     schema = state_schema(definition, side)
+    _check_changelogs(cp, partitions)
     reader = _StateReader(cp.uri, definition, side, version, schema)
     ids = spark.range(0, partitions, 1, max(partitions, 1))
     return ids.mapInArrow(reader, from_arrow_schema(schema, prefer_timestamp_ntz=True))
+
+
+def _check_changelogs(cp: Checkpoint, partitions: int) -> None:
+    """Raise :class:`CheckpointDamagedError` naming the first partition whose changelog is missing
+    or empty although its partitioning has committed versions: its rows would be left out of the
+    state read, not reported (one listing per partition)."""
+    found = epochs(cp)
+    epoch = current_epoch(cp)
+    if not found or not epoch_has_run(cp, found, epoch.number):
+        return
+    for partition in range(partitions):
+        uri = changelog_uri(cp, epoch, partition)
+        if Changelog(uri).listing().empty:
+            raise _lost(cp, partition, uri)
+
+
+def _lost(cp: Checkpoint, partition: int, uri: str) -> CheckpointDamagedError:
+    return CheckpointDamagedError(
+        f"read_state: partition {partition}'s changelog {uri} is missing or empty, but checkpoint {cp.uri} has "
+        "committed versions, so that partition's state cannot be read (the other partitions' alone would be "
+        "a part taken for the whole). Restore the directory from a copy of the checkpoint; "
+        "`streamjoin checkpoint verify` lists what else is missing", path=uri)
 
 
 def state_schema(definition: Mapping[str, Any], side: str) -> pa.Schema:
@@ -106,8 +132,11 @@ class _StateReader:
 
     def _partition(self, partition: int) -> Iterator[pa.RecordBatch]:
         checkpoint = Checkpoint(self.uri)
-        log = Changelog(changelog_uri(checkpoint, current_epoch(checkpoint), partition))
+        epoch = current_epoch(checkpoint)
+        log = Changelog(changelog_uri(checkpoint, epoch, partition))
         if log.listing().empty:
+            if checkpoint.commits.newest_version() is not None and epoch_has_run(checkpoint, epochs(checkpoint), epoch.number):
+                raise _lost(checkpoint, partition, log.uri)   # (removed since the driver looked)
             return
         with _LOCK:
             name = f"streamjoin-read-state-{os.getpid()}-{next(_COUNTER)}"

@@ -121,6 +121,7 @@ def table_table_join(
     right_fmt = change_format(right_changes, right_format, right_key, right_time, right_sequence, "right_changes",
                               "right_format", "right_time")
     # change rows refused before routing are set aside under the key stage reading that side
+    staged = {i: "changes_source" for i, fmt in enumerate((left_fmt, right_fmt)) if fmt.vocabulary.needs_pre_stage}
     left, left_fmt = plain_changes(left_changes, left_fmt, f"{checkpoint.rstrip('/')}/{LEFT_KEYS}", "changes_source")
     right, right_fmt = plain_changes(right_changes, right_fmt, f"{checkpoint.rstrip('/')}/{RIGHT_KEYS}",
                                      "changes_source")
@@ -133,4 +134,4 @@ def table_table_join(
                for rows, df, fmt, argument in ((left_bootstrap, left, left_fmt, "left_bootstrap"),
                                                (right_bootstrap, right, right_fmt, "right_bootstrap"))]
     return run_plan(join.plan, [left, right], checkpoint=checkpoint, partitions=options.partitions,
-                    state=options.state, key_groups=options.max_partitions, initial=initial)
+                    state=options.state, key_groups=options.max_partitions, initial=initial, pre_staged=staged)

@@ -20,6 +20,7 @@ import pyarrow as pa
 from streamjoin.changes import ChangeFormat
 from streamjoin.changes.internal import UNITS
 from streamjoin.errors import JoinDefinitionError
+from streamjoin.kit.columns import cast_values
 
 __all__ = ["check_bootstrap", "before_every_change", "bootstrap_changes", "BEFORE_EVERY_CHANGE"]
 
@@ -59,14 +60,17 @@ def before_every_change(type_: pa.DataType, fmt: ChangeFormat) -> object:
 
 def bootstrap_changes(snapshot: pa.Table, changes: pa.Schema, fmt: ChangeFormat, argument: str,
                       expire_rows: bool) -> pa.Table:
-    """``snapshot`` (the table's rows) as snapshot upserts with schema ``changes`` (see module)."""
+    """``snapshot`` (the table's rows) as snapshot upserts with schema ``changes`` (see module).
+    Raises :class:`JoinDefinitionError` naming ``argument``, the column and a value that does not
+    cast to the change stream's type."""
     check_bootstrap(snapshot.column_names, changes, fmt, argument, expire_rows)
     n, arrays = snapshot.num_rows, []
     for field in changes:
         if field.name == fmt.op:
             arrays.append(pa.repeat(pa.scalar(fmt.snapshot_op()), n).cast(field.type))
         elif field.name in snapshot.column_names:
-            arrays.append(snapshot.column(field.name).cast(field.type))
+            arrays.append(cast_values(snapshot.column(field.name), field.type, f"column {field.name!r} of {argument} "
+                                      "(as its change stream's)", JoinDefinitionError))
         elif field.name == fmt.time:
             arrays.append(pa.repeat(pa.scalar(before_every_change(field.type, fmt), field.type), n))
         else:

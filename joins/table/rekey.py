@@ -17,8 +17,10 @@ than the last one applied (in an earlier batch, or earlier in this one) is *stal
 counted (``stale_changes``); ties within a batch go to the first in canonical row order (op, then
 the row's other columns, nulls first). A delete applied while the key has no row is harmless and
 counted (``unknown_deletes``). A deleted key keeps its last order (a tombstone), so an older change
-arriving later is still recognised as stale. Rows with an unknown op, a null change time or a null
-primary key are set aside with their reason; heartbeats are counted and ignored. Without a
+arriving later is still recognised as stale. Two snapshot rows (a bootstrap's) of one key at the
+same order are not a tie but a table with two rows of one key: the first in canonical order is
+applied and the others are set aside with their reason and counted (``duplicate_snapshot_rows``).
+Rows with an unknown op, a null change time or a null primary key are set aside with their reason; heartbeats are counted and ignored. Without a
 retention no change is late; with one (:mod:`streamjoin.table.retention`) a change older than the
 horizon is set aside as late, tombstones (and, with ``expire_rows``, rows: a DELETE at their join
 key) older than it are dropped. A null join key is allowed (the row matches nothing).
@@ -41,7 +43,7 @@ import pyarrow.compute as pc
 from streamjoin.changes import DELETE, HEARTBEAT, OP, SEQ, TIME, UPSERT, ChangeFormat, normalise
 from streamjoin.kit.arrivals import set_aside
 from streamjoin.kit.keys import normal_keys
-from streamjoin.kit.order import canonical_sort_keys, sort_canonically
+from streamjoin.kit.order import canonical_order, canonical_sort_keys
 from streamjoin.kit.times import Duration
 from streamjoin.runtime.areas import PACKED, PACKED_VALUE, RAW, TIMESTAMP, Area, StateLayout
 from streamjoin.runtime.operator import NEG_INF, InputSpec, Operator, StepInput, StepResult, conform
@@ -57,9 +59,12 @@ from streamjoin.table.views import KEY_VIEWS
 if TYPE_CHECKING:
     from streamjoin.runtime.regroup import Ownership
 
-__all__ = ["TableRekey", "LAYOUT"]
+__all__ = ["TableRekey", "LAYOUT", "DUPLICATE_REASON"]
 
 #: Stage 1's state (see module); its version is the definition's ``layout`` (2: the expiry index).
+#: The reason a bootstrap row is set aside when another row of its key at the same order was applied.
+DUPLICATE_REASON = "duplicate key in snapshot: another row of this key at the same change time was applied"
+
 LAYOUT = StateLayout("table join keys", 2, (
     Area("keys", b"K", (("primary key", PACKED),), PACKED_VALUE),
     Area("expiry", b"T", (("change time", TIMESTAMP), ("primary key", PACKED)), RAW),
@@ -139,7 +144,11 @@ class TableRekey(Operator):
                 rows = table.take(pa.array(parsed.index[late], pa.int64()))
                 aside = pa.concat_tables([aside, set_aside(rows, [(np.ones(rows.num_rows, bool), LATE_REASON)])])
                 keep &= ~late
-        changes = self._canonical(changes.filter(pa.array(keep)))
+        changes, twins = self._without_twin_snapshots(parsed.snapshot, parsed.index, keep, changes)
+        metrics["duplicate_snapshot_rows"] = len(twins)
+        if len(twins):
+            rows = table.take(pa.array(twins, pa.int64()))
+            aside = pa.concat_tables([aside, set_aside(rows, [(np.ones(len(twins), bool), DUPLICATE_REASON)])])
         puts, upserts, deletes, gone = self._collapse(state, changes, metrics)
         if horizon != NEG_INF:
             deletes += self._expire(state, horizon, {key for key, _ in puts}, gone, metrics)
@@ -169,9 +178,34 @@ class TableRekey(Operator):
                 metrics["tombstones_expired"] += 1
         return deletes
 
-    def _canonical(self, changes: pa.Table) -> pa.Table:
-        """Changes sorted by key, order, op, then the other columns (nulls first)."""
-        return sort_canonically(changes, canonical_sort_keys(changes.schema, [*self.side.key, TIME, SEQ, OP]))
+    def _canonical_order(self, changes: pa.Table) -> pa.Array:
+        """The indices sorting changes by key, order, op, then the other columns (nulls first)."""
+        return canonical_order(changes, canonical_sort_keys(changes.schema, [*self.side.key, TIME, SEQ, OP]))
+
+    def _without_twin_snapshots(self, snapshot: np.ndarray | None, index: np.ndarray, keep: np.ndarray,
+                                changes: pa.Table) -> tuple[pa.Table, np.ndarray]:
+        """The kept ``changes`` in canonical order without the *twin snapshot rows*, and the input rows
+        of those twins: a snapshot row (a bootstrap's) of a key that an earlier snapshot row of this
+        batch has at the same order (time and sequence). A table has one row per key, so two are
+        ambiguous: the first in canonical order is applied, as a tie between changes is, and each
+        other is set aside (:data:`DUPLICATE_REASON`) rather than dropped as stale."""
+        kept = changes.filter(pa.array(keep))
+        order = self._canonical_order(kept)
+        kept = kept.take(order)
+        if snapshot is None or not snapshot.any() or kept.num_rows < 2:
+            return kept, np.zeros(0, np.int64)
+        at = order.to_numpy()
+        snap = snapshot[keep][at]
+        starts = np.array(self._starts(kept), np.int64)
+        times = kept.column(TIME).to_numpy()
+        seq = kept.column(SEQ)
+        has_seq = seq.is_valid().to_numpy(zero_copy_only=False)
+        seqs = seq.fill_null(0).to_numpy()
+        twin = np.zeros(kept.num_rows, bool)
+        twin[1:] = (times[1:] == times[:-1]) & (has_seq[1:] == has_seq[:-1]) & (seqs[1:] == seqs[:-1]) \
+            & snap[1:] & snap[:-1]
+        twin[starts] = False
+        return kept.filter(pa.array(~twin)), index[keep][at][twin]
 
     def _starts(self, changes: pa.Table) -> list[int]:
         """Where each primary key's run of changes starts (``changes`` sorted by key); keys are

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import threading
 
+import pyarrow.fs as pafs
 import pytest
 
 from streamjoin.changelog.storage import filesystem_for, open_storage, resolve_uri
@@ -73,3 +74,44 @@ def test_storage_write_if_absent_has_one_winner_among_racing_threads(tmp_path, u
         assert storage.read("owner.json").to_pybytes() == f"writer {won[0]}".encode()
     assert [f.name for f in storage.list()] == ["owner.json"]
     assert not storage.write_if_absent("owner.json", b"late")
+
+
+class _Racing:
+    """A filesystem (a real one underneath) on which another writer acts just before each
+    ``delete_file`` and ``move``: as two writers on one object-store location race."""
+
+    def __init__(self, fs, before_delete=None, before_move=None):
+        self._fs, self.before_delete, self.before_move = fs, before_delete, before_move
+
+    def __getattr__(self, name):
+        return getattr(self._fs, name)
+
+    def delete_file(self, path):
+        if self.before_delete is not None:
+            self.before_delete(path)
+        self._fs.delete_file(path)
+
+    def move(self, src, dst):
+        if self.before_move is not None:
+            self.before_move(src)
+        self._fs.move(src, dst)
+
+
+def test_storage_losing_writer_of_a_race_gets_a_conflict_not_a_file_not_found(tmp_path):
+    from streamjoin.changelog.errors import ChangelogConflictError
+    from streamjoin.changelog.storage import ArrowStorage
+
+    local = pafs.LocalFileSystem()
+    gone = local.delete_file
+    storage = ArrowStorage(_Racing(local, before_delete=gone), str(tmp_path), str(tmp_path))
+    (tmp_path / "old").write_bytes(b"x")
+    storage.delete(["old"])                      # the other writer deleted it first: as asked
+    assert not (tmp_path / "old").exists()
+    storage = ArrowStorage(_Racing(local, before_move=gone), str(tmp_path), str(tmp_path))
+    with pytest.raises(ChangelogConflictError, match=r"file being written as name \(\.tmp-t-.*\) was removed before "
+                       r"it could be moved into place: another process is writing this location.*must not share a "
+                       r"checkpoint") as raised:
+        storage.write_atomic("t", lambda sink: sink.write(b"data"), lambda crc: "name")
+    assert raised.value.files == ("name",)
+    assert [f.name for f in storage.list()] == []
+

@@ -109,15 +109,20 @@ class Commits:
         (:meth:`progress_before`'s ``max_times``)."""
         return self.progress_before(before, n_inputs).max_times
 
-    def progress_before(self, before: int, n_inputs: int) -> Progress:
+    def progress_before(self, before: int, n_inputs: int, committed: str | None = None) -> Progress:
         """The global progress over every partition's rows in versions before ``before``.
 
         Read from the commit records of the newest version before ``before`` (each carries the
         global progress up to its version): one listing when that version is ``before - 1``, three
         at most otherwise. Raises :class:`CheckpointDamagedError` when a partition's record of that
-        version is missing or damaged: the watermark would be another one on another partition.
+        version is missing or damaged: the watermark would be another one on another partition;
+        and when ``committed`` (a file showing that version ``before - 1`` was committed, e.g. a
+        partition's delta of it) is given but no record of ``before - 1`` is there: the watermark
+        would be an older version's (see :meth:`_check_recorded`).
         """
         records = self.records(before - 1)
+        if not records and committed is not None:
+            self._check_recorded(before - 1, committed)
         if not records:
             older = [v for v in self.versions() if v < before - 1]
             records = self.records(older[-1]) if older else []
@@ -143,6 +148,25 @@ class Commits:
                 if record.partition == partition:
                     return record.max_times
         return None
+
+    def _check_recorded(self, version: int, committed: str) -> None:
+        """Refuse to run the version after ``version`` when ``version`` has no commit record at all
+        although ``committed`` shows it was committed.
+
+        A version's records are written by its tasks after their changelog deltas, and the query
+        (Spark's commit log, or an in-process runner) starts the next version only once every task
+        of it finished. So a task of ``version + 1`` whose partition holds the delta of ``version``
+        finds its records unless they were lost (a partial copy of the checkpoint). A crash
+        during ``version`` leaves the same files, but then ``version`` itself is executed again,
+        which reads the records of the version before it: that state is normal and runs on."""
+        where = self.files.location(f"{COMMITS}/v={version}")
+        raise CheckpointDamagedError(
+            f"checkpoint {self.files.uri}: version {version} was committed ({committed}) but none of its "
+            f"commit records ({where}/p=*.json) is there, so the global watermark after it is unknown: "
+            f"version {version + 1} would run with an older version's watermark and join rows it must "
+            f"set aside as late. Restore {where} from the copy of the checkpoint this one was taken "
+            "from (with the state/ folder of the same moment), or start the join from a new "
+            "checkpoint location; `streamjoin checkpoint verify` lists what is missing", path=where)
 
     def _check_complete(self, records: list[CommitRecord]) -> None:
         if _complete(records):

@@ -111,12 +111,19 @@ class CheckpointFiles:
         self._storage(rel).write_atomic(name, produce, lambda _crc: name)
 
     def delete_file(self, path: str) -> None:
-        """Delete the file at filesystem path ``path``."""
-        self.fs.delete_file(path)
+        """Delete the file at filesystem path ``path``; one already gone (removed by another writer
+        since it was listed) is fine."""
+        try:
+            self.fs.delete_file(path)
+        except FileNotFoundError:
+            pass
 
     def delete_dir(self, rel: str) -> None:
-        """Delete the folder ``rel`` and everything under it."""
-        self.fs.delete_dir(self.path(rel))
+        """Delete the folder ``rel`` and everything under it; one already gone is fine."""
+        try:
+            self.fs.delete_dir(self.path(rel))
+        except FileNotFoundError:
+            pass
 
     def _storage(self, rel: str) -> Storage:
         return open_storage(posixpath.dirname(self.path(rel)), self.fs)

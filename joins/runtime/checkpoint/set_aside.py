@@ -9,6 +9,7 @@ from typing import BinaryIO
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from streamjoin.errors import CheckpointDamagedError
 from streamjoin.runtime.checkpoint.files import CheckpointFiles
 
 __all__ = ["SetAside"]
@@ -36,6 +37,54 @@ class SetAside:
 
         if not self.files.exists(rel):
             self.files.write(rel, produce)
+
+    def read(self, path: str, columns: list[str] | None = None) -> pa.Table:
+        """The rows of the set-aside file at filesystem path ``path`` (``columns``: None, all).
+        Raises :class:`CheckpointDamagedError` naming the file when it is not a whole Parquet
+        file (truncated, or not Parquet)."""
+        try:
+            return pq.read_table(path, columns=columns, filesystem=self.files.fs)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise self.damaged(path, exc) from exc
+
+    def check(self, path: str) -> None:
+        """Raise :class:`CheckpointDamagedError` (as :meth:`read`) unless the set-aside file at
+        filesystem path ``path`` ends in a whole Parquet footer (one read of its tail)."""
+        try:
+            with self.files.fs.open_input_file(path) as fh:
+                pq.read_metadata(fh)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise self.damaged(path, exc) from exc
+
+    def files_under(self, input_name: str | None = None) -> list[str]:
+        """The filesystem paths of every set-aside file (of ``input_name``; None: of every input),
+        sorted; ``schema.parquet`` records included."""
+        rel = "set_aside" if input_name is None else f"set_aside/{input_name}"
+        return sorted(i.path for i in self.files.entries(rel, recursive=True)
+                      if i.is_file and i.path.endswith(".parquet"))
+
+    def count(self, input_name: str, version: int) -> int:
+        """How many rows of ``input_name`` were set aside in ``version`` (every partition's file;
+        one listing, then each file's footer)."""
+        found = [i.path for i in self.files.entries(f"set_aside/{input_name}/v={version}")
+                 if i.is_file and i.path.endswith(".parquet")]
+        rows = 0
+        for path in found:
+            try:
+                with self.files.fs.open_input_file(path) as fh:
+                    rows += pq.read_metadata(fh).num_rows
+            except (pa.ArrowInvalid, OSError) as exc:
+                raise self.damaged(path, exc) from exc
+        return rows
+
+    def damaged(self, path: str, exc: BaseException) -> CheckpointDamagedError:
+        """The error for the set-aside file at filesystem path ``path`` that cannot be read."""
+        where = self.files.location(self.files.rel(path))
+        return CheckpointDamagedError(
+            f"set-aside file {where} is damaged (not a whole Parquet file: {exc}), so its rows cannot be "
+            "read. Restore it from a copy of the checkpoint; or, to read the other rows set aside, move "
+            "it out of the checkpoint (the rows in it are then lost). `streamjoin checkpoint verify` "
+            "lists every damaged file", path=where)
 
     def uri(self, input_name: str) -> str | None:
         """URI of input's set-aside rows (Parquet, partitioned by v and p); None if there are none."""

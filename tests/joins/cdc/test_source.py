@@ -206,3 +206,41 @@ def _wait_rows(conn, query, rows: int, timeout: float = 60) -> None:
     while conn.execute("SELECT count(*) FROM copy").fetchone()[0] < rows:
         assert query.exception() is None and time.monotonic() < deadline, query.exception()
         time.sleep(0.2)
+
+
+@pytest.mark.spark
+def test_postgres_undecodable_change_is_counted_in_join_metrics_and_progress(spark, dsn, slot, tmp_path):
+    """A change holding a BC date is set aside before routing with its reason, and counted: in
+    ``join_metrics`` and in the query's observed metrics, as docs/postgres.md says."""
+    import json
+    import os
+
+    from streamjoin import join_metrics, progress_metrics, set_aside_rows, stream_table_join
+    from streamjoin.spark.postgres_source import postgres_change_format, read_postgres_changes
+
+    with connect(dsn) as conn:
+        conn.execute("CREATE TABLE users (user_id bigint PRIMARY KEY, plan text, since date)")
+        create_slot(dsn, slot)
+        conn.execute("INSERT INTO users VALUES (1, 'free', '2024-01-01'), (2, 'pro', '0044-03-15 BC')")
+    os.makedirs(tmp_path / "events")
+    (tmp_path / "events" / "part-0.json").write_text(json.dumps({"user_id": 1, "ts": "2026-01-01T00:00:00Z"}) + "\n")
+    events = spark.readStream.schema("user_id bigint, ts timestamp").json(str(tmp_path / "events"))
+    changes = read_postgres_changes(spark, dsn, slot, "public.users", retry_delay="0.05")
+    ck = str(tmp_path / "ck")
+    joined = stream_table_join(events, changes, "user_id", stream_time="ts", table_key="user_id",
+                               changes=postgres_change_format("user_id"), delay="0 seconds", checkpoint=ck,
+                               partitions=2)
+    query = (joined.writeStream.format("noop").trigger(processingTime="1 second")
+             .option("checkpointLocation", str(tmp_path / "spark")).start())
+    try:
+        deadline = time.monotonic() + 120
+        while not any((progress_metrics(p) or {}).get("set_aside_rows_table_source") for p in query.recentProgress):
+            assert query.exception() is None and time.monotonic() < deadline, query.exception()
+            time.sleep(0.5)
+        observed = [progress_metrics(p) or {} for p in query.recentProgress]
+    finally:
+        query.stop()
+    assert sum(m.get("set_aside_rows_table_source", 0) for m in observed) == 1
+    assert sum(r["set_aside_rows_table_source"] or 0 for r in join_metrics(spark, ck).collect()) == 1
+    [aside] = set_aside_rows(spark, ck, "table_source").collect()
+    assert aside["_reason"] == "unknown op" and aside["error"] == "column since: '0044-03-15 BC' does not fit date32[day]"

@@ -79,3 +79,58 @@ def test_state_config_refuses_a_bad_count_when_defined(arguments, message):
     with pytest.raises(JoinDefinitionError) as error:
         StateConfig(store="memory", **arguments)
     assert message in str(error.value)
+
+
+def _interval(tmp_path, name: str = "ck"):
+    import datetime as dt
+
+    from streamjoin.interval.operator import IntervalJoin
+    from streamjoin.runtime.plan_runner import PlanRunner
+
+    schema = pa.schema([("k", pa.int64()), ("t", pa.timestamp("us"))])
+    join = IntervalJoin(schema, schema, "k", left_time="t", right_time="t", lower="-1 minute", upper="1 minute",
+                        delay="0 seconds", how="inner")
+    runner = PlanRunner(join.plan, str(tmp_path / name), partitions=2,
+                        config=StateConfig(store="memory", local_dir=str(tmp_path / f"local-{name}")))
+
+    def rows(*pairs):
+        return pa.Table.from_pylist([{"k": k, "t": dt.datetime(2026, 1, 1) + dt.timedelta(seconds=s)}
+                                     for k, s in pairs], schema=schema)
+    return runner, rows
+
+
+def _interval_versions(runner, rows):
+    """Versions 0 and 1: both inputs advance to 0 s, then 600 s (keys on both partitions)."""
+    runner.run(rows((1, 0), (2, 0)), rows((3, 0), (4, 0)))
+    runner.run(rows((1, 600), (2, 600)), rows((3, 600), (4, 600)))
+
+
+def test_runtime_refuses_a_committed_version_whose_commit_records_are_all_gone(tmp_path):
+    """A partial copy of a checkpoint: version 1 is in every changelog, its records are not. The
+    watermark after it is unknown; running version 2 on version 0's would join late rows."""
+    runner, rows = _interval(tmp_path)
+    _interval_versions(runner, rows)
+    shutil.rmtree(tmp_path / "ck" / "commits" / "v=1")
+    with pytest.raises(CheckpointDamagedError, match=r"version 1 was committed .*state/p=0/delta-0*1-.*commits/v=1"
+                       r".*Restore .*commits/v=1.* or start the join from a new checkpoint") as raised:
+        runner.run(rows((1, 30)), rows((1, 30)))     # late: below the watermark of 600 s
+    assert raised.value.path.endswith("commits/v=1")
+    shutil.rmtree(tmp_path / "ck" / "commits")        # none of them at all: refused as well
+    with pytest.raises(CheckpointDamagedError, match=r"version 1 was committed"):
+        runner.run(rows((1, 30)), rows((1, 30)))
+
+
+def test_runtime_runs_on_from_the_half_committed_state_a_crash_leaves(tmp_path):
+    """Every partition wrote its delta of version 1, none its record (a crash in between): the
+    query executes version 1 again, and everything after it is as without the crash."""
+    crashed, rows = _interval(tmp_path, "crashed")
+    clean, _ = _interval(tmp_path, "clean")
+    for runner in (crashed, clean):
+        _interval_versions(runner, rows)
+    shutil.rmtree(tmp_path / "crashed" / "commits" / "v=1")
+    crashed.run(rows((1, 600), (2, 600)), rows((3, 600), (4, 600)), version=1)
+    late = (rows((1, 30)), rows((1, 30)))
+    assert crashed.run(*late).num_rows == clean.run(*late).num_rows == 0
+    aside = [sum(m[f"late_rows_{side}"] for m in runner.runners[""].metrics[-2:] for side in ("left", "right"))
+             for runner in (crashed, clean)]
+    assert aside == [2, 2]

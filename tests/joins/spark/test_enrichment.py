@@ -107,6 +107,40 @@ def test_stream_table_join_debezium_json_batch(spark, tmp_path):
     assert got == [("0", None), ("1", "free"), ("4", "free"), ("5", "pro"), ("8", "pro"), ("9", None)]
     aside = set_aside_rows(spark, f"{root}/ck", "table_source").collect()
     assert [r._reason for r in aside] == ["invalid json"]
+    metrics = join_metrics(spark, f"{root}/ck").collect()
+    assert sum(r["set_aside_rows_table_source"] or 0 for r in metrics) == 1
+
+
+def test_stream_table_join_counts_changes_set_aside_before_routing(spark, tmp_path):
+    """A change the postgres_changes source cannot decode (op ``undecodable``, e.g. a BC date) and
+    an envelope that is no JSON are set aside before routing, and counted: in ``join_metrics``
+    and in the query's observed metrics, as the join's own set-aside rows are."""
+    from streamjoin import progress_metrics
+
+    root = str(tmp_path)
+    envelopes = [{"op": "c", "after": {"user_id": 1, "plan": "free"}, "ts_ms": 1_000},
+                 {"op": "undecodable", "ts_ms": 2_000, "error": "column d: '0044-03-15 BC' does not fit date32[day]"}]
+    os.makedirs(f"{root}/cdc")
+    with open(f"{root}/cdc/part-0.json", "w") as fh:
+        fh.write("\n".join([json.dumps(e) for e in envelopes] + ["{not json"]) + "\n")
+    os.makedirs(f"{root}/events")
+    with open(f"{root}/events/part-0.json", "w") as fh:
+        fh.write("\n".join(json.dumps({"user_id": 1, "ts": f"1970-01-01T00:00:0{s}Z", "action": str(s)})
+                           for s in (3, 4)) + "\n")
+    row = pa.schema([("user_id", pa.int64()), ("plan", pa.string())])
+    events = spark.readStream.schema(EVENTS).json(f"{root}/events")
+    joined = stream_table_join(events, spark.readStream.text(f"{root}/cdc"), "user_id", stream_time="ts",
+                               table_key="user_id", changes=ChangeFormat.debezium_json("user_id", row),
+                               delay=timedelta(0), checkpoint=f"{root}/ck", partitions=2)
+    query = (joined.writeStream.format("noop").trigger(availableNow=True)
+             .option("checkpointLocation", f"{root}/spark").start())
+    query.awaitTermination()
+    observed = [progress_metrics(p) or {} for p in query.recentProgress]
+    assert sum(m.get("set_aside_rows_table_source", 0) for m in observed) == 2
+    metrics = join_metrics(spark, f"{root}/ck").collect()
+    assert sum(r["set_aside_rows_table_source"] or 0 for r in metrics) == 2
+    assert sorted(r._reason for r in set_aside_rows(spark, f"{root}/ck", "table_source").collect()) == [
+        "invalid json", "unknown op"]
 
 
 def test_stream_table_join_bad_arguments_fail_before_the_query(spark, tmp_path):

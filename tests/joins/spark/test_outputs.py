@@ -6,11 +6,12 @@ from __future__ import annotations
 import math
 from datetime import datetime, timedelta
 
+import pyarrow as pa
 import pytest
 from pyspark.sql import functions as F
 
 from streamjoin import interval_join, join_metrics, set_aside_rows
-from streamjoin.errors import JoinDefinitionError
+from streamjoin.errors import CheckpointDamagedError, JoinDefinitionError
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.operator import NEG_INF
 
@@ -89,3 +90,62 @@ def test_interval_join_takes_column_names_with_a_backtick(spark, tmp_path):
                         delay=ZERO, checkpoint=str(tmp_path / "ck"), partitions=2).collect()
     assert [(r["a`k"], r["v`1"]) for r in out] == [(1, "x")]
     assert math.isfinite(out[0]["a`k"])
+
+
+def _late_rows_checkpoint(tmp_path) -> str:
+    """A checkpoint (written in process) whose left input set a row aside in version 1."""
+    from streamjoin.interval.operator import IntervalJoin
+    from streamjoin.runtime.options import StateConfig
+    from streamjoin.runtime.plan_runner import PlanRunner
+
+    schema = pa.schema([("k", pa.int64()), ("t", pa.timestamp("us"))])
+    join = IntervalJoin(schema, schema, "k", left_time="t", right_time="t", lower="0 seconds", upper="0 seconds",
+                        delay="0 seconds", how="inner")
+    runner = PlanRunner(join.plan, str(tmp_path / "ck"), config=StateConfig(store="memory"))
+    for seconds in (600, 0):
+        rows = pa.Table.from_pylist([{"k": 1, "t": T0 + seconds * SEC}], schema=schema)
+        runner.run(rows, rows)
+    return str(tmp_path / "ck")
+
+
+def test_set_aside_rows_and_join_metrics_name_an_empty_binding_record(spark, tmp_path):
+    ck = _late_rows_checkpoint(tmp_path)
+    (tmp_path / "ck" / "streamjoin.json").write_bytes(b"")
+    for call in (lambda: set_aside_rows(spark, ck, "left"), lambda: join_metrics(spark, ck)):
+        with pytest.raises(CheckpointDamagedError, match=r"ck/streamjoin.json is damaged \(empty or not a JSON "
+                           r"object.*restore it from a copy of the checkpoint"):
+            call()
+
+
+def test_set_aside_rows_names_a_truncated_set_aside_file(spark, tmp_path):
+    ck = _late_rows_checkpoint(tmp_path)
+    assert set_aside_rows(spark, ck, "left").count() == 1
+    [aside] = (tmp_path / "ck" / "set_aside" / "left").glob("v=1/p=0.parquet")
+    aside.write_bytes(aside.read_bytes()[:-30])
+    with pytest.raises(CheckpointDamagedError, match=f"set-aside file {aside} is damaged .*Restore it from a copy"
+                       ".*move it out of the checkpoint"):
+        set_aside_rows(spark, ck, "left")
+
+
+def test_read_state_names_a_partition_whose_changelog_is_gone(spark, tmp_path):
+    import shutil
+
+    from streamjoin.interval.operator import IntervalJoin
+    from streamjoin.runtime.options import StateConfig
+    from streamjoin.runtime.plan_runner import PlanRunner
+    from streamjoin.spark.state import read_state
+
+    schema = pa.schema([("k", pa.int64()), ("t", pa.timestamp("us"))])
+    join = IntervalJoin(schema, schema, "k", left_time="t", right_time="t", lower="0 seconds", upper="1 hour",
+                        delay="1 hour", how="inner")
+    ck = str(tmp_path / "ck")
+    runner = PlanRunner(join.plan, ck, partitions=2, config=StateConfig(store="memory"))
+    rows = pa.Table.from_pylist([{"k": k, "t": T0} for k in range(20)], schema=schema)
+    runner.run(rows, rows.slice(0, 0))
+    state = read_state(spark, ck, side="left")
+    assert sorted(r["_partition"] for r in state.select("_partition").distinct().collect()) == [0, 1]
+    shutil.rmtree(tmp_path / "ck" / "state" / "p=1")
+    with pytest.raises(CheckpointDamagedError, match=r"partition 1's changelog .*ck/state/p=1 is missing or empty"
+                       r".*Restore the directory from a copy of the checkpoint") as raised:
+        read_state(spark, ck, side="left")
+    assert raised.value.path.endswith("state/p=1")

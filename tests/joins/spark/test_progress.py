@@ -4,6 +4,7 @@ listener's rows, a progress as JSON), and refuses an ambiguous or missing join b
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -39,6 +40,18 @@ def test_progress_metrics_reads_classic_connect_listener_and_json_progress_alike
     got = [progress_metrics(p) for p in (classic, connect, listener, as_json)]
     assert got == [TYPED] * 4
     assert all(isinstance(g["watermark"], datetime) for g in got)
+
+
+def test_progress_metrics_takes_a_progress_as_json_text_or_as_a_dict():
+    """``progress.json`` as StreamingQueryProgress.fromJson takes it, and its parsed dict."""
+    as_dict = {"id": "q", "batchId": 3, "observedMetrics": {NAME: {"metrics": dict(VALUES)}}}
+    assert progress_metrics(json.dumps(as_dict)) == progress_metrics(as_dict) == TYPED
+    assert progress_metrics(json.dumps(as_dict).encode()) == TYPED
+    assert progress_metrics(json.dumps({"id": "q", "observedMetrics": {}})) is None
+    with pytest.raises(JoinDefinitionError, match="not a progress in JSON"):
+        progress_metrics("{")
+    with pytest.raises(JoinDefinitionError, match="is a list, not a progress"):
+        progress_metrics("[1]")
 
 
 def test_progress_metrics_takes_a_query_and_gives_none_where_no_value():

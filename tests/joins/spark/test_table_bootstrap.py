@@ -70,3 +70,13 @@ def test_table_table_join_bootstrap_times_keep_their_instants_in_any_session_zon
     finally:
         spark.conf.set("spark.sql.session.timeZone", "UTC")
     assert got.column("at").cast(pa.int64()).to_pylist() == [at]
+
+
+def test_table_table_join_bootstrap_value_that_does_not_cast_names_column_and_value(spark, tmp_path):
+    posts = spark.createDataFrame([], POSTS)
+    follows = spark.createDataFrame([], FOLLOWS)
+    rows = spark.createDataFrame([(1, "10", "a"), (2, "ten", "b")], "post_id bigint, author_id string, text string")
+    with pytest.raises(Exception, match=r"left_bootstrap: column 'author_id' \(string\) holds 'ten', which does not "
+                       r"cast to bigint.*cast or filter the column in the bootstrap"):
+        table_table_join(posts, follows, (["author_id"], ["followee_id"]), **ARGS, left_bootstrap=rows,
+                         checkpoint=str(tmp_path / "ck"), partitions=2)

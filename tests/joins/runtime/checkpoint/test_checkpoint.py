@@ -236,3 +236,18 @@ def test_commits_without_processing_times_read_as_never_idle(tmp_path):
     checkpoint = Checkpoint(str(tmp_path))
     checkpoint.commits.write(2, 0, 1, (5, None), {})
     assert checkpoint.commits.progress_before(3, 2) == Progress((5, None), now=None, advanced_at=())
+
+
+def test_checkpoint_records_deleted_by_another_writer_meanwhile_are_fine(tmp_path):
+    import pyarrow.fs as pafs
+
+    from streamjoin.runtime.checkpoint.commits import Commits
+    from tests.changelog.test_storage import _Racing
+
+    local = pafs.LocalFileSystem()
+    files = CheckpointFiles(str(tmp_path), _Racing(local, before_delete=local.delete_file), str(tmp_path))
+    commits = Commits(files)
+    commits.write(0, 0, 1, (5,), {})
+    commits.write(0, 0, 1, (6,), {})             # replaces the record of other times: deleted meanwhile
+    assert [r.max_times for r in commits.records(0)] == [(6,)]
+    files.delete_dir("missing")
