@@ -50,7 +50,7 @@ def stream_table_join(
     max_partitions: int | None = None,
     stream_delay: datetime.timedelta | str | None = None,
     table_delay: datetime.timedelta | str | None = None,
-    end_of_run: EndOfRun = "hold",
+    end_of_run: EndOfRun | None = None,
     heartbeats: bool = False,
 ) -> DataFrame:
     """Enrich each event of ``stream`` with the row of a changing table that its key refers to.
@@ -88,9 +88,10 @@ def stream_table_join(
     columns; a change-time column kept if present), is loaded before the first batch; a bootstrap
     row without a change time comes before every change of its key, and its change time is null
     in the output. ``end_of_run``: what an ``availableNow`` run does once it has read its data
-    (``"flush"``: events the table watermark reached by then, e.g. through a heartbeat of the last
-    micro-batch, come out in the same run; ``"release"``: then every waiting event is released
-    and the inputs are closed; docs/design/end-of-input.md). ``heartbeats=True``: an event whose
+    (``"flush"``, the default: events the table watermark reached by then, e.g. through a heartbeat
+    of the last micro-batch, come out in the same run; ``"hold"``: at the start of the next run;
+    ``"release"``: then every waiting event is released and the inputs are closed;
+    docs/design/end-of-input.md). ``heartbeats=True``: an event whose
     every column but ``stream_time`` is null is a heartbeat of a quiet stream: it moves the event
     watermark like an event at that time and is never joined, output or set aside (counted as
     ``heartbeat_events``; the table's own heartbeats are change rows with op ``heartbeat``;
