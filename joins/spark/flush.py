@@ -75,12 +75,24 @@ class Flush:
         return self.end_of_run == "release"
 
 
-def plan_flush(checkpoint: str, asked: EndOfRun | None) -> Flush:
+def plan_flush(checkpoint: str, asked: EndOfRun | None, processing_time: bool = False) -> Flush:
     """The flush of the join with ``checkpoint`` given ``end_of_run=asked`` (None: the default,
     ``"flush"``), by the rules of the module. Raises :class:`JoinDefinitionError` for ``"flush"``
     or ``"release"`` on a checkpoint that ran with ticks, and :class:`CheckpointMismatchError`
     for anything but ``"release"`` on one whose inputs a ``"release"`` run closed (new rows would
-    all be late there, and a restart without new rows has nothing to do)."""
+    all be late there, and a restart without new rows has nothing to do).
+
+    ``processing_time``: the join reads processing time (``idle_timeout``). Its query runs no
+    task in a micro-batch where no input has rows (seen with Spark 4.3: the version is skipped,
+    and the next one cannot restore it), so it keeps ``"hold"`` by default and refuses the modes
+    that end a run with such a batch."""
+    if processing_time and asked in ("flush", "release"):
+        raise JoinDefinitionError(
+            f"end_of_run={asked!r} with idle_timeout: a join that reads processing time runs no task in a "
+            "micro-batch where no input has rows, and the run's trailing micro-batch is one; leave "
+            "end_of_run out (it is 'hold' for such a join) or drop idle_timeout")
+    if processing_time and asked is None:
+        asked = "hold"
     cp = Checkpoint(checkpoint)
     closed = closing_version(cp)
     if closed is not None and asked != "release":

@@ -66,7 +66,8 @@ def interval_join(
     ``hdfs://`` checkpoint the query starts no Python process for its flush) or ``"release"`` (as
     ``"flush"``, then every row held for lateness is released as a batch join releases it and the
     inputs are closed: a later run with new rows is refused) (docs/design/end-of-input.md); a
-    checkpoint that ran with ``"hold"``, the default before 0.3, keeps it. ``heartbeats=True``: a row whose every column but its time
+    checkpoint that ran with ``"hold"``, the default before 0.3, keeps it, and so does a join with
+    ``idle_timeout``, which refuses the other two. ``heartbeats=True``: a row whose every column but its time
     column is null is a *heartbeat*, progress of a quiet input: its time moves the watermark
     like a row at that time, and the row is never joined, stored, output or set aside (counted
     as ``heartbeat_rows_left`` / ``heartbeat_rows_right``; docs/guides/interval.md). Without it

@@ -173,7 +173,7 @@ def run_operator(
     # would break the partition-aligned union of the earlier stages' outputs, whose tasks take
     # their partition id from it; those stages' sources already run the query's batches.
     flushed = streaming and not any(vars(df).get(_STAGE_MARK, False) for df in inputs)
-    flush = plan_flush(checkpoint, end_of_run) if flushed else None
+    flush = plan_flush(checkpoint, end_of_run, operator.uses_processing_time) if flushed else None
     if flush is not None:
         stream = flush_stream(spark, checkpoint, partitions, len(operator.inputs), flush)
         combined = combined.unionByName(stream.select(F.lit(-1).cast("byte").alias(INPUT_TAG)),

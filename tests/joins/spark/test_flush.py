@@ -69,6 +69,10 @@ def test_flush_plan_defaults_to_the_python_source_and_a_checkpoint_that_ran_with
     ck = str(tmp_path / "join")
     assert plan_flush(ck, None) == Flush("flush", ticks=False)
     assert plan_flush(ck, "release") == Flush("release", ticks=False)
+    # a join reading processing time (idle_timeout) keeps "hold": see docs/design/end-of-input.md
+    assert plan_flush(ck, None, processing_time=True) == Flush("hold", ticks=True)
+    with pytest.raises(JoinDefinitionError, match="with idle_timeout"):
+        plan_flush(ck, "flush", processing_time=True)
     Checkpoint(ck).commits.write(0, 0, 1, (None, None), {})   # a version run with ticks:
     (tmp_path / "join" / "flush").mkdir()
     with caplog.at_level(logging.WARNING, logger="streamjoin"):
