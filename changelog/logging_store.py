@@ -247,6 +247,7 @@ def open_logged_store(
     *,
     undo_depth: int = 1,
     warm: bool = False,
+    park: bool | None = None,
     owner: bytes | None = None,
     **options: Any,
 ) -> tuple[ChangeloggingStore, OpenReport]:
@@ -260,7 +261,9 @@ def open_logged_store(
 
     ``warm``: take the store :func:`release_logged_store` kept open in this process when its
     version marker is ``target_version`` (:mod:`streamjoin.statestore.warm`), and when another
-    process holds the directory, ask it to hand the store over (a bounded wait).
+    process holds the directory, ask it to hand the store over (a bounded wait). ``park`` (None:
+    ``warm``): keep the store open after the task (:func:`release_logged_store`); a task that
+    will not park (a query's final one) still takes the store over from whoever parked it.
 
     ``owner``: the tag that says whose state the store holds (None: a digest of ``log.uri``);
     a store recording another tag is rebuilt (see the module docstring).
@@ -280,7 +283,7 @@ def open_logged_store(
     report = OpenReport(outcome.how, version, target_version, outcome.versions, outcome.entries,
                         time.perf_counter() - started, outcome.reason)
     store = ChangeloggingStore(local.store, log, undo=local.undo)
-    store.park_as = (kind, local.path, dict(options)) if warm else None
+    store.park_as = (kind, local.path, dict(options)) if (warm if park is None else park) else None
     return store, report
 
 

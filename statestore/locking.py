@@ -104,7 +104,8 @@ def held_message(path: str) -> str:
     """The message of a :class:`StoreLockedError` for ``path``."""
     return (
         f"store {path} is open in another process or by another handle in this process; "
-        "close that handle first, or pass lock_timeout=<seconds> to wait for it"
+        "close that handle first, or open the store with the option lock_timeout=<seconds> to wait for it "
+        "(a join: store_options={'lock_timeout': <seconds>})"
     )
 
 

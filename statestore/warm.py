@@ -160,7 +160,15 @@ def request_release(path: str, attempt: Callable[[], Store]) -> Store:
                 return attempt()
             except StoreLockedError:
                 time.sleep(RETRY_SECONDS)
-        return attempt()
+        try:
+            return attempt()
+        except StoreLockedError as exc:
+            raise StoreLockedError(
+                f"store {path} is still open in another process after {HANDOVER_POLLS} requests to hand it "
+                f"over ({request}): that process is using it (another task of the same partition still "
+                "running, such as a speculative copy) or does not answer requests (it is not a streamjoin "
+                "task, or it is stopped). Spark retries the task; if it keeps failing, end the process that "
+                "holds the store (the lock goes with it), or set spark.speculation=false") from exc
     finally:
         try:
             os.remove(request)

@@ -22,14 +22,14 @@ from streamjoin.statestore.registry import resolve_backend
 __all__ = ["JoinOptions", "StateConfig", "default_local_dir", "EndOfRun", "END_OF_RUN", "check_end_of_run"]
 
 #: What a streaming join does when a ``trigger(availableNow=True)`` run has read its data
-#: (docs/design/end-of-input.md): ``"hold"``, ``"flush"`` or ``"release"``.
+#: (docs/design/end-of-input.md): ``"hold"``, ``"flush"`` (the default, given as None) or ``"release"``.
 EndOfRun = Literal["hold", "flush", "release"]
 END_OF_RUN: tuple[str, ...] = get_args(EndOfRun)
 
 
 def check_end_of_run(value: object) -> None:
-    """Raise :class:`JoinDefinitionError` unless ``value`` is one of :data:`END_OF_RUN`."""
-    if value not in END_OF_RUN:
+    """Raise :class:`JoinDefinitionError` unless ``value`` is one of :data:`END_OF_RUN` or None (the default)."""
+    if value is not None and value not in END_OF_RUN:
         from streamjoin.errors import JoinDefinitionError
 
         raise JoinDefinitionError(f"end_of_run must be one of {', '.join(map(repr, END_OF_RUN))}, not {value!r}")

@@ -228,7 +228,7 @@ def open_phase(operator: Operator, checkpoint: Checkpoint, config: StateConfig, 
     began = time.perf_counter()
     store, opened = open_logged_store(
         config.store, local_store_path(config, checkpoint, task.partition, epoch_dir(start.epoch)), start.log,
-        start.target, warm=_keep_warm(config, task),
+        start.target, warm=_hand_over(config, task), park=_keep_warm(config, task),
         owner=store_owner(operator, checkpoint, task, start.epoch.number), **dict(config.store_options),
     )
     return OpenStore(store, opened, time.perf_counter() - began)
@@ -291,6 +291,13 @@ def store_owner(operator: Operator, checkpoint: Checkpoint, task: TaskInfo, epoc
     (and query's) state of this operator, partitioning epoch and partition before it is reused,
     and is rebuilt from the changelog otherwise."""
     return owner_tag(checkpoint.uri, task.query_id, operator.kind, epoch, task.partition)
+
+
+def _hand_over(config: StateConfig, task: TaskInfo) -> bool:
+    """Whether the task takes its store over from the task before it, in this process or parked
+    in another (:mod:`streamjoin.statestore.warm`): every task of a streaming query, its final
+    one too (``end_of_run="release"``'s closing version follows versions that parked theirs)."""
+    return config.keep_warm and task.query_id is not None
 
 
 def _keep_warm(config: StateConfig, task: TaskInfo) -> bool:

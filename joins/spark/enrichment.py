@@ -51,7 +51,7 @@ def stream_table_join(
     max_partitions: int | None = None,
     stream_delay: datetime.timedelta | str | None = None,
     table_delay: datetime.timedelta | str | None = None,
-    end_of_run: EndOfRun = "hold",
+    end_of_run: EndOfRun | None = None,
     heartbeats: bool = False,
     changes: VocabularyName | ChangeFormat | None = None,
 ) -> DataFrame:
@@ -107,10 +107,12 @@ def stream_table_join(
         max_partitions: As for ``interval_join``.
         stream_delay: Overrides ``delay`` for the event watermark.
         table_delay: Overrides ``delay`` for the table watermark.
-        end_of_run: What an ``availableNow`` run does once it has read its data (``"flush"``:
-            events the table watermark reached by then, e.g. through a heartbeat of the last
-            micro-batch, come out in the same run; ``"release"``: then every waiting event is
-            released and the inputs are closed; docs/design/end-of-input.md).
+        end_of_run: What an ``availableNow`` run does once it has read its data (``"flush"``,
+            None the default: events the table watermark reached by then, e.g. through a
+            heartbeat of the last micro-batch, come out in the same run; ``"hold"``: they wait
+            for the next run; ``"release"``: then every waiting event is released and the inputs
+            are closed; docs/design/end-of-input.md). A checkpoint that ran with ``"hold"``,
+            the default before 0.3, keeps it.
         heartbeats: An event whose every column but ``stream_time`` is null is a heartbeat of a
             quiet stream: it moves the event watermark like an event at that time and is never
             joined, output or set aside (counted as ``heartbeat_events``; the table's own

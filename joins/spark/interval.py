@@ -39,7 +39,7 @@ def interval_join(
     left_delay: Duration | None = None,
     right_delay: Duration | None = None,
     watermark_policy: WatermarkPolicy = "min",
-    end_of_run: EndOfRun = "hold",
+    end_of_run: EndOfRun | None = None,
     heartbeats: bool = False,
     idle_timeout: Duration | None = None,
 ) -> DataFrame:
@@ -83,12 +83,15 @@ def interval_join(
             delay are never late) or ``"max"`` (outer rows of the faster input come out after its
             own delay; the slower input's rows below that watermark are set aside as late).
         end_of_run: Streaming inputs: what a ``trigger(availableNow=True)`` run does once it has
-            read its data: ``"hold"`` (default: rows its last batch's watermark passed come out at
-            the start of the next run), ``"flush"`` (they come out in the same run, in one more
-            no-data micro-batch; the query starts about a second later) or ``"release"`` (as
+            read its data: ``"flush"`` (None, the default, as Spark's own join: rows its last
+            batch's watermark passed come out in the same run, in one more no-data micro-batch),
+            ``"hold"`` (they come out at the start of the next run; on a local or ``hdfs://``
+            checkpoint the query starts no Python process for its flush) or ``"release"`` (as
             ``"flush"``, then every row held for lateness is released as a batch join releases it
             and the inputs are closed: a later run with new rows is refused;
-            docs/design/end-of-input.md).
+            docs/design/end-of-input.md). A checkpoint that ran with ``"hold"``, the default
+            before 0.3, keeps it, and so does a join with ``idle_timeout``, which refuses the
+            other two.
         heartbeats: A row whose every column but its time column is null is a *heartbeat*,
             progress of a quiet input: its time moves the watermark like a row at that time, and
             the row is never joined, stored, output or set aside (counted as

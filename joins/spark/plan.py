@@ -19,7 +19,7 @@ __all__ = ["run_plan", "check_streaming"]
 
 def run_plan(
     plan: JoinPlan, inputs: Sequence[DataFrame], *, checkpoint: str, partitions: int | None, state: StateConfig,
-    key_groups: int | None, initial: Sequence[DataFrame | None] | None = None, end_of_run: EndOfRun = "hold",
+    key_groups: int | None, initial: Sequence[DataFrame | None] | None = None, end_of_run: EndOfRun | None = None,
     pre_staged: Mapping[int, str] | None = None,
 ) -> DataFrame:
     """The join's output over ``inputs`` (one DataFrame per join input). ``checkpoint`` is the

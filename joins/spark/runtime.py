@@ -47,7 +47,7 @@ from streamjoin.runtime.operator import InputSpec, Operator
 from streamjoin.runtime.options import EndOfRun, StateConfig, check_end_of_run
 from streamjoin.runtime.task import Arrived, TaskInfo, step_task
 from streamjoin.spark.checks import quoted
-from streamjoin.spark.flush import closing_version, flush_stream, uses_ticks, write_tick
+from streamjoin.spark.flush import closing_version, flush_stream, plan_flush, write_tick
 from streamjoin.spark.progress import metrics_batch, observation_name, progress_schema, report_progress
 from streamjoin.spark.queries import register_join
 from streamjoin.spark.workers import check_worker_python
@@ -125,7 +125,7 @@ def run_operator(
     state: StateConfig | None = None,
     initial: Sequence[DataFrame | None] | None = None,
     key_groups: int | None = None,
-    end_of_run: EndOfRun = "hold",
+    end_of_run: EndOfRun | None = None,
     pre_staged: Sequence[str] = (),
 ) -> DataFrame:
     """A DataFrame of ``operator``'s output over ``inputs`` (streaming or batch DataFrames).
@@ -140,12 +140,14 @@ def run_operator(
     whose initial rows are complete, keeps them). ``key_groups`` (``max_partitions``; None: the
     default) is recorded by a new checkpoint: rows are routed by key group (:func:`_shuffle`), and
     the checkpoint can be restarted with any ``partitions`` up to it (:mod:`streamjoin.runtime.rescale`).
-    ``end_of_run`` (streaming inputs; docs/design/end-of-input.md): ``"hold"`` (the no-data flush
-    is Spark's file source, and an ``availableNow`` run leaves what its last batch's watermark
-    passed to the next run), ``"flush"`` (a Python flush source: an ``availableNow`` run ends with
-    the no-data batch its advanced watermark needs) or ``"release"`` (as ``"flush"``, then one
-    more batch that releases every row held for lateness and closes the inputs: a later run with
-    rows is refused). A checkpoint whose query ran with ``"hold"`` keeps it. ``pre_staged``: the
+    ``end_of_run`` (streaming inputs; docs/design/end-of-input.md): ``"flush"`` (None, the
+    default: an ``availableNow`` run ends with the no-data batch its advanced watermark needs, as
+    Spark's own stateful operators do), ``"release"`` (as ``"flush"``, then one more batch that
+    releases every row held for lateness and closes the inputs: a later run with rows is refused)
+    or ``"hold"`` (what the run's last batch's watermark passed waits for the next run; the flush
+    starts no Python process on a local or ``hdfs://`` checkpoint). A checkpoint whose query ran
+    with the tick flush (``"hold"``, the default before 0.3) keeps it (:func:`streamjoin.spark.flush.plan_flush`).
+    ``pre_staged``: the
     set-aside inputs whose rows a pre-stage before the shuffle writes to ``checkpoint``
     (:func:`streamjoin.spark.changes.plain_changes`); partition 0 counts them in its metrics
     (``set_aside_rows_<input>``), and so in ``join_metrics`` and the observed metrics.
@@ -179,23 +181,17 @@ def run_operator(
     # would break the partition-aligned union of the earlier stages' outputs, whose tasks take
     # their partition id from it; those stages' sources already run the query's batches.
     flushed = streaming and not any(vars(df).get(_STAGE_MARK, False) for df in inputs)
-    ticks = flushed and uses_ticks(checkpoint) and end_of_run == "hold"
-    release = flushed and end_of_run == "release"
-    if flushed and not ticks and uses_ticks(checkpoint) and Checkpoint(checkpoint).commits.newest_version() is not None:
-        raise JoinDefinitionError(
-            f"end_of_run={end_of_run!r}: the join with checkpoint {checkpoint} has run with end_of_run='hold', "
-            "whose no-data flush (Spark's file source) is in its query's Spark offset log and cannot be "
-            "replaced by another source there. Keep end_of_run='hold' for this checkpoint, or start the "
-            "join (and its query) from new checkpoint locations")
-    if flushed:
-        flush = flush_stream(spark, checkpoint, partitions, len(operator.inputs), ticks=ticks, release=release)
-        combined = combined.unionByName(flush.select(F.lit(-1).cast("byte").alias(INPUT_TAG)),
+    flush = plan_flush(checkpoint, end_of_run, operator.uses_processing_time) if flushed else None
+    if flush is not None:
+        stream = flush_stream(spark, checkpoint, partitions, len(operator.inputs), flush)
+        combined = combined.unionByName(stream.select(F.lit(-1).cast("byte").alias(INPUT_TAG)),
                                         allowMissingColumns=True)
     shuffled = _shuffle(combined, partitions, groups, _routing_keys(operator, key_types, layout))
     if operator.uses_processing_time:   # after the shuffle: the rows cross it without it
         shuffled = shuffled.withColumn(_NOW, F.current_timestamp())
     task = _PartitionTask(operator, checkpoint, partitions, state, final=not streaming, layout=layout,
-                          ticks=ticks, release=release, pre_staged=tuple(pre_staged))
+                          ticks=flush is not None and flush.ticks, release=flush is not None and flush.release,
+                          pre_staged=tuple(pre_staged))
     out = shuffled.mapInArrow(task, from_arrow_schema(progress_schema(operator), prefer_timestamp_ntz=True))
     result = report_progress(out, operator, checkpoint)
     if streaming:

@@ -134,4 +134,5 @@ def table_table_join(
                for rows, df, fmt, argument in ((left_bootstrap, left, left_fmt, "left_bootstrap"),
                                                (right_bootstrap, right, right_fmt, "right_bootstrap"))]
     return run_plan(join.plan, [left, right], checkpoint=checkpoint, partitions=options.partitions,
-                    state=options.state, key_groups=options.max_partitions, initial=initial, pre_staged=staged)
+                    state=options.state, key_groups=options.max_partitions, initial=initial, pre_staged=staged,
+                    end_of_run="hold")   # it holds nothing for a watermark (docs/design/end-of-input.md)

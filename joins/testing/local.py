@@ -143,7 +143,7 @@ class LocalJoins:
                       checkpoint: str | None = None, partitions: int | None = None,
                       store_options: Mapping[str, Any] | None = None, state_dir: str | None = None,
                       max_partitions: int | None = None, left_delay: Any = None, right_delay: Any = None,
-                      watermark_policy: WatermarkPolicy = "min", end_of_run: EndOfRun = "hold",
+                      watermark_policy: WatermarkPolicy = "min", end_of_run: EndOfRun | None = None,
                       heartbeats: bool = False, idle_timeout: Any = None) -> pa.Table:
         """``streamjoin.interval_join`` over this micro-batch's Arrow tables. ``end_of_run`` is
         checked as in Spark; in process a run has no trigger to end (the kit's last call,
@@ -170,7 +170,7 @@ class LocalJoins:
                           store: str = "rocksdb", checkpoint: str | None = None, partitions: int | None = None,
                           store_options: Mapping[str, Any] | None = None, state_dir: str | None = None,
                           max_partitions: int | None = None, stream_delay: Any = None,
-                          table_delay: Any = None, end_of_run: EndOfRun = "hold",
+                          table_delay: Any = None, end_of_run: EndOfRun | None = None,
                           heartbeats: bool = False, changes: VocabularyName | ChangeFormat | None = None
                           ) -> pa.Table:
         """``streamjoin.stream_table_join`` over this micro-batch's Arrow tables; ``bootstrap``

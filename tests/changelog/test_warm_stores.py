@@ -138,3 +138,51 @@ def test_warm_store_is_kept_only_for_a_streaming_querys_tasks(tmp_path):
     runner = LocalRunner(RunningCount(schema, ["k"]), str(tmp_path / "ck"), partitions=2, config=config)
     runner.run(pa.table({"k": [1, 2], "v": ["a", "b"]}, schema=schema))
     assert warm.parked_paths() == []          # no query id: the directories are the caller's
+
+
+def _park_version_0(checkpoint_uri, local_dir, parked, done):
+    """A streaming query's task of version 0 in another process: its store stays parked there."""
+    import pyarrow as pa
+
+    from streamjoin.runtime.checkpoint import Checkpoint
+    from streamjoin.runtime.options import StateConfig
+    from streamjoin.runtime.task import TaskInfo, run_task
+    from tests.operators import RunningCount
+
+    schema = pa.schema([("k", pa.int64()), ("v", pa.string())])
+    rows = (pa.table({"k": [1], "v": ["a"]}, schema=schema),)
+    run_task(RunningCount(schema, ["k"]), Checkpoint(checkpoint_uri), StateConfig(store="rocksdb", local_dir=local_dir),
+             TaskInfo(0, 0, 1, query_id="q"), rows)
+    parked.set()
+    done.wait(60)
+
+
+def test_warm_store_final_task_of_a_query_takes_the_store_over_from_another_process(tmp_path):
+    # end_of_run="release": the closing version's tasks run final (they park nothing), and the
+    # partition's store is still parked in the Python worker that ran the version before
+    import pyarrow as pa
+
+    from streamjoin.runtime.checkpoint import Checkpoint
+    from streamjoin.runtime.options import StateConfig
+    from streamjoin.runtime.task import TaskInfo, run_task
+    from tests.operators import RunningCount
+
+    schema = pa.schema([("k", pa.int64()), ("v", pa.string())])
+    op, checkpoint = RunningCount(schema, ["k"]), Checkpoint(str(tmp_path / "ck"))
+    checkpoint.binding.bind(op.definition(), 1)
+    local_dir = str(tmp_path / "local")
+    context = multiprocessing.get_context("spawn")
+    parked, done = context.Event(), context.Event()
+    holder = context.Process(target=_park_version_0, args=(checkpoint.uri, local_dir, parked, done))
+    holder.start()
+    try:
+        assert parked.wait(60)
+        rows = (pa.table({"k": [1], "v": ["b"]}, schema=schema),)
+        _, metrics = run_task(op, checkpoint, StateConfig(store="rocksdb", local_dir=local_dir),
+                              TaskInfo(1, 0, 1, query_id="q", final=True), rows)
+        assert metrics["state_open"] == "reused"
+        assert warm.parked_paths() == []   # a final task keeps nothing open
+    finally:
+        done.set()
+        holder.join(60)
+    assert holder.exitcode == 0

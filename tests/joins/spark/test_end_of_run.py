@@ -1,11 +1,13 @@
 """What an interval join does when a ``trigger(availableNow=True)`` run has read its data.
 
-``end_of_run="flush"``: the run ends with the no-data micro-batch its advanced watermark needs,
-so an unmatched left row whose window that watermark passed comes out in the same run (with the
-default ``"hold"`` it waits for the next run). ``end_of_run="release"``: one more micro-batch
-then releases every row held for lateness, so the run's output is the batch join of the rows it
-read; the inputs are closed, and a later run with new rows is refused. A checkpoint whose query
-ran with ``"hold"`` keeps it (its flush's offsets are in the query's Spark offset log)."""
+``end_of_run="flush"`` (the default, as Spark's own join): the run ends with the no-data
+micro-batch its advanced watermark needs, so an unmatched left row whose window that watermark
+passed comes out in the same run (with ``"hold"`` it waits for the next run).
+``end_of_run="release"``: one more micro-batch then releases every row held for lateness, so the
+run's output is the batch join of the rows it read; the inputs are closed, and a later run with
+new rows, or a run with another ``end_of_run``, is refused. A checkpoint whose query ran with
+``"hold"`` keeps it (its flush's offsets are in the query's Spark offset log). Every mode works
+on an ``s3://`` checkpoint (a local S3-compatible server)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from streamjoin import interval_join, stream_table_join
-from streamjoin.errors import JoinDefinitionError
+from streamjoin.errors import CheckpointMismatchError, JoinDefinitionError
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.spark.flush import closing_version
 
@@ -39,31 +41,33 @@ def _file(directory: str, schema: pa.Schema, rows: list[tuple], name: str = "par
     pq.write_table(table, os.path.join(directory, f"{name}.parquet"))
 
 
-def _join(spark, root: str, end_of_run: str, streaming: bool = True):
+def _join(spark, root: str, end_of_run: str | None, streaming: bool = True, checkpoint: str | None = None):
     read = (lambda: spark.readStream.option("maxFilesPerTrigger", 1)) if streaming else (lambda: spark.read)
     left = read().schema("k bigint, t timestamp, l string").parquet(f"{root}/left")
     right = read().schema("k bigint, t timestamp, r string").parquet(f"{root}/right")
     return interval_join(left, right, "k", left_time="t", right_time="t", lower="0 seconds", upper="10 seconds",
                          delay="10 seconds", how="left_outer", partitions=2,
-                         **({"checkpoint": f"{root}/ck", "end_of_run": end_of_run} if streaming else {}))
+                         **({"checkpoint": checkpoint or f"{root}/ck"} if streaming else {}),
+                         **({"end_of_run": end_of_run} if streaming and end_of_run is not None else {}))
 
 
-def _run(spark, root: str, end_of_run: str) -> list[tuple]:
+def _run(spark, root: str, end_of_run: str | None, checkpoint: str | None = None) -> list[tuple]:
     """One ``availableNow`` run; the (l, r) pairs it output."""
     out: list[tuple] = []
-    query = (_join(spark, root, end_of_run).writeStream
+    query = (_join(spark, root, end_of_run, checkpoint=checkpoint).writeStream
              .foreachBatch(lambda df, _: out.extend((r.l, r.r) for r in df.collect()))
              .option("checkpointLocation", f"{root}/spark").trigger(availableNow=True).start())
     query.awaitTermination()
     return sorted(out, key=str)
 
 
-def test_end_of_run_flush_releases_a_closed_outer_row_in_the_same_available_now_run(spark, tmp_path):
+def test_end_of_run_default_releases_a_closed_outer_row_in_the_same_available_now_run(spark, tmp_path):
     root = str(tmp_path)
     _file(f"{root}/left", LEFT, LEFT_ROWS)
     _file(f"{root}/right", RIGHT, RIGHT_ROWS)
-    # l1 comes out in the run's trailing no-data batch; l3 waits for a watermark past 110 s
-    assert _run(spark, root, "flush") == [("l1", None), ("l2", "r2")]
+    # l1 comes out in the run's trailing no-data batch, as Spark's own join emits it; l3 waits
+    # for a watermark past 110 s
+    assert _run(spark, root, None) == [("l1", None), ("l2", "r2")]
 
 
 def test_end_of_run_release_outputs_the_batch_join_and_refuses_new_rows_later(spark, tmp_path):
@@ -74,6 +78,9 @@ def test_end_of_run_release_outputs_the_batch_join_and_refuses_new_rows_later(sp
     assert batch == [("l1", None), ("l2", "r2"), ("l3", None)]
     assert _run(spark, root, "release") == batch
     assert _run(spark, root, "release") == []   # a later run without new rows: nothing to do
+    for other in (None, "flush", "hold"):   # each would set every new row aside as late
+        with pytest.raises(CheckpointMismatchError, match="closed its inputs in version 2"):
+            _join(spark, root, other)
     _file(f"{root}/left", LEFT, [(4, 200, "l4")], name="part-1")
     with pytest.raises(Exception, match="closed its inputs in version 2"):
         _run(spark, root, "release")
@@ -126,3 +133,15 @@ def test_end_of_run_release_closes_only_after_every_micro_batch_of_the_run(spark
     batch = sorted(((r.l, r.r) for r in _join(spark, root, "release", streaming=False).collect()), key=str)
     assert _run(spark, root, "release") == batch
     assert closing_version(Checkpoint(f"{root}/ck")) == 4   # data in 0..2, none in the trailing 3
+
+
+@pytest.mark.parametrize("end_of_run, expected", [
+    ("hold", [("l2", "r2")]),
+    ("flush", [("l1", None), ("l2", "r2")]),
+    ("release", [("l1", None), ("l2", "r2"), ("l3", None)]),
+])
+def test_end_of_run_works_on_an_s3_checkpoint(spark, moto_s3, tmp_path, end_of_run, expected):
+    root = str(tmp_path)
+    _file(f"{root}/left", LEFT, LEFT_ROWS)
+    _file(f"{root}/right", RIGHT, RIGHT_ROWS)
+    assert _run(spark, root, end_of_run, checkpoint=f"{moto_s3}/ck") == expected

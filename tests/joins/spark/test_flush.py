@@ -1,17 +1,21 @@
-"""The flush: a new join's is Spark's file source over its tick folder (no Python process a
-query), whose ticks run a no-data micro-batch; a checkpoint a query of the Python flush source
-claimed keeps that source (its offsets are in the query's Spark offset log), which registers once
-a session, refuses on the driver a second streaming query over one join's checkpoint, and lets a
-restarted query continue."""
+"""The flush: a join's is the Python flush source (``end_of_run`` "flush", the default, and
+"release"), or with "hold" Spark's file source over its tick folder (no Python process a query)
+where Spark reads the checkpoint without a connector; a checkpoint keeps the kind of source its
+query ran with (its offsets are in the query's Spark offset log). The Python source registers
+once a session, refuses on the driver a second streaming query over one join's checkpoint, and
+lets a restarted query continue."""
 
 from __future__ import annotations
+
+import logging
 
 import pytest
 
 from streamjoin import interval_join
-from streamjoin.errors import CheckpointMismatchError
+from streamjoin.errors import CheckpointMismatchError, JoinDefinitionError
 from streamjoin.runtime.checkpoint import Checkpoint
-from streamjoin.spark.flush import _FlushReader, closing_version, flush_stream, spark_location, write_tick
+from streamjoin.spark.flush import Flush, closing_version, flush_stream, plan_flush, spark_location, write_tick
+from streamjoin.spark.flush_source import _FlushReader
 
 pytestmark = pytest.mark.spark
 
@@ -44,8 +48,10 @@ def _plan(df) -> str:
     return df._jdf.queryExecution().logical().toString()
 
 
-def test_flush_of_a_new_join_is_a_file_source_over_its_ticks(spark, tmp_path):
-    stream = flush_stream(spark, str(tmp_path / "join"), 2, 2)
+def test_flush_of_a_new_hold_join_is_a_file_source_over_its_ticks(spark, tmp_path):
+    flush = plan_flush(str(tmp_path / "join"), "hold")
+    assert flush == Flush("hold", ticks=True)
+    stream = flush_stream(spark, str(tmp_path / "join"), 2, 2, flush)
     assert "FileStreamSource" in _plan(stream) or "text" in _plan(stream).lower()
     assert "streamjoin_flush" not in _plan(stream)
     assert (tmp_path / "join" / "flush").is_dir()   # Spark's file source needs the folder to exist
@@ -54,7 +60,42 @@ def test_flush_of_a_new_join_is_a_file_source_over_its_ticks(spark, tmp_path):
 def test_flush_of_a_checkpoint_claimed_by_the_python_source_stays_that_source(spark, tmp_path):
     (tmp_path / "join").mkdir()
     (tmp_path / "join" / "flush.json").write_text('{"owner": "abc"}')
-    assert "streamjoin_flush" in _plan(flush_stream(spark, str(tmp_path / "join"), 2, 2))
+    flush = plan_flush(str(tmp_path / "join"), "hold")
+    assert flush == Flush("hold", ticks=False)
+    assert "streamjoin_flush" in _plan(flush_stream(spark, str(tmp_path / "join"), 2, 2, flush))
+
+
+def test_flush_plan_defaults_to_the_python_source_and_a_checkpoint_that_ran_with_ticks_keeps_them(tmp_path, caplog):
+    ck = str(tmp_path / "join")
+    assert plan_flush(ck, None) == Flush("flush", ticks=False)
+    assert plan_flush(ck, "release") == Flush("release", ticks=False)
+    # a join reading processing time (idle_timeout) keeps "hold": see docs/design/end-of-input.md
+    assert plan_flush(ck, None, processing_time=True) == Flush("hold", ticks=True)
+    with pytest.raises(JoinDefinitionError, match="with idle_timeout"):
+        plan_flush(ck, "flush", processing_time=True)
+    Checkpoint(ck).commits.write(0, 0, 1, (None, None), {})   # a version run with ticks:
+    (tmp_path / "join" / "flush").mkdir()
+    with caplog.at_level(logging.WARNING, logger="streamjoin"):
+        assert plan_flush(ck, None) == Flush("hold", ticks=True)
+    assert "keeps it" in caplog.text and "end_of_run='hold'" in caplog.text
+    assert plan_flush(ck, "hold") == Flush("hold", ticks=True)
+    with pytest.raises(JoinDefinitionError, match="Pass end_of_run='hold'"):
+        plan_flush(ck, "flush")
+
+
+def test_flush_plan_refuses_all_but_release_on_a_checkpoint_whose_inputs_were_closed(tmp_path):
+    ck = str(tmp_path / "join")
+    Checkpoint(ck).files.create_json("closed/v=2.json", {"version": 2})
+    for asked in (None, "flush", "hold"):
+        with pytest.raises(CheckpointMismatchError, match="closed its inputs in version 2"):
+            plan_flush(ck, asked)
+    assert plan_flush(ck, "release") == Flush("release", ticks=False)
+
+
+def test_flush_plan_of_hold_on_an_object_store_is_the_python_source(moto_s3):
+    # Spark reads s3:// only with a Hadoop connector (S3A) on its classpath: the checkpoint is
+    # read with pyarrow instead (docs/operations/object-stores.md)
+    assert plan_flush(f"{moto_s3}/join", "hold") == Flush("hold", ticks=False)
 
 
 def test_flush_tick_is_written_once_a_version_however_many_partitions_ask(tmp_path):
