@@ -120,7 +120,7 @@ def test_with_retry_gives_up_with_connection_lost():
 
 def test_psycopg_missing_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "psycopg", None)
-    with pytest.raises(PostgresDriverMissing, match=r'pip install "streamjoin\[postgres\]"'):
+    with pytest.raises(PostgresDriverMissing, match=r'pip install "/path/to/streamjoin\[postgres\]"'):
         psycopg()
 
 
