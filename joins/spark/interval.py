@@ -12,7 +12,7 @@ from streamjoin.kit.on import On, parse_on
 from streamjoin.kit.times import Duration
 from streamjoin.kit.watermark import WatermarkPolicy
 from streamjoin.runtime.options import EndOfRun, JoinOptions
-from streamjoin.spark.checks import check_columns, check_time
+from streamjoin.spark.checks import check_columns, check_time, check_watermark
 from streamjoin.spark.plan import run_plan
 from streamjoin.spark.runtime import arrow_schema, resolve_checkpoint
 
@@ -127,6 +127,8 @@ def interval_join(
         heartbeats=heartbeats,
         idle_timeout=idle_timeout,
     )
+    for side, df, time, i, own in (("left", left, left_time, 0, left_delay), ("right", right, right_time, 1, right_delay)):
+        check_watermark(df, side, time, operator.spec.delays[i], f"{side}_delay" if own is not None else "delay")
     checkpoint = resolve_checkpoint(options.checkpoint, left.isStreaming or right.isStreaming, "interval_join")
     return run_plan(operator.plan, [left, right], checkpoint=checkpoint, partitions=options.partitions,
                     state=options.state, key_groups=options.max_partitions, end_of_run=end_of_run)

@@ -132,7 +132,7 @@ def test_stream_table_join_counts_changes_set_aside_before_routing(spark, tmp_pa
     row = pa.schema([("user_id", pa.int64()), ("plan", pa.string())])
     events = spark.readStream.schema(EVENTS).json(f"{root}/events")
     joined = stream_table_join(events, spark.readStream.text(f"{root}/cdc"), "user_id", stream_time="ts",
-                               table_key="user_id", changes=ChangeFormat.debezium_json("user_id", row),
+                               table_key="user_id", table_format=ChangeFormat.debezium_json("user_id", row),
                                delay=timedelta(0), checkpoint=f"{root}/ck", partitions=2)
     query = (joined.writeStream.format("noop").trigger(availableNow=True)
              .option("checkpointLocation", f"{root}/spark").start())
