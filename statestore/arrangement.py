@@ -34,7 +34,7 @@ import pyarrow as pa
 
 from streamjoin.statestore.base import KeyValue
 
-__all__ = ["Arrangement", "ValueLog", "encode_keys", "decode_keys", "ekeys_of"]
+__all__ = ["Arrangement", "ValueLog", "encode_keys", "decode_keys", "key_lengths", "ekeys_of"]
 
 #: Bytes of the length that follows a key's padded bytes.
 _SUFFIX = 4
@@ -103,12 +103,21 @@ def ekeys_of(column: pa.Array) -> np.ndarray:
     return np.frombuffer(column.buffers()[1], dtype=f"S{size}", count=len(column), offset=column.offset * size)
 
 
+def key_lengths(ekeys: np.ndarray) -> np.ndarray:
+    """The lengths of the keys of encoded ones (their 4-byte suffix), as int64."""
+    n = len(ekeys)
+    if not n:
+        return np.zeros(0, np.int64)
+    matrix = np.ascontiguousarray(ekeys).view(np.uint8).reshape(n, ekeys.dtype.itemsize)
+    return matrix[:, -_SUFFIX:].copy().view(">u4").reshape(n).astype(np.int64)
+
+
 def decode_keys(ekeys: np.ndarray) -> pa.Array:
     """The keys of encoded ones, as a ``large_binary`` array (a gather of their bytes in C)."""
     n = len(ekeys)
     size = ekeys.dtype.itemsize
     matrix = np.ascontiguousarray(ekeys).view(np.uint8).reshape(n, size)
-    lengths = matrix[:, size - _SUFFIX:].copy().view(">u4").reshape(n).astype(np.int64)
+    lengths = key_lengths(ekeys)
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
     data = matrix[:, :size - _SUFFIX][np.arange(size - _SUFFIX)[None, :] < lengths[:, None]]
@@ -135,17 +144,15 @@ class ValueLog:
         """The values of ``rows`` (row ids, -1: null), in that order."""
         if len(self.chunks) == 1:
             return self.chunks[0].take(pa.array(rows, pa.int64(), mask=rows < 0))
-        out: list[pa.Array] = []
-        at = np.empty(0, np.int64)
+        if not len(rows):
+            return pa.array([], pa.large_binary())
         chunk_of = np.searchsorted(np.asarray(self.starts), rows, side="right") - 1
         chunk_of[rows < 0] = -1
-        for c in np.unique(chunk_of).tolist():
-            where = np.flatnonzero(chunk_of == c)
-            at = np.concatenate([at, where])
-            out.append(pa.nulls(len(where), pa.large_binary()) if c < 0 else
-                       self.chunks[c].take(pa.array(rows[where] - self.starts[c], pa.int64())))
-        if not out:
-            return pa.array([], pa.large_binary())
+        at = np.argsort(chunk_of, kind="stable")   # the rows grouped by chunk, one take a chunk
+        cuts = np.flatnonzero(np.diff(chunk_of[at])) + 1
+        out = [pa.nulls(len(where), pa.large_binary()) if chunk_of[where[0]] < 0 else
+               self.chunks[chunk_of[where[0]]].take(pa.array(rows[where] - self.starts[chunk_of[where[0]]], pa.int64()))
+               for where in np.split(at, cuts)]
         gathered = pa.concat_arrays(out)
         back = np.empty(len(rows), np.int64)
         back[at] = np.arange(len(rows))
@@ -189,9 +196,7 @@ class Arrangement:
         back): no encoding, no sort, no copy."""
         values = values.cast(pa.large_binary())
         rows = np.arange(len(ekeys), dtype=np.int64)
-        key_bytes = int(np.ascontiguousarray(ekeys).view(np.uint8).reshape(len(ekeys), -1)[:, -_SUFFIX:]
-                        .copy().view(">u4").astype(np.int64).sum()) if len(ekeys) else 0
-        return cls(ekeys, rows, ValueLog().appended(values), key_bytes + _data_size(values))
+        return cls(ekeys, rows, ValueLog().appended(values), int(key_lengths(ekeys).sum()) + _data_size(values))
 
     def __len__(self) -> int:
         return len(self.ekeys)
@@ -327,7 +332,7 @@ class Arrangement:
         rows = np.empty(total, np.int64)
         rows[slots] = len(self.log) + np.arange(len(order))
         rows[~is_put] = self.rows[keep]
-        added = int(np.fromiter(map(len, (put_keys[i] for i in order.tolist())), np.int64, len(order)).sum())
+        added = int(key_lengths(theirs).sum())
         return self._kept(keep, ekeys, rows, self.log.appended(values), added + _data_size(values))
 
     def _kept(self, keep: np.ndarray, ekeys: np.ndarray, rows: np.ndarray, log: ValueLog, added: int) -> Arrangement:
@@ -336,8 +341,7 @@ class Arrangement:
         gone = np.flatnonzero(~keep)
         removed = 0
         if len(gone):
-            lengths = np.ascontiguousarray(self.ekeys[gone]).view(np.uint8).reshape(len(gone), -1)[:, -_SUFFIX:]
-            removed = int(lengths.copy().view(">u4").astype(np.int64).sum()) + self.log.sizes(self.rows[gone])
+            removed = int(key_lengths(self.ekeys[gone]).sum()) + self.log.sizes(self.rows[gone])
         if len(log) > 2 * len(rows) + 1024:
             log, rows = ValueLog().appended(log.take(rows)), np.arange(len(rows), dtype=np.int64)
         return Arrangement(ekeys, rows, log, self.nbytes - removed + added)
