@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 
 from streamjoin.changelog.errors import ChangelogCorruptError, ChecksumMismatchError, TornFileError
 from streamjoin.changelog.storage import TEMP_PREFIX
+from streamjoin.statestore.columns import ColumnWrite
 
 __all__ = [
     "Kind", "LogFile", "parse_name", "file_name", "Delta", "encode_delta", "decode_delta",
@@ -149,6 +150,16 @@ def encode_delta(
     values = pa.array(ends + [None] * len(deletes) + put_values, _BIN)
     schema = DELTA_SCHEMA.with_metadata(_metadata(kind, version, extra))
     return pa.record_batch([ops, keys, values], schema=schema)
+
+
+def encode_delta_columns(kind: Kind, version: int, write: ColumnWrite) -> pa.RecordBatch:
+    """``encode_delta`` of a column write (deletes, then puts; no range deletes)."""
+    deletes, puts = len(write.delete_keys), len(write.put_keys)
+    ops = pa.concat_arrays([pa.repeat(pa.scalar(DELETE, pa.int8()), deletes),
+                            pa.repeat(pa.scalar(PUT, pa.int8()), puts)])
+    keys = pa.concat_arrays([write.delete_keys.cast(_BIN), write.put_keys.cast(_BIN)])
+    values = pa.concat_arrays([pa.nulls(deletes, _BIN), write.put_values.cast(_BIN)])
+    return pa.record_batch([ops, keys, values], schema=DELTA_SCHEMA.with_metadata(_metadata(kind, version)))
 
 
 def decode_delta(reader: pa.ipc.RecordBatchFileReader, file: LogFile) -> Delta:

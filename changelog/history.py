@@ -23,6 +23,8 @@ class StoreHistory:
 
     #: A changelogged store need not keep the values it read for the next write's record.
     wants_reads = False
+    #: Recording a write does not look at its entries (a column write need not become lists).
+    wants_entries = False
 
     def __init__(self, store_of: Callable[[], Store], depth: int = 1) -> None:
         if depth < 1:

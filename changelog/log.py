@@ -38,6 +38,7 @@ from streamjoin.changelog.format import (
     SnapshotReader,
     decode_delta,
     encode_delta,
+    encode_delta_columns,
     file_name,
     parse_name,
     snapshot_schema,
@@ -46,6 +47,7 @@ from streamjoin.changelog.format import (
 )
 from streamjoin.changelog.listing import Listing
 from streamjoin.changelog.storage import open_storage
+from streamjoin.statestore.columns import ColumnWrite
 
 __all__ = ["Changelog", "KeyValue", "iter_chunks", "rebatch", "check_retention"]
 
@@ -125,7 +127,16 @@ class Changelog:
         (nothing written) for keys or values that are not ``bytes``.
         """
         _check_version(version)
-        batch = encode_delta(Kind.DELTA, version, _seq(puts), _seq(deletes), _seq(delete_ranges))
+        return self._append_batch(version, encode_delta(Kind.DELTA, version, _seq(puts), _seq(deletes),
+                                                        _seq(delete_ranges)))
+
+    def append_columns(self, version: int, write: ColumnWrite) -> LogFile:
+        """``append`` of a write given as Arrow columns (the same delta file, byte for byte, as
+        ``append`` of the same entries in the same order)."""
+        _check_version(version)
+        return self._append_batch(version, encode_delta_columns(Kind.DELTA, version, write))
+
+    def _append_batch(self, version: int, batch: pa.RecordBatch) -> LogFile:
         payload = _ipc_bytes(batch)
         listing = self.listing()
         self._check_base(listing, version)

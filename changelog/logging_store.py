@@ -45,6 +45,8 @@ from enum import Enum
 from itertools import chain
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
+import pyarrow as pa
+
 from streamjoin.changelog.errors import ChangelogCorruptError, VersionNotRetainedError, VersionOrderError
 from streamjoin.changelog.format import check_write
 from streamjoin.changelog.history import StoreHistory
@@ -53,6 +55,7 @@ from streamjoin.changelog.restore import restore
 from streamjoin.changelog.undo import UndoLog
 from streamjoin.statestore import warm
 from streamjoin.statestore.base import KeyValue, Store, StoreStats
+from streamjoin.statestore.columns import ColumnWrite, PrefixScan
 from streamjoin.statestore.errors import StoreCorruptError, StoreLockedError
 from streamjoin.statestore.registry import destroy_store, open_store, resolve_backend
 
@@ -149,6 +152,27 @@ class ChangeloggingStore(Store):
         self._logged(self._check_follows(version), puts, deletes, delete_ranges,
                      lambda: self.inner.write(puts, deletes, delete_ranges, version=version))
 
+    def _write_columns(self, write: ColumnWrite, version: int | None) -> None:
+        """``_write`` of a column write: the delta encoded from its columns and the inner store's
+        column write, unless the undo record needs the entries as lists."""
+        if self.undo is not None and self.undo.wants_entries:
+            puts, deletes = write.as_lists()
+            self._write(puts, deletes, (), version)
+            return
+        checked = self._check_follows(version)
+        self._apply_logged(checked, lambda: self.log.append_columns(checked, write), ((), (), ()),
+                           lambda: self.inner.write_columns(write, version=version))
+
+    def _multi_get_column(self, keys: pa.Array) -> pa.Array:
+        if self._keep_reads:   # remembered as lists for the undo record
+            return super()._multi_get_column(keys)
+        return self.inner.multi_get_column(keys)
+
+    def _scan_prefixes_columns(self, prefixes: pa.Array) -> PrefixScan:
+        if self._keep_reads:
+            return super()._scan_prefixes_columns(prefixes)
+        return self.inner.scan_prefixes_columns(prefixes)
+
     def _load_sorted(self, items: Iterable[KeyValue], version: int | None) -> int:
         """Bulk-load an empty store as one logged write of puts at ``version`` (required)."""
         checked = self._check_follows(version)
@@ -165,11 +189,22 @@ class ChangeloggingStore(Store):
         apply: Callable[[], object],
     ) -> None:
         check_write(puts, deletes, delete_ranges)  # before anything reads or writes
-        delta = self.log.append(version, puts, deletes, delete_ranges)
+        self._apply_logged(version, lambda: self.log.append(version, puts, deletes, delete_ranges),
+                           (puts, deletes, delete_ranges), apply)
+
+    def _apply_logged(
+        self,
+        version: int,
+        append: Callable[[], Any],
+        entries: tuple[Sequence[KeyValue], Sequence[bytes], Sequence[tuple[bytes, bytes]]],
+        apply: Callable[[], object],
+    ) -> None:
+        """The delta (``append()``), the undo record of ``entries``, then ``apply()``."""
+        delta = append()
         read, self._read = self._read, {}  # the write makes them stale, whatever happens
         try:
             if self.undo is not None:
-                self.undo.record(self.inner, version, puts, deletes, delete_ranges, delta.crc, known=read)
+                self.undo.record(self.inner, version, *entries, delta.crc, known=read)
             apply()
         except BaseException:
             if self.undo is not None and self.inner.version != version:

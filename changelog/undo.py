@@ -55,6 +55,8 @@ class UndoLog:
 
     #: A record reuses the values the operator read (:class:`~streamjoin.changelog.logging_store.ChangeloggingStore` keeps them).
     wants_reads = True
+    #: Recording a write reads the old values of its keys (a column write is given as lists).
+    wants_entries = True
 
     def __init__(self, directory: str | os.PathLike[str], depth: int = 1) -> None:
         if depth < 1:

@@ -58,6 +58,7 @@ import pyarrow as pa
 from streamjoin.statestore import options as check
 from streamjoin.statestore.arrangement import Arrangement, ekeys_of
 from streamjoin.statestore.base import KeyValue, Store, StoreStats, ascending, check_entry_types
+from streamjoin.statestore.columns import ColumnWrite, PrefixScan
 from streamjoin.statestore.errors import StoreCorruptError, StoreError, StoreWriteError
 from streamjoin.statestore.locking import (
     DirectoryLock,
@@ -196,6 +197,12 @@ class ArrangedStore(Store):
     def _scan_prefixes(self, prefixes: Sequence[bytes]) -> list[list[KeyValue]]:
         return self._arr.scan_prefixes(prefixes)
 
+    def _multi_get_column(self, keys: pa.Array) -> pa.Array:
+        return self._arr.get_column(keys)
+
+    def _scan_prefixes_columns(self, prefixes: pa.Array) -> PrefixScan:
+        return PrefixScan(*self._arr.scan_prefix_columns(prefixes))
+
     def _version(self) -> int | None:
         return self._now.version
 
@@ -223,14 +230,24 @@ class ArrangedStore(Store):
         check_entry_types(self.path, puts, deletes, delete_ranges)
         arr = self._arr.applied(puts, deletes, delete_ranges)
         entries = len(puts) + len(deletes) + len(delete_ranges)
+        self._commit_write(arr, entries, version, lambda: _run_table(puts, deletes, delete_ranges))
+
+    def _commit_write(self, arr: Arrangement, entries: int, version: int | None, run: Callable[[], pa.Table]) -> None:
+        """Commit ``arr``, the state after a write of ``entries`` entries: as a run (the table
+        ``run()`` makes) beside the current files, or as a new base once the runs outgrow it."""
         if arr is self._arr and not entries and version is None:
             return
         files = list(self._now.files)
         if self._run_entries + entries > max(len(arr) // 4, 4096) or len(files) > MAX_RUNS:
             self._commit(arr, version, lambda written: [self._write_file("base", arr.columns(), written)], 0)
         else:
-            self._commit(arr, version, lambda written: [*files, self._write_file(
-                "run", _run_table(puts, deletes, delete_ranges), written)], self._run_entries + entries)
+            self._commit(arr, version, lambda written: [*files, self._write_file("run", run(), written)],
+                         self._run_entries + entries)
+
+    def _write_columns(self, write: ColumnWrite, version: int | None) -> None:
+        """``_write`` of columns: the arrangement and the run are built from them, no list between."""
+        arr = self._arr.applied_columns(write.put_keys, write.put_values, write.delete_keys)
+        self._commit_write(arr, write.entries, version, lambda: _run_columns(write))
 
     def _load_sorted(self, items: Any, version: int | None) -> int:
         """One base file of the ascending ``items`` (the restore path)."""
@@ -375,6 +392,13 @@ def _run_table(puts: Sequence[KeyValue], deletes: Sequence[bytes], ranges: Seque
     meta = {b"ranges": json.dumps([[s.hex(), e.hex()] for s, e in ranges]).encode()}
     return pa.table([pa.array(keys, pa.large_binary()), pa.array(values, pa.large_binary())],
                     schema=_RUN_SCHEMA.with_metadata(meta))
+
+
+def _run_columns(write: ColumnWrite) -> pa.Table:
+    """A column write as a run (as ``_run_table`` lays out a write, without range deletes)."""
+    keys = pa.concat_arrays([write.delete_keys, write.put_keys]).cast(pa.large_binary())
+    values = pa.concat_arrays([pa.nulls(len(write.delete_keys), pa.binary()), write.put_values]).cast(pa.large_binary())
+    return pa.table([keys, values], schema=_RUN_SCHEMA.with_metadata({b"ranges": b"[]"}))
 
 
 def _run_contents(table: pa.Table) -> tuple[list[KeyValue], list[bytes], list[tuple[bytes, bytes]]]:

@@ -31,6 +31,7 @@ from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from streamjoin.statestore.base import KeyValue
 
@@ -211,15 +212,15 @@ class Arrangement:
             return self
         return replace(self, ekeys=encode_keys(decode_keys(self.ekeys), width))
 
-    def _encoded(self, keys: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    def _encoded(self, keys: Sequence[bytes] | pa.Array) -> tuple[np.ndarray, np.ndarray]:
         """(this arrangement's encoded keys, ``keys`` encoded) at one width."""
-        longest = max(map(len, keys), default=0)
+        longest = _longest(keys)
         mine = self.widened(longest).ekeys
         return mine, encode_keys(keys, mine.dtype.itemsize - _SUFFIX)
 
     # -- reads ------------------------------------------------------------------------------------
 
-    def find(self, keys: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    def find(self, keys: Sequence[bytes] | pa.Array) -> tuple[np.ndarray, np.ndarray]:
         """For each key, its position (where it is, or would be inserted) and whether it is there."""
         mine, theirs = self._encoded(keys)
         at = np.searchsorted(mine, theirs)
@@ -235,6 +236,13 @@ class Arrangement:
         at, found = self.find(keys)
         return self.log.take(np.where(found, self.rows[np.minimum(at, len(self) - 1)], -1)).to_pylist()
 
+    def get_column(self, keys: pa.Array) -> pa.Array:
+        """The value of each of ``keys`` (a binary array) as a binary array, null where absent."""
+        if not len(keys) or not len(self):
+            return pa.nulls(len(keys), pa.binary())
+        at, found = self.find(keys)
+        return self.log.take(np.where(found, self.rows[np.minimum(at, len(self) - 1)], -1)).cast(pa.binary())
+
     def bounds(self, ranges: Sequence[tuple[bytes | None, bytes | None]]) -> tuple[np.ndarray, np.ndarray]:
         """Per ``[start, end)`` range (None: unbounded), the positions ``lo, hi`` of its entries."""
         lo = np.zeros(len(ranges), np.int64)
@@ -242,19 +250,18 @@ class Arrangement:
         for side, out in ((0, lo), (1, hi)):
             where = [i for i, r in enumerate(ranges) if r[side] is not None]
             if where:
-                mine, theirs = self._encoded([ranges[i][side] for i in where])  # type: ignore[misc]
+                mine, theirs = self._encoded([ranges[i][side] for i in where])
                 out[where] = np.searchsorted(mine, theirs)
         return lo, np.maximum(hi, lo)
 
-    def prefix_bounds(self, prefixes: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    def prefix_bounds(self, prefixes: Sequence[bytes] | pa.Array) -> tuple[np.ndarray, np.ndarray]:
         """Per prefix, the positions ``lo, hi`` of the keys that start with it: from the prefix's
         own form (padded with zero bytes) to the form with every byte past it ``\\xff``."""
         mine, theirs = self._encoded(prefixes)
         lo = np.searchsorted(mine, theirs)
         size = theirs.dtype.itemsize
         upper = theirs.view(np.uint8).reshape(len(theirs), size).copy()
-        lengths = np.fromiter(map(len, prefixes), np.int64, len(prefixes))
-        upper[np.arange(size)[None, :] >= lengths[:, None]] = 0xFF
+        upper[np.arange(size)[None, :] >= key_lengths(theirs)[:, None]] = 0xFF
         hi = np.searchsorted(mine, upper.view(f"S{size}").reshape(len(theirs)), side="right")
         return lo, np.maximum(hi, lo)
 
@@ -276,6 +283,17 @@ class Arrangement:
         """The entries under each prefix, one list per prefix in the order given."""
         return self._gathered(*self.prefix_bounds(prefixes))
 
+    def scan_prefix_columns(self, prefixes: pa.Array) -> tuple[np.ndarray, pa.Array, pa.Array]:
+        """The entries under each prefix (a binary array): per prefix their count, and the entries
+        of all prefixes, in the order given, as binary key and value arrays."""
+        lo, hi = self.prefix_bounds(prefixes) if len(self) and len(prefixes) else \
+            (np.zeros(len(prefixes), np.int64), np.zeros(len(prefixes), np.int64))
+        counts = hi - lo
+        total = int(counts.sum())
+        at = np.repeat(lo - (np.cumsum(counts) - counts), counts) + np.arange(total)
+        return (counts, decode_keys(self.ekeys[at]).cast(pa.binary()),
+                self.log.take(self.rows[at]).cast(pa.binary()))
+
     def _gathered(self, lo: np.ndarray, hi: np.ndarray) -> list[list[KeyValue]]:
         """The entries of positions ``lo[i]`` to ``hi[i]``, one list per ``i``: one gather of each column."""
         counts = hi - lo
@@ -296,18 +314,24 @@ class Arrangement:
     ) -> Arrangement:
         """A new arrangement: this one with ``delete_ranges``, then ``deletes``, then ``puts``
         applied (a key put twice keeps its last value)."""
+        return self.applied_columns(pa.array([k for k, _ in puts], pa.binary()),
+                                    pa.array([v for _, v in puts], pa.binary()),
+                                    pa.array(deletes, pa.binary()), delete_ranges)
+
+    def applied_columns(self, put_keys: pa.Array, put_values: pa.Array, deletes: pa.Array,
+                        delete_ranges: Sequence[tuple[bytes, bytes]] = ()) -> Arrangement:
+        """``applied`` of binary columns: ``put_keys[i] -> put_values[i]``, ``deletes``."""
         n = len(self)
         keep = np.ones(n, bool)
         if delete_ranges and n:
             lo, hi = self.bounds(list(delete_ranges))
             for a, b in zip(lo.tolist(), hi.tolist()):
                 keep[a:b] = False
-        if deletes and n:
+        if len(deletes) and n:
             at, found = self.find(deletes)
             keep[at[found]] = False
-        if not puts:
+        if not len(put_keys):
             return self if keep.all() else self._kept(keep, self.ekeys[keep], self.rows[keep], self.log, 0)
-        put_keys = [k for k, _ in puts]
         mine, theirs = self._encoded(put_keys)
         order = np.argsort(theirs, kind="stable")
         theirs = theirs[order]
@@ -328,7 +352,7 @@ class Arrangement:
         ekeys = np.empty(total, kept.dtype)
         ekeys[slots] = theirs
         ekeys[~is_put] = kept
-        values = pa.array([puts[i][1] for i in order.tolist()], pa.large_binary())
+        values = put_values.take(pa.array(order)).cast(pa.large_binary())
         rows = np.empty(total, np.int64)
         rows[slots] = len(self.log) + np.arange(len(order))
         rows[~is_put] = self.rows[keep]
@@ -353,6 +377,13 @@ class Arrangement:
         data = np.ascontiguousarray(self.ekeys).view(np.uint8)
         ekeys = pa.FixedSizeBinaryArray.from_buffers(pa.binary(size), len(self), [None, pa.py_buffer(data)])
         return pa.table({"ekey": ekeys, "value": self.log.take(self.rows)})
+
+
+def _longest(keys: Sequence[bytes] | pa.Array) -> int:
+    """The length of the longest of ``keys`` (0: none)."""
+    if isinstance(keys, (pa.Array, pa.ChunkedArray)):
+        return int(pc.max(pc.binary_length(keys)).as_py() or 0) if len(keys) else 0
+    return max(map(len, keys), default=0)
 
 
 def _data_size(array: pa.Array) -> int:

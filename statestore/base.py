@@ -26,6 +26,9 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any, ClassVar, Iterable, Iterator, Sequence
 
+import pyarrow as pa
+
+from streamjoin.statestore.columns import ColumnWrite, PrefixScan, binary_column
 from streamjoin.statestore.errors import StoreClosedError, StoreError, StoreWriteError
 
 __all__ = ["Store", "StoreStats", "KeyValue", "prefix_end", "ascending", "check_entry_types"]
@@ -132,6 +135,19 @@ class Store(ABC):
         # a prefix's range is never empty: the checks of scan_ranges are not needed
         return self._scan_ranges([(p or None, prefix_end(p) if p else None) for p in prefixes])
 
+    def _write_columns(self, write: ColumnWrite, version: int | None) -> None:
+        """``write`` applied as ``_write`` applies its lists (the default converts to them)."""
+        puts, deletes = write.as_lists()
+        self._write(puts, deletes, (), version)
+
+    def _multi_get_column(self, keys: pa.Array) -> pa.Array:
+        """The value of each of ``keys`` (binary, checked) as a binary array, null where absent."""
+        return pa.array(self._multi_get(keys.to_pylist()), pa.binary())
+
+    def _scan_prefixes_columns(self, prefixes: pa.Array) -> PrefixScan:
+        """The entries under each of ``prefixes`` (binary, checked), flattened (``PrefixScan``)."""
+        return PrefixScan.of_lists(self._scan_prefixes(prefixes.to_pylist()))
+
     def _load_sorted(self, items: Iterable[KeyValue], version: int | None) -> int:
         """Bulk-load items into an empty store; return how many were loaded.
 
@@ -234,6 +250,28 @@ class Store(ABC):
         if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
             raise TypeError(f"version must be an int or None, not {type(version).__name__}")
         self._write(_as_list(puts), _as_list(deletes), _as_list(delete_ranges), version)
+
+    def write_columns(self, write: ColumnWrite, version: int | None = None) -> None:
+        """``write(puts, deletes, version=version)`` with the puts and deletes as Arrow columns
+        (:class:`~streamjoin.statestore.columns.ColumnWrite`): the same effect, atomically, without
+        a Python object per entry where the backend holds columns itself."""
+        self._check_open()
+        if not isinstance(write, ColumnWrite):
+            raise TypeError(f"write_columns takes a ColumnWrite, not {type(write).__name__}")
+        if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
+            raise TypeError(f"version must be an int or None, not {type(version).__name__}")
+        self._write_columns(write, version)
+
+    def multi_get_column(self, keys: pa.Array | Sequence[bytes]) -> pa.Array:
+        """``multi_get`` of a binary column: the values as a binary array, null where a key is absent."""
+        self._check_open()
+        return self._multi_get_column(_read_keys(keys, self.path, "multi_get_column"))
+
+    def scan_prefixes_columns(self, prefixes: pa.Array | Sequence[bytes]) -> PrefixScan:
+        """``scan_prefixes`` of a binary column: per prefix the count of its entries, and the
+        entries of all of them as two binary columns (:class:`~streamjoin.statestore.columns.PrefixScan`)."""
+        self._check_open()
+        return self._scan_prefixes_columns(_read_keys(prefixes, self.path, "scan_prefixes_columns"))
 
     def load_sorted(self, items: Iterable[KeyValue], version: int | None = None) -> int:
         """Bulk-load ``items`` (strictly ascending keys) into this empty store; return the count.
@@ -347,6 +385,14 @@ def _range(bounds: object, path: str) -> tuple[bytes | None, bytes | None]:
         if bound is not None and type(bound) is not bytes:
             raise StoreError(f"scan_ranges of {path}: bounds must be bytes or None, got {bound!r}")
     return start, end
+
+
+def _read_keys(keys: pa.Array | Sequence[bytes], path: str, what: str) -> pa.Array:
+    """``keys`` as a binary array; ``StoreError`` for keys that are not bytes."""
+    try:
+        return binary_column(keys, "keys")
+    except StoreWriteError as exc:
+        raise StoreError(f"{what} of {path}: {exc}") from None
 
 
 def _as_list(items: Iterable) -> Sequence:

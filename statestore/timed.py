@@ -21,7 +21,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
+import pyarrow as pa
+
 from streamjoin.statestore.base import KeyValue, Store, StoreStats
+from streamjoin.statestore.columns import ColumnWrite, PrefixScan
 
 __all__ = ["StoreTimer", "TimedStore"]
 
@@ -104,6 +107,15 @@ class TimedStore(Store):
         version: int | None,
     ) -> None:
         self._call(self.inner.write, puts, deletes, delete_ranges, version)
+
+    def _write_columns(self, write: ColumnWrite, version: int | None) -> None:
+        self._call(self.inner.write_columns, write, version)
+
+    def _multi_get_column(self, keys: pa.Array) -> pa.Array:
+        return self._call(self.inner.multi_get_column, keys)
+
+    def _scan_prefixes_columns(self, prefixes: pa.Array) -> PrefixScan:
+        return self._call(self.inner.scan_prefixes_columns, prefixes)
 
     def _load_sorted(self, items: Iterable[KeyValue], version: int | None) -> int:
         return self._call(self.inner.load_sorted, items, version)

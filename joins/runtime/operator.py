@@ -30,6 +30,7 @@ import pyarrow as pa
 from streamjoin.errors import CheckpointMismatchError
 from streamjoin.kit.columns import REASON_COLUMN, cast_values, conform
 from streamjoin.statestore.base import KeyValue, Store
+from streamjoin.statestore.columns import ColumnWrite
 
 if TYPE_CHECKING:
     from streamjoin.runtime.plan import JoinPlan
@@ -88,6 +89,13 @@ class StepResult:
     deletes: Sequence[bytes] = ()
     delete_ranges: Sequence[tuple[bytes, bytes]] = ()
     metrics: Mapping[str, int] = field(default_factory=dict)
+    #: the state changes as Arrow columns, for an operator that computes them column-wise
+    #: (``Store.write_columns``); with it, ``puts``, ``deletes`` and ``delete_ranges`` stay empty
+    writes: ColumnWrite | None = None
+
+    def __post_init__(self) -> None:
+        if self.writes is not None and (self.puts or self.deletes or self.delete_ranges):
+            raise ValueError("a step result gives its state changes as lists or as columns (writes=), not both")
 
 
 class Operator(ABC):

@@ -339,3 +339,25 @@ def test_changelogging_store_memo_is_the_inner_stores(tmp_path):
     ChangeloggingStore(inner, log).memo()["cache"] = 1
     assert ChangeloggingStore(inner, log).memo() == {"cache": 1}   # a later task's wrapper
     inner.close()
+
+
+def test_logged_store_column_writes_log_the_same_deltas_and_roll_back(tmp_path, backend):
+    """A column write (``write_columns``) logs the delta a list write of the same entries logs,
+    byte for byte, leaves the same state, and an ahead store still rolls back."""
+    from streamjoin.statestore.columns import ColumnWrite
+
+    writes = [Write(puts=w.puts, deletes=w.deletes) for w in WRITES]
+    by_lists, by_columns = Runner(backend, str(tmp_path / "lists")), Runner(backend, str(tmp_path / "columns"))
+    for version, write in enumerate(writes):
+        by_lists.batch(version, write)
+        store, _ = by_columns.open(version - 1 if version else None)
+        try:
+            store.write_columns(ColumnWrite.of_lists(write.puts, write.deletes), version=version)
+        finally:
+            store.close()
+        assert by_columns.log.listing().deltas[version].crc == by_lists.log.listing().deltas[version].crc
+        assert by_columns.state_at(version)[0] == by_lists.model.states[version]
+    state, version, report = by_columns.state_at(4)
+    assert report.how is OpenHow.ROLLED_BACK and (state, version) == (by_lists.model.states[4], 4)
+    for r in (by_lists, by_columns):
+        destroy_store(backend, r.path)

@@ -1,0 +1,118 @@
+"""Writes and reads of a store as Arrow columns, for operators that work a batch at a time.
+
+``Store.write(puts, deletes, ...)`` takes Python lists of ``bytes``: an operator that computes
+its state changes column-wise would build a list of pairs only for the store to take them apart
+again. :class:`ColumnWrite` carries a write as three binary arrays instead, and the store
+contract's column-wise methods (``Store.write_columns``, ``Store.multi_get_column``,
+``Store.scan_prefixes_columns``) take and give Arrow arrays. Every backend has them: the
+defaults convert to and from the row-wise primitives, and a backend that holds its state as
+columns (the arranged store) serves them without a Python object per entry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streamjoin.statestore.errors import StoreWriteError
+
+__all__ = ["ColumnWrite", "PrefixScan", "binary_column"]
+
+KeyValue = tuple[bytes, bytes]
+
+
+def binary_column(values: pa.Array | pa.ChunkedArray | Sequence[bytes], what: str = "keys") -> pa.Array:
+    """``values`` as one ``binary`` array (a list of ``bytes``, or a binary-like Arrow array);
+    ``StoreWriteError`` for another type or a null."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if not isinstance(values, pa.Array):
+        try:
+            values = pa.array(values, pa.binary())
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
+            raise StoreWriteError(f"{what} must be bytes: {exc}") from exc
+    kind = values.type
+    if not (pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_fixed_size_binary(kind)):
+        raise StoreWriteError(f"{what} must be a binary column, not {kind}")
+    if values.null_count:
+        raise StoreWriteError(f"{what} hold {values.null_count} null(s); every key and value must be bytes")
+    return values if kind == pa.binary() else values.cast(pa.binary())
+
+
+@dataclass(frozen=True)
+class ColumnWrite:
+    """One atomic write as columns: deletes (``delete_keys``), then puts (``put_keys[i] ->
+    put_values[i]``; of a key put twice the last value wins), as ``Store.write`` applies them.
+    Build it with :meth:`of`, which checks the types."""
+
+    put_keys: pa.Array
+    put_values: pa.Array
+    delete_keys: pa.Array
+
+    @classmethod
+    def of(cls, put_keys: pa.Array | Sequence[bytes] = (), put_values: pa.Array | Sequence[bytes] = (),
+           delete_keys: pa.Array | Sequence[bytes] = ()) -> ColumnWrite:
+        """A checked write (binary arrays without nulls, as many values as put keys)."""
+        keys, values = binary_column(put_keys, "put keys"), binary_column(put_values, "put values")
+        if len(keys) != len(values):
+            raise StoreWriteError(f"a column write has {len(keys)} put keys but {len(values)} put values")
+        return cls(keys, values, binary_column(delete_keys, "delete keys"))
+
+    @classmethod
+    def of_lists(cls, puts: Sequence[KeyValue], deletes: Sequence[bytes] = ()) -> ColumnWrite:
+        """The write of ``Store.write(puts, deletes)``."""
+        return cls.of([k for k, _ in puts], [v for _, v in puts], deletes)
+
+    @property
+    def entries(self) -> int:
+        return len(self.put_keys) + len(self.delete_keys)
+
+    def as_lists(self) -> tuple[list[KeyValue], list[bytes]]:
+        """``(puts, deletes)`` as ``Store.write`` takes them."""
+        return list(zip(self.put_keys.to_pylist(), self.put_values.to_pylist())), self.delete_keys.to_pylist()
+
+    def plus(self, other: ColumnWrite) -> ColumnWrite:
+        """This write followed by ``other`` (both as one): deletes of both, then puts of both.
+        Only for writes whose keys do not meet (a delete of one is never a put of the other)."""
+        return ColumnWrite(pa.concat_arrays([self.put_keys, other.put_keys]),
+                           pa.concat_arrays([self.put_values, other.put_values]),
+                           pa.concat_arrays([self.delete_keys, other.delete_keys]))
+
+    def sorted(self) -> ColumnWrite:
+        """The same write with puts and deletes each in key order (one put per key: the last):
+        equal writes then have equal bytes, whatever order their entries were computed in."""
+        keys, values = self.put_keys, self.put_values
+        n = len(keys)
+        if n > 1:
+            order = pc.sort_indices(keys).to_numpy()   # a stable sort: equal keys keep their order
+            ordered = keys.take(pa.array(order))
+            last = np.ones(n, bool)   # of equal keys the last put wins
+            last[:-1] = pc.not_equal(ordered.slice(1), ordered.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+            at = pa.array(order[last])
+            keys, values = keys.take(at), values.take(at)
+        deletes = self.delete_keys
+        if len(deletes) > 1:
+            deletes = pc.unique(deletes.take(pc.sort_indices(deletes)))
+        return ColumnWrite(keys, values, deletes)
+
+
+@dataclass(frozen=True)
+class PrefixScan:
+    """What ``Store.scan_prefixes_columns`` found: ``counts[i]`` entries under prefix ``i``, the
+    entries of all prefixes flattened in the order the prefixes were given (each prefix's in key
+    order) as ``keys`` and ``values``."""
+
+    counts: np.ndarray
+    keys: pa.Array
+    values: pa.Array
+
+    @classmethod
+    def of_lists(cls, found: Sequence[Sequence[KeyValue]]) -> PrefixScan:
+        counts = np.fromiter(map(len, found), np.int64, len(found))
+        keys = [k for entries in found for k, _ in entries]
+        values = [v for entries in found for _, v in entries]
+        return cls(counts, pa.array(keys, pa.binary()), pa.array(values, pa.binary()))
