@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from streamjoin.statestore.codecs import pack
 
-__all__ = ["pack_columns", "unpack_columns", "TAG", "INT_WIDTH", "padded_bytes", "decode_ints"]
+__all__ = ["pack_array", "pack_columns", "unpack_columns", "TAG", "INT_WIDTH", "padded_bytes", "decode_ints"]
 
 
 # -- the bytes, column-wise -------------------------------------------------------------------
@@ -62,11 +62,15 @@ def decode_ints(buf: np.ndarray, at: np.ndarray) -> np.ndarray:
 def pack_columns(columns: Sequence[pa.Array | pa.ChunkedArray], length: int) -> list[bytes]:
     """``[pack(*row) for row in zip(*(c.to_pylist() for c in columns))]``, column-wise in Arrow and
     numpy: the same bytes, for columns of physical types (None, bool, integer, float, string, binary)."""
+    return pack_array(columns, length).to_pylist()
+
+
+def pack_array(columns: Sequence[pa.Array | pa.ChunkedArray], length: int) -> pa.Array:
+    """``pack_columns`` as a ``binary`` Arrow array (no Python object per row)."""
     if not columns:
-        return [b""] * length
+        return pa.array([b""] * length, pa.binary())
     parts = [_pack_column(c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c) for c in columns]
-    joined = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, pa.scalar(b"", pa.binary()))
-    return joined.to_pylist()
+    return parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, pa.scalar(b"", pa.binary()))
 
 
 def _fixed(tag: bytes, body: np.ndarray) -> pa.Array:

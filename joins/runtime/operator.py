@@ -97,6 +97,13 @@ class StepResult:
         if self.writes is not None and (self.puts or self.deletes or self.delete_ranges):
             raise ValueError("a step result gives its state changes as lists or as columns (writes=), not both")
 
+    def write_to(self, store: Store, version: int | None) -> None:
+        """Apply the state changes to ``store`` in one atomic write at ``version``."""
+        if self.writes is not None:
+            store.write_columns(self.writes, version=version)
+        else:
+            store.write(self.puts, self.deletes, self.delete_ranges, version=version)
+
 
 class Operator(ABC):
     """A partitioned, stateful operator with a fixed output schema.

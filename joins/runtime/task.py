@@ -247,11 +247,7 @@ def commit_phase(operator: Operator, checkpoint: Checkpoint, config: StateConfig
     Spark, the rows set aside before routing, :mod:`streamjoin.spark.changes`)."""
     store = opened.store
     try:
-        target = store if writer is None else writer
-        if result.writes is not None:
-            target.write_columns(result.writes, version=task.version)
-        else:
-            target.write(result.puts, result.deletes, result.delete_ranges, version=task.version)
+        result.write_to(store if writer is None else writer, task.version)
         # a partition's first version snapshots, except version 0: the empty origin starts the log,
         # so its delta restores it as it is, and a bootstrap loaded there is not written twice
         first = start.target is None and task.version > 0

@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.statestore.codecs import pack, unpack
-from streamjoin.statestore.packed_columns import pack_columns, unpack_columns
+from streamjoin.statestore.packed_columns import pack_array, pack_columns, unpack_columns
 
 __all__ = ["stored_type", "physical_type", "RowCodec"]
 
@@ -93,6 +93,12 @@ class RowCodec:
         names = self.schema.names if names is None else names
         at = {n: i for i, n in enumerate(self.schema.names)}
         return pack_columns([self.physical_array(table.column(n), at[n]) for n in names], table.num_rows)
+
+    def encode_array(self, table: pa.Table, names: Sequence[str] | None = None) -> pa.Array:
+        """:meth:`encode_columns` as a ``binary`` Arrow array."""
+        names = self.schema.names if names is None else names
+        at = {n: i for i, n in enumerate(self.schema.names)}
+        return pack_array([self.physical_array(table.column(n), at[n]) for n in names], table.num_rows)
 
     def arrays(self, rows: Sequence[tuple | None]) -> list[pa.Array]:
         """One Arrow array per column from ``rows`` (a None row: nulls in every column)."""

@@ -26,9 +26,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from functools import reduce
-from itertools import chain, compress, repeat
-from operator import is_, is_not, itemgetter
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -38,8 +36,9 @@ from streamjoin.changes import DELETE, OP
 from streamjoin.errors import JoinError
 from streamjoin.kit import normal_keys
 from streamjoin.runtime.operator import REASON_COLUMN, StepInput, StepResult, conform
-from streamjoin.statestore.base import KeyValue, Store
+from streamjoin.statestore.base import Store
 from streamjoin.statestore.codecs import pack, unpack
+from streamjoin.statestore.columns import ColumnWrite
 from streamjoin.table.spec import TableSide
 from streamjoin.table.state import HELD, SIDE
 
@@ -55,17 +54,14 @@ _SIDES = ("left", "right")
 
 @dataclass
 class _Changes:
-    """One side's routed changes of the version (those the stage keeps), one entry per change."""
+    """One side's routed changes of the version (those the stage keeps), one entry per change,
+    as columns."""
 
-    pk: list[bytes]
-    row: list[bytes | None]     # None: a delete
-    key: list[bytes]            # the state key (side | join key | primary key)
+    pk: pa.Array                # binary: pack(primary key)
+    row: pa.Array               # binary: pack(row); null: a delete
+    key: pa.Array               # binary: the state key (side | join key | primary key)
     gid: np.ndarray             # the change's group
-
-    def __post_init__(self) -> None:
-        self.delete = np.fromiter(map(is_, self.row, repeat(None)), bool, len(self.row))
-        self.pk_array = pa.array(self.pk, pa.binary())
-        self.row_array = pa.array(self.row, pa.binary())
+    delete: np.ndarray          # bool
 
 
 @dataclass
@@ -118,6 +114,31 @@ def _view_key(left_pk: pa.Array, right_pk: pa.Array) -> pa.Array:
     return pc.binary_join_element_wise(*tagged, _EMPTY)
 
 
+_NO_BYTES = pa.array([], pa.binary())
+
+
+def _joined(prefix: bytes, *parts: pa.Array) -> pa.Array:
+    """Per row, ``prefix`` followed by each of ``parts``' bytes (a state key or key prefix)."""
+    return pc.binary_join_element_wise(pa.scalar(prefix, pa.binary()), *parts, _EMPTY)
+
+
+def _suffixes(values: pa.Array, cuts: np.ndarray) -> pa.Array:
+    """``values[i][cuts[i]:]`` for every ``i`` (a binary array; a gather of the bytes in numpy)."""
+    n = len(values)
+    if not n:
+        return _NO_BYTES
+    values = values.cast(pa.large_binary())
+    offsets = np.frombuffer(values.buffers()[1], np.int64, n + 1, values.offset * 8)
+    data = np.frombuffer(values.buffers()[2], np.uint8) if values.buffers()[2] is not None else np.zeros(0, np.uint8)
+    starts = offsets[:-1] + cuts
+    lengths = offsets[1:] - starts
+    out = np.zeros(n + 1, np.int64)
+    np.cumsum(lengths, out=out[1:])
+    gathered = data[np.repeat(starts - out[:-1], lengths) + np.arange(int(out[-1]))]
+    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(out), pa.py_buffer(gathered)]
+                                            ).cast(pa.binary())
+
+
 def _cross(a: np.ndarray, b: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
     """Every pair (i, j) with ``a[i] == b[j]`` (group numbers), as two index arrays."""
     order = np.argsort(b, kind="stable")
@@ -148,48 +169,48 @@ class JoinStep:
 
     # -- reading the changes -----------------------------------------------------------------------
 
-    def _encode(self, side: TableSide, table: pa.Table) -> tuple[list[bytes], list[bytes], list[bytes | None], np.ndarray]:
-        """``side``'s changes as (join key bytes, primary key bytes, row bytes or None, null join key):
-        keys in the form they compare in (:func:`streamjoin.kit.normal_keys`), rows with the values
-        they came with (a ``-0.0`` or a NaN's payload is output as it came)."""
+    def _encode(self, side: TableSide, table: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array, np.ndarray, np.ndarray]:
+        """``side``'s changes as columns: join key bytes, primary key bytes, row bytes, whether
+        each is a delete, and whether its join key is null. Keys in the form they compare in
+        (:func:`streamjoin.kit.normal_keys`), rows with the values they came with (a ``-0.0`` or
+        a NaN's payload is output as it came)."""
         table = conform(table, side.routed, side.name)
         keyed = normal_keys(table, [*side.on, *side.key])   # keys as Spark compares them; rows keep their own values
         codec = self.codecs[side.name]
         self.tables[side.name] = table.select(side.row_schema.names)
-        rows: list[bytes | None] = list(codec.encode_columns(table))
-        jks, pks = codec.encode_columns(keyed, side.on), codec.encode_columns(keyed, side.key)
+        rows = codec.encode_array(table)
+        jks, pks = codec.encode_array(keyed, side.on), codec.encode_array(keyed, side.key)
         delete = table.column(OP).to_numpy() == DELETE
         null = reduce(np.logical_or, [table.column(c).is_null().to_numpy(zero_copy_only=False) for c in side.on],
                       np.zeros(table.num_rows, bool))
         # the upserted rows' bytes and where they are (output rows of this version are taken from it)
         upserts = np.flatnonzero(~delete)
-        self.fresh[side.name] = (pa.array(rows, pa.binary()).take(pa.array(upserts, pa.int64())), upserts)
-        if delete.any():
-            rows = [None if d else r for r, d in zip(rows, delete.tolist())]
-        return jks, pks, rows, null
+        self.fresh[side.name] = (rows.take(pa.array(upserts, pa.int64())), upserts)
+        return jks, pks, rows, delete, null
 
     def _group(self, encoded: list) -> None:
         """Number the join keys (groups) and file each side's changes under them."""
-        jks = encoded[0][0] + encoded[1][0]
-        dictionary = pa.array(jks, pa.binary()).dictionary_encode()
+        dictionary = pa.concat_arrays([e[0] for e in encoded]).dictionary_encode()
         gids = dictionary.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        self.group_jk: list[bytes] = dictionary.dictionary.to_pylist()
+        self.group_jk: pa.Array = dictionary.dictionary
         self.groups = len(self.group_jk)
         self.keyed = np.ones(self.groups, bool)
         self.changes: dict[str, _Changes] = {}
         at = 0
-        for name, (side_jks, pks, rows, null) in zip(_SIDES, encoded):
+        for name, (side_jks, pks, rows, delete, null) in zip(_SIDES, encoded):
             gid = gids[at:at + len(side_jks)]
             at += len(side_jks)
             self.keyed[gid[null]] = False
             if not self.keep[name] and null.any():   # unkeyed rows of a side only ever padded are not kept
                 kept = np.flatnonzero(~null)
-                gid, side_jks = gid[kept], [side_jks[i] for i in kept]
-                pks, rows = [pks[i] for i in kept], [rows[i] for i in kept]
-            keys = SIDE[name].keys(map(bytes.__add__, side_jks, pks))
-            if len(set(keys)) != len(keys):
-                self._twice(name, side_jks, pks, keys)
-            self.changes[name] = _Changes(pks, rows, keys, gid)
+                taken = pa.array(kept, pa.int64())
+                gid, delete = gid[kept], delete[kept]
+                side_jks, pks, rows = side_jks.take(taken), pks.take(taken), rows.take(taken)
+            keys = _joined(SIDE[name].prefix, side_jks, pks)
+            if pc.count_distinct(keys).as_py() != len(keys):
+                self._twice(name, side_jks.to_pylist(), pks.to_pylist(), keys.to_pylist())
+            row = pc.if_else(pa.array(delete), pa.nulls(len(rows), pa.binary()), rows) if delete.any() else rows
+            self.changes[name] = _Changes(pks, row, keys, gid, delete)
         self.changed = {name: np.bincount(c.gid, minlength=self.groups) > 0 for name, c in self.changes.items()}
 
     def _twice(self, name: str, jks: list[bytes], pks: list[bytes], keys: list[bytes]) -> None:
@@ -201,100 +222,95 @@ class JoinStep:
 
     # -- reading the state -------------------------------------------------------------------------
 
-    def _direct_pk(self, side: str, jk: bytes) -> bytes:
-        """The primary key bytes of the one row a direct side can hold at join key ``jk``."""
+    def _direct_pks(self, side: str, jks: pa.Array) -> pa.Array:
+        """The primary key bytes of the one row a direct side can hold at each of join keys ``jks``."""
         at = self.direct[side]
         if self.same_order[side] or at is None:   # (None: not a direct side; never asked)
-            return jk
-        values = unpack(jk)
-        return pack(*(values[i] for i in at))
+            return jks
+        return pa.array([pack(*(values[i] for i in at)) for values in map(unpack, jks.to_pylist())], pa.binary())
 
     def _read_state(self) -> dict[str, _Rows]:
-        """Each side's before rows (see module): one ``multi_get`` for both sides' rows read by
-        key, and one batched seek per side for the groups it reads whole."""
-        points: dict[str, tuple[np.ndarray, list[bytes], list[bytes]]] = {}
-        scanned: dict[str, tuple[np.ndarray, list[bytes], list[bytes | None], list[bytes]]] = {}
+        """Each side's before rows (see module): one ``multi_get_column`` for both sides' rows
+        read by key, and one batched seek per side for the groups it reads whole."""
+        points: dict[str, tuple[np.ndarray, pa.Array, pa.Array]] = {}
+        scanned: dict[str, tuple[np.ndarray, pa.Array, pa.Array, pa.Array]] = {}
         for name, other in (("left", "right"), ("right", "left")):
-            c, area = self.changes[name], SIDE[name]
+            c, prefix = self.changes[name], SIDE[name].prefix
             if self.direct[name] is not None:
                 direct = np.flatnonzero(self.keyed)
-                pks = [self._direct_pk(name, self.group_jk[g]) for g in direct.tolist()]
-                keys = area.keys(map(bytes.__add__, [self.group_jk[g] for g in direct.tolist()], pks))
+                jks = self.group_jk.take(pa.array(direct, pa.int64()))
+                pks = self._direct_pks(name, jks)
+                keys = _joined(prefix, jks, pks)
                 single = np.flatnonzero(~self.keyed[c.gid])
             else:
-                direct, pks, keys = np.zeros(0, np.int64), [], []
+                direct, pks, keys = np.zeros(0, np.int64), _NO_BYTES, _NO_BYTES
                 whole = np.flatnonzero(self.keyed & self.changed[other])
                 single = np.flatnonzero(~(self.keyed & self.changed[other])[c.gid])
                 scanned[name] = self._scan(name, whole)
-            at = single.tolist()
-            points[name] = (np.concatenate([direct, c.gid[single]]), pks + [c.pk[i] for i in at],
-                            keys + [c.key[i] for i in at])
-        found = self._multi_get(points["left"][2] + points["right"][2])
+            at = pa.array(single, pa.int64())
+            points[name] = (np.concatenate([direct, c.gid[single]]), pa.concat_arrays([pks, c.pk.take(at)]),
+                            pa.concat_arrays([keys, c.key.take(at)]))
+        found = self._multi_get(pa.concat_arrays([points["left"][2], points["right"][2]]))
         before, at = {}, 0
         for name in _SIDES:
             gid, pks, keys = points[name]
-            values = found[at:at + len(keys)]
+            values = found.slice(at, len(keys))
             at += len(keys)
-            hit = np.fromiter(map(is_not, values, repeat(None)), bool, len(values))
-            parts: list[tuple[np.ndarray, list[bytes], list[bytes | None], list[bytes]]] = [
-                (gid[hit], list(compress(pks, hit)), list(compress(values, hit)), list(compress(keys, hit)))]
+            hit_mask = values.is_valid()
+            hit = hit_mask.to_numpy(zero_copy_only=False)
+            parts = [(gid[hit], pks.filter(hit_mask), values.filter(hit_mask), keys.filter(hit_mask))]
             if name in scanned:
                 parts.insert(0, scanned[name])
             gid = np.concatenate([p[0] for p in parts])
-            pk_list = list(chain.from_iterable(p[1] for p in parts))
-            rows = list(chain.from_iterable(p[2] for p in parts))
-            keys = list(chain.from_iterable(p[3] for p in parts))
-            mine = set(self.changes[name].key)
-            changed = np.fromiter(map(mine.__contains__, keys), bool, len(keys))
-            self.held_keys[name] = set(compress(keys, changed))
-            before[name] = _Rows(gid, pa.array(pk_list, pa.binary()), pa.array(rows, pa.binary()), changed)
+            pk, rows, keys = (pa.concat_arrays([p[i] for p in parts]) for i in (1, 2, 3))
+            changed = pc.is_in(keys, value_set=self.changes[name].key).to_numpy(zero_copy_only=False)
+            self.held_keys[name] = keys.filter(pa.array(changed))
+            before[name] = _Rows(gid, pk, rows, changed)
         return before
 
-    def _multi_get(self, keys: list[bytes]) -> list[bytes | None]:
-        """``state.multi_get(keys)``, read in key order (the store's blocks in sequence)."""
-        if not keys:
-            return []
-        order = pc.sort_indices(pa.array(keys, pa.binary())).to_numpy()
-        values = np.empty(len(keys), object)
-        values[order] = self.state.multi_get([keys[i] for i in order.tolist()])
-        return values.tolist()
+    def _multi_get(self, keys: pa.Array) -> pa.Array:
+        """``state.multi_get_column(keys)``, read in key order (the store's blocks in sequence)."""
+        if not len(keys):
+            return _NO_BYTES
+        order = pc.sort_indices(keys)
+        values = self.state.multi_get_column(keys.take(order))
+        back = np.empty(len(keys), np.int64)
+        back[order.to_numpy()] = np.arange(len(keys))
+        return values.take(pa.array(back))
 
-    def _scan(self, name: str, groups: np.ndarray) -> tuple[np.ndarray, list[bytes], list[bytes | None], list[bytes]]:
+    def _scan(self, name: str, groups: np.ndarray) -> tuple[np.ndarray, pa.Array, pa.Array, pa.Array]:
         """The rows of side ``name`` in ``groups`` (read whole, one batched seek): group, primary
         key, row and state key of each."""
-        prefixes = SIDE[name].keys(self.group_jk[g] for g in groups.tolist())
-        found = self.state.scan_prefixes(prefixes)
-        counts = np.fromiter(map(len, found), np.int64, len(found))
-        entries = list(chain.from_iterable(found))
-        keys = list(map(itemgetter(0), entries))
-        cuts = np.repeat(np.fromiter(map(len, prefixes), np.int64, len(prefixes)), counts).tolist()
-        pks = [key[cut:] for key, cut in zip(keys, cuts)]
-        return np.repeat(groups, counts), pks, list(map(itemgetter(1), entries)), keys
+        prefix = SIDE[name].prefix
+        jks = self.group_jk.take(pa.array(groups, pa.int64()))
+        found = self.state.scan_prefixes_columns(_joined(prefix, jks))
+        cuts = np.repeat(len(prefix) + pc.binary_length(jks).to_numpy(zero_copy_only=False).astype(np.int64),
+                         found.counts)
+        return np.repeat(groups, found.counts), _suffixes(found.keys, cuts), found.values, found.keys
 
-    def _apply(self, name: str, before: _Rows) -> tuple[_Rows, list[KeyValue], list[bytes]]:
+    def _apply(self, name: str, before: _Rows) -> tuple[_Rows, ColumnWrite]:
         """The after rows of ``name`` and the writes of its changes; held counts and metrics."""
         c = self.changes[name]
-        held = self.held_keys[name]
-        existed = np.fromiter(map(held.__contains__, c.key), bool, len(c.key))
+        existed = pc.is_in(c.key, value_set=self.held_keys[name]).to_numpy(zero_copy_only=False)
         delete = c.delete
-        deletes = list(compress(c.key, delete & existed))
+        deletes = c.key.filter(pa.array(delete & existed))
         upserts = np.flatnonzero(~delete)
-        puts = cast(list[KeyValue], list(zip(compress(c.key, ~delete), compress(c.row, ~delete))))   # upserts carry rows
+        taken = pa.array(upserts, pa.int64())
+        write = ColumnWrite(c.key.take(taken), c.row.take(taken), deletes)   # upserts carry rows
         self.held[name] += int((~delete & ~existed).sum()) - len(deletes)
         self.metrics["inconsistent_deletes"] += int((delete & ~existed).sum())
         kept = pa.array(np.flatnonzero(~before.changed), pa.int64())
-        taken = pa.array(upserts, pa.int64())
         after = _Rows(np.concatenate([before.gid[~before.changed], c.gid[upserts]]),
-                      pa.concat_arrays([before.pk.take(kept), c.pk_array.take(taken)]),
-                      pa.concat_arrays([before.row.take(kept), c.row_array.take(taken)]),
+                      pa.concat_arrays([before.pk.take(kept), c.pk.take(taken)]),
+                      pa.concat_arrays([before.row.take(kept), c.row.take(taken)]),
                       np.concatenate([np.zeros(len(kept), bool), np.ones(len(upserts), bool)]))
-        return after, puts, deletes
+        return after, write
 
     def _nonempty(self, side: str, g: int, changes: dict[bytes, bytes | None]) -> tuple[bool, bool]:
         """Whether a (not direct) side held rows at group ``g`` before and after ``changes``,
         reading at most ``len(changes) + 1`` entries (up to the first row the changes leave alone)."""
         before = after = False
-        for pk, _ in SIDE[side].scan_under(self.state, SIDE[side].join(self.group_jk[g])):
+        for pk, _ in SIDE[side].scan_under(self.state, SIDE[side].join(self.group_jk[g].as_py())):
             before = True
             if pk not in changes:
                 after = True
@@ -315,7 +331,7 @@ class JoinStep:
                 c = self.changes[name]
                 wanted = set(scan.tolist())
                 by_group: dict[int, dict[bytes, bytes | None]] = {}
-                for g, pk, row in zip(c.gid.tolist(), c.pk, c.row):
+                for g, pk, row in zip(c.gid.tolist(), c.pk.to_pylist(), c.row.to_pylist()):
                     if g in wanted:
                         by_group.setdefault(g, {})[pk] = row
                 for g in scan.tolist():
@@ -357,26 +373,21 @@ class JoinStep:
 
     def run(self) -> StepResult:
         before = self._read_state()
-        puts: list[KeyValue] = []
-        deletes: list[bytes] = []
-        after = {}
+        after, writes = {}, []
         for name in _SIDES:
-            after[name], p, d = self._apply(name, before[name])
-            puts += p
-            deletes += d
+            after[name], write = self._apply(name, before[name])
+            writes.append(write)
         ne = {"left": self._emptiness("left", "right", before["left"], after["left"]),
               "right": self._emptiness("right", "left", before["right"], after["right"])}
         flips = {name: ne[name][0] != ne[name][1] for name in _SIDES}
         old = self._view(before["left"], before["right"], ne, flips, 0)
         new = self._view(after["left"], after["right"], ne, flips, 1)
         output = self._output(self._diff(old, new))
-        puts.append(HELD.put((self.held["left"], self.held["right"])))
-        puts.sort()
-        deletes.sort()
+        held = ColumnWrite.of_lists([HELD.put((self.held["left"], self.held["right"]))])
         self.metrics.update(view_changes=output.num_rows, rows_held_left=self.held["left"],
                             rows_held_right=self.held["right"])
-        return StepResult(output, (self._aside("left"), self._aside("right")), puts, deletes,
-                          metrics=dict(self.metrics))
+        return StepResult(output, (self._aside("left"), self._aside("right")),
+                          writes=writes[0].plus(writes[1]).plus(held).sorted(), metrics=dict(self.metrics))
 
     @staticmethod
     def _diff(old: _View, new: _View) -> pa.Table:

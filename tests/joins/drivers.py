@@ -136,7 +136,7 @@ class StepDriver:
         outputs, asides = [], [[] for _ in tables]
         for p, store in enumerate(self.stores):
             result = self.operator.step(store, StepInput(self.version, p, tuple(r[p] for r in routed), max_times, final))
-            store.write(result.puts, result.deletes, result.delete_ranges, version=self.version)
+            result.write_to(store, self.version)
             outputs.append(result.output)
             self.recorded.append(dict(result.metrics))
             for i, aside in enumerate(result.set_aside):
