@@ -252,9 +252,10 @@ class Store(ABC):
         self._write(_as_list(puts), _as_list(deletes), _as_list(delete_ranges), version)
 
     def write_columns(self, write: ColumnWrite, version: int | None = None) -> None:
-        """``write(puts, deletes, version=version)`` with the puts and deletes as Arrow columns
-        (:class:`~streamjoin.statestore.columns.ColumnWrite`): the same effect, atomically, without
-        a Python object per entry where the backend holds columns itself."""
+        """``write(puts, deletes, version=version)`` with the puts and deletes as Arrow columns:
+        the same effect, atomically, without
+        a Python object per entry where the backend holds columns itself (a
+        [`ColumnWrite`][streamjoin.statestore.columns.ColumnWrite])."""
         self._check_open()
         if not isinstance(write, ColumnWrite):
             raise TypeError(f"write_columns takes a ColumnWrite, not {type(write).__name__}")
@@ -269,7 +270,8 @@ class Store(ABC):
 
     def scan_prefixes_columns(self, prefixes: pa.Array | Sequence[bytes]) -> PrefixScan:
         """``scan_prefixes`` of a binary column: per prefix the count of its entries, and the
-        entries of all of them as two binary columns (:class:`~streamjoin.statestore.columns.PrefixScan`)."""
+        entries of all of them as two binary columns (a
+        [`PrefixScan`][streamjoin.statestore.columns.PrefixScan])."""
         self._check_open()
         return self._scan_prefixes_columns(_read_keys(prefixes, self.path, "scan_prefixes_columns"))
 

@@ -2,7 +2,7 @@
 
 ``Store.write(puts, deletes, ...)`` takes Python lists of ``bytes``: an operator that computes
 its state changes column-wise would build a list of pairs only for the store to take them apart
-again. :class:`ColumnWrite` carries a write as three binary arrays instead, and the store
+again. ``ColumnWrite`` carries a write as three binary arrays instead, and the store
 contract's column-wise methods (``Store.write_columns``, ``Store.multi_get_column``,
 ``Store.scan_prefixes_columns``) take and give Arrow arrays. Every backend has them: the
 defaults convert to and from the row-wise primitives, and a backend that holds its state as
@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from streamjoin.statestore.errors import StoreWriteError
 
-__all__ = ["ColumnWrite", "PrefixScan", "binary_column"]
+__all__ = ["ColumnWrite", "PrefixScan", "binary_column", "binary_suffixes"]
 
 KeyValue = tuple[bytes, bytes]
 
@@ -47,7 +47,7 @@ def binary_column(values: pa.Array | pa.ChunkedArray | Sequence[bytes], what: st
 class ColumnWrite:
     """One atomic write as columns: deletes (``delete_keys``), then puts (``put_keys[i] ->
     put_values[i]``; of a key put twice the last value wins), as ``Store.write`` applies them.
-    Build it with :meth:`of`, which checks the types."""
+    Build it with ``ColumnWrite.of``, which checks the types."""
 
     put_keys: pa.Array
     put_values: pa.Array
@@ -116,3 +116,22 @@ class PrefixScan:
         keys = [k for entries in found for k, _ in entries]
         values = [v for entries in found for _, v in entries]
         return cls(counts, pa.array(keys, pa.binary()), pa.array(values, pa.binary()))
+
+
+def binary_suffixes(values: pa.Array, cuts: np.ndarray) -> pa.Array:
+    """``values[i][cuts[i]:]`` for every ``i``, as a ``binary`` array (one gather of the bytes in
+    numpy; ``values`` binary without nulls, every cut at most its value's length)."""
+    n = len(values)
+    if not n:
+        return pa.array([], pa.binary())
+    values = values.cast(pa.large_binary())
+    offsets = np.frombuffer(values.buffers()[1], np.int64, n + 1, values.offset * 8)
+    data = values.buffers()[2]
+    data = np.frombuffer(data, np.uint8) if data is not None and data.size else np.zeros(0, np.uint8)
+    starts = offsets[:-1] + cuts
+    lengths = offsets[1:] - starts
+    out = np.zeros(n + 1, np.int64)
+    np.cumsum(lengths, out=out[1:])
+    gathered = data[np.repeat(starts - out[:-1], lengths) + np.arange(int(out[-1]))]
+    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(out), pa.py_buffer(gathered)]
+                                            ).cast(pa.binary())

@@ -37,12 +37,13 @@ TAG = {"null": _NULL[0], "true": _TRUE[0], "false": _FALSE[0], "int": _INT_TAG[0
 INT_WIDTH = len(pack(0))
 
 
-def padded_bytes(data: Sequence[bytes], pad: int) -> tuple[np.ndarray, np.ndarray]:
-    """The concatenation of ``data`` as a uint8 array followed by ``pad`` zeros (so a gather past a
-    value's end stays in range), and the ``len(data) + 1`` offsets of the values in it."""
+def padded_bytes(data: Sequence[bytes] | pa.Array, pad: int) -> tuple[np.ndarray, np.ndarray]:
+    """The concatenation of ``data`` (bytes, or a binary array without nulls) as a uint8 array
+    followed by ``pad`` zeros (so a gather past a value's end stays in range), and the
+    ``len(data) + 1`` offsets of the values in it."""
     n = len(data)
-    packed = pa.array(data, pa.binary())
-    offsets = np.frombuffer(packed.buffers()[1], np.int32, n + 1).astype(np.int64)
+    packed = data.cast(pa.binary()) if isinstance(data, pa.Array) else pa.array(data, pa.binary())
+    offsets = np.frombuffer(packed.buffers()[1], np.int32, n + 1, packed.offset * 4).astype(np.int64)
     size = int(offsets[-1])
     buf = np.zeros(size + pad, np.uint8)
     if size:

@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.statestore.base import KeyValue, Store, prefix_end
@@ -209,6 +210,11 @@ class Area:
         """:meth:`join` of each of ``encoded`` (the encoded leading parts of one key each)."""
         prefix = self.prefix
         return [prefix + e for e in encoded]
+
+    def key_column(self, *encoded: pa.Array) -> pa.Array:
+        """:meth:`join` row by row of binary columns (the encoded leading parts of one key a row),
+        as a binary column, in Arrow."""
+        return pc.binary_join_element_wise(pa.scalar(self.prefix, pa.binary()), *encoded, pa.scalar(b"", pa.binary()))
 
     def decode(self, key: bytes) -> tuple[Any, ...]:
         """The values of the parts ``key`` holds (a key of this area, or a key prefix)."""

@@ -8,59 +8,63 @@ in numpy where the bytes are the usual ones and value by value otherwise.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import compress, repeat
-from operator import is_not
-from typing import Sequence, cast
+from typing import Sequence
 
 import numpy as np
+import pyarrow as pa
 
 from streamjoin.statestore.codecs import unpack_head
+from streamjoin.statestore.columns import binary_suffixes
 from streamjoin.statestore.packed_columns import INT_WIDTH as _WIDTH
 from streamjoin.statestore.packed_columns import TAG, decode_ints, padded_bytes
 
 __all__ = ["Held", "decode_held"]
 
 _INT, _NULL, _TRUE, _FALSE = TAG["int"], TAG["null"], TAG["true"], TAG["false"]
+_NO_BYTES = pa.array([], pa.binary())
 
 
 @dataclass
 class Held:
     """Per key (in the order asked): whether it has state, and its last change's time, sequence
     (``has_seq`` False: null), whether it leaves a row, and the row's join key as ``pack``
-    bytes (None where the key has no state)."""
+    bytes (a binary array, null where the key has no state)."""
 
     exists: np.ndarray
     time: np.ndarray
     has_seq: np.ndarray
     seq: np.ndarray
     row: np.ndarray
-    jk: list[bytes | None]
+    jk: pa.Array
 
 
-def decode_held(values: Sequence[bytes | None]) -> Held:
-    """The columns of ``values`` (each None or a key stage's state value). Raises ValueError for
-    bytes ``pack`` cannot make."""
-    n = len(values)
-    exists = np.fromiter(map(is_not, values, repeat(None)), bool, n)
-    present = cast(list[bytes], list(compress(values, exists)))   # the values that are not None
+def decode_held(values: Sequence[bytes | None] | pa.Array) -> Held:
+    """The columns of ``values`` (each None or a key stage's state value; a list, or a binary
+    array as ``Store.multi_get_column`` returns). Raises ValueError for bytes ``pack`` cannot make."""
+    column = values if isinstance(values, pa.Array) else pa.array(values, pa.binary())
+    n = len(column)
+    valid = column.is_valid()
+    exists = valid.to_numpy(zero_copy_only=False)
+    present = column.filter(valid)
     columns = _columns(present)
     if columns is None:
-        columns = _row_wise(present)
+        columns = _row_wise(present.to_pylist())
     held = Held(exists, np.zeros(n, np.int64), np.zeros(n, bool), np.zeros(n, np.int64), np.zeros(n, bool),
-                [None] * n)
+                pa.nulls(n, pa.binary()))
     at = np.flatnonzero(exists)
     held.time[at], held.has_seq[at], held.seq[at], held.row[at] = columns[:4]
-    for i, jk in zip(at.tolist(), columns[4]):
-        held.jk[i] = jk
+    where = np.full(n, -1, np.int64)
+    where[at] = np.arange(len(at))
+    held.jk = columns[4].take(pa.array(where, pa.int64(), mask=where < 0))
     return held
 
 
-def _columns(present: list[bytes]) -> tuple | None:
+def _columns(present: pa.Array) -> tuple | None:
     """The columns in numpy, or None when some value is not a usual one (an integer time, a null
     or integer sequence, a boolean)."""
     m = len(present)
     if not m:
-        return np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, np.int64), np.zeros(0, bool), []
+        return np.zeros(0, np.int64), np.zeros(0, bool), np.zeros(0, np.int64), np.zeros(0, bool), _NO_BYTES
     buf, offsets = padded_bytes(present, 2 * _WIDTH)
     start = offsets[:-1]
     seq_at = start + _WIDTH
@@ -71,8 +75,7 @@ def _columns(present: list[bytes]) -> tuple | None:
     if not usual.all():
         return None
     time, seq = decode_ints(buf, start + 1), np.where(has_seq, decode_ints(buf, seq_at + 1), 0)
-    cut = (row_at + 1 - start).tolist()
-    return time, has_seq, seq, buf[row_at] == _TRUE, [v[c:] for v, c in zip(present, cut)]
+    return time, has_seq, seq, buf[row_at] == _TRUE, binary_suffixes(present, row_at + 1 - start)
 
 
 def _row_wise(present: list[bytes]) -> tuple:
@@ -81,4 +84,4 @@ def _row_wise(present: list[bytes]) -> tuple:
     return (np.fromiter((h[0][0] for h in heads), np.int64, m),
             np.fromiter((h[0][1] is not None for h in heads), bool, m),
             np.fromiter((h[0][1] or 0 for h in heads), np.int64, m),
-            np.fromiter((bool(h[0][2]) for h in heads), bool, m), [h[1] for h in heads])
+            np.fromiter((bool(h[0][2]) for h in heads), bool, m), pa.array([h[1] for h in heads], pa.binary()))

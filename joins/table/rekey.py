@@ -49,7 +49,8 @@ from streamjoin.runtime.areas import PACKED, PACKED_VALUE, RAW, TIMESTAMP, Area,
 from streamjoin.runtime.operator import NEG_INF, InputSpec, Operator, StepInput, StepResult, conform
 from streamjoin.statestore.base import KeyValue, Store
 from streamjoin.statestore.codecs import unpack, unpack_head
-from streamjoin.statestore.packed_columns import pack_columns, unpack_columns
+from streamjoin.statestore.columns import ColumnWrite
+from streamjoin.statestore.packed_columns import pack_array, unpack_columns
 from streamjoin.table.held import Held, decode_held
 from streamjoin.table.retention import LATE_REASON, due, index_key, parse_retention, time_scale
 from streamjoin.table.rows import RowCodec
@@ -70,6 +71,8 @@ LAYOUT = StateLayout("table join keys", 2, (
     Area("expiry", b"T", (("change time", TIMESTAMP), ("primary key", PACKED)), RAW),
 ))
 _KEYS, _EXPIRY = LAYOUT["keys"], LAYOUT["expiry"]
+_NO_BYTES = pa.array([], pa.binary())
+_NO_SEPARATOR = pa.scalar(b"", pa.binary())
 
 
 class TableRekey(Operator):
@@ -149,14 +152,15 @@ class TableRekey(Operator):
         if len(twins):
             rows = table.take(pa.array(twins, pa.int64()))
             aside = pa.concat_tables([aside, set_aside(rows, [(np.ones(len(twins), bool), DUPLICATE_REASON)])])
-        puts, upserts, deletes, gone = self._collapse(state, changes, metrics)
+        write, upserts, deletes, gone = self._collapse(state, changes, metrics)
         if horizon != NEG_INF:
-            deletes += self._expire(state, horizon, {key for key, _ in puts}, gone, metrics)
+            written = set(write.put_keys.to_pylist())
+            deletes += self._expire(state, horizon, written, gone, metrics)
+            gone = [key for key in set(gone) if key not in written]
+            write = ColumnWrite(write.put_keys, write.put_values, pa.array(gone, pa.binary()))
         output = self._output(changes, upserts, deletes)
         metrics["routed_upserts"], metrics["routed_deletes"] = len(upserts), len(deletes)
-        written = {key for key, _ in puts}
-        gone = sorted(key for key in set(gone) if key not in written)
-        return StepResult(output, (aside,), puts, gone, metrics=dict(metrics))
+        return StepResult(output, (aside,), writes=write.sorted(), metrics=dict(metrics))
 
     def _expire(self, state: Store, horizon: int, changed: set[bytes], gone: list[bytes], metrics: Counter
                 ) -> list[tuple[bytes, bytes]]:
@@ -228,48 +232,50 @@ class TableRekey(Operator):
         return [0, *(np.flatnonzero(new) + 1).tolist()]
 
     def _collapse(self, state: Store, changes: pa.Table, metrics: Counter
-                  ) -> tuple[list[KeyValue], list[int], list[tuple], list[bytes]]:
+                  ) -> tuple[ColumnWrite, np.ndarray, list[tuple], list[bytes]]:
         """Apply each key's changes in order against its state (:meth:`_walk`); return the state
-        writes, the rows to upsert (indices), the deletes ((primary key, join key) bytes), in key order,
-        and the state keys to delete (expiry-index entries a change moves)."""
-        n = changes.num_rows
+        writes (as columns), the rows to upsert (indices), the deletes ((primary key, join key)
+        bytes), in key order, and the state keys to delete (expiry-index entries a change moves)."""
         starts = np.array(self._starts(changes), np.int64)
         keyed = normal_keys(changes, [*self.side.key, *self.side.on])   # the routed rows keep their own values
-        pks = self.codec.encode_columns(keyed, self.side.key)
-        keys = _KEYS.keys(pks[i] for i in starts.tolist())
-        stored = decode_held(state.multi_get(keys))
+        pks = self.codec.encode_array(keyed.take(pa.array(starts, pa.int64())), self.side.key)
+        keys = _KEYS.key_column(pks)
+        stored = decode_held(state.multi_get_column(keys))
         applied, last, row_before = self._walk(changes, starts, stored)
         ops = changes.column(OP).to_numpy()
-        metrics["stale_changes"] += int(n - applied.sum())
+        metrics["stale_changes"] += int(changes.num_rows - applied.sum())
         metrics["unknown_deletes"] += int((applied & (ops == DELETE) & ~row_before).sum())
         # the keys with an applied change, their last one and whether it leaves a row
         runs = np.flatnonzero(last >= starts)
         lasts = last[runs]
         has_rows = ops[lasts] == UPSERT
-        upserts = lasts[has_rows].tolist()
+        upserts = lasts[has_rows]
         # the state values: pack(change time, sequence, has row, *join key) of each key's last change
         take = pa.array(lasts, pa.int64())
-        heads = pack_columns([changes.column(TIME).take(take), changes.column(SEQ).take(take),
-                              pa.array(has_rows, pa.bool_())], len(lasts))
-        jks = self.codec.encode_columns(keyed.take(pa.array(upserts, pa.int64())), self.side.on) if upserts else []
-        new_jk = dict(zip(upserts, jks))
-        runs, lasts, has_rows = runs.tolist(), lasts.tolist(), has_rows.tolist()
-        puts = [(keys[r], head + new_jk[i] if row else head) for r, head, i, row in zip(runs, heads, lasts, has_rows)]
+        row_mask = pa.array(has_rows, pa.bool_())
+        heads = pack_array([changes.column(TIME).take(take), changes.column(SEQ).take(take), row_mask], len(lasts))
+        jks = self.codec.encode_array(keyed.take(take), self.side.on)   # (a deleted key's: not used)
+        values = pc.if_else(row_mask, pc.binary_join_element_wise(heads, jks, _NO_SEPARATOR), heads)
+        at = pa.array(runs, pa.int64())
+        write = ColumnWrite(keys.take(at), values, _NO_BYTES)
         # a row held before leaves its old join key, unless it is upserted at the same one (nulls equal nulls)
-        held_row, held_jk = stored.row.tolist(), stored.jk
-        deletes = [(pks[starts[r]], held_jk[r]) for r, i, row in zip(runs, lasts, has_rows)
-                   if held_row[r] and not (row and held_jk[r] == new_jk[i])]
+        held_jk = stored.jk.take(at)
+        same = pc.fill_null(pc.equal(held_jk, jks), False).to_numpy(zero_copy_only=False)
+        leaves = np.flatnonzero(stored.row[runs] & ~(has_rows & same))
+        leaving = pa.array(leaves, pa.int64())
+        deletes = list(zip(pks.take(at).take(leaving).to_pylist(), held_jk.take(leaving).to_pylist()))
         gone: list[bytes] = []
         if self.retention is not None:
             retention, times = self.retention, changes.column(TIME).to_numpy()
-            exists, held_time = stored.exists.tolist(), stored.time.tolist()
-            for r, i, row in zip(runs, lasts, has_rows):
-                pk = pks[starts[r]]
+            exists, held_time, held_row = stored.exists.tolist(), stored.time.tolist(), stored.row.tolist()
+            indexed: list[KeyValue] = []
+            for r, i, row, pk in zip(runs.tolist(), lasts.tolist(), has_rows.tolist(), pks.take(at).to_pylist()):
                 if exists[r] and retention.indexed(held_row[r]):
                     gone.append(index_key(_EXPIRY, held_time[r], pk))
                 if retention.indexed(row):
-                    puts.append((index_key(_EXPIRY, int(times[i]), pk), b""))
-        return puts, upserts, deletes, gone
+                    indexed.append((index_key(_EXPIRY, int(times[i]), pk), b""))
+            write = write.plus(ColumnWrite.of_lists(indexed))
+        return write, upserts, deletes, gone
 
     @staticmethod
     def _walk(changes: pa.Table, starts: np.ndarray, stored: Held) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -320,7 +326,7 @@ class TableRekey(Operator):
             columns.append(column if column.type == field.type else column.cast(field.type))
         return pa.Table.from_arrays(columns, schema=schema)
 
-    def _output(self, changes: pa.Table, upserts: list[int], deletes: list[tuple[bytes, bytes]]) -> pa.Table:
+    def _output(self, changes: pa.Table, upserts: np.ndarray, deletes: list[tuple[bytes, bytes]]) -> pa.Table:
         """The routed changes: the upserted rows (taken from ``changes``), then the deletes."""
         schema = self.side.row_schema
         taken = changes.take(pa.array(upserts, pa.int64()))

@@ -38,7 +38,7 @@ from streamjoin.kit import normal_keys
 from streamjoin.runtime.operator import REASON_COLUMN, StepInput, StepResult, conform
 from streamjoin.statestore.base import Store
 from streamjoin.statestore.codecs import pack, unpack
-from streamjoin.statestore.columns import ColumnWrite
+from streamjoin.statestore.columns import ColumnWrite, binary_suffixes
 from streamjoin.table.spec import TableSide
 from streamjoin.table.state import HELD, SIDE
 
@@ -117,28 +117,6 @@ def _view_key(left_pk: pa.Array, right_pk: pa.Array) -> pa.Array:
 _NO_BYTES = pa.array([], pa.binary())
 
 
-def _joined(prefix: bytes, *parts: pa.Array) -> pa.Array:
-    """Per row, ``prefix`` followed by each of ``parts``' bytes (a state key or key prefix)."""
-    return pc.binary_join_element_wise(pa.scalar(prefix, pa.binary()), *parts, _EMPTY)
-
-
-def _suffixes(values: pa.Array, cuts: np.ndarray) -> pa.Array:
-    """``values[i][cuts[i]:]`` for every ``i`` (a binary array; a gather of the bytes in numpy)."""
-    n = len(values)
-    if not n:
-        return _NO_BYTES
-    values = values.cast(pa.large_binary())
-    offsets = np.frombuffer(values.buffers()[1], np.int64, n + 1, values.offset * 8)
-    data = np.frombuffer(values.buffers()[2], np.uint8) if values.buffers()[2] is not None else np.zeros(0, np.uint8)
-    starts = offsets[:-1] + cuts
-    lengths = offsets[1:] - starts
-    out = np.zeros(n + 1, np.int64)
-    np.cumsum(lengths, out=out[1:])
-    gathered = data[np.repeat(starts - out[:-1], lengths) + np.arange(int(out[-1]))]
-    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(out), pa.py_buffer(gathered)]
-                                            ).cast(pa.binary())
-
-
 def _cross(a: np.ndarray, b: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
     """Every pair (i, j) with ``a[i] == b[j]`` (group numbers), as two index arrays."""
     order = np.argsort(b, kind="stable")
@@ -206,7 +184,7 @@ class JoinStep:
                 taken = pa.array(kept, pa.int64())
                 gid, delete = gid[kept], delete[kept]
                 side_jks, pks, rows = side_jks.take(taken), pks.take(taken), rows.take(taken)
-            keys = _joined(SIDE[name].prefix, side_jks, pks)
+            keys = SIDE[name].key_column(side_jks, pks)
             if pc.count_distinct(keys).as_py() != len(keys):
                 self._twice(name, side_jks.to_pylist(), pks.to_pylist(), keys.to_pylist())
             row = pc.if_else(pa.array(delete), pa.nulls(len(rows), pa.binary()), rows) if delete.any() else rows
@@ -235,12 +213,12 @@ class JoinStep:
         points: dict[str, tuple[np.ndarray, pa.Array, pa.Array]] = {}
         scanned: dict[str, tuple[np.ndarray, pa.Array, pa.Array, pa.Array]] = {}
         for name, other in (("left", "right"), ("right", "left")):
-            c, prefix = self.changes[name], SIDE[name].prefix
+            c, area = self.changes[name], SIDE[name]
             if self.direct[name] is not None:
                 direct = np.flatnonzero(self.keyed)
                 jks = self.group_jk.take(pa.array(direct, pa.int64()))
                 pks = self._direct_pks(name, jks)
-                keys = _joined(prefix, jks, pks)
+                keys = area.key_column(jks, pks)
                 single = np.flatnonzero(~self.keyed[c.gid])
             else:
                 direct, pks, keys = np.zeros(0, np.int64), _NO_BYTES, _NO_BYTES
@@ -281,12 +259,12 @@ class JoinStep:
     def _scan(self, name: str, groups: np.ndarray) -> tuple[np.ndarray, pa.Array, pa.Array, pa.Array]:
         """The rows of side ``name`` in ``groups`` (read whole, one batched seek): group, primary
         key, row and state key of each."""
-        prefix = SIDE[name].prefix
+        area = SIDE[name]
         jks = self.group_jk.take(pa.array(groups, pa.int64()))
-        found = self.state.scan_prefixes_columns(_joined(prefix, jks))
-        cuts = np.repeat(len(prefix) + pc.binary_length(jks).to_numpy(zero_copy_only=False).astype(np.int64),
+        found = self.state.scan_prefixes_columns(area.key_column(jks))
+        cuts = np.repeat(len(area.prefix) + pc.binary_length(jks).to_numpy(zero_copy_only=False).astype(np.int64),
                          found.counts)
-        return np.repeat(groups, found.counts), _suffixes(found.keys, cuts), found.values, found.keys
+        return np.repeat(groups, found.counts), binary_suffixes(found.keys, cuts), found.values, found.keys
 
     def _apply(self, name: str, before: _Rows) -> tuple[_Rows, ColumnWrite]:
         """The after rows of ``name`` and the writes of its changes; held counts and metrics."""

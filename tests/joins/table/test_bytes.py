@@ -60,5 +60,5 @@ def test_table_bytes_round_trip_through_both_paths(table: pa.Table, time: int, s
     assert _bits(codec.table([codec.decode(d) for d in column_wise])) == column_wise
     # a key stage's value carries the row's bytes as its join key; decode_held gives them back
     held = decode_held([pack(time, seq, True) + jk for jk in column_wise] + [None])
-    assert held.jk == [*column_wise, None]
+    assert held.jk.to_pylist() == [*column_wise, None]
     assert held.time[:-1].tolist() == [time] * len(column_wise)

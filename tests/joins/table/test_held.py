@@ -22,11 +22,11 @@ def _expected(values: list) -> list:
     return [None if v is None else unpack_head(v, 3) for v in values]
 
 
-def _decoded(values: list) -> list:
+def _decoded(values) -> list:
     held = decode_held(values)
     return [None if not e else ((t, s if h else None, r), jk)
             for e, t, h, s, r, jk in zip(held.exists.tolist(), held.time.tolist(), held.has_seq.tolist(),
-                                         held.seq.tolist(), held.row.tolist(), held.jk)]
+                                         held.seq.tolist(), held.row.tolist(), held.jk.to_pylist())]
 
 
 @settings(max_examples=scaled(200))
@@ -35,12 +35,21 @@ def test_decode_held_matches_unpack_head(values: list) -> None:
     assert _decoded(values) == _expected(values)
 
 
+@settings(max_examples=scaled(100))
+@given(values=st.lists(_VALUE, max_size=12), cut=st.integers(0, 3))
+def test_decode_held_of_a_binary_column_equals_decode_of_its_list(values: list, cut: int) -> None:
+    import pyarrow as pa
+
+    column = pa.array([b"pad"] * cut + values, pa.binary()).slice(cut)   # a slice: its buffers start before it
+    assert _decoded(column) == _expected(values)
+
+
 def test_decode_held_takes_unusual_values_row_by_row() -> None:
     # a time that is not an integer is not the column-wise decoder's: it decodes value by value
     values = [pack(5, None, True, 1), pack(True, 3, False, "x"), None]
     held = decode_held(values)
     assert held.time.tolist() == [5, 1, 0] and held.seq.tolist() == [0, 3, 0]
-    assert held.row.tolist() == [True, False, False] and held.jk == [pack(1), pack("x"), None]
+    assert held.row.tolist() == [True, False, False] and held.jk.to_pylist() == [pack(1), pack("x"), None]
 
 
 def test_decode_held_refuses_bytes_pack_cannot_make() -> None:
