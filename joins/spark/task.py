@@ -59,22 +59,26 @@ def task_partition(task_id: int, partitions: int, first_task: int | None) -> int
     """The operator's partition that the Spark task numbered ``task_id`` runs.
 
     An operator's tasks are numbered by the Spark stage they run in, and an operator whose output
-    a later operator unions with others runs in that union's map stage, numbered after the
-    earlier parts' tasks. ``first_task``: the task id of partition 0 there, given by whoever
-    placed the operator (:func:`streamjoin.spark.plan.run_plan`, for a stage whose output is one
-    part of a later stage's union); the partition is ``task_id - first_task``, and an id outside
-    ``[first_task, first_task + partitions)`` raises. None: a join's output, consumed by the
-    user's query: the id modulo ``partitions`` (outputs of joins of as many partitions each,
-    unioned, keep their numbering)."""
+    a later operator unions with others runs in that union's map stage. Spark numbers such a
+    union's partitions one part after another (part ``k``'s tasks follow the ``k`` parts before
+    it), or, where every part has the same partitioning (one partition each), partition by
+    partition (task ``p`` runs every part's partition ``p``). ``first_task``: the task id of
+    partition 0 in the first way, given by whoever placed the operator
+    (:func:`streamjoin.spark.plan.run_plan`, for a stage whose output is one part of a later
+    stage's union); the partition is ``task_id - first_task`` for an id from there, the id itself
+    for an id below ``partitions`` (the second way), and any other id raises. None: a join's
+    output, consumed by the user's query: the id modulo ``partitions`` (outputs of joins of as
+    many partitions each, unioned, keep their numbering)."""
     if first_task is None:
         return task_id % partitions
-    partition = task_id - first_task
-    if not 0 <= partition < partitions:
-        raise RuntimeError(
-            f"streamjoin: Spark task {task_id} runs a stage placed at tasks {first_task}..{first_task + partitions - 1}: "
-            "Spark numbered the union of the join's stages otherwise than the join expects; "
-            "please report this with the query's plan (df.explain())")
-    return partition
+    if first_task <= task_id < first_task + partitions:
+        return task_id - first_task
+    if 0 <= task_id < partitions:
+        return task_id
+    raise RuntimeError(
+        f"streamjoin: Spark task {task_id} runs a stage placed at tasks {first_task}..{first_task + partitions - 1} "
+        f"(or 0..{partitions - 1}): Spark numbered the union of the join's stages otherwise than the join "
+        "expects; please report this with the query's plan (df.explain())")
 
 
 class PartitionTask:

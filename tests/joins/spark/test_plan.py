@@ -82,9 +82,13 @@ def test_run_plan_refuses_a_union_whose_task_ids_it_cannot_know():
 
 def test_task_partition_is_the_task_id_less_the_first_task_of_the_stage_and_checked():
     assert [task_partition(t, 3, 3) for t in (3, 4, 5)] == [0, 1, 2]
+    # a union Spark runs partition by partition (parts of one partition each): task p runs them all
+    assert [task_partition(t, 3, 3) for t in (0, 1, 2)] == [0, 1, 2]
     assert [task_partition(t, 3, None) for t in (0, 4, 8)] == [0, 1, 2]   # the join's output: modulo
     with pytest.raises(RuntimeError, match="numbered the union"):
-        task_partition(6, 3, 3)   # today's Spark would never: said, not computed on
+        task_partition(6, 3, 3)   # where the modulo would have computed on as partition 0
+    with pytest.raises(RuntimeError, match="numbered the union"):
+        task_partition(9, 3, 6)
 
 
 def test_runtime_module_is_the_driver_sequence_and_each_role_has_its_module():
