@@ -1,7 +1,8 @@
 """A join's plan in Spark (``streamjoin.spark.plan``): ``run_plan`` tells each stage what it knows,
 the partition count and where the stage stands (whether it reads the query's sources, the task id
 of its partition 0 in a later stage's union), instead of each stage guessing it from a marker on
-its input DataFrames or from its task id modulo the partition count. The Spark half of the
+its input DataFrames or from its task id modulo the partition count (only the join's last stage,
+read by the user's query, still takes its id modulo the partition count). The Spark half of the
 runtime is split by role: the driver sequence (``streamjoin.spark.runtime``), the lanes
 (``streamjoin.spark.lanes``), the routing (``streamjoin.spark.routing``) and the task
 (``streamjoin.spark.task``)."""
