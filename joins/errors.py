@@ -6,6 +6,7 @@
     │   ├── CheckpointMismatchError a checkpoint written by another query, definition, partition count
     │   │                           or kind of run (streaming or batch)
     │   ├── CheckpointDamagedError  a checkpoint record is garbled, or files it shows were written are gone
+    │   ├── WorkerStartError        Spark could not start a Python worker of a join's query in time
     │   ├── ViewError               a view store (streamjoin.view) cannot be used as asked
     │   ├── CdcError                change data capture from PostgreSQL (streamjoin.cdc.errors)
     │   └── NonDeterministicError   the determinism kit found a difference (streamjoin.testing)
@@ -20,7 +21,8 @@ from __future__ import annotations
 
 from streamjoin.statestore.errors import StreamjoinError
 
-__all__ = ["StreamjoinError", "JoinError", "JoinDefinitionError", "CheckpointMismatchError", "CheckpointDamagedError"]
+__all__ = ["StreamjoinError", "JoinError", "JoinDefinitionError", "CheckpointMismatchError", "CheckpointDamagedError",
+           "WorkerStartError"]
 
 
 class JoinError(StreamjoinError):
@@ -44,3 +46,10 @@ class CheckpointDamagedError(JoinError):
     def __init__(self, message: str, *, path: str) -> None:
         super().__init__(message)
         self.path = path
+
+
+class WorkerStartError(JoinError, RuntimeError):
+    """Spark could not start a Python worker that a join's streaming query needs ("Python worker
+    failed to connect back": the machine was too loaded to start Python within Spark's fixed wait).
+    Raised by the query's ``awaitTermination()`` (and returned by its ``exception()``) in place of
+    Spark's ``StreamingQueryException``, which is its ``__cause__``; the message says what to do."""

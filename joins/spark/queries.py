@@ -12,6 +12,14 @@ do. Classic PySpark only (``DataStreamWriter`` is wrapped once, when the first s
 defined); on Spark Connect the query runs on the server and the tasks' check stands. The check
 never replaces the tasks' (a task that started first still refuses), and a check that cannot read
 a checkpoint lets the query run (its tasks decide).
+
+The query ``start()`` returns is given one more thing: when Spark cannot start a Python worker the
+query needs in time (on a machine far busier than its cores, the Python flush source's process on
+the driver, ``PythonStreamingSourceRunner``, can take longer to start than the 10 seconds Spark
+waits for it), the query stops with "Python worker failed to connect back". That happens after
+``start()`` returned, so :func:`explain_worker_start` makes the query's ``awaitTermination()``
+raise, and its ``exception()`` return, a :class:`streamjoin.errors.WorkerStartError` that says
+why and what to do, chained from Spark's exception (:func:`worker_start_failure`).
 """
 
 from __future__ import annotations
@@ -23,10 +31,10 @@ from typing import Any, Callable
 
 from pyspark.sql import DataFrame
 
-from streamjoin.errors import CheckpointMismatchError
+from streamjoin.errors import CheckpointMismatchError, WorkerStartError
 from streamjoin.runtime.checkpoint import Checkpoint
 
-__all__ = ["register_join", "check_started"]
+__all__ = ["register_join", "check_started", "explain_worker_start", "worker_start_failure"]
 
 log = logging.getLogger("streamjoin")
 
@@ -72,6 +80,7 @@ def _checked(start: Callable[..., Any]) -> Callable[..., Any]:
                 raise
             except Exception:   # never in a user's way: the query's tasks check it too
                 log.warning("streamjoin: could not check the join checkpoints of query %s", query.id, exc_info=True)
+            explain_worker_start(query)
         return query
     return checked_start
 
@@ -117,3 +126,79 @@ def check_started(query_id: str, checkpoints: list[str], active: set[str]) -> No
             "from a new (or emptied) Spark checkpoint location is a new query; restart it from its "
             "old checkpointLocation to continue the join, or give the join a new checkpoint= as well "
             "(a new join: its state starts empty)")
+
+
+#: What Spark's exception says when a Python worker did not connect back in time, and the class
+#: that starts the flush source's worker on the driver.
+_NOT_CONNECTED = "failed to connect back"
+_SOURCE_RUNNER = "PythonStreamingSourceRunner"
+
+
+def explain_worker_start(query: Any) -> None:
+    """Make ``query``'s ``awaitTermination()`` raise, and its ``exception()`` return, the
+    :class:`WorkerStartError` of :func:`worker_start_failure` in place of a failure to start a
+    Python worker (any other outcome is Spark's, unchanged)."""
+    wait, exception = query.awaitTermination, query.exception
+
+    @functools.wraps(wait)
+    def await_termination(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return wait(*args, **kwargs)
+        except Exception as exc:
+            failure = worker_start_failure(exc)
+            if failure is None:
+                raise
+            raise failure from exc
+
+    @functools.wraps(exception)
+    def explained_exception() -> Any:
+        found = exception()
+        failure = None if found is None else worker_start_failure(found)
+        if failure is None:
+            return found
+        failure.__cause__ = found
+        return failure
+
+    query.awaitTermination = await_termination
+    query.exception = explained_exception
+
+
+def worker_start_failure(exc: BaseException) -> WorkerStartError | None:
+    """A :class:`WorkerStartError` saying what to do when ``exc`` (a query's exception, with its
+    causes and their JVM stack traces) is Spark's failure to start a Python worker ("Python worker
+    failed to connect back"); None for any other exception."""
+    text = _failure_text(exc)
+    if _NOT_CONNECTED not in text:
+        return None
+    source = _SOURCE_RUNNER in text
+    which = ("the join's Python flush source (end_of_run 'flush', the default, or 'release'; Spark's "
+             f"{_SOURCE_RUNNER}, a process on the driver), which did not connect back within the fixed 10 "
+             "seconds Spark 4.3 waits for it (no setting changes that wait)") if source \
+        else "a Python worker of the query, which did not connect back in time"
+    hold = (" Or, for a scheduled run, pass end_of_run='hold': on a local or hdfs:// checkpoint it starts no "
+            "Python source.") if source else ""
+    return WorkerStartError(
+        f"streamjoin: Spark could not start {which} (\"Python worker failed to connect back\"): the machine "
+        "was too busy to start Python in time, which happens when its load is far above its cores. Start the "
+        "query again from the same checkpointLocation (safe: the join's checkpoint resumes exactly where it "
+        f"stopped), and lower the load on that machine (fewer jobs at once, or fewer Spark cores).{hold}")
+
+
+def _failure_text(exc: BaseException) -> str:
+    """The messages and JVM stack traces of ``exc`` and its causes (PySpark's captured exceptions
+    keep the JVM's in ``_desc`` and ``_stackTrace``, and the converted cause in ``_cause``)."""
+    parts: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        for text in (getattr(current, "_desc", None), getattr(current, "_stackTrace", None)):
+            if isinstance(text, str):
+                parts.append(text)
+        try:
+            parts.append(str(current))
+        except Exception:   # a captured exception's str() asks the JVM, which may be gone
+            pass
+        cause = getattr(current, "_cause", None)
+        current = cause if isinstance(cause, BaseException) else current.__cause__
+    return "\n".join(parts)

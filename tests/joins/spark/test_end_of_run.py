@@ -51,12 +51,12 @@ def _join(spark, root: str, end_of_run: str | None, streaming: bool = True, chec
                          **({"end_of_run": end_of_run} if streaming and end_of_run is not None else {}))
 
 
-def _run(spark, root: str, end_of_run: str | None, checkpoint: str | None = None) -> list[tuple]:
-    """One ``availableNow`` run; the (l, r) pairs it output."""
+def _run(spark, root: str, end_of_run: str | None, checkpoint: str | None = None, name: str = "spark") -> list[tuple]:
+    """One ``availableNow`` run (Spark's checkpoint at ``<root>/<name>``); the (l, r) pairs it output."""
     out: list[tuple] = []
     query = (_join(spark, root, end_of_run, checkpoint=checkpoint).writeStream
              .foreachBatch(lambda df, _: out.extend((r.l, r.r) for r in df.collect()))
-             .option("checkpointLocation", f"{root}/spark").trigger(availableNow=True).start())
+             .option("checkpointLocation", f"{root}/{name}").trigger(availableNow=True).start())
     query.awaitTermination()
     return sorted(out, key=str)
 
@@ -70,19 +70,23 @@ def test_end_of_run_default_releases_a_closed_outer_row_in_the_same_available_no
     assert _run(spark, root, None) == [("l1", None), ("l2", "r2")]
 
 
-def test_end_of_run_release_outputs_the_batch_join_and_refuses_new_rows_later(spark, tmp_path):
+def test_end_of_run_release_outputs_the_batch_join_closing_after_every_micro_batch_and_refuses_new_rows_later(
+        spark, tmp_path):
     root = str(tmp_path)
-    _file(f"{root}/left", LEFT, LEFT_ROWS)
+    for i, row in enumerate(LEFT_ROWS):   # one file a micro-batch: 3 data batches
+        _file(f"{root}/left", LEFT, [row], name=f"part-{i}")
+        os.utime(f"{root}/left/part-{i}.parquet", (1_700_000_000 + i, 1_700_000_000 + i))
     _file(f"{root}/right", RIGHT, RIGHT_ROWS)
     batch = sorted(((r.l, r.r) for r in _join(spark, root, "release", streaming=False).collect()), key=str)
     assert batch == [("l1", None), ("l2", "r2"), ("l3", None)]
     assert _run(spark, root, "release") == batch
+    assert closing_version(Checkpoint(f"{root}/ck")) == 4   # data in 0..2, none in the trailing 3
     assert _run(spark, root, "release") == []   # a later run without new rows: nothing to do
     for other in (None, "flush", "hold"):   # each would set every new row aside as late
-        with pytest.raises(CheckpointMismatchError, match="closed its inputs in version 2"):
+        with pytest.raises(CheckpointMismatchError, match="closed its inputs in version 4"):
             _join(spark, root, other)
-    _file(f"{root}/left", LEFT, [(4, 200, "l4")], name="part-1")
-    with pytest.raises(Exception, match="closed its inputs in version 2"):
+    _file(f"{root}/left", LEFT, [(4, 200, "l4")], name="part-3")
+    with pytest.raises(Exception, match="closed its inputs in version 4"):
         _run(spark, root, "release")
 
 
@@ -122,26 +126,14 @@ def test_end_of_run_flush_releases_enrichment_events_a_heartbeat_passed_in_the_s
     assert out == [("e1", "a")]
 
 
-def test_end_of_run_release_closes_only_after_every_micro_batch_of_the_run(spark, tmp_path):
-    root = str(tmp_path)
-    _file(f"{root}/left", LEFT, LEFT_ROWS[:1], name="part-0")   # one file a micro-batch: 3 data batches
-    _file(f"{root}/left", LEFT, LEFT_ROWS[1:2], name="part-1")
-    _file(f"{root}/left", LEFT, LEFT_ROWS[2:], name="part-2")
-    _file(f"{root}/right", RIGHT, RIGHT_ROWS)
-    for i, name in enumerate(("part-0", "part-1", "part-2")):
-        os.utime(f"{root}/left/{name}.parquet", (1_700_000_000 + i, 1_700_000_000 + i))
-    batch = sorted(((r.l, r.r) for r in _join(spark, root, "release", streaming=False).collect()), key=str)
-    assert _run(spark, root, "release") == batch
-    assert closing_version(Checkpoint(f"{root}/ck")) == 4   # data in 0..2, none in the trailing 3
-
-
-@pytest.mark.parametrize("end_of_run, expected", [
-    ("hold", [("l2", "r2")]),
-    ("flush", [("l1", None), ("l2", "r2")]),
-    ("release", [("l1", None), ("l2", "r2"), ("l3", None)]),
-])
-def test_end_of_run_works_on_an_s3_checkpoint(spark, moto_s3, tmp_path, end_of_run, expected):
+def test_end_of_run_works_on_an_s3_checkpoint(spark, moto_s3, tmp_path):
+    """Each mode on one local S3-compatible server: a join checkpoint and a query of its own."""
     root = str(tmp_path)
     _file(f"{root}/left", LEFT, LEFT_ROWS)
     _file(f"{root}/right", RIGHT, RIGHT_ROWS)
-    assert _run(spark, root, end_of_run, checkpoint=f"{moto_s3}/ck") == expected
+    expected = {"hold": [("l2", "r2")],
+                "flush": [("l1", None), ("l2", "r2")],
+                "release": [("l1", None), ("l2", "r2"), ("l3", None)]}
+    found = {mode: _run(spark, root, mode, checkpoint=f"{moto_s3}/ck-{mode}", name=f"spark-{mode}")
+             for mode in expected}
+    assert found == expected

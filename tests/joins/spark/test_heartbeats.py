@@ -48,10 +48,10 @@ def test_interval_join_right_heartbeat_releases_the_unmatched_left_row_of_a_quie
 
 def test_interval_join_heartbeat_is_a_row_that_may_move_the_watermark_so_it_asks_for_a_tick():
     from streamjoin.interval.operator import IntervalJoin
-    from streamjoin.spark.runtime import _timed_rows
+    from streamjoin.spark.task import timed_rows
 
     join = IntervalJoin(CLICKS, ORDERS, "k", left_time="t", right_time="t", lower="0 seconds", upper="10 seconds",
                         delay="0 seconds", how="left", heartbeats=True)
     beat = pa.Table.from_pylist([{"k": None, "t": T0, "order": None}], ORDERS)
-    assert _timed_rows((CLICKS.empty_table(), beat), join)
-    assert not _timed_rows((CLICKS.empty_table(), ORDERS.empty_table()), join)
+    assert timed_rows((CLICKS.empty_table(), beat), join)
+    assert not timed_rows((CLICKS.empty_table(), ORDERS.empty_table()), join)

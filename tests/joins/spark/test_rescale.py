@@ -80,9 +80,9 @@ def test_interval_join_restarted_at_6_then_2_partitions_equals_uninterrupted_run
 def test_spark_routes_each_key_group_to_its_owning_task(spark, tmp_path):
     """The JVM's routing (hash, key group, slot) and the Python key groups agree, row by row."""
     df = spark.createDataFrame([(k, f"s{k % 7}") for k in range(200)], "a bigint, b string")
-    from streamjoin.spark.runtime import _shuffle
+    from streamjoin.spark.routing import shuffle
 
-    routed = _shuffle(df, 5, 64, [F.col("a"), F.col("b")])
+    routed = shuffle(df, 5, 64, [F.col("a"), F.col("b")])
     got = routed.select(F.spark_partition_id().alias("p"), "a", "b").toArrow() \
         if hasattr(routed, "toArrow") else pa.Table.from_pandas(routed.select(
             F.spark_partition_id().alias("p"), "a", "b").toPandas())

@@ -234,7 +234,7 @@ def test_runtime_layout_shares_lanes_between_inputs_key_columns_first(spark):
     """Inputs' columns of one Spark type share lanes (rows as wide as the widest input); each
     input's key columns take the first lanes of their types, so equal key types share a lane."""
     from streamjoin.runtime.operator import InputSpec
-    from streamjoin.spark.runtime import _Layout
+    from streamjoin.spark.lanes import Layout
 
     left = spark.createDataFrame([], "name string, k bigint, t timestamp, x bigint")
     right = spark.createDataFrame([], "k bigint, label string, y double")
@@ -244,7 +244,7 @@ def test_runtime_layout_shares_lanes_between_inputs_key_columns_first(spark):
         inputs = tuple(InputSpec(n, arrow_schema(df), ("k",), None)
                        for n, df in (("left", left), ("right", right), ("other", other)))
 
-    layout = _Layout.of([left, right, other], Op())  # type: ignore[arg-type]
+    layout = Layout.of([left, right, other], Op())  # type: ignore[arg-type]
     k, name, t, x = layout.lanes[0][1], layout.lanes[0][0], layout.lanes[0][2], layout.lanes[0][3]
     assert layout.lanes[1] == (k, name, layout.lanes[1][2])   # bigint key, then string: shared
     assert layout.lanes[1][2] not in (k, name, t, x)          # double: a lane of its own
