@@ -53,12 +53,14 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 
 from streamjoin.statestore import options as check
-from streamjoin.statestore.arrangement import Arrangement, ekeys_of
+from streamjoin.statestore.arrangement import Arrangement, ekeys_of, encode_keys
 from streamjoin.statestore.base import KeyValue, Store, StoreStats, ascending, check_entry_types
-from streamjoin.statestore.columns import ColumnWrite, PrefixScan
+from streamjoin.statestore.chunks import SortedChunks
+from streamjoin.statestore.columns import ColumnWrite, PrefixScan, binary_column
 from streamjoin.statestore.errors import StoreCorruptError, StoreError, StoreWriteError
 from streamjoin.statestore.locking import (
     DirectoryLock,
@@ -250,16 +252,38 @@ class ArrangedStore(Store):
         self._commit_write(arr, write.entries, version, lambda: _run_columns(write))
 
     def _load_sorted(self, items: Any, version: int | None) -> int:
-        """One base file of the ascending ``items`` (the restore path)."""
-        keys: list[bytes] = []
-        values: list[bytes] = []
-        for key, value in ascending(items, self.path):
-            keys.append(key)
-            values.append(value)
-        check_entry_types(self.path, list(zip(keys, values)), (), ())
-        arr = Arrangement.from_sorted(keys, values)
+        """One base file of the ascending ``items`` (the restore path): a restore's Arrow chunks
+        (``SortedChunks``) are taken as columns, their order checked in numpy."""
+        if isinstance(items, SortedChunks):
+            arr = self._arranged_chunks(items)
+        else:
+            keys: list[bytes] = []
+            values: list[bytes] = []
+            for key, value in ascending(items, self.path):
+                keys.append(key)
+                values.append(value)
+            check_entry_types(self.path, list(zip(keys, values)), (), ())
+            arr = Arrangement.from_sorted(keys, values)
         self._commit(arr, version, lambda written: [self._write_file("base", arr.columns(), written)], 0)
-        return len(keys)
+        return len(arr)
+
+    def _arranged_chunks(self, items: SortedChunks) -> Arrangement:
+        """The arrangement of a restore's chunks; ``StoreError`` when the keys are not strictly
+        ascending, ``StoreWriteError`` when a chunk is not bytes."""
+        pieces = list(items.chunks())
+        keys, values = (pa.concat_arrays([pa.array([], pa.large_binary()), *(
+            binary_column(chunk[i], what).cast(pa.large_binary()) for chunk in pieces)])
+            for i, what in ((0, "keys"), (1, "values")))
+        if len(keys) != len(values):
+            raise StoreWriteError(f"load_sorted into {self.path}: {len(keys)} keys but {len(values)} values")
+        ekeys = encode_keys(keys)
+        if len(ekeys) > 1:
+            out = np.flatnonzero(ekeys[1:] <= ekeys[:-1])
+            if len(out):
+                i = int(out[0]) + 1
+                raise StoreError(f"load_sorted into {self.path}: keys must be strictly ascending, but "
+                                 f"{keys[i].as_py()!r} follows {keys[i - 1].as_py()!r}")
+        return Arrangement.from_columns(ekeys, values)
 
     def _commit(self, arr: Arrangement, version: int | None, make_files: Callable[[list[str]], list[_File]],
                 run_entries: int) -> None:

@@ -376,7 +376,9 @@ class Arrangement:
         size = self.ekeys.dtype.itemsize
         data = np.ascontiguousarray(self.ekeys).view(np.uint8)
         ekeys = pa.FixedSizeBinaryArray.from_buffers(pa.binary(size), len(self), [None, pa.py_buffer(data)])
-        return pa.table({"ekey": ekeys, "value": self.log.take(self.rows)})
+        log, rows = self.log, self.rows
+        in_order = len(log.chunks) == 1 and len(log) == len(rows) and bool(np.array_equal(rows, np.arange(len(rows))))
+        return pa.table({"ekey": ekeys, "value": log.chunks[0] if in_order else log.take(rows)})
 
 
 def _longest(keys: Sequence[bytes] | pa.Array) -> int:

@@ -58,3 +58,27 @@ def test_arranged_open_removes_files_no_manifest_names_and_refuses_a_torn_one(tm
         f.write(b"xyz")
     with pytest.raises(StoreCorruptError, match=f"{newest} fails its checksum"):
         open_store("arranged", path)
+
+
+def test_arranged_load_sorted_takes_a_restores_chunks_as_columns(tmp_path) -> None:
+    import pyarrow as pa
+
+    from streamjoin.statestore import StoreError
+    from streamjoin.statestore.chunks import SortedChunks
+    from streamjoin.statestore.errors import StoreWriteError
+
+    items = [(bytes([i // 7, i % 7]) * (1 + i % 3), b"v%d" % i) for i in range(60)]
+    items.sort()
+    chunks = SortedChunks((pa.array([k for k, _ in items[i:i + 16]], pa.large_binary() if i % 32 else pa.binary()),
+                           pa.array([v for _, v in items[i:i + 16]], pa.binary())) for i in range(0, 60, 16))
+    with open_store("arranged", str(tmp_path / "a")) as store:
+        assert store.load_sorted(chunks, version=3) == 60
+        assert list(store.scan()) == items and store.version == 3
+    with open_store("arranged", str(tmp_path / "a")) as store:   # the base file reads back
+        assert list(store.scan()) == items
+    with open_store("arranged", str(tmp_path / "b")) as store:
+        with pytest.raises(StoreError, match=r"strictly ascending, but b'a' follows b'b'"):
+            store.load_sorted(SortedChunks([(pa.array([b"b"]), pa.array([b"1"])), (pa.array([b"a"]), pa.array([b"2"]))]))
+        with pytest.raises(StoreWriteError, match="null"):
+            store.load_sorted(SortedChunks([(pa.array([b"a", b"b"]), pa.array([b"1", None]))]))
+        assert list(store.scan()) == [] and store.version is None
