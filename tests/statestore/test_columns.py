@@ -7,12 +7,13 @@ import tempfile
 
 import pyarrow as pa
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamjoin.statestore import StoreError
 from streamjoin.statestore.columns import ColumnWrite, PrefixScan
 from streamjoin.statestore.errors import StoreWriteError
+from tests.examples import scaled
 from tests.statestore.conftest import BACKENDS, Backend
 
 _KEYS = st.binary(min_size=0, max_size=4)
@@ -24,6 +25,7 @@ def _scan(store) -> list:
 
 
 @pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.name)
+@settings(max_examples=scaled(25))
 @given(writes=st.lists(_WRITE, min_size=1, max_size=4), probes=st.lists(_KEYS, max_size=10),
        prefixes=st.lists(st.binary(min_size=1, max_size=2), max_size=6))
 def test_store_column_methods_equal_row_methods(backend: Backend, writes, probes, prefixes) -> None:
