@@ -94,6 +94,13 @@ def test_locking_same_process_second_open_is_refused(disk_backend: Backend, stor
         assert time.monotonic() - start < PROMPT_SECONDS
 
 
+def test_locking_refusal_names_the_option_a_join_takes(disk_backend: Backend, store_path: str) -> None:
+    # a join has no lock_timeout argument: the advice names where it goes (store_options)
+    with disk_backend.open(store_path):
+        with pytest.raises(StoreLockedError, match=r"store_options=\{'lock_timeout': <seconds>\}"):
+            disk_backend.open(store_path)
+
+
 def test_locking_lock_timeout_waits_then_refuses(disk_backend: Backend, store_path: str) -> None:
     with disk_backend.open(store_path):
         start = time.monotonic()
