@@ -19,6 +19,11 @@ a hash match of those identities (``index_in``/``is_in``) and a comparison of th
 the matched ones; the changes are sorted by view key, then ``_seq``, in Arrow, and each side's
 output columns are taken from the version's input rows or decoded column-wise. Python touches
 each row only in C-level passes (``map``, ``compress``, comprehensions over the read entries).
+
+**Change time** of a view change: the latest time of this version's changes to the view row's own
+sides (a row a change replaced or removed, or an upserted one); for a null-padded row that
+appears or goes because the other side's group filled or emptied, the latest change time of the
+group. Times ride with the rows as int64 µs (:data:`_NO_TIME`: no change of this version).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streamjoin.changes import DELETE, OP
+from streamjoin.changes import DELETE, OP, TIME
 from streamjoin.errors import JoinError
 from streamjoin.kit import normal_keys
 from streamjoin.runtime.operator import REASON_COLUMN, StepInput, StepResult, conform
@@ -49,6 +54,8 @@ if TYPE_CHECKING:
 __all__ = ["JoinStep"]
 
 _INSERT, _DELETE = ("insert", 1), ("delete", 0)
+#: The change time of a row no change of this version touched (and of a timeless bootstrap row).
+_NO_TIME = np.iinfo(np.int64).min
 _PRE, _POST = ("update_preimage", 0), ("update_postimage", 1)
 _SIDES = ("left", "right")
 
@@ -61,6 +68,7 @@ class _Changes:
     row: list[bytes | None]     # None: a delete
     key: list[bytes]            # the state key (side | join key | primary key)
     gid: np.ndarray             # the change's group
+    time: np.ndarray            # the change's time (int64 µs; _NO_TIME: none)
 
     def __post_init__(self) -> None:
         self.delete = np.fromiter(map(is_, self.row, repeat(None)), bool, len(self.row))
@@ -76,25 +84,27 @@ class _Rows:
     pk: pa.Array                # binary
     row: pa.Array               # binary
     changed: np.ndarray         # bool: the row's primary key changed in this version
+    time: np.ndarray            # the time of that change (int64 µs; _NO_TIME: unchanged)
 
 
 @dataclass
 class _View:
     """View rows (of one state) as columns: group, view key (:func:`_view_key`), left and right
-    row bytes (null: a padded side)."""
+    row bytes (null: a padded side), and the time of this version's change to the row's sides."""
 
     gid: np.ndarray
     key: pa.Array
     left: pa.Array
     right: pa.Array
+    time: np.ndarray
 
     def matching(self) -> pa.Array:
         """Per row, its group and view key in one binary value (what identifies a view row)."""
         return pc.binary_join_element_wise(_be64(self.gid), self.key, _EMPTY)
 
-    def take(self, at: np.ndarray) -> tuple[pa.Array, pa.Array, pa.Array]:
+    def take(self, at: np.ndarray) -> tuple[pa.Array, pa.Array, pa.Array, np.ndarray, np.ndarray]:
         indices = pa.array(at, pa.int64())
-        return self.key.take(indices), self.left.take(indices), self.right.take(indices)
+        return self.key.take(indices), self.left.take(indices), self.right.take(indices), self.gid[at], self.time[at]
 
 
 _EMPTY = pa.scalar(b"", pa.binary())
@@ -148,7 +158,8 @@ class JoinStep:
 
     # -- reading the changes -----------------------------------------------------------------------
 
-    def _encode(self, side: TableSide, table: pa.Table) -> tuple[list[bytes], list[bytes], list[bytes | None], np.ndarray]:
+    def _encode(self, side: TableSide, table: pa.Table
+                ) -> tuple[list[bytes], list[bytes], list[bytes | None], np.ndarray, np.ndarray]:
         """``side``'s changes as (join key bytes, primary key bytes, row bytes or None, null join key):
         keys in the form they compare in (:func:`streamjoin.kit.normal_keys`), rows with the values
         they came with (a ``-0.0`` or a NaN's payload is output as it came)."""
@@ -166,7 +177,8 @@ class JoinStep:
         self.fresh[side.name] = (pa.array(rows, pa.binary()).take(pa.array(upserts, pa.int64())), upserts)
         if delete.any():
             rows = [None if d else r for r, d in zip(rows, delete.tolist())]
-        return jks, pks, rows, null
+        times = table.column(TIME).fill_null(_NO_TIME).to_numpy()
+        return jks, pks, rows, null, times
 
     def _group(self, encoded: list) -> None:
         """Number the join keys (groups) and file each side's changes under them."""
@@ -178,18 +190,18 @@ class JoinStep:
         self.keyed = np.ones(self.groups, bool)
         self.changes: dict[str, _Changes] = {}
         at = 0
-        for name, (side_jks, pks, rows, null) in zip(_SIDES, encoded):
+        for name, (side_jks, pks, rows, null, times) in zip(_SIDES, encoded):
             gid = gids[at:at + len(side_jks)]
             at += len(side_jks)
             self.keyed[gid[null]] = False
             if not self.keep[name] and null.any():   # unkeyed rows of a side only ever padded are not kept
                 kept = np.flatnonzero(~null)
                 gid, side_jks = gid[kept], [side_jks[i] for i in kept]
-                pks, rows = [pks[i] for i in kept], [rows[i] for i in kept]
+                pks, rows, times = [pks[i] for i in kept], [rows[i] for i in kept], times[kept]
             keys = SIDE[name].keys(map(bytes.__add__, side_jks, pks))
             if len(set(keys)) != len(keys):
                 self._twice(name, side_jks, pks, keys)
-            self.changes[name] = _Changes(pks, rows, keys, gid)
+            self.changes[name] = _Changes(pks, rows, keys, gid, times)
         self.changed = {name: np.bincount(c.gid, minlength=self.groups) > 0 for name, c in self.changes.items()}
 
     def _twice(self, name: str, jks: list[bytes], pks: list[bytes], keys: list[bytes]) -> None:
@@ -244,10 +256,11 @@ class JoinStep:
             pk_list = list(chain.from_iterable(p[1] for p in parts))
             rows = list(chain.from_iterable(p[2] for p in parts))
             keys = list(chain.from_iterable(p[3] for p in parts))
-            mine = set(self.changes[name].key)
+            mine = dict(zip(self.changes[name].key, self.changes[name].time.tolist()))
             changed = np.fromiter(map(mine.__contains__, keys), bool, len(keys))
+            times = np.fromiter(map(mine.get, keys, repeat(_NO_TIME)), np.int64, len(keys))
             self.held_keys[name] = set(compress(keys, changed))
-            before[name] = _Rows(gid, pa.array(pk_list, pa.binary()), pa.array(rows, pa.binary()), changed)
+            before[name] = _Rows(gid, pa.array(pk_list, pa.binary()), pa.array(rows, pa.binary()), changed, times)
         return before
 
     def _multi_get(self, keys: list[bytes]) -> list[bytes | None]:
@@ -287,7 +300,8 @@ class JoinStep:
         after = _Rows(np.concatenate([before.gid[~before.changed], c.gid[upserts]]),
                       pa.concat_arrays([before.pk.take(kept), c.pk_array.take(taken)]),
                       pa.concat_arrays([before.row.take(kept), c.row_array.take(taken)]),
-                      np.concatenate([np.zeros(len(kept), bool), np.ones(len(upserts), bool)]))
+                      np.concatenate([np.zeros(len(kept), bool), np.ones(len(upserts), bool)]),
+                      np.concatenate([before.time[~before.changed], c.time[upserts]]))
         return after, puts, deletes
 
     def _nonempty(self, side: str, g: int, changes: dict[bytes, bytes | None]) -> tuple[bool, bool]:
@@ -339,6 +353,7 @@ class JoinStep:
         ia = pa.array(np.concatenate([p[0] for p in pairs]), pa.int64())
         ib = pa.array(np.concatenate([p[1] for p in pairs]), pa.int64())
         gid, left_pk, right_pk = [left.gid[ia.to_numpy()]], [left.pk.take(ia)], [right.pk.take(ib)]
+        time = [np.maximum(left.time[ia.to_numpy()], right.time[ib.to_numpy()])]
         left_row, right_row = [left.row.take(ia)], [right.row.take(ib)]
         for name, rows, other in (("left", left, "right"), ("right", right, "left")):
             if not self.keep[name]:
@@ -347,13 +362,14 @@ class JoinStep:
             pick = np.flatnonzero(~ne[other][state][g] & (flips[other][g] | rows.changed))
             at, padded = pa.array(pick, pa.int64()), pa.nulls(len(pick), pa.binary())
             gid.append(g[pick])
+            time.append(rows.time[pick])
             pk, row = rows.pk.take(at), rows.row.take(at)
             left_pk.append(pk if name == "left" else padded)
             right_pk.append(padded if name == "left" else pk)
             left_row.append(row if name == "left" else padded)
             right_row.append(padded if name == "left" else row)
         return _View(np.concatenate(gid), _view_key(pa.concat_arrays(left_pk), pa.concat_arrays(right_pk)),
-                     pa.concat_arrays(left_row), pa.concat_arrays(right_row))
+                     pa.concat_arrays(left_row), pa.concat_arrays(right_row), np.concatenate(time))
 
     def run(self) -> StepResult:
         before = self._read_state()
@@ -383,7 +399,7 @@ class JoinStep:
         """The minimal changes turning view rows ``old`` into ``new``, sorted by view key then
         ``_seq``: a row gone -> delete (0); a row changed -> update_preimage (0) and
         update_postimage (1); a new row -> insert (1). Columns: key, seq, type (index into
-        ``_TYPES``), left and right row bytes."""
+        ``_TYPES``), left and right row bytes, group and change time."""
         old_ids, new_ids = old.matching(), new.matching()
         at = pc.index_in(old_ids, value_set=new_ids)
         matched = at.is_valid().to_numpy(zero_copy_only=False)
@@ -404,6 +420,8 @@ class JoinStep:
             "type": np.concatenate([np.full(len(at), kind, np.int64) for _, at, _, kind in parts]),
             "left": pa.concat_arrays([t[1] for t in taken]),
             "right": pa.concat_arrays([t[2] for t in taken]),
+            "gid": np.concatenate([t[3] for t in taken]),
+            "time": np.concatenate([t[4] for t in taken]),
         })
         return table.take(pc.sort_indices(table, [("key", "ascending"), ("seq", "ascending")]))
 
@@ -419,8 +437,18 @@ class JoinStep:
         arrays = [*self._side_columns("left", out.column("left").combine_chunks()),
                   *self._side_columns("right", out.column("right").combine_chunks()),
                   _TYPES.take(out.column("type")), pa.array(np.full(n, self.version, np.int64), pa.int64()),
-                  out.column("seq").combine_chunks()]
+                  out.column("seq").combine_chunks(), self._change_times(out)]
         return pa.Table.from_arrays(arrays, schema=self.spec.output_schema)
+
+    def _change_times(self, out: pa.Table) -> pa.Array:
+        """The change time of each view change (see module): its own sides' change time, else its
+        group's latest (null: a timeless bootstrap row's)."""
+        latest = np.full(self.groups, _NO_TIME, np.int64)
+        for c in self.changes.values():
+            np.maximum.at(latest, c.gid, c.time)
+        time = out.column("time").to_numpy()
+        time = np.where(time == _NO_TIME, latest[out.column("gid").to_numpy()], time)
+        return pa.array(time, pa.int64(), mask=time == _NO_TIME).cast(pa.timestamp("us", "UTC"))
 
     def _side_columns(self, side: str, rows: pa.Array) -> list[pa.Array]:
         """One side's output columns for ``rows`` (encoded; null: null-padded): each distinct row
