@@ -1,0 +1,154 @@
+"""Views over three tables: a chain of two table-table joins, the first one's output read as it
+comes by the second, equals the relational three-way join after every micro-batch (inserts,
+updates, deletes, foreign-key moves, primary-key changes, stale changes), with local state lost at
+either join; and its change times are the times of the input changes that caused them."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from streamjoin.changes import ChangeFormat, detect_vocabulary, normalise
+from streamjoin.errors import JoinDefinitionError
+from streamjoin.table.operator import TableTableJoin
+from tests.examples import scaled
+from tests.joins.table.chains import CUSTOMERS, ORDERS, PRODUCTS, ChainCase, ChainRun, chain_cases, when
+
+
+def check_chain(case: ChainCase, run: ChainRun, disturb=None) -> None:
+    for index, (first, three) in enumerate(case.expected()):
+        if disturb is not None:
+            disturb(index)
+        run.run(index)
+        assert run.view_rows() == (first, three), f"batch {index}"
+
+
+@settings(max_examples=scaled(60))
+@given(case=chain_cases())
+def test_table_join_chain_of_three_tables_equals_reference_after_every_batch(case):
+    event(f"how: {case.how}")
+    run = ChainRun(case)
+    try:
+        check_chain(case, run)
+    finally:
+        run.close()
+
+
+@settings(max_examples=scaled(12))
+@given(case=chain_cases(max_changes=6, max_batches=3, max_partitions=2), data=st.data())
+def test_table_join_chain_with_local_state_lost_at_one_join_equals_reference(case, data):
+    run = ChainRun(case, runtime=True)
+
+    def disturb(index: int) -> None:
+        which = data.draw(st.sampled_from(["none", "first", "second"]))
+        event(f"lost: {which}")
+        if which != "none":
+            driver = run.drivers[0 if which == "first" else 1]
+            driver.runner.lose_local_state(data.draw(st.sampled_from([None, 0])))
+
+    try:
+        check_chain(case, run, disturb)
+    finally:
+        run.close()
+
+
+def _orders(*rows):
+    return pa.Table.from_pylist([dict(zip(ORDERS.names, r)) for r in rows], schema=ORDERS)
+
+
+def _customers(*rows):
+    return pa.Table.from_pylist([dict(zip(CUSTOMERS.names, r)) for r in rows], schema=CUSTOMERS)
+
+
+def _products(*rows):
+    return pa.Table.from_pylist([dict(zip(PRODUCTS.names, r)) for r in rows], schema=PRODUCTS)
+
+
+def test_table_join_output_is_detected_as_the_streamjoin_vocabulary():
+    first = TableTableJoin(ORDERS, CUSTOMERS, (["cust"], ["customer_id"]), left_key="order_id",
+                           right_key="customer_id", left_time="o_at", right_time="c_at")
+    assert detect_vocabulary(first.output_schema).name == "streamjoin"
+    second = TableTableJoin(PRODUCTS, first.output_schema, (["product_id"], ["prod"]), left_key="product_id",
+                            right_key="order_id", left_time="p_at")
+    assert second.spec.right.changes == ChangeFormat.streamjoin("order_id")
+    # the bookkeeping columns are the vocabulary's, not row columns: none is renamed or doubled
+    assert second.output_schema.names[-4:] == ["_change_type", "_commit_version", "_seq", "_change_timestamp"]
+    assert [n for n in second.output_schema.names if n.startswith("_")] == second.output_schema.names[-4:]
+
+
+def test_table_join_refuses_a_change_time_or_retention_for_a_view_input():
+    first = TableTableJoin(ORDERS, CUSTOMERS, (["cust"], ["customer_id"]), left_key="order_id",
+                           right_key="customer_id", left_time="o_at", right_time="c_at")
+    with pytest.raises(JoinDefinitionError, match="ordered by _commit_version and _seq"):
+        TableTableJoin(first.output_schema, PRODUCTS, (["prod"], ["product_id"]), left_key="order_id",
+                       right_key="product_id", left_time="o_at", right_time="p_at")
+    with pytest.raises(JoinDefinitionError, match="retention"):
+        TableTableJoin(first.output_schema, PRODUCTS, (["prod"], ["product_id"]), left_key="order_id",
+                       right_key="product_id", right_time="p_at", retention=dt.timedelta(days=1))
+
+
+def test_streamjoin_vocabulary_keeps_keys_with_a_padded_side_and_orders_by_version():
+    schema = pa.schema([("a", pa.int64()), ("b", pa.int64()), ("_change_type", pa.string()),
+                        ("_commit_version", pa.int64()), ("_seq", pa.int64()),
+                        ("_change_timestamp", pa.timestamp("us", "UTC"))])
+    t = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+    table = pa.Table.from_pylist([
+        {"a": 1, "b": None, "_change_type": "insert", "_commit_version": 3, "_seq": 1, "_change_timestamp": t},
+        {"a": None, "b": None, "_change_type": "insert", "_commit_version": 3, "_seq": 1, "_change_timestamp": t},
+        {"a": 1, "b": 2, "_change_type": "update_preimage", "_commit_version": 4, "_seq": 0, "_change_timestamp": t},
+    ], schema=schema)
+    result = normalise(table, ChangeFormat.streamjoin(["a", "b"]))
+    assert result.counts["null_key"] == 1 and result.counts["preimages"] == 1
+    assert result.changes.column("a").to_pylist() == [1]
+    assert result.changes.column("__sj_seq").to_pylist() == [(3 << 16) + 1]
+
+
+def test_table_join_view_change_times_are_the_causing_changes_times():
+    """An order placed at 5 s joins a customer changed at 2 s: the insert's time is 5 s; the
+    customer's later change (at 9 s) updates the view at 9 s; the product's change reaches the
+    three-table view with its own time, in a later batch."""
+    first = TableTableJoin(ORDERS, CUSTOMERS, (["cust"], ["customer_id"]), left_key="order_id",
+                           right_key="customer_id", left_time="o_at", right_time="c_at")
+    case = ChainCase(("inner", "inner"), [], (1, 1))
+    run = ChainRun(case)
+    batches = [
+        [_orders((1, 10, "a", 1, "upsert", when(5))), _customers((10, "ann", "upsert", when(2))),
+         _products(("a", "pen", "upsert", when(1)))],
+        [_orders(), _customers((10, "bo", "upsert", when(9))), _products()],
+        [_orders(), _customers(), _products(("a", "ink", "upsert", when(7)))],
+    ]
+    case.tables = lambda i: batches[i]   # type: ignore[method-assign]
+    try:
+        times = []
+        for index in range(3):
+            out = run.run(index)[1]
+            times.append(sorted((r["_change_type"], r["_change_timestamp"].second) for r in out.to_pylist()))
+        assert times == [[("insert", 5)], [("update_postimage", 9), ("update_preimage", 9)],
+                         [("update_postimage", 7), ("update_preimage", 7)]]
+        assert first.output_schema.field("_change_timestamp").type == pa.timestamp("us", "UTC")
+    finally:
+        run.close()
+
+
+def test_table_join_chain_applies_a_view_change_with_an_older_time_in_version_order():
+    """A customer's change at 2 s arrives after an order placed at 5 s joined its earlier version:
+    the view update carries 2 s, older than the insert's 5 s, and the next join still applies it."""
+    case = ChainCase(("inner", "left"), [], (2, 1))
+    batches = [
+        [_orders((1, 10, "a", 1, "upsert", when(5))), _customers((10, "ann", "upsert", when(1))),
+         _products(("a", "pen", "upsert", when(1)))],
+        [_orders(), _customers((10, "bob", "upsert", when(2))), _products()],
+    ]
+    case.tables = lambda i: batches[i]   # type: ignore[method-assign]
+    run = ChainRun(case)
+    try:
+        run.run(0)
+        first, three = run.run(1)
+        assert sorted(first.column("_change_timestamp").to_pylist())[0].second == 2
+        assert [r["name"] for r in run.views[1].rows().to_pylist()] == ["bob"]
+    finally:
+        run.close()
