@@ -6,6 +6,7 @@ either join; and its change times are the times of the input changes that caused
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
 
 import pyarrow as pa
 import pytest
@@ -16,6 +17,7 @@ from streamjoin.changes import ChangeFormat, detect_vocabulary, normalise
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.table.operator import TableTableJoin
 from tests.examples import scaled
+from tests.joins.drivers import StepChain
 from tests.joins.table.chains import CUSTOMERS, ORDERS, PRODUCTS, ChainCase, ChainRun, chain_cases, when
 
 
@@ -152,3 +154,57 @@ def test_table_join_chain_applies_a_view_change_with_an_older_time_in_version_or
         assert [r["name"] for r in run.views[1].rows().to_pylist()] == ["bob"]
     finally:
         run.close()
+
+
+EVENTS = pa.schema([("order_id", pa.int64()), ("ts", pa.timestamp("us")), ("n", pa.int64())])
+
+
+@settings(max_examples=scaled(25))
+@given(case=chain_cases(max_batches=4), data=st.data())
+def test_stream_enriched_as_of_from_a_view_equals_the_reference_as_of_join(case, data):
+    """Events (shipments of orders) enriched, as of their time, from the change stream of the view
+    orders x customers (as it comes: its key the order, its change time ``_change_timestamp``)
+    equal the as-of join of the events with that change history."""
+    from streamjoin.enrichment.operator import EnrichmentJoin
+    from streamjoin.testing.enrichment import reference_as_of
+    from tests.joins.drivers import InProcess, StepDriver
+
+    case.how = (data.draw(st.sampled_from(["inner", "left"])), "inner")
+    first = case.first()
+    events = [[{"order_id": data.draw(st.sampled_from([1, 2, 3, 4, None])), "ts": when(data.draw(st.integers(0, 9))),
+                "n": i * 10 + j} for j in range(data.draw(st.integers(0, 3)))] for i in range(len(case.batches))]
+    join = EnrichmentJoin(EVENTS, first.output_schema, "order_id", stream_time="ts",
+                          changes=ChangeFormat.streamjoin("order_id"), mode="as_of", how="left")
+    views = StepChain(first, lambda i: case.tables(i)[:2], partitions=case.partitions[0])
+    outputs: list[pa.Table] = []
+    enriched = InProcess(join, lambda i: [pa.Table.from_pylist(events[i], EVENTS), outputs[i]],
+                         partitions=case.partitions[1])
+    try:
+        got = []
+        for index in range(len(case.batches)):
+            outputs.append(views.run(index))
+            got += enriched.run(index).to_pylist()
+        got += enriched.run(None).to_pylist()
+    finally:
+        views.close()
+        enriched.close()
+    values = [n for n in first.output_schema.names if n not in ("order_id", *CDF)]
+    batches = [([{"key": (e["order_id"],), "time": _micros(e["ts"]), "row": (e["order_id"], e["ts"], e["n"])}
+                 for e in batch],
+                [{"key": (c["order_id"],), "op": "delete" if c["_change_type"] == "delete" else "upsert",
+                  "time": _micros(c["_change_timestamp"]), "seq": (c["_commit_version"] << 16) + c["_seq"],
+                  "row": tuple(c[n] for n in values)}
+                 for c in out.to_pylist() if c["_change_type"] != "update_preimage"])
+               for batch, out in zip(events, outputs)]
+    expected = reference_as_of(batches, how="left", delay=0, width=len(values))
+    event(f"matched: {sum(r[3] is not None for r in expected) > 0}")
+    assert Counter(tuple(r.values()) for r in got) == Counter(expected)
+
+
+CDF = ("_change_type", "_commit_version", "_seq", "_change_timestamp")
+
+
+def _micros(value: dt.datetime) -> int:
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.timezone.utc)
+    return (value - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // dt.timedelta(microseconds=1)
