@@ -14,10 +14,12 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from streamjoin.changes import ChangeFormat, detect_vocabulary, normalise
+from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.table.operator import TableTableJoin
+from streamjoin.testing.enrichment import reference_as_of
 from tests.examples import scaled
-from tests.joins.drivers import StepChain
+from tests.joins.drivers import InProcess, StepChain
 from tests.joins.table.chains import CUSTOMERS, ORDERS, PRODUCTS, ChainCase, ChainRun, chain_cases, when
 
 
@@ -165,10 +167,6 @@ def test_stream_enriched_as_of_from_a_view_equals_the_reference_as_of_join(case,
     """Events (shipments of orders) enriched, as of their time, from the change stream of the view
     orders x customers (as it comes: its key the order, its change time ``_change_timestamp``)
     equal the as-of join of the events with that change history."""
-    from streamjoin.enrichment.operator import EnrichmentJoin
-    from streamjoin.testing.enrichment import reference_as_of
-    from tests.joins.drivers import InProcess, StepDriver
-
     case.how = (data.draw(st.sampled_from(["inner", "left"])), "inner")
     first = case.first()
     events = [[{"order_id": data.draw(st.sampled_from([1, 2, 3, 4, None])), "ts": when(data.draw(st.integers(0, 9))),
