@@ -8,6 +8,7 @@ which the first join's local state is lost (rebuilt from its changelog)."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import shutil
 
@@ -15,7 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from streamjoin import table_table_join, view_sink
+from streamjoin import progress_metrics, read_state, table_table_join, view_sink
+from streamjoin.errors import JoinDefinitionError
 from streamjoin.testing.table import Change, ReferenceTable
 from tests.joins.table.chains import TABLES, reference_chain
 
@@ -99,19 +101,32 @@ def test_table_table_join_chain_of_three_tables_in_one_query_equals_the_join_aft
             columns = sink.rows().column_names
             seen[batch_id] = {tuple(_plain(r[c]) for c in columns) for r in sink.rows().to_pylist()}
 
-        def run(stream) -> None:
-            (stream.writeStream.foreachBatch(each).option("checkpointLocation", f"{root}/spark")
-             .trigger(availableNow=True).start().awaitTermination())
+        def run(stream):
+            query = (stream.writeStream.foreachBatch(each).option("checkpointLocation", f"{root}/spark")
+                     .trigger(availableNow=True).start())
+            query.awaitTermination()
+            return query
 
         run(changes)
         assert sorted(seen) == [0, 1]
         # the query stops; the first join's local state is lost, then the query goes on
         shutil.rmtree(f"{root}/local1")
         _write(root, range(2, 4))
-        run(_view_changes(spark, root))
+        query = run(_view_changes(spark, root))
     expected = _expected()
     assert sorted(seen) == [0, 1, 2, 3]
     for batch_id in range(4):
         assert seen[batch_id] == expected[batch_id], f"after micro-batch {batch_id}"
     assert any(row[-3:] == ("a", "pen 2", 3) for row in seen[1])
     assert len(seen[3]) == 3
+    # each join of the chain is named by its checkpoint in the query's progress and in its state
+    progress = query.recentProgress[-1]
+    with pytest.raises(JoinDefinitionError, match="ck1/join.*ck2/join|ck2/join.*ck1/join"):
+        progress_metrics(progress)
+    first, second = (progress_metrics(progress, checkpoint=f"{root}/{ck}/join") for ck in ("ck1", "ck2"))
+    assert first["output_rows"] > 0 and second["output_rows"] > 0
+    # the first view's changes are the second join's left input, every one read
+    assert progress_metrics(progress, checkpoint=f"{root}/ck2/left_keys")["input_rows_changes"] == first["output_rows"]
+    # the second join holds the first view's rows: order 1 with customer 13, 2 padded, 4 with 12
+    held = read_state(spark, f"{root}/ck2/join", side="left").collect()
+    assert sorted(json.loads(r.primary_key) for r in held) == [[1, 13], [2, None], [4, 12]]
