@@ -206,3 +206,19 @@ def _micros(value: dt.datetime) -> int:
     if value.tzinfo is None:
         value = value.replace(tzinfo=dt.timezone.utc)
     return (value - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // dt.timedelta(microseconds=1)
+
+
+def test_streamjoin_vocabulary_sets_aside_changes_of_a_key_that_is_not_the_view_key():
+    """Orders x order lines, keyed by the order alone: two lines of one order are two view rows
+    of one key, which are set aside with the reason, not applied in an arbitrary order."""
+    first = TableTableJoin(ORDERS, CUSTOMERS, (["cust"], ["customer_id"]), left_key="order_id",
+                           right_key="customer_id", left_time="o_at", right_time="c_at")
+    rows = [{"order_id": 1, "cust": 10, "customer_id": 10, "_change_type": "insert", "_commit_version": 0,
+             "_seq": 1, "_change_timestamp": dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)}] * 2
+    rows.append({**rows[0], "order_id": 2})
+    table = pa.Table.from_pylist(rows, schema=first.output_schema)
+    result = normalise(table, ChangeFormat.streamjoin("cust"))
+    assert result.counts["not_a_view_key"] == 3 and result.changes.num_rows == 0
+    assert result.aside.column("_reason").to_pylist()[0].startswith("two changes of one key")
+    result = normalise(table, ChangeFormat.streamjoin(["order_id", "customer_id"]))
+    assert result.counts["not_a_view_key"] == 2 and result.changes.column("order_id").to_pylist() == [2]
