@@ -71,8 +71,9 @@ class ChangeFormat:
 
     @classmethod
     def streamjoin(cls, key: str | Sequence[str]) -> ChangeFormat:
-        """A table-table join's output (a view's change stream, :mod:`streamjoin.changes.streamjoin`);
-        ``key``: the view key's columns, or those of them that identify a view row."""
+        """A table-table join's output (a view's change stream, in the ``streamjoin`` vocabulary):
+        ``_change_type``, ``_commit_version`` and ``_seq`` (its order), ``_change_timestamp`` (its
+        change time). ``key``: the view key's columns, or those of them that identify a view row."""
         from streamjoin.changes.streamjoin import CHANGE_TIME, CHANGE_TYPE, COMMIT_VERSION
 
         return cls(get_vocabulary("streamjoin"), _names(key), CHANGE_TIME, CHANGE_TYPE, COMMIT_VERSION)
