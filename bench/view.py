@@ -81,7 +81,7 @@ def star(rows: int, changes: int, seed: int = 7) -> Star:
         return table.append_column("product_id", pa.array(rng.integers(0, n_products, table.num_rows)))
 
     orders = (with_product(base.orders.load), with_product(base.orders.changes))
-    return Star(orders, (base.customers.load, base.customers.changes), products)  # type: ignore[arg-type]
+    return Star(orders, (base.customers.load, base.customers.changes), (products[0], products[1]))
 
 
 def _joins():
