@@ -222,3 +222,31 @@ def test_streamjoin_vocabulary_sets_aside_changes_of_a_key_that_is_not_the_view_
     assert result.aside.column("_reason").to_pylist()[0].startswith("two changes of one key")
     result = normalise(table, ChangeFormat.streamjoin(["order_id", "customer_id"]))
     assert result.counts["not_a_view_key"] == 2 and result.changes.column("order_id").to_pylist() == [2]
+
+
+def test_checkpoint_cli_describes_and_verifies_each_join_of_a_chain(capsys):
+    """Each join of a chain has its own checkpoint: the CLI describes (the second join's left key
+    stage reads the first view's changes in the streamjoin vocabulary, keyed by the view key) and
+    verifies each."""
+    import json
+
+    from streamjoin.jobs.cli import main
+
+    case = ChainCase(("inner", "left"), [], (2, 1))
+    batches = [[_orders((1, 10, "a", 1, "upsert", when(5))), _customers((10, "ann", "upsert", when(1))),
+                _products(("a", "pen", "upsert", when(1)))]]
+    case.tables = lambda i: batches[i]   # type: ignore[method-assign]
+    run = ChainRun(case, runtime=True)
+    try:
+        run.run(0)
+        described = []
+        for driver in run.drivers:
+            capsys.readouterr()
+            assert main(["checkpoint", "describe", f"{driver.root}/checkpoint", "--json"]) == 0
+            described.append(json.loads(capsys.readouterr().out))
+            assert main(["checkpoint", "verify", f"{driver.root}/checkpoint"]) == 0
+        assert [[r["kind"] for r in d] for d in described] == [["table_join_keys", "table_join_keys", "table_join"]] * 2
+        changes = described[1][0]["definition"]["changes"]
+        assert (changes["vocabulary"], changes["key"]) == ("streamjoin", ["order_id", "customer_id"])
+    finally:
+        run.close()
