@@ -81,6 +81,7 @@ class ChainCase:
     how: tuple[str, str]
     batches: list[tuple[list[Abstract], list[Abstract], list[Abstract]]]
     partitions: tuple[int, int]
+    flip: bool = False               # the first view is the second join's right side
     reference: list[ReferenceTable] = field(default_factory=list)
 
     def first(self) -> TableTableJoin:
@@ -89,6 +90,9 @@ class ChainCase:
 
     def second(self, first: TableTableJoin) -> TableTableJoin:
         """The next join reads the first one's output as it comes (no format, no time given)."""
+        if self.flip:
+            return TableTableJoin(PRODUCTS, first.output_schema, (["product_id"], ["prod"]), left_key="product_id",
+                                  right_key=list(VIEW_KEY), how=self.how[1], left_time="p_at")
         return TableTableJoin(first.output_schema, PRODUCTS, (["prod"], ["product_id"]), left_key=list(VIEW_KEY),
                               right_key="product_id", how=self.how[1], right_time="p_at")
 
@@ -108,18 +112,22 @@ class ChainCase:
                 reference.apply([Change((pk,), op, second * SECOND, None,
                                         {table.key: pk, **values, table.time: when(second)} if op == "upsert" else None)
                                  for pk, op, second, values in changes])
-            first, three = reference_chain(*(r.rows for r in self.reference), self.how)
+            first, three = reference_chain(*(r.rows for r in self.reference), self.how, self.flip)
             out.append((Counter(first.values()), Counter(three.values())))
         return out
 
 
-def reference_chain(orders: dict, customers: dict, products: dict, how: tuple[str, str]) -> tuple[dict, dict]:
+def reference_chain(orders: dict, customers: dict, products: dict, how: tuple[str, str],
+                    flip: bool = False) -> tuple[dict, dict]:
     """The relational joins of the tables as they stand: orders x customers, and that x products
-    (view key -> row tuple in the views' column order)."""
+    (``flip``: products x that), view key -> row tuple in the views' column order."""
     first = reference_view(orders, customers, left_on=("cust",), right_on=("customer_id",), how=how[0],
                            left_columns=ORDERS_T.columns, right_columns=CUSTOMERS_T.columns)
     columns = ORDERS_T.columns + CUSTOMERS_T.columns
     rows = {key: dict(zip(columns, row)) for key, row in first.items()}
+    if flip:
+        return first, reference_view(products, rows, left_on=("product_id",), right_on=("prod",), how=how[1],
+                                     left_columns=PRODUCTS_T.columns, right_columns=columns)
     three = reference_view(rows, products, left_on=("prod",), right_on=("product_id",), how=how[1],
                            left_columns=columns, right_columns=PRODUCTS_T.columns)
     return first, three
@@ -144,7 +152,7 @@ def chain_cases(draw, *, max_changes: int = 8, max_batches: int = 4, max_partiti
                 batches[at][i].append((pk, kind, second, values if kind == "upsert" else {}))
     how = (draw(st.sampled_from(HOWS)), draw(st.sampled_from(HOWS)))
     partitions = (draw(st.integers(1, max_partitions)), draw(st.integers(1, max_partitions)))
-    return ChainCase(how, batches, partitions)
+    return ChainCase(how, batches, partitions, draw(st.booleans()))
 
 
 _VIEWS = itertools.count()
@@ -163,10 +171,14 @@ class ChainRun:
         drive = InProcess if runtime else StepChain
         self.drivers: list[Any] = [
             drive(self.first, lambda i: case.tables(i)[:2], partitions=case.partitions[0]),
-            drive(self.second, lambda i: [self.outputs[i], case.tables(i)[2]], partitions=case.partitions[1])]
+            drive(self.second, self._second_inputs, partitions=case.partitions[1])]
         self.paths = [f"sj-chain-view-{next(_VIEWS)}" for _ in range(2)]
         self.views = [MaterializedView(open_store("memory", path), *join.view_key, join.output_schema)
                       for path, join in zip(self.paths, (self.first, self.second))]
+
+    def _second_inputs(self, index: int) -> list[pa.Table]:
+        inputs = [self.outputs[index], self.case.tables(index)[2]]
+        return inputs[::-1] if self.case.flip else inputs
 
     def run(self, index: int, version: int | None = None) -> tuple[pa.Table, pa.Table]:
         """Run batch ``index`` through both joins (as ``version`` again, or the next); apply the outputs."""

@@ -34,7 +34,7 @@ def check_chain(case: ChainCase, run: ChainRun, disturb=None) -> None:
 @settings(max_examples=scaled(60))
 @given(case=chain_cases())
 def test_table_join_chain_of_three_tables_equals_reference_after_every_batch(case):
-    event(f"how: {case.how}")
+    event(f"how: {case.how}, view on the right: {case.flip}")
     run = ChainRun(case)
     try:
         check_chain(case, run)
@@ -167,7 +167,7 @@ def test_stream_enriched_as_of_from_a_view_equals_the_reference_as_of_join(case,
     """Events (shipments of orders) enriched, as of their time, from the change stream of the view
     orders x customers (as it comes: its key the order, its change time ``_change_timestamp``)
     equal the as-of join of the events with that change history."""
-    case.how = (data.draw(st.sampled_from(["inner", "left"])), "inner")
+    case.how, case.flip = (data.draw(st.sampled_from(["inner", "left"])), "inner"), False
     first = case.first()
     events = [[{"order_id": data.draw(st.sampled_from([1, 2, 3, 4, None])), "ts": when(data.draw(st.integers(0, 9))),
                 "n": i * 10 + j} for j in range(data.draw(st.integers(0, 3)))] for i in range(len(case.batches))]
