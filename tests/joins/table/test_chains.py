@@ -93,6 +93,10 @@ def test_table_join_refuses_a_change_time_or_retention_for_a_view_input():
     with pytest.raises(JoinDefinitionError, match="retention"):
         TableTableJoin(first.output_schema, PRODUCTS, (["prod"], ["product_id"]), left_key="order_id",
                        right_key="product_id", right_time="p_at", retention=dt.timedelta(days=1))
+    # the other table's own delay is a horizon for that table only
+    kept = TableTableJoin(first.output_schema, PRODUCTS, (["prod"], ["product_id"]), left_key="order_id",
+                          right_key="product_id", right_time="p_at", right_delay=dt.timedelta(days=1))
+    assert kept.left_stage.retention is None and kept.right_stage.retention is not None
 
 
 def test_streamjoin_vocabulary_keeps_keys_with_a_padded_side_and_orders_by_version():
