@@ -54,10 +54,10 @@ if TYPE_CHECKING:
 __all__ = ["JoinStep"]
 
 _INSERT, _DELETE = ("insert", 1), ("delete", 0)
-#: The change time of a row no change of this version touched (and of a timeless bootstrap row).
-_NO_TIME = np.iinfo(np.int64).min
 _PRE, _POST = ("update_preimage", 0), ("update_postimage", 1)
 _SIDES = ("left", "right")
+#: The change time of a row no change of this version touched (and of a timeless bootstrap row).
+_NO_TIME = np.iinfo(np.int64).min
 
 
 @dataclass
@@ -160,7 +160,8 @@ class JoinStep:
 
     def _encode(self, side: TableSide, table: pa.Table
                 ) -> tuple[list[bytes], list[bytes], list[bytes | None], np.ndarray, np.ndarray]:
-        """``side``'s changes as (join key bytes, primary key bytes, row bytes or None, null join key):
+        """``side``'s changes as (join key bytes, primary key bytes, row bytes or None, null join key,
+        change time):
         keys in the form they compare in (:func:`streamjoin.kit.normal_keys`), rows with the values
         they came with (a ``-0.0`` or a NaN's payload is output as it came)."""
         table = conform(table, side.routed, side.name)
