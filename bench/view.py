@@ -18,7 +18,8 @@ streaming query's tasks, each store kept open between micro-batches; no Spark ye
 Per variant: the change micro-batches' seconds (wall), input changes per second, the ratio of the
 three-table to the two-table seconds (the goal: at most 1.5), the process's peak memory (its
 maximum resident set: both run in this process), and the local stores' bytes per input row (every
-file under the variant's local state directory, over the rows loaded and the changes). Spark
+file under the variant's local state directory, over the rows loaded and the changes), and what
+each stage holds (its keys' and values' bytes, as the store counts them) per input row. Spark
 recomputing the three-way join beside it is not measured yet. Quiet machine only: the load
 average is printed beside the figures.
 """
@@ -107,6 +108,15 @@ def _bytes(path: str) -> int:
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
 
 
+def _held_bytes(runner, stage: str) -> int:
+    """The bytes of keys and values ``stage`` holds after its last version, over its partitions
+    (the stores' own count: exact for the memory store, an estimate for the others)."""
+    last: dict[int, int] = {}
+    for m in runner.metrics(stage):
+        last[m["partition"]] = int(m["state_bytes"])
+    return sum(last.values())
+
+
 def measure(data: Star, args: argparse.Namespace, three: bool) -> dict[str, float]:
     """One variant (see module): change seconds, changes, store bytes, input rows."""
     root = fresh_dir(results_dir(), "view-three" if three else "view-two")
@@ -128,8 +138,10 @@ def measure(data: Star, args: argparse.Namespace, three: bool) -> dict[str, floa
             step([changes.slice(s, e - s) for _, changes in tables])
             seconds += time.perf_counter() - start
         rows = sum(load.num_rows + changes.num_rows for load, changes in tables)
+        held = {f"{join}/{stage}": _held_bytes(runner, stage) for join, runner in zip(("first", "second"), runners)
+                for stage in runner.runners}
         return {"seconds": seconds, "changes": args.changes * len(tables), "bytes": _bytes(os.path.join(root, "state")),
-                "rows": rows}
+                "rows": rows, "held": held}
     finally:
         from streamjoin.statestore.warm import evict_all
 
@@ -150,6 +162,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{name}: {r['changes']:,} changes in {r['seconds']:.2f} s ({r['changes'] / r['seconds']:,.0f}/s), "
               f"store {r['bytes'] / r['rows']:,.0f} bytes per input row, peak memory "
               f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MiB so far", flush=True)
+        print(f"  held: {sum(r['held'].values()) / 1e6:,.1f} MB over {r['rows']:,} input rows; per input row, by stage: " + ", ".join(
+            f"{stage} {value / r['rows']:,.1f} B" for stage, value in r["held"].items()), flush=True)
     ratio = results["three tables"]["seconds"] / results["two tables"]["seconds"]
     print(f"three tables / two tables: {ratio:.2f}x the seconds (goal: at most 1.5x); "
           f"load average {os.getloadavg()[0]:.2f}")
