@@ -20,8 +20,15 @@ three-table to the two-table seconds (the goal: at most 1.5), the process's peak
 maximum resident set: both run in this process), and the local stores' bytes per input row (every
 file under the variant's local state directory, over the rows loaded and the changes), and what
 each stage holds (its keys' and values' bytes, as the store counts them) per input row. Spark
-recomputing the three-way join beside it is not measured yet. Quiet machine only: the load
-average is printed beside the figures.
+recomputing the three-way join beside it is measured with ``--spark`` (below). Quiet machine only:
+the load average is printed beside the figures.
+
+``--spark`` runs the same variants as Spark streaming queries (each table a file stream, one
+Parquet file per micro-batch: the load, then the change micro-batches; ``noop`` sink; the change
+micro-batches' ``triggerExecution`` seconds), and ``spark-recompute``: the three current tables
+rebuilt from every change file up to a micro-batch (``max_by`` of the latest change per key,
+deletes dropped) and joined, after the first and the last change micro-batch; its seconds for
+every micro-batch are their mean times the micro-batches (marked ``est.``).
 """
 
 from __future__ import annotations
@@ -32,9 +39,11 @@ import resource
 import shutil
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet  # noqa: F401  (pa.parquet)
 
 from streamjoin.bench.harness import results_dir
 from streamjoin.bench.sparkutil import fresh_dir
@@ -59,6 +68,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batches", type=int, default=5, help="micro-batches of the changes (default 5: 200k each)")
     parser.add_argument("--partitions", type=int, default=4, help="state partitions per stage (default 4)")
     parser.add_argument("--store", default="rocksdb", help="the local store (default rocksdb)")
+    parser.add_argument("--spark", action="store_true",
+                        help="also run both variants as Spark streaming queries, beside Spark recomputing the "
+                        "three-way join after the first and the last change micro-batch")
 
 
 @dataclass
@@ -117,7 +129,7 @@ def _held_bytes(runner, stage: str) -> int:
     return sum(last.values())
 
 
-def measure(data: Star, args: argparse.Namespace, three: bool) -> dict[str, float]:
+def measure(data: Star, args: argparse.Namespace, three: bool) -> dict[str, Any]:
     """One variant (see module): change seconds, changes, store bytes, input rows."""
     root = fresh_dir(results_dir(), "view-three" if three else "view-two")
     try:
@@ -149,6 +161,78 @@ def measure(data: Star, args: argparse.Namespace, three: bool) -> dict[str, floa
         shutil.rmtree(root, ignore_errors=True)
 
 
+_DDL = {"orders": "order_id bigint, op string, changed_at timestamp, customer_id bigint, amount bigint, "
+                  "status string, product_id bigint",
+        "customers": "customer_id bigint, op string, changed_at timestamp, name string, country string, tier string",
+        "products": "product_id bigint, op string, changed_at timestamp, title string, category string, brand string"}
+
+
+def _write_files(root: str, data: Star, batches: int) -> None:
+    """``root/<table>/part-NNNNN.parquet``: the load, then one file per change micro-batch."""
+    stamp = time.time() - batches - 10
+    for name, (load, changes) in zip(_DDL, (data.orders, data.customers, data.products)):
+        os.makedirs(os.path.join(root, name))
+        ends = bounds(changes.num_rows, batches)
+        tables = [load] + [changes.slice(s, e - s) for s, e in zip(np.r_[0, ends[:-1]], ends)]
+        for b, table in enumerate(tables):
+            path = os.path.join(root, name, f"part-{b:05d}.parquet")
+            pa.parquet.write_table(table, path)
+            os.utime(path, (stamp + b, stamp + b))
+
+
+def spark_variants(data: Star, args: argparse.Namespace) -> dict[str, float]:
+    """Change seconds of the chain and of its first join as streaming queries, and Spark's
+    recompute estimated over every change micro-batch (see module)."""
+    from pyspark.sql import functions as F
+
+    from streamjoin import table_table_join
+    from streamjoin.bench.sparkutil import local_session, run_to_noop
+
+    spark = local_session(shuffle_partitions=args.partitions)
+    root = fresh_dir(results_dir(), "view-spark")
+    try:
+        _write_files(root, data, args.batches)
+
+        def source(name: str):
+            return spark.readStream.schema(_DDL[name]).option("maxFilesPerTrigger", 1).parquet(os.path.join(root, name))
+
+        out = {}
+        for name, three in (("spark two tables", False), ("spark three tables", True)):
+            scratch = fresh_dir(root, name.replace(" ", "-"))
+            view = table_table_join(source("orders"), source("customers"), "customer_id", left_key="order_id",
+                                    right_key="customer_id", left_time="changed_at", right_time="changed_at",
+                                    store=args.store, checkpoint=os.path.join(scratch, "first"),
+                                    partitions=args.partitions, state_dir=os.path.join(scratch, "state"))
+            if three:
+                view = table_table_join(view, source("products"), "product_id", left_key="order_id",
+                                        right_key="product_id", right_time="changed_at", store=args.store,
+                                        checkpoint=os.path.join(scratch, "second"), partitions=args.partitions,
+                                        state_dir=os.path.join(scratch, "state"))
+            query = run_to_noop(view, scratch, name)
+            progress = sorted(query.recentProgress, key=lambda p: p["batchId"])
+            out[name] = sum(p["durationMs"]["triggerExecution"] for p in progress[1:]) / 1000
+
+        def current(name: str, upto: int):
+            files = [os.path.join(root, name, f"part-{b:05d}.parquet") for b in range(upto)]
+            df = spark.read.schema(_DDL[name]).parquet(*files)
+            key = df.columns[0]
+            latest = df.groupBy(key).agg(F.max_by(F.struct(*df.columns), "changed_at").alias("r")).select("r.*")
+            return latest.filter(F.col("op") != "delete").drop("op", "changed_at")
+
+        seconds = []
+        for upto in sorted({2, args.batches + 1}):
+            view = (current("orders", upto).join(current("customers", upto), "customer_id")
+                    .join(current("products", upto), "product_id"))
+            start = time.perf_counter()
+            view.write.format("noop").mode("overwrite").save()
+            seconds.append(time.perf_counter() - start)
+        out["spark recompute (est.)"] = sum(seconds) / len(seconds) * args.batches
+        return out
+    finally:
+        spark.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def run(args: argparse.Namespace) -> int:
     if min(args.rows, args.changes, args.batches, args.partitions) < 1:
         raise SystemExit("--rows, --changes, --batches and --partitions must be positive")
@@ -167,4 +251,12 @@ def run(args: argparse.Namespace) -> int:
     ratio = results["three tables"]["seconds"] / results["two tables"]["seconds"]
     print(f"three tables / two tables: {ratio:.2f}x the seconds (goal: at most 1.5x); "
           f"load average {os.getloadavg()[0]:.2f}")
+    if args.spark:
+        spark = spark_variants(data, args)
+        for name, seconds in spark.items():
+            changes = args.changes * (2 if name == "spark two tables" else 3)
+            print(f"{name}: {seconds:.2f} s for the change micro-batches ({changes / seconds:,.0f} changes/s)")
+        chain, recompute = spark["spark three tables"], spark["spark recompute (est.)"]
+        print(f"spark: three tables / two tables {chain / spark['spark two tables']:.2f}x; recompute / three tables "
+              f"{recompute / chain:.2f}x (goal: at least 5x); load average {os.getloadavg()[0]:.2f}")
     return 0
