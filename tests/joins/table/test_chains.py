@@ -254,3 +254,13 @@ def test_checkpoint_cli_describes_and_verifies_each_join_of_a_chain(capsys):
         assert (changes["vocabulary"], changes["key"]) == ("streamjoin", ["order_id", "customer_id"])
     finally:
         run.close()
+
+
+def test_postgres_sink_leaves_the_change_time_out_of_the_target_columns():
+    from streamjoin.spark.postgres_sink import PostgresSink
+
+    first = TableTableJoin(ORDERS, CUSTOMERS, (["cust"], ["customer_id"]), left_key="order_id",
+                           right_key="customer_id", left_time="o_at", right_time="c_at")
+    sink = PostgresSink("postgresql://unused", "lines", key="order_id")
+    rows = sink._final_rows(first.output_schema.empty_table())
+    assert rows.column_names == [n for n in first.view_schema.names] + ["_sj_delete"]
