@@ -21,6 +21,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "interval": ("streamjoin.bench.interval", "interval join beside Spark's own stream-stream join"),
     "enrichment": ("streamjoin.bench.enrichment", "stream-table join per store beside Spark's stream-static join"),
     "table": ("streamjoin.bench.table", "table-table join (a maintained view) beside recomputing the join in Spark"),
+    "view": ("streamjoin.bench.view", "a view over three tables (a chain of two joins) beside its first join alone"),
     "postgres": ("streamjoin.bench.postgres", "changes/s from a PostgreSQL slot: decoded, read by Spark, joined"),
     "latency": ("streamjoin.bench.latency", "seconds and micro-batches until a row the watermark releases is in the sink, beside Spark"),
     "rescale": ("streamjoin.bench.rescale", "routing by key group, and the version that rebuilds after a partition change"),

@@ -31,7 +31,7 @@ from streamjoin.kit.keys import normal_key_value
 from streamjoin.statestore.base import Store
 from streamjoin.statestore.codecs import pack
 from streamjoin.table.rows import RowCodec, stored_type
-from streamjoin.table.spec import CDF_COLUMNS, CHANGE_TYPE, COMMIT_VERSION, SEQ_COLUMN
+from streamjoin.table.spec import CDF_COLUMNS, CHANGE_TYPE, COMMIT_VERSION, ORDER_COLUMNS, SEQ_COLUMN
 
 __all__ = ["MaterializedView", "ViewError"]
 
@@ -67,7 +67,7 @@ class MaterializedView:
 
     def apply(self, changes: pa.Table) -> dict[str, int]:
         """Apply a change stream (see module docstring); return counts by change type."""
-        missing = [n for n in (*self.schema.names, *CDF_COLUMNS) if n not in changes.column_names]
+        missing = [n for n in (*self.schema.names, *ORDER_COLUMNS) if n not in changes.column_names]
         if missing:
             raise ViewError(f"the change stream lacks columns {missing}")
         order = pc.sort_indices(changes, sort_keys=[(COMMIT_VERSION, "ascending"), (SEQ_COLUMN, "ascending")])

@@ -11,6 +11,7 @@ module, registered in one registry:
                  (the one detection rule) and :func:`resolve_format` (given, named or detected)
     format       :class:`ChangeFormat`
     plain, delta, debezium   the built-in vocabularies (debezium: as columns and as JSON strings)
+    streamjoin   a table-table join's output (a view's change stream), accepted by the next join
     prestage     :func:`pre_stage`: a vocabulary with its key in an envelope, in the plain form
 
 :func:`normalise` turns a batch into the internal form by asking the format's vocabulary. Rows it
@@ -83,8 +84,10 @@ def _register_builtins() -> None:
     from streamjoin.changes.debezium import DebeziumJsonVocabulary, DebeziumVocabulary
     from streamjoin.changes.delta import DeltaVocabulary
     from streamjoin.changes.plain import PlainVocabulary
+    from streamjoin.changes.streamjoin import StreamjoinVocabulary
 
-    for vocabulary in (PlainVocabulary(), DebeziumJsonVocabulary(), DebeziumVocabulary(), DeltaVocabulary()):
+    for vocabulary in (PlainVocabulary(), DebeziumJsonVocabulary(), DebeziumVocabulary(), DeltaVocabulary(),
+                       StreamjoinVocabulary()):
         register_vocabulary(vocabulary, replace=True)
 
 

@@ -69,6 +69,15 @@ class ChangeFormat:
         """Debezium envelopes as one JSON string per row in ``column``; ``row_schema``: the row's."""
         return cls(get_vocabulary("debezium_json"), _names(key), time, "op", sequence, time_unit, column, row_schema)
 
+    @classmethod
+    def streamjoin(cls, key: str | Sequence[str]) -> ChangeFormat:
+        """A table-table join's output (a view's change stream, in the ``streamjoin`` vocabulary):
+        ``_change_type``, ``_commit_version`` and ``_seq`` (its order), ``_change_timestamp`` (its
+        change time). ``key``: the view key's columns, or those of them that identify a view row."""
+        from streamjoin.changes.streamjoin import CHANGE_TIME, CHANGE_TYPE, COMMIT_VERSION
+
+        return cls(get_vocabulary("streamjoin"), _names(key), CHANGE_TIME, CHANGE_TYPE, COMMIT_VERSION)
+
     def row_fields(self, schema: pa.Schema) -> list[pa.Field]:
         """The row's columns (key and values) of a change table with ``schema``, validated.
 

@@ -101,13 +101,14 @@ def struct_rows(column: pa.ChunkedArray | pa.Array, fields: list[pa.Field]) -> p
 
 def to_internal(table: pa.Table, fmt: ChangeFormat, ops: np.ndarray, times: pa.Array,
                 seq: pa.Array | pa.ChunkedArray, row: pa.Table, counts: Mapping[str, int] | None = None,
-                timeless_snapshots: bool = False) -> Normalised:
+                timeless_snapshots: bool = False, partial_null_keys: bool = False) -> Normalised:
     """Sort the rows of ``table`` out and put the kept ones in the internal form.
 
     ``ops``, ``times``, ``seq`` and ``row`` (the row's columns, key included) are per input row.
     Checks apply in order: op (:data:`UNKNOWN`: ``"unknown op"``), change time (null:
     ``"null change time"``, except a snapshot row when ``timeless_snapshots``), key (a null in
-    any key column of a row that is not a heartbeat: ``"null key"``). :data:`SKIPPED` rows are
+    any key column of a row that is not a heartbeat, or with ``partial_null_keys`` a null in every
+    key column: ``"null key"``). :data:`SKIPPED` rows are
     dropped and counted as ``preimages``; ``counts`` adds the vocabulary's own counts.
     """
     unknown = ops == UNKNOWN
@@ -116,9 +117,10 @@ def to_internal(table: pa.Table, fmt: ChangeFormat, ops: np.ndarray, times: pa.A
         null_time &= ops != SNAPSHOT
     snapshot = ops == SNAPSHOT
     ops = np.where(snapshot, np.int8(UPSERT), ops).astype(np.int8)
-    null_key = np.zeros(table.num_rows, dtype=bool)
+    null_key = np.full(table.num_rows, partial_null_keys, dtype=bool)
     for name in fmt.key:
-        null_key |= row.column(name).is_null().to_numpy(zero_copy_only=False)
+        nulls = row.column(name).is_null().to_numpy(zero_copy_only=False)
+        null_key = null_key & nulls if partial_null_keys else null_key | nulls
     null_key &= ~unknown & ~null_time & (ops != HEARTBEAT) & (ops != SKIPPED)
     keep = ~(unknown | null_time | null_key) & (ops != SKIPPED)
     counts = {**(counts or {}), "preimages": int((ops == SKIPPED).sum()),

@@ -3,8 +3,9 @@
 **Detection rule**: the registered vocabularies are asked in reverse order of registration
 (the newest first); the first whose :meth:`~streamjoin.changes.ChangeVocabulary.detect` says yes
 is the table's vocabulary. The built-ins register general first (plain, Debezium JSON, Debezium,
-Delta), so a Delta feed that also has an ``op`` column is Delta, and an ``op`` column beside an
-``after`` struct is Debezium; a vocabulary registered later is asked before all of them.
+Delta, streamjoin), so a Delta feed that also has an ``op`` column is Delta, an ``op`` column
+beside an ``after`` struct is Debezium, and a join's own output (a Delta feed with ``_seq`` and
+``_change_timestamp``) is streamjoin; a vocabulary registered later is asked before all of them.
 The Spark layer (both joins) and the engine-free table-table join find a table's format with
 :func:`resolve_format`; the engine-free enrichment join takes a :class:`ChangeFormat` as given.
 """
@@ -27,7 +28,7 @@ __all__ = ["register_vocabulary", "unregister_vocabulary", "get_vocabulary", "vo
 
 #: The built-in vocabularies' names, as the joins' public signatures admit them (for type
 #: checkers); a vocabulary registered under another name is passed as a ``ChangeFormat``.
-VocabularyName = Literal["plain", "delta", "debezium", "debezium_json"]
+VocabularyName = Literal["plain", "delta", "debezium", "debezium_json", "streamjoin"]
 
 _REGISTERED: dict[str, ChangeVocabulary] = {}
 

@@ -42,6 +42,10 @@ class ChangeVocabulary(ABC):
     #: The op a bootstrap row carries: an upsert whose change time may be null (it then comes
     #: before every change of its key). None: the vocabulary has no such rows.
     snapshot_op: ClassVar[str | None] = None
+    #: Whether a table-table join applies a key's changes in sequence order alone (a view's change
+    #: stream, whose change times need not grow with the order it was written in); False: in
+    #: (change time, sequence) order, as every join does.
+    ordered_by_sequence: ClassVar[bool] = False
 
     @abstractmethod
     def detect(self, schema: pa.Schema) -> bool:

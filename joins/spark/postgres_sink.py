@@ -5,8 +5,8 @@
     view_changes.writeStream.foreachBatch(sink).option("checkpointLocation", ...).start()
 
 **Contract.** Each micro-batch is applied in one transaction, keyed by the table's primary key
-``key``: a view change stream (``table_table_join``'s ``_change_type``, ``_commit_version``, ``_seq``)
-is reduced to each key's last change in ``_seq`` order (``delete``/``update_preimage`` delete the
+``key``: a view change stream (``table_table_join``'s ``_change_type``, ``_commit_version``,
+``_seq``, ``_change_timestamp``) is reduced to each key's last change in ``_seq`` order (``delete``/``update_preimage`` delete the
 row, ``insert``/``update_postimage`` upsert it); rows without ``_change_type`` (an enrichment's
 output) are upserts. The batch id is recorded in ``streamjoin_sink_progress`` (one row per sink
 ``name``) in the same transaction, so a batch Spark runs again after a failure (the same id, not
@@ -33,7 +33,7 @@ from streamjoin.errors import JoinDefinitionError
 __all__ = ["PostgresSink", "PROGRESS_TABLE"]
 
 PROGRESS_TABLE = SINK_PROGRESS_TABLE
-_META = ("_change_type", "_commit_version", "_seq")
+_META = ("_change_type", "_commit_version", "_seq", "_change_timestamp")
 _REMOVES = ("delete", "update_preimage")
 _DELETE = "_sj_delete"
 

@@ -60,7 +60,8 @@ def table_table_join(
 
     Args:
         left_changes: The left table's change stream (Delta change data feed, Debezium
-            envelopes, or plain with an ``op`` column and the change-time column ``left_time``).
+            envelopes, plain with an ``op`` column and the change-time column ``left_time``, or
+            another ``table_table_join``'s output, a view over several tables).
         right_changes: The right table's change stream.
         on: A column name, a list of names on both sides, or a pair (left names, right names):
             primary key to primary key, foreign key to primary key, or many to many.
@@ -101,7 +102,10 @@ def table_table_join(
         The view's changes in the Delta change data feed vocabulary: the left row's columns, the
         right row's (a name on both sides gets ``_left`` / ``_right``), ``_change_type``
         (``insert``, ``update_preimage``, ``update_postimage``, ``delete``), ``_commit_version``
-        (the micro-batch id) and ``_seq``; applied in (``_commit_version``, ``_seq``) order to an
+        (the micro-batch id), ``_seq`` and ``_change_timestamp`` (the time of the input change
+        that caused the view change). It is a change stream in the ``streamjoin`` vocabulary,
+        which the next ``table_table_join`` (either side, its key the view key or part of it)
+        or ``stream_table_join`` (the table side) reads as it comes; applied in (``_commit_version``, ``_seq``) order to an
         empty table, they give after every micro-batch the join of the two tables as they stand
         ([`MaterializedView`][streamjoin.view.MaterializedView] does it). Outer joins insert a
         null-padded row while a row has no match and retract it when its first match appears.

@@ -12,7 +12,12 @@ outputs **routed changes** (:mod:`streamjoin.table.spec`) for stage 2, which is 
 * the key's final state is deleted and a row existed: DELETE at the old join key;
 * otherwise nothing.
 
-**Order** of a key's changes: (change time, sequence; a null sequence first). A change not newer
+Each routed change carries the time of the change it comes from (``__sj_time``; for a DELETE at
+an old join key, the time of the change that moved or deleted the row).
+
+**Order** of a key's changes: (change time, sequence; a null sequence first); for a vocabulary
+:attr:`~streamjoin.changes.ChangeVocabulary.ordered_by_sequence` (a view's change stream) the
+sequence alone (its change times are carried, kept in state as 0). A change not newer
 than the last one applied (in an earlier batch, or earlier in this one) is *stale*: ignored and
 counted (``stale_changes``); ties within a batch go to the first in canonical row order (op, then
 the row's other columns, nulls first). A delete applied while the key has no row is harmless and
@@ -41,6 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamjoin.changes import DELETE, HEARTBEAT, OP, SEQ, TIME, UPSERT, ChangeFormat, normalise
+from streamjoin.errors import JoinDefinitionError
 from streamjoin.kit.arrivals import set_aside
 from streamjoin.kit.keys import normal_keys
 from streamjoin.kit.order import canonical_order, canonical_sort_keys
@@ -73,6 +79,8 @@ LAYOUT = StateLayout("table join keys", 2, (
 _KEYS, _EXPIRY = LAYOUT["keys"], LAYOUT["expiry"]
 _NO_BYTES = pa.array([], pa.binary())
 _NO_SEPARATOR = pa.scalar(b"", pa.binary())
+#: The change times a version's changes carry to stage 2, beside the order they are applied in.
+_CARRIED = "__sj_carried_time"
 
 
 class TableRekey(Operator):
@@ -92,6 +100,11 @@ class TableRekey(Operator):
         self.side: TableSide = build_side(side, schema, changes, on, key_types)
         self.codec = RowCodec(self.side.row_schema)
         self.retention = parse_retention(retention, expire_rows)
+        if self.retention is not None and changes.vocabulary.ordered_by_sequence:
+            raise JoinDefinitionError(
+                f"the {side} input is a view's change stream ({changes.vocabulary.name} changes), ordered by "
+                "version, not by change time, so a retention horizon cannot be applied to it: leave retention "
+                f"out, or give {side}_delay only for the other table")
         # with a retention the runtime keeps the change time's maximum (the horizon's input)
         timed = self.retention is not None
         self._scale = time_scale(schema, changes) if timed else 1
@@ -147,6 +160,10 @@ class TableRekey(Operator):
                 rows = table.take(pa.array(parsed.index[late], pa.int64()))
                 aside = pa.concat_tables([aside, set_aside(rows, [(np.ones(rows.num_rows, bool), LATE_REASON)])])
                 keep &= ~late
+        changes = changes.append_column(_CARRIED, changes.column(TIME))
+        if side.changes.vocabulary.ordered_by_sequence:
+            at = changes.schema.get_field_index(TIME)
+            changes = changes.set_column(at, TIME, pa.array(np.zeros(changes.num_rows, np.int64)))
         changes, twins = self._without_twin_snapshots(parsed.snapshot, parsed.index, keep, changes)
         metrics["duplicate_snapshot_rows"] = len(twins)
         if len(twins):
@@ -163,7 +180,7 @@ class TableRekey(Operator):
         return StepResult(output, (aside,), writes=write.sorted(), metrics=dict(metrics))
 
     def _expire(self, state: Store, horizon: int, changed: set[bytes], gone: list[bytes], metrics: Counter
-                ) -> list[tuple[bytes, bytes]]:
+                ) -> list[tuple[bytes, bytes, int]]:
         """Drop the keys whose last change is below ``horizon`` and that this version did not change
         (their state keys and index entries go to ``gone``); return the routed deletes of the
         rows among them (:mod:`streamjoin.table.retention`)."""
@@ -177,7 +194,7 @@ class TableRekey(Operator):
             held = _held(stored)
             if held[2]:
                 metrics["rows_expired"] += 1
-                deletes.append((pk, held[3]))
+                deletes.append((pk, held[3], held[0]))
             else:
                 metrics["tombstones_expired"] += 1
         return deletes
@@ -235,7 +252,8 @@ class TableRekey(Operator):
                   ) -> tuple[ColumnWrite, np.ndarray, list[tuple], list[bytes]]:
         """Apply each key's changes in order against its state (:meth:`_walk`); return the state
         writes (as columns), the rows to upsert (indices), the deletes ((primary key, join key)
-        bytes), in key order, and the state keys to delete (expiry-index entries a change moves)."""
+        bytes and the removing change's carried time), in key order, and the state keys to delete
+        (expiry-index entries a change moves)."""
         starts = np.array(self._starts(changes), np.int64)
         keyed = normal_keys(changes, [*self.side.key, *self.side.on])   # the routed rows keep their own values
         pks = self.codec.encode_array(keyed.take(pa.array(starts, pa.int64())), self.side.key)
@@ -263,7 +281,8 @@ class TableRekey(Operator):
         same = pc.fill_null(pc.equal(held_jk, jks), False).to_numpy(zero_copy_only=False)
         leaves = np.flatnonzero(stored.row[runs] & ~(has_rows & same))
         leaving = pa.array(leaves, pa.int64())
-        deletes = list(zip(pks.take(at).take(leaving).to_pylist(), held_jk.take(leaving).to_pylist()))
+        carried = changes.column(_CARRIED).take(pa.array(lasts[leaves], pa.int64())).cast(pa.int64()).to_pylist()
+        deletes = list(zip(pks.take(at).take(leaving).to_pylist(), held_jk.take(leaving).to_pylist(), carried))
         gone: list[bytes] = []
         if self.retention is not None:
             retention, times = self.retention, changes.column(TIME).to_numpy()
@@ -308,12 +327,12 @@ class TableRekey(Operator):
         last = latest[np.append(starts[1:], n) - 1] if len(starts) else np.zeros(0, np.int64)
         return applied, last, row_before
 
-    def _delete_rows(self, deletes: list[tuple[bytes, bytes]]) -> pa.Table:
+    def _delete_rows(self, deletes: list[tuple[bytes, bytes, int]]) -> pa.Table:
         """Routed deletes, from (``pack`` of the primary key, ``pack`` of the join key it is deleted
         at): those columns set, the others null; decoded column-wise."""
         schema, physical = self.side.row_schema, self.codec.physical
         parts: dict[int, pa.Array] = {}
-        for at, data in ((self._on_at, [jk for _, jk in deletes]), (self._pk_at, [pk for pk, _ in deletes])):
+        for at, data in ((self._on_at, [jk for _, jk, _ in deletes]), (self._pk_at, [pk for pk, _, _ in deletes])):
             kinds = [physical[i] for i in at]
             arrays = unpack_columns(data, kinds)
             if arrays is None:   # bytes the column-wise decoder does not take: row by row (raises)
@@ -326,8 +345,9 @@ class TableRekey(Operator):
             columns.append(column if column.type == field.type else column.cast(field.type))
         return pa.Table.from_arrays(columns, schema=schema)
 
-    def _output(self, changes: pa.Table, upserts: np.ndarray, deletes: list[tuple[bytes, bytes]]) -> pa.Table:
-        """The routed changes: the upserted rows (taken from ``changes``), then the deletes."""
+    def _output(self, changes: pa.Table, upserts: np.ndarray, deletes: list[tuple[bytes, bytes, int]]) -> pa.Table:
+        """The routed changes: the upserted rows (taken from ``changes``), then the deletes; each
+        with its carried change time."""
         schema = self.side.row_schema
         taken = changes.take(pa.array(upserts, pa.int64()))
         columns = []
@@ -338,7 +358,10 @@ class TableRekey(Operator):
         if deletes:
             table = pa.concat_tables([table, self._delete_rows(deletes)])
         table = table.combine_chunks()
+        times = pa.concat_arrays([taken.column(_CARRIED).combine_chunks().cast(pa.int64()),
+                                  pa.array([t for _, _, t in deletes], pa.int64())])
         ops = np.r_[np.full(len(upserts), UPSERT), np.full(len(deletes), DELETE)].astype(np.int8)
+        table = table.append_column(self.side.routed.field(TIME), times)
         return table.append_column(self.side.routed.field(OP), pa.array(ops, pa.int8()))
 
 

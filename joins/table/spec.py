@@ -11,13 +11,18 @@ their stored types (:mod:`streamjoin.table.rows`); the join-key columns are kept
 key types (equal, or a lossless widening of both sides' types).
 
 **Routed changes** (stage 1's output, stage 2's input; one schema per side): the row's columns,
-then ``__sj_op`` (int8, :data:`streamjoin.changes.UPSERT` or :data:`~streamjoin.changes.DELETE`). A delete
-carries the primary key and the join key it is deleted at; its other columns are null.
+then ``__sj_time`` (int64 µs, the change's time; null for a timeless bootstrap row) and ``__sj_op``
+(int8, :data:`streamjoin.changes.UPSERT` or :data:`~streamjoin.changes.DELETE`). A delete carries
+the primary key and the join key it is deleted at, and the time of the change that removed the
+row there; its other columns are null.
 
-**Output** (the view's change stream, Delta change data feed vocabulary): the left row's columns,
-then the right row's columns (a name on both sides becomes ``<name>_left`` and ``<name>_right``),
-then ``_change_type`` (string), ``_commit_version`` (int64, the batch id) and ``_seq`` (int64).
-A name that still appears twice is refused.
+**Output** (the view's change stream, the ``streamjoin`` vocabulary of
+:mod:`streamjoin.changes.streamjoin`, a Delta change data feed with the join's bookkeeping): the
+left row's columns, then the right row's columns (a name on both sides becomes ``<name>_left`` and
+``<name>_right``), then ``_change_type`` (string), ``_commit_version`` (int64, the batch id),
+``_seq`` (int64) and ``_change_timestamp`` (timestamp µs UTC, the time of the input change that
+caused the view change). A name that still appears twice is refused. The next join reads this
+stream as it comes: its bookkeeping columns are the vocabulary's, not row columns.
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 
-from streamjoin.changes import OP, ChangeFormat, resolve_format
+from streamjoin.changes import OP, TIME, ChangeFormat, resolve_format
+from streamjoin.changes.streamjoin import CHANGE_TIME, CHANGE_TYPE, COMMIT_VERSION, SEQ_COLUMN
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.kit.how import How, parse_how
 from streamjoin.kit.keys import common_key_type
@@ -36,14 +42,16 @@ from streamjoin.kit.on import column_names, parse_on
 from streamjoin.table.rows import stored_type
 
 __all__ = ["How", "HOWS", "TableSide", "TableJoinSpec", "build_side", "build_join", "detect_format", "parse_on",
-           "common_key_types", "CHANGE_TYPE", "COMMIT_VERSION", "SEQ_COLUMN", "CDF_COLUMNS"]
+           "common_key_types", "CHANGE_TYPE", "COMMIT_VERSION", "SEQ_COLUMN", "CHANGE_TIME", "CDF_COLUMNS",
+           "ORDER_COLUMNS"]
 
 #: The join kinds a table-table join supports: ``left`` keeps unmatched left rows null-padded,
 #: ``full`` both sides' (:meth:`How.preserves`).
 HOWS = (How.INNER, How.LEFT, How.FULL)
 
-CHANGE_TYPE, COMMIT_VERSION, SEQ_COLUMN = "_change_type", "_commit_version", "_seq"
-CDF_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, SEQ_COLUMN)
+#: The output's bookkeeping columns (never view columns), and those a change stream needs to be applied.
+CDF_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, SEQ_COLUMN, CHANGE_TIME)
+ORDER_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, SEQ_COLUMN)
 
 
 @dataclass(frozen=True)
@@ -64,8 +72,8 @@ class TableSide:
 
     @property
     def row_schema(self) -> pa.Schema:
-        """The row's columns (the routed schema without the op column)."""
-        return pa.schema([f for f in self.routed if f.name != OP])
+        """The row's columns (the routed schema without the time and op columns)."""
+        return pa.schema([f for f in self.routed if f.name not in (TIME, OP)])
 
     def definition(self) -> dict[str, Any]:
         return {"side": self.name, "changes": self.changes.definition(), "on": list(self.on),
@@ -176,7 +184,7 @@ def build_side(name: str, schema: pa.Schema, changes: ChangeFormat, on: str | Se
     for f in fields:
         kind = key_types[on.index(f.name)] if f.name in on else f.type
         routed.append(pa.field(f.name, stored_type(kind, f"the {name} column {f.name!r}"), True, f.metadata))
-    routed.append(pa.field(OP, pa.int8(), False))
+    routed += [pa.field(TIME, pa.int64(), True), pa.field(OP, pa.int8(), False)]
     return TableSide(name, schema, changes, on, tuple(key_types), pa.schema(routed))
 
 
@@ -199,5 +207,5 @@ def build_join(left: TableSide, right: TableSide, how: str | How) -> TableJoinSp
     fields = [pa.field(n, f.type, True, f.metadata) for n, f in zip(lnames, lrow)]
     fields += [pa.field(n, f.type, True, f.metadata) for n, f in zip(rnames, rrow)]
     fields += [pa.field(CHANGE_TYPE, pa.string(), False), pa.field(COMMIT_VERSION, pa.int64(), False),
-               pa.field(SEQ_COLUMN, pa.int64(), False)]
+               pa.field(SEQ_COLUMN, pa.int64(), False), pa.field(CHANGE_TIME, pa.timestamp("us", "UTC"), True)]
     return TableJoinSpec(left, right, how, lnames, rnames, pa.schema(fields))

@@ -19,6 +19,11 @@ a hash match of those identities (``index_in``/``is_in``) and a comparison of th
 the matched ones; the changes are sorted by view key, then ``_seq``, in Arrow, and each side's
 output columns are taken from the version's input rows or decoded column-wise. Python touches
 each row only in C-level passes (``map``, ``compress``, comprehensions over the read entries).
+
+**Change time** of a view change: the latest time of this version's changes to the view row's own
+sides (a row a change replaced or removed, or an upserted one); for a null-padded row that
+appears or goes because the other side's group filled or emptied, the latest change time of the
+group. Times ride with the rows as int64 µs (:data:`_NO_TIME`: no change of this version).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streamjoin.changes import DELETE, OP
+from streamjoin.changes import DELETE, OP, TIME
 from streamjoin.errors import JoinError
 from streamjoin.kit import normal_keys
 from streamjoin.runtime.operator import REASON_COLUMN, StepInput, StepResult, conform
@@ -50,6 +55,8 @@ __all__ = ["JoinStep"]
 _INSERT, _DELETE = ("insert", 1), ("delete", 0)
 _PRE, _POST = ("update_preimage", 0), ("update_postimage", 1)
 _SIDES = ("left", "right")
+#: The change time of a row no change of this version touched (and of a timeless bootstrap row).
+_NO_TIME = np.iinfo(np.int64).min
 
 
 @dataclass
@@ -62,6 +69,7 @@ class _Changes:
     key: pa.Array               # binary: the state key (side | join key | primary key)
     gid: np.ndarray             # the change's group
     delete: np.ndarray          # bool
+    time: np.ndarray            # the change's time (int64 µs; _NO_TIME: none)
 
 
 @dataclass
@@ -72,25 +80,27 @@ class _Rows:
     pk: pa.Array                # binary
     row: pa.Array               # binary
     changed: np.ndarray         # bool: the row's primary key changed in this version
+    time: np.ndarray            # the time of that change (int64 µs; _NO_TIME: unchanged)
 
 
 @dataclass
 class _View:
     """View rows (of one state) as columns: group, view key (:func:`_view_key`), left and right
-    row bytes (null: a padded side)."""
+    row bytes (null: a padded side), and the time of this version's change to the row's sides."""
 
     gid: np.ndarray
     key: pa.Array
     left: pa.Array
     right: pa.Array
+    time: np.ndarray
 
     def matching(self) -> pa.Array:
         """Per row, its group and view key in one binary value (what identifies a view row)."""
         return pc.binary_join_element_wise(_be64(self.gid), self.key, _EMPTY)
 
-    def take(self, at: np.ndarray) -> tuple[pa.Array, pa.Array, pa.Array]:
+    def take(self, at: np.ndarray) -> tuple[pa.Array, pa.Array, pa.Array, np.ndarray, np.ndarray]:
         indices = pa.array(at, pa.int64())
-        return self.key.take(indices), self.left.take(indices), self.right.take(indices)
+        return self.key.take(indices), self.left.take(indices), self.right.take(indices), self.gid[at], self.time[at]
 
 
 _EMPTY = pa.scalar(b"", pa.binary())
@@ -147,9 +157,10 @@ class JoinStep:
 
     # -- reading the changes -----------------------------------------------------------------------
 
-    def _encode(self, side: TableSide, table: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array, np.ndarray, np.ndarray]:
+    def _encode(self, side: TableSide, table: pa.Table
+                ) -> tuple[pa.Array, pa.Array, pa.Array, np.ndarray, np.ndarray, np.ndarray]:
         """``side``'s changes as columns: join key bytes, primary key bytes, row bytes, whether
-        each is a delete, and whether its join key is null. Keys in the form they compare in
+        each is a delete, whether its join key is null, and its change time. Keys in the form they compare in
         (:func:`streamjoin.kit.normal_keys`), rows with the values they came with (a ``-0.0`` or
         a NaN's payload is output as it came)."""
         table = conform(table, side.routed, side.name)
@@ -164,7 +175,8 @@ class JoinStep:
         # the upserted rows' bytes and where they are (output rows of this version are taken from it)
         upserts = np.flatnonzero(~delete)
         self.fresh[side.name] = (rows.take(pa.array(upserts, pa.int64())), upserts)
-        return jks, pks, rows, delete, null
+        times = table.column(TIME).fill_null(_NO_TIME).to_numpy()
+        return jks, pks, rows, delete, null, times
 
     def _group(self, encoded: list) -> None:
         """Number the join keys (groups) and file each side's changes under them."""
@@ -175,20 +187,20 @@ class JoinStep:
         self.keyed = np.ones(self.groups, bool)
         self.changes: dict[str, _Changes] = {}
         at = 0
-        for name, (side_jks, pks, rows, delete, null) in zip(_SIDES, encoded):
+        for name, (side_jks, pks, rows, delete, null, times) in zip(_SIDES, encoded):
             gid = gids[at:at + len(side_jks)]
             at += len(side_jks)
             self.keyed[gid[null]] = False
             if not self.keep[name] and null.any():   # unkeyed rows of a side only ever padded are not kept
                 kept = np.flatnonzero(~null)
                 taken = pa.array(kept, pa.int64())
-                gid, delete = gid[kept], delete[kept]
+                gid, delete, times = gid[kept], delete[kept], times[kept]
                 side_jks, pks, rows = side_jks.take(taken), pks.take(taken), rows.take(taken)
             keys = SIDE[name].key_column(side_jks, pks)
             if pc.count_distinct(keys).as_py() != len(keys):
                 self._twice(name, side_jks.to_pylist(), pks.to_pylist(), keys.to_pylist())
             row = pc.if_else(pa.array(delete), pa.nulls(len(rows), pa.binary()), rows) if delete.any() else rows
-            self.changes[name] = _Changes(pks, row, keys, gid, delete)
+            self.changes[name] = _Changes(pks, row, keys, gid, delete, times)
         self.changed = {name: np.bincount(c.gid, minlength=self.groups) > 0 for name, c in self.changes.items()}
 
     def _twice(self, name: str, jks: list[bytes], pks: list[bytes], keys: list[bytes]) -> None:
@@ -241,9 +253,13 @@ class JoinStep:
                 parts.insert(0, scanned[name])
             gid = np.concatenate([p[0] for p in parts])
             pk, rows, keys = (pa.concat_arrays([p[i] for p in parts]) for i in (1, 2, 3))
-            changed = pc.is_in(keys, value_set=self.changes[name].key).to_numpy(zero_copy_only=False)
+            c = self.changes[name]
+            at_change = pc.index_in(keys, value_set=c.key)
+            changed = at_change.is_valid().to_numpy(zero_copy_only=False)
+            times = np.full(len(keys), _NO_TIME, np.int64)
+            times[changed] = c.time[at_change.filter(pa.array(changed)).to_numpy().astype(np.int64)]
             self.held_keys[name] = keys.filter(pa.array(changed))
-            before[name] = _Rows(gid, pk, rows, changed)
+            before[name] = _Rows(gid, pk, rows, changed, times)
         return before
 
     def _multi_get(self, keys: pa.Array) -> pa.Array:
@@ -281,7 +297,8 @@ class JoinStep:
         after = _Rows(np.concatenate([before.gid[~before.changed], c.gid[upserts]]),
                       pa.concat_arrays([before.pk.take(kept), c.pk.take(taken)]),
                       pa.concat_arrays([before.row.take(kept), c.row.take(taken)]),
-                      np.concatenate([np.zeros(len(kept), bool), np.ones(len(upserts), bool)]))
+                      np.concatenate([np.zeros(len(kept), bool), np.ones(len(upserts), bool)]),
+                      np.concatenate([before.time[~before.changed], c.time[upserts]]))
         return after, write
 
     def _nonempty(self, side: str, g: int, changes: dict[bytes, bytes | None]) -> tuple[bool, bool]:
@@ -333,6 +350,7 @@ class JoinStep:
         ia = pa.array(np.concatenate([p[0] for p in pairs]), pa.int64())
         ib = pa.array(np.concatenate([p[1] for p in pairs]), pa.int64())
         gid, left_pk, right_pk = [left.gid[ia.to_numpy()]], [left.pk.take(ia)], [right.pk.take(ib)]
+        time = [np.maximum(left.time[ia.to_numpy()], right.time[ib.to_numpy()])]
         left_row, right_row = [left.row.take(ia)], [right.row.take(ib)]
         for name, rows, other in (("left", left, "right"), ("right", right, "left")):
             if not self.keep[name]:
@@ -341,13 +359,14 @@ class JoinStep:
             pick = np.flatnonzero(~ne[other][state][g] & (flips[other][g] | rows.changed))
             at, padded = pa.array(pick, pa.int64()), pa.nulls(len(pick), pa.binary())
             gid.append(g[pick])
+            time.append(rows.time[pick])
             pk, row = rows.pk.take(at), rows.row.take(at)
             left_pk.append(pk if name == "left" else padded)
             right_pk.append(padded if name == "left" else pk)
             left_row.append(row if name == "left" else padded)
             right_row.append(padded if name == "left" else row)
         return _View(np.concatenate(gid), _view_key(pa.concat_arrays(left_pk), pa.concat_arrays(right_pk)),
-                     pa.concat_arrays(left_row), pa.concat_arrays(right_row))
+                     pa.concat_arrays(left_row), pa.concat_arrays(right_row), np.concatenate(time))
 
     def run(self) -> StepResult:
         before = self._read_state()
@@ -372,7 +391,7 @@ class JoinStep:
         """The minimal changes turning view rows ``old`` into ``new``, sorted by view key then
         ``_seq``: a row gone -> delete (0); a row changed -> update_preimage (0) and
         update_postimage (1); a new row -> insert (1). Columns: key, seq, type (index into
-        ``_TYPES``), left and right row bytes."""
+        ``_TYPES``), left and right row bytes, group and change time."""
         old_ids, new_ids = old.matching(), new.matching()
         at = pc.index_in(old_ids, value_set=new_ids)
         matched = at.is_valid().to_numpy(zero_copy_only=False)
@@ -393,6 +412,8 @@ class JoinStep:
             "type": np.concatenate([np.full(len(at), kind, np.int64) for _, at, _, kind in parts]),
             "left": pa.concat_arrays([t[1] for t in taken]),
             "right": pa.concat_arrays([t[2] for t in taken]),
+            "gid": np.concatenate([t[3] for t in taken]),
+            "time": np.concatenate([t[4] for t in taken]),
         })
         return table.take(pc.sort_indices(table, [("key", "ascending"), ("seq", "ascending")]))
 
@@ -408,8 +429,18 @@ class JoinStep:
         arrays = [*self._side_columns("left", out.column("left").combine_chunks()),
                   *self._side_columns("right", out.column("right").combine_chunks()),
                   _TYPES.take(out.column("type")), pa.array(np.full(n, self.version, np.int64), pa.int64()),
-                  out.column("seq").combine_chunks()]
+                  out.column("seq").combine_chunks(), self._change_times(out)]
         return pa.Table.from_arrays(arrays, schema=self.spec.output_schema)
+
+    def _change_times(self, out: pa.Table) -> pa.Array:
+        """The change time of each view change (see module): its own sides' change time, else its
+        group's latest (null: a timeless bootstrap row's)."""
+        latest = np.full(self.groups, _NO_TIME, np.int64)
+        for c in self.changes.values():
+            np.maximum.at(latest, c.gid, c.time)
+        time = out.column("time").to_numpy()
+        time = np.where(time == _NO_TIME, latest[out.column("gid").to_numpy()], time)
+        return pa.array(time, pa.int64(), mask=time == _NO_TIME).cast(pa.timestamp("us", "UTC"))
 
     def _side_columns(self, side: str, rows: pa.Array) -> list[pa.Array]:
         """One side's output columns for ``rows`` (encoded; null: null-padded): each distinct row

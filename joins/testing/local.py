@@ -27,7 +27,7 @@ from typing import Any, Mapping, Sequence
 import pyarrow as pa
 
 from streamjoin.changes import ChangeFormat, VocabularyName, pre_stage, routable_format
-from streamjoin.changes.registry import format_argument
+from streamjoin.changes.registry import detect_vocabulary, format_argument, get_vocabulary
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.enrichment.spec import Mode, ModeName
 from streamjoin.errors import JoinDefinitionError
@@ -49,10 +49,16 @@ IDLE_TIMEOUT_NOTE = "interval_join(idle_timeout=...) is documented as dependent 
 def change_format(schema: pa.Schema, changes: str | ChangeFormat | None, key: Sequence[str],
                   time: str | None, sequence: str | None) -> ChangeFormat:
     """The change vocabulary of a table with ``schema``: ``changes`` if it is a ``ChangeFormat``,
-    else the vocabulary it names or, when None, the one its columns show (``_change_type``: Delta
-    change data feed; ``op``, ``before``, ``after``: Debezium; else plain, changed at ``time``)."""
+    else the vocabulary it names or, when None, the one its columns show (a join's output: the
+    ``streamjoin`` vocabulary; ``_change_type``: Delta change data feed; ``op``, ``before``,
+    ``after``: Debezium; else plain, changed at ``time``)."""
     if isinstance(changes, ChangeFormat):
         return changes
+    detected = detect_vocabulary(schema) if changes is None else None
+    if changes == "streamjoin" or (detected is not None and detected.name == "streamjoin"):
+        # another join's output (a view over several tables): its own key, order and change time
+        return get_vocabulary("streamjoin").default_format(schema, tuple(key), time=time, sequence=sequence,
+                                                           time_argument="the change-time argument")
     names = set(schema.names)
     vocabulary = changes or ("delta" if "_change_type" in names else
                              "debezium" if {"op", "before", "after"} <= names else "plain")

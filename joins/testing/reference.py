@@ -25,7 +25,7 @@ from streamjoin.testing.table import Change, ReferenceTable, reference_view
 
 __all__ = ["interval_join_reference", "as_of_join_reference", "view_reference", "view_rows"]
 
-_CDF = ("_change_type", "_commit_version", "_seq")
+_CDF = ("_change_type", "_commit_version", "_seq", "_change_timestamp")
 
 
 def _arrow(table: Any) -> pa.Table:

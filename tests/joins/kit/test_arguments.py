@@ -188,4 +188,4 @@ def test_mode_and_vocabulary_literals_name_the_modes_and_built_in_vocabularies()
 
     assert set(typing.get_args(ModeName)) == {m.value for m in Mode}
     assert set(typing.get_args(VocabularyName)) <= {v.name for v in vocabularies()}
-    assert {"plain", "delta", "debezium", "debezium_json"} == set(typing.get_args(VocabularyName))
+    assert {"plain", "delta", "debezium", "debezium_json", "streamjoin"} == set(typing.get_args(VocabularyName))

@@ -272,7 +272,7 @@ def test_table_join_stages_route_by_primary_then_join_key():
     assert join.join_stage.inputs[0].schema == join.left_stage.output_schema
     assert join.view_key == (("post_id",), ("fid",))
     assert join.output_schema.names == ["post_id", "author", "text", "at_left", "fid", "follower", "followee",
-                                        "at_right", "_change_type", "_commit_version", "_seq"]
+                                        "at_right", "_change_type", "_commit_version", "_seq", "_change_timestamp"]
 
 
 def test_table_join_widens_join_key_types_across_sides():

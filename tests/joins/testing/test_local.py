@@ -176,3 +176,19 @@ def test_local_joins_stream_table_join_former_changes_argument_warns_and_works()
         assert _plans(changes="plain") == [(1, "free"), (2, None)]
     with pytest.raises(JoinDefinitionError, match="pass table_format= only"):
         _plans(changes="plain", table_format="plain")
+
+
+def test_local_joins_table_table_join_reads_another_joins_output_as_it_comes():
+    # a view over three tables: posts x follows, then that view x authors (its key the post)
+    authors = pa.table({"author_id": [1, 2], "name": ["ann", "bo"], "op": ["upsert", "upsert"],
+                        "changed_at": pa.array([at(0), at(0)], UTC_US)})
+    with tempfile.TemporaryDirectory() as root:
+        joins = LocalJoins(root, partitions=2)
+        joins.begin(0, final=True)
+        view = joins.table_table_join(POSTS, FOLLOWS, (["author_id"], ["followee_id"]), left_key="post_id",
+                                      right_key="follow_id", how="left", left_time="changed_at",
+                                      right_time="changed_at", checkpoint="timeline")
+        lines = joins.table_table_join(view, authors, "author_id", left_key=["post_id", "follow_id"],
+                                       right_key="author_id", right_time="changed_at", checkpoint="named")
+    assert sorted(zip(lines.column("post_id").to_pylist(), lines.column("follow_id").to_pylist(),
+                      lines.column("name").to_pylist())) == [(1, 1, "ann"), (2, None, "bo")]

@@ -1,0 +1,262 @@
+"""``streamjoin bench view``: a view over three tables (a chain of two joins) beside its first join alone.
+
+**Workload**: the star of ``streamjoin bench table`` with a second dimension. ``orders`` (the fact
+table) and ``customers`` are that benchmark's (:func:`streamjoin.bench.table.generate`), each
+order also referencing a product (``product_id``, drawn among the loaded products); ``products``
+is generated as the customers are (another seed, ``--rows`` // 10 rows, as many changes as each
+other table), its columns renamed ``product_id``, ``title``, ``category``, ``brand``. The view
+is ``(orders JOIN customers ON customer_id) JOIN products ON product_id``, inner: the first
+join's change stream read as it comes by the second (its key ``order_id``).
+
+**Variants**, in this process (:class:`streamjoin.runtime.plan_runner.PlanRunner` per join, as a
+streaming query's tasks, each store kept open between micro-batches; no Spark yet):
+
+* ``two tables``: the first join alone, over the orders' and customers' changes;
+* ``three tables``: both joins, the first one's output of each micro-batch fed to the second
+  with that micro-batch's product changes.
+
+Per variant: the change micro-batches' seconds (wall), input changes per second, the ratio of the
+three-table to the two-table seconds (the goal: at most 1.5), the process's peak memory (its
+maximum resident set: both run in this process), and the local stores' bytes per input row (every
+file under the variant's local state directory, over the rows loaded and the changes), and what
+each stage holds (its keys' and values' bytes, as the store counts them) per input row. Spark
+recomputing the three-way join beside it is measured with ``--spark`` (below). Quiet machine only:
+the load average is printed beside the figures.
+
+``--spark`` runs the same variants as Spark streaming queries (each table a file stream, one
+Parquet file per micro-batch: the load, then the change micro-batches; ``noop`` sink; the change
+micro-batches' ``triggerExecution`` seconds), and ``spark-recompute``: the three current tables
+rebuilt from every change file up to a micro-batch (``max_by`` of the latest change per key,
+deletes dropped) and joined, after the first and the last change micro-batch; its seconds for
+every micro-batch are their mean times the micro-batches (marked ``est.``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet  # noqa: F401  (pa.parquet)
+
+from streamjoin.bench.harness import results_dir
+from streamjoin.bench.sparkutil import fresh_dir
+from streamjoin.bench.table import CUSTOMERS, ORDERS, bounds, generate
+
+__all__ = ["add_arguments", "run", "PRODUCTS", "Star", "star"]
+
+PRODUCTS = pa.schema([("product_id", pa.int64()), ("op", pa.string()), ("changed_at", ORDERS.field("changed_at").type),
+                      ("title", pa.string()), ("category", pa.string()), ("brand", pa.string())])
+ORDER_LINES = ORDERS.append(pa.field("product_id", pa.int64()))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Maintain the view (orders JOIN customers) JOIN products, a chain of two table_table_join stages "
+        "run in this process, beside the first join alone on the same changes: seconds, changes/s, the "
+        "ratio, peak memory and store bytes per input row. Quiet machine only; try --rows 10000 "
+        "--changes 10000 first.")
+    parser.add_argument("--rows", type=int, default=1_000_000, help="orders and customers rows (default 1,000,000)")
+    parser.add_argument("--changes", type=int, default=1_000_000,
+                        help="changes per table after the load (default 1,000,000)")
+    parser.add_argument("--batches", type=int, default=5, help="micro-batches of the changes (default 5: 200k each)")
+    parser.add_argument("--partitions", type=int, default=4, help="state partitions per stage (default 4)")
+    parser.add_argument("--store", default="rocksdb", help="the local store (default rocksdb)")
+    parser.add_argument("--spark", action="store_true",
+                        help="also run both variants as Spark streaming queries, beside Spark recomputing the "
+                        "three-way join after the first and the last change micro-batch")
+
+
+@dataclass
+class Star:
+    """The three tables: each one's load and changes."""
+
+    orders: tuple[pa.Table, pa.Table]
+    customers: tuple[pa.Table, pa.Table]
+    products: tuple[pa.Table, pa.Table]
+
+
+def star(rows: int, changes: int, seed: int = 7) -> Star:
+    """The workload (see module)."""
+    rng = np.random.default_rng(seed + 1)
+    base = generate(rows, changes, seed)
+    n_products = max(1, rows // 10)
+    dimension = generate(n_products, changes, seed + 2).customers
+    products = tuple(pa.Table.from_arrays(t.columns, schema=PRODUCTS) for t in (dimension.load, dimension.changes))
+
+    def with_product(table: pa.Table) -> pa.Table:
+        return table.append_column("product_id", pa.array(rng.integers(0, n_products, table.num_rows)))
+
+    orders = (with_product(base.orders.load), with_product(base.orders.changes))
+    return Star(orders, (base.customers.load, base.customers.changes), (products[0], products[1]))
+
+
+def _joins():
+    from streamjoin.table.operator import TableTableJoin
+
+    first = TableTableJoin(ORDER_LINES, CUSTOMERS, "customer_id", left_key="order_id", right_key="customer_id",
+                           how="inner", left_time="changed_at", right_time="changed_at")
+    second = TableTableJoin(first.output_schema, PRODUCTS, "product_id", left_key="order_id", right_key="product_id",
+                            how="inner", right_time="changed_at")
+    return first, second
+
+
+def _runner(join, root: str, name: str, args: argparse.Namespace):
+    from streamjoin.runtime.options import StateConfig
+    from streamjoin.runtime.plan_runner import PlanRunner
+
+    return PlanRunner(join.plan, os.path.join(root, name, "ckpt"), partitions=args.partitions,
+                      config=StateConfig(store=args.store, local_dir=os.path.join(root, "state", name)),
+                      query_id=f"bench-view-{name}")
+
+
+def _bytes(path: str) -> int:
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
+
+
+def _held_bytes(runner, stage: str) -> int:
+    """The bytes of keys and values ``stage`` holds after its last version, over its partitions
+    (the stores' own count: exact for the memory store, an estimate for the others)."""
+    last: dict[int, int] = {}
+    for m in runner.metrics(stage):
+        last[m["partition"]] = int(m["state_bytes"])
+    return sum(last.values())
+
+
+def measure(data: Star, args: argparse.Namespace, three: bool) -> dict[str, Any]:
+    """One variant (see module): change seconds, changes, store bytes, input rows."""
+    root = fresh_dir(results_dir(), "view-three" if three else "view-two")
+    try:
+        first, second = _joins()
+        runners = [_runner(first, root, "first", args)] + ([_runner(second, root, "second", args)] if three else [])
+        tables = [data.orders, data.customers] + ([data.products] if three else [])
+
+        def step(inputs: list[pa.Table]) -> None:
+            out = runners[0].run(inputs[0], inputs[1])
+            if three:
+                runners[1].run(out, inputs[2])
+
+        step([load for load, _ in tables])
+        ends = bounds(args.changes, args.batches)
+        seconds = 0.0
+        for s, e in zip(np.r_[0, ends[:-1]], ends):
+            start = time.perf_counter()
+            step([changes.slice(s, e - s) for _, changes in tables])
+            seconds += time.perf_counter() - start
+        rows = sum(load.num_rows + changes.num_rows for load, changes in tables)
+        held = {f"{join}/{stage}": _held_bytes(runner, stage) for join, runner in zip(("first", "second"), runners)
+                for stage in runner.runners}
+        return {"seconds": seconds, "changes": args.changes * len(tables), "bytes": _bytes(os.path.join(root, "state")),
+                "rows": rows, "held": held}
+    finally:
+        from streamjoin.statestore.warm import evict_all
+
+        evict_all()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+_DDL = {"orders": "order_id bigint, op string, changed_at timestamp, customer_id bigint, amount bigint, "
+                  "status string, product_id bigint",
+        "customers": "customer_id bigint, op string, changed_at timestamp, name string, country string, tier string",
+        "products": "product_id bigint, op string, changed_at timestamp, title string, category string, brand string"}
+
+
+def _write_files(root: str, data: Star, batches: int) -> None:
+    """``root/<table>/part-NNNNN.parquet``: the load, then one file per change micro-batch."""
+    stamp = time.time() - batches - 10
+    for name, (load, changes) in zip(_DDL, (data.orders, data.customers, data.products)):
+        os.makedirs(os.path.join(root, name))
+        ends = bounds(changes.num_rows, batches)
+        tables = [load] + [changes.slice(s, e - s) for s, e in zip(np.r_[0, ends[:-1]], ends)]
+        for b, table in enumerate(tables):
+            path = os.path.join(root, name, f"part-{b:05d}.parquet")
+            pa.parquet.write_table(table, path)
+            os.utime(path, (stamp + b, stamp + b))
+
+
+def spark_variants(data: Star, args: argparse.Namespace) -> dict[str, float]:
+    """Change seconds of the chain and of its first join as streaming queries, and Spark's
+    recompute estimated over every change micro-batch (see module)."""
+    from pyspark.sql import functions as F
+
+    from streamjoin import table_table_join
+    from streamjoin.bench.sparkutil import local_session, run_to_noop
+
+    spark = local_session(shuffle_partitions=args.partitions)
+    root = fresh_dir(results_dir(), "view-spark")
+    try:
+        _write_files(root, data, args.batches)
+
+        def source(name: str):
+            return spark.readStream.schema(_DDL[name]).option("maxFilesPerTrigger", 1).parquet(os.path.join(root, name))
+
+        out = {}
+        for name, three in (("spark two tables", False), ("spark three tables", True)):
+            scratch = fresh_dir(root, name.replace(" ", "-"))
+            view = table_table_join(source("orders"), source("customers"), "customer_id", left_key="order_id",
+                                    right_key="customer_id", left_time="changed_at", right_time="changed_at",
+                                    store=args.store, checkpoint=os.path.join(scratch, "first"),
+                                    partitions=args.partitions, state_dir=os.path.join(scratch, "state"))
+            if three:
+                view = table_table_join(view, source("products"), "product_id", left_key="order_id",
+                                        right_key="product_id", right_time="changed_at", store=args.store,
+                                        checkpoint=os.path.join(scratch, "second"), partitions=args.partitions,
+                                        state_dir=os.path.join(scratch, "state"))
+            query = run_to_noop(view, scratch, name)
+            progress = sorted(query.recentProgress, key=lambda p: p["batchId"])
+            out[name] = sum(p["durationMs"]["triggerExecution"] for p in progress[1:]) / 1000
+
+        def current(name: str, upto: int):
+            files = [os.path.join(root, name, f"part-{b:05d}.parquet") for b in range(upto)]
+            df = spark.read.schema(_DDL[name]).parquet(*files)
+            key = df.columns[0]
+            latest = df.groupBy(key).agg(F.max_by(F.struct(*df.columns), "changed_at").alias("r")).select("r.*")
+            return latest.filter(F.col("op") != "delete").drop("op", "changed_at")
+
+        seconds = []
+        for upto in sorted({2, args.batches + 1}):
+            view = (current("orders", upto).join(current("customers", upto), "customer_id")
+                    .join(current("products", upto), "product_id"))
+            start = time.perf_counter()
+            view.write.format("noop").mode("overwrite").save()
+            seconds.append(time.perf_counter() - start)
+        out["spark recompute (est.)"] = sum(seconds) / len(seconds) * args.batches
+        return out
+    finally:
+        spark.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    if min(args.rows, args.changes, args.batches, args.partitions) < 1:
+        raise SystemExit("--rows, --changes, --batches and --partitions must be positive")
+    if round(args.changes * 0.05) > max(1, args.rows // 10):
+        raise SystemExit("--changes: the product deletes (5%) must not outnumber the products (--rows // 10)")
+    data = star(args.rows, args.changes)
+    results = {}
+    for name, three in (("two tables", False), ("three tables", True)):
+        results[name] = measure(data, args, three)
+        r = results[name]
+        print(f"{name}: {r['changes']:,} changes in {r['seconds']:.2f} s ({r['changes'] / r['seconds']:,.0f}/s), "
+              f"store {r['bytes'] / r['rows']:,.0f} bytes per input row, peak memory "
+              f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MiB so far", flush=True)
+        print(f"  held: {sum(r['held'].values()) / 1e6:,.1f} MB over {r['rows']:,} input rows; per input row, by stage: " + ", ".join(
+            f"{stage} {value / r['rows']:,.1f} B" for stage, value in r["held"].items()), flush=True)
+    ratio = results["three tables"]["seconds"] / results["two tables"]["seconds"]
+    print(f"three tables / two tables: {ratio:.2f}x the seconds (goal: at most 1.5x); "
+          f"load average {os.getloadavg()[0]:.2f}")
+    if args.spark:
+        spark = spark_variants(data, args)
+        for name, seconds in spark.items():
+            changes = args.changes * (2 if name == "spark two tables" else 3)
+            print(f"{name}: {seconds:.2f} s for the change micro-batches ({changes / seconds:,.0f} changes/s)")
+        chain, recompute = spark["spark three tables"], spark["spark recompute (est.)"]
+        print(f"spark: three tables / two tables {chain / spark['spark two tables']:.2f}x; recompute / three tables "
+              f"{recompute / chain:.2f}x (goal: at least 5x); load average {os.getloadavg()[0]:.2f}")
+    return 0
