@@ -41,6 +41,7 @@ from streamjoin.changelog.log import Changelog
 from streamjoin.changelog.merge import compose, merge
 from streamjoin.statestore.base import Store
 from streamjoin.statestore.chunks import SortedChunks
+from streamjoin.statestore.columns import ColumnWrite
 
 __all__ = ["restore", "RestoreStats", "RestoreMethod", "Progress"]
 
@@ -187,9 +188,13 @@ def _apply(
     base = _items(snapshot.chunks(), counter) if snapshot is not None else iter(())
     loaded = store.load_sorted(base, version=None if chain.base is None else chain.base_version)
     for delta in deltas:
-        puts, deletes, ranges = delta.as_write()
-        store.write(puts, deletes, ranges, version=delta.version)
-        loaded += len(puts)
+        if len(delta.range_starts):
+            puts, deletes, ranges = delta.as_write()
+            store.write(puts, deletes, ranges, version=delta.version)
+        else:   # as columns: a backend that holds columns takes them without a Python object per entry
+            store.write_columns(ColumnWrite.of(delta.put_keys, delta.put_values, delta.delete_keys),
+                                version=delta.version)
+        loaded += len(delta.put_keys)
         counter.add(delta.entries)
     return total, loaded, RestoreMethod.BULK_AND_WRITES
 
