@@ -228,7 +228,7 @@ def test_postgres_undecodable_change_is_counted_in_join_metrics_and_progress(spa
     changes = read_postgres_changes(spark, dsn, slot, "public.users", retry_delay="0.05")
     ck = str(tmp_path / "ck")
     joined = stream_table_join(events, changes, "user_id", stream_time="ts", table_key="user_id",
-                               changes=postgres_change_format("user_id"), delay="0 seconds", checkpoint=ck,
+                               table_format=postgres_change_format("user_id"), delay="0 seconds", checkpoint=ck,
                                partitions=2)
     query = (joined.writeStream.format("noop").trigger(processingTime="1 second")
              .option("checkpointLocation", str(tmp_path / "spark")).start())
