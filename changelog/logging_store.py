@@ -164,9 +164,10 @@ class ChangeloggingStore(Store):
                            lambda: self.inner.write_columns(write, version=version))
 
     def _multi_get_column(self, keys: pa.Array) -> pa.Array:
-        if self._keep_reads:   # remembered as lists for the undo record
-            return super()._multi_get_column(keys)
-        return self.inner.multi_get_column(keys)
+        values = self.inner.multi_get_column(keys)
+        if self._keep_reads and len(self._read) + len(keys) <= READ_REUSE_LIMIT:   # for the undo record
+            self._remember(zip(keys.to_pylist(), values.to_pylist()))
+        return values
 
     def _scan_prefixes_columns(self, prefixes: pa.Array) -> PrefixScan:
         if self._keep_reads:

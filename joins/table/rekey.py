@@ -275,6 +275,7 @@ class TableRekey(Operator):
         jks = self.codec.encode_array(keyed.take(take), self.side.on)   # (a deleted key's: not used)
         values = pc.if_else(row_mask, pc.binary_join_element_wise(heads, jks, _NO_SEPARATOR), heads)
         at = pa.array(runs, pa.int64())
+        run_pks = pks.take(at)
         write = ColumnWrite(keys.take(at), values, _NO_BYTES)
         # a row held before leaves its old join key, unless it is upserted at the same one (nulls equal nulls)
         held_jk = stored.jk.take(at)
@@ -282,13 +283,13 @@ class TableRekey(Operator):
         leaves = np.flatnonzero(stored.row[runs] & ~(has_rows & same))
         leaving = pa.array(leaves, pa.int64())
         carried = changes.column(_CARRIED).take(pa.array(lasts[leaves], pa.int64())).cast(pa.int64()).to_pylist()
-        deletes = list(zip(pks.take(at).take(leaving).to_pylist(), held_jk.take(leaving).to_pylist(), carried))
+        deletes = list(zip(run_pks.take(leaving).to_pylist(), held_jk.take(leaving).to_pylist(), carried))
         gone: list[bytes] = []
         if self.retention is not None:
             retention, times = self.retention, changes.column(TIME).to_numpy()
             exists, held_time, held_row = stored.exists.tolist(), stored.time.tolist(), stored.row.tolist()
             indexed: list[KeyValue] = []
-            for r, i, row, pk in zip(runs.tolist(), lasts.tolist(), has_rows.tolist(), pks.take(at).to_pylist()):
+            for r, i, row, pk in zip(runs.tolist(), lasts.tolist(), has_rows.tolist(), run_pks.to_pylist()):
                 if exists[r] and retention.indexed(held_row[r]):
                     gone.append(index_key(_EXPIRY, held_time[r], pk))
                 if retention.indexed(row):

@@ -6,7 +6,7 @@ encoding). Per side, the rows read from state form the *before* rows, kept as co
 numbers in numpy; primary keys and row bytes as Arrow binary arrays): a side's whole group where
 the other side changed in it (one batched seek per side, its entries flattened in C), else only
 the changed keys' rows; a direct side's (primary key = join key) one row per group is read by
-key. Everything read by key, on both sides, is one ``multi_get`` in key order. The state keys
+key. Everything read by key, on both sides, is one ``multi_get_column`` (RocksDB reads it in key order). The state keys
 read tell which before rows a change replaces, and so which changes find a row (set lookups in
 C, no tuple per row). The *after* rows are the before rows the changes leave alone plus the
 upserts (Arrow ``take`` and concatenation). The view rows of each state are then built for all
@@ -240,7 +240,7 @@ class JoinStep:
             at = pa.array(single, pa.int64())
             points[name] = (np.concatenate([direct, c.gid[single]]), pa.concat_arrays([pks, c.pk.take(at)]),
                             pa.concat_arrays([keys, c.key.take(at)]))
-        found = self._multi_get(pa.concat_arrays([points["left"][2], points["right"][2]]))
+        found = self.state.multi_get_column(pa.concat_arrays([points["left"][2], points["right"][2]]))
         before, at = {}, 0
         for name in _SIDES:
             gid, pks, keys = points[name]
@@ -261,16 +261,6 @@ class JoinStep:
             self.held_keys[name] = keys.filter(pa.array(changed))
             before[name] = _Rows(gid, pk, rows, changed, times)
         return before
-
-    def _multi_get(self, keys: pa.Array) -> pa.Array:
-        """``state.multi_get_column(keys)``, read in key order (the store's blocks in sequence)."""
-        if not len(keys):
-            return _NO_BYTES
-        order = pc.sort_indices(keys)
-        values = self.state.multi_get_column(keys.take(order))
-        back = np.empty(len(keys), np.int64)
-        back[order.to_numpy()] = np.arange(len(keys))
-        return values.take(pa.array(back))
 
     def _scan(self, name: str, groups: np.ndarray) -> tuple[np.ndarray, pa.Array, pa.Array, pa.Array]:
         """The rows of side ``name`` in ``groups`` (read whole, one batched seek): group, primary
