@@ -30,14 +30,21 @@ def empty_aside(schema: pa.Schema) -> pa.Table:
 
 @register
 class PassThrough(Operator):
-    """Outputs every input row unchanged; no state."""
+    """Outputs every input row unchanged; no state. ``waits``: what it says its output does
+    (:attr:`~streamjoin.runtime.operator.Operator.waits_for_watermark`; no effect on its output),
+    to run it with either no-data flush."""
 
     kind = "pass_through"
     set_aside_inputs = ("input",)
 
-    def __init__(self, schema: pa.Schema, key: Sequence[str], time: str | None = None) -> None:
+    def __init__(self, schema: pa.Schema, key: Sequence[str], time: str | None = None, waits: bool = False) -> None:
         check_columns(schema, list(key) + ([time] if time else []), "pass_through")
         self._input = InputSpec("input", schema, tuple(key), time)
+        self._waits = waits
+
+    @property
+    def waits_for_watermark(self) -> bool:
+        return self._waits
 
     @property
     def inputs(self) -> tuple[InputSpec, ...]:

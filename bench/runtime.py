@@ -6,10 +6,15 @@ runtime with the ``PassThrough`` operator, once per store backend: the same shuf
 mapInArrow, plus loading and committing versioned state, progress records and metrics. Variants
 run interleaved, ``--repeat`` times each; the table shows medians and the ratio to the floor, of
 the whole query and of its micro-batches alone (Spark's ``triggerExecution``): the difference is
-starting the query, where the join's no-data flush source starts its Python runner once. That
-fixed cost is shown split: ``start s`` from ``start()`` to the first micro-batch's start, ``stop s``
+starting the query. That fixed cost is shown split: ``start s`` from ``start()`` to the first micro-batch's start, ``stop s``
 from the last micro-batch's end to the query's end (from the query's progress events), their sum
 ``fixed s``, and ``fixed - floor's s``, how much more than the floor's it is.
+
+``--flush-sources``: the no-data flush each runtime variant has. ``ticks`` (the default) is the
+flush of a join none of whose output waits for the watermark (Spark's file source);
+``python`` is the Python flush source of a join whose output does (an outer interval join, an
+as-of enrichment), which Spark starts a Python process for before the first micro-batch:
+``--flush-sources ticks,python`` shows what that adds to ``start s``.
 """
 
 from __future__ import annotations
@@ -35,6 +40,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partitions", type=int, default=4, help="shuffle partitions (default 4)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each variant (default 3)")
     parser.add_argument("--stores", default="rocksdb,lmdb,memory", help="backends to run (default all)")
+    parser.add_argument("--flush-sources", default="ticks",
+                        help="no-data flushes to run, comma-separated, each a variant per store: ticks (a join "
+                             "whose output never waits for the watermark), python (one whose output does: the "
+                             "Python flush source); default ticks")
 
 
 def _write_inputs(directory: str, rows: int, batches: int, keys: int) -> None:
@@ -86,18 +95,24 @@ def run(args: argparse.Namespace) -> int:
         out = src.repartition(args.partitions, "k").mapInArrow(lambda it: it, src.schema)
         return out.writeStream.format("noop").option("checkpointLocation", ck).trigger(availableNow=True).start()
 
-    def ours(store: str):
+    def ours(store: str, flush: str):
         def build(ck: str):
             src = source()
-            op = PassThrough(arrow_schema(src), ["k"], "t")
+            op = PassThrough(arrow_schema(src), ["k"], "t", waits=flush == "python")
             state = StateConfig(store=store, local_dir=os.path.join(ck, "local"))
             out = run_operator([src], op, checkpoint=os.path.join(ck, "join"), partitions=args.partitions, state=state)
             return out.writeStream.format("noop").option("checkpointLocation", os.path.join(ck, "spark")).trigger(availableNow=True).start()
         return build
 
     variants = {"repartition + mapInArrow (floor)": floor}
+    flushes = args.flush_sources.split(",")
+    unknown = sorted(set(flushes) - {"ticks", "python"})
+    if unknown:
+        raise SystemExit(f"--flush-sources: unknown {', '.join(unknown)}; give ticks, python or both")
     for store in args.stores.split(","):
-        variants[f"streamjoin runtime, {store}"] = ours(store)
+        for flush in flushes:
+            suffix = ", Python flush source" if flush == "python" else ""
+            variants[f"streamjoin runtime, {store}{suffix}"] = ours(store, flush)
     time_stream_parts(floor)  # warm up the JVM and the Python workers
     times: dict[str, list[QueryTimes]] = {name: [] for name in variants}
     for _ in range(args.repeat):
@@ -105,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
             times[name].append(time_stream_parts(build))
     table = runtime_table(times, args.rows, "repartition + mapInArrow (floor)")
     print(f"{args.rows:,} rows, {args.batches} micro-batches, {args.partitions} partitions, "
-          f"medians of {args.repeat} runs")
+          f"medians of {args.repeat} runs, load average {os.getloadavg()[0]:.2f} as the runs ended")
     print(table.render())
     print("results:", write_results("runtime", table, vars(args) | {"func": None},
                                     chart=Chart(value="rows/s", label=("variant",),

@@ -677,6 +677,9 @@ def profile(workload: Workload, params: Params, stores: list[str]) -> int:
         stats = pstats.Stats(profiler).sort_stats("cumulative")
         stats.print_stats(40)
         stats.sort_stats("tottime").print_stats(30)
+        saved = os.path.join(results_dir(), "table-profile.pstats")
+        profiler.dump_stats(saved)
+        print(f"profile: {saved} (python -m pstats {saved})")
         return 0
     finally:
         _remove(root)

@@ -106,6 +106,12 @@ class EnrichmentJoin(SpecOperator):
         self._inputs = (InputSpec("stream", stream, self.spec.stream_key, stream_time),
                         InputSpec("table", table, changes.key, changes.time))
 
+    @property
+    def waits_for_watermark(self) -> bool:
+        """``as_of`` holds an event until the table watermark passes its time; ``latest`` joins
+        every event at once."""
+        return self.spec.mode is Mode.AS_OF
+
     def step(self, state: Store, batch: StepInput) -> StepResult:
         """Join one version's rows of one partition against its state (as of ``version - 1``)."""
         if len(batch.rows) != 2 or len(batch.max_times) != 2:

@@ -130,6 +130,12 @@ class IntervalJoin(SpecOperator):
         """With an ``idle_timeout``: which inputs count in the watermark depends on processing time."""
         return self.spec.idle_timeout is not None
 
+    @property
+    def waits_for_watermark(self) -> bool:
+        """Outer and anti joins emit a row that never matched once the watermark closes its
+        window; inner and semi joins emit only on a match."""
+        return self.spec.how.emits_unmatched("left") or self.spec.how.emits_unmatched("right")
+
     def step(self, state: Store, batch: StepInput) -> StepResult:
         """Join one version's rows of one partition against its state (as of ``version - 1``)."""
         if len(batch.rows) != 2 or len(batch.max_times) != 2:

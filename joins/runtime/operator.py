@@ -154,6 +154,15 @@ class Operator(ABC):
         return False
 
     @property
+    def waits_for_watermark(self) -> bool:
+        """Whether some of its output waits for a later version's watermark (a row released,
+        closed or expired once the watermark passes it). Such a join's query needs a no-data
+        micro-batch after the one whose rows moved the watermark, in the same run under
+        ``trigger(availableNow=True)``: only the Python flush source gives one there
+        (:mod:`streamjoin.spark.flush`). The default, True, is the safe answer for any operator."""
+        return True
+
+    @property
     def plan(self) -> JoinPlan:
         """The join this operator is on its own: one stage over its inputs
         (:meth:`streamjoin.runtime.plan.JoinPlan.single`)."""

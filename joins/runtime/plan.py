@@ -80,6 +80,12 @@ class JoinPlan:
         return tuple(s.name for s in self.stages)
 
     @property
+    def waits_for_watermark(self) -> bool:
+        """Whether some of the join's output waits for a later version's watermark: some stage's
+        does (:attr:`streamjoin.runtime.operator.Operator.waits_for_watermark`)."""
+        return any(stage.operator.waits_for_watermark for stage in self.stages)
+
+    @property
     def inputs(self) -> int:
         """How many inputs the join takes."""
         return 1 + max(i for s in self.stages for i in s.inputs if isinstance(i, int))

@@ -12,9 +12,15 @@ progress moved: one of two sources, chosen by :func:`plan_flush` when the join i
 default, and ``"release"``): its offset is the join's progress, which it keeps following during a
 ``trigger(availableNow=True)`` run, so the run ends with the no-data batch its advanced watermark
 needs, as Spark's own stateful operators get it (docs/design/end-of-input.md). Spark starts a
-Python process on the driver for it with every query, before the first micro-batch.
+Python process on the driver for it with every query, before the first micro-batch; that process
+imports PySpark from Spark's ``pyspark.zip``, which Python cannot cache compiled, so it costs
+about 2 s a query start (``streamjoin bench runtime --flush-sources ticks,python``). A join none
+of whose output waits for the watermark (an inner or semi interval join, a ``latest``
+enrichment, a table-table join without ``expire_rows``:
+:attr:`streamjoin.runtime.operator.Operator.waits_for_watermark`) has nothing for that batch to
+release, so for it ``"flush"`` is ``"hold"`` and it has the ticks.
 
-**Ticks** (``end_of_run="hold"``): Spark's own text file source over ``<checkpoint>/flush/``
+**Ticks** (``end_of_run="hold"``, and ``"flush"`` where no output waits): Spark's own text file source over ``<checkpoint>/flush/``
 (:func:`tick_stream`), no Python process. A task whose version had rows with an event time
 (rows that may move the join's watermark) writes an empty *tick* file there, ``tick-<version>``
 (:func:`write_tick`; the partitions of one version write the same name); at the next trigger the
@@ -75,9 +81,12 @@ class Flush:
         return self.end_of_run == "release"
 
 
-def plan_flush(checkpoint: str, asked: EndOfRun | None, processing_time: bool = False) -> Flush:
+def plan_flush(checkpoint: str, asked: EndOfRun | None, processing_time: bool = False, waits: bool = True) -> Flush:
     """The flush of the join with ``checkpoint`` given ``end_of_run=asked`` (None: the default,
-    ``"flush"``), by the rules of the module. Raises :class:`JoinDefinitionError` for ``"flush"``
+    ``"flush"``), by the rules of the module. ``waits``: whether some of the join's output waits
+    for the watermark (:attr:`streamjoin.runtime.operator.Operator.waits_for_watermark`); where
+    none does, ``"flush"`` is ``"hold"``: the ticks, and a checkpoint that ran with them keeps
+    them without a word. Raises :class:`JoinDefinitionError` for ``"flush"``
     or ``"release"`` on a checkpoint that ran with ticks, and :class:`CheckpointMismatchError`
     for anything but ``"release"`` on one whose inputs a ``"release"`` run closed (new rows would
     all be late there, and a restart without new rows has nothing to do).
@@ -103,6 +112,8 @@ def plan_flush(checkpoint: str, asked: EndOfRun | None, processing_time: bool = 
             "Spark checkpoint location), or define this one with end_of_run='release' (a run without new rows "
             "then does nothing, one with new rows is refused)")
     if _ran_with_ticks(cp):
+        if not waits and asked in (None, "flush"):
+            return Flush("flush", ticks=True)
         if asked is None:
             log.warning("streamjoin: the join with checkpoint %s ran with end_of_run='hold' (the default before "
                         "0.3) and keeps it: an availableNow run leaves what its last micro-batch's watermark "
@@ -116,7 +127,8 @@ def plan_flush(checkpoint: str, asked: EndOfRun | None, processing_time: bool = 
                 "for this checkpoint, or start the join (and its query) from new checkpoint locations")
         return Flush("hold", ticks=True)
     end_of_run: EndOfRun = asked or "flush"
-    ticks = end_of_run == "hold" and not cp.files.exists(CLAIM) and _spark_reads(checkpoint)
+    quiet = end_of_run == "hold" or (end_of_run == "flush" and not waits)   # no batch after a run's last
+    ticks = quiet and not cp.files.exists(CLAIM) and _spark_reads(checkpoint)
     return Flush(end_of_run, ticks)
 
 

@@ -64,7 +64,8 @@ def run_plan(
         outputs[stage.name] = run_operator(
             frames, stage.operator, checkpoint=plan.location(checkpoint, stage), partitions=partitions, state=state,
             key_groups=key_groups, initial=rows if any(r is not None for r in rows) else None,
-            end_of_run=end_of_run, pre_staged=staged, reads_sources=placed[stage.name].reads_sources,
+            end_of_run=end_of_run, waits=plan.waits_for_watermark, pre_staged=staged,
+            reads_sources=placed[stage.name].reads_sources,
             first_task=placed[stage.name].first_task)
     result = outputs[plan.output.name]
     assert isinstance(result, DataFrame)

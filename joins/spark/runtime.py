@@ -60,6 +60,7 @@ def run_operator(
     initial: Sequence[DataFrame | None] | None = None,
     key_groups: int | None = None,
     end_of_run: EndOfRun | None = None,
+    waits: bool | None = None,
     pre_staged: Sequence[str] = (),
     reads_sources: bool = True,
     first_task: int | None = None,
@@ -81,9 +82,12 @@ def run_operator(
     default: an ``availableNow`` run ends with the no-data batch its advanced watermark needs, as
     Spark's own stateful operators do), ``"release"`` (as ``"flush"``, then one more batch that
     releases every row held for lateness and closes the inputs: a later run with rows is refused)
-    or ``"hold"`` (what the run's last batch's watermark passed waits for the next run; the flush
-    starts no Python process on a local or ``hdfs://`` checkpoint). A checkpoint whose query ran
-    with the tick flush (``"hold"``, the default before 0.3) keeps it (:func:`streamjoin.spark.flush.plan_flush`).
+    or ``"hold"`` (what the run's last batch's watermark passed waits for the next run). ``waits``
+    (None: the operator's :attr:`~streamjoin.runtime.operator.Operator.waits_for_watermark`;
+    :func:`streamjoin.spark.plan.run_plan` gives its join's): whether some of the join's output
+    waits for the watermark; where none does, ``"flush"`` is ``"hold"`` (nothing is released by a
+    trailing batch), and on a local or ``hdfs://`` checkpoint both start no Python process. A
+    checkpoint whose query ran with the tick flush keeps it (:func:`streamjoin.spark.flush.plan_flush`).
     ``pre_staged``: the
     set-aside inputs whose rows a pre-stage before the shuffle writes to ``checkpoint``
     (:func:`streamjoin.spark.changes.plain_changes`); partition 0 counts them in its metrics
@@ -120,7 +124,8 @@ def run_operator(
     combined = union_inputs(inputs, operator, layout)
     # a micro-batch whenever the join's watermark moves (streamjoin.spark.flush)
     flushed = streaming and reads_sources
-    flush = plan_flush(checkpoint, end_of_run, operator.uses_processing_time) if flushed else None
+    waits = operator.waits_for_watermark if waits is None else waits
+    flush = plan_flush(checkpoint, end_of_run, operator.uses_processing_time, waits=waits) if flushed else None
     if flush is not None:
         stream = flush_stream(spark, checkpoint, partitions, len(operator.inputs), flush)
         combined = combined.unionByName(stream.select(F.lit(-1).cast("byte").alias(INPUT_TAG)),

@@ -119,6 +119,11 @@ class TableRekey(Operator):
         return self._inputs
 
     @property
+    def waits_for_watermark(self) -> bool:
+        """With ``expire_rows``, a row leaves the view (a DELETE) once the horizon passes its time."""
+        return self.retention is not None and self.retention.expire_rows
+
+    @property
     def output_schema(self) -> pa.Schema:
         """The routed-change schema: the row's columns, then ``__sj_op``."""
         return self.side.routed

@@ -41,12 +41,13 @@ def _file(directory: str, schema: pa.Schema, rows: list[tuple], name: str = "par
     pq.write_table(table, os.path.join(directory, f"{name}.parquet"))
 
 
-def _join(spark, root: str, end_of_run: str | None, streaming: bool = True, checkpoint: str | None = None):
+def _join(spark, root: str, end_of_run: str | None, streaming: bool = True, checkpoint: str | None = None,
+          how: str = "left_outer"):
     read = (lambda: spark.readStream.option("maxFilesPerTrigger", 1)) if streaming else (lambda: spark.read)
     left = read().schema("k bigint, t timestamp, l string").parquet(f"{root}/left")
     right = read().schema("k bigint, t timestamp, r string").parquet(f"{root}/right")
     return interval_join(left, right, "k", left_time="t", right_time="t", lower="0 seconds", upper="10 seconds",
-                         delay="10 seconds", how="left_outer", partitions=2,
+                         delay="10 seconds", how=how, partitions=2,
                          **({"checkpoint": checkpoint or f"{root}/ck"} if streaming else {}),
                          **({"end_of_run": end_of_run} if streaming and end_of_run is not None else {}))
 
@@ -68,6 +69,23 @@ def test_end_of_run_default_releases_a_closed_outer_row_in_the_same_available_no
     # l1 comes out in the run's trailing no-data batch, as Spark's own join emits it; l3 waits
     # for a watermark past 110 s
     assert _run(spark, root, None) == [("l1", None), ("l2", "r2")]
+
+
+def test_end_of_run_default_of_an_inner_join_starts_no_python_source_and_outputs_the_batch_join(spark, tmp_path):
+    # nothing of an inner join waits for the watermark: its flush is Spark's file source, whose
+    # query starts no Python process on the driver (about 2 s a query start), with the same output
+    root = str(tmp_path)
+    _file(f"{root}/left", LEFT, LEFT_ROWS)
+    _file(f"{root}/right", RIGHT, RIGHT_ROWS)
+    out: list[tuple] = []
+    query = (_join(spark, root, None, how="inner").writeStream
+             .foreachBatch(lambda df, _: out.extend((r.l, r.r) for r in df.collect()))
+             .option("checkpointLocation", f"{root}/spark").trigger(availableNow=True).start())
+    query.awaitTermination()
+    sources = [source["description"] for source in query.lastProgress["sources"]]
+    assert len(sources) == 3 and not any("Python" in d or "streamjoin_flush" in d for d in sources), sources
+    assert sorted(out) == [("l2", "r2")]
+    assert not os.path.exists(f"{root}/ck/flush.json")
 
 
 def test_end_of_run_release_outputs_the_batch_join_closing_after_every_micro_batch_and_refuses_new_rows_later(
@@ -137,3 +155,24 @@ def test_end_of_run_works_on_an_s3_checkpoint(spark, moto_s3, tmp_path):
     found = {mode: _run(spark, root, mode, checkpoint=f"{moto_s3}/ck-{mode}", name=f"spark-{mode}")
              for mode in expected}
     assert found == expected
+
+
+def test_end_of_run_release_releases_enrichment_events_still_waiting_for_the_table_watermark(spark, tmp_path):
+    # no heartbeat: the table watermark stays at the change's time (5 s), before e1 (10 s), so e1
+    # waits; "release" closes the inputs at the end of the run and e1 comes out joined as the batch
+    # join of what was read would join it
+    root = str(tmp_path)
+    _file(f"{root}/events", EVENTS, [(1, 10, "e1")])
+    changes = [{"k": 1, "op": "upsert", "t": T0 + dt.timedelta(seconds=5), "v": "a"}]
+    os.makedirs(f"{root}/changes")
+    pq.write_table(pa.Table.from_pylist(changes, CHANGES), f"{root}/changes/part-0.parquet")
+    events = spark.readStream.schema("k bigint, t timestamp, e string").parquet(f"{root}/events")
+    table = spark.readStream.schema("k bigint, op string, t timestamp, v string").parquet(f"{root}/changes")
+    joined = stream_table_join(events, table, "k", stream_time="t", table_key="k", table_time="t",
+                               delay="0 seconds", checkpoint=f"{root}/ck", partitions=2, end_of_run="release")
+    out: list[tuple] = []
+    query = (joined.writeStream.foreachBatch(lambda df, _: out.extend((r.e, r.v) for r in df.collect()))
+             .option("checkpointLocation", f"{root}/spark").trigger(availableNow=True).start())
+    query.awaitTermination()
+    assert out == [("e1", "a")]
+    assert closing_version(Checkpoint(f"{root}/ck")) is not None

@@ -1,6 +1,7 @@
 """The flush: a join's is the Python flush source (``end_of_run`` "flush", the default, and
 "release"), or with "hold" Spark's file source over its tick folder (no Python process a query)
-where Spark reads the checkpoint without a connector; a checkpoint keeps the kind of source its
+where Spark reads the checkpoint without a connector, as with "flush" for a join none of whose
+output waits for the watermark; a checkpoint keeps the kind of source its
 query ran with (its offsets are in the query's Spark offset log). The Python source registers
 once a session, refuses on the driver a second streaming query over one join's checkpoint, and
 lets a restarted query continue."""
@@ -83,6 +84,26 @@ def test_flush_plan_defaults_to_the_python_source_and_a_checkpoint_that_ran_with
         plan_flush(ck, "flush")
 
 
+def test_flush_plan_of_a_join_whose_output_never_waits_has_the_ticks_for_flush(tmp_path, caplog):
+    # nothing of an inner interval join's (or a latest enrichment's, ...) waits for the watermark, so
+    # a run's trailing no-data batch would release nothing: "flush" is "hold", with no Python process
+    ck = str(tmp_path / "join")
+    assert plan_flush(ck, None, waits=False) == Flush("flush", ticks=True)
+    assert plan_flush(ck, "flush", waits=False) == Flush("flush", ticks=True)
+    assert plan_flush(ck, "hold", waits=False) == Flush("hold", ticks=True)
+    assert plan_flush(ck, "release", waits=False) == Flush("release", ticks=False)   # it closes the inputs
+    Checkpoint(ck).commits.write(0, 0, 1, (None, None), {})   # a version run with ticks: kept, no warning
+    (tmp_path / "join" / "flush").mkdir()
+    with caplog.at_level(logging.WARNING, logger="streamjoin"):
+        assert plan_flush(ck, None, waits=False) == Flush("flush", ticks=True)
+        assert plan_flush(ck, "flush", waits=False) == Flush("flush", ticks=True)
+    assert caplog.text == ""
+    claimed = tmp_path / "claimed"   # a checkpoint whose query ran the Python source keeps it
+    claimed.mkdir()
+    (claimed / "flush.json").write_text('{"owner": "abc"}')
+    assert plan_flush(str(claimed), None, waits=False) == Flush("flush", ticks=False)
+
+
 def test_flush_plan_refuses_all_but_release_on_a_checkpoint_whose_inputs_were_closed(tmp_path):
     ck = str(tmp_path / "join")
     Checkpoint(ck).files.create_json("closed/v=2.json", {"version": 2})
@@ -96,6 +117,7 @@ def test_flush_plan_of_hold_on_an_object_store_is_the_python_source(moto_s3):
     # Spark reads s3:// only with a Hadoop connector (S3A) on its classpath: the checkpoint is
     # read with pyarrow instead (docs/operations/object-stores.md)
     assert plan_flush(f"{moto_s3}/join", "hold") == Flush("hold", ticks=False)
+    assert plan_flush(f"{moto_s3}/join", None, waits=False) == Flush("flush", ticks=False)
 
 
 def test_flush_tick_is_written_once_a_version_however_many_partitions_ask(tmp_path):
