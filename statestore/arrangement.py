@@ -27,7 +27,7 @@ live ones. The previous arrangement is untouched until the new one replaces it.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Literal, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 
 from streamjoin.statestore.base import KeyValue
 
-__all__ = ["Arrangement", "ValueLog", "encode_keys", "decode_keys", "key_lengths", "ekeys_of"]
+__all__ = ["Arrangement", "ValueLog", "encode_keys", "decode_keys", "key_lengths", "ekeys_of", "search"]
 
 #: Bytes of the length that follows a key's padded bytes.
 _SUFFIX = 4
@@ -223,7 +223,7 @@ class Arrangement:
     def find(self, keys: Sequence[bytes] | pa.Array) -> tuple[np.ndarray, np.ndarray]:
         """For each key, its position (where it is, or would be inserted) and whether it is there."""
         mine, theirs = self._encoded(keys)
-        at = np.searchsorted(mine, theirs)
+        at = search(mine, theirs)
         found = np.zeros(len(theirs), bool)
         inside = at < len(mine)
         found[inside] = mine[at[inside]] == theirs[inside]
@@ -258,11 +258,11 @@ class Arrangement:
         """Per prefix, the positions ``lo, hi`` of the keys that start with it: from the prefix's
         own form (padded with zero bytes) to the form with every byte past it ``\\xff``."""
         mine, theirs = self._encoded(prefixes)
-        lo = np.searchsorted(mine, theirs)
+        lo = search(mine, theirs)
         size = theirs.dtype.itemsize
         upper = theirs.view(np.uint8).reshape(len(theirs), size).copy()
         upper[np.arange(size)[None, :] >= key_lengths(theirs)[:, None]] = 0xFF
-        hi = np.searchsorted(mine, upper.view(f"S{size}").reshape(len(theirs)), side="right")
+        hi = search(mine, upper.view(f"S{size}").reshape(len(theirs)), side="right")
         return lo, np.maximum(hi, lo)
 
     def entries(self, lo: int, hi: int) -> list[KeyValue]:
@@ -379,6 +379,19 @@ class Arrangement:
         log, rows = self.log, self.rows
         in_order = len(log.chunks) == 1 and len(log) == len(rows) and bool(np.array_equal(rows, np.arange(len(rows))))
         return pa.table({"ekey": ekeys, "value": log.chunks[0] if in_order else log.take(rows)})
+
+
+def search(mine: np.ndarray, theirs: np.ndarray, side: Literal["left", "right"] = "left") -> np.ndarray:
+    """``np.searchsorted(mine, theirs, side)``, the probes visited in ascending order: numpy then
+    starts each search where the previous one ended, and walks the arrangement forward instead of
+    jumping across it, many times faster once the arrangement outgrows the CPU's caches (a
+    batch's keys come in the order of its rows). Probes already in order are not sorted again."""
+    if len(theirs) < 2 or bool((theirs[1:] >= theirs[:-1]).all()):
+        return np.searchsorted(mine, theirs, side=side)
+    order = np.argsort(theirs, kind="stable")
+    at = np.empty(len(theirs), np.int64)
+    at[order] = np.searchsorted(mine, theirs[order], side=side)
+    return at
 
 
 def _longest(keys: Sequence[bytes] | pa.Array) -> int:

@@ -38,7 +38,7 @@ from streamjoin.runtime.operator import NEG_INF, POS_INF, Operator
 from streamjoin.runtime.registry import operator_class
 from streamjoin.spark.checks import quoted
 
-__all__ = ["METRICS", "OBSERVED", "observation_name", "progress_schema", "metrics_batch", "report_progress",
+__all__ = ["METRICS", "OBSERVED", "observation_name", "input_observation_name", "progress_schema", "metrics_batch", "report_progress",
            "progress_metrics", "is_time_field", "time_of"]
 
 METRICS = "_sj_metrics"
@@ -73,6 +73,19 @@ def time_of(micros: int | None) -> datetime | None:
 def observation_name(operator: Operator, checkpoint: str) -> str:
     """The name of the join's observed metrics in ``StreamingQueryProgress.observedMetrics``."""
     return f"streamjoin {operator.kind} {checkpoint}"
+
+
+def input_observation_name(checkpoint: str) -> str:
+    """The name of a streaming stage's observed input count (``rows``: the rows its micro-batch
+    read, flush rows included). The count is incidental: the observation keeps Spark from
+    planning a micro-batch in which none of the stage's sources has data as zero tasks. Spark
+    replaces such a source with an empty relation, its optimizer (``PropagateEmptyRelation``)
+    folds the union and the repartition above it into that empty relation, and a ``mapInArrow``
+    over it runs no task: the stage's version would be skipped (a table-table join's key stage in
+    a micro-batch where only the other table changed), and its next version could not find the
+    state it follows. An observation is never folded, so the repartition above it stays and runs
+    the stage's tasks, with no rows."""
+    return f"streamjoin-input {checkpoint}"
 
 
 def _fields(operator: Operator) -> list[pa.Field]:

@@ -38,7 +38,7 @@ from streamjoin.runtime.operator import Operator
 from streamjoin.runtime.options import EndOfRun, StateConfig, check_end_of_run
 from streamjoin.spark.flush import flush_stream, plan_flush
 from streamjoin.spark.lanes import INPUT_TAG, NOW, Layout, arrow_schema, tagged, union_inputs
-from streamjoin.spark.progress import observation_name, progress_schema, report_progress
+from streamjoin.spark.progress import input_observation_name, observation_name, progress_schema, report_progress
 from streamjoin.spark.queries import register_join
 from streamjoin.spark.routing import common_key_types, routing_keys, shuffle
 from streamjoin.spark.task import InitialWriter, PartitionTask, task_context
@@ -130,6 +130,8 @@ def run_operator(
         stream = flush_stream(spark, checkpoint, partitions, len(operator.inputs), flush)
         combined = combined.unionByName(stream.select(F.lit(-1).cast("byte").alias(INPUT_TAG)),
                                         allowMissingColumns=True)
+    if streaming:
+        combined = combined.observe(input_observation_name(checkpoint), F.count(F.lit(1)).alias("rows"))
     shuffled = shuffle(combined, partitions, groups, routing_keys(operator, key_types, layout))
     if operator.uses_processing_time:   # after the shuffle: the rows cross it without it
         shuffled = shuffled.withColumn(NOW, F.current_timestamp())

@@ -8,7 +8,7 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streamjoin.statestore.arrangement import Arrangement, decode_keys, ekeys_of, encode_keys
+from streamjoin.statestore.arrangement import Arrangement, decode_keys, ekeys_of, encode_keys, search
 
 _KEYS = st.binary(max_size=6)
 _BYTES = st.sampled_from([b"", b"\x00", b"\x00\x00", b"a", b"a\x00", b"a\x00\x01", b"\xff", b"\xff\x00"]) | _KEYS
@@ -53,3 +53,14 @@ def test_arrangement_applied_writes_equal_a_dict(writes, probes, ranges) -> None
     again = Arrangement.from_columns(ekeys_of(back.column("ekey")), back.column("value").combine_chunks())
     assert again.get_many(probes) == [model.get(k) for k in probes]
     assert arr.nbytes == again.nbytes == sum(len(k) + len(v) for k, v in model.items())
+
+
+@given(st.lists(st.binary(max_size=6), max_size=40, unique=True), st.lists(st.binary(max_size=7), max_size=40),
+       st.sampled_from(["left", "right"]))
+def test_arrangement_search_of_probes_in_any_order_equals_numpy_searchsorted(keys, probes, side) -> None:
+    # search sorts probes that are out of order before it searches, and gives the positions back in
+    # the probes' own order
+    width = max(map(len, keys + probes), default=0)
+    mine = np.sort(encode_keys(keys, width))
+    theirs = encode_keys(probes, width)
+    assert search(mine, theirs, side).tolist() == np.searchsorted(mine, theirs, side=side).tolist()

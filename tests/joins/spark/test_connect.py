@@ -125,7 +125,7 @@ def test_connect_interval_join_equals_the_classic_session_and_reports_progress(s
     assert sorted(((r[0], r[2], r[4]) for r in got), key=str) == [
         (1, "a", "x"), (1, "c", None), (2, "b", None), (2, None, "y"), (3, "d", "z")]
     names = {n for p in query.recentProgress for n in p["observedMetrics"]}
-    assert names == {f"streamjoin interval_join {tmp_path / 'connect-join'}"}
+    assert names == {f"streamjoin interval_join {tmp_path / 'connect-join'}", f"streamjoin-input {tmp_path / 'connect-join'}"}
     # the same named, typed values from both sessions (less what depends on timing and on which
     # Python worker ran a task: store opens, restores, RocksDB's size estimate)
     volatile = {"state_open_seconds_max", "stores_rebuilt", "entries_restored", "state_versions_replayed",
