@@ -110,9 +110,11 @@ _USER_CODE = '''
 from datetime import timedelta
 from pyspark.sql import DataFrame
 from streamjoin import interval_join
+'''
 
+_USER_CALL = '''
 
-def searches_with_clicks(searches: DataFrame, clicks: DataFrame) -> DataFrame:
+def searches_with_clicks_{n}(searches: DataFrame, clicks: DataFrame) -> DataFrame:
     return interval_join(
         searches, clicks, "session_id", left_time="ts", right_time="ts",
         lower=timedelta(0), upper=timedelta(minutes=30), delay=timedelta(minutes=5), {how},
@@ -120,25 +122,34 @@ def searches_with_clicks(searches: DataFrame, clicks: DataFrame) -> DataFrame:
 '''
 
 
-def _mypy(env: Path, tmp_path: Path, how: str) -> subprocess.CompletedProcess:
+def _mypy(env: Path, tmp_path: Path, hows: list[str]) -> tuple[subprocess.CompletedProcess, list[list[str]]]:
+    """One mypy run (it reads PySpark's annotations each time: seconds) over a user module with one
+    function per ``how`` argument; the run and the error lines of each function."""
     source = tmp_path / "user_pipeline.py"
-    source.write_text(_USER_CODE.format(how=how))
-    return subprocess.run(
+    code, spans = _USER_CODE, []
+    for n, how in enumerate(hows):
+        first = code.count("\n") + 1
+        code += _USER_CALL.format(n=n, how=how)
+        spans.append(range(first, code.count("\n") + 1))
+    source.write_text(code)
+    result = subprocess.run(
         [sys.executable, "-m", "mypy", "--python-executable", str(env / "bin" / "python"),
          "--no-incremental", "--follow-imports=silent", str(source)],
         capture_output=True, text=True, cwd=tmp_path,
     )
+    errors = [(int(m.group(1)), m.group(0)) for m in re.finditer(r"^user_pipeline\.py:(\d+): error: .*$",
+                                                                result.stdout, re.MULTILINE)]
+    return result, [[text for line, text in errors if line in span] for span in spans]
 
 
 def test_wheel_public_signatures_seen_by_mypy(fresh_env, tmp_path):
-    good = _mypy(fresh_env, tmp_path, 'how="left"')
-    assert good.returncode == 0, good.stdout + good.stderr
-    typo = _mypy(fresh_env, tmp_path, 'hwo="left"')
-    assert typo.returncode == 1 and 'Unexpected keyword argument "hwo"' in typo.stdout, typo.stdout
-    spark_spelling = _mypy(fresh_env, tmp_path, 'how="left_outer"')
-    assert spark_spelling.returncode == 0, spark_spelling.stdout + spark_spelling.stderr
-    kind = _mypy(fresh_env, tmp_path, 'how="fulll"')
-    assert kind.returncode == 1 and 'Argument "how" to "interval_join" has incompatible type' in kind.stdout, kind.stdout
+    result, (good, typo, spark_spelling, kind) = _mypy(
+        fresh_env, tmp_path, ['how="left"', 'hwo="left"', 'how="left_outer"', 'how="fulll"'])
+    assert result.returncode == 1, result.stdout + result.stderr   # the two wrong calls, nothing else
+    assert good == [] and spark_spelling == [], result.stdout
+    assert len(typo) == 1 and 'Unexpected keyword argument "hwo"' in typo[0], result.stdout
+    assert len(kind) == 1 and 'Argument "how" to "interval_join" has incompatible type' in kind[0], result.stdout
+    assert re.search(r"Found 2 errors in 1 file", result.stdout), result.stdout
 
 
 def test_public_join_without_pyspark_says_which_extra_to_install(tmp_path):
