@@ -125,23 +125,30 @@ CHANGES = pa.schema([("k", pa.int64()), ("op", pa.string()), ("t", pa.timestamp(
                      ("v", pa.string())])
 
 
-def test_end_of_run_flush_releases_enrichment_events_a_heartbeat_passed_in_the_same_run(spark, tmp_path):
-    root = str(tmp_path)
+def _enrichment_run(spark, root: str, changes: list[dict], end_of_run: str) -> list[tuple]:
+    """One ``availableNow`` run of an as-of enrichment of event e1 (key 1, at 10 s) over ``changes``;
+    the (event, value) pairs it output."""
     _file(f"{root}/events", EVENTS, [(1, 10, "e1")])
-    changes = [{"k": 1, "op": "upsert", "t": T0 + dt.timedelta(seconds=5), "v": "a"},
-               {"k": None, "op": "heartbeat", "t": T0 + dt.timedelta(seconds=100), "v": None}]
     os.makedirs(f"{root}/changes")
     pq.write_table(pa.Table.from_pylist(changes, CHANGES), f"{root}/changes/part-0.parquet")
     events = spark.readStream.schema("k bigint, t timestamp, e string").parquet(f"{root}/events")
     table = spark.readStream.schema("k bigint, op string, t timestamp, v string").parquet(f"{root}/changes")
     joined = stream_table_join(events, table, "k", stream_time="t", table_key="k", table_time="t",
-                               delay="0 seconds", checkpoint=f"{root}/ck", partitions=2, end_of_run="flush")
+                               delay="0 seconds", checkpoint=f"{root}/ck", partitions=2, end_of_run=end_of_run)
     out: list[tuple] = []
     query = (joined.writeStream.foreachBatch(lambda df, _: out.extend((r.e, r.v) for r in df.collect()))
              .option("checkpointLocation", f"{root}/spark").trigger(availableNow=True).start())
     query.awaitTermination()
+    return out
+
+
+_UPSERT_AT_5 = {"k": 1, "op": "upsert", "t": T0 + dt.timedelta(seconds=5), "v": "a"}
+
+
+def test_end_of_run_flush_releases_enrichment_events_a_heartbeat_passed_in_the_same_run(spark, tmp_path):
+    heartbeat = {"k": None, "op": "heartbeat", "t": T0 + dt.timedelta(seconds=100), "v": None}
     # the heartbeat at 100 s moves the table watermark past e1 (10 s) after the run's only data batch
-    assert out == [("e1", "a")]
+    assert _enrichment_run(spark, str(tmp_path), [_UPSERT_AT_5, heartbeat], "flush") == [("e1", "a")]
 
 
 def test_end_of_run_works_on_an_s3_checkpoint(spark, moto_s3, tmp_path):
@@ -161,18 +168,5 @@ def test_end_of_run_release_releases_enrichment_events_still_waiting_for_the_tab
     # no heartbeat: the table watermark stays at the change's time (5 s), before e1 (10 s), so e1
     # waits; "release" closes the inputs at the end of the run and e1 comes out joined as the batch
     # join of what was read would join it
-    root = str(tmp_path)
-    _file(f"{root}/events", EVENTS, [(1, 10, "e1")])
-    changes = [{"k": 1, "op": "upsert", "t": T0 + dt.timedelta(seconds=5), "v": "a"}]
-    os.makedirs(f"{root}/changes")
-    pq.write_table(pa.Table.from_pylist(changes, CHANGES), f"{root}/changes/part-0.parquet")
-    events = spark.readStream.schema("k bigint, t timestamp, e string").parquet(f"{root}/events")
-    table = spark.readStream.schema("k bigint, op string, t timestamp, v string").parquet(f"{root}/changes")
-    joined = stream_table_join(events, table, "k", stream_time="t", table_key="k", table_time="t",
-                               delay="0 seconds", checkpoint=f"{root}/ck", partitions=2, end_of_run="release")
-    out: list[tuple] = []
-    query = (joined.writeStream.foreachBatch(lambda df, _: out.extend((r.e, r.v) for r in df.collect()))
-             .option("checkpointLocation", f"{root}/spark").trigger(availableNow=True).start())
-    query.awaitTermination()
-    assert out == [("e1", "a")]
-    assert closing_version(Checkpoint(f"{root}/ck")) is not None
+    assert _enrichment_run(spark, str(tmp_path), [_UPSERT_AT_5], "release") == [("e1", "a")]
+    assert closing_version(Checkpoint(f"{tmp_path}/ck")) is not None
