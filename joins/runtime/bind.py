@@ -60,7 +60,8 @@ def bind_query(
     epoch = bind_partitions(checkpoint, partitions, operator, root=root)
     for spec in operator.inputs:
         checkpoint.set_aside.write_schema(spec.name, set_aside_schema(spec.schema))
-    bound = BoundQuery(checkpoint.uri, partitions, checkpoint.binding.key_groups(root), epoch, state or StateConfig())
+    state = replace(state or StateConfig(), checkpoint_id=checkpoint.binding.identity(root))
+    bound = BoundQuery(checkpoint.uri, partitions, checkpoint.binding.key_groups(root), epoch, state)
     done = checkpoint.initial.done()
     if done is None and write_initial is not None and not checkpoint.commits.has_state():
         done = dict(write_initial(bound))

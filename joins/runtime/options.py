@@ -62,6 +62,9 @@ class StateConfig:
     #: :func:`streamjoin.runtime.bind.bind_query` when it does, so that other joins look for them
     #: only in a partition's first version, not in every task.
     initial: bool = False
+    #: The bound checkpoint's id (:meth:`streamjoin.runtime.checkpoint.binding.Binding.identity`),
+    #: set by :func:`streamjoin.runtime.bind.bind_query`: part of each local store's owner tag.
+    checkpoint_id: str | None = None
     #: Testing only: a path prefix; a task finding ``<prefix>.<point>.v<version>.p<partition>``
     #: deletes it and fails, once (points: ``before-commit``, ``after-commit``).
     fail_once: str | None = None

@@ -229,7 +229,8 @@ def open_phase(operator: Operator, checkpoint: Checkpoint, config: StateConfig, 
     store, opened = open_logged_store(
         config.store, local_store_path(config, checkpoint, task.partition, epoch_dir(start.epoch)), start.log,
         start.target, warm=_hand_over(config, task), park=_keep_warm(config, task),
-        owner=store_owner(operator, checkpoint, task, start.epoch.number), **dict(config.store_options),
+        owner=store_owner(operator, checkpoint, task, start.epoch.number, config.checkpoint_id),
+        **dict(config.store_options),
     )
     return OpenStore(store, opened, time.perf_counter() - began)
 
@@ -285,11 +286,14 @@ def local_store_path(config: StateConfig, checkpoint: Checkpoint, partition: int
     return os.path.join(config.local_dir or default_local_dir(), digest, f"{epoch}p={partition}")
 
 
-def store_owner(operator: Operator, checkpoint: Checkpoint, task: TaskInfo, epoch: int) -> bytes:
+def store_owner(operator: Operator, checkpoint: Checkpoint, task: TaskInfo, epoch: int,
+                checkpoint_id: str | None = None) -> bytes:
     """The owner tag of the partition's local store: the store proves it holds this checkpoint's
-    (and query's) state of this operator, partitioning epoch and partition before it is reused,
-    and is rebuilt from the changelog otherwise."""
-    return owner_tag(checkpoint.uri, task.query_id, operator.kind, epoch, task.partition)
+    (``checkpoint_id``: the one made at this location, if it has an id; and query's) state of this
+    operator, partitioning epoch and partition before it is reused, and is rebuilt from the
+    changelog otherwise."""
+    parts: tuple[object, ...] = (checkpoint.uri, task.query_id, operator.kind, epoch, task.partition)
+    return owner_tag(*parts) if checkpoint_id is None else owner_tag(*parts, checkpoint_id)
 
 
 def _hand_over(config: StateConfig, task: TaskInfo) -> bool:

@@ -4,7 +4,8 @@ Layout under the checkpoint URI (a local path or a URI :func:`streamjoin.changel
 accepts; resolved once, so every task of a query names the same place)::
 
     streamjoin.json                   what this checkpoint belongs to (definition, partitions, key
-                                      groups, and whether a streaming query or a batch run writes it)
+                                      groups, and whether a streaming query or a batch run writes
+                                      it) and the id it was created with
     partitioning/e=<n>.json           partitioning epoch n >= 1: a later partition count
                                       (:mod:`streamjoin.runtime.rescale`); its changelogs are
                                       ``state/e=<n>/p=<p>/``

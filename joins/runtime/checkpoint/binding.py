@@ -6,6 +6,7 @@ exactly one wins and the other is compared with it; none is ever rewritten."""
 from __future__ import annotations
 
 import json
+import uuid
 from enum import Enum
 from typing import Any, Mapping
 
@@ -53,7 +54,7 @@ class Binding:
         ``streamjoin.json`` record it holds afterwards.
 
         A new checkpoint records ``key_groups`` (None: ``DEFAULT_KEY_GROUPS``), the fixed number of
-        key groups its state is kept by; another partition count is then accepted (the caller
+        key groups its state is kept by, and an ``id`` of its own (:meth:`identity`); another partition count is then accepted (the caller
         starts a new partitioning, :func:`streamjoin.runtime.rescale.bind_partitions`). A checkpoint
         of an earlier format (streamjoin 0.2's, without key groups) is refused.
 
@@ -73,8 +74,9 @@ class Binding:
         found = self.root()
         if found is None:
             check_key_groups(wanted["key_groups"], partitions)   # before anything is written
-            if self.files.create_json(ROOT, wanted):
-                return json.loads(json.dumps(wanted))
+            created = {**wanted, "id": uuid.uuid4().hex}
+            if self.files.create_json(ROOT, created):
+                return json.loads(json.dumps(created))
             found = self.root() or {}
         if found.get("format") != FORMAT:
             raise CheckpointMismatchError(
@@ -115,6 +117,15 @@ class Binding:
             "closed; a streaming query cannot continue from it. Use a new checkpoint location for "
             "the streaming query"
         )
+
+    @staticmethod
+    def identity(root: Mapping[str, Any]) -> str | None:
+        """The id ``streamjoin.json`` was created with (None: a checkpoint older than ids). A
+        checkpoint deleted and made again at the same location gets another id, so local stores
+        of the deleted one are known as not its own (they are keyed by location) and rebuilt; the
+        id names the checkpoint and never reaches a join's rows."""
+        found = root.get("id")
+        return found if isinstance(found, str) else None
 
     def bound_query(self, root: Mapping[str, Any] | None = None) -> str | None:
         """The id of the streaming query this checkpoint belongs to; None if none has run.

@@ -53,3 +53,28 @@ def test_runtime_swapped_local_stores_are_rebuilt_not_reused(tmp_path, store, qu
         assert opens[(3, 0)] == opens[(3, 1)] == "reused"
     finally:
         warm.evict_all()
+
+
+@pytest.mark.parametrize("store", ["rocksdb", "lmdb"])
+@pytest.mark.parametrize("query_id", [None, "query-1"], ids=["batch", "query"])
+def test_runtime_checkpoint_made_again_at_its_location_does_not_take_the_old_local_stores(tmp_path, store, query_id):
+    """A checkpoint deleted and made again at the same location (a rerun of a test or a job that
+    clears its checkpoint) starts from the empty state: its local stores, keyed by location, hold
+    the deleted checkpoint's state, and are rebuilt rather than refused as the only copy."""
+    import shutil
+
+    warm.evict_all()
+    first = _runner(tmp_path, "job", store, query_id)
+    first.run(_rows(range(10)))
+    first.run(_rows(range(0, 10, 2)))
+    old_id = first.config.checkpoint_id
+    warm.evict_all()
+    shutil.rmtree(tmp_path / "job" / "ck")
+    try:
+        again = _runner(tmp_path, "job", store, query_id)
+        assert again.config.checkpoint_id not in (None, old_id)
+        assert _counts(again.run(_rows(range(4)))) == {k: 1 for k in range(4)}
+        opens = {m["partition"]: m["state_open"] for m in again.checkpoint.commits.read_metrics()}
+        assert opens == {0: "rebuilt", 1: "rebuilt"}
+    finally:
+        warm.evict_all()
