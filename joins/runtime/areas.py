@@ -25,7 +25,7 @@ encode keys column-wise (many rows at once) hand an area parts that are already 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 import numpy as np
@@ -332,6 +332,11 @@ class StateLayout:
             if area.name == name:
                 return area
         raise KeyError(f"state layout {self.name!r} has no area {name!r}; it has {[a.name for a in self.areas]}")
+
+    def prefixed(self, prefix: bytes) -> StateLayout:
+        """This layout with ``prefix`` before every area's prefix (the same version): its areas
+        beside another layout's in one store, e.g. two operators' steps run in one stage."""
+        return StateLayout(self.name, self.version, tuple(replace(a, prefix=prefix + a.prefix) for a in self.areas))
 
     def area_of(self, key: bytes) -> Area | None:
         """The area ``key`` belongs to (None: a key of no area)."""

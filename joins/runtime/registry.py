@@ -23,6 +23,7 @@ _BUILTIN = {
     "enrichment_join": "streamjoin.enrichment.operator:EnrichmentJoin",
     "table_join_keys": "streamjoin.table.rekey:TableRekey",
     "table_join": "streamjoin.table.stage:TableJoinStage",
+    "table_join_fused": "streamjoin.table.fused:FusedTableJoinStage",
 }
 _REGISTERED: dict[str, type[Operator]] = {}
 

@@ -32,6 +32,7 @@ from streamjoin.changes import ChangeFormat
 from streamjoin.interval.spec import On
 from streamjoin.kit.times import Duration
 from streamjoin.runtime.plan import JoinPlan, Stage
+from streamjoin.table.fused import AREA_PREFIX, SIDES, FusedTableJoinStage, direct_side
 from streamjoin.table.rekey import TableRekey
 from streamjoin.table.retention import side_retentions
 from streamjoin.table.spec import How, TableJoinSpec, common_key_types, detect_format, parse_on
@@ -51,7 +52,7 @@ class TableTableJoin:
         right_key: str | Sequence[str], how: str | How = "inner", left_changes: ChangeFormat | None = None,
         right_changes: ChangeFormat | None = None, left_time: str | None = None, right_time: str | None = None,
         retention: Duration | None = None, expire_rows: bool = False,
-        left_delay: Duration | None = None, right_delay: Duration | None = None,
+        left_delay: Duration | None = None, right_delay: Duration | None = None, fuse_key_stages: bool = False,
     ) -> None:
         """Validate everything; raise :class:`streamjoin.errors.JoinDefinitionError` saying what to change.
 
@@ -65,6 +66,8 @@ class TableTableJoin:
         (:mod:`streamjoin.table.retention`). ``left_delay``/``right_delay``: that table's own
         horizon distance instead of ``retention`` (how late its changes may be; the table-table
         join's lateness is its retention horizon, see :func:`streamjoin.table.retention.side_retentions`).
+        ``fuse_key_stages``: a side whose primary key is its join key runs its key step inside
+        the join stage (:mod:`streamjoin.table.fused`): one stage and one exchange fewer.
         """
         left_fmt = detect_format("left", left_schema, left_key, left_time, left_changes)
         right_fmt = detect_format("right", right_schema, right_key, right_time, right_changes)
@@ -78,12 +81,33 @@ class TableTableJoin:
         self.right_stage = TableRekey(right_schema, right_fmt, right_on, "right", key_types=types,
                                       retention=right_kept, expire_rows=expire_rows)
         self.join_stage = TableJoinStage(self.left_stage.side, self.right_stage.side, how)
+        self.fused: FusedTableJoinStage | None = None
+        if fuse_key_stages:
+            stages = {"left": self.left_stage, "right": self.right_stage}
+            keyed = {}
+            for name, (schema, fmt, side_on, kept) in {"left": (left_schema, left_fmt, left_on, left_kept),
+                                                        "right": (right_schema, right_fmt, right_on, right_kept)}.items():
+                if direct_side(stages[name]):
+                    keyed[name] = TableRekey(schema, fmt, side_on, name, key_types=types, retention=kept,
+                                             expire_rows=expire_rows, area_prefix=AREA_PREFIX[name])
+            if keyed:
+                self.fused = FusedTableJoinStage(self.join_stage, keyed)
 
     @property
     def plan(self) -> JoinPlan:
-        """The three stages: each side's changes by primary key, then both by join key."""
-        return JoinPlan((Stage(LEFT_KEYS, self.left_stage, (0,)), Stage(RIGHT_KEYS, self.right_stage, (1,)),
-                         Stage(JOIN, self.join_stage, (LEFT_KEYS, RIGHT_KEYS))))
+        """The three stages: each side's changes by primary key, then both by join key. Fused
+        (``fuse_key_stages``), the key stage of each direct side is left out and the join stage
+        reads that side's changes; with both sides direct the join is that one stage, its state
+        in the join's checkpoint itself."""
+        if self.fused is None:
+            return JoinPlan((Stage(LEFT_KEYS, self.left_stage, (0,)), Stage(RIGHT_KEYS, self.right_stage, (1,)),
+                             Stage(JOIN, self.join_stage, (LEFT_KEYS, RIGHT_KEYS))))
+        names = {"left": LEFT_KEYS, "right": RIGHT_KEYS}
+        kept = [Stage(names[s], stage, (i,)) for i, (s, stage) in enumerate((("left", self.left_stage),
+                                                                            ("right", self.right_stage)))
+                if s not in self.fused.keyed]
+        inputs = tuple(SIDES.index(s) if s in self.fused.keyed else names[s] for s in self.fused.order)
+        return JoinPlan((*kept, Stage(JOIN if kept else "", self.fused, inputs)))
 
     @property
     def spec(self) -> TableJoinSpec:

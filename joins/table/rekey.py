@@ -76,7 +76,6 @@ LAYOUT = StateLayout("table join keys", 2, (
     Area("keys", b"K", (("primary key", PACKED),), PACKED_VALUE),
     Area("expiry", b"T", (("change time", TIMESTAMP), ("primary key", PACKED)), RAW),
 ))
-_KEYS, _EXPIRY = LAYOUT["keys"], LAYOUT["expiry"]
 _NO_BYTES = pa.array([], pa.binary())
 _NO_SEPARATOR = pa.scalar(b"", pa.binary())
 #: The change times a version's changes carry to stage 2, beside the order they are applied in.
@@ -93,10 +92,14 @@ class TableRekey(Operator):
 
     def __init__(self, schema: pa.Schema, changes: ChangeFormat, on: str | Sequence[str], side: str,
                  *, key_types: Sequence[pa.DataType] | None = None, retention: Duration | None = None,
-                 expire_rows: bool = False) -> None:
+                 expire_rows: bool = False, area_prefix: bytes = b"") -> None:
         """Validate; raise :class:`JoinDefinitionError` naming the problem. ``key_types``: the
         join's common join-key types (default: the ``on`` columns' own types). ``retention``,
-        ``expire_rows``: see :mod:`streamjoin.table.retention` (None: keep every key forever)."""
+        ``expire_rows``: see :mod:`streamjoin.table.retention` (None: keep every key forever).
+        ``area_prefix``: put before the prefixes of :data:`LAYOUT` (its state beside another
+        operator's in one store: :mod:`streamjoin.table.fused`)."""
+        self.layout = LAYOUT.prefixed(area_prefix) if area_prefix else LAYOUT
+        self._keys, self._expiry = self.layout["keys"], self.layout["expiry"]
         self.side: TableSide = build_side(side, schema, changes, on, key_types)
         self.codec = RowCodec(self.side.row_schema)
         self.retention = parse_retention(retention, expire_rows)
@@ -142,7 +145,7 @@ class TableRekey(Operator):
         """Split state by key group after a change of partition count (:mod:`streamjoin.table.regroup`)."""
         from streamjoin.table.regroup import regroup_keys
 
-        return regroup_keys(LAYOUT, len(self._inputs[0].key), sources, owned)
+        return regroup_keys(self.layout, len(self._inputs[0].key), sources, owned)
 
     def step(self, state: Store, batch: StepInput) -> StepResult:
         """Collapse each key's changes of this version into routed changes (see module)."""
@@ -189,8 +192,8 @@ class TableRekey(Operator):
         """Drop the keys whose last change is below ``horizon`` and that this version did not change
         (their state keys and index entries go to ``gone``); return the routed deletes of the
         rows among them (:mod:`streamjoin.table.retention`)."""
-        entries = [(ik, pk) for ik, pk in due(_EXPIRY, state, horizon) if _KEYS.join(pk) not in changed]
-        keys = _KEYS.keys(pk for _, pk in entries)
+        entries = [(ik, pk) for ik, pk in due(self._expiry, state, horizon) if self._keys.join(pk) not in changed]
+        keys = self._keys.keys(pk for _, pk in entries)
         deletes = []
         for (ik, pk), key, stored in zip(entries, keys, state.multi_get(keys)):
             gone += (ik, key)
@@ -262,7 +265,7 @@ class TableRekey(Operator):
         starts = np.array(self._starts(changes), np.int64)
         keyed = normal_keys(changes, [*self.side.key, *self.side.on])   # the routed rows keep their own values
         pks = self.codec.encode_array(keyed.take(pa.array(starts, pa.int64())), self.side.key)
-        keys = _KEYS.key_column(pks)
+        keys = self._keys.key_column(pks)
         stored = decode_held(state.multi_get_column(keys))
         applied, last, row_before = self._walk(changes, starts, stored)
         ops = changes.column(OP).to_numpy()
@@ -296,9 +299,9 @@ class TableRekey(Operator):
             indexed: list[KeyValue] = []
             for r, i, row, pk in zip(runs.tolist(), lasts.tolist(), has_rows.tolist(), run_pks.to_pylist()):
                 if exists[r] and retention.indexed(held_row[r]):
-                    gone.append(index_key(_EXPIRY, held_time[r], pk))
+                    gone.append(index_key(self._expiry, held_time[r], pk))
                 if retention.indexed(row):
-                    indexed.append((index_key(_EXPIRY, int(times[i]), pk), b""))
+                    indexed.append((index_key(self._expiry, int(times[i]), pk), b""))
             write = write.plus(ColumnWrite.of_lists(indexed))
         return write, upserts, deletes, gone
 

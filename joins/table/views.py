@@ -4,7 +4,8 @@ decoded through each stage's state layout.
 A key stage (``table_join_keys``), side ``keys``: per primary key, the last change applied
 (``_change_time``, ``_sequence``, ``_has_row``) and the row's join key (JSON arrays). The join
 stage (``table_join``), sides ``left`` / ``right``: each table's current rows by (join key,
-primary key), as JSON arrays of the stored values.
+primary key), as JSON arrays of the stored values. A fused join stage (``table_join_fused``):
+its ``left`` / ``right`` rows, and the ``left_keys`` / ``right_keys`` of its direct sides.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from streamjoin.runtime.views import TS, StateView, json_text, table_of
 from streamjoin.statestore.base import Store
 from streamjoin.table.state import SIDE
 
-__all__ = ["KEY_VIEWS", "ROW_VIEWS"]
+__all__ = ["KEY_VIEWS", "ROW_VIEWS", "FUSED_VIEWS"]
 
 
 def _keys_schema(definition: Mapping[str, Any]) -> list[pa.Field]:
@@ -25,10 +26,21 @@ def _keys_schema(definition: Mapping[str, Any]) -> list[pa.Field]:
             pa.field("_has_row", pa.bool_()), pa.field("join_key", pa.string())]
 
 
-def _read_keys(store: Store, definition: Mapping[str, Any], columns: pa.Schema) -> pa.Table:
+def _keys_view(prefix: bytes = b"", part: str | None = None) -> StateView:
+    """A key stage's ``keys`` (``prefix``: before its areas' prefixes; ``part``: the fused
+    definition's entry of that side, whose absence means the side has no keys here)."""
+    def read(store: Store, definition: Mapping[str, Any], columns: pa.Schema) -> pa.Table:
+        if part is not None and part not in definition:
+            return columns.empty_table()
+        return _read_keys(store, prefix, columns)
+
+    return StateView(_keys_schema, read)
+
+
+def _read_keys(store: Store, prefix: bytes, columns: pa.Schema) -> pa.Table:
     from streamjoin.table.rekey import LAYOUT  # (the key stage's module declares its views from here)
 
-    area = LAYOUT["keys"]
+    area = (LAYOUT.prefixed(prefix) if prefix else LAYOUT)["keys"]
     rows = []
     for key, value in area.scan(store):
         (primary_key,) = area.decode(key)
@@ -42,9 +54,11 @@ def _rows_schema(definition: Mapping[str, Any]) -> list[pa.Field]:
     return [pa.field("join_key", pa.string()), pa.field("primary_key", pa.string()), pa.field("row", pa.string())]
 
 
-def _rows_view(side: str) -> StateView:
+def _rows_view(side: str, part: str | None = None) -> StateView:
+    """A join stage's rows of ``side`` (``part``: where the definition holds the join stage's)."""
     def read(store: Store, definition: Mapping[str, Any], columns: pa.Schema) -> pa.Table:
-        area, width = SIDE[side], len(definition[side]["on"])
+        stage = definition if part is None else definition[part]
+        area, width = SIDE[side], len(stage[side]["on"])
         rows = []
         for key, value in area.scan(store):
             (values,) = area.decode(key)   # the join key's values, then the primary key's
@@ -55,5 +69,9 @@ def _rows_view(side: str) -> StateView:
     return StateView(_rows_schema, read)
 
 
-KEY_VIEWS = {"keys": StateView(_keys_schema, _read_keys)}
+KEY_VIEWS = {"keys": _keys_view()}
 ROW_VIEWS = {"left": _rows_view("left"), "right": _rows_view("right")}
+#: A fused join stage's (:mod:`streamjoin.table.fused`): the rows, and each direct side's keys
+#: (``left_keys`` / ``right_keys``; empty for a side that keeps its key stage).
+FUSED_VIEWS = {"left": _rows_view("left", "join"), "right": _rows_view("right", "join"),
+               "left_keys": _keys_view(b"l", "left_keys"), "right_keys": _keys_view(b"r", "right_keys")}

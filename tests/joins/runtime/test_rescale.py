@@ -160,13 +160,13 @@ def test_interval_rescale_merging_partitions_keeps_which_rows_matched(tmp_path):
 
 
 def table_state(runner: PlanRunner, version: int) -> Counter:
-    """Every stage's state entries over all partitions; stage 2's rows-held counts summed."""
+    """Every stage's state entries over all partitions; the join stage's rows-held counts summed."""
     found: Counter = Counter()
     for name, stage in runner.runners.items():
         held = [0, 0]
         for entries in restored(stage, version):
             for key, value in entries:
-                if name == "join" and key == STAGE["held"].prefix:
+                if key == STAGE["held"].prefix:   # (the join stage's, fused or not)
                     held = [a + b for a, b in zip(held, unpack(value))]
                 else:
                     found[(name, key, value)] += 1

@@ -111,12 +111,13 @@ def test_rescalable_kinds_are_the_registered_operators_with_a_regroup_hook():
     events = pa.schema([("k", pa.int64()), ("ts", pa.timestamp("us"))])
     table = pa.schema([("k", pa.int64()), ("v", pa.string()), ("op", pa.string()), ("at", pa.timestamp("us"))])
     posts = pa.schema([("id", pa.int64()), ("k", pa.int64()), ("op", pa.string()), ("at", pa.timestamp("us"))])
-    join = TableTableJoin(posts, table, "k", left_key="id", right_key="k", left_time="at", right_time="at")
-    operators = [_op(), join.left_stage, join.join_stage,
+    join = TableTableJoin(posts, table, "k", left_key="id", right_key="k", left_time="at", right_time="at",
+                          fuse_key_stages=True)
+    operators = [_op(), join.left_stage, join.join_stage, join.fused,
                  EnrichmentJoin(events, table, "k", stream_time="ts", changes=ChangeFormat.plain("k", time="at"))]
     rescalable = {op.kind for op in operators if can_rescale(op)}
     assert rescalable == {k for k in kinds() if can_rescale(operator_class(k))} == {
-        "interval_join", "table_join_keys", "table_join", "enrichment_join"}
+        "interval_join", "table_join_keys", "table_join", "table_join_fused", "enrichment_join"}
     assert not can_rescale(operator_class("a kind nobody registered"))
 
 

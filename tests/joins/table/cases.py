@@ -133,7 +133,27 @@ COMPOSITE = Variant(
     (["a", "b"], ["c", "d"]), ("a", "b"), ("c", "d"),
     {"left_time": "ts", "right_time": "ts"},
 )
-VARIANTS = (SIMPLE, COMPOSITE)
+
+
+# -- KEYED: a foreign-key join whose right table's primary key is its join key; ONE_TO_ONE: both ----
+# (their key stages can run inside the join stage: TableTableJoin(fuse_key_stages=True))
+
+def _keyed_row(name):
+    def row(pk, second, seq, jk, payload):
+        return {name: pk[0], "w": payload, "at": when(second)}
+    return row
+
+
+_KEYED_RIGHT = Side(pa.schema([("k", pa.int64()), ("w", pa.string()), ("op", pa.string()), ("at", pa.timestamp("us"))]),
+                    ("k",), ("k", "w", "at"), ((0,), (1,), (2,)), ((0,),), (None,),
+                    _with_op(_keyed_row("k")), _keyed_row("k"))
+KEYED = Variant(SIMPLE.left, _KEYED_RIGHT, "k", ("k",), ("k",),
+                {"left_changes": ChangeFormat.plain("id", time="at", sequence="rev"), "right_time": "at"})
+ONE_TO_ONE = Variant(
+    Side(pa.schema([("k", pa.int32()), ("w", pa.string()), ("op", pa.string()), ("at", pa.timestamp("us"))]),
+         ("k",), ("k", "w", "at"), ((0,), (1,), (3,)), ((0,),), (None,), _with_op(_keyed_row("k")), _keyed_row("k")),
+    _KEYED_RIGHT, "k", ("k",), ("k",), {"left_time": "at", "right_time": "at"})
+VARIANTS = (SIMPLE, COMPOSITE, KEYED, ONE_TO_ONE)
 
 
 @dataclass
@@ -148,12 +168,13 @@ class TableCase:
     expire_rows: bool = False
     left_delay: int | None = None    # seconds (None: ``retention``)
     right_delay: int | None = None
+    fuse: bool = False               # TableTableJoin(fuse_key_stages=...)
 
     def join(self) -> TableTableJoin:
         options = {name: dt.timedelta(seconds=value) for name, value in
                    (("retention", self.retention), ("left_delay", self.left_delay),
                     ("right_delay", self.right_delay)) if value is not None}
-        return self.variant.join(self.how, expire_rows=self.expire_rows, **options)
+        return self.variant.join(self.how, expire_rows=self.expire_rows, fuse_key_stages=self.fuse, **options)
 
     def side_retentions(self) -> tuple[int | None, int | None]:
         """Each table's retention in µs: its delay, else ``retention`` (None: keep every key)."""
@@ -237,6 +258,7 @@ def table_cases(draw, *, max_changes: int = 10, max_partitions: int = 3, max_bat
     case = TableCase(variant, draw(st.sampled_from(HOWS)), list(zip(left, right)),
                      draw(st.integers(1, max_partitions)), retention, left_delay=left_delay, right_delay=right_delay)
     case.expire_rows = None not in case.side_retentions() and draw(st.booleans())
+    case.fuse = draw(st.booleans())
     return case
 
 

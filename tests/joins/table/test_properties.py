@@ -25,6 +25,7 @@ def check_against_reference(case: TableCase, store: str = "memory", runtime: boo
     kinds = {c[-3] for _, changes in expected for c in changes}
     event(f"view changes: {sorted(kinds)}")
     run = Run(case, store, runtime)
+    event(f"stages: {list(run.join.plan.names)}")
     try:
         for index, (view, changes) in enumerate(expected):
             out = run.run(index)
