@@ -113,6 +113,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-spark", action="store_true", help="skip Spark's recompute")
     parser.add_argument("--join-only", action="store_true",
                         help="also measure joining the current tables already materialized (a lower bound)")
+    parser.add_argument("--key-stages", default="three", metavar="MODE[,MODE]",
+                        help="'three' (each side's key stage, then the join stage: the default), 'fused' "
+                        "(table_table_join(fuse_key_stages=True): customers, keyed by the join key, go straight "
+                        "to the join stage; variants streamjoin-<store>-fused), or both, alternated")
     parser.add_argument("--profile", action="store_true", help="run the three stages for the first store in this "
                         "process under cProfile (no Spark) and print where the time goes")
     parser.add_argument("--in-process", action="store_true", help="run the three stages for the first store in this "
@@ -337,7 +341,7 @@ class Bench:
         return (self.spark.readStream.schema(DDL[side]).option("maxFilesPerTrigger", 1)
                 .parquet(os.path.join(self.root, side)))
 
-    def streamjoin(self, store: str, scratch: str) -> Outcome:
+    def streamjoin(self, store: str, scratch: str, fused: bool = False) -> Outcome:
         from pyspark.sql import functions as F
 
         from streamjoin import table_table_join
@@ -347,7 +351,7 @@ class Bench:
             self.source("orders"), self.source("customers"), "customer_id", left_key="order_id",
             right_key="customer_id", how="inner", left_time="changed_at", right_time="changed_at",
             store=store, checkpoint=os.path.join(scratch, "join"), partitions=self.params.partitions,
-            state_dir=os.path.join(scratch, "state"))
+            state_dir=os.path.join(scratch, "state"), fuse_key_stages=fused)
         kind = F.col("_change_type")
         view = view.observe("view", F.count(F.lit(1)).alias("changes"),
                             F.sum(F.when(kind == "insert", 1).when(kind == "delete", -1).otherwise(0)).alias("net"))
@@ -434,7 +438,8 @@ class Bench:
         try:
             if variant.startswith("streamjoin-"):
                 began = time.time()
-                outcome = self.streamjoin(variant.split("-", 1)[1], scratch)
+                name = variant.split("-", 1)[1]
+                outcome = self.streamjoin(name.removesuffix("-fused"), scratch, name.endswith("-fused"))
                 outcome.rss = self.memory.peak(began, time.time())[0] if self.memory is not None else 0
                 expected = self.expected  # after the load, then after each change micro-batch
                 if outcome.view_rows != expected:
@@ -520,9 +525,18 @@ def _stores(text: str) -> list[str]:
     return parse_stores(text, STORES)
 
 
+def key_stages(text: str) -> list[bool]:
+    """``--key-stages``: per mode, whether its key stages are fused."""
+    modes = [m for m in text.split(",") if m]
+    if not modes or set(modes) - {"three", "fused"}:
+        raise SystemExit(f"--key-stages takes 'three', 'fused' or 'three,fused', not {text!r}")
+    return [m == "fused" for m in modes]
+
+
 def variants(args: argparse.Namespace) -> list[str]:
     spark = [] if args.no_spark else ["spark-recompute"] + (["spark-join-only"] if args.join_only else [])
-    return [f"streamjoin-{s}" for s in _stores(args.stores)] + spark
+    return [f"streamjoin-{s}{'-fused' if fused else ''}" for s in _stores(args.stores)
+            for fused in key_stages(args.key_stages)] + spark
 
 
 def _per_batch(o: Outcome) -> str:
@@ -541,9 +555,9 @@ def run(args: argparse.Namespace) -> int:
     workload = generate(params.rows, params.changes)
     print(f"generated the inputs in {time.perf_counter() - started:.1f} s", flush=True)
     if args.profile:
-        return profile(workload, params, _stores(args.stores) or ["memory"])
+        return profile(workload, params, _stores(args.stores) or ["memory"], key_stages(args.key_stages)[0])
     if args.in_process:
-        return in_process(workload, params, _stores(args.stores) or ["memory"])
+        return in_process(workload, params, _stores(args.stores) or ["memory"], key_stages(args.key_stages)[0])
     top = fresh_dir(results_dir(), "table")
     try:
         small = generate(2_000, 2_000, seed=1)
@@ -585,12 +599,12 @@ def run(args: argparse.Namespace) -> int:
 
 # -- in process --------------------------------------------------------------------------------
 
-def in_process(workload: Workload, params: Params, stores: list[str]) -> int:
-    """The three stages in this process (``PlanRunner``), timed per change batch: the
-    key stages together, then the join stage, in wall and CPU (``process_time``) seconds."""
+def in_process(workload: Workload, params: Params, stores: list[str], fused: bool = False) -> int:
+    """The stages in this process (``PlanRunner``), timed per change batch and stage, in wall
+    and CPU (``process_time``) seconds."""
     root = fresh_dir(results_dir(), "table-in-process")
     try:
-        runner = _local_runner(root, params, stores[0])
+        runner = _local_runner(root, params, stores[0], fused)
         o, c = workload.orders, workload.customers
         start = time.perf_counter()
         runner.run(o.load, c.load)
@@ -600,17 +614,21 @@ def in_process(workload: Workload, params: Params, stores: list[str]) -> int:
         walls, cpus = [], []
         for s, e in zip(np.r_[0, ends[:-1]], ends):
             v = runner.version
-            t0, c0 = time.perf_counter(), time.process_time()
-            left = runner.runners["left_keys"].run(o.changes.slice(s, e - s), version=v)
-            right = runner.runners["right_keys"].run(c.changes.slice(s, e - s), version=v)
-            t1, c1 = time.perf_counter(), time.process_time()
-            out = runner.runners["join"].run(left, right, version=v)
-            t2, c2 = time.perf_counter(), time.process_time()
+            inputs = (o.changes.slice(s, e - s), c.changes.slice(s, e - s))
+            outputs: dict[str, object] = {}
+            took: list[str] = []
+            for stage in runner.plan.stages:
+                t0, c0 = time.perf_counter(), time.process_time()
+                outputs[stage.name] = runner.runners[stage.name].run(*runner.plan.feeds(stage, inputs, outputs),
+                                                                     version=v)
+                took.append(f"{stage.name or 'join'} {time.perf_counter() - t0:.2f} s "
+                            f"({time.process_time() - c0:.2f} CPU)")
+                walls.append(time.perf_counter() - t0)
+                cpus.append(time.process_time() - c0)
             runner.version = v + 1
-            walls.append(t2 - t0)
-            cpus.append(c2 - c0)
-            print(f"  changes {s:,}..{e:,} per side: key stages {t1 - t0:.2f} s ({c1 - c0:.2f} CPU), join stage "
-                  f"{t2 - t1:.2f} s ({c2 - c1:.2f} CPU), {out.num_rows:,} view changes", flush=True)
+            out = outputs[runner.plan.output.name]
+            assert isinstance(out, pa.Table)
+            print(f"  changes {s:,}..{e:,} per side: {', '.join(took)}, {out.num_rows:,} view changes", flush=True)
         n = 2 * params.changes
         print(f"changes: {n:,} in {sum(walls):.1f} s ({n / sum(walls):,.0f}/s; "
               f"{sum(cpus):.1f} CPU s, {n / sum(cpus):,.0f}/CPU s)")
@@ -627,35 +645,36 @@ def _remove(root: str) -> None:
     shutil.rmtree(root, ignore_errors=True)
 
 
-def _local_runner(root: str, params: Params, store: str):
-    """The benchmark's join (orders with their customer) as three in-process stages under ``root``."""
+def _local_runner(root: str, params: Params, store: str, fused: bool = False):
+    """The benchmark's join (orders with their customer) as in-process stages under ``root``."""
     from streamjoin.runtime.options import StateConfig
     from streamjoin.runtime.plan_runner import PlanRunner
 
     # as a streaming query's tasks: each stage's store stays open between micro-batches, as in Spark
-    return PlanRunner(join_operator().plan, os.path.join(root, "ckpt"), partitions=params.partitions,
+    return PlanRunner(join_operator(fused).plan, os.path.join(root, "ckpt"), partitions=params.partitions,
                                  config=StateConfig(store=store, local_dir=os.path.join(root, "state")),
                                  query_id="bench-table-in-process")
 
 
-def join_operator() -> "TableTableJoin":
-    """The benchmark's join as the in-process runs build it: orders with their customer, inner."""
+def join_operator(fused: bool = False) -> "TableTableJoin":
+    """The benchmark's join as the in-process runs build it: orders with their customer, inner
+    (``fused``: ``fuse_key_stages=True``)."""
     from streamjoin.table.operator import TableTableJoin
 
     return TableTableJoin(ORDERS, CUSTOMERS, "customer_id", left_key="order_id", right_key="customer_id",
-                          how="inner", left_time="changed_at", right_time="changed_at")
+                          how="inner", left_time="changed_at", right_time="changed_at", fuse_key_stages=fused)
 
 
 # -- profiling ---------------------------------------------------------------------------------
 
-def profile(workload: Workload, params: Params, stores: list[str]) -> int:
-    """The three stages in this process (``PlanRunner``) under cProfile, per stage."""
+def profile(workload: Workload, params: Params, stores: list[str], fused: bool = False) -> int:
+    """The stages in this process (``PlanRunner``) under cProfile, per stage."""
     import cProfile
     import pstats
 
     root = fresh_dir(results_dir(), "table-profile")
     try:
-        runner = _local_runner(root, params, stores[0])
+        runner = _local_runner(root, params, stores[0], fused)
         start = time.perf_counter()
         o, c = workload.orders, workload.customers
         out = runner.run(o.load, c.load)
@@ -672,8 +691,8 @@ def profile(workload: Workload, params: Params, stores: list[str]) -> int:
         took = time.perf_counter() - start
         print(f"changes: {2 * params.changes:,} in {took:.1f} s ({2 * params.changes / took:,.0f}/s), "
               f"{view:,} view changes ({view / took:,.0f}/s) under cProfile")
-        for stage in ("left_keys", "right_keys", "join"):
-            print(stage, "seconds per step:", round(sum(float(m.get("seconds", 0)) for m in runner.metrics(stage)), 2))
+        for stage in runner.plan.names:
+            print(stage or "join", "seconds per step:", round(sum(float(m.get("seconds", 0)) for m in runner.metrics(stage)), 2))
         stats = pstats.Stats(profiler).sort_stats("cumulative")
         stats.print_stats(40)
         stats.sort_stats("tottime").print_stats(30)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from streamjoin.errors import CheckpointMismatchError
+from streamjoin.runtime.checkpoint.binding import ROOT as ROOT_FILE
 from streamjoin.runtime.checkpoint.files import CheckpointFiles
 from streamjoin.runtime.operator import Operator
 
@@ -113,18 +114,31 @@ def record_stages(plan: JoinPlan, checkpoint: str) -> None:
     """Record the stage names of ``plan`` in ``checkpoint`` (:data:`STAGES_FILE`) when it has
     several stages (one stage keeps its state in the folder itself); called on the driver before
     the stages bind. Raises :class:`CheckpointMismatchError` when the folder records other stages
-    (another join's checkpoint)."""
-    if len(plan.stages) < 2:
-        return
+    (another join's checkpoint, or the same join with ``fuse_key_stages`` the other way), or
+    when a plan of several stages finds a one-stage join's state in the folder itself, or a
+    one-stage plan a folder of stages."""
     files = CheckpointFiles(checkpoint)
-    wanted = [stage.name for stage in plan.stages]
     found = files.read_json(STAGES_FILE)
+    if len(plan.stages) < 2:
+        if found is not None:
+            raise CheckpointMismatchError(
+                f"{checkpoint} holds a join of stages {found.get('stages')}, and this join is one stage: give "
+                "it a checkpoint of its own (a table_table_join keeps the stages it was started with, "
+                "fuse_key_stages included)")
+        return
+    wanted = [stage.name for stage in plan.stages]
+    if found is None and files.read_json(ROOT_FILE) is not None:
+        raise CheckpointMismatchError(
+            f"{checkpoint} holds a one-stage join's state, and this join runs the stages {wanted}: give it a "
+            "checkpoint of its own (a table_table_join keeps the stages it was started with, fuse_key_stages "
+            "included)")
     if found is None:
         files.write_json(STAGES_FILE, {"stages": wanted})
     elif found.get("stages") != wanted:
         raise CheckpointMismatchError(
             f"{checkpoint} holds a join of stages {found.get('stages')}, not {wanted}: give this join a "
-            "checkpoint of its own")
+            "checkpoint of its own (a table_table_join keeps the stages it was started with, fuse_key_stages "
+            "included)")
 
 
 def recorded_stages(files: CheckpointFiles) -> list[str] | None:

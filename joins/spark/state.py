@@ -19,10 +19,14 @@ table_join_keys      ``keys``: per primary key, the last change applied (``_chan
                      ``_sequence``, ``_has_row``) and the row's join key (JSON arrays)
 table_join           ``left`` / ``right``: each table's current rows by (join key, primary key),
                      as JSON arrays of the stored values
+table_join_fused     ``left`` / ``right`` as ``table_join``'s; ``left_keys`` / ``right_keys``: a
+                     side's ``keys`` as ``table_join_keys``' when its first stage runs inside
+                     (``fuse_key_stages=True``; empty for a side that keeps its own stage)
 ===================  =========================================================================
 
 Every row also has ``_partition`` and ``_version`` (the version restored). A table_table_join's
-checkpoint holds three stages: pass ``<checkpoint>/left_keys``, ``right_keys`` or ``join``.
+checkpoint holds three stages: pass ``<checkpoint>/left_keys``, ``right_keys`` or ``join``
+(fused, the stages it has; with both sides fused, the checkpoint itself).
 """
 
 from __future__ import annotations

@@ -8,14 +8,14 @@ from pyspark.sql import DataFrame
 
 from streamjoin.changes import ChangeFormat, VocabularyName
 from streamjoin.kit.how import How, TableHow
-from streamjoin.kit.on import On, column_names
+from streamjoin.kit.on import On, column_names, parse_on
 from streamjoin.kit.times import Duration
 from streamjoin.runtime.options import JoinOptions
 from streamjoin.spark.changes import change_format, plain_changes
 from streamjoin.spark.plan import run_plan
 from streamjoin.spark.runtime import arrow_schema, resolve_checkpoint
 from streamjoin.spark.table_bootstrap import bootstrap_changes
-from streamjoin.table.operator import LEFT_KEYS, RIGHT_KEYS, TableTableJoin
+from streamjoin.table.operator import JOIN, LEFT_KEYS, RIGHT_KEYS, TableTableJoin
 
 __all__ = ["table_table_join"]
 
@@ -46,6 +46,7 @@ def table_table_join(
     max_partitions: int | None = None,
     left_bootstrap: DataFrame | None = None,
     right_bootstrap: DataFrame | None = None,
+    fuse_key_stages: bool = False,
 ) -> DataFrame:
     """The change stream of the view ``left JOIN right ON on``, kept up to date as both change.
 
@@ -56,7 +57,11 @@ def table_table_join(
     changes (a post moved to another author) is retracted from its old key by a first stage
     partitioned by primary key; so the join runs three stages, each with its own state and
     changelogs under ``<checkpoint>/left_keys``, ``right_keys`` and ``join`` (``join_metrics`` and
-    ``set_aside_rows`` take those paths).
+    ``set_aside_rows`` take those paths). With ``fuse_key_stages=True``, a side whose primary key
+    is its join key needs no first stage: its changes go straight to the join stage, whose inputs
+    are then ``left_changes`` / ``right_changes`` for such a side (a foreign-key join runs
+    ``left_keys`` and ``join``; a join of two tables keyed by the join key one stage, its state in
+    the checkpoint itself).
 
     Args:
         left_changes: The left table's change stream (Delta change data feed, Debezium
@@ -97,6 +102,10 @@ def table_table_join(
             needed with ``expire_rows``), loaded into the join's first version; a row without a
             change time comes before every change of its key (``streamjoin.table.bootstrap``).
         right_bootstrap: The same for the right table.
+        fuse_key_stages: Run the first stage of a side whose primary key is its join key (the
+            same columns, in order) inside the join stage: one stage and one exchange fewer for
+            that side, the same view changes. A checkpoint keeps the stages it was started with
+            (another choice is refused); False (the default) keeps three stages.
 
     Returns:
         The view's changes in the Delta change data feed vocabulary: the left row's columns, the
@@ -124,19 +133,37 @@ def table_table_join(
                              "left_format", "left_time")
     right_fmt = change_format(right_changes, right_format, right_key, right_time, right_sequence, "right_changes",
                               "right_format", "right_time")
-    # change rows refused before routing are set aside under the key stage reading that side
-    staged = {i: "changes_source" for i, fmt in enumerate((left_fmt, right_fmt)) if fmt.vocabulary.needs_pre_stage}
-    left, left_fmt = plain_changes(left_changes, left_fmt, f"{checkpoint.rstrip('/')}/{LEFT_KEYS}", "changes_source")
-    right, right_fmt = plain_changes(right_changes, right_fmt, f"{checkpoint.rstrip('/')}/{RIGHT_KEYS}",
-                                     "changes_source")
+    # change rows refused before routing are set aside under the stage reading that side
+    readers = stage_readers(on, left_key, right_key, fuse_key_stages)
+    sources = {side: (f"{checkpoint.rstrip('/')}/{stage}" if stage else checkpoint, name)
+               for side, (stage, name) in readers.items()}
+    staged = {i: sources[side][1] for i, (side, fmt) in enumerate((("left", left_fmt), ("right", right_fmt)))
+              if fmt.vocabulary.needs_pre_stage}
+    left, left_fmt = plain_changes(left_changes, left_fmt, *sources["left"])
+    right, right_fmt = plain_changes(right_changes, right_fmt, *sources["right"])
     join = TableTableJoin(
         arrow_schema(left), arrow_schema(right), on, left_key=left_key, right_key=right_key, how=how,
         left_changes=left_fmt, right_changes=right_fmt, retention=retention, expire_rows=expire_rows,
-        left_delay=left_delay, right_delay=right_delay,
+        left_delay=left_delay, right_delay=right_delay, fuse_key_stages=fuse_key_stages,
     )
+    fused = set() if join.fused is None else set(join.fused.keyed)
+    assert fused == {side for side, (_, name) in readers.items() if name != "changes_source"}, (fused, readers)
     initial = [None if rows is None else bootstrap_changes(rows, df, fmt, argument, expire_rows)
                for rows, df, fmt, argument in ((left_bootstrap, left, left_fmt, "left_bootstrap"),
                                                (right_bootstrap, right, right_fmt, "right_bootstrap"))]
     return run_plan(join.plan, [left, right], checkpoint=checkpoint, partitions=options.partitions,
                     state=options.state, key_groups=options.max_partitions, initial=initial, pre_staged=staged,
                     end_of_run="hold")   # it holds nothing for a watermark (docs/design/end-of-input.md)
+
+
+def stage_readers(on: On, left_key: Sequence[str], right_key: Sequence[str], fuse: bool) -> dict[str, tuple[str, str]]:
+    """Per side, the stage reading its changes and the set-aside input its refused change rows go
+    to: ``(LEFT_KEYS, "changes_source")``, or for a side fused into the join stage (``fuse``, and
+    its primary key is its join key) the join stage (``JOIN``; "" when both sides are fused: the
+    join is that one stage) and ``"<side>_changes_source"``."""
+    left_on, right_on = parse_on(on)
+    direct = {side for side, key, names in (("left", left_key, left_on), ("right", right_key, right_on))
+              if fuse and list(key) == list(names)}
+    join = "" if len(direct) == 2 else JOIN
+    return {side: (join, f"{side}_changes_source") if side in direct else (own, "changes_source")
+            for side, own in (("left", LEFT_KEYS), ("right", RIGHT_KEYS))}

@@ -160,3 +160,58 @@ def test_table_table_join_micro_batch_in_which_one_table_is_quiet_runs_its_key_s
     assert outputs == {0: [(1, 1, "insert")], 1: [(2, 1, "insert")], 2: [(1, 2, "insert"), (2, 2, "insert")]}
     for stage in ("left_keys", "right_keys", "join"):   # every stage committed every version
         assert sorted(os.listdir(f"{root}/ck/{stage}/state")) == ["p=0", "p=1"], stage
+
+
+ORDERS = pa.schema([("order_id", pa.int64()), ("op", pa.string()), ("at", pa.timestamp("us", "UTC")),
+                    ("customer_id", pa.int64()), ("amount", pa.int64())])
+CUSTOMERS = pa.schema([("customer_id", pa.int64()), ("op", pa.string()), ("at", pa.timestamp("us", "UTC")),
+                       ("name", pa.string())])
+
+
+def test_table_table_join_fused_key_stage_gives_the_three_stage_view_changes(spark, tmp_path):
+    # orders JOIN customers ON customer_id: customers' primary key is the join key, so with
+    # fuse_key_stages=True their changes go straight to the join stage (no right_keys stage)
+    root = str(tmp_path)
+    at = lambda t: EPOCH + dt.timedelta(seconds=t)   # noqa: E731
+    orders = [[(1, "insert", at(1), 10, 5), (2, "insert", at(1), 20, 7)],
+              [(1, "update", at(3), 20, 5)],                                # order 1 moves to customer 20
+              [(2, "delete", at(4), None, None), (3, "insert", at(4), 30, 1)]]
+    customers = [[(10, "insert", at(1), "ada"), (20, "insert", at(1), "bo")],
+                 [],                                                         # a quiet micro-batch
+                 [(20, "update", at(5), "bob"), (20, "update", at(2), "stale"), (30, "insert", at(4), "cy"),
+                  (40, "merge", at(4), "??")]]                               # an unknown op: set aside
+    outputs: dict[bool, dict[int, list[tuple]]] = {False: {}, True: {}}
+    for fuse in (False, True):
+        for name in ("orders", "customers"):
+            os.makedirs(f"{root}/{fuse}/{name}")
+        for batch in range(3):   # one availableNow run per micro-batch, its files written before it
+            for name, rows, schema in (("orders", orders[batch], ORDERS), ("customers", customers[batch], CUSTOMERS)):
+                if rows:
+                    table = pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema)
+                    pq.write_table(table, f"{root}/{fuse}/{name}/part-{batch}.parquet")
+            joined = table_table_join(
+                spark.readStream.schema(ORDERS_DDL).parquet(f"{root}/{fuse}/orders"),
+                spark.readStream.schema(CUSTOMERS_DDL).parquet(f"{root}/{fuse}/customers"),
+                "customer_id", left_key="order_id", right_key="customer_id", left_time="at", right_time="at",
+                checkpoint=f"{root}/ck{fuse}", partitions=2, fuse_key_stages=fuse)
+            query = (joined.writeStream.option("checkpointLocation", f"{root}/spark{fuse}").trigger(availableNow=True)
+                     .foreachBatch(lambda df, b, fuse=fuse: outputs[fuse].setdefault(b, sorted(
+                         (r.order_id, r.customer_id_left, r.name, r._change_type, r._seq) for r in df.collect())))
+                     .start())
+            query.awaitTermination()
+            assert query.exception() is None
+    assert outputs[True] == outputs[False]
+    assert outputs[True][2] == [(1, 20, "bo", "update_preimage", 0), (1, 20, "bob", "update_postimage", 1),
+                                (2, 20, "bo", "delete", 0), (3, 30, "cy", "insert", 1)]
+    assert sorted(os.listdir(f"{root}/ckTrue")) == ["join", "left_keys", "stages.json"]
+    aside = pq.read_table(f"{root}/ckTrue/join/set_aside/right_changes").to_pylist()
+    assert [(r["customer_id"], r["op"]) for r in aside] == [(40, "merge")]
+    from streamjoin.spark.state import read_state
+
+    keys = read_state(spark, f"{root}/ckTrue/join", side="right_keys").collect()
+    assert sorted(r.primary_key for r in keys) == ["[10]", "[20]", "[30]"]
+    assert read_state(spark, f"{root}/ckTrue/join", side="left_keys").count() == 0
+
+
+ORDERS_DDL = "order_id bigint, op string, at timestamp, customer_id bigint, amount bigint"
+CUSTOMERS_DDL = "customer_id bigint, op string, at timestamp, name string"
