@@ -17,8 +17,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
 
-__all__ = ["median_seconds", "Table", "Chart", "results_dir", "write_results", "parse_stores", "format_value",
-           "load_warning", "warn_if_busy", "BUSY_LOAD_PER_CPU"]
+__all__ = ["median_seconds", "Table", "Chart", "results_dir", "write_results", "parse_stores", "key_stages",
+           "format_value", "load_warning", "warn_if_busy", "BUSY_LOAD_PER_CPU"]
 
 
 def median_seconds(fn: Callable[[], object], repeat: int, setup: Callable[[], object] | None = None) -> float:
@@ -169,6 +169,15 @@ def _command(name: str) -> str:
         return shlex.join(["streamjoin", *args[args.index(name) - 1:]]) if args.index(name) else \
             shlex.join(["streamjoin", "bench", *args])
     return f"streamjoin bench {name}"
+
+
+def key_stages(text: str) -> list[bool]:
+    """A ``--key-stages`` option (``three``, ``fused`` or both, comma-separated): per mode, whether
+    the table join's key stages are fused (``fuse_key_stages``); exits naming a bad value."""
+    modes = [m for m in text.split(",") if m]
+    if not modes or set(modes) - {"three", "fused"}:
+        raise SystemExit(f"--key-stages takes 'three', 'fused' or 'three,fused', not {text!r}")
+    return [m == "fused" for m in modes]
 
 
 def parse_stores(text: str, known: Sequence[str]) -> list[str]:

@@ -25,7 +25,7 @@ import statistics
 import time
 from typing import TYPE_CHECKING
 
-from streamjoin.bench.harness import Chart, Table, parse_stores, results_dir, write_results
+from streamjoin.bench.harness import Chart, Table, key_stages, parse_stores, results_dir, write_results
 from streamjoin.bench.interval import WorkerMemory
 from streamjoin.bench.nexmark_data import Nexmark, generate, write
 from streamjoin.bench.nexmark_queries import QUERIES, Query, Scratch
@@ -58,6 +58,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cores", type=int, default=2, help="Spark's local cores, the per-core divisor (default 2)")
     parser.add_argument("--repeat", type=int, default=2, help="timed runs of each variant, interleaved (default 2)")
     parser.add_argument("--seed", type=int, default=7, help="the generator's seed (default 7)")
+    parser.add_argument("--key-stages", default="three", metavar="MODE[,MODE]",
+                        help="for q3: 'three' (the default), 'fused' (table_table_join(fuse_key_stages=True): "
+                        "persons, keyed by the join key, go straight to the join stage; variants "
+                        "streamjoin-<store>-fused) or both, alternated")
 
 
 def _queries(text: str) -> list[Query]:
@@ -71,8 +75,9 @@ def measure(spark: SparkSession, query: Query, variant: str, inputs: str, partit
             memory: WorkerMemory | None = None) -> tuple[float, int, int]:
     """Seconds from building ``variant`` of ``query`` to its end, its output rows, and the largest
     Python worker's resident memory meanwhile (bytes; 0 without ``memory``, or for Spark's join)."""
-    scratch = Scratch(inputs, fresh_dir(os.path.dirname(inputs), "run"), variant.removeprefix("streamjoin-"),
-                      partitions)
+    name = variant.removeprefix("streamjoin-")
+    scratch = Scratch(inputs, fresh_dir(os.path.dirname(inputs), "run"), name.removesuffix("-fused"), partitions,
+                      name.endswith("-fused"))
     try:
         began, start = time.time(), time.perf_counter()
         df = query.spark(spark, scratch) if variant == SPARK else query.ours(spark, scratch)
@@ -110,7 +115,11 @@ def run(args: argparse.Namespace) -> int:
     queries, stores = _queries(args.queries), parse_stores(args.stores, STORES)
     if min(args.events, args.batches, args.partitions, args.cores, args.repeat) < 1 or not queries:
         raise SystemExit("--events, --batches, --partitions, --cores and --repeat must be positive, --queries not empty")
-    variants = [SPARK] + [f"streamjoin-{s}" for s in stores]
+    fusing = key_stages(args.key_stages)
+
+    def variants_of(query: Query) -> list[str]:
+        return [SPARK] + [f"streamjoin-{s}{'-fused' if fused else ''}" for s in stores for fused in fusing
+                          if query.fusable or not fused]
     root = fresh_dir(results_dir(), "nexmark")
     try:
         started = time.perf_counter()
@@ -124,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         memory.start()
         try:
             for query in queries:  # every plan once, untimed: the JVM compiles, the Python workers start
-                for variant in variants:
+                for variant in variants_of(query):
                     measure(spark, query, variant, os.path.join(root, "warm"), args.partitions)
             times: dict[tuple[str, str], list[float]] = {}
             outputs: dict[tuple[str, str], int] = {}
@@ -132,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
             problems = []
             for i in range(args.repeat):
                 for query in queries:
-                    for variant in variants:
+                    for variant in variants_of(query):
                         seconds, rows, peak = measure(spark, query, variant, os.path.join(root, "full"),
                                                       args.partitions, memory)
                         times.setdefault((query.name, variant), []).append(seconds)

@@ -58,7 +58,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from streamjoin.bench.harness import Chart, Table, parse_stores, results_dir, write_results
+from streamjoin.bench.harness import Chart, Table, key_stages, parse_stores, results_dir, write_results
 from streamjoin.bench.interval import WorkerMemory
 from streamjoin.bench.sparkutil import fresh_dir, local_session, run_to_noop
 
@@ -523,14 +523,6 @@ notes:
 
 def _stores(text: str) -> list[str]:
     return parse_stores(text, STORES)
-
-
-def key_stages(text: str) -> list[bool]:
-    """``--key-stages``: per mode, whether its key stages are fused."""
-    modes = [m for m in text.split(",") if m]
-    if not modes or set(modes) - {"three", "fused"}:
-        raise SystemExit(f"--key-stages takes 'three', 'fused' or 'three,fused', not {text!r}")
-    return [m == "fused" for m in modes]
 
 
 def variants(args: argparse.Namespace) -> list[str]:
