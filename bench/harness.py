@@ -172,8 +172,9 @@ def _command(name: str) -> str:
 
 
 def key_stages(text: str) -> list[bool]:
-    """A ``--key-stages`` option (``three``, ``fused`` or both, comma-separated): per mode, whether
-    the table join's key stages are fused (``fuse_key_stages``); exits naming a bad value."""
+    """A ``--key-stages`` option (``fused``, the product's default for a new checkpoint, ``three``
+    or both, comma-separated): per mode, whether the table join's key stages are fused
+    (``fuse_key_stages``); exits naming a bad value. A three-stage variant's name ends in ``-three``."""
     modes = [m for m in text.split(",") if m]
     if not modes or set(modes) - {"three", "fused"}:
         raise SystemExit(f"--key-stages takes 'three', 'fused' or 'three,fused', not {text!r}")

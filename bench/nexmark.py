@@ -58,10 +58,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cores", type=int, default=2, help="Spark's local cores, the per-core divisor (default 2)")
     parser.add_argument("--repeat", type=int, default=2, help="timed runs of each variant, interleaved (default 2)")
     parser.add_argument("--seed", type=int, default=7, help="the generator's seed (default 7)")
-    parser.add_argument("--key-stages", default="three", metavar="MODE[,MODE]",
-                        help="for q3: 'three' (the default), 'fused' (table_table_join(fuse_key_stages=True): "
-                        "persons, keyed by the join key, go straight to the join stage; variants "
-                        "streamjoin-<store>-fused) or both, alternated")
+    parser.add_argument("--key-stages", default="fused", metavar="MODE[,MODE]",
+                        help="for q3: 'fused' (the default, table_table_join's for a new checkpoint: persons, "
+                        "keyed by the join key, go straight to the join stage), 'three' (fuse_key_stages=False; "
+                        "variants streamjoin-<store>-three) or both, alternated")
 
 
 def _queries(text: str) -> list[Query]:
@@ -76,8 +76,8 @@ def measure(spark: SparkSession, query: Query, variant: str, inputs: str, partit
     """Seconds from building ``variant`` of ``query`` to its end, its output rows, and the largest
     Python worker's resident memory meanwhile (bytes; 0 without ``memory``, or for Spark's join)."""
     name = variant.removeprefix("streamjoin-")
-    scratch = Scratch(inputs, fresh_dir(os.path.dirname(inputs), "run"), name.removesuffix("-fused"), partitions,
-                      name.endswith("-fused"))
+    scratch = Scratch(inputs, fresh_dir(os.path.dirname(inputs), "run"), name.removesuffix("-three"), partitions,
+                      not name.endswith("-three"))
     try:
         began, start = time.time(), time.perf_counter()
         df = query.spark(spark, scratch) if variant == SPARK else query.ours(spark, scratch)
@@ -118,8 +118,8 @@ def run(args: argparse.Namespace) -> int:
     fusing = key_stages(args.key_stages)
 
     def variants_of(query: Query) -> list[str]:
-        return [SPARK] + [f"streamjoin-{s}{'-fused' if fused else ''}" for s in stores for fused in fusing
-                          if query.fusable or not fused]
+        modes = fusing if query.fusable else [True]   # (the other queries have no key stages)
+        return [SPARK] + [f"streamjoin-{s}{'' if fused else '-three'}" for s in stores for fused in modes]
     root = fresh_dir(results_dir(), "nexmark")
     try:
         started = time.perf_counter()

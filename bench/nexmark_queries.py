@@ -42,7 +42,7 @@ class Scratch:
     run: str
     store: str
     partitions: int
-    fused: bool = False                                      # table_table_join(fuse_key_stages=...)
+    fused: bool = True                                       # table_table_join(fuse_key_stages=...)
 
     def join_options(self) -> dict[str, Any]:
         return {"store": self.store, "checkpoint": os.path.join(self.run, "join"), "partitions": self.partitions,

@@ -113,10 +113,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-spark", action="store_true", help="skip Spark's recompute")
     parser.add_argument("--join-only", action="store_true",
                         help="also measure joining the current tables already materialized (a lower bound)")
-    parser.add_argument("--key-stages", default="three", metavar="MODE[,MODE]",
-                        help="'three' (each side's key stage, then the join stage: the default), 'fused' "
-                        "(table_table_join(fuse_key_stages=True): customers, keyed by the join key, go straight "
-                        "to the join stage; variants streamjoin-<store>-fused), or both, alternated")
+    parser.add_argument("--key-stages", default="fused", metavar="MODE[,MODE]",
+                        help="'fused' (the default, table_table_join's for a new checkpoint: customers, keyed by "
+                        "the join key, go straight to the join stage), 'three' (fuse_key_stages=False: each "
+                        "side's key stage, then the join stage; variants streamjoin-<store>-three), or both, "
+                        "alternated")
     parser.add_argument("--profile", action="store_true", help="run the three stages for the first store in this "
                         "process under cProfile (no Spark) and print where the time goes")
     parser.add_argument("--in-process", action="store_true", help="run the three stages for the first store in this "
@@ -341,7 +342,7 @@ class Bench:
         return (self.spark.readStream.schema(DDL[side]).option("maxFilesPerTrigger", 1)
                 .parquet(os.path.join(self.root, side)))
 
-    def streamjoin(self, store: str, scratch: str, fused: bool = False) -> Outcome:
+    def streamjoin(self, store: str, scratch: str, fused: bool = True) -> Outcome:
         from pyspark.sql import functions as F
 
         from streamjoin import table_table_join
@@ -439,7 +440,7 @@ class Bench:
             if variant.startswith("streamjoin-"):
                 began = time.time()
                 name = variant.split("-", 1)[1]
-                outcome = self.streamjoin(name.removesuffix("-fused"), scratch, name.endswith("-fused"))
+                outcome = self.streamjoin(name.removesuffix("-three"), scratch, not name.endswith("-three"))
                 outcome.rss = self.memory.peak(began, time.time())[0] if self.memory is not None else 0
                 expected = self.expected  # after the load, then after each change micro-batch
                 if outcome.view_rows != expected:
@@ -527,7 +528,7 @@ def _stores(text: str) -> list[str]:
 
 def variants(args: argparse.Namespace) -> list[str]:
     spark = [] if args.no_spark else ["spark-recompute"] + (["spark-join-only"] if args.join_only else [])
-    return [f"streamjoin-{s}{'-fused' if fused else ''}" for s in _stores(args.stores)
+    return [f"streamjoin-{s}{'' if fused else '-three'}" for s in _stores(args.stores)
             for fused in key_stages(args.key_stages)] + spark
 
 

@@ -68,6 +68,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batches", type=int, default=5, help="micro-batches of the changes (default 5: 200k each)")
     parser.add_argument("--partitions", type=int, default=4, help="state partitions per stage (default 4)")
     parser.add_argument("--store", default="rocksdb", help="the local store (default rocksdb)")
+    parser.add_argument("--key-stages", choices=("fused", "three"), default="fused",
+                        help="'fused' (the default, table_table_join's for a new checkpoint: customers and "
+                        "products, keyed by their join keys, go straight to the join stages) or 'three' "
+                        "(fuse_key_stages=False)")
     parser.add_argument("--spark", action="store_true",
                         help="also run both variants as Spark streaming queries, beside Spark recomputing the "
                         "three-way join after the first and the last change micro-batch")
@@ -97,13 +101,13 @@ def star(rows: int, changes: int, seed: int = 7) -> Star:
     return Star(orders, (base.customers.load, base.customers.changes), (products[0], products[1]))
 
 
-def _joins():
+def _joins(fuse: bool = False):
     from streamjoin.table.operator import TableTableJoin
 
     first = TableTableJoin(ORDER_LINES, CUSTOMERS, "customer_id", left_key="order_id", right_key="customer_id",
-                           how="inner", left_time="changed_at", right_time="changed_at")
+                           how="inner", left_time="changed_at", right_time="changed_at", fuse_key_stages=fuse)
     second = TableTableJoin(first.output_schema, PRODUCTS, "product_id", left_key="order_id", right_key="product_id",
-                            how="inner", right_time="changed_at")
+                            how="inner", right_time="changed_at", fuse_key_stages=fuse)
     return first, second
 
 
@@ -133,7 +137,7 @@ def measure(data: Star, args: argparse.Namespace, three: bool) -> dict[str, Any]
     """One variant (see module): change seconds, changes, store bytes, input rows."""
     root = fresh_dir(results_dir(), "view-three" if three else "view-two")
     try:
-        first, second = _joins()
+        first, second = _joins(args.key_stages == "fused")
         runners = [_runner(first, root, "first", args)] + ([_runner(second, root, "second", args)] if three else [])
         tables = [data.orders, data.customers] + ([data.products] if three else [])
 
@@ -202,12 +206,14 @@ def spark_variants(data: Star, args: argparse.Namespace) -> dict[str, float]:
             view = table_table_join(source("orders"), source("customers"), "customer_id", left_key="order_id",
                                     right_key="customer_id", left_time="changed_at", right_time="changed_at",
                                     store=args.store, checkpoint=os.path.join(scratch, "first"),
-                                    partitions=args.partitions, state_dir=os.path.join(scratch, "state"))
+                                    partitions=args.partitions, state_dir=os.path.join(scratch, "state"),
+                                    fuse_key_stages=args.key_stages == "fused")
             if three:
                 view = table_table_join(view, source("products"), "product_id", left_key="order_id",
                                         right_key="product_id", right_time="changed_at", store=args.store,
                                         checkpoint=os.path.join(scratch, "second"), partitions=args.partitions,
-                                        state_dir=os.path.join(scratch, "state"))
+                                        state_dir=os.path.join(scratch, "state"),
+                                        fuse_key_stages=args.key_stages == "fused")
             query = run_to_noop(view, scratch, name)
             progress = sorted(query.recentProgress, key=lambda p: p["batchId"])
             out[name] = sum(p["durationMs"]["triggerExecution"] for p in progress[1:]) / 1000

@@ -46,7 +46,7 @@ def table_table_join(
     max_partitions: int | None = None,
     left_bootstrap: DataFrame | None = None,
     right_bootstrap: DataFrame | None = None,
-    fuse_key_stages: bool = False,
+    fuse_key_stages: bool | None = None,
 ) -> DataFrame:
     """The change stream of the view ``left JOIN right ON on``, kept up to date as both change.
 
@@ -57,11 +57,11 @@ def table_table_join(
     changes (a post moved to another author) is retracted from its old key by a first stage
     partitioned by primary key; so the join runs three stages, each with its own state and
     changelogs under ``<checkpoint>/left_keys``, ``right_keys`` and ``join`` (``join_metrics`` and
-    ``set_aside_rows`` take those paths). With ``fuse_key_stages=True``, a side whose primary key
-    is its join key needs no first stage: its changes go straight to the join stage, whose inputs
-    are then ``left_changes`` / ``right_changes`` for such a side (a foreign-key join runs
-    ``left_keys`` and ``join``; a join of two tables keyed by the join key one stage, its state in
-    the checkpoint itself).
+    ``set_aside_rows`` take those paths). A side whose primary key is its join key needs no first
+    stage (``fuse_key_stages``, the default for a new checkpoint): its changes go straight to the
+    join stage, whose inputs are then ``left_changes`` / ``right_changes`` for such a side (a
+    foreign-key join runs ``left_keys`` and ``join``; a join of two tables keyed by the join key
+    one stage, its state in the checkpoint itself).
 
     Args:
         left_changes: The left table's change stream (Delta change data feed, Debezium
@@ -104,8 +104,9 @@ def table_table_join(
         right_bootstrap: The same for the right table.
         fuse_key_stages: Run the first stage of a side whose primary key is its join key (the
             same columns, in order) inside the join stage: one stage and one exchange fewer for
-            that side, the same view changes. A checkpoint keeps the stages it was started with
-            (another choice is refused); False (the default) keeps three stages.
+            that side, the same view changes. None (the default): as the checkpoint was started
+            (a checkpoint of streamjoin before this option keeps its three stages), and True for a
+            new one. A checkpoint keeps the stages it was started with: the other choice is refused.
 
     Returns:
         The view's changes in the Delta change data feed vocabulary: the left row's columns, the
@@ -133,6 +134,8 @@ def table_table_join(
                              "left_format", "left_time")
     right_fmt = change_format(right_changes, right_format, right_key, right_time, right_sequence, "right_changes",
                               "right_format", "right_time")
+    if fuse_key_stages is None:
+        fuse_key_stages = TableTableJoin.recorded_fusion(checkpoint) is not False
     # change rows refused before routing are set aside under the stage reading that side
     readers = stage_readers(on, left_key, right_key, fuse_key_stages)
     sources = {side: (f"{checkpoint.rstrip('/')}/{stage}" if stage else checkpoint, name)

@@ -93,6 +93,22 @@ class TableTableJoin:
             if keyed:
                 self.fused = FusedTableJoinStage(self.join_stage, keyed)
 
+    @staticmethod
+    def recorded_fusion(checkpoint: str) -> bool | None:
+        """Whether the join whose checkpoint is ``checkpoint`` was started with its key stages
+        fused (``fuse_key_stages``), as its folder records it: stages without the key stage of a
+        side, or one stage (its state in the folder itself); None for a checkpoint nothing was
+        recorded in yet. A join with no side keyed by its join key records three stages either way."""
+        from streamjoin.runtime.checkpoint.binding import ROOT
+        from streamjoin.runtime.checkpoint.files import CheckpointFiles
+        from streamjoin.runtime.plan import recorded_stages
+
+        files = CheckpointFiles(checkpoint)
+        stages = recorded_stages(files)
+        if stages is not None:
+            return LEFT_KEYS not in stages or RIGHT_KEYS not in stages
+        return True if files.read_json(ROOT) is not None else None
+
     @property
     def plan(self) -> JoinPlan:
         """The three stages: each side's changes by primary key, then both by join key. Fused

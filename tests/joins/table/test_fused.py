@@ -57,3 +57,15 @@ def test_table_join_checkpoint_keeps_the_stages_it_was_started_with(tmp_path, fi
     runner.run(left, _rows(CUSTOMERS, (10, "ada")))
     with pytest.raises(CheckpointMismatchError, match="keeps the stages it was started with, fuse_key_stages"):
         PlanRunner(_join(**then).plan, str(tmp_path / "ck"), partitions=2)
+
+
+def test_table_join_recorded_fusion_tells_how_a_checkpoint_was_started(tmp_path):
+    # table_table_join's default (fuse_key_stages=None) follows it: a checkpoint of three stages
+    # keeps them, a new one is fused
+    assert TableTableJoin.recorded_fusion(str(tmp_path / "new")) is None
+    for name, options, fused in (("three", dict(fuse=False), False), ("fused", {}, True),
+                                 ("one", dict(left=CUSTOMERS, left_key="customer_id"), True)):
+        runner = PlanRunner(_join(**options).plan, str(tmp_path / name), partitions=1)
+        left = _rows(CUSTOMERS, (10, "bo")) if options.get("left") else _rows(ORDERS, (1, 10))
+        runner.run(left, _rows(CUSTOMERS, (10, "ada")))
+        assert TableTableJoin.recorded_fusion(str(tmp_path / name)) is fused, name
