@@ -9,7 +9,8 @@ join's inputs, or an earlier stage's output of the same version). The Spark laye
 this one declaration; none of them knows which join it runs.
 
 The interval and enrichment joins are one stage (:meth:`JoinPlan.single`); the table-table join
-is three (``left_keys``, ``right_keys``, ``join``: :attr:`streamjoin.table.operator.TableTableJoin.plan`).
+is up to three (``left_keys``, ``right_keys``, ``join``; a side keyed by its join key has no key stage:
+:attr:`streamjoin.table.operator.TableTableJoin.plan`).
 A plan of several stages records their names in the join's checkpoint folder
 (:data:`STAGES_FILE`, :func:`record_stages`), so that what reads a checkpoint (``streamjoin
 checkpoint``, ``read_state``, ``set_aside_rows``) finds its stages without knowing the join.

@@ -55,7 +55,7 @@ def table_table_join(
     in change-time (then sequence) order; an older or duplicate change is stale and ignored, and a
     delete of an unknown row is harmless; both are counted in the metrics. A row whose join key
     changes (a post moved to another author) is retracted from its old key by a first stage
-    partitioned by primary key; so the join runs three stages, each with its own state and
+    partitioned by primary key; so the join runs up to three stages, each with its own state and
     changelogs under ``<checkpoint>/left_keys``, ``right_keys`` and ``join`` (``join_metrics`` and
     ``set_aside_rows`` take those paths). A side whose primary key is its join key needs no first
     stage (``fuse_key_stages``, the default for a new checkpoint): its changes go straight to the

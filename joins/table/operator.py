@@ -19,7 +19,9 @@ Applying the output in (``_commit_version``, ``_seq``) order (:class:`streamjoin
 gives, after every version, the relational join of the two tables as they stand (docs/design/semantics.md "Table-table join").
 ``join.plan`` declares the three as stages (:mod:`streamjoin.runtime.plan`), each with its own
 state under the join's checkpoint (``left_keys``, ``right_keys``, ``join``): the Spark layer and
-:class:`streamjoin.runtime.plan_runner.PlanRunner` (in process) run that plan.
+:class:`streamjoin.runtime.plan_runner.PlanRunner` (in process) run that plan. With
+``fuse_key_stages=True``, a side whose primary key is its join key has no stage 1: its key step
+runs inside stage 3 (``join.fused``, :mod:`streamjoin.table.fused`).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ LEFT_KEYS, RIGHT_KEYS, JOIN = "left_keys", "right_keys", "join"
 
 
 class TableTableJoin:
-    """A validated table-table join and its three stages (see module docstring)."""
+    """A validated table-table join and its stages (see module docstring)."""
 
     def __init__(
         self, left_schema: pa.Schema, right_schema: pa.Schema, on: On, *, left_key: str | Sequence[str],
