@@ -126,14 +126,18 @@ class LocalJoins:
         self._calls += 1
         return checkpoint if checkpoint is not None else f"join-{self._calls - 1}"
 
+    def _checkpoint_dir(self, name: str) -> str:
+        """Where the join named ``name`` keeps its checkpoint in this run."""
+        return os.path.join(self.root, "checkpoints", name.replace("/", "_").replace(":", "_"))
+
     def _runner(self, name: str, make: Any, options: JoinOptions) -> Any:
         if name not in self._runners:
             safe = name.replace("/", "_").replace(":", "_")
             config = options.state
             if config.local_dir is None:
                 config = replace(config, local_dir=os.path.join(self.root, "local", safe))
-            self._runners[name] = make(os.path.join(self.root, "checkpoints", safe),
-                                       options.partitions or self.partitions, config, options.max_partitions)
+            self._runners[name] = make(self._checkpoint_dir(name), options.partitions or self.partitions, config,
+                                       options.max_partitions)
         return self._runners[name]
 
     def _run(self, name: str, operator: Any, tables: Sequence[pa.Table], options: JoinOptions,
@@ -214,7 +218,7 @@ class LocalJoins:
                          checkpoint: str | None = None, partitions: int | None = None,
                          store_options: Mapping[str, Any] | None = None, state_dir: str | None = None,
                          max_partitions: int | None = None, left_bootstrap: pa.Table | None = None,
-                         right_bootstrap: pa.Table | None = None) -> pa.Table:
+                         right_bootstrap: pa.Table | None = None, fuse_key_stages: bool | None = None) -> pa.Table:
         """``streamjoin.table_table_join`` over this micro-batch's Arrow tables: the view's changes.
         ``left_bootstrap`` / ``right_bootstrap`` (Arrow tables of the tables' rows) are loaded into
         the join's first version (``streamjoin.table.bootstrap``).
@@ -228,9 +232,11 @@ class LocalJoins:
                                                         left_sequence))
         right, rf = routable(right_changes, change_format(right_changes.schema, right_format, _names(right_key),
                                                           right_time, right_sequence))
+        if fuse_key_stages is None:   # as the checkpoint was started; a new one fused (as in Spark)
+            fuse_key_stages = TableTableJoin.recorded_fusion(self._checkpoint_dir(self._name(checkpoint))) is not False
         operator = TableTableJoin(left.schema, right.schema, on, left_key=left_key, right_key=right_key, how=how,
                                   left_changes=lf, right_changes=rf, retention=retention, expire_rows=expire_rows,
-                                  left_delay=left_delay, right_delay=right_delay)
+                                  left_delay=left_delay, right_delay=right_delay, fuse_key_stages=fuse_key_stages)
         runner = self._runner(self._name(checkpoint), lambda ck, n, cfg, groups: PlanRunner(
             operator.plan, ck, partitions=n, config=cfg, key_groups=groups), options)
         for index, (rows, changes, fmt, argument) in enumerate(((left_bootstrap, left, lf, "left_bootstrap"),
