@@ -232,9 +232,12 @@ GOALS: tuple[Goal, ...] = (
     Goal("nexmark", "q3 (table-table) speed vs Spark", 1.5, "x",
          Cell("spark s / s", _nexmark("q3")), "streamjoin bench nexmark",
          memory=Cell("worker RSS MB", _nexmark("q3")),
-         reason="at 16,000 rows a micro-batch a task's fixed cost dominates: three stages run 60 Python tasks "
-                "(3 stages x 4 partitions x 5 micro-batches) against Spark's 20 (`streamjoin bench nexmark`); fusing a side's key stage into the join stage where its join key is its primary key (q3's "
-                "persons) would cut a third of them (docs/bench/index.md, Nexmark)"),
+         reason="at 16,000 rows a micro-batch a task's fixed cost dominates: persons' key stage now runs inside "
+                "the join stage (fuse_key_stages), so 40 Python tasks (2 stages x 4 partitions x 5 micro-batches) "
+                "against Spark's 20, where three stages ran 60: alternated q3-only runs (`streamjoin bench nexmark "
+                "--queries q3 --stores rocksdb,arranged --key-stages three,fused --repeat 3`, load 3.4-3.7) gave "
+                "0.80x three-staged and 1.03x fused on rocksdb, 0.92x and 1.16x on the arranged store; in the "
+                "full run the figure varies with what ran before it (docs/design/runtime.md, step 4)"),
     Goal("table", "input changes maintained, 200,000-change micro-batches", 150_000, " changes/s",
          Cell("input changes/s", _TABLE),
          "streamjoin bench table --stores rocksdb",
