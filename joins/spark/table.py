@@ -7,6 +7,7 @@ from typing import Any, Mapping, Sequence
 from pyspark.sql import DataFrame
 
 from streamjoin.changes import ChangeFormat, VocabularyName
+from streamjoin.errors import JoinDefinitionError
 from streamjoin.kit.how import How, TableHow
 from streamjoin.kit.on import On, column_names, parse_on
 from streamjoin.kit.times import Duration
@@ -136,6 +137,9 @@ def table_table_join(
                               "right_format", "right_time")
     if fuse_key_stages is None:
         fuse_key_stages = TableTableJoin.recorded_fusion(checkpoint) is not False
+    elif not isinstance(fuse_key_stages, bool):
+        raise JoinDefinitionError(f"fuse_key_stages must be True, False or None (as the checkpoint was started), "
+                                  f"not {fuse_key_stages!r}")
     # change rows refused before routing are set aside under the stage reading that side
     readers = stage_readers(on, left_key, right_key, fuse_key_stages)
     sources = {side: (f"{checkpoint.rstrip('/')}/{stage}" if stage else checkpoint, name)

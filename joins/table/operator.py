@@ -31,6 +31,7 @@ from typing import Any, Sequence
 import pyarrow as pa
 
 from streamjoin.changes import ChangeFormat
+from streamjoin.errors import JoinDefinitionError
 from streamjoin.interval.spec import On
 from streamjoin.kit.times import Duration
 from streamjoin.runtime.plan import JoinPlan, Stage
@@ -71,6 +72,8 @@ class TableTableJoin:
         ``fuse_key_stages``: a side whose primary key is its join key runs its key step inside
         the join stage (:mod:`streamjoin.table.fused`): one stage and one exchange fewer.
         """
+        if not isinstance(fuse_key_stages, bool):
+            raise JoinDefinitionError(f"fuse_key_stages must be True or False, not {fuse_key_stages!r}")
         left_fmt = detect_format("left", left_schema, left_key, left_time, left_changes)
         right_fmt = detect_format("right", right_schema, right_key, right_time, right_changes)
         left_on, right_on = parse_on(on)

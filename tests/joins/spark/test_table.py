@@ -127,6 +127,8 @@ def test_table_table_join_bad_arguments_fail_before_the_query(spark):
         table_table_join(posts, follows, (["nope"], ["followee_id"]), **args)
     with pytest.raises(JoinDefinitionError, match="change"):
         table_table_join(posts, follows, (["author_id"], ["followee_id"]), **{**args, "left_time": None})
+    with pytest.raises(JoinDefinitionError, match="fuse_key_stages must be True, False or None"):
+        table_table_join(posts, follows, (["author_id"], ["followee_id"]), fuse_key_stages=1, **args)
 
 
 def test_table_table_join_micro_batch_in_which_one_table_is_quiet_runs_its_key_stage(spark, tmp_path):

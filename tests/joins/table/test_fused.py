@@ -10,7 +10,7 @@ import datetime as dt
 import pyarrow as pa
 import pytest
 
-from streamjoin.errors import CheckpointMismatchError
+from streamjoin.errors import CheckpointMismatchError, JoinDefinitionError
 from streamjoin.runtime.plan_runner import PlanRunner
 from streamjoin.table.operator import TableTableJoin
 
@@ -37,6 +37,8 @@ def test_table_join_fused_plan_leaves_out_only_the_key_stage_of_a_side_keyed_by_
     neither = TableTableJoin(ORDERS, CUSTOMERS, "customer_id", left_key="order_id", right_key=["customer_id", "name"],
                              left_time="at", right_time="at", fuse_key_stages=True)
     assert neither.fused is None and neither.plan.names == ("left_keys", "right_keys", "join")
+    with pytest.raises(JoinDefinitionError, match="fuse_key_stages must be True or False, not 'yes'"):
+        _join(fuse="yes")
 
 
 def _rows(schema, *rows):
