@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
 
 __all__ = ["median_seconds", "Table", "Chart", "results_dir", "write_results", "parse_stores", "key_stages",
+           "key_stage_variant", "parse_key_stage_variant",
            "format_value", "load_warning", "warn_if_busy", "BUSY_LOAD_PER_CPU"]
 
 
@@ -179,6 +180,16 @@ def key_stages(text: str) -> list[bool]:
     if not modes or set(modes) - {"three", "fused"}:
         raise SystemExit(f"--key-stages takes 'three', 'fused' or 'three,fused', not {text!r}")
     return [m == "fused" for m in modes]
+
+
+def key_stage_variant(name: str, fused: bool) -> str:
+    """A variant's name with its key stages: ``-three`` after it when they are not fused."""
+    return name if fused else f"{name}-three"
+
+
+def parse_key_stage_variant(name: str) -> tuple[str, bool]:
+    """(the name without ``-three``, whether its key stages are fused): :func:`key_stage_variant` undone."""
+    return name.removesuffix("-three"), not name.endswith("-three")
 
 
 def parse_stores(text: str, known: Sequence[str]) -> list[str]:

@@ -25,7 +25,16 @@ import statistics
 import time
 from typing import TYPE_CHECKING
 
-from streamjoin.bench.harness import Chart, Table, key_stages, parse_stores, results_dir, write_results
+from streamjoin.bench.harness import (
+    Chart,
+    Table,
+    key_stage_variant,
+    key_stages,
+    parse_key_stage_variant,
+    parse_stores,
+    results_dir,
+    write_results,
+)
 from streamjoin.bench.interval import WorkerMemory
 from streamjoin.bench.nexmark_data import Nexmark, generate, write
 from streamjoin.bench.nexmark_queries import QUERIES, Query, Scratch
@@ -75,9 +84,8 @@ def measure(spark: SparkSession, query: Query, variant: str, inputs: str, partit
             memory: WorkerMemory | None = None) -> tuple[float, int, int]:
     """Seconds from building ``variant`` of ``query`` to its end, its output rows, and the largest
     Python worker's resident memory meanwhile (bytes; 0 without ``memory``, or for Spark's join)."""
-    name = variant.removeprefix("streamjoin-")
-    scratch = Scratch(inputs, fresh_dir(os.path.dirname(inputs), "run"), name.removesuffix("-three"), partitions,
-                      not name.endswith("-three"))
+    store, fused = parse_key_stage_variant(variant.removeprefix("streamjoin-"))
+    scratch = Scratch(inputs, fresh_dir(os.path.dirname(inputs), "run"), store, partitions, fused)
     try:
         began, start = time.time(), time.perf_counter()
         df = query.spark(spark, scratch) if variant == SPARK else query.ours(spark, scratch)
@@ -119,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
 
     def variants_of(query: Query) -> list[str]:
         modes = fusing if query.fusable else [True]   # (the other queries have no key stages)
-        return [SPARK] + [f"streamjoin-{s}{'' if fused else '-three'}" for s in stores for fused in modes]
+        return [SPARK] + [key_stage_variant(f"streamjoin-{s}", fused) for s in stores for fused in modes]
     root = fresh_dir(results_dir(), "nexmark")
     try:
         started = time.perf_counter()

@@ -58,7 +58,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from streamjoin.bench.harness import Chart, Table, key_stages, parse_stores, results_dir, write_results
+from streamjoin.bench.harness import (
+    Chart,
+    Table,
+    key_stage_variant,
+    key_stages,
+    parse_key_stage_variant,
+    parse_stores,
+    results_dir,
+    write_results,
+)
 from streamjoin.bench.interval import WorkerMemory
 from streamjoin.bench.sparkutil import fresh_dir, local_session, run_to_noop
 
@@ -342,7 +351,7 @@ class Bench:
         return (self.spark.readStream.schema(DDL[side]).option("maxFilesPerTrigger", 1)
                 .parquet(os.path.join(self.root, side)))
 
-    def streamjoin(self, store: str, scratch: str, fused: bool = True) -> Outcome:
+    def streamjoin(self, store: str, fused: bool, scratch: str) -> Outcome:
         from pyspark.sql import functions as F
 
         from streamjoin import table_table_join
@@ -439,8 +448,7 @@ class Bench:
         try:
             if variant.startswith("streamjoin-"):
                 began = time.time()
-                name = variant.split("-", 1)[1]
-                outcome = self.streamjoin(name.removesuffix("-three"), scratch, not name.endswith("-three"))
+                outcome = self.streamjoin(*parse_key_stage_variant(variant.split("-", 1)[1]), scratch)
                 outcome.rss = self.memory.peak(began, time.time())[0] if self.memory is not None else 0
                 expected = self.expected  # after the load, then after each change micro-batch
                 if outcome.view_rows != expected:
@@ -528,7 +536,7 @@ def _stores(text: str) -> list[str]:
 
 def variants(args: argparse.Namespace) -> list[str]:
     spark = [] if args.no_spark else ["spark-recompute"] + (["spark-join-only"] if args.join_only else [])
-    return [f"streamjoin-{s}{'' if fused else '-three'}" for s in _stores(args.stores)
+    return [key_stage_variant(f"streamjoin-{s}", fused) for s in _stores(args.stores)
             for fused in key_stages(args.key_stages)] + spark
 
 

@@ -30,6 +30,7 @@ __all__ = ["Stage", "JoinPlan", "STAGES_FILE", "record_stages", "recorded_stages
 
 #: The file in a join's checkpoint folder naming the stages of a plan of several, in order.
 STAGES_FILE = "stages.json"
+_KEEPS_STAGES = "(a table_table_join keeps the stages it was started with, fuse_key_stages included)"
 
 
 @dataclass(frozen=True)
@@ -124,22 +125,19 @@ def record_stages(plan: JoinPlan, checkpoint: str) -> None:
         if found is not None:
             raise CheckpointMismatchError(
                 f"{checkpoint} holds a join of stages {found.get('stages')}, and this join is one stage: give "
-                "it a checkpoint of its own (a table_table_join keeps the stages it was started with, "
-                "fuse_key_stages included)")
+                f"it a checkpoint of its own {_KEEPS_STAGES}")
         return
     wanted = [stage.name for stage in plan.stages]
     if found is None and files.read_json(ROOT_FILE) is not None:
         raise CheckpointMismatchError(
             f"{checkpoint} holds a one-stage join's state, and this join runs the stages {wanted}: give it a "
-            "checkpoint of its own (a table_table_join keeps the stages it was started with, fuse_key_stages "
-            "included)")
+            f"checkpoint of its own {_KEEPS_STAGES}")
     if found is None:
         files.write_json(STAGES_FILE, {"stages": wanted})
     elif found.get("stages") != wanted:
         raise CheckpointMismatchError(
             f"{checkpoint} holds a join of stages {found.get('stages')}, not {wanted}: give this join a "
-            "checkpoint of its own (a table_table_join keeps the stages it was started with, fuse_key_stages "
-            "included)")
+            f"checkpoint of its own {_KEEPS_STAGES}")
 
 
 def recorded_stages(files: CheckpointFiles) -> list[str] | None:

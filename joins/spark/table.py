@@ -16,6 +16,7 @@ from streamjoin.spark.changes import change_format, plain_changes
 from streamjoin.spark.plan import run_plan
 from streamjoin.spark.runtime import arrow_schema, resolve_checkpoint
 from streamjoin.spark.table_bootstrap import bootstrap_changes
+from streamjoin.table.fused import keyed_by_join_key
 from streamjoin.table.operator import JOIN, LEFT_KEYS, RIGHT_KEYS, TableTableJoin
 
 __all__ = ["table_table_join"]
@@ -153,8 +154,6 @@ def table_table_join(
         left_changes=left_fmt, right_changes=right_fmt, retention=retention, expire_rows=expire_rows,
         left_delay=left_delay, right_delay=right_delay, fuse_key_stages=fuse_key_stages,
     )
-    fused = set() if join.fused is None else set(join.fused.keyed)
-    assert fused == {side for side, (_, name) in readers.items() if name != "changes_source"}, (fused, readers)
     initial = [None if rows is None else bootstrap_changes(rows, df, fmt, argument, expire_rows)
                for rows, df, fmt, argument in ((left_bootstrap, left, left_fmt, "left_bootstrap"),
                                                (right_bootstrap, right, right_fmt, "right_bootstrap"))]
@@ -170,7 +169,7 @@ def stage_readers(on: On, left_key: Sequence[str], right_key: Sequence[str], fus
     join is that one stage) and ``"<side>_changes_source"``."""
     left_on, right_on = parse_on(on)
     direct = {side for side, key, names in (("left", left_key, left_on), ("right", right_key, right_on))
-              if fuse and list(key) == list(names)}
+              if fuse and keyed_by_join_key(key, names)}
     join = "" if len(direct) == 2 else JOIN
     return {side: (join, f"{side}_changes_source") if side in direct else (own, "changes_source")
             for side, own in (("left", LEFT_KEYS), ("right", RIGHT_KEYS))}

@@ -38,24 +38,27 @@ from streamjoin.statestore.base import KeyValue, Store
 from streamjoin.statestore.columns import ColumnWrite
 from streamjoin.table.rekey import TableRekey
 from streamjoin.table.stage import TableJoinStage
+from streamjoin.table.state import KEY_AREA_PREFIX
 from streamjoin.table.views import FUSED_VIEWS
 
 if TYPE_CHECKING:
     from streamjoin.runtime.regroup import Ownership
 
-__all__ = ["FusedTableJoinStage", "AREA_PREFIX", "SIDES", "direct_side"]
+__all__ = ["FusedTableJoinStage", "AREA_PREFIX", "SIDES", "keyed_by_join_key", "direct_side"]
 
 SIDES = ("left", "right")
-#: Where a direct side's key-stage areas live in the fused stage's store.
-AREA_PREFIX = {"left": b"l", "right": b"r"}
+AREA_PREFIX = KEY_AREA_PREFIX
+
+
+def keyed_by_join_key(key: Sequence[str], on: Sequence[str]) -> bool:
+    """Whether a side's primary key ``key`` is its join key ``on``, column for column: a change
+    routed by primary key then reaches the partition of its join key."""
+    return list(key) == list(on)
 
 
 def direct_side(stage: TableRekey) -> bool:
-    """Whether a key stage's side can run inside the join stage: its primary key is its join key,
-    column for column, and the join-key columns are columns of its change rows (the partition of
-    a change by primary key is then the partition of its join key)."""
-    side = stage.side
-    return list(side.key) == list(side.on) and all(c in stage.inputs[0].schema.names for c in side.on)
+    """Whether a key stage's side can run inside the join stage (:func:`keyed_by_join_key`)."""
+    return keyed_by_join_key(stage.side.key, stage.side.on)
 
 
 class FusedTableJoinStage(Operator):
@@ -149,9 +152,7 @@ class FusedTableJoinStage(Operator):
 
 
 def _writes(result: StepResult) -> ColumnWrite:
-    """A step result's state changes as columns (the table join's steps give them so)."""
-    if result.writes is not None:
-        return result.writes
-    if result.delete_ranges:
-        raise ValueError("a fused join stage's steps write no ranges")
-    return ColumnWrite.of_lists(result.puts, result.deletes)
+    """A step result's state changes, as columns: the table join's steps give them so."""
+    if result.writes is None:
+        raise ValueError("a fused join stage's steps give their writes as columns")
+    return result.writes

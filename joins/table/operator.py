@@ -34,7 +34,9 @@ from streamjoin.changes import ChangeFormat
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.interval.spec import On
 from streamjoin.kit.times import Duration
-from streamjoin.runtime.plan import JoinPlan, Stage
+from streamjoin.runtime.checkpoint.binding import ROOT
+from streamjoin.runtime.checkpoint.files import CheckpointFiles
+from streamjoin.runtime.plan import JoinPlan, Stage, recorded_stages
 from streamjoin.table.fused import AREA_PREFIX, SIDES, FusedTableJoinStage, direct_side
 from streamjoin.table.rekey import TableRekey
 from streamjoin.table.retention import side_retentions
@@ -81,22 +83,19 @@ class TableTableJoin:
         # a table whose delay equals ``retention`` gets the same stage (and definition) as without one
         left_kept, right_kept = side_retentions(retention, [("left_delay", left_delay), ("right_delay", right_delay)],
                                                 expire_rows)
-        self.left_stage = TableRekey(left_schema, left_fmt, left_on, "left", key_types=types, retention=left_kept,
-                                     expire_rows=expire_rows)
-        self.right_stage = TableRekey(right_schema, right_fmt, right_on, "right", key_types=types,
-                                      retention=right_kept, expire_rows=expire_rows)
+        sides = {"left": (left_schema, left_fmt, left_on, left_kept), "right": (right_schema, right_fmt, right_on,
+                                                                                 right_kept)}
+
+        def key_stage(name: str, area_prefix: bytes = b"") -> TableRekey:
+            schema, fmt, side_on, kept = sides[name]
+            return TableRekey(schema, fmt, side_on, name, key_types=types, retention=kept, expire_rows=expire_rows,
+                              area_prefix=area_prefix)
+
+        self.left_stage, self.right_stage = key_stage("left"), key_stage("right")
         self.join_stage = TableJoinStage(self.left_stage.side, self.right_stage.side, how)
-        self.fused: FusedTableJoinStage | None = None
-        if fuse_key_stages:
-            stages = {"left": self.left_stage, "right": self.right_stage}
-            keyed = {}
-            for name, (schema, fmt, side_on, kept) in {"left": (left_schema, left_fmt, left_on, left_kept),
-                                                        "right": (right_schema, right_fmt, right_on, right_kept)}.items():
-                if direct_side(stages[name]):
-                    keyed[name] = TableRekey(schema, fmt, side_on, name, key_types=types, retention=kept,
-                                             expire_rows=expire_rows, area_prefix=AREA_PREFIX[name])
-            if keyed:
-                self.fused = FusedTableJoinStage(self.join_stage, keyed)
+        keyed = {stage.side.name: key_stage(stage.side.name, AREA_PREFIX[stage.side.name])
+                 for stage in (self.left_stage, self.right_stage) if fuse_key_stages and direct_side(stage)}
+        self.fused = FusedTableJoinStage(self.join_stage, keyed) if keyed else None
 
     @staticmethod
     def recorded_fusion(checkpoint: str) -> bool | None:
@@ -104,10 +103,6 @@ class TableTableJoin:
         fused (``fuse_key_stages``), as its folder records it: stages without the key stage of a
         side, or one stage (its state in the folder itself); None for a checkpoint nothing was
         recorded in yet. A join with no side keyed by its join key records three stages either way."""
-        from streamjoin.runtime.checkpoint.binding import ROOT
-        from streamjoin.runtime.checkpoint.files import CheckpointFiles
-        from streamjoin.runtime.plan import recorded_stages
-
         files = CheckpointFiles(checkpoint)
         stages = recorded_stages(files)
         if stages is not None:

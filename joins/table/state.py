@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from streamjoin.runtime.areas import PACKED, PACKED_VALUE, Area, StateLayout
 
-__all__ = ["LAYOUT", "HELD", "SIDE"]
+__all__ = ["LAYOUT", "HELD", "SIDE", "KEY_AREA_PREFIX"]
 
 #: Stage 2's state; its version is the definition's ``layout``.
 LAYOUT = StateLayout("table join stage", 1, (
@@ -15,3 +15,6 @@ LAYOUT = StateLayout("table join stage", 1, (
 ))
 HELD = LAYOUT["held"]
 SIDE = {"left": LAYOUT["left"], "right": LAYOUT["right"]}
+#: Where a side's key-stage areas live when its key step runs inside this stage's store
+#: (:mod:`streamjoin.table.fused`): before the key stage's own prefixes.
+KEY_AREA_PREFIX = {"left": b"l", "right": b"r"}

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from streamjoin.runtime.views import TS, StateView, json_text, table_of
 from streamjoin.statestore.base import Store
-from streamjoin.table.state import SIDE
+from streamjoin.table.state import KEY_AREA_PREFIX, SIDE
 
 __all__ = ["KEY_VIEWS", "ROW_VIEWS", "FUSED_VIEWS"]
 
@@ -74,4 +74,4 @@ ROW_VIEWS = {"left": _rows_view("left"), "right": _rows_view("right")}
 #: A fused join stage's (:mod:`streamjoin.table.fused`): the rows, and each direct side's keys
 #: (``left_keys`` / ``right_keys``; empty for a side that keeps its key stage).
 FUSED_VIEWS = {"left": _rows_view("left", "join"), "right": _rows_view("right", "join"),
-               "left_keys": _keys_view(b"l", "left_keys"), "right_keys": _keys_view(b"r", "right_keys")}
+               **{f"{side}_keys": _keys_view(prefix, f"{side}_keys") for side, prefix in KEY_AREA_PREFIX.items()}}

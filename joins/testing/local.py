@@ -128,14 +128,13 @@ class LocalJoins:
 
     def _checkpoint_dir(self, name: str) -> str:
         """Where the join named ``name`` keeps its checkpoint in this run."""
-        return os.path.join(self.root, "checkpoints", name.replace("/", "_").replace(":", "_"))
+        return os.path.join(self.root, "checkpoints", _safe(name))
 
     def _runner(self, name: str, make: Any, options: JoinOptions) -> Any:
         if name not in self._runners:
-            safe = name.replace("/", "_").replace(":", "_")
             config = options.state
             if config.local_dir is None:
-                config = replace(config, local_dir=os.path.join(self.root, "local", safe))
+                config = replace(config, local_dir=os.path.join(self.root, "local", _safe(name)))
             self._runners[name] = make(self._checkpoint_dir(name), options.partitions or self.partitions, config,
                                        options.max_partitions)
         return self._runners[name]
@@ -251,6 +250,11 @@ class LocalJoins:
     def _note(self, text: str) -> None:
         if text not in self.notes:
             self.notes.append(text)
+
+
+def _safe(name: str) -> str:
+    """A join's name as one folder name."""
+    return name.replace("/", "_").replace(":", "_")
 
 
 def _micros(value: datetime.datetime | int | None) -> int | None:
