@@ -1,10 +1,10 @@
-"""The arranged backend: a store held in memory as an arrangement, kept on disk as immutable Arrow files.
+"""The arranged backend: a store held as sorted columns, a base mapped from files and the changes since it in memory.
 
-Reads never touch a key-value library: the whole store is an
-``streamjoin.statestore.arrangement.Arrangement`` in this process (sorted key columns and
-their values), so a batch of point reads is one ``np.searchsorted`` and a batch of range reads
-two, with no seek per key. Writes make a new arrangement (the old one is untouched until then)
-and append the write as one Arrow file.
+Reads never touch a key-value library: the state is a ``streamjoin.statestore.layers.Layers`` in
+this process, a sorted *base* memory-mapped from its files and a *delta* in memory (sorted key
+columns and their values, ``streamjoin.statestore.arrangement``), so a batch of point reads is
+one ``np.searchsorted`` a layer and a batch of range reads two, with no seek per key. Writes make
+a new delta (the old layers are untouched until then) and append the write as one Arrow file.
 
 **Files** (all in the store directory):
 
@@ -13,15 +13,25 @@ and append the write as one Arrow file.
   and the same for the newest previous versions (``HISTORY``, or the ``history_depth`` asked
   for). It is replaced atomically (written beside, then renamed) after the files it names are
   written, so a write is all there or not at all.
-* ``base-<n>.arrow``: an arrangement's columns (``Arrangement.columns``: the fixed-width
-  sorted keys too), read back through a memory map without a copy, an encoding or a sort.
+* ``base-<n>.arrow`` and ``base-<n>.keys``: the base (``streamjoin.statestore.sorted_base``):
+  its values in an Arrow file and its sorted fixed-width keys, both memory-mapped at open, with
+  no copy, encoding or sort.
 * ``run-<n>.arrow``: one write: its deletes (a null value) and puts, its range deletes in the
-  file's metadata. Opening applies the runs after the base, in order.
+  file's metadata. Opening applies the runs to the base, in order, into the delta.
 
-When the runs hold more than a quarter of the base's entries (or there are more than
-``MAX_RUNS``), the current arrangement is written as a new base and the older files are
-removed: the store's own compaction, as an LSM tree merges its runs. Files no manifest names (a
-write that stopped before its manifest) are removed when the store opens.
+**Memory budget**: the delta is the only state in the process's own memory. When it holds more
+than ``memory_budget`` bytes, or the runs more than a quarter of the base's entries (or there
+are more than ``MAX_RUNS``), the write merges base and delta into a new base, streamed a chunk at
+a time (``Layers.write_base``), the older files are removed and the delta starts empty: the
+store's own compaction, as an LSM tree merges its runs. ``memory_budget`` defaults to the
+worker's budget (``STREAMJOIN_WORKER_MEMORY``, bytes, with an optional ``k``/``m``/``g``
+suffix; default ``1g``) shared among the stores a Python worker may hold (the stores kept warm,
+``STREAMJOIN_WARM_STORES``, and the one a task opens). A base counts against the machine's page
+cache, which the operating system reclaims, not against the budget; a merge or a restore holds
+at most one chunk of it (and a restore the keys, not the values, of what it loads).
+
+Files no manifest names (a write that stopped before its manifest) are removed when the store
+opens.
 
 **History**: a version's files are immutable, so the previous versions stay readable as long as
 their files are kept: ``ArrangedStore.roll_back`` returns to one by reading its files and
@@ -29,18 +39,13 @@ writing its manifest again. That is how a changelogged arranged store undoes a v
 again, with no undo records (``streamjoin.changelog.history``).
 
 **Damage**: every file is checked against its CRC when the store opens. A mismatch, a missing or
-unreadable file or manifest raises ``StoreCorruptError``, whose message says to remove the
-directory: the changelog's open path then rebuilds the store.
+unreadable file or manifest, or a manifest of an earlier format raises ``StoreCorruptError``,
+whose message says to remove the directory: the changelog's open path then rebuilds the store.
 
 **Durability**: ``sync=False`` (the default) writes files without fsync: a machine crash may
 lose the latest writes or leave a file that fails its check, and the store is then rolled
 forward or rebuilt from the changelog, which is the durable copy. ``sync=True`` fsyncs every
 file and the manifest.
-
-**Memory**: the state is held in this process. A base read at open is memory-mapped (the
-operating system pages it); every write makes anonymous copies of the columns, so a store that
-is written holds its state in memory. Size the executors' memory for the state of the partitions
-a Python worker holds (``STREAMJOIN_WARM_STORES`` at most, kept warm between tasks).
 
 Process model and locking are those of the other disk backends (``streamjoin.statestore.locking``).
 """
@@ -55,13 +60,17 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from streamjoin.statestore import options as check
-from streamjoin.statestore.arrangement import Arrangement, ekeys_of, encode_keys
+from streamjoin.statestore import warm
+from streamjoin.statestore.arrangement import encode_keys
 from streamjoin.statestore.base import KeyValue, Store, StoreStats, ascending, check_entry_types
 from streamjoin.statestore.chunks import SortedChunks
 from streamjoin.statestore.columns import ColumnWrite, PrefixScan, binary_column
-from streamjoin.statestore.errors import StoreCorruptError, StoreError, StoreWriteError
+from streamjoin.statestore.layers import Layers
+from streamjoin.statestore.sorted_base import DATA, KEYS, BaseWriter, SortedBase
+from streamjoin.statestore.errors import StoreArgumentError, StoreCorruptError, StoreError, StoreWriteError
 from streamjoin.statestore.locking import (
     DirectoryLock,
     corrupt_message,
@@ -72,32 +81,50 @@ from streamjoin.statestore.locking import (
     retry_locked,
 )
 
-__all__ = ["ArrangedStore", "MAX_RUNS", "HISTORY"]
+__all__ = ["ArrangedStore", "MAX_RUNS", "HISTORY", "worker_budget"]
 
 MANIFEST = "MANIFEST"
-_FORMAT = "arranged-1"
+_FORMAT = "arranged-2"
+#: The environment variable of a Python worker's memory budget for arranged stores.
+BUDGET_VARIABLE = "STREAMJOIN_WORKER_MEMORY"
+_DEFAULT_BUDGET = "1g"
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 #: Runs kept beside a base at most before they are merged into a new one.
 MAX_RUNS = 32
 #: Previous versions a store keeps to return to (``ArrangedStore.roll_back``).
 HISTORY = 2
 _RUN_SCHEMA = pa.schema([("key", pa.large_binary()), ("value", pa.large_binary())])
-_SCAN_CHUNK = 65536
+
+
+def worker_budget() -> int:
+    """The bytes of memory a Python worker's arranged stores may hold together
+    (``STREAMJOIN_WORKER_MEMORY``); ``StoreArgumentError`` for a value that is not a size."""
+    raw = os.environ.get(BUDGET_VARIABLE, _DEFAULT_BUDGET).strip().lower()
+    number, unit = (raw[:-1], raw[-1]) if raw[-1:] in _UNITS and raw[-1:] else (raw, "")
+    if not number.isdigit() or int(number) <= 0:
+        raise StoreArgumentError(f"{BUDGET_VARIABLE}={raw!r}: give a whole number of bytes, optionally with k, m or g "
+                                 f"(e.g. 512m)")
+    return int(number) * _UNITS[unit]
 
 
 class ArrangedStore(Store):
     """A store held as an arrangement in memory, on disk as a manifest of Arrow files (see module).
 
     Options: ``lock_timeout`` (seconds to wait for a held store; default: fail at once), ``sync``
-    (fsync every file; default False).
+    (fsync every file; default False), ``memory_budget`` (bytes of changes held in memory before
+    they are merged into the base; default: the worker's budget over the stores it may hold).
     """
 
     kind = "arranged"
     records_owner = True
     keeps_history = True
 
-    def __init__(self, path: str, *, lock_timeout: float | None = None, sync: bool = False) -> None:
+    def __init__(self, path: str, *, lock_timeout: float | None = None, sync: bool = False,
+                 memory_budget: int | None = None) -> None:
         lock_timeout = check.seconds(self.kind, "lock_timeout", lock_timeout)
         self._sync = check.flag(self.kind, "sync", sync)
+        self._budget = worker_budget() // (warm.LIMIT + 1) if memory_budget is None else \
+            check.size(self.kind, "memory_budget", memory_budget, 1 << 50)
         super().__init__(path)
         prepare_directory(self.path, self.kind, (MANIFEST,))
         self._lock = retry_locked(lambda: DirectoryLock.acquire(self.path), lock_timeout)
@@ -114,7 +141,7 @@ class ArrangedStore(Store):
         self._now = _State(None, None, None, ())
         self._history: list[_State] = []
         self._next = 0
-        self._arr, self._run_entries = Arrangement.empty(), 0
+        self._layers, self._run_entries = Layers(), 0
         manifest = os.path.join(self.path, MANIFEST)
         try:
             raw: bytes | None = _read_bytes(manifest)
@@ -126,13 +153,13 @@ class ArrangedStore(Store):
             try:
                 meta = json.loads(raw)
                 if meta.get("format") != _FORMAT:
-                    raise ValueError(f"unknown format {meta.get('format')!r}")
+                    raise ValueError(f"its format is {meta.get('format')!r} where this streamjoin reads {_FORMAT!r}")
                 self._now = _State.parse(meta)
                 self._history = [_State.parse(h) for h in meta["history"]]
                 self._next = int(meta["next"])
             except (ValueError, KeyError, TypeError) as exc:
                 raise StoreCorruptError(corrupt_message(self.path, self.kind, f"its manifest is unreadable: {exc}")) from exc
-            self._arr, self._run_entries = self._read_state(self._now)
+            self._layers, self._run_entries = self._read_state(self._now)
         self._manifest_id = _identity(manifest)
         named = self._named()
         for entry in os.listdir(self.path):
@@ -143,35 +170,52 @@ class ArrangedStore(Store):
         """The files the current state and the history need."""
         return {name for state in (self._now, *self._history) for name, _, _ in state.files}
 
-    def _read_state(self, state: _State) -> tuple[Arrangement, int]:
-        """The arrangement of ``state``'s files, and how many entries its runs hold."""
-        arr, run_entries = Arrangement.empty(), 0
-        for name, size, crc in state.files:
+    def _read_state(self, state: _State) -> tuple[Layers, int]:
+        """The layers of ``state``'s files (its base mapped, its runs applied into the delta),
+        and how many entries its runs hold."""
+        files, layers, run_entries = state.files, Layers(), 0
+        if files and files[0][0].startswith("base-"):
+            layers = Layers(self._base(files[:2], check=True))
+            files = files[2:]
+        for name, size, crc in files:
             table = self._read_file(name, size, crc)
-            if name.startswith("base-"):
-                arr = Arrangement.from_columns(ekeys_of(table.column("ekey")), table.column("value").combine_chunks())
-                run_entries = 0
-            else:
-                puts, deletes, ranges = _run_contents(table)
-                arr = arr.applied(puts, deletes, ranges)
-                run_entries += table.num_rows + len(ranges)
-        return arr, run_entries
+            keys, values, ranges = _run_columns_of(table)
+            valid = values.is_valid()
+            layers = layers.applied_columns(keys.filter(valid), values.filter(valid), keys.filter(pc.invert(valid)), ranges)
+            run_entries += table.num_rows + len(ranges)
+        return layers, run_entries
 
-    def _read_file(self, name: str, size: int, crc: int) -> pa.Table:
+    def _base(self, files: Sequence[_File], check: bool) -> SortedBase:
+        """The base of a manifest's two base entries, memory-mapped (their sizes and CRCs
+        checked with ``check``)."""
+        if len(files) != 2 or not files[0][0].endswith(DATA) or not files[1][0].endswith(KEYS):
+            raise StoreCorruptError(corrupt_message(self.path, self.kind, f"its manifest names a base of {list(files)}"))
+        data, keys = (self._mapped(*entry, check) for entry in files)
+        try:
+            return SortedBase.mapped(keys, data)
+        except (ValueError, pa.ArrowInvalid, OSError) as exc:
+            raise StoreCorruptError(corrupt_message(self.path, self.kind, f"{files[0][0]} is unreadable: {exc}")) from exc
+
+    def _mapped(self, name: str, size: int, crc: int, check: bool = True) -> pa.Buffer:
+        """A file named by the manifest, memory-mapped (no copy), its size and CRC checked with ``check``."""
         path = os.path.join(self.path, name)
         try:
-            data = _read_bytes(path)
+            data = pa.memory_map(path).read_buffer()
         except FileNotFoundError:
             raise StoreCorruptError(corrupt_message(self.path, self.kind, f"{name}, named by its manifest, is missing")) from None
         except OSError as exc:
             raise self._os_error(f"reading {path}", exc) from exc
-        if len(data) != size:
+        if check and data.size != size:
             raise StoreCorruptError(corrupt_message(
-                self.path, self.kind, f"{name} has {len(data)} bytes, its manifest says {size}"))
-        if zlib.crc32(data) != crc:
+                self.path, self.kind, f"{name} has {data.size} bytes, its manifest says {size}"))
+        if check and zlib.crc32(memoryview(data)) != crc:
             raise StoreCorruptError(corrupt_message(self.path, self.kind, f"{name} fails its checksum"))
+        return data
+
+    def _read_file(self, name: str, size: int, crc: int) -> pa.Table:
+        data = self._mapped(name, size, crc)
         try:
-            return pa.ipc.open_file(pa.py_buffer(data)).read_all()
+            return pa.ipc.open_file(pa.BufferReader(data)).read_all()
         except (pa.ArrowInvalid, OSError) as exc:
             raise StoreCorruptError(corrupt_message(self.path, self.kind, f"{name} is unreadable: {exc}")) from exc
 
@@ -183,27 +227,26 @@ class ArrangedStore(Store):
     def _multi_get(self, keys: Sequence[bytes]) -> list[bytes | None]:
         if keys and {*map(type, keys)} != {bytes}:
             raise StoreError(f"read of {self.path}: keys must be bytes, got {next(k for k in keys if type(k) is not bytes)!r}")
-        return self._arr.get_many(keys)
+        return self._layers.get_many(keys)
 
     def _scan(self, start: bytes | None, end: bytes | None, reverse: bool) -> Iterator[KeyValue]:
         for bound in (start, end):
             if bound is not None and type(bound) is not bytes:
                 raise StoreError(f"scan of {self.path}: bounds must be bytes or None, got {bound!r}")
-        arr = self._arr   # a write replaces it: an open scan keeps reading the state it began on
-        (lo,), (hi,) = arr.bounds([(start, end)])
-        return _chunks(arr, int(lo), int(hi), reverse)
+        # a write replaces the layers: an open scan keeps reading the state it began on
+        return self._layers.entries(start, end, reverse)
 
     def _scan_ranges(self, ranges: Sequence[tuple[bytes | None, bytes | None]]) -> list[list[KeyValue]]:
-        return self._arr.scan_ranges(ranges)
+        return self._layers.scan_ranges(ranges)
 
     def _scan_prefixes(self, prefixes: Sequence[bytes]) -> list[list[KeyValue]]:
-        return self._arr.scan_prefixes(prefixes)
+        return self._layers.scan_prefixes(prefixes)
 
     def _multi_get_column(self, keys: pa.Array) -> pa.Array:
-        return self._arr.get_column(keys)
+        return self._layers.get_column(keys)
 
     def _scan_prefixes_columns(self, prefixes: pa.Array) -> PrefixScan:
-        return PrefixScan(*self._arr.scan_prefix_columns(prefixes))
+        return PrefixScan(*self._layers.scan_prefix_columns(prefixes))
 
     def _version(self) -> int | None:
         return self._now.version
@@ -212,7 +255,7 @@ class ArrangedStore(Store):
         return self._now.owner
 
     def _stats(self) -> StoreStats:
-        return StoreStats(len(self._arr), self._arr.nbytes, exact=True)
+        return StoreStats(len(self._layers), self._layers.nbytes, exact=True)
 
     def _check_files(self) -> None:
         """The manifest is the one this store last wrote or read (not replaced or removed under it)."""
@@ -230,71 +273,127 @@ class ArrangedStore(Store):
         version: int | None,
     ) -> None:
         check_entry_types(self.path, puts, deletes, delete_ranges)
-        arr = self._arr.applied(puts, deletes, delete_ranges)
+        layers = self._layers.applied_columns(pa.array([k for k, _ in puts], pa.binary()),
+                                              pa.array([v for _, v in puts], pa.binary()),
+                                              pa.array(deletes, pa.binary()), delete_ranges)
         entries = len(puts) + len(deletes) + len(delete_ranges)
-        self._commit_write(arr, entries, version, lambda: _run_table(puts, deletes, delete_ranges))
+        self._commit_write(layers, entries, version, lambda: _run_table(puts, deletes, delete_ranges))
 
-    def _commit_write(self, arr: Arrangement, entries: int, version: int | None, run: Callable[[], pa.Table]) -> None:
-        """Commit ``arr``, the state after a write of ``entries`` entries: as a run (the table
-        ``run()`` makes) beside the current files, or as a new base once the runs outgrow it."""
-        if arr is self._arr and not entries and version is None:
+    def _commit_write(self, layers: Layers, entries: int, version: int | None, run: Callable[[], pa.Table]) -> None:
+        """Commit ``layers``, the state after a write of ``entries`` entries: as a run (the table
+        ``run()`` makes) beside the current files, or as a new base once the delta outgrows the
+        memory budget or the runs outgrow the base."""
+        if not entries and version is None:
             return
         files = list(self._now.files)
-        if self._run_entries + entries > max(len(arr) // 4, 4096) or len(files) > MAX_RUNS:
-            self._commit(arr, version, lambda written: [self._write_file("base", arr.columns(), written)], 0)
+        runs = len(files) - (2 if files and files[0][0].startswith("base-") else 0)
+        if (self._run_entries + entries > max(len(layers.base) // 4, 4096) or runs >= MAX_RUNS
+                or layers.delta_bytes > self._budget):
+            self._commit_base(layers, version)
         else:
-            self._commit(arr, version, lambda written: [*files, self._write_file("run", run(), written)],
+            self._commit(lambda files: layers, version, lambda written: [*files, self._write_file("run", run(), written)],
                          self._run_entries + entries)
 
+    def _commit_base(self, layers: Layers, version: int | None) -> None:
+        """Commit the merge of ``layers`` as a new base (streamed to its files), the delta empty."""
+        stem = self._stem("base")
+
+        def make(written: list[str]) -> list[_File]:
+            written.extend(stem + suffix for suffix in (DATA, KEYS))
+            return layers.write_base(self.path, stem, self._sync)
+
+        self._commit(self._remapped, version, make, 0)
+
+    def _remapped(self, files: Sequence[_File]) -> Layers:
+        """The layers of a base just written (its two files first, mapped, not checked again)."""
+        return Layers(self._base(files[:2], check=False))
+
     def _write_columns(self, write: ColumnWrite, version: int | None) -> None:
-        """``_write`` of columns: the arrangement and the run are built from them, no list between."""
-        arr = self._arr.applied_columns(write.put_keys, write.put_values, write.delete_keys)
-        self._commit_write(arr, write.entries, version, lambda: _run_columns(write))
+        """``_write`` of columns: the layers and the run are built from them, no list between."""
+        layers = self._layers.applied_columns(write.put_keys, write.put_values, write.delete_keys)
+        self._commit_write(layers, write.entries, version, lambda: _run_columns(write))
 
     def _load_sorted(self, items: Any, version: int | None) -> int:
-        """One base file of the ascending ``items`` (the restore path): a restore's Arrow chunks
-        (``SortedChunks``) are taken as columns, their order checked in numpy."""
+        """A base of the ascending ``items`` (the restore path), written as they come: a
+        restore's Arrow chunks (``SortedChunks``) are taken as columns, their order checked in
+        numpy; ``StoreError`` when the keys are not strictly ascending, ``StoreWriteError`` when a
+        chunk is not bytes."""
         if isinstance(items, SortedChunks):
-            arr = self._arranged_chunks(items)
+            chunks: Iterator[tuple[pa.Array, pa.Array]] = (
+                (binary_column(k, "keys"), binary_column(v, "values")) for k, v in items.chunks())
         else:
-            keys: list[bytes] = []
-            values: list[bytes] = []
-            for key, value in ascending(items, self.path):
-                keys.append(key)
-                values.append(value)
-            check_entry_types(self.path, list(zip(keys, values)), (), ())
-            arr = Arrangement.from_sorted(keys, values)
-        self._commit(arr, version, lambda written: [self._write_file("base", arr.columns(), written)], 0)
-        return len(arr)
+            chunks = self._pair_chunks(items)
+        stem = self._stem("base")
+        loaded = [0]
 
-    def _arranged_chunks(self, items: SortedChunks) -> Arrangement:
-        """The arrangement of a restore's chunks; ``StoreError`` when the keys are not strictly
-        ascending, ``StoreWriteError`` when a chunk is not bytes."""
-        pieces = list(items.chunks())
-        keys, values = (pa.concat_arrays([pa.array([], pa.large_binary()), *(
-            binary_column(chunk[i], what).cast(pa.large_binary()) for chunk in pieces)])
-            for i, what in ((0, "keys"), (1, "values")))
-        if len(keys) != len(values):
-            raise StoreWriteError(f"load_sorted into {self.path}: {len(keys)} keys but {len(values)} values")
-        ekeys = encode_keys(keys)
-        if len(ekeys) > 1:
-            out = np.flatnonzero(ekeys[1:] <= ekeys[:-1])
-            if len(out):
-                i = int(out[0]) + 1
-                raise StoreError(f"load_sorted into {self.path}: keys must be strictly ascending, but "
-                                 f"{keys[i].as_py()!r} follows {keys[i - 1].as_py()!r}")
-        return Arrangement.from_columns(ekeys, values)
+        def make(written: list[str]) -> list[_File]:
+            written.extend(stem + suffix for suffix in (DATA, KEYS))
+            out = BaseWriter(self.path, stem, self._sync)
+            try:
+                last: bytes | None = None
+                for keys, values in chunks:
+                    if len(keys) != len(values):
+                        raise StoreWriteError(f"load_sorted into {self.path}: {len(keys)} keys but {len(values)} values")
+                    last = self._check_ascending(keys, last)
+                    out.add_raw(keys, values)
+                loaded[0] = out.rows
+                return out.finish()
+            except BaseException:
+                out.abort()
+                raise
 
-    def _commit(self, arr: Arrangement, version: int | None, make_files: Callable[[list[str]], list[_File]],
-                run_entries: int) -> None:
-        """Write the files ``make_files`` names, then the manifest of the new state: a write that
-        sets a version keeps the state it replaces in the history. Nothing changes when it fails."""
+        self._commit(self._remapped, version, make, 0)
+        return loaded[0]
+
+    def _pair_chunks(self, items: Any) -> Iterator[tuple[pa.Array, pa.Array]]:
+        """Pairs in ascending key order as chunks of binary columns (their types checked)."""
+        keys: list[bytes] = []
+        values: list[bytes] = []
+        for key, value in ascending(items, self.path):
+            keys.append(key)
+            values.append(value)
+            if len(keys) == 65536:
+                check_entry_types(self.path, list(zip(keys, values)), (), ())
+                yield pa.array(keys, pa.binary()), pa.array(values, pa.binary())
+                keys, values = [], []
+        check_entry_types(self.path, list(zip(keys, values)), (), ())
+        if keys:
+            yield pa.array(keys, pa.binary()), pa.array(values, pa.binary())
+
+    def _check_ascending(self, keys: pa.Array, last: bytes | None) -> bytes | None:
+        """``StoreError`` unless ``keys`` ascend strictly from ``last`` (the previous chunk's last
+        key); this chunk's last key."""
+        if not len(keys):
+            return last
+        first = keys[0].as_py()
+        if last is not None and first <= last:
+            raise StoreError(f"load_sorted into {self.path}: keys must be strictly ascending, but "
+                             f"{first!r} follows {last!r}")
+        out = np.flatnonzero(np.asarray(pc.less_equal(keys[1:], keys[:-1]))) if len(keys) > 1 else []
+        if len(out):
+            i = int(out[0]) + 1
+            raise StoreError(f"load_sorted into {self.path}: keys must be strictly ascending, but "
+                             f"{keys[i].as_py()!r} follows {keys[i - 1].as_py()!r}")
+        return keys[len(keys) - 1].as_py()
+
+    def _stem(self, kind: str) -> str:
+        """The name of the next file of ``kind`` (without its suffix)."""
+        stem = f"{kind}-{self._next:08d}"
+        self._next += 1
+        return stem
+
+    def _commit(self, layers: Callable[[Sequence[_File]], Layers], version: int | None,
+                make_files: Callable[[list[str]], list[_File]], run_entries: int) -> None:
+        """Write the files ``make_files`` names, then the manifest of the new state, whose layers
+        ``layers(files)`` gives: a write that sets a version keeps the state it replaces in the
+        history. Nothing changes when it fails."""
         now, history = self._now, self._history
         if version is not None and now.version is not None:
             history = [*history, now][-max(HISTORY, self.history_depth):]
         written: list[str] = []
         try:
             files = make_files(written)
+            arr = layers(files)
             new = _State(now.version, now.owner, now.tag, tuple(files)) if version is None else \
                 _State(version, self.stamp, self.tag, tuple(files))
             self._write_manifest(new, history)
@@ -306,10 +405,10 @@ class ArrangedStore(Store):
             raise
         self._switch(new, history, arr, run_entries)
 
-    def _switch(self, new: _State, history: list[_State], arr: Arrangement, run_entries: int) -> None:
+    def _switch(self, new: _State, history: list[_State], layers: Layers, run_entries: int) -> None:
         """Make ``new`` the current state (its manifest written) and remove files nothing needs."""
         before = self._named()
-        self._now, self._history, self._arr, self._run_entries = new, history, arr, run_entries
+        self._now, self._history, self._layers, self._run_entries = new, history, layers, run_entries
         for name in before - self._named():
             _remove(os.path.join(self.path, name))
 
@@ -338,12 +437,11 @@ class ArrangedStore(Store):
         self._check_open()
         if self._history:
             self._write_manifest(self._now, [])
-            self._switch(self._now, [], self._arr, self._run_entries)
+            self._switch(self._now, [], self._layers, self._run_entries)
 
     def _write_file(self, kind: str, table: pa.Table, written: list[str]) -> tuple[str, int, int]:
         """Write ``table`` as the next ``<kind>-<n>.arrow``; return its manifest entry."""
-        name = f"{kind}-{self._next:08d}.arrow"
-        self._next += 1
+        name = self._stem(kind) + ".arrow"
         sink = pa.BufferOutputStream()
         with pa.ipc.new_file(sink, table.schema) as writer:
             writer.write_table(table)
@@ -360,7 +458,7 @@ class ArrangedStore(Store):
         self._manifest_id = _identity(target)
 
     def _close(self) -> None:
-        self._arr = Arrangement.empty()
+        self._layers = Layers()
         self._lock.release()
 
     def _os_error(self, what: str, exc: OSError) -> Exception:
@@ -399,16 +497,6 @@ class _State:
                 "files": [list(f) for f in self.files]}
 
 
-def _chunks(arr: Arrangement, lo: int, hi: int, reverse: bool) -> Iterator[KeyValue]:
-    """The entries at ``lo`` to ``hi`` of ``arr``, a chunk at a time."""
-    if not reverse:
-        for at in range(lo, hi, _SCAN_CHUNK):
-            yield from arr.entries(at, min(at + _SCAN_CHUNK, hi))
-        return
-    for at in range(hi, lo, -_SCAN_CHUNK):
-        yield from reversed(arr.entries(max(at - _SCAN_CHUNK, lo), at))
-
-
 def _run_table(puts: Sequence[KeyValue], deletes: Sequence[bytes], ranges: Sequence[tuple[bytes, bytes]]) -> pa.Table:
     """A write as a run: deletes (null values), then puts; range deletes in the metadata."""
     keys = [*deletes, *(k for k, _ in puts)]
@@ -425,14 +513,12 @@ def _run_columns(write: ColumnWrite) -> pa.Table:
     return pa.table([keys, values], schema=_RUN_SCHEMA.with_metadata({b"ranges": b"[]"}))
 
 
-def _run_contents(table: pa.Table) -> tuple[list[KeyValue], list[bytes], list[tuple[bytes, bytes]]]:
+def _run_columns_of(table: pa.Table) -> tuple[pa.Array, pa.Array, list[tuple[bytes, bytes]]]:
+    """A run's keys and values (null: a delete) as binary columns, and its range deletes."""
     meta = table.schema.metadata or {}
     ranges = [(bytes.fromhex(s), bytes.fromhex(e)) for s, e in json.loads(meta.get(b"ranges", b"[]"))]
-    keys = table.column("key").to_pylist()
-    values = table.column("value").to_pylist()
-    deletes = [k for k, v in zip(keys, values) if v is None]
-    puts = [(k, v) for k, v in zip(keys, values) if v is not None]
-    return puts, deletes, ranges
+    return (table.column("key").combine_chunks().cast(pa.binary()), table.column("value").combine_chunks().cast(pa.binary()),
+            ranges)
 
 
 def _read_bytes(path: str) -> bytes:

@@ -27,7 +27,7 @@ live ones. The previous arrangement is untouched until the new one replaces it.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Literal, Sequence
+from typing import Any, Literal, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -35,7 +35,8 @@ import pyarrow.compute as pc
 
 from streamjoin.statestore.base import KeyValue
 
-__all__ = ["Arrangement", "ValueLog", "encode_keys", "decode_keys", "key_lengths", "ekeys_of", "search"]
+__all__ = ["Arrangement", "ValueLog", "encode_keys", "encode_clipped", "decode_keys", "key_lengths", "ekeys_of",
+           "search"]
 
 #: Bytes of the length that follows a key's padded bytes.
 _SUFFIX = 4
@@ -57,14 +58,34 @@ def encode_keys(keys: Sequence[bytes] | pa.Array, width: int | None = None) -> n
     return _with_lengths(padded, lengths)
 
 
-def _encode_arrow(keys: pa.Array | pa.ChunkedArray, width: int | None) -> np.ndarray:
-    """``encode_keys`` of a binary Arrow array: a gather from its buffers."""
+def encode_clipped(keys: Sequence[bytes] | pa.Array, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """``keys`` in the fixed-width form at ``width``, a key longer than it cut to its first
+    ``width`` bytes; and which keys were cut."""
+    if not isinstance(keys, (pa.Array, pa.ChunkedArray)):
+        keys = pa.array(keys, pa.binary())
+    return _encode_arrow(keys, width, clip=True)
+
+
+def _arrow_lengths(flat: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """The offsets and lengths of a ``large_binary`` array's values."""
+    offsets = np.frombuffer(flat.buffers()[1], np.int64, len(flat) + 1, flat.offset * 8)
+    return offsets, np.diff(offsets)
+
+
+def _encode_arrow(keys: pa.Array | pa.ChunkedArray, width: int | None, clip: bool = False) -> Any:
+    """``encode_keys`` of a binary Arrow array: a gather from its buffers; with ``clip``, also
+    which keys were longer than ``width`` (cut to it)."""
     flat = (keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys).cast(pa.large_binary())
     n = len(flat)
     if not n:
-        return np.zeros(0, f"S{_width(np.zeros(0, np.int64), width) + _SUFFIX}")
-    offsets = np.frombuffer(flat.buffers()[1], np.int64, n + 1, flat.offset * 8)
-    lengths = np.diff(offsets)
+        empty = np.zeros(0, f"S{_width(np.zeros(0, np.int64), width) + _SUFFIX}")
+        return (empty, np.zeros(0, bool)) if clip else empty
+    offsets, lengths = _arrow_lengths(flat)
+    longer = None
+    if clip:
+        assert width is not None
+        longer = lengths > width
+        lengths = np.minimum(lengths, width)
     width = _width(lengths, width)
     data = flat.buffers()[2]
     data = np.frombuffer(data, np.uint8) if data is not None and data.size else np.zeros(1, np.uint8)
@@ -74,7 +95,8 @@ def _encode_arrow(keys: pa.Array | pa.ChunkedArray, width: int | None) -> np.nda
         rows = slice(at, min(at + _GATHER_ROWS, n))
         inside = columns[None, :] < lengths[rows, None]
         padded[rows] = np.where(inside, data[np.where(inside, offsets[rows, None] + columns[None, :], 0)], 0)
-    return _with_lengths(padded, lengths)
+    encoded = _with_lengths(padded, lengths)
+    return (encoded, longer) if clip else encoded
 
 
 def _width(lengths: np.ndarray, width: int | None) -> int:

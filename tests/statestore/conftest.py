@@ -23,9 +23,11 @@ class Backend:
     kind: str
     #: Data lives in files (and so survives another process); memory does not.
     on_disk: bool = True
+    #: Options every open of this backend is given (beside a test's own).
+    options: tuple[tuple[str, Any], ...] = ()
 
     def open(self, path: str, **options: Any) -> Store:
-        return open_store(self.kind, path, **options)
+        return open_store(self.kind, path, **{**dict(self.options), **options})
 
     def destroy(self, path: str) -> None:
         destroy_store(self.kind, path)
@@ -39,6 +41,8 @@ BACKENDS = [
     Backend("rocksdb", "rocksdb"),
     Backend("lmdb", "lmdb"),
     Backend("arranged", "arranged"),
+    # a budget of one byte: every write merges its changes into a new base (memory-mapped files)
+    Backend("arranged-merging", "arranged", options=(("memory_budget", 1),)),
     Backend("user-import-path", "tests.statestore.userstore:PickleStore"),
     Backend("user-registered", REGISTERED_USER_KIND),
 ]

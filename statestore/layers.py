@@ -1,0 +1,236 @@
+"""An arranged store's state in two layers: a sorted base mapped from files, and the changes since it in memory.
+
+``Layers`` is what the arranged store reads and writes. Its ``base``
+(``streamjoin.statestore.sorted_base.SortedBase``) is memory-mapped and never changes; its
+``delta`` is an ``streamjoin.statestore.arrangement.Arrangement`` in the process's memory of every
+key written since the base, a deleted key held with a null value (a *tombstone*) when the base has
+it. Reads probe both a batch at a time and merge: the delta's entry of a key hides the base's,
+a tombstone hides it and is never returned. A write makes new layers with a new delta; the base is
+only replaced by ``write_base``, which streams the merge of the two into a new base's files a chunk
+at a time, so neither a write nor a merge holds more than the delta and one chunk of the base in
+memory. The store decides when to merge (its memory budget, the size of its runs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from streamjoin.statestore.arrangement import Arrangement, decode_keys, encode_keys, key_lengths, search
+from streamjoin.statestore.base import KeyValue
+from streamjoin.statestore.sorted_base import BaseWriter, SortedBase
+
+__all__ = ["Layers", "MERGE_ROWS"]
+
+#: Entries of the base merged (and written) at a time.
+MERGE_ROWS = 1 << 17
+_SCAN_CHUNK = 65536
+
+
+@dataclass(frozen=True)
+class Layers:
+    """A sorted map as a base and a delta over it (see module)."""
+
+    base: SortedBase = field(default_factory=SortedBase.empty)
+    delta: Arrangement = field(default_factory=Arrangement.empty)
+
+    @cached_property
+    def delta_bytes(self) -> int:
+        """Bytes of memory the delta holds (its keys, row ids and value log)."""
+        d = self.delta
+        return int(d.ekeys.nbytes + d.rows.nbytes + sum(chunk.nbytes for chunk in d.log.chunks))
+
+    @cached_property
+    def _live(self) -> tuple[int, int]:
+        """(entries, bytes of their keys and values) of the merged map."""
+        base, d = self.base, self.delta
+        if not len(d):
+            return len(base), base.nbytes
+        keys = decode_keys(d.ekeys)
+        values = d.log.take(d.rows)
+        live = np.asarray(values.is_valid())
+        at, in_base = base.find(keys)
+        sizes = key_lengths(d.ekeys) + _value_sizes(values)
+        shadowed = int(key_lengths(base.ekeys[at[in_base]]).sum()) + base.values.sizes(at[in_base]) if in_base.any() else 0
+        count = len(base) + int((live & ~in_base).sum()) - int((~live & in_base).sum())
+        return count, base.nbytes + int(sizes[live].sum()) - shadowed
+
+    def __len__(self) -> int:
+        return self._live[0]
+
+    @property
+    def nbytes(self) -> int:
+        return self._live[1]
+
+    # -- reads ------------------------------------------------------------------------------------
+
+    def get_column(self, keys: pa.Array) -> pa.Array:
+        """The value of each of ``keys`` (a binary array) as a binary array, null where absent."""
+        keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+        d = self.delta
+        if not len(d) or not len(keys):
+            return self.base.get_column(keys)
+        at, found = d.find(keys)
+        mine = d.log.take(np.where(found, d.rows[np.minimum(at, len(d) - 1)], -1)).cast(pa.binary())
+        if found.all():
+            return mine
+        rest = np.flatnonzero(~found)
+        index = np.arange(len(keys))
+        index[rest] = len(keys) + np.arange(len(rest))
+        return pa.concat_arrays([mine, self.base.get_column(keys.take(pa.array(rest)))]).take(pa.array(index))
+
+    def get_many(self, keys: Sequence[bytes]) -> list[bytes | None]:
+        """The value of each of ``keys`` (None: absent), in the order given."""
+        return self.get_column(pa.array(keys, pa.binary())).to_pylist() if keys else []
+
+    def scan_prefix_columns(self, prefixes: pa.Array) -> tuple[np.ndarray, pa.Array, pa.Array]:
+        """The entries under each prefix (a binary array): per prefix their count, and the entries
+        of all prefixes, in the order given and key order within one, as binary key and value arrays."""
+        prefixes = prefixes.combine_chunks() if isinstance(prefixes, pa.ChunkedArray) else prefixes
+        empty = (np.zeros(len(prefixes), np.int64),) * 2
+        lo_d, hi_d = self.delta.prefix_bounds(prefixes) if len(self.delta) and len(prefixes) else empty
+        return self._merged(*self.base.prefix_bounds(prefixes), lo_d, hi_d)
+
+    def scan_prefixes(self, prefixes: Sequence[bytes]) -> list[list[KeyValue]]:
+        """The entries under each prefix, one list per prefix in the order given."""
+        return _split(*self.scan_prefix_columns(pa.array(prefixes, pa.binary())))
+
+    def scan_ranges(self, ranges: Sequence[tuple[bytes | None, bytes | None]]) -> list[list[KeyValue]]:
+        """The entries of each ``[start, end)`` range (None: unbounded), one list per range."""
+        lo_d, hi_d = self.delta.bounds(ranges) if len(self.delta) else (np.zeros(len(ranges), np.int64),) * 2
+        return _split(*self._merged(*self.base.bounds(ranges), lo_d, hi_d))
+
+    def entries(self, start: bytes | None, end: bytes | None, reverse: bool) -> Iterator[KeyValue]:
+        """The entries of ``[start, end)`` in key order (descending with ``reverse``), a chunk of
+        the base at a time with the delta's entries between its keys."""
+        (lo,), (hi,) = self.base.bounds([(start, end)])
+        (dlo,), (dhi,) = self.delta.bounds([(start, end)]) if len(self.delta) else ((0,), (0,))
+        cuts = list(range(int(lo), int(hi), _SCAN_CHUNK))[1:]
+        dcuts = self.delta.find(self.base.keys_at(np.array(cuts, np.int64)))[0].tolist() if cuts and len(self.delta) \
+            else [dlo] * len(cuts)
+        bounds = list(zip([int(lo), *cuts], [*cuts, int(hi)], [int(dlo), *dcuts], [*dcuts, int(dhi)]))
+        for b_lo, b_hi, d_lo, d_hi in (reversed(bounds) if reverse else bounds):
+            pairs = _split(*self._merged(*(np.array([x], np.int64) for x in (b_lo, b_hi, d_lo, d_hi))))[0]
+            yield from (reversed(pairs) if reverse else pairs)
+
+    def _merged(self, lo_b: np.ndarray, hi_b: np.ndarray, lo_d: np.ndarray, hi_d: np.ndarray
+                ) -> tuple[np.ndarray, pa.Array, pa.Array]:
+        """Groups of entries, group ``i`` the base's positions ``lo_b[i]:hi_b[i]`` and the delta's
+        ``lo_d[i]:hi_d[i]`` merged in key order (the delta's entry of a key hides the base's, a
+        tombstone is dropped): per group its count, and the entries as binary keys and values."""
+        base, d = self.base, self.delta
+        at_b, group_b = _expand(lo_b, hi_b)
+        at_d, group_d = _expand(lo_d, hi_d)
+        if not len(at_d):
+            return hi_b - lo_b, base.keys_at(at_b).cast(pa.binary()), base.values.take(at_b).cast(pa.binary())
+        mine, theirs = _one_width(base.ekeys[at_b], d.ekeys[at_d])
+        values = pa.concat_arrays([base.values.take(at_b).cast(pa.large_binary()),
+                                   d.log.take(d.rows[at_d]).cast(pa.large_binary())])
+        group = np.concatenate([group_b, group_d])
+        keys = np.concatenate([mine, theirs])
+        source = np.concatenate([np.zeros(len(at_b), np.int8), np.ones(len(at_d), np.int8)])
+        order = np.lexsort((source, keys, group)) if len(at_b) else np.arange(len(at_d))
+        group, keys = group[order], keys[order]
+        keep = np.asarray(values.is_valid())[order]
+        keep[:-1] &= (group[1:] != group[:-1]) | (keys[1:] != keys[:-1])   # a base entry the delta hides
+        taken = order[keep]
+        return (np.bincount(group[keep], minlength=len(lo_b)).astype(np.int64), decode_keys(keys[keep]).cast(pa.binary()),
+                values.take(pa.array(taken)).cast(pa.binary()))
+
+    # -- writes -----------------------------------------------------------------------------------
+
+    def applied_columns(self, put_keys: pa.Array, put_values: pa.Array, deletes: pa.Array,
+                        delete_ranges: Sequence[tuple[bytes, bytes]] = ()) -> Layers:
+        """New layers: these with ``delete_ranges``, then ``deletes``, then ``puts`` applied (a key
+        put twice keeps its last value). A deleted key of the base becomes a tombstone."""
+        base = self.base
+        tombs = [pa.array([], pa.binary())]
+        if delete_ranges and len(base):
+            lo, hi = base.bounds(list(delete_ranges))
+            at = np.concatenate([np.arange(a, b) for a, b in zip(lo.tolist(), hi.tolist())])
+            tombs.append(base.keys_at(at).cast(pa.binary()))
+        drop = deletes.cast(pa.binary())
+        if len(drop) and len(base):
+            in_base = base.find(drop)[1]
+            tombs.append(drop.filter(pa.array(in_base)))
+            drop = drop.filter(pa.array(~in_base))
+        tomb_keys = pa.concat_arrays(tombs)
+        keys = pa.concat_arrays([tomb_keys, put_keys.cast(pa.binary())])
+        values = pa.concat_arrays([pa.nulls(len(tomb_keys), pa.binary()), put_values.cast(pa.binary())])
+        return Layers(base, self.delta.applied_columns(keys, values, drop, delete_ranges))
+
+    def write_base(self, directory: str, stem: str, sync: bool) -> list[tuple[str, int, int]]:
+        """Write the merged map as a new base (``stem`` + the base's suffixes in ``directory``), a
+        chunk of the old base at a time with the delta's entries among it; its manifest entries."""
+        base, d = self.base, self.delta
+        width = max(base.width, d.width)
+        out = BaseWriter(directory, stem, sync)
+        try:
+            theirs = d.ekeys if d.width == width else encode_keys(decode_keys(d.ekeys), width)
+            values = d.log.take(d.rows)
+            live = np.asarray(values.is_valid()) if len(d) else np.zeros(0, bool)
+            at, found = base.find(decode_keys(d.ekeys)) if len(d) else (np.zeros(0, np.int64), np.zeros(0, bool))
+            hidden = at[found]
+            n = len(base)
+            for start in range(0, max(n, 1), MERGE_ROWS):
+                stop = min(start + MERGE_ROWS, n)
+                d_lo = int(np.searchsorted(at, start, "left"))
+                d_hi = len(d) if stop >= n else int(np.searchsorted(at, stop, "left"))
+                keep = np.ones(stop - start, bool)
+                keep[hidden[(hidden >= start) & (hidden < stop)] - start] = False
+                positions = np.arange(start, stop)[keep]
+                mine = base.ekeys[positions]
+                if base.width != width:
+                    mine = encode_keys(decode_keys(mine), width)
+                chosen = d_lo + np.flatnonzero(live[d_lo:d_hi])
+                slots = np.searchsorted(mine, theirs[chosen]) + np.arange(len(chosen))
+                total = len(mine) + len(chosen)
+                from_delta = np.zeros(total, bool)
+                from_delta[slots] = True
+                keys = np.empty(total, mine.dtype)
+                keys[slots] = theirs[chosen]
+                keys[~from_delta] = mine
+                index = np.empty(total, np.int64)
+                index[~from_delta] = np.arange(len(mine))
+                index[slots] = len(mine) + np.arange(len(chosen))
+                merged = pa.concat_arrays([base.values.take(positions).cast(pa.large_binary()),
+                                           values.take(pa.array(chosen)).cast(pa.large_binary())])
+                out.add(keys, merged.take(pa.array(index)))
+            return out.finish()
+        except BaseException:
+            out.abort()
+            raise
+
+
+def _expand(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The positions ``lo[i]:hi[i]`` of every ``i`` back to back, and each one's ``i``."""
+    counts = np.maximum(hi - lo, 0)
+    total = int(counts.sum())
+    starts = np.cumsum(counts) - counts
+    return (np.repeat(lo - starts, counts) + np.arange(total)).astype(np.int64), np.repeat(np.arange(len(lo)), counts)
+
+
+def _one_width(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two arrays of encoded keys at the wider one's width."""
+    if a.dtype.itemsize == b.dtype.itemsize:
+        return a, b
+    width = max(a.dtype.itemsize, b.dtype.itemsize) - 4
+    return tuple(x if x.dtype.itemsize == width + 4 else encode_keys(decode_keys(x), width) for x in (a, b))  # type: ignore[return-value]
+
+
+def _value_sizes(values: pa.Array) -> np.ndarray:
+    """Each value's bytes (0 for a null)."""
+    flat = values.cast(pa.large_binary())
+    offsets = np.frombuffer(flat.buffers()[1], np.int64, len(flat) + 1, flat.offset * 8)
+    return np.diff(offsets)
+
+
+def _split(counts: np.ndarray, keys: pa.Array, values: pa.Array) -> list[list[KeyValue]]:
+    """Per group of ``counts``, its entries as (key, value) pairs."""
+    pairs = list(zip(keys.to_pylist(), values.to_pylist()))
+    ends = np.cumsum(counts).tolist()
+    return [pairs[e - c:e] for c, e in zip(counts.tolist(), ends)]

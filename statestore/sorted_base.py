@@ -1,0 +1,243 @@
+"""A sorted base: the bulk of an arranged store, read through a memory map from two immutable files.
+
+* ``<stem>.keys``: the base's keys in the arrangement's fixed-width form
+  (``streamjoin.statestore.arrangement``), sorted, back to back: a numpy ``S`` array over the
+  memory map, searched with no copy;
+* ``<stem>.arrow``: an Arrow IPC file of one ``value`` column (``large_binary``), the value of the
+  key at the same position, in record batches (the key form's size is the key file's size over
+  the number of values).
+
+Nothing of a base is read into the process's own memory when it opens: the operating system
+pages the files in as probes touch them and can drop the pages again, so a base counts against
+the machine's page cache, not against the worker's memory budget. ``BaseWriter`` writes a base a
+chunk at a time (a merge of a base with the changes held in memory, or a restore), so writing
+one never holds the whole state either.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Literal, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streamjoin.statestore.arrangement import ValueLog, decode_keys, encode_clipped, encode_keys, key_lengths, search
+
+__all__ = ["SortedBase", "BaseWriter", "KEYS", "DATA"]
+
+#: File name suffixes of a base's two files.
+KEYS = ".keys"
+DATA = ".arrow"
+_SCHEMA = pa.schema([("value", pa.large_binary())])
+_SUFFIX = 4
+#: Plain keys encoded at a time when a restore's base is finished.
+_ENCODE_ROWS = 1 << 17
+
+
+@dataclass(frozen=True)
+class SortedBase:
+    """A sorted map of unique keys whose value of position ``i`` is ``values`` row ``i``."""
+
+    ekeys: np.ndarray
+    values: ValueLog
+
+    @classmethod
+    def empty(cls) -> SortedBase:
+        return cls(np.zeros(0, f"S{_SUFFIX}"), ValueLog())
+
+    @classmethod
+    def mapped(cls, keys: pa.Buffer, data: pa.Buffer) -> SortedBase:
+        """The base of a ``.keys`` and a ``.arrow`` file's contents (memory-mapped buffers: no
+        copy); ``ValueError`` when they do not make one."""
+        reader = pa.ipc.open_file(pa.BufferReader(data))
+        log = ValueLog()
+        for i in range(reader.num_record_batches):
+            log = log.appended(reader.get_batch(i).column(0))
+        n = len(log)
+        if not n:
+            if keys.size:
+                raise ValueError(f"a key file of {keys.size} bytes beside no values")
+            return cls.empty()
+        size = keys.size // n
+        if size < _SUFFIX or keys.size % n:
+            raise ValueError(f"a key file of {keys.size} bytes does not hold {n} keys")
+        return cls(np.frombuffer(keys, f"S{size}", n), log)
+
+    def __len__(self) -> int:
+        return len(self.ekeys)
+
+    @property
+    def width(self) -> int:
+        return self.ekeys.dtype.itemsize - _SUFFIX
+
+    @cached_property
+    def nbytes(self) -> int:
+        """Bytes of the keys and values held."""
+        return int(key_lengths(self.ekeys).sum()) + self.values.sizes(np.arange(len(self))) if len(self) else 0
+
+    # -- positions --------------------------------------------------------------------------------
+
+    def _positions(self, keys: pa.Array, side: Literal["left", "right"]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per key, where it is or would go (``side`` of equal keys), whether it fits the width,
+        and its encoded form at the width.
+
+        A key longer than the base's width is after every base key that is at most its first
+        ``width`` bytes and before all others: it is searched as those bytes, on the right."""
+        theirs, longer = encode_clipped(keys, self.width)
+        at = search(self.ekeys, theirs, side)
+        if side == "left" and longer.any():
+            at[longer] = search(self.ekeys, theirs[longer], "right")
+        return at, ~longer, theirs
+
+    def find(self, keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        """For each key, its position (where it is, or would be inserted) and whether it is there."""
+        if not len(self) or not len(keys):
+            return np.zeros(len(keys), np.int64), np.zeros(len(keys), bool)
+        at, fits, theirs = self._positions(keys, "left")
+        found = np.zeros(len(at), bool)
+        inside = fits & (at < len(self))
+        found[inside] = self.ekeys[at[inside]] == theirs[inside]
+        return at, found
+
+    def get_column(self, keys: pa.Array) -> pa.Array:
+        """The value of each of ``keys`` as a binary array, null where absent."""
+        if not len(keys) or not len(self):
+            return pa.nulls(len(keys), pa.binary())
+        at, found = self.find(keys)
+        return self.values.take(np.where(found, at, -1)).cast(pa.binary())
+
+    def bounds(self, ranges: Sequence[tuple[bytes | None, bytes | None]]) -> tuple[np.ndarray, np.ndarray]:
+        """Per ``[start, end)`` range (None: unbounded), the positions ``lo, hi`` of its entries."""
+        lo = np.zeros(len(ranges), np.int64)
+        hi = np.full(len(ranges), len(self), np.int64)
+        for side, out in ((0, lo), (1, hi)):
+            where = [i for i, r in enumerate(ranges) if r[side] is not None]
+            if where and len(self):
+                out[where] = self._positions(pa.array([ranges[i][side] for i in where], pa.binary()), "left")[0]
+        return lo, np.maximum(hi, lo)
+
+    def prefix_bounds(self, prefixes: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        """Per prefix, the positions ``lo, hi`` of the keys that start with it (a prefix longer
+        than the width has none)."""
+        if not len(self) or not len(prefixes):
+            return np.zeros(len(prefixes), np.int64), np.zeros(len(prefixes), np.int64)
+        lo, fits, theirs = self._positions(prefixes, "left")
+        size = theirs.dtype.itemsize
+        upper = theirs.view(np.uint8).reshape(len(theirs), size).copy()
+        upper[np.arange(size)[None, :] >= key_lengths(theirs)[:, None]] = 0xFF
+        hi = search(self.ekeys, upper.view(f"S{size}").reshape(len(theirs)), side="right")
+        return lo, np.where(fits, np.maximum(hi, lo), lo)
+
+    def keys_at(self, at: np.ndarray) -> pa.Array:
+        """The keys at positions ``at``, as a ``large_binary`` array."""
+        return decode_keys(self.ekeys[at])
+
+
+class _Sink:
+    """A file that keeps the CRC-32 and size of what is written to it."""
+
+    def __init__(self, path: str) -> None:
+        self.file = open(path, "wb")
+        self.crc = 0
+        self.size = 0
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data)
+        self.crc = zlib.crc32(view, self.crc)
+        self.size += view.nbytes
+        return self.file.write(view)
+
+    def tell(self) -> int:
+        return self.size
+
+    def flush(self) -> None:
+        self.file.flush()
+
+    def writable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return False
+
+    def seekable(self) -> bool:
+        return False
+
+    def close(self, sync: bool = False) -> None:
+        if not self.closed:
+            self.closed = True
+            if sync:
+                self.file.flush()
+                os.fsync(self.file.fileno())
+            self.file.close()
+
+
+class BaseWriter:
+    """Writes a base's two files a chunk at a time, in key order (the caller keeps it): ``add``
+    chunks of encoded keys (a merge), or ``add_raw`` chunks of plain keys (a restore: the keys are
+    kept until ``finish`` encodes them at the longest one's width, the values written as they
+    come); then ``finish``, or ``abort`` to remove what was written."""
+
+    def __init__(self, directory: str, stem: str, sync: bool) -> None:
+        self.names = (stem + DATA, stem + KEYS)
+        self._paths = [os.path.join(directory, name) for name in self.names]
+        self._sync = sync
+        self._data = _Sink(self._paths[0])
+        self._keys = _Sink(self._paths[1])
+        self._ipc = pa.ipc.new_file(self._data, _SCHEMA)
+        self._raw: list[pa.Array] = []
+        self._size = 0
+        self.rows = 0
+
+    def add(self, ekeys: np.ndarray, values: pa.Array) -> None:
+        """Append entries: their keys in the fixed-width form (one size for the whole base)."""
+        if self._raw or (self._size and ekeys.dtype.itemsize != self._size) or len(ekeys) != len(values):
+            raise ValueError(f"{len(ekeys)} keys of {ekeys.dtype.itemsize} bytes and {len(values)} values do not "
+                             f"continue this base")
+        if len(ekeys):
+            self._size = ekeys.dtype.itemsize
+            self._keys.write(np.ascontiguousarray(ekeys).view(np.uint8))
+            self._values(values)
+
+    def add_raw(self, keys: pa.Array, values: pa.Array) -> None:
+        """Append entries whose keys are plain binary (kept in memory until ``finish``)."""
+        if self._size or len(keys) != len(values):
+            raise ValueError(f"{len(keys)} keys and {len(values)} values do not continue this base")
+        if len(keys):
+            self._raw.append(keys.cast(pa.large_binary()))
+            self._values(values)
+
+    def _values(self, values: pa.Array) -> None:
+        self._ipc.write_batch(pa.record_batch([values.cast(pa.large_binary())], schema=_SCHEMA))
+        self.rows += len(values)
+
+    def raw_keys(self) -> list[pa.Array]:
+        """The plain keys given to ``add_raw`` so far."""
+        return self._raw
+
+    def finish(self) -> list[tuple[str, int, int]]:
+        """Close the files (fsync'd when asked); their manifest entries (name, size, CRC-32)."""
+        if self._raw:
+            width = max(int(pc.max(pc.binary_length(chunk)).as_py()) for chunk in self._raw)
+            for chunk in self._raw:
+                for at in range(0, len(chunk), _ENCODE_ROWS):
+                    self._keys.write(np.ascontiguousarray(encode_keys(chunk[at:at + _ENCODE_ROWS], width)).view(np.uint8))
+            self._raw = []
+        self._ipc.close()
+        self._data.close(self._sync)
+        self._keys.close(self._sync)
+        return [(name, sink.size, sink.crc) for name, sink in zip(self.names, (self._data, self._keys))]
+
+    def abort(self) -> None:
+        for sink in (self._data, self._keys):
+            sink.close()
+        for path in self._paths:
+            try:
+                os.remove(path)
+            except FileNotFoundError:
+                pass
