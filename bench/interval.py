@@ -193,12 +193,16 @@ class WorkerMemory(threading.Thread):
         super().__init__(daemon=True)
         self.interval = interval
         self.samples: list[tuple[float, int, int]] = []  # (wall time, max bytes, sum bytes)
+        self.anon: list[tuple[float, int]] = []           # (wall time, the largest worker's anonymous bytes)
         self._stop_event = threading.Event()
 
     def run(self) -> None:
         while not self._stop_event.wait(self.interval):
-            sizes = [_rss(pid) for pid in _workers(os.getpid())]
-            self.samples.append((time.time(), max(sizes, default=0), sum(sizes)))
+            pages = [_pages(pid) for pid in _workers(os.getpid())]
+            sizes = [resident for resident, _ in pages]
+            now = time.time()
+            self.samples.append((now, max(sizes, default=0), sum(sizes)))
+            self.anon.append((now, max((resident - shared for resident, shared in pages), default=0)))
 
     def stop(self) -> "WorkerMemory":
         self._stop_event.set()
@@ -209,6 +213,11 @@ class WorkerMemory(threading.Thread):
         """Largest (max, sum) RSS in bytes among the samples taken in ``[start, end]``."""
         inside = [(m, s) for t, m, s in self.samples if start <= t <= end]
         return max((m for m, _ in inside), default=0), max((s for _, s in inside), default=0)
+
+    def peak_anon(self, start: float = 0.0, end: float = float("inf")) -> int:
+        """The largest worker's largest anonymous resident memory (resident less the pages of
+        mapped files, which the operating system can drop) in ``[start, end]``, in bytes."""
+        return max((a for t, a in self.anon if start <= t <= end), default=0)
 
 
 def _workers(root: int) -> list[int]:
@@ -236,12 +245,15 @@ def _workers(root: int) -> list[int]:
     return found
 
 
-def _rss(pid: int) -> int:
+def _pages(pid: int) -> tuple[int, int]:
+    """A process's resident bytes, and those of them backed by files (``/proc/<pid>/statm``)."""
     try:
         with open(f"/proc/{pid}/statm") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            fields = fh.read().split()
+        page = os.sysconf("SC_PAGE_SIZE")
+        return int(fields[1]) * page, int(fields[2]) * page
     except (OSError, IndexError, ValueError):
-        return 0
+        return 0, 0
 
 
 # -- variants ----------------------------------------------------------------------------------

@@ -330,6 +330,7 @@ class Outcome:
     wall: float = 0.0
     notes: list[str] = field(default_factory=list)
     rss: int = 0                      # streamjoin: the largest Python worker's peak resident memory (bytes)
+    anon: int = 0                     # and its peak anonymous resident memory (without mapped files' pages)
 
     @property
     def change_seconds(self) -> float:
@@ -449,7 +450,9 @@ class Bench:
             if variant.startswith("streamjoin-"):
                 began = time.time()
                 outcome = self.streamjoin(*parse_key_stage_variant(variant.split("-", 1)[1]), scratch)
-                outcome.rss = self.memory.peak(began, time.time())[0] if self.memory is not None else 0
+                if self.memory is not None:
+                    outcome.rss = self.memory.peak(began, time.time())[0]
+                    outcome.anon = self.memory.peak_anon(began, time.time())
                 expected = self.expected  # after the load, then after each change micro-batch
                 if outcome.view_rows != expected:
                     bad = next(i for i, (a, b) in enumerate(zip(outcome.view_rows, expected)) if a != b) \
@@ -470,7 +473,7 @@ class Bench:
 # -- report ------------------------------------------------------------------------------------
 
 COLUMNS = ["batches", "variant", "changes/batch", "load s", "changes s", "s/batch", "input changes/s",
-           "view changes", "view changes/s", "rows out/batch", "recompute s / s", "worker RSS MB"]
+           "view changes", "view changes/s", "rows out/batch", "recompute s / s", "worker RSS MB", "worker anon MB"]
 
 
 def summary_table(params: Params, results: dict[int, dict[str, list[Outcome]]]) -> Table:
@@ -492,7 +495,8 @@ def summary_table(params: Params, results: dict[int, dict[str, list[Outcome]]]) 
                       2 * params.changes / total, sum(view) if ours else "-",
                       sum(view) / total if ours else "-", round(rows_out),
                       base / total if base else "-",
-                      round(max(o.rss for o in outcomes) / 2**20) if ours and any(o.rss for o in outcomes) else "-")
+                      round(max(o.rss for o in outcomes) / 2**20) if ours and any(o.rss for o in outcomes) else "-",
+                      round(max(o.anon for o in outcomes) / 2**20) if ours and any(o.anon for o in outcomes) else "-")
     return table
 
 
@@ -518,7 +522,9 @@ notes:
   micro-batch; measured after change micro-batches {points} (0-based), the others interpolated
   linearly ("est."). recompute s / s: its changes s over the variant's.
 - worker RSS MB: the largest PySpark Python worker's resident memory during streamjoin's runs
-  (sampled every 0.2 s).""")
+  (sampled every 0.2 s); worker anon MB: the largest one's resident memory less the pages of
+  files it maps (an arranged store's bases, which the operating system can drop), the memory
+  STREAMJOIN_WORKER_MEMORY bounds.""")
     lines = [n for r in results.values() for outs in r.values() for o in outs for n in o.notes]
     for line in lines:
         print(line)

@@ -81,6 +81,7 @@ def _encode_arrow(keys: pa.Array | pa.ChunkedArray, width: int | None, clip: boo
         empty = np.zeros(0, f"S{_width(np.zeros(0, np.int64), width) + _SUFFIX}")
         return (empty, np.zeros(0, bool)) if clip else empty
     offsets, lengths = _arrow_lengths(flat)
+    uniform = lengths.min() == lengths.max()
     longer = None
     if clip:
         assert width is not None
@@ -89,6 +90,15 @@ def _encode_arrow(keys: pa.Array | pa.ChunkedArray, width: int | None, clip: boo
     width = _width(lengths, width)
     data = flat.buffers()[2]
     data = np.frombuffer(data, np.uint8) if data is not None and data.size else np.zeros(1, np.uint8)
+    if uniform:
+        # keys of one length (a key of fixed-size parts): their bytes are already a matrix
+        size, stride = int(lengths[0]), int(offsets[1] - offsets[0])
+        out = np.zeros((n, width + _SUFFIX), np.uint8)
+        if size:
+            out[:, :size] = data[offsets[0]:offsets[0] + n * stride].reshape(n, stride)[:, :size]
+        out[:, width:] = np.frombuffer(np.array(size, ">u4").tobytes(), np.uint8)
+        encoded = out.view(f"S{width + _SUFFIX}").reshape(n)
+        return (encoded, longer) if clip else encoded
     columns = np.arange(width)
     padded = np.empty((n, width), np.uint8)
     for at in range(0, n, _GATHER_ROWS):   # a bounded index matrix at a time
@@ -171,15 +181,20 @@ class ValueLog:
             return pa.array([], pa.large_binary())
         chunk_of = np.searchsorted(np.asarray(self.starts), rows, side="right") - 1
         chunk_of[rows < 0] = -1
-        at = np.argsort(chunk_of, kind="stable")   # the rows grouped by chunk, one take a chunk
-        cuts = np.flatnonzero(np.diff(chunk_of[at])) + 1
-        out = [pa.nulls(len(where), pa.large_binary()) if chunk_of[where[0]] < 0 else
-               self.chunks[chunk_of[where[0]]].take(pa.array(rows[where] - self.starts[chunk_of[where[0]]], pa.int64()))
-               for where in np.split(at, cuts)]
-        gathered = pa.concat_arrays(out)
-        back = np.empty(len(rows), np.int64)
-        back[at] = np.arange(len(rows))
-        return gathered.take(pa.array(back, pa.int64()))
+        pieces: list[pa.Array] = []
+        index = np.empty(len(rows), np.int64)
+        done = 0
+        for c in range(-1, len(self.chunks)):   # one take a chunk (a mask each: a log has few chunks)
+            where = np.flatnonzero(chunk_of == c)
+            if not len(where):
+                continue
+            pieces.append(pa.nulls(len(where), pa.large_binary()) if c < 0 else
+                          self.chunks[c].take(pa.array(rows[where] - self.starts[c], pa.int64())))
+            index[where] = done + np.arange(len(where))
+            done += len(where)
+        gathered = pa.concat_arrays([piece.cast(pa.large_binary()) for piece in pieces])
+        return gathered if len(pieces) == 1 and index[-1] == len(index) - 1 and bool((np.diff(index) == 1).all()) \
+            else gathered.take(pa.array(index, pa.int64()))
 
     def sizes(self, rows: np.ndarray) -> int:
         """The bytes of the values of ``rows``."""

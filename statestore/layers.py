@@ -50,10 +50,9 @@ class Layers:
         base, d = self.base, self.delta
         if not len(d):
             return len(base), base.nbytes
-        keys = decode_keys(d.ekeys)
         values = d.log.take(d.rows)
         live = np.asarray(values.is_valid())
-        at, in_base = base.find(keys)
+        at, in_base = base.find_encoded(d.ekeys)
         sizes = key_lengths(d.ekeys) + _value_sizes(values)
         shadowed = int(key_lengths(base.ekeys[at[in_base]]).sum()) + base.values.sizes(at[in_base]) if in_base.any() else 0
         count = len(base) + int((live & ~in_base).sum()) - int((~live & in_base).sum())
@@ -173,7 +172,7 @@ class Layers:
             theirs = d.ekeys if d.width == width else encode_keys(decode_keys(d.ekeys), width)
             values = d.log.take(d.rows)
             live = np.asarray(values.is_valid()) if len(d) else np.zeros(0, bool)
-            at, found = base.find(decode_keys(d.ekeys)) if len(d) else (np.zeros(0, np.int64), np.zeros(0, bool))
+            at, found = base.find_encoded(d.ekeys) if len(d) else (np.zeros(0, np.int64), np.zeros(0, bool))
             hidden = at[found]
             n = len(base)
             for start in range(0, max(n, 1), MERGE_ROWS):

@@ -78,7 +78,11 @@ class SortedBase:
     @cached_property
     def nbytes(self) -> int:
         """Bytes of the keys and values held."""
-        return int(key_lengths(self.ekeys).sum()) + self.values.sizes(np.arange(len(self))) if len(self) else 0
+        values = 0
+        for chunk in self.values.chunks:
+            offsets = np.frombuffer(chunk.buffers()[1], np.int64, len(chunk) + 1, chunk.offset * 8)
+            values += int(offsets[-1] - offsets[0])
+        return int(key_lengths(self.ekeys).sum()) + values
 
     # -- positions --------------------------------------------------------------------------------
 
@@ -93,6 +97,16 @@ class SortedBase:
         if side == "left" and longer.any():
             at[longer] = search(self.ekeys, theirs[longer], "right")
         return at, ~longer, theirs
+
+    def find_encoded(self, ekeys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``find`` of keys in the fixed-width form, ascending (a delta's)."""
+        if ekeys.dtype.itemsize != self.ekeys.dtype.itemsize or not len(self):
+            return self.find(decode_keys(ekeys))
+        at = np.searchsorted(self.ekeys, ekeys)
+        found = np.zeros(len(at), bool)
+        inside = at < len(self)
+        found[inside] = self.ekeys[at[inside]] == ekeys[inside]
+        return at, found
 
     def find(self, keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         """For each key, its position (where it is, or would be inserted) and whether it is there."""

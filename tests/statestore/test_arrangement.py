@@ -8,7 +8,7 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streamjoin.statestore.arrangement import Arrangement, decode_keys, ekeys_of, encode_keys, search
+from streamjoin.statestore.arrangement import Arrangement, decode_keys, ekeys_of, encode_clipped, encode_keys, search
 
 _KEYS = st.binary(max_size=6)
 _BYTES = st.sampled_from([b"", b"\x00", b"\x00\x00", b"a", b"a\x00", b"a\x00\x01", b"\xff", b"\xff\x00"]) | _KEYS
@@ -64,3 +64,13 @@ def test_arrangement_search_of_probes_in_any_order_equals_numpy_searchsorted(key
     mine = np.sort(encode_keys(keys, width))
     theirs = encode_keys(probes, width)
     assert search(mine, theirs, side).tolist() == np.searchsorted(mine, theirs, side=side).tolist()
+
+
+@given(st.integers(0, 6).flatmap(lambda n: st.lists(st.binary(min_size=n, max_size=n), max_size=20)) | st.lists(_BYTES, max_size=20),
+       st.integers(0, 7))
+def test_encode_clipped_is_the_form_of_each_key_cut_to_the_width(keys, width) -> None:
+    encoded, longer = encode_clipped(pa.array(keys, pa.large_binary()), width)
+    assert encoded.tolist() == encode_keys([k[:width] for k in keys], width).tolist()
+    assert longer.tolist() == [len(k) > width for k in keys]
+    if all(len(k) <= width for k in keys):
+        assert encode_keys(pa.array(keys, pa.binary()), width).tolist() == encoded.tolist()

@@ -6,11 +6,15 @@ changelog fsyncs); the backend and recovery properties run the runtime (three ``
 
 from __future__ import annotations
 
+import os
+from unittest import mock
+
 import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from streamjoin.statestore import backend_names
+from streamjoin.statestore.arranged import BUDGET_VARIABLE
 from tests.examples import scaled
 from tests.joins.drivers import DISTURBANCES, replay_disturbed
 from tests.joins.table.cases import Run, TableCase, output_rows, table_cases
@@ -74,3 +78,12 @@ def test_table_join_crash_and_restore_equals_uninterrupted_run(case, data):
         chaos.close()
 
 
+
+
+@settings(max_examples=scaled(6))
+@given(case=table_cases(max_changes=12, max_batches=3, max_partitions=2))
+def test_table_join_equals_reference_with_arranged_state_over_its_memory_budget(case):
+    # a worker budget of 9 bytes leaves each arranged store 1: every write merges its changes into a
+    # new memory-mapped base, the state many times what the workers keep in memory
+    with mock.patch.dict(os.environ, {BUDGET_VARIABLE: "9"}):
+        check_against_reference(case, "arranged")
