@@ -255,7 +255,7 @@ class ArrangedStore(Store):
         return self._now.owner
 
     def _stats(self) -> StoreStats:
-        return StoreStats(len(self._layers), self._layers.nbytes, exact=True)
+        return StoreStats(*self._layers.stats())
 
     def _check_files(self) -> None:
         """The manifest is the one this store last wrote or read (not replaced or removed under it)."""

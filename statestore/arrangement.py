@@ -40,6 +40,9 @@ __all__ = ["Arrangement", "ValueLog", "encode_keys", "encode_clipped", "decode_k
 
 #: Bytes of the length that follows a key's padded bytes.
 _SUFFIX = 4
+#: A value log of at most this many chunks takes a chunk at a time by a mask of its rows; one of
+#: more sorts the rows by chunk instead (a mask a chunk would cost more than the sort).
+_MASKED_CHUNKS = 8
 #: Keys encoded from an Arrow array per gather (bounds its index matrix).
 _GATHER_ROWS = 16384
 
@@ -181,6 +184,8 @@ class ValueLog:
             return pa.array([], pa.large_binary())
         chunk_of = np.searchsorted(np.asarray(self.starts), rows, side="right") - 1
         chunk_of[rows < 0] = -1
+        if len(self.chunks) > _MASKED_CHUNKS:
+            return self._take_sorted(rows, chunk_of)
         pieces: list[pa.Array] = []
         index = np.empty(len(rows), np.int64)
         done = 0
@@ -195,6 +200,18 @@ class ValueLog:
         gathered = pa.concat_arrays([piece.cast(pa.large_binary()) for piece in pieces])
         return gathered if len(pieces) == 1 and index[-1] == len(index) - 1 and bool((np.diff(index) == 1).all()) \
             else gathered.take(pa.array(index, pa.int64()))
+
+    def _take_sorted(self, rows: np.ndarray, chunk_of: np.ndarray) -> pa.Array:
+        """``take`` of a log of many chunks: the rows sorted by chunk, one take a chunk."""
+        at = np.argsort(chunk_of, kind="stable")
+        cuts = np.flatnonzero(np.diff(chunk_of[at])) + 1
+        out = [pa.nulls(len(where), pa.large_binary()) if chunk_of[where[0]] < 0 else
+               self.chunks[chunk_of[where[0]]].take(pa.array(rows[where] - self.starts[chunk_of[where[0]]], pa.int64()))
+               for where in np.split(at, cuts)]
+        gathered = pa.concat_arrays([piece.cast(pa.large_binary()) for piece in out])
+        back = np.empty(len(rows), np.int64)
+        back[at] = np.arange(len(rows))
+        return gathered.take(pa.array(back, pa.int64()))
 
     def sizes(self, rows: np.ndarray) -> int:
         """The bytes of the values of ``rows``."""

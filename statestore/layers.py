@@ -50,6 +50,8 @@ class Layers:
         base, d = self.base, self.delta
         if not len(d):
             return len(base), base.nbytes
+        if not len(base):   # no base, so no tombstones
+            return len(d), int(key_lengths(d.ekeys).sum()) + d.log.sizes(d.rows)
         values = d.log.take(d.rows)
         live = np.asarray(values.is_valid())
         at, in_base = base.find_encoded(d.ekeys)
@@ -60,6 +62,18 @@ class Layers:
 
     def __len__(self) -> int:
         return self._live[0]
+
+    def stats(self) -> tuple[int, int, bool]:
+        """(entries, bytes of their keys and values, exact): exact when one layer is empty,
+        else an estimate that needs no probe of the base (a delta entry that replaces a base
+        entry counts twice)."""
+        base, d = self.base, self.delta
+        if not len(d) or not len(base) or "_live" in self.__dict__:
+            return (*self._live, True)
+        values = d.log.take(d.rows)
+        live = np.asarray(values.is_valid())
+        sizes = key_lengths(d.ekeys) + _value_sizes(values)
+        return len(base) + int(live.sum()) - int((~live).sum()), base.nbytes + int(sizes[live].sum()), False
 
     @property
     def nbytes(self) -> int:
@@ -106,6 +120,13 @@ class Layers:
     def entries(self, start: bytes | None, end: bytes | None, reverse: bool) -> Iterator[KeyValue]:
         """The entries of ``[start, end)`` in key order (descending with ``reverse``), a chunk of
         the base at a time with the delta's entries between its keys."""
+        if not len(self.base):   # no base, so no tombstones: the delta's entries as they are
+            (dlo,), (dhi,) = self.delta.bounds([(start, end)])
+            cuts = list(range(int(dlo), int(dhi), _SCAN_CHUNK))
+            for at in (reversed(cuts) if reverse else cuts):
+                pairs = self.delta.entries(at, min(at + _SCAN_CHUNK, int(dhi)))
+                yield from (reversed(pairs) if reverse else pairs)
+            return
         (lo,), (hi,) = self.base.bounds([(start, end)])
         (dlo,), (dhi,) = self.delta.bounds([(start, end)]) if len(self.delta) else ((0,), (0,))
         cuts = list(range(int(lo), int(hi), _SCAN_CHUNK))[1:]
@@ -126,6 +147,9 @@ class Layers:
         at_d, group_d = _expand(lo_d, hi_d)
         if not len(at_d):
             return hi_b - lo_b, base.keys_at(at_b).cast(pa.binary()), base.values.take(at_b).cast(pa.binary())
+        if not len(at_b):   # a tombstone is of a base key in its group: none here
+            return (hi_d - lo_d, decode_keys(d.ekeys[at_d]).cast(pa.binary()),
+                    d.log.take(d.rows[at_d]).cast(pa.binary()))
         mine, theirs = _one_width(base.ekeys[at_b], d.ekeys[at_d])
         values = pa.concat_arrays([base.values.take(at_b).cast(pa.large_binary()),
                                    d.log.take(d.rows[at_d]).cast(pa.large_binary())])
