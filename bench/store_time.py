@@ -22,7 +22,7 @@ snapshots and the store's size estimate are not counted (they are the task's, no
 
 One row per join: the input rows it consumed (every row of its inputs, initial rows included;
 for the table join, the rows given to its key stages), the store calls, the store seconds, those
-in µs per input row (the goal in :data:`streamjoin.bench.goals.GOALS`: at most 2 µs, amortised
+in µs per input row (the goal in :data:`streamjoin.bench.goals.GOALS`: at most 1 µs, amortised
 over the run), the task seconds (the versions' wall seconds: routing and every partition's task,
 read, open, step and commit), and the share of them in the store. The interval and enrichment
 joins' output row counts are checked (``MISMATCH`` otherwise).
@@ -55,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "Run each join in this process (no Spark) on its benchmark's workload and measure the time its "
         "operators spend in their state store (reads, scans, and the changelogged write of each version's "
         "changes), per input row, beside the tasks' seconds. One row per join and store; the goal is at "
-        "most 2 us per input row, amortised. The default size takes about a minute per store on 2 cores.")
+        "most 1 us per input row, amortised. The default size takes about a minute per store on 2 cores.")
     parser.add_argument("--rows", type=int, default=200_000,
                         help="workload size (default 200,000): interval rows in all; enrichment events and table "
                         "rows (10%% of them updates); table rows per table and changes per side")

@@ -52,4 +52,4 @@ def test_store_time_keeps_a_row_per_join_that_the_goal_reads(tmp_path, monkeypat
 def test_store_time_goal_is_at_most_two_us_per_row_of_every_join():
     goal = _goal()
     assert "store-time" in BENCHMARKS and goal.command == "streamjoin bench store-time"
-    assert (goal.text(), goal.at_most) == ("<= 2 us", True)
+    assert (goal.text(), goal.at_most) == ("<= 1 us", True)
