@@ -64,13 +64,11 @@ import pyarrow.compute as pc
 
 from streamjoin.statestore import options as check
 from streamjoin.statestore import warm
-from streamjoin.statestore.arrangement import encode_keys
 from streamjoin.statestore.base import KeyValue, Store, StoreStats, ascending, check_entry_types
 from streamjoin.statestore.chunks import SortedChunks
 from streamjoin.statestore.columns import ColumnWrite, PrefixScan, binary_column
-from streamjoin.statestore.layers import Layers
-from streamjoin.statestore.sorted_base import DATA, KEYS, BaseWriter, SortedBase
 from streamjoin.statestore.errors import StoreArgumentError, StoreCorruptError, StoreError, StoreWriteError
+from streamjoin.statestore.layers import Layers
 from streamjoin.statestore.locking import (
     DirectoryLock,
     corrupt_message,
@@ -80,8 +78,9 @@ from streamjoin.statestore.locking import (
     remove_directory,
     retry_locked,
 )
+from streamjoin.statestore.sorted_base import DATA, KEYS, BaseWriter, SortedBase
 
-__all__ = ["ArrangedStore", "MAX_RUNS", "HISTORY", "worker_budget"]
+__all__ = ["ArrangedStore", "MAX_RUNS", "HISTORY", "BUDGET_VARIABLE", "worker_budget"]
 
 MANIFEST = "MANIFEST"
 _FORMAT = "arranged-2"
@@ -100,7 +99,8 @@ def worker_budget() -> int:
     """The bytes of memory a Python worker's arranged stores may hold together
     (``STREAMJOIN_WORKER_MEMORY``); ``StoreArgumentError`` for a value that is not a size."""
     raw = os.environ.get(BUDGET_VARIABLE, _DEFAULT_BUDGET).strip().lower()
-    number, unit = (raw[:-1], raw[-1]) if raw[-1:] in _UNITS and raw[-1:] else (raw, "")
+    unit = raw[-1] if raw and raw[-1] in _UNITS else ""
+    number = raw[:len(raw) - len(unit)]
     if not number.isdigit() or int(number) <= 0:
         raise StoreArgumentError(f"{BUDGET_VARIABLE}={raw!r}: give a whole number of bytes, optionally with k, m or g "
                                  f"(e.g. 512m)")
@@ -108,7 +108,8 @@ def worker_budget() -> int:
 
 
 class ArrangedStore(Store):
-    """A store held as an arrangement in memory, on disk as a manifest of Arrow files (see module).
+    """A store held as a base mapped from files and a delta in memory, on disk as a manifest of
+    Arrow files (see module).
 
     Options: ``lock_timeout`` (seconds to wait for a held store; default: fail at once), ``sync``
     (fsync every file; default False), ``memory_budget`` (bytes of changes held in memory before
@@ -369,7 +370,7 @@ class ArrangedStore(Store):
         if last is not None and first <= last:
             raise StoreError(f"load_sorted into {self.path}: keys must be strictly ascending, but "
                              f"{first!r} follows {last!r}")
-        out = np.flatnonzero(np.asarray(pc.less_equal(keys[1:], keys[:-1]))) if len(keys) > 1 else []
+        out = np.flatnonzero(np.asarray(pc.less_equal(keys[1:], keys[:-1]))) if len(keys) > 1 else np.zeros(0, np.int64)
         if len(out):
             i = int(out[0]) + 1
             raise StoreError(f"load_sorted into {self.path}: keys must be strictly ascending, but "

@@ -20,7 +20,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
-from streamjoin.statestore.arrangement import Arrangement, decode_keys, encode_keys, key_lengths, search
+from streamjoin.statestore.arrangement import Arrangement, decode_keys, encode_keys, key_lengths
 from streamjoin.statestore.base import KeyValue
 from streamjoin.statestore.sorted_base import BaseWriter, SortedBase
 
