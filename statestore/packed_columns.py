@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from streamjoin.statestore.byte_rows import join_rows, rows_array
 from streamjoin.statestore.codecs import pack
 
 __all__ = ["pack_array", "pack_columns", "unpack_columns", "TAG", "INT_WIDTH", "padded_bytes", "decode_ints"]
@@ -71,7 +72,7 @@ def pack_array(columns: Sequence[pa.Array | pa.ChunkedArray], length: int) -> pa
     if not columns:
         return pa.array([b""] * length, pa.binary())
     parts = [_pack_column(c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c) for c in columns]
-    return parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, pa.scalar(b"", pa.binary()))
+    return parts[0] if len(parts) == 1 else join_rows(*parts)
 
 
 def _fixed(tag: bytes, body: np.ndarray) -> pa.Array:
@@ -80,8 +81,7 @@ def _fixed(tag: bytes, body: np.ndarray) -> pa.Array:
     matrix = np.empty((n, w + 1), np.uint8)
     matrix[:, 0] = tag[0]
     matrix[:, 1:] = body
-    fixed = pa.FixedSizeBinaryArray.from_buffers(pa.binary(w + 1), n, [None, pa.py_buffer(matrix.tobytes())])
-    return fixed.cast(pa.binary())
+    return rows_array(matrix)
 
 
 def _pack_column(column: pa.Array) -> pa.Array:
