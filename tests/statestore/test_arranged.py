@@ -82,3 +82,18 @@ def test_arranged_load_sorted_takes_a_restores_chunks_as_columns(tmp_path) -> No
         with pytest.raises(StoreWriteError, match="null"):
             store.load_sorted(SortedChunks([(pa.array([b"a", b"b"]), pa.array([b"1", None]))]))
         assert list(store.scan()) == [] and store.version is None
+
+
+def test_arranged_store_of_an_earlier_format_is_refused_as_damaged(tmp_path) -> None:
+    import json
+
+    path = str(tmp_path / "s")
+    _write_versions(path, 1, 3)
+    manifest = os.path.join(path, "MANIFEST")
+    with open(manifest) as f:
+        meta = json.load(f)
+    meta["format"] = "arranged-1"   # what streamjoin wrote before its bases were memory-mapped
+    with open(manifest, "w") as f:
+        json.dump(meta, f)
+    with pytest.raises(StoreCorruptError, match="its format is 'arranged-1' where this streamjoin reads 'arranged-2'"):
+        open_store("arranged", path)
