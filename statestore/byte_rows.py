@@ -55,9 +55,8 @@ def join_rows(*parts: pa.Array | bytes) -> pa.Array:
     if not n or any(r is None for r in rows):
         return pc.binary_join_element_wise(*(pa.scalar(p, pa.binary()) if isinstance(p, bytes) else p.cast(pa.binary())
                                              for p in parts), _NONE)
-    blocks = iter([r for r in rows if r is not None])
-    pieces: list[np.ndarray] = [np.frombuffer(p, np.uint8)[None, :] if isinstance(p, bytes) else next(blocks)
-                                for p in parts]
+    blocks = iter(rows)
+    pieces = [np.frombuffer(p, np.uint8)[None, :] if isinstance(p, bytes) else next(blocks) for p in parts]
     matrix = np.empty((n, sum(piece.shape[1] for piece in pieces)), np.uint8)
     at = 0
     for piece in pieces:
