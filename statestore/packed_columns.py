@@ -17,7 +17,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streamjoin.statestore.byte_rows import join_rows, rows_array
 from streamjoin.statestore.codecs import pack
 
 __all__ = ["pack_array", "pack_columns", "unpack_columns", "TAG", "INT_WIDTH", "padded_bytes", "decode_ints"]
@@ -72,7 +71,7 @@ def pack_array(columns: Sequence[pa.Array | pa.ChunkedArray], length: int) -> pa
     if not columns:
         return pa.array([b""] * length, pa.binary())
     parts = [_pack_column(c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c) for c in columns]
-    return parts[0] if len(parts) == 1 else join_rows(*parts)
+    return parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, pa.scalar(b"", pa.binary()))
 
 
 def _fixed(tag: bytes, body: np.ndarray) -> pa.Array:
@@ -81,7 +80,8 @@ def _fixed(tag: bytes, body: np.ndarray) -> pa.Array:
     matrix = np.empty((n, w + 1), np.uint8)
     matrix[:, 0] = tag[0]
     matrix[:, 1:] = body
-    return rows_array(matrix)
+    fixed = pa.FixedSizeBinaryArray.from_buffers(pa.binary(w + 1), n, [None, pa.py_buffer(matrix.tobytes())])
+    return fixed.cast(pa.binary())
 
 
 def _pack_column(column: pa.Array) -> pa.Array:

@@ -54,7 +54,6 @@ from streamjoin.kit.times import Duration
 from streamjoin.runtime.areas import PACKED, PACKED_VALUE, RAW, TIMESTAMP, Area, StateLayout
 from streamjoin.runtime.operator import NEG_INF, InputSpec, Operator, StepInput, StepResult, conform
 from streamjoin.statestore.base import KeyValue, Store
-from streamjoin.statestore.byte_rows import join_rows
 from streamjoin.statestore.codecs import unpack, unpack_head
 from streamjoin.statestore.columns import ColumnWrite
 from streamjoin.statestore.packed_columns import pack_array, unpack_columns
@@ -78,6 +77,7 @@ LAYOUT = StateLayout("table join keys", 2, (
     Area("expiry", b"T", (("change time", TIMESTAMP), ("primary key", PACKED)), RAW),
 ))
 _NO_BYTES = pa.array([], pa.binary())
+_NO_SEPARATOR = pa.scalar(b"", pa.binary())
 #: The change times a version's changes carry to stage 2, beside the order they are applied in.
 _CARRIED = "__sj_carried_time"
 
@@ -281,7 +281,7 @@ class TableRekey(Operator):
         row_mask = pa.array(has_rows, pa.bool_())
         heads = pack_array([changes.column(TIME).take(take), changes.column(SEQ).take(take), row_mask], len(lasts))
         jks = self.codec.encode_array(keyed.take(take), self.side.on)   # (a deleted key's: not used)
-        values = pc.if_else(row_mask, join_rows(heads, jks), heads)
+        values = pc.if_else(row_mask, pc.binary_join_element_wise(heads, jks, _NO_SEPARATOR), heads)
         at = pa.array(runs, pa.int64())
         run_pks = pks.take(at)
         write = ColumnWrite(keys.take(at), values, _NO_BYTES)

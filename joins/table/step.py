@@ -42,7 +42,6 @@ from streamjoin.errors import JoinError
 from streamjoin.kit import normal_keys
 from streamjoin.runtime.operator import REASON_COLUMN, StepInput, StepResult, conform
 from streamjoin.statestore.base import Store
-from streamjoin.statestore.byte_rows import join_rows, rows_array
 from streamjoin.statestore.codecs import pack, unpack
 from streamjoin.statestore.columns import ColumnWrite, binary_suffixes
 from streamjoin.table.spec import TableSide
@@ -97,7 +96,7 @@ class _View:
 
     def matching(self) -> pa.Array:
         """Per row, its group and view key in one binary value (what identifies a view row)."""
-        return join_rows(_be64(self.gid), self.key)
+        return pc.binary_join_element_wise(_be64(self.gid), self.key, _EMPTY)
 
     def take(self, at: np.ndarray) -> tuple[pa.Array, pa.Array, pa.Array, np.ndarray, np.ndarray]:
         indices = pa.array(at, pa.int64())
@@ -111,7 +110,9 @@ _TYPES = pa.array([_INSERT[0], _DELETE[0], _PRE[0], _POST[0]], pa.string())
 
 def _be64(values: np.ndarray) -> pa.Array:
     """Non-negative integers as 8-byte big-endian binaries (their byte order is their order)."""
-    return rows_array(np.ascontiguousarray(values.astype(">i8")).view(np.uint8).reshape(len(values), 8))
+    data = np.ascontiguousarray(values.astype(">i8")).view(np.uint8)
+    fixed = pa.FixedSizeBinaryArray.from_buffers(pa.binary(8), len(values), [None, pa.py_buffer(data.tobytes())])
+    return fixed.cast(pa.binary())
 
 
 def _view_key(left_pk: pa.Array, right_pk: pa.Array) -> pa.Array:
@@ -119,9 +120,8 @@ def _view_key(left_pk: pa.Array, right_pk: pa.Array) -> pa.Array:
     whose byte order is the pair's order (a padded side first): each side ``\\x01 + pk`` or
     ``\\x00``. Primary-key bytes are ``pack`` of a fixed number of values, so neither side's bytes
     are a prefix of another's and the concatenation is unambiguous."""
-    tagged = [join_rows(b"\x01", pk) if not pk.null_count else pc.fill_null(join_rows(b"\x01", pk), _PADDED)
-              for pk in (left_pk, right_pk)]
-    return join_rows(*tagged)
+    tagged = [pc.fill_null(pc.binary_join_element_wise(_PRESENT, pk, _EMPTY), _PADDED) for pk in (left_pk, right_pk)]
+    return pc.binary_join_element_wise(*tagged, _EMPTY)
 
 
 _NO_BYTES = pa.array([], pa.binary())

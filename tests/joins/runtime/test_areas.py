@@ -11,8 +11,6 @@ import datetime as dt
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from streamjoin.changes import ChangeFormat
 from streamjoin.enrichment import state as enrichment
@@ -190,13 +188,3 @@ def test_state_areas_table_bytes_are_unchanged() -> None:
     finally:
         for store in stores:
             store.close()
-
-
-@given(st.integers(0, 3).flatmap(lambda rows: st.lists(
-    st.integers(0, 9).flatmap(lambda width: st.lists(st.binary(min_size=width, max_size=width), min_size=rows, max_size=rows))
-    | st.lists(st.binary(max_size=6), min_size=rows, max_size=rows), min_size=1, max_size=3)),
-    st.sampled_from([pa.binary(), pa.large_binary()]), st.booleans())
-def test_area_key_column_joins_each_row_as_join_does(parts, kind, sliced):
-    area = Area("a", b"\x07", [(f"p{i}", INT) for i in range(len(parts))])
-    columns = [pa.array([b"x", *part], kind)[1:] if sliced else pa.array(part, kind) for part in parts]
-    assert area.key_column(*columns).to_pylist() == [area.join(*row) for row in zip(*parts)]
