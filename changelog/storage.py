@@ -30,7 +30,6 @@ from __future__ import annotations
 import itertools
 import os
 import posixpath
-import zlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable, Sequence
@@ -40,6 +39,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from streamjoin.changelog.errors import ChangelogConflictError
+from streamjoin.statestore.crc_file import CrcWriter
 
 __all__ = [
     "Storage", "LocalStorage", "ArrowStorage", "open_storage", "FileInfo", "TEMP_PREFIX", "resolve_uri",
@@ -69,32 +69,6 @@ class FileInfo:
 
     name: str
     size: int
-
-
-class CrcWriter:
-    """A write-only file object that forwards to ``sink`` and keeps the CRC-32 and size so far."""
-
-    def __init__(self, sink: Any) -> None:
-        self._sink = sink
-        self.crc = 0
-        self.size = 0
-        self.closed = False
-
-    def write(self, data: Any) -> int:
-        view = memoryview(data)
-        self.crc = zlib.crc32(view, self.crc)
-        self.size += view.nbytes
-        self._sink.write(view)
-        return view.nbytes
-
-    def tell(self) -> int:
-        return self.size
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        self.closed = True
 
 
 class Storage(ABC):

@@ -290,18 +290,19 @@ class ArrangedStore(Store):
         runs = len(files) - (2 if files and files[0][0].startswith("base-") else 0)
         if (self._run_entries + entries > max(len(layers.base) // 4, 4096) or runs >= MAX_RUNS
                 or layers.delta_bytes > self._budget):
-            self._commit_base(layers, version)
+            self._commit_base(version, lambda stem: layers.write_base(self.path, stem, self._sync))
         else:
             self._commit(lambda files: layers, version, lambda written: [*files, self._write_file("run", run(), written)],
                          self._run_entries + entries)
 
-    def _commit_base(self, layers: Layers, version: int | None) -> None:
-        """Commit the merge of ``layers`` as a new base (streamed to its files), the delta empty."""
+    def _commit_base(self, version: int | None, write: Callable[[str], list[_File]]) -> None:
+        """Commit a new base, the delta empty: ``write(stem)`` writes its two files (``stem`` and
+        the base suffixes) and returns their manifest entries."""
         stem = self._stem("base")
 
         def make(written: list[str]) -> list[_File]:
             written.extend(stem + suffix for suffix in (DATA, KEYS))
-            return layers.write_base(self.path, stem, self._sync)
+            return write(stem)
 
         self._commit(self._remapped, version, make, 0)
 
@@ -317,18 +318,15 @@ class ArrangedStore(Store):
     def _load_sorted(self, items: Any, version: int | None) -> int:
         """A base of the ascending ``items`` (the restore path), written as they come: a
         restore's Arrow chunks (``SortedChunks``) are taken as columns, their order checked in
-        numpy; ``StoreError`` when the keys are not strictly ascending, ``StoreWriteError`` when a
+        Arrow; ``StoreError`` when the keys are not strictly ascending, ``StoreWriteError`` when a
         chunk is not bytes."""
         if isinstance(items, SortedChunks):
             chunks: Iterator[tuple[pa.Array, pa.Array]] = (
                 (binary_column(k, "keys"), binary_column(v, "values")) for k, v in items.chunks())
         else:
             chunks = self._pair_chunks(items)
-        stem = self._stem("base")
-        loaded = [0]
 
-        def make(written: list[str]) -> list[_File]:
-            written.extend(stem + suffix for suffix in (DATA, KEYS))
+        def write(stem: str) -> list[_File]:
             out = BaseWriter(self.path, stem, self._sync)
             try:
                 last: bytes | None = None
@@ -337,14 +335,13 @@ class ArrangedStore(Store):
                         raise StoreWriteError(f"load_sorted into {self.path}: {len(keys)} keys but {len(values)} values")
                     last = self._check_ascending(keys, last)
                     out.add_raw(keys, values)
-                loaded[0] = out.rows
                 return out.finish()
             except BaseException:
                 out.abort()
                 raise
 
-        self._commit(self._remapped, version, make, 0)
-        return loaded[0]
+        self._commit_base(version, write)
+        return len(self._layers.base)
 
     def _pair_chunks(self, items: Any) -> Iterator[tuple[pa.Array, pa.Array]]:
         """Pairs in ascending key order as chunks of binary columns (their types checked)."""
@@ -394,7 +391,7 @@ class ArrangedStore(Store):
         written: list[str] = []
         try:
             files = make_files(written)
-            arr = layers(files)
+            state = layers(files)
             new = _State(now.version, now.owner, now.tag, tuple(files)) if version is None else \
                 _State(version, self.stamp, self.tag, tuple(files))
             self._write_manifest(new, history)
@@ -404,7 +401,7 @@ class ArrangedStore(Store):
             if isinstance(exc, OSError):
                 raise StoreWriteError(f"write to {self.path} failed, nothing applied: {exc}") from exc
             raise
-        self._switch(new, history, arr, run_entries)
+        self._switch(new, history, state, run_entries)
 
     def _switch(self, new: _State, history: list[_State], layers: Layers, run_entries: int) -> None:
         """Make ``new`` the current state (its manifest written) and remove files nothing needs."""
@@ -423,11 +420,11 @@ class ArrangedStore(Store):
             return None
         state, undone = self._history[at], self._now.version - target
         try:
-            arr, run_entries = self._read_state(state)
+            layers, run_entries = self._read_state(state)
         except StoreCorruptError:
             return None   # a file of it is damaged: the caller rebuilds instead
         self._write_manifest(state, self._history[:at])
-        self._switch(state, self._history[:at], arr, run_entries)
+        self._switch(state, self._history[:at], layers, run_entries)
         return undone
 
     def applied_tag(self, version: int) -> int | None:

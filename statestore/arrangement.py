@@ -36,10 +36,10 @@ import pyarrow.compute as pc
 from streamjoin.statestore.base import KeyValue
 
 __all__ = ["Arrangement", "ValueLog", "encode_keys", "encode_clipped", "decode_keys", "key_lengths", "ekeys_of",
-           "search"]
+           "search", "value_lengths", "data_size", "LENGTH_BYTES"]
 
 #: Bytes of the length that follows a key's padded bytes.
-_SUFFIX = 4
+LENGTH_BYTES = 4
 #: A value log of at most this many chunks takes a chunk at a time by a mask of its rows; one of
 #: more sorts the rows by chunk instead (a mask a chunk would cost more than the sort).
 _MASKED_CHUNKS = 8
@@ -56,7 +56,7 @@ def encode_keys(keys: Sequence[bytes] | pa.Array, width: int | None = None) -> n
     lengths = np.fromiter(map(len, keys), np.int64, n)
     width = _width(lengths, width)
     if not n:
-        return np.zeros(0, f"S{width + _SUFFIX}")
+        return np.zeros(0, f"S{width + LENGTH_BYTES}")
     padded = np.array(keys, dtype=f"S{max(width, 1)}").view(np.uint8).reshape(n, max(width, 1))[:, :width]
     return _with_lengths(padded, lengths)
 
@@ -81,7 +81,7 @@ def _encode_arrow(keys: pa.Array | pa.ChunkedArray, width: int | None, clip: boo
     flat = (keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys).cast(pa.large_binary())
     n = len(flat)
     if not n:
-        empty = np.zeros(0, f"S{_width(np.zeros(0, np.int64), width) + _SUFFIX}")
+        empty = np.zeros(0, f"S{_width(np.zeros(0, np.int64), width) + LENGTH_BYTES}")
         return (empty, np.zeros(0, bool)) if clip else empty
     offsets, lengths = _arrow_lengths(flat)
     uniform = lengths.min() == lengths.max()
@@ -96,11 +96,11 @@ def _encode_arrow(keys: pa.Array | pa.ChunkedArray, width: int | None, clip: boo
     if uniform:
         # keys of one length (a key of fixed-size parts): their bytes are already a matrix
         size, stride = int(lengths[0]), int(offsets[1] - offsets[0])
-        out = np.zeros((n, width + _SUFFIX), np.uint8)
+        out = np.zeros((n, width + LENGTH_BYTES), np.uint8)
         if size:
             out[:, :size] = data[offsets[0]:offsets[0] + n * stride].reshape(n, stride)[:, :size]
         out[:, width:] = np.frombuffer(np.array(size, ">u4").tobytes(), np.uint8)
-        encoded = out.view(f"S{width + _SUFFIX}").reshape(n)
+        encoded = out.view(f"S{width + LENGTH_BYTES}").reshape(n)
         return (encoded, longer) if clip else encoded
     columns = np.arange(width)
     padded = np.empty((n, width), np.uint8)
@@ -124,10 +124,10 @@ def _width(lengths: np.ndarray, width: int | None) -> int:
 def _with_lengths(padded: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Rows of padded key bytes, each followed by its key's length, as ``S`` values."""
     n, width = padded.shape
-    out = np.empty((n, width + _SUFFIX), np.uint8)
+    out = np.empty((n, width + LENGTH_BYTES), np.uint8)
     out[:, :width] = padded
-    out[:, width:] = lengths.astype(">u4").view(np.uint8).reshape(n, _SUFFIX)
-    return out.view(f"S{width + _SUFFIX}").reshape(n)
+    out[:, width:] = lengths.astype(">u4").view(np.uint8).reshape(n, LENGTH_BYTES)
+    return out.view(f"S{width + LENGTH_BYTES}").reshape(n)
 
 
 def ekeys_of(column: pa.Array) -> np.ndarray:
@@ -145,7 +145,7 @@ def key_lengths(ekeys: np.ndarray) -> np.ndarray:
     if not n:
         return np.zeros(0, np.int64)
     matrix = np.ascontiguousarray(ekeys).view(np.uint8).reshape(n, ekeys.dtype.itemsize)
-    return matrix[:, -_SUFFIX:].copy().view(">u4").reshape(n).astype(np.int64)
+    return matrix[:, -LENGTH_BYTES:].copy().view(">u4").reshape(n).astype(np.int64)
 
 
 def decode_keys(ekeys: np.ndarray) -> pa.Array:
@@ -156,7 +156,7 @@ def decode_keys(ekeys: np.ndarray) -> pa.Array:
     lengths = key_lengths(ekeys)
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    data = matrix[:, :size - _SUFFIX][np.arange(size - _SUFFIX)[None, :] < lengths[:, None]]
+    data = matrix[:, :size - LENGTH_BYTES][np.arange(size - LENGTH_BYTES)[None, :] < lengths[:, None]]
     return pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
@@ -238,7 +238,7 @@ class Arrangement:
 
     @classmethod
     def empty(cls) -> Arrangement:
-        return cls(np.zeros(0, f"S{_SUFFIX}"), np.zeros(0, np.int64), ValueLog())
+        return cls(np.zeros(0, f"S{LENGTH_BYTES}"), np.zeros(0, np.int64), ValueLog())
 
     @classmethod
     def from_sorted(cls, keys: Sequence[bytes], values: Sequence[bytes]) -> Arrangement:
@@ -251,14 +251,14 @@ class Arrangement:
         back): no encoding, no sort, no copy."""
         values = values.cast(pa.large_binary())
         rows = np.arange(len(ekeys), dtype=np.int64)
-        return cls(ekeys, rows, ValueLog().appended(values), int(key_lengths(ekeys).sum()) + _data_size(values))
+        return cls(ekeys, rows, ValueLog().appended(values), int(key_lengths(ekeys).sum()) + data_size(values))
 
     def __len__(self) -> int:
         return len(self.ekeys)
 
     @property
     def width(self) -> int:
-        return self.ekeys.dtype.itemsize - _SUFFIX
+        return self.ekeys.dtype.itemsize - LENGTH_BYTES
 
     def widened(self, width: int) -> Arrangement:
         """This arrangement with keys encoded at ``width`` (at least the current width)."""
@@ -270,7 +270,7 @@ class Arrangement:
         """(this arrangement's encoded keys, ``keys`` encoded) at one width."""
         longest = _longest(keys)
         mine = self.widened(longest).ekeys
-        return mine, encode_keys(keys, mine.dtype.itemsize - _SUFFIX)
+        return mine, encode_keys(keys, mine.dtype.itemsize - LENGTH_BYTES)
 
     # -- reads ------------------------------------------------------------------------------------
 
@@ -411,7 +411,7 @@ class Arrangement:
         rows[slots] = len(self.log) + np.arange(len(order))
         rows[~is_put] = self.rows[keep]
         added = int(key_lengths(theirs).sum())
-        return self._kept(keep, ekeys, rows, self.log.appended(values), added + _data_size(values))
+        return self._kept(keep, ekeys, rows, self.log.appended(values), added + data_size(values))
 
     def _kept(self, keep: np.ndarray, ekeys: np.ndarray, rows: np.ndarray, log: ValueLog, added: int) -> Arrangement:
         """The new arrangement, its byte count moved by what ``keep`` drops and ``added``; the
@@ -455,7 +455,12 @@ def _longest(keys: Sequence[bytes] | pa.Array) -> int:
     return max(map(len, keys), default=0)
 
 
-def _data_size(array: pa.Array) -> int:
+def value_lengths(values: pa.Array) -> np.ndarray:
+    """Each value's bytes (0 for a null) of a binary Arrow array, as int64."""
+    return _arrow_lengths(values.cast(pa.large_binary()))[1]
+
+
+def data_size(array: pa.Array) -> int:
     """The bytes of a large binary array's values (without offsets)."""
     if not len(array):
         return 0

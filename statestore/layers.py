@@ -20,7 +20,14 @@ from typing import Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
-from streamjoin.statestore.arrangement import Arrangement, decode_keys, encode_keys, key_lengths
+from streamjoin.statestore.arrangement import (
+    LENGTH_BYTES,
+    Arrangement,
+    decode_keys,
+    encode_keys,
+    key_lengths,
+    value_lengths,
+)
 from streamjoin.statestore.base import KeyValue
 from streamjoin.statestore.sorted_base import BaseWriter, SortedBase
 
@@ -44,6 +51,12 @@ class Layers:
         d = self.delta
         return int(d.ekeys.nbytes + d.rows.nbytes + sum(chunk.nbytes for chunk in d.log.chunks))
 
+    def _delta_entries(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per delta entry, whether it holds a value (not a tombstone), and its key's and value's bytes."""
+        d = self.delta
+        values = d.log.take(d.rows)
+        return np.asarray(values.is_valid()), key_lengths(d.ekeys) + value_lengths(values)
+
     @cached_property
     def _live(self) -> tuple[int, int]:
         """(entries, bytes of their keys and values) of the merged map."""
@@ -52,10 +65,8 @@ class Layers:
             return len(base), base.nbytes
         if not len(base):   # no base, so no tombstones
             return len(d), int(key_lengths(d.ekeys).sum()) + d.log.sizes(d.rows)
-        values = d.log.take(d.rows)
-        live = np.asarray(values.is_valid())
+        live, sizes = self._delta_entries()
         at, in_base = base.find_encoded(d.ekeys)
-        sizes = key_lengths(d.ekeys) + _value_sizes(values)
         shadowed = int(key_lengths(base.ekeys[at[in_base]]).sum()) + base.values.sizes(at[in_base]) if in_base.any() else 0
         count = len(base) + int((live & ~in_base).sum()) - int((~live & in_base).sum())
         return count, base.nbytes + int(sizes[live].sum()) - shadowed
@@ -70,9 +81,7 @@ class Layers:
         base, d = self.base, self.delta
         if not len(d) or not len(base) or "_live" in self.__dict__:
             return (*self._live, True)
-        values = d.log.take(d.rows)
-        live = np.asarray(values.is_valid())
-        sizes = key_lengths(d.ekeys) + _value_sizes(values)
+        live, sizes = self._delta_entries()
         return len(base) + int(live.sum()) - int((~live).sum()), base.nbytes + int(sizes[live].sum()), False
 
     @property
@@ -241,15 +250,8 @@ def _one_width(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Two arrays of encoded keys at the wider one's width."""
     if a.dtype.itemsize == b.dtype.itemsize:
         return a, b
-    width = max(a.dtype.itemsize, b.dtype.itemsize) - 4
-    return tuple(x if x.dtype.itemsize == width + 4 else encode_keys(decode_keys(x), width) for x in (a, b))  # type: ignore[return-value]
-
-
-def _value_sizes(values: pa.Array) -> np.ndarray:
-    """Each value's bytes (0 for a null)."""
-    flat = values.cast(pa.large_binary())
-    offsets = np.frombuffer(flat.buffers()[1], np.int64, len(flat) + 1, flat.offset * 8)
-    return np.diff(offsets)
+    width = max(a.dtype.itemsize, b.dtype.itemsize) - LENGTH_BYTES
+    return tuple(x if x.dtype.itemsize == width + LENGTH_BYTES else encode_keys(decode_keys(x), width) for x in (a, b))  # type: ignore[return-value]
 
 
 def _split(counts: np.ndarray, keys: pa.Array, values: pa.Array) -> list[list[KeyValue]]:

@@ -17,16 +17,25 @@ one never holds the whole state either.
 from __future__ import annotations
 
 import os
-import zlib
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Literal, Sequence
+from typing import Literal, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streamjoin.statestore.arrangement import ValueLog, decode_keys, encode_clipped, encode_keys, key_lengths, search
+from streamjoin.statestore.arrangement import (
+    LENGTH_BYTES,
+    ValueLog,
+    data_size,
+    decode_keys,
+    encode_clipped,
+    encode_keys,
+    key_lengths,
+    search,
+)
+from streamjoin.statestore.crc_file import CrcWriter
 
 __all__ = ["SortedBase", "BaseWriter", "KEYS", "DATA"]
 
@@ -34,7 +43,6 @@ __all__ = ["SortedBase", "BaseWriter", "KEYS", "DATA"]
 KEYS = ".keys"
 DATA = ".arrow"
 _SCHEMA = pa.schema([("value", pa.large_binary())])
-_SUFFIX = 4
 #: Plain keys encoded at a time when a restore's base is finished.
 _ENCODE_ROWS = 1 << 17
 
@@ -48,7 +56,7 @@ class SortedBase:
 
     @classmethod
     def empty(cls) -> SortedBase:
-        return cls(np.zeros(0, f"S{_SUFFIX}"), ValueLog())
+        return cls(np.zeros(0, f"S{LENGTH_BYTES}"), ValueLog())
 
     @classmethod
     def mapped(cls, keys: pa.Buffer, data: pa.Buffer) -> SortedBase:
@@ -64,7 +72,7 @@ class SortedBase:
                 raise ValueError(f"a key file of {keys.size} bytes beside no values")
             return cls.empty()
         size = keys.size // n
-        if size < _SUFFIX or keys.size % n:
+        if size < LENGTH_BYTES or keys.size % n:
             raise ValueError(f"a key file of {keys.size} bytes does not hold {n} keys")
         return cls(np.frombuffer(keys, f"S{size}", n), log)
 
@@ -73,16 +81,12 @@ class SortedBase:
 
     @property
     def width(self) -> int:
-        return self.ekeys.dtype.itemsize - _SUFFIX
+        return self.ekeys.dtype.itemsize - LENGTH_BYTES
 
     @cached_property
     def nbytes(self) -> int:
         """Bytes of the keys and values held."""
-        values = 0
-        for chunk in self.values.chunks:
-            offsets = np.frombuffer(chunk.buffers()[1], np.int64, len(chunk) + 1, chunk.offset * 8)
-            values += int(offsets[-1] - offsets[0])
-        return int(key_lengths(self.ekeys).sum()) + values
+        return int(key_lengths(self.ekeys).sum()) + sum(data_size(chunk) for chunk in self.values.chunks)
 
     # -- positions --------------------------------------------------------------------------------
 
@@ -152,45 +156,6 @@ class SortedBase:
         return decode_keys(self.ekeys[at])
 
 
-class _Sink:
-    """A file that keeps the CRC-32 and size of what is written to it."""
-
-    def __init__(self, path: str) -> None:
-        self.file = open(path, "wb")
-        self.crc = 0
-        self.size = 0
-        self.closed = False
-
-    def write(self, data: Any) -> int:
-        view = memoryview(data)
-        self.crc = zlib.crc32(view, self.crc)
-        self.size += view.nbytes
-        return self.file.write(view)
-
-    def tell(self) -> int:
-        return self.size
-
-    def flush(self) -> None:
-        self.file.flush()
-
-    def writable(self) -> bool:
-        return True
-
-    def readable(self) -> bool:
-        return False
-
-    def seekable(self) -> bool:
-        return False
-
-    def close(self, sync: bool = False) -> None:
-        if not self.closed:
-            self.closed = True
-            if sync:
-                self.file.flush()
-                os.fsync(self.file.fileno())
-            self.file.close()
-
-
 class BaseWriter:
     """Writes a base's two files a chunk at a time, in key order (the caller keeps it): ``add``
     chunks of encoded keys (a merge), or ``add_raw`` chunks of plain keys (a restore: the keys are
@@ -201,8 +166,8 @@ class BaseWriter:
         self.names = (stem + DATA, stem + KEYS)
         self._paths = [os.path.join(directory, name) for name in self.names]
         self._sync = sync
-        self._data = _Sink(self._paths[0])
-        self._keys = _Sink(self._paths[1])
+        self._files = [open(path, "wb") for path in self._paths]
+        self._data, self._keys = (CrcWriter(f) for f in self._files)
         self._ipc = pa.ipc.new_file(self._data, _SCHEMA)
         self._raw: list[pa.Array] = []
         self._size = 0
@@ -230,10 +195,6 @@ class BaseWriter:
         self._ipc.write_batch(pa.record_batch([values.cast(pa.large_binary())], schema=_SCHEMA))
         self.rows += len(values)
 
-    def raw_keys(self) -> list[pa.Array]:
-        """The plain keys given to ``add_raw`` so far."""
-        return self._raw
-
     def finish(self) -> list[tuple[str, int, int]]:
         """Close the files (fsync'd when asked); their manifest entries (name, size, CRC-32)."""
         if self._raw:
@@ -243,13 +204,16 @@ class BaseWriter:
                     self._keys.write(np.ascontiguousarray(encode_keys(chunk[at:at + _ENCODE_ROWS], width)).view(np.uint8))
             self._raw = []
         self._ipc.close()
-        self._data.close(self._sync)
-        self._keys.close(self._sync)
+        for f in self._files:
+            if self._sync:
+                f.flush()
+                os.fsync(f.fileno())
+            f.close()
         return [(name, sink.size, sink.crc) for name, sink in zip(self.names, (self._data, self._keys))]
 
     def abort(self) -> None:
-        for sink in (self._data, self._keys):
-            sink.close()
+        for f in self._files:
+            f.close()
         for path in self._paths:
             try:
                 os.remove(path)
