@@ -35,7 +35,7 @@ from streamjoin.changelog.errors import (
 )
 from streamjoin.changelog.format import Kind, LogFile
 from streamjoin.changelog.listing import Chain, Listing
-from streamjoin.changelog.log import Changelog, check_retention, iter_chunks
+from streamjoin.changelog.log import Changelog, check_retention
 from streamjoin.changelog.merge import compose, merge
 from streamjoin.statestore.base import Store
 
@@ -129,7 +129,7 @@ def snapshot_from_store(
     else:
         if existing is not None:
             log.delete([existing.name])
-        file = log.write_snapshot(version, counted.track(iter_chunks(store.scan())))
+        file = log.write_snapshot(version, counted.track(store.scan_columns()))
     if on_written is not None:
         on_written()
     deleted, size = apply_retention(log, retain_versions=retain_versions, listing=log.listing())

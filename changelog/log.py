@@ -49,7 +49,7 @@ from streamjoin.changelog.listing import Listing
 from streamjoin.changelog.storage import open_storage
 from streamjoin.statestore.columns import ColumnWrite
 
-__all__ = ["Changelog", "KeyValue", "iter_chunks", "rebatch", "check_retention"]
+__all__ = ["Changelog", "KeyValue", "rebatch", "check_retention"]
 
 KeyValue = tuple[bytes, bytes]
 
@@ -268,25 +268,6 @@ def _summary(versions: list[int]) -> str:
     if not versions:
         return "none"
     return f"{versions[0]}..{versions[-1]}" if len(versions) > 1 else str(versions[0])
-
-
-def iter_chunks(
-    items: Iterator[KeyValue], size: int = BATCH_ROWS, max_bytes: int = BATCH_BYTES
-) -> Iterator[tuple[pa.Array, pa.Array]]:
-    """Group (key, value) pairs into (keys, values) Arrow arrays of up to ``size`` entries and
-    (beyond the first entry) up to ``max_bytes`` bytes of keys and values."""
-    keys: list[bytes] = []
-    values: list[bytes] = []
-    pending = 0
-    for key, value in items:
-        if keys and (len(keys) == size or pending + len(key) + len(value) > max_bytes):
-            yield pa.array(keys, pa.large_binary()), pa.array(values, pa.large_binary())
-            keys, values, pending = [], [], 0
-        keys.append(key)
-        values.append(value)
-        pending += len(key) + len(value)
-    if keys:
-        yield pa.array(keys, pa.large_binary()), pa.array(values, pa.large_binary())
 
 
 def rebatch(

@@ -55,7 +55,7 @@ from streamjoin.changelog.restore import restore
 from streamjoin.changelog.undo import UndoLog
 from streamjoin.statestore import warm
 from streamjoin.statestore.base import KeyValue, Store, StoreStats
-from streamjoin.statestore.columns import ColumnWrite, PrefixScan
+from streamjoin.statestore.columns import Chunk, ColumnWrite, PrefixScan
 from streamjoin.statestore.errors import StoreCorruptError, StoreLockedError
 from streamjoin.statestore.registry import destroy_store, open_store, resolve_backend
 
@@ -103,6 +103,9 @@ class ChangeloggingStore(Store):
 
     def _scan_ranges(self, ranges: Sequence[tuple[bytes | None, bytes | None]]) -> list[list[KeyValue]]:
         return self._remember_found(self.inner.scan_ranges(ranges))
+
+    def _scan_columns(self, start: bytes | None, end: bytes | None) -> Iterator[Chunk]:
+        return self.inner.scan_columns(start, end)
 
     def _scan_prefixes(self, prefixes: Sequence[bytes]) -> list[list[KeyValue]]:
         return self._remember_found(self.inner.scan_prefixes(prefixes))

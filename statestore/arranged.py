@@ -66,7 +66,7 @@ from streamjoin.statestore import options as check
 from streamjoin.statestore import warm
 from streamjoin.statestore.base import KeyValue, Store, StoreStats, ascending, check_entry_types
 from streamjoin.statestore.chunks import SortedChunks
-from streamjoin.statestore.columns import ColumnWrite, PrefixScan, binary_column
+from streamjoin.statestore.columns import Chunk, ColumnWrite, PrefixScan, binary_column
 from streamjoin.statestore.errors import StoreArgumentError, StoreCorruptError, StoreError, StoreWriteError
 from streamjoin.statestore.layers import Layers
 from streamjoin.statestore.locking import (
@@ -239,6 +239,9 @@ class ArrangedStore(Store):
 
     def _scan_ranges(self, ranges: Sequence[tuple[bytes | None, bytes | None]]) -> list[list[KeyValue]]:
         return self._layers.scan_ranges(ranges)
+
+    def _scan_columns(self, start: bytes | None, end: bytes | None) -> Iterator[Chunk]:
+        return self._layers.columns(start, end)
 
     def _scan_prefixes(self, prefixes: Sequence[bytes]) -> list[list[KeyValue]]:
         return self._layers.scan_prefixes(prefixes)

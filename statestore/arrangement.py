@@ -156,7 +156,10 @@ def decode_keys(ekeys: np.ndarray) -> pa.Array:
     lengths = key_lengths(ekeys)
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    data = matrix[:, :size - LENGTH_BYTES][np.arange(size - LENGTH_BYTES)[None, :] < lengths[:, None]]
+    if n and lengths.min() == lengths.max():   # keys of one length: a slice of the matrix
+        data = np.ascontiguousarray(matrix[:, :int(lengths[0])])
+    else:
+        data = matrix[:, :size - LENGTH_BYTES][np.arange(size - LENGTH_BYTES)[None, :] < lengths[:, None]]
     return pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 

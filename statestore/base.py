@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 
-from streamjoin.statestore.columns import ColumnWrite, PrefixScan, binary_column
+from streamjoin.statestore.columns import Chunk, ColumnWrite, PrefixScan, binary_column, pair_chunks
 from streamjoin.statestore.errors import StoreClosedError, StoreError, StoreWriteError
 
 __all__ = ["Store", "StoreStats", "KeyValue", "prefix_end", "ascending", "check_entry_types"]
@@ -147,6 +147,11 @@ class Store(ABC):
     def _scan_prefixes_columns(self, prefixes: pa.Array) -> PrefixScan:
         """The entries under each of ``prefixes`` (binary, checked), flattened (``PrefixScan``)."""
         return PrefixScan.of_lists(self._scan_prefixes(prefixes.to_pylist()))
+
+    def _scan_columns(self, start: bytes | None, end: bytes | None) -> Iterator[Chunk]:
+        """The entries of ``[start, end)`` (bounds checked, the range not empty) in ascending key
+        order as ``(keys, values)`` chunks (the default groups ``_scan``'s pairs)."""
+        return pair_chunks(self._scan(start, end, False))
 
     def _load_sorted(self, items: Iterable[KeyValue], version: int | None) -> int:
         """Bulk-load items into an empty store; return how many were loaded.
@@ -275,6 +280,18 @@ class Store(ABC):
         self._check_open()
         return self._scan_prefixes_columns(_read_keys(prefixes, self.path, "scan_prefixes_columns"))
 
+    def scan_columns(self, start: bytes | None = None, end: bytes | None = None) -> Iterator[Chunk]:
+        """``scan(start, end)`` as Arrow chunks: ``(keys, values)``, two binary (or large binary)
+        arrays of one length, the keys strictly ascending within and across chunks; a chunk's size
+        is the backend's. A snapshot of a whole store reads it this way, without a Python object
+        per entry where the backend holds columns (the arranged store). Raises ``StoreError`` when
+        a bound is not bytes or None; the same note on writes as ``scan``'s applies."""
+        self._check_open()
+        start, end = _range((start, end), self.path, "scan_columns")
+        if start is not None and end is not None and start >= end:
+            return iter(())
+        return self._scan_columns(start, end)
+
     def load_sorted(self, items: Iterable[KeyValue], version: int | None = None) -> int:
         """Bulk-load ``items`` (strictly ascending keys) into this empty store; return the count.
 
@@ -376,16 +393,16 @@ class Store(ABC):
             raise StoreClosedError(f"{self!r} is closed; open it again with open_store")
 
 
-def _range(bounds: object, path: str) -> tuple[bytes | None, bytes | None]:
-    """``bounds`` as a checked ``(start, end)`` pair."""
+def _range(bounds: object, path: str, what: str = "scan_ranges") -> tuple[bytes | None, bytes | None]:
+    """``bounds`` as a checked ``(start, end)`` pair (``what``: the method named in an error)."""
     try:
         pair: Any = bounds   # any object may come in: checked here
         start, end = pair
     except (TypeError, ValueError):
-        raise StoreError(f"scan_ranges of {path}: each range must be a (start, end) pair, got {bounds!r}") from None
+        raise StoreError(f"{what} of {path}: each range must be a (start, end) pair, got {bounds!r}") from None
     for bound in (start, end):
         if bound is not None and type(bound) is not bytes:
-            raise StoreError(f"scan_ranges of {path}: bounds must be bytes or None, got {bound!r}")
+            raise StoreError(f"{what} of {path}: bounds must be bytes or None, got {bound!r}")
     return start, end
 
 

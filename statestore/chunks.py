@@ -14,11 +14,9 @@ from typing import Iterable, Iterator
 import pyarrow as pa
 
 from streamjoin.statestore.base import KeyValue
+from streamjoin.statestore.columns import Chunk
 
 __all__ = ["SortedChunks", "Chunk"]
-
-#: ``(keys, values)``: two binary (or large binary) arrays of one length, keys strictly ascending.
-Chunk = tuple[pa.Array, pa.Array]
 
 
 class SortedChunks:

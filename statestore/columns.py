@@ -4,7 +4,7 @@
 its state changes column-wise would build a list of pairs only for the store to take them apart
 again. ``ColumnWrite`` carries a write as three binary arrays instead, and the store
 contract's column-wise methods (``Store.write_columns``, ``Store.multi_get_column``,
-``Store.scan_prefixes_columns``) take and give Arrow arrays. Every backend has them: the
+``Store.scan_prefixes_columns``, ``Store.scan_columns``) take and give Arrow arrays. Every backend has them: the
 defaults convert to and from the row-wise primitives, and a backend that holds its state as
 columns (the arranged store) serves them without a Python object per entry.
 """
@@ -12,7 +12,7 @@ columns (the arranged store) serves them without a Python object per entry.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -20,9 +20,33 @@ import pyarrow.compute as pc
 
 from streamjoin.statestore.errors import StoreWriteError
 
-__all__ = ["ColumnWrite", "PrefixScan", "binary_column", "binary_suffixes"]
+__all__ = ["ColumnWrite", "PrefixScan", "binary_column", "binary_suffixes", "pair_chunks", "Chunk"]
 
 KeyValue = tuple[bytes, bytes]
+
+#: ``(keys, values)``: two binary (or large binary) arrays of one length, keys strictly ascending.
+Chunk = tuple[pa.Array, pa.Array]
+
+#: Entries and bytes of keys and values a chunk of :func:`pair_chunks` holds at most.
+CHUNK_ROWS = 65536
+CHUNK_BYTES = 8 << 20
+
+
+def pair_chunks(items: Iterable[KeyValue], size: int = CHUNK_ROWS, max_bytes: int = CHUNK_BYTES) -> Iterator[Chunk]:
+    """Group (key, value) pairs into (keys, values) large binary arrays of up to ``size`` entries
+    and (beyond the first entry) up to ``max_bytes`` bytes of keys and values, in the order given."""
+    keys: list[bytes] = []
+    values: list[bytes] = []
+    pending = 0
+    for key, value in items:
+        if keys and (len(keys) == size or pending + len(key) + len(value) > max_bytes):
+            yield pa.array(keys, pa.large_binary()), pa.array(values, pa.large_binary())
+            keys, values, pending = [], [], 0
+        keys.append(key)
+        values.append(value)
+        pending += len(key) + len(value)
+    if keys:
+        yield pa.array(keys, pa.large_binary()), pa.array(values, pa.large_binary())
 
 
 def binary_column(values: pa.Array | pa.ChunkedArray | Sequence[bytes], what: str = "keys") -> pa.Array:

@@ -198,44 +198,62 @@ class Layers:
     def write_base(self, directory: str, stem: str, sync: bool) -> list[tuple[str, int, int]]:
         """Write the merged map as a new base (``stem`` + the base's suffixes in ``directory``), a
         chunk of the old base at a time with the delta's entries among it; its manifest entries."""
-        base, d = self.base, self.delta
-        width = max(base.width, d.width)
         out = BaseWriter(directory, stem, sync)
         try:
-            theirs = d.ekeys if d.width == width else encode_keys(decode_keys(d.ekeys), width)
-            values = d.log.take(d.rows)
-            live = np.asarray(values.is_valid()) if len(d) else np.zeros(0, bool)
-            at, found = base.find_encoded(d.ekeys) if len(d) else (np.zeros(0, np.int64), np.zeros(0, bool))
-            hidden = at[found]
-            n = len(base)
-            for start in range(0, max(n, 1), MERGE_ROWS):
-                stop = min(start + MERGE_ROWS, n)
-                d_lo = int(np.searchsorted(at, start, "left"))
-                d_hi = len(d) if stop >= n else int(np.searchsorted(at, stop, "left"))
-                keep = np.ones(stop - start, bool)
-                keep[hidden[(hidden >= start) & (hidden < stop)] - start] = False
-                positions = np.arange(start, stop)[keep]
-                mine = base.ekeys[positions]
-                if base.width != width:
-                    mine = encode_keys(decode_keys(mine), width)
-                chosen = d_lo + np.flatnonzero(live[d_lo:d_hi])
-                slots = np.searchsorted(mine, theirs[chosen]) + np.arange(len(chosen))
-                total = len(mine) + len(chosen)
-                from_delta = np.zeros(total, bool)
-                from_delta[slots] = True
-                keys = np.empty(total, mine.dtype)
-                keys[slots] = theirs[chosen]
-                keys[~from_delta] = mine
-                index = np.empty(total, np.int64)
-                index[~from_delta] = np.arange(len(mine))
-                index[slots] = len(mine) + np.arange(len(chosen))
-                merged = pa.concat_arrays([base.values.take(positions).cast(pa.large_binary()),
-                                           values.take(pa.array(chosen)).cast(pa.large_binary())])
-                out.add(keys, merged.take(pa.array(index)))
+            for keys, values in self._merged_chunks(None, None):
+                out.add(keys, values)
             return out.finish()
         except BaseException:
             out.abort()
             raise
+
+    def columns(self, start: bytes | None, end: bytes | None) -> Iterator[tuple[pa.Array, pa.Array]]:
+        """The entries of ``[start, end)`` (None: unbounded) in key order as ``(keys, values)``
+        binary chunks, a chunk of the base at a time with the delta's entries among it."""
+        for keys, values in self._merged_chunks(start, end):
+            yield decode_keys(keys).cast(pa.large_binary()), values
+
+    def _merged_chunks(self, start: bytes | None, end: bytes | None) -> Iterator[tuple[np.ndarray, pa.Array]]:
+        """The merged map's live entries of ``[start, end)`` in key order: per chunk of up to
+        :data:`MERGE_ROWS` base entries, the encoded keys (at the wider layer's width) and the
+        values (large binary), the delta's entries among the base's, its tombstones dropped."""
+        base, d = self.base, self.delta
+        width = max(base.width, d.width)
+        (lo,), (hi,) = base.bounds([(start, end)]) if len(base) else ((0,), (0,))
+        (d_start,), (d_end,) = d.bounds([(start, end)]) if len(d) else ((0,), (0,))
+        lo, hi, d_start, d_end = int(lo), int(hi), int(d_start), int(d_end)
+        ekeys = d.ekeys[d_start:d_end]
+        theirs = ekeys if d.width == width else encode_keys(decode_keys(ekeys), width)
+        values = d.log.take(d.rows[d_start:d_end])
+        live = np.asarray(values.is_valid()) if len(ekeys) else np.zeros(0, bool)
+        at, found = base.find_encoded(ekeys) if len(ekeys) else (np.zeros(0, np.int64), np.zeros(0, bool))
+        hidden = at[found]
+        for first in range(lo, max(hi, lo + 1), MERGE_ROWS):
+            stop = min(first + MERGE_ROWS, hi)
+            d_lo = int(np.searchsorted(at, first, "left"))
+            d_hi = len(ekeys) if stop >= hi else int(np.searchsorted(at, stop, "left"))
+            keep = np.ones(stop - first, bool)
+            keep[hidden[(hidden >= first) & (hidden < stop)] - first] = False
+            positions = np.arange(first, stop)[keep]
+            mine = base.ekeys[positions]
+            if base.width != width:
+                mine = encode_keys(decode_keys(mine), width)
+            chosen = d_lo + np.flatnonzero(live[d_lo:d_hi])
+            total = len(mine) + len(chosen)
+            if not total:
+                continue
+            slots = np.searchsorted(mine, theirs[chosen]) + np.arange(len(chosen))
+            from_delta = np.zeros(total, bool)
+            from_delta[slots] = True
+            keys = np.empty(total, mine.dtype)
+            keys[slots] = theirs[chosen]
+            keys[~from_delta] = mine
+            index = np.empty(total, np.int64)
+            index[~from_delta] = np.arange(len(mine))
+            index[slots] = len(mine) + np.arange(len(chosen))
+            merged = pa.concat_arrays([base.values.take(positions).cast(pa.large_binary()),
+                                       values.take(pa.array(chosen)).cast(pa.large_binary())])
+            yield keys, merged.take(pa.array(index))
 
 
 def _expand(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 import pyarrow as pa
 
 from streamjoin.statestore.base import KeyValue, Store, StoreStats
-from streamjoin.statestore.columns import ColumnWrite, PrefixScan
+from streamjoin.statestore.columns import Chunk, ColumnWrite, PrefixScan
 
 __all__ = ["StoreTimer", "TimedStore"]
 
@@ -69,7 +69,7 @@ class TimedStore(Store):
             timer.seconds += time.perf_counter() - began
             timer.calls += 1
 
-    def _timed(self, entries: Iterator[KeyValue]) -> Iterator[KeyValue]:
+    def _timed(self, entries: Iterator[_T]) -> Iterator[_T]:
         """``entries``, each step through it timed."""
         timer = self.timer
         while True:
@@ -93,6 +93,9 @@ class TimedStore(Store):
 
     def _scan_ranges(self, ranges: Sequence[tuple[bytes | None, bytes | None]]) -> list[list[KeyValue]]:
         return self._call(self.inner.scan_ranges, ranges)
+
+    def _scan_columns(self, start: bytes | None, end: bytes | None) -> Iterator[Chunk]:
+        return self._timed(self._call(self.inner.scan_columns, start, end))
 
     def scan_prefixes(self, prefixes: Iterable[bytes]) -> list[list[KeyValue]]:
         """The wrapped store's own ``scan_prefixes`` (its batched path), timed."""

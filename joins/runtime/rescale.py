@@ -29,7 +29,6 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from streamjoin.changelog import Changelog, restore
-from streamjoin.changelog.log import iter_chunks
 from streamjoin.errors import CheckpointDamagedError, CheckpointMismatchError
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.keygroups import check_key_groups, group_range, owners, routing_types
@@ -38,6 +37,7 @@ from streamjoin.runtime.registry import operator_class
 from streamjoin.runtime.regroup import Ownership
 from streamjoin.statestore import destroy_store, open_store
 from streamjoin.statestore.base import Store
+from streamjoin.statestore.columns import pair_chunks
 
 __all__ = ["Epoch", "epochs", "current_epoch", "bind_partitions", "changelog_uri", "epoch_dir",
            "prepare_partition", "old_partitions", "lost_changelog", "epoch_has_run", "can_rescale", "Plan", "plan_repartition"]
@@ -247,7 +247,7 @@ def _rebuild(operator: Operator, checkpoint: Checkpoint, found: Sequence[Epoch],
             if not source.listing().empty:
                 restore(source, opened[-1], base)
         entries = operator.regroup(opened, owned)
-        log.write_snapshot(base, iter_chunks(iter(entries)))
+        log.write_snapshot(base, pair_chunks(entries))
     finally:
         for store, path in zip(opened, paths):
             store.close()

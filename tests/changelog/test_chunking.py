@@ -8,7 +8,8 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streamjoin.changelog.log import iter_chunks, rebatch
+from streamjoin.changelog.log import rebatch
+from streamjoin.statestore.columns import pair_chunks
 
 entries = st.lists(st.tuples(st.binary(min_size=1, max_size=6), st.binary(max_size=40)), max_size=60)
 
@@ -39,7 +40,7 @@ def test_rebatch_cuts_depend_on_entries_not_on_input_chunks(items, splits, size,
 
 
 @given(items=entries, size=st.integers(1, 8), budget=st.integers(1, 120))
-def test_iter_chunks_agrees_with_rebatch(items, size, budget):
-    direct = [(k.to_pylist(), v.to_pylist()) for k, v in iter_chunks(iter(items), size, budget)]
+def test_pair_chunks_agrees_with_rebatch(items, size, budget):
+    direct = [(k.to_pylist(), v.to_pylist()) for k, v in pair_chunks(items, size, budget)]
     again = [(k.to_pylist(), v.to_pylist()) for k, v in rebatch([_arrays(items)], size, budget)]
     assert direct == again

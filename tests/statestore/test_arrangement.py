@@ -23,6 +23,14 @@ def test_encode_keys_orders_as_bytes_and_tells_every_key_apart(keys: list[bytes]
     assert decode_keys(encoded).to_pylist() == keys
 
 
+@given(st.integers(0, 5).flatmap(lambda n: st.lists(st.binary(min_size=n, max_size=n), unique=True, max_size=30)),
+       st.integers(0, 3))
+def test_decode_keys_of_keys_of_one_length_at_any_width(keys: list[bytes], extra: int) -> None:
+    width = max((len(k) for k in keys), default=0) + extra
+    encoded = encode_keys(keys, width)
+    assert decode_keys(encoded).to_pylist() == keys
+
+
 _WRITE = st.tuples(
     st.lists(st.tuples(_BYTES, st.binary(max_size=3)), max_size=8),
     st.lists(_BYTES, max_size=4),

@@ -83,6 +83,32 @@ def test_store_scan_prefix_matches_startswith(store: Store, prefix: bytes) -> No
     assert list(store.scan_prefix(prefix, reverse=True)) == want[::-1]
 
 
+def columns_as_pairs(store: Store, start: bytes | None = None, end: bytes | None = None) -> list[tuple[bytes, bytes]]:
+    chunks = list(store.scan_columns(start, end))
+    for keys, values in chunks:
+        assert len(keys) == len(values) and len(keys) > 0
+    return [pair for keys, values in chunks for pair in zip(keys.to_pylist(), values.to_pylist())]
+
+
+@pytest.mark.parametrize(
+    "start,end",
+    [(None, None), (b"a", None), (None, b"b"), (b"ab", b"b\xff"), (b"aa", b"az"), (b"\xff\xff\xff", None),
+     (b"b", b"b"), (b"c", b"a")],
+)
+def test_store_scan_columns_equals_scan(store: Store, start: bytes | None, end: bytes | None) -> None:
+    assert columns_as_pairs(store, start, end) == []
+    model = fill(store)
+    store.write(puts=[(b"ab", b"new")], deletes=[b"b", b"zz"])
+    model[b"ab"] = b"new"
+    del model[b"b"]
+    assert columns_as_pairs(store, start, end) == expected(model, start, end) == list(store.scan(start, end))
+
+
+def test_store_scan_columns_rejects_bounds_that_are_not_bytes(store: Store) -> None:
+    with pytest.raises(StoreError, match="scan_columns"):
+        store.scan_columns("a", None)
+
+
 RANGES = [(b"a", b"b"), (None, b"ab"), (b"b", None), (b"c", b"a"), (b"b", b"b"), (None, None), (b"a", b"abd"),
           (b"\xff", b"\xff\xff\x00"), (b"zz", None), (b"", b"\x00\x01")]
 

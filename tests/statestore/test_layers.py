@@ -59,6 +59,7 @@ def test_layers_reads_equal_a_dict_across_merges(tmp_path_factory, writes, probe
                 for s, e in ranges]
     assert layers.scan_ranges(ranges) == in_range
     assert [list(layers.entries(s, e, False)) for s, e in ranges] == in_range
+    assert [_pairs(layers.columns(s, e)) for s, e in ranges] == in_range
     prefixes = [p[:3] for p in probes]
     assert layers.scan_prefixes(prefixes) == [[(k, v) for k, v in sorted(model.items()) if k.startswith(p)]
                                               for p in prefixes]
@@ -73,6 +74,14 @@ def test_layers_entries_of_a_base_of_many_chunks_keep_the_delta_between_them(tmp
     expected = sorted({*keys, *odd} - {keys[5]})
     assert [k for k, _ in layers.entries(None, None, False)] == expected
     assert [k for k, _ in layers.entries(b"0100000", None, True)] == [k for k in reversed(expected) if k >= b"0100000"]
+    chunks = list(layers.columns(b"0000100", b"0290000"))
+    assert len(chunks) > 1
+    assert [k for k, _ in _pairs(chunks)] == [k for k in expected if b"0000100" <= k < b"0290000"]
+
+
+def _pairs(chunks) -> list[tuple[bytes, bytes]]:
+    """Chunks of keys and values as (key, value) pairs."""
+    return [pair for keys, values in chunks for pair in zip(keys.to_pylist(), values.to_pylist())]
 
 
 def test_arranged_store_keeps_its_changes_in_memory_under_its_budget(tmp_path) -> None:

@@ -121,6 +121,11 @@ class StoreMachine(RuleBasedStateMachine):
     def scan(self, start, end, reverse) -> None:
         assert list(self.store.scan(start, end, reverse)) == self.expected(start, end, reverse)
 
+    @rule(start=bounds, end=bounds)
+    def scan_columns(self, start, end) -> None:
+        chunks = [(keys.to_pylist(), values.to_pylist()) for keys, values in self.store.scan_columns(start, end)]
+        assert [kv for keys, values in chunks for kv in zip(keys, values)] == self.expected(start, end, False)
+
     @rule(prefix=st.binary(max_size=2) | keys, reverse=st.booleans())
     def scan_prefix(self, prefix: bytes, reverse: bool) -> None:
         want = [kv for kv in self.expected(None, None, reverse) if kv[0].startswith(prefix)]
