@@ -11,8 +11,6 @@ from __future__ import annotations
 from itertools import chain
 from typing import Iterable, Iterator
 
-import pyarrow as pa
-
 from streamjoin.statestore.base import KeyValue
 from streamjoin.statestore.columns import Chunk
 
