@@ -218,14 +218,24 @@ class ValueLog:
 
     def sizes(self, rows: np.ndarray) -> int:
         """The bytes of the values of ``rows``."""
-        total = 0
+        return int(self.lengths(rows)[1].sum())
+
+    def lengths(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per row of ``rows`` (row ids), whether its value is not null and its bytes (0 for a
+        null), read from the chunks' offsets and validity without gathering the values."""
+        valid = np.ones(len(rows), bool)
+        lengths = np.zeros(len(rows), np.int64)
         chunk_of = np.searchsorted(np.asarray(self.starts), rows, side="right") - 1
         for c in np.unique(chunk_of).tolist():
             chunk = self.chunks[c]
+            where = np.flatnonzero(chunk_of == c)
+            local = rows[where] - self.starts[c]
             offsets = np.frombuffer(chunk.buffers()[1], np.int64, len(chunk) + 1, chunk.offset * 8)
-            local = rows[chunk_of == c] - self.starts[c]
-            total += int((offsets[local + 1] - offsets[local]).sum())
-        return total
+            lengths[where] = offsets[local + 1] - offsets[local]
+            if chunk.null_count:
+                valid[where] = np.asarray(chunk.is_valid())[local]
+        lengths[~valid] = 0   # a null's offsets need not be equal
+        return valid, lengths
 
 
 @dataclass(frozen=True)

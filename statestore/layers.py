@@ -26,7 +26,6 @@ from streamjoin.statestore.arrangement import (
     decode_keys,
     encode_keys,
     key_lengths,
-    value_lengths,
 )
 from streamjoin.statestore.base import KeyValue
 from streamjoin.statestore.sorted_base import BaseWriter, SortedBase
@@ -54,8 +53,8 @@ class Layers:
     def _delta_entries(self) -> tuple[np.ndarray, np.ndarray]:
         """Per delta entry, whether it holds a value (not a tombstone), and its key's and value's bytes."""
         d = self.delta
-        values = d.log.take(d.rows)
-        return np.asarray(values.is_valid()), key_lengths(d.ekeys) + value_lengths(values)
+        live, lengths = d.log.lengths(d.rows)
+        return live, key_lengths(d.ekeys) + lengths
 
     @cached_property
     def _live(self) -> tuple[int, int]:
