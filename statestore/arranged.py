@@ -56,7 +56,7 @@ import json
 import os
 import zlib
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -107,6 +107,12 @@ def worker_budget() -> int:
     return int(number) * _UNITS[unit]
 
 
+def _check_budget(kind: str, name: str, value: object) -> None:
+    """A ``memory_budget``: None (the worker's share) or a number of bytes."""
+    if value is not None:
+        check.size(kind, name, value, 1 << 50)
+
+
 class ArrangedStore(Store):
     """A store held as a base mapped from files and a delta in memory, on disk as a manifest of
     Arrow files (see module).
@@ -120,12 +126,20 @@ class ArrangedStore(Store):
     records_owner = True
     keeps_history = True
 
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> None:
+        """The options' values, and the worker's budget (``STREAMJOIN_WORKER_MEMORY``, as this
+        process sees it) when no ``memory_budget`` is given."""
+        check.check_all(cls.kind, options, {"lock_timeout": check.seconds, "sync": check.flag,
+                                            "memory_budget": _check_budget})
+        if options.get("memory_budget") is None:
+            worker_budget()
+
     def __init__(self, path: str, *, lock_timeout: float | None = None, sync: bool = False,
                  memory_budget: int | None = None) -> None:
-        lock_timeout = check.seconds(self.kind, "lock_timeout", lock_timeout)
-        self._sync = check.flag(self.kind, "sync", sync)
-        self._budget = worker_budget() // (warm.LIMIT + 1) if memory_budget is None else \
-            check.size(self.kind, "memory_budget", memory_budget, 1 << 50)
+        self.check_options({"lock_timeout": lock_timeout, "sync": sync, "memory_budget": memory_budget})
+        self._sync = sync
+        self._budget = worker_budget() // (warm.LIMIT + 1) if memory_budget is None else memory_budget
         super().__init__(path)
         prepare_directory(self.path, self.kind, (MANIFEST,))
         self._lock = retry_locked(lambda: DirectoryLock.acquire(self.path), lock_timeout)

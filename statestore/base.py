@@ -24,7 +24,7 @@ import shutil
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from itertools import chain
-from typing import Any, ClassVar, Iterable, Iterator, Sequence
+from typing import Any, ClassVar, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -176,6 +176,13 @@ class Store(ABC):
             entries += 1
             size += len(key) + len(value)
         return StoreStats(entries, size, exact=True)
+
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> None:
+        """Refuse a bad value among ``options`` (keyword options of this backend) before any
+        store is opened, with ``StoreArgumentError`` naming it (a join checks its
+        ``store_options`` this way when it is defined). Default: nothing to check."""
+        return None
 
     # -- the public interface ------------------------------------------------------------------
 

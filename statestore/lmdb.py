@@ -56,7 +56,7 @@ import resource
 from collections import deque
 from itertools import chain, islice
 from operator import itemgetter
-from typing import Callable, Iterable, Iterator, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 import lmdb
 
@@ -131,6 +131,11 @@ class LMDBStore(Store):
     kind = "lmdb"
     records_owner = True
 
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> None:
+        check.check_all(cls.kind, options, {"map_size": lambda kind, name, value: check.size(kind, name, value, _MAX_MAP),
+                                            "lock_timeout": check.seconds, "sync": check.flag})
+
     def __init__(
         self,
         path: str,
@@ -139,9 +144,7 @@ class LMDBStore(Store):
         lock_timeout: float | None = None,
         sync: bool = True,
     ) -> None:
-        map_size = check.size(self.kind, "map_size", map_size, _MAX_MAP)
-        lock_timeout = check.seconds(self.kind, "lock_timeout", lock_timeout)
-        sync = check.flag(self.kind, "sync", sync)
+        self.check_options({"map_size": map_size, "lock_timeout": lock_timeout, "sync": sync})
         super().__init__(path)
         prepare_directory(self.path, self.kind, _MARKERS)
         self._lock = retry_locked(lambda: DirectoryLock.acquire(self.path), lock_timeout)

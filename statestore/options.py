@@ -4,10 +4,21 @@ file is touched, with a :class:`StoreArgumentError` that names the kind, the opt
 from __future__ import annotations
 
 import math
+from typing import Any, Callable, Mapping
 
 from streamjoin.statestore.errors import StoreArgumentError
 
-__all__ = ["flag", "seconds", "size"]
+__all__ = ["flag", "seconds", "size", "check_all", "Check"]
+
+#: A check of one option: ``(kind, name, value)``, raising ``StoreArgumentError`` for a bad value.
+Check = Callable[[str, str, Any], object]
+
+
+def check_all(kind: str, options: Mapping[str, Any], checks: Mapping[str, Check]) -> None:
+    """Each of ``options`` that ``checks`` names, checked by its check."""
+    for name, value in options.items():
+        if name in checks:
+            checks[name](kind, name, value)
 
 
 def _refuse(kind: str, name: str, value: object, wanted: str) -> StoreArgumentError:

@@ -11,12 +11,12 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from streamjoin.statestore.base import Store
 from streamjoin.statestore.errors import BackendNotFoundError, StoreArgumentError
 
-__all__ = ["open_store", "register_backend", "destroy_store", "backend_names", "resolve_backend"]
+__all__ = ["open_store", "register_backend", "destroy_store", "backend_names", "resolve_backend", "check_store_options"]
 
 StoreFactory = Callable[..., Store]
 
@@ -90,6 +90,17 @@ def open_store(kind: str = DEFAULT_KIND, path: str | os.PathLike[str] = "", **op
             f"store kind {kind!r} returned {type(store).__name__}, not a streamjoin.statestore.Store subclass"
         )
     return store
+
+
+def check_store_options(kind: str, options: Mapping[str, Any]) -> None:
+    """Refuse now what ``open_store(kind, path, **options)`` would refuse of ``options``, without
+    opening a store: ``BackendNotFoundError`` for an unknown kind, ``StoreArgumentError`` for an
+    option the kind does not take or a bad value (the backend's ``Store.check_options``)."""
+    factory = resolve_backend(kind)
+    _check_options(kind, factory, dict(options))
+    check = getattr(factory, "check_options", None)
+    if check is not None:
+        check(options)
 
 
 def destroy_store(kind: str, path: str | os.PathLike[str]) -> None:

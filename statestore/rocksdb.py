@@ -41,7 +41,7 @@ import shutil
 import tempfile
 from collections import deque
 from itertools import dropwhile, starmap, takewhile
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -96,9 +96,12 @@ class RocksDBStore(Store):
     kind = "rocksdb"
     records_owner = True
 
+    @classmethod
+    def check_options(cls, options: Mapping[str, Any]) -> None:
+        check.check_all(cls.kind, options, {"lock_timeout": check.seconds, "sync": check.flag})
+
     def __init__(self, path: str, *, lock_timeout: float | None = None, sync: bool = False) -> None:
-        lock_timeout = check.seconds(self.kind, "lock_timeout", lock_timeout)
-        sync = check.flag(self.kind, "sync", sync)
+        self.check_options({"lock_timeout": lock_timeout, "sync": sync})
         super().__init__(path)
         prepare_directory(self.path, self.kind, _MARKERS)
         self._lock = retry_locked(lambda: DirectoryLock.acquire(self.path), lock_timeout)

@@ -16,8 +16,8 @@ from typing import Any, Literal, Mapping, get_args
 
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.runtime.keygroups import check_count, check_key_groups
-from streamjoin.statestore.errors import BackendNotFoundError
-from streamjoin.statestore.registry import resolve_backend
+from streamjoin.statestore.errors import BackendNotFoundError, StoreArgumentError
+from streamjoin.statestore.registry import check_store_options, resolve_backend
 
 __all__ = ["JoinOptions", "StateConfig", "default_local_dir", "EndOfRun", "END_OF_RUN", "check_end_of_run"]
 
@@ -46,8 +46,9 @@ class StateConfig:
 
     ``store`` is checked when the config is made (its module imported): an unknown kind raises
     :class:`JoinDefinitionError` naming the valid ones, before any task runs; so are
-    ``snapshot_every`` (an int of at least 1) and ``retain_versions`` (at least 2: a version
-    executed again restores the one before it).
+    ``store_options`` (names the backend does not take, and values it refuses:
+    ``Store.check_options``), ``snapshot_every`` (an int of at least 1) and ``retain_versions``
+    (at least 2: a version executed again restores the one before it).
     """
 
     store: str = "rocksdb"
@@ -76,6 +77,10 @@ class StateConfig:
             resolve_backend(self.store)
         except BackendNotFoundError as exc:
             raise JoinDefinitionError(f"store={self.store!r}: {exc}") from exc
+        try:
+            check_store_options(self.store, self.store_options)
+        except StoreArgumentError as exc:
+            raise JoinDefinitionError(f"store_options={dict(self.store_options)!r}: {exc}") from exc
         check_count(self.snapshot_every, "snapshot_every")
         check_count(self.retain_versions, "retain_versions", least=2)   # (re-execution restores v-1)
 

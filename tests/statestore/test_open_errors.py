@@ -22,6 +22,7 @@ from streamjoin.statestore import (
     StoreLockedError,
     StoreWriteError,
 )
+from streamjoin.statestore.registry import check_store_options
 from tests.statestore.conftest import DISK_BACKENDS, Backend
 
 
@@ -190,13 +191,30 @@ def test_open_store_with_a_kind_that_is_not_a_string_names_it(store_path: str, k
      ("lmdb", dict(sync="no"), "sync='no'"), ("rocksdb", dict(sync=1), "sync=1"),
      ("lmdb", dict(lock_timeout=-1), "lock_timeout=-1"), ("rocksdb", dict(lock_timeout="5"), "lock_timeout='5'"),
      ("lmdb", dict(mapsize=1 << 20), "mapsize"), ("rocksdb", dict(map_size=1 << 20), "map_size"),
-     ("memory", dict(sync=True), "sync")],
+     ("memory", dict(sync=True), "sync"), ("arranged", dict(memory_budget="1g"), "memory_budget='1g'"),
+     ("arranged", dict(memory_budget=0), "memory_budget=0"), ("arranged", dict(sync=None), "sync=None")],
 )
 def test_open_store_with_a_bad_option_names_it(store_path: str, kind: str, options: dict, named: str) -> None:
     with pytest.raises(StoreArgumentError) as caught:
         statestore.open_store(kind, store_path, **options)
     assert named in str(caught.value) and kind in str(caught.value)
     assert not os.path.exists(store_path)  # refused before anything was created
+    with pytest.raises(StoreArgumentError) as checked:   # and refused alike without opening a store
+        check_store_options(kind, options)
+    assert str(checked.value) == str(caught.value)
+
+
+@pytest.mark.parametrize("kind,options", [("lmdb", dict(map_size=1 << 20, sync=False)), ("rocksdb", dict(lock_timeout=2)),
+                                          ("arranged", dict(memory_budget=1 << 20)), ("arranged", {}), ("memory", {})])
+def test_check_store_options_takes_good_options(kind: str, options: dict) -> None:
+    check_store_options(kind, options)
+
+
+def test_check_store_options_reads_the_worker_budget_of_an_arranged_store(monkeypatch) -> None:
+    monkeypatch.setenv(arranged_backend.BUDGET_VARIABLE, "lots")
+    with pytest.raises(StoreArgumentError, match="STREAMJOIN_WORKER_MEMORY='lots'"):
+        check_store_options("arranged", {})
+    check_store_options("arranged", {"memory_budget": 1 << 20})   # its own budget: the variable is not read
 
 
 @pytest.mark.parametrize("path", [123, None, b""])

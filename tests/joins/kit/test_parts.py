@@ -147,8 +147,9 @@ def test_arrivals_sort_out_puts_each_row_in_one_group():
 
 
 def test_options_validate_once_and_build_the_state_config(tmp_path):
-    options = JoinOptions(store="memory", partitions=3, store_options={"a": 1}, state_dir=tmp_path)
-    assert (options.state.store, dict(options.state.store_options), options.state.local_dir) == ("memory", {"a": 1}, str(tmp_path))
+    options = JoinOptions(store="rocksdb", partitions=3, store_options={"sync": True}, state_dir=tmp_path)
+    assert (options.state.store, dict(options.state.store_options), options.state.local_dir) == \
+        ("rocksdb", {"sync": True}, str(tmp_path))
     moved = options.at("/somewhere/join")
     assert moved.checkpoint == "/somewhere/join" and moved.state == options.state
 
@@ -163,6 +164,10 @@ def test_options_validate_once_and_build_the_state_config(tmp_path):
     ({"store_options": ["a"]}, "store_options must be a mapping"),
     ({"state_dir": 1}, "state_dir must be a local directory path"),
     ({"store": "no_such_store"}, "store='no_such_store'"),
+    ({"store": "memory", "store_options": {"a": 1}}, "store kind 'memory' has no option 'a'"),
+    ({"store": "rocksdb", "store_options": {"sync": "yes"}}, r"sync='yes'\): sync must be True or False"),
+    ({"store": "lmdb", "store_options": {"map_size": 0}}, "map_size must be a whole number of bytes"),
+    ({"store": "arranged", "store_options": {"memory_budget": "1g"}}, "memory_budget must be a whole number of bytes"),
     ({"max_partitions": 0}, "max_partitions must be an int"),
     ({"max_partitions": "64"}, "max_partitions must be an int"),
     ({"partitions": 8, "max_partitions": 4}, r"partitions must be an int from 1 to 4 \(.*\), not 8"),
@@ -170,6 +175,13 @@ def test_options_validate_once_and_build_the_state_config(tmp_path):
 def test_options_refuse_bad_arguments_naming_them(arguments, message):
     with pytest.raises(JoinDefinitionError, match=message):
         JoinOptions(**arguments)
+
+
+def test_options_refuse_a_worker_budget_that_is_not_a_size_before_any_task(monkeypatch):
+    monkeypatch.setenv("STREAMJOIN_WORKER_MEMORY", "lots")
+    with pytest.raises(JoinDefinitionError, match="STREAMJOIN_WORKER_MEMORY='lots'.*e.g. 512m"):
+        JoinOptions(store="arranged")
+    JoinOptions(store="rocksdb")   # another store does not read it
 
 
 def test_times_parse_durations_from_both_spellings():
