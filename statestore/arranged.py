@@ -113,6 +113,9 @@ def _check_budget(kind: str, name: str, value: object) -> None:
         check.size(kind, name, value, 1 << 50)
 
 
+_CHECKS: dict[str, check.Check] = {"lock_timeout": check.seconds, "sync": check.flag, "memory_budget": _check_budget}
+
+
 class ArrangedStore(Store):
     """A store held as a base mapped from files and a delta in memory, on disk as a manifest of
     Arrow files (see module).
@@ -130,14 +133,13 @@ class ArrangedStore(Store):
     def check_options(cls, options: Mapping[str, Any]) -> None:
         """The options' values, and the worker's budget (``STREAMJOIN_WORKER_MEMORY``, as this
         process sees it) when no ``memory_budget`` is given."""
-        check.check_all(cls.kind, options, {"lock_timeout": check.seconds, "sync": check.flag,
-                                            "memory_budget": _check_budget})
+        check.check_all(cls.kind, options, _CHECKS)
         if options.get("memory_budget") is None:
             worker_budget()
 
     def __init__(self, path: str, *, lock_timeout: float | None = None, sync: bool = False,
                  memory_budget: int | None = None) -> None:
-        self.check_options({"lock_timeout": lock_timeout, "sync": sync, "memory_budget": memory_budget})
+        check.check_all(self.kind, {"lock_timeout": lock_timeout, "sync": sync, "memory_budget": memory_budget}, _CHECKS)
         self._sync = sync
         self._budget = worker_budget() // (warm.LIMIT + 1) if memory_budget is None else memory_budget
         super().__init__(path)

@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 from streamjoin.statestore.base import KeyValue
 
 __all__ = ["Arrangement", "ValueLog", "encode_keys", "encode_clipped", "decode_keys", "key_lengths", "ekeys_of",
-           "search", "value_lengths", "data_size", "LENGTH_BYTES"]
+           "search", "data_size", "LENGTH_BYTES"]
 
 #: Bytes of the length that follows a key's padded bytes.
 LENGTH_BYTES = 4
@@ -466,11 +466,6 @@ def _longest(keys: Sequence[bytes] | pa.Array) -> int:
     if isinstance(keys, (pa.Array, pa.ChunkedArray)):
         return int(pc.max(pc.binary_length(keys)).as_py() or 0) if len(keys) else 0
     return max(map(len, keys), default=0)
-
-
-def value_lengths(values: pa.Array) -> np.ndarray:
-    """Each value's bytes (0 for a null) of a binary Arrow array, as int64."""
-    return _arrow_lengths(values.cast(pa.large_binary()))[1]
 
 
 def data_size(array: pa.Array) -> int:

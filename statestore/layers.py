@@ -210,7 +210,7 @@ class Layers:
         """The entries of ``[start, end)`` (None: unbounded) in key order as ``(keys, values)``
         binary chunks, a chunk of the base at a time with the delta's entries among it."""
         for keys, values in self._merged_chunks(start, end):
-            yield decode_keys(keys).cast(pa.large_binary()), values
+            yield decode_keys(keys), values
 
     def _merged_chunks(self, start: bytes | None, end: bytes | None) -> Iterator[tuple[np.ndarray, pa.Array]]:
         """The merged map's live entries of ``[start, end)`` in key order: per chunk of up to
@@ -250,8 +250,7 @@ class Layers:
             index = np.empty(total, np.int64)
             index[~from_delta] = np.arange(len(mine))
             index[slots] = len(mine) + np.arange(len(chosen))
-            merged = pa.concat_arrays([base.values.take(positions).cast(pa.large_binary()),
-                                       values.take(pa.array(chosen)).cast(pa.large_binary())])
+            merged = pa.concat_arrays([base.values.take(positions), values.take(pa.array(chosen))])
             yield keys, merged.take(pa.array(index))
 
 

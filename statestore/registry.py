@@ -83,7 +83,7 @@ def open_store(kind: str = DEFAULT_KIND, path: str | os.PathLike[str] = "", **op
     """
     factory = resolve_backend(kind)
     path = _check_path("open_store", kind, path)
-    _check_options(kind, factory, options)
+    _check_option_names(kind, factory, options)
     store = factory(path, **options)
     if not isinstance(store, Store):
         raise BackendNotFoundError(
@@ -97,7 +97,7 @@ def check_store_options(kind: str, options: Mapping[str, Any]) -> None:
     opening a store: ``BackendNotFoundError`` for an unknown kind, ``StoreArgumentError`` for an
     option the kind does not take or a bad value (the backend's ``Store.check_options``)."""
     factory = resolve_backend(kind)
-    _check_options(kind, factory, dict(options))
+    _check_option_names(kind, factory, dict(options))
     check = getattr(factory, "check_options", None)
     if check is not None:
         check(options)
@@ -127,7 +127,7 @@ def _check_path(caller: str, kind: str, path: object) -> str:
     )
 
 
-def _check_options(kind: str, factory: StoreFactory, options: dict[str, Any]) -> None:
+def _check_option_names(kind: str, factory: StoreFactory, options: dict[str, Any]) -> None:
     """Refuse options the backend's factory does not take, naming them and the ones it takes."""
     try:
         parameters = list(inspect.signature(factory).parameters.values())[1:]  # after the path
