@@ -33,6 +33,12 @@ Variants, per batching (``--batches 10,100`` measures 1M changes in 10 and in 10
   point was measured). Each measured point's view row count is checked too.
 * ``spark-join-only`` (``--join-only``): a lower bound for any recompute: the current tables of the
   same points already materialized as Parquet (written untimed), read and joined (``noop`` sink).
+* ``spark-floor`` (``--floor``): what Spark alone costs for streamjoin's plan, the floor under any
+  Python operator there: the same streaming query over the same file streams, with the fused
+  join's two exchanges and two ``mapInArrow`` stages (orders repartitioned by ``order_id``; their
+  rows and the customers' changes repartitioned together by ``customer_id``), each stage passing
+  its Arrow batches through unchanged, into the ``noop`` sink. Timed as ``streamjoin-<store>`` is;
+  ``floor s / s`` is its changes s over a variant's (1.0: a join that costs nothing in Python).
 
 Each variant first runs untimed on a tiny copy of the inputs (the JVM compiles its code paths,
 the Python workers start); before each timed run that tiny run repeats (idle Python workers exit
@@ -120,6 +126,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="change micro-batches after which Spark's recompute is measured, spread evenly, "
                         "the rest interpolated (0: every one; default 3)")
     parser.add_argument("--no-spark", action="store_true", help="skip Spark's recompute")
+    parser.add_argument("--floor", action="store_true",
+                        help="also measure spark-floor: the same streaming query's two exchanges and two mapInArrow "
+                        "stages passing rows through (no join), what Spark alone costs under any Python operator; "
+                        "adds the column floor s / s")
     parser.add_argument("--join-only", action="store_true",
                         help="also measure joining the current tables already materialized (a lower bound)")
     parser.add_argument("--key-stages", default="fused", metavar="MODE[,MODE]",
@@ -337,6 +347,16 @@ class Outcome:
         return sum(self.batch_seconds)
 
 
+def streamed(variant: str) -> bool:
+    """Whether ``variant`` runs as a streaming query timed per micro-batch (streamjoin's, the floor)."""
+    return variant.startswith("streamjoin-") or variant == "spark-floor"
+
+
+def pass_through(batches):
+    """The floor's ``mapInArrow`` function: its input batches, unchanged."""
+    yield from batches
+
+
 class Bench:
     """Builds and times each variant over the inputs under ``root`` for one batching."""
 
@@ -366,7 +386,25 @@ class Bench:
         kind = F.col("_change_type")
         view = view.observe("view", F.count(F.lit(1)).alias("changes"),
                             F.sum(F.when(kind == "insert", 1).when(kind == "delete", -1).otherwise(0)).alias("net"))
-        query = run_to_noop(view, scratch, f"streamjoin-{store}")
+        return self._timed(view, scratch, f"streamjoin-{store}", start)
+
+    def floor(self, scratch: str) -> Outcome:
+        """``spark-floor`` (see module): the fused plan's exchanges and stages, passing rows through."""
+        from pyspark.sql import functions as F
+
+        start = time.perf_counter()
+        orders, customers = self.source("orders"), self.source("customers")
+        n = self.params.partitions
+        keyed = orders.repartition(n, "order_id").mapInArrow(pass_through, orders.schema)
+        both = keyed.unionByName(customers, allowMissingColumns=True)
+        view = both.repartition(n, "customer_id").mapInArrow(pass_through, both.schema)
+        view = view.observe("view", F.count(F.lit(1)).alias("changes"), F.sum(F.lit(0)).alias("net"))
+        return self._timed(view, scratch, "spark-floor", start)
+
+    def _timed(self, view: DataFrame, scratch: str, what: str, start: float) -> Outcome:
+        """Run streaming ``view`` (observed as ``view``: ``changes`` and ``net`` rows a micro-batch)
+        to the ``noop`` sink and time each micro-batch (Spark's ``triggerExecution``)."""
+        query = run_to_noop(view, scratch, what)
         wall = time.perf_counter() - start
         progress = sorted(query.recentProgress, key=lambda p: p["batchId"])
         seconds, changes, rows, total = [], [], [], 0
@@ -378,7 +416,7 @@ class Bench:
             rows.append(total)
         files_each = self.load_batches + self.batches
         if len(progress) != files_each:
-            raise RuntimeError(f"streamjoin-{store}: {len(progress)} micro-batches, expected {files_each}")
+            raise RuntimeError(f"{what}: {len(progress)} micro-batches, expected {files_each}")
         load = self.load_batches
         return Outcome(sum(seconds[:load]), seconds[load:], changes[load:], rows[load - 1:], wall=wall)
 
@@ -459,6 +497,8 @@ class Bench:
                         if len(outcome.view_rows) == len(expected) else -1
                     outcome.notes.append(f"MISMATCH: {variant} ({self.batches} batches): view rows "
                                          f"{outcome.view_rows[bad]:,} after batch {bad}, expected {expected[bad]:,}")
+            elif variant == "spark-floor":
+                outcome = self.floor(scratch)
             else:
                 outcome = self.spark_variant(variant == "spark-join-only", scratch)
                 for b, n in zip(outcome.measured, outcome.view_rows):
@@ -473,7 +513,8 @@ class Bench:
 # -- report ------------------------------------------------------------------------------------
 
 COLUMNS = ["batches", "variant", "changes/batch", "load s", "changes s", "s/batch", "input changes/s",
-           "view changes", "view changes/s", "rows out/batch", "recompute s / s", "worker RSS MB", "worker anon MB"]
+           "view changes", "view changes/s", "rows out/batch", "recompute s / s", "floor s / s", "worker RSS MB",
+           "worker anon MB"]
 
 
 def summary_table(params: Params, results: dict[int, dict[str, list[Outcome]]]) -> Table:
@@ -483,18 +524,19 @@ def summary_table(params: Params, results: dict[int, dict[str, list[Outcome]]]) 
         def med(variant: str, fn, by_variant=by_variant) -> float:
             return statistics.median(fn(o) for o in by_variant[variant])
         base = med("spark-recompute", lambda o: o.change_seconds) if "spark-recompute" in by_variant else None
+        floor = med("spark-floor", lambda o: o.change_seconds) if "spark-floor" in by_variant else None
         for variant, outcomes in by_variant.items():
             total = med(variant, lambda o: o.change_seconds)
             per = med(variant, lambda o: statistics.median(o.batch_seconds))
-            ours = variant.startswith("streamjoin-")
+            ours, timed = variant.startswith("streamjoin-"), streamed(variant)
             view = outcomes[-1].view_changes
-            rows_out = sum(view) / len(view) if ours else statistics.mean(outcomes[-1].view_rows)
-            estimated = not ours and len(outcomes[-1].measured) < batches
+            rows_out = sum(view) / len(view) if timed else statistics.mean(outcomes[-1].view_rows)
+            estimated = not timed and len(outcomes[-1].measured) < batches
             table.add(batches, variant + (" (est.)" if estimated else ""), params.changes // batches * 2,
-                      med(variant, lambda o: o.load_seconds) if ours else "-", total, per,
+                      med(variant, lambda o: o.load_seconds) if timed else "-", total, per,
                       2 * params.changes / total, sum(view) if ours else "-",
                       sum(view) / total if ours else "-", round(rows_out),
-                      base / total if base else "-",
+                      base / total if base else "-", floor / total if floor and timed else "-",
                       round(max(o.rss for o in outcomes) / 2**20) if ours and any(o.rss for o in outcomes) else "-",
                       round(max(o.anon for o in outcomes) / 2**20) if ours and any(o.anon for o in outcomes) else "-")
     return table
@@ -508,7 +550,7 @@ def report(args: argparse.Namespace, params: Params, workload: Workload,
           f"{workload.moves:,} of them reassigning an order; 5% deletes; 75% inserts); {params.partitions} "
           f"partitions, medians of {repeat} run(s)")
     print(summary_table(params, results).render())
-    points = {b: next((o.measured for v, outs in r.items() if v.startswith("spark") for o in outs), [])
+    points = {b: next((o.measured for v, outs in r.items() if not streamed(v) for o in outs), [])
               for b, r in results.items()}
     print(f"""
 notes:
@@ -521,6 +563,9 @@ notes:
 - spark-recompute rebuilds both tables from every change file so far and joins them after each
   micro-batch; measured after change micro-batches {points} (0-based), the others interpolated
   linearly ("est."). recompute s / s: its changes s over the variant's.
+- spark-floor (--floor): the same query's exchanges and mapInArrow stages passing rows
+  through, no join; floor s / s: its changes s over the variant's (rows out/batch: the rows
+  it passes through).
 - worker RSS MB: the largest PySpark Python worker's resident memory during streamjoin's runs
   (sampled every 0.2 s); worker anon MB: the largest one's resident memory less the pages of
   files it maps (an arranged store's bases, which the operating system can drop), the memory
@@ -542,8 +587,9 @@ def _stores(text: str) -> list[str]:
 
 def variants(args: argparse.Namespace) -> list[str]:
     spark = [] if args.no_spark else ["spark-recompute"] + (["spark-join-only"] if args.join_only else [])
+    floor = ["spark-floor"] if args.floor else []
     return [key_stage_variant(f"streamjoin-{s}", fused) for s in _stores(args.stores)
-            for fused in key_stages(args.key_stages)] + spark
+            for fused in key_stages(args.key_stages)] + floor + spark
 
 
 def _per_batch(o: Outcome) -> str:
@@ -557,7 +603,7 @@ def run(args: argparse.Namespace) -> int:
     params = Params.from_args(args)
     chosen = variants(args)
     if not chosen:
-        raise SystemExit("nothing to measure: give --stores or drop --no-spark")
+        raise SystemExit("nothing to measure: give --stores, --floor, or drop --no-spark")
     started = time.perf_counter()
     workload = generate(params.rows, params.changes)
     print(f"generated the inputs in {time.perf_counter() - started:.1f} s", flush=True)

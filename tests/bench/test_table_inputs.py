@@ -49,3 +49,21 @@ def test_table_workload_shape_and_view_sizes():
         ends = bounds(400, batches)
         assert expected_view_rows(workload, ends) == _replay(workload, ends)
     assert expected_view_rows(workload, bounds(400, 1))[0] == 600
+
+
+def test_table_summary_floor_ratio():
+    """The floor's changes seconds over each streamed variant's; none for recomputing (no Spark)."""
+    from streamjoin.bench.table import Outcome, Params, summary_table
+
+    params = Params(100, 40, (2,), 1, 4)
+    ours = Outcome(1.0, [3.0, 5.0], [10, 12], [100, 101, 102])
+    floor = Outcome(0.5, [1.0, 1.0], [40, 40], [0, 0, 0])
+    recompute = Outcome(0.0, [6.0, 10.0], [], [100, 102], measured=[0, 1])
+    rows = summary_table(params, {2: {"streamjoin-arranged": [ours], "spark-floor": [floor],
+                                      "spark-recompute": [recompute]}}).as_records()
+    by = {r["variant"]: r for r in rows}
+    assert by["streamjoin-arranged"]["floor s / s"] == 0.25
+    assert by["spark-floor"]["floor s / s"] == 1.0
+    assert by["spark-floor"]["rows out/batch"] == 40 and by["spark-floor"]["view changes"] == "-"
+    assert by["spark-recompute"]["floor s / s"] == "-"
+    assert by["streamjoin-arranged"]["recompute s / s"] == 2.0
