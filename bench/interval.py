@@ -220,29 +220,66 @@ class WorkerMemory(threading.Thread):
         return max((a for t, a in self.anon if start <= t <= end), default=0)
 
 
-def _workers(root: int) -> list[int]:
-    """Descendants of ``root`` running a PySpark daemon or worker."""
+def spark_cpu_seconds(root: int | None = None) -> tuple[float, float]:
+    """CPU seconds (user + system) used so far by the local Spark started from process ``root``
+    (default: this one): its JVM (a ``java`` descendant), and its PySpark Python workers (each
+    daemon's own time and that of the workers it has reaped, plus every live worker's). The
+    difference of two readings is what Spark's two halves used in between: a worker that ended in
+    between is counted in its daemon's reaped time."""
+    root = os.getpid() if root is None else root
+    tick = os.sysconf("SC_CLK_TCK")
+    jvm = python = 0.0
+    pythons = set(_workers(root))
+    for pid in _descendants(root):
+        fields = _stat(pid)
+        if fields is None:
+            continue
+        own = (int(fields[11]) + int(fields[12])) / tick        # utime, stime
+        reaped = (int(fields[13]) + int(fields[14])) / tick     # cutime, cstime
+        if pid in pythons:
+            python += own + (reaped if int(fields[1]) not in pythons else 0.0)   # a daemon reaps its workers
+        elif _cmdline(pid).split(b"\0", 1)[0].endswith(b"java"):
+            jvm += own
+    return jvm, python
+
+
+def _stat(pid: int) -> list[str] | None:
+    """``/proc/<pid>/stat``'s fields after the command name (index 1: the parent's pid)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].decode().split()
+    except (OSError, IndexError):
+        return None
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read()
+    except OSError:
+        return b""
+
+
+def _descendants(root: int) -> list[int]:
+    """The pids of ``root``'s descendants."""
     children: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat", "rb") as fh:
-                    ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(name))
+            fields = _stat(int(name))
+            if fields is not None:
+                children.setdefault(int(fields[1]), []).append(int(name))
     found, stack = [], list(children.get(root, []))
     while stack:
         pid = stack.pop()
+        found.append(pid)
         stack.extend(children.get(pid, []))
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                cmdline = fh.read()
-        except OSError:
-            continue
-        if b"pyspark.daemon" in cmdline or b"pyspark.worker" in cmdline:
-            found.append(pid)
     return found
+
+
+def _workers(root: int) -> list[int]:
+    """Descendants of ``root`` running a PySpark daemon or worker."""
+    return [pid for pid in _descendants(root)
+            if b"pyspark.daemon" in (cmdline := _cmdline(pid)) or b"pyspark.worker" in cmdline]
 
 
 def _pages(pid: int) -> tuple[int, int]:

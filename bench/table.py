@@ -74,7 +74,7 @@ from streamjoin.bench.harness import (
     results_dir,
     write_results,
 )
-from streamjoin.bench.interval import WorkerMemory
+from streamjoin.bench.interval import WorkerMemory, spark_cpu_seconds
 from streamjoin.bench.sparkutil import fresh_dir, local_session, run_to_noop
 
 if TYPE_CHECKING:
@@ -341,6 +341,8 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     rss: int = 0                      # streamjoin: the largest Python worker's peak resident memory (bytes)
     anon: int = 0                     # and its peak anonymous resident memory (without mapped files' pages)
+    jvm_cpu: float = 0.0              # CPU seconds of Spark's JVM during the run (load, changes, start and stop)
+    worker_cpu: float = 0.0           # and of its Python workers
 
     @property
     def change_seconds(self) -> float:
@@ -484,6 +486,7 @@ class Bench:
             warm.measure(variant, None)
         os.sync()
         scratch = fresh_dir(self.root, "run")
+        cpu = spark_cpu_seconds()
         try:
             if variant.startswith("streamjoin-"):
                 began = time.time()
@@ -505,6 +508,7 @@ class Bench:
                     if n != self.expected[b + 1]:
                         outcome.notes.append(f"MISMATCH: {variant} ({self.batches} batches): {n:,} view rows "
                                              f"after change batch {b}, expected {self.expected[b + 1]:,}")
+            outcome.jvm_cpu, outcome.worker_cpu = (after - before for after, before in zip(spark_cpu_seconds(), cpu))
             return outcome
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -513,8 +517,8 @@ class Bench:
 # -- report ------------------------------------------------------------------------------------
 
 COLUMNS = ["batches", "variant", "changes/batch", "load s", "changes s", "s/batch", "input changes/s",
-           "view changes", "view changes/s", "rows out/batch", "recompute s / s", "floor s / s", "worker RSS MB",
-           "worker anon MB"]
+           "view changes", "view changes/s", "rows out/batch", "recompute s / s", "floor s / s", "JVM CPU s",
+           "worker CPU s", "worker RSS MB", "worker anon MB"]
 
 
 def summary_table(params: Params, results: dict[int, dict[str, list[Outcome]]]) -> Table:
@@ -537,6 +541,7 @@ def summary_table(params: Params, results: dict[int, dict[str, list[Outcome]]]) 
                       2 * params.changes / total, sum(view) if ours else "-",
                       sum(view) / total if ours else "-", round(rows_out),
                       base / total if base else "-", floor / total if floor and timed else "-",
+                      med(variant, lambda o: o.jvm_cpu), med(variant, lambda o: o.worker_cpu),
                       round(max(o.rss for o in outcomes) / 2**20) if ours and any(o.rss for o in outcomes) else "-",
                       round(max(o.anon for o in outcomes) / 2**20) if ours and any(o.anon for o in outcomes) else "-")
     return table
@@ -566,6 +571,9 @@ notes:
 - spark-floor (--floor): the same query's exchanges and mapInArrow stages passing rows
   through, no join; floor s / s: its changes s over the variant's (rows out/batch: the rows
   it passes through).
+- JVM CPU s, worker CPU s: CPU seconds (user + system) of Spark's JVM and of its Python workers
+  over the whole run of the variant (its query's start, load and change micro-batches): the two
+  halves of Spark's work on the machine's cores.
 - worker RSS MB: the largest PySpark Python worker's resident memory during streamjoin's runs
   (sampled every 0.2 s); worker anon MB: the largest one's resident memory less the pages of
   files it maps (an arranged store's bases, which the operating system can drop), the memory

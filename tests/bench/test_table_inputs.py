@@ -67,3 +67,29 @@ def test_table_summary_floor_ratio():
     assert by["spark-floor"]["rows out/batch"] == 40 and by["spark-floor"]["view changes"] == "-"
     assert by["spark-recompute"]["floor s / s"] == "-"
     assert by["streamjoin-arranged"]["recompute s / s"] == 2.0
+
+
+def test_spark_cpu_seconds_counts_workers_under_root():
+    """A PySpark worker under the root counts as a worker's CPU, nothing as the JVM's."""
+    import subprocess
+    import sys
+    import time
+
+    from streamjoin.bench.interval import spark_cpu_seconds
+
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\ntime.sleep(60)"
+    parent = ("import signal, subprocess, sys, time\n"
+              f"child = subprocess.Popen([sys.executable, '-c', {burn!r}, 'pyspark.daemon'])\n"
+              "signal.signal(signal.SIGTERM, lambda *_: (child.kill(), child.wait(), sys.exit(0)))\n"
+              "time.sleep(60)")
+    root = subprocess.Popen([sys.executable, "-c", parent])
+    try:
+        deadline = time.monotonic() + 20
+        jvm, worker = spark_cpu_seconds(root.pid)
+        while worker < 0.25 and time.monotonic() < deadline:
+            time.sleep(0.1)
+            jvm, worker = spark_cpu_seconds(root.pid)
+        assert jvm == 0.0 and 0.25 <= worker < 5
+    finally:
+        root.terminate()
+        root.wait(timeout=20)
