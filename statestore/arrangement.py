@@ -405,14 +405,18 @@ class Arrangement:
         last = np.ones(len(order), bool)        # of equal keys the last put wins
         last[:-1] = theirs[1:] != theirs[:-1]
         order, theirs = order[last], theirs[last]
+        at = np.searchsorted(mine, theirs) if n else np.zeros(len(theirs), np.int64)
         if n:
-            at = np.searchsorted(mine, theirs)
             inside = at < n
             found = np.zeros(len(theirs), bool)
             found[inside] = mine[at[inside]] == theirs[inside]
             keep[at[found]] = False
         kept = mine[keep]
-        slots = np.searchsorted(kept, theirs) + np.arange(len(theirs))
+        # a put's place among the kept keys: the kept keys before its place among all of them
+        # (a put's own old entry, at its place, is not kept); no second search
+        before = np.zeros(n + 1, np.int64)
+        np.cumsum(keep, out=before[1:])
+        slots = before[at] + np.arange(len(theirs))
         total = len(kept) + len(theirs)
         is_put = np.zeros(total, bool)
         is_put[slots] = True

@@ -241,7 +241,9 @@ class Layers:
             total = len(mine) + len(chosen)
             if not total:
                 continue
-            slots = np.searchsorted(mine, theirs[chosen]) + np.arange(len(chosen))
+            # a delta key's place among the chunk's kept base keys: those before its place in the
+            # base (an integer search; a base key it hides is not kept)
+            slots = np.searchsorted(positions, at[chosen]) + np.arange(len(chosen))
             from_delta = np.zeros(total, bool)
             from_delta[slots] = True
             keys = np.empty(total, mine.dtype)
