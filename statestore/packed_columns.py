@@ -126,10 +126,11 @@ class _Unpackable(Exception):
     """Bytes the column-wise decoder does not take (the row-wise one decides)."""
 
 
-def unpack_columns(data: Sequence[bytes], physical: Sequence[pa.DataType]) -> list[pa.Array] | None:
-    """The columns of ``[unpack(d) for d in data]`` as Arrow arrays of the ``physical`` types
-    (as :func:`pack_columns` takes), decoded column-wise in numpy; None when some bytes are not rows of
-    those types (the caller decodes them row-wise, which raises the error)."""
+def unpack_columns(data: Sequence[bytes] | pa.Array, physical: Sequence[pa.DataType]) -> list[pa.Array] | None:
+    """The columns of ``[unpack(d) for d in data]`` (bytes, or a binary array without nulls) as
+    Arrow arrays of the ``physical`` types (as :func:`pack_columns` takes), decoded column-wise in
+    numpy; None when some bytes are not rows of those types (the caller decodes them row-wise,
+    which raises the error)."""
     n = len(data)
     buf, offsets = padded_bytes(data, 2 * INT_WIDTH)
     size = int(offsets[-1])

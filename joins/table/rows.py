@@ -111,11 +111,12 @@ class RowCodec:
     def table(self, rows: Sequence[tuple | None]) -> pa.Table:
         return pa.Table.from_arrays(self.arrays(rows), schema=self.schema)
 
-    def decode_table(self, data: Sequence[bytes]) -> pa.Table:
-        """``self.table([self.decode(d) for d in data])``, decoded column-wise where it can be."""
+    def decode_table(self, data: Sequence[bytes] | pa.Array) -> pa.Table:
+        """``self.table([self.decode(d) for d in data])``, decoded column-wise where it can be
+        (``data``: bytes, or a binary array without nulls, read in place)."""
         arrays = unpack_columns(data, self.physical)
         if arrays is None:
-            return self.table([unpack(d) for d in data])
+            return self.table([unpack(d) for d in (data.to_pylist() if isinstance(data, pa.Array) else data)])
         arrays = [a if a.type == f.type else a.cast(f.type) for a, f in zip(arrays, self.schema)]
         return pa.Table.from_arrays(arrays, schema=self.schema)
 

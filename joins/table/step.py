@@ -446,7 +446,7 @@ class JoinStep:
             rows_in = self.tables[side].take(pa.array(fresh_at[pos[taken]], pa.int64()))
             parts.append(pa.Table.from_arrays(rows_in.columns, schema=schema))
         if len(decoded) or not len(taken):
-            parts.append(self.codecs[side].decode_table(distinct.take(pa.array(decoded, pa.int64())).to_pylist()))
+            parts.append(self.codecs[side].decode_table(distinct.take(pa.array(decoded, pa.int64()))))
         table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
         # distinct row d is at place[d] of ``table``: the taken ones first, then the decoded ones
         place = np.empty(len(distinct), np.int64)
