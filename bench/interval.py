@@ -226,19 +226,17 @@ def spark_cpu_seconds(root: int | None = None) -> tuple[float, float]:
     daemon's own time and that of the workers it has reaped, plus every live worker's). The
     difference of two readings is what Spark's two halves used in between: a worker that ended in
     between is counted in its daemon's reaped time."""
-    root = os.getpid() if root is None else root
     tick = os.sysconf("SC_CLK_TCK")
+    found = _descendants(os.getpid() if root is None else root)
+    cmdlines = {pid: _cmdline(pid) for pid in found}
+    pythons = {pid for pid, cmdline in cmdlines.items() if _is_pyspark(cmdline)}
     jvm = python = 0.0
-    pythons = set(_workers(root))
-    for pid in _descendants(root):
-        fields = _stat(pid)
-        if fields is None:
-            continue
+    for pid, fields in found.items():
         own = (int(fields[11]) + int(fields[12])) / tick        # utime, stime
         reaped = (int(fields[13]) + int(fields[14])) / tick     # cutime, cstime
         if pid in pythons:
             python += own + (reaped if int(fields[1]) not in pythons else 0.0)   # a daemon reaps its workers
-        elif _cmdline(pid).split(b"\0", 1)[0].endswith(b"java"):
+        elif cmdlines[pid].split(b"\0", 1)[0].endswith(b"java"):
             jvm += own
     return jvm, python
 
@@ -260,26 +258,29 @@ def _cmdline(pid: int) -> bytes:
         return b""
 
 
-def _descendants(root: int) -> list[int]:
-    """The pids of ``root``'s descendants."""
+def _is_pyspark(cmdline: bytes) -> bool:
+    return b"pyspark.daemon" in cmdline or b"pyspark.worker" in cmdline
+
+
+def _descendants(root: int) -> dict[int, list[str]]:
+    """``root``'s descendants, each pid with its ``/proc/<pid>/stat`` fields (one scan of ``/proc``)."""
+    read = {int(name): _stat(int(name)) for name in os.listdir("/proc") if name.isdigit()}
+    stats = {pid: fields for pid, fields in read.items() if fields is not None}   # (gone since listed: none)
     children: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            fields = _stat(int(name))
-            if fields is not None:
-                children.setdefault(int(fields[1]), []).append(int(name))
-    found, stack = [], list(children.get(root, []))
+    for pid, fields in stats.items():
+        children.setdefault(int(fields[1]), []).append(pid)
+    found: dict[int, list[str]] = {}
+    stack = list(children.get(root, []))
     while stack:
         pid = stack.pop()
-        found.append(pid)
+        found[pid] = stats[pid]
         stack.extend(children.get(pid, []))
     return found
 
 
 def _workers(root: int) -> list[int]:
     """Descendants of ``root`` running a PySpark daemon or worker."""
-    return [pid for pid in _descendants(root)
-            if b"pyspark.daemon" in (cmdline := _cmdline(pid)) or b"pyspark.worker" in cmdline]
+    return [pid for pid in _descendants(root) if _is_pyspark(_cmdline(pid))]
 
 
 def _pages(pid: int) -> tuple[int, int]:
