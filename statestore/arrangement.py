@@ -400,11 +400,15 @@ class Arrangement:
         if not len(put_keys):
             return self if keep.all() else self._kept(keep, self.ekeys[keep], self.rows[keep], self.log, 0)
         mine, theirs = self._encoded(put_keys)
-        order = np.argsort(theirs, kind="stable")
-        theirs = theirs[order]
-        last = np.ones(len(order), bool)        # of equal keys the last put wins
-        last[:-1] = theirs[1:] != theirs[:-1]
-        order, theirs = order[last], theirs[last]
+        in_order = len(theirs) < 2 or bool((theirs[1:] > theirs[:-1]).all())
+        if in_order:                            # a sorted write (a changelogged one's): no sort
+            order = np.arange(len(theirs))
+        else:
+            order = np.argsort(theirs, kind="stable")
+            theirs = theirs[order]
+            last = np.ones(len(order), bool)    # of equal keys the last put wins
+            last[:-1] = theirs[1:] != theirs[:-1]
+            order, theirs = order[last], theirs[last]
         at = np.searchsorted(mine, theirs) if n else np.zeros(len(theirs), np.int64)
         if n:
             inside = at < n
@@ -423,7 +427,7 @@ class Arrangement:
         ekeys = np.empty(total, kept.dtype)
         ekeys[slots] = theirs
         ekeys[~is_put] = kept
-        values = put_values.take(pa.array(order)).cast(pa.large_binary())
+        values = (put_values if in_order else put_values.take(pa.array(order))).cast(pa.large_binary())
         rows = np.empty(total, np.int64)
         rows[slots] = len(self.log) + np.arange(len(order))
         rows[~is_put] = self.rows[keep]
