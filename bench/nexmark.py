@@ -28,9 +28,6 @@ from typing import TYPE_CHECKING
 from streamjoin.bench.harness import (
     Chart,
     Table,
-    key_stage_variant,
-    key_stages,
-    parse_key_stage_variant,
     parse_stores,
     results_dir,
     write_results,
@@ -67,10 +64,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cores", type=int, default=2, help="Spark's local cores, the per-core divisor (default 2)")
     parser.add_argument("--repeat", type=int, default=2, help="timed runs of each variant, interleaved (default 2)")
     parser.add_argument("--seed", type=int, default=7, help="the generator's seed (default 7)")
-    parser.add_argument("--key-stages", default="fused", metavar="MODE[,MODE]",
-                        help="for q3: 'fused' (the default, table_table_join's for a new checkpoint: persons, "
-                        "keyed by the join key, go straight to the join stage), 'three' (fuse_key_stages=False; "
-                        "variants streamjoin-<store>-three) or both, alternated")
+    parser.add_argument("--key-stages", default="declared", metavar="MODE[,MODE]",
+                        help="for q3: 'declared' (the default: persons, keyed by the join key, and auctions, "
+                        "declared with an immutable join key, go straight to the join stage: one stage), "
+                        "'fused' (auctions not declared: their key stage, then the join stage; variants "
+                        "streamjoin-<store>-fused), 'three' (fuse_key_stages=False; variants "
+                        "streamjoin-<store>-three), or several, alternated")
+
+
+_MODES = ("declared", "fused", "three")
+
+
+def _modes(text: str) -> list[str]:
+    """The q3 plans of ``--key-stages`` (see its help); exits naming a bad value."""
+    modes = [m for m in text.split(",") if m]
+    if not modes or set(modes) - set(_MODES):
+        raise SystemExit(f"--key-stages takes one or more of {', '.join(_MODES)} (comma-separated), not {text!r}")
+    return modes
+
+
+def _mode_variant(name: str, mode: str) -> str:
+    """A variant's name with its q3 plan: ``-fused`` or ``-three`` after it, nothing when declared."""
+    return name if mode == "declared" else f"{name}-{mode}"
+
+
+def _parse_mode(name: str) -> tuple[str, str]:
+    """(the name without its plan, the plan): :func:`_mode_variant` undone."""
+    for mode in _MODES[1:]:
+        if name.endswith(f"-{mode}"):
+            return name.removesuffix(f"-{mode}"), mode
+    return name, "declared"
 
 
 def _queries(text: str) -> list[Query]:
@@ -84,8 +107,9 @@ def measure(spark: SparkSession, query: Query, variant: str, inputs: str, partit
             memory: WorkerMemory | None = None) -> tuple[float, int, int]:
     """Seconds from building ``variant`` of ``query`` to its end, its output rows, and the largest
     Python worker's resident memory meanwhile (bytes; 0 without ``memory``, or for Spark's join)."""
-    store, fused = parse_key_stage_variant(variant.removeprefix("streamjoin-"))
-    scratch = Scratch(inputs, fresh_dir(os.path.dirname(inputs), "run"), store, partitions, fused)
+    store, mode = _parse_mode(variant.removeprefix("streamjoin-"))
+    scratch = Scratch(inputs, fresh_dir(os.path.dirname(inputs), "run"), store, partitions, mode != "three",
+                      mode == "declared")
     try:
         began, start = time.time(), time.perf_counter()
         df = query.spark(spark, scratch) if variant == SPARK else query.ours(spark, scratch)
@@ -123,11 +147,11 @@ def run(args: argparse.Namespace) -> int:
     queries, stores = _queries(args.queries), parse_stores(args.stores, STORES)
     if min(args.events, args.batches, args.partitions, args.cores, args.repeat) < 1 or not queries:
         raise SystemExit("--events, --batches, --partitions, --cores and --repeat must be positive, --queries not empty")
-    fusing = key_stages(args.key_stages)
+    fusing = _modes(args.key_stages)
 
     def variants_of(query: Query) -> list[str]:
-        modes = fusing if query.fusable else [True]   # (the other queries have no key stages)
-        return [SPARK] + [key_stage_variant(f"streamjoin-{s}", fused) for s in stores for fused in modes]
+        modes = fusing if query.fusable else ["declared"]   # (the other queries have no key stages)
+        return [SPARK] + [_mode_variant(f"streamjoin-{s}", mode) for s in stores for mode in modes]
     root = fresh_dir(results_dir(), "nexmark")
     try:
         started = time.perf_counter()

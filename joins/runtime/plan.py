@@ -30,7 +30,8 @@ __all__ = ["Stage", "JoinPlan", "STAGES_FILE", "record_stages", "recorded_stages
 
 #: The file in a join's checkpoint folder naming the stages of a plan of several, in order.
 STAGES_FILE = "stages.json"
-_KEEPS_STAGES = "(a table_table_join keeps the stages it was started with, fuse_key_stages included)"
+_KEEPS_STAGES = ("(a table_table_join keeps the stages it was started with, fuse_key_stages and "
+                 "left_immutable_join_key / right_immutable_join_key included)")
 
 
 @dataclass(frozen=True)

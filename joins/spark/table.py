@@ -16,7 +16,7 @@ from streamjoin.spark.changes import change_format, plain_changes
 from streamjoin.spark.plan import run_plan
 from streamjoin.spark.runtime import arrow_schema, resolve_checkpoint
 from streamjoin.spark.table_bootstrap import bootstrap_changes
-from streamjoin.table.fused import keyed_by_join_key
+from streamjoin.table.fused import fusable
 from streamjoin.table.operator import JOIN, LEFT_KEYS, RIGHT_KEYS, TableTableJoin
 
 __all__ = ["table_table_join"]
@@ -49,6 +49,8 @@ def table_table_join(
     left_bootstrap: DataFrame | None = None,
     right_bootstrap: DataFrame | None = None,
     fuse_key_stages: bool | None = None,
+    left_immutable_join_key: bool = False,
+    right_immutable_join_key: bool = False,
 ) -> DataFrame:
     """The change stream of the view ``left JOIN right ON on``, kept up to date as both change.
 
@@ -59,11 +61,13 @@ def table_table_join(
     changes (a post moved to another author) is retracted from its old key by a first stage
     partitioned by primary key; so the join runs up to three stages, each with its own state and
     changelogs under ``<checkpoint>/left_keys``, ``right_keys`` and ``join`` (``join_metrics`` and
-    ``set_aside_rows`` take those paths). A side whose primary key is its join key needs no first
-    stage (``fuse_key_stages``, the default for a new checkpoint): its changes go straight to the
-    join stage, whose inputs are then ``left_changes`` / ``right_changes`` for such a side (a
-    foreign-key join runs ``left_keys`` and ``join``; a join of two tables keyed by the join key
-    one stage, its state in the checkpoint itself).
+    ``set_aside_rows`` take those paths). A side whose rows never move to another join key needs
+    no first stage (``fuse_key_stages``, the default for a new checkpoint): its changes go
+    straight to the join stage, whose inputs are then ``left_changes`` / ``right_changes`` for
+    such a side. That is a side whose join-key columns are among its primary-key columns (a
+    foreign-key join's key side: a foreign-key join runs ``left_keys`` and ``join``), or one
+    declared with ``left_immutable_join_key`` / ``right_immutable_join_key`` (an append-only
+    event table joined with a dimension runs one stage, its state in the checkpoint itself).
 
     Args:
         left_changes: The left table's change stream (Delta change data feed, Debezium
@@ -109,6 +113,15 @@ def table_table_join(
             that side, the same view changes. None (the default): as the checkpoint was started
             (a checkpoint of streamjoin before this option keeps its three stages), and True for a
             new one. A checkpoint keeps the stages it was started with: the other choice is refused.
+        left_immutable_join_key: Promise that a left row never moves to another join key (an
+            append-only event table, or rows whose join key is fixed when they are inserted) and
+            that the left deletes carry the row's join key; with ``fuse_key_stages`` the left side
+            then needs no first stage. Like a ``NOT ENFORCED`` constraint in SQL engines it is
+            trusted, not checked across partitions: a change that moves a held row and lands in
+            the partition that holds it is set aside with its reason (counted as
+            ``moved_join_keys``); one that lands elsewhere adds a second row. A checkpoint keeps
+            the stages it was started with, so the declaration cannot change on restart.
+        right_immutable_join_key: The same for the right side.
 
     Returns:
         The view's changes in the Delta change data feed vocabulary: the left row's columns, the
@@ -142,7 +155,8 @@ def table_table_join(
         raise JoinDefinitionError(f"fuse_key_stages must be True, False or None (as the checkpoint was started), "
                                   f"not {fuse_key_stages!r}")
     # change rows refused before routing are set aside under the stage reading that side
-    readers = stage_readers(on, left_key, right_key, fuse_key_stages)
+    readers = stage_readers(on, left_key, right_key, fuse_key_stages,
+                            (left_immutable_join_key, right_immutable_join_key))
     sources = {side: (f"{checkpoint.rstrip('/')}/{stage}" if stage else checkpoint, name)
                for side, (stage, name) in readers.items()}
     staged = {i: sources[side][1] for i, (side, fmt) in enumerate((("left", left_fmt), ("right", right_fmt)))
@@ -153,6 +167,7 @@ def table_table_join(
         arrow_schema(left), arrow_schema(right), on, left_key=left_key, right_key=right_key, how=how,
         left_changes=left_fmt, right_changes=right_fmt, retention=retention, expire_rows=expire_rows,
         left_delay=left_delay, right_delay=right_delay, fuse_key_stages=fuse_key_stages,
+        left_immutable_join_key=left_immutable_join_key, right_immutable_join_key=right_immutable_join_key,
     )
     initial = [None if rows is None else bootstrap_changes(rows, df, fmt, argument, expire_rows)
                for rows, df, fmt, argument in ((left_bootstrap, left, left_fmt, "left_bootstrap"),
@@ -162,14 +177,17 @@ def table_table_join(
                     end_of_run="hold")   # it holds nothing for a watermark (docs/design/end-of-input.md)
 
 
-def stage_readers(on: On, left_key: Sequence[str], right_key: Sequence[str], fuse: bool) -> dict[str, tuple[str, str]]:
+def stage_readers(on: On, left_key: Sequence[str], right_key: Sequence[str], fuse: bool,
+                  immutable: tuple[bool, bool] = (False, False)) -> dict[str, tuple[str, str]]:
     """Per side, the stage reading its changes and the set-aside input its refused change rows go
     to: ``(LEFT_KEYS, "changes_source")``, or for a side fused into the join stage (``fuse``, and
-    its primary key is its join key) the join stage (``JOIN``; "" when both sides are fused: the
-    join is that one stage) and ``"<side>_changes_source"``."""
+    its join key never changes: :func:`streamjoin.table.fused.fusable`, ``immutable`` its
+    declaration) the join stage (``JOIN``; "" when both sides are fused: the join is that one
+    stage) and ``"<side>_changes_source"``."""
     left_on, right_on = parse_on(on)
-    direct = {side for side, key, names in (("left", left_key, left_on), ("right", right_key, right_on))
-              if fuse and keyed_by_join_key(key, names)}
+    direct = {side for side, key, names, fixed in (("left", left_key, left_on, immutable[0]),
+                                                   ("right", right_key, right_on, immutable[1]))
+              if fuse and fusable(key, names, fixed)}
     join = "" if len(direct) == 2 else JOIN
     return {side: (join, f"{side}_changes_source") if side in direct else (own, "changes_source")
             for side, own in (("left", LEFT_KEYS), ("right", RIGHT_KEYS))}

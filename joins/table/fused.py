@@ -1,26 +1,38 @@
-"""The table-table join's stage 2 with the key step of a *direct* side inside it.
+"""The table-table join's stage 2 with the key step of a side whose join key never changes inside it.
 
-A side whose primary key is its join key (the same columns, in the same order: a foreign-key
-join's key side, or both sides of a one-to-one join) needs no stage of its own to route its
-changes: routed by its primary key, a change already reaches the partition that holds its join
-key. :class:`FusedTableJoinStage` runs such a side's :class:`streamjoin.table.rekey.TableRekey`
-step and then the :class:`streamjoin.table.stage.TableJoinStage` step in one task, over one store,
-so a version of the join runs one stage and one exchange fewer for that side (and, when both sides
-are direct, one stage in all). ``TableTableJoin(..., fuse_key_stages=True)`` builds it
+A side's key stage exists to retract a row from its old join key when an update moves it, which
+only a stage partitioned by primary key can do. A side whose primary key holds its join key (the
+same columns: a foreign-key join's key side, or both sides of a one-to-one join; or a part of
+them: order lines keyed by ``(order_id, line)`` joined on ``order_id``), or that is declared with
+an immutable join key (``<side>_immutable_join_key``: an append-only event table, or rows that
+never move, such as Nexmark's auctions and their seller), never moves a row: routed by its join
+key, every change of a primary key reaches the partition that holds that key's state.
+:class:`FusedTableJoinStage` runs such a side's :class:`streamjoin.table.rekey.TableRekey` step
+and then the :class:`streamjoin.table.stage.TableJoinStage` step in one task, over one store, so a
+version of the join runs one stage and one exchange fewer for that side (and, when both sides
+fuse, one stage in all). ``TableTableJoin(..., fuse_key_stages=True)`` builds it
 (:attr:`streamjoin.table.operator.TableTableJoin.plan`).
+
+A key step that is not keyed by the join key column for column (:func:`keyed_by_join_key`) runs
+with ``by_join_key`` (:class:`~streamjoin.table.rekey.TableRekey`): a deleted key keeps its join
+key in its value, its state is split by that join key when partitions change, and on a declared
+side a change that would move a held row to another join key is set aside with its reason
+(:data:`streamjoin.table.rekey.MOVED_REASON`). A declaration is the user's promise, as a
+``NOT ENFORCED`` constraint of SQL engines is: a move is seen only where the old and the new join
+key fall in one partition, and a delete must carry the row's join key to reach it.
 
 Inputs, in this order (the plan puts earlier stages' outputs before a join input): the routed
 changes of each side that keeps its key stage (named ``left`` / ``right``, as the join stage's),
-then the changes of each direct side (``left_changes`` / ``right_changes``, the key stage's
+then the changes of each fused side (``left_changes`` / ``right_changes``, the key stage's
 ``changes`` input, routed by its join-key columns). The output, the view changes and the metrics
-are the two steps' (a metric both report is summed); rows a direct side's key step sets aside are
+are the two steps' (a metric both report is summed); rows a fused side's key step sets aside are
 that input's.
 
-**State**: the join stage's areas (:data:`streamjoin.table.state.LAYOUT`) and each direct side's
+**State**: the join stage's areas (:data:`streamjoin.table.state.LAYOUT`) and each fused side's
 key-stage areas (:data:`streamjoin.table.rekey.LAYOUT`) under the prefix ``l`` or ``r``::
 
-    b"lK" | pack(primary key)  ->  pack(change time, sequence, has row, *join key)   (left direct)
-    b"rK" | ...                                                                      (right direct)
+    b"lK" | pack(primary key)  ->  pack(change time, sequence, has row, *join key)   (left fused)
+    b"rK" | ...                                                                      (right fused)
     b"L" | b"R" | b"\\x00meta"  ->  the join stage's rows and counts
 
 The two steps read and write disjoint areas, so their writes are one atomic write of the version.
@@ -44,7 +56,7 @@ from streamjoin.table.views import FUSED_VIEWS
 if TYPE_CHECKING:
     from streamjoin.runtime.regroup import Ownership
 
-__all__ = ["FusedTableJoinStage", "AREA_PREFIX", "SIDES", "keyed_by_join_key", "direct_side"]
+__all__ = ["FusedTableJoinStage", "AREA_PREFIX", "SIDES", "keyed_by_join_key", "direct_side", "fusable"]
 
 SIDES = ("left", "right")
 AREA_PREFIX = KEY_AREA_PREFIX
@@ -57,12 +69,18 @@ def keyed_by_join_key(key: Sequence[str], on: Sequence[str]) -> bool:
 
 
 def direct_side(stage: TableRekey) -> bool:
-    """Whether a key stage's side can run inside the join stage (:func:`keyed_by_join_key`)."""
+    """Whether a key stage's side is keyed by its join key (:func:`keyed_by_join_key`)."""
     return keyed_by_join_key(stage.side.key, stage.side.on)
 
 
+def fusable(key: Sequence[str], on: Sequence[str], immutable_join_key: bool = False) -> bool:
+    """Whether a side's key step can run inside the join stage: its join-key columns are among
+    its primary-key columns, or it is declared with an immutable join key (see module)."""
+    return bool(immutable_join_key) or set(on) <= set(key)
+
+
 class FusedTableJoinStage(Operator):
-    """Stage 2 with the key steps of its direct sides (see module)."""
+    """Stage 2 with the key steps of its fused sides (see module)."""
 
     kind = "table_join_fused"
     set_aside_inputs = ("left", "right", "left_changes", "right_changes", "left_changes_source",
@@ -70,18 +88,20 @@ class FusedTableJoinStage(Operator):
     state_views = FUSED_VIEWS
 
     def __init__(self, join: TableJoinStage, keyed: Mapping[str, TableRekey]) -> None:
-        """``join``: the join stage; ``keyed``: the key stage of each direct side (by side name),
-        built with ``area_prefix=AREA_PREFIX[side]``. Raises ValueError for a side that is not
-        direct (:func:`direct_side`), for no direct side, or for a key stage without its prefix."""
+        """``join``: the join stage; ``keyed``: the key stage of each fused side (by side name),
+        built with ``area_prefix=AREA_PREFIX[side]``, and with ``by_join_key`` unless the side is
+        keyed by its join key (:func:`direct_side`). Raises ValueError for a key stage that is
+        neither, for no key stage, or for a key stage without its prefix."""
         if not keyed or any(name not in SIDES for name in keyed):
             raise ValueError(f"a fused join stage takes the key stage of one or both sides, not {sorted(keyed)}")
         for name, stage in keyed.items():
-            if not direct_side(stage):
-                raise ValueError(f"the {name} side's primary key is not its join key: it keeps its key stage")
+            if direct_side(stage) == stage.by_join_key:
+                raise ValueError(f"the {name} key stage must be routed by join key (by_join_key) exactly when its "
+                                 "primary key is not its join key column for column")
             if stage.layout["keys"].prefix != AREA_PREFIX[name] + b"K":
                 raise ValueError(f"the {name} key stage must be built with area_prefix={AREA_PREFIX[name]!r}")
         self.join, self.keyed = join, dict(keyed)
-        #: the sides in input order: routed ones first, then direct ones
+        #: the sides in input order: routed ones first, then fused ones
         self.order: tuple[str, ...] = (tuple(s for s in SIDES if s not in keyed)
                                        + tuple(s for s in SIDES if s in keyed))
         routed = dict(zip(SIDES, join.inputs))
@@ -107,7 +127,7 @@ class FusedTableJoinStage(Operator):
 
     @property
     def waits_for_watermark(self) -> bool:
-        """A direct side with ``expire_rows`` retracts rows once the horizon passes them."""
+        """A fused side with ``expire_rows`` retracts rows once the horizon passes them."""
         return any(stage.waits_for_watermark for stage in self.keyed.values())
 
     def definition(self) -> dict[str, Any]:
@@ -115,15 +135,15 @@ class FusedTableJoinStage(Operator):
                 **{f"{name}_keys": self.keyed[name].definition() for name in SIDES if name in self.keyed}}
 
     def regroup(self, sources: Sequence[Store], owned: Ownership) -> list[KeyValue]:
-        """The join stage's entries of the owned key groups, and each direct side's key-stage
-        entries (keyed by primary key, which is the join key)."""
+        """The join stage's entries of the owned key groups, and each fused side's key-stage
+        entries (by primary key where it is the join key, else by the join key they hold)."""
         kept = list(self.join.regroup(sources, owned))
         for stage in self.keyed.values():
             kept += stage.regroup(sources, owned)
         return sorted(kept)
 
     def step(self, state: Store, batch: StepInput) -> StepResult:
-        """Each direct side's key step, then the join step over both sides' routed changes."""
+        """Each fused side's key step, then the join step over both sides' routed changes."""
         if len(batch.rows) != len(self._inputs):
             raise ValueError(f"this fused join stage takes {len(self._inputs)} inputs, got {len(batch.rows)}")
         at = {name: i for i, name in enumerate(self.order)}

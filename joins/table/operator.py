@@ -21,7 +21,9 @@ gives, after every version, the relational join of the two tables as they stand 
 state under the join's checkpoint (``left_keys``, ``right_keys``, ``join``): the Spark layer and
 :class:`streamjoin.runtime.plan_runner.PlanRunner` (in process) run that plan. With
 ``fuse_key_stages=True``, a side whose primary key is its join key has no stage 1: its key step
-runs inside stage 3 (``join.fused``, :mod:`streamjoin.table.fused`).
+runs inside stage 3 (``join.fused``, :mod:`streamjoin.table.fused`), and so does the key step of a
+side whose join key is part of its primary key or that is declared with an immutable join key
+(``left_immutable_join_key``, ``right_immutable_join_key``).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from streamjoin.kit.times import Duration
 from streamjoin.runtime.checkpoint.binding import ROOT
 from streamjoin.runtime.checkpoint.files import CheckpointFiles
 from streamjoin.runtime.plan import JoinPlan, Stage, recorded_stages
-from streamjoin.table.fused import AREA_PREFIX, SIDES, FusedTableJoinStage, direct_side
+from streamjoin.table.fused import AREA_PREFIX, SIDES, FusedTableJoinStage, fusable, keyed_by_join_key
 from streamjoin.table.rekey import TableRekey
 from streamjoin.table.retention import side_retentions
 from streamjoin.table.spec import How, TableJoinSpec, common_key_types, detect_format, parse_on
@@ -58,6 +60,7 @@ class TableTableJoin:
         right_changes: ChangeFormat | None = None, left_time: str | None = None, right_time: str | None = None,
         retention: Duration | None = None, expire_rows: bool = False,
         left_delay: Duration | None = None, right_delay: Duration | None = None, fuse_key_stages: bool = False,
+        left_immutable_join_key: bool = False, right_immutable_join_key: bool = False,
     ) -> None:
         """Validate everything; raise :class:`streamjoin.errors.JoinDefinitionError` saying what to change.
 
@@ -71,11 +74,20 @@ class TableTableJoin:
         (:mod:`streamjoin.table.retention`). ``left_delay``/``right_delay``: that table's own
         horizon distance instead of ``retention`` (how late its changes may be; the table-table
         join's lateness is its retention horizon, see :func:`streamjoin.table.retention.side_retentions`).
-        ``fuse_key_stages``: a side whose primary key is its join key runs its key step inside
-        the join stage (:mod:`streamjoin.table.fused`): one stage and one exchange fewer.
+        ``fuse_key_stages``: a side whose join key never changes for a primary key runs its key
+        step inside the join stage (:mod:`streamjoin.table.fused`): one stage and one exchange
+        fewer. That is a side whose join-key columns are among its primary-key columns, or one
+        declared with ``left_immutable_join_key`` / ``right_immutable_join_key`` (the user's
+        promise: its rows never move to another join key, and its deletes carry the join key; a
+        move seen is set aside, :data:`streamjoin.table.rekey.MOVED_REASON`).
         """
         if not isinstance(fuse_key_stages, bool):
             raise JoinDefinitionError(f"fuse_key_stages must be True or False, not {fuse_key_stages!r}")
+        for argument, value in (("left_immutable_join_key", left_immutable_join_key),
+                                ("right_immutable_join_key", right_immutable_join_key)):
+            if not isinstance(value, bool):
+                raise JoinDefinitionError(f"{argument} must be True or False, not {value!r}")
+        immutable = {"left": left_immutable_join_key, "right": right_immutable_join_key}
         left_fmt = detect_format("left", left_schema, left_key, left_time, left_changes)
         right_fmt = detect_format("right", right_schema, right_key, right_time, right_changes)
         left_on, right_on = parse_on(on)
@@ -86,15 +98,18 @@ class TableTableJoin:
         sides = {"left": (left_schema, left_fmt, left_on, left_kept), "right": (right_schema, right_fmt, right_on,
                                                                                  right_kept)}
 
-        def key_stage(name: str, area_prefix: bytes = b"") -> TableRekey:
+        def key_stage(name: str, area_prefix: bytes = b"", by_join_key: bool = False) -> TableRekey:
             schema, fmt, side_on, kept = sides[name]
             return TableRekey(schema, fmt, side_on, name, key_types=types, retention=kept, expire_rows=expire_rows,
-                              area_prefix=area_prefix)
+                              area_prefix=area_prefix, by_join_key=by_join_key)
 
         self.left_stage, self.right_stage = key_stage("left"), key_stage("right")
         self.join_stage = TableJoinStage(self.left_stage.side, self.right_stage.side, how)
-        keyed = {stage.side.name: key_stage(stage.side.name, AREA_PREFIX[stage.side.name])
-                 for stage in (self.left_stage, self.right_stage) if fuse_key_stages and direct_side(stage)}
+        keyed = {}
+        for stage in (self.left_stage, self.right_stage):
+            name, side = stage.side.name, stage.side
+            if fuse_key_stages and fusable(side.key, side.on, immutable[name]):
+                keyed[name] = key_stage(name, AREA_PREFIX[name], not keyed_by_join_key(side.key, side.on))
         self.fused = FusedTableJoinStage(self.join_stage, keyed) if keyed else None
 
     @staticmethod
@@ -102,7 +117,7 @@ class TableTableJoin:
         """Whether the join whose checkpoint is ``checkpoint`` was started with its key stages
         fused (``fuse_key_stages``), as its folder records it: stages without the key stage of a
         side, or one stage (its state in the folder itself); None for a checkpoint nothing was
-        recorded in yet. A join with no side keyed by its join key records three stages either way."""
+        recorded in yet. A join with no side that fuses records three stages either way."""
         files = CheckpointFiles(checkpoint)
         stages = recorded_stages(files)
         if stages is not None:
@@ -112,9 +127,9 @@ class TableTableJoin:
     @property
     def plan(self) -> JoinPlan:
         """The three stages: each side's changes by primary key, then both by join key. Fused
-        (``fuse_key_stages``), the key stage of each direct side is left out and the join stage
-        reads that side's changes; with both sides direct the join is that one stage, its state
-        in the join's checkpoint itself."""
+        (``fuse_key_stages``), the key stage of each side whose join key never changes is left
+        out and the join stage reads that side's changes; with both sides fused the join is that
+        one stage, its state in the join's checkpoint itself."""
         if self.fused is None:
             return JoinPlan((Stage(LEFT_KEYS, self.left_stage, (0,)), Stage(RIGHT_KEYS, self.right_stage, (1,)),
                              Stage(JOIN, self.join_stage, (LEFT_KEYS, RIGHT_KEYS))))

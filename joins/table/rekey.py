@@ -66,11 +66,17 @@ from streamjoin.table.views import KEY_VIEWS
 if TYPE_CHECKING:
     from streamjoin.runtime.regroup import Ownership
 
-__all__ = ["TableRekey", "LAYOUT", "DUPLICATE_REASON"]
+__all__ = ["TableRekey", "LAYOUT", "DUPLICATE_REASON", "MOVED_REASON"]
 
 #: Stage 1's state (see module); its version is the definition's ``layout`` (2: the expiry index).
 #: The reason a bootstrap row is set aside when another row of its key at the same order was applied.
 DUPLICATE_REASON = "duplicate key in snapshot: another row of this key at the same change time was applied"
+#: The reason the changes of a key are set aside when they would move its row to another join key on
+#: a side declared with an immutable join key (``by_join_key``).
+MOVED_REASON = ("join key changed: this side is declared with an immutable join key (<side>_immutable_join_key), "
+                "but this change gives a row another join key than the one it is held at; the row keeps its "
+                "join key; declare the side without it, or send the move as a delete and an insert of a new "
+                "primary key")
 
 LAYOUT = StateLayout("table join keys", 2, (
     Area("keys", b"K", (("primary key", PACKED),), PACKED_VALUE),
@@ -80,6 +86,8 @@ _NO_BYTES = pa.array([], pa.binary())
 _NO_SEPARATOR = pa.scalar(b"", pa.binary())
 #: The change times a version's changes carry to stage 2, beside the order they are applied in.
 _CARRIED = "__sj_carried_time"
+#: The input row each change came from (to set a key's changes aside).
+_ROW = "__sj_input_row"
 
 
 class TableRekey(Operator):
@@ -92,12 +100,16 @@ class TableRekey(Operator):
 
     def __init__(self, schema: pa.Schema, changes: ChangeFormat, on: str | Sequence[str], side: str,
                  *, key_types: Sequence[pa.DataType] | None = None, retention: Duration | None = None,
-                 expire_rows: bool = False, area_prefix: bytes = b"") -> None:
+                 expire_rows: bool = False, area_prefix: bytes = b"", by_join_key: bool = False) -> None:
         """Validate; raise :class:`JoinDefinitionError` naming the problem. ``key_types``: the
         join's common join-key types (default: the ``on`` columns' own types). ``retention``,
         ``expire_rows``: see :mod:`streamjoin.table.retention` (None: keep every key forever).
         ``area_prefix``: put before the prefixes of :data:`LAYOUT` (its state beside another
-        operator's in one store: :mod:`streamjoin.table.fused`)."""
+        operator's in one store: :mod:`streamjoin.table.fused`). ``by_join_key``: the changes are
+        routed by join key, not primary key (the side's join key never changes for a primary key:
+        :func:`streamjoin.table.fused.fusable`): a deleted key's value keeps its join key, the
+        state is split by it when partitions change, and the changes of a key that would give its
+        row another join key are set aside (:data:`MOVED_REASON`, counted as ``moved_join_keys``)."""
         self.layout = LAYOUT.prefixed(area_prefix) if area_prefix else LAYOUT
         self._keys, self._expiry = self.layout["keys"], self.layout["expiry"]
         self.side: TableSide = build_side(side, schema, changes, on, key_types)
@@ -116,6 +128,7 @@ class TableRekey(Operator):
         self._pk_at = [row.index(k) for k in changes.key]
         self._on_at = [row.index(k) for k in self.side.on]
         self._width = len(row)
+        self.by_join_key = bool(by_join_key)
 
     @property
     def inputs(self) -> tuple[InputSpec, ...]:
@@ -133,18 +146,22 @@ class TableRekey(Operator):
 
     def definition(self) -> dict[str, Any]:
         kept = {} if self.retention is None else {"retention": self.retention.definition()}
-        return {"kind": self.kind, "layout": LAYOUT.version, **self.side.definition(), **kept}
+        routed = {"by_join_key": True} if self.by_join_key else {}
+        return {"kind": self.kind, "layout": LAYOUT.version, **self.side.definition(), **kept, **routed}
 
     def __repr__(self) -> str:
         s = self.side
         kept = "" if self.retention is None else (
             f", retention='{self.retention.retention_us} us', expire_rows={self.retention.expire_rows!r}")
-        return f"TableRekey(on={list(s.on)!r}, side={s.name!r}, changes={s.changes!r}{kept})"
+        routed = ", by_join_key=True" if self.by_join_key else ""
+        return f"TableRekey(on={list(s.on)!r}, side={s.name!r}, changes={s.changes!r}{kept}{routed})"
 
     def regroup(self, sources: Sequence[Store], owned: Ownership) -> list[KeyValue]:
         """Split state by key group after a change of partition count (:mod:`streamjoin.table.regroup`)."""
-        from streamjoin.table.regroup import regroup_keys
+        from streamjoin.table.regroup import regroup_keys, regroup_keys_by_join_key
 
+        if self.by_join_key:
+            return regroup_keys_by_join_key(self.layout, sources, owned)
         return regroup_keys(self.layout, len(self._inputs[0].key), sources, owned)
 
     def step(self, state: Store, batch: StepInput) -> StepResult:
@@ -169,6 +186,7 @@ class TableRekey(Operator):
                 aside = pa.concat_tables([aside, set_aside(rows, [(np.ones(rows.num_rows, bool), LATE_REASON)])])
                 keep &= ~late
         changes = changes.append_column(_CARRIED, changes.column(TIME))
+        changes = changes.append_column(_ROW, pa.array(parsed.index, pa.int64()))
         if side.changes.vocabulary.ordered_by_sequence:
             at = changes.schema.get_field_index(TIME)
             changes = changes.set_column(at, TIME, pa.array(np.zeros(changes.num_rows, np.int64)))
@@ -177,7 +195,11 @@ class TableRekey(Operator):
         if len(twins):
             rows = table.take(pa.array(twins, pa.int64()))
             aside = pa.concat_tables([aside, set_aside(rows, [(np.ones(len(twins), bool), DUPLICATE_REASON)])])
-        write, upserts, deletes, gone = self._collapse(state, changes, metrics)
+        write, upserts, deletes, gone, moved = self._collapse(state, changes, metrics)
+        if len(moved):
+            metrics["moved_join_keys"] += len(moved)
+            rows = table.take(pa.array(moved, pa.int64()))
+            aside = pa.concat_tables([aside, set_aside(rows, [(np.ones(len(moved), bool), MOVED_REASON)])])
         if horizon != NEG_INF:
             written = set(write.put_keys.to_pylist())
             deletes += self._expire(state, horizon, written, gone, metrics)
@@ -257,11 +279,12 @@ class TableRekey(Operator):
         return [0, *(np.flatnonzero(new) + 1).tolist()]
 
     def _collapse(self, state: Store, changes: pa.Table, metrics: Counter
-                  ) -> tuple[ColumnWrite, np.ndarray, list[tuple], list[bytes]]:
+                  ) -> tuple[ColumnWrite, np.ndarray, list[tuple], list[bytes], np.ndarray]:
         """Apply each key's changes in order against its state (:meth:`_walk`); return the state
         writes (as columns), the rows to upsert (indices), the deletes ((primary key, join key)
-        bytes and the removing change's carried time), in key order, and the state keys to delete
-        (expiry-index entries a change moves)."""
+        bytes and the removing change's carried time), in key order, the state keys to delete
+        (expiry-index entries a change moves), and the input rows set aside because they would
+        move a row to another join key (``by_join_key`` only)."""
         starts = np.array(self._starts(changes), np.int64)
         keyed = normal_keys(changes, [*self.side.key, *self.side.on])   # the routed rows keep their own values
         pks = self.codec.encode_array(keyed.take(pa.array(starts, pa.int64())), self.side.key)
@@ -269,25 +292,40 @@ class TableRekey(Operator):
         stored = decode_held(state.multi_get_column(keys))
         applied, last, row_before = self._walk(changes, starts, stored)
         ops = changes.column(OP).to_numpy()
-        metrics["stale_changes"] += int(changes.num_rows - applied.sum())
-        metrics["unknown_deletes"] += int((applied & (ops == DELETE) & ~row_before).sum())
         # the keys with an applied change, their last one and whether it leaves a row
         runs = np.flatnonzero(last >= starts)
         lasts = last[runs]
         has_rows = ops[lasts] == UPSERT
+        jks = self.codec.encode_array(keyed.take(pa.array(lasts, pa.int64())), self.side.on)
+        # a row held before leaves its old join key, unless it is upserted at the same one (nulls equal nulls)
+        held_jk = stored.jk.take(pa.array(runs, pa.int64()))
+        same = pc.fill_null(pc.equal(held_jk, jks), False).to_numpy(zero_copy_only=False)
+        moved = np.zeros(0, np.int64)
+        if self.by_join_key:
+            moving = stored.row[runs] & has_rows & ~same
+            if moving.any():   # the key's changes are set aside and its state stays as it was
+                ends = np.append(starts[1:], len(ops))
+                bad = runs[moving]
+                within = np.concatenate([np.arange(starts[r], ends[r]) for r in bad.tolist()])
+                moved = np.sort(changes.column(_ROW).to_numpy()[within])
+                applied[within] = True   # (not stale: set aside)
+                keep = ~moving
+                runs, lasts, has_rows, same = runs[keep], lasts[keep], has_rows[keep], same[keep]
+                jks, held_jk = jks.filter(pa.array(keep)), held_jk.filter(pa.array(keep))
+                row_before[within] = True   # (not an unknown delete: set aside)
+        metrics["stale_changes"] += int(changes.num_rows - applied.sum())
+        metrics["unknown_deletes"] += int((applied & (ops == DELETE) & ~row_before).sum())
         upserts = lasts[has_rows]
         # the state values: pack(change time, sequence, has row, *join key) of each key's last change
+        # (a deleted key keeps its join key too when the changes are routed by it)
         take = pa.array(lasts, pa.int64())
         row_mask = pa.array(has_rows, pa.bool_())
         heads = pack_array([changes.column(TIME).take(take), changes.column(SEQ).take(take), row_mask], len(lasts))
-        jks = self.codec.encode_array(keyed.take(take), self.side.on)   # (a deleted key's: not used)
-        values = pc.if_else(row_mask, pc.binary_join_element_wise(heads, jks, _NO_SEPARATOR), heads)
+        with_jk = pc.binary_join_element_wise(heads, jks, _NO_SEPARATOR)
+        values = with_jk if self.by_join_key else pc.if_else(row_mask, with_jk, heads)
         at = pa.array(runs, pa.int64())
         run_pks = pks.take(at)
         write = ColumnWrite(keys.take(at), values, _NO_BYTES)
-        # a row held before leaves its old join key, unless it is upserted at the same one (nulls equal nulls)
-        held_jk = stored.jk.take(at)
-        same = pc.fill_null(pc.equal(held_jk, jks), False).to_numpy(zero_copy_only=False)
         leaves = np.flatnonzero(stored.row[runs] & ~(has_rows & same))
         leaving = pa.array(leaves, pa.int64())
         carried = changes.column(_CARRIED).take(pa.array(lasts[leaves], pa.int64())).cast(pa.int64()).to_pylist()
@@ -303,7 +341,7 @@ class TableRekey(Operator):
                 if retention.indexed(row):
                     indexed.append((index_key(self._expiry, int(times[i]), pk), b""))
             write = write.plus(ColumnWrite.of_lists(indexed))
-        return write, upserts, deletes, gone
+        return write, upserts, deletes, gone, moved
 
     @staticmethod
     def _walk(changes: pa.Table, starts: np.ndarray, stored: Held) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

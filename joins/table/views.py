@@ -5,7 +5,7 @@ A key stage (``table_join_keys``), side ``keys``: per primary key, the last chan
 (``_change_time``, ``_sequence``, ``_has_row``) and the row's join key (JSON arrays). The join
 stage (``table_join``), sides ``left`` / ``right``: each table's current rows by (join key,
 primary key), as JSON arrays of the stored values. A fused join stage (``table_join_fused``):
-its ``left`` / ``right`` rows, and the ``left_keys`` / ``right_keys`` of its direct sides.
+its ``left`` / ``right`` rows, and the ``left_keys`` / ``right_keys`` of its fused sides.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def _rows_view(side: str, part: str | None = None) -> StateView:
 
 KEY_VIEWS = {"keys": _keys_view()}
 ROW_VIEWS = {"left": _rows_view("left"), "right": _rows_view("right")}
-#: A fused join stage's (:mod:`streamjoin.table.fused`): the rows, and each direct side's keys
+#: A fused join stage's (:mod:`streamjoin.table.fused`): the rows, and each fused side's keys
 #: (``left_keys`` / ``right_keys``; empty for a side that keeps its key stage).
 FUSED_VIEWS = {"left": _rows_view("left", "join"), "right": _rows_view("right", "join"),
                **{f"{side}_keys": _keys_view(prefix, f"{side}_keys") for side, prefix in KEY_AREA_PREFIX.items()}}

@@ -217,7 +217,8 @@ class LocalJoins:
                          checkpoint: str | None = None, partitions: int | None = None,
                          store_options: Mapping[str, Any] | None = None, state_dir: str | None = None,
                          max_partitions: int | None = None, left_bootstrap: pa.Table | None = None,
-                         right_bootstrap: pa.Table | None = None, fuse_key_stages: bool | None = None) -> pa.Table:
+                         right_bootstrap: pa.Table | None = None, fuse_key_stages: bool | None = None,
+                         left_immutable_join_key: bool = False, right_immutable_join_key: bool = False) -> pa.Table:
         """``streamjoin.table_table_join`` over this micro-batch's Arrow tables: the view's changes.
         ``left_bootstrap`` / ``right_bootstrap`` (Arrow tables of the tables' rows) are loaded into
         the join's first version (``streamjoin.table.bootstrap``).
@@ -235,7 +236,9 @@ class LocalJoins:
             fuse_key_stages = TableTableJoin.recorded_fusion(self._checkpoint_dir(self._name(checkpoint))) is not False
         operator = TableTableJoin(left.schema, right.schema, on, left_key=left_key, right_key=right_key, how=how,
                                   left_changes=lf, right_changes=rf, retention=retention, expire_rows=expire_rows,
-                                  left_delay=left_delay, right_delay=right_delay, fuse_key_stages=fuse_key_stages)
+                                  left_delay=left_delay, right_delay=right_delay, fuse_key_stages=fuse_key_stages,
+                                  left_immutable_join_key=left_immutable_join_key,
+                                  right_immutable_join_key=right_immutable_join_key)
         runner = self._runner(self._name(checkpoint), lambda ck, n, cfg, groups: PlanRunner(
             operator.plan, ck, partitions=n, config=cfg, key_groups=groups), options)
         for index, (rows, changes, fmt, argument) in enumerate(((left_bootstrap, left, lf, "left_bootstrap"),

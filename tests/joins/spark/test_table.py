@@ -217,3 +217,47 @@ def test_table_table_join_fused_key_stage_gives_the_three_stage_view_changes(spa
 
 ORDERS_DDL = "order_id bigint, op string, at timestamp, customer_id bigint, amount bigint"
 CUSTOMERS_DDL = "customer_id bigint, op string, at timestamp, name string"
+
+
+def test_table_table_join_declared_immutable_join_key_runs_one_stage(spark, tmp_path):
+    # orders that never change customer, declared so: with customers keyed by the join key the
+    # join is one stage; its view changes are the three-stage join's, and a move is set aside
+    root = str(tmp_path)
+    at = lambda t: EPOCH + dt.timedelta(seconds=t)   # noqa: E731
+    orders = [[(1, "insert", at(1), 10, 5), (2, "insert", at(1), 20, 7)],
+              [(3, "insert", at(2), 10, 9), (1, "update", at(3), 10, 6)],
+              [(2, "delete", at(4), 20, 7), (3, "update", at(4), 20, 9)]]   # the last moves order 3
+    customers = [[(10, "insert", at(1), "ada"), (20, "insert", at(1), "bo")], [(10, "update", at(2), "al")], []]
+    outputs: dict[bool, dict[int, list[tuple]]] = {False: {}, True: {}}
+    for declared in (False, True):
+        for name in ("orders", "customers"):
+            os.makedirs(f"{root}/{declared}/{name}")
+        for batch in range(3):
+            for name, rows, schema in (("orders", orders[batch], ORDERS), ("customers", customers[batch], CUSTOMERS)):
+                if rows:
+                    table = pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema)
+                    pq.write_table(table, f"{root}/{declared}/{name}/part-{batch}.parquet")
+            joined = table_table_join(
+                spark.readStream.schema(ORDERS_DDL).parquet(f"{root}/{declared}/orders"),
+                spark.readStream.schema(CUSTOMERS_DDL).parquet(f"{root}/{declared}/customers"),
+                "customer_id", left_key="order_id", right_key="customer_id", left_time="at", right_time="at",
+                checkpoint=f"{root}/ck{declared}", partitions=2, fuse_key_stages=declared,
+                left_immutable_join_key=declared)
+            query = (joined.writeStream.option("checkpointLocation", f"{root}/spark{declared}")
+                     .trigger(availableNow=True)
+                     .foreachBatch(lambda df, b, d=declared: outputs[d].setdefault(b, sorted(
+                         (r.order_id, r.customer_id_left, r.amount, r.name, r._change_type) for r in df.collect())))
+                     .start())
+            query.awaitTermination()
+            assert query.exception() is None
+    assert outputs[True][0] == outputs[False][0] and outputs[True][1] == outputs[False][1]
+    assert outputs[True][2] == [(2, 20, 7, "bo", "delete")]          # order 3 stays with customer 10
+    assert (3, 20, 9, "bo", "insert") in outputs[False][2]            # (the three stages move it)
+    assert "stages.json" not in os.listdir(f"{root}/ckTrue")          # one stage: state in the checkpoint
+    aside = pq.read_table(f"{root}/ckTrue/set_aside/left_changes").to_pylist()
+    assert [(r["order_id"], r["customer_id"]) for r in aside] == [(3, 20)]
+    from streamjoin.spark.state import read_state
+
+    keys = read_state(spark, f"{root}/ckTrue", side="left_keys").collect()
+    assert sorted((r.primary_key, r.join_key, r._has_row) for r in keys) == [
+        ("[1]", "[10]", True), ("[2]", "[20]", False), ("[3]", "[10]", True)]

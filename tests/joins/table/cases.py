@@ -49,6 +49,7 @@ class Side:
     seqs: tuple
     spell: Callable[[tuple, str, int, Any, tuple, Any], list[dict]]
     row: Callable[[tuple, int, Any, tuple, Any], dict]
+    jk_of: Callable[[tuple], tuple] | None = None    # a join key fixed by the primary key (never moves)
 
 
 @dataclass(frozen=True)
@@ -153,7 +154,31 @@ ONE_TO_ONE = Variant(
     Side(pa.schema([("k", pa.int32()), ("w", pa.string()), ("op", pa.string()), ("at", pa.timestamp("us"))]),
          ("k",), ("k", "w", "at"), ((0,), (1,), (3,)), ((0,),), (None,), _with_op(_keyed_row("k")), _keyed_row("k")),
     _KEYED_RIGHT, "k", ("k",), ("k",), {"left_time": "at", "right_time": "at"})
-VARIANTS = (SIMPLE, COMPOSITE, KEYED, ONE_TO_ONE)
+
+
+# -- LINES: order lines keyed by (order, line), joined on the order: the join key is part of the
+# primary key, so no row moves and both key stages can run inside the join stage ------------------
+
+def _line_row(pk, second, seq, jk, payload):
+    return {"o": pk[0], "n": pk[1], "w": payload, "at": when(second)}
+
+
+LINES = Variant(
+    Side(pa.schema([("o", pa.int64()), ("n", pa.int32()), ("w", pa.string()), ("op", pa.string()),
+                    ("at", pa.timestamp("us"))]),
+         ("o", "n"), ("o", "n", "w", "at"), ((0, 0), (0, 1), (1, 0), (2, 0)), ((0,),), (None,),
+         _with_op(_line_row), _line_row, jk_of=lambda pk: (pk[0],)),
+    _KEYED_RIGHT, (["o"], ["k"]), ("o",), ("k",), {"left_time": "at", "right_time": "at"})
+
+
+# -- IMMUTABLE: SIMPLE whose posts never change author, declared so (left_immutable_join_key) -------
+
+_FIXED_JK = {(0,): (0,), (1,): (1,), (2,): (None,)}
+IMMUTABLE = Variant(
+    Side(SIMPLE.left.schema, SIMPLE.left.key, SIMPLE.left.row_columns, SIMPLE.left.pks, SIMPLE.left.jks,
+         SIMPLE.left.seqs, SIMPLE.left.spell, SIMPLE.left.row, jk_of=_FIXED_JK.__getitem__),
+    SIMPLE.right, "k", ("k",), ("k",), {**SIMPLE.options, "left_immutable_join_key": True})
+VARIANTS = (SIMPLE, COMPOSITE, KEYED, ONE_TO_ONE, LINES, IMMUTABLE)
 
 
 @dataclass
@@ -238,8 +263,10 @@ def _changes(draw, side: Side, n_batches: int, max_changes: int) -> list[list[tu
     batches: list[list[tuple]] = [[] for _ in range(n_batches)]
     for _ in range(draw(st.integers(min(3, max_changes), max_changes))):
         op = draw(st.sampled_from(["upsert", "upsert", "upsert", "delete", "heartbeat"]))
-        change = (draw(st.sampled_from(side.pks)), op, draw(st.integers(0, 6)), draw(st.sampled_from(side.seqs)),
-                  draw(st.sampled_from(side.jks)), draw(st.sampled_from(["p", "q", None])))
+        pk = draw(st.sampled_from(side.pks))
+        jk = side.jk_of(pk) if side.jk_of is not None else draw(st.sampled_from(side.jks))
+        change = (pk, op, draw(st.integers(0, 6)), draw(st.sampled_from(side.seqs)), jk,
+                  draw(st.sampled_from(["p", "q", None])))
         batches[draw(st.integers(0, n_batches - 1))].append(change)
     return batches
 

@@ -1,7 +1,9 @@
 """The table join's key stage fused into the join stage (``fuse_key_stages=True``,
-:mod:`streamjoin.table.fused`): which sides fuse, the plan it makes, and that a checkpoint keeps
-the stages it was started with. That the fused join gives the three-stage join's view changes is
-a property of ``test_properties`` (its cases draw ``fuse``)."""
+:mod:`streamjoin.table.fused`): which sides fuse, the plan it makes, that a checkpoint keeps
+the stages it was started with, and what a side declared with an immutable join key does with a
+change that moves a row. That the fused join gives the three-stage join's view changes is a
+property of ``test_properties`` (its cases draw ``fuse``, and variants whose join key is part of
+the primary key or declared immutable)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import pytest
 from streamjoin.errors import CheckpointMismatchError, JoinDefinitionError
 from streamjoin.runtime.plan_runner import PlanRunner
 from streamjoin.table.operator import TableTableJoin
+from streamjoin.table.rekey import MOVED_REASON
 
 ORDERS = pa.schema([("order_id", pa.int64()), ("customer_id", pa.int64()), ("op", pa.string()),
                     ("at", pa.timestamp("us"))])
@@ -34,11 +37,51 @@ def test_table_join_fused_plan_leaves_out_only_the_key_stage_of_a_side_keyed_by_
     both = _join(left=CUSTOMERS, left_key="customer_id")
     assert both.plan.names == ("",)
     assert [s.name for s in both.plan.output.operator.inputs] == ["left_changes", "right_changes"]
-    neither = TableTableJoin(ORDERS, CUSTOMERS, "customer_id", left_key="order_id", right_key=["customer_id", "name"],
+    neither = TableTableJoin(ORDERS, CUSTOMERS, "customer_id", left_key="order_id", right_key="name",
                              left_time="at", right_time="at", fuse_key_stages=True)
     assert neither.fused is None and neither.plan.names == ("left_keys", "right_keys", "join")
     with pytest.raises(JoinDefinitionError, match="fuse_key_stages must be True or False, not 'yes'"):
         _join(fuse="yes")
+
+
+def test_table_join_fuses_a_side_whose_join_key_is_part_of_its_primary_key_or_declared_immutable():
+    # customers keyed by (customer_id, name) joined on customer_id: a row cannot move
+    part = _join(right_key=["customer_id", "name"])
+    assert part.plan.names == ("left_keys", "join")
+    assert part.fused.keyed["right"].by_join_key
+    assert not _join().fused.keyed["right"].by_join_key       # keyed by the join key: as before
+    declared = TableTableJoin(ORDERS, CUSTOMERS, "customer_id", left_key="order_id", right_key="customer_id",
+                              left_time="at", right_time="at", fuse_key_stages=True, left_immutable_join_key=True)
+    assert declared.plan.names == ("",)
+    assert declared.fused.keyed["left"].by_join_key
+    assert declared.fused.definition()["left_keys"]["by_join_key"] is True
+    three = TableTableJoin(ORDERS, CUSTOMERS, "customer_id", left_key="order_id", right_key="customer_id",
+                           left_time="at", right_time="at", fuse_key_stages=False, left_immutable_join_key=True)
+    assert three.plan.names == ("left_keys", "right_keys", "join")
+    with pytest.raises(JoinDefinitionError, match="left_immutable_join_key must be True or False, not 1"):
+        TableTableJoin(ORDERS, CUSTOMERS, "customer_id", left_key="order_id", right_key="customer_id",
+                       left_time="at", right_time="at", left_immutable_join_key=1)
+
+
+def test_table_join_declared_immutable_join_key_sets_a_move_aside_and_keeps_the_row(tmp_path):
+    join = TableTableJoin(ORDERS, CUSTOMERS, "customer_id", left_key="order_id", right_key="customer_id",
+                          left_time="at", right_time="at", fuse_key_stages=True, left_immutable_join_key=True)
+    runner = PlanRunner(join.plan, str(tmp_path / "ck"), partitions=1)   # one partition: every move is seen
+    at = dt.datetime(2026, 1, 1)
+    orders = pa.Table.from_pylist([{"order_id": 1, "customer_id": 10, "op": "upsert", "at": at},
+                                   {"order_id": 2, "customer_id": 10, "op": "upsert", "at": at}], ORDERS)
+    first = runner.run(orders, _rows(CUSTOMERS, (10, "ada"), (11, "bo")))
+    assert sorted(first.column("order_id").to_pylist()) == [1, 2]
+    later = at + dt.timedelta(seconds=1)
+    moves = pa.Table.from_pylist([{"order_id": 1, "customer_id": 11, "op": "upsert", "at": later},   # a move
+                                  {"order_id": 2, "customer_id": 10, "op": "delete", "at": later},
+                                  {"order_id": 3, "customer_id": 11, "op": "upsert", "at": later}], ORDERS)
+    out = runner.run(moves, CUSTOMERS.empty_table())
+    assert sorted(zip(out.column("order_id").to_pylist(), out.column("_change_type").to_pylist())) == [
+        (2, "delete"), (3, "insert")]   # order 1 stays with customer 10
+    aside = runner.set_aside("left_changes").to_pylist()
+    assert [(r["order_id"], r["customer_id"], r["_reason"]) for r in aside] == [(1, 11, MOVED_REASON)]
+    assert runner.metric("moved_join_keys") == 1 and runner.metric("stale_changes") == 0
 
 
 def _rows(schema, *rows):
