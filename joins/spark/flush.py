@@ -18,7 +18,9 @@ about 2 s a query start (``streamjoin bench runtime --flush-sources ticks,python
 of whose output waits for the watermark (an inner or semi interval join, a ``latest``
 enrichment, a table-table join without ``expire_rows``:
 :attr:`streamjoin.runtime.operator.Operator.waits_for_watermark`) has nothing for that batch to
-release, so for it ``"flush"`` is ``"hold"`` and it has the ticks.
+release, so for it ``"flush"`` is ``"hold"`` and it has the ticks. A join none of whose inputs
+carries an event time (a table-table join without a retention) has no watermark at all, and no
+flush source: its query reads its own sources only.
 
 **Ticks** (``end_of_run="hold"``, and ``"flush"`` where no output waits): Spark's own text file source over ``<checkpoint>/flush/``
 (:func:`tick_stream`), no Python process. A task whose version had rows with an event time
@@ -81,12 +83,15 @@ class Flush:
         return self.end_of_run == "release"
 
 
-def plan_flush(checkpoint: str, asked: EndOfRun | None, processing_time: bool = False, waits: bool = True) -> Flush:
+def plan_flush(checkpoint: str, asked: EndOfRun | None, processing_time: bool = False, waits: bool = True,
+               timed: bool = True) -> Flush | None:
     """The flush of the join with ``checkpoint`` given ``end_of_run=asked`` (None: the default,
     ``"flush"``), by the rules of the module. ``waits``: whether some of the join's output waits
     for the watermark (:attr:`streamjoin.runtime.operator.Operator.waits_for_watermark`); where
     none does, ``"flush"`` is ``"hold"``: the ticks, and a checkpoint that ran with them keeps
-    them without a word. Raises :class:`JoinDefinitionError` for ``"flush"``
+    them without a word. ``timed``: whether any input of the join carries an event time; a join
+    with none has no watermark, so no flush (None), unless its checkpoint ran with one or it is
+    asked to ``"release"``. Raises :class:`JoinDefinitionError` for ``"flush"``
     or ``"release"`` on a checkpoint that ran with ticks, and :class:`CheckpointMismatchError`
     for anything but ``"release"`` on one whose inputs a ``"release"`` run closed (new rows would
     all be late there, and a restart without new rows has nothing to do).
@@ -126,6 +131,8 @@ def plan_flush(checkpoint: str, asked: EndOfRun | None, processing_time: bool = 
                 "log and cannot be replaced by another source there. Pass end_of_run='hold' (or leave it out) "
                 "for this checkpoint, or start the join (and its query) from new checkpoint locations")
         return Flush("hold", ticks=True)
+    if not timed and asked != "release" and not cp.files.exists(CLAIM):
+        return None   # no input has an event time: no watermark moves, no micro-batch to ask for
     end_of_run: EndOfRun = asked or "flush"
     quiet = end_of_run == "hold" or (end_of_run == "flush" and not waits)   # no batch after a run's last
     ticks = quiet and not cp.files.exists(CLAIM) and _spark_reads(checkpoint)

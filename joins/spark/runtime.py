@@ -87,6 +87,7 @@ def run_operator(
     :func:`streamjoin.spark.plan.run_plan` gives its join's): whether some of the join's output
     waits for the watermark; where none does, ``"flush"`` is ``"hold"`` (nothing is released by a
     trailing batch), and on a local or ``hdfs://`` checkpoint both start no Python process. A
+    join none of whose inputs carries an event time has no watermark and no flush source. A
     checkpoint whose query ran with the tick flush keeps it (:func:`streamjoin.spark.flush.plan_flush`).
     ``pre_staged``: the
     set-aside inputs whose rows a pre-stage before the shuffle writes to ``checkpoint``
@@ -125,7 +126,9 @@ def run_operator(
     # a micro-batch whenever the join's watermark moves (streamjoin.spark.flush)
     flushed = streaming and reads_sources
     waits = operator.waits_for_watermark if waits is None else waits
-    flush = plan_flush(checkpoint, end_of_run, operator.uses_processing_time, waits=waits) if flushed else None
+    timed = any(spec.time is not None for spec in operator.inputs)
+    flush = plan_flush(checkpoint, end_of_run, operator.uses_processing_time, waits=waits,
+                       timed=timed) if flushed else None
     if flush is not None:
         stream = flush_stream(spark, checkpoint, partitions, len(operator.inputs), flush)
         combined = combined.unionByName(stream.select(F.lit(-1).cast("byte").alias(INPUT_TAG)),

@@ -104,6 +104,21 @@ def test_flush_plan_of_a_join_whose_output_never_waits_has_the_ticks_for_flush(t
     assert plan_flush(str(claimed), None, waits=False) == Flush("flush", ticks=False)
 
 
+def test_flush_plan_of_a_join_without_event_times_is_none_unless_its_checkpoint_ran_with_one(tmp_path):
+    # a table-table join without a retention: no input has an event time, so no watermark moves
+    ck = str(tmp_path / "join")
+    for asked in (None, "flush", "hold"):
+        assert plan_flush(ck, asked, waits=False, timed=False) is None
+    assert plan_flush(ck, "release", waits=False, timed=False) == Flush("release", ticks=False)
+    Checkpoint(ck).commits.write(0, 0, 1, (None, None), {})   # a version run with ticks keeps them
+    (tmp_path / "join" / "flush").mkdir()
+    assert plan_flush(ck, None, waits=False, timed=False) == Flush("flush", ticks=True)
+    claimed = tmp_path / "claimed"   # as does one that ran the Python source
+    claimed.mkdir()
+    (claimed / "flush.json").write_text('{"owner": "abc"}')
+    assert plan_flush(str(claimed), None, waits=False, timed=False) == Flush("flush", ticks=False)
+
+
 def test_flush_plan_refuses_all_but_release_on_a_checkpoint_whose_inputs_were_closed(tmp_path):
     ck = str(tmp_path / "join")
     Checkpoint(ck).files.create_json("closed/v=2.json", {"version": 2})

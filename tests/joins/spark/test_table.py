@@ -254,6 +254,8 @@ def test_table_table_join_declared_immutable_join_key_runs_one_stage(spark, tmp_
     assert outputs[True][2] == [(2, 20, 7, "bo", "delete")]          # order 3 stays with customer 10
     assert (3, 20, 9, "bo", "insert") in outputs[False][2]            # (the three stages move it)
     assert "stages.json" not in os.listdir(f"{root}/ckTrue")          # one stage: state in the checkpoint
+    # no input carries an event time (no retention): no watermark, so no flush source
+    assert len(query.lastProgress["sources"]) == 2 and "flush" not in os.listdir(f"{root}/ckTrue")
     aside = pq.read_table(f"{root}/ckTrue/set_aside/left_changes").to_pylist()
     assert [(r["order_id"], r["customer_id"]) for r in aside] == [(3, 20)]
     from streamjoin.spark.state import read_state
