@@ -186,11 +186,12 @@ class TableRekey(Operator):
                 aside = pa.concat_tables([aside, set_aside(rows, [(np.ones(rows.num_rows, bool), LATE_REASON)])])
                 keep &= ~late
         changes = changes.append_column(_CARRIED, changes.column(TIME))
-        changes = changes.append_column(_ROW, pa.array(parsed.index, pa.int64()))
         if side.changes.vocabulary.ordered_by_sequence:
             at = changes.schema.get_field_index(TIME)
             changes = changes.set_column(at, TIME, pa.array(np.zeros(changes.num_rows, np.int64)))
-        changes, twins = self._without_twin_snapshots(parsed.snapshot, parsed.index, keep, changes)
+        changes, twins, rows_of = self._without_twin_snapshots(parsed.snapshot, parsed.index, keep, changes)
+        # (after the canonical sort, whose ties the other columns break: the input row must not)
+        changes = changes.append_column(_ROW, pa.array(rows_of, pa.int64()))
         metrics["duplicate_snapshot_rows"] = len(twins)
         if len(twins):
             rows = table.take(pa.array(twins, pa.int64()))
@@ -234,18 +235,20 @@ class TableRekey(Operator):
         return canonical_order(changes, canonical_sort_keys(changes.schema, [*self.side.key, TIME, SEQ, OP]))
 
     def _without_twin_snapshots(self, snapshot: np.ndarray | None, index: np.ndarray, keep: np.ndarray,
-                                changes: pa.Table) -> tuple[pa.Table, np.ndarray]:
-        """The kept ``changes`` in canonical order without the *twin snapshot rows*, and the input rows
-        of those twins: a snapshot row (a bootstrap's) of a key that an earlier snapshot row of this
-        batch has at the same order (time and sequence). A table has one row per key, so two are
-        ambiguous: the first in canonical order is applied, as a tie between changes is, and each
-        other is set aside (:data:`DUPLICATE_REASON`) rather than dropped as stale."""
+                                changes: pa.Table) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+        """The kept ``changes`` in canonical order without the *twin snapshot rows*, the input rows
+        of those twins, and the input row of each change returned: a twin is a snapshot row (a
+        bootstrap's) of a key that an earlier snapshot row of this batch has at the same order
+        (time and sequence). A table has one row per key, so two are ambiguous: the first in
+        canonical order is applied, as a tie between changes is, and each other is set aside
+        (:data:`DUPLICATE_REASON`) rather than dropped as stale."""
         kept = changes.filter(pa.array(keep))
         order = self._canonical_order(kept)
         kept = kept.take(order)
-        if snapshot is None or not snapshot.any() or kept.num_rows < 2:
-            return kept, np.zeros(0, np.int64)
         at = order.to_numpy()
+        rows_of = index[keep][at]
+        if snapshot is None or not snapshot.any() or kept.num_rows < 2:
+            return kept, np.zeros(0, np.int64), rows_of
         snap = snapshot[keep][at]
         starts = np.array(self._starts(kept), np.int64)
         times = kept.column(TIME).to_numpy()
@@ -256,7 +259,7 @@ class TableRekey(Operator):
         twin[1:] = (times[1:] == times[:-1]) & (has_seq[1:] == has_seq[:-1]) & (seqs[1:] == seqs[:-1]) \
             & snap[1:] & snap[:-1]
         twin[starts] = False
-        return kept.filter(pa.array(~twin)), index[keep][at][twin]
+        return kept.filter(pa.array(~twin)), rows_of[twin], rows_of[~twin]
 
     def _starts(self, changes: pa.Table) -> list[int]:
         """Where each primary key's run of changes starts (``changes`` sorted by key); keys are
