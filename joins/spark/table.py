@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 from pyspark.sql import DataFrame
 
@@ -155,8 +155,9 @@ def table_table_join(
         raise JoinDefinitionError(f"fuse_key_stages must be True, False or None (as the checkpoint was started), "
                                   f"not {fuse_key_stages!r}")
     # change rows refused before routing are set aside under the stage reading that side
+    kept = TableTableJoin.recorded_key_stages(checkpoint)
     readers = stage_readers(on, left_key, right_key, fuse_key_stages,
-                            (left_immutable_join_key, right_immutable_join_key))
+                            (left_immutable_join_key, right_immutable_join_key), kept)
     sources = {side: (f"{checkpoint.rstrip('/')}/{stage}" if stage else checkpoint, name)
                for side, (stage, name) in readers.items()}
     staged = {i: sources[side][1] for i, (side, fmt) in enumerate((("left", left_fmt), ("right", right_fmt)))
@@ -168,6 +169,7 @@ def table_table_join(
         left_changes=left_fmt, right_changes=right_fmt, retention=retention, expire_rows=expire_rows,
         left_delay=left_delay, right_delay=right_delay, fuse_key_stages=fuse_key_stages,
         left_immutable_join_key=left_immutable_join_key, right_immutable_join_key=right_immutable_join_key,
+        kept_key_stages=kept,
     )
     initial = [None if rows is None else bootstrap_changes(rows, df, fmt, argument, expire_rows)
                for rows, df, fmt, argument in ((left_bootstrap, left, left_fmt, "left_bootstrap"),
@@ -178,16 +180,18 @@ def table_table_join(
 
 
 def stage_readers(on: On, left_key: Sequence[str], right_key: Sequence[str], fuse: bool,
-                  immutable: tuple[bool, bool] = (False, False)) -> dict[str, tuple[str, str]]:
+                  immutable: tuple[bool, bool] = (False, False),
+                  kept: Collection[str] = ()) -> dict[str, tuple[str, str]]:
     """Per side, the stage reading its changes and the set-aside input its refused change rows go
     to: ``(LEFT_KEYS, "changes_source")``, or for a side fused into the join stage (``fuse``, and
     its join key never changes: :func:`streamjoin.table.fused.fusable`, ``immutable`` its
-    declaration) the join stage (``JOIN``; "" when both sides are fused: the join is that one
-    stage) and ``"<side>_changes_source"``."""
+    declaration, ``kept`` the sides whose key stage the checkpoint recorded) the join stage
+    (``JOIN``; "" when both sides are fused: the join is that one stage) and
+    ``"<side>_changes_source"``."""
     left_on, right_on = parse_on(on)
     direct = {side for side, key, names, fixed in (("left", left_key, left_on, immutable[0]),
                                                    ("right", right_key, right_on, immutable[1]))
-              if fuse and fusable(key, names, fixed)}
+              if fuse and fusable(key, names, fixed, side in kept)}
     join = "" if len(direct) == 2 else JOIN
     return {side: (join, f"{side}_changes_source") if side in direct else (own, "changes_source")
             for side, own in (("left", LEFT_KEYS), ("right", RIGHT_KEYS))}

@@ -73,10 +73,12 @@ def direct_side(stage: TableRekey) -> bool:
     return keyed_by_join_key(stage.side.key, stage.side.on)
 
 
-def fusable(key: Sequence[str], on: Sequence[str], immutable_join_key: bool = False) -> bool:
-    """Whether a side's key step can run inside the join stage: its join-key columns are among
-    its primary-key columns, or it is declared with an immutable join key (see module)."""
-    return bool(immutable_join_key) or set(on) <= set(key)
+def fusable(key: Sequence[str], on: Sequence[str], immutable_join_key: bool = False, kept: bool = False) -> bool:
+    """Whether a side's key step can run inside the join stage: it is declared with an immutable
+    join key, or its join-key columns are among its primary-key columns (see module) and its
+    checkpoint did not record a key stage of its own (``kept``: one started before such a side
+    fused keeps its stages)."""
+    return bool(immutable_join_key) or (not kept and set(on) <= set(key))
 
 
 class FusedTableJoinStage(Operator):

@@ -28,7 +28,7 @@ side whose join key is part of its primary key or that is declared with an immut
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Collection, Sequence
 
 import pyarrow as pa
 
@@ -61,6 +61,7 @@ class TableTableJoin:
         retention: Duration | None = None, expire_rows: bool = False,
         left_delay: Duration | None = None, right_delay: Duration | None = None, fuse_key_stages: bool = False,
         left_immutable_join_key: bool = False, right_immutable_join_key: bool = False,
+        kept_key_stages: Collection[str] = (),
     ) -> None:
         """Validate everything; raise :class:`streamjoin.errors.JoinDefinitionError` saying what to change.
 
@@ -79,7 +80,9 @@ class TableTableJoin:
         fewer. That is a side whose join-key columns are among its primary-key columns, or one
         declared with ``left_immutable_join_key`` / ``right_immutable_join_key`` (the user's
         promise: its rows never move to another join key, and its deletes carry the join key; a
-        move seen is set aside, :data:`streamjoin.table.rekey.MOVED_REASON`).
+        move seen is set aside, :data:`streamjoin.table.rekey.MOVED_REASON`). ``kept_key_stages``:
+        the sides (``"left"``, ``"right"``) whose key stage the checkpoint recorded
+        (:meth:`recorded_key_stages`); such a side fuses only when declared.
         """
         if not isinstance(fuse_key_stages, bool):
             raise JoinDefinitionError(f"fuse_key_stages must be True or False, not {fuse_key_stages!r}")
@@ -108,7 +111,7 @@ class TableTableJoin:
         keyed = {}
         for stage in (self.left_stage, self.right_stage):
             name, side = stage.side.name, stage.side
-            if fuse_key_stages and fusable(side.key, side.on, immutable[name]):
+            if fuse_key_stages and fusable(side.key, side.on, immutable[name], name in kept_key_stages):
                 keyed[name] = key_stage(name, AREA_PREFIX[name], not keyed_by_join_key(side.key, side.on))
         self.fused = FusedTableJoinStage(self.join_stage, keyed) if keyed else None
 
@@ -123,6 +126,13 @@ class TableTableJoin:
         if stages is not None:
             return LEFT_KEYS not in stages or RIGHT_KEYS not in stages
         return True if files.read_json(ROOT) is not None else None
+
+    @staticmethod
+    def recorded_key_stages(checkpoint: str) -> frozenset[str]:
+        """The sides (``"left"``, ``"right"``) whose key stage the join's checkpoint recorded
+        (none for a new checkpoint, or one of one stage)."""
+        stages = recorded_stages(CheckpointFiles(checkpoint)) or ()
+        return frozenset(side for side, name in (("left", LEFT_KEYS), ("right", RIGHT_KEYS)) if name in stages)
 
     @property
     def plan(self) -> JoinPlan:

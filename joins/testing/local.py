@@ -238,7 +238,9 @@ class LocalJoins:
                                   left_changes=lf, right_changes=rf, retention=retention, expire_rows=expire_rows,
                                   left_delay=left_delay, right_delay=right_delay, fuse_key_stages=fuse_key_stages,
                                   left_immutable_join_key=left_immutable_join_key,
-                                  right_immutable_join_key=right_immutable_join_key)
+                                  right_immutable_join_key=right_immutable_join_key,
+                                  kept_key_stages=TableTableJoin.recorded_key_stages(
+                                      self._checkpoint_dir(self._name(checkpoint))))
         runner = self._runner(self._name(checkpoint), lambda ck, n, cfg, groups: PlanRunner(
             operator.plan, ck, partitions=n, config=cfg, key_groups=groups), options)
         for index, (rows, changes, fmt, argument) in enumerate(((left_bootstrap, left, lf, "left_bootstrap"),

@@ -114,3 +114,24 @@ def test_table_join_recorded_fusion_tells_how_a_checkpoint_was_started(tmp_path)
         left = _rows(CUSTOMERS, (10, "bo")) if options.get("left") else _rows(ORDERS, (1, 10))
         runner.run(left, _rows(CUSTOMERS, (10, "ada")))
         assert TableTableJoin.recorded_fusion(str(tmp_path / name)) is fused, name
+
+
+def test_table_join_checkpoint_keeps_the_key_stage_of_a_side_that_fuses_since(tmp_path):
+    # a side whose join key is part of its primary key kept its key stage before such sides fused;
+    # its checkpoint runs on with it (the plan follows the recorded stages), a new one is one stage
+    def join(kept=()):
+        return TableTableJoin(CUSTOMERS, CUSTOMERS, "customer_id", left_key=["customer_id", "name"],
+                              right_key="customer_id", left_time="at", right_time="at", fuse_key_stages=True,
+                              kept_key_stages=kept)
+    assert join().plan.names == ("",)
+    started = join(kept={"left"})                     # the plan such a checkpoint was started with
+    assert started.plan.names == ("left_keys", "join")
+    ck = str(tmp_path / "ck")
+    PlanRunner(started.plan, ck, partitions=2).run(_rows(CUSTOMERS, (10, "bo")), _rows(CUSTOMERS, (10, "ada")))
+    assert TableTableJoin.recorded_key_stages(ck) == {"left"}
+    again = PlanRunner(join(TableTableJoin.recorded_key_stages(ck)).plan, ck, partitions=2)
+    out = again.run(_rows(CUSTOMERS, (10, "cy")), CUSTOMERS.empty_table(), version=1)
+    assert sorted(out.column("name_left").to_pylist()) == ["cy"]
+    with pytest.raises(CheckpointMismatchError, match="keeps the stages it was started with"):
+        PlanRunner(join().plan, ck, partitions=2)
+    assert TableTableJoin.recorded_key_stages(str(tmp_path / "new")) == frozenset()
