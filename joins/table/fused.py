@@ -13,6 +13,12 @@ version of the join runs one stage and one exchange fewer for that side (and, wh
 fuse, one stage in all). ``TableTableJoin(..., fuse_key_stages=True)`` builds it
 (:attr:`streamjoin.table.operator.TableTableJoin.plan`).
 
+A side whose changes carry their pre-images (a view's change stream, the ``streamjoin``
+vocabulary: another join's output in a chain) moves rows, but says where from: an update's
+``update_preimage`` holds the row at its old join key. Read as a delete there, it is routed to
+that join key's partition and retracts the row, while the ``update_postimage`` inserts it at the
+new one; so that side fuses too.
+
 A key step that is not keyed by the join key column for column (:func:`keyed_by_join_key`) runs
 with ``by_join_key`` (:class:`~streamjoin.table.rekey.TableRekey`): a deleted key keeps its join
 key in its value, its state is split by that join key when partitions change, and on a declared
@@ -45,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import pyarrow as pa
 
+from streamjoin.changes import ChangeFormat
 from streamjoin.runtime.operator import InputSpec, Operator, StepInput, StepResult
 from streamjoin.statestore.base import KeyValue, Store
 from streamjoin.statestore.columns import ColumnWrite
@@ -56,7 +63,8 @@ from streamjoin.table.views import FUSED_VIEWS
 if TYPE_CHECKING:
     from streamjoin.runtime.regroup import Ownership
 
-__all__ = ["FusedTableJoinStage", "AREA_PREFIX", "SIDES", "keyed_by_join_key", "direct_side", "fusable"]
+__all__ = ["FusedTableJoinStage", "AREA_PREFIX", "SIDES", "keyed_by_join_key", "direct_side", "fusable",
+           "carries_pre_images"]
 
 SIDES = ("left", "right")
 AREA_PREFIX = KEY_AREA_PREFIX
@@ -73,12 +81,19 @@ def direct_side(stage: TableRekey) -> bool:
     return keyed_by_join_key(stage.side.key, stage.side.on)
 
 
-def fusable(key: Sequence[str], on: Sequence[str], immutable_join_key: bool = False, kept: bool = False) -> bool:
+def carries_pre_images(changes: ChangeFormat) -> bool:
+    """Whether a side's changes carry their pre-images (a view's change stream: see module)."""
+    return changes.vocabulary.name == "streamjoin"
+
+
+def fusable(key: Sequence[str], on: Sequence[str], immutable_join_key: bool = False, kept: bool = False,
+            before_images: bool = False) -> bool:
     """Whether a side's key step can run inside the join stage: it is declared with an immutable
-    join key, or its join-key columns are among its primary-key columns (see module) and its
-    checkpoint did not record a key stage of its own (``kept``: one started before such a side
-    fused keeps its stages)."""
-    return bool(immutable_join_key) or (not kept and set(on) <= set(key))
+    join key, or, unless its checkpoint recorded a key stage of its own (``kept``: one started
+    before such a side fused keeps its stages), its join-key columns are among its primary-key
+    columns or its changes carry their pre-images (``before_images``: a view's change stream;
+    see module)."""
+    return bool(immutable_join_key) or (not kept and (set(on) <= set(key) or before_images))
 
 
 class FusedTableJoinStage(Operator):

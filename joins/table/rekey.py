@@ -72,7 +72,7 @@ __all__ = ["TableRekey", "LAYOUT", "DUPLICATE_REASON", "MOVED_REASON"]
 #: The reason a bootstrap row is set aside when another row of its key at the same order was applied.
 DUPLICATE_REASON = "duplicate key in snapshot: another row of this key at the same change time was applied"
 #: The reason the changes of a key are set aside when they would move its row to another join key on
-#: a side declared with an immutable join key (``by_join_key``).
+#: a side declared with an immutable join key (``immutable``).
 MOVED_REASON = ("join key changed: this side is declared with an immutable join key (<side>_immutable_join_key), "
                 "but this change gives a row another join key than the one it is held at; the row keeps its "
                 "join key; declare the side without it, or send the move as a delete and an insert of a new "
@@ -88,6 +88,7 @@ _NO_SEPARATOR = pa.scalar(b"", pa.binary())
 _CARRIED = "__sj_carried_time"
 #: The input row each change came from (to set a key's changes aside).
 _ROW = "__sj_input_row"
+_PRE_IMAGE = "update_preimage"
 
 
 class TableRekey(Operator):
@@ -100,16 +101,21 @@ class TableRekey(Operator):
 
     def __init__(self, schema: pa.Schema, changes: ChangeFormat, on: str | Sequence[str], side: str,
                  *, key_types: Sequence[pa.DataType] | None = None, retention: Duration | None = None,
-                 expire_rows: bool = False, area_prefix: bytes = b"", by_join_key: bool = False) -> None:
+                 expire_rows: bool = False, area_prefix: bytes = b"", by_join_key: bool = False,
+                 immutable: bool = False, before_images: bool = False) -> None:
         """Validate; raise :class:`JoinDefinitionError` naming the problem. ``key_types``: the
         join's common join-key types (default: the ``on`` columns' own types). ``retention``,
         ``expire_rows``: see :mod:`streamjoin.table.retention` (None: keep every key forever).
         ``area_prefix``: put before the prefixes of :data:`LAYOUT` (its state beside another
         operator's in one store: :mod:`streamjoin.table.fused`). ``by_join_key``: the changes are
         routed by join key, not primary key (the side's join key never changes for a primary key:
-        :func:`streamjoin.table.fused.fusable`): a deleted key's value keeps its join key, the
-        state is split by it when partitions change, and the changes of a key that would give its
-        row another join key are set aside (:data:`MOVED_REASON`, counted as ``moved_join_keys``)."""
+        :func:`streamjoin.table.fused.fusable`): a deleted key's value keeps its join key, and
+        the state is split by it when partitions change. ``immutable`` (the side is declared with
+        an immutable join key; with ``by_join_key``): the changes of a key that would give its row
+        another join key are set aside (:data:`MOVED_REASON`, counted as ``moved_join_keys``).
+        ``before_images`` (a view's change stream, whose updates carry their pre-images; with
+        ``by_join_key``): a pre-image is the row's retraction at its old join key, applied as a
+        delete there, so a row moved to a join key of another partition leaves its old one."""
         self.layout = LAYOUT.prefixed(area_prefix) if area_prefix else LAYOUT
         self._keys, self._expiry = self.layout["keys"], self.layout["expiry"]
         self.side: TableSide = build_side(side, schema, changes, on, key_types)
@@ -129,6 +135,11 @@ class TableRekey(Operator):
         self._on_at = [row.index(k) for k in self.side.on]
         self._width = len(row)
         self.by_join_key = bool(by_join_key)
+        self.immutable, self.before_images = bool(immutable), bool(before_images)
+        if (self.immutable or self.before_images) and not self.by_join_key:
+            raise ValueError("a key stage with immutable or before_images is routed by join key (by_join_key)")
+        if self.before_images and changes.vocabulary.name != "streamjoin":
+            raise ValueError(f"before_images takes a view's change stream, not {changes.vocabulary.name} changes")
 
     @property
     def inputs(self) -> tuple[InputSpec, ...]:
@@ -146,14 +157,15 @@ class TableRekey(Operator):
 
     def definition(self) -> dict[str, Any]:
         kept = {} if self.retention is None else {"retention": self.retention.definition()}
-        routed = {"by_join_key": True} if self.by_join_key else {}
+        routed = {name: True for name in ("by_join_key", "immutable", "before_images") if getattr(self, name)}
         return {"kind": self.kind, "layout": LAYOUT.version, **self.side.definition(), **kept, **routed}
 
     def __repr__(self) -> str:
         s = self.side
         kept = "" if self.retention is None else (
             f", retention='{self.retention.retention_us} us', expire_rows={self.retention.expire_rows!r}")
-        routed = ", by_join_key=True" if self.by_join_key else ""
+        routed = "".join(f", {name}=True" for name in ("by_join_key", "immutable", "before_images")
+                         if getattr(self, name))
         return f"TableRekey(on={list(s.on)!r}, side={s.name!r}, changes={s.changes!r}{kept}{routed})"
 
     def regroup(self, sources: Sequence[Store], owned: Ownership) -> list[KeyValue]:
@@ -171,7 +183,7 @@ class TableRekey(Operator):
         side = self.side
         metrics: Counter[str] = Counter()
         table = conform(batch.rows[0], side.schema, f"{side.name} changes")
-        parsed = normalise(table, side.changes)
+        parsed = normalise(self._pre_images_as_deletes(table) if self.before_images else table, side.changes)
         metrics.update({f"changes_{k}": v for k, v in parsed.counts.items()})
         changes, aside = parsed.changes, parsed.aside
         beat = changes.column(OP).to_numpy() == HEARTBEAT
@@ -209,6 +221,15 @@ class TableRekey(Operator):
         output = self._output(changes, upserts, deletes)
         metrics["routed_upserts"], metrics["routed_deletes"] = len(upserts), len(deletes)
         return StepResult(output, (aside,), writes=write.sorted(), metrics=dict(metrics))
+
+    def _pre_images_as_deletes(self, table: pa.Table) -> pa.Table:
+        """``table`` (a view's change stream) with each ``update_preimage`` read as a ``delete``:
+        the row's retraction at the join key it held, routed to that join key's partition. Its
+        ``_seq`` (0) orders it before the post-image (1) of the same version."""
+        at = table.schema.get_field_index(self.side.changes.op)
+        ops = table.column(at)
+        pre = pc.equal(ops, pa.scalar(_PRE_IMAGE, ops.type))
+        return table.set_column(at, table.field(at), pc.if_else(pre, pa.scalar("delete", ops.type), ops))
 
     def _expire(self, state: Store, horizon: int, changed: set[bytes], gone: list[bytes], metrics: Counter
                 ) -> list[tuple[bytes, bytes, int]]:
@@ -287,7 +308,7 @@ class TableRekey(Operator):
         writes (as columns), the rows to upsert (indices), the deletes ((primary key, join key)
         bytes and the removing change's carried time), in key order, the state keys to delete
         (expiry-index entries a change moves), and the input rows set aside because they would
-        move a row to another join key (``by_join_key`` only)."""
+        move a row to another join key (``immutable`` only)."""
         starts = np.array(self._starts(changes), np.int64)
         keyed = normal_keys(changes, [*self.side.key, *self.side.on])   # the routed rows keep their own values
         pks = self.codec.encode_array(keyed.take(pa.array(starts, pa.int64())), self.side.key)
@@ -304,7 +325,7 @@ class TableRekey(Operator):
         held_jk = stored.jk.take(pa.array(runs, pa.int64()))
         same = pc.fill_null(pc.equal(held_jk, jks), False).to_numpy(zero_copy_only=False)
         moved = np.zeros(0, np.int64)
-        if self.by_join_key:
+        if self.immutable:
             moving = stored.row[runs] & has_rows & ~same
             if moving.any():   # the key's changes are set aside and its state stays as it was
                 ends = np.append(starts[1:], len(ops))

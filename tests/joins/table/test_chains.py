@@ -36,6 +36,7 @@ def check_chain(case: ChainCase, run: ChainRun, disturb=None) -> None:
 def test_table_join_chain_of_three_tables_equals_reference_after_every_batch(case):
     event(f"how: {case.how}, view on the right: {case.flip}")
     run = ChainRun(case)
+    event(f"second join's stages: {list(run.second.plan.names)}")
     try:
         check_chain(case, run)
     finally:
