@@ -70,8 +70,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", default="rocksdb", help="the local store (default rocksdb)")
     parser.add_argument("--key-stages", choices=("fused", "three"), default="fused",
                         help="'fused' (the default, table_table_join's for a new checkpoint: customers and "
-                        "products, keyed by their join keys, go straight to the join stages) or 'three' "
-                        "(fuse_key_stages=False)")
+                        "products, keyed by their join keys, and the first view's changes, which carry their "
+                        "pre-images, go straight to the join stages) or 'three' (fuse_key_stages=False)")
     parser.add_argument("--spark", action="store_true",
                         help="also run both variants as Spark streaming queries, beside Spark recomputing the "
                         "three-way join after the first and the last change micro-batch")

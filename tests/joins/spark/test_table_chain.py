@@ -121,12 +121,15 @@ def test_table_table_join_chain_of_three_tables_in_one_query_equals_the_join_aft
     assert len(seen[3]) == 3
     # each join of the chain is named by its checkpoint in the query's progress and in its state
     progress = query.recentProgress[-1]
-    with pytest.raises(JoinDefinitionError, match="ck1/join.*ck2/join|ck2/join.*ck1/join"):
+    # (the second join is one stage: the view's changes carry their pre-images, products are
+    # keyed by the join key; so its state is in its checkpoint itself)
+    with pytest.raises(JoinDefinitionError, match="ck1/join.*ck2'|ck2'.*ck1/join"):
         progress_metrics(progress)
-    first, second = (progress_metrics(progress, checkpoint=f"{root}/{ck}/join") for ck in ("ck1", "ck2"))
+    first = progress_metrics(progress, checkpoint=f"{root}/ck1/join")
+    second = progress_metrics(progress, checkpoint=f"{root}/ck2")
     assert first["output_rows"] > 0 and second["output_rows"] > 0
     # the first view's changes are the second join's left input, every one read
-    assert progress_metrics(progress, checkpoint=f"{root}/ck2/left_keys")["input_rows_changes"] == first["output_rows"]
+    assert second["input_rows_left_changes"] == first["output_rows"]
     # the second join holds the first view's rows: order 1 with customer 13, 2 padded, 4 with 12
-    held = read_state(spark, f"{root}/ck2/join", side="left").collect()
+    held = read_state(spark, f"{root}/ck2", side="left").collect()
     assert sorted(json.loads(r.primary_key) for r in held) == [[1, 13], [2, None], [4, 12]]
