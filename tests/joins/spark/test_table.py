@@ -170,6 +170,32 @@ CUSTOMERS = pa.schema([("customer_id", pa.int64()), ("op", pa.string()), ("at", 
                        ("name", pa.string())])
 
 
+def _orders_with_customers(spark, root: str, orders: list, customers: list, **options):
+    """``orders JOIN customers ON customer_id`` over ``root``'s file streams, one availableNow run
+    per micro-batch (its files written before it; checkpoint ``root/ck``): per micro-batch the
+    sorted (order, customer, name, change type, _seq) rows out, and the last query."""
+    outputs: dict[int, list[tuple]] = {}
+    for name in ("orders", "customers"):
+        os.makedirs(f"{root}/{name}")
+    for batch in range(len(orders)):
+        for name, rows, schema in (("orders", orders[batch], ORDERS), ("customers", customers[batch], CUSTOMERS)):
+            if rows:
+                table = pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema)
+                pq.write_table(table, f"{root}/{name}/part-{batch}.parquet")
+        joined = table_table_join(
+            spark.readStream.schema(ORDERS_DDL).parquet(f"{root}/orders"),
+            spark.readStream.schema(CUSTOMERS_DDL).parquet(f"{root}/customers"),
+            "customer_id", left_key="order_id", right_key="customer_id", left_time="at", right_time="at",
+            checkpoint=f"{root}/ck", partitions=2, **options)
+        query = (joined.writeStream.option("checkpointLocation", f"{root}/spark").trigger(availableNow=True)
+                 .foreachBatch(lambda df, b: outputs.setdefault(b, sorted(
+                     (r.order_id, r.customer_id_left, r.name, r._change_type, r._seq) for r in df.collect())))
+                 .start())
+        query.awaitTermination()
+        assert query.exception() is None
+    return outputs, query
+
+
 def test_table_table_join_fused_key_stage_gives_the_three_stage_view_changes(spark, tmp_path):
     # orders JOIN customers ON customer_id: customers' primary key is the join key, so with
     # fuse_key_stages=True their changes go straight to the join stage (no right_keys stage)
@@ -182,37 +208,19 @@ def test_table_table_join_fused_key_stage_gives_the_three_stage_view_changes(spa
                  [],                                                         # a quiet micro-batch
                  [(20, "update", at(5), "bob"), (20, "update", at(2), "stale"), (30, "insert", at(4), "cy"),
                   (40, "merge", at(4), "??")]]                               # an unknown op: set aside
-    outputs: dict[bool, dict[int, list[tuple]]] = {False: {}, True: {}}
-    for fuse in (False, True):
-        for name in ("orders", "customers"):
-            os.makedirs(f"{root}/{fuse}/{name}")
-        for batch in range(3):   # one availableNow run per micro-batch, its files written before it
-            for name, rows, schema in (("orders", orders[batch], ORDERS), ("customers", customers[batch], CUSTOMERS)):
-                if rows:
-                    table = pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema)
-                    pq.write_table(table, f"{root}/{fuse}/{name}/part-{batch}.parquet")
-            joined = table_table_join(
-                spark.readStream.schema(ORDERS_DDL).parquet(f"{root}/{fuse}/orders"),
-                spark.readStream.schema(CUSTOMERS_DDL).parquet(f"{root}/{fuse}/customers"),
-                "customer_id", left_key="order_id", right_key="customer_id", left_time="at", right_time="at",
-                checkpoint=f"{root}/ck{fuse}", partitions=2, fuse_key_stages=fuse)
-            query = (joined.writeStream.option("checkpointLocation", f"{root}/spark{fuse}").trigger(availableNow=True)
-                     .foreachBatch(lambda df, b, fuse=fuse: outputs[fuse].setdefault(b, sorted(
-                         (r.order_id, r.customer_id_left, r.name, r._change_type, r._seq) for r in df.collect())))
-                     .start())
-            query.awaitTermination()
-            assert query.exception() is None
+    outputs = {fuse: _orders_with_customers(spark, f"{root}/{fuse}", orders, customers, fuse_key_stages=fuse)[0]
+               for fuse in (False, True)}
     assert outputs[True] == outputs[False]
     assert outputs[True][2] == [(1, 20, "bo", "update_preimage", 0), (1, 20, "bob", "update_postimage", 1),
                                 (2, 20, "bo", "delete", 0), (3, 30, "cy", "insert", 1)]
-    assert sorted(os.listdir(f"{root}/ckTrue")) == ["join", "left_keys", "stages.json"]
-    aside = pq.read_table(f"{root}/ckTrue/join/set_aside/right_changes").to_pylist()
+    assert sorted(os.listdir(f"{root}/True/ck")) == ["join", "left_keys", "stages.json"]
+    aside = pq.read_table(f"{root}/True/ck/join/set_aside/right_changes").to_pylist()
     assert [(r["customer_id"], r["op"]) for r in aside] == [(40, "merge")]
     from streamjoin.spark.state import read_state
 
-    keys = read_state(spark, f"{root}/ckTrue/join", side="right_keys").collect()
+    keys = read_state(spark, f"{root}/True/ck/join", side="right_keys").collect()
     assert sorted(r.primary_key for r in keys) == ["[10]", "[20]", "[30]"]
-    assert read_state(spark, f"{root}/ckTrue/join", side="left_keys").count() == 0
+    assert read_state(spark, f"{root}/True/ck/join", side="left_keys").count() == 0
 
 
 ORDERS_DDL = "order_id bigint, op string, at timestamp, customer_id bigint, amount bigint"
@@ -228,38 +236,21 @@ def test_table_table_join_declared_immutable_join_key_runs_one_stage(spark, tmp_
               [(3, "insert", at(2), 10, 9), (1, "update", at(3), 10, 6)],
               [(2, "delete", at(4), 20, 7), (3, "update", at(4), 20, 9)]]   # the last moves order 3
     customers = [[(10, "insert", at(1), "ada"), (20, "insert", at(1), "bo")], [(10, "update", at(2), "al")], []]
-    outputs: dict[bool, dict[int, list[tuple]]] = {False: {}, True: {}}
+    outputs, queries = {}, {}
     for declared in (False, True):
-        for name in ("orders", "customers"):
-            os.makedirs(f"{root}/{declared}/{name}")
-        for batch in range(3):
-            for name, rows, schema in (("orders", orders[batch], ORDERS), ("customers", customers[batch], CUSTOMERS)):
-                if rows:
-                    table = pa.Table.from_pylist([dict(zip(schema.names, r)) for r in rows], schema)
-                    pq.write_table(table, f"{root}/{declared}/{name}/part-{batch}.parquet")
-            joined = table_table_join(
-                spark.readStream.schema(ORDERS_DDL).parquet(f"{root}/{declared}/orders"),
-                spark.readStream.schema(CUSTOMERS_DDL).parquet(f"{root}/{declared}/customers"),
-                "customer_id", left_key="order_id", right_key="customer_id", left_time="at", right_time="at",
-                checkpoint=f"{root}/ck{declared}", partitions=2, fuse_key_stages=declared,
-                left_immutable_join_key=declared)
-            query = (joined.writeStream.option("checkpointLocation", f"{root}/spark{declared}")
-                     .trigger(availableNow=True)
-                     .foreachBatch(lambda df, b, d=declared: outputs[d].setdefault(b, sorted(
-                         (r.order_id, r.customer_id_left, r.amount, r.name, r._change_type) for r in df.collect())))
-                     .start())
-            query.awaitTermination()
-            assert query.exception() is None
-    assert outputs[True][0] == outputs[False][0] and outputs[True][1] == outputs[False][1]
-    assert outputs[True][2] == [(2, 20, 7, "bo", "delete")]          # order 3 stays with customer 10
-    assert (3, 20, 9, "bo", "insert") in outputs[False][2]            # (the three stages move it)
-    assert "stages.json" not in os.listdir(f"{root}/ckTrue")          # one stage: state in the checkpoint
+        outputs[declared], queries[declared] = _orders_with_customers(
+            spark, f"{root}/{declared}", orders, customers, fuse_key_stages=declared, left_immutable_join_key=declared)
+    drop_seq = {d: {b: [r[:-1] for r in rows] for b, rows in out.items()} for d, out in outputs.items()}
+    assert drop_seq[True][0] == drop_seq[False][0] and drop_seq[True][1] == drop_seq[False][1]
+    assert drop_seq[True][2] == [(2, 20, "bo", "delete")]             # order 3 stays with customer 10
+    assert (3, 20, "bo", "insert") in drop_seq[False][2]              # (the three stages move it)
+    assert "stages.json" not in os.listdir(f"{root}/True/ck")         # one stage: state in the checkpoint
     # no input carries an event time (no retention): no watermark, so no flush source
-    assert len(query.lastProgress["sources"]) == 2 and "flush" not in os.listdir(f"{root}/ckTrue")
-    aside = pq.read_table(f"{root}/ckTrue/set_aside/left_changes").to_pylist()
+    assert len(queries[True].lastProgress["sources"]) == 2 and "flush" not in os.listdir(f"{root}/True/ck")
+    aside = pq.read_table(f"{root}/True/ck/set_aside/left_changes").to_pylist()
     assert [(r["order_id"], r["customer_id"]) for r in aside] == [(3, 20)]
     from streamjoin.spark.state import read_state
 
-    keys = read_state(spark, f"{root}/ckTrue", side="left_keys").collect()
+    keys = read_state(spark, f"{root}/True/ck", side="left_keys").collect()
     assert sorted((r.primary_key, r.join_key, r._has_row) for r in keys) == [
         ("[1]", "[10]", True), ("[2]", "[20]", False), ("[3]", "[10]", True)]
