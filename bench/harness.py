@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
 
 __all__ = ["median_seconds", "Table", "Chart", "results_dir", "write_results", "parse_stores", "key_stages",
-           "key_stage_variant", "parse_key_stage_variant",
+           "key_stage_variant", "parse_key_stage_variant", "KEY_STAGE_MODES", "stage_modes", "mode_variant",
+           "parse_mode_variant",
            "format_value", "load_warning", "warn_if_busy", "BUSY_LOAD_PER_CPU"]
 
 
@@ -172,24 +173,49 @@ def _command(name: str) -> str:
     return f"streamjoin bench {name}"
 
 
+#: The table join's plans a ``--key-stages`` option names: the first is the default, its variant
+#: names bare, the others' end in ``-<mode>``.
+KEY_STAGE_MODES = ("fused", "three")
+
+
+def stage_modes(text: str, modes: Sequence[str] = KEY_STAGE_MODES) -> list[str]:
+    """The plans a ``--key-stages`` option names (comma-separated, from ``modes``); exits naming
+    a bad value."""
+    chosen = [m for m in text.split(",") if m]
+    if not chosen or set(chosen) - set(modes):
+        raise SystemExit(f"--key-stages takes one or more of {', '.join(modes)} (comma-separated), not {text!r}")
+    return chosen
+
+
+def mode_variant(name: str, mode: str, modes: Sequence[str] = KEY_STAGE_MODES) -> str:
+    """A variant's name with its plan: ``-<mode>`` after it, nothing for the default (``modes[0]``)."""
+    return name if mode == modes[0] else f"{name}-{mode}"
+
+
+def parse_mode_variant(name: str, modes: Sequence[str] = KEY_STAGE_MODES) -> tuple[str, str]:
+    """(the name without its plan, the plan): :func:`mode_variant` undone."""
+    for mode in modes[1:]:
+        if name.endswith(f"-{mode}"):
+            return name.removesuffix(f"-{mode}"), mode
+    return name, modes[0]
+
+
 def key_stages(text: str) -> list[bool]:
     """A ``--key-stages`` option (``fused``, the product's default for a new checkpoint, ``three``
     or both, comma-separated): per mode, whether the table join's key stages are fused
     (``fuse_key_stages``); exits naming a bad value. A three-stage variant's name ends in ``-three``."""
-    modes = [m for m in text.split(",") if m]
-    if not modes or set(modes) - {"three", "fused"}:
-        raise SystemExit(f"--key-stages takes 'three', 'fused' or 'three,fused', not {text!r}")
-    return [m == "fused" for m in modes]
+    return [m == "fused" for m in stage_modes(text)]
 
 
 def key_stage_variant(name: str, fused: bool) -> str:
     """A variant's name with its key stages: ``-three`` after it when they are not fused."""
-    return name if fused else f"{name}-three"
+    return mode_variant(name, "fused" if fused else "three")
 
 
 def parse_key_stage_variant(name: str) -> tuple[str, bool]:
     """(the name without ``-three``, whether its key stages are fused): :func:`key_stage_variant` undone."""
-    return name.removesuffix("-three"), not name.endswith("-three")
+    name, mode = parse_mode_variant(name)
+    return name, mode == "fused"
 
 
 def parse_stores(text: str, known: Sequence[str]) -> list[str]:

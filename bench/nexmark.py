@@ -28,8 +28,11 @@ from typing import TYPE_CHECKING
 from streamjoin.bench.harness import (
     Chart,
     Table,
+    mode_variant,
+    parse_mode_variant,
     parse_stores,
     results_dir,
+    stage_modes,
     write_results,
 )
 from streamjoin.bench.interval import WorkerMemory
@@ -72,28 +75,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "streamjoin-<store>-three), or several, alternated")
 
 
+#: q3's plans (``--key-stages``), the default first.
 _MODES = ("declared", "fused", "three")
-
-
-def _modes(text: str) -> list[str]:
-    """The q3 plans of ``--key-stages`` (see its help); exits naming a bad value."""
-    modes = [m for m in text.split(",") if m]
-    if not modes or set(modes) - set(_MODES):
-        raise SystemExit(f"--key-stages takes one or more of {', '.join(_MODES)} (comma-separated), not {text!r}")
-    return modes
-
-
-def _mode_variant(name: str, mode: str) -> str:
-    """A variant's name with its q3 plan: ``-fused`` or ``-three`` after it, nothing when declared."""
-    return name if mode == "declared" else f"{name}-{mode}"
-
-
-def _parse_mode(name: str) -> tuple[str, str]:
-    """(the name without its plan, the plan): :func:`_mode_variant` undone."""
-    for mode in _MODES[1:]:
-        if name.endswith(f"-{mode}"):
-            return name.removesuffix(f"-{mode}"), mode
-    return name, "declared"
 
 
 def _queries(text: str) -> list[Query]:
@@ -107,7 +90,7 @@ def measure(spark: SparkSession, query: Query, variant: str, inputs: str, partit
             memory: WorkerMemory | None = None) -> tuple[float, int, int]:
     """Seconds from building ``variant`` of ``query`` to its end, its output rows, and the largest
     Python worker's resident memory meanwhile (bytes; 0 without ``memory``, or for Spark's join)."""
-    store, mode = _parse_mode(variant.removeprefix("streamjoin-"))
+    store, mode = parse_mode_variant(variant.removeprefix("streamjoin-"), _MODES)
     scratch = Scratch(inputs, fresh_dir(os.path.dirname(inputs), "run"), store, partitions, mode != "three",
                       mode == "declared")
     try:
@@ -147,11 +130,11 @@ def run(args: argparse.Namespace) -> int:
     queries, stores = _queries(args.queries), parse_stores(args.stores, STORES)
     if min(args.events, args.batches, args.partitions, args.cores, args.repeat) < 1 or not queries:
         raise SystemExit("--events, --batches, --partitions, --cores and --repeat must be positive, --queries not empty")
-    fusing = _modes(args.key_stages)
+    fusing = stage_modes(args.key_stages, _MODES)
 
     def variants_of(query: Query) -> list[str]:
         modes = fusing if query.fusable else ["declared"]   # (the other queries have no key stages)
-        return [SPARK] + [_mode_variant(f"streamjoin-{s}", mode) for s in stores for mode in modes]
+        return [SPARK] + [mode_variant(f"streamjoin-{s}", mode, _MODES) for s in stores for mode in modes]
     root = fresh_dir(results_dir(), "nexmark")
     try:
         started = time.perf_counter()

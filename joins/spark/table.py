@@ -16,7 +16,7 @@ from streamjoin.spark.changes import change_format, plain_changes
 from streamjoin.spark.plan import run_plan
 from streamjoin.spark.runtime import arrow_schema, resolve_checkpoint
 from streamjoin.spark.table_bootstrap import bootstrap_changes
-from streamjoin.table.fused import carries_pre_images, fusable
+from streamjoin.table.fused import fused_keys
 from streamjoin.table.operator import JOIN, LEFT_KEYS, RIGHT_KEYS, TableTableJoin
 
 __all__ = ["table_table_join"]
@@ -156,9 +156,12 @@ def table_table_join(
                                   f"not {fuse_key_stages!r}")
     # change rows refused before routing are set aside under the stage reading that side
     kept = TableTableJoin.recorded_key_stages(checkpoint)
-    readers = stage_readers(on, left_key, right_key, fuse_key_stages,
-                            (left_immutable_join_key, right_immutable_join_key), kept,
-                            (carries_pre_images(left_fmt), carries_pre_images(right_fmt)))
+    left_on, right_on = parse_on(on)
+    fused = {side for side, key, side_on, fmt, declared in (
+                 ("left", left_key, left_on, left_fmt, left_immutable_join_key),
+                 ("right", right_key, right_on, right_fmt, right_immutable_join_key))
+             if fuse_key_stages and fused_keys(key, side_on, fmt, declared, side in kept) is not None}
+    readers = stage_readers(fused)
     sources = {side: (f"{checkpoint.rstrip('/')}/{stage}" if stage else checkpoint, name)
                for side, (stage, name) in readers.items()}
     staged = {i: sources[side][1] for i, (side, fmt) in enumerate((("left", left_fmt), ("right", right_fmt)))
@@ -180,21 +183,11 @@ def table_table_join(
                     end_of_run="hold")   # it holds nothing for a watermark (docs/design/end-of-input.md)
 
 
-def stage_readers(on: On, left_key: Sequence[str], right_key: Sequence[str], fuse: bool,
-                  immutable: tuple[bool, bool] = (False, False),
-                  kept: Collection[str] = (),
-                  pre_images: tuple[bool, bool] = (False, False)) -> dict[str, tuple[str, str]]:
+def stage_readers(fused: Collection[str]) -> dict[str, tuple[str, str]]:
     """Per side, the stage reading its changes and the set-aside input its refused change rows go
-    to: ``(LEFT_KEYS, "changes_source")``, or for a side fused into the join stage (``fuse``, and
-    its join key never changes: :func:`streamjoin.table.fused.fusable`, ``immutable`` its
-    declaration, ``kept`` the sides whose key stage the checkpoint recorded, ``pre_images``
-    whether its changes carry their pre-images) the join stage
-    (``JOIN``; "" when both sides are fused: the join is that one stage) and
-    ``"<side>_changes_source"``."""
-    left_on, right_on = parse_on(on)
-    direct = {side for side, key, names, fixed, images in (("left", left_key, left_on, immutable[0], pre_images[0]),
-                                                           ("right", right_key, right_on, immutable[1], pre_images[1]))
-              if fuse and fusable(key, names, fixed, side in kept, images)}
-    join = "" if len(direct) == 2 else JOIN
-    return {side: (join, f"{side}_changes_source") if side in direct else (own, "changes_source")
+    to: ``(LEFT_KEYS, "changes_source")``, or for a side fused into the join stage (``fused``:
+    :func:`streamjoin.table.fused.fused_keys` says which) the join stage (``JOIN``; "" when both
+    sides are fused: the join is that one stage) and ``"<side>_changes_source"``."""
+    join = "" if len(fused) == 2 else JOIN
+    return {side: (join, f"{side}_changes_source") if side in fused else (own, "changes_source")
             for side, own in (("left", LEFT_KEYS), ("right", RIGHT_KEYS))}

@@ -47,6 +47,7 @@ The two steps read and write disjoint areas, so their writes are one atomic writ
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import pyarrow as pa
@@ -55,7 +56,7 @@ from streamjoin.changes import ChangeFormat
 from streamjoin.runtime.operator import InputSpec, Operator, StepInput, StepResult
 from streamjoin.statestore.base import KeyValue, Store
 from streamjoin.statestore.columns import ColumnWrite
-from streamjoin.table.rekey import TableRekey
+from streamjoin.table.rekey import TableRekey, carries_pre_images
 from streamjoin.table.stage import TableJoinStage
 from streamjoin.table.state import KEY_AREA_PREFIX
 from streamjoin.table.views import FUSED_VIEWS
@@ -64,7 +65,7 @@ if TYPE_CHECKING:
     from streamjoin.runtime.regroup import Ownership
 
 __all__ = ["FusedTableJoinStage", "AREA_PREFIX", "SIDES", "keyed_by_join_key", "direct_side", "fusable",
-           "carries_pre_images"]
+           "FusedKeys", "fused_keys"]
 
 SIDES = ("left", "right")
 AREA_PREFIX = KEY_AREA_PREFIX
@@ -81,11 +82,6 @@ def direct_side(stage: TableRekey) -> bool:
     return keyed_by_join_key(stage.side.key, stage.side.on)
 
 
-def carries_pre_images(changes: ChangeFormat) -> bool:
-    """Whether a side's changes carry their pre-images (a view's change stream: see module)."""
-    return changes.vocabulary.name == "streamjoin"
-
-
 def fusable(key: Sequence[str], on: Sequence[str], immutable_join_key: bool = False, kept: bool = False,
             before_images: bool = False) -> bool:
     """Whether a side's key step can run inside the join stage: it is declared with an immutable
@@ -94,6 +90,30 @@ def fusable(key: Sequence[str], on: Sequence[str], immutable_join_key: bool = Fa
     columns or its changes carry their pre-images (``before_images``: a view's change stream;
     see module)."""
     return bool(immutable_join_key) or (not kept and (set(on) <= set(key) or before_images))
+
+
+@dataclass(frozen=True)
+class FusedKeys:
+    """How a fused side's key step runs (:class:`~streamjoin.table.rekey.TableRekey`'s options)."""
+
+    by_join_key: bool
+    immutable: bool
+    before_images: bool
+
+
+def fused_keys(key: Sequence[str], on: Sequence[str], changes: ChangeFormat, immutable_join_key: bool = False,
+               kept: bool = False) -> FusedKeys | None:
+    """How a side's key step runs inside the join stage (None: the side keeps its key stage,
+    :func:`fusable`). Keyed by its join key column for column it runs as in a key stage; else by
+    join key, setting moves aside when declared immutable and reading pre-images as retractions
+    when its rows can move and its changes carry them."""
+    images = carries_pre_images(changes)
+    if not fusable(key, on, immutable_join_key, kept, images):
+        return None
+    routed = not keyed_by_join_key(key, on)
+    moves = not set(on) <= set(key)   # a row can change join key
+    declared = bool(immutable_join_key) and routed
+    return FusedKeys(routed, declared, images and routed and moves and not declared)
 
 
 class FusedTableJoinStage(Operator):

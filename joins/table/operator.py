@@ -39,14 +39,7 @@ from streamjoin.kit.times import Duration
 from streamjoin.runtime.checkpoint.binding import ROOT
 from streamjoin.runtime.checkpoint.files import CheckpointFiles
 from streamjoin.runtime.plan import JoinPlan, Stage, recorded_stages
-from streamjoin.table.fused import (
-    AREA_PREFIX,
-    SIDES,
-    FusedTableJoinStage,
-    carries_pre_images,
-    fusable,
-    keyed_by_join_key,
-)
+from streamjoin.table.fused import AREA_PREFIX, SIDES, FusedKeys, FusedTableJoinStage, fused_keys
 from streamjoin.table.rekey import TableRekey
 from streamjoin.table.retention import side_retentions
 from streamjoin.table.spec import How, TableJoinSpec, common_key_types, detect_format, parse_on
@@ -108,23 +101,21 @@ class TableTableJoin:
         sides = {"left": (left_schema, left_fmt, left_on, left_kept), "right": (right_schema, right_fmt, right_on,
                                                                                  right_kept)}
 
-        def key_stage(name: str, area_prefix: bytes = b"", by_join_key: bool = False, immutable: bool = False,
-                      before_images: bool = False) -> TableRekey:
+        def key_stage(name: str, area_prefix: bytes = b"", fused: FusedKeys | None = None) -> TableRekey:
             schema, fmt, side_on, kept = sides[name]
+            options = {} if fused is None else {"by_join_key": fused.by_join_key, "immutable": fused.immutable,
+                                                "before_images": fused.before_images}
             return TableRekey(schema, fmt, side_on, name, key_types=types, retention=kept, expire_rows=expire_rows,
-                              area_prefix=area_prefix, by_join_key=by_join_key, immutable=immutable,
-                              before_images=before_images)
+                              area_prefix=area_prefix, **options)
 
         self.left_stage, self.right_stage = key_stage("left"), key_stage("right")
         self.join_stage = TableJoinStage(self.left_stage.side, self.right_stage.side, how)
         keyed = {}
         for stage in (self.left_stage, self.right_stage):
             name, side = stage.side.name, stage.side
-            images = carries_pre_images(side.changes)
-            if fuse_key_stages and fusable(side.key, side.on, immutable[name], name in kept_key_stages, images):
-                routed = not keyed_by_join_key(side.key, side.on)
-                keyed[name] = key_stage(name, AREA_PREFIX[name], routed, immutable[name] and routed,
-                                        images and routed and not immutable[name] and not set(side.on) <= set(side.key))
+            how_fused = fused_keys(side.key, side.on, side.changes, immutable[name], name in kept_key_stages)
+            if fuse_key_stages and how_fused is not None:
+                keyed[name] = key_stage(name, AREA_PREFIX[name], how_fused)
         self.fused = FusedTableJoinStage(self.join_stage, keyed) if keyed else None
 
     @staticmethod

@@ -66,7 +66,7 @@ from streamjoin.table.views import KEY_VIEWS
 if TYPE_CHECKING:
     from streamjoin.runtime.regroup import Ownership
 
-__all__ = ["TableRekey", "LAYOUT", "DUPLICATE_REASON", "MOVED_REASON"]
+__all__ = ["TableRekey", "LAYOUT", "DUPLICATE_REASON", "MOVED_REASON", "carries_pre_images"]
 
 #: Stage 1's state (see module); its version is the definition's ``layout`` (2: the expiry index).
 #: The reason a bootstrap row is set aside when another row of its key at the same order was applied.
@@ -86,9 +86,16 @@ _NO_BYTES = pa.array([], pa.binary())
 _NO_SEPARATOR = pa.scalar(b"", pa.binary())
 #: The change times a version's changes carry to stage 2, beside the order they are applied in.
 _CARRIED = "__sj_carried_time"
-#: The input row each change came from (to set a key's changes aside).
+#: The input row each change came from (to set a moved key's changes aside: ``immutable`` only).
 _ROW = "__sj_input_row"
+#: A view's change type that holds a row as it was before an update.
 _PRE_IMAGE = "update_preimage"
+
+
+def carries_pre_images(changes: ChangeFormat) -> bool:
+    """Whether a side's changes carry their pre-images faithfully: a view's change stream (the
+    ``streamjoin`` vocabulary), whose every update holds the row at its old join key."""
+    return changes.vocabulary.name == "streamjoin"
 
 
 class TableRekey(Operator):
@@ -138,7 +145,7 @@ class TableRekey(Operator):
         self.immutable, self.before_images = bool(immutable), bool(before_images)
         if (self.immutable or self.before_images) and not self.by_join_key:
             raise ValueError("a key stage with immutable or before_images is routed by join key (by_join_key)")
-        if self.before_images and changes.vocabulary.name != "streamjoin":
+        if self.before_images and not carries_pre_images(changes):
             raise ValueError(f"before_images takes a view's change stream, not {changes.vocabulary.name} changes")
 
     @property
@@ -202,8 +209,8 @@ class TableRekey(Operator):
             at = changes.schema.get_field_index(TIME)
             changes = changes.set_column(at, TIME, pa.array(np.zeros(changes.num_rows, np.int64)))
         changes, twins, rows_of = self._without_twin_snapshots(parsed.snapshot, parsed.index, keep, changes)
-        # (after the canonical sort, whose ties the other columns break: the input row must not)
-        changes = changes.append_column(_ROW, pa.array(rows_of, pa.int64()))
+        if self.immutable:   # (after the canonical sort, whose ties the other columns break: the input row must not)
+            changes = changes.append_column(_ROW, pa.array(rows_of, pa.int64()))
         metrics["duplicate_snapshot_rows"] = len(twins)
         if len(twins):
             rows = table.take(pa.array(twins, pa.int64()))
