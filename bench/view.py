@@ -45,11 +45,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet  # noqa: F401  (pa.parquet)
 
-from streamjoin.bench.harness import results_dir
+from streamjoin.bench.harness import Chart, Table, results_dir, write_results
 from streamjoin.bench.sparkutil import fresh_dir
 from streamjoin.bench.table import CUSTOMERS, ORDERS, bounds, generate
 
-__all__ = ["add_arguments", "run", "PRODUCTS", "Star", "star"]
+__all__ = ["add_arguments", "run", "PRODUCTS", "Star", "star", "summary_table", "COLUMNS"]
 
 PRODUCTS = pa.schema([("product_id", pa.int64()), ("op", pa.string()), ("changed_at", ORDERS.field("changed_at").type),
                       ("title", pa.string()), ("category", pa.string()), ("brand", pa.string())])
@@ -154,7 +154,7 @@ def measure(data: Star, args: argparse.Namespace, three: bool) -> dict[str, Any]
             step([changes.slice(s, e - s) for _, changes in tables])
             seconds += time.perf_counter() - start
         rows = sum(load.num_rows + changes.num_rows for load, changes in tables)
-        held = {f"{join}/{stage}": _held_bytes(runner, stage) for join, runner in zip(("first", "second"), runners)
+        held = {f"{join}/{stage or 'join'}": _held_bytes(runner, stage) for join, runner in zip(("first", "second"), runners)
                 for stage in runner.runners}
         return {"seconds": seconds, "changes": args.changes * len(tables), "bytes": _bytes(os.path.join(root, "state")),
                 "rows": rows, "held": held}
@@ -239,6 +239,32 @@ def spark_variants(data: Star, args: argparse.Namespace) -> dict[str, float]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+#: The results table's columns (one row per variant; "-" where a figure does not apply).
+COLUMNS = ("variant", "tables", "changes", "change s", "input changes/s", "s / two tables' s",
+           "recompute s / s", "store B/input row", "held B/input row", "peak RSS MiB")
+
+
+def summary_table(results: dict[str, dict[str, Any]], spark: dict[str, float], args: argparse.Namespace) -> Table:
+    """The run's figures as one table: the in-process variants, then (with ``--spark``) the
+    streaming queries and Spark's recompute; the ratios are within a group (in process: three
+    tables over two; in Spark: each query over the two-table one, and the recompute over each)."""
+    table = Table(list(COLUMNS))
+    two = results["two tables"]["seconds"]
+    for name, r in results.items():
+        table.add(f"streamjoin-{args.store} {name}", 3 if name == "three tables" else 2, r["changes"],
+                  r["seconds"], r["changes"] / r["seconds"], r["seconds"] / two, "-", r["bytes"] / r["rows"],
+                  sum(r["held"].values()) / r["rows"], r["peak"])
+    if spark:
+        base, recompute = spark["spark two tables"], spark["spark recompute (est.)"]
+        for name, seconds in spark.items():
+            tables = 2 if name == "spark two tables" else 3
+            changes = args.changes * tables
+            own = name != "spark recompute (est.)"
+            table.add(name if not own else f"{name} ({args.store})", tables, changes, seconds, changes / seconds,
+                      seconds / base if own else "-", recompute / seconds if own else 1.0, "-", "-", "-")
+    return table
+
+
 def run(args: argparse.Namespace) -> int:
     if min(args.rows, args.changes, args.batches, args.partitions) < 1:
         raise SystemExit("--rows, --changes, --batches and --partitions must be positive")
@@ -249,14 +275,16 @@ def run(args: argparse.Namespace) -> int:
     for name, three in (("two tables", False), ("three tables", True)):
         results[name] = measure(data, args, three)
         r = results[name]
+        r["peak"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"{name}: {r['changes']:,} changes in {r['seconds']:.2f} s ({r['changes'] / r['seconds']:,.0f}/s), "
               f"store {r['bytes'] / r['rows']:,.0f} bytes per input row, peak memory "
-              f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MiB so far", flush=True)
+              f"{r['peak']:,.0f} MiB so far", flush=True)
         print(f"  held: {sum(r['held'].values()) / 1e6:,.1f} MB over {r['rows']:,} input rows; per input row, by stage: " + ", ".join(
             f"{stage} {value / r['rows']:,.1f} B" for stage, value in r["held"].items()), flush=True)
     ratio = results["three tables"]["seconds"] / results["two tables"]["seconds"]
     print(f"three tables / two tables: {ratio:.2f}x the seconds (goal: at most 1.5x); "
           f"load average {os.getloadavg()[0]:.2f}")
+    spark: dict[str, float] = {}
     if args.spark:
         spark = spark_variants(data, args)
         for name, seconds in spark.items():
@@ -265,4 +293,8 @@ def run(args: argparse.Namespace) -> int:
         chain, recompute = spark["spark three tables"], spark["spark recompute (est.)"]
         print(f"spark: three tables / two tables {chain / spark['spark two tables']:.2f}x; recompute / three tables "
               f"{recompute / chain:.2f}x (goal: at least 5x); load average {os.getloadavg()[0]:.2f}")
+    table = summary_table(results, spark, args)
+    print(table.render())
+    print("results:", write_results("view", table, vars(args), Chart(
+        "input changes/s", ("variant",), "three-table view (a chain of two joins) beside its first join: input changes/s")))
     return 0

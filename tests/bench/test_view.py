@@ -1,13 +1,18 @@
-"""``streamjoin bench view``: its star workload and a tiny run of both variants (figures not checked)."""
+"""``streamjoin bench view``: its star workload, a tiny run of both variants (figures not checked) and
+its results table."""
 
 from __future__ import annotations
 
 import argparse
+import json
 
 from streamjoin.bench import view
+from streamjoin.bench.compare import figures, results_path
 
 
-def test_bench_view_star_references_loaded_products_and_runs_both_variants(capsys):
+def test_bench_view_star_references_loaded_products_and_runs_both_variants(capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr("streamjoin.bench.view.results_dir", lambda: str(tmp_path))
+    monkeypatch.setattr("streamjoin.bench.harness.results_dir", lambda: str(tmp_path))
     data = view.star(200, 100)
     orders_load, _ = data.orders
     assert orders_load.schema.names[-1] == "product_id"
@@ -17,3 +22,25 @@ def test_bench_view_star_references_loaded_products_and_runs_both_variants(capsy
     assert view.run(args) == 0
     out = capsys.readouterr().out
     assert "two tables:" in out and "three tables:" in out and "bytes per input row" in out
+    path = results_path(out)
+    assert path is not None and path.startswith(str(tmp_path))
+    with open(path) as fh:
+        results = json.load(fh)
+    assert [row["variant"] for row in results["rows"]] == ["streamjoin-memory two tables", "streamjoin-memory three tables"]
+    found = figures(results)   # what ``bench compare`` reads: per variant, its numbers
+    assert found[("streamjoin-memory two tables", "s / two tables' s")] == 1.0
+    assert found[("streamjoin-memory three tables", "changes")] == 300
+
+
+def test_bench_view_summary_table_puts_the_spark_ratios_in_their_rows():
+    args = argparse.Namespace(changes=100, store="arranged")
+    run = {"seconds": 2.0, "changes": 200, "bytes": 1000, "rows": 10, "held": {"first/join": 500}, "peak": 100.0}
+    table = view.summary_table({"two tables": run, "three tables": {**run, "seconds": 3.0, "changes": 300}},
+                               {"spark two tables": 4.0, "spark three tables": 6.0, "spark recompute (est.)": 12.0},
+                               args)
+    rows = {row["variant"]: row for row in table.as_records()}
+    assert rows["streamjoin-arranged three tables"]["s / two tables' s"] == 1.5
+    assert rows["spark three tables (arranged)"]["s / two tables' s"] == 1.5
+    assert rows["spark three tables (arranged)"]["recompute s / s"] == 2.0
+    assert rows["spark three tables (arranged)"]["input changes/s"] == 50.0
+    assert rows["spark recompute (est.)"]["recompute s / s"] == 1.0
