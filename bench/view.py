@@ -141,23 +141,25 @@ def measure(data: Star, args: argparse.Namespace, three: bool) -> dict[str, Any]
         runners = [_runner(first, root, "first", args)] + ([_runner(second, root, "second", args)] if three else [])
         tables = [data.orders, data.customers] + ([data.products] if three else [])
 
-        def step(inputs: list[pa.Table]) -> None:
+        def step(inputs: list[pa.Table]) -> int:
+            """The micro-batch through the chain; the view changes it made."""
             out = runners[0].run(inputs[0], inputs[1])
             if three:
-                runners[1].run(out, inputs[2])
+                out = runners[1].run(out, inputs[2])
+            return out.num_rows
 
         step([load for load, _ in tables])
         ends = bounds(args.changes, args.batches)
-        seconds = 0.0
+        seconds, made = 0.0, 0
         for s, e in zip(np.r_[0, ends[:-1]], ends):
             start = time.perf_counter()
-            step([changes.slice(s, e - s) for _, changes in tables])
+            made += step([changes.slice(s, e - s) for _, changes in tables])
             seconds += time.perf_counter() - start
         rows = sum(load.num_rows + changes.num_rows for load, changes in tables)
         held = {f"{join}/{stage or 'join'}": _held_bytes(runner, stage) for join, runner in zip(("first", "second"), runners)
                 for stage in runner.runners}
         return {"seconds": seconds, "changes": args.changes * len(tables), "bytes": _bytes(os.path.join(root, "state")),
-                "rows": rows, "held": held}
+                "rows": rows, "held": held, "view changes": made}
     finally:
         from streamjoin.statestore.warm import evict_all
 
@@ -240,7 +242,7 @@ def spark_variants(data: Star, args: argparse.Namespace) -> dict[str, float]:
 
 
 #: The results table's columns (one row per variant; "-" where a figure does not apply).
-COLUMNS = ("variant", "tables", "changes", "change s", "input changes/s", "s / two tables' s",
+COLUMNS = ("variant", "tables", "changes", "view changes", "change s", "input changes/s", "s / two tables' s",
            "recompute s / s", "store B/input row", "held B/input row", "peak RSS MiB")
 
 
@@ -252,7 +254,7 @@ def summary_table(results: dict[str, dict[str, Any]], spark: dict[str, float], a
     two = results["two tables"]["seconds"]
     for name, r in results.items():
         table.add(f"streamjoin-{args.store} {name}", 3 if name == "three tables" else 2, r["changes"],
-                  r["seconds"], r["changes"] / r["seconds"], r["seconds"] / two, "-", r["bytes"] / r["rows"],
+                  r["view changes"], r["seconds"], r["changes"] / r["seconds"], r["seconds"] / two, "-", r["bytes"] / r["rows"],
                   sum(r["held"].values()) / r["rows"], r["peak"])
     if spark:
         base, recompute = spark["spark two tables"], spark["spark recompute (est.)"]
@@ -260,7 +262,7 @@ def summary_table(results: dict[str, dict[str, Any]], spark: dict[str, float], a
             tables = 2 if name == "spark two tables" else 3
             changes = args.changes * tables
             own = name != "spark recompute (est.)"
-            table.add(name if not own else f"{name} ({args.store})", tables, changes, seconds, changes / seconds,
+            table.add(name if not own else f"{name}, {args.store}", tables, changes, "-", seconds, changes / seconds,
                       seconds / base if own else "-", recompute / seconds if own else 1.0, "-", "-", "-")
     return table
 
@@ -277,6 +279,7 @@ def run(args: argparse.Namespace) -> int:
         r = results[name]
         r["peak"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"{name}: {r['changes']:,} changes in {r['seconds']:.2f} s ({r['changes'] / r['seconds']:,.0f}/s), "
+              f"{r['view changes']:,} view changes, "
               f"store {r['bytes'] / r['rows']:,.0f} bytes per input row, peak memory "
               f"{r['peak']:,.0f} MiB so far", flush=True)
         print(f"  held: {sum(r['held'].values()) / 1e6:,.1f} MB over {r['rows']:,} input rows; per input row, by stage: " + ", ".join(
