@@ -268,8 +268,8 @@ GOALS: tuple[Goal, ...] = (
          "Spark, 200,000-change micro-batches", 1.5, "x", Each("s / two tables' s", "variant", _VIEW),
          "streamjoin bench view --store arranged --spark", at_most=True,
          reason="the chain makes three times the first join's view changes (4.95M against 1.68M in process, "
-                "same run): the workload changes each of its 100,000 products ten times, and an update of a "
-                "product retracts and re-inserts each of its ten orders' rows; in one process the chain took "
+                "same run): the workload's 100,000 products get 1M changes, a fifth of them updates, and a "
+                "product has about ten orders, whose rows each update of it retracts and re-inserts; in one process the chain took "
                 "3.07x the first join's seconds, about the first join's cost per view change, so the goal asks "
                 "for a second join that costs a fraction of the first per change, or for state shared between "
                 "the joins (a delta-join plan), neither of which exists yet (docs/guides/views.md, what is "
