@@ -284,7 +284,14 @@ GOALS: tuple[Goal, ...] = (
                 "state)"),
     Goal("nexmark", "q20 (stream-table as of) events/s per core (Feldera's published q20)", 84_500, " events/s/core",
          Cell("events/s/core", _nexmark("q20")), "streamjoin bench nexmark",
-         memory=Cell("worker RSS MB", _nexmark("q20"))),
+         memory=Cell("worker RSS MB", _nexmark("q20")),
+         reason="the goal is the 980,000 events in 5.8 s on 2 cores; runs of 2026-11-29 (load 2.3-2.9, each "
+                "micro-batch's durations in Spark's progress) took 14.7-15.1 s: 2.5-2.9 s before the first "
+                "micro-batch (PySpark starting the flush source's Python process on the driver, which imports "
+                "PySpark from its zip: 1.1-1.5 s of imports a process here; Spark's own join starts in 0.4 s), "
+                "the 5 data micro-batches 1.5-1.9 s each (Spark's 2.5-2.9 s), then two micro-batches of the "
+                "auctions' heartbeats and the no-data one, 0.7-1.2 s each, where Spark runs one (1.6 s); the "
+                "data micro-batches alone take 8.5 s (docs/design/runtime.md, no-data flush)"),
     Goal("nexmark", "q8w (interval) speed vs Spark", 2.5, "x",
          Cell("spark s / s", _nexmark("q8w")), "streamjoin bench nexmark",
          memory=Cell("worker RSS MB", _nexmark("q8w")),
