@@ -63,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "ratio, the view changes, peak memory and store bytes per input row, as one table saved as JSON "
         "(the 'results:' line; streamjoin bench report renders it, streamjoin bench compare alternates it with "
         "another revision). Quiet machine only; try --rows 10000 --changes 10000 first; the default size takes "
-        "about 2 minutes in process and 6-7 with --spark on 2 cores.")
+        "about 3 minutes in process and 6-7 with --spark on 2 cores.")
     parser.add_argument("--rows", type=int, default=1_000_000, help="orders and customers rows (default 1,000,000)")
     parser.add_argument("--changes", type=int, default=1_000_000,
                         help="changes per table after the load (default 1,000,000)")
