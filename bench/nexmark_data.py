@@ -123,10 +123,11 @@ def heartbeat(at_us: int) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=AUCTIONS)
 
 
-def write(root: str, data: Nexmark, flush: int = 2) -> None:
+def write(root: str, data: Nexmark, flush: int = 1) -> None:
     """One Parquet file per stream and micro-batch under ``root/<stream>``, modification times
     increasing (a file source takes the oldest first); ``auctions-flush`` is ``auctions`` with
-    ``flush`` more micro-batches of one heartbeat each, far in the future, to release as-of events."""
+    ``flush`` more micro-batches of one heartbeat each, far in the future, to release as-of events
+    (one is enough: the flush source runs the no-data micro-batch that sees its watermark)."""
     stamp = time.time() - data.batches - flush - 10
     last = int(data.bids.column("date_time").to_numpy()[-1].astype(np.int64)) if data.bids.num_rows else EPOCH_US
     extra = [heartbeat(last + 86_400_000_000 * (i + 1)) for i in range(flush)]
