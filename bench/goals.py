@@ -285,16 +285,16 @@ GOALS: tuple[Goal, ...] = (
     Goal("nexmark", "q20 (stream-table as of) events/s per core (Feldera's published q20)", 84_500, " events/s/core",
          Cell("events/s/core", _nexmark("q20")), "streamjoin bench nexmark",
          memory=Cell("worker RSS MB", _nexmark("q20")),
-         reason="the goal is the 980,000 events in 5.8 s on 2 cores; runs of 2026-11-29 (load 2.3-2.9, each "
-                "micro-batch's durations in Spark's progress) took 14.7-15.1 s: 2.5-2.9 s before the first "
+         reason="the goal is the 980,000 events in 5.8 s on 2 cores; profiled runs of 2026-11-29 (load 2.3-2.9, "
+                "each micro-batch's durations in Spark's progress) took 13.2-15.7 s: 2.5-2.9 s before the first "
                 "micro-batch (PySpark starting the flush source's Python process on the driver, which imports "
                 "PySpark from its zip: 1.1-1.5 s of imports a process here; Spark's own join starts in 0.4 s), "
                 "the 5 data micro-batches 1.5-1.9 s each (Spark's 2.5-2.9 s), then the auctions' heartbeat's "
                 "micro-batch and the no-data one, 0.8-1.1 s each, where Spark runs one no-data micro-batch (1.6 "
-                "s); the data micro-batches alone take 8.5 s. The query wrote two heartbeats until this run, one "
-                "more micro-batch: 14.5 s against 13.7 s, medians of `streamjoin bench compare --repeat 3 4a62717 "
-                "nexmark --queries q20 --repeat 1` (load 1.5-4.1, the benchmark's own) (docs/design/runtime.md, "
-                "no-data flush)"),
+                "s); the data micro-batches alone take 8.5 s. Before 96f5f14 the auctions ended with two heartbeats, "
+                "one more micro-batch: 14.5 s against 13.7 s since, medians of `streamjoin bench compare --repeat 3 "
+                "4a62717 nexmark --queries q20 --repeat 1` (load 1.5-4.1, the benchmark's own) (docs/design/"
+                "runtime.md, no-data flush)"),
     Goal("nexmark", "q8w (interval) speed vs Spark", 2.5, "x",
          Cell("spark s / s", _nexmark("q8w")), "streamjoin bench nexmark",
          memory=Cell("worker RSS MB", _nexmark("q8w")),
