@@ -28,6 +28,7 @@ side whose join key is part of its primary key or that is declared with an immut
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any, Collection, Sequence
 
 import pyarrow as pa
@@ -103,8 +104,7 @@ class TableTableJoin:
 
         def key_stage(name: str, area_prefix: bytes = b"", fused: FusedKeys | None = None) -> TableRekey:
             schema, fmt, side_on, kept = sides[name]
-            options = {} if fused is None else {"by_join_key": fused.by_join_key, "immutable": fused.immutable,
-                                                "before_images": fused.before_images}
+            options = {} if fused is None else asdict(fused)   # its fields are TableRekey's routing options
             return TableRekey(schema, fmt, side_on, name, key_types=types, retention=kept, expire_rows=expire_rows,
                               area_prefix=area_prefix, **options)
 

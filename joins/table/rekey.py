@@ -88,6 +88,8 @@ _NO_SEPARATOR = pa.scalar(b"", pa.binary())
 _CARRIED = "__sj_carried_time"
 #: The input row each change came from (to set a moved key's changes aside: ``immutable`` only).
 _ROW = "__sj_input_row"
+#: The routing options (flags) a key step records in its definition when set.
+_ROUTING = ("by_join_key", "immutable", "before_images")
 #: A view's change type that holds a row as it was before an update.
 _PRE_IMAGE = "update_preimage"
 
@@ -164,15 +166,14 @@ class TableRekey(Operator):
 
     def definition(self) -> dict[str, Any]:
         kept = {} if self.retention is None else {"retention": self.retention.definition()}
-        routed = {name: True for name in ("by_join_key", "immutable", "before_images") if getattr(self, name)}
+        routed = {name: True for name in _ROUTING if getattr(self, name)}
         return {"kind": self.kind, "layout": LAYOUT.version, **self.side.definition(), **kept, **routed}
 
     def __repr__(self) -> str:
         s = self.side
         kept = "" if self.retention is None else (
             f", retention='{self.retention.retention_us} us', expire_rows={self.retention.expire_rows!r}")
-        routed = "".join(f", {name}=True" for name in ("by_join_key", "immutable", "before_images")
-                         if getattr(self, name))
+        routed = "".join(f", {name}=True" for name in _ROUTING if getattr(self, name))
         return f"TableRekey(on={list(s.on)!r}, side={s.name!r}, changes={s.changes!r}{kept}{routed})"
 
     def regroup(self, sources: Sequence[Store], owned: Ownership) -> list[KeyValue]:
