@@ -179,6 +179,21 @@ class ValueLog:
             return self
         return ValueLog((*self.chunks, values), (*self.starts, self.starts[-1] + len(values)))
 
+    def slice(self, start: int, length: int) -> pa.Array:
+        """The values of rows ``start`` to ``start + length`` (large binary; no gather: the
+        chunks' slices, concatenated where the rows span more than one)."""
+        first = int(np.searchsorted(np.asarray(self.starts), start, side="right")) - 1
+        pieces: list[pa.Array] = []
+        at, left = start, length
+        while left > 0:
+            chunk = self.chunks[first]
+            piece = chunk.slice(at - self.starts[first], min(left, self.starts[first + 1] - at))
+            pieces.append(piece.cast(pa.large_binary()))
+            at, left, first = at + len(piece), left - len(piece), first + 1
+        if len(pieces) == 1:
+            return pieces[0]
+        return pa.concat_arrays(pieces) if pieces else pa.array([], pa.large_binary())
+
     def take(self, rows: np.ndarray) -> pa.Array:
         """The values of ``rows`` (row ids, -1: null), in that order."""
         if len(self.chunks) == 1:

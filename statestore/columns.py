@@ -108,10 +108,12 @@ class ColumnWrite:
 
     def sorted(self) -> ColumnWrite:
         """The same write with puts and deletes each in key order (one put per key: the last):
-        equal writes then have equal bytes, whatever order their entries were computed in."""
+        equal writes then have equal bytes, whatever order their entries were computed in. A
+        write whose puts and deletes already ascend strictly (one pass of comparisons; a step
+        that builds its writes in key order, parts concatenated in key order) is itself."""
         keys, values = self.put_keys, self.put_values
         n = len(keys)
-        if n > 1:
+        if n > 1 and not _ascending(keys):
             order = pc.sort_indices(keys).to_numpy()   # a stable sort: equal keys keep their order
             ordered = keys.take(pa.array(order))
             last = np.ones(n, bool)   # of equal keys the last put wins
@@ -119,8 +121,10 @@ class ColumnWrite:
             at = pa.array(order[last])
             keys, values = keys.take(at), values.take(at)
         deletes = self.delete_keys
-        if len(deletes) > 1:
+        if len(deletes) > 1 and not _ascending(deletes):
             deletes = pc.unique(deletes.take(pc.sort_indices(deletes)))
+        if keys is self.put_keys and deletes is self.delete_keys:
+            return self
         return ColumnWrite(keys, values, deletes)
 
 
@@ -140,6 +144,12 @@ class PrefixScan:
         keys = [k for entries in found for k, _ in entries]
         values = [v for entries in found for _, v in entries]
         return cls(counts, pa.array(keys, pa.binary()), pa.array(values, pa.binary()))
+
+
+def _ascending(keys: pa.Array) -> bool:
+    """Whether binary ``keys`` (no nulls) ascend strictly."""
+    n = len(keys)
+    return n < 2 or not pc.any(pc.less_equal(keys.slice(1), keys.slice(0, n - 1))).as_py()
 
 
 def binary_suffixes(values: pa.Array, cuts: np.ndarray) -> pa.Array:

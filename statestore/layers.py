@@ -249,11 +249,13 @@ class Layers:
             keys = np.empty(total, mine.dtype)
             keys[slots] = theirs[chosen]
             keys[~from_delta] = mine
+            # one gather of the values: the chunk's base values (the hidden ones among them
+            # skipped) and the delta's after them
             index = np.empty(total, np.int64)
-            index[~from_delta] = np.arange(len(mine))
-            index[slots] = len(mine) + np.arange(len(chosen))
-            merged = pa.concat_arrays([base.values.take(positions), values.take(pa.array(chosen))])
-            yield keys, merged.take(pa.array(index))
+            index[~from_delta] = positions - first
+            index[slots] = (stop - first) + (chosen - d_lo)
+            both = pa.concat_arrays([base.values.slice(first, stop - first), values.slice(d_lo, d_hi - d_lo)])
+            yield keys, both.take(pa.array(index))
 
 
 def _expand(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -198,11 +198,12 @@ class FusedTableJoinStage(Operator):
             routed[name] = keyed[name].output
         joined = self.join.step(state, StepInput(batch.version, batch.partition, (routed["left"], routed["right"]),
                                                  (None, None), batch.final, batch.processing_time))
-        writes = _writes(joined)
+        writes = _writes(joined)   # its areas' prefixes sort before the key steps' (l, r): in key order as they come
         metrics: Counter[str] = Counter(joined.metrics)
-        for result in keyed.values():
-            writes = writes.plus(_writes(result))
-            metrics.update(result.metrics)
+        for name in SIDES:
+            if name in keyed:
+                writes = writes.plus(_writes(keyed[name]))
+                metrics.update(keyed[name].metrics)
         aside = tuple(keyed[name].set_aside[0] if name in keyed else joined.set_aside[SIDES.index(name)]
                       for name in self.order)
         return StepResult(joined.output, aside, writes=writes.sorted(), metrics=dict(metrics))

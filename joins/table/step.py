@@ -70,6 +70,7 @@ class _Changes:
     gid: np.ndarray             # the change's group
     delete: np.ndarray          # bool
     time: np.ndarray            # the change's time (int64 µs; _NO_TIME: none)
+    order: np.ndarray           # the changes in the order of their state keys
 
 
 @dataclass
@@ -197,10 +198,12 @@ class JoinStep:
                 gid, delete, times = gid[kept], delete[kept], times[kept]
                 side_jks, pks, rows = side_jks.take(taken), pks.take(taken), rows.take(taken)
             keys = SIDE[name].key_column(side_jks, pks)
-            if pc.count_distinct(keys).as_py() != len(keys):
+            order = pc.sort_indices(keys).to_numpy()   # the writes go in key order, and a key twice is next to itself
+            ordered = keys.take(pa.array(order))
+            if len(keys) > 1 and pc.any(pc.equal(ordered.slice(1), ordered.slice(0, len(keys) - 1))).as_py():
                 self._twice(name, side_jks.to_pylist(), pks.to_pylist(), keys.to_pylist())
             row = pc.if_else(pa.array(delete), pa.nulls(len(rows), pa.binary()), rows) if delete.any() else rows
-            self.changes[name] = _Changes(pks, row, keys, gid, delete, times)
+            self.changes[name] = _Changes(pks, row, keys, gid, delete, times, order)
         self.changed = {name: np.bincount(c.gid, minlength=self.groups) > 0 for name, c in self.changes.items()}
 
     def _twice(self, name: str, jks: list[bytes], pks: list[bytes], keys: list[bytes]) -> None:
@@ -277,8 +280,8 @@ class JoinStep:
         c = self.changes[name]
         existed = pc.is_in(c.key, value_set=self.held_keys[name]).to_numpy(zero_copy_only=False)
         delete = c.delete
-        deletes = c.key.filter(pa.array(delete & existed))
-        upserts = np.flatnonzero(~delete)
+        deletes = c.key.take(pa.array(c.order[(delete & existed)[c.order]], pa.int64()))
+        upserts = c.order[~delete[c.order]]   # in key order: the write needs no sort
         taken = pa.array(upserts, pa.int64())
         write = ColumnWrite(c.key.take(taken), c.row.take(taken), deletes)   # upserts carry rows
         self.held[name] += int((~delete & ~existed).sum()) - len(deletes)
@@ -374,7 +377,7 @@ class JoinStep:
         self.metrics.update(view_changes=output.num_rows, rows_held_left=self.held["left"],
                             rows_held_right=self.held["right"])
         return StepResult(output, (self._aside("left"), self._aside("right")),
-                          writes=writes[0].plus(writes[1]).plus(held).sorted(), metrics=dict(self.metrics))
+                          writes=held.plus(writes[0]).plus(writes[1]).sorted(), metrics=dict(self.metrics))
 
     @staticmethod
     def _diff(old: _View, new: _View) -> pa.Table:
