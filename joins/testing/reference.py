@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from streamjoin.kit.keys import common_key_type
 from streamjoin.testing.enrichment import reference_as_of
-from streamjoin.testing.interval import reference_interval_join
+from streamjoin.testing.interval import join_key, reference_interval_join
 from streamjoin.testing.table import Change, ReferenceTable, reference_view
 
 __all__ = ["interval_join_reference", "as_of_join_reference", "view_reference", "view_rows"]
@@ -120,7 +120,7 @@ def view_reference(left_changes: Any, right_changes: Any, on: Any, *, left_key: 
         changes = _arrow(changes)
         table = ReferenceTable(_names(key))
         row_columns = [c for c in changes.column_names if c != "op"]
-        table.apply([Change(tuple(r[k] for k in _names(key)), "delete" if r["op"] == "delete" else "upsert",
+        table.apply([Change(_key(r, _names(key)), "delete" if r["op"] == "delete" else "upsert",
                             _micros(r[time]), None, {c: r[c] for c in row_columns})
                      for r in changes.to_pylist() if r["op"] != "heartbeat"])
         tables.append((table, changes.schema.remove(changes.schema.get_field_index("op"))))
@@ -136,17 +136,24 @@ def view_reference(left_changes: Any, right_changes: Any, on: Any, *, left_key: 
     return pa.Table.from_arrays([pa.array(list(c), f.type) for c, f in zip(columns, fields)], schema=pa.schema(fields))
 
 
+def _key(row: dict[str, Any], names: Sequence[str]) -> tuple:
+    """``row``'s values of ``names`` as the joins compare keys: ``-0.0`` is ``0.0`` and every NaN is
+    one NaN (Spark's rule), so a key's changes meet whatever the sign of its zero or its NaN."""
+    return tuple(join_key(row[k]) for k in names)
+
+
 def view_rows(changes: Any, *, left_key: str | Sequence[str], right_key: str | Sequence[str]) -> pa.Table:
     """The view a table-table join's change stream builds, applied in (``_commit_version``,
     ``_seq``) order to an empty table: its rows without the change columns. The view key is
-    (``left_key``, ``right_key``), the output's names of the two primary keys."""
+    (``left_key``, ``right_key``), the output's names of the two primary keys, compared as the
+    join compares keys (``-0.0`` is ``0.0``, every NaN one NaN)."""
     changes = _arrow(changes)
     keys = _names(left_key) + _names(right_key)
     columns = [c for c in changes.column_names if c not in _CDF]
     view: dict[tuple, dict] = {}
     ordered = sorted(changes.to_pylist(), key=lambda r: (r["_commit_version"], r["_seq"]))
     for row in ordered:
-        ident = tuple(row[k] for k in keys)
+        ident = _key(row, keys)
         if row["_change_type"] in ("delete", "update_preimage"):
             view.pop(ident, None)
         else:

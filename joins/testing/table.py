@@ -89,7 +89,7 @@ class ReferenceTable:
             self.max_time = time if self.max_time is None else max(self.max_time, time)
 
     def _apply(self, changes: Sequence[Change]) -> None:
-        for change in sorted(changes, key=lambda c: (c.pk, self._rank(c))):
+        for change in sorted(changes, key=self._rank):   # each key's changes in order (keys need not be orderable)
             order = self._rank(change)[0]
             if change.pk in self.last and order <= self.last[change.pk]:
                 self.stale += 1

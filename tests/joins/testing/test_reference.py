@@ -156,3 +156,34 @@ def test_as_of_join_reference_with_heartbeats_leaves_event_heartbeats_out_as_the
     joined = batch_run(lambda joins: joins.stream_table_join(events, CHANGES, "user_id", delay=dt.timedelta(0),
                                                              heartbeats=True, **args))
     assert rows_of(joined) == rows_of(got)
+
+
+NAN, ZERO = float("nan"), 0.0
+SCORES = pa.table({"score_id": [1.5, NAN, -ZERO, NAN, ZERO, 2.5], "op": ["insert", "insert", "insert", "delete", "update", "insert"],
+                   "changed_at": pa.array([at(s) for s in (0, 1, 2, 3, 4, 5)], UTC_US), "band": [NAN, ZERO, NAN, ZERO, -ZERO, 7.0]})
+BANDS = pa.table({"band": [NAN, ZERO, 7.0], "op": ["insert", "insert", "insert"],
+                  "changed_at": pa.array([at(s) for s in (0, 1, 2)], UTC_US), "label": ["nan", "zero", "seven"]})
+
+
+@pytest.mark.parametrize("how", ["inner", "left", "full"])
+def test_view_reference_and_view_rows_take_nan_and_signed_zero_keys_as_the_join_does(how):
+    """Float keys compare as in Spark (-0.0 is 0.0, NaN equals NaN): a NaN key's delete removes its
+    row, a -0.0 key's update replaces the 0.0 row, a NaN join key meets a NaN primary key."""
+    on = (["band"], ["band"])
+    got = view_reference(SCORES, BANDS, on, left_key="score_id", right_key="band", left_time="changed_at",
+                         right_time="changed_at", how=how)
+    changes = batch_run(lambda joins: joins.table_table_join(SCORES, BANDS, on, left_key="score_id", right_key="band",
+                                                             how=how, left_time="changed_at", right_time="changed_at"))
+    assert rows_of(view_rows(changes, left_key="score_id", right_key="band_right")) == rows_of(got)
+    with tempfile.TemporaryDirectory() as root:   # one change a micro-batch: the NaN row's delete meets it
+        joins = LocalJoins(root, partitions=2)
+        outs = []
+        for v in range(SCORES.num_rows):
+            joins.begin(v, final=v == SCORES.num_rows - 1)
+            outs.append(joins.table_table_join(SCORES.slice(v, 1), BANDS if v == 0 else BANDS.slice(0, 0), on,
+                                               left_key="score_id", right_key="band", how=how,
+                                               left_time="changed_at", right_time="changed_at"))
+    assert rows_of(view_rows(pa.concat_tables(outs), left_key="score_id", right_key="band_right")) == rows_of(got)
+    scores = {r["score_id"] for r in got.to_pylist() if r["score_id"] is not None}
+    assert len(scores) == 3 and 0.0 in scores and 1.5 in scores   # NaN's row deleted; -0.0's replaced by 0.0's
+
