@@ -19,9 +19,10 @@ Variants, every one writing to the ``noop`` sink with ``trigger(availableNow=Tru
 * ``streamjoin-<store>``: :func:`streamjoin.stream_table_join` in ``mode="as_of"`` (an event gets the
   row as it was at its time; it waits until the table's watermark passes it) with each store;
   the table's 1M rows are loaded from the snapshot (a Spark job run when the join is built; timed);
-  the change stream then has two more micro-batches with one heartbeat each, far in the future,
-  so that the events of the last micro-batch are released (an as-of join must learn that no
-  earlier change can still come); the rows still waiting at the end are reported;
+  the change stream then has one more micro-batch with one heartbeat, far in the future, so that
+  the events of the last micro-batch are released (an as-of join must learn that no earlier
+  change can still come: the heartbeat's watermark releases them in the no-data micro-batch the
+  join's flush source runs after it); the rows still waiting at the end are reported;
 * ``streamjoin-<store>-latest``: ``mode="latest"`` (an event gets the row as of the end of its
   micro-batch's changes, at once): the same meaning as Spark's, without re-reading the table.
 
@@ -75,7 +76,7 @@ DISORDER_US = 5_000_000           # an event or change is up to this much earlie
 DELAY_S = 10                      # watermark delay: more than the disorder, so nothing is late
 EPOCH_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z
 FLUSH_US = 86_400_000_000         # the flush heartbeats: a day after the last event
-FLUSH_BATCHES = 2                 # a heartbeat raises the table watermark of the *next* version
+FLUSH_BATCHES = 1                 # its watermark releases the last events in the no-data micro-batch after it
 STORES = ("rocksdb", "lmdb", "memory")
 PLANS = ("free", "plus", "pro", "team", "enterprise")
 COUNTRIES = ("DE", "FR", "US", "GB", "IN", "BR", "JP", "NG", "CA", "ES", "IT", "MX")
@@ -250,6 +251,17 @@ def write_inputs(root: str, inputs: Inputs, user_typed: bool = False) -> None:
             pq.write_table(zoneless(table), path, use_deprecated_int96_timestamps=True)
         else:
             pq.write_table(table, path)
+
+
+def in_process_versions(inputs: Inputs, mode: str = "as_of") -> list[tuple[pa.Table, pa.Table]]:
+    """The micro-batches a query of ``inputs`` runs, as (events, changes) per version, for a run
+    in process: the data micro-batches, then (as-of) the heartbeat's and the no-data one Spark
+    runs after it, when its watermark lets the join release the last events."""
+    versions = list(zip(inputs.events, inputs.changes))
+    if mode == "as_of":
+        versions += [(EVENTS.empty_table(), f) for f in inputs.flush]
+        versions.append((EVENTS.empty_table(), CHANGES.empty_table()))
+    return versions
 
 
 def zoneless(table: pa.Table) -> pa.Table:
@@ -496,8 +508,8 @@ notes:
 - streamjoin-<store> (as_of) loads the snapshot when the join is built ("of which build"),
   then applies the updates as they arrive; an event waits until the table's watermark (its
   newest change or heartbeat, less the delay) passes its time, so as-of runs {FLUSH_BATCHES} more
-  micro-batches of one heartbeat each to release the last batch's events ("still waiting":
-  events left in state at the end).
+  micro-batch of one heartbeat, and the no-data micro-batch it lets the join run, to release the
+  last batch's events ("still waiting": events left in state at the end).
 - streamjoin-<store>-latest joins each event with the row as of its micro-batch's changes, at
   once (Spark's meaning, with the table kept in state instead of re-read).""")
     lines = [n for outcomes in results.values() for o in outcomes for n in o.notes] + problems(params, results)
@@ -586,8 +598,7 @@ def profile(inputs: Inputs, params: Params, root: str, store: str, mode: str, bu
                        state=StateConfig(store=store, local_dir=os.path.join(root, "state")))
     checkpoint, config = bound.checkpoint, bound.state
     print(f"bound, bootstrap routed and written in {time.perf_counter() - started:.2f} s")
-    flush = inputs.flush if mode == "as_of" else []
-    versions = list(zip(inputs.events, inputs.changes)) + [(EVENTS.empty_table(), f) for f in flush]
+    versions = in_process_versions(inputs, mode)
     profiler, records = cProfile.Profile(time.process_time), []   # CPU seconds
     start, cpu = time.perf_counter(), time.process_time()
     for version, (events, changes) in enumerate(versions):

@@ -28,7 +28,7 @@ def test_enrichment_bench_bootstrap_loaded_counts_rows_after_commit_records_are_
     assert bootstrap_loaded(checkpoint, params.partitions) == 0   # written, not loaded yet
     config = StateConfig(store="memory", local_dir=os.path.join(tmp_path, "state"), retain_versions=3, initial=True)
     records = []
-    versions = list(zip(inputs.events, inputs.changes)) + [(EVENTS.empty_table(), f) for f in inputs.flush]
+    versions = bench.in_process_versions(inputs)
     for version, (events, changes) in enumerate(versions):
         parts = [bench._route(events, params.partitions), bench._route(changes, params.partitions)]
         for p in range(params.partitions):
