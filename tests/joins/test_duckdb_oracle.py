@@ -1,0 +1,207 @@
+"""The joins against DuckDB, an engine that shares no code with them, on small random inputs run
+in process over every store, partition count and micro-batch split: the table-table join's view
+against DuckDB's join of the two final tables, the interval join against its range join, the
+as-of join against its ``ASOF LEFT JOIN``. Join keys are drawn from values engines tend to get
+wrong: NaN and signed zeros, infinities, empty and non-ASCII strings, extreme integers, timestamps
+before the epoch, decimals, booleans and dates, and nulls (which match nothing)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import math
+import tempfile
+from collections import Counter
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streamjoin.testing import LocalJoins, view_rows
+
+UTC = dt.timezone.utc
+BASE = dt.datetime(2021, 1, 1, tzinfo=UTC)
+STORES = ("memory", "rocksdb", "lmdb", "arranged")
+#: A third of the profile's examples a test (each example is a whole run of a join).
+EXAMPLES = settings(max_examples=max(10, settings().max_examples // 3))
+#: Join-key values per type (None: a null key).
+KEYS: dict[str, tuple[pa.DataType, list[Any]]] = {
+    "float": (pa.float64(), [0.0, -0.0, math.nan, 1.5, -1.5, math.inf, None]),
+    "string": (pa.string(), ["", "a", "A", "é", "e\u0301", "z" * 40, "\x00", None]),
+    "int": (pa.int64(), [0, -1, 1, 2**62, -2**63, None]),
+    "timestamp": (pa.timestamp("us"), [dt.datetime(2020, 1, 1), dt.datetime(1969, 12, 31, 23, 59, 59, 999999), None]),
+    "decimal": (pa.decimal128(7, 2), [decimal.Decimal("0.00"), decimal.Decimal("1.10"), decimal.Decimal("-99999.99"),
+                                      None]),
+    "bool": (pa.bool_(), [True, False, None]),
+    "date": (pa.date32(), [dt.date(2020, 1, 1), dt.date(1900, 2, 28), None]),
+}
+
+
+def _value(x: Any) -> Any:
+    """A value as a multiset of rows compares it (NaN equals NaN, -0.0 is 0.0)."""
+    if isinstance(x, float):
+        return "NaN" if math.isnan(x) else x + 0.0
+    return x
+
+
+def _rows(table: pa.Table, columns: list[str]) -> Counter:
+    return Counter(tuple(_value(v) for v in row.values()) for row in table.select(columns).to_pylist())
+
+
+def _batches(draw: Any, table: pa.Table, count: int) -> list[pa.Table]:
+    cuts = sorted(draw(st.lists(st.integers(0, table.num_rows), max_size=count - 1)))
+    return [table.slice(a, b - a) for a, b in zip([0, *cuts], [*cuts, table.num_rows])]
+
+
+def _paired(left: list[pa.Table], right: list[pa.Table]) -> list[tuple[pa.Table, pa.Table]]:
+    n = max(len(left), len(right))
+    return [(left[i] if i < len(left) else left[0].slice(0, 0), right[i] if i < len(right) else right[0].slice(0, 0))
+            for i in range(n)]
+
+
+def _duckdb(sql: str, **tables: pa.Table) -> pa.Table:
+    con = duckdb.connect()
+    for name, table in tables.items():
+        con.register(name, table)
+    return con.sql(sql).to_arrow_table()
+
+
+@st.composite
+def table_cases(draw: Any) -> dict[str, Any]:
+    """Two plain change streams (orders keyed by ``id``, joined on ``k`` to customers keyed by
+    ``cid``), each change at its own time, in micro-batches; with the run's settings."""
+    kind = draw(st.sampled_from(sorted(KEYS)))
+    key_type, pool = KEYS[kind]
+    count = draw(st.integers(1, 30))
+    times = draw(st.permutations(range(count)))
+    left, right = [], []
+    for t in times:
+        at = BASE + dt.timedelta(seconds=t)
+        op = draw(st.sampled_from(["upsert", "upsert", "delete"]))
+        if draw(st.booleans()):
+            left.append({"id": draw(st.integers(0, 6)), "k": draw(st.sampled_from(pool)),
+                         "v": draw(st.sampled_from(["x", "y", None])), "op": op, "at": at})
+        else:
+            right.append({"cid": draw(st.sampled_from([p for p in pool if p is not None])),
+                          "name": draw(st.sampled_from(["n1", "n2", None])), "op": op, "at": at})
+    schemas = (pa.schema([("id", pa.int64()), ("k", key_type), ("v", pa.string()), ("op", pa.string()),
+                          ("at", pa.timestamp("us", "UTC"))]),
+               pa.schema([("cid", key_type), ("name", pa.string()), ("op", pa.string()),
+                          ("at", pa.timestamp("us", "UTC"))]))
+    tables = [pa.Table.from_pylist(rows, schema) for rows, schema in zip((left, right), schemas)]
+    batches = draw(st.integers(1, 4))
+    return {"left": tables[0], "right": tables[1], "how": draw(st.sampled_from(["inner", "left", "full"])),
+            "store": draw(st.sampled_from(STORES)), "partitions": draw(st.integers(1, 4)),
+            "batches": _paired(_batches(draw, tables[0], batches), _batches(draw, tables[1], batches))}
+
+
+def _final(changes: pa.Table, key: str) -> pa.Table:
+    """The table a plain change stream leaves (each key's latest change by time; deletes remove),
+    keys compared as SQL does (NaN one value, -0.0 equal to 0.0) and as the join does."""
+    rows: dict[Any, dict] = {}
+    for row in sorted(changes.to_pylist(), key=lambda r: r["at"]):
+        ident = _value(row[key])
+        if row["op"] == "delete":
+            rows.pop(ident, None)
+        else:
+            rows[ident] = row
+    return pa.Table.from_pylist(list(rows.values()), changes.schema).drop(["op", "at"])
+
+
+@EXAMPLES
+@given(table_cases())
+def test_table_table_join_view_equals_duckdbs_join_of_the_final_tables(case: dict[str, Any]) -> None:
+    with tempfile.TemporaryDirectory() as root:
+        joins = LocalJoins(root, partitions=case["partitions"], store=case["store"])
+        outs = []
+        for version, (left, right) in enumerate(case["batches"]):
+            joins.begin(version, final=version == len(case["batches"]) - 1)
+            outs.append(joins.table_table_join(left, right, (["k"], ["cid"]), left_key="id", right_key="cid",
+                                               how=case["how"], left_time="at", right_time="at", store=case["store"]))
+    view = view_rows(pa.concat_tables(outs), left_key="id", right_key="cid")
+    sql = {"inner": "INNER", "left": "LEFT", "full": "FULL"}[case["how"]]
+    expected = _duckdb(f"SELECT l.id, l.k, l.v, r.cid, r.name FROM l {sql} JOIN r ON l.k = r.cid",
+                       l=_final(case["left"], "id"), r=_final(case["right"], "cid"))
+    columns = ["id", "k", "v", "cid", "name"]
+    assert _rows(view, columns) == _rows(expected, columns)
+
+
+@st.composite
+def interval_cases(draw: Any) -> dict[str, Any]:
+    """Two event streams (each row at a time within a minute) with bounds, in micro-batches."""
+    kind = draw(st.sampled_from(["float", "string", "int", "bool", "date"]))
+    key_type, pool = KEYS[kind]
+
+    def events(tag: str) -> pa.Table:
+        rows = [{"k": draw(st.sampled_from(pool)), "ts": BASE + dt.timedelta(seconds=draw(st.integers(0, 60))),
+                 tag: f"{tag}{i}"} for i in range(draw(st.integers(0, 20)))]
+        schema = pa.schema([("k", key_type), ("ts", pa.timestamp("us", "UTC")), (tag, pa.string())])
+        return pa.Table.from_pylist(sorted(rows, key=lambda r: r["ts"]), schema)
+    left, right = events("a"), events("b")
+    batches = draw(st.integers(1, 4))
+    return {"left": left, "right": right, "lower": draw(st.integers(-10, 0)), "upper": draw(st.integers(0, 10)),
+            "how": draw(st.sampled_from(["inner", "left", "right", "full"])), "store": draw(st.sampled_from(STORES)),
+            "partitions": draw(st.integers(1, 4)),
+            "batches": _paired(_batches(draw, left, batches), _batches(draw, right, batches))}
+
+
+@EXAMPLES
+@given(interval_cases())
+def test_interval_join_equals_duckdbs_range_join(case: dict[str, Any]) -> None:
+    with tempfile.TemporaryDirectory() as root:
+        joins = LocalJoins(root, partitions=case["partitions"], store=case["store"])
+        outs = []
+        for version, (left, right) in enumerate(case["batches"]):
+            joins.begin(version, final=version == len(case["batches"]) - 1)
+            outs.append(joins.interval_join(left, right, "k", left_time="ts", right_time="ts",
+                                            lower=dt.timedelta(seconds=case["lower"]),
+                                            upper=dt.timedelta(seconds=case["upper"]), delay=dt.timedelta(minutes=2),
+                                            how=case["how"], store=case["store"]))
+    sql = {"inner": "INNER", "left": "LEFT", "right": "RIGHT", "full": "FULL"}[case["how"]]
+    expected = _duckdb(f"SELECT l.a, r.b FROM l {sql} JOIN r ON l.k = r.k "
+                       f"AND r.ts >= l.ts + INTERVAL ({case['lower']}) SECOND "
+                       f"AND r.ts <= l.ts + INTERVAL ({case['upper']}) SECOND", l=case["left"], r=case["right"])
+    assert _rows(pa.concat_tables(outs), ["a", "b"]) == _rows(expected, ["a", "b"])
+
+
+@st.composite
+def as_of_cases(draw: Any) -> dict[str, Any]:
+    """Events and a plain change stream of the table (each change at its own time), in micro-batches."""
+    kind = draw(st.sampled_from(["string", "int", "bool"]))
+    key_type, pool = KEYS[kind]
+    keys = [p for p in pool if p is not None]
+    times = draw(st.lists(st.integers(0, 100), unique=True, max_size=20))
+    changes = pa.Table.from_pylist(
+        [{"k": draw(st.sampled_from(keys)), "op": draw(st.sampled_from(["upsert", "upsert", "delete"])),
+          "at": BASE + dt.timedelta(seconds=t), "v": f"v{t}"} for t in sorted(times)],
+        pa.schema([("k", key_type), ("op", pa.string()), ("at", pa.timestamp("us", "UTC")), ("v", pa.string())]))
+    rows = [{"k": draw(st.sampled_from(pool)), "ts": BASE + dt.timedelta(seconds=draw(st.integers(0, 100)) + 0.5),
+             "e": f"e{i}"} for i in range(draw(st.integers(0, 20)))]
+    events = pa.Table.from_pylist(sorted(rows, key=lambda r: r["ts"]),
+                                  pa.schema([("k", key_type), ("ts", pa.timestamp("us", "UTC")), ("e", pa.string())]))
+    batches = draw(st.integers(1, 4))
+    return {"events": events, "changes": changes, "how": draw(st.sampled_from(["left", "inner"])),
+            "store": draw(st.sampled_from(STORES)), "partitions": draw(st.integers(1, 4)),
+            "batches": _paired(_batches(draw, events, batches), _batches(draw, changes, batches))}
+
+
+@EXAMPLES
+@given(as_of_cases())
+def test_as_of_join_equals_duckdbs_asof_join(case: dict[str, Any]) -> None:
+    with tempfile.TemporaryDirectory() as root:
+        joins = LocalJoins(root, partitions=case["partitions"], store=case["store"])
+        outs = []
+        for version, (events, changes) in enumerate(case["batches"]):
+            joins.begin(version, final=version == len(case["batches"]) - 1)
+            outs.append(joins.stream_table_join(events, changes, "k", stream_time="ts", table_key="k",
+                                                table_time="at", how=case["how"], mode="as_of",
+                                                delay=dt.timedelta(minutes=5), store=case["store"]))
+    # each change starts a version of its key's row; a delete's version has no row
+    expected = _duckdb("SELECT e.e, CASE WHEN c.op = 'delete' THEN NULL ELSE c.v END AS v "
+                       "FROM e ASOF LEFT JOIN c ON e.k = c.k AND e.ts >= c.at", e=case["events"], c=case["changes"])
+    wanted = _rows(expected, ["e", "v"])
+    if case["how"] == "inner":
+        wanted = Counter({row: n for row, n in wanted.items() if row[1] is not None})
+    assert _rows(pa.concat_tables(outs), ["e", "v"]) == wanted
