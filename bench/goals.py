@@ -228,9 +228,14 @@ GOALS: tuple[Goal, ...] = (
          Cell("spark s / s", _OURS), "streamjoin bench enrichment --stores rocksdb --latest '' --user-typed",
          memory=Cell("worker RSS MB", _OURS),
          reason="the build (the bootstrap's Spark job and version 0: 3.2 s of 13.7 s; Spark's stream-static "
-                "join builds nothing) and 12 micro-batches against Spark's 10: as-of needs two heartbeat-only "
-                "ones to release the last events; the data micro-batches together take about as long as "
-                "Spark's (docs/bench/joins.md)"),
+                "join builds nothing) and the micro-batches after the data, which as-of needs to release the "
+                "last events; the data micro-batches together take about as long as Spark's. Since 2b4d239 the "
+                "change stream ends with one heartbeat, whose watermark releases them in the no-data "
+                "micro-batch after it: 12 micro-batches where two heartbeats made 13 (Spark's: 10); "
+                "`streamjoin bench compare --repeat 2 b3e3da3 enrichment --stores rocksdb --latest '' --repeat "
+                "1 --user-typed` (load 0.4-4.1, the benchmark's own) gave 28.5 and 32.0 s against 27.2 and "
+                "31.0 s, within the runs' spread, Spark's join 20.0-23.2 s in the same runs "
+                "(docs/bench/joins.md)"),
     Goal("nexmark", "q3 (table-table) speed vs Spark", 1.5, "x",
          Cell("spark s / s", _nexmark("q3")), "streamjoin bench nexmark",
          memory=Cell("worker RSS MB", _nexmark("q3")),
