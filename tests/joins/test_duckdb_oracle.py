@@ -61,6 +61,17 @@ def _paired(left: list[pa.Table], right: list[pa.Table]) -> list[tuple[pa.Table,
             for i in range(n)]
 
 
+def _streamed(case: dict[str, Any], call: Any) -> pa.Table:
+    """``call(joins, *inputs)`` over the case's micro-batches in one in-process run; its output."""
+    with tempfile.TemporaryDirectory() as root:
+        joins = LocalJoins(root, partitions=case["partitions"], store=case["store"])
+        outs = []
+        for version, inputs in enumerate(case["batches"]):
+            joins.begin(version, final=version == len(case["batches"]) - 1)
+            outs.append(call(joins, *inputs))
+    return pa.concat_tables(outs)
+
+
 def _duckdb(sql: str, **tables: pa.Table) -> pa.Table:
     con = duckdb.connect()
     for name, table in tables.items():
@@ -113,14 +124,10 @@ def _final(changes: pa.Table, key: str) -> pa.Table:
 @EXAMPLES
 @given(table_cases())
 def test_table_table_join_view_equals_duckdbs_join_of_the_final_tables(case: dict[str, Any]) -> None:
-    with tempfile.TemporaryDirectory() as root:
-        joins = LocalJoins(root, partitions=case["partitions"], store=case["store"])
-        outs = []
-        for version, (left, right) in enumerate(case["batches"]):
-            joins.begin(version, final=version == len(case["batches"]) - 1)
-            outs.append(joins.table_table_join(left, right, (["k"], ["cid"]), left_key="id", right_key="cid",
-                                               how=case["how"], left_time="at", right_time="at", store=case["store"]))
-    view = view_rows(pa.concat_tables(outs), left_key="id", right_key="cid")
+    changes = _streamed(case, lambda joins, left, right: joins.table_table_join(
+        left, right, (["k"], ["cid"]), left_key="id", right_key="cid", how=case["how"], left_time="at",
+        right_time="at", store=case["store"]))
+    view = view_rows(changes, left_key="id", right_key="cid")
     sql = {"inner": "INNER", "left": "LEFT", "full": "FULL"}[case["how"]]
     expected = _duckdb(f"SELECT l.id, l.k, l.v, r.cid, r.name FROM l {sql} JOIN r ON l.k = r.cid",
                        l=_final(case["left"], "id"), r=_final(case["right"], "cid"))
@@ -150,20 +157,15 @@ def interval_cases(draw: Any) -> dict[str, Any]:
 @EXAMPLES
 @given(interval_cases())
 def test_interval_join_equals_duckdbs_range_join(case: dict[str, Any]) -> None:
-    with tempfile.TemporaryDirectory() as root:
-        joins = LocalJoins(root, partitions=case["partitions"], store=case["store"])
-        outs = []
-        for version, (left, right) in enumerate(case["batches"]):
-            joins.begin(version, final=version == len(case["batches"]) - 1)
-            outs.append(joins.interval_join(left, right, "k", left_time="ts", right_time="ts",
-                                            lower=dt.timedelta(seconds=case["lower"]),
-                                            upper=dt.timedelta(seconds=case["upper"]), delay=dt.timedelta(minutes=2),
-                                            how=case["how"], store=case["store"]))
+    got = _streamed(case, lambda joins, left, right: joins.interval_join(
+        left, right, "k", left_time="ts", right_time="ts", lower=dt.timedelta(seconds=case["lower"]),
+        upper=dt.timedelta(seconds=case["upper"]), delay=dt.timedelta(minutes=2), how=case["how"],
+        store=case["store"]))
     sql = {"inner": "INNER", "left": "LEFT", "right": "RIGHT", "full": "FULL"}[case["how"]]
     expected = _duckdb(f"SELECT l.a, r.b FROM l {sql} JOIN r ON l.k = r.k "
                        f"AND r.ts >= l.ts + INTERVAL ({case['lower']}) SECOND "
                        f"AND r.ts <= l.ts + INTERVAL ({case['upper']}) SECOND", l=case["left"], r=case["right"])
-    assert _rows(pa.concat_tables(outs), ["a", "b"]) == _rows(expected, ["a", "b"])
+    assert _rows(got, ["a", "b"]) == _rows(expected, ["a", "b"])
 
 
 @st.composite
@@ -190,18 +192,13 @@ def as_of_cases(draw: Any) -> dict[str, Any]:
 @EXAMPLES
 @given(as_of_cases())
 def test_as_of_join_equals_duckdbs_asof_join(case: dict[str, Any]) -> None:
-    with tempfile.TemporaryDirectory() as root:
-        joins = LocalJoins(root, partitions=case["partitions"], store=case["store"])
-        outs = []
-        for version, (events, changes) in enumerate(case["batches"]):
-            joins.begin(version, final=version == len(case["batches"]) - 1)
-            outs.append(joins.stream_table_join(events, changes, "k", stream_time="ts", table_key="k",
-                                                table_time="at", how=case["how"], mode="as_of",
-                                                delay=dt.timedelta(minutes=5), store=case["store"]))
+    got = _streamed(case, lambda joins, events, changes: joins.stream_table_join(
+        events, changes, "k", stream_time="ts", table_key="k", table_time="at", how=case["how"], mode="as_of",
+        delay=dt.timedelta(minutes=5), store=case["store"]))
     # each change starts a version of its key's row; a delete's version has no row
     expected = _duckdb("SELECT e.e, CASE WHEN c.op = 'delete' THEN NULL ELSE c.v END AS v "
                        "FROM e ASOF LEFT JOIN c ON e.k = c.k AND e.ts >= c.at", e=case["events"], c=case["changes"])
     wanted = _rows(expected, ["e", "v"])
     if case["how"] == "inner":
         wanted = Counter({row: n for row, n in wanted.items() if row[1] is not None})
-    assert _rows(pa.concat_tables(outs), ["e", "v"]) == wanted
+    assert _rows(got, ["e", "v"]) == wanted
