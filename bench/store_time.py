@@ -141,7 +141,7 @@ def _enrichment(args: argparse.Namespace, store: str, root: str) -> Measured:
     params = enrichment.Params(args.rows, args.rows, round(args.rows * 0.1), args.batches, args.partitions)
     inputs = enrichment.generate(params)
     op = enrichment.join_operator("as_of")
-    versions = list(zip(inputs.events, inputs.changes)) + [(enrichment.EVENTS.empty_table(), f) for f in inputs.flush]
+    versions = enrichment.in_process_versions(inputs)   # the data, the heartbeat and the no-data micro-batch
     got, output = measure(op.plan, root, store, args.partitions, versions,
                           initial={1: op.bootstrap_changes(inputs.snapshot)})
     return _checked(got, output, params.events, "output rows (one per event)")
