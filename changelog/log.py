@@ -47,7 +47,7 @@ from streamjoin.changelog.format import (
 )
 from streamjoin.changelog.listing import Listing
 from streamjoin.changelog.storage import open_storage
-from streamjoin.statestore.columns import ColumnWrite
+from streamjoin.statestore.columns import ColumnWrite, strictly_ascending
 
 __all__ = ["Changelog", "KeyValue", "rebatch", "check_retention"]
 
@@ -256,8 +256,7 @@ def _check_ascending(keys: pa.Array, previous: bytes | None, uri: str, version: 
     if len(keys) == 0:
         return previous
     first = keys[0].as_py()
-    inner_ok = len(keys) < 2 or pc.all(pc.less(keys.slice(0, len(keys) - 1), keys.slice(1))).as_py()
-    if not inner_ok or (previous is not None and first <= previous):
+    if not strictly_ascending(keys) or (previous is not None and first <= previous):
         raise ChangelogError(
             f"snapshot {version} of changelog {uri}: keys must be strictly ascending; the source "
             "of the snapshot is not sorted (a bug: report it)", versions=(version, version))

@@ -20,7 +20,8 @@ import pyarrow.compute as pc
 
 from streamjoin.statestore.errors import StoreWriteError
 
-__all__ = ["ColumnWrite", "PrefixScan", "binary_column", "binary_suffixes", "pair_chunks", "Chunk"]
+__all__ = ["ColumnWrite", "PrefixScan", "binary_column", "binary_suffixes", "pair_chunks", "strictly_ascending",
+           "Chunk"]
 
 KeyValue = tuple[bytes, bytes]
 
@@ -113,7 +114,7 @@ class ColumnWrite:
         that builds its writes in key order, parts concatenated in key order) is itself."""
         keys, values = self.put_keys, self.put_values
         n = len(keys)
-        if n > 1 and not _ascending(keys):
+        if n > 1 and not strictly_ascending(keys):
             order = pc.sort_indices(keys).to_numpy()   # a stable sort: equal keys keep their order
             ordered = keys.take(pa.array(order))
             last = np.ones(n, bool)   # of equal keys the last put wins
@@ -121,7 +122,7 @@ class ColumnWrite:
             at = pa.array(order[last])
             keys, values = keys.take(at), values.take(at)
         deletes = self.delete_keys
-        if len(deletes) > 1 and not _ascending(deletes):
+        if len(deletes) > 1 and not strictly_ascending(deletes):
             deletes = pc.unique(deletes.take(pc.sort_indices(deletes)))
         if keys is self.put_keys and deletes is self.delete_keys:
             return self
@@ -146,8 +147,8 @@ class PrefixScan:
         return cls(counts, pa.array(keys, pa.binary()), pa.array(values, pa.binary()))
 
 
-def _ascending(keys: pa.Array) -> bool:
-    """Whether binary ``keys`` (no nulls) ascend strictly."""
+def strictly_ascending(keys: pa.Array) -> bool:
+    """Whether binary ``keys`` (no nulls) ascend strictly (one pass of comparisons in Arrow)."""
     n = len(keys)
     return n < 2 or not pc.any(pc.less_equal(keys.slice(1), keys.slice(0, n - 1))).as_py()
 

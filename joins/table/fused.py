@@ -200,10 +200,9 @@ class FusedTableJoinStage(Operator):
                                                  (None, None), batch.final, batch.processing_time))
         writes = _writes(joined)   # its areas' prefixes sort before the key steps' (l, r): in key order as they come
         metrics: Counter[str] = Counter(joined.metrics)
-        for name in SIDES:
-            if name in keyed:
-                writes = writes.plus(_writes(keyed[name]))
-                metrics.update(keyed[name].metrics)
+        for result in keyed.values():   # filled in SIDES order: left (l) before right (r)
+            writes = writes.plus(_writes(result))
+            metrics.update(result.metrics)
         aside = tuple(keyed[name].set_aside[0] if name in keyed else joined.set_aside[SIDES.index(name)]
                       for name in self.order)
         return StepResult(joined.output, aside, writes=writes.sorted(), metrics=dict(metrics))
