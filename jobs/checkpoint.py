@@ -16,6 +16,8 @@ import json
 import sys
 from typing import Any
 
+from streamjoin.jobs.common import help_text
+
 __all__ = ["register", "VERIFY_HELP"]
 
 VERIFY_HELP = (
@@ -29,7 +31,7 @@ VERIFY_HELP = (
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("checkpoint", help="describe or verify a whole join checkpoint",
-                                   description=__doc__.split("\n\n")[0])
+                                   description=help_text(__doc__.split("\n\n")[0]))
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     for name, func, text, description in (
             ("describe", _describe, "every partition's versions, state size, watermark inputs, set-aside rows; "

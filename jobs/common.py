@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -13,7 +14,17 @@ from typing import Any
 
 from streamjoin.jobs.session import add_session_options
 
-__all__ = ["add_run_options", "prepare_root", "stage", "follow", "JobPaths"]
+__all__ = ["add_run_options", "prepare_root", "stage", "follow", "JobPaths", "help_text"]
+
+
+_ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")
+
+
+def help_text(doc: str) -> str:
+    """A docstring as ``--help`` shows it: literals (double backquotes) and cross-references
+    (``:func:`name```, ``:mod:`~a.b```) as their plain text, the last part of a ``~`` one."""
+    plain = _ROLE.sub(lambda m: m.group(1).rsplit(".", 1)[-1] if m.group(0).count("~") else m.group(1), doc)
+    return plain.replace("``", "")
 
 
 def add_run_options(parser: argparse.ArgumentParser, *, seed: int, store_help: str, partitions_help: str) -> None:

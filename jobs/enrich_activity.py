@@ -28,7 +28,7 @@ import time
 
 from streamjoin.enrichment.spec import ModeName
 from streamjoin.jobs.activity_generator import DELAY, ActivityConfig, write_activity
-from streamjoin.jobs.common import JobPaths, add_run_options, prepare_root, stage
+from streamjoin.jobs.common import JobPaths, add_run_options, help_text, prepare_root, stage
 from streamjoin.jobs.session import session_from_args
 
 __all__ = ["register", "add_arguments", "run", "run_job", "config_from_args", "Paths"]
@@ -41,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "enrich-activity",
         help="run the activity-enrichment job: a stream-table as-of join with a profile change feed",
-        description=__doc__,
+        description=help_text(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_arguments(parser)

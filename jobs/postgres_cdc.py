@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from streamjoin.jobs.common import prepare_root, stage
+from streamjoin.jobs.common import help_text, prepare_root, stage
 from streamjoin.jobs.postgres_workload import ENRICHED_CHECK, SCHEMA, VIEW_DIFFERENCES, Workload
 
 __all__ = ["register", "add_arguments", "run", "prepare_database", "start_queries", "catch_up", "stop_queries",
@@ -42,7 +42,7 @@ HEARTBEAT_INTERVAL = "1 second"
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "postgres-cdc", help="run two streaming joins over PostgreSQL's change streams and write a view back",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        description=help_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
     parser.set_defaults(func=run)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from streamjoin.jobs.common import JobPaths, add_run_options, prepare_root, stage
+from streamjoin.jobs.common import JobPaths, add_run_options, help_text, prepare_root, stage
 from streamjoin.jobs.session import session_from_args
 from streamjoin.jobs.timeline_generator import TimelineConfig, write_timeline_inputs
 
@@ -38,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "timeline",
         help="run the timeline job: a table-table join of posts and follows kept as a materialized view",
-        description=__doc__,
+        description=help_text(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_arguments(parser)

@@ -1,4 +1,4 @@
-"""The ``streamjoin`` command itself: ``--version``, and output into a pipe whose reader has gone."""
+"""The ``streamjoin`` command itself: ``--version``, ``--help``, and output into a pipe whose reader has gone."""
 
 from __future__ import annotations
 
@@ -27,6 +27,15 @@ def test_cli_version_is_newer_than_the_releases_whose_checkpoints_the_docs_refus
                for m in re.findall(r"streamjoin (\d+)\.(\d+) or earlier", (docs / page).read_text())}
     assert refused, "the docs name the releases whose checkpoints are refused"
     assert tuple(map(int, __version__.split(".")[:2])) > max(refused)
+
+
+@pytest.mark.parametrize("command", ["demo", "enrich-activity", "timeline", "postgres-cdc", "checkpoint", "changelog"])
+def test_cli_help_reads_as_plain_text(command, capsys):
+    with pytest.raises(SystemExit) as info:
+        main([command, "--help"])
+    shown = capsys.readouterr().out
+    assert info.value.code == 0 and shown.startswith("usage: streamjoin")
+    assert not re.search(r"``|:(func|mod|class|data|meth|attr):`", shown), shown
 
 
 def _into_closed_pipe(args: list[str]) -> subprocess.CompletedProcess:
