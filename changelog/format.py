@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 
 from streamjoin.changelog.errors import ChangelogCorruptError, ChecksumMismatchError, TornFileError
 from streamjoin.changelog.storage import TEMP_PREFIX
+from streamjoin.statestore.chunks import SourceFile
 from streamjoin.statestore.columns import ColumnWrite
 
 __all__ = [
@@ -273,9 +274,11 @@ def _advice(file: LogFile) -> str:
 class SnapshotReader:
     """The verified contents of one snapshot: ``entries`` and ``chunks()`` of (keys, values)."""
 
-    def __init__(self, reader: pa.ipc.RecordBatchFileReader, file: LogFile) -> None:
+    def __init__(self, reader: pa.ipc.RecordBatchFileReader, file: LogFile, source: SourceFile | None = None) -> None:
         self._reader = reader
         self.file = file
+        #: the snapshot file itself (its bytes checked), which a store may keep as it is
+        self.source = source
         self.entries = sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
 
     def chunks(self) -> Iterator[tuple[pa.Array, pa.Array]]:

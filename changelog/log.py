@@ -47,6 +47,7 @@ from streamjoin.changelog.format import (
 )
 from streamjoin.changelog.listing import Listing
 from streamjoin.changelog.storage import open_storage
+from streamjoin.statestore.chunks import SourceFile
 from streamjoin.statestore.columns import ColumnWrite, strictly_ascending
 
 __all__ = ["Changelog", "KeyValue", "rebatch", "check_retention"]
@@ -180,7 +181,9 @@ class Changelog:
 
     def read_snapshot(self, file: LogFile) -> SnapshotReader:
         """The verified contents of a snapshot file (raises ChangelogCorruptError when damaged)."""
-        return SnapshotReader(verified_reader(self._read(file), file), file)
+        data = self._read(file)
+        return SnapshotReader(verified_reader(data, file), file,
+                              SourceFile(data, file.crc, self.storage.local_path(file.name)))
 
     # -- internals ------------------------------------------------------------------------------
 

@@ -40,7 +40,7 @@ from streamjoin.changelog.listing import Chain, Listing
 from streamjoin.changelog.log import Changelog
 from streamjoin.changelog.merge import compose, merge
 from streamjoin.statestore.base import Store
-from streamjoin.statestore.chunks import SortedChunks
+from streamjoin.statestore.chunks import SortedChunks, SourceFile
 from streamjoin.statestore.columns import ColumnWrite
 
 __all__ = ["restore", "RestoreStats", "RestoreMethod", "Progress"]
@@ -175,7 +175,7 @@ def _apply(
     total = base_entries + delta_entries
     counter = _Counter(progress, total)
     if not deltas and snapshot is not None:
-        loaded = store.load_sorted(_items(snapshot.chunks(), counter), version=chain.target)
+        loaded = store.load_sorted(_items(snapshot.chunks(), counter, snapshot.source), version=chain.target)
         return total, loaded, RestoreMethod.BULK
     if method is None:
         merged = snapshot is None or delta_entries >= MERGE_SHARE * base_entries
@@ -185,7 +185,7 @@ def _apply(
         loaded = store.load_sorted(_items(chunks, None), version=chain.target)
         counter.add(delta_entries)
         return total, loaded, RestoreMethod.MERGED
-    base = _items(snapshot.chunks(), counter) if snapshot is not None else iter(())
+    base = _items(snapshot.chunks(), counter, snapshot.source) if snapshot is not None else iter(())
     loaded = store.load_sorted(base, version=None if chain.base is None else chain.base_version)
     for delta in deltas:
         if len(delta.range_starts):
@@ -216,11 +216,13 @@ class _Counter:
             self.add(len(keys))
 
 
-def _items(chunks: Iterable[tuple[pa.Array, pa.Array]], counter: _Counter | None) -> SortedChunks:
+def _items(chunks: Iterable[tuple[pa.Array, pa.Array]], counter: _Counter | None,
+           source: SourceFile | None = None) -> SortedChunks:
     """The sorted chunks as they are, for ``load_sorted``: a backend that takes Arrow chunks
     (LMDB) seals them a chunk at a time; the others iterate ``(key, value)`` pairs, converted a
-    chunk at a time (C-level iteration)."""
-    return SortedChunks(chunks if counter is None else counter.track(chunks))
+    chunk at a time (C-level iteration). ``source``: the snapshot file they are every row of
+    (the arranged store keeps it as its values)."""
+    return SortedChunks(chunks if counter is None else counter.track(chunks), source)
 
 
 def _no_chain_left(log: Changelog, version: int, problems: list[ChangelogError]) -> ChangelogError:

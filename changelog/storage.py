@@ -86,6 +86,10 @@ class Storage(ABC):
     def read(self, name: str) -> pa.Buffer:
         """The whole content of ``name``. Raises FileNotFoundError when it is gone."""
 
+    def local_path(self, name: str) -> str | None:
+        """Where ``name`` is on this machine's disk, or None (it is elsewhere: object storage)."""
+        return None
+
     @abstractmethod
     def delete(self, names: Sequence[str], sync: bool = True) -> None:
         """Remove ``names`` in the given order (missing ones are fine), durably (with ``sync``
@@ -175,6 +179,9 @@ class LocalStorage(Storage):
             except FileNotFoundError:
                 continue
         return found
+
+    def local_path(self, name: str) -> str | None:
+        return os.path.join(self.root, name)
 
     def read(self, name: str) -> pa.Buffer:
         path = os.path.join(self.root, name)

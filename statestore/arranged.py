@@ -65,7 +65,7 @@ import pyarrow.compute as pc
 from streamjoin.statestore import options as check
 from streamjoin.statestore import warm
 from streamjoin.statestore.base import KeyValue, Store, StoreStats, ascending, check_entry_types
-from streamjoin.statestore.chunks import SortedChunks
+from streamjoin.statestore.chunks import SortedChunks, SourceFile
 from streamjoin.statestore.columns import Chunk, ColumnWrite, PrefixScan, binary_column
 from streamjoin.statestore.errors import StoreArgumentError, StoreCorruptError, StoreError, StoreWriteError
 from streamjoin.statestore.layers import Layers
@@ -78,7 +78,7 @@ from streamjoin.statestore.locking import (
     remove_directory,
     retry_locked,
 )
-from streamjoin.statestore.sorted_base import DATA, KEYS, BaseWriter, SortedBase
+from streamjoin.statestore.sorted_base import DATA, KEYS, BaseWriter, SortedBase, write_keys
 
 __all__ = ["ArrangedStore", "MAX_RUNS", "HISTORY", "BUDGET_VARIABLE", "worker_budget"]
 
@@ -338,7 +338,10 @@ class ArrangedStore(Store):
         """A base of the ascending ``items`` (the restore path), written as they come: a
         restore's Arrow chunks (``SortedChunks``) are taken as columns, their order checked in
         Arrow; ``StoreError`` when the keys are not strictly ascending, ``StoreWriteError`` when a
-        chunk is not bytes."""
+        chunk is not bytes. Chunks read from one Arrow file (``SortedChunks.source``: a restore's
+        snapshot) take that file as the base's values (:meth:`_adopt`)."""
+        if isinstance(items, SortedChunks) and items.source is not None:
+            return self._adopt(items, items.source, version)
         if isinstance(items, SortedChunks):
             chunks: Iterator[tuple[pa.Array, pa.Array]] = (
                 (binary_column(k, "keys"), binary_column(v, "values")) for k, v in items.chunks())
@@ -357,6 +360,34 @@ class ArrangedStore(Store):
                 return out.finish()
             except BaseException:
                 out.abort()
+                raise
+
+        self._commit_base(version, write)
+        return len(self._layers.base)
+
+    def _adopt(self, items: SortedChunks, source: SourceFile, version: int | None) -> int:
+        """A base whose values file is ``source`` itself (a hard link to it where it is a file on
+        this disk, else a copy of its bytes; its CRC-32 is the source's, checked by its reader),
+        and whose keys file is made from the chunks' keys (their order checked): no value is
+        read or written again."""
+        def write(stem: str) -> list[_File]:
+            data, keys = (os.path.join(self.path, stem + suffix) for suffix in (DATA, KEYS))
+            try:
+                last: bytes | None = None
+                kept: list[pa.Array] = []
+                for key_chunk, _ in items.chunks():
+                    key_chunk = binary_column(key_chunk, "keys")
+                    last = self._check_ascending(key_chunk, last)
+                    kept.append(key_chunk)
+                _place(source, data, self._sync)
+                size, crc = write_keys(keys, kept, self._sync)
+                return [(stem + DATA, source.data.size, source.crc), (stem + KEYS, size, crc)]
+            except BaseException:
+                for path in (data, keys):
+                    try:
+                        os.remove(path)
+                    except FileNotFoundError:
+                        pass
                 raise
 
         self._commit_base(version, write)
@@ -543,7 +574,20 @@ def _read_bytes(path: str) -> bytes:
         return f.read()
 
 
+def _place(source: SourceFile, path: str, sync: bool) -> None:
+    """``source``'s bytes as the file ``path``: a hard link where it is a file on this disk (one
+    inode, nothing copied; a file never changes once written), else a copy."""
+    if source.path is not None:
+        try:
+            os.link(source.path, path)
+            return
+        except OSError:   # another file system, or links not allowed there: copy it
+            pass
+    _write_bytes(path, source.data, sync)
+
+
 def _write_bytes(path: str, data: Any, sync: bool) -> None:
+    _remove(path)   # a new file, never a write through a link to a changelog's snapshot (``_place``)
     with open(path, "wb") as f:
         f.write(memoryview(data))
         if sync:

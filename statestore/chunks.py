@@ -4,17 +4,37 @@ A restore reads its entries as Arrow record batches. :class:`SortedChunks` carri
 store as they are: it iterates as ``(key, value)`` pairs, so every backend's ``load_sorted`` takes
 it unchanged, and a backend that works on whole chunks reads :meth:`SortedChunks.chunks` instead
 (LMDB seals each chunk's records in a few C-level passes, with no Python step per entry).
+
+A restore's snapshot is one Arrow IPC file of ``key`` and ``value`` columns, already verified;
+its chunks carry that file as their :class:`SourceFile`, so a backend that keeps its state in
+Arrow files takes the file itself as its values (the arranged store links or copies it) instead of
+writing every value again.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from itertools import chain
 from typing import Iterable, Iterator
+
+import pyarrow as pa
 
 from streamjoin.statestore.base import KeyValue
 from streamjoin.statestore.columns import Chunk
 
-__all__ = ["SortedChunks", "Chunk"]
+__all__ = ["SortedChunks", "SourceFile", "Chunk"]
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """The Arrow IPC file that sorted chunks are read from, whole, in order: its bytes (checked
+    against ``crc``, its CRC-32, by whoever read it), its path on this machine's disk where it
+    has one (None: it was read from elsewhere), and its column of values (``value``: every
+    row's value, in the chunks' order; ``key``: the chunks' keys)."""
+
+    data: pa.Buffer
+    crc: int
+    path: str | None = None
 
 
 class SortedChunks:
@@ -24,8 +44,10 @@ class SortedChunks:
     Either way the source is consumed: a second read finds nothing.
     """
 
-    def __init__(self, chunks: Iterable[Chunk]) -> None:
+    def __init__(self, chunks: Iterable[Chunk], source: SourceFile | None = None) -> None:
         self._chunks = iter(chunks)
+        #: the file the chunks are every row of, in order (None: they come from elsewhere)
+        self.source = source
 
     def chunks(self) -> Iterator[Chunk]:
         """The chunks as they come (the consumer cuts or checks them)."""

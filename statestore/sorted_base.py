@@ -37,7 +37,7 @@ from streamjoin.statestore.arrangement import (
 )
 from streamjoin.statestore.crc_file import CrcWriter
 
-__all__ = ["SortedBase", "BaseWriter", "KEYS", "DATA"]
+__all__ = ["SortedBase", "BaseWriter", "write_keys", "KEYS", "DATA"]
 
 #: File name suffixes of a base's two files.
 KEYS = ".keys"
@@ -61,11 +61,17 @@ class SortedBase:
     @classmethod
     def mapped(cls, keys: pa.Buffer, data: pa.Buffer) -> SortedBase:
         """The base of a ``.keys`` and a ``.arrow`` file's contents (memory-mapped buffers: no
-        copy); ``ValueError`` when they do not make one."""
+        copy); ``ValueError`` when they do not make one. The values are the ``.arrow`` file's
+        ``value`` column: its only one (a base written here), or beside a ``key`` column (a
+        changelog snapshot taken as the base, ``SourceFile``); binary values are read as large
+        binary (new offsets, the values' bytes not copied)."""
         reader = pa.ipc.open_file(pa.BufferReader(data))
+        at = reader.schema.get_field_index("value")
+        if at < 0:
+            raise ValueError(f"an Arrow file of columns {reader.schema.names}, none of them 'value'")
         log = ValueLog()
         for i in range(reader.num_record_batches):
-            log = log.appended(reader.get_batch(i).column(0))
+            log = log.appended(reader.get_batch(i).column(at).cast(pa.large_binary()))
         n = len(log)
         if not n:
             if keys.size:
@@ -166,6 +172,8 @@ class BaseWriter:
         self.names = (stem + DATA, stem + KEYS)
         self._paths = [os.path.join(directory, name) for name in self.names]
         self._sync = sync
+        for path in self._paths:   # new files, never a write through a link (a snapshot taken as a base)
+            _unlink(path)
         self._files = [open(path, "wb") for path in self._paths]
         self._data, self._keys = (CrcWriter(f) for f in self._files)
         self._ipc = pa.ipc.new_file(self._data, _SCHEMA)
@@ -198,10 +206,7 @@ class BaseWriter:
     def finish(self) -> list[tuple[str, int, int]]:
         """Close the files (fsync'd when asked); their manifest entries (name, size, CRC-32)."""
         if self._raw:
-            width = max(int(pc.max(pc.binary_length(chunk)).as_py()) for chunk in self._raw)
-            for chunk in self._raw:
-                for at in range(0, len(chunk), _ENCODE_ROWS):
-                    self._keys.write(np.ascontiguousarray(encode_keys(chunk[at:at + _ENCODE_ROWS], width)).view(np.uint8))
+            _write_encoded(self._raw, self._keys)
             self._raw = []
         self._ipc.close()
         for f in self._files:
@@ -219,3 +224,32 @@ class BaseWriter:
                 os.remove(path)
             except FileNotFoundError:
                 pass
+
+
+def write_keys(path: str, chunks: Sequence[pa.Array], sync: bool) -> tuple[int, int]:
+    """Write a base's ``.keys`` file at ``path`` from plain binary keys (ascending, in chunks),
+    encoded at the longest one's width, fsync'd with ``sync``; its size and CRC-32."""
+    _unlink(path)
+    with open(path, "wb") as f:
+        sink = CrcWriter(f)
+        if chunks:
+            _write_encoded(chunks, sink)
+        if sync:
+            f.flush()
+            os.fsync(f.fileno())
+    return sink.size, sink.crc
+
+
+def _write_encoded(chunks: Sequence[pa.Array], sink: CrcWriter) -> None:
+    """The fixed-width form of every key of ``chunks`` (plain binary) at the longest one's width."""
+    width = max(int(pc.max(pc.binary_length(chunk)).as_py() or 0) for chunk in chunks)
+    for chunk in chunks:
+        for at in range(0, len(chunk), _ENCODE_ROWS):
+            sink.write(np.ascontiguousarray(encode_keys(chunk[at:at + _ENCODE_ROWS], width)).view(np.uint8))
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
