@@ -314,11 +314,12 @@ GOALS: tuple[Goal, ...] = (
                   "in append mode), given Python objects made beforehand, loaded 3.46-3.53M entries/s in the run "
                   "of this figure (`raw bulk load`): a restore that hands RocksDB or LMDB each entry cannot reach "
                   "5M entries/s here even before it reads and checks the changelog, and reached 37-45% of that. "
-                  "The arranged store, which takes a snapshot's Arrow chunks as its base files with no object per "
-                  "entry, restored 4.84M entries/s in a run of 2026-11-29 (`--entries 1000000 --backends "
-                  "rocksdb,lmdb,arranged`, load 1.7-2.1, where the raw loaders gave 1.41-1.60M); RocksDB and "
-                  "LMDB holding an arrangement's base and runs as files is the design's way to the goal "
-                  "(docs/design/runtime.md, arranged state)")
+                  "The arranged store keeps the snapshot file itself as its base's values (a hard link, or a copy "
+                  "of its checked bytes) and writes only a file of its keys: it restored 6.66-6.93M entries/s "
+                  "(median 6.71M) in `streamjoin bench compare --repeat 3 --fields entries/s 6bae02d changelog "
+                  "--entries 1000000 --backends arranged,lmdb,rocksdb --repeat 3` (load 1.0-1.3, 2026-11-29), "
+                  "against 3.90-4.79M before; RocksDB and LMDB holding an arrangement's base and runs as files is "
+                  "the design's way to the goal for them (docs/design/runtime.md, arranged state, step 10)")
       for name, backend in (("LMDB", "lmdb"), ("RocksDB", "rocksdb"))),
     Goal("runtime", "micro-batch time vs the floor's (batches / floor), every backend", 1.10, "x",
          Each("batches / floor", "variant", _RUNTIME), "streamjoin bench runtime", at_most=True,

@@ -15,7 +15,10 @@ a new delta (the old layers are untouched until then) and append the write as on
   written, so a write is all there or not at all.
 * ``base-<n>.arrow`` and ``base-<n>.keys``: the base (``streamjoin.statestore.sorted_base``):
   its values in an Arrow file and its sorted fixed-width keys, both memory-mapped at open, with
-  no copy, encoding or sort.
+  no copy, encoding or sort. A restore's base takes the changelog's snapshot file itself as its
+  values file (a hard link where the changelog is on this disk, else a copy of its checked
+  bytes) and writes only the keys; every file the store writes is a new one (its name removed
+  first), so the store never changes a file it shares with the changelog.
 * ``run-<n>.arrow``: one write: its deletes (a null value) and puts, its range deletes in the
   file's metadata. Opening applies the runs to the base, in order, into the delta.
 
