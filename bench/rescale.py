@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     _route(table, args)
     _rebuild(table, args)
     print(table.render())
-    print(write_results("rescale", table, vars(args)))
+    print("results:", write_results("rescale", table, vars(args)))
     return 0
 
 

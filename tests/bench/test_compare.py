@@ -103,3 +103,14 @@ def test_compare_check_side_says_when_the_revision_lacks_an_option(old_side, tmp
 
 def test_bench_cli_lists_compare():
     assert BENCHMARKS["compare"][0] == "streamjoin.bench.compare"
+
+
+def test_compare_reads_the_results_line_of_bench_rescale(capsys, tmp_path, monkeypatch):
+    import argparse
+    import tempfile
+
+    from streamjoin.bench import rescale
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))   # its results stay out of the real ones
+    rescale.run(argparse.Namespace(rows=200, partitions=2, repeat=1, store="memory"))
+    path = compare.results_path(capsys.readouterr().out)
+    assert path is not None and path.startswith(str(tmp_path)) and path.endswith(".json")
