@@ -36,6 +36,7 @@ from typing import Any, Sequence
 
 from streamjoin.bench.harness import Table, format_value, load_warning
 from streamjoin.errors import StreamjoinError
+from streamjoin.jobs.common import help_text
 
 __all__ = ["add_arguments", "run", "HEADLINES", "results_path", "figures", "headline_fields",
            "compare_table", "parse_loadavg", "missing_options", "CompareError"]
@@ -239,7 +240,7 @@ def measure(side: Side, benchmark: str, options: Sequence[str], scratch: str, la
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.description = (__doc__ or "").split("\n", 2)[2] + (
+    parser.description = help_text((__doc__ or "").split("\n", 2)[2]) + (
         "\nCompare's own options come before REV; everything after NAME is the benchmark's.\n\n"
         "example (the 0.1 release is the parent of commit f9fb3a2):\n"
         "  streamjoin bench compare --repeat 3 f9fb3a2^ interval --rows 200000 --repeat 1")

@@ -29,10 +29,11 @@ def test_cli_version_is_newer_than_the_releases_whose_checkpoints_the_docs_refus
     assert tuple(map(int, __version__.split(".")[:2])) > max(refused)
 
 
-@pytest.mark.parametrize("command", ["demo", "enrich-activity", "timeline", "postgres-cdc", "checkpoint", "changelog"])
+@pytest.mark.parametrize("command", ["demo", "enrich-activity", "timeline", "postgres-cdc", "checkpoint", "changelog",
+                                     "bench compare"])
 def test_cli_help_reads_as_plain_text(command, capsys):
     with pytest.raises(SystemExit) as info:
-        main([command, "--help"])
+        main([*command.split(), "--help"])
     shown = capsys.readouterr().out
     assert info.value.code == 0 and shown.startswith("usage: streamjoin")
     assert not re.search(r"``|:(func|mod|class|data|meth|attr):`", shown), shown
