@@ -59,6 +59,7 @@ import pyarrow.parquet as pq
 from streamjoin.bench.harness import Chart, Table, results_dir, write_results
 from streamjoin.bench.interval import LEFT, RIGHT, SPARK, Bench, Params
 from streamjoin.bench.sparkutil import fresh_dir, local_session
+from streamjoin.jobs.common import help_text
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -79,7 +80,7 @@ CHOICES = ("streamjoin-rocksdb", "streamjoin-lmdb", "streamjoin-memory", "spark-
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = __doc__
+    parser.description = help_text(__doc__ or "")
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("--rows", type=int, default=4000, help="input rows in all, half a side (default 4,000)")
     parser.add_argument("--steps", type=int, default=8, help="steps, one file a side each (default 8; step 0 "

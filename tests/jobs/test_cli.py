@@ -30,7 +30,7 @@ def test_cli_version_is_newer_than_the_releases_whose_checkpoints_the_docs_refus
 
 
 @pytest.mark.parametrize("command", ["demo", "enrich-activity", "timeline", "postgres-cdc", "checkpoint", "changelog",
-                                     "bench compare"])
+                                     "bench compare", "bench latency"])
 def test_cli_help_reads_as_plain_text(command, capsys):
     with pytest.raises(SystemExit) as info:
         main([*command.split(), "--help"])
