@@ -274,7 +274,7 @@ def _advice(file: LogFile) -> str:
 class SnapshotReader:
     """The verified contents of one snapshot: ``entries`` and ``chunks()`` of (keys, values)."""
 
-    def __init__(self, reader: pa.ipc.RecordBatchFileReader, file: LogFile, source: SourceFile | None = None) -> None:
+    def __init__(self, reader: pa.ipc.RecordBatchFileReader, file: LogFile, source: SourceFile) -> None:
         self._reader = reader
         self.file = file
         #: the snapshot file itself (its bytes checked), which a store may keep as it is

@@ -81,7 +81,7 @@ from streamjoin.statestore.locking import (
     remove_directory,
     retry_locked,
 )
-from streamjoin.statestore.sorted_base import DATA, KEYS, BaseWriter, SortedBase, write_keys
+from streamjoin.statestore.sorted_base import DATA, KEYS, BaseWriter, SortedBase, remove_file, write_keys
 
 __all__ = ["ArrangedStore", "MAX_RUNS", "HISTORY", "BUDGET_VARIABLE", "worker_budget"]
 
@@ -184,7 +184,7 @@ class ArrangedStore(Store):
         named = self._named()
         for entry in os.listdir(self.path):
             if entry.endswith(".arrow") and entry not in named:
-                _remove(os.path.join(self.path, entry))
+                remove_file(os.path.join(self.path, entry))
 
     def _named(self) -> set[str]:
         """The files the current state and the history need."""
@@ -374,24 +374,16 @@ class ArrangedStore(Store):
         and whose keys file is made from the chunks' keys (their order checked): no value is
         read or written again."""
         def write(stem: str) -> list[_File]:
-            data, keys = (os.path.join(self.path, stem + suffix) for suffix in (DATA, KEYS))
-            try:
-                last: bytes | None = None
-                kept: list[pa.Array] = []
-                for key_chunk, _ in items.chunks():
-                    key_chunk = binary_column(key_chunk, "keys")
-                    last = self._check_ascending(key_chunk, last)
-                    kept.append(key_chunk)
-                _place(source, data, self._sync)
-                size, crc = write_keys(keys, kept, self._sync)
-                return [(stem + DATA, source.data.size, source.crc), (stem + KEYS, size, crc)]
-            except BaseException:
-                for path in (data, keys):
-                    try:
-                        os.remove(path)
-                    except FileNotFoundError:
-                        pass
-                raise
+            # (a failure leaves no file: the commit removes the base's names it was given)
+            last: bytes | None = None
+            kept: list[pa.Array] = []
+            for key_chunk, _ in items.chunks():
+                key_chunk = binary_column(key_chunk, "keys")
+                last = self._check_ascending(key_chunk, last)
+                kept.append(key_chunk)
+            _place(source, os.path.join(self.path, stem + DATA), self._sync)
+            size, crc = write_keys(os.path.join(self.path, stem + KEYS), kept, self._sync)
+            return [(stem + DATA, source.data.size, source.crc), (stem + KEYS, size, crc)]
 
         self._commit_base(version, write)
         return len(self._layers.base)
@@ -450,7 +442,7 @@ class ArrangedStore(Store):
             self._write_manifest(new, history)
         except BaseException as exc:
             for name in written:
-                _remove(os.path.join(self.path, name))
+                remove_file(os.path.join(self.path, name))
             if isinstance(exc, OSError):
                 raise StoreWriteError(f"write to {self.path} failed, nothing applied: {exc}") from exc
             raise
@@ -461,7 +453,7 @@ class ArrangedStore(Store):
         before = self._named()
         self._now, self._history, self._layers, self._run_entries = new, history, layers, run_entries
         for name in before - self._named():
-            _remove(os.path.join(self.path, name))
+            remove_file(os.path.join(self.path, name))
 
     # -- history ----------------------------------------------------------------------------------
 
@@ -590,7 +582,7 @@ def _place(source: SourceFile, path: str, sync: bool) -> None:
 
 
 def _write_bytes(path: str, data: Any, sync: bool) -> None:
-    _remove(path)   # a new file, never a write through a link to a changelog's snapshot (``_place``)
+    remove_file(path)   # a new file, never a write through a link to a changelog's snapshot (``_place``)
     with open(path, "wb") as f:
         f.write(memoryview(data))
         if sync:
@@ -606,9 +598,4 @@ def _identity(path: str) -> tuple[int, int] | None:
     return found.st_dev, found.st_ino
 
 
-def _remove(path: str) -> None:
-    try:
-        os.remove(path)
-    except FileNotFoundError:
-        pass
 

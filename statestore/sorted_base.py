@@ -37,7 +37,7 @@ from streamjoin.statestore.arrangement import (
 )
 from streamjoin.statestore.crc_file import CrcWriter
 
-__all__ = ["SortedBase", "BaseWriter", "write_keys", "KEYS", "DATA"]
+__all__ = ["SortedBase", "BaseWriter", "write_keys", "remove_file", "KEYS", "DATA"]
 
 #: File name suffixes of a base's two files.
 KEYS = ".keys"
@@ -173,7 +173,7 @@ class BaseWriter:
         self._paths = [os.path.join(directory, name) for name in self.names]
         self._sync = sync
         for path in self._paths:   # new files, never a write through a link (a snapshot taken as a base)
-            _unlink(path)
+            remove_file(path)
         self._files = [open(path, "wb") for path in self._paths]
         self._data, self._keys = (CrcWriter(f) for f in self._files)
         self._ipc = pa.ipc.new_file(self._data, _SCHEMA)
@@ -220,16 +220,13 @@ class BaseWriter:
         for f in self._files:
             f.close()
         for path in self._paths:
-            try:
-                os.remove(path)
-            except FileNotFoundError:
-                pass
+            remove_file(path)
 
 
 def write_keys(path: str, chunks: Sequence[pa.Array], sync: bool) -> tuple[int, int]:
     """Write a base's ``.keys`` file at ``path`` from plain binary keys (ascending, in chunks),
     encoded at the longest one's width, fsync'd with ``sync``; its size and CRC-32."""
-    _unlink(path)
+    remove_file(path)
     with open(path, "wb") as f:
         sink = CrcWriter(f)
         if chunks:
@@ -248,7 +245,8 @@ def _write_encoded(chunks: Sequence[pa.Array], sink: CrcWriter) -> None:
             sink.write(np.ascontiguousarray(encode_keys(chunk[at:at + _ENCODE_ROWS], width)).view(np.uint8))
 
 
-def _unlink(path: str) -> None:
+def remove_file(path: str) -> None:
+    """Remove the file ``path`` if it is there."""
     try:
         os.remove(path)
     except FileNotFoundError:
