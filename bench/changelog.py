@@ -40,7 +40,7 @@ KEY_BYTES = 16
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--entries", default="1000000,5000000",
                         help="comma-separated state sizes in entries (default: 1000000,5000000)")
-    parser.add_argument("--backends", default="rocksdb,lmdb", help="comma-separated store kinds")
+    parser.add_argument("--backends", default="arranged,rocksdb,lmdb", help="comma-separated store kinds")
     parser.add_argument("--value-bytes", type=int, default=100, help="value size (default: 100)")
     parser.add_argument("--deltas", type=int, default=10,
                         help="deltas the uncompacted log is written as (default: 10)")

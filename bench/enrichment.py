@@ -77,7 +77,7 @@ DELAY_S = 10                      # watermark delay: more than the disorder, so 
 EPOCH_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z
 FLUSH_US = 86_400_000_000         # the flush heartbeats: a day after the last event
 FLUSH_BATCHES = 1                 # its watermark releases the last events in the no-data micro-batch after it
-STORES = ("rocksdb", "lmdb", "memory")
+STORES = ("arranged", "rocksdb", "lmdb", "memory")
 PLANS = ("free", "plus", "pro", "team", "enterprise")
 COUNTRIES = ("DE", "FR", "US", "GB", "IN", "BR", "JP", "NG", "CA", "ES", "IT", "MX")
 ACTIONS = ("view", "click", "search", "purchase", "share", "logout")
@@ -90,7 +90,7 @@ EVENTS = pa.schema([("user_id", pa.int64()), ("ts", TS), ("event_id", pa.int64()
 DDL = {"events": "user_id bigint, ts timestamp, event_id bigint, action string",
        "changes": "user_id bigint, op string, changed_at timestamp, plan string, country string, score bigint"}
 #: the variant the goal compares with Spark's stream-static join
-GOAL_VARIANT = "streamjoin-rocksdb"
+GOAL_VARIANT = "streamjoin-arranged"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -109,8 +109,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=int, default=2, help="timed runs of each variant, interleaved (default 2)")
     parser.add_argument("--stores", default=",".join(STORES),
                         help=f"comma-separated stores measured in as-of mode (default {','.join(STORES)})")
-    parser.add_argument("--latest", default="rocksdb", metavar="STORES",
-                        help="comma-separated stores also measured in latest mode (default rocksdb; '' for none)")
+    parser.add_argument("--latest", default="arranged", metavar="STORES",
+                        help="comma-separated stores also measured in latest mode (default arranged; '' for none)")
     parser.add_argument("--no-spark", action="store_true", help="skip Spark's stream-static join")
     parser.add_argument("--user-typed", action="store_true",
                         help="user-typed inputs, a Parquet snapshot read as it comes: event and change files with "
@@ -543,7 +543,7 @@ def run(args: argparse.Namespace) -> int:
     root = fresh_dir(results_dir(), "enrichment")
     try:
         if args.profile:
-            stores = _stores(args.stores) or _stores(args.latest) or ["rocksdb"]
+            stores = _stores(args.stores) or _stores(args.latest) or ["arranged"]
             return profile(inputs, params, root, stores[0], "as_of" if _stores(args.stores) else "latest",
                            args.buckets)
         write_inputs(root, inputs, params.user_typed)

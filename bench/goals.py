@@ -199,9 +199,10 @@ def goals_markdown(kept: str, goals: Sequence[Goal] = ()) -> str:
     return "\n".join(lines) + "\n"
 
 
-_OURS = {"variant": "streamjoin-rocksdb"}
+#: streamjoin with the joins' default store (``arranged``): what a user who names no store runs
+_OURS = {"variant": "streamjoin-arranged"}
 _INTERVAL_RSS = Cell("RSS max MB", _OURS)
-_TABLE = {"variant": "streamjoin-rocksdb", "changes/batch": 200_000}
+_TABLE = {"variant": "streamjoin-arranged", "changes/batch": 200_000}
 _RUNTIME = "streamjoin runtime, "
 #: the three-table chain as a streaming query, per store ``bench view --spark`` ran
 _VIEW = "spark three tables, "
@@ -209,33 +210,32 @@ _VIEW = "spark three tables, "
 
 def _nexmark(query: str) -> dict[str, object]:
     """The row of streamjoin's run of a Nexmark query."""
-    return {"query": query, "variant": "streamjoin-rocksdb"}
+    return {"query": query, "variant": "streamjoin-arranged"}
 
 
 GOALS: tuple[Goal, ...] = (
-    Goal("interval", "speed of streamjoin-rocksdb vs the floor (floor s / s)", 0.90, "x",
+    Goal("interval", "speed of streamjoin-arranged vs the floor (floor s / s)", 0.90, "x",
          Cell("floor s / s", _OURS), "streamjoin bench interval", memory=_INTERVAL_RSS,
-         reason="the join's tasks run in about 1.6 s in one process (`streamjoin bench interval --profile`); "
+         reason="0.62x on the arranged store and 0.65x on RocksDB in the run of this figure (0.65x and 0.61x in "
+                "another that day: the two stores are within 5% of each other either way); the join's tasks run in "
+                "about 1.3-1.6 s in one process (`streamjoin bench interval --profile`, `bench store-time`); "
                 "the rest of the gap is the Spark side of a two-input join (shuffled rows carry both inputs' "
                 "lanes) and the tasks' files (docs/bench/joins.md)"),
-    Goal("interval", "speed of streamjoin-rocksdb vs Spark's join in memory", 3.0, "x",
+    Goal("interval", "speed of streamjoin-arranged vs Spark's join in memory", 3.0, "x",
          Ratio("seconds", over={"variant": "spark-memory"}, under=_OURS),
          "streamjoin bench interval", memory=_INTERVAL_RSS),
-    Goal("interval", "speed of streamjoin-rocksdb vs Spark's join on RocksDB", 6.0, "x",
+    Goal("interval", "speed of streamjoin-arranged vs Spark's join on RocksDB", 6.0, "x",
          Ratio("seconds", over={"variant": "spark-rocksdb"}, under=_OURS),
          "streamjoin bench interval", memory=_INTERVAL_RSS),
-    Goal("enrichment", "speed of streamjoin-rocksdb vs Spark's stream-static join, 1M events x 1M rows", 1.5, "x",
-         Cell("spark s / s", _OURS), "streamjoin bench enrichment --stores rocksdb --latest '' --user-typed",
+    Goal("enrichment", "speed of streamjoin-arranged vs Spark's stream-static join, 1M events x 1M rows", 1.5, "x",
+         Cell("spark s / s", _OURS), "streamjoin bench enrichment --stores arranged --latest '' --user-typed",
          memory=Cell("worker RSS MB", _OURS),
-         reason="the build (the bootstrap's Spark job and version 0: 3.2 s of 13.7 s; Spark's stream-static "
-                "join builds nothing) and the micro-batches after the data, which as-of needs to release the "
-                "last events; the data micro-batches together take about as long as Spark's. Since 2b4d239 the "
-                "change stream ends with one heartbeat, whose watermark releases them in the no-data "
-                "micro-batch after it: 12 micro-batches where two heartbeats made 13 (Spark's: 10); "
-                "`streamjoin bench compare --repeat 2 b3e3da3 enrichment --stores rocksdb --latest '' --repeat "
-                "1 --user-typed` (load 0.4-4.1, the benchmark's own) gave 28.5 and 32.0 s against 27.2 and "
-                "31.0 s, within the runs' spread, Spark's join 20.0-23.2 s in the same runs "
-                "(docs/bench/joins.md)"),
+         reason="the build (the bootstrap's Spark job and version 0: 3.7 s of 26.5 s in the run of this figure; "
+                "Spark's stream-static join builds nothing) and the two micro-batches after the data, which as-of "
+                "needs to release the last events (12 micro-batches against Spark's 10); the data micro-batches "
+                "together take about as long as Spark's. The store is not the limit: RocksDB took 26.6 s in the "
+                "same run, and the join's tasks spend about a fifth of their time in the store either way "
+                "(`streamjoin bench store-time`; docs/bench/joins.md)"),
     Goal("nexmark", "q3 (table-table) speed vs Spark", 1.5, "x",
          Cell("spark s / s", _nexmark("q3")), "streamjoin bench nexmark",
          memory=Cell("worker RSS MB", _nexmark("q3")),
@@ -252,7 +252,7 @@ GOALS: tuple[Goal, ...] = (
                 "state, step 9)"),
     Goal("table", "input changes maintained, 200,000-change micro-batches", 150_000, " changes/s",
          Cell("input changes/s", _TABLE),
-         "streamjoin bench table --stores rocksdb --floor",
+         "streamjoin bench table --stores arranged --floor",
          memory=Cell("worker RSS MB", _TABLE),
          reason="it asks the join to add almost nothing to Spark's own cost: `--floor` runs the same streaming "
                 "query with the join's two exchanges and two mapInArrow stages passing rows through (no join, no "
@@ -263,7 +263,7 @@ GOALS: tuple[Goal, ...] = (
                 "arranged state, step 7)"),
     Goal("table", "speed vs recomputing the view each micro-batch, 200,000-change micro-batches", 5.0, "x",
          Cell("recompute s / s", _TABLE),
-         "streamjoin bench table --stores rocksdb --floor",
+         "streamjoin bench table --stores arranged --floor",
          memory=Cell("worker RSS MB", _TABLE),
          reason="Spark's pass-through floor of the join's plan (`--floor`) is 8.44x the recompute in the same run, "
                 "so the goal is within Spark's reach; streamjoin-arranged was 3.11x there: its change micro-batches "
@@ -303,7 +303,8 @@ GOALS: tuple[Goal, ...] = (
     Goal("nexmark", "q8w (interval) speed vs Spark", 2.5, "x",
          Cell("spark s / s", _nexmark("q8w")), "streamjoin bench nexmark",
          memory=Cell("worker RSS MB", _nexmark("q8w")),
-         reason="1.83-1.99x in runs of 2026-11-27 (load 2.1-3.7); with 16,000 rows a micro-batch, about a third "
+         reason="2.00x on the arranged store and 1.79x on RocksDB in the run of this figure; with 16,000 rows a "
+                "micro-batch, about a third "
                 "of the query is Spark's handling of each micro-batch outside its job (listing three file "
                 "sources, the offset and commit logs, planning), and the tasks' fixed cost dominates the rest "
                 "(docs/bench/index.md, Nexmark)"),
@@ -311,34 +312,38 @@ GOALS: tuple[Goal, ...] = (
            Cell("entries/s", {"entries": 1_000_000, "backend": backend, "what": "restore compacted"}),
            "streamjoin bench changelog",
            reason="the libraries' own sorted loaders (RocksDB's SstFileWriter and ingestion, LMDB's putmulti "
-                  "in append mode), given Python objects made beforehand, loaded 3.46-3.53M entries/s in the run "
-                  "of this figure (`raw bulk load`): a restore that hands RocksDB or LMDB each entry cannot reach "
-                  "5M entries/s here even before it reads and checks the changelog, and reached 37-45% of that. "
-                  "The arranged store keeps the snapshot file itself as its base's values (a hard link, or a copy "
-                  "of its checked bytes) and writes only a file of its keys: it restored 6.66-6.93M entries/s "
-                  "(median 6.71M) in `streamjoin bench compare --repeat 3 --fields entries/s 6bae02d changelog "
-                  "--entries 1000000 --backends arranged,lmdb,rocksdb --repeat 3` (load 1.0-1.3, 2026-11-29), "
-                  "against 3.90-4.79M before; RocksDB and LMDB holding an arrangement's base and runs as files is "
-                  "the design's way to the goal for them (docs/design/runtime.md, arranged state, step 10)")
+                  "in append mode), given Python objects made beforehand, loaded 1.29M and 1.42M entries/s in the "
+                  "run of this figure (`raw bulk load`; 3.46-3.53M in a run of 2026-11-27): a restore that hands "
+                  "RocksDB or LMDB each entry cannot reach 5M entries/s here even before it reads and checks the "
+                  "changelog. The arranged store, the default, keeps the snapshot file itself as its base's "
+                  "values and writes only a file of its keys: 6.92M entries/s in the same run (its own row); "
+                  "RocksDB and LMDB holding an arrangement's base and runs as files is the design's way to the "
+                  "goal for them (docs/design/runtime.md, arranged state, steps 10 and 11)")
       for name, backend in (("LMDB", "lmdb"), ("RocksDB", "rocksdb"))),
+    Goal("changelog", "restore of a compacted 1M-entry changelog into the arranged store (the default)", 5_000_000,
+         " entries/s", Cell("entries/s", {"entries": 1_000_000, "backend": "arranged", "what": "restore compacted"}),
+         "streamjoin bench changelog"),
     Goal("runtime", "micro-batch time vs the floor's (batches / floor), every backend", 1.10, "x",
          Each("batches / floor", "variant", _RUNTIME), "streamjoin bench runtime", at_most=True,
-         reason="runs on 2026-11-27 (load 0.2-3.2) gave 1.08-1.23x, the same code varying 0.1x between runs "
-                "(`streamjoin bench compare`); what a micro-batch adds to the floor's is the tasks' checkpoint "
-                "reads and commits (the changelog delta and the commit record), paid twice a micro-batch (4 "
+         reason="the run of this figure (load 2.9 as it ended) gave arranged 1.25x, rocksdb 1.21x, lmdb 1.17x and "
+                "memory 1.18x; runs on 2026-11-27 (load 0.2-3.2) gave 1.08-1.23x, the same code varying 0.1x "
+                "between runs (`streamjoin bench compare`); what a micro-batch adds to the floor's is the tasks' "
+                "checkpoint reads and commits (the changelog delta and the commit record), paid twice a micro-batch (4 "
                 "partitions on 2 cores), and a partition's store handed over when its task lands in another "
                 "Python worker; the input now drains while the store opens and the output leaves before the "
                 "commit (docs/bench/runtime.md)"),
     Goal("runtime", "per-query fixed cost minus the floor's (fixed - floor's s), every backend", 1.0, " s",
          Each("fixed - floor's s", "variant", _RUNTIME), "streamjoin bench runtime", at_most=True),
     Goal("latency", "release latency of a left outer interval join vs Spark's stream-stream join on the same "
-         "data, with traffic and quiet (Spark's median s / streamjoin-rocksdb's)", 1.0, "x",
-         Each("spark s / s", "run", "streamjoin-rocksdb, "), "streamjoin bench latency"),
+         "data, with traffic and quiet (Spark's median s / streamjoin-arranged's)", 1.0, "x",
+         Each("spark s / s", "run", "streamjoin-arranged, "), "streamjoin bench latency"),
     Goal("store-time", "state-store time per input row, amortised, every join", 1.0, " us",
-         Each("store us/row", "variant", "streamjoin-rocksdb, "), "streamjoin bench store-time", at_most=True,
-         reason="the interval and enrichment joins are under it on RocksDB on a quiet machine (0.6-0.7 us a "
-                "row; 3.4 and 1.1 us in a run at load 2.2; most of their store time is the changelog's file "
-                "writes); the table-table join's three stages each read, write and undo-log every change: 6.9-7.1 us a "
-                "change (the join stage's RocksDB point reads and batched seeks, the changelog's delta and "
-                "undo records; docs/bench/joins.md)"),
+         Each("store us/row", "variant", "streamjoin-arranged, "), "streamjoin bench store-time", at_most=True,
+         reason="in the run of this figure (load 1.1) the arranged store took 2.36 us a row in the interval join, "
+                "1.46 in the enrichment and 6.07 in the table-table join, RocksDB 1.69, 1.48 and 18.1 (0.6-0.7 us "
+                "for the first two on 2026-11-27: the figure varies with the machine's speed and the load). Most "
+                "of the interval and enrichment joins' store time is the changelog's file writes, and on the "
+                "arranged store the run file and manifest each version adds; the table-table join's is its reads "
+                "(byte keys searched a layer at a time) and the merges into a new base (docs/design/runtime.md, "
+                "arranged state)"),
 )

@@ -74,9 +74,9 @@ STEP_US = 10_000_000              # event time a step covers
 WINDOW_US = 1_000_000             # W: rt within lt +/- W
 DELAY_S = 2                       # watermark delay
 FEEDINGS = ("traffic", "quiet")
-VARIANTS = ("streamjoin-rocksdb", "spark-rocksdb")
+VARIANTS = ("streamjoin-arranged", "spark-rocksdb")
 #: The variants ``--variants`` may name.
-CHOICES = ("streamjoin-rocksdb", "streamjoin-lmdb", "streamjoin-memory", "spark-rocksdb", "spark-memory")
+CHOICES = ("streamjoin-rocksdb", "streamjoin-arranged", "streamjoin-lmdb", "streamjoin-memory", "spark-rocksdb", "spark-memory")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = ["add_arguments", "run", "summary_table", "FLINK_SOURCE"]
 
-STORES = ("rocksdb", "lmdb", "memory")
+STORES = ("arranged", "rocksdb", "lmdb", "memory")
 SPARK = "spark"
 FLINK = "flink 1.13 (published)"
 FLINK_SOURCE = ("Nexmark project's published results for Flink 1.13 (github.com/nexmark/nexmark README, "
@@ -61,8 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--events", type=int, default=1_000_000, help="Nexmark events in all (default 1,000,000)")
     parser.add_argument("--batches", type=int, default=5, help="micro-batches (default 5)")
     parser.add_argument("--queries", default=",".join(QUERIES), help=f"comma-separated (default {','.join(QUERIES)})")
-    parser.add_argument("--stores", default="rocksdb", help=f"streamjoin's stores, from {','.join(STORES)} "
-                        "(default rocksdb)")
+    parser.add_argument("--stores", default="arranged", help=f"streamjoin's stores, from {','.join(STORES)} "
+                        "(default arranged, the joins' default)")
     parser.add_argument("--partitions", type=int, default=4, help="shuffle and state partitions (default 4)")
     parser.add_argument("--cores", type=int, default=2, help="Spark's local cores, the per-core divisor (default 2)")
     parser.add_argument("--repeat", type=int, default=2, help="timed runs of each variant, interleaved (default 2)")

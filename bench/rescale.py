@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rows", type=int, default=200_000, help="rows routed; state rows per side (default 200000)")
     parser.add_argument("--partitions", type=int, default=8, help="partitions routed to (default 8)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement (median)")
-    parser.add_argument("--store", default="rocksdb", help="store of the rebuild (default rocksdb)")
+    parser.add_argument("--store", default="arranged", help="store of the rebuild (default arranged, the joins' default)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keys", type=int, default=10_000, help="distinct keys (default 10,000)")
     parser.add_argument("--partitions", type=int, default=4, help="shuffle partitions (default 4)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each variant (default 3)")
-    parser.add_argument("--stores", default="rocksdb,lmdb,memory", help="backends to run (default all)")
+    parser.add_argument("--stores", default="arranged,rocksdb,lmdb,memory", help="backends to run (default all)")
     parser.add_argument("--flush-sources", default="ticks",
                         help="no-data flushes to run, comma-separated, each a variant per store: ticks (a join "
                              "whose output never waits for the watermark), python (one whose output does: the "

@@ -164,7 +164,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keys", type=int, default=1_000, help="key space (default 1,000)")
     parser.add_argument("--rows", type=int, default=200, help="rows an input a micro-batch (default 200)")
     parser.add_argument("--partitions", type=int, default=2, help="partitions (default 2)")
-    parser.add_argument("--store", default="rocksdb", help="store backend (default rocksdb)")
+    parser.add_argument("--store", default="arranged", help="store backend (default arranged, the joins' default)")
     parser.add_argument("--retain", type=int, default=10, help="retain_versions (default 10)")
     parser.add_argument("--no-ttl-batches", type=int, default=0, metavar="N",
                         help=f"also run {', '.join(WITH_TTL)} without their TTL / retention for N micro-batches "

@@ -46,7 +46,7 @@ from streamjoin.bench.sparkutil import fresh_dir
 __all__ = ["add_arguments", "run", "JOINS", "Measured", "measure", "consumed_rows"]
 
 JOINS = ("interval", "enrichment", "table")
-STORES = ("rocksdb", "lmdb", "memory")
+STORES = ("arranged", "rocksdb", "lmdb", "memory")
 COLUMNS = ["variant", "input rows", "store calls", "store s", "store us/row", "task s", "store share"]
 
 
@@ -61,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "rows (10%% of them updates); table rows per table and changes per side")
     parser.add_argument("--batches", type=int, default=10, help="micro-batches of the streamed rows (default 10)")
     parser.add_argument("--partitions", type=int, default=4, help="state partitions (default 4)")
-    parser.add_argument("--stores", default="rocksdb", help=f"comma-separated, from {','.join(STORES)} (default rocksdb)")
+    parser.add_argument("--stores", default="arranged", help=f"comma-separated, from {','.join(STORES)} (default arranged, the joins' default)")
     parser.add_argument("--joins", default=",".join(JOINS), help=f"comma-separated, from {','.join(JOINS)} (default all)")
 
 

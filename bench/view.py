@@ -69,7 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="changes per table after the load (default 1,000,000)")
     parser.add_argument("--batches", type=int, default=5, help="micro-batches of the changes (default 5: 200k each)")
     parser.add_argument("--partitions", type=int, default=4, help="state partitions per stage (default 4)")
-    parser.add_argument("--store", default="rocksdb", help="the local store (default rocksdb)")
+    parser.add_argument("--store", default="arranged", help="the local store (default arranged, the joins' default)")
     parser.add_argument("--key-stages", choices=("fused", "three"), default="fused",
                         help="'fused' (the default, table_table_join's for a new checkpoint: customers and "
                         "products, keyed by their join keys, and the first view's changes, which carry their "

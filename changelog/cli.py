@@ -19,7 +19,7 @@ from streamjoin.changelog.inspect import LogSummary, describe, require_changelog
 from streamjoin.changelog.log import Changelog, check_retention
 from streamjoin.changelog.restore import restore
 from streamjoin.statestore.errors import StoreError
-from streamjoin.statestore.registry import backend_names, destroy_store, open_store
+from streamjoin.statestore.registry import DEFAULT_KIND, backend_names, destroy_store, open_store
 
 __all__ = ["register"]
 
@@ -57,8 +57,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add(actions, "restore", _restore, "rebuild a store of the chosen backend at one version", [
         (("--into",), dict(required=True, metavar="PATH", help="where the store goes (new or empty)")),
         (("--version",), dict(type=int, metavar="V", help="version to restore (default: newest)")),
-        (("--backend",), dict(default="rocksdb", choices=backend_names(),
-                              help="store kind (default: rocksdb; memory only lives in this process)")),
+        (("--backend",), dict(default=DEFAULT_KIND, choices=backend_names(),
+                              help=f"store kind (default: {DEFAULT_KIND}; memory only lives in this process)")),
         (("--force",), dict(action="store_true", help="replace a store already at --into")),
         (("--no-progress",), dict(action="store_true", help="no progress bar")),
     ])

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from streamjoin.jobs.session import add_session_options
+from streamjoin.statestore.registry import DEFAULT_KIND
 
 __all__ = ["add_run_options", "prepare_root", "stage", "follow", "JobPaths", "help_text"]
 
@@ -29,7 +30,7 @@ def help_text(doc: str) -> str:
 
 def add_run_options(parser: argparse.ArgumentParser, *, seed: int, store_help: str, partitions_help: str) -> None:
     """``--store``, ``--partitions``, ``--seed`` and ``--out``, as every job takes them."""
-    parser.add_argument("--store", default="rocksdb", help=store_help)
+    parser.add_argument("--store", default=DEFAULT_KIND, help=store_help)
     parser.add_argument("--partitions", type=int, default=4, help=partitions_help)
     parser.add_argument("--seed", type=int, default=seed, help=f"generator seed (default {seed})")
     parser.add_argument("--out", default=None,

@@ -30,6 +30,7 @@ from streamjoin.enrichment.spec import ModeName
 from streamjoin.jobs.activity_generator import DELAY, ActivityConfig, write_activity
 from streamjoin.jobs.common import JobPaths, add_run_options, help_text, prepare_root, stage
 from streamjoin.jobs.session import session_from_args
+from streamjoin.statestore.registry import DEFAULT_KIND
 
 __all__ = ["register", "add_arguments", "run", "run_job", "config_from_args", "Paths"]
 
@@ -54,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--users", type=int, default=500, help="users with profiles (default 500)")
     parser.add_argument("--batches", type=int, default=4,
                         help="hours of activity, one micro-batch each; the feed adds two heartbeat batches (default 4)")
-    add_run_options(parser, seed=11, store_help="state store: rocksdb (default), lmdb, memory",
+    add_run_options(parser, seed=11, store_help="state store: arranged (default), rocksdb, lmdb, memory",
                     partitions_help="state partitions (default 4)")
 
 
@@ -109,7 +110,7 @@ def config_from_args(args: argparse.Namespace) -> ActivityConfig:
     return ActivityConfig(events=args.events, users=args.users, batches=args.batches, seed=args.seed)
 
 
-def run_job(config: ActivityConfig, root: str, *, store: str = "rocksdb", partitions: int = 4, spark=None):
+def run_job(config: ActivityConfig, root: str, *, store: str = DEFAULT_KIND, partitions: int = 4, spark=None):
     """Generate the inputs under ``root``, run both joins and compute the summary (not printed).
 
     Uses ``spark`` if given (and leaves it running), else a local session that it stops.

@@ -18,6 +18,7 @@ from datetime import timedelta
 
 from streamjoin.jobs.generator import SearchClickConfig, write_search_clicks
 from streamjoin.jobs.session import add_session_options
+from streamjoin.statestore.registry import DEFAULT_KIND
 
 __all__ = ["add_arguments", "run", "run_job"]
 
@@ -29,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batches", type=int, default=8, help="micro-batches per stream (default 8)")
     parser.add_argument("--delay-minutes", type=float, default=10.0,
                         help="watermark delay: how late an event may be and still join (default 10)")
-    parser.add_argument("--store", default="rocksdb", help="state store: rocksdb (default), lmdb, memory")
+    parser.add_argument("--store", default=DEFAULT_KIND, help="state store: arranged (default), rocksdb, lmdb, memory")
     parser.add_argument("--partitions", type=int, default=4, help="state partitions (default 4)")
     parser.add_argument("--seed", type=int, default=7, help="generator seed (default 7)")
     add_session_options(parser)

@@ -26,6 +26,7 @@ import time
 from streamjoin.jobs.common import JobPaths, add_run_options, help_text, prepare_root, stage
 from streamjoin.jobs.session import session_from_args
 from streamjoin.jobs.timeline_generator import TimelineConfig, write_timeline_inputs
+from streamjoin.statestore.registry import DEFAULT_KIND
 
 __all__ = ["register", "add_arguments", "run", "run_job", "Paths", "POSTS_DDL", "FOLLOWS_DDL"]
 
@@ -52,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batches", type=int, default=8,
                         help="micro-batches, one hour of changes each; the middle one holds the showcase unfollow "
                              "and post deletion (default 8)")
-    add_run_options(parser, seed=5, store_help="state store of the join and the view: rocksdb (default), lmdb, memory",
+    add_run_options(parser, seed=5, store_help="state store of the join and the view: arranged (default), rocksdb, lmdb, memory",
                     partitions_help="state partitions of the join (default 4)")
 
 
@@ -108,7 +109,7 @@ def run(args: argparse.Namespace, spark=None) -> int:
     return 0 if summary.consistent else 1
 
 
-def run_job(config: TimelineConfig, root: str, *, store: str = "rocksdb", partitions: int = 4, spark=None):
+def run_job(config: TimelineConfig, root: str, *, store: str = DEFAULT_KIND, partitions: int = 4, spark=None):
     """Generate the inputs under ``root``, run the streaming join and compute the summary (not printed).
 
     Uses ``spark`` if given (and leaves it running), else a local session that it stops.

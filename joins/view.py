@@ -1,6 +1,6 @@
 """A materialized view kept in a store, maintained by applying a view change stream.
 
-    view = MaterializedView(open_store("rocksdb", path), join.view_key[0], join.view_key[1], join.output_schema)
+    view = MaterializedView(open_store("arranged", path), join.view_key[0], join.view_key[1], join.output_schema)
     view.apply(changes)                  # a table-table join's output, one or more versions
     view.get(post_id, follow_id)         # one row as a dict, or None
     view.rows()                          # the whole view, in view-key order
@@ -75,11 +75,14 @@ class MaterializedView:
         rows = self.codec.rows(changes)
         kinds = changes.column(CHANGE_TYPE).to_pylist()
         versions = changes.column(COMMIT_VERSION).to_pylist()
-        pending: dict[bytes, bytes | None] = {}
+        keys = [self._key(row) for row in rows]
+        distinct = sorted(set(keys))
+        # the rows held before these changes, read in one batch (a point read per change costs
+        # a search of the store each)
+        pending: dict[bytes, bytes | None] = dict(zip(distinct, self.store.multi_get(distinct)))
         counts = dict.fromkeys((*_RETRACT, *_INSERT), 0)
-        for row, kind, version in zip(rows, kinds, versions):
-            key = self._key(row)
-            held = pending[key] if key in pending else self.store.get(key)
+        for row, key, kind, version in zip(rows, keys, kinds, versions):
+            held = pending[key]
             where = f"version {version}, view key {self._describe(row)}"
             if kind in _RETRACT:
                 if held is None:

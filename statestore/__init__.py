@@ -1,10 +1,11 @@
 """Local state stores for streamjoin operators: ordered ``bytes -> bytes`` maps with versions.
 
     from streamjoin.statestore import open_store
-    with open_store("rocksdb", "/path/to/p0") as store:
+    with open_store("arranged", "/path/to/p0") as store:
         store.write(puts=[(b"k", b"v")], version=0)
 
-Backends: ``rocksdb`` (default, rocksdict), ``lmdb`` (py-lmdb), ``memory`` (tests, the model),
+Backends: ``arranged`` (default: sorted columns, a base mapped from Arrow files), ``rocksdb``
+(rocksdict), ``lmdb`` (py-lmdb), ``memory`` (tests, the model),
 or ``"package.module:Class"``. See :mod:`streamjoin.statestore.base` for the contract.
 """
 

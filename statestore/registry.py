@@ -1,9 +1,9 @@
 """Names and import paths of store backends: how ``open_store`` finds one.
 
-Built-in kinds are ``"rocksdb"`` (the default), ``"lmdb"``, ``"arranged"`` and ``"memory"``; their modules are
-imported only when first used. A user's backend plugs in by ``register_backend(name, factory)`` or
-by passing ``"package.module:Class"`` as the kind. A factory is called as ``factory(path,
-**options)`` and must return a ``streamjoin.statestore.base.Store``.
+Built-in kinds are ``"arranged"`` (the default, :data:`DEFAULT_KIND`), ``"rocksdb"``, ``"lmdb"``
+and ``"memory"``; their modules are imported only when first used. A user's backend plugs in by
+``register_backend(name, factory)`` or by passing ``"package.module:Class"`` as the kind. A factory
+is called as ``factory(path, **options)`` and must return a ``streamjoin.statestore.base.Store``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ _BUILTIN = {
 }
 _REGISTERED: dict[str, StoreFactory] = {}
 
-DEFAULT_KIND = "rocksdb"
+#: The kind the joins, the view sink and the tools use when none is given.
+DEFAULT_KIND = "arranged"
 
 
 def register_backend(name: str, factory: StoreFactory) -> None:
@@ -140,5 +141,20 @@ def _check_option_names(kind: str, factory: StoreFactory, options: dict[str, Any
     if unknown:
         raise StoreArgumentError(
             f"open_store({kind!r}, ..., {', '.join(unknown)}=...): store kind {kind!r} has no option "
-            f"{', '.join(map(repr, unknown))}; its options are {known or 'none'}"
+            f"{', '.join(map(repr, unknown))}; its options are {known or 'none'}{_elsewhere(kind, unknown)}"
         )
+
+
+def _elsewhere(kind: str, unknown: list[str]) -> str:
+    """A hint naming the built-in kinds that take ``unknown`` options (a join that names no store
+    has the default kind, whose options differ from RocksDB's)."""
+    takers = []
+    for other in sorted(set(_BUILTIN) - {kind}):
+        try:
+            parameters = inspect.signature(resolve_backend(other)).parameters
+        except (TypeError, ValueError, BackendNotFoundError):
+            continue
+        if set(unknown) <= set(parameters):
+            takers.append(other)
+    default = f" ({kind!r} is the default store kind)" if kind == DEFAULT_KIND else ""
+    return f"; store={takers[0]!r} takes {'it' if len(unknown) == 1 else 'them'}{default}" if takers else ""

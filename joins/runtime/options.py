@@ -17,7 +17,7 @@ from typing import Any, Literal, Mapping, get_args
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.runtime.keygroups import check_count, check_key_groups
 from streamjoin.statestore.errors import BackendNotFoundError, StoreArgumentError
-from streamjoin.statestore.registry import check_store_options, resolve_backend
+from streamjoin.statestore.registry import DEFAULT_KIND, check_store_options, resolve_backend
 
 __all__ = ["JoinOptions", "StateConfig", "default_local_dir", "EndOfRun", "END_OF_RUN", "check_end_of_run"]
 
@@ -51,7 +51,7 @@ class StateConfig:
     (at least 2: a version executed again restores the one before it).
     """
 
-    store: str = "rocksdb"
+    store: str = DEFAULT_KIND
     store_options: Mapping[str, Any] = field(default_factory=dict)
     local_dir: str | None = None
     snapshot_every: int = 10
@@ -89,8 +89,8 @@ class StateConfig:
 class JoinOptions:
     """A join's state settings, validated.
 
-    ``store``: ``rocksdb``, ``lmdb``, ``memory`` or ``package.module:Class`` (its module imported
-    now); ``checkpoint``: a path or ``pyarrow.fs`` URI, or None (a batch join then uses a new
+    ``store``: ``arranged`` (the default), ``rocksdb``, ``lmdb``, ``memory`` or
+    ``package.module:Class`` (its module imported now); ``checkpoint``: a path or ``pyarrow.fs`` URI, or None (a batch join then uses a new
     temporary one; a streaming join refuses None when it starts); ``partitions``: an int from 1 to
     ``max_partitions``, or None for ``spark.sql.shuffle.partitions``; ``store_options``: keyword options of the store;
     ``state_dir``: the local stores' root (None: under Spark's local directory);
@@ -98,7 +98,7 @@ class JoinOptions:
     groups, fixed when its checkpoint is created; None: 4096, or what the checkpoint recorded).
     """
 
-    store: str = "rocksdb"
+    store: str = DEFAULT_KIND
     checkpoint: str | None = None
     partitions: int | None = None
     store_options: Mapping[str, Any] | None = None

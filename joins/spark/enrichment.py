@@ -23,6 +23,7 @@ from streamjoin.spark.checks import check_columns, check_time, check_watermark, 
 from streamjoin.spark.plan import run_plan
 from streamjoin.spark.runtime import arrow_schema, resolve_checkpoint
 from streamjoin.spark.times import as_time
+from streamjoin.statestore.registry import DEFAULT_KIND
 
 __all__ = ["stream_table_join"]
 
@@ -43,7 +44,7 @@ def stream_table_join(
     bootstrap: DataFrame | None = None,
     table_format: VocabularyName | ChangeFormat | None = None,
     table_sequence: str | None = None,
-    store: str = "rocksdb",
+    store: str = DEFAULT_KIND,
     checkpoint: str | None = None,
     partitions: int | None = None,
     store_options: Mapping[str, Any] | None = None,

@@ -15,6 +15,7 @@ from streamjoin.runtime.options import EndOfRun, JoinOptions
 from streamjoin.spark.checks import check_columns, check_time, check_watermark
 from streamjoin.spark.plan import run_plan
 from streamjoin.spark.runtime import arrow_schema, resolve_checkpoint
+from streamjoin.statestore.registry import DEFAULT_KIND
 
 __all__ = ["interval_join"]
 
@@ -30,7 +31,7 @@ def interval_join(
     upper: Duration,
     delay: Duration,
     how: IntervalHow | How = "inner",
-    store: str = "rocksdb",
+    store: str = DEFAULT_KIND,
     checkpoint: str | None = None,
     partitions: int | None = None,
     store_options: Mapping[str, Any] | None = None,
@@ -67,7 +68,8 @@ def interval_join(
         delay: How late an event may arrive and still join (the watermark's delay).
         how: ``inner``, ``left``, ``right``, ``full``, ``left_semi``, ``left_anti``, or Spark's
             spellings of them (``left_outer``, ``full_outer``, ``outer``, ``semi``, ``anti``, ...).
-        store: ``rocksdb``, ``lmdb``, ``arranged``, ``memory`` or ``package.module:Class``.
+        store: ``arranged`` (the default: sorted columns, a base mapped from files), ``rocksdb``,
+            ``lmdb``, ``memory`` or ``package.module:Class``.
         checkpoint: A path or ``pyarrow.fs`` URI; required for streaming inputs.
         partitions: Defaults to ``spark.sql.shuffle.partitions``.
         store_options: Options passed to the store backend.

@@ -16,6 +16,7 @@ from streamjoin.spark.changes import change_format, plain_changes
 from streamjoin.spark.plan import run_plan
 from streamjoin.spark.runtime import arrow_schema, resolve_checkpoint
 from streamjoin.spark.table_bootstrap import bootstrap_changes
+from streamjoin.statestore.registry import DEFAULT_KIND
 from streamjoin.table.fused import fused_keys
 from streamjoin.table.operator import JOIN, LEFT_KEYS, RIGHT_KEYS, TableTableJoin
 
@@ -40,7 +41,7 @@ def table_table_join(
     expire_rows: bool = False,
     left_delay: Duration | None = None,
     right_delay: Duration | None = None,
-    store: str = "rocksdb",
+    store: str = DEFAULT_KIND,
     checkpoint: str | None = None,
     partitions: int | None = None,
     store_options: Mapping[str, Any] | None = None,

@@ -10,8 +10,8 @@
 
 **Contract.** The view lives on the driver: each micro-batch's view changes are collected to the
 driver as Arrow and applied to a ``streamjoin.view.MaterializedView`` in a local store at
-``path``. That suits views that fit one machine's disk (the store is RocksDB by default, so not
-its memory); a larger view belongs in a table format written by the executors. The store's
+``path``. That suits views that fit one machine's disk (the store's bulk is in files it
+maps, not in its memory); a larger view belongs in a table format written by the executors. The store's
 version marker is the last micro-batch id applied, and a micro-batch is applied in one atomic
 store write, so a batch id not newer than the store's version is skipped: a micro-batch that
 Spark runs again after a failure (the same id) is not applied twice. Batch ids must increase,
@@ -34,6 +34,7 @@ from pyspark.sql.types import StructType
 
 from streamjoin.spark.runtime import arrow_schema
 from streamjoin.statestore import open_store
+from streamjoin.statestore.registry import DEFAULT_KIND
 from streamjoin.table.spec import COMMIT_VERSION, SEQ_COLUMN
 from streamjoin.view import MaterializedView
 
@@ -44,7 +45,7 @@ class ViewSink:
     """A ``foreachBatch`` function that applies view changes to a driver-local view (see module)."""
 
     def __init__(self, path: str, *, left_key: str | Sequence[str], right_key: str | Sequence[str],
-                 schema: pa.Schema | StructType | DataFrame, store: str = "rocksdb") -> None:
+                 schema: pa.Schema | StructType | DataFrame, store: str = DEFAULT_KIND) -> None:
         """``schema``: the change stream's schema (Arrow or Spark), or the change stream itself."""
         if isinstance(schema, DataFrame):
             schema = arrow_schema(schema)
@@ -154,7 +155,7 @@ def _as_version(changes: pa.Table, batch_id: int) -> pa.Table:
 
 
 def view_sink(path: str, *, left_key: str | Sequence[str], right_key: str | Sequence[str],
-              schema: pa.Schema | StructType | DataFrame, store: str = "rocksdb") -> ViewSink:
+              schema: pa.Schema | StructType | DataFrame, store: str = DEFAULT_KIND) -> ViewSink:
     """A ``foreachBatch`` function keeping the view of a table-table join's change stream at ``path``.
 
     See ``streamjoin.spark.view`` for the contract (a driver-local view, each batch id applied once).
@@ -164,7 +165,7 @@ def view_sink(path: str, *, left_key: str | Sequence[str], right_key: str | Sequ
         left_key: The left table's primary key.
         right_key: The right table's primary key.
         schema: The change stream's schema (an Arrow schema, a Spark schema, or the DataFrame).
-        store: The store backend of the view.
+        store: The store backend of the view (default ``arranged``).
 
     Returns:
         The [`ViewSink`][streamjoin.spark.view.ViewSink] to pass to ``foreachBatch``.

@@ -150,7 +150,7 @@ def assert_deterministic(
     so the local stores under the old one are lost), it is passed those it declares, in both modes.
     ``store`` and ``partitions`` are the plan's, drawn from ``stores`` and ``partitions``: a join
     keeps its state in the plan's store only when the pipeline passes ``store=store`` on (the
-    joins' default is ``rocksdb``, in process as in Spark).
+    joins' default is ``arranged``, in process as in Spark).
 
     ``inputs``: a sequence (or a name -> input mapping) of Arrow tables or pandas DataFrames, rows
     in arrival order, or a Hypothesis strategy of such sequences. ``finish`` maps a run's whole

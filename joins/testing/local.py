@@ -4,7 +4,7 @@
 pipeline as its ``joins`` argument: ``joins.interval_join``, ``joins.stream_table_join`` and
 ``joins.table_table_join`` take the arguments of ``streamjoin``'s functions of the same names
 (the same names, defaults and order), but Arrow tables instead of DataFrames. As in Spark, a join
-keeps its state in ``store`` (default ``rocksdb``) under ``state_dir``; ``partitions`` None is the
+keeps its state in ``store`` (default ``arranged``) under ``state_dir``; ``partitions`` None is the
 run's partition count (as Spark's is the session's shuffle partitions). Each call runs one
 version of its join's plan through ``streamjoin.runtime.plan_runner.PlanRunner`` (changelogs and
 checkpoints included) and returns that version's output, so a pipeline called once per
@@ -37,6 +37,7 @@ from streamjoin.kit.watermark import WatermarkPolicy
 from streamjoin.runtime.keygroups import check_count
 from streamjoin.runtime.options import EndOfRun, JoinOptions, check_end_of_run
 from streamjoin.runtime.plan_runner import PlanRunner
+from streamjoin.statestore.registry import DEFAULT_KIND
 from streamjoin.table.bootstrap import bootstrap_changes
 from streamjoin.table.operator import TableTableJoin
 
@@ -91,7 +92,7 @@ class LocalJoins:
     ``root`` holds every join's checkpoint, and its local stores unless it names a ``state_dir``;
     ``partitions`` (an int of at least 1) is the run's partition count, for joins that do not name their own; ``store`` is
     the run's store backend, which the kit passes to a pipeline as its ``store`` option (a join
-    uses it when the pipeline passes it on: the joins' own default is ``rocksdb``, as in Spark).
+    uses it when the pipeline passes it on: the joins' own default is ``arranged``, as in Spark).
     Set ``version``, ``final`` (and ``processing_time``) before each call of the
     pipeline (``begin``); ``restart`` loses
     every local store and starts new runners over the same checkpoints (a restarted query on
@@ -148,7 +149,7 @@ class LocalJoins:
         return runner.run(*tables, version=self.version, final=self.final, processing_time=self.processing_time)
 
     def interval_join(self, left: pa.Table, right: pa.Table, on: Any, *, left_time: str, right_time: str,
-                      lower: Any, upper: Any, delay: Any, how: IntervalHow | How = "inner", store: str = "rocksdb",
+                      lower: Any, upper: Any, delay: Any, how: IntervalHow | How = "inner", store: str = DEFAULT_KIND,
                       checkpoint: str | None = None, partitions: int | None = None,
                       store_options: Mapping[str, Any] | None = None, state_dir: str | None = None,
                       max_partitions: int | None = None, left_delay: Any = None, right_delay: Any = None,
@@ -176,7 +177,7 @@ class LocalJoins:
                           grace: Any = None,
                           table_ttl: Any = None, bootstrap: pa.Table | None = None,
                           table_format: VocabularyName | ChangeFormat | None = None, table_sequence: str | None = None,
-                          store: str = "rocksdb", checkpoint: str | None = None, partitions: int | None = None,
+                          store: str = DEFAULT_KIND, checkpoint: str | None = None, partitions: int | None = None,
                           store_options: Mapping[str, Any] | None = None, state_dir: str | None = None,
                           max_partitions: int | None = None, stream_delay: Any = None,
                           table_delay: Any = None, end_of_run: EndOfRun | None = None,
@@ -213,7 +214,7 @@ class LocalJoins:
                          right_format: VocabularyName | ChangeFormat | None = None,
                          left_sequence: str | None = None, right_sequence: str | None = None,
                          retention: Any = None, expire_rows: bool = False, left_delay: Any = None,
-                         right_delay: Any = None, store: str = "rocksdb",
+                         right_delay: Any = None, store: str = DEFAULT_KIND,
                          checkpoint: str | None = None, partitions: int | None = None,
                          store_options: Mapping[str, Any] | None = None, state_dir: str | None = None,
                          max_partitions: int | None = None, left_bootstrap: pa.Table | None = None,

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
+from streamjoin.statestore.registry import DEFAULT_KIND
 from streamjoin.testing.compare import rows_of
 from streamjoin.testing.determinism import Outcome, call_pipeline
 from streamjoin.testing.plan import RunPlan, shuffled
@@ -98,7 +99,7 @@ class SparkEngine:
         try:
             joins = SparkJoins()
             frames = [self.spark.createDataFrame(t) for t in inputs]
-            out = call_pipeline(self.pipeline, frames, self._options(root, joins, "rocksdb", 2, 0))
+            out = call_pipeline(self.pipeline, frames, self._options(root, joins, DEFAULT_KIND, 2, 0))
             return self._outcome(out.toArrow(), joins)
         finally:
             shutil.rmtree(root, ignore_errors=True)

@@ -74,7 +74,7 @@ def test_enrichment_goal_table_shows_the_goal_beside_the_ratio():
     from streamjoin.bench.enrichment import Outcome, goal_table
     from streamjoin.bench.goals import GOALS
 
-    results = {"spark-stream-static": [Outcome(30.0, 0.0, 1, 1)], "streamjoin-rocksdb": [Outcome(20.0, 5.0, 1, 1)]}
+    results = {"spark-stream-static": [Outcome(30.0, 0.0, 1, 1)], "streamjoin-arranged": [Outcome(20.0, 5.0, 1, 1)]}
     goal = next(g for g in GOALS if g.bench == "enrichment")
-    assert goal_table(results).rows == [["streamjoin-rocksdb vs spark-stream-static", 1.5, goal.text(), "yes"]]
-    assert goal_table({"streamjoin-rocksdb": results["streamjoin-rocksdb"]}).rows == []
+    assert goal_table(results).rows == [["streamjoin-arranged vs spark-stream-static", 1.5, goal.text(), "yes"]]
+    assert goal_table({"streamjoin-arranged": results["streamjoin-arranged"]}).rows == []

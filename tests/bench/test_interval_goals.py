@@ -16,12 +16,12 @@ def _goal(measure: str) -> str:
 
 
 def test_interval_goals_table_reads_its_targets_from_the_kept_goals():
-    results = {"streamjoin-rocksdb": _runs(10.0), "spark-rocksdb": _runs(70.0), "spark-memory": _runs(25.0),
+    results = {"streamjoin-arranged": _runs(10.0), "spark-rocksdb": _runs(70.0), "spark-memory": _runs(25.0),
                "floor": _runs(8.0)}
     rows = {row[0]: row[2:] for row in goals_table(results).rows}
-    assert rows["streamjoin-rocksdb vs spark-rocksdb"] == [_goal("speed of streamjoin-rocksdb vs Spark's join on RocksDB"),
+    assert rows["streamjoin-arranged vs spark-rocksdb"] == [_goal("speed of streamjoin-arranged vs Spark's join on RocksDB"),
                                                           "yes"]   # 7x against 6x
-    assert rows["streamjoin-rocksdb vs spark-memory"] == [_goal("speed of streamjoin-rocksdb vs Spark's join in memory"),
+    assert rows["streamjoin-arranged vs spark-memory"] == [_goal("speed of streamjoin-arranged vs Spark's join in memory"),
                                                          "NO"]    # 2.5x against 3x
-    assert rows["streamjoin-rocksdb vs floor"] == [_goal("speed of streamjoin-rocksdb vs the floor (floor s / s)"),
+    assert rows["streamjoin-arranged vs floor"] == [_goal("speed of streamjoin-arranged vs the floor (floor s / s)"),
                                                   "NO"]           # 0.8 against 0.9

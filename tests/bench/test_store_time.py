@@ -33,7 +33,7 @@ def test_store_time_keeps_a_row_per_join_that_the_goal_reads(tmp_path, monkeypat
     written = [f for f in os.listdir(tmp_path) if f.startswith("store-time-") and f.endswith(".json")]
     results = json.loads((tmp_path / written[0]).read_text())
     rows = {row["variant"]: row for row in results["rows"]}
-    assert list(rows) == ["streamjoin-rocksdb, interval", "streamjoin-rocksdb, enrichment", "streamjoin-rocksdb, table"]
+    assert list(rows) == ["streamjoin-arranged, interval", "streamjoin-arranged, enrichment", "streamjoin-arranged, table"]
     # every row the join's inputs gave it: interval both sides; enrichment the table's 2,000 rows
     # (initial), 200 updates, a heartbeat a micro-batch and the closing one, 2,000 events; table 2 x (load + changes)
     assert [r["input rows"] for r in rows.values()] == [2000, 2000 + 200 + 2 + 1 + 2000, 4 * 2000]

@@ -164,7 +164,10 @@ def test_options_validate_once_and_build_the_state_config(tmp_path):
     ({"store_options": ["a"]}, "store_options must be a mapping"),
     ({"state_dir": 1}, "state_dir must be a local directory path"),
     ({"store": "no_such_store"}, "store='no_such_store'"),
-    ({"store": "memory", "store_options": {"a": 1}}, "store kind 'memory' has no option 'a'"),
+    ({"store": "memory", "store_options": {"a": 1}}, "store kind 'memory' has no option 'a'; its options are none$"),
+    # options of another backend without its name: the default kind is named, and the kind that takes them
+    ({"store_options": {"map_size": 1 << 30}},
+     r"store kind 'arranged' has no option 'map_size'.*; store='lmdb' takes it \('arranged' is the default store kind\)"),
     ({"store": "rocksdb", "store_options": {"sync": "yes"}}, r"sync='yes'\): sync must be True or False"),
     ({"store": "lmdb", "store_options": {"map_size": 0}}, "map_size must be a whole number of bytes"),
     ({"store": "arranged", "store_options": {"memory_budget": "1g"}}, "memory_budget must be a whole number of bytes"),
