@@ -180,6 +180,12 @@ def test_options_refuse_bad_arguments_naming_them(arguments, message):
         JoinOptions(**arguments)
 
 
+def test_options_default_store_is_the_arranged_one():
+    from streamjoin.runtime.options import StateConfig
+
+    assert JoinOptions().store == JoinOptions().state.store == StateConfig().store == "arranged"
+
+
 def test_options_refuse_a_worker_budget_that_is_not_a_size_before_any_task(monkeypatch):
     monkeypatch.setenv("STREAMJOIN_WORKER_MEMORY", "lots")
     with pytest.raises(JoinDefinitionError, match="STREAMJOIN_WORKER_MEMORY='lots'.*e.g. 512m"):
