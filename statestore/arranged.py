@@ -33,8 +33,8 @@ suffix; default ``1g``) shared among the stores a Python worker may hold (the st
 cache, which the operating system reclaims, not against the budget; a merge or a restore holds
 at most one chunk of it (and a restore the keys, not the values, of what it loads).
 
-Files no manifest names (a write that stopped before its manifest) are removed when the store
-opens.
+Files no manifest names (a write or a merge that stopped before its manifest, and a manifest
+that stopped before it replaced the old one) are removed when the store opens.
 
 **History**: a version's files are immutable, so the previous versions stay readable as long as
 their files are kept: ``ArrangedStore.roll_back`` returns to one by reading its files and
@@ -183,7 +183,7 @@ class ArrangedStore(Store):
         self._manifest_id = _identity(manifest)
         named = self._named()
         for entry in os.listdir(self.path):
-            if entry.endswith(".arrow") and entry not in named:
+            if (entry.endswith((DATA, KEYS)) and entry not in named) or entry == MANIFEST + ".new":
                 remove_file(os.path.join(self.path, entry))
 
     def _named(self) -> set[str]:

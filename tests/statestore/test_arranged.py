@@ -47,11 +47,13 @@ def test_arranged_roll_back_returns_to_a_kept_version(tmp_path, per_version: int
 def test_arranged_open_removes_files_no_manifest_names_and_refuses_a_torn_one(tmp_path) -> None:
     path = str(tmp_path / "s")
     states = _write_versions(path, 3, 10)
-    with open(os.path.join(path, "run-99999999.arrow"), "wb") as f:   # a write that stopped before its manifest
-        f.write(b"partial")
+    stopped = ("run-99999999.arrow", "base-99999998.arrow", "base-99999998.keys", "MANIFEST.new")
+    for name in stopped:   # a write, a merge and a manifest that stopped before the manifest was replaced
+        with open(os.path.join(path, name), "wb") as f:
+            f.write(b"partial")
     with open_store("arranged", path) as store:
         assert dict(store.scan()) == states[2]
-    assert "run-99999999.arrow" not in os.listdir(path)
+    assert not set(stopped) & set(os.listdir(path))
     newest = max(name for name in os.listdir(path) if name.endswith(".arrow"))
     with open(os.path.join(path, newest), "r+b") as f:
         f.seek(-3, os.SEEK_END)
