@@ -170,6 +170,24 @@ def test_open_logged_store_rebuilds_unreadable_local_store(runner, backend):
     assert (state, version) == (runner.model.states[3], 3)
 
 
+@pytest.mark.parametrize("before, after", [("rocksdb", "arranged"), ("lmdb", "arranged"), ("arranged", "rocksdb"),
+                                           ("arranged", "lmdb")])
+def test_open_logged_store_rebuilds_a_store_of_another_kind(tmp_path, before, after):
+    # a query restarted with another store= (or on a release with another default) finds the
+    # directory the old kind left at the partition's path
+    log, path = Changelog(str(tmp_path / "log")), str(tmp_path / "p0")
+    store, _ = open_logged_store(before, path, log, None)
+    for version in range(3):
+        store.write([(b"k%d" % version, b"v%d" % version)], [b"k0"] if version == 2 else [], version=version)
+    store.close()
+    store, report = open_logged_store(after, path, log, 2)
+    try:
+        assert report.how is OpenHow.REBUILT and f"not a readable {after} store" in report.reason
+        assert (dict(store.scan()), store.version) == ({b"k1": b"v1", b"k2": b"v2"}, 2)
+    finally:
+        store.close()
+
+
 def test_open_logged_store_empty_target_returns_empty_store(runner):
     runner.batch(0, WRITES[0])
     state, version, report = runner.state_at(None)  # batch 0 executed again
