@@ -62,6 +62,7 @@ from streamjoin.bench.goals import GOALS
 from streamjoin.bench.harness import Chart, Table, parse_stores, results_dir, write_results
 from streamjoin.bench.interval import WorkerMemory
 from streamjoin.bench.sparkutil import fresh_dir, local_session, run_to_noop
+from streamjoin.statestore.registry import DEFAULT_KIND
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -109,8 +110,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=int, default=2, help="timed runs of each variant, interleaved (default 2)")
     parser.add_argument("--stores", default=",".join(STORES),
                         help=f"comma-separated stores measured in as-of mode (default {','.join(STORES)})")
-    parser.add_argument("--latest", default="arranged", metavar="STORES",
-                        help="comma-separated stores also measured in latest mode (default arranged; '' for none)")
+    parser.add_argument("--latest", default=DEFAULT_KIND, metavar="STORES",
+                        help=f"comma-separated stores also measured in latest mode (default {DEFAULT_KIND}; '' for none)")
     parser.add_argument("--no-spark", action="store_true", help="skip Spark's stream-static join")
     parser.add_argument("--user-typed", action="store_true",
                         help="user-typed inputs, a Parquet snapshot read as it comes: event and change files with "
@@ -543,7 +544,7 @@ def run(args: argparse.Namespace) -> int:
     root = fresh_dir(results_dir(), "enrichment")
     try:
         if args.profile:
-            stores = _stores(args.stores) or _stores(args.latest) or ["arranged"]
+            stores = _stores(args.stores) or _stores(args.latest) or [DEFAULT_KIND]
             return profile(inputs, params, root, stores[0], "as_of" if _stores(args.stores) else "latest",
                            args.buckets)
         write_inputs(root, inputs, params.user_typed)

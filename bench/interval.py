@@ -47,6 +47,7 @@ import pyarrow.parquet as pq
 
 from streamjoin.bench.harness import Chart, Table, results_dir, write_results
 from streamjoin.bench.sparkutil import fixed_costs, fresh_dir, local_session, run_to_noop
+from streamjoin.statestore.registry import DEFAULT_KIND
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -571,7 +572,7 @@ def run(args: argparse.Namespace) -> int:
         expected = expected_pairs(tables, params)
         if args.profile:
             stores = [v.split("-", 1)[1] for v in variants if v.startswith("streamjoin-")]
-            return profile(tables, params, root, stores[0] if stores else "arranged", expected)
+            return profile(tables, params, root, stores[0] if stores else DEFAULT_KIND, expected)
         write_inputs(root, tables, params.batches)
         held = rows_held(tables, params)
         del tables

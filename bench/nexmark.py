@@ -39,6 +39,7 @@ from streamjoin.bench.interval import WorkerMemory
 from streamjoin.bench.nexmark_data import Nexmark, generate, write
 from streamjoin.bench.nexmark_queries import QUERIES, Query, Scratch
 from streamjoin.bench.sparkutil import fresh_dir, local_session, run_to_noop
+from streamjoin.statestore.registry import DEFAULT_KIND
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -61,8 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--events", type=int, default=1_000_000, help="Nexmark events in all (default 1,000,000)")
     parser.add_argument("--batches", type=int, default=5, help="micro-batches (default 5)")
     parser.add_argument("--queries", default=",".join(QUERIES), help=f"comma-separated (default {','.join(QUERIES)})")
-    parser.add_argument("--stores", default="arranged", help=f"streamjoin's stores, from {','.join(STORES)} "
-                        "(default arranged, the joins' default)")
+    parser.add_argument("--stores", default=DEFAULT_KIND, help=f"streamjoin's stores, from {','.join(STORES)} "
+                        f"(default {DEFAULT_KIND}, the joins' default)")
     parser.add_argument("--partitions", type=int, default=4, help="shuffle and state partitions (default 4)")
     parser.add_argument("--cores", type=int, default=2, help="Spark's local cores, the per-core divisor (default 2)")
     parser.add_argument("--repeat", type=int, default=2, help="timed runs of each variant, interleaved (default 2)")

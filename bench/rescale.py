@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from streamjoin.bench.harness import Table, median_seconds, results_dir, write_results
+from streamjoin.statestore.registry import DEFAULT_KIND
 
 __all__ = ["add_arguments", "run"]
 
@@ -32,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rows", type=int, default=200_000, help="rows routed; state rows per side (default 200000)")
     parser.add_argument("--partitions", type=int, default=8, help="partitions routed to (default 8)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement (median)")
-    parser.add_argument("--store", default="arranged", help="store of the rebuild (default arranged, the joins' default)")
+    parser.add_argument("--store", default=DEFAULT_KIND, help=f"store of the rebuild (default {DEFAULT_KIND}, the joins' default)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -42,6 +42,7 @@ import numpy as np
 import pyarrow as pa
 
 from streamjoin.bench.harness import Chart, Table, write_results
+from streamjoin.statestore.registry import DEFAULT_KIND
 
 __all__ = ["add_arguments", "run", "JOINS", "SoakJoin", "soak", "sliding_changes"]
 
@@ -164,7 +165,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keys", type=int, default=1_000, help="key space (default 1,000)")
     parser.add_argument("--rows", type=int, default=200, help="rows an input a micro-batch (default 200)")
     parser.add_argument("--partitions", type=int, default=2, help="partitions (default 2)")
-    parser.add_argument("--store", default="arranged", help="store backend (default arranged, the joins' default)")
+    parser.add_argument("--store", default=DEFAULT_KIND, help=f"store backend (default {DEFAULT_KIND}, the joins' default)")
     parser.add_argument("--retain", type=int, default=10, help="retain_versions (default 10)")
     parser.add_argument("--no-ttl-batches", type=int, default=0, metavar="N",
                         help=f"also run {', '.join(WITH_TTL)} without their TTL / retention for N micro-batches "

@@ -42,6 +42,7 @@ import pyarrow as pa
 
 from streamjoin.bench.harness import Table, parse_stores, results_dir, write_results
 from streamjoin.bench.sparkutil import fresh_dir
+from streamjoin.statestore.registry import DEFAULT_KIND
 
 __all__ = ["add_arguments", "run", "JOINS", "Measured", "measure", "consumed_rows"]
 
@@ -61,7 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "rows (10%% of them updates); table rows per table and changes per side")
     parser.add_argument("--batches", type=int, default=10, help="micro-batches of the streamed rows (default 10)")
     parser.add_argument("--partitions", type=int, default=4, help="state partitions (default 4)")
-    parser.add_argument("--stores", default="arranged", help=f"comma-separated, from {','.join(STORES)} (default arranged, the joins' default)")
+    parser.add_argument("--stores", default=DEFAULT_KIND,
+                        help=f"comma-separated, from {','.join(STORES)} (default {DEFAULT_KIND}, the joins' default)")
     parser.add_argument("--joins", default=",".join(JOINS), help=f"comma-separated, from {','.join(JOINS)} (default all)")
 
 

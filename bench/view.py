@@ -48,6 +48,7 @@ import pyarrow.parquet  # noqa: F401  (pa.parquet)
 from streamjoin.bench.harness import Chart, Table, results_dir, write_results
 from streamjoin.bench.sparkutil import fresh_dir
 from streamjoin.bench.table import CUSTOMERS, ORDERS, bounds, generate
+from streamjoin.statestore.registry import DEFAULT_KIND
 
 __all__ = ["add_arguments", "run", "PRODUCTS", "Star", "star", "summary_table", "COLUMNS"]
 
@@ -69,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="changes per table after the load (default 1,000,000)")
     parser.add_argument("--batches", type=int, default=5, help="micro-batches of the changes (default 5: 200k each)")
     parser.add_argument("--partitions", type=int, default=4, help="state partitions per stage (default 4)")
-    parser.add_argument("--store", default="arranged", help="the local store (default arranged, the joins' default)")
+    parser.add_argument("--store", default=DEFAULT_KIND, help=f"the local store (default {DEFAULT_KIND}, the joins' default)")
     parser.add_argument("--key-stages", choices=("fused", "three"), default="fused",
                         help="'fused' (the default, table_table_join's for a new checkpoint: customers and "
                         "products, keyed by their join keys, and the first view's changes, which carry their "

@@ -128,16 +128,22 @@ def _check_path(caller: str, kind: str, path: object) -> str:
     )
 
 
-def _check_option_names(kind: str, factory: StoreFactory, options: dict[str, Any]) -> None:
-    """Refuse options the backend's factory does not take, naming them and the ones it takes."""
+def _option_names(factory: StoreFactory) -> list[str] | None:
+    """The options ``factory`` takes by name after the path; None when it has no signature to read
+    or takes ``**options`` (it then checks its own)."""
     try:
         parameters = list(inspect.signature(factory).parameters.values())[1:]  # after the path
     except (TypeError, ValueError):
-        return  # a factory without a signature to read: it checks its own options
+        return None
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
-        return
-    known = [p.name for p in parameters if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    unknown = sorted(set(options) - set(known))
+        return None
+    return [p.name for p in parameters if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def _check_option_names(kind: str, factory: StoreFactory, options: dict[str, Any]) -> None:
+    """Refuse options the backend's factory does not take, naming them and the ones it takes."""
+    known = _option_names(factory)
+    unknown = [] if known is None else sorted(set(options) - set(known))
     if unknown:
         raise StoreArgumentError(
             f"open_store({kind!r}, ..., {', '.join(unknown)}=...): store kind {kind!r} has no option "
@@ -146,15 +152,11 @@ def _check_option_names(kind: str, factory: StoreFactory, options: dict[str, Any
 
 
 def _elsewhere(kind: str, unknown: list[str]) -> str:
-    """A hint naming the built-in kinds that take ``unknown`` options (a join that names no store
-    has the default kind, whose options differ from RocksDB's)."""
-    takers = []
-    for other in sorted(set(_BUILTIN) - {kind}):
-        try:
-            parameters = inspect.signature(resolve_backend(other)).parameters
-        except (TypeError, ValueError, BackendNotFoundError):
-            continue
-        if set(unknown) <= set(parameters):
-            takers.append(other)
+    """A hint naming the first built-in kind that takes ``unknown`` options (a join that names no
+    store has the default kind, whose options differ from RocksDB's and LMDB's)."""
+    taker = next((other for other in sorted(set(_BUILTIN) - {kind})
+                  if set(unknown) <= set(_option_names(resolve_backend(other)) or ())), None)
+    if taker is None:
+        return ""
     default = f" ({kind!r} is the default store kind)" if kind == DEFAULT_KIND else ""
-    return f"; store={takers[0]!r} takes {'it' if len(unknown) == 1 else 'them'}{default}" if takers else ""
+    return f"; store={taker!r} takes {'it' if len(unknown) == 1 else 'them'}{default}"
