@@ -28,9 +28,9 @@ import lmdb
 import pyarrow as pa
 from rocksdict import IngestExternalFileOptions, Options, Rdict, SstFileWriter
 
-from streamjoin.bench.harness import Chart, Table, median_seconds, results_dir, write_results
+from streamjoin.bench.harness import Chart, Table, median_seconds, results_dir, store_spec, write_results
 from streamjoin.changelog import Changelog, compact, restore
-from streamjoin.statestore import destroy_store, open_store
+from streamjoin.statestore import Store, destroy_store, open_store
 
 __all__ = ["add_arguments", "run"]
 
@@ -40,7 +40,9 @@ KEY_BYTES = 16
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--entries", default="1000000,5000000",
                         help="comma-separated state sizes in entries (default: 1000000,5000000)")
-    parser.add_argument("--backends", default="arranged,rocksdb,lmdb", help="comma-separated store kinds")
+    parser.add_argument("--backends", default="arranged,arranged-lmdb,rocksdb,lmdb",
+                        help="comma-separated store kinds; arranged-lmdb is the arranged store with host='lmdb' "
+                             "(its files held in LMDB) (default: arranged,arranged-lmdb,rocksdb,lmdb)")
     parser.add_argument("--value-bytes", type=int, default=100, help="value size (default: 100)")
     parser.add_argument("--deltas", type=int, default=10,
                         help="deltas the uncompacted log is written as (default: 10)")
@@ -110,7 +112,7 @@ def _write_logs(scratch: str, items: list, args: argparse.Namespace, table: Tabl
 def _measure_backend(table: Table, backend: str, ordered: list, logs: dict[str, Changelog],
                      scratch: str, repeat: int) -> None:
     path = os.path.join(scratch, f"store-{backend}")
-    fresh = lambda: destroy_store(backend, path)  # noqa: E731 - untimed set-up
+    fresh = lambda: destroy_store(store_spec(backend)[0], path)  # noqa: E731 - untimed set-up
     raw = median_seconds(_raw_loader(backend, ordered, path), repeat, setup=lambda: shutil.rmtree(path, True))
     rows = [("raw bulk load", raw)]
     rows.append(("store.load_sorted", median_seconds(lambda: _load(backend, path, ordered), repeat, fresh)))
@@ -118,16 +120,21 @@ def _measure_backend(table: Table, backend: str, ordered: list, logs: dict[str, 
         rows.append((f"restore {name}", median_seconds(partial(_restore, backend, path, log), repeat, fresh)))
     for what, seconds in rows:
         table.add(len(ordered), backend, what, seconds, len(ordered) / seconds, 100.0 * raw / seconds)
-    destroy_store(backend, path)
+    fresh()
+
+
+def _open(backend: str, path: str) -> Store:
+    kind, options = store_spec(backend)
+    return open_store(kind, path, **options)
 
 
 def _load(backend: str, path: str, ordered: list) -> None:
-    with open_store(backend, path) as store:
+    with _open(backend, path) as store:
         store.load_sorted(ordered, version=0)
 
 
 def _restore(backend: str, path: str, log: Changelog) -> None:
-    with open_store(backend, path) as store:
+    with _open(backend, path) as store:
         restore(log, store)
 
 
@@ -135,11 +142,11 @@ def _raw_loader(backend: str, ordered: list, path: str) -> Callable[[], None]:
     """The library's own sorted bulk load of ``ordered`` into a new database at ``path``."""
     if backend == "rocksdb":
         return lambda: _raw_rocksdb(ordered, path)
-    if backend == "lmdb":
+    if backend in ("lmdb", "arranged-lmdb"):
         return lambda: _raw_lmdb(ordered, path)
     if backend == "arranged":
         return lambda: _raw_arrow(ordered, path)
-    raise SystemExit(f"bench changelog: no raw bulk loader for backend {backend!r} (rocksdb, lmdb, arranged)")
+    raise SystemExit(f"bench changelog: no raw bulk loader for backend {backend!r} (rocksdb, lmdb, arranged, arranged-lmdb)")
 
 
 def _raw_rocksdb(ordered: list, path: str) -> None:

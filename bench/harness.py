@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 __all__ = ["median_seconds", "Table", "Chart", "results_dir", "write_results", "parse_stores", "key_stages",
            "key_stage_variant", "parse_key_stage_variant", "KEY_STAGE_MODES", "stage_modes", "mode_variant",
@@ -218,13 +218,25 @@ def parse_key_stage_variant(name: str) -> tuple[str, bool]:
     return name, mode == "fused"
 
 
+#: Stores the benchmarks name beyond the store kinds, as (kind, options): the arranged store with
+#: its files held in LMDB (``host="lmdb"``, ``streamjoin.statestore.hosts``).
+HOSTED_STORES: dict[str, tuple[str, dict[str, Any]]] = {"arranged-lmdb": ("arranged", {"host": "lmdb"})}
+
+
+def store_spec(name: str) -> tuple[str, dict[str, Any]]:
+    """The store kind and options of a benchmark's store name (a kind, or one of :data:`HOSTED_STORES`)."""
+    kind, options = HOSTED_STORES.get(name, (name, {}))
+    return kind, dict(options)
+
+
 def parse_stores(text: str, known: Sequence[str]) -> list[str]:
-    """The comma-separated store names of a ``--stores`` option (``known``, or any other kind
-    ``open_store`` knows, e.g. ``arranged``); exits naming any unknown one."""
+    """The comma-separated store names of a ``--stores`` option (``known``, any other kind
+    ``open_store`` knows, e.g. ``arranged``, or one of :data:`HOSTED_STORES`); exits naming any
+    unknown one."""
     from streamjoin.statestore.registry import backend_names
 
     chosen = [s for s in text.split(",") if s]
-    unknown = sorted(set(chosen) - set(known) - set(backend_names()))
+    unknown = sorted(set(chosen) - set(known) - set(backend_names()) - set(HOSTED_STORES))
     if unknown:
         raise SystemExit(f"unknown stores {unknown}; choose from {','.join(dict.fromkeys([*known, *backend_names()]))}")
     return chosen

@@ -72,6 +72,7 @@ from streamjoin.bench.harness import (
     parse_key_stage_variant,
     parse_stores,
     results_dir,
+    store_spec,
     write_results,
 )
 from streamjoin.bench.interval import WorkerMemory, spark_cpu_seconds
@@ -121,7 +122,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partitions", type=int, default=4, help="shuffle and state partitions (default 4)")
     parser.add_argument("--repeat", type=int, default=1, help="timed runs of each variant, interleaved (default 1)")
     parser.add_argument("--stores", default=",".join(STORES),
-                        help=f"comma-separated stores ('' for none; default {','.join(STORES)})")
+                        help=f"comma-separated stores, from {','.join(STORES)} or arranged-lmdb (the arranged store's files in "
+                             f"LMDB) ('' for none; default {','.join(STORES)})")
     parser.add_argument("--spark-points", type=int, default=3,
                         help="change micro-batches after which Spark's recompute is measured, spread evenly, "
                         "the rest interpolated (0: every one; default 3)")
@@ -380,11 +382,12 @@ class Bench:
         from streamjoin import table_table_join
 
         start = time.perf_counter()
+        store_kind, store_options = store_spec(store)
         view = table_table_join(
             self.source("orders"), self.source("customers"), "customer_id", left_key="order_id",
             right_key="customer_id", how="inner", left_time="changed_at", right_time="changed_at",
-            store=store, checkpoint=os.path.join(scratch, "join"), partitions=self.params.partitions,
-            state_dir=os.path.join(scratch, "state"), fuse_key_stages=fused)
+            store=store_kind, store_options=store_options, checkpoint=os.path.join(scratch, "join"),
+            partitions=self.params.partitions, state_dir=os.path.join(scratch, "state"), fuse_key_stages=fused)
         kind = F.col("_change_type")
         view = view.observe("view", F.count(F.lit(1)).alias("changes"),
                             F.sum(F.when(kind == "insert", 1).when(kind == "delete", -1).otherwise(0)).alias("net"))
@@ -713,7 +716,7 @@ def _local_runner(root: str, params: Params, store: str, fused: bool = False):
 
     # as a streaming query's tasks: each stage's store stays open between micro-batches, as in Spark
     return PlanRunner(join_operator(fused).plan, os.path.join(root, "ckpt"), partitions=params.partitions,
-                                 config=StateConfig(store=store, local_dir=os.path.join(root, "state")),
+                                 config=StateConfig(store=store_spec(store)[0], store_options=store_spec(store)[1], local_dir=os.path.join(root, "state")),
                                  query_id="bench-table-in-process")
 
 

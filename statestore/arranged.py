@@ -71,6 +71,7 @@ from streamjoin.statestore.base import KeyValue, Store, StoreStats, ascending, c
 from streamjoin.statestore.chunks import SortedChunks, SourceFile
 from streamjoin.statestore.columns import Chunk, ColumnWrite, PrefixScan, binary_column
 from streamjoin.statestore.errors import StoreArgumentError, StoreCorruptError, StoreError, StoreWriteError
+from streamjoin.statestore.hosts import HOSTS, open_host
 from streamjoin.statestore.layers import Layers
 from streamjoin.statestore.locking import (
     DirectoryLock,
@@ -81,11 +82,10 @@ from streamjoin.statestore.locking import (
     remove_directory,
     retry_locked,
 )
-from streamjoin.statestore.sorted_base import DATA, KEYS, BaseWriter, SortedBase, remove_file, write_keys
+from streamjoin.statestore.sorted_base import DATA, KEYS, BaseWriter, SortedBase, write_keys
 
 __all__ = ["ArrangedStore", "MAX_RUNS", "HISTORY", "BUDGET_VARIABLE", "worker_budget"]
 
-MANIFEST = "MANIFEST"
 _FORMAT = "arranged-2"
 #: The environment variable of a Python worker's memory budget for arranged stores.
 BUDGET_VARIABLE = "STREAMJOIN_WORKER_MEMORY"
@@ -116,7 +116,15 @@ def _check_budget(kind: str, name: str, value: object) -> None:
         check.size(kind, name, value, 1 << 50)
 
 
-_CHECKS: dict[str, check.Check] = {"lock_timeout": check.seconds, "sync": check.flag, "memory_budget": _check_budget}
+def _check_host(kind: str, name: str, value: object) -> None:
+    """A ``host``: one of ``streamjoin.statestore.hosts.HOSTS``."""
+    if value not in HOSTS:
+        raise StoreArgumentError(f"store kind {kind!r}: {name}={value!r} is not one of {sorted(HOSTS)} "
+                                 f"(where the store's files live)")
+
+
+_CHECKS: dict[str, check.Check] = {"lock_timeout": check.seconds, "sync": check.flag, "memory_budget": _check_budget,
+                                   "host": _check_host}
 
 
 class ArrangedStore(Store):
@@ -125,7 +133,9 @@ class ArrangedStore(Store):
 
     Options: ``lock_timeout`` (seconds to wait for a held store; default: fail at once), ``sync``
     (fsync every file; default False), ``memory_budget`` (bytes of changes held in memory before
-    they are merged into the base; default: the worker's budget over the stores it may hold).
+    they are merged into the base; default: the worker's budget over the stores it may hold),
+    ``host`` (where the files live: ``"directory"``, the default, or ``"lmdb"``;
+    ``streamjoin.statestore.hosts``).
     """
 
     kind = "arranged"
@@ -141,15 +151,24 @@ class ArrangedStore(Store):
             worker_budget()
 
     def __init__(self, path: str, *, lock_timeout: float | None = None, sync: bool = False,
-                 memory_budget: int | None = None) -> None:
-        check.check_all(self.kind, {"lock_timeout": lock_timeout, "sync": sync, "memory_budget": memory_budget}, _CHECKS)
+                 memory_budget: int | None = None, host: str = "directory") -> None:
+        check.check_all(self.kind, {"lock_timeout": lock_timeout, "sync": sync, "memory_budget": memory_budget,
+                                    "host": host}, _CHECKS)
         self._sync = sync
         self._budget = worker_budget() // (warm.LIMIT + 1) if memory_budget is None else memory_budget
         super().__init__(path)
-        prepare_directory(self.path, self.kind, (MANIFEST,))
+        prepare_directory(self.path, self.kind, HOSTS[host].markers)
         self._lock = retry_locked(lambda: DirectoryLock.acquire(self.path), lock_timeout)
         try:
-            self._load()
+            try:
+                self._host = open_host(host, self.path, sync)
+            except OSError as exc:
+                raise self._os_error(f"opening {self.path}'s {host} host", exc) from exc
+            try:
+                self._load()
+            except BaseException:
+                self._host.close()
+                raise
         except BaseException:
             self._lock.release()
             raise
@@ -162,13 +181,10 @@ class ArrangedStore(Store):
         self._history: list[_State] = []
         self._next = 0
         self._layers, self._run_entries = Layers(), 0
-        manifest = os.path.join(self.path, MANIFEST)
         try:
-            raw: bytes | None = _read_bytes(manifest)
-        except FileNotFoundError:
-            raw = None
+            raw = self._host.read_manifest()
         except OSError as exc:
-            raise self._os_error(f"reading {manifest}", exc) from exc
+            raise self._os_error(f"reading {self.path}'s manifest", exc) from exc
         if raw is not None:
             try:
                 meta = json.loads(raw)
@@ -180,11 +196,12 @@ class ArrangedStore(Store):
             except (ValueError, KeyError, TypeError) as exc:
                 raise StoreCorruptError(corrupt_message(self.path, self.kind, f"its manifest is unreadable: {exc}")) from exc
             self._layers, self._run_entries = self._read_state(self._now)
-        self._manifest_id = _identity(manifest)
-        named = self._named()
-        for entry in os.listdir(self.path):
-            if (entry.endswith((DATA, KEYS)) and entry not in named) or entry == MANIFEST + ".new":
-                remove_file(os.path.join(self.path, entry))
+        try:
+            self._manifest_id = self._host.manifest_identity()
+            for name in self._host.names() - self._named():
+                self._host.remove(name)
+        except OSError as exc:
+            raise self._os_error(f"cleaning {self.path}", exc) from exc
 
     def _named(self) -> set[str]:
         """The files the current state and the history need."""
@@ -218,13 +235,12 @@ class ArrangedStore(Store):
 
     def _mapped(self, name: str, size: int, crc: int, check: bool = True) -> pa.Buffer:
         """A file named by the manifest, memory-mapped (no copy), its size and CRC checked with ``check``."""
-        path = os.path.join(self.path, name)
         try:
-            data = pa.memory_map(path).read_buffer()
+            data = self._host.read(name)
         except FileNotFoundError:
             raise StoreCorruptError(corrupt_message(self.path, self.kind, f"{name}, named by its manifest, is missing")) from None
         except OSError as exc:
-            raise self._os_error(f"reading {path}", exc) from exc
+            raise self._os_error(f"reading {name} of {self.path}", exc) from exc
         if check and data.size != size:
             raise StoreCorruptError(corrupt_message(
                 self.path, self.kind, f"{name} has {data.size} bytes, its manifest says {size}"))
@@ -282,7 +298,7 @@ class ArrangedStore(Store):
 
     def _check_files(self) -> None:
         """The manifest is the one this store last wrote or read (not replaced or removed under it)."""
-        if _identity(os.path.join(self.path, MANIFEST)) != self._manifest_id:
+        if self._host.manifest_identity() != self._manifest_id:
             raise StoreCorruptError(corrupt_message(
                 self.path, self.kind, "its manifest was replaced or removed while the store was open"))
 
@@ -312,7 +328,7 @@ class ArrangedStore(Store):
         runs = len(files) - (2 if files and files[0][0].startswith("base-") else 0)
         if (self._run_entries + entries > max(len(layers.base) // 4, 4096) or runs >= MAX_RUNS
                 or layers.delta_bytes > self._budget):
-            self._commit_base(version, lambda stem: layers.write_base(self.path, stem, self._sync))
+            self._commit_base(version, lambda stem: self._sealed(layers.write_base(self.path, stem, self._sync)))
         else:
             self._commit(lambda files: layers, version, lambda written: [*files, self._write_file("run", run(), written)],
                          self._run_entries + entries)
@@ -327,6 +343,12 @@ class ArrangedStore(Store):
             return write(stem)
 
         self._commit(self._remapped, version, make, 0)
+
+    def _sealed(self, files: list[_File]) -> list[_File]:
+        """``files``, written into the store's directory, handed to the host; their manifest entries."""
+        for name, _, _ in files:
+            self._host.seal(name)
+        return files
 
     def _remapped(self, files: Sequence[_File]) -> Layers:
         """The layers of a base just written (its two files first, mapped, not checked again)."""
@@ -360,10 +382,11 @@ class ArrangedStore(Store):
                         raise StoreWriteError(f"load_sorted into {self.path}: {len(keys)} keys but {len(values)} values")
                     last = self._check_ascending(keys, last)
                     out.add_raw(keys, values)
-                return out.finish()
+                files = out.finish()
             except BaseException:
                 out.abort()
                 raise
+            return self._sealed(files)
 
         self._commit_base(version, write)
         return len(self._layers.base)
@@ -381,9 +404,9 @@ class ArrangedStore(Store):
                 key_chunk = binary_column(key_chunk, "keys")
                 last = self._check_ascending(key_chunk, last)
                 kept.append(key_chunk)
-            _place(source, os.path.join(self.path, stem + DATA), self._sync)
+            self._host.place(stem + DATA, source)
             size, crc = write_keys(os.path.join(self.path, stem + KEYS), kept, self._sync)
-            return [(stem + DATA, source.data.size, source.crc), (stem + KEYS, size, crc)]
+            return [(stem + DATA, source.data.size, source.crc), *self._sealed([(stem + KEYS, size, crc)])]
 
         self._commit_base(version, write)
         return len(self._layers.base)
@@ -442,7 +465,10 @@ class ArrangedStore(Store):
             self._write_manifest(new, history)
         except BaseException as exc:
             for name in written:
-                remove_file(os.path.join(self.path, name))
+                try:
+                    self._host.remove(name)
+                except OSError:
+                    pass   # left for the next open, which removes files no manifest names
             if isinstance(exc, OSError):
                 raise StoreWriteError(f"write to {self.path} failed, nothing applied: {exc}") from exc
             raise
@@ -453,7 +479,10 @@ class ArrangedStore(Store):
         before = self._named()
         self._now, self._history, self._layers, self._run_entries = new, history, layers, run_entries
         for name in before - self._named():
-            remove_file(os.path.join(self.path, name))
+            try:
+                self._host.remove(name)
+            except OSError:
+                pass   # left for the next open, which removes files no manifest names
 
     # -- history ----------------------------------------------------------------------------------
 
@@ -490,19 +519,20 @@ class ArrangedStore(Store):
             writer.write_table(table)
         data = sink.getvalue()
         written.append(name)
-        _write_bytes(os.path.join(self.path, name), data, self._sync)
+        self._host.write(name, data)
         return name, data.size, zlib.crc32(data)
 
     def _write_manifest(self, state: _State, history: list[_State]) -> None:
         meta = {"format": _FORMAT, **state.fields(), "history": [h.fields() for h in history], "next": self._next}
-        target = os.path.join(self.path, MANIFEST)
-        _write_bytes(target + ".new", json.dumps(meta).encode(), self._sync)
-        os.replace(target + ".new", target)
-        self._manifest_id = _identity(target)
+        self._host.write_manifest(json.dumps(meta).encode())
+        self._manifest_id = self._host.manifest_identity()
 
     def _close(self) -> None:
         self._layers = Layers()
-        self._lock.release()
+        try:
+            self._host.close()
+        finally:
+            self._lock.release()
 
     def _os_error(self, what: str, exc: OSError) -> Exception:
         """A refusal of the operating system (disk full, no permission) as ``StoreIOError``,
@@ -562,40 +592,3 @@ def _run_columns_of(table: pa.Table) -> tuple[pa.Array, pa.Array, list[tuple[byt
     ranges = [(bytes.fromhex(s), bytes.fromhex(e)) for s, e in json.loads(meta.get(b"ranges", b"[]"))]
     return (table.column("key").combine_chunks().cast(pa.binary()), table.column("value").combine_chunks().cast(pa.binary()),
             ranges)
-
-
-def _read_bytes(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
-
-
-def _place(source: SourceFile, path: str, sync: bool) -> None:
-    """``source``'s bytes as the file ``path``: a hard link where it is a file on this disk (one
-    inode, nothing copied; a file never changes once written), else a copy."""
-    if source.path is not None:
-        try:
-            os.link(source.path, path)
-            return
-        except OSError:   # another file system, or links not allowed there: copy it
-            pass
-    _write_bytes(path, source.data, sync)
-
-
-def _write_bytes(path: str, data: Any, sync: bool) -> None:
-    remove_file(path)   # a new file, never a write through a link to a changelog's snapshot (``_place``)
-    with open(path, "wb") as f:
-        f.write(memoryview(data))
-        if sync:
-            f.flush()
-            os.fsync(f.fileno())
-
-
-def _identity(path: str) -> tuple[int, int] | None:
-    try:
-        found = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return found.st_dev, found.st_ino
-
-
-

@@ -6,6 +6,7 @@ Spark may run a partition's task in any Python worker, so these tests use real s
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import time
 
 import pytest
 
-from streamjoin.statestore import StoreLockedError, destroy_store, open_store
+from streamjoin.statestore import StoreLockedError, destroy_store
 from tests.statestore.conftest import DISK_BACKENDS, Backend
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -22,20 +23,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 PROMPT_SECONDS = 10.0
 
 TRY_OPEN = """
-import sys, time
+import json, sys, time
 from streamjoin.statestore import StoreLockedError, open_store
 start = time.monotonic()
 try:
-    open_store(sys.argv[1], sys.argv[2]).close()
+    open_store(sys.argv[1], sys.argv[2], **json.loads(sys.argv[3])).close()
     print("opened", time.monotonic() - start)
 except StoreLockedError as exc:
     print("locked", time.monotonic() - start, exc)
 """
 
 HOLD = """
-import sys
+import json, sys
 from streamjoin.statestore import open_store
-store = open_store(sys.argv[1], sys.argv[2])
+store = open_store(sys.argv[1], sys.argv[2], **json.loads(sys.argv[3]))
 store.write(puts=[(b"held", b"1")], version=1)
 print("ready", flush=True)
 sys.stdin.read()  # hold until the parent closes stdin or kills us
@@ -50,8 +51,8 @@ def python(code: str, *args: str, **popen: object) -> subprocess.Popen:
     )
 
 
-def try_open_elsewhere(kind: str, path: str) -> tuple[str, float, str]:
-    proc = python(TRY_OPEN, kind, path)
+def try_open_elsewhere(backend: Backend, path: str) -> tuple[str, float, str]:
+    proc = python(TRY_OPEN, backend.kind, path, json.dumps(dict(backend.options)))
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     outcome, seconds, *message = out.split(" ", 2)
@@ -66,15 +67,15 @@ def disk_backend(request: pytest.FixtureRequest) -> Backend:
 def test_locking_other_process_is_refused_promptly(disk_backend: Backend, store_path: str) -> None:
     with disk_backend.open(store_path) as store:
         store.write(puts=[(b"a", b"1")])
-        outcome, seconds, message = try_open_elsewhere(disk_backend.kind, store_path)
+        outcome, seconds, message = try_open_elsewhere(disk_backend, store_path)
         assert outcome == "locked" and seconds < PROMPT_SECONDS
         assert store_path in message
         assert store.get(b"a") == b"1"  # the holder is unaffected
-    assert try_open_elsewhere(disk_backend.kind, store_path)[0] == "opened"  # released by close
+    assert try_open_elsewhere(disk_backend, store_path)[0] == "opened"  # released by close
 
 
 def test_locking_lock_is_released_when_the_holder_dies(disk_backend: Backend, store_path: str) -> None:
-    holder = python(HOLD, disk_backend.kind, store_path, stdin=subprocess.PIPE)
+    holder = python(HOLD, disk_backend.kind, store_path, json.dumps(dict(disk_backend.options)), stdin=subprocess.PIPE)
     try:
         assert holder.stdout.readline().strip() == "ready", holder.stderr.read()
         with pytest.raises(StoreLockedError, match="another process"):
@@ -127,12 +128,12 @@ def test_locking_negative_lock_timeout_is_rejected(disk_backend: Backend, store_
 
 
 def test_destroy_store_refuses_a_store_open_in_another_process(disk_backend: Backend, store_path: str) -> None:
-    holder = python(HOLD, disk_backend.kind, store_path, stdin=subprocess.PIPE)
+    holder = python(HOLD, disk_backend.kind, store_path, json.dumps(dict(disk_backend.options)), stdin=subprocess.PIPE)
     try:
         assert holder.stdout.readline().strip() == "ready", holder.stderr.read()
         with pytest.raises(StoreLockedError):
             destroy_store(disk_backend.kind, store_path)
     finally:
         holder.communicate(timeout=60)  # closes its stdin: the holder closes the store and exits
-    with open_store(disk_backend.kind, store_path) as store:
+    with disk_backend.open(store_path) as store:
         assert store.get(b"held") == b"1"

@@ -22,6 +22,7 @@ from streamjoin.statestore import (
     StoreLockedError,
     StoreWriteError,
 )
+from streamjoin.statestore.hosts import HOSTS
 from streamjoin.statestore.registry import check_store_options
 from tests.statestore.conftest import DISK_BACKENDS, Backend
 
@@ -145,9 +146,9 @@ def disk_full_on_open(disk_backend: Backend, monkeypatch: pytest.MonkeyPatch, pa
                             "No space left on device")
         monkeypatch.setattr(rocksdb_backend, "Rdict", full)
     elif disk_backend.kind == "arranged":
-        def no_space(path: str) -> bytes:
+        def no_space(self: object) -> bytes:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
-        monkeypatch.setattr(arranged_backend, "_read_bytes", no_space)
+        monkeypatch.setattr(HOSTS[dict(disk_backend.options).get("host", "directory")], "read_manifest", no_space)
     else:
         def full(*args, **kwargs):
             raise lmdb.Error(f"{path}: {os.strerror(errno.ENOSPC)}")
@@ -158,13 +159,14 @@ def test_open_on_a_full_disk_says_so_and_keeps_the_store(
     disk_backend: Backend, tmp_path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     log, local = Changelog(str(tmp_path / "log")), str(tmp_path / "local")
-    store, _ = open_logged_store(disk_backend.kind, local, log, None)
+    options = dict(disk_backend.options)
+    store, _ = open_logged_store(disk_backend.kind, local, log, None, **options)
     with store:
         store.write(puts=[(b"a", b"1")], version=0)
     with monkeypatch.context() as patch:
         disk_full_on_open(disk_backend, patch, local)
         with pytest.raises(StoreIOError) as caught:
-            open_logged_store(disk_backend.kind, local, log, 0)  # must not rebuild (delete) it
+            open_logged_store(disk_backend.kind, local, log, 0, **options)  # must not rebuild (delete) it
         message = str(caught.value)
         assert local in message and "no space left" in message.lower() and "free" in message
         assert not isinstance(caught.value, StoreCorruptError)

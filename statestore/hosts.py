@@ -1,0 +1,331 @@
+"""Where an arranged store's files live: a *host* (``ArrangedStore``'s ``host`` option).
+
+An arranged store (``streamjoin.statestore.arranged``) is a manifest naming immutable files: a
+base's values and keys and one run per write. Its host keeps them:
+
+* ``"directory"`` (:class:`DirectoryHost`, the default): each file is a file of the store's
+  directory, the manifest a file replaced by a rename; a base is read through a memory map.
+* ``"lmdb"`` (:class:`LMDBHost`): each file is a value of one LMDB database in the store's
+  directory (``arranged.mdb``), the manifest another. A file is read from LMDB's own memory map
+  with no copy, so a base counts against the page cache, not the worker's memory, exactly as a
+  mapped file does. A read holds an LMDB read transaction for as long as the buffer it returned
+  lives, so a value removed meanwhile keeps its pages until nothing reads it. The map is reserved
+  at :data:`LMDB_MAP_SIZE` (address space, not disk or memory: the database file grows with its
+  contents) and never resized, because a resize would move the pages live buffers point into.
+
+A host only stores bytes under names; the manifest's sizes and CRCs, the order of writes and
+what a name means stay the store's. Files too large to build in memory (a base, written a chunk
+at a time by ``streamjoin.statestore.sorted_base.BaseWriter``) are written into the directory
+first and then handed to the host with :meth:`FileHost.seal`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import zlib
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from streamjoin.statestore.chunks import SourceFile
+from streamjoin.statestore.errors import StoreArgumentError
+from streamjoin.statestore.sorted_base import remove_file
+
+__all__ = ["FileHost", "DirectoryHost", "LMDBHost", "open_host", "HOSTS", "LMDB_FILE", "LMDB_MAP_SIZE"]
+
+MANIFEST = "MANIFEST"
+#: The LMDB host's database file in the store directory (its lock file adds ``-lock``).
+LMDB_FILE = "arranged.mdb"
+#: Address space an LMDB host's map reserves (1 TiB): the most one store may hold.
+LMDB_MAP_SIZE = 1 << 40
+
+
+class FileHost:
+    """The files of one arranged store, by name (see module). ``FileNotFoundError`` from a read
+    of a name that is not there; ``OSError`` for any other failure."""
+
+    #: names in the store directory that say a store of this host is there
+    markers: tuple[str, ...] = ()
+
+    def __init__(self, path: str, sync: bool) -> None:
+        """The host of the store directory ``path`` (which exists); ``sync``: fsync every write."""
+        self._path, self._sync = path, sync
+
+    def read(self, name: str) -> pa.Buffer:
+        """The bytes of ``name``, mapped where the host can (no copy), valid while referenced."""
+        raise NotImplementedError
+
+    def write(self, name: str, data: Any) -> None:
+        """Store ``data`` (bytes-like) as the new file ``name``."""
+        raise NotImplementedError
+
+    def seal(self, name: str) -> None:
+        """Take the directory's file ``name``, just written in full, as the host's file ``name``."""
+        raise NotImplementedError
+
+    def place(self, name: str, source: SourceFile) -> None:
+        """Store ``source``'s bytes as the file ``name`` (no copy where the host can share them)."""
+        raise NotImplementedError
+
+    def remove(self, name: str) -> None:
+        """Remove ``name`` if it is there."""
+        raise NotImplementedError
+
+    def names(self) -> set[str]:
+        """Every file held, the manifest and the host's own files excluded."""
+        raise NotImplementedError
+
+    def read_manifest(self) -> bytes | None:
+        """The manifest's bytes, None when there is none."""
+        raise NotImplementedError
+
+    def write_manifest(self, data: bytes) -> None:
+        """Replace the manifest with ``data`` atomically."""
+        raise NotImplementedError
+
+    def manifest_identity(self) -> object:
+        """Something that changes when anything but this host replaces or removes the manifest."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release the host (buffers it returned stay readable until dropped)."""
+
+
+class DirectoryHost(FileHost):
+    """Each file a file of the store's directory (see module)."""
+
+    markers = (MANIFEST,)
+
+    def _at(self, name: str) -> str:
+        return os.path.join(self._path, name)
+
+    def read(self, name: str) -> pa.Buffer:
+        return pa.memory_map(self._at(name)).read_buffer()
+
+    def write(self, name: str, data: Any) -> None:
+        _write_bytes(self._at(name), data, self._sync)
+
+    def seal(self, name: str) -> None:
+        pass   # already the directory's file
+
+    def place(self, name: str, source: SourceFile) -> None:
+        """A hard link where ``source`` is a file on this disk (one inode, nothing copied; a
+        file never changes once written), else a copy."""
+        path = self._at(name)
+        if source.path is not None:
+            remove_file(path)
+            try:
+                os.link(source.path, path)
+                return
+            except OSError:   # another file system, or links not allowed there: copy it
+                pass
+        _write_bytes(path, source.data, self._sync)
+
+    def remove(self, name: str) -> None:
+        remove_file(self._at(name))
+
+    def names(self) -> set[str]:
+        return {entry for entry in os.listdir(self._path) if entry.endswith(".arrow") or entry.endswith(".keys")
+                or entry == MANIFEST + ".new"}
+
+    def read_manifest(self) -> bytes | None:
+        try:
+            with open(self._at(MANIFEST), "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+
+    def write_manifest(self, data: bytes) -> None:
+        target = self._at(MANIFEST)
+        _write_bytes(target + ".new", data, self._sync)
+        os.replace(target + ".new", target)
+
+    def manifest_identity(self) -> object:
+        try:
+            found = os.stat(self._at(MANIFEST))
+        except FileNotFoundError:
+            return None
+        return found.st_dev, found.st_ino
+
+
+class _Environment:
+    """One process's LMDB environment of a store's database file, shared by every open of it in
+    the process (LMDB allows one per process and file) and closed once no store and no buffer
+    uses it."""
+
+    def __init__(self, path: str) -> None:
+        import lmdb
+
+        file = os.path.join(path, LMDB_FILE)
+        self.env = lmdb.open(file, subdir=False, map_size=LMDB_MAP_SIZE, max_dbs=0, sync=False, metasync=False,
+                             readahead=False, lock=True)
+        self.key = _file_key(file)
+        self.users = 0
+
+
+class _Lease:
+    """A read transaction, kept open while a buffer that points into it lives."""
+
+    def __init__(self, owner: _Environment) -> None:
+        self._owner = owner
+        self.txn = owner.env.begin(buffers=True)
+        with _ENVIRONMENTS_LOCK:
+            owner.users += 1
+
+    def __del__(self) -> None:
+        self.txn.abort()
+        _release(self._owner)
+
+
+#: The open environments, by their database file's device and inode: a directory removed and
+#: made again (a store rebuilt) has a new file and gets a new environment.
+_ENVIRONMENTS: dict[tuple[int, int], _Environment] = {}
+_ENVIRONMENTS_LOCK = threading.RLock()   # re-entered when a lease dies during a collection
+
+
+def _file_key(file: str) -> tuple[int, int] | None:
+    try:
+        found = os.stat(file)
+    except FileNotFoundError:
+        return None
+    return found.st_dev, found.st_ino
+
+
+def _acquire(path: str) -> _Environment:
+    with _ENVIRONMENTS_LOCK:
+        key = _file_key(os.path.join(path, LMDB_FILE))
+        found = _ENVIRONMENTS.get(key) if key is not None else None
+        if found is None:
+            found = _Environment(path)
+            if found.key is not None:
+                _ENVIRONMENTS[found.key] = found
+        found.users += 1
+        return found
+
+
+def _release(owner: _Environment) -> None:
+    with _ENVIRONMENTS_LOCK:
+        owner.users -= 1
+        if owner.users:
+            return
+        if owner.key is not None and _ENVIRONMENTS.get(owner.key) is owner:
+            del _ENVIRONMENTS[owner.key]
+    owner.env.close()
+
+
+class LMDBHost(FileHost):
+    """Each file a value of one LMDB database in the store's directory (see module)."""
+
+    markers = (LMDB_FILE, LMDB_FILE + "-lock")
+
+    def __init__(self, path: str, sync: bool) -> None:
+        super().__init__(path, sync)
+        self._owner: _Environment | None = _acquire(path)
+        #: the read transaction of reads since the last write (one LMDB reader for all of them)
+        self._lease: _Lease | None = None
+
+    @property
+    def _env(self) -> Any:
+        if self._owner is None:
+            raise OSError(f"the LMDB host of {self._path} is closed")
+        return self._owner.env
+
+    def read(self, name: str) -> pa.Buffer:
+        if self._owner is None:
+            raise OSError(f"the LMDB host of {self._path} is closed")
+        with _lmdb_errors(self._path, f"reading {name}"):
+            if self._lease is None:
+                self._lease = _Lease(self._owner)
+            view = self._lease.txn.get(name.encode())
+        if view is None:
+            raise FileNotFoundError(name)
+        if not len(view):
+            return pa.py_buffer(b"")
+        address = np.frombuffer(view, np.uint8).ctypes.data
+        return pa.foreign_buffer(address, len(view), base=self._lease)
+
+    def _put(self, items: list[tuple[str, Any]]) -> None:
+        self._lease = None   # later reads see this write (buffers read before keep their transaction)
+        with _lmdb_errors(self._path, f"writing {', '.join(name for name, _ in items)}"):
+            with self._env.begin(write=True) as txn:
+                for name, data in items:
+                    txn.put(name.encode(), memoryview(data))
+            if self._sync:
+                self._env.sync(True)
+
+    def write(self, name: str, data: Any) -> None:
+        self._put([(name, data)])
+
+    def seal(self, name: str) -> None:
+        path = os.path.join(self._path, name)
+        self._put([(name, pa.memory_map(path).read_buffer())])
+        remove_file(path)
+
+    def place(self, name: str, source: SourceFile) -> None:
+        self._put([(name, source.data)])
+
+    def remove(self, name: str) -> None:
+        remove_file(os.path.join(self._path, name))   # a file written but not yet sealed
+        self._lease = None
+        with _lmdb_errors(self._path, f"removing {name}"), self._env.begin(write=True) as txn:
+            txn.delete(name.encode())
+
+    def names(self) -> set[str]:
+        with _lmdb_errors(self._path, "listing"), self._env.begin() as txn:
+            held = {bytes(key).decode() for key in txn.cursor().iternext(keys=True, values=False)}
+        unsealed = {entry for entry in os.listdir(self._path) if entry.endswith((".arrow", ".keys"))}
+        return (held - {MANIFEST}) | unsealed
+
+    def read_manifest(self) -> bytes | None:
+        with _lmdb_errors(self._path, "reading the manifest"), self._env.begin() as txn:
+            found = txn.get(MANIFEST.encode())
+        return None if found is None else bytes(found)
+
+    def write_manifest(self, data: bytes) -> None:
+        self._put([(MANIFEST, data)])
+
+    def manifest_identity(self) -> object:
+        found = self.read_manifest()
+        return None if found is None else (len(found), zlib.crc32(found))
+
+    def close(self) -> None:
+        if self._owner is not None:
+            owner, self._owner, self._lease = self._owner, None, None
+            _release(owner)
+
+
+#: The hosts by the name ``ArrangedStore``'s ``host`` option takes.
+HOSTS: dict[str, type[FileHost]] = {"directory": DirectoryHost, "lmdb": LMDBHost}
+
+
+def open_host(name: str, path: str, sync: bool) -> FileHost:
+    """The host ``name`` of the store directory ``path`` (which exists)."""
+    if name not in HOSTS:
+        raise StoreArgumentError(f"store kind 'arranged': host={name!r} is not one of {sorted(HOSTS)}")
+    return HOSTS[name](path, sync)
+
+
+@contextmanager
+def _lmdb_errors(path: str, what: str) -> Iterator[None]:
+    """An LMDB failure as ``OSError`` (a full map says how much it holds)."""
+    import lmdb
+
+    try:
+        yield
+    except lmdb.MapFullError as exc:
+        raise OSError(f"{path}: {what}: the store would hold more than its LMDB map's {LMDB_MAP_SIZE} bytes "
+                      f"({exc})") from exc
+    except lmdb.Error as exc:
+        raise OSError(f"{path}: {what}: {type(exc).__name__}: {exc}") from exc
+
+
+def _write_bytes(path: str, data: Any, sync: bool) -> None:
+    remove_file(path)   # a new file, never a write through a link to a changelog's snapshot (``place``)
+    with open(path, "wb") as f:
+        f.write(memoryview(data))
+        if sync:
+            f.flush()
+            os.fsync(f.fileno())

@@ -1,0 +1,100 @@
+"""Where an arranged store's files live (``host=``): what the LMDB host does beyond the store
+contract, which its suites check (the ``arranged-lmdb`` backend of ``conftest.BACKENDS``)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from streamjoin.changelog import Changelog, OpenHow, compact, open_logged_store, restore
+from streamjoin.statestore import StoreArgumentError, StoreCorruptError, destroy_store, open_store
+from streamjoin.statestore.hosts import LMDB_FILE, LMDBHost
+from streamjoin.statestore.locking import LOCK_FILE
+
+LMDB = {"host": "lmdb"}
+ENTRIES = [(b"k%05d" % i, b"value %d" % (i * 7)) for i in range(3000)]
+
+
+def test_hosts_lmdb_keeps_every_file_in_one_database(tmp_path):
+    path = str(tmp_path / "s")
+    with open_store("arranged", path, memory_budget=1, **LMDB) as store:   # every write merges a base
+        for version in range(4):
+            store.write([(b"k%d" % i, b"v%d" % version) for i in range(1, 100)], [b"k0"], version=version)
+    assert sorted(os.listdir(path)) == sorted([LMDB_FILE, LMDB_FILE + "-lock", LOCK_FILE])
+    with open_store("arranged", path, **LMDB) as store:
+        assert store.version == 3 and store.get(b"k0") is None and store.get(b"k99") == b"v3"
+        assert store.roll_back(2) == 1 and store.get(b"k99") == b"v2"
+
+
+def test_hosts_lmdb_restore_takes_the_snapshot_bytes(tmp_path):
+    log = Changelog(str(tmp_path / "log"))
+    log.append(0, ENTRIES[:2000], [], [])
+    log.append(1, ENTRIES[2000:], [b"k00007"], [])
+    compact(log)
+    expected = [kv for kv in ENTRIES if kv[0] != b"k00007"]
+    path = str(tmp_path / "s")
+    with open_store("arranged", path, **LMDB) as store:
+        assert restore(log, store).entries_loaded == len(expected) and store.version == 1
+    with open_store("arranged", path, **LMDB) as store:   # opened again: every value's CRC checked
+        assert list(store.scan()) == expected
+        store.write([(b"k00001", b"new")], [b"k00002"], version=2)
+        assert store.multi_get([b"k00001", b"k00002", b"k02999"]) == [b"new", None, b"value 20993"]
+
+
+def test_hosts_lmdb_buffers_outlive_their_file_and_the_host(tmp_path):
+    path = str(tmp_path / "s")
+    os.makedirs(path)
+    old = bytes(range(256)) * 4096   # 1 MiB: overflow pages LMDB frees and reuses
+    host = LMDBHost(path, sync=False)
+    host.write("base-1.arrow", old)
+    mapped = host.read("base-1.arrow")   # LMDB's own pages, no copy
+    host.remove("base-1.arrow")
+    for n in range(8):   # writes that would take the freed pages if nothing read them
+        host.write(f"run-{n}.arrow", bytes([n]) * len(old))
+        host.remove(f"run-{n}.arrow")
+    host.close()
+    assert mapped.to_pybytes() == old
+    again = LMDBHost(path, sync=False)   # the process's environment, still open for the buffer
+    try:
+        assert again.names() == set() and again.read_manifest() is None
+    finally:
+        again.close()
+    del mapped
+
+
+def test_hosts_lmdb_store_destroyed_and_made_again_is_new(tmp_path):
+    path = str(tmp_path / "s")
+    with open_store("arranged", path, **LMDB) as store:
+        store.write([(b"a", b"1")], version=0)
+        kept = store.scan()   # keeps nothing mapped (the delta is in memory), but holds the state
+    destroy_store("arranged", path)
+    with open_store("arranged", path, **LMDB) as store:
+        assert store.version is None and store.get(b"a") is None
+        store.write([(b"b", b"2")], version=0)
+    with open_store("arranged", path, **LMDB) as store:
+        assert dict(store.scan()) == {b"b": b"2"}
+    assert dict(kept) == {b"a": b"1"}
+
+
+def test_hosts_another_host_is_refused_and_rebuilt_from_the_changelog(tmp_path):
+    log, path = Changelog(str(tmp_path / "log")), str(tmp_path / "p0")
+    store, _ = open_logged_store("arranged", path, log, None)
+    for version in range(3):
+        store.write([(b"k%d" % version, b"v%d" % version)], [b"k0"] if version == 2 else [], version=version)
+    store.close()
+    with pytest.raises(StoreCorruptError, match="holds other files"):
+        open_store("arranged", path, **LMDB)
+    for host in ("lmdb", "directory"):   # and back
+        store, report = open_logged_store("arranged", path, log, 2, host=host)
+        try:
+            assert report.how is OpenHow.REBUILT and "not a readable arranged store" in report.reason
+            assert (dict(store.scan()), store.version) == ({b"k1": b"v1", b"k2": b"v2"}, 2)
+        finally:
+            store.close()
+
+
+def test_hosts_unknown_host_is_refused_with_the_choices(tmp_path):
+    with pytest.raises(StoreArgumentError, match=r"host='s3' is not one of \['directory', 'lmdb'\]"):
+        open_store("arranged", str(tmp_path / "s"), host="s3")
+    assert not os.path.exists(tmp_path / "s")
