@@ -19,7 +19,7 @@ from streamjoin.changelog.inspect import LogSummary, describe, require_changelog
 from streamjoin.changelog.log import Changelog, check_retention
 from streamjoin.changelog.restore import restore
 from streamjoin.statestore.errors import StoreError
-from streamjoin.statestore.registry import DEFAULT_KIND, backend_names, destroy_store, open_store
+from streamjoin.statestore.registry import DEFAULT_KIND, backend_names, check_store_options, destroy_store, open_store
 
 __all__ = ["register"]
 
@@ -59,6 +59,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         (("--version",), dict(type=int, metavar="V", help="version to restore (default: newest)")),
         (("--backend",), dict(default=DEFAULT_KIND, choices=backend_names(),
                               help=f"store kind (default: {DEFAULT_KIND}; memory only lives in this process)")),
+        (("--store-option",), dict(action="append", default=[], type=_store_option, metavar="NAME=VALUE",
+                                   help="an option of the store, as the query's store_options give it (repeat for "
+                                        "more; e.g. host=lmdb for an arranged store whose files live in LMDB); "
+                                        "a whole number or true/false is read as one")),
         (("--force",), dict(action="store_true", help="replace a store already at --into")),
         (("--no-progress",), dict(action="store_true", help="no progress bar")),
     ])
@@ -78,6 +82,19 @@ def _retention(text: str) -> int:
         return check_retention(int(text))
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc).replace("retain_versions", "--retain")) from None
+
+
+def _store_option(text: str) -> tuple[str, Any]:
+    """``NAME=VALUE`` of ``--store-option``: a whole number or true/false as one, else a string."""
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"{text!r}: give NAME=VALUE, e.g. host=lmdb")
+    lowered = value.strip().lower()
+    if lowered in ("true", "false"):
+        return name, lowered == "true"
+    if lowered.lstrip("-").isdigit():
+        return name, int(lowered)
+    return name, value
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:
@@ -146,9 +163,11 @@ def _compact(args: argparse.Namespace) -> int:
 def _restore(args: argparse.Namespace) -> int:
     log = _log(args)
     _check_version(log, args.version, "--version")
+    options = dict(args.store_option)
+    check_store_options(args.backend, options)
     if args.force:
         destroy_store(args.backend, args.into)
-    with open_store(args.backend, args.into) as store, _Bar(args.no_progress) as bar:
+    with open_store(args.backend, args.into, **options) as store, _Bar(args.no_progress) as bar:
         try:
             stats = restore(log, store, args.version, progress=bar.update)
         except StoreNotEmptyError:

@@ -12,6 +12,11 @@ base's values and keys and one run per write. Its host keeps them:
   lives, so a value removed meanwhile keeps its pages until nothing reads it. The map is reserved
   at :data:`LMDB_MAP_SIZE` (address space, not disk or memory: the database file grows with its
   contents) and never resized, because a resize would move the pages live buffers point into.
+  LMDB builds a large value in the writer's memory before its transaction commits, so while a
+  base is copied in, the worker holds a second copy of it: its peak memory grows by the largest
+  base it writes (a base of 400 MB took the process from 80 MB to 848 MB resident, half of it the
+  file's mapped pages). ``writemap`` would avoid the copy but turns a full disk into a crash
+  (``SIGBUS``) instead of an error, so it is not used.
 
 A host only stores bytes under names; the manifest's sizes and CRCs, the order of writes and
 what a name means stay the store's. Files too large to build in memory (a base, written a chunk
@@ -162,6 +167,7 @@ class _Environment:
         file = os.path.join(path, LMDB_FILE)
         self.env = lmdb.open(file, subdir=False, map_size=LMDB_MAP_SIZE, max_dbs=0, sync=False, metasync=False,
                              readahead=False, lock=True)
+        self.env.reader_check()   # free the reader slots of processes that died reading (they pin pages)
         self.key = _file_key(file)
         self.users = 0
 

@@ -53,3 +53,14 @@ def test_store_time_goal_is_at_most_two_us_per_row_of_every_join():
     goal = _goal()
     assert "store-time" in BENCHMARKS and goal.command == "streamjoin bench store-time"
     assert (goal.text(), goal.at_most) == ("<= 1 us", True)
+
+
+def test_store_time_measures_the_arranged_store_with_its_files_in_lmdb(tmp_path, monkeypatch):
+    monkeypatch.setattr("streamjoin.bench.harness.results_dir", lambda: str(tmp_path))
+
+    assert store_time.run(_args(rows=1000, batches=2, partitions=2, stores="arranged-lmdb", joins="interval")) == 0
+
+    [written] = [f for f in os.listdir(tmp_path) if f.startswith("store-time-") and f.endswith(".json")]
+    [row] = json.loads((tmp_path / written).read_text())["rows"]
+    assert row["variant"] == "streamjoin-arranged-lmdb, interval" and row["input rows"] == 1000
+    assert row["store calls"] > 0 and 0 < row["store s"] < row["task s"]

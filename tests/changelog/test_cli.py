@@ -86,6 +86,20 @@ def test_cli_restore_into_backend(runner, backend, tmp_path, capsys, monkeypatch
         assert dict(store.scan()) == runner.model.states[5] and store.version == 5
 
 
+def test_cli_restore_takes_store_options(runner, tmp_path, capsys):
+    into = str(tmp_path / "restored")
+    assert main(["changelog", "restore", runner.log.uri, "--version", "4", "--backend", "arranged",
+                 "--store-option", "host=lmdb", "--store-option", "sync=true", "--into", into]) == 0
+    with open_store("arranged", into, host="lmdb") as store:
+        assert dict(store.scan()) == runner.model.states[4] and store.version == 4
+    assert main(["changelog", "restore", runner.log.uri, "--backend", "arranged", "--store-option", "hots=lmdb",
+                 "--into", str(tmp_path / "other")]) == 1
+    assert "no option 'hots'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["changelog", "restore", runner.log.uri, "--store-option", "host", "--into", into])
+    assert "give NAME=VALUE" in capsys.readouterr().err
+
+
 def test_cli_restore_damaged_log_exits_1_naming_file(runner, tmp_path, capsys):
     torn = file_of(runner.log, Kind.DELTA, 5)
     truncate(runner.log, torn)
