@@ -232,6 +232,8 @@ class LMDBHost(FileHost):
         self._owner: _Environment | None = _acquire(path)
         #: the read transaction of reads since the last write (one LMDB reader for all of them)
         self._lease: _Lease | None = None
+        #: writes (bytes) and removals (None) held back for the next transaction
+        self._pending: dict[str, Any] = {}
 
     @property
     def _env(self) -> Any:
@@ -242,6 +244,8 @@ class LMDBHost(FileHost):
     def read(self, name: str) -> pa.Buffer:
         if self._owner is None:
             raise OSError(f"the LMDB host of {self._path} is closed")
+        if name in self._pending:
+            self._flush()
         with _lmdb_errors(self._path, f"reading {name}"):
             if self._lease is None:
                 self._lease = _Lease(self._owner)
@@ -253,31 +257,41 @@ class LMDBHost(FileHost):
         address = np.frombuffer(view, np.uint8).ctypes.data
         return pa.foreign_buffer(address, len(view), base=self._lease)
 
-    def _put(self, items: list[tuple[str, Any]]) -> None:
+    def _flush(self, *items: tuple[str, Any]) -> None:
+        """Commit the writes and removals held back, and ``items``, in one transaction."""
+        changes = [*self._pending.items(), *items]
+        self._pending = {}
         self._lease = None   # later reads see this write (buffers read before keep their transaction)
-        with _lmdb_errors(self._path, f"writing {', '.join(name for name, _ in items)}"):
+        with _lmdb_errors(self._path, f"writing {', '.join(name for name, _ in changes)}"):
             with self._env.begin(write=True) as txn:
-                for name, data in items:
-                    txn.put(name.encode(), memoryview(data))
+                for name, data in changes:
+                    if data is None:
+                        txn.delete(name.encode())
+                    else:
+                        txn.put(name.encode(), memoryview(data))
             if self._sync:
                 self._env.sync(True)
 
     def write(self, name: str, data: Any) -> None:
-        self._put([(name, data)])
+        """Held back until the manifest that names it is written, in its transaction (a file no
+        manifest names is of no use)."""
+        self._pending[name] = data
 
     def seal(self, name: str) -> None:
         path = os.path.join(self._path, name)
-        self._put([(name, pa.memory_map(path).read_buffer())])
+        self._flush((name, pa.memory_map(path).read_buffer()))
         remove_file(path)
 
     def place(self, name: str, source: SourceFile) -> None:
-        self._put([(name, source.data)])
+        self._flush((name, source.data))
 
     def remove(self, name: str) -> None:
+        """Held back until the next write (nothing reads a removed file; names are never reused)."""
         remove_file(os.path.join(self._path, name))   # a file written but not yet sealed
-        self._lease = None
-        with _lmdb_errors(self._path, f"removing {name}"), self._env.begin(write=True) as txn:
-            txn.delete(name.encode())
+        if self._pending.get(name) is not None:
+            del self._pending[name]
+        else:
+            self._pending[name] = None
 
     def names(self) -> set[str]:
         with _lmdb_errors(self._path, "listing"), self._env.begin() as txn:
@@ -291,15 +305,24 @@ class LMDBHost(FileHost):
         return None if found is None else bytes(found)
 
     def write_manifest(self, data: bytes) -> None:
-        self._put([(MANIFEST, data)])
+        self._flush((MANIFEST, data))
 
     def manifest_identity(self) -> object:
         found = self.read_manifest()
         return None if found is None else (len(found), zlib.crc32(found))
 
     def close(self) -> None:
+        """Commit the removals held back (best effort: the next open removes what no manifest
+        names), then release the environment."""
         if self._owner is not None:
-            owner, self._owner, self._lease = self._owner, None, None
+            removals = {name: None for name, data in self._pending.items() if data is None}
+            self._pending = removals
+            if removals:
+                try:
+                    self._flush()
+                except OSError:
+                    pass
+            owner, self._owner, self._lease, self._pending = self._owner, None, None, {}
             _release(owner)
 
 

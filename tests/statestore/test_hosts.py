@@ -48,16 +48,19 @@ def test_hosts_lmdb_buffers_outlive_their_file_and_the_host(tmp_path):
     old = bytes(range(256)) * 4096   # 1 MiB: overflow pages LMDB frees and reuses
     host = LMDBHost(path, sync=False)
     host.write("base-1.arrow", old)
+    host.write_manifest(b"1")   # the file is written with the manifest that names it
     mapped = host.read("base-1.arrow")   # LMDB's own pages, no copy
     host.remove("base-1.arrow")
+    host.write_manifest(b"2")
     for n in range(8):   # writes that would take the freed pages if nothing read them
         host.write(f"run-{n}.arrow", bytes([n]) * len(old))
+        host.write_manifest(b"3")
         host.remove(f"run-{n}.arrow")
     host.close()
     assert mapped.to_pybytes() == old
     again = LMDBHost(path, sync=False)   # the process's environment, still open for the buffer
     try:
-        assert again.names() == set() and again.read_manifest() is None
+        assert again.names() == set() and again.read_manifest() == b"3"
     finally:
         again.close()
     del mapped
@@ -92,6 +95,27 @@ def test_hosts_another_host_is_refused_and_rebuilt_from_the_changelog(tmp_path):
             assert (dict(store.scan()), store.version) == ({b"k1": b"v1", b"k2": b"v2"}, 2)
         finally:
             store.close()
+
+
+def test_hosts_lmdb_writes_a_run_with_the_manifest_that_names_it(tmp_path):
+    path = str(tmp_path / "s")
+    os.makedirs(path)
+    host = LMDBHost(path, sync=False)
+    try:
+        host.write("run-1.arrow", b"run")
+        assert "run-1.arrow" not in LMDBHost.names(host)   # not in LMDB until its manifest
+        host.write_manifest(b"names run-1")
+        assert host.names() == {"run-1.arrow"} and host.read("run-1.arrow").to_pybytes() == b"run"
+        host.remove("run-1.arrow")
+        host.write("run-2.arrow", b"never named")
+        host.remove("run-2.arrow")   # a write that failed before its manifest: nothing reaches LMDB
+    finally:
+        host.close()   # commits the removal held back
+    again = LMDBHost(path, sync=False)
+    try:
+        assert again.names() == set() and again.read_manifest() == b"names run-1"
+    finally:
+        again.close()
 
 
 def test_hosts_unknown_host_is_refused_with_the_choices(tmp_path):
