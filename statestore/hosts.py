@@ -3,15 +3,17 @@
 An arranged store (``streamjoin.statestore.arranged``) is a manifest naming immutable files: a
 base's values and keys and one run per write. Its host keeps them:
 
-* ``"directory"`` (:class:`DirectoryHost`, the default): each file is a file of the store's
+* ``"directory"`` (``DirectoryHost``, the default): each file is a file of the store's
   directory, the manifest a file replaced by a rename; a base is read through a memory map.
-* ``"lmdb"`` (:class:`LMDBHost`): each file is a value of one LMDB database in the store's
+* ``"lmdb"`` (``LMDBHost``): each file is a value of one LMDB database in the store's
   directory (``arranged.mdb``), the manifest another. A file is read from LMDB's own memory map
   with no copy, so a base counts against the page cache, not the worker's memory, exactly as a
   mapped file does. A read holds an LMDB read transaction for as long as the buffer it returned
   lives, so a value removed meanwhile keeps its pages until nothing reads it. The map is reserved
-  at :data:`LMDB_MAP_SIZE` (address space, not disk or memory: the database file grows with its
+  at ``LMDB_MAP_SIZE`` (address space, not disk or memory: the database file grows with its
   contents) and never resized, because a resize would move the pages live buffers point into.
+  A version's run is put in the transaction that replaces the manifest naming it, so a write is
+  one LMDB transaction; files no longer named are removed in the next one.
   LMDB builds a large value in the writer's memory before its transaction commits, so while a
   base is copied in, the worker holds a second copy of it: its peak memory grows by the largest
   base it writes (a base of 400 MB took the process from 80 MB to 848 MB resident, half of it the
@@ -21,7 +23,7 @@ base's values and keys and one run per write. Its host keeps them:
 A host only stores bytes under names; the manifest's sizes and CRCs, the order of writes and
 what a name means stay the store's. Files too large to build in memory (a base, written a chunk
 at a time by ``streamjoin.statestore.sorted_base.BaseWriter``) are written into the directory
-first and then handed to the host with :meth:`FileHost.seal`.
+first and then handed to the host with ``FileHost.seal``.
 """
 
 from __future__ import annotations
