@@ -87,3 +87,11 @@ def test_table_join_equals_reference_with_arranged_state_over_its_memory_budget(
     # new memory-mapped base, the state many times what the workers keep in memory
     with mock.patch.dict(os.environ, {BUDGET_VARIABLE: "9"}):
         check_against_reference(case, "arranged")
+
+
+@settings(max_examples=scaled(6))
+@given(case=table_cases(max_changes=12, max_batches=3, max_partitions=2))
+def test_table_join_equals_reference_with_arranged_state_in_lmdb(case):
+    # the arranged store's files held in LMDB (host="lmdb"), every write merging a new base into it
+    with mock.patch.dict(os.environ, {BUDGET_VARIABLE: "9"}):
+        check_against_reference(case, "tests.statestore.hosted:ArrangedOnLMDB")
