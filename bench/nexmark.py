@@ -63,7 +63,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batches", type=int, default=5, help="micro-batches (default 5)")
     parser.add_argument("--queries", default=",".join(QUERIES), help=f"comma-separated (default {','.join(QUERIES)})")
     parser.add_argument("--stores", default=DEFAULT_KIND, help=f"streamjoin's stores, from {','.join(STORES)} "
-                        f"(default {DEFAULT_KIND}, the joins' default)")
+                        f"or arranged-lmdb (the arranged store's files in LMDB) (default {DEFAULT_KIND}, the joins' "
+                        f"default)")
     parser.add_argument("--partitions", type=int, default=4, help="shuffle and state partitions (default 4)")
     parser.add_argument("--cores", type=int, default=2, help="Spark's local cores, the per-core divisor (default 2)")
     parser.add_argument("--repeat", type=int, default=2, help="timed runs of each variant, interleaved (default 2)")

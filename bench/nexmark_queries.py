@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from streamjoin.bench.harness import store_spec
 from streamjoin.bench.nexmark_data import DDL, MAX_AUCTION_US, Nexmark
 
 if TYPE_CHECKING:
@@ -47,8 +48,10 @@ class Scratch:
     declared: bool = False                                   # q3: auctions declared with an immutable join key
 
     def join_options(self) -> dict[str, Any]:
-        return {"store": self.store, "checkpoint": os.path.join(self.run, "join"), "partitions": self.partitions,
-                "state_dir": os.path.join(self.run, "state")}
+        """The joins' options: the store's kind and options (``store_spec``), checkpoint, partitions, state."""
+        kind, options = store_spec(self.store)
+        return {"store": kind, "store_options": options, "checkpoint": os.path.join(self.run, "join"),
+                "partitions": self.partitions, "state_dir": os.path.join(self.run, "state")}
 
 
 def source(spark: SparkSession, scratch: Scratch, name: str) -> DataFrame:
