@@ -109,9 +109,10 @@ def measure(plan, root: str, store: str, partitions: int, versions: list[tuple[p
     from streamjoin.statestore.warm import evict_all
 
     timer = StoreTimer()
+    kind, options = store_spec(store)
     try:
         runner = PlanRunner(plan, os.path.join(root, "ckpt"), partitions=partitions,
-                            config=StateConfig(store=store_spec(store)[0], store_options=store_spec(store)[1], local_dir=os.path.join(root, "state")),
+                            config=StateConfig(store=kind, store_options=options, local_dir=os.path.join(root, "state")),
                             query_id="bench-store-time", wrap_store=timer.wrap)
         for index, rows in (initial or {}).items():
             runner.set_initial(index, rows)

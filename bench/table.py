@@ -714,9 +714,10 @@ def _local_runner(root: str, params: Params, store: str, fused: bool = False):
     from streamjoin.runtime.options import StateConfig
     from streamjoin.runtime.plan_runner import PlanRunner
 
+    kind, options = store_spec(store)
     # as a streaming query's tasks: each stage's store stays open between micro-batches, as in Spark
     return PlanRunner(join_operator(fused).plan, os.path.join(root, "ckpt"), partitions=params.partitions,
-                                 config=StateConfig(store=store_spec(store)[0], store_options=store_spec(store)[1], local_dir=os.path.join(root, "state")),
+                                 config=StateConfig(store=kind, store_options=options, local_dir=os.path.join(root, "state")),
                                  query_id="bench-table-in-process")
 
 

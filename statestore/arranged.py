@@ -524,8 +524,7 @@ class ArrangedStore(Store):
 
     def _write_manifest(self, state: _State, history: list[_State]) -> None:
         meta = {"format": _FORMAT, **state.fields(), "history": [h.fields() for h in history], "next": self._next}
-        self._host.write_manifest(json.dumps(meta).encode())
-        self._manifest_id = self._host.manifest_identity()
+        self._manifest_id = self._host.write_manifest(json.dumps(meta).encode())
 
     def _close(self) -> None:
         self._layers = Layers()

@@ -39,7 +39,7 @@ import pyarrow as pa
 
 from streamjoin.statestore.chunks import SourceFile
 from streamjoin.statestore.errors import StoreArgumentError
-from streamjoin.statestore.sorted_base import remove_file
+from streamjoin.statestore.sorted_base import DATA, KEYS, remove_file
 
 __all__ = ["FileHost", "DirectoryHost", "LMDBHost", "open_host", "HOSTS", "LMDB_FILE", "LMDB_MAP_SIZE"]
 
@@ -89,8 +89,8 @@ class FileHost:
         """The manifest's bytes, None when there is none."""
         raise NotImplementedError
 
-    def write_manifest(self, data: bytes) -> None:
-        """Replace the manifest with ``data`` atomically."""
+    def write_manifest(self, data: bytes) -> object:
+        """Replace the manifest with ``data`` atomically; its ``manifest_identity`` now."""
         raise NotImplementedError
 
     def manifest_identity(self) -> object:
@@ -135,8 +135,7 @@ class DirectoryHost(FileHost):
         remove_file(self._at(name))
 
     def names(self) -> set[str]:
-        return {entry for entry in os.listdir(self._path) if entry.endswith(".arrow") or entry.endswith(".keys")
-                or entry == MANIFEST + ".new"}
+        return {entry for entry in os.listdir(self._path) if entry.endswith((DATA, KEYS)) or entry == MANIFEST + ".new"}
 
     def read_manifest(self) -> bytes | None:
         try:
@@ -145,17 +144,14 @@ class DirectoryHost(FileHost):
         except FileNotFoundError:
             return None
 
-    def write_manifest(self, data: bytes) -> None:
+    def write_manifest(self, data: bytes) -> object:
         target = self._at(MANIFEST)
         _write_bytes(target + ".new", data, self._sync)
         os.replace(target + ".new", target)
+        return self.manifest_identity()
 
     def manifest_identity(self) -> object:
-        try:
-            found = os.stat(self._at(MANIFEST))
-        except FileNotFoundError:
-            return None
-        return found.st_dev, found.st_ino
+        return _file_key(self._at(MANIFEST))
 
 
 class _Environment:
@@ -195,6 +191,7 @@ _ENVIRONMENTS_LOCK = threading.RLock()   # re-entered when a lease dies during a
 
 
 def _file_key(file: str) -> tuple[int, int] | None:
+    """The file's device and inode; None where there is none."""
     try:
         found = os.stat(file)
     except FileNotFoundError:
@@ -237,20 +234,22 @@ class LMDBHost(FileHost):
         #: writes (bytes) and removals (None) held back for the next transaction
         self._pending: dict[str, Any] = {}
 
+    def _owned(self) -> _Environment:
+        if self._owner is None:
+            raise OSError(f"the LMDB host of {self._path} is closed")
+        return self._owner
+
     @property
     def _env(self) -> Any:
-        if self._owner is None:
-            raise OSError(f"the LMDB host of {self._path} is closed")
-        return self._owner.env
+        return self._owned().env
 
     def read(self, name: str) -> pa.Buffer:
-        if self._owner is None:
-            raise OSError(f"the LMDB host of {self._path} is closed")
+        owner = self._owned()
         if name in self._pending:
             self._flush()
         with _lmdb_errors(self._path, f"reading {name}"):
             if self._lease is None:
-                self._lease = _Lease(self._owner)
+                self._lease = _Lease(owner)
             view = self._lease.txn.get(name.encode())
         if view is None:
             raise FileNotFoundError(name)
@@ -298,7 +297,7 @@ class LMDBHost(FileHost):
     def names(self) -> set[str]:
         with _lmdb_errors(self._path, "listing"), self._env.begin() as txn:
             held = {bytes(key).decode() for key in txn.cursor().iternext(keys=True, values=False)}
-        unsealed = {entry for entry in os.listdir(self._path) if entry.endswith((".arrow", ".keys"))}
+        unsealed = {entry for entry in os.listdir(self._path) if entry.endswith((DATA, KEYS))}
         return (held - {MANIFEST}) | unsealed
 
     def read_manifest(self) -> bytes | None:
@@ -306,12 +305,12 @@ class LMDBHost(FileHost):
             found = txn.get(MANIFEST.encode())
         return None if found is None else bytes(found)
 
-    def write_manifest(self, data: bytes) -> None:
+    def write_manifest(self, data: bytes) -> object:
         self._flush((MANIFEST, data))
+        return _content_identity(data)
 
     def manifest_identity(self) -> object:
-        found = self.read_manifest()
-        return None if found is None else (len(found), zlib.crc32(found))
+        return _content_identity(self.read_manifest())
 
     def close(self) -> None:
         """Commit the removals held back (best effort: the next open removes what no manifest
@@ -337,6 +336,11 @@ def open_host(name: str, path: str, sync: bool) -> FileHost:
     if name not in HOSTS:
         raise StoreArgumentError(f"store kind 'arranged': host={name!r} is not one of {sorted(HOSTS)}")
     return HOSTS[name](path, sync)
+
+
+def _content_identity(manifest: bytes | None) -> object:
+    """An LMDB-held manifest's identity: its size and CRC-32 (None: no manifest)."""
+    return None if manifest is None else (len(manifest), zlib.crc32(manifest))
 
 
 @contextmanager

@@ -103,7 +103,7 @@ def test_hosts_lmdb_writes_a_run_with_the_manifest_that_names_it(tmp_path):
     host = LMDBHost(path, sync=False)
     try:
         host.write("run-1.arrow", b"run")
-        assert "run-1.arrow" not in LMDBHost.names(host)   # not in LMDB until its manifest
+        assert "run-1.arrow" not in host.names()   # not in LMDB until its manifest
         host.write_manifest(b"names run-1")
         assert host.names() == {"run-1.arrow"} and host.read("run-1.arrow").to_pybytes() == b"run"
         host.remove("run-1.arrow")
