@@ -11,7 +11,10 @@ For each size (``--entries``, default 1M and 5M) it writes one log of random 16-
 * ``restore uncompacted``: ``restore`` from the deltas alone (folded in Arrow, then bulk-loaded).
 
 Rates are entries per second of the final state, medians of ``--repeat`` runs; "% raw" compares
-with the raw bulk load of the same backend in the same run. The goals are in
+with the raw bulk load of the same backend in the same run. "peak anon +MB" is how far this
+process's anonymous resident memory rose above its level at the start of a measurement's runs
+(sampled every 5 ms: a store's own buffers and a library's, not the pages of mapped files, which
+the operating system can drop): what a restore costs a worker's memory beyond the state it reads. The goals are in
 :data:`streamjoin.bench.goals.GOALS`.
 """
 
@@ -28,7 +31,7 @@ import lmdb
 import pyarrow as pa
 from rocksdict import IngestExternalFileOptions, Options, Rdict, SstFileWriter
 
-from streamjoin.bench.harness import Chart, Table, median_seconds, results_dir, store_spec, write_results
+from streamjoin.bench.harness import AnonPeak, Chart, Table, median_seconds, results_dir, store_spec, write_results
 from streamjoin.changelog import Changelog, compact, restore
 from streamjoin.statestore import Store, destroy_store, open_store
 
@@ -51,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    table = Table(["entries", "backend", "what", "seconds", "entries/s", "% raw"])
+    table = Table(["entries", "backend", "what", "seconds", "entries/s", "% raw", "peak anon +MB"])
     scratch = os.path.join(results_dir(), "changelog")
     for entries in (int(n) for n in args.entries.split(",")):
         shutil.rmtree(scratch, ignore_errors=True)
@@ -100,12 +103,14 @@ def _write_logs(scratch: str, items: list, args: argparse.Namespace, table: Tabl
         for version in range(args.deltas):
             plain.append(version, items[version * per:(version + 1) * per])
 
-    seconds = median_seconds(append_all, 1, setup=lambda: shutil.rmtree(plain.uri, ignore_errors=True))
-    table.add(entries, "-", f"append ({args.deltas} deltas)", seconds, entries / seconds, "")
+    with AnonPeak() as memory:
+        seconds = median_seconds(append_all, 1, setup=lambda: shutil.rmtree(plain.uri, ignore_errors=True))
+    table.add(entries, "-", f"append ({args.deltas} deltas)", seconds, entries / seconds, "", _mb(memory))
     compacted = Changelog(os.path.join(scratch, "compacted"))
     shutil.copytree(plain.uri, compacted.uri)
-    stats = compact(compacted)
-    table.add(entries, "-", "compact (deltas -> snapshot)", stats.seconds, entries / stats.seconds, "")
+    with AnonPeak() as memory:
+        stats = compact(compacted)
+    table.add(entries, "-", "compact (deltas -> snapshot)", stats.seconds, entries / stats.seconds, "", _mb(memory))
     return {"compacted": compacted, "uncompacted": plain}
 
 
@@ -113,14 +118,22 @@ def _measure_backend(table: Table, backend: str, ordered: list, logs: dict[str, 
                      scratch: str, repeat: int) -> None:
     path = os.path.join(scratch, f"store-{backend}")
     fresh = lambda: destroy_store(store_spec(backend)[0], path)  # noqa: E731 - untimed set-up
-    raw = median_seconds(_raw_loader(backend, ordered, path), repeat, setup=lambda: shutil.rmtree(path, True))
-    rows = [("raw bulk load", raw)]
-    rows.append(("store.load_sorted", median_seconds(lambda: _load(backend, path, ordered), repeat, fresh)))
-    for name, log in logs.items():
-        rows.append((f"restore {name}", median_seconds(partial(_restore, backend, path, log), repeat, fresh)))
-    for what, seconds in rows:
-        table.add(len(ordered), backend, what, seconds, len(ordered) / seconds, 100.0 * raw / seconds)
+    measured: list[tuple[str, Callable[[], object], Callable[[], object]]] = [
+        ("raw bulk load", _raw_loader(backend, ordered, path), lambda: shutil.rmtree(path, True)),
+        ("store.load_sorted", lambda: _load(backend, path, ordered), fresh),
+        *((f"restore {name}", partial(_restore, backend, path, log), fresh) for name, log in logs.items())]
+    rows = []
+    for what, fn, setup in measured:
+        with AnonPeak() as memory:
+            rows.append((what, median_seconds(fn, repeat, setup), _mb(memory)))
+    raw = rows[0][1]
+    for what, seconds, peak in rows:
+        table.add(len(ordered), backend, what, seconds, len(ordered) / seconds, 100.0 * raw / seconds, peak)
     fresh()
+
+
+def _mb(memory: AnonPeak) -> float:
+    return memory.growth / (1 << 20)
 
 
 def _open(backend: str, path: str) -> Store:

@@ -13,6 +13,7 @@ import shlex
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
@@ -20,7 +21,7 @@ from typing import Any, Callable, Sequence
 __all__ = ["median_seconds", "Table", "Chart", "results_dir", "write_results", "parse_stores", "key_stages",
            "key_stage_variant", "parse_key_stage_variant", "KEY_STAGE_MODES", "stage_modes", "mode_variant",
            "parse_mode_variant",
-           "format_value", "load_warning", "warn_if_busy", "BUSY_LOAD_PER_CPU"]
+           "format_value", "load_warning", "warn_if_busy", "BUSY_LOAD_PER_CPU", "AnonPeak"]
 
 
 def median_seconds(fn: Callable[[], object], repeat: int, setup: Callable[[], object] | None = None) -> float:
@@ -33,6 +34,66 @@ def median_seconds(fn: Callable[[], object], repeat: int, setup: Callable[[], ob
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+class AnonPeak(threading.Thread):
+    """This process's anonymous resident memory (``RssAnon``: resident less the pages of mapped
+    files, which the operating system can drop), sampled every ``interval`` seconds while the
+    ``with`` block runs; ``growth`` is its largest rise over the value at the start, in bytes
+    (0 where ``/proc`` does not say). Memory the allocators keep free (Arrow's pool, the C
+    library's heap) is handed back first, so what an earlier measurement freed is not reused
+    unseen."""
+
+    def __init__(self, interval: float = 0.005) -> None:
+        super().__init__(daemon=True)
+        self.interval = interval
+        _release_free_memory()
+        self.start_bytes = self.peak_bytes = _anon_bytes()
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.interval):
+            self.peak_bytes = max(self.peak_bytes, _anon_bytes())
+
+    def __enter__(self) -> "AnonPeak":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop_event.set()
+        self.join()
+        self.peak_bytes = max(self.peak_bytes, _anon_bytes())
+
+    @property
+    def growth(self) -> int:
+        return max(0, self.peak_bytes - self.start_bytes)
+
+
+def _release_free_memory() -> None:
+    import ctypes
+    import ctypes.util
+
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
+    name = ctypes.util.find_library("c")
+    if name:
+        try:
+            ctypes.CDLL(name).malloc_trim(0)
+        except (OSError, AttributeError):   # not glibc
+            pass
+
+
+def _anon_bytes() -> int:
+    """This process's ``RssAnon`` in bytes (0: not known)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
 
 
 @dataclass
