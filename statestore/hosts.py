@@ -5,25 +5,25 @@ base's values and keys and one run per write. Its host keeps them:
 
 * ``"directory"`` (``DirectoryHost``, the default): each file is a file of the store's
   directory, the manifest a file replaced by a rename; a base is read through a memory map.
-* ``"lmdb"`` (``LMDBHost``): each file is a value of one LMDB database in the store's
-  directory (``arranged.mdb``), the manifest another. A file is read from LMDB's own memory map
-  with no copy, so a base counts against the page cache, not the worker's memory, exactly as a
-  mapped file does. A read holds an LMDB read transaction for as long as the buffer it returned
+* ``"lmdb"`` (``LMDBHost``): the manifest and the runs are values of one LMDB database in the
+  store's directory (``arranged.mdb``); a base stays a pair of files of the directory beside it,
+  read through a memory map as on the directory host. A run is read from LMDB's own memory map
+  with no copy. A read holds an LMDB read transaction for as long as the buffer it returned
   lives, so a value removed meanwhile keeps its pages until nothing reads it. The map is reserved
   at ``LMDB_MAP_SIZE`` (address space, not disk or memory: the database file grows with its
   contents) and never resized, because a resize would move the pages live buffers point into.
   A version's run is put in the transaction that replaces the manifest naming it, so a write is
-  one LMDB transaction; files no longer named are removed in the next one.
-  LMDB builds a large value in the writer's memory before its transaction commits, so while a
-  base is copied in, the worker holds a second copy of it: its peak memory grows by the largest
-  base it writes (a base of 400 MB took the process from 80 MB to 848 MB resident, half of it the
-  file's mapped pages). ``writemap`` would avoid the copy but turns a full disk into a crash
-  (``SIGBUS``) instead of an error, so it is not used.
+  one LMDB transaction; files no longer named are removed in the next one. A base is not copied
+  into LMDB: LMDB builds a value in the writer's memory until its transaction commits (a 400 MB
+  base took a worker from 80 MB to 848 MB resident while it was put), and keeps a large value in
+  contiguous pages; a file written a chunk at a time and mapped costs neither, and a restore
+  links the changelog's snapshot as a base's values as the directory host does. (``writemap``,
+  which would write a value into the map instead, turns a full disk into a crash, ``SIGBUS``.)
 
 A host only stores bytes under names; the manifest's sizes and CRCs, the order of writes and
 what a name means stay the store's. Files too large to build in memory (a base, written a chunk
 at a time by ``streamjoin.statestore.sorted_base.BaseWriter``) are written into the directory
-first and then handed to the host with ``FileHost.seal``.
+first and then handed to the host with ``FileHost.seal``; both hosts keep them there.
 """
 
 from __future__ import annotations
@@ -119,17 +119,7 @@ class DirectoryHost(FileHost):
         pass   # already the directory's file
 
     def place(self, name: str, source: SourceFile) -> None:
-        """A hard link where ``source`` is a file on this disk (one inode, nothing copied; a
-        file never changes once written), else a copy."""
-        path = self._at(name)
-        if source.path is not None:
-            remove_file(path)
-            try:
-                os.link(source.path, path)
-                return
-            except OSError:   # another file system, or links not allowed there: copy it
-                pass
-        _write_bytes(path, source.data, self._sync)
+        _place_file(self._at(name), source, self._sync)
 
     def remove(self, name: str) -> None:
         remove_file(self._at(name))
@@ -244,6 +234,7 @@ class LMDBHost(FileHost):
         return self._owned().env
 
     def read(self, name: str) -> pa.Buffer:
+        """A run or the manifest from LMDB (no copy); a base's file from the directory, mapped."""
         owner = self._owned()
         if name in self._pending:
             self._flush()
@@ -252,7 +243,7 @@ class LMDBHost(FileHost):
                 self._lease = _Lease(owner)
             view = self._lease.txn.get(name.encode())
         if view is None:
-            raise FileNotFoundError(name)
+            return pa.memory_map(os.path.join(self._path, name)).read_buffer()   # FileNotFoundError: neither
         if not len(view):
             return pa.py_buffer(b"")
         address = np.frombuffer(view, np.uint8).ctypes.data
@@ -279,16 +270,16 @@ class LMDBHost(FileHost):
         self._pending[name] = data
 
     def seal(self, name: str) -> None:
-        path = os.path.join(self._path, name)
-        self._flush((name, pa.memory_map(path).read_buffer()))
-        remove_file(path)
+        pass   # a base stays a file of the directory (see module)
 
     def place(self, name: str, source: SourceFile) -> None:
-        self._flush((name, source.data))
+        """A file of the directory, as on the directory host (a base's values: see module)."""
+        _place_file(os.path.join(self._path, name), source, self._sync)
 
     def remove(self, name: str) -> None:
-        """Held back until the next write (nothing reads a removed file; names are never reused)."""
-        remove_file(os.path.join(self._path, name))   # a file written but not yet sealed
+        """A file of the directory at once; a value of LMDB held back until the next write
+        (nothing reads a removed file; names are never reused)."""
+        remove_file(os.path.join(self._path, name))
         if self._pending.get(name) is not None:
             del self._pending[name]
         else:
@@ -297,8 +288,8 @@ class LMDBHost(FileHost):
     def names(self) -> set[str]:
         with _lmdb_errors(self._path, "listing"), self._env.begin() as txn:
             held = {bytes(key).decode() for key in txn.cursor().iternext(keys=True, values=False)}
-        unsealed = {entry for entry in os.listdir(self._path) if entry.endswith((DATA, KEYS))}
-        return (held - {MANIFEST}) | unsealed
+        files = {entry for entry in os.listdir(self._path) if entry.endswith((DATA, KEYS))}
+        return (held - {MANIFEST}) | files
 
     def read_manifest(self) -> bytes | None:
         with _lmdb_errors(self._path, "reading the manifest"), self._env.begin() as txn:
@@ -355,6 +346,19 @@ def _lmdb_errors(path: str, what: str) -> Iterator[None]:
                       f"({exc})") from exc
     except lmdb.Error as exc:
         raise OSError(f"{path}: {what}: {type(exc).__name__}: {exc}") from exc
+
+
+def _place_file(path: str, source: SourceFile, sync: bool) -> None:
+    """``source`` as the file ``path``: a hard link where it is a file on this disk (one inode,
+    nothing copied; a file never changes once written), else a copy."""
+    if source.path is not None:
+        remove_file(path)
+        try:
+            os.link(source.path, path)
+            return
+        except OSError:   # another file system, or links not allowed there: copy it
+            pass
+    _write_bytes(path, source.data, sync)
 
 
 def _write_bytes(path: str, data: Any, sync: bool) -> None:

@@ -16,18 +16,51 @@ LMDB = {"host": "lmdb"}
 ENTRIES = [(b"k%05d" % i, b"value %d" % (i * 7)) for i in range(3000)]
 
 
-def test_hosts_lmdb_keeps_every_file_in_one_database(tmp_path):
+def _files(path: str) -> list[str]:
+    return sorted(os.listdir(path))
+
+
+def _held(path: str) -> set[str]:
+    """The names of the values in the store's LMDB database."""
+    host = LMDBHost(path, sync=False)
+    try:
+        with host._env.begin() as txn:
+            return {bytes(key).decode() for key in txn.cursor().iternext(keys=True, values=False)}
+    finally:
+        host.close()
+
+
+def test_hosts_lmdb_keeps_runs_and_the_manifest_in_one_database_and_bases_beside_it(tmp_path):
+    path = str(tmp_path / "s")
+    with open_store("arranged", path, **LMDB) as store:
+        store.write([(b"k%05d" % i, b"v0") for i in range(5000)], version=0)   # more than a run holds: a base
+        for version in range(1, 4):   # small writes: runs
+            store.write([(b"k%05d" % i, b"v%d" % version) for i in range(1, 100)], [b"k00000"], version=version)
+    bases = [name for name in _files(path) if name.startswith("base-")]
+    assert _files(path) == sorted([LMDB_FILE, LMDB_FILE + "-lock", LOCK_FILE, *bases])
+    assert [name.rsplit(".")[-1] for name in bases] == ["arrow", "keys"]
+    held = _held(path)
+    assert "MANIFEST" in held and len(held) == 4 and all(n.startswith("run-") for n in held - {"MANIFEST"})
+    with open_store("arranged", path, **LMDB) as store:
+        assert store.version == 3 and store.get(b"k00000") is None and store.get(b"k00099") == b"v3"
+        assert store.get(b"k04999") == b"v0" and store.roll_back(2) == 1 and store.get(b"k00099") == b"v2"
+
+
+def test_hosts_lmdb_removes_the_files_of_bases_merged_away(tmp_path):
     path = str(tmp_path / "s")
     with open_store("arranged", path, memory_budget=1, **LMDB) as store:   # every write merges a base
-        for version in range(4):
+        for version in range(6):
             store.write([(b"k%d" % i, b"v%d" % version) for i in range(1, 100)], [b"k0"], version=version)
-    assert sorted(os.listdir(path)) == sorted([LMDB_FILE, LMDB_FILE + "-lock", LOCK_FILE])
+        kept = [name for name in _files(path) if name.startswith("base-")]
+    # the newest base and those of the versions kept to return to, not the first ones
+    assert "base-00000005.arrow" in kept and "base-00000005.keys" in kept
+    assert not {"base-00000000.arrow", "base-00000001.arrow", "base-00000001.keys"} & set(kept)
+    assert _held(path) == {"MANIFEST"}
     with open_store("arranged", path, **LMDB) as store:
-        assert store.version == 3 and store.get(b"k0") is None and store.get(b"k99") == b"v3"
-        assert store.roll_back(2) == 1 and store.get(b"k99") == b"v2"
+        assert store.version == 5 and dict(store.scan()) == {b"k%d" % i: b"v5" for i in range(1, 100)}
 
 
-def test_hosts_lmdb_restore_takes_the_snapshot_bytes(tmp_path):
+def test_hosts_lmdb_restore_links_the_snapshot_as_the_base(tmp_path):
     log = Changelog(str(tmp_path / "log"))
     log.append(0, ENTRIES[:2000], [], [])
     log.append(1, ENTRIES[2000:], [b"k00007"], [])
@@ -36,6 +69,8 @@ def test_hosts_lmdb_restore_takes_the_snapshot_bytes(tmp_path):
     path = str(tmp_path / "s")
     with open_store("arranged", path, **LMDB) as store:
         assert restore(log, store).entries_loaded == len(expected) and store.version == 1
+    data = [name for name in _files(path) if name.startswith("base-") and name.endswith(".arrow")]
+    assert len(data) == 1 and os.stat(os.path.join(path, data[0])).st_nlink == 2   # the snapshot's inode
     with open_store("arranged", path, **LMDB) as store:   # opened again: every value's CRC checked
         assert list(store.scan()) == expected
         store.write([(b"k00001", b"new")], [b"k00002"], version=2)
