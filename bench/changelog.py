@@ -31,7 +31,16 @@ import lmdb
 import pyarrow as pa
 from rocksdict import IngestExternalFileOptions, Options, Rdict, SstFileWriter
 
-from streamjoin.bench.harness import AnonPeak, Chart, Table, median_seconds, results_dir, store_spec, write_results
+from streamjoin.bench.harness import (
+    HOSTED_HELP,
+    AnonPeak,
+    Chart,
+    Table,
+    median_seconds,
+    results_dir,
+    store_spec,
+    write_results,
+)
 from streamjoin.changelog import Changelog, compact, restore
 from streamjoin.statestore import Store, destroy_store, open_store
 
@@ -43,9 +52,9 @@ KEY_BYTES = 16
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--entries", default="1000000,5000000",
                         help="comma-separated state sizes in entries (default: 1000000,5000000)")
-    parser.add_argument("--backends", default="arranged,arranged-lmdb,rocksdb,lmdb",
-                        help="comma-separated store kinds; arranged-lmdb is the arranged store with host='lmdb' "
-                             "(its files held in LMDB) (default: arranged,arranged-lmdb,rocksdb,lmdb)")
+    parser.add_argument("--backends", default="arranged,arranged-lmdb,arranged-rocksdb,rocksdb,lmdb",
+                        help=f"comma-separated store kinds, or {HOSTED_HELP} "
+                             "(default: arranged,arranged-lmdb,arranged-rocksdb,rocksdb,lmdb)")
     parser.add_argument("--value-bytes", type=int, default=100, help="value size (default: 100)")
     parser.add_argument("--deltas", type=int, default=10,
                         help="deltas the uncompacted log is written as (default: 10)")
@@ -153,13 +162,13 @@ def _restore(backend: str, path: str, log: Changelog) -> None:
 
 def _raw_loader(backend: str, ordered: list, path: str) -> Callable[[], None]:
     """The library's own sorted bulk load of ``ordered`` into a new database at ``path``."""
-    if backend == "rocksdb":
+    if backend in ("rocksdb", "arranged-rocksdb"):
         return lambda: _raw_rocksdb(ordered, path)
     if backend in ("lmdb", "arranged-lmdb"):
         return lambda: _raw_lmdb(ordered, path)
     if backend == "arranged":
         return lambda: _raw_arrow(ordered, path)
-    raise SystemExit(f"bench changelog: no raw bulk loader for backend {backend!r} (rocksdb, lmdb, arranged, arranged-lmdb)")
+    raise SystemExit(f"bench changelog: no raw bulk loader for backend {backend!r} (rocksdb, lmdb, arranged, arranged-lmdb, arranged-rocksdb)")
 
 
 def _raw_rocksdb(ordered: list, path: str) -> None:

@@ -280,8 +280,11 @@ def parse_key_stage_variant(name: str) -> tuple[str, bool]:
 
 
 #: Stores the benchmarks name beyond the store kinds, as (kind, options): the arranged store with
-#: its files held in LMDB (``host="lmdb"``, ``streamjoin.statestore.hosts``).
-HOSTED_STORES: dict[str, tuple[str, dict[str, Any]]] = {"arranged-lmdb": ("arranged", {"host": "lmdb"})}
+#: its manifest and runs held in LMDB or RocksDB (``host=``, ``streamjoin.statestore.hosts``).
+HOSTED_STORES: dict[str, tuple[str, dict[str, Any]]] = {
+    "arranged-lmdb": ("arranged", {"host": "lmdb"}), "arranged-rocksdb": ("arranged", {"host": "rocksdb"})}
+#: How a ``--stores`` help names them.
+HOSTED_HELP = "arranged-lmdb or arranged-rocksdb (the arranged store on LMDB or RocksDB: host=)"
 
 
 def store_spec(name: str) -> tuple[str, dict[str, Any]]:

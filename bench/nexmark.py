@@ -26,6 +26,7 @@ import time
 from typing import TYPE_CHECKING
 
 from streamjoin.bench.harness import (
+    HOSTED_HELP,
     Chart,
     Table,
     mode_variant,
@@ -63,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batches", type=int, default=5, help="micro-batches (default 5)")
     parser.add_argument("--queries", default=",".join(QUERIES), help=f"comma-separated (default {','.join(QUERIES)})")
     parser.add_argument("--stores", default=DEFAULT_KIND, help=f"streamjoin's stores, from {','.join(STORES)} "
-                        f"or arranged-lmdb (the arranged store's files in LMDB) (default {DEFAULT_KIND}, the joins' "
+                        f"or {HOSTED_HELP} (default {DEFAULT_KIND}, the joins' "
                         f"default)")
     parser.add_argument("--partitions", type=int, default=4, help="shuffle and state partitions (default 4)")
     parser.add_argument("--cores", type=int, default=2, help="Spark's local cores, the per-core divisor (default 2)")

@@ -40,7 +40,7 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 
-from streamjoin.bench.harness import Table, parse_stores, results_dir, store_spec, write_results
+from streamjoin.bench.harness import HOSTED_HELP, Table, parse_stores, results_dir, store_spec, write_results
 from streamjoin.bench.sparkutil import fresh_dir
 from streamjoin.statestore.registry import DEFAULT_KIND
 
@@ -63,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batches", type=int, default=10, help="micro-batches of the streamed rows (default 10)")
     parser.add_argument("--partitions", type=int, default=4, help="state partitions (default 4)")
     parser.add_argument("--stores", default=DEFAULT_KIND,
-                        help=f"comma-separated, from {','.join(STORES)} or arranged-lmdb (the arranged store's files in LMDB) "
+                        help=f"comma-separated, from {','.join(STORES)} or {HOSTED_HELP} "
                              f"(default {DEFAULT_KIND}, the joins' default)")
     parser.add_argument("--joins", default=",".join(JOINS), help=f"comma-separated, from {','.join(JOINS)} (default all)")
 

@@ -65,6 +65,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from streamjoin.bench.harness import (
+    HOSTED_HELP,
     Chart,
     Table,
     key_stage_variant,
@@ -122,8 +123,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partitions", type=int, default=4, help="shuffle and state partitions (default 4)")
     parser.add_argument("--repeat", type=int, default=1, help="timed runs of each variant, interleaved (default 1)")
     parser.add_argument("--stores", default=",".join(STORES),
-                        help=f"comma-separated stores, from {','.join(STORES)} or arranged-lmdb (the arranged store's files in "
-                             f"LMDB) ('' for none; default {','.join(STORES)})")
+                        help=f"comma-separated stores, from {','.join(STORES)} or {HOSTED_HELP} "
+                             f"('' for none; default {','.join(STORES)})")
     parser.add_argument("--spark-points", type=int, default=3,
                         help="change micro-batches after which Spark's recompute is measured, spread evenly, "
                         "the rest interpolated (0: every one; default 3)")

@@ -20,6 +20,12 @@ base's values and keys and one run per write. Its host keeps them:
   links the changelog's snapshot as a base's values as the directory host does. (``writemap``,
   which would write a value into the map instead, turns a full disk into a crash, ``SIGBUS``.)
 
+* ``"rocksdb"`` (``RocksDBHost``): the manifest and the runs are values of one RocksDB database
+  (the directory ``arranged.rocksdb`` in the store's directory), a version's run and its
+  manifest one ``WriteBatch``; a base stays a pair of files beside it, as on the LMDB host. A
+  run is read as a copy (RocksDB hands out its values as new bytes), which the store applies to
+  its delta at open and then drops.
+
 A host only stores bytes under names; the manifest's sizes and CRCs, the order of writes and
 what a name means stay the store's. Files too large to build in memory (a base, written a chunk
 at a time by ``streamjoin.statestore.sorted_base.BaseWriter``) are written into the directory
@@ -41,13 +47,16 @@ from streamjoin.statestore.chunks import SourceFile
 from streamjoin.statestore.errors import StoreArgumentError
 from streamjoin.statestore.sorted_base import DATA, KEYS, remove_file
 
-__all__ = ["FileHost", "DirectoryHost", "LMDBHost", "open_host", "HOSTS", "LMDB_FILE", "LMDB_MAP_SIZE"]
+__all__ = ["FileHost", "DirectoryHost", "LMDBHost", "RocksDBHost", "open_host", "HOSTS", "LMDB_FILE", "LMDB_MAP_SIZE",
+           "ROCKSDB_DIR"]
 
 MANIFEST = "MANIFEST"
 #: The LMDB host's database file in the store directory (its lock file adds ``-lock``).
 LMDB_FILE = "arranged.mdb"
 #: Address space an LMDB host's map reserves (1 TiB): the most one store may hold.
 LMDB_MAP_SIZE = 1 << 40
+#: The RocksDB host's database directory in the store directory.
+ROCKSDB_DIR = "arranged.rocksdb"
 
 
 class FileHost:
@@ -318,8 +327,113 @@ class LMDBHost(FileHost):
             _release(owner)
 
 
+class RocksDBHost(FileHost):
+    """The manifest and the runs as values of one RocksDB database beside the bases' files (see
+    module). Writes and removals are held back for the batch that replaces the manifest."""
+
+    markers = (ROCKSDB_DIR,)
+
+    def __init__(self, path: str, sync: bool) -> None:
+        from rocksdict import Options, Rdict, WriteOptions
+
+        super().__init__(path, sync)
+        options = Options(raw_mode=True)
+        options.create_if_missing(True)
+        options.set_keep_log_file_num(1)   # every open rolls the info log
+        options.set_max_file_opening_threads(1)
+        with _rocksdb_errors(path, "opening"):
+            self._db: Any = Rdict(os.path.join(path, ROCKSDB_DIR), options)
+        self._write_options = WriteOptions()
+        self._write_options.sync = sync
+        #: writes (bytes) and removals (None) held back for the next batch
+        self._pending: dict[str, Any] = {}
+
+    def _open_db(self) -> Any:
+        if self._db is None:
+            raise OSError(f"the RocksDB host of {self._path} is closed")
+        return self._db
+
+    def read(self, name: str) -> pa.Buffer:
+        """A run or the manifest from RocksDB (a copy); a base's file from the directory, mapped."""
+        db = self._open_db()
+        if name in self._pending:
+            self._flush()
+        with _rocksdb_errors(self._path, f"reading {name}"):
+            found = db.get(name.encode())
+        if found is None:
+            return pa.memory_map(os.path.join(self._path, name)).read_buffer()   # FileNotFoundError: neither
+        return pa.py_buffer(found)
+
+    def _flush(self, *items: tuple[str, Any]) -> None:
+        """Commit the writes and removals held back, and ``items``, in one batch."""
+        from rocksdict import WriteBatch
+
+        db = self._open_db()
+        changes = [*self._pending.items(), *items]
+        self._pending = {}
+        batch = WriteBatch(raw_mode=True)
+        for name, data in changes:
+            if data is None:
+                batch.delete(name.encode())
+            else:
+                batch.put(name.encode(), bytes(memoryview(data)))
+        with _rocksdb_errors(self._path, f"writing {', '.join(name for name, _ in changes)}"):
+            db.write(batch, self._write_options)
+
+    def write(self, name: str, data: Any) -> None:
+        """Held back until the manifest that names it is written, in its batch."""
+        self._pending[name] = data
+
+    def seal(self, name: str) -> None:
+        pass   # a base stays a file of the directory
+
+    def place(self, name: str, source: SourceFile) -> None:
+        _place_file(os.path.join(self._path, name), source, self._sync)
+
+    def remove(self, name: str) -> None:
+        """A file of the directory at once; a value held back until the next write."""
+        remove_file(os.path.join(self._path, name))
+        if self._pending.get(name) is not None:
+            del self._pending[name]
+        else:
+            self._pending[name] = None
+
+    def names(self) -> set[str]:
+        db = self._open_db()
+        with _rocksdb_errors(self._path, "listing"):
+            held = {bytes(key).decode() for key in db.keys()}
+        files = {entry for entry in os.listdir(self._path) if entry.endswith((DATA, KEYS))}
+        return (held - {MANIFEST}) | files
+
+    def read_manifest(self) -> bytes | None:
+        db = self._open_db()
+        with _rocksdb_errors(self._path, "reading the manifest"):
+            found = db.get(MANIFEST.encode())
+        return None if found is None else bytes(found)
+
+    def write_manifest(self, data: bytes) -> object:
+        self._flush((MANIFEST, data))
+        return _content_identity(data)
+
+    def manifest_identity(self) -> object:
+        return _content_identity(self.read_manifest())
+
+    def close(self) -> None:
+        """Commit the removals held back (best effort: the next open removes what no manifest
+        names), then close the database."""
+        if self._db is not None:
+            self._pending = {name: None for name, data in self._pending.items() if data is None}
+            if self._pending:
+                try:
+                    self._flush()
+                except OSError:
+                    pass
+            db, self._db, self._pending = self._db, None, {}
+            db.close()
+
+
 #: The hosts by the name ``ArrangedStore``'s ``host`` option takes.
-HOSTS: dict[str, type[FileHost]] = {"directory": DirectoryHost, "lmdb": LMDBHost}
+HOSTS: dict[str, type[FileHost]] = {"directory": DirectoryHost, "lmdb": LMDBHost, "rocksdb": RocksDBHost}
 
 
 def open_host(name: str, path: str, sync: bool) -> FileHost:
@@ -346,6 +460,17 @@ def _lmdb_errors(path: str, what: str) -> Iterator[None]:
                       f"({exc})") from exc
     except lmdb.Error as exc:
         raise OSError(f"{path}: {what}: {type(exc).__name__}: {exc}") from exc
+
+
+@contextmanager
+def _rocksdb_errors(path: str, what: str) -> Iterator[None]:
+    """A RocksDB failure as ``OSError``."""
+    try:
+        yield
+    except OSError:
+        raise
+    except Exception as exc:   # rocksdict raises plain exceptions
+        raise OSError(f"{path}: {what}: {exc}") from exc
 
 
 def _place_file(path: str, source: SourceFile, sync: bool) -> None:

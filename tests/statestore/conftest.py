@@ -43,12 +43,13 @@ BACKENDS = [
     Backend("arranged", "arranged"),
     # a budget of one byte: every write merges its changes into a new base (memory-mapped files)
     Backend("arranged-merging", "arranged", options=(("memory_budget", 1),)),
-    # the arrangement's files held in LMDB (its base read from LMDB's memory map)
+    # the arrangement's manifest and runs held in LMDB, in RocksDB (its bases files beside them)
     Backend("arranged-lmdb", "arranged", options=(("host", "lmdb"),)),
+    Backend("arranged-rocksdb", "arranged", options=(("host", "rocksdb"),)),
     Backend("user-import-path", "tests.statestore.userstore:PickleStore"),
     Backend("user-registered", REGISTERED_USER_KIND),
 ]
-DISK_BACKENDS = [b for b in BACKENDS if b.name in ("rocksdb", "lmdb", "arranged", "arranged-lmdb")]
+DISK_BACKENDS = [b for b in BACKENDS if b.name in ("rocksdb", "lmdb", "arranged", "arranged-lmdb", "arranged-rocksdb")]
 
 
 @pytest.fixture(params=BACKENDS, ids=lambda b: b.name)

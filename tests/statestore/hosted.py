@@ -1,5 +1,5 @@
-"""The arranged store with its files in LMDB as a kind of its own, for tests that take a store
-kind and no options (``"tests.statestore.hosted:ArrangedOnLMDB"``)."""
+"""The arranged store on another host (``host="lmdb"``, ``host="rocksdb"``) as a kind of its own,
+for tests that take a store kind and no options (``"tests.statestore.hosted:ArrangedOnLMDB"``)."""
 
 from __future__ import annotations
 
@@ -13,3 +13,10 @@ class ArrangedOnLMDB(ArrangedStore):
 
     def __init__(self, path: str, **options: Any) -> None:
         super().__init__(path, **{**options, "host": "lmdb"})
+
+
+class ArrangedOnRocksDB(ArrangedStore):
+    """``ArrangedStore(path, host="rocksdb", ...)``."""
+
+    def __init__(self, path: str, **options: Any) -> None:
+        super().__init__(path, **{**options, "host": "rocksdb"})

@@ -9,7 +9,7 @@ import pytest
 
 from streamjoin.changelog import Changelog, OpenHow, compact, open_logged_store, restore
 from streamjoin.statestore import StoreArgumentError, StoreCorruptError, destroy_store, open_store
-from streamjoin.statestore.hosts import LMDB_FILE, LMDBHost
+from streamjoin.statestore.hosts import LMDB_FILE, ROCKSDB_DIR, LMDBHost, RocksDBHost
 from streamjoin.statestore.locking import LOCK_FILE
 
 LMDB = {"host": "lmdb"}
@@ -115,15 +115,60 @@ def test_hosts_lmdb_store_destroyed_and_made_again_is_new(tmp_path):
     assert dict(kept) == {b"a": b"1"}
 
 
+def test_hosts_rocksdb_keeps_runs_and_the_manifest_in_one_database_and_bases_beside_it(tmp_path):
+    path = str(tmp_path / "s")
+    with open_store("arranged", path, host="rocksdb") as store:
+        store.write([(b"k%05d" % i, b"v0") for i in range(5000)], version=0)   # a base
+        for version in range(1, 4):   # runs
+            store.write([(b"k%05d" % i, b"v%d" % version) for i in range(1, 100)], [b"k00000"], version=version)
+    bases = [name for name in _files(path) if name.startswith("base-")]
+    assert _files(path) == sorted([ROCKSDB_DIR, LOCK_FILE, *bases]) and len(bases) == 2
+    host = RocksDBHost(path, sync=False)
+    try:
+        assert len(host.names()) == 5 and sum(name.startswith("run-") for name in host.names()) == 3
+        assert host.read(bases[0]).size == os.path.getsize(os.path.join(path, bases[0]))   # mapped from the file
+    finally:
+        host.close()
+    with open_store("arranged", path, host="rocksdb") as store:
+        assert store.version == 3 and store.get(b"k00000") is None and store.get(b"k00099") == b"v3"
+        assert store.get(b"k04999") == b"v0" and store.roll_back(2) == 1 and store.get(b"k00099") == b"v2"
+
+
+def test_hosts_rocksdb_writes_a_run_with_the_manifest_that_names_it(tmp_path):
+    path = str(tmp_path / "s")
+    os.makedirs(path)
+    host = RocksDBHost(path, sync=True)
+    try:
+        host.write("run-1.arrow", b"run")
+        assert "run-1.arrow" not in host.names()   # not in RocksDB until its manifest
+        host.write_manifest(b"names run-1")
+        assert host.names() == {"run-1.arrow"} and host.read("run-1.arrow").to_pybytes() == b"run"
+        host.remove("run-1.arrow")
+        host.write("run-2.arrow", b"never named")
+        host.remove("run-2.arrow")
+        with pytest.raises(FileNotFoundError):
+            host.read("run-2.arrow")
+    finally:
+        host.close()   # commits the removal held back
+    again = RocksDBHost(path, sync=False)
+    try:
+        assert again.names() == set() and again.read_manifest() == b"names run-1"
+    finally:
+        again.close()
+    with pytest.raises(OSError, match="closed"):
+        again.read_manifest()
+
+
 def test_hosts_another_host_is_refused_and_rebuilt_from_the_changelog(tmp_path):
     log, path = Changelog(str(tmp_path / "log")), str(tmp_path / "p0")
     store, _ = open_logged_store("arranged", path, log, None)
     for version in range(3):
         store.write([(b"k%d" % version, b"v%d" % version)], [b"k0"] if version == 2 else [], version=version)
     store.close()
-    with pytest.raises(StoreCorruptError, match="holds other files"):
-        open_store("arranged", path, **LMDB)
-    for host in ("lmdb", "directory"):   # and back
+    for host in ("lmdb", "rocksdb"):
+        with pytest.raises(StoreCorruptError, match="holds other files"):
+            open_store("arranged", path, host=host)
+    for host in ("lmdb", "rocksdb", "directory"):   # and back
         store, report = open_logged_store("arranged", path, log, 2, host=host)
         try:
             assert report.how is OpenHow.REBUILT and "not a readable arranged store" in report.reason
@@ -154,6 +199,6 @@ def test_hosts_lmdb_writes_a_run_with_the_manifest_that_names_it(tmp_path):
 
 
 def test_hosts_unknown_host_is_refused_with_the_choices(tmp_path):
-    with pytest.raises(StoreArgumentError, match=r"host='s3' is not one of \['directory', 'lmdb'\]"):
+    with pytest.raises(StoreArgumentError, match=r"host='s3' is not one of \['directory', 'lmdb', 'rocksdb'\]"):
         open_store("arranged", str(tmp_path / "s"), host="s3")
     assert not os.path.exists(tmp_path / "s")

@@ -89,9 +89,10 @@ def test_table_join_equals_reference_with_arranged_state_over_its_memory_budget(
         check_against_reference(case, "arranged")
 
 
+@pytest.mark.parametrize("host", ["LMDB", "RocksDB"])
 @settings(max_examples=scaled(6))
 @given(case=table_cases(max_changes=12, max_batches=3, max_partitions=2))
-def test_table_join_equals_reference_with_arranged_state_in_lmdb(case):
-    # the arranged store's files held in LMDB (host="lmdb"), every write merging a new base into it
+def test_table_join_equals_reference_with_arranged_state_on_another_host(host, case):
+    # the arranged store's manifest and runs held in LMDB or RocksDB, every write merging a new base
     with mock.patch.dict(os.environ, {BUDGET_VARIABLE: "9"}):
-        check_against_reference(case, "tests.statestore.hosted:ArrangedOnLMDB")
+        check_against_reference(case, f"tests.statestore.hosted:ArrangedOn{host}")
