@@ -57,6 +57,8 @@ LMDB_FILE = "arranged.mdb"
 LMDB_MAP_SIZE = 1 << 40
 #: The RocksDB host's database directory in the store directory.
 ROCKSDB_DIR = "arranged.rocksdb"
+#: Values from this size on (runs) go to the RocksDB host's blob files.
+_BLOB_BYTES = 4096
 
 
 class FileHost:
@@ -334,13 +336,19 @@ class RocksDBHost(FileHost):
     markers = (ROCKSDB_DIR,)
 
     def __init__(self, path: str, sync: bool) -> None:
-        from rocksdict import Options, Rdict, WriteOptions
+        from rocksdict import DBCompressionType, Options, Rdict, WriteOptions
 
         super().__init__(path, sync)
         options = Options(raw_mode=True)
         options.create_if_missing(True)
         options.set_keep_log_file_num(1)   # every open rolls the info log
         options.set_max_file_opening_threads(1)
+        # runs are written once and removed whole: kept in blob files, not rewritten by compactions,
+        # and not compressed (Arrow files of keys and packed values)
+        options.set_enable_blob_files(True)
+        options.set_min_blob_size(_BLOB_BYTES)
+        options.set_enable_blob_gc(True)
+        options.set_compression_type(DBCompressionType.none())
         with _rocksdb_errors(path, "opening"):
             self._db: Any = Rdict(os.path.join(path, ROCKSDB_DIR), options)
         self._write_options = WriteOptions()
