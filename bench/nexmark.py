@@ -45,7 +45,7 @@ from streamjoin.statestore.registry import DEFAULT_KIND
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["add_arguments", "run", "summary_table", "FLINK_SOURCE"]
+__all__ = ["add_arguments", "run", "summary_table", "rotated", "FLINK_SOURCE"]
 
 STORES = ("arranged", "rocksdb", "lmdb", "memory")
 SPARK = "spark"
@@ -129,6 +129,15 @@ def summary_table(data: Nexmark, cores: int, times: dict[tuple[str, str], list[f
     return table
 
 
+def rotated(variants: list[str], run: int) -> list[str]:
+    """The variants in the order of timed run ``run``: rotated by one each run, so each takes
+    every place in turn (a streaming query that follows another one runs measurably slower: in a
+    run of q3, q20 and q8w on 2026-11-30, whichever streamjoin store ran first after Spark's join
+    took 0.6-2.6 s longer, whichever store it was)."""
+    at = run % len(variants) if variants else 0
+    return variants[at:] + variants[:at]
+
+
 def run(args: argparse.Namespace) -> int:
     queries, stores = _queries(args.queries), parse_stores(args.stores, STORES)
     if min(args.events, args.batches, args.partitions, args.cores, args.repeat) < 1 or not queries:
@@ -159,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
             problems = []
             for i in range(args.repeat):
                 for query in queries:
-                    for variant in variants_of(query):
+                    for variant in rotated(variants_of(query), i):
                         seconds, rows, peak = measure(spark, query, variant, os.path.join(root, "full"),
                                                       args.partitions, memory)
                         times.setdefault((query.name, variant), []).append(seconds)
@@ -178,7 +187,8 @@ def run(args: argparse.Namespace) -> int:
     table = summary_table(data, args.cores, times, outputs, rss)
     notes = [f"{args.events:,} events ({data.persons.num_rows:,} persons, {data.auctions.num_rows:,} auctions, "
              f"{data.bids.num_rows:,} bids) in {args.batches} micro-batches, {args.partitions} partitions, "
-             f"local[{args.cores}], medians of {args.repeat} interleaved runs; every variant's output rows "
+             f"local[{args.cores}], medians of {args.repeat} interleaved runs, the variants' order rotated by "
+             f"one each run (the query after another one runs slower); every variant's output rows "
              f"checked against a numpy count of the answer",
              "events/s/core: all the run's events over seconds x cores, as the published Nexmark figures count them",
              "worker RSS MB: the largest PySpark Python worker's resident memory during streamjoin's runs "

@@ -3,7 +3,7 @@ and the peak memory of streamjoin's Python workers beside them."""
 
 from __future__ import annotations
 
-from streamjoin.bench.nexmark import FLINK, SPARK, summary_table
+from streamjoin.bench.nexmark import FLINK, SPARK, rotated, summary_table
 from streamjoin.bench.nexmark_data import generate
 
 
@@ -18,3 +18,11 @@ def test_nexmark_summary_shows_worker_memory_beside_streamjoin_figures():
     assert rows["streamjoin-rocksdb"]["spark s / s"] == 5.0 / 2.5
     assert rows["streamjoin-rocksdb"]["worker RSS MB"] == 300
     assert rows[SPARK]["worker RSS MB"] == "-" and rows[FLINK]["worker RSS MB"] == "-"
+
+
+def test_nexmark_rotated_puts_every_variant_in_every_place_in_turn():
+    variants = ["spark", "streamjoin-arranged", "streamjoin-rocksdb"]
+    orders = [rotated(variants, run) for run in range(4)]
+    assert orders[1] == ["streamjoin-arranged", "streamjoin-rocksdb", "spark"] and orders[3] == orders[0]
+    assert all(sorted(order) == sorted(variants) for order in orders)
+    assert {order.index(v) for order in orders[:3] for v in variants[:1]} == {0, 1, 2}
