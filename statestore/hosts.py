@@ -222,48 +222,142 @@ def _release(owner: _Environment) -> None:
     owner.env.close()
 
 
-class LMDBHost(FileHost):
-    """Each file a value of one LMDB database in the store's directory (see module)."""
+class _DatabaseHost(FileHost):
+    """The manifest and the runs as values of a database in the store directory, the bases as
+    files beside it (see module). A write and a removal are held back for the transaction that
+    replaces the manifest: a run no manifest names is of no use, and nothing reads a removed file
+    (names are never reused). Subclasses give the database's four operations."""
 
-    markers = (LMDB_FILE, LMDB_FILE + "-lock")
+    #: what the database is called in errors
+    database = ""
 
     def __init__(self, path: str, sync: bool) -> None:
         super().__init__(path, sync)
-        self._owner: _Environment | None = _acquire(path)
-        #: the read transaction of reads since the last write (one LMDB reader for all of them)
-        self._lease: _Lease | None = None
         #: writes (bytes) and removals (None) held back for the next transaction
         self._pending: dict[str, Any] = {}
+        self._closed = False
 
-    def _owned(self) -> _Environment:
-        if self._owner is None:
-            raise OSError(f"the LMDB host of {self._path} is closed")
-        return self._owner
+    # -- the database's operations ----------------------------------------------------------------
+
+    def _get(self, name: str) -> pa.Buffer | None:
+        """The value ``name`` (None: not held), for reading the store's files."""
+        raise NotImplementedError
+
+    def _commit(self, changes: list[tuple[str, Any]]) -> None:
+        """Put (bytes) or delete (None) each of ``changes`` in one transaction."""
+        raise NotImplementedError
+
+    def _fresh(self, name: str | None) -> Any:
+        """The value ``name`` as bytes, read anew (None: every name held, as a set)."""
+        raise NotImplementedError
+
+    def _release(self) -> None:
+        """Close the database."""
+        raise NotImplementedError
+
+    # -- FileHost ---------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise OSError(f"the {self.database} host of {self._path} is closed")
+
+    def read(self, name: str) -> pa.Buffer:
+        """A run or the manifest from the database; a base's file from the directory, mapped."""
+        self._check_open()
+        if name in self._pending:
+            self._flush()
+        found = self._get(name)
+        if found is None:
+            return pa.memory_map(os.path.join(self._path, name)).read_buffer()   # FileNotFoundError: neither
+        return found
+
+    def _flush(self, *items: tuple[str, Any]) -> None:
+        """Commit the writes and removals held back, and ``items``, in one transaction."""
+        self._check_open()
+        changes = [*self._pending.items(), *items]
+        self._pending = {}
+        self._commit(changes)
+
+    def write(self, name: str, data: Any) -> None:
+        """Held back until the manifest that names it is written, in its transaction."""
+        self._pending[name] = data
+
+    def seal(self, name: str) -> None:
+        pass   # a base stays a file of the directory (see module)
+
+    def place(self, name: str, source: SourceFile) -> None:
+        """A file of the directory, as on the directory host (a base's values: see module)."""
+        _place_file(os.path.join(self._path, name), source, self._sync)
+
+    def remove(self, name: str) -> None:
+        """A file of the directory at once; a value of the database with the next write."""
+        remove_file(os.path.join(self._path, name))
+        if self._pending.get(name) is not None:
+            del self._pending[name]
+        else:
+            self._pending[name] = None
+
+    def names(self) -> set[str]:
+        self._check_open()
+        files = {entry for entry in os.listdir(self._path) if entry.endswith((DATA, KEYS))}
+        return (self._fresh(None) - {MANIFEST}) | files
+
+    def read_manifest(self) -> bytes | None:
+        self._check_open()
+        found: bytes | None = self._fresh(MANIFEST)
+        return found
+
+    def write_manifest(self, data: bytes) -> object:
+        self._flush((MANIFEST, data))
+        return _content_identity(data)
+
+    def manifest_identity(self) -> object:
+        return _content_identity(self.read_manifest())
+
+    def close(self) -> None:
+        """Commit the removals held back (best effort: the next open removes what no manifest
+        names), then close the database."""
+        if not self._closed:
+            self._pending = {name: None for name, data in self._pending.items() if data is None}
+            if self._pending:
+                try:
+                    self._flush()
+                except OSError:
+                    pass
+            self._closed, self._pending = True, {}
+            self._release()
+
+
+class LMDBHost(_DatabaseHost):
+    """The manifest and the runs as values of one LMDB database (see module)."""
+
+    markers = (LMDB_FILE, LMDB_FILE + "-lock")
+    database = "LMDB"
+
+    def __init__(self, path: str, sync: bool) -> None:
+        super().__init__(path, sync)
+        self._owner: _Environment = _acquire(path)
+        #: the read transaction of reads since the last write (one LMDB reader for all of them)
+        self._lease: _Lease | None = None
 
     @property
     def _env(self) -> Any:
-        return self._owned().env
+        return self._owner.env
 
-    def read(self, name: str) -> pa.Buffer:
-        """A run or the manifest from LMDB (no copy); a base's file from the directory, mapped."""
-        owner = self._owned()
-        if name in self._pending:
-            self._flush()
+    def _get(self, name: str) -> pa.Buffer | None:
+        """LMDB's own pages, no copy: the buffer keeps its read transaction open."""
         with _lmdb_errors(self._path, f"reading {name}"):
             if self._lease is None:
-                self._lease = _Lease(owner)
+                self._lease = _Lease(self._owner)
             view = self._lease.txn.get(name.encode())
         if view is None:
-            return pa.memory_map(os.path.join(self._path, name)).read_buffer()   # FileNotFoundError: neither
+            return None
         if not len(view):
             return pa.py_buffer(b"")
         address = np.frombuffer(view, np.uint8).ctypes.data
         return pa.foreign_buffer(address, len(view), base=self._lease)
 
-    def _flush(self, *items: tuple[str, Any]) -> None:
-        """Commit the writes and removals held back, and ``items``, in one transaction."""
-        changes = [*self._pending.items(), *items]
-        self._pending = {}
+    def _commit(self, changes: list[tuple[str, Any]]) -> None:
         self._lease = None   # later reads see this write (buffers read before keep their transaction)
         with _lmdb_errors(self._path, f"writing {', '.join(name for name, _ in changes)}"):
             with self._env.begin(write=True) as txn:
@@ -275,65 +369,23 @@ class LMDBHost(FileHost):
             if self._sync:
                 self._env.sync(True)
 
-    def write(self, name: str, data: Any) -> None:
-        """Held back until the manifest that names it is written, in its transaction (a file no
-        manifest names is of no use)."""
-        self._pending[name] = data
+    def _fresh(self, name: str | None) -> Any:
+        with _lmdb_errors(self._path, f"reading {name or 'the names'}"), self._env.begin() as txn:
+            if name is None:
+                return {bytes(key).decode() for key in txn.cursor().iternext(keys=True, values=False)}
+            found = txn.get(name.encode())
+            return None if found is None else bytes(found)
 
-    def seal(self, name: str) -> None:
-        pass   # a base stays a file of the directory (see module)
-
-    def place(self, name: str, source: SourceFile) -> None:
-        """A file of the directory, as on the directory host (a base's values: see module)."""
-        _place_file(os.path.join(self._path, name), source, self._sync)
-
-    def remove(self, name: str) -> None:
-        """A file of the directory at once; a value of LMDB held back until the next write
-        (nothing reads a removed file; names are never reused)."""
-        remove_file(os.path.join(self._path, name))
-        if self._pending.get(name) is not None:
-            del self._pending[name]
-        else:
-            self._pending[name] = None
-
-    def names(self) -> set[str]:
-        with _lmdb_errors(self._path, "listing"), self._env.begin() as txn:
-            held = {bytes(key).decode() for key in txn.cursor().iternext(keys=True, values=False)}
-        files = {entry for entry in os.listdir(self._path) if entry.endswith((DATA, KEYS))}
-        return (held - {MANIFEST}) | files
-
-    def read_manifest(self) -> bytes | None:
-        with _lmdb_errors(self._path, "reading the manifest"), self._env.begin() as txn:
-            found = txn.get(MANIFEST.encode())
-        return None if found is None else bytes(found)
-
-    def write_manifest(self, data: bytes) -> object:
-        self._flush((MANIFEST, data))
-        return _content_identity(data)
-
-    def manifest_identity(self) -> object:
-        return _content_identity(self.read_manifest())
-
-    def close(self) -> None:
-        """Commit the removals held back (best effort: the next open removes what no manifest
-        names), then release the environment."""
-        if self._owner is not None:
-            removals = {name: None for name, data in self._pending.items() if data is None}
-            self._pending = removals
-            if removals:
-                try:
-                    self._flush()
-                except OSError:
-                    pass
-            owner, self._owner, self._lease, self._pending = self._owner, None, None, {}
-            _release(owner)
+    def _release(self) -> None:
+        self._lease = None
+        _release(self._owner)
 
 
-class RocksDBHost(FileHost):
-    """The manifest and the runs as values of one RocksDB database beside the bases' files (see
-    module). Writes and removals are held back for the batch that replaces the manifest."""
+class RocksDBHost(_DatabaseHost):
+    """The manifest and the runs as values of one RocksDB database (see module)."""
 
     markers = (ROCKSDB_DIR,)
+    database = "RocksDB"
 
     def __init__(self, path: str, sync: bool) -> None:
         from rocksdict import DBCompressionType, Options, Rdict, WriteOptions
@@ -353,32 +405,15 @@ class RocksDBHost(FileHost):
             self._db: Any = Rdict(os.path.join(path, ROCKSDB_DIR), options)
         self._write_options = WriteOptions()
         self._write_options.sync = sync
-        #: writes (bytes) and removals (None) held back for the next batch
-        self._pending: dict[str, Any] = {}
 
-    def _open_db(self) -> Any:
-        if self._db is None:
-            raise OSError(f"the RocksDB host of {self._path} is closed")
-        return self._db
+    def _get(self, name: str) -> pa.Buffer | None:
+        """A copy (RocksDB hands out new bytes)."""
+        found = self._fresh(name)
+        return None if found is None else pa.py_buffer(found)
 
-    def read(self, name: str) -> pa.Buffer:
-        """A run or the manifest from RocksDB (a copy); a base's file from the directory, mapped."""
-        db = self._open_db()
-        if name in self._pending:
-            self._flush()
-        with _rocksdb_errors(self._path, f"reading {name}"):
-            found = db.get(name.encode())
-        if found is None:
-            return pa.memory_map(os.path.join(self._path, name)).read_buffer()   # FileNotFoundError: neither
-        return pa.py_buffer(found)
-
-    def _flush(self, *items: tuple[str, Any]) -> None:
-        """Commit the writes and removals held back, and ``items``, in one batch."""
+    def _commit(self, changes: list[tuple[str, Any]]) -> None:
         from rocksdict import WriteBatch
 
-        db = self._open_db()
-        changes = [*self._pending.items(), *items]
-        self._pending = {}
         batch = WriteBatch(raw_mode=True)
         for name, data in changes:
             if data is None:
@@ -386,58 +421,16 @@ class RocksDBHost(FileHost):
             else:
                 batch.put(name.encode(), bytes(memoryview(data)))
         with _rocksdb_errors(self._path, f"writing {', '.join(name for name, _ in changes)}"):
-            db.write(batch, self._write_options)
+            self._db.write(batch, self._write_options)
 
-    def write(self, name: str, data: Any) -> None:
-        """Held back until the manifest that names it is written, in its batch."""
-        self._pending[name] = data
+    def _fresh(self, name: str | None) -> Any:
+        with _rocksdb_errors(self._path, f"reading {name or 'the names'}"):
+            if name is None:
+                return {bytes(key).decode() for key in self._db.keys()}
+            return self._db.get(name.encode())
 
-    def seal(self, name: str) -> None:
-        pass   # a base stays a file of the directory
-
-    def place(self, name: str, source: SourceFile) -> None:
-        _place_file(os.path.join(self._path, name), source, self._sync)
-
-    def remove(self, name: str) -> None:
-        """A file of the directory at once; a value held back until the next write."""
-        remove_file(os.path.join(self._path, name))
-        if self._pending.get(name) is not None:
-            del self._pending[name]
-        else:
-            self._pending[name] = None
-
-    def names(self) -> set[str]:
-        db = self._open_db()
-        with _rocksdb_errors(self._path, "listing"):
-            held = {bytes(key).decode() for key in db.keys()}
-        files = {entry for entry in os.listdir(self._path) if entry.endswith((DATA, KEYS))}
-        return (held - {MANIFEST}) | files
-
-    def read_manifest(self) -> bytes | None:
-        db = self._open_db()
-        with _rocksdb_errors(self._path, "reading the manifest"):
-            found = db.get(MANIFEST.encode())
-        return None if found is None else bytes(found)
-
-    def write_manifest(self, data: bytes) -> object:
-        self._flush((MANIFEST, data))
-        return _content_identity(data)
-
-    def manifest_identity(self) -> object:
-        return _content_identity(self.read_manifest())
-
-    def close(self) -> None:
-        """Commit the removals held back (best effort: the next open removes what no manifest
-        names), then close the database."""
-        if self._db is not None:
-            self._pending = {name: None for name, data in self._pending.items() if data is None}
-            if self._pending:
-                try:
-                    self._flush()
-                except OSError:
-                    pass
-            db, self._db, self._pending = self._db, None, {}
-            db.close()
+    def _release(self) -> None:
+        self._db.close()
 
 
 #: The hosts by the name ``ArrangedStore``'s ``host`` option takes.

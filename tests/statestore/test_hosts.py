@@ -30,18 +30,25 @@ def _held(path: str) -> set[str]:
         host.close()
 
 
-def test_hosts_lmdb_keeps_runs_and_the_manifest_in_one_database_and_bases_beside_it(tmp_path):
+@pytest.mark.parametrize("host, database", [("lmdb", [LMDB_FILE, LMDB_FILE + "-lock"]), ("rocksdb", [ROCKSDB_DIR])])
+def test_hosts_database_keeps_runs_and_the_manifest_and_bases_beside_it(tmp_path, host, database):
     path = str(tmp_path / "s")
-    with open_store("arranged", path, **LMDB) as store:
+    with open_store("arranged", path, host=host) as store:
         store.write([(b"k%05d" % i, b"v0") for i in range(5000)], version=0)   # more than a run holds: a base
         for version in range(1, 4):   # small writes: runs
             store.write([(b"k%05d" % i, b"v%d" % version) for i in range(1, 100)], [b"k00000"], version=version)
     bases = [name for name in _files(path) if name.startswith("base-")]
-    assert _files(path) == sorted([LMDB_FILE, LMDB_FILE + "-lock", LOCK_FILE, *bases])
+    assert _files(path) == sorted([*database, LOCK_FILE, *bases])
     assert [name.rsplit(".")[-1] for name in bases] == ["arrow", "keys"]
-    held = _held(path)
-    assert "MANIFEST" in held and len(held) == 4 and all(n.startswith("run-") for n in held - {"MANIFEST"})
-    with open_store("arranged", path, **LMDB) as store:
+    opened = (LMDBHost if host == "lmdb" else RocksDBHost)(path, sync=False)
+    try:
+        held = opened.names() - set(bases)
+        assert len(held) == 3 and all(name.startswith("run-") for name in held)   # the manifest besides
+        assert opened.read_manifest() is not None
+        assert opened.read(bases[0]).size == os.path.getsize(os.path.join(path, bases[0]))   # mapped from the file
+    finally:
+        opened.close()
+    with open_store("arranged", path, host=host) as store:
         assert store.version == 3 and store.get(b"k00000") is None and store.get(b"k00099") == b"v3"
         assert store.get(b"k04999") == b"v0" and store.roll_back(2) == 1 and store.get(b"k00099") == b"v2"
 
@@ -115,42 +122,24 @@ def test_hosts_lmdb_store_destroyed_and_made_again_is_new(tmp_path):
     assert dict(kept) == {b"a": b"1"}
 
 
-def test_hosts_rocksdb_keeps_runs_and_the_manifest_in_one_database_and_bases_beside_it(tmp_path):
-    path = str(tmp_path / "s")
-    with open_store("arranged", path, host="rocksdb") as store:
-        store.write([(b"k%05d" % i, b"v0") for i in range(5000)], version=0)   # a base
-        for version in range(1, 4):   # runs
-            store.write([(b"k%05d" % i, b"v%d" % version) for i in range(1, 100)], [b"k00000"], version=version)
-    bases = [name for name in _files(path) if name.startswith("base-")]
-    assert _files(path) == sorted([ROCKSDB_DIR, LOCK_FILE, *bases]) and len(bases) == 2
-    host = RocksDBHost(path, sync=False)
-    try:
-        assert len(host.names()) == 5 and sum(name.startswith("run-") for name in host.names()) == 3
-        assert host.read(bases[0]).size == os.path.getsize(os.path.join(path, bases[0]))   # mapped from the file
-    finally:
-        host.close()
-    with open_store("arranged", path, host="rocksdb") as store:
-        assert store.version == 3 and store.get(b"k00000") is None and store.get(b"k00099") == b"v3"
-        assert store.get(b"k04999") == b"v0" and store.roll_back(2) == 1 and store.get(b"k00099") == b"v2"
-
-
-def test_hosts_rocksdb_writes_a_run_with_the_manifest_that_names_it(tmp_path):
+@pytest.mark.parametrize("host_class", [LMDBHost, RocksDBHost], ids=["lmdb", "rocksdb"])
+def test_hosts_database_writes_a_run_with_the_manifest_that_names_it(tmp_path, host_class):
     path = str(tmp_path / "s")
     os.makedirs(path)
-    host = RocksDBHost(path, sync=True)
+    host = host_class(path, sync=True)
     try:
         host.write("run-1.arrow", b"run")
-        assert "run-1.arrow" not in host.names()   # not in RocksDB until its manifest
+        assert "run-1.arrow" not in host.names()   # not in the database until its manifest
         host.write_manifest(b"names run-1")
         assert host.names() == {"run-1.arrow"} and host.read("run-1.arrow").to_pybytes() == b"run"
         host.remove("run-1.arrow")
         host.write("run-2.arrow", b"never named")
-        host.remove("run-2.arrow")
+        host.remove("run-2.arrow")   # a write that failed before its manifest: nothing reaches the database
         with pytest.raises(FileNotFoundError):
             host.read("run-2.arrow")
     finally:
         host.close()   # commits the removal held back
-    again = RocksDBHost(path, sync=False)
+    again = host_class(path, sync=False)
     try:
         assert again.names() == set() and again.read_manifest() == b"names run-1"
     finally:
@@ -175,27 +164,6 @@ def test_hosts_another_host_is_refused_and_rebuilt_from_the_changelog(tmp_path):
             assert (dict(store.scan()), store.version) == ({b"k1": b"v1", b"k2": b"v2"}, 2)
         finally:
             store.close()
-
-
-def test_hosts_lmdb_writes_a_run_with_the_manifest_that_names_it(tmp_path):
-    path = str(tmp_path / "s")
-    os.makedirs(path)
-    host = LMDBHost(path, sync=False)
-    try:
-        host.write("run-1.arrow", b"run")
-        assert "run-1.arrow" not in host.names()   # not in LMDB until its manifest
-        host.write_manifest(b"names run-1")
-        assert host.names() == {"run-1.arrow"} and host.read("run-1.arrow").to_pybytes() == b"run"
-        host.remove("run-1.arrow")
-        host.write("run-2.arrow", b"never named")
-        host.remove("run-2.arrow")   # a write that failed before its manifest: nothing reaches LMDB
-    finally:
-        host.close()   # commits the removal held back
-    again = LMDBHost(path, sync=False)
-    try:
-        assert again.names() == set() and again.read_manifest() == b"names run-1"
-    finally:
-        again.close()
 
 
 def test_hosts_unknown_host_is_refused_with_the_choices(tmp_path):
