@@ -59,7 +59,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from streamjoin.bench.goals import GOALS
-from streamjoin.bench.harness import Chart, Table, parse_stores, results_dir, write_results
+from streamjoin.bench.harness import Chart, Table, parse_stores, results_dir, rotated, write_results
 from streamjoin.bench.interval import WorkerMemory
 from streamjoin.bench.sparkutil import fresh_dir, local_session, run_to_noop
 from streamjoin.statestore.registry import DEFAULT_KIND
@@ -559,7 +559,7 @@ def run(args: argparse.Namespace) -> int:
             bench = Bench(spark, root, params, memory)
             results: dict[str, list[Outcome]] = {v: [] for v in chosen}
             for i in range(args.repeat):
-                for variant in chosen:
+                for variant in rotated(chosen, i):   # each variant in every place in turn
                     outcome = bench.measure(variant)
                     results[variant].append(outcome)
                     print(f"run {i + 1}/{args.repeat} {variant}: {outcome.seconds:.2f} s (build "

@@ -239,11 +239,12 @@ GOALS: tuple[Goal, ...] = (
     Goal("nexmark", "q3 (table-table) speed vs Spark", 1.5, "x",
          Cell("spark s / s", _nexmark("q3")), "streamjoin bench nexmark",
          memory=Cell("worker RSS MB", _nexmark("q3")),
-         reason="1.48x on the arranged store and 1.39x on RocksDB in the run of this figure (2026-11-30, load 0.6 "
-                "at its start); the run before it that day gave 1.69x and 1.40x (load 3.7), and a run beside the "
-                "arranged store with its files in LMDB 1.36x and 1.62x there (`streamjoin bench nexmark --stores "
-                "arranged,arranged-lmdb --repeat 3`): Spark's own q3 took 5.45-9.79 s across these runs, so the "
-                "figure sits at the goal and a run's noise decides it. "
+         reason="1.44x on the arranged store and 1.38x on RocksDB in the run of this figure (2026-11-30, load 0.2 "
+                "at its start, nothing else running), 1.52x and 1.32x in the run before it that day; the benchmark "
+                "now rotates the variants' order between runs: the streaming query that followed Spark's join ran "
+                "0.6-2.6 s slower whatever its store, and the figures before the rotation (1.48x, 1.69x) put the "
+                "arranged store second. Spark's own q3 took 7.7-9.8 s across these runs, so the figure sits at "
+                "the goal and a run's noise decides it. "
                 "q3 now runs one stage, as Spark's join does: persons (keyed by the join key) and auctions "
                 "(declared with an immutable join key: right_immutable_join_key) run their key steps inside the join "
                 "stage, and a join with no event time has no flush source; against the previous main (`streamjoin "
@@ -308,8 +309,8 @@ GOALS: tuple[Goal, ...] = (
     Goal("nexmark", "q8w (interval) speed vs Spark", 2.5, "x",
          Cell("spark s / s", _nexmark("q8w")), "streamjoin bench nexmark",
          memory=Cell("worker RSS MB", _nexmark("q8w")),
-         reason="2.15x on the arranged store and 1.97x on RocksDB in the run of this figure (2.18x with the "
-                "arranged store's files in LMDB in another run that day); with 16,000 rows a "
+         reason="2.03x on the arranged store and 1.88x on RocksDB in the run of this figure (1.94x and 1.91x in "
+                "the run before it that day, the variants' order rotated between runs in both); with 16,000 rows a "
                 "micro-batch, about a third "
                 "of the query is Spark's handling of each micro-batch outside its job (listing three file "
                 "sources, the offset and commit logs, planning), and the tasks' fixed cost dominates the rest "

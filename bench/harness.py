@@ -16,12 +16,23 @@ import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypeVar
+
+T = TypeVar("T")
 
 __all__ = ["median_seconds", "Table", "Chart", "results_dir", "write_results", "parse_stores", "key_stages",
            "key_stage_variant", "parse_key_stage_variant", "KEY_STAGE_MODES", "stage_modes", "mode_variant",
            "parse_mode_variant",
-           "format_value", "load_warning", "warn_if_busy", "BUSY_LOAD_PER_CPU", "AnonPeak"]
+           "format_value", "load_warning", "warn_if_busy", "BUSY_LOAD_PER_CPU", "AnonPeak", "rotated"]
+
+
+def rotated(variants: Sequence[T], run: int) -> list[T]:
+    """The variants in the order of timed run ``run``: rotated by one each run, so each takes
+    every place in turn (a streaming query that follows another one runs measurably slower: in a
+    run of q3, q20 and q8w on 2026-11-30, whichever streamjoin store ran first after Spark's join
+    took 0.6-2.6 s longer, whichever store it was)."""
+    at = run % len(variants) if variants else 0
+    return [*variants[at:], *variants[:at]]
 
 
 def median_seconds(fn: Callable[[], object], repeat: int, setup: Callable[[], object] | None = None) -> float:

@@ -45,7 +45,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from streamjoin.bench.harness import Chart, Table, results_dir, write_results
+from streamjoin.bench.harness import Chart, Table, results_dir, rotated, write_results
 from streamjoin.bench.sparkutil import fixed_costs, fresh_dir, local_session, run_to_noop
 from streamjoin.statestore.registry import DEFAULT_KIND
 
@@ -584,8 +584,8 @@ def run(args: argparse.Namespace) -> int:
                 Bench(spark, os.path.join(root, "warm"), params).measure(variant)
             bench = Bench(spark, root, params)
             results: dict[str, list[Outcome]] = {v: [] for v in variants}
-            for _ in range(repeat):
-                for variant in variants:
+            for i in range(repeat):
+                for variant in rotated(variants, i):   # each variant in every place in turn
                     results[variant].append(bench.measure(variant))
             return report(args, params, results, expected, held)
         finally:

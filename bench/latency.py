@@ -56,7 +56,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from streamjoin.bench.harness import Chart, Table, results_dir, write_results
+from streamjoin.bench.harness import Chart, Table, results_dir, rotated, write_results
 from streamjoin.bench.interval import LEFT, RIGHT, SPARK, Bench, Params
 from streamjoin.bench.sparkutil import fresh_dir, local_session
 from streamjoin.jobs.common import help_text
@@ -386,8 +386,8 @@ def run(args: argparse.Namespace) -> int:
     loads: dict[tuple[str, str], float] = {}
     problems: list[str] = []
     try:
-        for _ in range(args.repeat):
-            for variant in variants:
+        for i in range(args.repeat):
+            for variant in rotated(variants, i):   # each variant in every place in turn
                 for feeding in FEEDINGS:
                     done = _run_once(spark, root, data, variant, feeding, args)
                     last = args.steps - 1

@@ -33,6 +33,7 @@ from streamjoin.bench.harness import (
     parse_mode_variant,
     parse_stores,
     results_dir,
+    rotated,
     stage_modes,
     write_results,
 )
@@ -45,7 +46,7 @@ from streamjoin.statestore.registry import DEFAULT_KIND
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["add_arguments", "run", "summary_table", "rotated", "FLINK_SOURCE"]
+__all__ = ["add_arguments", "run", "summary_table", "FLINK_SOURCE"]
 
 STORES = ("arranged", "rocksdb", "lmdb", "memory")
 SPARK = "spark"
@@ -127,15 +128,6 @@ def summary_table(data: Nexmark, cores: int, times: dict[tuple[str, str], list[f
                           round(peak / 2**20) if peak else "-")
         table.add(name, query.join, FLINK, "-", "-", "-", query.flink_per_core, "-", "-")
     return table
-
-
-def rotated(variants: list[str], run: int) -> list[str]:
-    """The variants in the order of timed run ``run``: rotated by one each run, so each takes
-    every place in turn (a streaming query that follows another one runs measurably slower: in a
-    run of q3, q20 and q8w on 2026-11-30, whichever streamjoin store ran first after Spark's join
-    took 0.6-2.6 s longer, whichever store it was)."""
-    at = run % len(variants) if variants else 0
-    return variants[at:] + variants[:at]
 
 
 def run(args: argparse.Namespace) -> int:

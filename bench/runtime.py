@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from streamjoin.bench.harness import Chart, Table, results_dir, write_results
+from streamjoin.bench.harness import Chart, Table, results_dir, rotated, write_results
 from streamjoin.bench.sparkutil import QueryTimes, fresh_dir, local_session, time_stream_parts
 
 __all__ = ["add_arguments", "run", "runtime_table"]
@@ -115,9 +115,9 @@ def run(args: argparse.Namespace) -> int:
             variants[f"streamjoin runtime, {store}{suffix}"] = ours(store, flush)
     time_stream_parts(floor)  # warm up the JVM and the Python workers
     times: dict[str, list[QueryTimes]] = {name: [] for name in variants}
-    for _ in range(args.repeat):
-        for name, build in variants.items():
-            times[name].append(time_stream_parts(build))
+    for i in range(args.repeat):
+        for name in rotated(list(variants), i):   # each variant in every place in turn
+            times[name].append(time_stream_parts(variants[name]))
     table = runtime_table(times, args.rows, "repartition + mapInArrow (floor)")
     print(f"{args.rows:,} rows, {args.batches} micro-batches, {args.partitions} partitions, "
           f"medians of {args.repeat} runs, load average {os.getloadavg()[0]:.2f} as the runs ended")

@@ -73,6 +73,7 @@ from streamjoin.bench.harness import (
     parse_key_stage_variant,
     parse_stores,
     results_dir,
+    rotated,
     store_spec,
     write_results,
 )
@@ -647,7 +648,7 @@ def run(args: argparse.Namespace) -> int:
                 bench.spark_points = args.spark_points
                 results[batches] = {v: [] for v in chosen}
                 for i in range(args.repeat):
-                    for variant in chosen:
+                    for variant in rotated(chosen, i):   # each variant in every place in turn
                         o = bench.measure(variant, warm)
                         results[batches][variant].append(o)
                         print(f"{batches} batches, run {i + 1}/{args.repeat} {variant}: changes {o.change_seconds:.1f} s"

@@ -3,7 +3,8 @@ and the peak memory of streamjoin's Python workers beside them."""
 
 from __future__ import annotations
 
-from streamjoin.bench.nexmark import FLINK, SPARK, rotated, summary_table
+from streamjoin.bench.harness import rotated
+from streamjoin.bench.nexmark import FLINK, SPARK, summary_table
 from streamjoin.bench.nexmark_data import generate
 
 
@@ -20,7 +21,7 @@ def test_nexmark_summary_shows_worker_memory_beside_streamjoin_figures():
     assert rows[SPARK]["worker RSS MB"] == "-" and rows[FLINK]["worker RSS MB"] == "-"
 
 
-def test_nexmark_rotated_puts_every_variant_in_every_place_in_turn():
+def test_harness_rotated_puts_every_variant_in_every_place_in_turn():
     variants = ["spark", "streamjoin-arranged", "streamjoin-rocksdb"]
     orders = [rotated(variants, run) for run in range(4)]
     assert orders[1] == ["streamjoin-arranged", "streamjoin-rocksdb", "spark"] and orders[3] == orders[0]
