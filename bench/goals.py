@@ -335,8 +335,10 @@ GOALS: tuple[Goal, ...] = (
          "streamjoin bench changelog"),
     Goal("runtime", "micro-batch time vs the floor's (batches / floor), every backend", 1.10, "x",
          Each("batches / floor", "variant", _RUNTIME), "streamjoin bench runtime", at_most=True,
-         reason="the run of this figure (load 2.9 as it ended) gave arranged 1.25x, rocksdb 1.21x, lmdb 1.17x and "
-                "memory 1.18x; runs on 2026-11-27 (load 0.2-3.2) gave 1.08-1.23x, the same code varying 0.1x "
+         reason="the run of this figure (2026-11-30, load 2.3 at its start and 3.0 as it ended, the variants' order "
+                "rotated between its 5 runs) gave arranged 1.21x, rocksdb 1.29x, lmdb 1.22x and memory 1.22x; the "
+                "run before it that day, in a fixed order, 1.25x, 1.21x, 1.17x and 1.18x; runs on 2026-11-27 (load "
+                "0.2-3.2) gave 1.08-1.23x, the same code varying 0.1x "
                 "between runs (`streamjoin bench compare`); what a micro-batch adds to the floor's is the tasks' "
                 "checkpoint reads and commits (the changelog delta and the commit record), paid twice a micro-batch (4 "
                 "partitions on 2 cores), and a partition's store handed over when its task lands in another "
