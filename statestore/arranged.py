@@ -134,7 +134,8 @@ class ArrangedStore(Store):
     Options: ``lock_timeout`` (seconds to wait for a held store; default: fail at once), ``sync``
     (fsync every file; default False), ``memory_budget`` (bytes of changes held in memory before
     they are merged into the base; default: the worker's budget over the stores it may hold),
-    ``host`` (where the files live: ``"directory"``, the default, or ``"lmdb"``;
+    ``host`` (where the manifest and the runs live: ``"directory"``, the default, ``"lmdb"`` or
+    ``"rocksdb"``; a base is a pair of files of the directory on every host;
     ``streamjoin.statestore.hosts``).
     """
 

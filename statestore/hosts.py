@@ -29,7 +29,7 @@ base's values and keys and one run per write. Its host keeps them:
 A host only stores bytes under names; the manifest's sizes and CRCs, the order of writes and
 what a name means stay the store's. Files too large to build in memory (a base, written a chunk
 at a time by ``streamjoin.statestore.sorted_base.BaseWriter``) are written into the directory
-first and then handed to the host with ``FileHost.seal``; both hosts keep them there.
+first and then handed to the host with ``FileHost.seal``; every host keeps them there.
 """
 
 from __future__ import annotations
