@@ -231,10 +231,12 @@ GOALS: tuple[Goal, ...] = (
     Goal("enrichment", "speed of streamjoin-arranged vs Spark's stream-static join, 1M events x 1M rows", 1.5, "x",
          Cell("spark s / s", _OURS), "streamjoin bench enrichment --stores arranged --latest '' --user-typed",
          memory=Cell("worker RSS MB", _OURS),
-         reason="the build (the bootstrap's Spark job and version 0: 3.7 s of 26.5 s in the run of this figure; "
-                "Spark's stream-static join builds nothing) and the two micro-batches after the data, which as-of "
-                "needs to release the last events (12 micro-batches against Spark's 10); the data micro-batches "
-                "together take about as long as Spark's. The store is not the limit: RocksDB took 26.6 s in the "
+         reason="0.87x in the run of this figure (2026-11-30, the variants' order rotated between its 2 runs; "
+                "0.80x in a run earlier that day in a fixed order). What streamjoin adds is the build (the bootstrap's "
+                "Spark job and version 0: 2.6-2.8 s of 20.3-22.0 s in this run; Spark's stream-static join builds "
+                "nothing) and the two micro-batches after the data, which as-of needs to release the last events "
+                "(12 micro-batches against Spark's 10); the data micro-batches together take less time than "
+                "Spark's (1.1-1.8 s each against 1.5-2.6 s). The store is not the limit: RocksDB took 23.8 s in the "
                 "same run, and the join's tasks spend about a fifth of their time in the store either way "
                 "(`streamjoin bench store-time`; docs/bench/joins.md)"),
     Goal("nexmark", "q3 (table-table) speed vs Spark", 1.5, "x",
