@@ -161,14 +161,15 @@ def _restore(backend: str, path: str, log: Changelog) -> None:
 
 
 def _raw_loader(backend: str, ordered: list, path: str) -> Callable[[], None]:
-    """The library's own sorted bulk load of ``ordered`` into a new database at ``path``."""
-    if backend in ("rocksdb", "arranged-rocksdb"):
-        return lambda: _raw_rocksdb(ordered, path)
-    if backend in ("lmdb", "arranged-lmdb"):
-        return lambda: _raw_lmdb(ordered, path)
-    if backend == "arranged":
-        return lambda: _raw_arrow(ordered, path)
-    raise SystemExit(f"bench changelog: no raw bulk loader for backend {backend!r} (rocksdb, lmdb, arranged, arranged-lmdb, arranged-rocksdb)")
+    """The library's own sorted bulk load of ``ordered`` into a new database at ``path``: the
+    backend's library, or its host's for the arranged store on another host (``store_spec``)."""
+    kind, options = store_spec(backend)
+    loaders = {"rocksdb": _raw_rocksdb, "lmdb": _raw_lmdb, "arranged": _raw_arrow}
+    loader = loaders.get(options.get("host", kind))
+    if loader is None:
+        raise SystemExit(f"bench changelog: no raw bulk loader for backend {backend!r} "
+                         f"({', '.join(loaders)}, or {HOSTED_HELP})")
+    return lambda: loader(ordered, path)
 
 
 def _raw_rocksdb(ordered: list, path: str) -> None:

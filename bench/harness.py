@@ -23,7 +23,8 @@ T = TypeVar("T")
 __all__ = ["median_seconds", "Table", "Chart", "results_dir", "write_results", "parse_stores", "key_stages",
            "key_stage_variant", "parse_key_stage_variant", "KEY_STAGE_MODES", "stage_modes", "mode_variant",
            "parse_mode_variant",
-           "format_value", "load_warning", "warn_if_busy", "BUSY_LOAD_PER_CPU", "AnonPeak", "rotated"]
+           "format_value", "load_warning", "warn_if_busy", "BUSY_LOAD_PER_CPU", "AnonPeak", "rotated",
+           "resident_pages"]
 
 
 def rotated(variants: Sequence[T], run: int) -> list[T]:
@@ -48,8 +49,8 @@ def median_seconds(fn: Callable[[], object], repeat: int, setup: Callable[[], ob
 
 
 class AnonPeak(threading.Thread):
-    """This process's anonymous resident memory (``RssAnon``: resident less the pages of mapped
-    files, which the operating system can drop), sampled every ``interval`` seconds while the
+    """This process's anonymous resident memory (resident less the pages of mapped files, which
+    the operating system can drop: ``resident_pages``), sampled every ``interval`` seconds while the
     ``with`` block runs; ``growth`` is its largest rise over the value at the start, in bytes
     (0 where ``/proc`` does not say). Memory the allocators keep free (Arrow's pool, the C
     library's heap) is handed back first, so what an earlier measurement freed is not reused
@@ -82,29 +83,32 @@ class AnonPeak(threading.Thread):
 
 def _release_free_memory() -> None:
     import ctypes
-    import ctypes.util
 
     import pyarrow as pa
 
     pa.default_memory_pool().release_unused()
-    name = ctypes.util.find_library("c")
-    if name:
-        try:
-            ctypes.CDLL(name).malloc_trim(0)
-        except (OSError, AttributeError):   # not glibc
-            pass
+    try:
+        ctypes.CDLL(None).malloc_trim(0)   # the C library this process links
+    except (OSError, AttributeError):   # not glibc
+        pass
 
 
 def _anon_bytes() -> int:
-    """This process's ``RssAnon`` in bytes (0: not known)."""
+    """This process's anonymous resident bytes (0: not known)."""
+    resident, files = resident_pages(os.getpid())
+    return resident - files
+
+
+def resident_pages(pid: int) -> tuple[int, int]:
+    """A process's resident bytes, and those of them backed by files (``/proc/<pid>/statm``;
+    0, 0 where it cannot be read)."""
     try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("RssAnon:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+        with open(f"/proc/{pid}/statm") as fh:
+            fields = fh.read().split()
+        page = os.sysconf("SC_PAGE_SIZE")
+        return int(fields[1]) * page, int(fields[2]) * page
+    except (OSError, IndexError, ValueError):
+        return 0, 0
 
 
 @dataclass

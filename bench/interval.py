@@ -45,7 +45,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from streamjoin.bench.harness import Chart, Table, results_dir, rotated, write_results
+from streamjoin.bench.harness import Chart, Table, resident_pages, results_dir, rotated, write_results
 from streamjoin.bench.sparkutil import fixed_costs, fresh_dir, local_session, run_to_noop
 from streamjoin.statestore.registry import DEFAULT_KIND
 
@@ -201,7 +201,7 @@ class WorkerMemory(threading.Thread):
 
     def run(self) -> None:
         while not self._stop_event.wait(self.interval):
-            pages = [_pages(pid) for pid in _workers(os.getpid())]
+            pages = [resident_pages(pid) for pid in _workers(os.getpid())]
             sizes = [resident for resident, _ in pages]
             now = time.time()
             self.samples.append((now, max(sizes, default=0), sum(sizes)))
@@ -284,17 +284,6 @@ def _descendants(root: int) -> dict[int, list[str]]:
 def _workers(root: int) -> list[int]:
     """Descendants of ``root`` running a PySpark daemon or worker."""
     return [pid for pid in _descendants(root) if _is_pyspark(_cmdline(pid))]
-
-
-def _pages(pid: int) -> tuple[int, int]:
-    """A process's resident bytes, and those of them backed by files (``/proc/<pid>/statm``)."""
-    try:
-        with open(f"/proc/{pid}/statm") as fh:
-            fields = fh.read().split()
-        page = os.sysconf("SC_PAGE_SIZE")
-        return int(fields[1]) * page, int(fields[2]) * page
-    except (OSError, IndexError, ValueError):
-        return 0, 0
 
 
 # -- variants ----------------------------------------------------------------------------------

@@ -226,7 +226,7 @@ class _DatabaseHost(FileHost):
     """The manifest and the runs as values of a database in the store directory, the bases as
     files beside it (see module). A write and a removal are held back for the transaction that
     replaces the manifest: a run no manifest names is of no use, and nothing reads a removed file
-    (names are never reused). Subclasses give the database's four operations."""
+    (names are never reused). Subclasses give the database's five operations."""
 
     #: what the database is called in errors
     database = ""
@@ -247,8 +247,12 @@ class _DatabaseHost(FileHost):
         """Put (bytes) or delete (None) each of ``changes`` in one transaction."""
         raise NotImplementedError
 
-    def _fresh(self, name: str | None) -> Any:
-        """The value ``name`` as bytes, read anew (None: every name held, as a set)."""
+    def _fresh(self, name: str) -> bytes | None:
+        """The value ``name`` as bytes, read anew (None: not held)."""
+        raise NotImplementedError
+
+    def _held(self) -> set[str]:
+        """Every name the database holds, read anew."""
         raise NotImplementedError
 
     def _release(self) -> None:
@@ -300,12 +304,11 @@ class _DatabaseHost(FileHost):
     def names(self) -> set[str]:
         self._check_open()
         files = {entry for entry in os.listdir(self._path) if entry.endswith((DATA, KEYS))}
-        return (self._fresh(None) - {MANIFEST}) | files
+        return (self._held() - {MANIFEST}) | files
 
     def read_manifest(self) -> bytes | None:
         self._check_open()
-        found: bytes | None = self._fresh(MANIFEST)
-        return found
+        return self._fresh(MANIFEST)
 
     def write_manifest(self, data: bytes) -> object:
         self._flush((MANIFEST, data))
@@ -369,12 +372,14 @@ class LMDBHost(_DatabaseHost):
             if self._sync:
                 self._env.sync(True)
 
-    def _fresh(self, name: str | None) -> Any:
-        with _lmdb_errors(self._path, f"reading {name or 'the names'}"), self._env.begin() as txn:
-            if name is None:
-                return {bytes(key).decode() for key in txn.cursor().iternext(keys=True, values=False)}
+    def _fresh(self, name: str) -> bytes | None:
+        with _lmdb_errors(self._path, f"reading {name}"), self._env.begin() as txn:
             found = txn.get(name.encode())
             return None if found is None else bytes(found)
+
+    def _held(self) -> set[str]:
+        with _lmdb_errors(self._path, "listing"), self._env.begin() as txn:
+            return {bytes(key).decode() for key in txn.cursor().iternext(keys=True, values=False)}
 
     def _release(self) -> None:
         self._lease = None
@@ -423,11 +428,14 @@ class RocksDBHost(_DatabaseHost):
         with _rocksdb_errors(self._path, f"writing {', '.join(name for name, _ in changes)}"):
             self._db.write(batch, self._write_options)
 
-    def _fresh(self, name: str | None) -> Any:
-        with _rocksdb_errors(self._path, f"reading {name or 'the names'}"):
-            if name is None:
-                return {bytes(key).decode() for key in self._db.keys()}
-            return self._db.get(name.encode())
+    def _fresh(self, name: str) -> bytes | None:
+        with _rocksdb_errors(self._path, f"reading {name}"):
+            found: bytes | None = self._db.get(name.encode())
+            return found
+
+    def _held(self) -> set[str]:
+        with _rocksdb_errors(self._path, "listing"):
+            return {bytes(key).decode() for key in self._db.keys()}
 
     def _release(self) -> None:
         self._db.close()
