@@ -27,6 +27,7 @@ live ones. The previous arrangement is untouched until the new one replaces it.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any, Literal, Sequence
 
 import numpy as np
@@ -34,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamjoin.statestore.base import KeyValue
+from streamjoin.statestore.keycodes import KeyIndex, worth_coding
 
 __all__ = ["Arrangement", "ValueLog", "encode_keys", "encode_clipped", "decode_keys", "key_lengths", "ekeys_of",
            "search", "data_size", "LENGTH_BYTES"]
@@ -300,12 +302,26 @@ class Arrangement:
         mine = self.widened(longest).ekeys
         return mine, encode_keys(keys, mine.dtype.itemsize - LENGTH_BYTES)
 
+    @cached_property
+    def codes(self) -> KeyIndex | None:
+        """The keys' 64-bit codes (``streamjoin.statestore.keycodes``), made at the first search
+        of keys at this width (8 bytes a key); None where no area's keys can be coded."""
+        return KeyIndex.of(self.ekeys)
+
+    def _search(self, mine: np.ndarray, theirs: np.ndarray, side: Literal["left", "right"] = "left") -> np.ndarray:
+        """``search(mine, theirs, side)`` of this arrangement's keys ``mine`` (widened or not):
+        by their codes where ``mine`` is this arrangement's own column and it has them (coded at
+        the first search with enough probes to pay for it)."""
+        coded = mine is self.ekeys and ("codes" in self.__dict__ or worth_coding(len(theirs), len(mine)))
+        codes = self.codes if coded else None
+        return codes.search(theirs, side) if codes is not None else search(mine, theirs, side)
+
     # -- reads ------------------------------------------------------------------------------------
 
     def find(self, keys: Sequence[bytes] | pa.Array) -> tuple[np.ndarray, np.ndarray]:
         """For each key, its position (where it is, or would be inserted) and whether it is there."""
         mine, theirs = self._encoded(keys)
-        at = search(mine, theirs)
+        at = self._search(mine, theirs)
         found = np.zeros(len(theirs), bool)
         inside = at < len(mine)
         found[inside] = mine[at[inside]] == theirs[inside]
@@ -340,11 +356,11 @@ class Arrangement:
         """Per prefix, the positions ``lo, hi`` of the keys that start with it: from the prefix's
         own form (padded with zero bytes) to the form with every byte past it ``\\xff``."""
         mine, theirs = self._encoded(prefixes)
-        lo = search(mine, theirs)
+        lo = self._search(mine, theirs)
         size = theirs.dtype.itemsize
         upper = theirs.view(np.uint8).reshape(len(theirs), size).copy()
         upper[np.arange(size)[None, :] >= key_lengths(theirs)[:, None]] = 0xFF
-        hi = search(mine, upper.view(f"S{size}").reshape(len(theirs)), side="right")
+        hi = self._search(mine, upper.view(f"S{size}").reshape(len(theirs)), side="right")
         return lo, np.maximum(hi, lo)
 
     def entries(self, lo: int, hi: int) -> list[KeyValue]:

@@ -36,6 +36,7 @@ from streamjoin.statestore.arrangement import (
     search,
 )
 from streamjoin.statestore.crc_file import CrcWriter
+from streamjoin.statestore.keycodes import KeyIndex, worth_coding
 
 __all__ = ["SortedBase", "BaseWriter", "write_keys", "remove_file", "KEYS", "DATA"]
 
@@ -96,6 +97,21 @@ class SortedBase:
 
     # -- positions --------------------------------------------------------------------------------
 
+    @cached_property
+    def codes(self) -> KeyIndex | None:
+        """The keys' 64-bit codes (``streamjoin.statestore.keycodes``), made at the first search
+        and held in memory (8 bytes a key); None where no area's keys can be coded (searched as
+        bytes)."""
+        return KeyIndex.of(self.ekeys)
+
+    def search(self, theirs: np.ndarray, side: Literal["left", "right"] = "left") -> np.ndarray:
+        """``np.searchsorted(self.ekeys, theirs, side)`` of keys in the fixed-width form at the
+        base's width: by their codes where the base has them (coded at the first search with
+        enough probes to pay for it)."""
+        coded = "codes" in self.__dict__ or worth_coding(len(theirs), len(self))
+        codes = self.codes if coded else None
+        return codes.search(theirs, side) if codes is not None else search(self.ekeys, theirs, side)
+
     def _positions(self, keys: pa.Array, side: Literal["left", "right"]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per key, where it is or would go (``side`` of equal keys), whether it fits the width,
         and its encoded form at the width.
@@ -103,16 +119,16 @@ class SortedBase:
         A key longer than the base's width is after every base key that is at most its first
         ``width`` bytes and before all others: it is searched as those bytes, on the right."""
         theirs, longer = encode_clipped(keys, self.width)
-        at = search(self.ekeys, theirs, side)
+        at = self.search(theirs, side)
         if side == "left" and longer.any():
-            at[longer] = search(self.ekeys, theirs[longer], "right")
+            at[longer] = self.search(theirs[longer], "right")
         return at, ~longer, theirs
 
     def find_encoded(self, ekeys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``find`` of keys in the fixed-width form, ascending (a delta's)."""
         if ekeys.dtype.itemsize != self.ekeys.dtype.itemsize or not len(self):
             return self.find(decode_keys(ekeys))
-        at = np.searchsorted(self.ekeys, ekeys)
+        at = self.search(ekeys)
         found = np.zeros(len(at), bool)
         inside = at < len(self)
         found[inside] = self.ekeys[at[inside]] == ekeys[inside]
@@ -154,7 +170,7 @@ class SortedBase:
         size = theirs.dtype.itemsize
         upper = theirs.view(np.uint8).reshape(len(theirs), size).copy()
         upper[np.arange(size)[None, :] >= key_lengths(theirs)[:, None]] = 0xFF
-        hi = search(self.ekeys, upper.view(f"S{size}").reshape(len(theirs)), side="right")
+        hi = self.search(upper.view(f"S{size}").reshape(len(theirs)), side="right")
         return lo, np.where(fits, np.maximum(hi, lo), lo)
 
     def keys_at(self, at: np.ndarray) -> pa.Array:

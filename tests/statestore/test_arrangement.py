@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streamjoin.statestore.arrangement import Arrangement, decode_keys, ekeys_of, encode_clipped, encode_keys, search
+from streamjoin.statestore.keycodes import KeyIndex
 
 _KEYS = st.binary(max_size=6)
 _BYTES = st.sampled_from([b"", b"\x00", b"\x00\x00", b"a", b"a\x00", b"a\x00\x01", b"\xff", b"\xff\x00"]) | _KEYS
@@ -82,3 +83,46 @@ def test_encode_clipped_is_the_form_of_each_key_cut_to_the_width(keys, width) ->
     assert longer.tolist() == [len(k) > width for k in keys]
     if all(len(k) <= width for k in keys):
         assert encode_keys(pa.array(keys, pa.binary()), width).tolist() == encoded.tolist()
+
+
+# keys that differ in few byte positions (tags and small integers), and probes that leave them anywhere
+_NARROW = st.lists(st.sampled_from([b"\x00", b"\x01", b"\x7f", b"\xfe", b"\xff"]), min_size=1, max_size=3)
+_SHAPED = st.tuples(st.sampled_from([b"L", b"R"]), st.integers(0, 300), st.integers(0, 70000))
+
+
+def _shaped(tag: bytes, a: int, b: int) -> bytes:
+    return tag + b"\x10" + (a | 1 << 63).to_bytes(8, "big") + b"\x10" + (b | 1 << 63).to_bytes(8, "big")
+
+
+@given(st.lists(st.one_of(_SHAPED, _NARROW, st.just([b"\x00meta"])), max_size=60),
+       st.lists(st.one_of(_SHAPED, _NARROW, st.binary(max_size=19)), max_size=40),
+       st.sampled_from(["left", "right"]))
+def test_keyindex_search_equals_numpy_searchsorted_of_the_keys(keys, probes, side) -> None:
+    # a column of several areas (tags L and R with two integers, short keys, a meta key), probed
+    # by keys of its areas and by any bytes
+    def plain(k):
+        return _shaped(*k) if isinstance(k, tuple) else (b"".join(k) if isinstance(k, list) else k)
+    as_bytes, probe_bytes = [plain(k) for k in keys], [plain(p) for p in probes]
+    width = max(map(len, as_bytes + probe_bytes), default=0)
+    mine = np.unique(encode_keys(as_bytes, width))
+    theirs = encode_keys(probe_bytes, width)
+    index = KeyIndex.of(mine)
+    if index is None:   # no keys, too many first bytes, or no area whose keys differ in at most 8 positions
+        matrix = mine.view(np.uint8).reshape(len(mine), mine.dtype.itemsize)
+        areas = [matrix[matrix[:, 0] == b] for b in np.unique(matrix[:, 0])]
+        assert not len(mine) or len(areas) >= 16 or all((a != a[0]).any(axis=0).sum() > 8 for a in areas)
+        return
+    assert index.search(theirs, side).tolist() == np.searchsorted(mine, theirs, side=side).tolist()
+
+
+def test_keyindex_codes_a_store_of_several_areas() -> None:
+    keys = [b"\x00meta", *(_shaped(b"L", a, b) for a in range(50) for b in range(0, 1000, 97)),
+            *(_shaped(b"R", a, 7 * a) for a in range(300))]
+    mine = np.sort(encode_keys(keys))
+    index = KeyIndex.of(mine)
+    assert index is not None and all(part is not None for part in index.parts)
+    assert index.nbytes == 8 * len(keys)
+    probes = encode_keys([_shaped(b"L", 3, 97), _shaped(b"L", 3, 98), _shaped(b"R", 5, 35), b"M", b"\x00meta"],
+                         mine.dtype.itemsize - 4)
+    for side in ("left", "right"):
+        assert index.search(probes, side).tolist() == np.searchsorted(mine, probes, side=side).tolist()
