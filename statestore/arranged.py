@@ -22,8 +22,10 @@ a new delta (the old layers are untouched until then) and append the write as on
 * ``run-<n>.arrow``: one write: its deletes (a null value) and puts, its range deletes in the
   file's metadata. Opening applies the runs to the base, in order, into the delta.
 
-**Memory budget**: the delta is the only state in the process's own memory. When it holds more
-than ``memory_budget`` bytes, or the runs more than a quarter of the base's entries (or there
+**Memory budget**: the delta is the only state in the process's own memory, with the base's
+search codes (8 bytes a base key, ``streamjoin.statestore.keycodes``), made where they take at
+most a ``CODED_SHARE``-th of the budget (a larger base is searched as bytes). When the delta
+holds more than ``memory_budget`` bytes (its codes counted), or the runs more than a quarter of the base's entries (or there
 are more than ``MAX_RUNS``), the write merges base and delta into a new base, streamed a chunk at
 a time (``Layers.write_base``), the older files are removed and the delta starts empty: the
 store's own compaction, as an LSM tree merges its runs. ``memory_budget`` defaults to the
@@ -84,7 +86,7 @@ from streamjoin.statestore.locking import (
 )
 from streamjoin.statestore.sorted_base import DATA, KEYS, BaseWriter, SortedBase, write_keys
 
-__all__ = ["ArrangedStore", "MAX_RUNS", "HISTORY", "BUDGET_VARIABLE", "worker_budget"]
+__all__ = ["ArrangedStore", "MAX_RUNS", "HISTORY", "BUDGET_VARIABLE", "CODED_SHARE", "worker_budget"]
 
 _FORMAT = "arranged-2"
 #: The environment variable of a Python worker's memory budget for arranged stores.
@@ -95,6 +97,9 @@ _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 MAX_RUNS = 32
 #: Previous versions a store keeps to return to (``ArrangedStore.roll_back``).
 HISTORY = 2
+#: A base's search codes (``streamjoin.statestore.keycodes``: 8 bytes a key, in memory) may take
+#: at most the store's memory budget over this; a larger base is searched as bytes.
+CODED_SHARE = 4
 _RUN_SCHEMA = pa.schema([("key", pa.large_binary()), ("value", pa.large_binary())])
 
 
@@ -230,7 +235,7 @@ class ArrangedStore(Store):
             raise StoreCorruptError(corrupt_message(self.path, self.kind, f"its manifest names a base of {list(files)}"))
         data, keys = (self._mapped(*entry, check) for entry in files)
         try:
-            return SortedBase.mapped(keys, data)
+            return SortedBase.mapped(keys, data, self._budget // CODED_SHARE)
         except (ValueError, pa.ArrowInvalid, OSError) as exc:
             raise StoreCorruptError(corrupt_message(self.path, self.kind, f"{files[0][0]} is unreadable: {exc}")) from exc
 

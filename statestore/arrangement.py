@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamjoin.statestore.base import KeyValue
-from streamjoin.statestore.keycodes import KeyIndex, worth_coding
+from streamjoin.statestore.keycodes import LazyIndex
 
 __all__ = ["Arrangement", "ValueLog", "encode_keys", "encode_clipped", "decode_keys", "key_lengths", "ekeys_of",
            "search", "data_size", "LENGTH_BYTES"]
@@ -303,18 +303,17 @@ class Arrangement:
         return mine, encode_keys(keys, mine.dtype.itemsize - LENGTH_BYTES)
 
     @cached_property
-    def codes(self) -> KeyIndex | None:
-        """The keys' 64-bit codes (``streamjoin.statestore.keycodes``), made at the first search
-        of keys at this width (8 bytes a key); None where no area's keys can be coded."""
-        return KeyIndex.of(self.ekeys)
+    def _index(self) -> LazyIndex:
+        """The keys' 64-bit codes (``streamjoin.statestore.keycodes``), made once this
+        arrangement's searches have paid for them (8 bytes a key)."""
+        return LazyIndex(self.ekeys)
 
     def _search(self, mine: np.ndarray, theirs: np.ndarray, side: Literal["left", "right"] = "left") -> np.ndarray:
         """``search(mine, theirs, side)`` of this arrangement's keys ``mine`` (widened or not):
-        by their codes where ``mine`` is this arrangement's own column and it has them (coded at
-        the first search with enough probes to pay for it)."""
-        coded = mine is self.ekeys and ("codes" in self.__dict__ or worth_coding(len(theirs), len(mine)))
-        codes = self.codes if coded else None
-        return codes.search(theirs, side) if codes is not None else search(mine, theirs, side)
+        by their codes where ``mine`` is this arrangement's own column and they are made."""
+        if mine is not self.ekeys or not len(mine):
+            return search(mine, theirs, side)
+        return self._index.search(theirs, side, lambda: search(mine, theirs, side))
 
     # -- reads ------------------------------------------------------------------------------------
 

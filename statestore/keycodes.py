@@ -17,6 +17,11 @@ probe's byte there is the smaller (it sorts before every key it ties with so far
 ``0xff`` when it is the larger (after them). Such a probe equals no key, so its search lands
 exactly where a search of its bytes would.
 
+**When.** ``LazyIndex`` codes a column only once searches of it have probed a quarter as many
+keys as it holds, so a column searched once with a few probes (a store opened for one task)
+never pays for codes it would not use, and one searched version after version (a store a
+worker keeps warm) is coded early in its life.
+
 **Segments.** A store's column holds several areas, each under its own first byte (a tag), whose
 keys differ in different positions. ``KeyIndex`` codes each run of keys with one first byte on its
 own (``KeyCodes``) and routes a probe to its first byte's run. A run whose keys differ in more
@@ -27,28 +32,24 @@ A column of more than ``MAX_SEGMENTS`` first bytes is not coded at all.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Callable, Literal
 
 import numpy as np
 
-__all__ = ["KeyIndex", "KeyCodes", "CODE_BYTES", "MAX_SEGMENTS", "worth_coding"]
+__all__ = ["LazyIndex", "KeyIndex", "KeyCodes", "CODE_BYTES", "MAX_SEGMENTS"]
 
 #: Bytes of a code: the most positions a column's keys may differ in.
 CODE_BYTES = 8
 #: The most first bytes a coded column may have (one search a segment that probes reach).
 MAX_SEGMENTS = 16
-#: A search of at least one probe per this many keys codes a column not coded yet: coding reads
-#: every key once, a search saves a fraction of a microsecond a probe.
-_PROBES_PER_CODED_KEY = 16
+#: A column is coded once its searches have probed one key per this many of its keys: coding
+#: reads every key once (about 60 ns a key here), a coded search saves 0.2-0.7 us a probe (more
+#: the larger the column), so the codes have paid for themselves by then.
+_KEYS_PER_PROBE = 4
 #: Rows of a column compared at a time while finding its varying positions (bounds the temporary).
 _ROWS = 1 << 16
 #: ``_FILL[k]``: the bits of a code after its first ``k`` bytes.
 _FILL = np.array([(1 << (8 * (CODE_BYTES - k))) - 1 for k in range(CODE_BYTES + 1)], np.uint64)
-
-
-def worth_coding(probes: int, keys: int) -> bool:
-    """Whether a search of ``probes`` probes pays for coding a column of ``keys`` keys."""
-    return probes * _PROBES_PER_CODED_KEY >= keys
 
 
 def _matrix(ekeys: np.ndarray) -> np.ndarray:
@@ -186,3 +187,32 @@ class KeyIndex:
                 np.searchsorted(self.ekeys[start:int(self.starts[s + 1])], theirs[rows], side=side)
             at[rows] = start + found
         return at
+
+
+class LazyIndex:
+    """A column's ``KeyIndex``, made once its searches have probed enough keys (see module), or
+    never where it would take more than ``limit`` bytes (None: no limit)."""
+
+    def __init__(self, ekeys: np.ndarray, limit: int | None = None) -> None:
+        self.ekeys, self.limit = ekeys, limit
+        self._probed = 0
+        self._index: KeyIndex | None = None
+        self._made = limit is not None and CODE_BYTES * len(ekeys) > limit   # (too large: never made)
+
+    @property
+    def index(self) -> KeyIndex | None:
+        """The index, made now if it is not yet (None: the column cannot be coded)."""
+        if not self._made:
+            self._index, self._made = KeyIndex.of(self.ekeys), True
+        return self._index
+
+    def search(self, theirs: np.ndarray, side: Literal["left", "right"], fallback: Callable[[], np.ndarray]
+               ) -> np.ndarray:
+        """``np.searchsorted(self.ekeys, theirs, side)``: by the index where it is made (or
+        these probes make it), else ``fallback()``."""
+        if not self._made:
+            self._probed += len(theirs)
+            if self._probed * _KEYS_PER_PROBE < len(self.ekeys):
+                return fallback()
+        index = self.index
+        return index.search(theirs, side) if index is not None else fallback()

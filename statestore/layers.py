@@ -28,6 +28,7 @@ from streamjoin.statestore.arrangement import (
     key_lengths,
 )
 from streamjoin.statestore.base import KeyValue
+from streamjoin.statestore.keycodes import CODE_BYTES
 from streamjoin.statestore.sorted_base import BaseWriter, SortedBase
 
 __all__ = ["Layers", "MERGE_ROWS"]
@@ -46,9 +47,10 @@ class Layers:
 
     @cached_property
     def delta_bytes(self) -> int:
-        """Bytes of memory the delta holds (its keys, row ids and value log)."""
+        """Bytes of memory the delta holds (its keys, row ids, value log and search codes, 8
+        bytes a key whether made yet or not)."""
         d = self.delta
-        return int(d.ekeys.nbytes + d.rows.nbytes + sum(chunk.nbytes for chunk in d.log.chunks))
+        return int(d.ekeys.nbytes + d.rows.nbytes + CODE_BYTES * len(d) + sum(chunk.nbytes for chunk in d.log.chunks))
 
     def _delta_entries(self) -> tuple[np.ndarray, np.ndarray]:
         """Per delta entry, whether it holds a value (not a tombstone), and its key's and value's bytes."""

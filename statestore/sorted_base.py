@@ -36,7 +36,7 @@ from streamjoin.statestore.arrangement import (
     search,
 )
 from streamjoin.statestore.crc_file import CrcWriter
-from streamjoin.statestore.keycodes import KeyIndex, worth_coding
+from streamjoin.statestore.keycodes import KeyIndex, LazyIndex
 
 __all__ = ["SortedBase", "BaseWriter", "write_keys", "remove_file", "KEYS", "DATA"]
 
@@ -54,15 +54,19 @@ class SortedBase:
 
     ekeys: np.ndarray
     values: ValueLog
+    #: the most bytes of memory the keys' codes may take (None: no limit); a base whose codes
+    #: would take more is searched as bytes
+    code_limit: int | None = None
 
     @classmethod
     def empty(cls) -> SortedBase:
         return cls(np.zeros(0, f"S{LENGTH_BYTES}"), ValueLog())
 
     @classmethod
-    def mapped(cls, keys: pa.Buffer, data: pa.Buffer) -> SortedBase:
+    def mapped(cls, keys: pa.Buffer, data: pa.Buffer, code_limit: int | None = None) -> SortedBase:
         """The base of a ``.keys`` and a ``.arrow`` file's contents (memory-mapped buffers: no
-        copy); ``ValueError`` when they do not make one. The values are the ``.arrow`` file's
+        copy), its codes limited to ``code_limit`` bytes; ``ValueError`` when they do not make
+        one. The values are the ``.arrow`` file's
         ``value`` column: its only one (a base written here), or beside a ``key`` column (a
         changelog snapshot taken as the base, ``SourceFile``); binary values are read as large
         binary (new offsets, the values' bytes not copied)."""
@@ -81,7 +85,7 @@ class SortedBase:
         size = keys.size // n
         if size < LENGTH_BYTES or keys.size % n:
             raise ValueError(f"a key file of {keys.size} bytes does not hold {n} keys")
-        return cls(np.frombuffer(keys, f"S{size}", n), log)
+        return cls(np.frombuffer(keys, f"S{size}", n), log, code_limit)
 
     def __len__(self) -> int:
         return len(self.ekeys)
@@ -98,19 +102,21 @@ class SortedBase:
     # -- positions --------------------------------------------------------------------------------
 
     @cached_property
+    def _index(self) -> LazyIndex:
+        return LazyIndex(self.ekeys, self.code_limit)
+
+    @property
     def codes(self) -> KeyIndex | None:
-        """The keys' 64-bit codes (``streamjoin.statestore.keycodes``), made at the first search
-        and held in memory (8 bytes a key); None where no area's keys can be coded (searched as
-        bytes)."""
-        return KeyIndex.of(self.ekeys)
+        """The keys' 64-bit codes (``streamjoin.statestore.keycodes``), held in memory (8 bytes
+        a key), made now if the searches have not made them yet; None where no area's keys can
+        be coded or the codes would take more than ``code_limit`` bytes (searched as bytes)."""
+        return self._index.index
 
     def search(self, theirs: np.ndarray, side: Literal["left", "right"] = "left") -> np.ndarray:
         """``np.searchsorted(self.ekeys, theirs, side)`` of keys in the fixed-width form at the
-        base's width: by their codes where the base has them (coded at the first search with
-        enough probes to pay for it)."""
-        coded = "codes" in self.__dict__ or worth_coding(len(theirs), len(self))
-        codes = self.codes if coded else None
-        return codes.search(theirs, side) if codes is not None else search(self.ekeys, theirs, side)
+        base's width: by their codes once the base's searches have paid for them
+        (``streamjoin.statestore.keycodes.LazyIndex``)."""
+        return self._index.search(theirs, side, lambda: search(self.ekeys, theirs, side))
 
     def _positions(self, keys: pa.Array, side: Literal["left", "right"]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per key, where it is or would go (``side`` of equal keys), whether it fits the width,

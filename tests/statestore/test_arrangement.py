@@ -8,8 +8,17 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streamjoin.statestore.arrangement import Arrangement, decode_keys, ekeys_of, encode_clipped, encode_keys, search
-from streamjoin.statestore.keycodes import KeyIndex
+from streamjoin.statestore.arrangement import (
+    Arrangement,
+    ValueLog,
+    decode_keys,
+    ekeys_of,
+    encode_clipped,
+    encode_keys,
+    search,
+)
+from streamjoin.statestore.keycodes import KeyIndex, LazyIndex
+from streamjoin.statestore.sorted_base import SortedBase
 
 _KEYS = st.binary(max_size=6)
 _BYTES = st.sampled_from([b"", b"\x00", b"\x00\x00", b"a", b"a\x00", b"a\x00\x01", b"\xff", b"\xff\x00"]) | _KEYS
@@ -126,3 +135,31 @@ def test_keyindex_codes_a_store_of_several_areas() -> None:
                          mine.dtype.itemsize - 4)
     for side in ("left", "right"):
         assert index.search(probes, side).tolist() == np.searchsorted(mine, probes, side=side).tolist()
+
+
+def test_sorted_base_searches_as_bytes_when_its_codes_exceed_the_limit() -> None:
+    keys = [_shaped(b"L", a, b) for a in range(40) for b in range(25)]
+    mine = np.sort(encode_keys(keys))
+    values = ValueLog().appended(pa.array([b"v"] * len(keys), pa.large_binary()))
+    probes = pa.array([_shaped(b"L", 3, 7), _shaped(b"L", 3, 99), b"M"], pa.binary())
+    expected = SortedBase(mine, values).find(probes)
+    for limit, coded in ((None, True), (8 * len(keys), True), (8 * len(keys) - 1, False)):
+        base = SortedBase(mine, values, limit)
+        at, found = base.find(probes)
+        assert (at.tolist(), found.tolist()) == (expected[0].tolist(), expected[1].tolist())
+        assert (base.codes is not None) == coded
+
+
+def test_lazyindex_codes_a_column_once_its_searches_probed_a_quarter_of_its_keys() -> None:
+    keys = [_shaped(b"L", a, b) for a in range(40) for b in range(25)]   # 1,000 keys
+    mine = np.sort(encode_keys(keys))
+    lazy = LazyIndex(mine)
+    probes = mine[::20]                                                   # 50 probes a search
+    for searches in range(1, 5):
+        assert lazy.search(probes, "left", lambda: np.searchsorted(mine, probes)).tolist() == \
+            np.searchsorted(mine, probes).tolist()
+        assert lazy._made is False, searches                              # 50 to 200 probed
+    assert lazy.search(probes, "right", lambda: np.zeros(0, np.int64)).tolist() == \
+        np.searchsorted(mine, probes, side="right").tolist()              # 250: coded, no fallback
+    assert lazy._made and lazy.index is not None
+    assert LazyIndex(mine, limit=8 * len(keys) - 1).index is None        # too large for its limit
