@@ -17,6 +17,9 @@ distinct forms, which numpy compares byte by byte over the whole width. The form
 (numpy's conversion of a list of bytes, or a gather from an Arrow array's buffers), with no
 Python per key. A key longer than the width widens the arrangement that takes it.
 
+**Codes.** An arrangement searched with many probes is searched by 64-bit codes of its keys
+instead of their bytes (``streamjoin.statestore.keycodes``), made at that point and kept with it.
+
 An arrangement never changes: ``Arrangement.applied`` returns a new one with a write's range
 deletes, deletes and puts applied (in that order, as the store contract says), merging the sorted
 puts into the kept entries in one pass over the two numpy columns; the values are not copied, only
