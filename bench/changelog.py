@@ -52,9 +52,9 @@ KEY_BYTES = 16
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--entries", default="1000000,5000000",
                         help="comma-separated state sizes in entries (default: 1000000,5000000)")
-    parser.add_argument("--backends", default="arranged,arranged-lmdb,arranged-rocksdb,rocksdb,lmdb",
+    parser.add_argument("--backends", default="arranged,lmdb,rocksdb,lmdb-kv,rocksdb-kv",
                         help=f"comma-separated store kinds, or {HOSTED_HELP} "
-                             "(default: arranged,arranged-lmdb,arranged-rocksdb,rocksdb,lmdb)")
+                             "(default: arranged,lmdb,rocksdb,lmdb-kv,rocksdb-kv)")
     parser.add_argument("--value-bytes", type=int, default=100, help="value size (default: 100)")
     parser.add_argument("--deltas", type=int, default=10,
                         help="deltas the uncompacted log is written as (default: 10)")
@@ -164,7 +164,8 @@ def _raw_loader(backend: str, ordered: list, path: str) -> Callable[[], None]:
     """The library's own sorted bulk load of ``ordered`` into a new database at ``path``: the
     backend's library, or its host's for the arranged store on another host (``store_spec``)."""
     kind, options = store_spec(backend)
-    loaders = {"rocksdb": _raw_rocksdb, "lmdb": _raw_lmdb, "arranged": _raw_arrow}
+    loaders = {"rocksdb": _raw_rocksdb, "lmdb": _raw_lmdb, "arranged": _raw_arrow,
+               "rocksdb-kv": _raw_rocksdb, "lmdb-kv": _raw_lmdb}
     loader = loaders.get(options.get("host", kind))
     if loader is None:
         raise SystemExit(f"bench changelog: no raw bulk loader for backend {backend!r} "

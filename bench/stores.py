@@ -1,6 +1,6 @@
 """``streamjoin bench stores``: store operations per second per backend, beside the raw library.
 
-For each backend (rocksdb, lmdb, memory) and each operation (batched put, get, multi-get, prefix
+For each backend that keeps one library entry per state entry (rocksdb-kv, lmdb-kv, memory) and each operation (batched put, get, multi-get, prefix
 scan, full scan) the same work runs through our :class:`streamjoin.statestore.Store` and through the raw
 library call: rocksdict's ``Rdict`` in raw mode, py-lmdb, and a plain dict with a sorted key list
 for memory. Reads run on the same open database (the raw calls use the store's own handle), so
@@ -30,7 +30,7 @@ from streamjoin.statestore.base import prefix_end
 __all__ = ["add_arguments", "run"]
 
 _DRAIN: Callable[[Iterable[object]], None] = deque[object](maxlen=0).extend  # consume an iterator at C speed, the same way on both sides
-BACKENDS = ("rocksdb", "lmdb", "memory")
+BACKENDS = ("rocksdb-kv", "lmdb-kv", "memory")
 Op = Callable[[], object]
 
 
@@ -186,7 +186,7 @@ def raw_memory(store: Store, path: str, w: Workload) -> dict[str, tuple[Op, Op |
     }
 
 
-RAW = {"rocksdb": raw_rocksdb, "lmdb": raw_lmdb, "memory": raw_memory}
+RAW = {"rocksdb-kv": raw_rocksdb, "lmdb-kv": raw_lmdb, "memory": raw_memory}
 
 
 # -- our side ------------------------------------------------------------------------------------------

@@ -55,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--users", type=int, default=500, help="users with profiles (default 500)")
     parser.add_argument("--batches", type=int, default=4,
                         help="hours of activity, one micro-batch each; the feed adds two heartbeat batches (default 4)")
-    add_run_options(parser, seed=11, store_help="state store: arranged (default), rocksdb, lmdb, memory",
+    add_run_options(parser, seed=11, store_help="state store: arranged (default), rocksdb, lmdb, rocksdb-kv, lmdb-kv, memory",
                     partitions_help="state partitions (default 4)")
 
 

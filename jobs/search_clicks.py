@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batches", type=int, default=8, help="micro-batches per stream (default 8)")
     parser.add_argument("--delay-minutes", type=float, default=10.0,
                         help="watermark delay: how late an event may be and still join (default 10)")
-    parser.add_argument("--store", default=DEFAULT_KIND, help="state store: arranged (default), rocksdb, lmdb, memory")
+    parser.add_argument("--store", default=DEFAULT_KIND, help="state store: arranged (default), rocksdb, lmdb, rocksdb-kv, lmdb-kv, memory")
     parser.add_argument("--partitions", type=int, default=4, help="state partitions (default 4)")
     parser.add_argument("--seed", type=int, default=7, help="generator seed (default 7)")
     add_session_options(parser)

@@ -53,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batches", type=int, default=8,
                         help="micro-batches, one hour of changes each; the middle one holds the showcase unfollow "
                              "and post deletion (default 8)")
-    add_run_options(parser, seed=5, store_help="state store of the join and the view: arranged (default), rocksdb, lmdb, memory",
+    add_run_options(parser, seed=5, store_help="state store of the join and the view: arranged (default), rocksdb, lmdb, rocksdb-kv, lmdb-kv, memory",
                     partitions_help="state partitions of the join (default 4)")
 
 

@@ -4,8 +4,9 @@
     with open_store("arranged", "/path/to/p0") as store:
         store.write(puts=[(b"k", b"v")], version=0)
 
-Backends: ``arranged`` (default: sorted columns, a base mapped from Arrow files), ``rocksdb``
-(rocksdict), ``lmdb`` (py-lmdb), ``memory`` (tests, the model),
+Backends: ``arranged`` (default: sorted columns, a base mapped from Arrow files), ``rocksdb`` and
+``lmdb`` (the same, its manifest and runs in RocksDB or LMDB), ``rocksdb-kv`` (one rocksdict entry
+per state entry), ``lmdb-kv`` (one py-lmdb entry per state entry), ``memory`` (tests, the model),
 or ``"package.module:Class"``. See :mod:`streamjoin.statestore.base` for the contract.
 """
 

@@ -117,7 +117,7 @@ def _data_file(path: str) -> tuple[int, int, int]:
         return 0, 0, 0
     if 0 < found.st_size < 2 * resource.getpagesize():
         raise StoreTruncatedError(corrupt_message(
-            path, "lmdb", f"data.mdb is truncated to {found.st_size} bytes, shorter than its meta pages"))
+            path, "lmdb-kv", f"data.mdb is truncated to {found.st_size} bytes, shorter than its meta pages"))
     return found.st_dev, found.st_ino, found.st_size
 
 
@@ -128,7 +128,7 @@ class LMDBStore(Store):
     held store; default: fail at once), ``sync`` (fsync each commit; default True).
     """
 
-    kind = "lmdb"
+    kind = "lmdb-kv"
     records_owner = True
 
     @classmethod

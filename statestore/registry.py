@@ -1,7 +1,9 @@
 """Names and import paths of store backends: how ``open_store`` finds one.
 
-Built-in kinds are ``"arranged"`` (the default, :data:`DEFAULT_KIND`), ``"rocksdb"``, ``"lmdb"``
-and ``"memory"``; their modules are imported only when first used. A user's backend plugs in by
+Built-in kinds are ``"arranged"`` (the default, :data:`DEFAULT_KIND`), ``"rocksdb"`` and ``"lmdb"``
+(the arranged store with its manifest and runs in RocksDB or LMDB,
+``streamjoin.statestore.hosted``), ``"rocksdb-kv"`` and ``"lmdb-kv"`` (one RocksDB or LMDB entry
+per state entry) and ``"memory"``; their modules are imported only when first used. A user's backend plugs in by
 ``register_backend(name, factory)`` or by passing ``"package.module:Class"`` as the kind. A factory
 is called as ``factory(path, **options)`` and must return a ``streamjoin.statestore.base.Store``.
 """
@@ -21,8 +23,10 @@ __all__ = ["open_store", "register_backend", "destroy_store", "backend_names", "
 StoreFactory = Callable[..., Store]
 
 _BUILTIN = {
-    "rocksdb": "streamjoin.statestore.rocksdb:RocksDBStore",
-    "lmdb": "streamjoin.statestore.lmdb:LMDBStore",
+    "rocksdb": "streamjoin.statestore.hosted:RocksDBArrangedStore",
+    "lmdb": "streamjoin.statestore.hosted:LMDBArrangedStore",
+    "rocksdb-kv": "streamjoin.statestore.rocksdb:RocksDBStore",
+    "lmdb-kv": "streamjoin.statestore.lmdb:LMDBStore",
     "memory": "streamjoin.statestore.memory:MemoryStore",
     "arranged": "streamjoin.statestore.arranged:ArrangedStore",
 }

@@ -93,7 +93,7 @@ class RocksDBStore(Store):
     ``sync`` (fsync the write-ahead log on every write; default False).
     """
 
-    kind = "rocksdb"
+    kind = "rocksdb-kv"
     records_owner = True
 
     @classmethod
@@ -360,7 +360,7 @@ def _open_rdict(path: str) -> Rdict:
             raise StoreLockedError(held_message(path)) from exc
         if os_refusal(message) is not None:  # a full disk is not a damaged store: keep it
             raise io_error(path, message) from exc
-        raise StoreCorruptError(corrupt_message(path, "rocksdb", message)) from exc
+        raise StoreCorruptError(corrupt_message(path, RocksDBStore.kind, message)) from exc
 
 
 def _read_meta(db: Rdict, path: str, key: bytes) -> bytes | None:
@@ -368,7 +368,7 @@ def _read_meta(db: Rdict, path: str, key: bytes) -> bytes | None:
     try:
         return meta.get(key)
     except Exception as exc:
-        raise StoreCorruptError(corrupt_message(path, "rocksdb", str(exc))) from exc
+        raise StoreCorruptError(corrupt_message(path, RocksDBStore.kind, str(exc))) from exc
     finally:
         del meta
 
@@ -378,7 +378,7 @@ def _read_version(db: Rdict, path: str) -> int | None:
     if raw is None:
         return None
     if len(raw) != 8:
-        raise StoreCorruptError(corrupt_message(path, "rocksdb", f"bad version marker {raw!r}"))
+        raise StoreCorruptError(corrupt_message(path, RocksDBStore.kind, f"bad version marker {raw!r}"))
     return decode_int(raw)
 
 
@@ -425,5 +425,5 @@ def _check_range(start: object, end: object) -> None:
 
 def _read_error(path: str, exc: Exception) -> StoreError:
     if str(exc).startswith("Corruption:"):  # a block checksum mismatch, a torn table file
-        return mark_damaged(path, "rocksdb", f"read failed: {exc}")
+        return mark_damaged(path, RocksDBStore.kind, f"read failed: {exc}")
     return StoreError(f"read from {path} failed: {type(exc).__name__}: {exc}")

@@ -89,8 +89,8 @@ class StateConfig:
 class JoinOptions:
     """A join's state settings, validated.
 
-    ``store``: ``arranged`` (the default), ``rocksdb``, ``lmdb``, ``memory`` or
-    ``package.module:Class`` (its module imported now); ``checkpoint``: a path or ``pyarrow.fs`` URI, or None (a batch join then uses a new
+    ``store``: ``arranged`` (the default), ``rocksdb`` or ``lmdb`` (the arranged store on those
+    hosts), ``rocksdb-kv``, ``lmdb-kv``, ``memory`` or ``package.module:Class`` (its module imported now); ``checkpoint``: a path or ``pyarrow.fs`` URI, or None (a batch join then uses a new
     temporary one; a streaming join refuses None when it starts); ``partitions``: an int from 1 to
     ``max_partitions``, or None for ``spark.sql.shuffle.partitions``; ``store_options``: keyword options of the store;
     ``state_dir``: the local stores' root (None: under Spark's local directory);

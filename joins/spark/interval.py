@@ -68,8 +68,9 @@ def interval_join(
         delay: How late an event may arrive and still join (the watermark's delay).
         how: ``inner``, ``left``, ``right``, ``full``, ``left_semi``, ``left_anti``, or Spark's
             spellings of them (``left_outer``, ``full_outer``, ``outer``, ``semi``, ``anti``, ...).
-        store: ``arranged`` (the default: sorted columns, a base mapped from files), ``rocksdb``,
-            ``lmdb``, ``memory`` or ``package.module:Class``.
+        store: ``arranged`` (the default: sorted columns, a base mapped from files), ``rocksdb``
+            or ``lmdb`` (the same, its runs held in RocksDB or LMDB), ``rocksdb-kv``, ``lmdb-kv``,
+            ``memory`` or ``package.module:Class``.
         checkpoint: A path or ``pyarrow.fs`` URI; required for streaming inputs.
         partitions: Defaults to ``spark.sql.shuffle.partitions``.
         store_options: Options passed to the store backend.

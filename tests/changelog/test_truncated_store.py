@@ -19,7 +19,7 @@ path, log = sys.argv[1] + "/p=0", Changelog(sys.argv[1] + "/log")
 PUTS = [(b"k%06d" % i, b"v" * 200) for i in range(20000)]
 
 def commit(version, puts):
-    store, _ = open_logged_store("lmdb", path, log, version - 1 if version else None, warm=True)
+    store, _ = open_logged_store("lmdb-kv", path, log, version - 1 if version else None, warm=True)
     store.write(puts, (), (), version=version)
     release_logged_store(store)
     return store.inner
@@ -32,7 +32,7 @@ _SCENARIOS = {
     "warm": """
         commit(0, PUTS)
         truncate()                      # the store is parked, its file mapped
-        store, report = open_logged_store("lmdb", path, log, 0, warm=True)
+        store, report = open_logged_store("lmdb-kv", path, log, 0, warm=True)
         assert report.how is OpenHow.REBUILT, report
         assert dict(store.scan()) == dict(PUTS)
         store.close()
@@ -42,17 +42,17 @@ _SCENARIOS = {
         warm.evict_all()
         truncate()
         try:
-            open_store("lmdb", path)
+            open_store("lmdb-kv", path)
         except StoreTruncatedError as exc:
             assert "truncated" in str(exc), exc
         else:
             raise AssertionError("a truncated store opened")
-        store, report = open_logged_store("lmdb", path, log, 0)
+        store, report = open_logged_store("lmdb-kv", path, log, 0)
         assert report.how is OpenHow.REBUILT and dict(store.scan()) == dict(PUTS), report
         store.close()
     """,
     "open": """
-        store = open_store("lmdb", path)
+        store = open_store("lmdb-kv", path)
         store.write(PUTS, version=0)
         truncate()
         try:

@@ -25,7 +25,7 @@ from streamjoin.testing.interval import join_key
 UTC = dt.timezone.utc
 BASE = dt.datetime(2021, 1, 1, tzinfo=UTC)
 #: The store backends, and the arranged store with its files in LMDB (``host="lmdb"``).
-STORES = ("memory", "rocksdb", "lmdb", "arranged", "tests.statestore.hosted:ArrangedOnLMDB")
+STORES = ("memory", "rocksdb", "lmdb", "arranged", "rocksdb-kv", "lmdb-kv")
 #: A third of the profile's examples a test (each example is a whole run of a join).
 EXAMPLES = settings(max_examples=max(10, settings().max_examples // 3))
 #: Join-key values per type (None: a null key).

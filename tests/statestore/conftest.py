@@ -38,18 +38,19 @@ class Backend:
 
 BACKENDS = [
     Backend("memory", "memory", on_disk=False),
+    # the arranged store with its manifest and runs in RocksDB, in LMDB (its bases files beside them)
     Backend("rocksdb", "rocksdb"),
     Backend("lmdb", "lmdb"),
+    # one RocksDB or LMDB entry per state entry
+    Backend("rocksdb-kv", "rocksdb-kv"),
+    Backend("lmdb-kv", "lmdb-kv"),
     Backend("arranged", "arranged"),
     # a budget of one byte: every write merges its changes into a new base (memory-mapped files)
     Backend("arranged-merging", "arranged", options=(("memory_budget", 1),)),
-    # the arrangement's manifest and runs held in LMDB, in RocksDB (its bases files beside them)
-    Backend("arranged-lmdb", "arranged", options=(("host", "lmdb"),)),
-    Backend("arranged-rocksdb", "arranged", options=(("host", "rocksdb"),)),
     Backend("user-import-path", "tests.statestore.userstore:PickleStore"),
     Backend("user-registered", REGISTERED_USER_KIND),
 ]
-DISK_BACKENDS = [b for b in BACKENDS if b.name in ("rocksdb", "lmdb", "arranged", "arranged-lmdb", "arranged-rocksdb")]
+DISK_BACKENDS = [b for b in BACKENDS if b.name in ("rocksdb", "lmdb", "rocksdb-kv", "lmdb-kv", "arranged")]
 
 
 @pytest.fixture(params=BACKENDS, ids=lambda b: b.name)

@@ -1,5 +1,6 @@
 """Where an arranged store's files live (``host=``): what the LMDB host does beyond the store
-contract, which its suites check (the ``arranged-lmdb`` backend of ``conftest.BACKENDS``)."""
+contract, which its suites check (the ``lmdb`` and ``rocksdb`` backends of ``conftest.BACKENDS``, the
+arranged store on those hosts)."""
 
 from __future__ import annotations
 

@@ -62,20 +62,24 @@ def test_open_corrupt_path_names_it_and_says_what_to_do(disk_backend: Backend, s
         assert list(store.scan()) == []
 
 
-def test_open_store_of_the_other_kind_is_refused(store_path: str) -> None:
-    with statestore.open_store("lmdb", store_path) as store:
+@pytest.mark.parametrize("first, second", [("lmdb-kv", "rocksdb-kv"), ("lmdb", "rocksdb"), ("rocksdb-kv", "rocksdb"),
+                                           ("lmdb-kv", "lmdb")])
+def test_open_store_of_the_other_kind_is_refused(store_path: str, first: str, second: str) -> None:
+    # (a store of 0.2's "rocksdb" or "lmdb", now "rocksdb-kv" and "lmdb-kv", is refused by the
+    # arranged store that those names now mean: the changelog's open path then rebuilds it)
+    with statestore.open_store(first, store_path) as store:
         store.write(puts=[(b"a", b"1")])
-    with pytest.raises(StoreCorruptError, match="not a readable rocksdb store"):
-        statestore.open_store("rocksdb", store_path)
-    statestore.destroy_store("lmdb", store_path)
-    with statestore.open_store("rocksdb", store_path) as store:
+    with pytest.raises(StoreCorruptError, match=f"not a readable {second} store"):
+        statestore.open_store(second, store_path)
+    statestore.destroy_store(first, store_path)
+    with statestore.open_store(second, store_path) as store:
         store.write(puts=[(b"a", b"1")])
-    with pytest.raises(StoreCorruptError, match="not a readable lmdb store"):
-        statestore.open_store("lmdb", store_path)
+    with pytest.raises(StoreCorruptError, match=f"not a readable {first} store"):
+        statestore.open_store(first, store_path)
 
 
 def test_open_rocksdb_with_damaged_table_file_is_corrupt(store_path: str) -> None:
-    with statestore.open_store("rocksdb", store_path) as store:
+    with statestore.open_store("rocksdb-kv", store_path) as store:
         store.write(puts=[(b"k%04d" % i, b"v" * 50) for i in range(1000)])
     tables = [n for n in os.listdir(store_path) if n.endswith(".sst")]
     assert tables  # close() flushed the memtable into a table file
@@ -84,7 +88,7 @@ def test_open_rocksdb_with_damaged_table_file_is_corrupt(store_path: str) -> Non
         fh.seek(fh.tell() - 48)
         fh.write(b"\x00" * 48)  # the footer with the magic number
     with pytest.raises(StoreCorruptError, match=store_path):
-        statestore.open_store("rocksdb", store_path)
+        statestore.open_store("rocksdb-kv", store_path)
 
 
 BAD_CALLS = {
@@ -112,7 +116,7 @@ def test_backend_errors_never_escape_untranslated(disk_backend: Backend, store_p
 
 
 def test_lmdb_scan_open_across_close_fails_as_store_error(store_path: str) -> None:
-    store = statestore.open_store("lmdb", store_path)
+    store = statestore.open_store("lmdb-kv", store_path)
     store.write(puts=[(b"a", b"1"), (b"b", b"2")])
     scan = store.scan()
     assert next(scan) == (b"a", b"1")
@@ -140,15 +144,16 @@ def test_statestore_all_lists_exactly_the_public_names() -> None:
 
 def disk_full_on_open(disk_backend: Backend, monkeypatch: pytest.MonkeyPatch, path: str) -> None:
     """Make the backend's library fail to open ``path`` the way it does when the disk is full."""
-    if disk_backend.kind == "rocksdb":
+    if disk_backend.kind == "rocksdb-kv":
         def full(*args, **kwargs):
             raise Exception(f"IO error: No space left on deviceWhile appending to file: {path}/000009.log: "
                             "No space left on device")
         monkeypatch.setattr(rocksdb_backend, "Rdict", full)
-    elif disk_backend.kind == "arranged":
+    elif disk_backend.kind in ("arranged", "rocksdb", "lmdb"):   # the arranged store, on its host
         def no_space(self: object) -> bytes:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
-        monkeypatch.setattr(HOSTS[dict(disk_backend.options).get("host", "directory")], "read_manifest", no_space)
+        host = disk_backend.kind if disk_backend.kind != "arranged" else "directory"
+        monkeypatch.setattr(HOSTS[host], "read_manifest", no_space)
     else:
         def full(*args, **kwargs):
             raise lmdb.Error(f"{path}: {os.strerror(errno.ENOSPC)}")
@@ -187,12 +192,12 @@ def test_open_store_with_a_kind_that_is_not_a_string_names_it(store_path: str, k
 
 @pytest.mark.parametrize(
     "kind,options,named",
-    [("lmdb", dict(map_size=-1), "map_size=-1"), ("lmdb", dict(map_size=0), "map_size=0"),
-     ("lmdb", dict(map_size="64MB"), "map_size='64MB'"), ("lmdb", dict(map_size=True), "map_size=True"),
-     ("lmdb", dict(map_size=1 << 50), "map_size=1125899906842624"),
+    [("lmdb-kv", dict(map_size=-1), "map_size=-1"), ("lmdb-kv", dict(map_size=0), "map_size=0"),
+     ("lmdb-kv", dict(map_size="64MB"), "map_size='64MB'"), ("lmdb-kv", dict(map_size=True), "map_size=True"),
+     ("lmdb-kv", dict(map_size=1 << 50), "map_size=1125899906842624"),
      ("lmdb", dict(sync="no"), "sync='no'"), ("rocksdb", dict(sync=1), "sync=1"),
      ("lmdb", dict(lock_timeout=-1), "lock_timeout=-1"), ("rocksdb", dict(lock_timeout="5"), "lock_timeout='5'"),
-     ("lmdb", dict(mapsize=1 << 20), "mapsize"), ("rocksdb", dict(map_size=1 << 20), "map_size"),
+     ("lmdb-kv", dict(mapsize=1 << 20), "mapsize"), ("rocksdb", dict(map_size=1 << 20), "map_size"),
      ("memory", dict(sync=True), "sync"), ("arranged", dict(memory_budget="1g"), "memory_budget='1g'"),
      ("arranged", dict(memory_budget=0), "memory_budget=0"), ("arranged", dict(sync=None), "sync=None")],
 )
@@ -206,7 +211,7 @@ def test_open_store_with_a_bad_option_names_it(store_path: str, kind: str, optio
     assert str(checked.value) == str(caught.value)
 
 
-@pytest.mark.parametrize("kind,options", [("lmdb", dict(map_size=1 << 20, sync=False)), ("rocksdb", dict(lock_timeout=2)),
+@pytest.mark.parametrize("kind,options", [("lmdb-kv", dict(map_size=1 << 20, sync=False)), ("rocksdb", dict(lock_timeout=2)),
                                           ("arranged", dict(memory_budget=1 << 20)), ("arranged", {}), ("memory", {})])
 def test_check_store_options_takes_good_options(kind: str, options: dict) -> None:
     check_store_options(kind, options)

@@ -167,9 +167,9 @@ def test_options_validate_once_and_build_the_state_config(tmp_path):
     ({"store": "memory", "store_options": {"a": 1}}, "store kind 'memory' has no option 'a'; its options are none$"),
     # options of another backend without its name: the default kind is named, and the kind that takes them
     ({"store_options": {"map_size": 1 << 30}},
-     r"store kind 'arranged' has no option 'map_size'.*; store='lmdb' takes it \('arranged' is the default store kind\)"),
+     r"store kind 'arranged' has no option 'map_size'.*; store='lmdb-kv' takes it \('arranged' is the default store kind\)"),
     ({"store": "rocksdb", "store_options": {"sync": "yes"}}, r"sync='yes'\): sync must be True or False"),
-    ({"store": "lmdb", "store_options": {"map_size": 0}}, "map_size must be a whole number of bytes"),
+    ({"store": "lmdb-kv", "store_options": {"map_size": 0}}, "map_size must be a whole number of bytes"),
     ({"store": "arranged", "store_options": {"memory_budget": "1g"}}, "memory_budget must be a whole number of bytes"),
     ({"max_partitions": 0}, "max_partitions must be an int"),
     ({"max_partitions": "64"}, "max_partitions must be an int"),

@@ -89,10 +89,11 @@ def test_table_join_equals_reference_with_arranged_state_over_its_memory_budget(
         check_against_reference(case, "arranged")
 
 
-@pytest.mark.parametrize("host", ["LMDB", "RocksDB"])
+@pytest.mark.parametrize("kind", ["lmdb", "rocksdb"])
 @settings(max_examples=scaled(6))
 @given(case=table_cases(max_changes=12, max_batches=3, max_partitions=2))
-def test_table_join_equals_reference_with_arranged_state_on_another_host(host, case):
-    # the arranged store's manifest and runs held in LMDB or RocksDB, every write merging a new base
+def test_table_join_equals_reference_with_arranged_state_on_another_host(kind, case):
+    # store="lmdb" and store="rocksdb": the arranged store's manifest and runs held in LMDB or
+    # RocksDB, every write merging a new base
     with mock.patch.dict(os.environ, {BUDGET_VARIABLE: "9"}):
-        check_against_reference(case, f"tests.statestore.hosted:ArrangedOn{host}")
+        check_against_reference(case, kind)
