@@ -312,10 +312,15 @@ class _DatabaseHost(FileHost):
 
     def write_manifest(self, data: bytes) -> object:
         self._flush((MANIFEST, data))
-        return _content_identity(data)
+        return self._database_key(), _content_identity(data)
 
     def manifest_identity(self) -> object:
-        return _content_identity(self.read_manifest())
+        """The database's own file or directory (a store directory swapped under an open store
+        brings another one) and the manifest's content."""
+        return self._database_key(), _content_identity(self.read_manifest())
+
+    def _database_key(self) -> tuple[int, int] | None:
+        return _file_key(os.path.join(self._path, self.markers[0]))
 
     def close(self) -> None:
         """Commit the removals held back (best effort: the next open removes what no manifest

@@ -156,7 +156,7 @@ def test_open_logged_store_rebuilds_lost_local_store(runner):
     assert (state, version) == (runner.model.states[5], 5)
 
 
-@pytest.mark.parametrize("backend", ["rocksdb", "lmdb"])  # the memory store cannot be damaged
+@pytest.mark.parametrize("backend", ["rocksdb-kv", "lmdb-kv"])  # the memory store cannot be damaged
 def test_open_logged_store_rebuilds_unreadable_local_store(runner, backend):
     for version, write in enumerate(WRITES[:4]):
         runner.batch(version, write)
@@ -170,11 +170,12 @@ def test_open_logged_store_rebuilds_unreadable_local_store(runner, backend):
     assert (state, version) == (runner.model.states[3], 3)
 
 
-@pytest.mark.parametrize("before, after", [("rocksdb", "arranged"), ("lmdb", "arranged"), ("arranged", "rocksdb"),
-                                           ("arranged", "lmdb")])
+@pytest.mark.parametrize("before, after", [("rocksdb-kv", "arranged"), ("lmdb-kv", "arranged"), ("arranged", "rocksdb-kv"),
+                                           ("arranged", "lmdb-kv"), ("rocksdb-kv", "rocksdb"), ("lmdb-kv", "lmdb")])
 def test_open_logged_store_rebuilds_a_store_of_another_kind(tmp_path, before, after):
-    # a query restarted with another store= (or on a release with another default) finds the
-    # directory the old kind left at the partition's path
+    # a query restarted with another store= (or on a release with another default, or on 0.3, where
+    # "rocksdb" and "lmdb" became the arranged store, on a store of 0.2's "rocksdb" or "lmdb": now
+    # "rocksdb-kv" and "lmdb-kv") finds the directory the old kind left at the partition's path
     log, path = Changelog(str(tmp_path / "log")), str(tmp_path / "p0")
     store, _ = open_logged_store(before, path, log, None)
     for version in range(3):

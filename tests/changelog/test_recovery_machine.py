@@ -113,7 +113,7 @@ def test_recovery_machine_matches_model(backend):
     machine = type(f"RecoveryMachine_{backend}", (RecoveryMachine,), {"kind": backend})
     case = machine.TestCase
     examples = case.settings.max_examples
-    if backend == "rocksdb":  # each step opens RocksDB (~15 ms): a third of the examples
+    if backend == "rocksdb-kv":  # each step opens RocksDB (~15 ms): a third of the examples
         examples = max(20, examples // 3)
     case.settings = settings(case.settings, stateful_step_count=12, max_examples=examples)
     case().runTest()
