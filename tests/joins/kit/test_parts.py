@@ -190,7 +190,9 @@ def test_options_refuse_a_worker_budget_that_is_not_a_size_before_any_task(monke
     monkeypatch.setenv("STREAMJOIN_WORKER_MEMORY", "lots")
     with pytest.raises(JoinDefinitionError, match="STREAMJOIN_WORKER_MEMORY='lots'.*e.g. 512m"):
         JoinOptions(store="arranged")
-    JoinOptions(store="rocksdb")   # another store does not read it
+    with pytest.raises(JoinDefinitionError, match="STREAMJOIN_WORKER_MEMORY='lots'"):
+        JoinOptions(store="rocksdb")   # the arranged store on RocksDB
+    JoinOptions(store="rocksdb-kv")   # a store of one entry per state entry does not read it
 
 
 def test_times_parse_durations_from_both_spellings():
