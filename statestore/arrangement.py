@@ -38,10 +38,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamjoin.statestore.base import KeyValue
-from streamjoin.statestore.keycodes import LazyIndex
+from streamjoin.statestore.keycodes import LazyIndex, search
 
 __all__ = ["Arrangement", "ValueLog", "encode_keys", "encode_clipped", "decode_keys", "key_lengths", "ekeys_of",
-           "search", "data_size", "LENGTH_BYTES"]
+           "data_size", "LENGTH_BYTES"]
 
 #: Bytes of the length that follows a key's padded bytes.
 LENGTH_BYTES = 4
@@ -316,7 +316,7 @@ class Arrangement:
         by their codes where ``mine`` is this arrangement's own column and they are made."""
         if mine is not self.ekeys or not len(mine):
             return search(mine, theirs, side)
-        return self._index.search(theirs, side, lambda: search(mine, theirs, side))
+        return self._index.search(theirs, side)
 
     # -- reads ------------------------------------------------------------------------------------
 
@@ -487,19 +487,6 @@ class Arrangement:
         log, rows = self.log, self.rows
         in_order = len(log.chunks) == 1 and len(log) == len(rows) and bool(np.array_equal(rows, np.arange(len(rows))))
         return pa.table({"ekey": ekeys, "value": log.chunks[0] if in_order else log.take(rows)})
-
-
-def search(mine: np.ndarray, theirs: np.ndarray, side: Literal["left", "right"] = "left") -> np.ndarray:
-    """``np.searchsorted(mine, theirs, side)``, the probes visited in ascending order: numpy then
-    starts each search where the previous one ended, and walks the arrangement forward instead of
-    jumping across it, many times faster once the arrangement outgrows the CPU's caches (a
-    batch's keys come in the order of its rows). Probes already in order are not sorted again."""
-    if len(theirs) < 2 or bool((theirs[1:] >= theirs[:-1]).all()):
-        return np.searchsorted(mine, theirs, side=side)
-    order = np.argsort(theirs, kind="stable")
-    at = np.empty(len(theirs), np.int64)
-    at[order] = np.searchsorted(mine, theirs[order], side=side)
-    return at
 
 
 def _longest(keys: Sequence[bytes] | pa.Array) -> int:

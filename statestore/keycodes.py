@@ -32,11 +32,11 @@ A column of more than ``MAX_SEGMENTS`` first bytes is not coded at all.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import Literal
 
 import numpy as np
 
-__all__ = ["LazyIndex", "KeyIndex", "KeyCodes", "CODE_BYTES", "MAX_SEGMENTS"]
+__all__ = ["LazyIndex", "KeyIndex", "KeyCodes", "search", "CODE_BYTES", "MAX_SEGMENTS"]
 
 #: Bytes of a code: the most positions a column's keys may differ in.
 CODE_BYTES = 8
@@ -50,6 +50,20 @@ _KEYS_PER_PROBE = 4
 _ROWS = 1 << 16
 #: ``_FILL[k]``: the bits of a code after its first ``k`` bytes.
 _FILL = np.array([(1 << (8 * (CODE_BYTES - k))) - 1 for k in range(CODE_BYTES + 1)], np.uint64)
+
+
+def search(mine: np.ndarray, theirs: np.ndarray, side: Literal["left", "right"] = "left") -> np.ndarray:
+    """``np.searchsorted(mine, theirs, side)``, the probes visited in ascending order: numpy then
+    starts each search where the previous one ended, and walks the sorted column forward instead
+    of jumping across it, many times faster once the column outgrows the CPU's caches (a batch's
+    keys come in the order of its rows). Probes already in order are not sorted again. Works on
+    ``S`` keys and on codes alike."""
+    if len(theirs) < 2 or bool((theirs[1:] >= theirs[:-1]).all()):
+        return np.searchsorted(mine, theirs, side=side)
+    order = np.argsort(theirs, kind="stable")
+    at = np.empty(len(theirs), np.int64)
+    at[order] = np.searchsorted(mine, theirs[order], side=side)
+    return at
 
 
 def _matrix(ekeys: np.ndarray) -> np.ndarray:
@@ -122,20 +136,12 @@ class KeyCodes:
             lower = matrix[odd, where] < self.common[where]
             fill = _FILL[np.searchsorted(self.varying, where)]
             codes[odd] = np.where(lower, codes[odd] & ~fill, codes[odd] | fill)
-        at = self._sorted_search(codes, side)
+        at = search(self.codes, codes, side)
         if len(odd):
             # an odd probe equals no key: filled with 0x00 it is searched on the left, with 0xff on the right
             wrong = odd[lower] if side == "right" else odd[~lower]
             if len(wrong):
-                at[wrong] = self._sorted_search(codes[wrong], "left" if side == "right" else "right")
-        return at
-
-    def _sorted_search(self, codes: np.ndarray, side: Literal["left", "right"]) -> np.ndarray:
-        if len(codes) < 2 or bool((codes[1:] >= codes[:-1]).all()):
-            return np.searchsorted(self.codes, codes, side=side)
-        order = np.argsort(codes, kind="stable")
-        at = np.empty(len(codes), np.int64)
-        at[order] = np.searchsorted(self.codes, codes[order], side=side)
+                at[wrong] = search(self.codes, codes[wrong], "left" if side == "right" else "right")
         return at
 
 
@@ -184,7 +190,7 @@ class KeyIndex:
             rows = np.flatnonzero(inside & (segment == s))
             part, start = self.parts[s], int(self.starts[s])
             found = part.search(theirs[rows], side) if part is not None else \
-                np.searchsorted(self.ekeys[start:int(self.starts[s + 1])], theirs[rows], side=side)
+                search(self.ekeys[start:int(self.starts[s + 1])], theirs[rows], side)
             at[rows] = start + found
         return at
 
@@ -206,13 +212,12 @@ class LazyIndex:
             self._index, self._made = KeyIndex.of(self.ekeys), True
         return self._index
 
-    def search(self, theirs: np.ndarray, side: Literal["left", "right"], fallback: Callable[[], np.ndarray]
-               ) -> np.ndarray:
+    def search(self, theirs: np.ndarray, side: Literal["left", "right"] = "left") -> np.ndarray:
         """``np.searchsorted(self.ekeys, theirs, side)``: by the index where it is made (or
-        these probes make it), else ``fallback()``."""
+        these probes make it), else of the keys' bytes (``search``)."""
         if not self._made:
             self._probed += len(theirs)
             if self._probed * _KEYS_PER_PROBE < len(self.ekeys):
-                return fallback()
+                return search(self.ekeys, theirs, side)
         index = self.index
-        return index.search(theirs, side) if index is not None else fallback()
+        return index.search(theirs, side) if index is not None else search(self.ekeys, theirs, side)

@@ -33,7 +33,6 @@ from streamjoin.statestore.arrangement import (
     encode_clipped,
     encode_keys,
     key_lengths,
-    search,
 )
 from streamjoin.statestore.crc_file import CrcWriter
 from streamjoin.statestore.keycodes import KeyIndex, LazyIndex
@@ -116,7 +115,7 @@ class SortedBase:
         """``np.searchsorted(self.ekeys, theirs, side)`` of keys in the fixed-width form at the
         base's width: by their codes once the base's searches have paid for them
         (``streamjoin.statestore.keycodes.LazyIndex``)."""
-        return self._index.search(theirs, side, lambda: search(self.ekeys, theirs, side))
+        return self._index.search(theirs, side)
 
     def _positions(self, keys: pa.Array, side: Literal["left", "right"]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per key, where it is or would go (``side`` of equal keys), whether it fits the width,

@@ -15,9 +15,8 @@ from streamjoin.statestore.arrangement import (
     ekeys_of,
     encode_clipped,
     encode_keys,
-    search,
 )
-from streamjoin.statestore.keycodes import KeyIndex, LazyIndex
+from streamjoin.statestore.keycodes import KeyIndex, LazyIndex, search
 from streamjoin.statestore.sorted_base import SortedBase
 
 _KEYS = st.binary(max_size=6)
@@ -156,10 +155,9 @@ def test_lazyindex_codes_a_column_once_its_searches_probed_a_quarter_of_its_keys
     lazy = LazyIndex(mine)
     probes = mine[::20]                                                   # 50 probes a search
     for searches in range(1, 5):
-        assert lazy.search(probes, "left", lambda: np.searchsorted(mine, probes)).tolist() == \
-            np.searchsorted(mine, probes).tolist()
+        assert lazy.search(probes, "left").tolist() == np.searchsorted(mine, probes).tolist()
         assert lazy._made is False, searches                              # 50 to 200 probed
-    assert lazy.search(probes, "right", lambda: np.zeros(0, np.int64)).tolist() == \
-        np.searchsorted(mine, probes, side="right").tolist()              # 250: coded, no fallback
+    assert lazy.search(probes, "right").tolist() == \
+        np.searchsorted(mine, probes, side="right").tolist()              # 250: coded
     assert lazy._made and lazy.index is not None
     assert LazyIndex(mine, limit=8 * len(keys) - 1).index is None        # too large for its limit
