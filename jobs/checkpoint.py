@@ -111,6 +111,8 @@ def _describe(args: argparse.Namespace) -> int:
         print(f"{report.uri}: {report.kind}, {report.partitions} partitions, {report.mode or '?'} run, "
               f"query {report.query_id or '-'}, newest version {report.newest_version}")
         print(f"  definition: {json.dumps(report.definition, sort_keys=True)}")
+        for n, changes in enumerate(report.evolutions, 1):
+            print(f"  schema evolution {n}: {'; '.join(changes)}")
         for part in report.parts:
             versions = f"{part.versions[0]}..{part.versions[-1]}" if part.versions else "none"
             aside = "; ".join(f"{i}: " + ", ".join(f"{r} {n}" for r, n in sorted(c.items()))

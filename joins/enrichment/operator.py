@@ -62,6 +62,7 @@ from streamjoin.enrichment.views import VIEWS
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.kit.columns import cast_values
 from streamjoin.kit.times import Duration
+from streamjoin.runtime.evolution import SchemaPlace
 from streamjoin.runtime.operator import InputSpec, SpecOperator, StepInput, StepResult
 from streamjoin.statestore.base import KeyValue, Store
 
@@ -117,6 +118,9 @@ class EnrichmentJoin(SpecOperator):
         if len(batch.rows) != 2 or len(batch.max_times) != 2:
             raise ValueError("an enrichment join step takes exactly two inputs (stream, table)")
         return Step(self.spec, state, batch).run()
+
+    def schema_places(self) -> tuple[SchemaPlace, ...]:
+        return self.spec.schema_places()
 
     def regroup(self, sources: Sequence[Store], owned: Ownership) -> list[KeyValue]:
         """Split state by key group after a change of partition count (:mod:`streamjoin.enrichment.regroup`)."""

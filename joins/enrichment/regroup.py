@@ -38,6 +38,7 @@ from streamjoin.enrichment import state as st
 from streamjoin.enrichment.spec import EnrichmentSpec
 from streamjoin.kit.order import canonical_sort_keys, sort_canonically
 from streamjoin.runtime.areas import Area
+from streamjoin.runtime.evolution import as_schema
 from streamjoin.runtime.regroup import Ownership, merged_scan
 from streamjoin.statestore.base import KeyValue, Store
 
@@ -54,7 +55,7 @@ def regroup(spec: EnrichmentSpec, sources: Sequence[Store], owned: Ownership) ->
     out: list[KeyValue] = []
     held, expiry = 0, []
     for bucket, tables in _groups(sources, _VERSIONS, _VERSIONS.offset("key bucket")):
-        versions = _owned(tables, spec.keys, owned)
+        versions = _owned([as_schema(t, spec.versions_schema) for t in tables], spec.keys, owned)
         if versions.num_rows == 0:
             continue
         first = [*spec.keys, TIME, SEQ]
@@ -69,7 +70,7 @@ def regroup(spec: EnrichmentSpec, sources: Sequence[Store], owned: Ownership) ->
                                      st.slot_width(spec.ttl))
     waiting = 0
     for key, tables in _groups(sources, _EVENTS, slice(0, None)):
-        events = _owned(tables, list(spec.stream_key), owned)
+        events = _owned([as_schema(t, spec.stream) for t in tables], list(spec.stream_key), owned)
         if events.num_rows:
             out.append((key, st.blob(sort_canonically(events, spec.event_sort))))
             waiting += events.num_rows

@@ -23,7 +23,7 @@ from typing import Any, Literal, Sequence
 
 import pyarrow as pa
 
-from streamjoin.changes import ChangeFormat
+from streamjoin.changes import OP, SEQ, TIME, ChangeFormat
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.kit.arrivals import check_heartbeats
 from streamjoin.kit.how import How, parse_how
@@ -33,6 +33,7 @@ from streamjoin.kit.on import column_names
 from streamjoin.kit.order import SortKeys, canonical_sort_keys
 from streamjoin.kit.times import parse_duration
 from streamjoin.kit.watermark import input_delays
+from streamjoin.runtime.evolution import SchemaPlace
 from streamjoin.runtime.operator import REASON_COLUMN
 
 __all__ = ["Mode", "ModeName", "How", "HOWS", "EnrichmentSpec", "build_spec"]
@@ -97,6 +98,21 @@ class EnrichmentSpec:
     def keys(self) -> list[str]:
         """Names of the join key columns (in ``key_types``) in events and versions held in state."""
         return [f"__sj_k{i}" for i in range(len(self.stream_key))]
+
+    @property
+    def versions_schema(self) -> pa.Schema:
+        """The columns of the table versions held in state: the key columns (``keys``, in
+        ``key_types``), op, change time, sequence and the value columns."""
+        keys = [pa.field(n, t) for n, t in zip(self.keys, self.key_types)]
+        return pa.schema(keys + [self.internal.field(n) for n in (OP, TIME, SEQ, *self.values)])
+
+    def schema_places(self) -> tuple[SchemaPlace, ...]:
+        """The stream's and the table's columns in :meth:`definition`; the keys, the event time and
+        the change columns keep their types (:mod:`streamjoin.runtime.evolution`)."""
+        fmt = self.changes
+        changed = [c for c in (fmt.time, fmt.op, fmt.sequence, fmt.column) if c]
+        return (SchemaPlace("stream", ("stream",), (*self.stream_key, self.stream_time)),
+                SchemaPlace("table", ("table",), (*fmt.key, *changed)))
 
     def definition(self) -> dict[str, Any]:
         """What this join computes and how its state is laid out (JSON-serialisable)."""

@@ -52,6 +52,7 @@ import numpy as np
 import pyarrow as pa
 
 from streamjoin.runtime.areas import ARROW, BYTE, INT, RAW, TIMESTAMP, Area, Ints, StateLayout
+from streamjoin.runtime.evolution import as_schema
 from streamjoin.runtime.operator import NEG_INF, POS_INF, cast_values
 from streamjoin.statestore.base import KeyValue, Store
 
@@ -172,19 +173,25 @@ class Bucket:
         return [self.base, *self.deltas]
 
 
-def read_buckets(store: Store, buckets: Sequence[int], schema: pa.Schema) -> dict[int, Bucket]:
+def read_buckets(store: Store, buckets: Sequence[int], schema: pa.Schema | None) -> dict[int, Bucket]:
     """The base and deltas of each of ``buckets`` (one batched seek for all of them,
-    :meth:`Store.scan_prefixes`; an empty base where a bucket has none)."""
+    :meth:`Store.scan_prefixes`; an empty base where a bucket has none), as tables of ``schema``
+    (the versions' columns: a blob written under an earlier schema of the table is read in it,
+    :func:`streamjoin.runtime.evolution.as_schema`; None: as stored, and an empty table of no
+    columns where there is no base)."""
+    def read(value: bytes) -> pa.Table:
+        return unblob(value) if schema is None else as_schema(unblob(value), schema)
+
     out = {}
     base_keys = [version_key(bucket) for bucket in buckets]
     for bucket, base_key, entries in zip(buckets, base_keys, store.scan_prefixes(base_keys)):
-        base, deltas, size = schema.empty_table(), [], 0
+        base, deltas, size = (pa.table({}) if schema is None else schema.empty_table()), [], 0
         for key, value in entries:
             size += len(value)
             if key == base_key:
-                base = unblob(value)
+                base = read(value)
             else:
-                deltas.append(unblob(value))
+                deltas.append(read(value))
         out[bucket] = Bucket(base, deltas, size)
     return out
 

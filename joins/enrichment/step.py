@@ -48,6 +48,7 @@ from streamjoin.kit.arrivals import set_aside, sort_out
 from streamjoin.kit.how import How
 from streamjoin.kit.order import ascending, canonical_sort_keys, sort_canonically
 from streamjoin.kit.times import times_of
+from streamjoin.runtime.evolution import as_schema
 from streamjoin.runtime.operator import NEG_INF, POS_INF, StepInput, StepResult, conform
 from streamjoin.statestore.base import KeyValue, Store
 
@@ -177,9 +178,10 @@ class Step:
         """
         spec, bound, width = self.spec, self.release, self.spec.event_bucket
         parts, released, last_whole = [], 0, None
-        self.cache = BucketCache.of(self.state, self._version_schema())
+        self.cache = BucketCache.of(self.state, self.spec.versions_schema)
         self.waiting_writes: dict[bytes, tuple[pa.Table, int] | None] = {}
-        for key, events in self.cache.waiting_below(self.state, bound, width):
+        for key, stored in self.cache.waiting_below(self.state, bound, width):
+            events = as_schema(stored, spec.stream)   # stored under an earlier schema of the stream
             if st.event_start(key) + width <= bound:
                 parts.append(events)
                 released += events.num_rows
@@ -218,7 +220,7 @@ class Step:
         Reads every touched bucket (base and deltas, kept in ``self.stored`` for folding) through
         the store's :class:`BucketCache` (told what this version writes).
         """
-        spec, schema = self.spec, self._version_schema()
+        spec, schema = self.spec, self.spec.versions_schema
         change_keys = [self.changes.column(k).combine_chunks() for k in self.keys]
         event_keys = [released.column(k).combine_chunks() for k in self.keys]
         new_buckets = st.bucket_ids(change_keys, spec.buckets)
@@ -247,10 +249,6 @@ class Step:
         if bounds is not None:
             self.delete_ranges.append(bounds)
         return set(due)
-
-    def _version_schema(self) -> pa.Schema:
-        keys = [pa.field(n, t) for n, t in zip(self.keys, self.spec.key_types)]
-        return pa.schema(keys + [self.spec.internal.field(n) for n in (OP, TIME, SEQ, *self.spec.values)])
 
     def _lookup(self, released: pa.Table, versions: pa.Table) -> None:
         """Join each released event with its key's last version at or before its lookup time."""
@@ -353,7 +351,7 @@ class Step:
         buckets = accepted.column(_BUCKET).to_numpy()
         order = np.argsort(buckets, kind="stable")
         buckets = buckets[order]
-        rows = accepted.select(self._version_schema().names).take(pa.array(order)).combine_chunks()
+        rows = accepted.select(self.spec.versions_schema.names).take(pa.array(order)).combine_chunks()
         bounds = np.r_[0, np.flatnonzero(np.diff(buckets)) + 1, buckets.size]
         for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
             bucket, value = int(buckets[lo]), st.blob(rows.slice(lo, hi - lo))
@@ -367,7 +365,7 @@ class Step:
         bucket's base and remove its deltas."""
         if not fold:
             return
-        names = self._version_schema().names
+        names = self.spec.versions_schema.names
         parts = [new.select([*names, _NEW])]
         for bucket in fold:
             for t in self.stored[bucket].tables():

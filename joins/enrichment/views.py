@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from streamjoin.changes import DELETE, OP, SEQ, TIME
 from streamjoin.enrichment.state import read_buckets, scan_waiting
+from streamjoin.runtime.evolution import as_schema
 from streamjoin.runtime.operator import POS_INF
 from streamjoin.runtime.views import TS, StateView, arrow_type
 from streamjoin.statestore.base import Store
@@ -29,13 +30,16 @@ def _table_schema(definition: Mapping[str, Any]) -> list[pa.Field]:
 
 
 def _read_table(store: Store, definition: Mapping[str, Any], columns: pa.Schema) -> pa.Table:
-    buckets = read_buckets(store, range(int(definition["buckets"])), pa.schema([]))
-    tables = [t for bucket in buckets.values() for t in bucket.tables() if t.num_rows]
+    keys = definition["changes"]["key"]
+    named = {f"__sj_k{i}": k for i, k in enumerate(keys)}
+    values = [f for f in columns if f.name not in {*keys, "_op", "_change_time", "_sequence"}]
+    buckets = read_buckets(store, range(int(definition["buckets"])), None)
+    # every blob in the current value columns, whatever schema of the table it was written under
+    tables = [as_schema(t, pa.schema([t.schema.field(n) for n in (*named, OP, TIME, SEQ)] + values))
+              for bucket in buckets.values() for t in bucket.tables() if t.num_rows]
     if not tables:
         return columns.empty_table()
     found = pa.concat_tables(tables, promote_options="default")
-    keys = definition["changes"]["key"]
-    named = {f"__sj_k{i}": k for i, k in enumerate(keys)}
     op = pc.if_else(pc.equal(found.column(OP), DELETE), "delete", "upsert")
     arrays = []
     for field in columns:
@@ -59,7 +63,7 @@ def _events_schema(definition: Mapping[str, Any]) -> list[pa.Field]:
 
 
 def _read_events(store: Store, definition: Mapping[str, Any], columns: pa.Schema) -> pa.Table:
-    tables = [t.select(columns.names).cast(columns) for _, t in scan_waiting(store, POS_INF, 1)]
+    tables = [as_schema(t, columns) for _, t in scan_waiting(store, POS_INF, 1)]
     return pa.concat_tables(tables) if tables else columns.empty_table()
 
 

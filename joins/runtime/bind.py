@@ -7,7 +7,8 @@ engine calls (the Spark layer, the in-process runner, the benches' profiles).
 :func:`streamjoin.runtime.rescale.bind_partitions`); records each input's set-aside columns;
 and, when the checkpoint has neither state nor complete initial rows, calls the engine's
 ``write_initial`` (which routes the initial rows to their partitions, as the engine routes the
-query's rows) and marks them complete. ``streamjoin.json`` is read once.
+query's rows) and marks them complete. A definition whose inputs' columns evolved in ways the
+operator's state can follow (:meth:`Operator.schema_places`) is recorded as an evolution. ``streamjoin.json`` is read once.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ def bind_query(
     :class:`CheckpointMismatchError`), before any initial rows are written.
     """
     checkpoint = Checkpoint(uri)
-    root = checkpoint.binding.bind(operator.definition(), partitions, mode=mode, key_groups=key_groups)
+    root = checkpoint.binding.bind(operator.definition(), partitions, mode=mode, key_groups=key_groups,
+                                   places=operator.schema_places())
     epoch = bind_partitions(checkpoint, partitions, operator, root=root)
     for spec in operator.inputs:
         checkpoint.set_aside.write_schema(spec.name, set_aside_schema(spec.schema))

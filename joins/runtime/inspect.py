@@ -68,6 +68,9 @@ class CheckpointReport:
     definition: dict[str, Any]
     newest_version: int | None
     parts: tuple[PartitionReport, ...]
+    #: the schema evolutions of the inputs since the join was first defined, oldest first, each
+    #: its changes (e.g. ``table: added region (string)``); ``definition`` is the newest
+    evolutions: tuple[tuple[str, ...], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -106,8 +109,9 @@ def describe_checkpoint(uri: str, progress: Progress | None = None) -> Checkpoin
             progress(p + 1, partitions)
     return CheckpointReport(
         uri=cp.uri, kind=binding.get("definition", {}).get("kind", "join"), partitions=partitions,
-        mode=binding.get("mode"), query_id=cp.binding.bound_query(), definition=binding.get("definition", {}),
-        newest_version=cp.commits.newest_version(), parts=tuple(parts))
+        mode=binding.get("mode"), query_id=cp.binding.bound_query(), definition=cp.binding.definition(binding),
+        newest_version=cp.commits.newest_version(), parts=tuple(parts),
+        evolutions=tuple(tuple(r.get("changes", ())) for r in cp.binding.evolutions()))
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from streamjoin.statestore.base import KeyValue, Store
 from streamjoin.statestore.columns import ColumnWrite
 
 if TYPE_CHECKING:
+    from streamjoin.runtime.evolution import SchemaPlace
     from streamjoin.runtime.plan import JoinPlan
     from streamjoin.runtime.regroup import Ownership
     from streamjoin.runtime.views import StateView
@@ -146,6 +147,13 @@ class Operator(ABC):
     @abstractmethod
     def step(self, state: Store, batch: StepInput) -> StepResult:
         """Process one version's rows against ``state`` (as of ``batch.version - 1``)."""
+
+    def schema_places(self) -> tuple[SchemaPlace, ...]:
+        """Where :meth:`definition` lists each input's columns, for the schema evolutions its
+        checkpoint accepts (:mod:`streamjoin.runtime.evolution`): an operator that names places
+        reads state rows stored under an earlier schema of an input in the current one. The
+        default, none, keeps the columns a checkpoint was started with."""
+        return ()
 
     @property
     def uses_processing_time(self) -> bool:

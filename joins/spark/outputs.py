@@ -19,6 +19,7 @@ import pyarrow.fs as pafs
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.runtime.checkpoint import Checkpoint
@@ -77,8 +78,10 @@ def set_aside_rows(spark: SparkSession, checkpoint: str, input_name: str) -> Dat
         return spark.createDataFrame([], f"_reason string, {VERSION_COLUMN} long, {PARTITION_COLUMN} long")
     for found in cp.set_aside.files_under(input_name):   # a damaged file named here, not in a task's trace
         cp.set_aside.check(found)
-    rows = (spark.read.option("recursiveFileLookup", "true").option("pathGlobFilter", "*.parquet")
-            .parquet(uri))
+    reader = spark.read.option("recursiveFileLookup", "true").option("pathGlobFilter", "*.parquet")
+    if cp.binding.evolutions():   # files of several schemas of the input: read all in the newest
+        reader = reader.schema(from_arrow_schema(cp.set_aside.read_schema(input_name)))
+    rows = reader.parquet(uri)
     path = F.input_file_name()
     version, partition = _free(VERSION_COLUMN, rows.columns), _free(PARTITION_COLUMN, rows.columns)
     return rows.select(

@@ -80,7 +80,8 @@ def read_state(spark: SparkSession, checkpoint: str, version: int | None = None,
                                   f"its stages, {stages}")
     cp = Checkpoint(stages[0])
     binding = cp.binding.root() or {}   # (stage_checkpoints found it)
-    definition, partitions = binding.get("definition", {}), current_epoch(cp).partitions   # the newest partitioning
+    # the definition as the inputs' columns last evolved; the newest partitioning
+    definition, partitions = cp.binding.definition(binding), current_epoch(cp).partitions
     kind = definition.get("kind")
     sides = tuple(operator_class(kind).state_views)
     if side is None and len(sides) == 1:

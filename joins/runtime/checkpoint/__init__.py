@@ -6,6 +6,9 @@ accepts; resolved once, so every task of a query names the same place)::
     streamjoin.json                   what this checkpoint belongs to (definition, partitions, key
                                       groups, and whether a streaming query or a batch run writes
                                       it) and the id it was created with
+    evolution/<n>.json                schema evolution n >= 1 of the inputs' columns: the changes
+                                      and the definition they made, the newest the one the state
+                                      is kept by (:mod:`streamjoin.runtime.evolution`)
     partitioning/e=<n>.json           partitioning epoch n >= 1: a later partition count
                                       (:mod:`streamjoin.runtime.rescale`); its changelogs are
                                       ``state/e=<n>/p=<p>/``
@@ -27,7 +30,7 @@ accepts; resolved once, so every task of a query names the same place)::
 
 The files are owned by kind, one module each (as Spark separates its commit and offset logs):
 :mod:`.files` (the primitives: location, JSON records, listings), :mod:`.binding`
-(``streamjoin.json``, ``query.json``, ``flush.json``), :mod:`.commits` (commit records),
+(``streamjoin.json``, ``evolution/``, ``query.json``, ``flush.json``), :mod:`.commits` (commit records),
 :mod:`.set_aside` and :mod:`.initial`; partitioning epochs are :mod:`streamjoin.runtime.rescale`'s.
 :class:`Checkpoint` is the entry point and exposes them as ``cp.files``, ``cp.binding``,
 ``cp.commits``, ``cp.set_aside`` and ``cp.initial``.

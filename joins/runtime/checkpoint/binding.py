@@ -1,25 +1,30 @@
 """What a checkpoint belongs to: ``streamjoin.json`` (definition, partitions, key groups, run
-mode), ``query.json`` (the streaming query that writes it) and ``flush.json`` (that query's
-flush source). Each is created only if absent, so of two runs binding a checkpoint at once
-exactly one wins and the other is compared with it; none is ever rewritten."""
+mode), ``query.json`` (the streaming query that writes it), ``flush.json`` (that query's
+flush source) and ``evolution/<n>.json`` (each schema evolution of the join's inputs accepted
+since, with the definition it made: :mod:`streamjoin.runtime.evolution`). Each is created only
+if absent, so of two runs binding a checkpoint at once exactly one wins and the other is compared
+with it; none is ever rewritten."""
 
 from __future__ import annotations
 
 import json
 import uuid
 from enum import Enum
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from streamjoin.errors import CheckpointDamagedError, CheckpointMismatchError
 from streamjoin.kit.times import describe_duration
 from streamjoin.runtime.checkpoint.files import CheckpointFiles
+from streamjoin.runtime.evolution import SchemaPlace, schema_evolution
 from streamjoin.runtime.keygroups import DEFAULT_KEY_GROUPS, check_count, check_key_groups
 
-__all__ = ["Binding", "FORMAT", "RunMode", "ROOT", "definition_changes"]
+__all__ = ["Binding", "FORMAT", "RunMode", "ROOT", "EVOLUTION", "definition_changes"]
 
 #: 2: progress and metrics in one commit record per partition and version (``commits/``)
 FORMAT = 2
 ROOT = "streamjoin.json"
+#: The folder of the evolution records, ``<n>.json`` numbered from 1 (six digits).
+EVOLUTION = "evolution"
 
 #: checkpoint URI -> the query this process found it bound to (``query.json`` is never rewritten)
 _BOUND: dict[str, str] = {}
@@ -48,7 +53,7 @@ class Binding:
 
     def bind(
         self, definition: Mapping[str, Any], partitions: int, *, mode: RunMode = RunMode.STREAMING,
-        key_groups: int | None = None,
+        key_groups: int | None = None, places: Sequence[SchemaPlace] = (),
     ) -> dict[str, Any]:
         """Record what this checkpoint belongs to, or refuse if it belongs to something else; the
         ``streamjoin.json`` record it holds afterwards.
@@ -64,6 +69,12 @@ class Binding:
         and for another ``mode``: a batch run never writes a streaming query's checkpoint (it would
         replace the query's state by its own version 0) and a streaming query never continues a
         batch run's (whose state has every window closed). Of concurrent first binds one wins.
+
+        A definition that differs from the checkpoint's current one (:meth:`definition`) only in
+        the columns of its inputs at ``places``, by changes the state can follow, is accepted and
+        recorded as the next evolution; a column change it cannot follow raises
+        :class:`CheckpointMismatchError` naming the column
+        (:func:`streamjoin.runtime.evolution.schema_evolution`).
         """
         mode = RunMode(mode)
         if key_groups is not None:
@@ -89,16 +100,55 @@ class Binding:
                 f"(max_partitions), fixed when the join was first defined; this join asks for {key_groups}: "
                 "leave max_partitions out or give the recorded value, or start from a new checkpoint location"
             )
-        if found.get("definition") != json.loads(json.dumps(definition)):
-            changes = definition_changes(found.get("definition"), json.loads(json.dumps(definition)))
-            raise CheckpointMismatchError(
-                f"checkpoint {self.uri} belongs to another join definition; what differs "
-                "(the checkpoint's -> this join's):\n" + "\n".join(f"  {c}" for c in changes) + "\n"
-                "A changed join needs a new checkpoint location (and its query a new Spark checkpoint); "
-                "or define the join as it was"
-            )
         self._check_mode(found, mode)
+        self._check_definition(found, json.loads(json.dumps(definition)), places)
         return found
+
+    def _check_definition(self, root: Mapping[str, Any], definition: dict[str, Any],
+                          places: Sequence[SchemaPlace]) -> None:
+        """Accept ``definition`` as the checkpoint's current one, or as its next schema
+        evolution (recorded here), or refuse it."""
+        for _ in range(8):   # another run may record an evolution between the read and the create
+            records = self.evolutions()
+            current = records[-1]["definition"] if records else root.get("definition")
+            if current == definition:
+                return
+            evolved = schema_evolution(current or {}, definition, places, where=self.uri)
+            if evolved is None:
+                changes = definition_changes(current, definition)
+                raise CheckpointMismatchError(
+                    f"checkpoint {self.uri} belongs to another join definition; what differs "
+                    "(the checkpoint's -> this join's):\n" + "\n".join(f"  {c}" for c in changes) + "\n"
+                    "A changed join needs a new checkpoint location (and its query a new Spark checkpoint); "
+                    "or define the join as it was" + _evolution_hint(places, changes)
+                )
+            record = {"definition": definition, "changes": [line for c in evolved for line in c.lines()]}
+            if self.files.create_json(f"{EVOLUTION}/{len(records) + 1:06d}.json", record):
+                return
+        raise CheckpointMismatchError(f"checkpoint {self.uri}: its schema evolutions keep changing while this join "
+                                      "binds it; run one query on a checkpoint at a time")
+
+    def evolutions(self) -> list[dict[str, Any]]:
+        """The evolution records, oldest first (each ``{"definition", "changes"}``)."""
+        names = sorted(n for n in self.files.names(EVOLUTION) if n.endswith(".json"))
+        out = []
+        for name in names:
+            found = self.files.read_json(f"{EVOLUTION}/{name}")
+            if not isinstance(found, dict) or not isinstance(found.get("definition"), dict):
+                raise CheckpointDamagedError(
+                    f"checkpoint {self.uri}: {EVOLUTION}/{name} is not an evolution record; restore it from a "
+                    "copy of the checkpoint", path=self.files.location(f"{EVOLUTION}/{name}"))
+            out.append(found)
+        return out
+
+    def definition(self, root: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The join definition the checkpoint's state is kept by now: the newest evolution's, else
+        the one ``streamjoin.json`` recorded (``root``, if already read)."""
+        records = self.evolutions()
+        if records:
+            return dict(records[-1]["definition"])
+        found = (self.root() if root is None else root) or {}
+        return dict(found.get("definition") or {})
 
     def _check_mode(self, found: Mapping[str, Any], mode: RunMode) -> None:
         recorded = found.get("mode")
@@ -187,6 +237,14 @@ class Binding:
                 "the checkpoint, or start the join from a new checkpoint location",
                 path=self.files.location(ROOT))
         return int(found["key_groups"])
+
+
+def _evolution_hint(places: Sequence[SchemaPlace], changes: Sequence[str]) -> str:
+    """What to say when the only options that differ list columns but the join cannot evolve."""
+    if places or not any(".schema:" in c or ".columns:" in c for c in changes):
+        return ""
+    return ("\n(the columns of an input can change on a stream-table join's checkpoint; this join keeps the "
+            "columns it was started with, for now)")
 
 
 def definition_changes(old: Any, new: Any, path: str = "") -> list[str]:

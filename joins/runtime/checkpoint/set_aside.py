@@ -30,13 +30,23 @@ class SetAside:
 
     def write_schema(self, input_name: str, schema: pa.Schema) -> None:
         """Record the columns of ``input_name``'s set-aside rows as an empty Parquet file, unless
-        recorded."""
+        recorded as they are (an input whose columns evolved records its new ones)."""
         rel = f"set_aside/{input_name}/schema.parquet"
         def produce(sink: BinaryIO) -> None:
             pq.write_table(schema.empty_table(), sink)
 
-        if not self.files.exists(rel):
+        if not self.files.exists(rel) or not self.read_schema(input_name).equals(schema):
             self.files.write(rel, produce)
+
+    def read_schema(self, input_name: str) -> pa.Schema:
+        """The columns recorded by :meth:`write_schema` (an empty schema if none are)."""
+        rel = f"set_aside/{input_name}/schema.parquet"
+        if not self.files.exists(rel):
+            return pa.schema([])
+        try:
+            return pq.read_schema(self.files.path(rel), filesystem=self.files.fs).remove_metadata()
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise self.damaged(self.files.path(rel), exc) from exc
 
     def read(self, path: str, columns: list[str] | None = None) -> pa.Table:
         """The rows of the set-aside file at filesystem path ``path`` (``columns``: None, all).

@@ -1,0 +1,211 @@
+"""Schema evolution of a join's inputs: which column changes a checkpoint's state can follow, and
+reading rows stored before them.
+
+A join's definition lists each input's columns as ``[[name, type], ...]`` (types as pyarrow
+writes them, e.g. ``int64``, ``decimal128(10, 2)``); :class:`SchemaPlace` says where, and which
+columns keep their type whatever happens (join keys, event and change times). Restarting a query
+on its checkpoint with other columns is accepted when the definitions differ only there, and
+each column change is one of:
+
+* **added**: rows already in state read it as null;
+* **dropped**: state keeps working and the column leaves the output;
+* **widened**, as Delta's type widening allows (:func:`widens`): ``int8 -> int16 -> int32 ->
+  int64`` (and the unsigned ones into wider types), ``float -> double``, a decimal's precision
+  and scale where no integer digit is lost, ``date32 -> timestamp`` without a time zone
+  (Spark's ``TIMESTAMP_NTZ``); old values are widened when read.
+
+Anything else is refused by :func:`schema_evolution` with :class:`CheckpointMismatchError` naming
+the input, the column, the old and new types and what to do: a narrowed or otherwise changed
+type, a type change of a fixed column, and a column that disappears where another of the same
+type appears at the same position, with nothing else added or dropped (a rename, which the
+state has no mapping for).
+:func:`as_schema` reads a table stored under an earlier schema in the current one. Nothing here
+rewrites state: rows are conformed as they are read, and written back in the current schema
+whenever a version writes them anyway.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import pyarrow as pa
+
+from streamjoin.errors import CheckpointMismatchError
+
+__all__ = ["SchemaPlace", "ColumnChanges", "schema_evolution", "widens", "as_schema", "describe_changes"]
+
+Path = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SchemaPlace:
+    """Where a definition lists input ``input``'s columns (``path``: keys from the definition's
+    top to a ``[[name, type], ...]`` list), the columns whose type may never change (``fixed``),
+    and the other entries (``derived``, paths) that follow the columns, such as a list of the
+    columns a join keeps."""
+
+    input: str
+    path: Path
+    fixed: tuple[str, ...] = ()
+    derived: tuple[Path, ...] = ()
+
+
+@dataclass(frozen=True)
+class ColumnChanges:
+    """What changed in one input's columns: added ``(name, type)``, dropped names, widened
+    ``(name, old type, new type)``."""
+
+    input: str
+    added: tuple[tuple[str, str], ...] = ()
+    dropped: tuple[str, ...] = ()
+    widened: tuple[tuple[str, str, str], ...] = field(default=())
+
+    def lines(self) -> list[str]:
+        """One line per change, as ``checkpoint describe`` and the logs show them."""
+        return ([f"{self.input}: added {name} ({kind})" for name, kind in self.added]
+                + [f"{self.input}: dropped {name}" for name in self.dropped]
+                + [f"{self.input}: widened {name} {old} -> {new}" for name, old, new in self.widened])
+
+
+def _get(definition: Mapping[str, Any], path: Path) -> Any:
+    value: Any = definition
+    for key in path:
+        if not isinstance(value, Mapping) or key not in value:
+            return None
+        value = value[key]
+    return value
+
+
+def _set(definition: dict[str, Any], path: Path, value: Any) -> None:
+    target: Any = definition
+    for key in path[:-1]:
+        if not isinstance(target, dict) or key not in target:
+            return
+        target = target[key]
+    if isinstance(target, dict):
+        if value is None:
+            target.pop(path[-1], None)
+        else:
+            target[path[-1]] = value
+
+
+def _columns(value: Any) -> list[tuple[str, str]] | None:
+    if not isinstance(value, list) or not all(isinstance(c, list) and len(c) == 2 for c in value):
+        return None
+    return [(str(name), str(kind)) for name, kind in value]
+
+
+def schema_evolution(
+    old: Mapping[str, Any], new: Mapping[str, Any], places: Sequence[SchemaPlace], *, where: str,
+) -> list[ColumnChanges] | None:
+    """The column changes that turn definition ``old`` into ``new``, one per input that changed;
+    None when the two differ in more than the columns of ``places`` (and their derived entries),
+    which the caller refuses as another definition.
+
+    Raises :class:`CheckpointMismatchError` (``where`` names the checkpoint) for a column
+    change the state cannot follow (see module)."""
+    if not places:
+        return None
+    moved = copy.deepcopy(dict(old))
+    for place in places:
+        for path in (place.path, *place.derived):
+            _set(moved, path, copy.deepcopy(_get(new, path)))
+    if moved != dict(new):
+        return None
+    out = []
+    for place in places:
+        before, after = _columns(_get(old, place.path)), _columns(_get(new, place.path))
+        if before is None or after is None:
+            return None
+        found = _changes(place, before, after, where)
+        if found.added or found.dropped or found.widened:
+            out.append(found)
+    return out
+
+
+def _changes(place: SchemaPlace, before: list[tuple[str, str]], after: list[tuple[str, str]],
+             where: str) -> ColumnChanges:
+    old, new = dict(before), dict(after)
+    widened = []
+    for name, kind in after:
+        if name not in old or old[name] == kind:
+            continue
+        if name in place.fixed:
+            raise CheckpointMismatchError(
+                f"checkpoint {where}: column {name!r} of the {place.input} input changed type {old[name]} -> "
+                f"{kind}, and it is a key or time column, whose type the state is kept by. Give the column "
+                f"its type as before ({old[name]}), or start the join from a new checkpoint location")
+        if not widens(old[name], kind):
+            raise CheckpointMismatchError(
+                f"checkpoint {where}: column {name!r} of the {place.input} input changed type {old[name]} -> "
+                f"{kind}, which the rows already in state cannot be read as (a type may only widen: "
+                "int8 -> int16 -> int32 -> int64, float -> double, a decimal's precision and scale without "
+                "losing integer digits, date -> timestamp without a time zone). Cast the column back to "
+                f"{old[name]} (or to a wider type), or start the join from a new checkpoint location")
+        widened.append((name, old[name], kind))
+    dropped = [name for name, _ in before if name not in new]
+    added = [(name, kind) for name, kind in after if name not in old]
+    if len(dropped) == 1 and len(added) == 1:   # one column out and one in, in its place: a rename?
+        name = dropped[0]
+        at = [n for n, _ in before].index(name)
+        kind, twin = old[name], after[at] if at < len(after) else None
+        if twin == added[0] and twin[1] == kind:
+            raise CheckpointMismatchError(
+                f"checkpoint {where}: column {name!r} of the {place.input} input is gone and {twin[0]!r}, of "
+                f"the same type ({kind}), is new in its place: that reads as a rename, which the state has "
+                f"no mapping for (its rows would lose the values of {name!r}). Keep the old name (e.g. "
+                f"select {twin[0]!r} as {name!r}), or, to drop one column and add another, restart once "
+                f"without {name!r} first and then with {twin[0]!r}")
+    return ColumnChanges(place.input, tuple(added), tuple(dropped), tuple(widened))
+
+
+_SIGNED = ["int8", "int16", "int32", "int64"]
+_UNSIGNED = ["uint8", "uint16", "uint32", "uint64"]
+_DECIMAL = re.compile(r"decimal(128|256)\((\d+), (-?\d+)\)$")
+_TIMESTAMP = re.compile(r"timestamp\[(s|ms|us|ns)\]$")
+
+
+def widens(old: str, new: str) -> bool:
+    """Whether a column of type ``old`` (as pyarrow writes types) may become ``new`` with every
+    old value kept exactly (see module)."""
+    if old == new:
+        return True
+    if old in _SIGNED and new in _SIGNED:
+        return _SIGNED.index(new) > _SIGNED.index(old)
+    if old in _UNSIGNED and new in _UNSIGNED:
+        return _UNSIGNED.index(new) > _UNSIGNED.index(old)
+    if old in _UNSIGNED and new in _SIGNED:
+        return _SIGNED.index(new) > _UNSIGNED.index(old)
+    if (old, new) in {("halffloat", "float"), ("halffloat", "double"), ("float", "double")}:
+        return True
+    a, b = _DECIMAL.match(old), _DECIMAL.match(new)
+    if a and b:
+        (wa, pa_, sa), (wb, pb, sb) = (a.group(1), int(a.group(2)), int(a.group(3))), \
+            (b.group(1), int(b.group(2)), int(b.group(3)))
+        return int(wb) >= int(wa) and sb >= sa and pb - sb >= pa_ - sa
+    return old == "date32[day]" and _TIMESTAMP.match(new) is not None
+
+
+def as_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` (rows stored under an earlier schema of an input, or under ``schema`` itself) as
+    columns of ``schema``: a column it lacks as nulls, one ``schema`` lacks left out, a narrower
+    type widened (:func:`widens`). ``table`` itself when it already has ``schema``'s columns."""
+    if table.schema.equals(schema, check_metadata=False):
+        return table
+    columns = []
+    for target in schema:
+        at = table.schema.get_field_index(target.name)
+        if at < 0:
+            columns.append(pa.nulls(table.num_rows, target.type))
+            continue
+        column = table.column(at)
+        columns.append(column if column.type == target.type else column.cast(target.type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def describe_changes(changes: Sequence[ColumnChanges]) -> str:
+    """The changes as lines, for a log or a report."""
+    return "\n".join(line for change in changes for line in change.lines())
