@@ -43,6 +43,7 @@ from streamjoin.interval.state import (
 )
 from streamjoin.interval.views import VIEWS
 from streamjoin.kit.watermark import WatermarkPolicy
+from streamjoin.runtime.evolution import SchemaPlace
 from streamjoin.runtime.operator import NEG_INF, POS_INF, InputSpec, SpecOperator, StepInput, StepResult
 from streamjoin.statestore.base import KeyValue, Store
 
@@ -142,6 +143,9 @@ class IntervalJoin(SpecOperator):
             raise ValueError("an interval join step takes exactly two inputs (left, right)")
         return _Step(self.spec, state, batch).run()
 
+    def schema_places(self) -> tuple[SchemaPlace, ...]:
+        return self.spec.left.schema_place(), self.spec.right.schema_place()
+
     def regroup(self, sources: Sequence[Store], owned: Ownership) -> list[KeyValue]:
         """Split state by key group after a change of partition count (:mod:`streamjoin.interval.regroup`)."""
         from streamjoin.interval.regroup import regroup
@@ -229,7 +233,7 @@ class _Step:
         """Match the other side's new rows with this side's state; emit its expired rows."""
         ranges = self._ranges(side)
         if ranges:
-            for group in scan_groups(self.state, side, ranges, self.spec.group_rows):
+            for group in scan_groups(self.state, side, ranges, self.spec.group_rows, self.spec.side(side).stored_schema):
                 self._state_group(side, pa.concat_tables(group.tables), group.marks)
 
     def _ranges(self, side: str) -> list[BucketRange]:

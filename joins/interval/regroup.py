@@ -22,6 +22,7 @@ from streamjoin.interval.spec import ROW_ID, IntervalSpec
 from streamjoin.interval.state import LAYOUT, marks_put, rows_puts, watermark_put
 from streamjoin.kit.order import ascending, sort_canonically
 from streamjoin.runtime.areas import ARROW, Int64s
+from streamjoin.runtime.evolution import as_schema
 from streamjoin.runtime.regroup import Ownership, merged_scan
 from streamjoin.statestore.base import KeyValue, Store
 
@@ -71,7 +72,7 @@ def _bucket(
     for source, key, value in entries:
         parts = area.decode(key)
         if parts[1] == _ROWS:
-            rows[parts[2]].append((source, ARROW.decode(value)))
+            rows[parts[2]].append((source, as_schema(ARROW.decode(value), plan.stored_schema)))
         else:
             marks[parts[2]].append((source, _IDS.decode(value)))
     renamed: dict[int, tuple[np.ndarray, np.ndarray]] = {}   # source -> (old ids, new ids), sorted

@@ -29,6 +29,7 @@ from streamjoin.kit.on import On, parse_on
 from streamjoin.kit.order import SortKeys, canonical_sort_keys
 from streamjoin.kit.times import Duration, parse_duration
 from streamjoin.kit.watermark import combine_watermark, idle_inputs, input_delays, parse_idle_timeout, parse_policy
+from streamjoin.runtime.evolution import SchemaPlace
 from streamjoin.runtime.operator import REASON_COLUMN
 
 __all__ = ["How", "HOWS", "SidePlan", "OutputColumn", "IntervalSpec", "build_spec", "ROW_ID", "On", "Duration"]
@@ -54,6 +55,16 @@ class SidePlan:
     time: str
     stored: tuple[str, ...]
     sort_keys: SortKeys
+
+    @property
+    def stored_schema(self) -> pa.Schema:
+        """The columns of the rows held in state: the stored ones, then :data:`ROW_ID`."""
+        return pa.schema([self.schema.field(n) for n in self.stored] + [pa.field(ROW_ID, pa.int64())])
+
+    def schema_place(self) -> SchemaPlace:
+        """Where the definition lists this side's columns; its key and time keep their types,
+        and the stored columns follow the columns (:mod:`streamjoin.runtime.evolution`)."""
+        return SchemaPlace(self.name, (self.name, "columns"), (*self.key, self.time), ((self.name, "stored"),))
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ import numpy as np
 import pyarrow as pa
 
 from streamjoin.runtime.areas import ARROW, BYTE, INT, RAW, TIMESTAMP, UINT32, Area, Int64s, Ints, StateLayout
+from streamjoin.runtime.evolution import as_schema
 from streamjoin.runtime.operator import NEG_INF
 from streamjoin.statestore.base import KeyValue, Store
 
@@ -99,9 +100,12 @@ def marks_put(side: str, start: int, version: int, ids: np.ndarray) -> KeyValue:
     return _SIDES[side].key(start, _MARKS, version), _IDS.encode(np.sort(ids))
 
 
-def scan_groups(store: Store, side: str, ranges: Sequence[BucketRange], max_rows: int) -> Iterator[Group]:
+def scan_groups(store: Store, side: str, ranges: Sequence[BucketRange], max_rows: int,
+                schema: pa.Schema | None = None) -> Iterator[Group]:
     """The rows of ``side`` within ``ranges`` (sorted, disjoint), in key order, in groups of at most
-    ``max_rows`` rows (or one blob), each with the marks of every bucket it has rows of.
+    ``max_rows`` rows (or one blob), each with the marks of every bucket it has rows of; each blob
+    in ``schema`` (the side's stored columns: one written under an earlier schema of the side is
+    read in it, :func:`streamjoin.runtime.evolution.as_schema`; None: as stored).
 
     A bucket's marks sort before its rows, so they are known when its rows are; a group cut inside
     a bucket hands that bucket's marks on to the next group. Memory is bounded by the group.
@@ -120,7 +124,7 @@ def scan_groups(store: Store, side: str, ranges: Sequence[BucketRange], max_rows
                 bucket_marks.append(ids)
                 group.marks.append(ids)
                 continue
-            table = ARROW.decode(value)
+            table = ARROW.decode(value) if schema is None else as_schema(ARROW.decode(value), schema)
             if group.tables and rows + table.num_rows > max_rows:
                 yield group
                 group, rows = Group(marks=list(bucket_marks)), 0

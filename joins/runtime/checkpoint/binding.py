@@ -243,8 +243,8 @@ def _evolution_hint(places: Sequence[SchemaPlace], changes: Sequence[str]) -> st
     """What to say when the only options that differ list columns but the join cannot evolve."""
     if places or not any(".schema:" in c or ".columns:" in c for c in changes):
         return ""
-    return ("\n(the columns of an input can change on a stream-table join's checkpoint; this join keeps the "
-            "columns it was started with, for now)")
+    return ("\n(the columns of an input can change on the checkpoint of a stream-table or an interval join; "
+            "a table-table join keeps the columns it was started with, for now)")
 
 
 def definition_changes(old: Any, new: Any, path: str = "") -> list[str]:
