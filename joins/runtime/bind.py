@@ -35,6 +35,9 @@ class BoundQuery:
     key_groups: int
     epoch: Epoch
     state: StateConfig
+    #: the operator the tasks run: the one bound, for the checkpoint's schema history
+    #: (:meth:`Operator.with_schema_history`); None only for a record made by hand
+    operator: Operator | None = None
 
     @property
     def checkpoint(self) -> Checkpoint:
@@ -63,7 +66,9 @@ def bind_query(
     for spec in operator.inputs:
         checkpoint.set_aside.write_schema(spec.name, set_aside_schema(spec.schema))
     state = replace(state or StateConfig(), checkpoint_id=checkpoint.binding.identity(root))
-    bound = BoundQuery(checkpoint.uri, partitions, checkpoint.binding.key_groups(root), epoch, state)
+    history = checkpoint.binding.history(root)
+    evolved = operator.with_schema_history(history) if len(history) > 1 else operator
+    bound = BoundQuery(checkpoint.uri, partitions, checkpoint.binding.key_groups(root), epoch, state, evolved)
     done = checkpoint.initial.done()
     if done is None and write_initial is not None and not checkpoint.commits.has_state():
         done = dict(write_initial(bound))

@@ -86,6 +86,7 @@ class LocalRunner:
         self.partitions = partitions
         bound = bind_query(checkpoint, operator, partitions, key_groups=key_groups,
                            state=config or StateConfig(store="memory"))
+        self.operator = bound.operator or operator   # for the checkpoint's schema history
         self.config = bound.state
         self.checkpoint = bound.checkpoint
         self.groups = bound.key_groups

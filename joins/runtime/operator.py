@@ -155,6 +155,14 @@ class Operator(ABC):
         default, none, keeps the columns a checkpoint was started with."""
         return ()
 
+    def with_schema_history(self, definitions: Sequence[Mapping[str, Any]]) -> Operator:
+        """This operator for a checkpoint whose definitions were ``definitions`` (the first one,
+        then each schema evolution's, oldest first; the last is this operator's): one whose state
+        holds what its rows need to be read under every earlier schema (the table-table join's
+        stored row layouts, :mod:`streamjoin.table.layouts`). The default, for state that
+        carries its schema, is the operator itself."""
+        return self
+
     @property
     def uses_processing_time(self) -> bool:
         """Whether its results depend on processing time (an ``idle_timeout``): the engine then

@@ -10,6 +10,7 @@ store through the operator's state layout. An operator class lists its views by 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -39,10 +40,24 @@ def arrow_type(name: str) -> pa.DataType:
         return pa.timestamp(unit, tz or None)
     if name.startswith(("date32", "date64")):
         return pa.date32() if name.startswith("date32") else pa.date64()
+    decimal = re.fullmatch(r"decimal(128|256)\((\d+), (-?\d+)\)", name)
+    if decimal:
+        width, precision, scale = decimal.groups()
+        return (pa.decimal128 if width == "128" else pa.decimal256)(int(precision), int(scale))
+    timed = re.fullmatch(r"(time32|time64|duration)\[(s|ms|us|ns)\]", name)
+    if timed:
+        return {"time32": pa.time32, "time64": pa.time64, "duration": pa.duration}[timed.group(1)](timed.group(2))
+    fixed = re.fullmatch(r"fixed_size_binary\[(\d+)\]", name)
+    if fixed:
+        return pa.binary(int(fixed.group(1)))
+    dictionary = re.fullmatch(r"dictionary<values=(.+), indices=(\w+), ordered=([01])>", name)
+    if dictionary:
+        return pa.dictionary(arrow_type(dictionary.group(2)), arrow_type(dictionary.group(1)),
+                             dictionary.group(3) == "1")
     try:
         return pa.type_for_alias(name)
     except ValueError as exc:
-        raise JoinDefinitionError(f"read_state: cannot read a state column of type {name}") from exc
+        raise JoinDefinitionError(f"cannot read a column of type {name} recorded in a join definition") from exc
 
 
 def json_text(values: Any) -> str:

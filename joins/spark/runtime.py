@@ -138,7 +138,7 @@ def run_operator(
     shuffled = shuffle(combined, partitions, groups, routing_keys(operator, key_types, layout))
     if operator.uses_processing_time:   # after the shuffle: the rows cross it without it
         shuffled = shuffled.withColumn(NOW, F.current_timestamp())
-    task = PartitionTask(operator, checkpoint, partitions, state, final=not streaming, layout=layout,
+    task = PartitionTask(bound.operator or operator, checkpoint, partitions, state, final=not streaming, layout=layout,
                          ticks=flush is not None and flush.ticks, release=flush is not None and flush.release,
                          pre_staged=tuple(pre_staged), first_task=first_task)
     out = shuffled.mapInArrow(task, from_arrow_schema(progress_schema(operator), prefer_timestamp_ntz=True))

@@ -47,12 +47,13 @@ The two steps read and write disjoint areas, so their writes are one atomic writ
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import pyarrow as pa
 
 from streamjoin.changes import ChangeFormat
+from streamjoin.runtime.evolution import SchemaPlace
 from streamjoin.runtime.operator import InputSpec, Operator, StepInput, StepResult
 from streamjoin.statestore.base import KeyValue, Store
 from streamjoin.statestore.columns import ColumnWrite
@@ -170,6 +171,17 @@ class FusedTableJoinStage(Operator):
     def definition(self) -> dict[str, Any]:
         return {"kind": self.kind, "join": self.join.definition(),
                 **{f"{name}_keys": self.keyed[name].definition() for name in SIDES if name in self.keyed}}
+
+    def schema_places(self) -> tuple[SchemaPlace, ...]:
+        """The join stage's sides, and each fused side's key stage (its ``<side>_keys`` entry)."""
+        joined = tuple(replace(p, path=("join", *p.path)) for p in self.join.schema_places())
+        return joined + tuple(self.keyed[name].side.schema_place(f"{name}_keys", input=f"{name}_keys")
+                              for name in SIDES if name in self.keyed)
+
+    def with_schema_history(self, definitions: Sequence[Mapping[str, Any]]) -> FusedTableJoinStage:
+        """This stage with its join stage's rows in the layouts of their history (see
+        :meth:`TableJoinStage.with_schema_history`)."""
+        return FusedTableJoinStage(self.join.with_schema_history([d["join"] for d in definitions]), self.keyed)
 
     def regroup(self, sources: Sequence[Store], owned: Ownership) -> list[KeyValue]:
         """The join stage's entries of the owned key groups, and each fused side's key-stage

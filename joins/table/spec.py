@@ -28,7 +28,7 @@ stream as it comes: its bookkeeping columns are the vocabulary's, not row column
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -39,6 +39,7 @@ from streamjoin.kit.how import How, parse_how
 from streamjoin.kit.keys import common_key_type
 from streamjoin.kit.names import check_output_names, check_present, check_reserved, duplicates, suffixed
 from streamjoin.kit.on import column_names, parse_on
+from streamjoin.runtime.evolution import SchemaPlace
 from streamjoin.table.rows import stored_type
 
 __all__ = ["How", "HOWS", "TableSide", "TableJoinSpec", "build_side", "build_join", "detect_format", "parse_on",
@@ -74,6 +75,14 @@ class TableSide:
     def row_schema(self) -> pa.Schema:
         """The row's columns (the routed schema without the time and op columns)."""
         return pa.schema([f for f in self.routed if f.name not in (TIME, OP)])
+
+    def schema_place(self, *at: str, input: str | None = None) -> SchemaPlace:
+        """Where a definition holding this side's (under the keys ``at``) lists its change table's
+        columns; the primary and join keys and the change columns keep their types
+        (:mod:`streamjoin.runtime.evolution`)."""
+        fmt = self.changes
+        changed = [c for c in (fmt.time, fmt.op, fmt.sequence, fmt.column) if c]
+        return SchemaPlace(input or self.name, (*at, "schema"), (*dict.fromkeys([*fmt.key, *self.on]), *changed))
 
     def definition(self) -> dict[str, Any]:
         return {"side": self.name, "changes": self.changes.definition(), "on": list(self.on),
@@ -165,6 +174,15 @@ def common_key_types(left: pa.Schema, left_changes: ChangeFormat, left_on: Seque
             check_present(list(fields[side]), [name], f"on: the {side} row", "row columns")
         types.append(common_key_type(ln, fields["left"][ln].type, rn, fields["right"][rn].type))
     return tuple(types)
+
+
+def side_at(definition: Mapping[str, Any], side: TableSide) -> TableSide:
+    """``side`` as it was under an earlier ``definition`` of it (its ``schema`` entry: the change
+    table's columns then), for the rows stored under it."""
+    from streamjoin.runtime.views import arrow_type
+
+    schema = pa.schema([pa.field(name, arrow_type(kind)) for name, kind in definition["schema"]])
+    return build_side(side.name, schema, side.changes, side.on, side.key_types)
 
 
 def build_side(name: str, schema: pa.Schema, changes: ChangeFormat, on: str | Sequence[str],

@@ -40,12 +40,14 @@ padding needs).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+import copy
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from streamjoin.runtime.evolution import SchemaPlace
 from streamjoin.runtime.operator import InputSpec, SpecOperator, StepInput, StepResult
 from streamjoin.statestore.base import KeyValue, Store
-from streamjoin.table.rows import RowCodec
-from streamjoin.table.spec import How, TableJoinSpec, TableSide, build_join
+from streamjoin.table.layouts import LayoutCodec
+from streamjoin.table.spec import How, TableJoinSpec, TableSide, build_join, side_at
 from streamjoin.table.state import LAYOUT
 from streamjoin.table.step import JoinStep
 from streamjoin.table.views import ROW_VIEWS
@@ -67,7 +69,9 @@ class TableJoinStage(SpecOperator):
     def __init__(self, left: TableSide, right: TableSide, how: str | How = "inner") -> None:
         """``left``/``right``: the sides of the stage-1 operators (``TableRekey(...).side``)."""
         self.spec: TableJoinSpec = build_join(left, right, how)
-        self.codecs = {s.name: RowCodec(s.row_schema) for s in (left, right)}
+        # rows in the layout of their columns' history (:mod:`streamjoin.table.layouts`; one layout
+        # until the columns change, whose rows are RowCodec's)
+        self.codecs = {s.name: LayoutCodec([s.row_schema]) for s in (left, right)}
         # a side whose join key is its primary key holds at most one row per join key, under a
         # store key the join key determines: its reads are point reads (None: a group needs a scan)
         self.direct = {s.name: _direct(s) for s in (left, right)}
@@ -75,6 +79,18 @@ class TableJoinStage(SpecOperator):
 
     def __repr__(self) -> str:
         return f"TableJoinStage(left={self.spec.left!r}, right={self.spec.right!r}, how={self.spec.how.value!r})"
+
+    def schema_places(self) -> tuple[SchemaPlace, ...]:
+        return self.spec.left.schema_place("left"), self.spec.right.schema_place("right")
+
+    def with_schema_history(self, definitions: Sequence[Mapping[str, Any]]) -> TableJoinStage:
+        """This stage with each side's rows stored in the layouts of its columns' history
+        (``definitions``: this stage's, oldest first)."""
+        evolved = copy.copy(self)
+        evolved.codecs = {side.name: LayoutCodec([side_at(d[side.name], side).row_schema for d in definitions[:-1]]
+                                                 + [side.row_schema])
+                          for side in (self.spec.left, self.spec.right)}
+        return evolved
 
     def regroup(self, sources: Sequence[Store], owned: Ownership) -> list[KeyValue]:
         """Split state by key group after a change of partition count (:mod:`streamjoin.table.regroup`)."""

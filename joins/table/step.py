@@ -256,6 +256,7 @@ class JoinStep:
                 parts.insert(0, scanned[name])
             gid = np.concatenate([p[0] for p in parts])
             pk, rows, keys = (pa.concat_arrays([p[i] for p in parts]) for i in (1, 2, 3))
+            rows = self.codecs[name].upgrade(rows)   # a row stored under earlier columns, in the current ones
             c = self.changes[name]
             at_change = pc.index_in(keys, value_set=c.key)
             changed = at_change.is_valid().to_numpy(zero_copy_only=False)

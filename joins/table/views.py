@@ -4,7 +4,8 @@ decoded through each stage's state layout.
 A key stage (``table_join_keys``), side ``keys``: per primary key, the last change applied
 (``_change_time``, ``_sequence``, ``_has_row``) and the row's join key (JSON arrays). The join
 stage (``table_join``), sides ``left`` / ``right``: each table's current rows by (join key,
-primary key), as JSON arrays of the stored values. A fused join stage (``table_join_fused``):
+primary key), as JSON arrays of the stored values (for a row stored after the side's columns
+changed, the values of its layout's slots: :mod:`streamjoin.table.layouts`). A fused join stage (``table_join_fused``):
 its ``left`` / ``right`` rows, and the ``left_keys`` / ``right_keys`` of its fused sides.
 """
 
@@ -16,6 +17,7 @@ import pyarrow as pa
 
 from streamjoin.runtime.views import TS, StateView, json_text, table_of
 from streamjoin.statestore.base import Store
+from streamjoin.table.layouts import MARK
 from streamjoin.table.state import KEY_AREA_PREFIX, SIDE
 
 __all__ = ["KEY_VIEWS", "ROW_VIEWS", "FUSED_VIEWS"]
@@ -62,6 +64,8 @@ def _rows_view(side: str, part: str | None = None) -> StateView:
         rows = []
         for key, value in area.scan(store):
             (values,) = area.decode(key)   # the join key's values, then the primary key's
+            if value[:1] == bytes([MARK]):   # a row stored after its columns changed: its layout's slots
+                value = value[2:]
             rows.append({"join_key": json_text(values[:width]), "primary_key": json_text(values[width:]),
                          "row": json_text(area.value.decode(value))})
         return table_of(rows, columns)

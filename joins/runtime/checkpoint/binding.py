@@ -120,7 +120,7 @@ class Binding:
                     f"checkpoint {self.uri} belongs to another join definition; what differs "
                     "(the checkpoint's -> this join's):\n" + "\n".join(f"  {c}" for c in changes) + "\n"
                     "A changed join needs a new checkpoint location (and its query a new Spark checkpoint); "
-                    "or define the join as it was" + _evolution_hint(places, changes)
+                    "or define the join as it was"
                 )
             record = {"definition": definition, "changes": [line for c in evolved for line in c.lines()]}
             if self.files.create_json(f"{EVOLUTION}/{len(records) + 1:06d}.json", record):
@@ -140,6 +140,12 @@ class Binding:
                     "copy of the checkpoint", path=self.files.location(f"{EVOLUTION}/{name}"))
             out.append(found)
         return out
+
+    def history(self, root: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """The definitions the checkpoint has had, oldest first: ``streamjoin.json``'s (``root``,
+        if already read), then each evolution's."""
+        found = (self.root() if root is None else root) or {}
+        return [dict(found.get("definition") or {}), *(dict(r["definition"]) for r in self.evolutions())]
 
     def definition(self, root: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The join definition the checkpoint's state is kept by now: the newest evolution's, else
@@ -237,14 +243,6 @@ class Binding:
                 "the checkpoint, or start the join from a new checkpoint location",
                 path=self.files.location(ROOT))
         return int(found["key_groups"])
-
-
-def _evolution_hint(places: Sequence[SchemaPlace], changes: Sequence[str]) -> str:
-    """What to say when the only options that differ list columns but the join cannot evolve."""
-    if places or not any(".schema:" in c or ".columns:" in c for c in changes):
-        return ""
-    return ("\n(the columns of an input can change on the checkpoint of a stream-table or an interval join; "
-            "a table-table join keeps the columns it was started with, for now)")
 
 
 def definition_changes(old: Any, new: Any, path: str = "") -> list[str]:
