@@ -4,7 +4,8 @@ checkpoints; events waiting from before and table versions from before join as a
 the evolved inputs would, the dropped column leaves the output, and the set-aside rows of both
 schemas read back together. A change the state cannot follow is refused before the query starts.
 A table-table join restarted with a column added to one table reads its rows stored before with
-a null there (each of its stages accepts the new columns)."""
+a null there (each of its stages accepts the new columns); an interval join's buffered rows from
+before match with the new columns null and widened."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from streamjoin import read_state, set_aside_rows, stream_table_join, table_table_join
+from streamjoin import interval_join, read_state, set_aside_rows, stream_table_join, table_table_join
 from streamjoin.errors import CheckpointMismatchError
 from streamjoin.runtime.checkpoint import Checkpoint
 
@@ -144,3 +145,42 @@ def test_table_table_join_restarts_with_a_column_added(spark, tmp_path):
     # bob's row is from before tier existed: null there; ann's update shows her old row with a null tier
     assert sorted((r["_change_type"], r["order_id"], r["name"], r["tier"]) for r in second) == [
         ("insert", 3, "bob", None), ("update_postimage", 1, "ann", 1), ("update_preimage", 1, "ann", None)]
+
+
+CLICKS = [pa.schema([("k", pa.int64()), ("t", pa.timestamp("us", "UTC")), ("page", pa.string())]),
+          pa.schema([("k", pa.int64()), ("t", pa.timestamp("us", "UTC")), ("page", pa.string()),
+                     ("ref", pa.string())])]
+BUYS = [pa.schema([("k", pa.int64()), ("t", pa.timestamp("us", "UTC")), ("n", pa.int32())]),
+        pa.schema([("k", pa.int64()), ("t", pa.timestamp("us", "UTC")), ("n", pa.int64())])]
+
+
+def _run_interval(spark, root: str, generation: int, out: str):
+    def ddl(schema: pa.Schema) -> str:
+        return ", ".join(f"{f.name} {SQL[f.type]}" for f in schema)
+
+    clicks = spark.readStream.schema(ddl(CLICKS[generation])).option("maxFilesPerTrigger", 1).parquet(f"{root}/c")
+    buys = spark.readStream.schema(ddl(BUYS[generation])).option("maxFilesPerTrigger", 1).parquet(f"{root}/b")
+    joined = interval_join(clicks, buys, "k", left_time="t", right_time="t", lower=timedelta(0),
+                           upper=timedelta(seconds=30), delay=timedelta(seconds=5), how="left",
+                           checkpoint=f"{root}/ij", partitions=2)
+    query = (joined.writeStream.format("parquet").option("path", f"{root}/{out}")
+             .option("checkpointLocation", f"{root}/ij-spark").trigger(availableNow=True).start())
+    query.awaitTermination()
+    files = sorted(glob.glob(f"{root}/{out}/part-*.parquet"))
+    return pa.concat_tables([pq.read_table(f) for f in files]).to_pylist() if files else []
+
+
+def test_interval_join_restarts_with_a_column_added_and_one_widened(spark, tmp_path):
+    root = str(tmp_path)
+    _file(f"{root}/c", 0, [{"k": 1, "t": _at(10), "page": "a"}, {"k": 2, "t": _at(12), "page": "b"}], CLICKS[0])
+    _file(f"{root}/b", 0, [{"k": 1, "t": _at(15), "n": 3}], BUYS[0])
+    first = _run_interval(spark, root, 0, "out1")
+    assert sorted((r["page"], r["n"]) for r in first) == [("a", 3)]
+    # the clicks gain ref, the buys' n widens; click b (buffered from before) matches a new buy
+    _file(f"{root}/c", 1, [{"k": 3, "t": _at(50), "page": "c", "ref": "ad"}], CLICKS[1])
+    _file(f"{root}/b", 1, [{"k": 2, "t": _at(20), "n": 2**40}, {"k": 3, "t": _at(55), "n": 1}], BUYS[1])
+    _file(f"{root}/c", 2, [{"k": 9, "t": _at(500), "page": "end", "ref": None}], CLICKS[1])
+    _file(f"{root}/b", 2, [{"k": 9, "t": _at(500), "n": 0}], BUYS[1])
+    second = _run_interval(spark, root, 1, "out2")
+    assert sorted((r["page"], r["ref"], r["n"]) for r in second if r["page"] != "end") == [
+        ("b", None, 2**40), ("c", "ad", 1)]
