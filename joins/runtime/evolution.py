@@ -192,7 +192,8 @@ def widens(old: str, new: str) -> bool:
 def as_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """``table`` (rows stored under an earlier schema of an input, or under ``schema`` itself) as
     columns of ``schema``: a column it lacks as nulls, one ``schema`` lacks left out, a narrower
-    type widened (:func:`widens`). ``table`` itself when it already has ``schema``'s columns (their
+    type widened (:func:`widens`); a column of a type that does not widen to the new one (a column
+    dropped, then added again with another type) as nulls, as a new column. ``table`` itself when it already has ``schema``'s columns (their
     names and types, in order: what every read of current state finds, at the cost of a compare)."""
     if table.schema.names == schema.names and all(a.type == b.type for a, b in zip(table.schema, schema)):
         return table
@@ -203,7 +204,10 @@ def as_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
             columns.append(pa.nulls(table.num_rows, target.type))
             continue
         column = table.column(at)
-        columns.append(column if column.type == target.type else column.cast(target.type))
+        if column.type != target.type:
+            column = column.cast(target.type) if widens(str(column.type), str(target.type)) \
+                else pa.nulls(table.num_rows, target.type)
+        columns.append(column)
     return pa.Table.from_arrays(columns, schema=schema)
 
 

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamjoin.errors import CheckpointMismatchError
+from streamjoin.runtime.evolution import widens
 from streamjoin.statestore.codecs import unpack
 from streamjoin.statestore.columns import binary_suffixes
 from streamjoin.statestore.packed_columns import pack_array, padded_bytes, unpack_columns
@@ -157,5 +158,8 @@ class LayoutCodec(RowCodec):
             column = arrays[at]
             slot = self.slots[at].type
             column = column if column.type == slot else column.cast(slot)
-            columns.append(column if column.type == field.type else column.cast(field.type))
+            if slot != field.type:   # widened; or dropped, then added again as another type: a new column
+                column = column.cast(field.type) if widens(str(slot), str(field.type)) \
+                    else pa.nulls(len(rows), field.type)
+            columns.append(column)
         return pa.Table.from_arrays(columns, schema=self.schema)
