@@ -24,6 +24,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "view": ("streamjoin.bench.view", "a view over three tables (a chain of two joins) beside its first join alone"),
     "postgres": ("streamjoin.bench.postgres", "changes/s from a PostgreSQL slot: decoded, read by Spark, joined"),
     "latency": ("streamjoin.bench.latency", "seconds and micro-batches until a row the watermark releases is in the sink, beside Spark"),
+    "restart": ("streamjoin.bench.restart", "restarting a stream-table join on a large table, with and without a column added"),
     "rescale": ("streamjoin.bench.rescale", "routing by key group, and the version that rebuilds after a partition change"),
     "nexmark": ("streamjoin.bench.nexmark", "Nexmark q3, q20 and a q8-like window join beside Spark on the same data"),
     "checkpoint-io": ("streamjoin.bench.checkpoint_io", "checkpoint file-system calls and seconds per task at 16, 64, 200 partitions"),

@@ -326,6 +326,9 @@ GOALS: tuple[Goal, ...] = (
     Goal("changelog", "restore of a compacted 1M-entry changelog into the arranged store (the default)", 5_000_000,
          " entries/s", Cell("entries/s", {"entries": 1_000_000, "backend": "arranged", "what": "restore compacted"}),
          "streamjoin bench changelog"),
+    Goal("restart", "restart of a 1M-row enrichment table after a column is added, vs the same restart without "
+         "(s / s)", 1.2, "x", Ratio("seconds", over={"variant": "column added"}, under={"variant": "same columns"}),
+         "streamjoin bench restart --repeat 5", at_most=True),
     Goal("runtime", "micro-batch time vs the floor's (batches / floor), every backend", 1.10, "x",
          Each("batches / floor", "variant", _RUNTIME), "streamjoin bench runtime", at_most=True,
          reason="the run of this figure (2026-11-30, load 2.3 at its start and 3.0 as it ended, the variants' order "
