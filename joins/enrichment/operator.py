@@ -62,7 +62,7 @@ from streamjoin.enrichment.views import VIEWS
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.kit.columns import cast_values
 from streamjoin.kit.times import Duration
-from streamjoin.runtime.evolution import SchemaPlace
+from streamjoin.runtime.evolution import OptionRule, SchemaPlace
 from streamjoin.runtime.operator import InputSpec, SpecOperator, StepInput, StepResult
 from streamjoin.statestore.base import KeyValue, Store
 
@@ -121,6 +121,12 @@ class EnrichmentJoin(SpecOperator):
 
     def schema_places(self) -> tuple[SchemaPlace, ...]:
         return self.spec.schema_places()
+
+    def option_rules(self) -> tuple[OptionRule, ...]:
+        """A longer delay, and a longer table TTL (or none): versions already expired stay gone,
+        the others are kept longer from now on."""
+        return (OptionRule(("delay_us",), "delay"), OptionRule(("delays_us",), "stream_delay/table_delay"),
+                OptionRule(("table_ttl_us",), "table_ttl", absent_is_most=True))
 
     def regroup(self, sources: Sequence[Store], owned: Ownership) -> list[KeyValue]:
         """Split state by key group after a change of partition count (:mod:`streamjoin.enrichment.regroup`)."""

@@ -43,7 +43,7 @@ from streamjoin.interval.state import (
 )
 from streamjoin.interval.views import VIEWS
 from streamjoin.kit.watermark import WatermarkPolicy
-from streamjoin.runtime.evolution import SchemaPlace
+from streamjoin.runtime.evolution import OptionRule, SchemaPlace
 from streamjoin.runtime.operator import NEG_INF, POS_INF, InputSpec, SpecOperator, StepInput, StepResult
 from streamjoin.statestore.base import KeyValue, Store
 
@@ -145,6 +145,11 @@ class IntervalJoin(SpecOperator):
 
     def schema_places(self) -> tuple[SchemaPlace, ...]:
         return self.spec.left.schema_place(), self.spec.right.schema_place()
+
+    def option_rules(self) -> tuple[OptionRule, ...]:
+        """A longer delay (the watermark held further back: rows wait longer, none is released
+        twice: the stored watermark never moves back)."""
+        return OptionRule(("delay_us",), "delay"), OptionRule(("delays_us",), "left_delay/right_delay")
 
     def regroup(self, sources: Sequence[Store], owned: Ownership) -> list[KeyValue]:
         """Split state by key group after a change of partition count (:mod:`streamjoin.interval.regroup`)."""

@@ -61,7 +61,7 @@ def bind_query(
     """
     checkpoint = Checkpoint(uri)
     root = checkpoint.binding.bind(operator.definition(), partitions, mode=mode, key_groups=key_groups,
-                                   places=operator.schema_places())
+                                   places=operator.schema_places(), options=operator.option_rules())
     epoch = bind_partitions(checkpoint, partitions, operator, root=root)
     for spec in operator.inputs:
         checkpoint.set_aside.write_schema(spec.name, set_aside_schema(spec.schema))

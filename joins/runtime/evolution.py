@@ -14,7 +14,9 @@ each column change is one of:
   and scale where no integer digit is lost, ``date32 -> timestamp`` without a time zone
   (Spark's ``TIMESTAMP_NTZ``); old values are widened when read.
 
-Anything else is refused by :func:`schema_evolution` with :class:`CheckpointMismatchError` naming
+Options that may change on a checkpoint are each an :class:`OptionRule`: a delay, a table's TTL or
+a retention may grow (what the state holds or waits for is only ever extended, going forward),
+never shrink. Anything else is refused by :func:`schema_evolution` with :class:`CheckpointMismatchError` naming
 the input, the column, the old and new types and what to do: a narrowed or otherwise changed
 type, a type change of a fixed column, and a column that disappears where another of the same
 type appears at the same position, with nothing else added or dropped (a rename, which the
@@ -27,6 +29,7 @@ whenever a version writes them anyway.
 from __future__ import annotations
 
 import copy
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -34,8 +37,10 @@ from typing import Any, Mapping, Sequence
 import pyarrow as pa
 
 from streamjoin.errors import CheckpointMismatchError
+from streamjoin.kit.times import describe_duration
 
-__all__ = ["SchemaPlace", "ColumnChanges", "schema_evolution", "widens", "as_schema", "describe_changes"]
+__all__ = ["SchemaPlace", "OptionRule", "ColumnChanges", "schema_evolution", "widens", "as_schema",
+           "describe_changes"]
 
 Path = tuple[str, ...]
 
@@ -51,6 +56,48 @@ class SchemaPlace:
     path: Path
     fixed: tuple[str, ...] = ()
     derived: tuple[Path, ...] = ()
+
+
+@dataclass(frozen=True)
+class OptionRule:
+    """An option at ``path`` of a definition (a number of µs, a list of them, or a record whose
+    ``field`` is one) that a checkpoint accepts a larger value of; ``name`` is the argument users
+    give; with ``absent_is_most`` the option left out means no bound (a TTL or retention of
+    forever), the largest value."""
+
+    path: Path
+    name: str
+    field: str | None = None
+    absent_is_most: bool = False
+
+    def grows(self, old: Any, new: Any) -> bool | None:
+        """Whether ``new`` is at least ``old`` (None: the two are not comparable)."""
+        def measure(value: Any) -> Any:
+            if value is None:
+                return float("inf") if self.absent_is_most else None
+            if self.field is not None:
+                return value.get(self.field) if isinstance(value, Mapping) else None
+            return value
+        a, b = measure(old), measure(new)
+        if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+            return all(isinstance(x, (int, float)) and isinstance(y, (int, float)) and y >= x for x, y in zip(a, b))
+        if not isinstance(a, (int, float)) or not isinstance(b, (int, float)):
+            return None
+        if self.field is not None and isinstance(old, Mapping) and isinstance(new, Mapping):
+            rest = {k: v for k, v in old.items() if k != self.field}
+            if rest != {k: v for k, v in new.items() if k != self.field}:
+                return None
+        return b >= a
+
+    def line(self, old: Any, new: Any) -> str:
+        def text(value: Any) -> str:
+            if value is None:
+                return "none (forever)" if self.absent_is_most else "(none)"
+            value = value.get(self.field) if self.field is not None and isinstance(value, Mapping) else value
+            if isinstance(value, list):
+                return "[" + ", ".join(describe_duration(v) for v in value) + "]"
+            return describe_duration(value) if isinstance(value, int) else json.dumps(value)
+        return f"{self.name}: {text(old)} -> {text(new)}"
 
 
 @dataclass(frozen=True)
@@ -79,9 +126,11 @@ def _get(definition: Mapping[str, Any], path: Path) -> Any:
     return value
 
 
-def _set(definition: dict[str, Any], path: Path, value: Any) -> None:
+def _set(definition: dict[str, Any], path: Path, value: Any, create: bool = False) -> None:
     target: Any = definition
     for key in path[:-1]:
+        if isinstance(target, dict) and key not in target and create and value is not None:
+            target[key] = {}
         if not isinstance(target, dict) or key not in target:
             return
         target = target[key]
@@ -100,22 +149,38 @@ def _columns(value: Any) -> list[tuple[str, str]] | None:
 
 def schema_evolution(
     old: Mapping[str, Any], new: Mapping[str, Any], places: Sequence[SchemaPlace], *, where: str,
-) -> list[ColumnChanges] | None:
-    """The column changes that turn definition ``old`` into ``new``, one per input that changed;
-    None when the two differ in more than the columns of ``places`` (and their derived entries),
-    which the caller refuses as another definition.
+    options: Sequence[OptionRule] = (),
+) -> list[ColumnChanges | OptionChange] | None:
+    """The changes that turn definition ``old`` into ``new``: one :class:`ColumnChanges` per input
+    whose columns changed, one :class:`OptionChange` per option of ``options`` that grew; None
+    when the two differ in more than those, which the caller refuses as another definition.
 
     Raises :class:`CheckpointMismatchError` (``where`` names the checkpoint) for a column
-    change the state cannot follow (see module)."""
-    if not places:
+    change the state cannot follow, and for an option of ``options`` that shrank (see module)."""
+    if not places and not options:
         return None
     moved = copy.deepcopy(dict(old))
     for place in places:
         for path in (place.path, *place.derived):
             _set(moved, path, copy.deepcopy(_get(new, path)))
+    grown: list[ColumnChanges | OptionChange] = []
+    for rule in options:
+        before, after = _get(old, rule.path), _get(new, rule.path)
+        if before == after:
+            continue
+        grows = rule.grows(before, after)
+        if grows is None:
+            return None
+        if not grows:
+            raise CheckpointMismatchError(
+                f"checkpoint {where}: {rule.line(before, after)} shrinks what the join's state holds or waits "
+                f"for, and the state already follows the longer one; a checkpoint only takes a longer "
+                f"{rule.name}. Give the value as before (or longer), or start the join from a new checkpoint location")
+        _set(moved, rule.path, copy.deepcopy(after), create=True)
+        grown.append(OptionChange(rule.line(before, after)))
     if moved != dict(new):
         return None
-    out = []
+    out: list[ColumnChanges | OptionChange] = list(grown)
     for place in places:
         before, after = _columns(_get(old, place.path)), _columns(_get(new, place.path))
         if before is None or after is None:
@@ -124,6 +189,16 @@ def schema_evolution(
         if found.added or found.dropped or found.widened:
             out.append(found)
     return out
+
+
+@dataclass(frozen=True)
+class OptionChange:
+    """An option that grew (its line, e.g. ``delay: 10 seconds -> 20 seconds``)."""
+
+    text: str
+
+    def lines(self) -> list[str]:
+        return [self.text]
 
 
 def _changes(place: SchemaPlace, before: list[tuple[str, str]], after: list[tuple[str, str]],
@@ -211,6 +286,6 @@ def as_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def describe_changes(changes: Sequence[ColumnChanges]) -> str:
+def describe_changes(changes: Sequence[ColumnChanges | OptionChange]) -> str:
     """The changes as lines, for a log or a report."""
     return "\n".join(line for change in changes for line in change.lines())

@@ -33,7 +33,7 @@ from streamjoin.statestore.base import KeyValue, Store
 from streamjoin.statestore.columns import ColumnWrite
 
 if TYPE_CHECKING:
-    from streamjoin.runtime.evolution import SchemaPlace
+    from streamjoin.runtime.evolution import OptionRule, SchemaPlace
     from streamjoin.runtime.plan import JoinPlan
     from streamjoin.runtime.regroup import Ownership
     from streamjoin.runtime.views import StateView
@@ -153,6 +153,12 @@ class Operator(ABC):
         checkpoint accepts (:mod:`streamjoin.runtime.evolution`): an operator that names places
         reads state rows stored under an earlier schema of an input in the current one. The
         default, none, keeps the columns a checkpoint was started with."""
+        return ()
+
+    def option_rules(self) -> tuple[OptionRule, ...]:
+        """The options of :meth:`definition` a checkpoint accepts a larger value of (a delay, a
+        TTL, a retention: :class:`streamjoin.runtime.evolution.OptionRule`). The default, none,
+        refuses any changed option."""
         return ()
 
     def with_schema_history(self, definitions: Sequence[Mapping[str, Any]]) -> Operator:

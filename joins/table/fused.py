@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import pyarrow as pa
 
 from streamjoin.changes import ChangeFormat
-from streamjoin.runtime.evolution import SchemaPlace
+from streamjoin.runtime.evolution import OptionRule, SchemaPlace
 from streamjoin.runtime.operator import InputSpec, Operator, StepInput, StepResult
 from streamjoin.statestore.base import KeyValue, Store
 from streamjoin.statestore.columns import ColumnWrite
@@ -177,6 +177,11 @@ class FusedTableJoinStage(Operator):
         joined = tuple(replace(p, path=("join", *p.path)) for p in self.join.schema_places())
         return joined + tuple(self.keyed[name].side.schema_place(f"{name}_keys", input=f"{name}_keys")
                               for name in SIDES if name in self.keyed)
+
+    def option_rules(self) -> tuple[OptionRule, ...]:
+        """Each fused side's key stage's (a longer retention)."""
+        return tuple(replace(rule, path=(f"{name}_keys", *rule.path)) for name in SIDES if name in self.keyed
+                     for rule in self.keyed[name].option_rules())
 
     def with_schema_history(self, definitions: Sequence[Mapping[str, Any]]) -> FusedTableJoinStage:
         """This stage with its join stage's rows in the layouts of their history (see

@@ -52,7 +52,7 @@ from streamjoin.kit.keys import normal_keys
 from streamjoin.kit.order import canonical_order, canonical_sort_keys
 from streamjoin.kit.times import Duration
 from streamjoin.runtime.areas import PACKED, PACKED_VALUE, RAW, TIMESTAMP, Area, StateLayout
-from streamjoin.runtime.evolution import SchemaPlace
+from streamjoin.runtime.evolution import OptionRule, SchemaPlace
 from streamjoin.runtime.operator import NEG_INF, InputSpec, Operator, StepInput, StepResult, conform
 from streamjoin.statestore.base import KeyValue, Store
 from streamjoin.statestore.codecs import unpack, unpack_head
@@ -164,6 +164,11 @@ class TableRekey(Operator):
     def output_schema(self) -> pa.Schema:
         """The routed-change schema: the row's columns, then ``__sj_op``."""
         return self.side.routed
+
+    def option_rules(self) -> tuple[OptionRule, ...]:
+        """A longer retention (or none): tombstones and rows already dropped stay gone, the
+        others are kept longer from now on."""
+        return (OptionRule(("retention",), "retention (or this table's delay)", "retention_us", absent_is_most=True),)
 
     def schema_places(self) -> tuple[SchemaPlace, ...]:
         """Its change table's columns: a key stage holds no rows, only keys and times, so any

@@ -15,7 +15,7 @@ from typing import Any, Mapping, Sequence
 from streamjoin.errors import CheckpointDamagedError, CheckpointMismatchError
 from streamjoin.kit.times import describe_duration
 from streamjoin.runtime.checkpoint.files import CheckpointFiles
-from streamjoin.runtime.evolution import SchemaPlace, schema_evolution
+from streamjoin.runtime.evolution import OptionRule, SchemaPlace, schema_evolution
 from streamjoin.runtime.keygroups import DEFAULT_KEY_GROUPS, check_count, check_key_groups
 
 __all__ = ["Binding", "FORMAT", "RunMode", "ROOT", "EVOLUTION", "definition_changes"]
@@ -53,7 +53,7 @@ class Binding:
 
     def bind(
         self, definition: Mapping[str, Any], partitions: int, *, mode: RunMode = RunMode.STREAMING,
-        key_groups: int | None = None, places: Sequence[SchemaPlace] = (),
+        key_groups: int | None = None, places: Sequence[SchemaPlace] = (), options: Sequence[OptionRule] = (),
     ) -> dict[str, Any]:
         """Record what this checkpoint belongs to, or refuse if it belongs to something else; the
         ``streamjoin.json`` record it holds afterwards.
@@ -72,9 +72,9 @@ class Binding:
 
         A definition that differs from the checkpoint's current one (:meth:`definition`) only in
         the columns of its inputs at ``places``, by changes the state can follow, is accepted and
-        recorded as the next evolution; a column change it cannot follow raises
-        :class:`CheckpointMismatchError` naming the column
-        (:func:`streamjoin.runtime.evolution.schema_evolution`).
+        recorded as the next evolution, as is one whose ``options`` grew (a longer delay, TTL or
+        retention); a column change the state cannot follow, or an option that shrank, raises
+        :class:`CheckpointMismatchError` naming it (:func:`streamjoin.runtime.evolution.schema_evolution`).
         """
         mode = RunMode(mode)
         if key_groups is not None:
@@ -101,11 +101,11 @@ class Binding:
                 "leave max_partitions out or give the recorded value, or start from a new checkpoint location"
             )
         self._check_mode(found, mode)
-        self._check_definition(found, json.loads(json.dumps(definition)), places)
+        self._check_definition(found, json.loads(json.dumps(definition)), places, options)
         return found
 
     def _check_definition(self, root: Mapping[str, Any], definition: dict[str, Any],
-                          places: Sequence[SchemaPlace]) -> None:
+                          places: Sequence[SchemaPlace], options: Sequence[OptionRule]) -> None:
         """Accept ``definition`` as the checkpoint's current one, or as its next schema
         evolution (recorded here), or refuse it."""
         for _ in range(8):   # another run may record an evolution between the read and the create
@@ -113,7 +113,7 @@ class Binding:
             current = records[-1]["definition"] if records else root.get("definition")
             if current == definition:
                 return
-            evolved = schema_evolution(current or {}, definition, places, where=self.uri)
+            evolved = schema_evolution(current or {}, definition, places, where=self.uri, options=options)
             if evolved is None:
                 changes = definition_changes(current, definition)
                 raise CheckpointMismatchError(

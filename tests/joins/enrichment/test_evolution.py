@@ -98,3 +98,20 @@ def test_enrichment_evolution_refuses_a_key_type_change(tmp_path):
     events = EVENTS.set(EVENTS.get_field_index("ts"), pa.field("ts", pa.timestamp("ms")))
     with pytest.raises(CheckpointMismatchError, match="'ts'.*key or time column"):
         PlanRunner(_join(events, TABLE, "as_of").plan, str(tmp_path / "ck"), config=config, query_id="q")
+
+
+def test_enrichment_definition_takes_a_longer_table_ttl_and_refuses_a_shorter_one(tmp_path):
+    def join(ttl):
+        return EnrichmentJoin(EVENTS, TABLE, "user", stream_time="ts", changes=FORMAT, delay=dt.timedelta(0),
+                              table_ttl=ttl)
+
+    config = StateConfig(store="memory", local_dir=str(tmp_path / "local"))
+    ck = str(tmp_path / "ck")
+    first = PlanRunner(join(dt.timedelta(minutes=1)).plan, ck, config=config, query_id="q")
+    first.run(_events(BEFORE[0][0], EVENTS), _changes(BEFORE[0][1], TABLE))
+    PlanRunner(join(dt.timedelta(hours=1)).plan, ck, config=config, query_id="q")
+    PlanRunner(join(None).plan, ck, config=config, query_id="q")          # no TTL: kept for ever
+    assert describe_checkpoint(ck).evolutions == (("table_ttl: 1 minute -> 1 hour",),
+                                                  ("table_ttl: 1 hour -> none (forever)",))
+    with pytest.raises(CheckpointMismatchError, match="table_ttl: none .forever. -> 1 hour shrinks"):
+        PlanRunner(join(dt.timedelta(hours=1)).plan, ck, config=config, query_id="q")

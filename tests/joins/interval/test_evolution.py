@@ -85,3 +85,19 @@ def test_interval_evolution_refuses_a_key_type_change(tmp_path):
     left = LEFT.set(0, pa.field("k", pa.int32()))
     with pytest.raises(CheckpointMismatchError, match="'k'.*key or time column"):
         PlanRunner(_join(left, RIGHT, "inner").plan, str(tmp_path / "ck"), config=config, query_id="q")
+
+
+def test_interval_definition_takes_a_longer_delay_and_refuses_a_shorter_one_or_another_how(tmp_path):
+    def join(delay, how="inner"):
+        return IntervalJoin(LEFT, RIGHT, "k", left_time="ts", right_time="ts", lower=dt.timedelta(seconds=-10),
+                            upper=dt.timedelta(seconds=10), delay=dt.timedelta(seconds=delay), how=how)
+
+    config = StateConfig(store="memory", local_dir=str(tmp_path / "local"))
+    ck = str(tmp_path / "ck")
+    PlanRunner(join(5).plan, ck, config=config, query_id="q").run(_left(BEFORE[0][0], LEFT), _right(BEFORE[0][1], RIGHT))
+    PlanRunner(join(30).plan, ck, config=config, query_id="q")
+    assert describe_checkpoint(ck).evolutions == (("delay: 5 seconds -> 30 seconds",),)
+    with pytest.raises(CheckpointMismatchError, match="delay: 30 seconds -> 5 seconds shrinks"):
+        PlanRunner(join(5).plan, ck, config=config, query_id="q")
+    with pytest.raises(CheckpointMismatchError, match="(?s)another join definition.*how"):
+        PlanRunner(join(30, "left").plan, ck, config=config, query_id="q")

@@ -86,3 +86,23 @@ def test_binding_records_each_evolution_and_refuses_narrowing(tmp_path):
         cp.binding.bind(added, 1, places=PLACES)          # back to the narrower type
     with pytest.raises(CheckpointMismatchError, match="another join definition"):
         cp.binding.bind(_definition([("id", "int64"), ("x", "string")]), 1)   # no places: no evolution
+
+
+def test_schema_evolution_accepts_an_option_that_grows_and_refuses_one_that_shrinks():
+    from streamjoin.runtime.evolution import OptionRule
+
+    rules = (OptionRule(("delay_us",), "delay"), OptionRule(("ttl_us",), "table_ttl", absent_is_most=True),
+             OptionRule(("keys", "retention"), "retention", "retention_us", absent_is_most=True))
+    old = _definition([("id", "int64")], delay_us=10_000_000, ttl_us=60_000_000,
+                      keys={"retention": {"retention_us": 5, "expire_rows": True}})
+    longer = _definition([("id", "int64")], delay_us=20_000_000, keys={})          # TTL and retention: none
+    found = schema_evolution(old, longer, PLACES, where="ck", options=rules)
+    assert [line for c in found for line in c.lines()] == [
+        "delay: 10 seconds -> 20 seconds", "table_ttl: 1 minute -> none (forever)", "retention: 5 microseconds -> none (forever)"]
+    with pytest.raises(CheckpointMismatchError, match="delay: 10 seconds -> 5 seconds shrinks"):
+        schema_evolution(old, {**old, "delay_us": 5_000_000}, PLACES, where="ck", options=rules)
+    with pytest.raises(CheckpointMismatchError, match="table_ttl: none .forever. -> 1 minute"):
+        schema_evolution(longer, {**longer, "ttl_us": 60_000_000}, PLACES, where="ck", options=rules)
+    other = {**old, "keys": {"retention": {"retention_us": 9, "expire_rows": False}}}   # expire_rows changed too
+    assert schema_evolution(old, other, PLACES, where="ck", options=rules) is None
+    assert schema_evolution(old, {**old, "how": "left"}, PLACES, where="ck", options=rules) is None

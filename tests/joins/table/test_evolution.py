@@ -144,3 +144,20 @@ def test_table_join_evolution_keeps_an_unchanged_row_unchanged(tmp_path, fuse):
     assert second.run(ORDERS[0].empty_table(), same).num_rows == 0
     renamed = _feed([(10, "anne", "update_preimage", 3), (10, "anne", "update_postimage", 3)], DELTA[1])
     assert second.run(ORDERS[0].empty_table(), renamed).column("name").to_pylist() == ["ann", "anne"]
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_table_join_definition_takes_a_longer_retention(tmp_path, fuse):
+    def join(retention):
+        return TableTableJoin(ORDERS[0], CUSTOMERS[0], "customer_id", left_key="order_id", right_key="customer_id",
+                              left_time="at", right_time="at", fuse_key_stages=fuse, retention=retention)
+
+    config = StateConfig(store="memory", local_dir=str(tmp_path / "local"))
+    ck = str(tmp_path / "ck")
+    first = PlanRunner(join(dt.timedelta(days=1)).plan, ck, config=config, query_id="q")
+    first.run(_orders(STEPS[0][1], ORDERS[0]), _customers(STEPS[0][2], CUSTOMERS[0]))
+    second = PlanRunner(join(dt.timedelta(days=7)).plan, ck, config=config, query_id="q")
+    second.version = 1
+    assert second.run(_orders(STEPS[1][1], ORDERS[0]), _customers(STEPS[1][2], CUSTOMERS[0])).num_rows > 0
+    with pytest.raises(CheckpointMismatchError, match="retention.*7 days -> 1 day shrinks"):
+        PlanRunner(join(dt.timedelta(days=1)).plan, ck, config=config, query_id="q")
