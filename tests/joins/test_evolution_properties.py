@@ -3,8 +3,8 @@ added again, widened), restarted on its checkpoint at each evolution (sometimes 
 stores lost), gives after every version what the join of that version's columns gives from the
 start over every input so far read in those columns (:func:`streamjoin.runtime.evolution.as_schema`:
 the reference learns evolution as Spark's schema merging reads old files). For the table-table
-join (rows stored as ``pack`` tuples in layouts, :mod:`streamjoin.table.layouts`) and the
-stream-table join (Arrow blobs)."""
+join (rows stored as ``pack`` tuples in layouts, :mod:`streamjoin.table.layouts`), the
+stream-table join and the interval join (Arrow blobs)."""
 
 from __future__ import annotations
 
@@ -208,5 +208,38 @@ def test_enrichment_evolution_equals_the_join_of_each_generation(plan, mode):
                                    **{n: _value(k, v) for (n, k), v in zip(table_cols[g], values)}}
                                   for u, op, values in _last(batch[1], 0)], schema=table)
         return as_schema(e, schemas(read_as)[0]), as_schema(c, schemas(read_as)[1])
+
+    _check(make_join, make_inputs, batches, generation_of, lose)
+
+
+_INTERVAL_BATCH = st.tuples(
+    *[st.lists(st.tuples(st.integers(1, 3), st.integers(0, 14), st.lists(st.integers(0, 3), min_size=4, max_size=4)),
+               max_size=4)] * 2)
+
+
+@settings(max_examples=scaled(10))
+@given(plan=_plan(_INTERVAL_BATCH), how=st.sampled_from(["inner", "left", "full", "left_semi", "left_anti"]))
+def test_interval_evolution_equals_the_join_of_each_generation(plan, how):
+    from streamjoin.interval.operator import IntervalJoin
+
+    left_cols, right_cols, batches, generation_of, lose = plan
+
+    def schemas(g):
+        return tuple(pa.schema([("k", pa.int64()), ("t", pa.timestamp("us"))] + cols[g])
+                     for cols in (left_cols, right_cols))
+
+    def make_join(g):
+        left, right = schemas(g)
+        return IntervalJoin(left, right, "k", left_time="t", right_time="t", lower=dt.timedelta(seconds=-5),
+                            upper=dt.timedelta(seconds=5), delay=dt.timedelta(seconds=2), how=how)
+
+    def make_inputs(version, g, read_as):
+        tables = []
+        for rows, cols, schema, target in zip(batches[version], (left_cols, right_cols), schemas(g), schemas(read_as)):
+            table = pa.Table.from_pylist([{"k": k, "t": T0 + dt.timedelta(seconds=10 * version + s),
+                                           **{n: _value(kind, v) for (n, kind), v in zip(cols[g], values)}}
+                                          for k, s, values in rows], schema=schema)
+            tables.append(as_schema(table, target))
+        return tuple(tables)
 
     _check(make_join, make_inputs, batches, generation_of, lose)

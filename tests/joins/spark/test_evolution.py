@@ -4,8 +4,9 @@ checkpoints; events waiting from before and table versions from before join as a
 the evolved inputs would, the dropped column leaves the output, and the set-aside rows of both
 schemas read back together. A change the state cannot follow is refused before the query starts.
 A table-table join restarted with a column added to one table reads its rows stored before with
-a null there (each of its stages accepts the new columns); an interval join's buffered rows from
-before match with the new columns null and widened."""
+a null there, a dropped one gone and a widened one widened (each of its stages accepts the new
+columns); an interval join's buffered rows from before match with the new columns null and
+widened."""
 
 from __future__ import annotations
 
@@ -109,8 +110,10 @@ def test_stream_table_join_restarts_with_evolved_columns(spark, tmp_path):
 ORDERS = pa.schema([("order_id", pa.int64()), ("customer_id", pa.int64()), ("op", pa.string()),
                     ("at", pa.timestamp("us", "UTC"))])
 OLD_CUSTOMERS = pa.schema([("customer_id", pa.int64()), ("name", pa.string()), ("op", pa.string()),
-                           ("at", pa.timestamp("us", "UTC"))])
-NEW_CUSTOMERS = pa.schema(list(OLD_CUSTOMERS) + [("tier", pa.int32())])
+                           ("at", pa.timestamp("us", "UTC")), ("score", pa.int32()), ("email", pa.string())])
+# evolved: email dropped, score widened, tier added
+NEW_CUSTOMERS = pa.schema([("customer_id", pa.int64()), ("name", pa.string()), ("op", pa.string()),
+                           ("at", pa.timestamp("us", "UTC")), ("score", pa.int64()), ("tier", pa.int32())])
 
 
 def _run_view(spark, root: str, customers: pa.Schema, out: str):
@@ -128,30 +131,36 @@ def _run_view(spark, root: str, customers: pa.Schema, out: str):
     return pa.concat_tables([pq.read_table(f) for f in files]).to_pylist()
 
 
-def test_table_table_join_restarts_with_a_column_added(spark, tmp_path):
+def test_table_table_join_restarts_with_columns_added_dropped_and_widened(spark, tmp_path):
     root = str(tmp_path)
     _file(f"{root}/orders", 0, [{"order_id": 1, "customer_id": 10, "op": "upsert", "at": _at(1)},
                                 {"order_id": 2, "customer_id": 20, "op": "upsert", "at": _at(1)}], ORDERS)
-    _file(f"{root}/customers", 0, [{"customer_id": 10, "name": "ann", "op": "upsert", "at": _at(1)},
-                                   {"customer_id": 20, "name": "bob", "op": "upsert", "at": _at(1)}], OLD_CUSTOMERS)
+    _file(f"{root}/customers", 0, [
+        {"customer_id": 10, "name": "ann", "op": "upsert", "at": _at(1), "score": 7, "email": "a@x"},
+        {"customer_id": 20, "name": "bob", "op": "upsert", "at": _at(1), "score": 8, "email": "b@x"}], OLD_CUSTOMERS)
     first = _run_view(spark, root, OLD_CUSTOMERS, "out1")
     assert sorted((r["_change_type"], r["order_id"], r["name"]) for r in first) == [
         ("insert", 1, "ann"), ("insert", 2, "bob")]
 
-    _file(f"{root}/customers", 1, [{"customer_id": 10, "name": "ann", "op": "upsert", "at": _at(5), "tier": 1}],
-          NEW_CUSTOMERS)
+    _file(f"{root}/customers", 1, [{"customer_id": 10, "name": "ann", "op": "upsert", "at": _at(5), "score": 2**40,
+                                    "tier": 1}], NEW_CUSTOMERS)
     _file(f"{root}/orders", 1, [{"order_id": 3, "customer_id": 20, "op": "upsert", "at": _at(5)}], ORDERS)
     second = _run_view(spark, root, NEW_CUSTOMERS, "out2")
-    # bob's row is from before tier existed: null there; ann's update shows her old row with a null tier
-    assert sorted((r["_change_type"], r["order_id"], r["name"], r["tier"]) for r in second) == [
-        ("insert", 3, "bob", None), ("update_postimage", 1, "ann", 1), ("update_preimage", 1, "ann", None)]
+    # bob's row is from before tier existed: null there, his score widened; ann's update shows her
+    # old row with a null tier; email is gone from the view
+    assert "email" not in second[0]
+    assert sorted((r["_change_type"], r["order_id"], r["name"], r["score"], r["tier"]) for r in second) == [
+        ("insert", 3, "bob", 8, None), ("update_postimage", 1, "ann", 2**40, 1), ("update_preimage", 1, "ann", 7, None)]
+    narrowed = NEW_CUSTOMERS.set(4, pa.field("score", pa.int32()))
+    with pytest.raises(CheckpointMismatchError, match="'score'.*int64 -> int32"):
+        _run_view(spark, root, narrowed, "out3")
 
 
 CLICKS = [pa.schema([("k", pa.int64()), ("t", pa.timestamp("us", "UTC")), ("page", pa.string())]),
           pa.schema([("k", pa.int64()), ("t", pa.timestamp("us", "UTC")), ("page", pa.string()),
                      ("ref", pa.string())])]
-BUYS = [pa.schema([("k", pa.int64()), ("t", pa.timestamp("us", "UTC")), ("n", pa.int32())]),
-        pa.schema([("k", pa.int64()), ("t", pa.timestamp("us", "UTC")), ("n", pa.int64())])]
+BUYS = [pa.schema([("k", pa.int64()), ("t", pa.timestamp("us", "UTC")), ("n", pa.int32()), ("shop", pa.string())]),
+        pa.schema([("k", pa.int64()), ("t", pa.timestamp("us", "UTC")), ("n", pa.int64())])]   # shop dropped
 
 
 def _run_interval(spark, root: str, generation: int, out: str):
@@ -170,10 +179,10 @@ def _run_interval(spark, root: str, generation: int, out: str):
     return pa.concat_tables([pq.read_table(f) for f in files]).to_pylist() if files else []
 
 
-def test_interval_join_restarts_with_a_column_added_and_one_widened(spark, tmp_path):
+def test_interval_join_restarts_with_columns_added_dropped_and_widened(spark, tmp_path):
     root = str(tmp_path)
     _file(f"{root}/c", 0, [{"k": 1, "t": _at(10), "page": "a"}, {"k": 2, "t": _at(12), "page": "b"}], CLICKS[0])
-    _file(f"{root}/b", 0, [{"k": 1, "t": _at(15), "n": 3}], BUYS[0])
+    _file(f"{root}/b", 0, [{"k": 1, "t": _at(15), "n": 3, "shop": "s1"}], BUYS[0])
     first = _run_interval(spark, root, 0, "out1")
     assert sorted((r["page"], r["n"]) for r in first) == [("a", 3)]
     # the clicks gain ref, the buys' n widens; click b (buffered from before) matches a new buy
@@ -182,5 +191,6 @@ def test_interval_join_restarts_with_a_column_added_and_one_widened(spark, tmp_p
     _file(f"{root}/c", 2, [{"k": 9, "t": _at(500), "page": "end", "ref": None}], CLICKS[1])
     _file(f"{root}/b", 2, [{"k": 9, "t": _at(500), "n": 0}], BUYS[1])
     second = _run_interval(spark, root, 1, "out2")
+    assert "shop" not in second[0]
     assert sorted((r["page"], r["ref"], r["n"]) for r in second if r["page"] != "end") == [
         ("b", None, 2**40), ("c", "ad", 1)]
