@@ -25,6 +25,11 @@ __all__ = ["StateView", "TS", "arrow_type", "json_text", "table_of"]
 TS = pa.timestamp("us", "UTC")
 
 
+#: The key under which ``read_state`` hands a view the checkpoint's definitions, oldest first,
+#: when its inputs' columns evolved (:meth:`streamjoin.runtime.checkpoint.binding.Binding.history`):
+#: a view whose state does not carry its schema decodes rows stored under earlier ones with it.
+HISTORY = "__schema_history__"
+
 @dataclass(frozen=True)
 class StateView:
     """One side of a join's state as rows (see the module)."""

@@ -45,6 +45,7 @@ from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.inspect import stage_checkpoints
 from streamjoin.runtime.registry import operator_class
 from streamjoin.runtime.rescale import changelog_uri, current_epoch, epoch_has_run, epochs
+from streamjoin.runtime.views import HISTORY
 from streamjoin.statestore import destroy_store
 from streamjoin.statestore.base import Store
 from streamjoin.statestore.registry import open_store
@@ -91,7 +92,9 @@ def read_state(spark: SparkSession, checkpoint: str, version: int | None = None,
                                   f"{list(sides)}; side={side!r} is not one of them")
     schema = state_schema(definition, side)
     _check_changelogs(cp, partitions)
-    reader = _StateReader(cp.uri, definition, side, version, schema)
+    history = cp.binding.history(binding)
+    reader = _StateReader(cp.uri, {**definition, HISTORY: history} if len(history) > 1 else definition, side,
+                          version, schema)
     ids = spark.range(0, partitions, 1, max(partitions, 1))
     return ids.mapInArrow(reader, from_arrow_schema(schema, prefer_timestamp_ntz=True))
 

@@ -4,8 +4,8 @@ decoded through each stage's state layout.
 A key stage (``table_join_keys``), side ``keys``: per primary key, the last change applied
 (``_change_time``, ``_sequence``, ``_has_row``) and the row's join key (JSON arrays). The join
 stage (``table_join``), sides ``left`` / ``right``: each table's current rows by (join key,
-primary key), as JSON arrays of the stored values (for a row stored after the side's columns
-changed, the values of its layout's slots: :mod:`streamjoin.table.layouts`). A fused join stage (``table_join_fused``):
+primary key), as JSON arrays of the stored values, in the side's current columns (a row stored
+under earlier ones read in them: :mod:`streamjoin.table.layouts`). A fused join stage (``table_join_fused``):
 its ``left`` / ``right`` rows, and the ``left_keys`` / ``right_keys`` of its fused sides.
 """
 
@@ -15,9 +15,9 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 
-from streamjoin.runtime.views import TS, StateView, json_text, table_of
+from streamjoin.runtime.views import HISTORY, TS, StateView, arrow_type, json_text, table_of
 from streamjoin.statestore.base import Store
-from streamjoin.table.layouts import MARK
+from streamjoin.table.layouts import LayoutCodec
 from streamjoin.table.state import KEY_AREA_PREFIX, SIDE
 
 __all__ = ["KEY_VIEWS", "ROW_VIEWS", "FUSED_VIEWS"]
@@ -61,16 +61,40 @@ def _rows_view(side: str, part: str | None = None) -> StateView:
     def read(store: Store, definition: Mapping[str, Any], columns: pa.Schema) -> pa.Table:
         stage = definition if part is None else definition[part]
         area, width = SIDE[side], len(stage[side]["on"])
+        history = definition.get(HISTORY)
+        codec = _layouts([d if part is None else d[part] for d in history], side) if history else None
+        entries = list(area.scan(store))
+        if codec is not None and entries:   # rows of every layout in the current columns, as stored values
+            table = codec.decode_table(pa.array([v for _, v in entries], pa.binary()))
+            stored = list(zip(*(codec.values(table.column(i), i) for i in range(table.num_columns))))
+        else:
+            stored = [area.value.decode(v) for _, v in entries]
         rows = []
-        for key, value in area.scan(store):
+        for (key, _), values_of_row in zip(entries, stored):
             (values,) = area.decode(key)   # the join key's values, then the primary key's
-            if value[:1] == bytes([MARK]):   # a row stored after its columns changed: its layout's slots
-                value = value[2:]
             rows.append({"join_key": json_text(values[:width]), "primary_key": json_text(values[width:]),
-                         "row": json_text(area.value.decode(value))})
+                         "row": json_text(values_of_row)})
         return table_of(rows, columns)
 
     return StateView(_rows_schema, read)
+
+
+def _layouts(definitions: list[Mapping[str, Any]], side: str) -> LayoutCodec:
+    """The codec of ``side``'s rows under the stage's ``definitions`` (oldest first)."""
+    from streamjoin.changes import ChangeFormat
+    from streamjoin.changes.registry import get_vocabulary
+    from streamjoin.table.spec import build_side
+
+    schemas = []
+    for definition in definitions:
+        found = definition[side]
+        fmt = found["changes"]
+        changes = ChangeFormat(get_vocabulary(fmt["vocabulary"]), tuple(fmt["key"]), fmt["time"], fmt.get("op"),
+                               fmt.get("sequence"), fmt.get("time_unit", "us"), fmt.get("column"))
+        schema = pa.schema([pa.field(n, arrow_type(t)) for n, t in found["schema"]])
+        schemas.append(build_side(side, schema, changes, found["on"],
+                                  [arrow_type(t) for t in found["key_types"]]).row_schema)
+    return LayoutCodec(schemas)
 
 
 KEY_VIEWS = {"keys": _keys_view()}
