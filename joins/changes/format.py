@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
@@ -113,6 +113,13 @@ class ChangeFormat:
                 f"{self.vocabulary.name} changes have no snapshot rows, so a bootstrap cannot be written in them; "
                 f"use a vocabulary that has them (the plain form: {SNAPSHOT_OP!r})")
         return op
+
+    @classmethod
+    def from_definition(cls, definition: Mapping[str, Any]) -> ChangeFormat:
+        """The format :meth:`definition` describes (a ``debezium_json`` one without its row schema,
+        which the description leaves out)."""
+        return cls(definition["vocabulary"], tuple(definition["key"]), definition["time"], definition.get("op"),
+                   definition.get("sequence"), definition.get("time_unit", "us"), definition.get("column"))
 
     def definition(self) -> dict[str, Any]:
         """JSON-serialisable description (part of a join's definition)."""

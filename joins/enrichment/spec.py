@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass
 from enum import Enum
+from functools import cached_property
 from typing import Any, Literal, Sequence
 
 import pyarrow as pa
@@ -99,7 +100,7 @@ class EnrichmentSpec:
         """Names of the join key columns (in ``key_types``) in events and versions held in state."""
         return [f"__sj_k{i}" for i in range(len(self.stream_key))]
 
-    @property
+    @cached_property
     def versions_schema(self) -> pa.Schema:
         """The columns of the table versions held in state: the key columns (``keys``, in
         ``key_types``), op, change time, sequence and the value columns."""

@@ -16,6 +16,7 @@ side already has ``x_left``), the definition is refused: rename a column before 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Sequence
 
 import pyarrow as pa
@@ -56,7 +57,7 @@ class SidePlan:
     stored: tuple[str, ...]
     sort_keys: SortKeys
 
-    @property
+    @cached_property
     def stored_schema(self) -> pa.Schema:
         """The columns of the rows held in state: the stored ones, then :data:`ROW_ID`."""
         return pa.schema([self.schema.field(n) for n in self.stored] + [pa.field(ROW_ID, pa.int64())])

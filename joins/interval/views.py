@@ -14,7 +14,6 @@ import pyarrow.compute as pc
 
 from streamjoin.interval.spec import ROW_ID
 from streamjoin.interval.state import read_watermark, scan_groups
-from streamjoin.runtime.evolution import as_schema
 from streamjoin.runtime.operator import NEG_INF, POS_INF
 from streamjoin.runtime.views import TS, StateView, arrow_type
 from streamjoin.statestore.base import Store
@@ -37,11 +36,11 @@ def _view(side: str) -> StateView:
         marked_side = side in _MARKED.get(definition["how"], ())
         watermark = read_watermark(store)
         out = []
-        for group in scan_groups(store, side, [(None, None)], max_rows=1 << 20):
+        # every blob in the newest columns, whatever schema of the side it was written under
+        stored = pa.schema(list(columns)[:-2] + [pa.field(ROW_ID, pa.int64())])
+        for group in scan_groups(store, side, [(None, None)], max_rows=1 << 20, schema=stored):
             marked = pa.array(sorted({int(i) for ids in group.marks for i in ids}), pa.int64())
-            for stored in group.tables:
-                # in the newest columns, whatever schema of the side the blob was written under
-                table = as_schema(stored, pa.schema(list(columns)[:-2] + [pa.field(ROW_ID, pa.int64())]))
+            for table in group.tables:
                 matched = pc.is_in(table.column(ROW_ID), value_set=marked) if marked_side \
                     else pa.nulls(table.num_rows, pa.bool_())
                 out.append(table.append_column("_matched", matched))

@@ -12,6 +12,7 @@ microseconds.
 from __future__ import annotations
 
 import datetime
+import json
 from typing import Union
 
 import numpy as np
@@ -19,7 +20,7 @@ import pyarrow as pa
 
 from streamjoin.errors import JoinDefinitionError
 
-__all__ = ["Duration", "MAX_DURATION_US", "parse_duration", "spark_interval", "micros", "times_of",
+__all__ = ["Duration", "MAX_DURATION_US", "parse_duration", "spark_interval", "micros", "times_of", "describe_durations",
            "describe_duration"]
 
 #: A duration: a timedelta or a Spark interval string such as ``"10 minutes"``.
@@ -92,6 +93,16 @@ def describe_duration(us: int) -> str:
     name, size = next((n, u) for n, u in units if us % u == 0)
     count = us // size
     return f"{count} {name}" + ("" if abs(count) == 1 else "s")
+
+
+def describe_durations(value: object) -> str:
+    """An option of µs as words: an int by :func:`describe_duration`, a list of ints each
+    (``"[1 minute, 0 seconds]"``); anything else as JSON."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return describe_duration(value)
+    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return "[" + ", ".join(describe_duration(v) for v in value) + "]"
+    return json.dumps(value, sort_keys=True)
 
 
 def spark_interval(text: str) -> tuple[int, int, int]:

@@ -66,7 +66,7 @@ def bind_query(
     for spec in operator.inputs:
         checkpoint.set_aside.write_schema(spec.name, set_aside_schema(spec.schema))
     state = replace(state or StateConfig(), checkpoint_id=checkpoint.binding.identity(root))
-    history = checkpoint.binding.history(root)
+    history = checkpoint.binding.bound_history
     evolved = operator.with_schema_history(history) if len(history) > 1 else operator
     bound = BoundQuery(checkpoint.uri, partitions, checkpoint.binding.key_groups(root), epoch, state, evolved)
     done = checkpoint.initial.done()

@@ -29,18 +29,16 @@ whenever a version writes them anyway.
 from __future__ import annotations
 
 import copy
-import json
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
-from streamjoin.errors import CheckpointMismatchError
-from streamjoin.kit.times import describe_duration
+from streamjoin.errors import CheckpointMismatchError, JoinDefinitionError
+from streamjoin.kit.times import describe_durations
+from streamjoin.runtime.views import arrow_type
 
-__all__ = ["SchemaPlace", "OptionRule", "ColumnChanges", "schema_evolution", "widens", "as_schema",
-           "describe_changes"]
+__all__ = ["SchemaPlace", "OptionRule", "ColumnChanges", "OptionChange", "schema_evolution", "widens", "as_schema"]
 
 Path = tuple[str, ...]
 
@@ -93,10 +91,8 @@ class OptionRule:
         def text(value: Any) -> str:
             if value is None:
                 return "none (forever)" if self.absent_is_most else "(none)"
-            value = value.get(self.field) if self.field is not None and isinstance(value, Mapping) else value
-            if isinstance(value, list):
-                return "[" + ", ".join(describe_duration(v) for v in value) + "]"
-            return describe_duration(value) if isinstance(value, int) else json.dumps(value)
+            return describe_durations(value.get(self.field) if self.field is not None and isinstance(value, Mapping)
+                                      else value)
         return f"{self.name}: {text(old)} -> {text(new)}"
 
 
@@ -108,7 +104,7 @@ class ColumnChanges:
     input: str
     added: tuple[tuple[str, str], ...] = ()
     dropped: tuple[str, ...] = ()
-    widened: tuple[tuple[str, str, str], ...] = field(default=())
+    widened: tuple[tuple[str, str, str], ...] = ()
 
     def lines(self) -> list[str]:
         """One line per change, as ``checkpoint describe`` and the logs show them."""
@@ -237,39 +233,31 @@ def _changes(place: SchemaPlace, before: list[tuple[str, str]], after: list[tupl
     return ColumnChanges(place.input, tuple(added), tuple(dropped), tuple(widened))
 
 
-_SIGNED = ["int8", "int16", "int32", "int64"]
-_UNSIGNED = ["uint8", "uint16", "uint32", "uint64"]
-_DECIMAL = re.compile(r"decimal(128|256)\((\d+), (-?\d+)\)$")
-_TIMESTAMP = re.compile(r"timestamp\[(s|ms|us|ns)\]$")
-
-
-def widens(old: str, new: str) -> bool:
-    """Whether a column of type ``old`` (as pyarrow writes types) may become ``new`` with every
-    old value kept exactly (see module)."""
+def widens(old: str | pa.DataType, new: str | pa.DataType) -> bool:
+    """Whether a column of type ``old`` (a type, or as pyarrow writes it in a definition) may
+    become ``new`` with every old value kept exactly (see module)."""
     if old == new:
         return True
-    if old in _SIGNED and new in _SIGNED:
-        return _SIGNED.index(new) > _SIGNED.index(old)
-    if old in _UNSIGNED and new in _UNSIGNED:
-        return _UNSIGNED.index(new) > _UNSIGNED.index(old)
-    if old in _UNSIGNED and new in _SIGNED:
-        return _SIGNED.index(new) > _UNSIGNED.index(old)
-    if (old, new) in {("halffloat", "float"), ("halffloat", "double"), ("float", "double")}:
-        return True
-    a, b = _DECIMAL.match(old), _DECIMAL.match(new)
-    if a and b:
-        (wa, pa_, sa), (wb, pb, sb) = (a.group(1), int(a.group(2)), int(a.group(3))), \
-            (b.group(1), int(b.group(2)), int(b.group(3)))
-        return int(wb) >= int(wa) and sb >= sa and pb - sb >= pa_ - sa
-    return old == "date32[day]" and _TIMESTAMP.match(new) is not None
+    try:
+        a, b = (arrow_type(t) if isinstance(t, str) else t for t in (old, new))
+    except JoinDefinitionError:   # a type no definition of a column here names
+        return False
+    if pa.types.is_integer(a) and pa.types.is_integer(b):   # unsigned into any wider integer, signed into signed
+        return b.bit_width > a.bit_width and (pa.types.is_signed_integer(b) or not pa.types.is_signed_integer(a))
+    if pa.types.is_floating(a) and pa.types.is_floating(b):
+        return b.bit_width > a.bit_width
+    if pa.types.is_decimal(a) and pa.types.is_decimal(b):   # no integer digit or fraction digit lost
+        return b.bit_width >= a.bit_width and b.scale >= a.scale and b.precision - b.scale >= a.precision - a.scale
+    return pa.types.is_date32(a) and pa.types.is_timestamp(b) and b.tz is None
 
 
 def as_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """``table`` (rows stored under an earlier schema of an input, or under ``schema`` itself) as
     columns of ``schema``: a column it lacks as nulls, one ``schema`` lacks left out, a narrower
     type widened (:func:`widens`); a column of a type that does not widen to the new one (a column
-    dropped, then added again with another type) as nulls, as a new column. ``table`` itself when it already has ``schema``'s columns (their
-    names and types, in order: what every read of current state finds, at the cost of a compare)."""
+    dropped, then added again with another type) as nulls, as a new column. ``table`` itself when
+    it already has ``schema``'s columns (their names and types, in order: what every read of
+    current state finds, at the cost of a compare)."""
     if table.schema.names == schema.names and all(a.type == b.type for a, b in zip(table.schema, schema)):
         return table
     columns = []
@@ -280,12 +268,8 @@ def as_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
             continue
         column = table.column(at)
         if column.type != target.type:
-            column = column.cast(target.type) if widens(str(column.type), str(target.type)) \
+            column = column.cast(target.type) if widens(column.type, target.type) \
                 else pa.nulls(table.num_rows, target.type)
         columns.append(column)
     return pa.Table.from_arrays(columns, schema=schema)
 
-
-def describe_changes(changes: Sequence[ColumnChanges | OptionChange]) -> str:
-    """The changes as lines, for a log or a report."""
-    return "\n".join(line for change in changes for line in change.lines())

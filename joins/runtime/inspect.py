@@ -96,6 +96,7 @@ def describe_checkpoint(uri: str, progress: Progress | None = None) -> Checkpoin
     epoch = current_epoch(cp)   # after a rescale, the newest partitioning (streamjoin.runtime.rescale)
     partitions = epoch.partitions
     newest = _newest_records(cp)
+    records = cp.binding.evolutions()
     parts = []
     for p in range(partitions):
         summary = describe(Changelog(changelog_uri(cp, epoch, p)))
@@ -109,9 +110,10 @@ def describe_checkpoint(uri: str, progress: Progress | None = None) -> Checkpoin
             progress(p + 1, partitions)
     return CheckpointReport(
         uri=cp.uri, kind=binding.get("definition", {}).get("kind", "join"), partitions=partitions,
-        mode=binding.get("mode"), query_id=cp.binding.bound_query(), definition=cp.binding.definition(binding),
+        mode=binding.get("mode"), query_id=cp.binding.bound_query(),
+        definition=cp.binding.history(binding, records)[-1],
         newest_version=cp.commits.newest_version(), parts=tuple(parts),
-        evolutions=tuple(tuple(r.get("changes", ())) for r in cp.binding.evolutions()))
+        evolutions=tuple(tuple(r.get("changes", ())) for r in records))
 
 
 @dataclass(frozen=True)

@@ -79,7 +79,7 @@ def set_aside_rows(spark: SparkSession, checkpoint: str, input_name: str) -> Dat
     for found in cp.set_aside.files_under(input_name):   # a damaged file named here, not in a task's trace
         cp.set_aside.check(found)
     reader = spark.read.option("recursiveFileLookup", "true").option("pathGlobFilter", "*.parquet")
-    if cp.binding.evolutions():   # files of several schemas of the input: read all in the newest
+    if cp.binding.evolved():   # files of several schemas of the input: read all in the newest
         reader = reader.schema(from_arrow_schema(cp.set_aside.read_schema(input_name)))
     rows = reader.parquet(uri)
     path = F.input_file_name()

@@ -81,8 +81,9 @@ def read_state(spark: SparkSession, checkpoint: str, version: int | None = None,
                                   f"its stages, {stages}")
     cp = Checkpoint(stages[0])
     binding = cp.binding.root() or {}   # (stage_checkpoints found it)
-    # the definition as the inputs' columns last evolved; the newest partitioning
-    definition, partitions = cp.binding.definition(binding), current_epoch(cp).partitions
+    # the definitions the inputs' columns had, the newest last; the newest partitioning
+    history, partitions = cp.binding.history(binding), current_epoch(cp).partitions
+    definition = history[-1]
     kind = definition.get("kind")
     sides = tuple(operator_class(kind).state_views)
     if side is None and len(sides) == 1:
@@ -92,7 +93,6 @@ def read_state(spark: SparkSession, checkpoint: str, version: int | None = None,
                                   f"{list(sides)}; side={side!r} is not one of them")
     schema = state_schema(definition, side)
     _check_changelogs(cp, partitions)
-    history = cp.binding.history(binding)
     reader = _StateReader(cp.uri, {**definition, HISTORY: history} if len(history) > 1 else definition, side,
                           version, schema)
     ids = spark.range(0, partitions, 1, max(partitions, 1))

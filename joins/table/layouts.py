@@ -107,7 +107,7 @@ class LayoutCodec(RowCodec):
     def upgrade(self, data: pa.Array) -> pa.Array:
         """``data`` (rows as stored, a binary array; null: none) in the current layout: the rows of
         an earlier one decoded in the current columns and encoded again, the others as they are."""
-        if not len(self.layouts) > 1 or not len(data):
+        if len(self.layouts) == 1 or not len(data):
             return data
         layouts = self.layout_of(data)
         old = np.flatnonzero(layouts != self.current)
@@ -159,7 +159,7 @@ class LayoutCodec(RowCodec):
             slot = self.slots[at].type
             column = column if column.type == slot else column.cast(slot)
             if slot != field.type:   # widened; or dropped, then added again as another type: a new column
-                column = column.cast(field.type) if widens(str(slot), str(field.type)) \
+                column = column.cast(field.type) if widens(slot, field.type) \
                     else pa.nulls(len(rows), field.type)
             columns.append(column)
         return pa.Table.from_arrays(columns, schema=self.schema)

@@ -176,13 +176,14 @@ def common_key_types(left: pa.Schema, left_changes: ChangeFormat, left_on: Seque
     return tuple(types)
 
 
-def side_at(definition: Mapping[str, Any], side: TableSide) -> TableSide:
-    """``side`` as it was under an earlier ``definition`` of it (its ``schema`` entry: the change
-    table's columns then), for the rows stored under it."""
+def side_of(definition: Mapping[str, Any]) -> TableSide:
+    """The side a definition entry (:meth:`TableSide.definition`, as a checkpoint recorded it)
+    describes: its change table's columns then, for the rows stored under them."""
     from streamjoin.runtime.views import arrow_type
 
     schema = pa.schema([pa.field(name, arrow_type(kind)) for name, kind in definition["schema"]])
-    return build_side(side.name, schema, side.changes, side.on, side.key_types)
+    return build_side(definition["side"], schema, ChangeFormat.from_definition(definition["changes"]),
+                      definition["on"], [arrow_type(kind) for kind in definition["key_types"]])
 
 
 def build_side(name: str, schema: pa.Schema, changes: ChangeFormat, on: str | Sequence[str],

@@ -47,7 +47,7 @@ from streamjoin.runtime.evolution import SchemaPlace
 from streamjoin.runtime.operator import InputSpec, SpecOperator, StepInput, StepResult
 from streamjoin.statestore.base import KeyValue, Store
 from streamjoin.table.layouts import LayoutCodec
-from streamjoin.table.spec import How, TableJoinSpec, TableSide, build_join, side_at
+from streamjoin.table.spec import How, TableJoinSpec, TableSide, build_join, side_of
 from streamjoin.table.state import LAYOUT
 from streamjoin.table.step import JoinStep
 from streamjoin.table.views import ROW_VIEWS
@@ -87,9 +87,7 @@ class TableJoinStage(SpecOperator):
         """This stage with each side's rows stored in the layouts of its columns' history
         (``definitions``: this stage's, oldest first)."""
         evolved = copy.copy(self)
-        evolved.codecs = {side.name: LayoutCodec([side_at(d[side.name], side).row_schema for d in definitions[:-1]]
-                                                 + [side.row_schema])
-                          for side in (self.spec.left, self.spec.right)}
+        evolved.codecs = {name: LayoutCodec([side_of(d[name]).row_schema for d in definitions]) for name in self.codecs}
         return evolved
 
     def regroup(self, sources: Sequence[Store], owned: Ownership) -> list[KeyValue]:

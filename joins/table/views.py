@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 
-from streamjoin.runtime.views import HISTORY, TS, StateView, arrow_type, json_text, table_of
+from streamjoin.runtime.views import HISTORY, TS, StateView, json_text, table_of
 from streamjoin.statestore.base import Store
 from streamjoin.table.layouts import LayoutCodec
 from streamjoin.table.state import KEY_AREA_PREFIX, SIDE
@@ -81,20 +81,9 @@ def _rows_view(side: str, part: str | None = None) -> StateView:
 
 def _layouts(definitions: list[Mapping[str, Any]], side: str) -> LayoutCodec:
     """The codec of ``side``'s rows under the stage's ``definitions`` (oldest first)."""
-    from streamjoin.changes import ChangeFormat
-    from streamjoin.changes.registry import get_vocabulary
-    from streamjoin.table.spec import build_side
+    from streamjoin.table.spec import side_of
 
-    schemas = []
-    for definition in definitions:
-        found = definition[side]
-        fmt = found["changes"]
-        changes = ChangeFormat(get_vocabulary(fmt["vocabulary"]), tuple(fmt["key"]), fmt["time"], fmt.get("op"),
-                               fmt.get("sequence"), fmt.get("time_unit", "us"), fmt.get("column"))
-        schema = pa.schema([pa.field(n, arrow_type(t)) for n, t in found["schema"]])
-        schemas.append(build_side(side, schema, changes, found["on"],
-                                  [arrow_type(t) for t in found["key_types"]]).row_schema)
-    return LayoutCodec(schemas)
+    return LayoutCodec([side_of(definition[side]).row_schema for definition in definitions])
 
 
 KEY_VIEWS = {"keys": _keys_view()}

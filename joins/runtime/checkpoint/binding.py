@@ -13,7 +13,7 @@ from enum import Enum
 from typing import Any, Mapping, Sequence
 
 from streamjoin.errors import CheckpointDamagedError, CheckpointMismatchError
-from streamjoin.kit.times import describe_duration
+from streamjoin.kit.times import describe_durations
 from streamjoin.runtime.checkpoint.files import CheckpointFiles
 from streamjoin.runtime.evolution import OptionRule, SchemaPlace, schema_evolution
 from streamjoin.runtime.keygroups import DEFAULT_KEY_GROUPS, check_count, check_key_groups
@@ -42,6 +42,9 @@ class Binding:
 
     def __init__(self, files: CheckpointFiles) -> None:
         self.files = files
+        #: after :meth:`bind`: the definitions the checkpoint has had, oldest first, the bound one
+        #: last (what :meth:`history` would read again)
+        self.bound_history: list[dict[str, Any]] = []
 
     @property
     def uri(self) -> str:
@@ -87,6 +90,7 @@ class Binding:
             check_key_groups(wanted["key_groups"], partitions)   # before anything is written
             created = {**wanted, "id": uuid.uuid4().hex}
             if self.files.create_json(ROOT, created):
+                self.bound_history = [json.loads(json.dumps(definition))]
                 return json.loads(json.dumps(created))
             found = self.root() or {}
         if found.get("format") != FORMAT:
@@ -109,11 +113,12 @@ class Binding:
         """Accept ``definition`` as the checkpoint's current one, or as its next schema
         evolution (recorded here), or refuse it."""
         for _ in range(8):   # another run may record an evolution between the read and the create
-            records = self.evolutions()
-            current = records[-1]["definition"] if records else root.get("definition")
+            history = self.history(root, self.evolutions())
+            current = history[-1]
             if current == definition:
+                self.bound_history = history
                 return
-            evolved = schema_evolution(current or {}, definition, places, where=self.uri, options=options)
+            evolved = schema_evolution(current, definition, places, where=self.uri, options=options)
             if evolved is None:
                 changes = definition_changes(current, definition)
                 raise CheckpointMismatchError(
@@ -123,10 +128,15 @@ class Binding:
                     "or define the join as it was"
                 )
             record = {"definition": definition, "changes": [line for c in evolved for line in c.lines()]}
-            if self.files.create_json(f"{EVOLUTION}/{len(records) + 1:06d}.json", record):
+            if self.files.create_json(f"{EVOLUTION}/{len(history):06d}.json", record):
+                self.bound_history = [*history, definition]
                 return
         raise CheckpointMismatchError(f"checkpoint {self.uri}: its schema evolutions keep changing while this join "
                                       "binds it; run one query on a checkpoint at a time")
+
+    def evolved(self) -> bool:
+        """Whether the checkpoint has an evolution record (one listing, no record read)."""
+        return any(n.endswith(".json") for n in self.files.names(EVOLUTION))
 
     def evolutions(self) -> list[dict[str, Any]]:
         """The evolution records, oldest first (each ``{"definition", "changes"}``)."""
@@ -141,20 +151,18 @@ class Binding:
             out.append(found)
         return out
 
-    def history(self, root: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    def history(self, root: Mapping[str, Any] | None = None,
+                records: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
         """The definitions the checkpoint has had, oldest first: ``streamjoin.json``'s (``root``,
-        if already read), then each evolution's."""
+        if already read), then each evolution's (``records``, if already read); the last is the
+        one its state is kept by now."""
         found = (self.root() if root is None else root) or {}
-        return [dict(found.get("definition") or {}), *(dict(r["definition"]) for r in self.evolutions())]
+        records = self.evolutions() if records is None else records
+        return [dict(found.get("definition") or {}), *(dict(r["definition"]) for r in records)]
 
     def definition(self, root: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The join definition the checkpoint's state is kept by now: the newest evolution's, else
-        the one ``streamjoin.json`` recorded (``root``, if already read)."""
-        records = self.evolutions()
-        if records:
-            return dict(records[-1]["definition"])
-        found = (self.root() if root is None else root) or {}
-        return dict(found.get("definition") or {})
+        """The join definition the checkpoint's state is kept by now (:meth:`history`'s last)."""
+        return self.history(root)[-1]
 
     def _check_mode(self, found: Mapping[str, Any], mode: RunMode) -> None:
         recorded = found.get("mode")
@@ -269,8 +277,4 @@ _NONE = object()
 def _option(value: Any, duration: bool) -> str:
     if value is _NONE:
         return "(none)"
-    if duration and isinstance(value, int) and not isinstance(value, bool):
-        return describe_duration(value)
-    if duration and isinstance(value, list) and all(isinstance(v, int) for v in value):
-        return "[" + ", ".join(describe_duration(v) for v in value) + "]"
-    return json.dumps(value, sort_keys=True)
+    return describe_durations(value) if duration else json.dumps(value, sort_keys=True)
