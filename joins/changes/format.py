@@ -116,7 +116,7 @@ class ChangeFormat:
 
     @classmethod
     def from_definition(cls, definition: Mapping[str, Any]) -> ChangeFormat:
-        """The format :meth:`definition` describes (a ``debezium_json`` one without its row schema,
+        """The format ``definition()`` describes (a ``debezium_json`` one without its row schema,
         which the description leaves out)."""
         return cls(definition["vocabulary"], tuple(definition["key"]), definition["time"], definition.get("op"),
                    definition.get("sequence"), definition.get("time_unit", "us"), definition.get("column"))
