@@ -1,4 +1,4 @@
-"""``streamjoin checkpoint describe|verify|repartition <checkpoint>``: a whole join checkpoint, every partition.
+"""``streamjoin checkpoint describe|verify|repartition|migrate <checkpoint>``: a whole join checkpoint, every partition.
 
 ``describe`` prints the binding (kind, definition, partitions, query id) and, per partition, the
 changelog's restorable versions and size, the newest snapshot, the watermark input and the rows set
@@ -6,7 +6,8 @@ aside by reason. ``verify`` checks every changelog, record and set-aside file (s
 for its exit codes): a version a stopped query had half committed is reported as the normal state
 it is, saying what the next run does. ``--json`` prints the same as JSON, for scripts; a progress bar
 (on stderr, when it is a terminal) follows the partitions. ``repartition --partitions N`` changes
-the partition count of a stopped query's checkpoint (:func:`streamjoin.runtime.rescale.plan_repartition`).
+the partition count of a stopped query's checkpoint (:func:`streamjoin.runtime.rescale.plan_repartition`);
+``migrate`` upgrades one written by streamjoin 0.2 (:func:`streamjoin.runtime.migrate.migrate`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from streamjoin.jobs.common import help_text
 
-__all__ = ["register", "VERIFY_HELP"]
+__all__ = ["register", "VERIFY_HELP", "MIGRATE_HELP"]
 
 VERIFY_HELP = (
     "Check every changelog, commit record and set-aside file of a join checkpoint. A version the query "
@@ -56,6 +57,29 @@ def register(subparsers: Any) -> None:
                      help="skip the check that no query committed a version in the last two minutes")
     sub.add_argument("--json", action="store_true", help="print JSON")
     sub.set_defaults(func=_repartition)
+    sub = actions.add_parser("migrate", help="upgrade a checkpoint of streamjoin 0.2 (format 1) to this format, "
+                             "keeping its state", description=MIGRATE_HELP)
+    sub.add_argument("checkpoint", help="the checkpoint= location of a join (a path or URI)")
+    sub.add_argument("--partitions", type=_partitions, metavar="N",
+                     help="the partition count the query will run with (default: the one it ran with)")
+    sub.add_argument("--max-partitions", type=_partitions, metavar="G", dest="key_groups",
+                     help="the key groups the state is kept by from now on, the most partitions it can run "
+                          "with (default 4096)")
+    sub.add_argument("--force", action="store_true",
+                     help="skip the check that no query committed a version in the last two minutes")
+    sub.add_argument("--json", action="store_true", help="print JSON")
+    sub.set_defaults(func=_migrate)
+
+
+MIGRATE_HELP = (
+    "Upgrade the checkpoint of a join written by streamjoin 0.2 (format 1) to this streamjoin's format, "
+    "offline, with its query stopped; a table-table join's stages are migrated together. No state is "
+    "rewritten: the commit records are made from the old progress and metrics records, and the first "
+    "version the query runs afterwards rebuilds each partition's state from the old changelogs, as after "
+    "a repartition. The replaced streamjoin.json is kept as format-1/streamjoin.json; the migration is "
+    "one-way (copy the checkpoint first to keep 0.2's). A migration cut short is finished by running it "
+    "again; a checkpoint already of this format is left alone. Then check it with `streamjoin checkpoint "
+    "verify` and restart the query on it and on its Spark checkpoint.")
 
 
 def _partitions(text: str) -> int:
@@ -113,6 +137,9 @@ def _describe(args: argparse.Namespace) -> int:
         print(f"  definition: {json.dumps(report.definition, sort_keys=True)}")
         for n, changes in enumerate(report.evolutions, 1):
             print(f"  schema evolution {n}: {'; '.join(changes)}")
+        if report.rebuild_into is not None:
+            print(f"  the next run rebuilds the state into {report.rebuild_into} partitions, from these "
+                  f"{report.partitions} (repartitioned or migrated since the last run)")
         for part in report.parts:
             versions = f"{part.versions[0]}..{part.versions[-1]}" if part.versions else "none"
             aside = "; ".join(f"{i}: " + ", ".join(f"{r} {n}" for r, n in sorted(c.items()))
@@ -197,4 +224,39 @@ def _repartition(args: argparse.Namespace) -> int:
         for p, sources in enumerate(plan.sources):
             print(f"  new p={p} <- old " + ", ".join(f"p={q}" for q in sources))
     print(f"run the query with partitions={args.partitions}: its first version rebuilds each partition")
+    return 0
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    import time
+
+    from streamjoin.errors import JoinError
+    from streamjoin.runtime.checkpoint import Checkpoint
+    from streamjoin.runtime.inspect import stage_checkpoints
+    from streamjoin.runtime.migrate import migrate
+
+    try:
+        stages = stage_checkpoints(args.checkpoint)
+        done = []
+        for uri in stages:
+            bar, progress = _bar(args, f"checking {uri}")
+            with bar:
+                done.append(migrate(Checkpoint(uri), partitions=args.partitions, key_groups=args.key_groups,
+                                    now=None if args.force else time.time(), progress=progress))
+    except JoinError as exc:
+        print(f"streamjoin checkpoint migrate: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps([m.to_json() for m in done], indent=2))
+        return 0
+    for m in done:
+        if m.from_format is None:
+            print(f"{m.uri}: already format 2; nothing to do")
+            continue
+        print(f"{m.uri}: format {m.from_format} -> 2, state as of version {m.version} in {m.old_partitions} partitions, "
+              f"to run with {m.partitions} over {m.key_groups} key groups; {m.records} commit records written")
+    if any(m.from_format is not None for m in done):
+        count = ", ".join(sorted({str(m.partitions) for m in done}))
+        print(f"run the query with partitions={count} on this checkpoint and its Spark checkpoint: its first version "
+              "rebuilds each partition's state from the old changelogs (`streamjoin checkpoint verify` checks it first)")
     return 0

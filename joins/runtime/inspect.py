@@ -24,11 +24,12 @@ from streamjoin.changelog import Changelog
 from streamjoin.changelog.inspect import describe, verify
 from streamjoin.errors import JoinDefinitionError, JoinError
 from streamjoin.runtime.checkpoint import Checkpoint, resolve_location
+from streamjoin.runtime.checkpoint.binding import migration_needed
 from streamjoin.runtime.checkpoint.files import CheckpointFiles
 from streamjoin.runtime.keygroups import check_count, check_key_groups
 from streamjoin.runtime.operator import REASON_COLUMN
 from streamjoin.runtime.plan import recorded_stages
-from streamjoin.runtime.rescale import Epoch, changelog_uri, current_epoch, epoch_has_run, epochs
+from streamjoin.runtime.rescale import Epoch, changelog_uri, current_epoch, epoch_has_run, epochs, state_epoch
 
 __all__ = ["PartitionReport", "CheckpointReport", "Verification", "describe_checkpoint", "verify_checkpoint",
            "check_checkpoint", "spark_commits", "stage_checkpoints"]
@@ -71,6 +72,10 @@ class CheckpointReport:
     #: the schema evolutions of the inputs since the join was first defined, oldest first, each
     #: its changes (e.g. ``table: added region (string)``); ``definition`` is the newest
     evolutions: tuple[tuple[str, ...], ...] = ()
+    #: after ``checkpoint repartition`` or ``checkpoint migrate``, until the query's next run: the
+    #: partition count that run rebuilds the state into (``parts`` and ``partitions`` are then
+    #: the partitions holding the state now); None otherwise
+    rebuild_into: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,7 +98,10 @@ def describe_checkpoint(uri: str, progress: Progress | None = None) -> Checkpoin
     """The binding and every partition of the join checkpoint at ``uri`` (one stage's)."""
     cp = Checkpoint(uri)
     binding = _binding(cp)
-    epoch = current_epoch(cp)   # after a rescale, the newest partitioning (streamjoin.runtime.rescale)
+    found = epochs(cp, binding)
+    # the partitioning holding the state: the newest unless a rescale or migration waits for a run
+    epoch = state_epoch(cp, found) if found else current_epoch(cp)
+    pending = found[-1] if found and found[-1].number != epoch.number else None
     partitions = epoch.partitions
     newest = _newest_records(cp)
     records = cp.binding.evolutions()
@@ -113,7 +121,8 @@ def describe_checkpoint(uri: str, progress: Progress | None = None) -> Checkpoin
         mode=binding.get("mode"), query_id=cp.binding.bound_query(),
         definition=cp.binding.history(binding, records)[-1],
         newest_version=cp.commits.newest_version(), parts=tuple(parts),
-        evolutions=tuple(tuple(r.get("changes", ())) for r in records))
+        evolutions=tuple(tuple(r.get("changes", ())) for r in records),
+        rebuild_into=None if pending is None else pending.partitions)
 
 
 @dataclass(frozen=True)
@@ -297,6 +306,8 @@ def _binding(cp: Checkpoint) -> dict[str, Any]:
             found = json.loads(fh.read())
         except ValueError as exc:
             raise JoinDefinitionError(f"{cp.uri}/{_BINDING} is damaged (not JSON: {exc})") from exc
+    if isinstance(found, dict) and found.get("format") == 1:
+        raise migration_needed(cp.uri)
     return found if isinstance(found, dict) else {}
 
 

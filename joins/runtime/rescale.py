@@ -31,6 +31,7 @@ import numpy as np
 from streamjoin.changelog import Changelog, restore
 from streamjoin.errors import CheckpointDamagedError, CheckpointMismatchError
 from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.runtime.checkpoint.binding import MIGRATED_FROM
 from streamjoin.runtime.keygroups import check_key_groups, group_range, owners, routing_types
 from streamjoin.runtime.operator import Operator
 from streamjoin.runtime.registry import operator_class
@@ -40,9 +41,12 @@ from streamjoin.statestore.base import Store
 from streamjoin.statestore.columns import pair_chunks
 
 __all__ = ["Epoch", "epochs", "current_epoch", "bind_partitions", "changelog_uri", "epoch_dir",
-           "prepare_partition", "old_partitions", "lost_changelog", "epoch_has_run", "can_rescale", "Plan", "plan_repartition"]
+           "prepare_partition", "old_partitions", "lost_changelog", "epoch_has_run", "can_rescale", "Plan", "plan_repartition",
+           "PARTITIONING", "state_epoch", "sources_of"]
 
-_DIR = "partitioning"
+#: The folder of the partitioning epochs' records, ``e=<n>.json``.
+PARTITIONING = "partitioning"
+_DIR = PARTITIONING
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,10 @@ class Epoch:
 
     number: int
     partitions: int
+    #: Whether its partitions own key-group ranges; False for epoch 0 of a checkpoint migrated
+    #: from format 1 (:mod:`streamjoin.runtime.migrate`), whose keys were routed by another hash:
+    #: any key may be in any of its partitions.
+    keyed: bool = True
 
 
 def epochs(checkpoint: Checkpoint, root: Mapping[str, Any] | None = None) -> list[Epoch]:
@@ -60,7 +68,7 @@ def epochs(checkpoint: Checkpoint, root: Mapping[str, Any] | None = None) -> lis
         root = checkpoint.binding.root()
     if root is None:
         return []
-    out = [Epoch(0, int(root["partitions"]))]
+    out = [Epoch(0, int(root["partitions"]), keyed=root.get(MIGRATED_FROM) is None)]
     numbers = sorted(int(name[2:-5]) for name in checkpoint.files.names(_DIR)
                      if name.startswith("e=") and name.endswith(".json") and name[2:-5].isdigit())
     for number in numbers:
@@ -183,6 +191,26 @@ def old_partitions(partition: int, new: int, old: int, groups: int) -> list[int]
     return sorted(set(owners(np.arange(start, end), old, groups).tolist()))
 
 
+def sources_of(partition: int, epoch: Epoch, previous: Epoch, groups: int) -> list[int]:
+    """The partitions of ``previous`` whose state ``partition`` of ``epoch`` is rebuilt from: those
+    owning its key groups, or all of them when ``previous`` is not routed by key group."""
+    if not previous.keyed:
+        return list(range(previous.partitions))
+    return old_partitions(partition, epoch.partitions, previous.partitions, groups)
+
+
+def state_epoch(checkpoint: Checkpoint, found: Sequence[Epoch] | None = None) -> Epoch:
+    """The epoch whose changelogs hold the checkpoint's newest state: the newest one that has run
+    (:func:`epoch_has_run`); until a new epoch's first run (after ``checkpoint repartition`` or
+    ``checkpoint migrate``) that is the one before it. Epoch 0 with no partitions for a
+    checkpoint never bound."""
+    found = epochs(checkpoint) if found is None else found
+    for epoch in reversed(found):
+        if epoch.number == 0 or epoch_has_run(checkpoint, found, epoch.number):
+            return epoch
+    return Epoch(0, 0)
+
+
 @dataclass(frozen=True)
 class _Stores:
     """Where a rebuild restores the old partitions: backend, its options, the local root."""
@@ -225,7 +253,7 @@ def _rebuild(operator: Operator, checkpoint: Checkpoint, found: Sequence[Epoch],
         return
     previous = found[number - 1]
     groups = checkpoint.binding.key_groups()
-    olds = old_partitions(partition, epoch.partitions, previous.partitions, groups)
+    olds = sources_of(partition, epoch, previous, groups)
     for q in olds:
         _rebuild(operator, checkpoint, found, number - 1, q, version, stores)
     sources = [Changelog(changelog_uri(checkpoint, previous, q), retain_versions=stores.retain_versions)
@@ -333,5 +361,5 @@ def plan_repartition(
             progress(q + 1, old.partitions)
     new = bind_partitions(checkpoint, partitions)
     groups = int(root["key_groups"])
-    sources = tuple(tuple(old_partitions(p, partitions, old.partitions, groups)) for p in range(partitions))
+    sources = tuple(tuple(sources_of(p, new, old, groups)) for p in range(partitions))
     return Plan(checkpoint.uri, old, new, version, sources)

@@ -42,9 +42,10 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from streamjoin.changelog import Changelog, restore
 from streamjoin.errors import CheckpointDamagedError, JoinDefinitionError
 from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.runtime.checkpoint.binding import migration_needed
 from streamjoin.runtime.inspect import stage_checkpoints
 from streamjoin.runtime.registry import operator_class
-from streamjoin.runtime.rescale import changelog_uri, current_epoch, epoch_has_run, epochs
+from streamjoin.runtime.rescale import Epoch, changelog_uri, epoch_has_run, epochs, state_epoch
 from streamjoin.runtime.views import HISTORY
 from streamjoin.statestore import destroy_store
 from streamjoin.statestore.base import Store
@@ -81,8 +82,13 @@ def read_state(spark: SparkSession, checkpoint: str, version: int | None = None,
                                   f"its stages, {stages}")
     cp = Checkpoint(stages[0])
     binding = cp.binding.root() or {}   # (stage_checkpoints found it)
-    # the definitions the inputs' columns had, the newest last; the newest partitioning
-    history, partitions = cp.binding.history(binding), current_epoch(cp).partitions
+    if binding.get("format") == 1:
+        raise migration_needed(cp.uri)
+    # the definitions the inputs' columns had, the newest last; the partitioning holding the state
+    # (after a repartition or a migration, the old one until the query's next run rebuilds it)
+    found = epochs(cp, binding)
+    epoch = state_epoch(cp, found)
+    history, partitions = cp.binding.history(binding), epoch.partitions
     definition = history[-1]
     kind = definition.get("kind")
     sides = tuple(operator_class(kind).state_views)
@@ -92,22 +98,20 @@ def read_state(spark: SparkSession, checkpoint: str, version: int | None = None,
         raise JoinDefinitionError(f"read_state: {checkpoint} holds the state of a {kind}, whose sides are "
                                   f"{list(sides)}; side={side!r} is not one of them")
     schema = state_schema(definition, side)
-    _check_changelogs(cp, partitions)
+    _check_changelogs(cp, found, epoch)
     reader = _StateReader(cp.uri, {**definition, HISTORY: history} if len(history) > 1 else definition, side,
-                          version, schema)
+                          version, schema, epoch)
     ids = spark.range(0, partitions, 1, max(partitions, 1))
     return ids.mapInArrow(reader, from_arrow_schema(schema, prefer_timestamp_ntz=True))
 
 
-def _check_changelogs(cp: Checkpoint, partitions: int) -> None:
-    """Raise :class:`CheckpointDamagedError` naming the first partition whose changelog is missing
-    or empty although its partitioning has committed versions: its rows would be left out of the
-    state read, not reported (one listing per partition)."""
-    found = epochs(cp)
-    epoch = current_epoch(cp)
+def _check_changelogs(cp: Checkpoint, found: list[Epoch], epoch: Epoch) -> None:
+    """Raise :class:`CheckpointDamagedError` naming the first partition of ``epoch`` whose
+    changelog is missing or empty although that partitioning has committed versions: its rows
+    would be left out of the state read, not reported (one listing per partition)."""
     if not found or not epoch_has_run(cp, found, epoch.number):
         return
-    for partition in range(partitions):
+    for partition in range(epoch.partitions):
         uri = changelog_uri(cp, epoch, partition)
         if Changelog(uri).listing().empty:
             raise _lost(cp, partition, uri)
@@ -130,8 +134,10 @@ def state_schema(definition: Mapping[str, Any], side: str) -> pa.Schema:
 class _StateReader:
     """The task: restore partition ``p``'s changelog in memory and decode ``side``."""
 
-    def __init__(self, uri: str, definition: dict[str, Any], side: str, version: int | None, schema: pa.Schema):
+    def __init__(self, uri: str, definition: dict[str, Any], side: str, version: int | None, schema: pa.Schema,
+                 epoch: Epoch):
         self.uri, self.definition, self.side, self.version, self.schema = uri, definition, side, version, schema
+        self.epoch = epoch
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -140,7 +146,7 @@ class _StateReader:
 
     def _partition(self, partition: int) -> Iterator[pa.RecordBatch]:
         checkpoint = Checkpoint(self.uri)
-        epoch = current_epoch(checkpoint)
+        epoch = self.epoch
         log = Changelog(changelog_uri(checkpoint, epoch, partition))
         if log.listing().empty:
             if checkpoint.commits.newest_version() is not None and epoch_has_run(checkpoint, epochs(checkpoint), epoch.number):

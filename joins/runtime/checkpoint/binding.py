@@ -18,11 +18,17 @@ from streamjoin.runtime.checkpoint.files import CheckpointFiles
 from streamjoin.runtime.evolution import OptionRule, SchemaPlace, schema_evolution
 from streamjoin.runtime.keygroups import DEFAULT_KEY_GROUPS, check_count, check_key_groups
 
-__all__ = ["Binding", "FORMAT", "RunMode", "ROOT", "EVOLUTION", "definition_changes"]
+__all__ = ["Binding", "FORMAT", "RunMode", "ROOT", "EVOLUTION", "MIGRATED_FROM", "definition_changes",
+           "migration_needed"]
 
 #: 2: progress and metrics in one commit record per partition and version (``commits/``)
 FORMAT = 2
 ROOT = "streamjoin.json"
+#: The field of a ``streamjoin.json`` rewritten by ``streamjoin checkpoint migrate`` naming the
+#: format it had (:mod:`streamjoin.runtime.migrate`): its epoch 0 is not routed by key group.
+MIGRATED_FROM = "migrated_from"
+#: The stages of streamjoin 0.2's table-table join, each a checkpoint under the join's location.
+_STAGES_OF_0_2 = ("left_keys", "right_keys", "join")
 #: The folder of the evolution records, ``<n>.json`` numbered from 1 (six digits).
 EVOLUTION = "evolution"
 
@@ -93,6 +99,8 @@ class Binding:
                 self.bound_history = [json.loads(json.dumps(definition))]
                 return json.loads(json.dumps(created))
             found = self.root() or {}
+        if found.get("format") == 1:
+            raise migration_needed(self.uri)
         if found.get("format") != FORMAT:
             raise CheckpointMismatchError(
                 f"checkpoint {self.uri} has format {found.get('format')}, this streamjoin writes "
@@ -251,6 +259,22 @@ class Binding:
                 "the checkpoint, or start the join from a new checkpoint location",
                 path=self.files.location(ROOT))
         return int(found["key_groups"])
+
+
+def migration_needed(uri: str) -> CheckpointMismatchError:
+    """The error for checkpoint ``uri`` of format 1 (streamjoin 0.2), saying how to migrate it:
+    ``streamjoin checkpoint migrate`` on the join's location (for a stage of a 0.2 table-table
+    join, its only join of several stages, the folder above)."""
+    parent, _, name = uri.rstrip("/").rpartition("/")
+    location = uri
+    if name in _STAGES_OF_0_2 and parent:
+        above = CheckpointFiles(parent)
+        if all(above.exists(f"{s}/{ROOT}") for s in _STAGES_OF_0_2):
+            location = parent
+    return CheckpointMismatchError(
+        f"checkpoint {uri} was written by streamjoin 0.2 (format 1); this streamjoin reads format {FORMAT}. "
+        f"Stop the query and migrate the checkpoint, keeping its state: `streamjoin checkpoint migrate {location}` "
+        "(the query then restarts on it and on its Spark checkpoint as before)")
 
 
 def definition_changes(old: Any, new: Any, path: str = "") -> list[str]:

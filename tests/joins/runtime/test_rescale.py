@@ -204,8 +204,9 @@ def _interval():
                         upper=dt.timedelta(seconds=1), delay=dt.timedelta(0))
 
 
-def test_rescale_refuses_checkpoint_written_before_key_groups(tmp_path):
-    """streamjoin 0.2 wrote format 1, without key groups: refused at any partition count."""
+def test_rescale_refuses_checkpoint_written_before_key_groups_naming_the_migration(tmp_path):
+    """streamjoin 0.2 wrote format 1, without key groups: refused at any partition count, saying
+    how to migrate it."""
     root = tmp_path / "ck"
     LocalRunner(_interval(), str(root), partitions=2)
     record = Checkpoint(str(root)).files.read_json("streamjoin.json")
@@ -213,7 +214,7 @@ def test_rescale_refuses_checkpoint_written_before_key_groups(tmp_path):
     record["format"] = 1
     (root / "streamjoin.json").write_text(__import__("json").dumps(record))
     for partitions in (2, 3):
-        with pytest.raises(CheckpointMismatchError, match="has format 1.*use a new checkpoint location"):
+        with pytest.raises(CheckpointMismatchError, match=r"streamjoin 0.2 \(format 1\).*`streamjoin checkpoint migrate .*ck`"):
             LocalRunner(_interval(), str(root), partitions=partitions)
 
 
