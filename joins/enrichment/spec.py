@@ -34,6 +34,7 @@ from streamjoin.kit.on import column_names
 from streamjoin.kit.order import SortKeys, canonical_sort_keys
 from streamjoin.kit.times import parse_duration
 from streamjoin.kit.watermark import input_delays
+from streamjoin.runtime.defaults import column_entries, with_defaults
 from streamjoin.runtime.evolution import SchemaPlace
 from streamjoin.runtime.operator import REASON_COLUMN
 
@@ -105,7 +106,9 @@ class EnrichmentSpec:
         """The columns of the table versions held in state: the key columns (``keys``, in
         ``key_types``), op, change time, sequence and the value columns."""
         keys = [pa.field(n, t) for n, t in zip(self.keys, self.key_types)]
-        return pa.schema(keys + [self.internal.field(n) for n in (OP, TIME, SEQ, *self.values)])
+        # (a value column keeps the default it has in the table, read by versions from before it)
+        return with_defaults(pa.schema(keys + [self.internal.field(n) for n in (OP, TIME, SEQ, *self.values)]),
+                             self.table)
 
     def schema_places(self) -> tuple[SchemaPlace, ...]:
         """The stream's and the table's columns in :meth:`definition`; the keys, the event time and
@@ -122,8 +125,8 @@ class EnrichmentSpec:
             "delay_us": self.delay, "grace_us": self.grace, "buckets": self.buckets,
             "event_bucket_us": self.event_bucket, "stream_key": list(self.stream_key),
             "stream_time": self.stream_time, "changes": self.changes.definition(),
-            "stream": [[f.name, str(f.type)] for f in self.stream],
-            "table": [[f.name, str(f.type)] for f in self.table],
+            "stream": column_entries(self.stream),
+            "table": column_entries(self.table),
         } | ({} if self.ttl is None else {"table_ttl_us": self.ttl}) | self._delays_definition() \
             | ({"heartbeats": True} if self.heartbeats else {})   # absent when off: older definitions stay identical
 

@@ -13,20 +13,21 @@ import pyarrow.compute as pc
 
 from streamjoin.changes import DELETE, OP, SEQ, TIME
 from streamjoin.enrichment.state import read_buckets, scan_waiting
+from streamjoin.runtime.defaults import entries_schema
 from streamjoin.runtime.evolution import as_schema
 from streamjoin.runtime.operator import POS_INF
-from streamjoin.runtime.views import TS, StateView, arrow_type
+from streamjoin.runtime.views import TS, StateView
 from streamjoin.statestore.base import Store
 
 __all__ = ["VIEWS"]
 
 
 def _table_schema(definition: Mapping[str, Any]) -> list[pa.Field]:
-    changes, table = definition["changes"], dict((n, arrow_type(t)) for n, t in definition["table"])
-    fields = [pa.field(k, table[k]) for k in changes["key"]]
+    changes, table = definition["changes"], {f.name: f for f in entries_schema(definition["table"])}
+    fields = [pa.field(k, table[k].type) for k in changes["key"]]
     fields += [pa.field("_op", pa.string()), pa.field("_change_time", TS), pa.field("_sequence", pa.int64())]
     skip = {*changes["key"], changes.get("op"), changes.get("sequence")}
-    return fields + [pa.field(n, t) for n, t in table.items() if n not in skip]
+    return fields + [f for n, f in table.items() if n not in skip]   # (with their defaults)
 
 
 def _read_table(store: Store, definition: Mapping[str, Any], columns: pa.Schema) -> pa.Table:
@@ -59,7 +60,7 @@ def _read_table(store: Store, definition: Mapping[str, Any], columns: pa.Schema)
 
 
 def _events_schema(definition: Mapping[str, Any]) -> list[pa.Field]:
-    return [pa.field(n, arrow_type(t)) for n, t in definition["stream"]]
+    return list(entries_schema(definition["stream"]))
 
 
 def _read_events(store: Store, definition: Mapping[str, Any], columns: pa.Schema) -> pa.Table:

@@ -30,6 +30,7 @@ from streamjoin.kit.on import On, parse_on
 from streamjoin.kit.order import SortKeys, canonical_sort_keys
 from streamjoin.kit.times import Duration, parse_duration
 from streamjoin.kit.watermark import combine_watermark, idle_inputs, input_delays, parse_idle_timeout, parse_policy
+from streamjoin.runtime.defaults import column_entries
 from streamjoin.runtime.evolution import SchemaPlace
 from streamjoin.runtime.operator import REASON_COLUMN
 
@@ -148,7 +149,7 @@ def _side_definition(side: SidePlan) -> dict[str, Any]:
     return {
         "key": list(side.key),
         "time": side.time,
-        "columns": [[f.name, str(f.type)] for f in side.schema],
+        "columns": column_entries(side.schema),
         "stored": list(side.stored),
     }
 

@@ -14,8 +14,9 @@ import pyarrow.compute as pc
 
 from streamjoin.interval.spec import ROW_ID
 from streamjoin.interval.state import read_watermark, scan_groups
+from streamjoin.runtime.defaults import entries_schema
 from streamjoin.runtime.operator import NEG_INF, POS_INF
-from streamjoin.runtime.views import TS, StateView, arrow_type
+from streamjoin.runtime.views import TS, StateView
 from streamjoin.statestore.base import Store
 
 __all__ = ["VIEWS"]
@@ -28,8 +29,8 @@ _MARKED = {"left": ("left",), "right": ("right",), "full": ("left", "right"), "l
 def _view(side: str) -> StateView:
     def schema(definition: Mapping[str, Any]) -> list[pa.Field]:
         plan = definition[side]
-        columns = dict((n, arrow_type(t)) for n, t in plan["columns"])
-        return [pa.field(n, columns[n]) for n in plan["stored"]] + [pa.field("_matched", pa.bool_()),
+        columns = {f.name: f for f in entries_schema(plan["columns"])}   # (with their defaults)
+        return [columns[n] for n in plan["stored"]] + [pa.field("_matched", pa.bool_()),
                                                                    pa.field("_watermark", TS)]
 
     def read(store: Store, definition: Mapping[str, Any], columns: pa.Schema) -> pa.Table:

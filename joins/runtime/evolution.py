@@ -7,7 +7,8 @@ columns keep their type whatever happens (join keys, event and change times). Re
 on its checkpoint with other columns is accepted when the definitions differ only there, and
 each column change is one of:
 
-* **added**: rows already in state read it as null;
+* **added**: rows already in state read it as null, or as its default where the column carries
+  one (Spark's ``EXISTS_DEFAULT``, :mod:`streamjoin.runtime.defaults`), which is fixed from then on;
 * **dropped**: state keeps working and the column leaves the output;
 * **widened**, as Delta's type widening allows (:func:`widens`): ``int8 -> int16 -> int32 ->
   int64`` (and the unsigned ones into wider types), ``float -> double``, a decimal's precision
@@ -29,6 +30,7 @@ whenever a version writes them anyway.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -36,6 +38,7 @@ import pyarrow as pa
 
 from streamjoin.errors import CheckpointMismatchError, JoinDefinitionError
 from streamjoin.kit.times import describe_durations
+from streamjoin.runtime.defaults import entry_defaults, entry_pairs, fill
 from streamjoin.runtime.views import arrow_type
 
 __all__ = ["SchemaPlace", "OptionRule", "ColumnChanges", "OptionChange", "schema_evolution", "widens", "as_schema"]
@@ -138,9 +141,9 @@ def _set(definition: dict[str, Any], path: Path, value: Any, create: bool = Fals
 
 
 def _columns(value: Any) -> list[tuple[str, str]] | None:
-    if not isinstance(value, list) or not all(isinstance(c, list) and len(c) == 2 for c in value):
+    if not isinstance(value, list) or not all(isinstance(c, list) and len(c) in (2, 3) for c in value):
         return None
-    return [(str(name), str(kind)) for name, kind in value]
+    return entry_pairs(value)
 
 
 def schema_evolution(
@@ -182,6 +185,11 @@ def schema_evolution(
         if before is None or after is None:
             return None
         found = _changes(place, before, after, where)
+        _check_defaults(place, entry_defaults(_get(old, place.path)), entry_defaults(_get(new, place.path)),
+                        {name for name, _ in before} & {name for name, _ in after}, where)
+        defaults = entry_defaults(_get(new, place.path))
+        found = dataclasses.replace(found, added=tuple(
+            (name, f"{kind}, default {defaults[name]}" if name in defaults else kind) for name, kind in found.added))
         if found.added or found.dropped or found.widened:
             out.append(found)
     return out
@@ -195,6 +203,21 @@ class OptionChange:
 
     def lines(self) -> list[str]:
         return [self.text]
+
+
+def _check_defaults(place: SchemaPlace, old: Mapping[str, str], new: Mapping[str, str], kept: set[str],
+                    where: str) -> None:
+    """Refuse a default (``EXISTS_DEFAULT``) that changed, appeared or went away on a column kept
+    (``kept``: in both definitions): rows stored before it was added read the one it was added
+    with. A column dropped takes its default with it; added again, it may have another."""
+    for name in sorted(kept):
+        if old.get(name) == new.get(name):
+            continue
+        raise CheckpointMismatchError(
+            f"checkpoint {where}: column {name!r} of the {place.input} input has default (EXISTS_DEFAULT) "
+            f"{new.get(name, 'none')} where the checkpoint recorded {old.get(name, 'none')}: a column's default is "
+            "fixed when it is added (rows held from before read it), as in Spark. Give the column the default it "
+            f"had ({old.get(name, 'none')}), or start the join from a new checkpoint location")
 
 
 def _changes(place: SchemaPlace, before: list[tuple[str, str]], after: list[tuple[str, str]],
@@ -253,9 +276,10 @@ def widens(old: str | pa.DataType, new: str | pa.DataType) -> bool:
 
 def as_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """``table`` (rows stored under an earlier schema of an input, or under ``schema`` itself) as
-    columns of ``schema``: a column it lacks as nulls, one ``schema`` lacks left out, a narrower
-    type widened (:func:`widens`); a column of a type that does not widen to the new one (a column
-    dropped, then added again with another type) as nulls, as a new column. ``table`` itself when
+    columns of ``schema``: a column it lacks as its default (:func:`streamjoin.runtime.defaults.fill`)
+    or nulls, one ``schema`` lacks left out, a narrower type widened (:func:`widens`); a column of a
+    type that does not widen to the new one (a column dropped, then added again with another type)
+    as a new column. ``table`` itself when
     it already has ``schema``'s columns (their names and types, in order: what every read of
     current state finds, at the cost of a compare)."""
     if table.schema.names == schema.names and all(a.type == b.type for a, b in zip(table.schema, schema)):
@@ -264,12 +288,11 @@ def as_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
     for target in schema:
         at = table.schema.get_field_index(target.name)
         if at < 0:
-            columns.append(pa.nulls(table.num_rows, target.type))
+            columns.append(fill(target, table.num_rows))   # its default (EXISTS_DEFAULT), or nulls
             continue
         column = table.column(at)
         if column.type != target.type:
-            column = column.cast(target.type) if widens(column.type, target.type) \
-                else pa.nulls(table.num_rows, target.type)
+            column = column.cast(target.type) if widens(column.type, target.type) else fill(target, table.num_rows)
         columns.append(column)
     return pa.Table.from_arrays(columns, schema=schema)
 

@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from streamjoin.runtime.defaults import EXISTS_DEFAULT
 from streamjoin.runtime.operator import InputSpec, Operator
 from streamjoin.spark.checks import quoted
 
@@ -76,8 +77,16 @@ class Layout:
 
 
 def arrow_schema(df: DataFrame) -> pa.Schema:
-    """The Arrow schema an operator sees for ``df``'s rows (timestamps in UTC microseconds)."""
-    return to_arrow_schema(df.schema, timezone="UTC")
+    """The Arrow schema an operator sees for ``df``'s rows (timestamps in UTC microseconds); a
+    column's existence default (Spark's ``EXISTS_DEFAULT`` metadata) kept in its field's metadata
+    (:mod:`streamjoin.runtime.defaults`)."""
+    schema = to_arrow_schema(df.schema, timezone="UTC")
+    defaults = {f.name: f.metadata[EXISTS_DEFAULT] for f in df.schema.fields
+                if isinstance(f.metadata, dict) and f.metadata.get(EXISTS_DEFAULT) is not None}
+    if not defaults:
+        return schema
+    return pa.schema([f.with_metadata({EXISTS_DEFAULT: str(defaults[f.name])}) if f.name in defaults else f
+                      for f in schema])
 
 
 def tagged(df: DataFrame, i: int, operator: Operator, layout: Layout) -> DataFrame:

@@ -12,7 +12,7 @@ A row of layout ``n >= 1`` is ``b"\\x01" + bytes([n]) + pack(values of its slots
 layout 0 is ``pack(values)`` as it always was (no ``pack`` tag is ``0x01``), so a join whose
 columns never changed stores the same bytes as before. Every row read from state is brought to
 the current layout (:meth:`LayoutCodec.upgrade`: decoded in the current columns, an absent column
-null, a narrower value widened, then encoded again), so rows compare as bytes whatever layout
+its default or null (:mod:`streamjoin.runtime.defaults`), a narrower value widened, then encoded again), so rows compare as bytes whatever layout
 they were written in, and a row is rewritten in the current layout whenever a version changes
 it. A side has at most 255 layouts.
 """
@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamjoin.errors import CheckpointMismatchError
+from streamjoin.runtime.defaults import fill
 from streamjoin.runtime.evolution import widens
 from streamjoin.statestore.codecs import unpack
 from streamjoin.statestore.columns import binary_suffixes
@@ -152,14 +153,13 @@ class LayoutCodec(RowCodec):
         columns = []
         for field in self.schema:
             at = layout.slot_of.get(field.name)
-            if at is None:
-                columns.append(pa.nulls(len(rows), field.type))
+            if at is None:   # added since: its default (EXISTS_DEFAULT), or nulls
+                columns.append(fill(field, len(rows)))
                 continue
             column = arrays[at]
             slot = self.slots[at].type
             column = column if column.type == slot else column.cast(slot)
             if slot != field.type:   # widened; or dropped, then added again as another type: a new column
-                column = column.cast(field.type) if widens(slot, field.type) \
-                    else pa.nulls(len(rows), field.type)
+                column = column.cast(field.type) if widens(slot, field.type) else fill(field, len(rows))
             columns.append(column)
         return pa.Table.from_arrays(columns, schema=self.schema)

@@ -39,6 +39,7 @@ from streamjoin.kit.how import How, parse_how
 from streamjoin.kit.keys import common_key_type
 from streamjoin.kit.names import check_output_names, check_present, check_reserved, duplicates, suffixed
 from streamjoin.kit.on import column_names, parse_on
+from streamjoin.runtime.defaults import column_entries, entries_schema, with_defaults
 from streamjoin.runtime.evolution import SchemaPlace
 from streamjoin.table.rows import stored_type
 
@@ -73,8 +74,9 @@ class TableSide:
 
     @property
     def row_schema(self) -> pa.Schema:
-        """The row's columns (the routed schema without the time and op columns)."""
-        return pa.schema([f for f in self.routed if f.name not in (TIME, OP)])
+        """The row's columns (the routed schema without the time and op columns), with the
+        defaults their change table's columns have (:mod:`streamjoin.runtime.defaults`)."""
+        return with_defaults(pa.schema([f for f in self.routed if f.name not in (TIME, OP)]), self.schema)
 
     def schema_place(self, *at: str, input: str | None = None) -> SchemaPlace:
         """Where a definition holding this side's (under the keys ``at``) lists its change table's
@@ -87,7 +89,7 @@ class TableSide:
     def definition(self) -> dict[str, Any]:
         return {"side": self.name, "changes": self.changes.definition(), "on": list(self.on),
                 "key_types": [str(t) for t in self.key_types],
-                "schema": [[f.name, str(f.type)] for f in self.schema]}
+                "schema": column_entries(self.schema)}
 
 
 @dataclass(frozen=True)
@@ -181,7 +183,7 @@ def side_of(definition: Mapping[str, Any]) -> TableSide:
     describes: its change table's columns then, for the rows stored under them."""
     from streamjoin.runtime.views import arrow_type
 
-    schema = pa.schema([pa.field(name, arrow_type(kind)) for name, kind in definition["schema"]])
+    schema = entries_schema(definition["schema"])
     return build_side(definition["side"], schema, ChangeFormat.from_definition(definition["changes"]),
                       definition["on"], [arrow_type(kind) for kind in definition["key_types"]])
 

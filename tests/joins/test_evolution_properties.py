@@ -1,8 +1,8 @@
 """Property: a join whose inputs' columns evolve between micro-batches (columns added, dropped,
-added again, widened), restarted on its checkpoint at each evolution (sometimes with its local
+added again, widened; an added column sometimes with an existence default), restarted on its checkpoint at each evolution (sometimes with its local
 stores lost), gives after every version what the join of that version's columns gives from the
 start over every input so far read in those columns (:func:`streamjoin.runtime.evolution.as_schema`:
-the reference learns evolution as Spark's schema merging reads old files). For the table-table
+the reference learns evolution as Spark's schema merging reads old files, defaults included). For the table-table
 join (rows stored as ``pack`` tuples in layouts, :mod:`streamjoin.table.layouts`), the
 stream-table join and the interval join (Arrow blobs)."""
 
@@ -49,24 +49,37 @@ def _value(kind: pa.DataType, n: int):
     return decimal.Decimal(n) / 4
 
 
+#: an existence default (Spark's EXISTS_DEFAULT) of each type, also one of its wider type
+DEFAULTS = {pa.int32(): "2", pa.int64(): "2L", pa.float32(): "2.5D", pa.float64(): "2.5D", pa.string(): "'dflt'",
+            pa.date32(): "DATE '2024-01-09'", pa.timestamp("us"): "TIMESTAMP_NTZ '2024-01-09 06:00:00'",
+            pa.decimal128(7, 2): "1.25BD"}
+
+
 @st.composite
-def _columns(draw) -> list[list[tuple[str, pa.DataType]]]:
-    """Generations of one input's value columns: each an evolution of the one before."""
+def _column(draw, name: str) -> pa.Field:
+    """A value column, sometimes with an existence default (read by rows from before it was added)."""
+    kind = draw(st.sampled_from(TYPES))
+    return pa.field(name, kind, metadata={"EXISTS_DEFAULT": DEFAULTS[kind]} if draw(st.booleans()) else None)
+
+
+@st.composite
+def _columns(draw) -> list[list[pa.Field]]:
+    """Generations of one input's value columns: each an evolution of the one before (a column's
+    default kept as long as the column is)."""
     first = draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=3, unique=True))
-    current = [(name, draw(st.sampled_from(TYPES))) for name in first]
+    current = [draw(_column(name)) for name in first]
     out = [list(current)]
     for _ in range(draw(st.integers(1, 3))):
         action = draw(st.sampled_from(["add", "drop", "widen", "same"]))
-        names = [n for n, _ in current]
+        names = [f.name for f in current]
         if action == "add" and len(names) < len(NAMES):
-            name = draw(st.sampled_from([n for n in NAMES if n not in names]))
-            current = current + [(name, draw(st.sampled_from(TYPES)))]
+            current = current + [draw(_column(draw(st.sampled_from([n for n in NAMES if n not in names]))))]
         elif action == "drop" and len(current) > 1:
             gone = draw(st.sampled_from(names))
-            current = [c for c in current if c[0] != gone]
-        elif action == "widen" and any(k in WIDER for _, k in current):
-            name = draw(st.sampled_from([n for n, k in current if k in WIDER]))
-            current = [(n, WIDER[k] if n == name else k) for n, k in current]
+            current = [c for c in current if c.name != gone]
+        elif action == "widen" and any(f.type in WIDER for f in current):
+            name = draw(st.sampled_from([f.name for f in current if f.type in WIDER]))
+            current = [f.with_type(WIDER[f.type]) if f.name == name else f for f in current]
         out.append(list(current))
     return out
 
@@ -129,7 +142,8 @@ _TABLE_BATCH = st.tuples(
 
 
 #: a customer's row stored, a column added to the customers, then the same row again: no view change
-_SAME_ROW_AGAIN = ([[("v0", pa.int32())]] * 2, [[("v0", pa.string())], [("v0", pa.string()), ("v1", pa.int64())]],
+_SAME_ROW_AGAIN = ([[pa.field("v0", pa.int32())]] * 2,
+                   [[pa.field("v0", pa.string())], [pa.field("v0", pa.string()), pa.field("v1", pa.int64())]],
                    [([(1, 1, "upsert", [1, 0, 0, 0])], [(1, "upsert", [1, 0, 0, 0])]),
                     ([], [(1, "upsert", [1, 0, 0, 0])])], [0, 1], [False, False])
 
@@ -160,11 +174,11 @@ def test_table_join_evolution_equals_the_join_of_each_generation(plan, fuse, how
         batch = batches[version]
         at = T0 + dt.timedelta(seconds=version + 1)
         o = pa.Table.from_pylist([{"order_id": oid, "customer_id": cid, "op": op, "at": at,
-                                   **{n: _value(k, v) for (n, k), v in zip(left[g], values)}}
+                                   **{f.name: _value(f.type, v) for f, v in zip(left[g], values)}}
                                   for oid, cid, op, values in _last(batch[0], 0)], schema=orders)
         c = pa.Table.from_pylist([{"customer_id": cid, "_change_type": "update_postimage" if op == "upsert" else op,
                                    "_commit_version": version + 1, "_commit_timestamp": at,
-                                   **{n: _value(k, v) for (n, k), v in zip(right[g], values)}}
+                                   **{f.name: _value(f.type, v) for f, v in zip(right[g], values)}}
                                   for cid, op, values in _last(batch[1], 0)], schema=customers)
         return as_schema(o, schemas(read_as)[0]), as_schema(c, schemas(read_as)[1])
 
@@ -202,10 +216,10 @@ def test_enrichment_evolution_equals_the_join_of_each_generation(plan, mode):
         events, table = schemas(g)
         batch = batches[version]
         e = pa.Table.from_pylist([{"user": u, "ts": T0 + dt.timedelta(seconds=10 * version + s),
-                                   **{n: _value(k, v) for (n, k), v in zip(events_cols[g], values)}}
+                                   **{f.name: _value(f.type, v) for f, v in zip(events_cols[g], values)}}
                                   for u, s, values in batch[0]], schema=events)
         c = pa.Table.from_pylist([{"user": u, "op": op, "at": T0 + dt.timedelta(seconds=10 * version + 5),
-                                   **{n: _value(k, v) for (n, k), v in zip(table_cols[g], values)}}
+                                   **{f.name: _value(f.type, v) for f, v in zip(table_cols[g], values)}}
                                   for u, op, values in _last(batch[1], 0)], schema=table)
         return as_schema(e, schemas(read_as)[0]), as_schema(c, schemas(read_as)[1])
 
@@ -237,7 +251,7 @@ def test_interval_evolution_equals_the_join_of_each_generation(plan, how):
         tables = []
         for rows, cols, schema, target in zip(batches[version], (left_cols, right_cols), schemas(g), schemas(read_as)):
             table = pa.Table.from_pylist([{"k": k, "t": T0 + dt.timedelta(seconds=10 * version + s),
-                                           **{n: _value(kind, v) for (n, kind), v in zip(cols[g], values)}}
+                                           **{f.name: _value(f.type, v) for f, v in zip(cols[g], values)}}
                                           for k, s, values in rows], schema=schema)
             tables.append(as_schema(table, target))
         return tuple(tables)

@@ -58,37 +58,57 @@ def _rows(table: pa.Table) -> list[tuple]:
     return sorted((tuple(sorted(r.items())) for r in table.to_pylist()), key=repr)
 
 
+def _defaulted(schema: pa.Schema, **defaults: str) -> pa.Schema:
+    """``schema`` with existence defaults (Spark's EXISTS_DEFAULT metadata) on some columns."""
+    return pa.schema([f.with_metadata({"EXISTS_DEFAULT": defaults[f.name]}) if f.name in defaults else f
+                      for f in schema])
+
+
 @pytest.mark.parametrize("mode", ["as_of", "latest"])
-@pytest.mark.parametrize("store", ["arranged", "rocksdb-kv"])
-def test_enrichment_evolution_equals_a_run_over_the_evolved_inputs(tmp_path, mode, store):
+@pytest.mark.parametrize("store, defaults", [("arranged", False), ("rocksdb-kv", False), ("arranged", True)])
+def test_enrichment_evolution_equals_a_run_over_the_evolved_inputs(tmp_path, mode, store, defaults):
+    """With ``defaults``, the added columns carry existence defaults, which the rows held from
+    before read instead of nulls."""
+    events2, table2 = EVENTS2, TABLE2
+    if defaults:
+        events2, table2 = _defaulted(EVENTS2, ch="'app'"), _defaulted(TABLE2, region="'EU'", price="1.50BD")
+
     def runner(join, name, lose=False):
         config = StateConfig(store=store, local_dir=os.path.join(tmp_path, name, "local"), snapshot_every=2)
         if lose:   # the restart also finds its local stores gone: state from the changelog
             config = StateConfig(store=store, local_dir=os.path.join(tmp_path, name, "other"), snapshot_every=2)
         return PlanRunner(join.plan, os.path.join(tmp_path, name, "ck"), partitions=2, config=config, query_id="q")
 
-    old, new = _join(EVENTS, TABLE, mode), _join(EVENTS2, TABLE2, mode)
+    old, new = _join(EVENTS, TABLE, mode), _join(events2, table2, mode)
     first = runner(old, "evolved")
     outputs = [first.run(_events(e, EVENTS), _changes(c, TABLE)) for e, c in BEFORE]
     second = runner(new, "evolved", lose=store == "rocksdb-kv")
     second.version = first.version
-    outputs += [second.run(_events(e, EVENTS2), _changes(c, TABLE2)) for e, c in AFTER]
-    outputs.append(second.run(EVENTS2.empty_table(), TABLE2.empty_table(), final=True))
+    outputs += [second.run(_events(e, events2), _changes(c, table2)) for e, c in AFTER]
+    outputs.append(second.run(events2.empty_table(), table2.empty_table(), final=True))
 
     reference = runner(new, "reference")
-    expected = [reference.run(as_schema(_events(e, EVENTS), EVENTS2), as_schema(_changes(c, TABLE), TABLE2))
+    expected = [reference.run(as_schema(_events(e, EVENTS), events2), as_schema(_changes(c, TABLE), table2))
                 for e, c in BEFORE]
-    expected += [reference.run(_events(e, EVENTS2), _changes(c, TABLE2)) for e, c in AFTER]
-    expected.append(reference.run(EVENTS2.empty_table(), TABLE2.empty_table(), final=True))
+    expected += [reference.run(_events(e, events2), _changes(c, table2)) for e, c in AFTER]
+    expected.append(reference.run(events2.empty_table(), table2.empty_table(), final=True))
     got = [_rows(as_schema(out, new.output_schema)) for out in outputs]
     assert got == [_rows(out) for out in expected]
     assert sum(len(g) for g in got) >= 6
-    assert any(r for out in got[2:] for r in out if dict(r)["region"] is None)   # a version from before the change
+    region = "EU" if defaults else None   # the table version from before the change, read with its default
+    assert any(r for out in got[2:] for r in out if dict(r)["region"] == region)
+    if defaults and mode == "as_of":   # an event waiting from before the change
+        assert any(r for out in got[2:] for r in out if dict(r)["ch"] == "app")
     report = describe_checkpoint(os.path.join(tmp_path, "evolved", "ck"))
     assert report.definition == new.definition()
-    assert report.evolutions == (("stream: added ch (string)", "stream: dropped what", "stream: widened n int32 -> int64",
-                                  "table: added region (string)", "table: added price (decimal128(9, 2))",
-                                  "table: dropped note"),)
+    if not defaults:
+        assert report.evolutions == (("stream: added ch (string)", "stream: dropped what",
+                                      "stream: widened n int32 -> int64", "table: added region (string)",
+                                      "table: added price (decimal128(9, 2))", "table: dropped note"),)
+    else:
+        assert report.evolutions == (("stream: added ch (string, default 'app')", "stream: dropped what",
+                                      "stream: widened n int32 -> int64", "table: added region (string, default 'EU')",
+                                      "table: added price (decimal128(9, 2), default 1.50BD)", "table: dropped note"),)
 
 
 def test_enrichment_evolution_refuses_a_key_type_change(tmp_path):

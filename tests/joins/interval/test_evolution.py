@@ -51,28 +51,43 @@ def _rows(table: pa.Table) -> list[tuple]:
     return sorted((tuple(sorted(r.items())) for r in table.to_pylist()), key=repr)
 
 
-@pytest.mark.parametrize("how", ["inner", "left", "full", "left_semi", "left_anti"])
-def test_interval_evolution_equals_a_run_over_the_evolved_inputs(tmp_path, how):
+def _defaulted(schema: pa.Schema, **defaults: str) -> pa.Schema:
+    """``schema`` with existence defaults (Spark's EXISTS_DEFAULT metadata) on some columns."""
+    return pa.schema([f.with_metadata({"EXISTS_DEFAULT": defaults[f.name]}) if f.name in defaults else f
+                      for f in schema])
+
+
+@pytest.mark.parametrize("how, defaults", [("inner", False), ("left", False), ("full", False), ("left_semi", False),
+                                           ("left_anti", False), ("full", True)])
+def test_interval_evolution_equals_a_run_over_the_evolved_inputs(tmp_path, how, defaults):
+    """With ``defaults``, the added columns carry existence defaults, which the rows buffered
+    from before read instead of nulls."""
+    left2, right2 = (_defaulted(LEFT2, x="FALSE"), _defaulted(RIGHT2, price="CAST(2.5 AS DOUBLE)", qty="7S")) \
+        if defaults else (LEFT2, RIGHT2)
+
     def runner(join, name):
         config = StateConfig(store="arranged", local_dir=os.path.join(tmp_path, name, "local"), snapshot_every=2)
         return PlanRunner(join.plan, os.path.join(tmp_path, name, "ck"), partitions=2, config=config, query_id="q")
 
-    old, new = _join(LEFT, RIGHT, how), _join(LEFT2, RIGHT2, how)
+    old, new = _join(LEFT, RIGHT, how), _join(left2, right2, how)
     first = runner(old, "evolved")
     outputs = [first.run(_left(lt, LEFT), _right(rt, RIGHT)) for lt, rt in BEFORE]
     second = runner(new, "evolved")
     second.version = first.version
-    outputs += [second.run(_left(lt, LEFT2), _right(rt, RIGHT2)) for lt, rt in AFTER]
-    outputs.append(second.run(LEFT2.empty_table(), RIGHT2.empty_table(), final=True))
+    outputs += [second.run(_left(lt, left2), _right(rt, right2)) for lt, rt in AFTER]
+    outputs.append(second.run(left2.empty_table(), right2.empty_table(), final=True))
 
     reference = runner(new, "reference")
-    expected = [reference.run(as_schema(_left(lt, LEFT), LEFT2), as_schema(_right(rt, RIGHT), RIGHT2))
+    expected = [reference.run(as_schema(_left(lt, LEFT), left2), as_schema(_right(rt, RIGHT), right2))
                 for lt, rt in BEFORE]
-    expected += [reference.run(_left(lt, LEFT2), _right(rt, RIGHT2)) for lt, rt in AFTER]
-    expected.append(reference.run(LEFT2.empty_table(), RIGHT2.empty_table(), final=True))
+    expected += [reference.run(_left(lt, left2), _right(rt, right2)) for lt, rt in AFTER]
+    expected.append(reference.run(left2.empty_table(), right2.empty_table(), final=True))
     got = [_rows(as_schema(out, new.output_schema)) for out in outputs]
     assert got == [_rows(out) for out in expected]
     assert sum(len(g) for g in got[2:]) >= 2
+    if defaults:   # rows buffered from before the change, matched after it, read with the defaults
+        assert any(dict(r)["x"] is False for out in got[2:] for r in out)
+        assert any(dict(r)["qty"] == 7 and dict(r)["price"] == 2.5 for out in got[2:] for r in out)
     report = describe_checkpoint(os.path.join(tmp_path, "evolved", "ck"))
     assert report.definition == new.definition()
     assert len(report.evolutions) == 1 and "left: widened n int32 -> int64" in report.evolutions[0]

@@ -19,6 +19,7 @@ from datetime import timedelta
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pyspark.sql import functions as F
 
 from streamjoin import interval_join, read_state, set_aside_rows, stream_table_join, table_table_join
 from streamjoin.errors import CheckpointMismatchError
@@ -55,12 +56,16 @@ def _change(user, op, seconds, plan=None, **extra):
     return {"user_id": user, "op": op, "changed_at": _at(seconds), "plan": plan, **extra}
 
 
-def _run(spark, root: str, events: pa.Schema, changes: pa.Schema, out: str):
+def _run(spark, root: str, events: pa.Schema, changes: pa.Schema, out: str, defaults: dict | None = None):
+    """``defaults``: existence defaults (Spark's EXISTS_DEFAULT) of table columns, given as a
+    table's column added with DEFAULT carries them."""
     def ddl(schema: pa.Schema) -> str:
         return ", ".join(f"{f.name} {SQL[f.type]}" for f in schema)
 
     stream = spark.readStream.schema(ddl(events)).option("maxFilesPerTrigger", 1).parquet(f"{root}/events")
     table = spark.readStream.schema(ddl(changes)).option("maxFilesPerTrigger", 1).parquet(f"{root}/changes")
+    for name, literal in (defaults or {}).items():
+        table = table.withColumn(name, F.col(name).alias(name, metadata={"EXISTS_DEFAULT": literal}))
     joined = stream_table_join(stream, table, "user_id", stream_time="ts", table_key="user_id",
                                table_time="changed_at", delay=timedelta(seconds=10), checkpoint=f"{root}/ck",
                                partitions=2)
@@ -72,8 +77,13 @@ def _run(spark, root: str, events: pa.Schema, changes: pa.Schema, out: str):
     return pa.concat_tables([pq.read_table(f) for f in files]).to_pylist(), pq.read_schema(files[0])
 
 
-def test_stream_table_join_restarts_with_evolved_columns(spark, tmp_path):
+@pytest.mark.parametrize("tier_default", [None, 5])
+def test_stream_table_join_restarts_with_evolved_columns(spark, tmp_path, tier_default):
+    """With ``tier_default``, the added column has an existence default, which the table versions
+    from before read instead of null (in the output and in ``read_state``); rows set aside before
+    are shown as they arrived, without it."""
     root = str(tmp_path)
+    defaults = None if tier_default is None else {"tier": str(tier_default)}
     _file(f"{root}/events", 0, [_event(1, 10, "a", 1), _event(2, 12, "b", 2)], OLD_EVENTS)
     _file(f"{root}/events", 1, [_event(1, 40, "c", 3)], OLD_EVENTS)       # waits: the table is at 20 s
     _file(f"{root}/changes", 0, [_change(1, "upsert", 5, "free", country="DE"),
@@ -88,24 +98,26 @@ def test_stream_table_join_restarts_with_evolved_columns(spark, tmp_path):
     _file(f"{root}/changes", 2, [_change(2, "upsert", 45, "max", tier=3), _change(4, "bogus", 46, "y", tier=1)],
           NEW_CHANGES)
     _file(f"{root}/changes", 3, [_change(None, "heartbeat", 200)], NEW_CHANGES)
-    second, schema = _run(spark, root, NEW_EVENTS, NEW_CHANGES, "out2")
+    second, schema = _run(spark, root, NEW_EVENTS, NEW_CHANGES, "out2", defaults)
     assert "country" not in schema.names and schema.field("n").type == pa.int64()
     # c waited from before the change: it joins the version of 30 s, written before tier existed
-    assert sorted((r["action"], r["n"], r["plan"], r["tier"]) for r in second) == [("c", 3, "max", None),
+    assert sorted((r["action"], r["n"], r["plan"], r["tier"]) for r in second) == [("c", 3, "max", tier_default),
                                                                                    ("d", 2**40, "max", 3)]
+    added = "table: added tier (int32)" if tier_default is None else f"table: added tier (int32, default {tier_default})"
     assert Checkpoint(f"{root}/ck").binding.evolutions()[0]["changes"] == [
-        "stream: widened n int32 -> int64", "table: added tier (int32)", "table: dropped country"]
+        "stream: widened n int32 -> int64", added, "table: dropped country"]
     aside = set_aside_rows(spark, f"{root}/ck", "table")
     assert sorted((r.user_id, r.plan, r.tier, r._reason) for r in aside.collect()) == [
         (3, "x", None, "unknown op"), (4, "y", 1, "unknown op")]
 
     held = read_state(spark, f"{root}/ck", side="table")
     assert "country" not in held.columns
-    assert sorted((r.user_id, r.plan, r.tier) for r in held.collect() if r.plan == "max") == [(1, "max", None), (2, "max", 3)]
+    assert sorted((r.user_id, r.plan, r.tier) for r in held.collect() if r.plan == "max") == [
+        (1, "max", tier_default), (2, "max", 3)]
 
     narrowed = pa.schema(EVENTS + [("n", pa.int32())])
     with pytest.raises(CheckpointMismatchError, match="'n'.*int64 -> int32"):
-        _run(spark, root, narrowed, NEW_CHANGES, "out3")
+        _run(spark, root, narrowed, NEW_CHANGES, "out3", defaults)
 
 
 ORDERS = pa.schema([("order_id", pa.int64()), ("customer_id", pa.int64()), ("op", pa.string()),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from decimal import Decimal
 
 import pyarrow as pa
 import pytest
@@ -68,9 +69,25 @@ def _rows(table: pa.Table) -> list[tuple]:
     return sorted((tuple(sorted(r.items())) for r in table.to_pylist()), key=repr)
 
 
-@pytest.mark.parametrize("fuse, how, store", [(True, "inner", "arranged"), (False, "left", "rocksdb-kv"),
-                                              (True, "full", "lmdb-kv")])
-def test_table_join_evolution_equals_a_run_over_the_evolved_inputs(tmp_path, fuse, how, store):
+def _defaulted(schema: pa.Schema, **defaults: str) -> pa.Schema:
+    """``schema`` with existence defaults (Spark's EXISTS_DEFAULT metadata) on some columns."""
+    return pa.schema([f.with_metadata({"EXISTS_DEFAULT": defaults[f.name]}) if f.name in defaults else f
+                      for f in schema])
+
+
+# the same generations, each added column with an existence default (kept once given): rows stored
+# before read it; tier, dropped and added again, reads its old values where a row had one
+ORDERS_DEFAULTED = [ORDERS[0], _defaulted(ORDERS[1], note="'n/a'"), _defaulted(ORDERS[2], note="'n/a'")]
+CUSTOMERS_DEFAULTED = [CUSTOMERS[0], _defaulted(CUSTOMERS[1], price="9.99BD"),
+                       _defaulted(CUSTOMERS[2], price="9.99BD", tier="'basic'")]
+
+
+@pytest.mark.parametrize("fuse, how, store, defaults", [(True, "inner", "arranged", False),
+                                                        (False, "left", "rocksdb-kv", False),
+                                                        (True, "full", "lmdb-kv", False), (False, "full", "arranged", True)])
+def test_table_join_evolution_equals_a_run_over_the_evolved_inputs(tmp_path, fuse, how, store, defaults):
+    orders_schemas, customers_schemas = (ORDERS_DEFAULTED, CUSTOMERS_DEFAULTED) if defaults else (ORDERS, CUSTOMERS)
+
     def runner(join, name, local="local"):
         config = StateConfig(store=store, local_dir=os.path.join(tmp_path, name, local), snapshot_every=2)
         return PlanRunner(join.plan, os.path.join(tmp_path, name, "ck"), partitions=2, config=config, query_id="q")
@@ -78,26 +95,30 @@ def test_table_join_evolution_equals_a_run_over_the_evolved_inputs(tmp_path, fus
     got, version, current = [], 0, None
     for generation, orders, customers in STEPS:
         if current != generation:   # a restart with the inputs' next columns; the second one on lost stores
-            join = _join(ORDERS[generation], CUSTOMERS[generation], fuse, how)
+            join = _join(orders_schemas[generation], customers_schemas[generation], fuse, how)
             run = runner(join, "evolved", local=f"local-{generation // 2}")
             run.version, current = version, generation
-        out = run.run(_orders(orders, ORDERS[generation]), _customers(customers, CUSTOMERS[generation]))
+        out = run.run(_orders(orders, orders_schemas[generation]), _customers(customers, customers_schemas[generation]))
         got.append(out)
         version += 1
     # each version against the join of its generation over every input so far in that generation's columns
     for generation in sorted({g for g, _, _ in STEPS}):
-        join = _join(ORDERS[generation], CUSTOMERS[generation], fuse, how)
+        join = _join(orders_schemas[generation], customers_schemas[generation], fuse, how)
         reference = runner(join, f"reference-{generation}")
         schema = join.output_schema
         view_columns = [n for n in schema.names if not n.startswith("_")] + ["_change_type"]
         for i, (g, orders, customers) in enumerate(STEPS):
             if g > generation:
                 break
-            want = reference.run(as_schema(_orders(orders, ORDERS[g]), ORDERS[generation]),
-                                 as_schema(_customers(customers, CUSTOMERS[g]), CUSTOMERS[generation]))
+            want = reference.run(as_schema(_orders(orders, orders_schemas[g]), orders_schemas[generation]),
+                                 as_schema(_customers(customers, customers_schemas[g]), customers_schemas[generation]))
             if g == generation:
                 assert _rows(got[i].select(view_columns)) == _rows(want.select(view_columns)), f"version {i}"
     assert sum(len(o) for o in got) >= 10
+    if defaults:   # rows stored before the columns came, changed in the view after it, with the defaults
+        later = [r for out in got[2:] for r in out.to_pylist()]
+        assert any(r["note"] == "n/a" for r in later) and any(r["price"] == Decimal("9.990") for r in later)
+        assert any(r.get("tier") == "basic" for r in later) and any(r.get("tier") == "gold" for r in later)
 
 
 def test_table_join_evolution_refuses_a_join_key_type_change(tmp_path):
