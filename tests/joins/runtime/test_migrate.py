@@ -151,3 +151,56 @@ def test_migrate_cli_migrates_every_stage_and_prints_what_it_did(tmp_path, capsy
     assert main(["checkpoint", "verify", checkpoint]) == 0
     assert main(["checkpoint", "migrate", checkpoint, "--force"]) == 0
     assert "already format 2" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["interval", "table"])
+def test_migrate_leaves_a_version_some_partitions_committed_to_the_next_run(tmp_path, name):
+    """0.2 stopped while committing its last version (partition 1 had not written its records of
+    it, partition 0 had, with its changelog delta): the migration keeps the version before, and
+    the run executing the last version again gives what an uninterrupted run gives."""
+    make, batches = data.JOINS[name]
+    join, inputs = make(API), batches()
+    checkpoint = _copy(tmp_path, name)
+    last = data.BEFORE - 1
+    for uri in stage_checkpoints(checkpoint):
+        os.remove(os.path.join(uri, "metrics", f"v={last}", "p=1.json"))
+        for progress in (os.path.join(uri, "progress", "p=1", f"v={last}.json"),):
+            if os.path.exists(progress):
+                os.remove(progress)
+        for delta in os.listdir(os.path.join(uri, "state", "p=1")):
+            if delta.startswith(f"delta-{last:020d}") or delta.startswith(f"snapshot-{last:020d}"):
+                os.remove(os.path.join(uri, "state", "p=1", delta))
+    assert {migrate(Checkpoint(uri)).version for uri in stage_checkpoints(checkpoint)} == {last - 1}
+    continued = _runner(join, checkpoint, data.PARTITIONS, "arranged", str(tmp_path / "local"))
+    continued.version = last
+    after = [continued.run(*rows) for rows in inputs[last:]]
+    reference = _runner(join, str(tmp_path / "reference"), data.PARTITIONS, "arranged", str(tmp_path / "ref-local"))
+    expected = [reference.run(*rows) for rows in inputs]
+    rest = range(last, data.VERSIONS)
+    assert _by_version(_tagged(after, last), rest) == _by_version(_tagged(expected, 0), rest)
+
+
+def test_migrate_works_on_an_object_store_checkpoint(tmp_path, moto_s3):
+    """The migration reads and writes through the checkpoint's filesystem: an s3:// checkpoint
+    (a local S3 server) migrates and continues as a local one."""
+    import pyarrow.fs as pafs
+
+    make, batches = data.JOINS["enrichment"]
+    join, inputs = make(API), batches()
+    s3 = pafs.S3FileSystem(endpoint_override=os.environ["AWS_ENDPOINT_URL"], access_key="testing",
+                           secret_key="testing", region="us-east-1")
+    pafs.copy_files(os.path.join(FIXTURES, "enrichment"), "streamjoin-test/enrichment",
+                    source_filesystem=pafs.LocalFileSystem(), destination_filesystem=s3)
+    checkpoint = f"{moto_s3}/enrichment"
+    with pytest.raises(CheckpointMismatchError, match="checkpoint migrate"):
+        _runner(join, checkpoint, 2, "arranged", str(tmp_path / "local"))
+    assert migrate(Checkpoint(checkpoint)).version == data.BEFORE - 1
+    assert check_checkpoint(checkpoint).problems == []
+    assert s3.get_file_info(pafs.FileSelector("streamjoin-test/enrichment/progress", allow_not_found=True)) == []
+    continued = _runner(join, checkpoint, 2, "arranged", str(tmp_path / "local"))
+    continued.version = data.BEFORE
+    after = [continued.run(*rows) for rows in inputs[data.BEFORE:]]
+    reference = _runner(join, str(tmp_path / "reference"), 2, "arranged", str(tmp_path / "ref-local"))
+    expected = [reference.run(*rows) for rows in inputs]
+    rest = range(data.BEFORE, data.VERSIONS)
+    assert _by_version(_tagged(after, data.BEFORE), rest) == _by_version(_tagged(expected, 0), rest)
