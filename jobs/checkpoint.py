@@ -191,24 +191,34 @@ def _verify(args: argparse.Namespace) -> int:
     return 1 if damaged else 0
 
 
-def _repartition(args: argparse.Namespace) -> int:
+def _each_stage(args: argparse.Namespace, command: str, action: Any) -> list[Any] | None:
+    """``action(checkpoint, now, progress)`` for each stage of ``args.checkpoint`` (``now``: the
+    time, None with ``--force``), a progress bar following it; None after printing the error
+    of one that raised."""
     import time
 
     from streamjoin.errors import JoinError
     from streamjoin.runtime.checkpoint import Checkpoint
     from streamjoin.runtime.inspect import stage_checkpoints
-    from streamjoin.runtime.rescale import plan_repartition
 
     try:
-        stages = stage_checkpoints(args.checkpoint)
-        plans = []
-        for uri in stages:
+        done = []
+        for uri in stage_checkpoints(args.checkpoint):
             bar, progress = _bar(args, f"checking {uri}")
             with bar:
-                plans.append(plan_repartition(Checkpoint(uri), args.partitions,
-                                              now=None if args.force else time.time(), progress=progress))
+                done.append(action(Checkpoint(uri), None if args.force else time.time(), progress))
+        return done
     except JoinError as exc:
-        print(f"streamjoin checkpoint repartition: {exc}", file=sys.stderr)
+        print(f"streamjoin checkpoint {command}: {exc}", file=sys.stderr)
+        return None
+
+
+def _repartition(args: argparse.Namespace) -> int:
+    from streamjoin.runtime.rescale import plan_repartition
+
+    plans = _each_stage(args, "repartition", lambda cp, now, progress: plan_repartition(
+        cp, args.partitions, now=now, progress=progress))
+    if plans is None:
         return 1
     if args.json:
         print(json.dumps([{"checkpoint": p.uri, "from": p.old.partitions, "to": p.new.partitions,
@@ -228,23 +238,11 @@ def _repartition(args: argparse.Namespace) -> int:
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    import time
-
-    from streamjoin.errors import JoinError
-    from streamjoin.runtime.checkpoint import Checkpoint
-    from streamjoin.runtime.inspect import stage_checkpoints
     from streamjoin.runtime.migrate import migrate
 
-    try:
-        stages = stage_checkpoints(args.checkpoint)
-        done = []
-        for uri in stages:
-            bar, progress = _bar(args, f"checking {uri}")
-            with bar:
-                done.append(migrate(Checkpoint(uri), partitions=args.partitions, key_groups=args.key_groups,
-                                    now=None if args.force else time.time(), progress=progress))
-    except JoinError as exc:
-        print(f"streamjoin checkpoint migrate: {exc}", file=sys.stderr)
+    done = _each_stage(args, "migrate", lambda cp, now, progress: migrate(
+        cp, partitions=args.partitions, key_groups=args.key_groups, now=now, progress=progress))
+    if done is None:
         return 1
     if args.json:
         print(json.dumps([m.to_json() for m in done], indent=2))
