@@ -67,6 +67,7 @@ def register(subparsers: Any) -> None:
                           "with (default 4096)")
     sub.add_argument("--force", action="store_true",
                      help="skip the check that no query committed a version in the last two minutes")
+    sub.add_argument("--dry-run", action="store_true", help="check everything and say what it would do; write nothing")
     sub.add_argument("--json", action="store_true", help="print JSON")
     sub.set_defaults(func=_migrate)
 
@@ -241,7 +242,7 @@ def _migrate(args: argparse.Namespace) -> int:
     from streamjoin.runtime.migrate import migrate
 
     done = _each_stage(args, "migrate", lambda cp, now, progress: migrate(
-        cp, partitions=args.partitions, key_groups=args.key_groups, now=now, progress=progress))
+        cp, partitions=args.partitions, key_groups=args.key_groups, now=now, progress=progress, dry_run=args.dry_run))
     if done is None:
         return 1
     if args.json:
@@ -252,8 +253,11 @@ def _migrate(args: argparse.Namespace) -> int:
             print(f"{m.uri}: already format 2; nothing to do")
             continue
         print(f"{m.uri}: format {m.from_format} -> 2, state as of version {m.version} in {m.old_partitions} partitions, "
-              f"to run with {m.partitions} over {m.key_groups} key groups; {m.records} commit records written")
-    if any(m.from_format is not None for m in done):
+              f"to run with {m.partitions} over {m.key_groups} key groups; {m.records} commit records "
+              + ("to write" if args.dry_run else "written"))
+    if args.dry_run:
+        print("dry run: nothing written; run it again without --dry-run to migrate")
+    elif any(m.from_format is not None for m in done):
         count = ", ".join(sorted({str(m.partitions) for m in done}))
         print(f"run the query with partitions={count} on this checkpoint and its Spark checkpoint: its first version "
               "rebuilds each partition's state from the old changelogs (`streamjoin checkpoint verify` checks it first)")

@@ -61,7 +61,7 @@ class Migration:
     (None: it was already of this format, nothing to do), keeping the state of ``version`` (the
     newest version every partition committed; None: none) in ``old_partitions`` partitions, to
     run with ``partitions`` partitions over ``key_groups`` key groups; ``records`` commit records
-    written."""
+    written (or to write, in a dry run)."""
 
     uri: str
     from_format: int | None
@@ -79,12 +79,13 @@ class Migration:
 
 def migrate(
     checkpoint: Checkpoint, *, partitions: int | None = None, key_groups: int | None = None,
-    now: float | None = None, progress: Callable[[int, int], None] | None = None,
+    now: float | None = None, progress: Callable[[int, int], None] | None = None, dry_run: bool = False,
 ) -> Migration:
     """Migrate ``checkpoint`` (one join or stage; its query stopped) to this streamjoin's format
     (see module), to run with ``partitions`` (None: the count it ran with) over ``key_groups``
     (None: :data:`streamjoin.runtime.keygroups.DEFAULT_KEY_GROUPS`). ``progress(done, total)``
-    follows the partitions checked.
+    follows the partitions checked. With ``dry_run`` everything is checked and the migration it
+    would make returned, and nothing is written.
 
     Raises :class:`CheckpointMismatchError` for a location that is not a join checkpoint, a
     format this streamjoin cannot migrate, a checkpoint with no committed version (nothing to
@@ -133,13 +134,14 @@ def migrate(
             raise log.listing().unreachable(version)
         if progress is not None:
             progress(p + 1, old)
+    records = len(complete) * old
+    if dry_run:
+        return Migration(checkpoint.uri, 1, version, old, new, groups, records)
     inputs = max((len(t) for parts in times.values() for t in parts.values()), default=0)
-    written = 0
     for v in complete:
         global_times = _largest([_progress_up_to(times, p, v) for p in range(old)], inputs)
         for p in range(old):
             checkpoint.commits.write(v, p, old, global_times, metrics[v][p])
-            written += 1
     # every new partition rebuilds from all the old ones (which were not routed by key group)
     files.write_json(f"{PARTITIONING}/e=1.json", {"partitions": new})
     if not files.exists(OLD_ROOT):
@@ -150,7 +152,7 @@ def migrate(
         MIGRATED_FROM: 1, **({"query_id": root["query_id"]} if "query_id" in root else {})})
     for folder in _OLD_FOLDERS:
         files.delete_dir(folder)
-    return Migration(checkpoint.uri, 1, version, old, new, groups, written)
+    return Migration(checkpoint.uri, 1, version, old, new, groups, records)
 
 
 def upgrade_definition(definition: Mapping[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import types
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -143,6 +144,10 @@ def test_migrate_cut_short_is_finished_by_running_it_again(tmp_path):
 
 def test_migrate_cli_migrates_every_stage_and_prints_what_it_did(tmp_path, capsys):
     checkpoint = _copy(tmp_path, "table")
+    before = sorted(str(p.relative_to(checkpoint)) for p in Path(checkpoint).rglob("*"))
+    assert main(["checkpoint", "migrate", checkpoint, "--force", "--dry-run"]) == 0
+    assert "8 commit records to write" in capsys.readouterr().out
+    assert sorted(str(p.relative_to(checkpoint)) for p in Path(checkpoint).rglob("*")) == before
     assert main(["checkpoint", "migrate", checkpoint, "--force"]) == 0
     out = capsys.readouterr().out
     for stage in ("left_keys", "right_keys", "join"):
