@@ -38,7 +38,8 @@ Python source in its ``hold`` mode (its offset fixed for an ``availableNow`` run
 Spark hands back to the same kind of source only. A checkpoint whose query ran with ticks (a
 ``"hold"`` join, the default before 0.3) stays with them: defined with the default it keeps
 ``"hold"`` (with a warning saying so), with ``"flush"`` or ``"release"`` it is refused. One whose
-query ran the Python source (``flush.json``) keeps that source, whichever of the three it is given.
+query ran the Python source (``flush.json``, or a streamjoin 0.2 query's, migrated) keeps that
+source, whichever of the three it is given.
 The joins' output does not depend on the source, only when rows come out.
 """
 
@@ -53,6 +54,7 @@ from pyspark.sql import DataFrame, SparkSession
 from streamjoin.changelog.storage import open_storage
 from streamjoin.errors import CheckpointMismatchError, JoinDefinitionError
 from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.runtime.checkpoint.binding import MIGRATED_FROM
 from streamjoin.runtime.options import EndOfRun
 from streamjoin.spark.flush_source import CLAIM, SOURCE_NAME, FlushSource, closing_version
 
@@ -131,11 +133,12 @@ def plan_flush(checkpoint: str, asked: EndOfRun | None, processing_time: bool = 
                 "log and cannot be replaced by another source there. Pass end_of_run='hold' (or leave it out) "
                 "for this checkpoint, or start the join (and its query) from new checkpoint locations")
         return Flush("hold", ticks=True)
-    if not timed and asked != "release" and not cp.files.exists(CLAIM):
+    python = _ran_python_source(cp)
+    if not timed and asked != "release" and not python:
         return None   # no input has an event time: no watermark moves, no micro-batch to ask for
     end_of_run: EndOfRun = asked or "flush"
     quiet = end_of_run == "hold" or (end_of_run == "flush" and not waits)   # no batch after a run's last
-    ticks = quiet and not cp.files.exists(CLAIM) and _spark_reads(checkpoint)
+    ticks = quiet and not python and _spark_reads(checkpoint)
     return Flush(end_of_run, ticks)
 
 
@@ -201,6 +204,16 @@ def _tick_folder(checkpoint: str) -> str:
 def _spark_reads(checkpoint: str) -> bool:
     """Whether Spark's file source reads ``checkpoint``'s tick folder without a connector."""
     return "://" not in checkpoint or checkpoint.split("://", 1)[0] in _SPARK_SCHEMES
+
+
+def _ran_python_source(cp: Checkpoint) -> bool:
+    """Whether the checkpoint's query ran the Python source: it claimed the checkpoint
+    (``flush.json``), or it is a streaming query's of streamjoin 0.2, migrated
+    (:mod:`streamjoin.runtime.migrate`), whose every stage reading sources had one."""
+    if cp.files.exists(CLAIM):
+        return True
+    root = cp.binding.root() or {}
+    return root.get(MIGRATED_FROM) == 1 and root.get("mode", "streaming") == "streaming"
 
 
 def _ran_with_ticks(cp: Checkpoint) -> bool:

@@ -128,7 +128,10 @@ class TableTableJoin:
         stages = recorded_stages(files)
         if stages is not None:
             return LEFT_KEYS not in stages or RIGHT_KEYS not in stages
-        return True if files.read_json(ROOT) is not None else None
+        if files.read_json(ROOT) is not None:
+            return True
+        # three stages written before stages.json was (streamjoin 0.2's included): not fused
+        return False if any(files.exists(f"{name}/{ROOT}") for name in (LEFT_KEYS, RIGHT_KEYS, JOIN)) else None
 
     @staticmethod
     def recorded_key_stages(checkpoint: str) -> frozenset[str]:

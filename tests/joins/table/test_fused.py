@@ -114,6 +114,9 @@ def test_table_join_recorded_fusion_tells_how_a_checkpoint_was_started(tmp_path)
         left = _rows(CUSTOMERS, (10, "bo")) if options.get("left") else _rows(ORDERS, (1, 10))
         runner.run(left, _rows(CUSTOMERS, (10, "ada")))
         assert TableTableJoin.recorded_fusion(str(tmp_path / name)) is fused, name
+    # three stages written before their names were recorded (streamjoin 0.2's): not fused
+    (tmp_path / "three" / "stages.json").unlink()
+    assert TableTableJoin.recorded_fusion(str(tmp_path / "three")) is False
 
 
 def test_table_join_checkpoint_keeps_the_key_stage_of_a_side_that_fuses_since(tmp_path):
