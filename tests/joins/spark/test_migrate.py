@@ -1,4 +1,4 @@
-"""A streaming query of streamjoin 0.2 (an interval join; a table-table join of three stages,
+"""A streaming query of streamjoin 0.2 (an interval join; a stream-table join; a table-table join of three stages,
 whose key stages each had 0.2's flush source and whose inputs carry no event time), stopped, its
 join checkpoint migrated (``streamjoin checkpoint migrate``) and the query restarted by this
 streamjoin on the same join and Spark checkpoints: its sink then holds exactly what this
@@ -49,7 +49,8 @@ def _sink(root: str) -> collections.Counter:
     return collections.Counter(tuple(sorted((k, v) for k, v in r.items() if k != "_change_timestamp")) for r in rows)
 
 
-@pytest.mark.parametrize("kind, state", [("interval", ("ck", "left")), ("table", ("ck/join", "left"))])
+@pytest.mark.parametrize("kind, state", [("interval", ("ck", "left")), ("table", ("ck/join", "left")),
+                                         ("enrichment", ("ck", "table"))])
 def test_migrated_0_2_query_restarts_on_its_spark_checkpoint_as_an_uninterrupted_run(spark, tmp_path, capsys, kind,
                                                                                     state):
     migrated = str(tmp_path / "migrated")
