@@ -30,7 +30,6 @@ whenever a version writes them anyway.
 from __future__ import annotations
 
 import copy
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -181,15 +180,14 @@ def schema_evolution(
         return None
     out: list[ColumnChanges | OptionChange] = list(grown)
     for place in places:
-        before, after = _columns(_get(old, place.path)), _columns(_get(new, place.path))
+        old_entries, new_entries = _get(old, place.path), _get(new, place.path)
+        before, after = _columns(old_entries), _columns(new_entries)
         if before is None or after is None:
             return None
-        found = _changes(place, before, after, where)
-        _check_defaults(place, entry_defaults(_get(old, place.path)), entry_defaults(_get(new, place.path)),
+        defaults = entry_defaults(new_entries)
+        _check_defaults(place, entry_defaults(old_entries), defaults,
                         {name for name, _ in before} & {name for name, _ in after}, where)
-        defaults = entry_defaults(_get(new, place.path))
-        found = dataclasses.replace(found, added=tuple(
-            (name, f"{kind}, default {defaults[name]}" if name in defaults else kind) for name, kind in found.added))
+        found = _changes(place, before, after, where, defaults)
         if found.added or found.dropped or found.widened:
             out.append(found)
     return out
@@ -221,7 +219,9 @@ def _check_defaults(place: SchemaPlace, old: Mapping[str, str], new: Mapping[str
 
 
 def _changes(place: SchemaPlace, before: list[tuple[str, str]], after: list[tuple[str, str]],
-             where: str) -> ColumnChanges:
+             where: str, defaults: Mapping[str, str]) -> ColumnChanges:
+    """The changes from ``before`` to ``after`` (an added column named with its default, of
+    ``defaults``), or :class:`CheckpointMismatchError` for one the state cannot follow."""
     old, new = dict(before), dict(after)
     widened = []
     for name, kind in after:
@@ -253,7 +253,8 @@ def _changes(place: SchemaPlace, before: list[tuple[str, str]], after: list[tupl
                 f"no mapping for (its rows would lose the values of {name!r}). Keep the old name (e.g. "
                 f"select {twin[0]!r} as {name!r}), or, to drop one column and add another, restart once "
                 f"without {name!r} first and then with {twin[0]!r}")
-    return ColumnChanges(place.input, tuple(added), tuple(dropped), tuple(widened))
+    named = tuple((name, f"{kind}, default {defaults[name]}" if name in defaults else kind) for name, kind in added)
+    return ColumnChanges(place.input, named, tuple(dropped), tuple(widened))
 
 
 def widens(old: str | pa.DataType, new: str | pa.DataType) -> bool:

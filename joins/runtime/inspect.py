@@ -28,15 +28,12 @@ from streamjoin.runtime.checkpoint.binding import migration_needed
 from streamjoin.runtime.checkpoint.files import CheckpointFiles
 from streamjoin.runtime.keygroups import check_count, check_key_groups
 from streamjoin.runtime.operator import REASON_COLUMN
-from streamjoin.runtime.plan import recorded_stages
+from streamjoin.runtime.plan import UNRECORDED_STAGES, recorded_stages
 from streamjoin.runtime.rescale import Epoch, changelog_uri, current_epoch, epoch_has_run, epochs, state_epoch
 
 __all__ = ["PartitionReport", "CheckpointReport", "Verification", "describe_checkpoint", "verify_checkpoint",
            "check_checkpoint", "spark_commits", "stage_checkpoints"]
 
-#: The stages of a table-table join checkpoint written before plans recorded their stages
-#: (:data:`streamjoin.runtime.plan.STAGES_FILE`): read only where the folder records none.
-_UNRECORDED_STAGES = ("left_keys", "right_keys", "join")
 
 _BINDING = "streamjoin.json"
 #: ``progress(done, total)``: called as partitions are read.
@@ -87,7 +84,7 @@ def stage_checkpoints(uri: str) -> list[str]:
     cp = Checkpoint(uri)
     if _exists(cp, _BINDING):
         return [cp.uri]
-    names = recorded_stages(cp.files) or _UNRECORDED_STAGES
+    names = recorded_stages(cp.files) or UNRECORDED_STAGES
     stages = [f"{cp.uri.rstrip('/')}/{s}" for s in names if _exists(cp, f"{s}/{_BINDING}")]
     if not stages:
         raise JoinDefinitionError(f"{uri} is not a join checkpoint (it has no {_BINDING}, nor stages with one)")
@@ -100,7 +97,7 @@ def describe_checkpoint(uri: str, progress: Progress | None = None) -> Checkpoin
     binding = _binding(cp)
     found = epochs(cp, binding)
     # the partitioning holding the state: the newest unless a rescale or migration waits for a run
-    epoch = state_epoch(cp, found) if found else current_epoch(cp)
+    epoch = state_epoch(cp, found)
     pending = found[-1] if found and found[-1].number != epoch.number else None
     partitions = epoch.partitions
     newest = _newest_records(cp)

@@ -26,10 +26,13 @@ from streamjoin.runtime.checkpoint.binding import ROOT as ROOT_FILE
 from streamjoin.runtime.checkpoint.files import CheckpointFiles
 from streamjoin.runtime.operator import Operator
 
-__all__ = ["Stage", "JoinPlan", "STAGES_FILE", "record_stages", "recorded_stages"]
+__all__ = ["Stage", "JoinPlan", "STAGES_FILE", "UNRECORDED_STAGES", "record_stages", "recorded_stages"]
 
 #: The file in a join's checkpoint folder naming the stages of a plan of several, in order.
 STAGES_FILE = "stages.json"
+#: The stages of a table-table join checkpoint written before plans recorded their stages (and of
+#: streamjoin 0.2's, its only join of several): read only where the folder records none.
+UNRECORDED_STAGES = ("left_keys", "right_keys", "join")
 _KEEPS_STAGES = ("(a table_table_join keeps the stages it was started with, fuse_key_stages and "
                  "left_immutable_join_key / right_immutable_join_key included)")
 

@@ -46,7 +46,6 @@ __all__ = ["Epoch", "epochs", "current_epoch", "bind_partitions", "changelog_uri
 
 #: The folder of the partitioning epochs' records, ``e=<n>.json``.
 PARTITIONING = "partitioning"
-_DIR = PARTITIONING
 
 
 @dataclass(frozen=True)
@@ -69,10 +68,10 @@ def epochs(checkpoint: Checkpoint, root: Mapping[str, Any] | None = None) -> lis
     if root is None:
         return []
     out = [Epoch(0, int(root["partitions"]), keyed=root.get(MIGRATED_FROM) is None)]
-    numbers = sorted(int(name[2:-5]) for name in checkpoint.files.names(_DIR)
+    numbers = sorted(int(name[2:-5]) for name in checkpoint.files.names(PARTITIONING)
                      if name.startswith("e=") and name.endswith(".json") and name[2:-5].isdigit())
     for number in numbers:
-        record = checkpoint.files.read_json(f"{_DIR}/e={number}.json")
+        record = checkpoint.files.read_json(f"{PARTITIONING}/e={number}.json")
         if record is not None:
             out.append(Epoch(number, int(record["partitions"])))
     return out
@@ -117,7 +116,7 @@ def bind_partitions(checkpoint: Checkpoint, partitions: int, operator: Operator 
             f"its first version has not taken yet; run that version with partitions={current.partitions} "
             "before changing the partition count")
     wanted = Epoch(current.number + 1, partitions)
-    if not checkpoint.files.create_json(f"{_DIR}/e={wanted.number}.json", {"partitions": partitions}):
+    if not checkpoint.files.create_json(f"{PARTITIONING}/e={wanted.number}.json", {"partitions": partitions}):
         winner = current_epoch(checkpoint)
         if winner.partitions != partitions:
             raise CheckpointMismatchError(
@@ -133,7 +132,7 @@ def _refuse_impossible(checkpoint: Checkpoint, found: Sequence[Epoch], groups: i
     the record, before any task would divide by it."""
     for epoch in found:
         if not 1 <= epoch.partitions <= groups:
-            record = "streamjoin.json" if epoch.number == 0 else f"{_DIR}/e={epoch.number}.json"
+            record = "streamjoin.json" if epoch.number == 0 else f"{PARTITIONING}/e={epoch.number}.json"
             raise CheckpointDamagedError(
                 f"{checkpoint.uri}/{record} records {epoch.partitions} partitions for partitioning epoch "
                 f"{epoch.number}, which no run can use (1 to the join's {groups} key groups). If no run has used "

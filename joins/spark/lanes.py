@@ -81,8 +81,7 @@ def arrow_schema(df: DataFrame) -> pa.Schema:
     column's existence default (Spark's ``EXISTS_DEFAULT`` metadata) kept in its field's metadata
     (:mod:`streamjoin.runtime.defaults`)."""
     schema = to_arrow_schema(df.schema, timezone="UTC")
-    defaults = {f.name: f.metadata[EXISTS_DEFAULT] for f in df.schema.fields
-                if isinstance(f.metadata, dict) and f.metadata.get(EXISTS_DEFAULT) is not None}
+    defaults = {f.name: f.metadata[EXISTS_DEFAULT] for f in df.schema.fields if EXISTS_DEFAULT in (f.metadata or {})}
     if not defaults:
         return schema
     return pa.schema([f.with_metadata({EXISTS_DEFAULT: str(defaults[f.name])}) if f.name in defaults else f

@@ -39,7 +39,7 @@ from streamjoin.interval.spec import On
 from streamjoin.kit.times import Duration
 from streamjoin.runtime.checkpoint.binding import ROOT
 from streamjoin.runtime.checkpoint.files import CheckpointFiles
-from streamjoin.runtime.plan import JoinPlan, Stage, recorded_stages
+from streamjoin.runtime.plan import UNRECORDED_STAGES, JoinPlan, Stage, recorded_stages
 from streamjoin.table.fused import AREA_PREFIX, SIDES, FusedKeys, FusedTableJoinStage, fused_keys
 from streamjoin.table.rekey import TableRekey
 from streamjoin.table.retention import side_retentions
@@ -131,7 +131,7 @@ class TableTableJoin:
         if files.read_json(ROOT) is not None:
             return True
         # three stages written before stages.json was (streamjoin 0.2's included): not fused
-        return False if any(files.exists(f"{name}/{ROOT}") for name in (LEFT_KEYS, RIGHT_KEYS, JOIN)) else None
+        return False if any(files.exists(f"{name}/{ROOT}") for name in UNRECORDED_STAGES) else None
 
     @staticmethod
     def recorded_key_stages(checkpoint: str) -> frozenset[str]:

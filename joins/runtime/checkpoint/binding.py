@@ -27,8 +27,6 @@ ROOT = "streamjoin.json"
 #: The field of a ``streamjoin.json`` rewritten by ``streamjoin checkpoint migrate`` naming the
 #: format it had (:mod:`streamjoin.runtime.migrate`): its epoch 0 is not routed by key group.
 MIGRATED_FROM = "migrated_from"
-#: The stages of streamjoin 0.2's table-table join, each a checkpoint under the join's location.
-_STAGES_OF_0_2 = ("left_keys", "right_keys", "join")
 #: The folder of the evolution records, ``<n>.json`` numbered from 1 (six digits).
 EVOLUTION = "evolution"
 
@@ -265,11 +263,13 @@ def migration_needed(uri: str) -> CheckpointMismatchError:
     """The error for checkpoint ``uri`` of format 1 (streamjoin 0.2), saying how to migrate it:
     ``streamjoin checkpoint migrate`` on the join's location (for a stage of a 0.2 table-table
     join, its only join of several stages, the folder above)."""
+    from streamjoin.runtime.plan import UNRECORDED_STAGES  # (plan reads this module)
+
     parent, _, name = uri.rstrip("/").rpartition("/")
     location = uri
-    if name in _STAGES_OF_0_2 and parent:
+    if name in UNRECORDED_STAGES and parent:
         above = CheckpointFiles(parent)
-        if all(above.exists(f"{s}/{ROOT}") for s in _STAGES_OF_0_2):
+        if all(above.exists(f"{s}/{ROOT}") for s in UNRECORDED_STAGES):
             location = parent
     return CheckpointMismatchError(
         f"checkpoint {uri} was written by streamjoin 0.2 (format 1); this streamjoin reads format {FORMAT}. "
