@@ -13,13 +13,14 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import zlib
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
 
 from streamjoin.kit import normal_keys
 from streamjoin.runtime.bind import bind_query
+from streamjoin.runtime.checkpoint.initial import state_name
 from streamjoin.runtime.keygroups import check_count, key_groups, owners, routing_types
 from streamjoin.runtime.operator import Operator
 from streamjoin.runtime.options import StateConfig
@@ -126,6 +127,27 @@ class LocalRunner:
             if part.num_rows:
                 self.checkpoint.initial.write(input_name, partition, part)
         self.checkpoint.initial.mark_done({input_name: rows.num_rows})
+        self.config = dataclasses.replace(self.config, initial=True)
+
+    def set_initial_state(self, rows: Mapping[str, pa.Table]) -> None:
+        """Start the join from state rows (:mod:`streamjoin.runtime.initial_state`): ``rows``, by
+        side, as ``read_state`` shows them (``_partition`` and ``_version`` are ignored), checked,
+        routed by key and written to the checkpoint as the Spark layer does; each partition's
+        first version loads them. Call it before the first version."""
+        from streamjoin.runtime.initial_state import check_state, conform_state, merge_summary, route_state
+
+        check_state(self.operator, {side: table.schema for side, table in rows.items()})
+        counts: dict[str, int] = {}
+        summary: dict[str, int] = {}
+        for side, table in rows.items():
+            table = conform_state(self.operator, side, table)
+            for partition, part in enumerate(route_state(self.operator, side, table, self.partitions, self.groups)):
+                if part.num_rows:
+                    self.checkpoint.initial.write(state_name(side), partition, part)
+                    merge_summary(summary, self.operator.state_summary(side, part))
+            counts[state_name(side)] = table.num_rows
+        self.checkpoint.initial.write_summary(summary)
+        self.checkpoint.initial.mark_done(counts)
         self.config = dataclasses.replace(self.config, initial=True)
 
     def _route(self, table: pa.Table, key: Sequence[str]) -> list[pa.Table]:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 
-from streamjoin.errors import CheckpointMismatchError
+from streamjoin.errors import CheckpointMismatchError, JoinDefinitionError
 from streamjoin.kit.columns import REASON_COLUMN, cast_values, conform
 from streamjoin.statestore.base import KeyValue, Store
 from streamjoin.statestore.columns import ColumnWrite
@@ -200,6 +200,31 @@ class Operator(ABC):
         raise CheckpointMismatchError(
             f"{self.kind} cannot split its state by key group, so its checkpoint keeps the partition "
             "count it was started with; run it with that count, or start from a new checkpoint location")
+
+    # -- starting from state rows (streamjoin.runtime.initial_state) --------------------------------
+
+    def state_key(self, side: str, rows: pa.Table) -> list[pa.Array]:
+        """The key each of ``side``'s state rows is routed by (``rows``: :attr:`state_views`'
+        columns of ``side``): one array per key column, in the order of the inputs' ``key``, so
+        the row reaches the partition its key's input rows reach. The default refuses: an
+        operator that cannot say it cannot start from state rows."""
+        raise JoinDefinitionError(f"{self.kind} cannot start from state rows (initial_state=): "
+                                  "start it from a new checkpoint without them")
+
+    def state_summary(self, side: str, rows: pa.Table) -> dict[str, int]:
+        """What every partition's first version needs to know of all of ``side``'s state rows,
+        as values merged by their maximum (e.g. the watermark the state was read at). The
+        default: nothing."""
+        return {}
+
+    def load_state(self, rows: Mapping[str, pa.Table], summary: Mapping[str, int], version: int) -> list[KeyValue]:
+        """The state entries of a partition given ``rows`` (each side's state rows routed to it,
+        :attr:`state_views`' columns; a side may be missing or empty) and ``summary``
+        (:meth:`state_summary` merged over all partitions): the state a run that ended before
+        ``version`` holding those rows would have, so that ``version`` (which steps on it) and the
+        versions after give that run's output. The default refuses (:meth:`state_key`)."""
+        raise JoinDefinitionError(f"{self.kind} cannot start from state rows (initial_state=): "
+                                  "start it from a new checkpoint without them")
 
 
 

@@ -41,6 +41,8 @@ from streamjoin.changelog.logging_store import ChangeloggingStore, OpenReport
 from streamjoin.errors import CheckpointDamagedError
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.checkpoint.commits import Progress
+from streamjoin.runtime.checkpoint.initial import state_name
+from streamjoin.runtime.initial_state import split_sides, step_on_loaded
 from streamjoin.runtime.operator import REASON_COLUMN, Operator, StepInput, StepResult
 from streamjoin.runtime.options import StateConfig, default_local_dir
 from streamjoin.runtime.rescale import Epoch, changelog_uri, epoch_dir, prepare_partition
@@ -92,6 +94,11 @@ class TaskStart:
     rows: tuple[pa.Table, ...]
     initial: tuple[int, ...]
     processing: Progress | None = None
+    #: the state rows the partition's first version starts from, by side
+    #: (:mod:`streamjoin.runtime.initial_state`); None: it starts from its changelog, or empty
+    state_rows: Mapping[str, pa.Table] | None = None
+    #: their summary over all partitions (:meth:`Operator.state_summary`)
+    state_summary: Mapping[str, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -190,8 +197,12 @@ def step_task(
         start = replace(start, rows=_after(start.rows, got))
         processing = start.processing or Progress(start.known)
         state = opened.store if wrap_store is None else wrap_store(opened.store)
-        result = operator.step(state, StepInput(task.version, task.partition, start.rows, start.max_times,
-                                                task.final, processing.now, processing.advanced_at))
+        batch = StepInput(task.version, task.partition, start.rows, start.max_times, task.final, processing.now,
+                          processing.advanced_at)
+        if start.state_rows is not None:   # the partition's first version, started from state rows
+            result = step_on_loaded(operator, start.state_rows, start.state_summary or {}, batch)
+        else:
+            result = operator.step(state, batch)
         _maybe_fail_once(config, task, "before-commit")
     except BaseException:
         opened.store.close()
@@ -216,9 +227,14 @@ def read_phase(operator: Operator, checkpoint: Checkpoint, config: StateConfig, 
     known = before.max_times
     target = _target(checkpoint, log, task)
     initial = (0,) * n_inputs
+    state_rows, summary = None, None
     if config.initial or target is None:   # only a first version, or its re-execution, takes them
-        rows, initial = _with_initial(rows, _initial_rows(operator, checkpoint, task, first=target is None))
-    return TaskStart(epoch, known, known, log, target, rows, initial, before)
+        found = _initial_rows(operator, checkpoint, task, first=target is None)
+        rows, initial = _with_initial(rows, found[:n_inputs])
+        if config.initial and target is None and any(t is not None for t in found[n_inputs:]):
+            state_rows = split_sides(found[n_inputs:], tuple(operator.state_views))
+            summary = checkpoint.initial.summary()
+    return TaskStart(epoch, known, known, log, target, rows, initial, before, state_rows, summary)
 
 
 def open_phase(operator: Operator, checkpoint: Checkpoint, config: StateConfig, task: TaskInfo,
@@ -343,13 +359,15 @@ def _committed(log: Changelog, version: int) -> str | None:
 
 def _initial_rows(operator: Operator, checkpoint: Checkpoint, task: TaskInfo,
                   first: bool) -> tuple[pa.Table | None, ...]:
-    """The initial rows (``cp.initial``) of each input for this task, if its version is the
-    partition's first: the one that found no earlier state, recorded before it commits so that
-    executing it again (even after a base snapshot was written) reads them too."""
+    """The initial rows (``cp.initial``) of each input, then the state rows of each side of
+    :attr:`Operator.state_views`, for this task, if its version is the partition's first: the
+    one that found no earlier state, recorded before it commits so that executing it again (even
+    after a base snapshot was written) reads them too."""
+    names = tuple(spec.name for spec in operator.inputs) + tuple(state_name(side) for side in operator.state_views)
     used = checkpoint.initial.used(task.partition)
     if (used is None and not first) or (used is not None and used != task.version):
-        return (None,) * len(operator.inputs)
-    tables = checkpoint.initial.read_all(tuple(spec.name for spec in operator.inputs), task.partition)
+        return (None,) * len(names)
+    tables = checkpoint.initial.read_all(names, task.partition)
     if used is None and any(t is not None for t in tables):
         checkpoint.initial.mark_used(task.partition, task.version)
     return tables

@@ -31,31 +31,23 @@ checkpoint holds three stages: pass ``<checkpoint>/left_keys``, ``right_keys`` o
 
 from __future__ import annotations
 
-import os
-import threading
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from streamjoin.changelog import Changelog, restore
+from streamjoin.changelog import Changelog
 from streamjoin.errors import CheckpointDamagedError, JoinDefinitionError
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.checkpoint.binding import migration_needed
 from streamjoin.runtime.inspect import stage_checkpoints
 from streamjoin.runtime.registry import operator_class
 from streamjoin.runtime.rescale import Epoch, changelog_uri, epoch_has_run, epochs, state_epoch
+from streamjoin.runtime.state_rows import partition_rows, state_schema
 from streamjoin.runtime.views import HISTORY
-from streamjoin.statestore import destroy_store
-from streamjoin.statestore.base import Store
-from streamjoin.statestore.registry import open_store
 
 __all__ = ["read_state", "state_schema"]
-
-_COUNTER = iter(range(1 << 62))
-_LOCK = threading.Lock()
-
 
 def read_state(spark: SparkSession, checkpoint: str, version: int | None = None, side: str | None = None) -> DataFrame:
     """The state of one side of a join checkpoint as rows, one task per partition.
@@ -125,12 +117,6 @@ def _lost(cp: Checkpoint, partition: int, uri: str) -> CheckpointDamagedError:
         "`streamjoin checkpoint verify` lists what else is missing", path=uri)
 
 
-def state_schema(definition: Mapping[str, Any], side: str) -> pa.Schema:
-    """The columns of ``side``'s state rows of a join with ``definition``."""
-    view = operator_class(definition["kind"]).state_views[side]
-    return pa.schema(view.schema(definition) + [pa.field("_partition", pa.int32()), pa.field("_version", pa.int64())])
-
-
 class _StateReader:
     """The task: restore partition ``p``'s changelog in memory and decode ``side``."""
 
@@ -147,26 +133,10 @@ class _StateReader:
     def _partition(self, partition: int) -> Iterator[pa.RecordBatch]:
         checkpoint = Checkpoint(self.uri)
         epoch = self.epoch
-        log = Changelog(changelog_uri(checkpoint, epoch, partition))
-        if log.listing().empty:
+        table = partition_rows(self.uri, self.definition, self.side, self.schema, epoch, partition, self.version)
+        if table is None:
+            log = Changelog(changelog_uri(checkpoint, epoch, partition))
             if checkpoint.commits.newest_version() is not None and epoch_has_run(checkpoint, epochs(checkpoint), epoch.number):
                 raise _lost(checkpoint, partition, log.uri)   # (removed since the driver looked)
             return
-        with _LOCK:
-            name = f"streamjoin-read-state-{os.getpid()}-{next(_COUNTER)}"
-        store = open_store("memory", name)
-        try:
-            version = restore(log, store, self.version).version
-            table = decode(store, self.definition, self.side, self.schema)
-        finally:
-            store.close()
-            destroy_store("memory", name)
-        table = table.append_column("_partition", pa.array([partition] * table.num_rows, pa.int32()))
-        table = table.append_column("_version", pa.array([version] * table.num_rows, pa.int64()))
-        yield from table.cast(self.schema).to_batches()
-
-
-def decode(store: Store, definition: Mapping[str, Any], side: str, schema: pa.Schema) -> pa.Table:
-    """``side``'s state rows in ``store`` (restored), in ``schema`` without the last two columns."""
-    view = operator_class(definition["kind"]).state_views[side]
-    return view.read(store, definition, pa.schema(list(schema)[:-2]))
+        yield from table.to_batches()

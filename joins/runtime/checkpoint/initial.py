@@ -1,6 +1,10 @@
 """Initial rows: rows given to a join's first version (e.g. a bootstrap snapshot), routed to
 their partitions: ``initial/<input>/p=<p>.arrow``; ``initial/done.json`` marks the set complete
-(with each input's row count), ``initial/used/p=<p>.json`` the version that took a partition's."""
+(with each input's row count), ``initial/used/p=<p>.json`` the version that took a partition's.
+
+A join started from state rows (:mod:`streamjoin.runtime.initial_state`) keeps them the same way,
+under the name :func:`state_name` of each side (``initial/_state_<side>/p=<p>.arrow``), with the
+summary its first version needs (maxima over every partition's rows) in ``initial/summary.json``."""
 
 from __future__ import annotations
 
@@ -12,7 +16,15 @@ import pyarrow.ipc as ipc
 from streamjoin.errors import CheckpointMismatchError
 from streamjoin.runtime.checkpoint.files import CheckpointFiles
 
-__all__ = ["Initial"]
+__all__ = ["Initial", "state_name"]
+
+#: The prefix of the names state rows are kept under (an input name never starts with ``_``).
+STATE_PREFIX = "_state_"
+
+
+def state_name(side: str) -> str:
+    """The name the state rows of ``side`` are kept under."""
+    return STATE_PREFIX + side
 
 
 class Initial:
@@ -63,6 +75,15 @@ class Initial:
     def mark_done(self, counts: Mapping[str, int]) -> None:
         """Mark the initial rows complete, with how many each input has."""
         self.files.write_json("initial/done.json", {"rows": dict(counts)})
+
+    def write_summary(self, summary: Mapping[str, int]) -> None:
+        """Record the state rows' summary (written before :meth:`mark_done`)."""
+        self.files.write_json("initial/summary.json", {"summary": dict(summary)})
+
+    def summary(self) -> dict[str, int]:
+        """The state rows' summary; empty when none was recorded."""
+        found = self.files.read_json("initial/summary.json")
+        return {} if found is None else {k: int(v) for k, v in found["summary"].items()}
 
     def done(self) -> dict[str, int] | None:
         """Row counts per input of completed initial rows; None if none were completed."""

@@ -1,0 +1,91 @@
+"""A join's state as rows, engine-free: what ``read_state`` runs in each Spark task, and the same
+for every partition in this process (:func:`state_rows`: tests, the in-process runner, tools).
+
+A partition's changelog is restored (newest snapshot, then deltas) into an in-memory store, so no
+local store is opened and a running query is not disturbed, and decoded with the state view its
+operator class declares for the side (:attr:`streamjoin.runtime.operator.Operator.state_views`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from typing import Any, Mapping
+
+import pyarrow as pa
+
+from streamjoin.changelog import Changelog, restore
+from streamjoin.errors import JoinDefinitionError
+from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.runtime.checkpoint.binding import migration_needed
+from streamjoin.runtime.registry import operator_class
+from streamjoin.runtime.rescale import Epoch, changelog_uri, epochs, state_epoch
+from streamjoin.runtime.views import HISTORY
+from streamjoin.statestore import destroy_store
+from streamjoin.statestore.base import Store
+from streamjoin.statestore.registry import open_store
+
+__all__ = ["state_schema", "decode", "partition_rows", "state_rows"]
+
+_COUNTER = itertools.count()
+_LOCK = threading.Lock()
+
+
+def state_schema(definition: Mapping[str, Any], side: str) -> pa.Schema:
+    """The columns of ``side``'s state rows of a join with ``definition`` (``_partition`` and
+    ``_version`` last)."""
+    view = operator_class(definition["kind"]).state_views[side]
+    return pa.schema(view.schema(definition) + [pa.field("_partition", pa.int32()), pa.field("_version", pa.int64())])
+
+
+def decode(store: Store, definition: Mapping[str, Any], side: str, schema: pa.Schema) -> pa.Table:
+    """``side``'s state rows in ``store`` (restored), in ``schema`` without the last two columns."""
+    view = operator_class(definition["kind"]).state_views[side]
+    return view.read(store, definition, pa.schema(list(schema)[:-2]))
+
+
+def partition_rows(uri: str, definition: Mapping[str, Any], side: str, schema: pa.Schema, epoch: Epoch,
+                   partition: int, version: int | None) -> pa.Table | None:
+    """Partition ``partition``'s state rows of ``side`` as of ``version`` (None: its newest), in
+    ``schema``; None when its changelog is empty."""
+    log = Changelog(changelog_uri(Checkpoint(uri), epoch, partition))
+    if log.listing().empty:
+        return None
+    with _LOCK:
+        name = f"streamjoin-read-state-{os.getpid()}-{next(_COUNTER)}"
+    store = open_store("memory", name)
+    try:
+        restored = restore(log, store, version).version
+        table = decode(store, definition, side, schema)
+    finally:
+        store.close()
+        destroy_store("memory", name)
+    table = table.append_column("_partition", pa.array([partition] * table.num_rows, pa.int32()))
+    table = table.append_column("_version", pa.array([restored] * table.num_rows, pa.int64()))
+    return table.cast(schema)
+
+
+def state_rows(checkpoint: str, side: str | None = None, version: int | None = None) -> pa.Table:
+    """Every partition's state rows of ``side`` (None: the kind's only side) of one join
+    checkpoint (a table-table join's stage), as ``read_state`` returns them, in this process."""
+    cp = Checkpoint(checkpoint)
+    binding = cp.binding.root()
+    if binding is None:
+        raise JoinDefinitionError(f"{checkpoint} is not a join checkpoint (it has no streamjoin.json)")
+    if binding.get("format") == 1:
+        raise migration_needed(cp.uri)
+    found = epochs(cp, binding)
+    epoch = state_epoch(cp, found)
+    history = cp.binding.history(binding)
+    definition = history[-1]
+    sides = tuple(operator_class(definition["kind"]).state_views)
+    side = sides[0] if side is None and len(sides) == 1 else side
+    if side not in sides:
+        raise JoinDefinitionError(f"{checkpoint} holds the state of a {definition['kind']}, whose sides are "
+                                  f"{list(sides)}; side={side!r} is not one of them")
+    schema = state_schema(definition, side)
+    full = {**definition, HISTORY: history} if len(history) > 1 else definition
+    parts = [partition_rows(cp.uri, full, side, schema, epoch, p, version) for p in range(epoch.partitions)]
+    found_parts = [p for p in parts if p is not None]
+    return pa.concat_tables(found_parts) if found_parts else schema.empty_table()
