@@ -19,9 +19,9 @@ checkpoint``, ``read_state``, ``set_aside_rows``) finds its stages without knowi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterable, Sequence
 
-from streamjoin.errors import CheckpointMismatchError
+from streamjoin.errors import CheckpointMismatchError, JoinDefinitionError
 from streamjoin.runtime.checkpoint.binding import ROOT as ROOT_FILE
 from streamjoin.runtime.checkpoint.files import CheckpointFiles
 from streamjoin.runtime.operator import Operator
@@ -109,6 +109,26 @@ class JoinPlan:
         if not name:
             return checkpoint
         return f"{checkpoint.rstrip('/')}/{name}"   # as CheckpointFiles.location names a checkpoint's files
+
+    def state_sides(self, names: Iterable[str]) -> dict[str, dict[str, str]]:
+        """Where the join's state sides ``names`` are (``initial_state``'s keys): by stage, each
+        name's side of that stage. A name is a stage's name when that stage has one side (a
+        table-table join's ``left_keys`` stage, whose side is ``keys``), else a side of the stage
+        whose state views name it (a one-stage join's sides; a table-table join's ``left`` /
+        ``right`` rows, and a fused stage's ``left_keys`` / ``right_keys``). Raises
+        :class:`JoinDefinitionError` naming the sides a name could have been."""
+        found: dict[str, dict[str, str]] = {}
+        for name in names:
+            stage = next((s for s in self.stages if s.name == name and len(s.operator.state_views) == 1), None)
+            side = next(iter(stage.operator.state_views)) if stage is not None else name
+            if stage is None:
+                stage = next((s for s in self.stages if name in s.operator.state_views), None)
+            if stage is None:
+                known = sorted({v for s in self.stages for v in s.operator.state_views}
+                               | {s.name for s in self.stages if len(s.operator.state_views) == 1})
+                raise JoinDefinitionError(f"initial_state: this join has no state side {name!r}; its sides are {known}")
+            found.setdefault(stage.name, {})[name] = side
+        return found
 
     def feeds(self, stage: Stage, items: Sequence[object], outputs: dict[str, object]) -> list[object]:
         """``stage``'s inputs: the join's ``items`` (its inputs' rows, or initial rows) by index,

@@ -11,7 +11,7 @@ any join, one stage or several: the tests, the determinism kit and the benches u
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -69,6 +69,12 @@ class PlanRunner:
         that input (as the Spark layer's ``initial``)."""
         for stage, position in self._readers(index):
             self.runners[stage].set_initial(self.plan.stage(stage).operator.inputs[position].name, rows)
+
+    def set_initial_state(self, rows: Mapping[str, pa.Table]) -> None:
+        """Start the join from state rows, by the join's side names (:meth:`JoinPlan.state_sides`;
+        :meth:`LocalRunner.set_initial_state` in each stage holding some)."""
+        for stage, sides in self.plan.state_sides(rows).items():
+            self.runners[stage].set_initial_state({side: rows[name] for name, side in sides.items()})
 
     def wants_initial(self, index: int) -> bool:
         """Whether the stages reading the join's input ``index`` can still take initial rows (none
