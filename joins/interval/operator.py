@@ -24,11 +24,12 @@ in a batch: rows are put in a canonical order first (:class:`streamjoin.interval
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
 
+from streamjoin.interval import load
 from streamjoin.interval import rows as rows
 from streamjoin.interval.spec import ROW_ID, Duration, How, IntervalSpec, On, build_spec
 from streamjoin.interval.state import (
@@ -156,6 +157,18 @@ class IntervalJoin(SpecOperator):
         from streamjoin.interval.regroup import regroup
 
         return regroup(self.spec, sources, owned)
+
+    def state_key(self, side: str, rows: pa.Table) -> list[pa.Array]:
+        """A state row's key columns (:mod:`streamjoin.interval.load`)."""
+        return load.key_arrays(self.spec, side, rows)
+
+    def state_summary(self, side: str, rows: pa.Table) -> dict[str, int]:
+        """The watermark the state rows were read at."""
+        return load.summary(rows)
+
+    def load_state(self, rows: Mapping[str, pa.Table], summary: Mapping[str, int], version: int) -> list[KeyValue]:
+        """The state holding ``rows`` before ``version`` (:mod:`streamjoin.interval.load`)."""
+        return load.entries(self.spec, rows, summary, version)
 
     def __repr__(self) -> str:
         s = self.spec

@@ -32,13 +32,14 @@ from typing import Mapping, Sequence
 import pyarrow as pa
 
 from streamjoin.errors import JoinDefinitionError
+from streamjoin.runtime.checkpoint.initial import PROGRESS
 from streamjoin.runtime.keygroups import routing_types
 from streamjoin.runtime.operator import Operator, StepInput, StepResult
 from streamjoin.statestore import destroy_store
 from streamjoin.statestore.registry import open_store
 
 __all__ = ["state_columns", "check_state", "conform_state", "key_table", "route_state", "merge_summary",
-           "step_on_loaded", "KEY_PREFIX"]
+           "step_on_loaded", "KEY_PREFIX", "check_progress", "progress_of"]
 
 #: The prefix of the routing key columns :func:`key_table` adds.
 KEY_PREFIX = "__sj_state_k"
@@ -108,6 +109,41 @@ def route_state(operator: Operator, side: str, rows: pa.Table, partitions: int, 
         tagged = tagged.append_column(name, keys.column(name))
     parts = route(tagged, keys.column_names, partitions, groups=groups, types=routing_types(operator.inputs))
     return [part.select(rows.column_names) for part in parts]
+
+
+def check_progress(operator: Operator, progress: Mapping[str, int] | None) -> dict[str, int]:
+    """The summary entries of ``progress`` (µs by input name; None: none), or
+    :class:`JoinDefinitionError` naming an input the operator does not have."""
+    names = [spec.name for spec in operator.inputs]
+    out: dict[str, int] = {}
+    for name, value in (progress or {}).items():
+        if name not in names:
+            raise JoinDefinitionError(f"initial_progress: {operator.kind} has no input {name!r}; its inputs are {names}")
+        if value is not None:
+            out[PROGRESS + name] = int(value)
+    return out
+
+
+def progress_of(checkpoint: str) -> dict[str, int]:
+    """Each input's event-time progress (µs, by input name) after the newest version every
+    partition of ``checkpoint`` (a join, or a table-table join's stage) committed: what a join
+    started from its state rows starts from (``initial_progress``), so that its watermark is the
+    one that checkpoint's next version would have had. Empty before any version."""
+    from streamjoin.runtime.checkpoint import Checkpoint
+
+    cp = Checkpoint(checkpoint)
+    metrics = cp.commits.read_metrics()
+    if not metrics:
+        return {}
+    newest = max(int(m.get("version", 0)) for m in metrics)
+    out: dict[str, int] = {}
+    for record in metrics:
+        if int(record.get("version", 0)) != newest:
+            continue
+        for name, value in record.items():
+            if name.startswith("max_time_") and value is not None:
+                merge_summary(out, {name[len("max_time_"):]: int(value)})
+    return out
 
 
 def merge_summary(into: dict[str, int], more: Mapping[str, int]) -> dict[str, int]:

@@ -129,16 +129,24 @@ class LocalRunner:
         self.checkpoint.initial.mark_done({input_name: rows.num_rows})
         self.config = dataclasses.replace(self.config, initial=True)
 
-    def set_initial_state(self, rows: Mapping[str, pa.Table]) -> None:
+    def set_initial_state(self, rows: Mapping[str, pa.Table], progress: Mapping[str, int] | None = None) -> None:
         """Start the join from state rows (:mod:`streamjoin.runtime.initial_state`): ``rows``, by
         side, as ``read_state`` shows them (``_partition`` and ``_version`` are ignored), checked,
         routed by key and written to the checkpoint as the Spark layer does; each partition's
-        first version loads them. Call it before the first version."""
-        from streamjoin.runtime.initial_state import check_state, conform_state, merge_summary, route_state
+        first version loads them. ``progress``: each input's event-time progress (µs, by input
+        name: :func:`streamjoin.runtime.initial_state.progress_of` of the checkpoint the rows were
+        read from) the first version starts from. Call it before the first version."""
+        from streamjoin.runtime.initial_state import (
+            check_progress,
+            check_state,
+            conform_state,
+            merge_summary,
+            route_state,
+        )
 
         check_state(self.operator, {side: table.schema for side, table in rows.items()})
         counts: dict[str, int] = {}
-        summary: dict[str, int] = {}
+        summary: dict[str, int] = check_progress(self.operator, progress)
         for side, table in rows.items():
             table = conform_state(self.operator, side, table)
             for partition, part in enumerate(route_state(self.operator, side, table, self.partitions, self.groups)):

@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from streamjoin.errors import JoinDefinitionError
 from streamjoin.runtime.local import LocalRunner
 from streamjoin.runtime.options import StateConfig
 from streamjoin.runtime.plan import JoinPlan, record_stages
@@ -70,11 +71,19 @@ class PlanRunner:
         for stage, position in self._readers(index):
             self.runners[stage].set_initial(self.plan.stage(stage).operator.inputs[position].name, rows)
 
-    def set_initial_state(self, rows: Mapping[str, pa.Table]) -> None:
+    def set_initial_state(self, rows: Mapping[str, pa.Table], progress: Mapping[str, int] | None = None) -> None:
         """Start the join from state rows, by the join's side names (:meth:`JoinPlan.state_sides`;
-        :meth:`LocalRunner.set_initial_state` in each stage holding some)."""
+        :meth:`LocalRunner.set_initial_state` in each stage holding some; ``progress``, by input
+        name, to the stages reading the join's inputs)."""
+        inputs = {spec.name for stage in self.plan.stages for spec in stage.operator.inputs}
+        unknown = sorted(set(progress or {}) - inputs)
+        if unknown:
+            raise JoinDefinitionError(f"initial_progress: this join has no input {unknown[0]!r}; its stages' inputs "
+                                      f"are {sorted(inputs)}")
         for stage, sides in self.plan.state_sides(rows).items():
-            self.runners[stage].set_initial_state({side: rows[name] for name, side in sides.items()})
+            reads = self.plan.stage(stage).operator.inputs
+            given = {n: t for n, t in (progress or {}).items() if any(spec.name == n for spec in reads)}
+            self.runners[stage].set_initial_state({side: rows[name] for name, side in sides.items()}, given or None)
 
     def wants_initial(self, index: int) -> bool:
         """Whether the stages reading the join's input ``index`` can still take initial rows (none

@@ -224,6 +224,10 @@ def read_phase(operator: Operator, checkpoint: Checkpoint, config: StateConfig, 
     log = Changelog(changelog_uri(checkpoint, epoch, task.partition), retain_versions=config.retain_versions,
                     cache_listing=True)
     before = checkpoint.commits.progress_before(task.version, n_inputs, _committed(log, task.version - 1))
+    if config.initial and all(t is None for t in before.max_times):   # a join started from state rows
+        base = checkpoint.initial.progress(tuple(spec.name for spec in operator.inputs))
+        if base is not None:
+            before = replace(before, max_times=base)
     known = before.max_times
     target = _target(checkpoint, log, task)
     initial = (0,) * n_inputs

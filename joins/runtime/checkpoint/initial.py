@@ -16,7 +16,10 @@ import pyarrow.ipc as ipc
 from streamjoin.errors import CheckpointMismatchError
 from streamjoin.runtime.checkpoint.files import CheckpointFiles
 
-__all__ = ["Initial", "state_name"]
+__all__ = ["Initial", "state_name", "PROGRESS"]
+
+#: The prefix of the summary's entries that give an input's event-time progress (µs).
+PROGRESS = "max_time:"
 
 #: The prefix of the names state rows are kept under (an input name never starts with ``_``).
 STATE_PREFIX = "_state_"
@@ -84,6 +87,14 @@ class Initial:
         """The state rows' summary; empty when none was recorded."""
         found = self.files.read_json("initial/summary.json")
         return {} if found is None else {k: int(v) for k, v in found["summary"].items()}
+
+    def progress(self, inputs: tuple[str, ...]) -> tuple[int | None, ...] | None:
+        """Each input's event-time progress the state rows were read at (the summary's
+        ``max_time:<input>``, :data:`PROGRESS`), for a join started from them; None when the
+        summary has none."""
+        summary = self.summary()
+        found = tuple(summary.get(PROGRESS + name) for name in inputs)
+        return None if all(t is None for t in found) else found
 
     def done(self) -> dict[str, int] | None:
         """Row counts per input of completed initial rows; None if none were completed."""

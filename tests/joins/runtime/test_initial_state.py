@@ -1,0 +1,113 @@
+"""Starting a join from state rows (:mod:`streamjoin.runtime.initial_state`): a join started on a
+new checkpoint from the state rows (and progress) of a run cut at a version gives, from then on,
+the output of the run that was not cut, whatever the partition counts; bad rows are refused before
+anything is written. (The table-table join: tests/joins/table/test_initial_state.py.)"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streamjoin.errors import JoinDefinitionError
+from streamjoin.runtime.initial_state import progress_of
+from streamjoin.runtime.state_rows import state_rows
+from tests.examples import scaled
+from tests.joins.drivers import InProcess
+from tests.joins.interval.cases import Local, join_cases, rows_of
+
+
+def _state_of(run: InProcess, sides: tuple[str, ...]) -> tuple[dict[str, pa.Table], dict[str, int]]:
+    uri = run.stage().checkpoint.uri
+    return {side: state_rows(uri, side) for side in sides}, progress_of(uri)
+
+
+def _without_place(table: pa.Table) -> Counter:
+    return Counter(tuple(sorted(r.items())) for r in table.drop_columns(["_partition", "_version"]).to_pylist())
+
+
+# -- the interval join ---------------------------------------------------------------------------
+
+
+@settings(max_examples=scaled(40), deadline=None)
+@given(case=join_cases(max_partitions=4), data=st.data())
+def test_interval_initial_state_continues_the_cut_run(case, data):
+    cut = data.draw(st.integers(1, len(case.batches)), label="cut")
+    partitions = data.draw(st.integers(1, 5), label="partitions of the new checkpoint")
+    plain, first = Local(case), Local(case)
+    started = InProcess(case.operator(), case.tables, partitions=partitions)
+    try:
+        for index in range(cut):
+            plain.run(index)
+            first.run(index)
+        rows, progress = _state_of(first, ("left", "right"))
+        started.runner.set_initial_state(rows, progress)
+        assert started.stage().checkpoint.initial.done() is not None
+        expected, got = Counter(), Counter()
+        for index in [*range(cut, len(case.batches)), None]:
+            expected += rows_of(plain.run(index))
+            got += rows_of(started.run(index))
+            if index == cut:
+                assert {s: _without_place(state_rows(started.stage().checkpoint.uri, s)) for s in ("left", "right")} \
+                    == {s: _without_place(state_rows(plain.stage().checkpoint.uri, s)) for s in ("left", "right")}
+        assert got == expected
+    finally:
+        plain.close()
+        first.close()
+        started.close()
+
+
+@settings(max_examples=scaled(10), deadline=None)
+@given(case=join_cases(max_partitions=4, hows=("left", "full", "left_anti")))
+def test_interval_initial_state_survives_lost_local_state_and_a_retry(case):
+    """The first version loads the rows again when it is executed again, and a partition whose
+    local store is lost is restored from the first version's delta (the whole state)."""
+    cut = len(case.batches) // 2
+    plain, first = Local(case), Local(case)
+    started = InProcess(case.operator(), case.tables, partitions=3)
+    try:
+        for index in range(cut):
+            plain.run(index)
+            first.run(index)
+        rows, progress = _state_of(first, ("left", "right"))
+        started.runner.set_initial_state(rows, progress)
+        expected = rows_of(plain.run(cut))
+        assert rows_of(started.run(cut)) == expected
+        started.runner.lose_local_state()
+        assert rows_of(started.run(cut, version=0)) == expected   # the first version executed again
+        started.runner.lose_local_state(1)
+        got, want = Counter(), Counter()
+        for index in [*range(cut + 1, len(case.batches)), None]:
+            want += rows_of(plain.run(index))
+            got += rows_of(started.run(index))
+        assert got == want
+    finally:
+        plain.close()
+        first.close()
+        started.close()
+
+
+@settings(max_examples=scaled(3), deadline=None)
+@given(case=join_cases(max_partitions=2, hows=("left",), nulls=False))
+def test_interval_initial_state_refuses_bad_rows_before_writing(case):
+    first, started = Local(case), InProcess(case.operator(), case.tables, partitions=2)
+    try:
+        first.run(0)
+        rows, _ = _state_of(first, ("left", "right"))
+        with pytest.raises(JoinDefinitionError, match="no state side 'middle'.*'left', 'right'"):
+            started.runner.set_initial_state({"middle": rows["left"]})
+        with pytest.raises(JoinDefinitionError, match=r"initial_state\['left'\] has no column '_matched'"):
+            started.runner.set_initial_state({"left": rows["left"].drop_columns(["_matched"])})
+        bad = rows["left"].set_column(rows["left"].schema.get_field_index("_matched"), "_matched",
+                                      pa.array([[1]] * rows["left"].num_rows, pa.list_(pa.int64())))
+        with pytest.raises(JoinDefinitionError, match="'_matched' is list<item: int64>, which does not cast"):
+            started.runner.set_initial_state({"left": bad})
+        with pytest.raises(JoinDefinitionError, match="initial_progress: this join has no input .middle."):
+            started.runner.set_initial_state(rows, {"middle": 1})
+        assert started.stage().checkpoint.initial.done() is None
+    finally:
+        first.close()
+        started.close()
