@@ -51,11 +51,12 @@ snapshot into changes to give to version 0 with (or before) the first real chang
 from __future__ import annotations
 
 import datetime
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import pyarrow as pa
 
 from streamjoin.changes import ChangeFormat
+from streamjoin.enrichment import load
 from streamjoin.enrichment.spec import EnrichmentSpec, How, Mode, build_spec
 from streamjoin.enrichment.step import Step
 from streamjoin.enrichment.views import VIEWS
@@ -133,6 +134,14 @@ class EnrichmentJoin(SpecOperator):
         from streamjoin.enrichment.regroup import regroup
 
         return regroup(self.spec, sources, owned)
+
+    def state_key(self, side: str, rows: pa.Table) -> list[pa.Array]:
+        """A state row's key columns (:mod:`streamjoin.enrichment.load`)."""
+        return load.key_arrays(self.spec, side, rows)
+
+    def load_state(self, rows: Mapping[str, pa.Table], summary: Mapping[str, int], version: int) -> list[KeyValue]:
+        """The state holding ``rows`` before ``version`` (:mod:`streamjoin.enrichment.load`)."""
+        return load.entries(self.spec, rows, version)
 
     def bootstrap_changes(self, snapshot: pa.Table) -> pa.Table:
         """A snapshot of the table (its row columns) as upserts in the table input's schema.

@@ -1,7 +1,8 @@
 """The enrichment join's state as ``read_state`` shows it (:mod:`streamjoin.runtime.views`).
 
 ``table``: every table version held (key columns, ``_op``, ``_change_time``, ``_sequence``, value
-columns); ``events``: the events waiting (as-of mode).
+columns: the table's other columns but its op column, its sequence column too); ``events``: the
+events waiting (as-of mode).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def _table_schema(definition: Mapping[str, Any]) -> list[pa.Field]:
     changes, table = definition["changes"], {f.name: f for f in entries_schema(definition["table"])}
     fields = [pa.field(k, table[k].type) for k in changes["key"]]
     fields += [pa.field("_op", pa.string()), pa.field("_change_time", TS), pa.field("_sequence", pa.int64())]
-    skip = {*changes["key"], changes.get("op"), changes.get("sequence")}
+    skip = {*changes["key"], changes.get("op")}   # (a sequence column is a value column too)
     return fields + [f for n, f in table.items() if n not in skip]   # (with their defaults)
 
 

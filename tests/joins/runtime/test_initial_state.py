@@ -5,6 +5,7 @@ anything is written. (The table-table join: tests/joins/table/test_initial_state
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import Counter
 
 import pyarrow as pa
@@ -12,12 +13,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from streamjoin.changes import ChangeFormat
+from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.runtime.initial_state import progress_of
 from streamjoin.runtime.state_rows import state_rows
 from tests.examples import scaled
 from tests.joins.drivers import InProcess
+from tests.joins.enrichment.test_properties import Run as EnrichmentRun
+from tests.joins.enrichment.test_properties import cases as enrichment_cases
+from tests.joins.enrichment.test_properties import rows_of as enrichment_rows
 from tests.joins.interval.cases import Local, join_cases, rows_of
+from tests.joins.runtime.test_rescale_enrichment import EVENTS, TABLE, _batch, logical_state
 
 
 def _state_of(run: InProcess, sides: tuple[str, ...]) -> tuple[dict[str, pa.Table], dict[str, int]]:
@@ -108,6 +115,55 @@ def test_interval_initial_state_refuses_bad_rows_before_writing(case):
         with pytest.raises(JoinDefinitionError, match="initial_progress: this join has no input .middle."):
             started.runner.set_initial_state(rows, {"middle": 1})
         assert started.stage().checkpoint.initial.done() is None
+    finally:
+        first.close()
+        started.close()
+
+
+# -- the enrichment join -------------------------------------------------------------------------
+
+
+@settings(max_examples=scaled(40), deadline=None)
+@given(case=enrichment_cases(max_partitions=4), mode=st.sampled_from(["as_of", "latest"]),
+       grace=st.sampled_from([None, 0, 4]), data=st.data())
+def test_enrichment_initial_state_continues_the_cut_run(case, mode, grace, data):
+    cut = data.draw(st.integers(1, len(case.batches)), label="cut")
+    partitions = data.draw(st.integers(1, 5), label="partitions of the new checkpoint")
+    options = {} if grace is None or mode == "latest" else {"grace": dt.timedelta(seconds=grace)}
+    plain, first = EnrichmentRun(case, mode, **options), EnrichmentRun(case, mode, **options)
+    started = InProcess(case.operator(mode, **options), case.tables, partitions=partitions)
+    try:
+        for index in range(cut):
+            plain.run(index)
+            first.run(index)
+        rows, progress = _state_of(first, ("table", "events"))
+        started.runner.set_initial_state(rows, progress)
+        expected, got = Counter(), Counter()
+        for index in [*range(cut, len(case.batches)), None]:
+            expected += enrichment_rows(plain.run(index))
+            got += enrichment_rows(started.run(index))
+        assert got == expected
+        last = len(case.batches)
+        assert logical_state(started, last - cut) == logical_state(plain, last)
+    finally:
+        plain.close()
+        first.close()
+        started.close()
+
+
+def test_enrichment_initial_state_refuses_an_unknown_op(tmp_path):
+    join = EnrichmentJoin(EVENTS, TABLE, "k", stream_time="ts", changes=ChangeFormat.plain("k", time="at"))
+    first = InProcess(join, lambda i: _batch(i), partitions=2)
+    started = InProcess(join, lambda i: _batch(i), partitions=2)
+    try:
+        first.run(0)
+        rows, _ = _state_of(first, ("table", "events"))
+        assert rows["table"].num_rows
+        table = rows["table"].set_column(rows["table"].schema.get_field_index("_op"), "_op",
+                                         pa.array(["upsert"] * (rows["table"].num_rows - 1) + ["merge"]))
+        started.runner.set_initial_state({"table": table})
+        with pytest.raises(JoinDefinitionError, match="_op must be 'upsert' or 'delete', not 'merge'"):
+            started.run(1)
     finally:
         first.close()
         started.close()
