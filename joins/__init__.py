@@ -38,6 +38,7 @@ __all__ = [
     "progress_metrics",
     "read_state",
     "set_aside_rows",
+    "state_progress",
     "stream_table_join",
     "table_table_join",
     "view_sink",
@@ -48,6 +49,7 @@ if _typing.TYPE_CHECKING:  # the real signatures, for type checkers; at run time
 
     from streamjoin.changes import ChangeFormat
     from streamjoin.errors import StreamjoinError
+    from streamjoin.runtime.initial_state import state_progress
     from streamjoin.spark.enrichment import stream_table_join
     from streamjoin.spark.interval import interval_join
     from streamjoin.spark.outputs import join_metrics, set_aside_rows
@@ -66,6 +68,7 @@ _LAZY = {
     "join_metrics": "streamjoin.spark.outputs",
     "progress_metrics": "streamjoin.spark.progress",
     "read_state": "streamjoin.spark.state",
+    "state_progress": "streamjoin.runtime.initial_state",
     "view_sink": "streamjoin.spark.view",
 }
 

@@ -39,7 +39,7 @@ from streamjoin.statestore import destroy_store
 from streamjoin.statestore.registry import open_store
 
 __all__ = ["state_columns", "check_state", "conform_state", "key_table", "route_state", "merge_summary",
-           "step_on_loaded", "KEY_PREFIX", "check_progress", "progress_of"]
+           "step_on_loaded", "KEY_PREFIX", "check_progress", "state_progress"]
 
 #: The prefix of the routing key columns :func:`key_table` adds.
 KEY_PREFIX = "__sj_state_k"
@@ -111,7 +111,7 @@ def route_state(operator: Operator, side: str, rows: pa.Table, partitions: int, 
     return [part.select(rows.column_names) for part in parts]
 
 
-def check_progress(operator: Operator, progress: Mapping[str, int] | None) -> dict[str, int]:
+def check_progress(operator: Operator, progress: Mapping[str, int | None] | None) -> dict[str, int]:
     """The summary entries of ``progress`` (µs by input name; None: none), or
     :class:`JoinDefinitionError` naming an input the operator does not have."""
     names = [spec.name for spec in operator.inputs]
@@ -124,7 +124,7 @@ def check_progress(operator: Operator, progress: Mapping[str, int] | None) -> di
     return out
 
 
-def progress_of(checkpoint: str) -> dict[str, int]:
+def state_progress(checkpoint: str) -> dict[str, int]:
     """Each input's event-time progress (µs, by input name) after the newest version every
     partition of ``checkpoint`` (a join, or a table-table join's stage) committed: what a join
     started from its state rows starts from (``initial_progress``), so that its watermark is the

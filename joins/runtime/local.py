@@ -134,7 +134,7 @@ class LocalRunner:
         side, as ``read_state`` shows them (``_partition`` and ``_version`` are ignored), checked,
         routed by key and written to the checkpoint as the Spark layer does; each partition's
         first version loads them. ``progress``: each input's event-time progress (µs, by input
-        name: :func:`streamjoin.runtime.initial_state.progress_of` of the checkpoint the rows were
+        name: :func:`streamjoin.runtime.initial_state.state_progress` of the checkpoint the rows were
         read from) the first version starts from. Call it before the first version."""
         from streamjoin.runtime.initial_state import (
             check_progress,

@@ -55,6 +55,8 @@ def stream_table_join(
     end_of_run: EndOfRun | None = None,
     heartbeats: bool = False,
     changes: VocabularyName | ChangeFormat | None = None,
+    initial_state: Mapping[str, DataFrame] | None = None,
+    initial_progress: Mapping[str, Any] | None = None,
 ) -> DataFrame:
     """Enrich each event of ``stream`` with the row of a changing table that its key refers to.
 
@@ -120,6 +122,21 @@ def stream_table_join(
             heartbeats are change rows with op ``heartbeat``). Without it (default) such a row is
             an event with a null key.
         changes: The former name of ``table_format``; still works, with a ``DeprecationWarning``.
+        initial_state: Start a new checkpoint from a join's state, as Flink's State Processor
+            API and Spark's ``initialState`` do: by side name, batch DataFrames of the rows
+            [`read_state`][streamjoin.read_state] returns for that side (maybe changed: a fix to
+            the data, or the state of a join of another definition; ``_partition``, ``_version``
+            and other extra columns are ignored). The sides: ``table``, ``events``. They are checked before the query starts,
+            written to the checkpoint once, before its first micro-batch, and loaded by it: the
+            output is what the run holding that state would emit next, nothing for the state
+            itself. A checkpoint that has run keeps its state and ignores them
+            (docs/operations/upgrades.md, "Starting from state").
+        initial_progress: With ``initial_state``: each input's event-time progress (its largest
+            event time: a ``datetime``, naive for UTC, or µs) the state was read at, by input
+            name, as [`state_progress`][streamjoin.state_progress] reads it from the checkpoint
+            the rows came from: the first micro-batch's watermark is then that checkpoint's next
+            one, so the same rows are late. Without it each input's progress starts from its
+            new rows, and the state's watermark, if it has one, is a floor.
 
     Returns:
         Every event column, then the table's value columns (a name also in the events gets
@@ -163,7 +180,8 @@ def stream_table_join(
     initial = None if bootstrap is None else [None, _bootstrap_changes(bootstrap, operator)]
     return run_plan(operator.plan, [stream, table], checkpoint=checkpoint,
                     partitions=options.partitions, state=options.state, key_groups=options.max_partitions,
-                    initial=initial, end_of_run=end_of_run, pre_staged=staged)
+                    initial=initial, end_of_run=end_of_run, pre_staged=staged,
+                    initial_state=initial_state, initial_progress=initial_progress)
 
 
 def _bootstrap_changes(bootstrap: DataFrame, operator: EnrichmentJoin) -> DataFrame:

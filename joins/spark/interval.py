@@ -43,6 +43,8 @@ def interval_join(
     end_of_run: EndOfRun | None = None,
     heartbeats: bool = False,
     idle_timeout: Duration | None = None,
+    initial_state: Mapping[str, DataFrame] | None = None,
+    initial_progress: Mapping[str, Any] | None = None,
 ) -> DataFrame:
     """Join two event DataFrames on equal keys within a time window.
 
@@ -105,6 +107,21 @@ def interval_join(
             timestamps) stops holding the watermark, which follows the other input; when its rows
             come again it counts again, and those below the watermark are late. Results then
             depend on processing time and differ from the batch join.
+        initial_state: Start a new checkpoint from a join's state, as Flink's State Processor
+            API and Spark's ``initialState`` do: by side name, batch DataFrames of the rows
+            [`read_state`][streamjoin.read_state] returns for that side (maybe changed: a fix to
+            the data, or the state of a join of another definition; ``_partition``, ``_version``
+            and other extra columns are ignored). The sides: ``left``, ``right``. They are checked before the query starts,
+            written to the checkpoint once, before its first micro-batch, and loaded by it: the
+            output is what the run holding that state would emit next, nothing for the state
+            itself. A checkpoint that has run keeps its state and ignores them
+            (docs/operations/upgrades.md, "Starting from state").
+        initial_progress: With ``initial_state``: each input's event-time progress (its largest
+            event time: a ``datetime``, naive for UTC, or µs) the state was read at, by input
+            name, as [`state_progress`][streamjoin.state_progress] reads it from the checkpoint
+            the rows came from: the first micro-batch's watermark is then that checkpoint's next
+            one, so the same rows are late. Without it each input's progress starts from its
+            new rows, and the state's watermark, if it has one, is a floor.
 
     Returns:
         The joined rows: the key columns once (named as on the left), then the left columns, then
@@ -134,5 +151,6 @@ def interval_join(
         check_watermark(df, side, time, operator.spec.delays[i], f"{side}_delay" if own is not None else "delay")
     checkpoint = resolve_checkpoint(options.checkpoint, left.isStreaming or right.isStreaming, "interval_join")
     return run_plan(operator.plan, [left, right], checkpoint=checkpoint, partitions=options.partitions,
-                    state=options.state, key_groups=options.max_partitions, end_of_run=end_of_run)
+                    state=options.state, key_groups=options.max_partitions, end_of_run=end_of_run,
+                    initial_state=initial_state, initial_progress=initial_progress)
 

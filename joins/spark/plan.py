@@ -12,7 +12,7 @@ earlier stage's output has the join's partition count of tasks)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence, cast
+from typing import Any, Mapping, Sequence, cast
 
 from pyspark.sql import DataFrame
 
@@ -38,7 +38,8 @@ class Placement:
 def run_plan(
     plan: JoinPlan, inputs: Sequence[DataFrame], *, checkpoint: str, partitions: int | None, state: StateConfig,
     key_groups: int | None, initial: Sequence[DataFrame | None] | None = None, end_of_run: EndOfRun | None = None,
-    pre_staged: Mapping[int, str] | None = None,
+    pre_staged: Mapping[int, str] | None = None, initial_state: Mapping[str, DataFrame] | None = None,
+    initial_progress: Mapping[str, Any] | None = None,
 ) -> DataFrame:
     """The join's output over ``inputs`` (one DataFrame per join input). ``checkpoint`` is the
     join's (resolved): each stage keeps its state at ``plan.location(checkpoint, stage)``.
@@ -48,7 +49,9 @@ def run_plan(
     ``pre_staged[i]``: the set-aside input under which join input ``i``'s pre-stage sets rows
     aside, in the stage reading it (``run_operator``'s ``pre_staged``). ``partitions`` (None: the
     session's ``spark.sql.shuffle.partitions``) is resolved once, and each stage is told it and
-    its :class:`Placement`."""
+    its :class:`Placement`. ``initial_state``: the join's state rows by side name, each given to
+    the stage holding that side (:meth:`JoinPlan.state_sides`); ``initial_progress``: by input
+    name, to the stages reading the join's inputs whose inputs have that name."""
     if len(inputs) != plan.inputs:
         raise ValueError(f"the plan takes {plan.inputs} inputs, got {len(inputs)}")
     check_streaming(plan, inputs)
@@ -56,8 +59,16 @@ def run_plan(
     partitions = resolve_partitions(inputs[0].sparkSession, partitions)
     placed = placements(plan, partitions)
     record_stages(plan, checkpoint)
+    states = plan.state_sides(initial_state or {})
+    names = {spec.name for stage in plan.stages for spec in stage.operator.inputs}
+    unknown = sorted(set(initial_progress or {}) - names)
+    if unknown:
+        raise JoinDefinitionError(f"initial_progress: this join has no input {unknown[0]!r}; its inputs are {sorted(names)}")
     outputs: dict[str, object] = {}
     for stage in plan.stages:
+        sides = states.get(stage.name, {})
+        progress = {n: v for n, v in (initial_progress or {}).items()
+                    if sides and any(spec.name == n for spec in stage.operator.inputs)}
         frames = cast(list[DataFrame], plan.feeds(stage, inputs, outputs))
         rows = [given[i] if isinstance(i, int) else None for i in stage.inputs]
         staged = [(pre_staged or {})[i] for i in stage.inputs if isinstance(i, int) and i in (pre_staged or {})]
@@ -66,7 +77,9 @@ def run_plan(
             key_groups=key_groups, initial=rows if any(r is not None for r in rows) else None,
             end_of_run=end_of_run, waits=plan.waits_for_watermark, pre_staged=staged,
             reads_sources=placed[stage.name].reads_sources,
-            first_task=placed[stage.name].first_task)
+            first_task=placed[stage.name].first_task,
+            initial_state={side: (initial_state or {})[name] for name, side in sides.items()} or None,
+            initial_progress=progress or None)
     result = outputs[plan.output.name]
     assert isinstance(result, DataFrame)
     return result

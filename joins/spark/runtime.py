@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -37,6 +37,7 @@ from streamjoin.runtime.keygroups import check_count
 from streamjoin.runtime.operator import Operator
 from streamjoin.runtime.options import EndOfRun, StateConfig, check_end_of_run
 from streamjoin.spark.flush import flush_stream, plan_flush
+from streamjoin.spark.initial_state import check_initial_state, write_initial_state
 from streamjoin.spark.lanes import INPUT_TAG, NOW, Layout, arrow_schema, tagged, union_inputs
 from streamjoin.spark.progress import input_observation_name, observation_name, progress_schema, report_progress
 from streamjoin.spark.queries import register_join
@@ -64,6 +65,8 @@ def run_operator(
     pre_staged: Sequence[str] = (),
     reads_sources: bool = True,
     first_task: int | None = None,
+    initial_state: Mapping[str, DataFrame] | None = None,
+    initial_progress: Mapping[str, Any] | None = None,
 ) -> DataFrame:
     """A DataFrame of ``operator``'s output over ``inputs`` (streaming or batch DataFrames).
 
@@ -101,6 +104,11 @@ def run_operator(
     the table-table join's join stage); ``first_task``, the Spark task id of its partition 0
     (:func:`streamjoin.spark.task.task_partition`; None: the join's output, read by the user's
     query).
+
+    ``initial_state`` (by side of the operator's state, batch DataFrames of ``read_state``'s rows)
+    and ``initial_progress`` (by input name: µs or ``datetime``) start a new checkpoint from that
+    state (:mod:`streamjoin.spark.initial_state`): checked here, written once with the initial
+    rows, loaded by each partition's first version.
     """
     check_end_of_run(end_of_run)
     if len(inputs) != len(operator.inputs):
@@ -113,10 +121,22 @@ def run_operator(
     mode = RunMode.STREAMING if streaming else RunMode.BATCH
     key_types = common_key_types(inputs, operator)
     layout = Layout.of(inputs, operator)
-    given_initial = initial is not None and any(df is not None for df in initial)
+    given_state = dict(initial_state or {})
+    progress = check_initial_state(operator, given_state, initial_progress) if given_state or initial_progress else {}
+    if progress and not given_state:
+        raise JoinDefinitionError("initial_progress is the progress of the state rows given as initial_state=: "
+                                  "give both")
+    given_initial = (initial is not None and any(df is not None for df in initial)) or bool(given_state)
+
+    def write(b: BoundQuery) -> dict[str, int]:
+        counts = _write_initial(initial or (), operator, key_types, b, layout)
+        if given_state:
+            counts.update(write_initial_state(given_state, progress, operator, key_types, b))
+        return counts
+
     bound = bind_query(
         checkpoint, operator, partitions, mode=mode, key_groups=key_groups, state=state,
-        write_initial=(lambda b: _write_initial(initial or (), operator, key_types, b, layout)) if given_initial else None)
+        write_initial=write if given_initial else None)
     if bound.epoch.number:
         log.info("streamjoin: %s runs in %d partitions (partitioning epoch %d)", checkpoint, partitions, bound.epoch.number)
     if given_initial and not bound.state.initial:

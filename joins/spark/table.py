@@ -52,6 +52,8 @@ def table_table_join(
     fuse_key_stages: bool | None = None,
     left_immutable_join_key: bool = False,
     right_immutable_join_key: bool = False,
+    initial_state: Mapping[str, DataFrame] | None = None,
+    initial_progress: Mapping[str, Any] | None = None,
 ) -> DataFrame:
     """The change stream of the view ``left JOIN right ON on``, kept up to date as both change.
 
@@ -123,6 +125,21 @@ def table_table_join(
             ``moved_join_keys``); one that lands elsewhere adds a second row. A checkpoint keeps
             the stages it was started with, so the declaration cannot change on restart.
         right_immutable_join_key: The same for the right side.
+        initial_state: Start a new checkpoint from a join's state, as Flink's State Processor
+            API and Spark's ``initialState`` do: by side name, batch DataFrames of the rows
+            [`read_state`][streamjoin.read_state] returns for that side (maybe changed: a fix to
+            the data, or the state of a join of another definition; ``_partition``, ``_version``
+            and other extra columns are ignored). The sides: ``left``, ``right`` (each table's rows) and ``left_keys``, ``right_keys`` (read from the ``left_keys`` / ``right_keys`` stage, or a fused stage's side of that name). They are checked before the query starts,
+            written to the checkpoint once, before its first micro-batch, and loaded by it: the
+            output is what the run holding that state would emit next, nothing for the state
+            itself. A checkpoint that has run keeps its state and ignores them
+            (docs/operations/upgrades.md, "Starting from state").
+        initial_progress: With ``initial_state``: each input's event-time progress (its largest
+            event time: a ``datetime``, naive for UTC, or µs) the state was read at, by input
+            name, as [`state_progress`][streamjoin.state_progress] reads it from the checkpoint
+            the rows came from: the first micro-batch's watermark is then that checkpoint's next
+            one, so the same rows are late. Without it each input's progress starts from its
+            new rows, and the state's watermark, if it has one, is a floor.
 
     Returns:
         The view's changes in the Delta change data feed vocabulary: the left row's columns, the
@@ -181,7 +198,7 @@ def table_table_join(
                                                (right_bootstrap, right, right_fmt, "right_bootstrap"))]
     return run_plan(join.plan, [left, right], checkpoint=checkpoint, partitions=options.partitions,
                     state=options.state, key_groups=options.max_partitions, initial=initial, pre_staged=staged,
-                    end_of_run="hold")   # it holds nothing for a watermark (docs/design/end-of-input.md)
+                    end_of_run="hold", initial_state=initial_state, initial_progress=initial_progress)   # it holds nothing for a watermark (docs/design/end-of-input.md)
 
 
 def stage_readers(fused: Collection[str]) -> dict[str, tuple[str, str]]:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from streamjoin.changes import ChangeFormat
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.errors import JoinDefinitionError
-from streamjoin.runtime.initial_state import progress_of
+from streamjoin.runtime.initial_state import state_progress
 from streamjoin.runtime.state_rows import state_rows
 from tests.examples import scaled
 from tests.joins.drivers import InProcess
@@ -29,7 +29,7 @@ from tests.joins.runtime.test_rescale_enrichment import EVENTS, TABLE, _batch, l
 
 def _state_of(run: InProcess, sides: tuple[str, ...]) -> tuple[dict[str, pa.Table], dict[str, int]]:
     uri = run.stage().checkpoint.uri
-    return {side: state_rows(uri, side) for side in sides}, progress_of(uri)
+    return {side: state_rows(uri, side) for side in sides}, state_progress(uri)
 
 
 def _without_place(table: pa.Table) -> Counter:
