@@ -10,7 +10,7 @@ them has:
 * ``events``: the waiting events, filed by their time bucket as arriving before the first
   version, in canonical order;
 * meta: no watermark (the first version's comes from the progress the join starts from,
-  :meth:`streamjoin.runtime.initial_state.progress_of`), the versions and events counted.
+  :meth:`streamjoin.runtime.initial_state.state_progress`), the versions and events counted.
 """
 
 from __future__ import annotations
