@@ -1,7 +1,9 @@
 """A streaming join started from another checkpoint's state (``initial_state=`` with
-``read_state``'s rows and ``state_progress``): an interval join reads three of six files, stops,
-and a new query on new checkpoints starts from its state and reads the other three; together they
-write the rows of one query that read all six (docs/operations/upgrades.md "Starting from state")."""
+``read_state``'s rows and ``state_progress``): a join reads the first files of its inputs, stops,
+and a new query on new checkpoints starts from its state and reads the others; together they
+write the rows of one query that read all of them (docs/operations/upgrades.md "Starting from
+state"). The interval join and the stream-table join here; the table-table join beside its
+other Spark tests."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from pyspark.sql import functions as F
 
 import streamjoin
 from streamjoin.errors import JoinDefinitionError
+from tests.joins.spark.test_enrichment import CHANGE_SCHEMA, CHANGES, EVENT_SCHEMA, EVENTS, _change, _event, _files
 from tests.joins.spark.test_rescale import _committed, _write_events
 
 pytestmark = pytest.mark.spark
@@ -57,3 +60,38 @@ def test_interval_join_refuses_initial_state_it_cannot_load(spark, tmp_path):
     with pytest.raises(JoinDefinitionError, match="no state side 'table'"):
         streamjoin.interval_join(left, left, "k", left_time="ts", right_time="ts", lower="0 seconds",
                                  upper="1 second", delay="0 seconds", initial_state={"table": left})
+
+
+def _enrichment(spark, root: Path, events: list, changes: list, partitions: int, **options) -> None:
+    _files(str(root / "events"), events, EVENT_SCHEMA)
+    _files(str(root / "changes"), changes, CHANGE_SCHEMA)
+    stream = spark.readStream.schema(EVENTS).option("maxFilesPerTrigger", 1).parquet(str(root / "events"))
+    table = spark.readStream.schema(CHANGES).option("maxFilesPerTrigger", 1).parquet(str(root / "changes"))
+    joined = streamjoin.stream_table_join(stream, table, "user_id", stream_time="ts", table_key="user_id",
+                                          table_time="changed_at", delay=dt.timedelta(seconds=10),
+                                          checkpoint=str(root / "ck"), partitions=partitions, **options)
+    query = (joined.writeStream.format("parquet").option("path", str(root / "out"))
+             .option("checkpointLocation", str(root / "spark")).trigger(availableNow=True).start())
+    query.awaitTermination()
+
+
+def test_stream_table_join_started_from_state_continues_the_stopped_query(spark, tmp_path):
+    """The table's versions and the events still waiting for the table watermark carry over."""
+    events = [[_event(1, 10, "a"), _event(2, 12, "b"), _event(4, 14, "c")],
+              [_event(3, 28, "d"), _event(1, 19, "f"), _event(2, 40, "g")],
+              [_event(1, 50, "h"), _event(3, 45, "i")],
+              [_event(1, 200, "sentinel")]]
+    changes = [[_change(1, "upsert", 20, "pro", "DE"), _change(2, "upsert", 5, "free", "FR")],
+               [_change(2, "upsert", 22, "free", "DE"), _change(3, "upsert", 24, "pro", "US")],
+               [_change(3, "delete", 30), _change(1, "upsert", 48, "team", "DE")],
+               [_change(None, "heartbeat", 300)]]
+    plain, before, after = tmp_path / "plain", tmp_path / "before", tmp_path / "after"
+    _enrichment(spark, plain, events, changes, 2)
+    _enrichment(spark, before, events[:2], changes[:2], 2)
+    state = {side: streamjoin.read_state(spark, str(before / "ck"), side=side) for side in ("table", "events")}
+    assert state["events"].count() > 0   # events wait for the table watermark
+    _enrichment(spark, after, events[2:], changes[2:], 3, initial_state=state,
+                initial_progress=streamjoin.state_progress(str(before / "ck")))
+    expected = _committed(spark, plain)
+    assert len(expected) == 9
+    assert sorted(_committed(spark, before) + _committed(spark, after), key=repr) == expected
