@@ -125,14 +125,30 @@ def check_progress(operator: Operator, progress: Mapping[str, int | None] | None
 
 
 def state_progress(checkpoint: str) -> dict[str, int]:
-    """Each input's event-time progress (µs, by input name) after the newest version every
-    partition of ``checkpoint`` (a join, or a table-table join's stage) committed: what a join
-    started from its state rows starts from (``initial_progress``), so that its watermark is the
-    one that checkpoint's next version would have had. Empty before any version."""
+    """Each input's event-time progress (µs, by the join's input names) after the newest version
+    of ``checkpoint`` (a join's; a table-table join's stages read together): what a join started
+    from its state rows starts from (``initial_progress``), so that its watermark is the one that
+    checkpoint's next version would have had. Read it with the query stopped. Empty before any
+    version."""
+    from streamjoin.runtime.checkpoint.files import CheckpointFiles
+    from streamjoin.runtime.plan import STAGES_FILE
+
+    found = CheckpointFiles(checkpoint).read_json(STAGES_FILE)
+    if found is None:
+        return _progress(checkpoint)
+    out: dict[str, int] = {}
+    for stage, wired in (found.get("inputs") or {}).items():
+        own = _progress(f"{checkpoint.rstrip('/')}/{stage}" if stage else checkpoint)
+        merge_summary(out, {wired[name]: t for name, t in own.items() if name in wired})
+    return out
+
+
+def _progress(checkpoint: str) -> dict[str, int]:
+    """A one-stage checkpoint's progress by its operator's input names (its commit records'
+    ``max_time_<input>`` of its newest version)."""
     from streamjoin.runtime.checkpoint import Checkpoint
 
-    cp = Checkpoint(checkpoint)
-    metrics = cp.commits.read_metrics()
+    metrics = Checkpoint(checkpoint).commits.read_metrics()
     if not metrics:
         return {}
     newest = max(int(m.get("version", 0)) for m in metrics)

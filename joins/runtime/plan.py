@@ -19,7 +19,7 @@ checkpoint``, ``read_state``, ``set_aside_rows``) finds its stages without knowi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from streamjoin.errors import CheckpointMismatchError, JoinDefinitionError
 from streamjoin.runtime.checkpoint.binding import ROOT as ROOT_FILE
@@ -56,6 +56,8 @@ class JoinPlan:
     """A join's stages in the order a version runs them; the last one's output is the join's."""
 
     stages: tuple[Stage, ...]
+    #: The join's input names, by index (empty: a one-stage join's are its operator's)
+    input_names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         seen: set[str] = set()
@@ -110,6 +112,35 @@ class JoinPlan:
             return checkpoint
         return f"{checkpoint.rstrip('/')}/{name}"   # as CheckpointFiles.location names a checkpoint's files
 
+    @property
+    def join_inputs(self) -> tuple[str, ...]:
+        """The join's input names, by index (``initial_progress``'s keys)."""
+        if self.input_names:
+            return self.input_names
+        if len(self.stages) == 1:
+            return tuple(spec.name for spec in self.stages[0].operator.inputs)
+        return tuple(f"input{i}" for i in range(self.inputs))
+
+    def input_wiring(self) -> dict[str, dict[str, str]]:
+        """By stage, the names of its inputs that are the join's inputs, to the join's names."""
+        names = self.join_inputs
+        return {stage.name: {stage.operator.inputs[position].name: names[source]
+                             for position, source in enumerate(stage.inputs) if isinstance(source, int)}
+                for stage in self.stages}
+
+    def stage_progress(self, progress: Mapping[str, int]) -> dict[str, dict[str, int]]:
+        """``progress`` (by the join's input names; a one-stage join's operator's names too, as
+        its checkpoint records them) as each stage's, by its own input names. Raises
+        :class:`JoinDefinitionError` for a name that is not one of the join's inputs."""
+        own = {spec.name for spec in self.stages[0].operator.inputs} if len(self.stages) == 1 else set()
+        unknown = sorted(set(progress) - set(self.join_inputs) - own)
+        if unknown:
+            raise JoinDefinitionError(f"initial_progress: this join has no input {unknown[0]!r}; its inputs are "
+                                      f"{list(self.join_inputs)}")
+        return {stage: {mine: progress[name] if name in progress else progress[mine]
+                        for mine, name in wired.items() if name in progress or mine in progress}
+                for stage, wired in self.input_wiring().items()}
+
     def state_sides(self, names: Iterable[str]) -> dict[str, dict[str, str]]:
         """Where the join's state sides ``names`` are (``initial_state``'s keys): by stage, each
         name's side of that stage. A name is a stage's name when that stage has one side (a
@@ -156,8 +187,8 @@ def record_stages(plan: JoinPlan, checkpoint: str) -> None:
         raise CheckpointMismatchError(
             f"{checkpoint} holds a one-stage join's state, and this join runs the stages {wanted}: give it a "
             f"checkpoint of its own {_KEEPS_STAGES}")
-    if found is None:
-        files.write_json(STAGES_FILE, {"stages": wanted})
+    if found is None:   # (with the join's inputs each stage reads, for state_progress)
+        files.write_json(STAGES_FILE, {"stages": wanted, "inputs": plan.input_wiring()})
     elif found.get("stages") != wanted:
         raise CheckpointMismatchError(
             f"{checkpoint} holds a join of stages {found.get('stages')}, not {wanted}: give this join a "

@@ -16,7 +16,6 @@ from typing import Any, Callable, Mapping
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from streamjoin.errors import JoinDefinitionError
 from streamjoin.runtime.local import LocalRunner
 from streamjoin.runtime.options import StateConfig
 from streamjoin.runtime.plan import JoinPlan, record_stages
@@ -73,17 +72,15 @@ class PlanRunner:
 
     def set_initial_state(self, rows: Mapping[str, pa.Table], progress: Mapping[str, int] | None = None) -> None:
         """Start the join from state rows, by the join's side names (:meth:`JoinPlan.state_sides`;
-        :meth:`LocalRunner.set_initial_state` in each stage holding some; ``progress``, by input
-        name, to the stages reading the join's inputs)."""
-        inputs = {spec.name for stage in self.plan.stages for spec in stage.operator.inputs}
-        unknown = sorted(set(progress or {}) - inputs)
-        if unknown:
-            raise JoinDefinitionError(f"initial_progress: this join has no input {unknown[0]!r}; its stages' inputs "
-                                      f"are {sorted(inputs)}")
-        for stage, sides in self.plan.state_sides(rows).items():
-            reads = self.plan.stage(stage).operator.inputs
-            given = {n: t for n, t in (progress or {}).items() if any(spec.name == n for spec in reads)}
-            self.runners[stage].set_initial_state({side: rows[name] for name, side in sides.items()}, given or None)
+        :meth:`LocalRunner.set_initial_state` in each stage holding some), and ``progress``, by
+        the join's input names (:meth:`JoinPlan.stage_progress`), in the stages reading them."""
+        sides = self.plan.state_sides(rows)
+        progress_of = self.plan.stage_progress(progress or {})
+        for stage in self.plan.stages:
+            given = sides.get(stage.name, {})
+            if given or progress_of.get(stage.name):
+                self.runners[stage.name].set_initial_state({side: rows[name] for name, side in given.items()},
+                                                           progress_of.get(stage.name) or None)
 
     def wants_initial(self, index: int) -> bool:
         """Whether the stages reading the join's input ``index`` can still take initial rows (none

@@ -50,8 +50,8 @@ def run_plan(
     aside, in the stage reading it (``run_operator``'s ``pre_staged``). ``partitions`` (None: the
     session's ``spark.sql.shuffle.partitions``) is resolved once, and each stage is told it and
     its :class:`Placement`. ``initial_state``: the join's state rows by side name, each given to
-    the stage holding that side (:meth:`JoinPlan.state_sides`); ``initial_progress``: by input
-    name, to the stages reading the join's inputs whose inputs have that name."""
+    the stage holding that side (:meth:`JoinPlan.state_sides`); ``initial_progress``: by the
+    join's input name, to the stages reading them (:meth:`JoinPlan.stage_progress`)."""
     if len(inputs) != plan.inputs:
         raise ValueError(f"the plan takes {plan.inputs} inputs, got {len(inputs)}")
     check_streaming(plan, inputs)
@@ -60,15 +60,14 @@ def run_plan(
     placed = placements(plan, partitions)
     record_stages(plan, checkpoint)
     states = plan.state_sides(initial_state or {})
-    names = {spec.name for stage in plan.stages for spec in stage.operator.inputs}
-    unknown = sorted(set(initial_progress or {}) - names)
-    if unknown:
-        raise JoinDefinitionError(f"initial_progress: this join has no input {unknown[0]!r}; its inputs are {sorted(names)}")
+    if initial_progress and not initial_state:
+        raise JoinDefinitionError("initial_progress is the progress of the state rows given as initial_state=: "
+                                  "give both")
+    progresses = plan.stage_progress(initial_progress or {})
     outputs: dict[str, object] = {}
     for stage in plan.stages:
         sides = states.get(stage.name, {})
-        progress = {n: v for n, v in (initial_progress or {}).items()
-                    if sides and any(spec.name == n for spec in stage.operator.inputs)}
+        progress = progresses.get(stage.name, {})
         frames = cast(list[DataFrame], plan.feeds(stage, inputs, outputs))
         rows = [given[i] if isinstance(i, int) else None for i in stage.inputs]
         staged = [(pre_staged or {})[i] for i in stage.inputs if isinstance(i, int) and i in (pre_staged or {})]

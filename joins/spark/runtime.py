@@ -123,14 +123,12 @@ def run_operator(
     layout = Layout.of(inputs, operator)
     given_state = dict(initial_state or {})
     progress = check_initial_state(operator, given_state, initial_progress) if given_state or initial_progress else {}
-    if progress and not given_state:
-        raise JoinDefinitionError("initial_progress is the progress of the state rows given as initial_state=: "
-                                  "give both")
-    given_initial = (initial is not None and any(df is not None for df in initial)) or bool(given_state)
+    from_state = bool(given_state or progress)
+    given_initial = (initial is not None and any(df is not None for df in initial)) or from_state
 
     def write(b: BoundQuery) -> dict[str, int]:
         counts = _write_initial(initial or (), operator, key_types, b, layout)
-        if given_state:
+        if from_state:
             counts.update(write_initial_state(given_state, progress, operator, key_types, b))
         return counts
 

@@ -148,13 +148,13 @@ class TableTableJoin:
         one stage, its state in the join's checkpoint itself."""
         if self.fused is None:
             return JoinPlan((Stage(LEFT_KEYS, self.left_stage, (0,)), Stage(RIGHT_KEYS, self.right_stage, (1,)),
-                             Stage(JOIN, self.join_stage, (LEFT_KEYS, RIGHT_KEYS))))
+                             Stage(JOIN, self.join_stage, (LEFT_KEYS, RIGHT_KEYS))), SIDES)
         names = {"left": LEFT_KEYS, "right": RIGHT_KEYS}
         kept = [Stage(names[s], stage, (i,)) for i, (s, stage) in enumerate((("left", self.left_stage),
                                                                             ("right", self.right_stage)))
                 if s not in self.fused.keyed]
         inputs = tuple(SIDES.index(s) if s in self.fused.keyed else names[s] for s in self.fused.order)
-        return JoinPlan((*kept, Stage(JOIN if kept else "", self.fused, inputs)))
+        return JoinPlan((*kept, Stage(JOIN if kept else "", self.fused, inputs)), SIDES)
 
     @property
     def spec(self) -> TableJoinSpec:
