@@ -36,6 +36,7 @@ __all__ = [
     "interval_join",
     "join_metrics",
     "progress_metrics",
+    "read_join_state",
     "read_state",
     "set_aside_rows",
     "state_progress",
@@ -54,7 +55,7 @@ if _typing.TYPE_CHECKING:  # the real signatures, for type checkers; at run time
     from streamjoin.spark.interval import interval_join
     from streamjoin.spark.outputs import join_metrics, set_aside_rows
     from streamjoin.spark.progress import progress_metrics
-    from streamjoin.spark.state import read_state
+    from streamjoin.spark.state import read_join_state, read_state
     from streamjoin.spark.table import table_table_join
     from streamjoin.spark.view import view_sink
 
@@ -68,6 +69,7 @@ _LAZY = {
     "join_metrics": "streamjoin.spark.outputs",
     "progress_metrics": "streamjoin.spark.progress",
     "read_state": "streamjoin.spark.state",
+    "read_join_state": "streamjoin.spark.state",
     "state_progress": "streamjoin.runtime.initial_state",
     "view_sink": "streamjoin.spark.view",
 }

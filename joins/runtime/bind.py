@@ -71,6 +71,7 @@ def bind_query(
     bound = BoundQuery(checkpoint.uri, partitions, checkpoint.binding.key_groups(root), epoch, state, evolved)
     done = checkpoint.initial.done()
     if done is None and write_initial is not None and not checkpoint.commits.has_state():
+        checkpoint.initial.clear()   # (what a writing cut short left: a side the rows now lack must not stay)
         done = dict(write_initial(bound))
         checkpoint.initial.mark_done(done)
     if done is not None:

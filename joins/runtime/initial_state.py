@@ -112,7 +112,7 @@ def route_state(operator: Operator, side: str, rows: pa.Table, partitions: int, 
 
 
 def check_progress(operator: Operator, progress: Mapping[str, int | None] | None) -> dict[str, int]:
-    """The summary entries of ``progress`` (µs by input name; None: none), or
+    """The summary entries of ``progress`` (by input name, in each time column's unit: µs for a timestamp; None: none), or
     :class:`JoinDefinitionError` naming an input the operator does not have."""
     names = [spec.name for spec in operator.inputs]
     out: dict[str, int] = {}
@@ -125,7 +125,7 @@ def check_progress(operator: Operator, progress: Mapping[str, int | None] | None
 
 
 def state_progress(checkpoint: str) -> dict[str, int]:
-    """Each input's event-time progress (µs, by the join's input names) after the newest version
+    """Each input's event-time progress (by the join's input names, in its time column's unit: µs for a timestamp) after the newest version
     of ``checkpoint`` (a join's; a table-table join's stages read together): what a join started
     from its state rows starts from (``initial_progress``), so that its watermark is the one that
     checkpoint's next version would have had. Read it with the query stopped. Empty before any

@@ -133,9 +133,17 @@ class LocalRunner:
         """Start the join from state rows (:mod:`streamjoin.runtime.initial_state`): ``rows``, by
         side, as ``read_state`` shows them (``_partition`` and ``_version`` are ignored), checked,
         routed by key and written to the checkpoint as the Spark layer does; each partition's
-        first version loads them. ``progress``: each input's event-time progress (µs, by input
-        name: :func:`streamjoin.runtime.initial_state.state_progress` of the checkpoint the rows were
-        read from) the first version starts from. Call it before the first version."""
+        first version loads them. ``progress``: each input's event-time progress (by input name,
+        as the commit records keep it: µs for a timestamp column;
+        :func:`streamjoin.runtime.initial_state.state_progress` of the checkpoint the rows were
+        read from) the first version starts from. Call it before the first version. Every side is
+        checked and routed before anything is written."""
+        self.write_initial_state(self.prepare_initial_state(rows, progress))
+
+    def prepare_initial_state(self, rows: Mapping[str, pa.Table], progress: Mapping[str, int] | None = None
+                              ) -> tuple[dict[str, list[pa.Table]], dict[str, int]]:
+        """:meth:`set_initial_state`'s checks and routing: each side's rows by partition, and the
+        summary (raises :class:`JoinDefinitionError` for rows it cannot load; writes nothing)."""
         from streamjoin.runtime.initial_state import (
             check_progress,
             check_state,
@@ -145,17 +153,27 @@ class LocalRunner:
         )
 
         check_state(self.operator, {side: table.schema for side, table in rows.items()})
-        counts: dict[str, int] = {}
         summary: dict[str, int] = check_progress(self.operator, progress)
+        parts: dict[str, list[pa.Table]] = {}
         for side, table in rows.items():
-            table = conform_state(self.operator, side, table)
-            for partition, part in enumerate(route_state(self.operator, side, table, self.partitions, self.groups)):
+            parts[side] = route_state(self.operator, side, conform_state(self.operator, side, table),
+                                      self.partitions, self.groups)
+            for part in parts[side]:
+                if part.num_rows:
+                    merge_summary(summary, self.operator.state_summary(side, part))
+        return parts, summary
+
+    def write_initial_state(self, prepared: tuple[dict[str, list[pa.Table]], dict[str, int]]) -> None:
+        """Write what :meth:`prepare_initial_state` made, and mark it complete."""
+        parts, summary = prepared
+        self.checkpoint.initial.clear()
+        for side, tables in parts.items():
+            for partition, part in enumerate(tables):
                 if part.num_rows:
                     self.checkpoint.initial.write(state_name(side), partition, part)
-                    merge_summary(summary, self.operator.state_summary(side, part))
-            counts[state_name(side)] = table.num_rows
         self.checkpoint.initial.write_summary(summary)
-        self.checkpoint.initial.mark_done(counts)
+        self.checkpoint.initial.mark_done({state_name(side): sum(t.num_rows for t in tables)
+                                           for side, tables in parts.items()})
         self.config = dataclasses.replace(self.config, initial=True)
 
     def _route(self, table: pa.Table, key: Sequence[str]) -> list[pa.Table]:

@@ -152,12 +152,16 @@ class JoinPlan:
         for name in names:
             stage = next((s for s in self.stages if s.name == name and len(s.operator.state_views) == 1), None)
             side = next(iter(stage.operator.state_views)) if stage is not None else name
+            if stage is None:   # (a side of a stage of one side is named by the stage, in a plan of several)
+                stage = next((s for s in self.stages if name in s.operator.state_views
+                              and (len(s.operator.state_views) > 1 or len(self.stages) == 1)), None)
             if stage is None:
-                stage = next((s for s in self.stages if name in s.operator.state_views), None)
-            if stage is None:
-                known = sorted({v for s in self.stages for v in s.operator.state_views}
-                               | {s.name for s in self.stages if len(s.operator.state_views) == 1})
+                known = sorted({v for s in self.stages for v in s.operator.state_views
+                                if len(s.operator.state_views) > 1 or len(self.stages) == 1}
+                               | {s.name for s in self.stages if len(s.operator.state_views) == 1 and s.name})
                 raise JoinDefinitionError(f"initial_state: this join has no state side {name!r}; its sides are {known}")
+            if side in found.get(stage.name, {}).values():
+                raise JoinDefinitionError(f"initial_state: {name!r} and another name are the same side of the state")
             found.setdefault(stage.name, {})[name] = side
         return found
 

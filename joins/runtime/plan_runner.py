@@ -76,11 +76,12 @@ class PlanRunner:
         the join's input names (:meth:`JoinPlan.stage_progress`), in the stages reading them."""
         sides = self.plan.state_sides(rows)
         progress_of = self.plan.stage_progress(progress or {})
-        for stage in self.plan.stages:
-            given = sides.get(stage.name, {})
-            if given or progress_of.get(stage.name):
-                self.runners[stage.name].set_initial_state({side: rows[name] for name, side in given.items()},
-                                                           progress_of.get(stage.name) or None)
+        prepared = {stage.name: self.runners[stage.name].prepare_initial_state(
+                        {side: rows[name] for name, side in sides.get(stage.name, {}).items()},
+                        progress_of.get(stage.name) or None)
+                    for stage in self.plan.stages if sides.get(stage.name) or progress_of.get(stage.name)}
+        for stage, ready in prepared.items():   # (every stage checked and routed before any is written)
+            self.runners[stage].write_initial_state(ready)
 
     def wants_initial(self, index: int) -> bool:
         """Whether the stages reading the join's input ``index`` can still take initial rows (none

@@ -124,7 +124,8 @@ def stream_table_join(
         changes: The former name of ``table_format``; still works, with a ``DeprecationWarning``.
         initial_state: Start a new checkpoint from a join's state, as Flink's State Processor
             API and Spark's ``initialState`` do: by side name, batch DataFrames of the rows
-            [`read_state`][streamjoin.spark.state.read_state] returns for that side (maybe changed: a fix to
+            [`read_state`][streamjoin.spark.state.read_state] returns for that side, as
+            [`read_join_state`][streamjoin.spark.state.read_join_state] reads them all (maybe changed: a fix to
             the data, or the state of a join of another definition; ``_partition``, ``_version``
             and other extra columns are ignored). The sides: ``table``, ``events``. They are checked before the query starts,
             written to the checkpoint once, before its first micro-batch, and loaded by it: the
@@ -132,7 +133,7 @@ def stream_table_join(
             itself. A checkpoint that has run keeps its state and ignores them
             (docs/operations/upgrades.md, "Starting from state").
         initial_progress: With ``initial_state``: each input's event-time progress (its largest
-            event time: a ``datetime``, naive for UTC, or µs) the state was read at, by input
+            event time: as ``state_progress`` gives it, or a ``datetime``, naive for UTC) the state was read at, by input
             name, as [`state_progress`][streamjoin.runtime.initial_state.state_progress] reads it from the checkpoint
             the rows came from: the first micro-batch's watermark is then that checkpoint's next
             one, so the same rows are late. Without it each input's progress starts from its

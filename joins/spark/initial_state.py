@@ -49,7 +49,7 @@ def check_initial_state(operator: Operator, state: Mapping[str, DataFrame], prog
     """Raise :class:`JoinDefinitionError` for a streaming DataFrame, a side the operator's state
     does not have, a missing column or one of a type that does not cast
     (:func:`streamjoin.runtime.initial_state.check_state`), or a progress naming no input; the
-    summary entries of ``progress`` (values: µs, or ``datetime``; naive ones are UTC)."""
+    summary entries of ``progress`` (values as ``state_progress`` gives them, or a ``datetime`` for a timestamp time column; naive ones are UTC)."""
     for side, df in state.items():
         if not isinstance(df, DataFrame) or df.isStreaming:
             raise JoinDefinitionError(f"initial_state[{side!r}] must be a batch DataFrame (read_state's rows)")

@@ -106,7 +106,7 @@ def run_operator(
     query).
 
     ``initial_state`` (by side of the operator's state, batch DataFrames of ``read_state``'s rows)
-    and ``initial_progress`` (by input name: µs or ``datetime``) start a new checkpoint from that
+    and ``initial_progress`` (by input name, as ``state_progress`` gives it, or ``datetime``) start a new checkpoint from that
     state (:mod:`streamjoin.spark.initial_state`): checked here, written once with the initial
     rows, loaded by each partition's first version.
     """

@@ -47,7 +47,7 @@ from streamjoin.runtime.rescale import Epoch, changelog_uri, epoch_has_run, epoc
 from streamjoin.runtime.state_rows import partition_rows, state_schema
 from streamjoin.runtime.views import HISTORY
 
-__all__ = ["read_state", "state_schema"]
+__all__ = ["read_state", "read_join_state", "state_schema"]
 
 def read_state(spark: SparkSession, checkpoint: str, version: int | None = None, side: str | None = None) -> DataFrame:
     """The state of one side of a join checkpoint as rows, one task per partition.
@@ -95,6 +95,38 @@ def read_state(spark: SparkSession, checkpoint: str, version: int | None = None,
                           version, schema, epoch)
     ids = spark.range(0, partitions, 1, max(partitions, 1))
     return ids.mapInArrow(reader, from_arrow_schema(schema, prefer_timestamp_ntz=True))
+
+
+def read_join_state(spark: SparkSession, checkpoint: str, version: int | None = None) -> dict[str, DataFrame]:
+    """Every side of a join's state, by the names the joins' ``initial_state=`` takes: what starts
+    a new checkpoint from this one's state (docs/operations/upgrades.md, "Starting from state").
+
+    Args:
+        spark: The session to read with.
+        checkpoint: The join's checkpoint (a table-table join's: the folder of its stages).
+        version: As :func:`read_state`'s.
+
+    Returns:
+        :func:`read_state` of each side: an interval join's ``left`` and ``right``, a stream-table
+        join's ``table`` and ``events``, a table-table join's ``left`` and ``right`` (its join
+        stage's) and ``left_keys`` and ``right_keys`` (each side's key stage's ``keys``, or a
+        fused stage's side of that name).
+    """
+    stages = stage_checkpoints(checkpoint)
+    root = Checkpoint(checkpoint).uri.rstrip("/")
+    names = {uri: uri[len(root):].lstrip("/") for uri in stages}
+    out: dict[str, DataFrame] = {}
+    for uri in stages:
+        kind = (Checkpoint(uri).binding.root() or {}).get("definition", {}).get("kind")
+        sides = tuple(operator_class(kind).state_views) if kind else ()
+        if len(sides) == 1 and len(stages) > 1:   # a stage of one side is named by its stage
+            out[names[uri]] = read_state(spark, uri, version, sides[0])
+            continue
+        for side in sides:
+            if side in names.values() and side != names[uri]:
+                continue   # a fused stage's keys of a side that has a stage of its own
+            out[side] = read_state(spark, uri, version, side)
+    return out
 
 
 def _check_changelogs(cp: Checkpoint, found: list[Epoch], epoch: Epoch) -> None:

@@ -53,10 +53,13 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import pyarrow as pa
 
 from streamjoin.changes import ChangeFormat
+from streamjoin.errors import JoinDefinitionError
 from streamjoin.runtime.evolution import OptionRule, SchemaPlace
+from streamjoin.runtime.keygroups import routing_types
 from streamjoin.runtime.operator import InputSpec, Operator, StepInput, StepResult
 from streamjoin.statestore.base import KeyValue, Store
 from streamjoin.statestore.columns import ColumnWrite
+from streamjoin.table import load
 from streamjoin.table.rekey import TableRekey, carries_pre_images
 from streamjoin.table.stage import TableJoinStage
 from streamjoin.table.state import KEY_AREA_PREFIX
@@ -195,6 +198,42 @@ class FusedTableJoinStage(Operator):
         for stage in self.keyed.values():
             kept += stage.regroup(sources, owned)
         return sorted(kept)
+
+    # -- starting from state rows (streamjoin.table.load) ------------------------------------------
+
+    def _keyed_side(self, side: str) -> tuple[str, TableRekey | None]:
+        """The table of a ``<table>_keys`` side, and its fused key step (None: not fused here)."""
+        name = side[:-len("_keys")]
+        return name, self.keyed.get(name)
+
+    def state_key(self, side: str, rows: pa.Table) -> list[pa.Array]:
+        """A row's routing key: its join key; a fused side's key row's: its key step's
+        (:meth:`TableRekey.state_key`). Keys of a side that keeps its key stage are refused."""
+        if side in SIDES:
+            return self.join.state_key(side, rows)
+        name, stage = self._keyed_side(side)
+        if stage is None:
+            if rows.num_rows:
+                raise JoinDefinitionError(
+                    f"initial_state[{side!r}]: this join stage holds no keys of the {name} table, whose key stage "
+                    f"is a stage of its own: give them to the stage {side!r}")
+            return [pa.nulls(0, kind) for kind in routing_types(self._inputs)]
+        return stage.state_key("keys", rows)
+
+    def state_summary(self, side: str, rows: pa.Table) -> dict[str, int]:
+        """A fused side's key step's, as the progress of its ``<table>_changes`` input."""
+        if side in SIDES:
+            return {}
+        name, stage = self._keyed_side(side)
+        return {} if stage is None else load.key_summary(stage, rows, self._inputs[self.order.index(name)].name)
+
+    def load_state(self, rows: Mapping[str, pa.Table], summary: Mapping[str, int], version: int) -> list[KeyValue]:
+        """The join stage's entries of the rows, and each fused side's key step's of its keys."""
+        entries = load.join_entries(self.join, rows)
+        for name, stage in self.keyed.items():
+            entries += stage.load_state({"keys": rows[f"{name}_keys"]} if f"{name}_keys" in rows else {},
+                                        summary, version)
+        return sorted(entries)
 
     def step(self, state: Store, batch: StepInput) -> StepResult:
         """Each fused side's key step, then the join step over both sides' routed changes."""

@@ -39,7 +39,7 @@ State, declared as :data:`LAYOUT` (:mod:`streamjoin.runtime.areas`)::
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -58,6 +58,7 @@ from streamjoin.statestore.base import KeyValue, Store
 from streamjoin.statestore.codecs import unpack, unpack_head
 from streamjoin.statestore.columns import ColumnWrite
 from streamjoin.statestore.packed_columns import pack_array, unpack_columns
+from streamjoin.table import load
 from streamjoin.table.held import Held, decode_held
 from streamjoin.table.retention import LATE_REASON, due, index_key, parse_retention, time_scale
 from streamjoin.table.rows import RowCodec
@@ -194,6 +195,27 @@ class TableRekey(Operator):
         if self.by_join_key:
             return regroup_keys_by_join_key(self.layout, sources, owned)
         return regroup_keys(self.layout, len(self._inputs[0].key), sources, owned)
+
+    # -- starting from state rows (streamjoin.table.load) ------------------------------------------
+
+    def _state_label(self) -> str:
+        """How an error names this stage's keys: as the join names them (``initial_state[...]``)."""
+        return f"initial_state[{self.side.name + '_keys'!r}]"
+
+    def state_key(self, side: str, rows: pa.Table) -> list[pa.Array]:
+        """A key row's routing key: its primary key, or its join key when the changes are routed by it."""
+        return load.key_route(self, load.decode_keys(self, rows, self._state_label()))
+
+    def state_summary(self, side: str, rows: pa.Table) -> dict[str, int]:
+        """With a retention, the progress of the change times the keys were read at (:func:`load.key_summary`)."""
+        return load.key_summary(self, rows, self._inputs[0].name)
+
+    def load_state(self, rows: Mapping[str, pa.Table], summary: Mapping[str, int], version: int) -> list[KeyValue]:
+        """The keys of ``rows["keys"]`` and their expiry-index entries (:mod:`streamjoin.table.load`)."""
+        table = rows.get("keys")
+        if table is None:
+            return []
+        return sorted(load.key_entries(self, load.decode_keys(self, table, self._state_label())))
 
     def step(self, state: Store, batch: StepInput) -> StepResult:
         """Collapse each key's changes of this version into routed changes (see module)."""

@@ -43,9 +43,12 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+import pyarrow as pa
+
 from streamjoin.runtime.evolution import SchemaPlace
 from streamjoin.runtime.operator import InputSpec, SpecOperator, StepInput, StepResult
 from streamjoin.statestore.base import KeyValue, Store
+from streamjoin.table import load
 from streamjoin.table.layouts import LayoutCodec
 from streamjoin.table.spec import How, TableJoinSpec, TableSide, build_join, side_of
 from streamjoin.table.state import LAYOUT
@@ -100,6 +103,15 @@ class TableJoinStage(SpecOperator):
     def waits_for_watermark(self) -> bool:
         """The view changes of a version follow from its routed changes alone."""
         return False
+
+    def state_key(self, side: str, rows: pa.Table) -> list[pa.Array]:
+        """A row's routing key: its join key (:mod:`streamjoin.table.load`)."""
+        spec = self.spec.side(side)
+        return load.row_route(spec, load.decode_rows(spec, rows, f"initial_state[{side!r}]"))
+
+    def load_state(self, rows: Mapping[str, pa.Table], summary: Mapping[str, int], version: int) -> list[KeyValue]:
+        """Each side's rows of ``rows`` and the count held (:func:`load.join_entries`)."""
+        return sorted(load.join_entries(self, rows))
 
     def step(self, state: Store, batch: StepInput) -> StepResult:
         """Apply one version's routed changes and output the view changes they cause."""

@@ -18,7 +18,7 @@ from streamjoin.runtime.checkpoint.files import CheckpointFiles
 
 __all__ = ["Initial", "state_name", "PROGRESS"]
 
-#: The prefix of the summary's entries that give an input's event-time progress (µs).
+#: The prefix of the summary's entries that give an input's event-time progress (in its time column's unit: µs for a timestamp).
 PROGRESS = "max_time:"
 
 #: The prefix of the names state rows are kept under (an input name never starts with ``_``).
@@ -71,9 +71,15 @@ class Initial:
     def _refuse_incomplete(self) -> None:
         if self.files.exists("initial"):
             raise CheckpointMismatchError(
-                f"checkpoint {self.files.uri} holds initial rows that were never completed (the bootstrap "
-                "job failed); define the join again to write them, or use a new checkpoint location"
+                f"checkpoint {self.files.uri} holds initial rows that were never completed (the job writing a "
+                "bootstrap or initial_state failed); define the join again to write them, or use a new "
+                "checkpoint location"
             )
+
+    def clear(self) -> None:
+        """Remove initial rows never completed (an earlier writing cut short), before writing them."""
+        if self.files.exists("initial"):
+            self.files.delete_dir("initial")
 
     def mark_done(self, counts: Mapping[str, int]) -> None:
         """Mark the initial rows complete, with how many each input has."""

@@ -2,8 +2,8 @@
 ``read_state``'s rows and ``state_progress``): a join reads the first files of its inputs, stops,
 and a new query on new checkpoints starts from its state and reads the others; together they
 write the rows of one query that read all of them (docs/operations/upgrades.md "Starting from
-state"). The interval join and the stream-table join here; the table-table join beside its
-other Spark tests."""
+state"). For each join: interval, stream-table (table versions and waiting events) and
+table-table (a key stage, and a fused one)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 import streamjoin
 from streamjoin.errors import JoinDefinitionError
 from tests.joins.spark.test_enrichment import CHANGE_SCHEMA, CHANGES, EVENT_SCHEMA, EVENTS, _change, _event, _files
-from tests.joins.spark.test_rescale import _committed, _write_events
+from tests.joins.spark.test_rescale import _committed, _table_changes, _write_events
 
 pytestmark = pytest.mark.spark
 
@@ -41,8 +41,9 @@ def test_interval_join_started_from_state_continues_the_stopped_query(spark, tmp
     _interval(spark, plain, 2)
     _write_events(before / "in", range(3))
     _interval(spark, before, 2)
-    state = {side: streamjoin.read_state(spark, str(before / "join"), side=side) for side in ("left", "right")}
+    state = streamjoin.read_join_state(spark, str(before / "join"))
     progress = streamjoin.state_progress(str(before / "join"))
+    assert set(state) == {"left", "right"}
     assert set(progress) == {"left", "right"} and state["left"].count() > 0
     _write_events(after / "in", range(3, 6))
     _interval(spark, after, 3, initial_state=state, initial_progress=progress)
@@ -95,3 +96,39 @@ def test_stream_table_join_started_from_state_continues_the_stopped_query(spark,
     expected = _committed(spark, plain)
     assert len(expected) == 9
     assert sorted(_committed(spark, before) + _committed(spark, after), key=repr) == expected
+
+
+def _table(spark, root: Path, files: range, partitions: int, **options) -> None:
+    for name in ("posts", "authors"):
+        _table_changes(root / name, name, files)
+    posts = spark.readStream.schema("post_id bigint, author_id bigint, title string, op string, at timestamp") \
+        .option("maxFilesPerTrigger", 1).parquet(str(root / "posts"))
+    authors = spark.readStream.schema("author_id bigint, name string, op string, at timestamp") \
+        .option("maxFilesPerTrigger", 1).parquet(str(root / "authors"))
+    out = streamjoin.table_table_join(posts, authors, "author_id", left_key="post_id", right_key="author_id",
+                                      how="full", left_time="at", right_time="at", checkpoint=str(root / "join"),
+                                      partitions=partitions, state_dir=str(root / "local"), **options)
+    query = (out.writeStream.option("checkpointLocation", str(root / "spark")).trigger(availableNow=True)
+             .format("parquet").option("path", str(root / "out")).start())
+    query.awaitTermination()
+
+
+def test_table_table_join_started_from_state_continues_the_stopped_query(spark, tmp_path):
+    """The posts' key stage, the join stage with the authors' key step fused in: the view's changes
+    after the start are those of one query over every change (retractions of rows held included)."""
+    plain, before, after = tmp_path / "plain", tmp_path / "before", tmp_path / "after"
+    _table(spark, plain, range(5), 2)
+    _table(spark, before, range(3), 2)
+    state = streamjoin.read_join_state(spark, str(before / "join"))
+    assert set(state) == {"left", "right", "left_keys", "right_keys"}
+    assert state["left_keys"].count() > 0 and state["right"].count() > 0
+    _table(spark, after, range(3, 5), 3, initial_state=state,
+           initial_progress=streamjoin.state_progress(str(before / "join")))
+    changes = [c for c in spark.read.parquet(str(plain / "out")).columns if not c.startswith("_commit")]
+
+    def view(root: Path) -> list[tuple]:
+        return sorted((tuple(r) for r in spark.read.parquet(str(root / "out")).select(*changes).collect()), key=repr)
+
+    expected = view(plain)
+    assert len(expected) > 20
+    assert sorted(view(before) + view(after), key=repr) == expected
