@@ -166,7 +166,6 @@ class LocalRunner:
     def write_initial_state(self, prepared: tuple[dict[str, list[pa.Table]], dict[str, int]]) -> None:
         """Write what :meth:`prepare_initial_state` made, and mark it complete."""
         parts, summary = prepared
-        self.checkpoint.initial.clear()
         for side, tables in parts.items():
             for partition, part in enumerate(tables):
                 if part.num_rows:

@@ -83,6 +83,12 @@ class PlanRunner:
         for stage, ready in prepared.items():   # (every stage checked and routed before any is written)
             self.runners[stage].write_initial_state(ready)
 
+    def wants_initial_state(self) -> bool:
+        """Whether the join can still start from state rows (no stage has run a version or
+        taken initial rows)."""
+        return all(r.checkpoint.initial.done() is None and not r.checkpoint.commits.has_state()
+                   for r in self.runners.values())
+
     def wants_initial(self, index: int) -> bool:
         """Whether the stages reading the join's input ``index`` can still take initial rows (none
         written yet, and no version run)."""

@@ -104,10 +104,10 @@ def read_join_state(spark: SparkSession, checkpoint: str, version: int | None = 
     Args:
         spark: The session to read with.
         checkpoint: The join's checkpoint (a table-table join's: the folder of its stages).
-        version: As :func:`read_state`'s.
+        version: As `read_state`'s.
 
     Returns:
-        :func:`read_state` of each side: an interval join's ``left`` and ``right``, a stream-table
+        `read_state` of each side: an interval join's ``left`` and ``right``, a stream-table
         join's ``table`` and ``events``, a table-table join's ``left`` and ``right`` (its join
         stage's) and ``left_keys`` and ``right_keys`` (each side's key stage's ``keys``, or a
         fused stage's side of that name).

@@ -141,9 +141,11 @@ class LocalJoins:
         return self._runners[name]
 
     def _run(self, name: str, operator: Any, tables: Sequence[pa.Table], options: JoinOptions,
-             initial: pa.Table | None = None) -> pa.Table:
+             initial: pa.Table | None = None, state: tuple[Mapping[str, pa.Table] | None, Any] = (None, None)
+             ) -> pa.Table:
         runner = self._runner(name, lambda ck, n, cfg, groups: PlanRunner(operator.plan, ck, partitions=n, config=cfg,
                                                                           key_groups=groups), options)
+        _start_from_state(runner, *state)
         if initial is not None and runner.wants_initial(1):
             runner.set_initial(1, initial)
         return runner.run(*tables, version=self.version, final=self.final, processing_time=self.processing_time)
@@ -154,7 +156,9 @@ class LocalJoins:
                       store_options: Mapping[str, Any] | None = None, state_dir: str | None = None,
                       max_partitions: int | None = None, left_delay: Any = None, right_delay: Any = None,
                       watermark_policy: WatermarkPolicy = "min", end_of_run: EndOfRun | None = None,
-                      heartbeats: bool = False, idle_timeout: Any = None) -> pa.Table:
+                      heartbeats: bool = False, idle_timeout: Any = None,
+                      initial_state: Mapping[str, pa.Table] | None = None,
+                      initial_progress: Mapping[str, Any] | None = None) -> pa.Table:
         """``streamjoin.interval_join`` over this micro-batch's Arrow tables. ``end_of_run`` is
         checked as in Spark; in process a run has no trigger to end (the kit's last call,
         ``final=True``, releases what a batch join releases), so it changes nothing here.
@@ -169,7 +173,8 @@ class LocalJoins:
                                 idle_timeout=idle_timeout)
         if operator.uses_processing_time:
             self._note(IDLE_TIMEOUT_NOTE)
-        return self._run(self._name(checkpoint), operator, (left, right), options)
+        return self._run(self._name(checkpoint), operator, (left, right), options,
+                         state=(initial_state, initial_progress))
 
     def stream_table_join(self, stream: pa.Table, table_changes: pa.Table, on: str | Sequence[str], *,
                           stream_time: str, table_key: str | Sequence[str], table_time: str | None = None,
@@ -181,8 +186,9 @@ class LocalJoins:
                           store_options: Mapping[str, Any] | None = None, state_dir: str | None = None,
                           max_partitions: int | None = None, stream_delay: Any = None,
                           table_delay: Any = None, end_of_run: EndOfRun | None = None,
-                          heartbeats: bool = False, changes: VocabularyName | ChangeFormat | None = None
-                          ) -> pa.Table:
+                          heartbeats: bool = False, changes: VocabularyName | ChangeFormat | None = None,
+                          initial_state: Mapping[str, pa.Table] | None = None,
+                          initial_progress: Mapping[str, Any] | None = None) -> pa.Table:
         """``streamjoin.stream_table_join`` over this micro-batch's Arrow tables; ``bootstrap``
         (an Arrow table of the table's rows) is loaded before the join's first version.
         ``end_of_run``: as for ``interval_join``; ``changes``: the former name of ``table_format``."""
@@ -205,7 +211,8 @@ class LocalJoins:
         if operator.spec.mode.value == "latest":
             self._note('stream_table_join(mode="latest") is documented as dependent on micro-batch boundaries')
         initial = None if bootstrap is None else operator.bootstrap_changes(bootstrap)
-        return self._run(self._name(checkpoint), operator, (stream, table_changes), options, initial)
+        return self._run(self._name(checkpoint), operator, (stream, table_changes), options, initial,
+                         (initial_state, initial_progress))
 
     def table_table_join(self, left_changes: pa.Table, right_changes: pa.Table, on: Any, *,
                          left_key: str | Sequence[str], right_key: str | Sequence[str], how: TableHow | How = "inner",
@@ -219,7 +226,9 @@ class LocalJoins:
                          store_options: Mapping[str, Any] | None = None, state_dir: str | None = None,
                          max_partitions: int | None = None, left_bootstrap: pa.Table | None = None,
                          right_bootstrap: pa.Table | None = None, fuse_key_stages: bool | None = None,
-                         left_immutable_join_key: bool = False, right_immutable_join_key: bool = False) -> pa.Table:
+                         left_immutable_join_key: bool = False, right_immutable_join_key: bool = False,
+                         initial_state: Mapping[str, pa.Table] | None = None,
+                         initial_progress: Mapping[str, Any] | None = None) -> pa.Table:
         """``streamjoin.table_table_join`` over this micro-batch's Arrow tables: the view's changes.
         ``left_bootstrap`` / ``right_bootstrap`` (Arrow tables of the tables' rows) are loaded into
         the join's first version (``streamjoin.table.bootstrap``).
@@ -244,6 +253,7 @@ class LocalJoins:
                                       self._checkpoint_dir(self._name(checkpoint))))
         runner = self._runner(self._name(checkpoint), lambda ck, n, cfg, groups: PlanRunner(
             operator.plan, ck, partitions=n, config=cfg, key_groups=groups), options)
+        _start_from_state(runner, initial_state, initial_progress)
         for index, (rows, changes, fmt, argument) in enumerate(((left_bootstrap, left, lf, "left_bootstrap"),
                                                                 (right_bootstrap, right, rf, "right_bootstrap"))):
             if rows is not None and runner.wants_initial(index):
@@ -271,3 +281,14 @@ def _micros(value: datetime.datetime | int | None) -> int | None:
         aware = value if value.tzinfo is not None else value.replace(tzinfo=datetime.timezone.utc)
         return (aware - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)) // datetime.timedelta(microseconds=1)
     raise TypeError(f"processing_time must be a datetime or microseconds since the epoch (int), not {value!r}")
+
+
+def _start_from_state(runner: PlanRunner, rows: Mapping[str, pa.Table] | None, progress: Mapping[str, Any] | None) -> None:
+    """``initial_state`` / ``initial_progress`` as the Spark joins take them (Arrow tables of
+    ``read_state``'s rows by side; the progress as ``state_progress`` gives it), given to a join
+    that has not started yet."""
+    if progress and not rows:
+        raise JoinDefinitionError("initial_progress is the progress of the state rows given as initial_state=: "
+                                  "give both")
+    if (rows or progress) and runner.wants_initial_state():
+        runner.set_initial_state(dict(rows or {}), progress)
