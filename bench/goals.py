@@ -312,8 +312,10 @@ GOALS: tuple[Goal, ...] = (
     Goal("nexmark", "q8w (interval) speed vs Spark", 2.5, "x",
          Cell("spark s / s", _nexmark("q8w")), "streamjoin bench nexmark",
          memory=Cell("worker RSS MB", _nexmark("q8w")),
-         reason="2.03x on the arranged store and 1.88x on RocksDB in the run of this figure (1.94x and 1.91x in "
-                "the run before it that day, the variants' order rotated between runs in both); with 16,000 rows a "
+         reason="1.67x on the arranged store and 1.75x on RocksDB in the run of this figure (2026-11-30 19:35, "
+                "load 0.2 as it started, nothing else running, 2.84 as it ended, its own; Spark's q8w 4.27-4.57 s); 2.03x and 1.88x, and 1.94x and 1.91x, in "
+                "two runs earlier that day at load 2-3.5, where Spark's q8w took longer: the ratio moves with the "
+                "machine's load, and the variants' order rotated between runs in all three; with 16,000 rows a "
                 "micro-batch, about a third "
                 "of the query is Spark's handling of each micro-batch outside its job (listing three file "
                 "sources, the offset and commit logs, planning), and the tasks' fixed cost dominates the rest "
