@@ -231,13 +231,14 @@ GOALS: tuple[Goal, ...] = (
     Goal("enrichment", "speed of streamjoin-arranged vs Spark's stream-static join, 1M events x 1M rows", 1.5, "x",
          Cell("spark s / s", _OURS), "streamjoin bench enrichment --stores arranged --latest '' --user-typed",
          memory=Cell("worker RSS MB", _OURS),
-         reason="0.87x in the run of this figure (2026-11-30, the variants' order rotated between its 2 runs; "
-                "0.80x in a run earlier that day in a fixed order). What streamjoin adds is the build (the bootstrap's "
-                "Spark job and version 0: 2.6-2.8 s of 20.3-22.0 s in this run; Spark's stream-static join builds "
-                "nothing) and the two micro-batches after the data, which as-of needs to release the last events "
-                "(12 micro-batches against Spark's 10); the data micro-batches together take less time than "
-                "Spark's (1.1-1.8 s each against 1.5-2.6 s). The store is not the limit: RocksDB took 23.8 s in the "
-                "same run, and the join's tasks spend about a fifth of their time in the store either way "
+         reason="0.89x in the run of this figure (2026-11-30 19:42, load 0.3 as it started, nothing else "
+                "running; 2 runs, the variants' order rotated; 0.87x and 0.80x in runs earlier that day at load "
+                "2-3). What streamjoin adds is the build (the bootstrap's Spark job and version 0: 1.5-1.6 s of "
+                "10.6-10.9 s in this run; Spark's stream-static join builds nothing) and the two micro-batches after "
+                "the data, which as-of needs to release the last events (12 micro-batches against Spark's 10); "
+                "the data micro-batches take less time than Spark's (0.6-0.7 s each after the first, 1.2 s, against "
+                "0.8-0.9 s). The store is not the limit: RocksDB took 12.5-13.0 s in the same run, and the join's "
+                "tasks spend about a fifth of their time in the store either way "
                 "(`streamjoin bench store-time`; docs/bench/joins.md)"),
     Goal("nexmark", "q3 (table-table) speed vs Spark", 1.5, "x",
          Cell("spark s / s", _nexmark("q3")), "streamjoin bench nexmark",
