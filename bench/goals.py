@@ -216,9 +216,10 @@ def _nexmark(query: str) -> dict[str, object]:
 GOALS: tuple[Goal, ...] = (
     Goal("interval", "speed of streamjoin-arranged vs the floor (floor s / s)", 0.90, "x",
          Cell("floor s / s", _OURS), "streamjoin bench interval", memory=_INTERVAL_RSS,
-         reason="0.69x on the arranged store and 0.67x on RocksDB in the run of this figure (2026-11-30, the "
-                "variants' order rotated between runs; 0.62x and 0.65x, and 0.65x and 0.61x, in two earlier runs that day "
-                "in a fixed order: the two stores are within 5% of each other either way); the join's tasks run in "
+         reason="0.74x on the arranged store and 0.69x on RocksDB in the run of this figure (2026-11-30 19:45, "
+                "load 0.3 as it started, nothing else running, the variants' order rotated between its 2 runs; the "
+                "floor 4.57 s, streamjoin 6.20 s; 0.69x and 0.67x in a run at load 2.3 that day, 0.62x and 0.65x, and "
+                "0.65x and 0.61x, in two earlier runs in a fixed order); the join's tasks run in "
                 "about 1.3-1.6 s in one process (`streamjoin bench interval --profile`, `bench store-time`); "
                 "the rest of the gap is the Spark side of a two-input join (shuffled rows carry both inputs' "
                 "lanes) and the tasks' files (docs/bench/joins.md)"),
