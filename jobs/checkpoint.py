@@ -138,6 +138,9 @@ def _describe(args: argparse.Namespace) -> int:
         print(f"  definition: {json.dumps(report.definition, sort_keys=True)}")
         for n, changes in enumerate(report.evolutions, 1):
             print(f"  schema evolution {n}: {'; '.join(changes)}")
+        if report.initial:
+            given = ", ".join(f"{_initial_name(name)} {count:,}" for name, count in sorted(report.initial.items()))
+            print(f"  started with initial rows: {given}")
         if report.rebuild_into is not None:
             print(f"  the next run rebuilds the state into {report.rebuild_into} partitions, from these "
                   f"{report.partitions} (repartitioned or migrated since the last run)")
@@ -151,6 +154,13 @@ def _describe(args: argparse.Namespace) -> int:
                   f"{part.changelog_bytes:,} bytes, {snapshot}, max event times {_times(part.max_times)}, "
                   f"set aside {aside}")
     return 0
+
+
+def _initial_name(name: str) -> str:
+    """An initial-rows name as a user gave it: an input's (a bootstrap), or a state side's."""
+    from streamjoin.runtime.checkpoint.initial import STATE_PREFIX
+
+    return f"state side {name[len(STATE_PREFIX):]}" if name.startswith(STATE_PREFIX) else f"input {name}"
 
 
 def _times(values) -> str:

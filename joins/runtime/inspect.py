@@ -73,6 +73,9 @@ class CheckpointReport:
     #: partition count that run rebuilds the state into (``parts`` and ``partitions`` are then
     #: the partitions holding the state now); None otherwise
     rebuild_into: int | None = None
+    #: the initial rows its first version took or will take, by input (a bootstrap) or state side
+    #: (``initial_state``, :mod:`streamjoin.runtime.initial_state`): how many; empty when none
+    initial: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -119,7 +122,8 @@ def describe_checkpoint(uri: str, progress: Progress | None = None) -> Checkpoin
         definition=cp.binding.history(binding, records)[-1],
         newest_version=cp.commits.newest_version(), parts=tuple(parts),
         evolutions=tuple(tuple(r.get("changes", ())) for r in records),
-        rebuild_into=None if pending is None else pending.partitions)
+        rebuild_into=None if pending is None else pending.partitions,
+        initial=cp.initial.done() or {})
 
 
 @dataclass(frozen=True)

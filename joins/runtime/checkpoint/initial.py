@@ -16,7 +16,7 @@ import pyarrow.ipc as ipc
 from streamjoin.errors import CheckpointMismatchError
 from streamjoin.runtime.checkpoint.files import CheckpointFiles
 
-__all__ = ["Initial", "state_name", "PROGRESS"]
+__all__ = ["Initial", "state_name", "PROGRESS", "STATE_PREFIX"]
 
 #: The prefix of the summary's entries that give an input's event-time progress (in its time column's unit: µs for a timestamp).
 PROGRESS = "max_time:"

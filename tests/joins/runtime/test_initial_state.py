@@ -5,7 +5,9 @@ anything is written. (The table-table join: tests/joins/table/test_initial_state
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import io
 from collections import Counter
 
 import pyarrow as pa
@@ -16,6 +18,7 @@ from hypothesis import strategies as st
 from streamjoin.changes import ChangeFormat
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.errors import JoinDefinitionError
+from streamjoin.jobs.cli import main
 from streamjoin.runtime.initial_state import state_progress
 from streamjoin.runtime.state_rows import state_rows
 from tests.examples import scaled
@@ -164,6 +167,29 @@ def test_enrichment_initial_state_refuses_an_unknown_op(tmp_path):
         started.runner.set_initial_state({"table": table})
         with pytest.raises(JoinDefinitionError, match="_op must be 'upsert' or 'delete', not 'merge'"):
             started.run(1)
+    finally:
+        first.close()
+        started.close()
+
+
+@settings(max_examples=scaled(2), deadline=None)
+@given(case=join_cases(max_partitions=2, hows=("full",), nulls=False))
+def test_checkpoint_describe_names_the_state_rows_a_join_started_from(case):
+    first = Local(case)
+    started = InProcess(case.operator(), case.tables, partitions=2)
+    try:
+        first.run(0)
+        rows, progress = _state_of(first, ("left", "right"))
+        started.runner.set_initial_state(rows, progress)
+        started.run(None)
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            assert main(["checkpoint", "describe", started.stage().checkpoint.uri]) == 0
+        out = printed.getvalue()
+        assert (f"started with initial rows: state side left {rows['left'].num_rows:,}, "
+                f"state side right {rows['right'].num_rows:,}") in out
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert main(["checkpoint", "verify", started.stage().checkpoint.uri]) == 0
     finally:
         first.close()
         started.close()
