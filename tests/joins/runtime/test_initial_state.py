@@ -9,6 +9,7 @@ import contextlib
 import datetime as dt
 import io
 from collections import Counter
+from typing import Callable, Iterator
 
 import pyarrow as pa
 import pytest
@@ -20,6 +21,7 @@ from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.jobs.cli import main
 from streamjoin.runtime.initial_state import state_progress
+from streamjoin.runtime.operator import Operator
 from streamjoin.runtime.state_rows import state_rows
 from tests.examples import scaled
 from tests.joins.drivers import InProcess
@@ -35,6 +37,26 @@ def _state_of(run: InProcess, sides: tuple[str, ...]) -> tuple[dict[str, pa.Tabl
     return {side: state_rows(uri, side) for side in sides}, state_progress(uri)
 
 
+@contextlib.contextmanager
+def _cut(case, cut: int, partitions: int, sides: tuple[str, ...], run: Callable[[], InProcess],
+         operator: Operator) -> Iterator[tuple[InProcess, InProcess]]:
+    """``(plain, started)``: ``plain`` has run batches ``0..cut-1``; ``started`` is a new
+    checkpoint of ``partitions`` partitions started from the state rows and progress of another
+    run cut there. Both are closed after."""
+    plain, first = run(), run()
+    started = InProcess(operator, case.tables, partitions=partitions)
+    try:
+        for index in range(cut):
+            plain.run(index)
+            first.run(index)
+        started.runner.set_initial_state(*_state_of(first, sides))
+        yield plain, started
+    finally:
+        plain.close()
+        first.close()
+        started.close()
+
+
 def _without_place(table: pa.Table) -> Counter:
     return Counter(tuple(sorted(r.items())) for r in table.drop_columns(["_partition", "_version"]).to_pylist())
 
@@ -47,14 +69,7 @@ def _without_place(table: pa.Table) -> Counter:
 def test_interval_initial_state_continues_the_cut_run(case, data):
     cut = data.draw(st.integers(1, len(case.batches)), label="cut")
     partitions = data.draw(st.integers(1, 5), label="partitions of the new checkpoint")
-    plain, first = Local(case), Local(case)
-    started = InProcess(case.operator(), case.tables, partitions=partitions)
-    try:
-        for index in range(cut):
-            plain.run(index)
-            first.run(index)
-        rows, progress = _state_of(first, ("left", "right"))
-        started.runner.set_initial_state(rows, progress)
+    with _cut(case, cut, partitions, ("left", "right"), lambda: Local(case), case.operator()) as (plain, started):
         assert started.stage().checkpoint.initial.done() is not None
         expected, got = Counter(), Counter()
         for index in [*range(cut, len(case.batches)), None]:
@@ -64,10 +79,6 @@ def test_interval_initial_state_continues_the_cut_run(case, data):
                 assert {s: _without_place(state_rows(started.stage().checkpoint.uri, s)) for s in ("left", "right")} \
                     == {s: _without_place(state_rows(plain.stage().checkpoint.uri, s)) for s in ("left", "right")}
         assert got == expected
-    finally:
-        plain.close()
-        first.close()
-        started.close()
 
 
 @settings(max_examples=scaled(10), deadline=None)
@@ -76,14 +87,7 @@ def test_interval_initial_state_survives_lost_local_state_and_a_retry(case):
     """The first version loads the rows again when it is executed again, and a partition whose
     local store is lost is restored from the first version's delta (the whole state)."""
     cut = len(case.batches) // 2
-    plain, first = Local(case), Local(case)
-    started = InProcess(case.operator(), case.tables, partitions=3)
-    try:
-        for index in range(cut):
-            plain.run(index)
-            first.run(index)
-        rows, progress = _state_of(first, ("left", "right"))
-        started.runner.set_initial_state(rows, progress)
+    with _cut(case, cut, 3, ("left", "right"), lambda: Local(case), case.operator()) as (plain, started):
         expected = rows_of(plain.run(cut))
         assert rows_of(started.run(cut)) == expected
         started.runner.lose_local_state()
@@ -94,10 +98,6 @@ def test_interval_initial_state_survives_lost_local_state_and_a_retry(case):
             want += rows_of(plain.run(index))
             got += rows_of(started.run(index))
         assert got == want
-    finally:
-        plain.close()
-        first.close()
-        started.close()
 
 
 @settings(max_examples=scaled(3), deadline=None)
@@ -133,14 +133,8 @@ def test_enrichment_initial_state_continues_the_cut_run(case, mode, grace, data)
     cut = data.draw(st.integers(1, len(case.batches)), label="cut")
     partitions = data.draw(st.integers(1, 5), label="partitions of the new checkpoint")
     options = {} if grace is None or mode == "latest" else {"grace": dt.timedelta(seconds=grace)}
-    plain, first = EnrichmentRun(case, mode, **options), EnrichmentRun(case, mode, **options)
-    started = InProcess(case.operator(mode, **options), case.tables, partitions=partitions)
-    try:
-        for index in range(cut):
-            plain.run(index)
-            first.run(index)
-        rows, progress = _state_of(first, ("table", "events"))
-        started.runner.set_initial_state(rows, progress)
+    with _cut(case, cut, partitions, ("table", "events"), lambda: EnrichmentRun(case, mode, **options),
+              case.operator(mode, **options)) as (plain, started):
         expected, got = Counter(), Counter()
         for index in [*range(cut, len(case.batches)), None]:
             expected += enrichment_rows(plain.run(index))
@@ -148,10 +142,6 @@ def test_enrichment_initial_state_continues_the_cut_run(case, mode, grace, data)
         assert got == expected
         last = len(case.batches)
         assert logical_state(started, last - cut) == logical_state(plain, last)
-    finally:
-        plain.close()
-        first.close()
-        started.close()
 
 
 def test_enrichment_initial_state_refuses_an_unknown_op(tmp_path):
