@@ -351,9 +351,11 @@ GOALS: tuple[Goal, ...] = (
          Each("spark s / s", "run", "streamjoin-arranged, "), "streamjoin bench latency"),
     Goal("store-time", "state-store time per input row, amortised, every join", 1.0, " us",
          Each("store us/row", "variant", "streamjoin-arranged, "), "streamjoin bench store-time", at_most=True,
-         reason="in the run of this figure (load 1.1) the arranged store took 2.36 us a row in the interval join, "
-                "1.46 in the enrichment and 6.07 in the table-table join, RocksDB 1.69, 1.48 and 18.1 (0.6-0.7 us "
-                "for the first two on 2026-11-27: the figure varies with the machine's speed and the load). Most "
+         reason="in the run of this figure (2026-11-30 20:09, load 1.0 as it started, nothing else running) the "
+                "arranged store took 0.64 us a row in the interval join, 0.47 in the enrichment and 2.21 in the "
+                "table-table join; RocksDB and LMDB (the arranged store on them) 0.67, 0.65, 2.23 and 0.58, 0.44, "
+                "2.23 (2.36, 1.46 and 6.07 on the arranged store in a run that morning at load 1.2, when the machine "
+                "was slower: the figure varies with the machine's speed and the load). Most "
                 "of the interval and enrichment joins' store time is the changelog's file writes, and on the "
                 "arranged store the run file and manifest each version adds; the table-table join's is its reads "
                 "(byte keys searched a layer at a time) and the merges into a new base (docs/design/runtime.md, "
