@@ -8,13 +8,16 @@ situation of a local store lost with its executor, which the changelog then rebu
 from __future__ import annotations
 
 import bisect
+import itertools
+import os
 import threading
+from contextlib import contextmanager
 from typing import Iterator, Sequence
 
 from streamjoin.statestore.base import KeyValue, Store, StoreStats, check_entry_types
 from streamjoin.statestore.errors import StoreLockedError
 
-__all__ = ["MemoryStore"]
+__all__ = ["MemoryStore", "scratch_store"]
 
 
 class _Data:
@@ -132,3 +135,20 @@ class MemoryStore(Store):
                 raise StoreLockedError(f"memory store {path} is open; close it before removing it")
             _REGISTRY.pop(str(path), None)
 
+
+_SCRATCH = itertools.count()
+
+
+@contextmanager
+def scratch_store(purpose: str) -> Iterator[MemoryStore]:
+    """A new, empty memory store of a name no other has (``purpose`` names it), closed and removed
+    with its contents when the block ends: for work on state entries in this process (a
+    changelog restored to be read, state rows loaded to be stepped on)."""
+    with _LOCK:
+        name = f"streamjoin-{purpose}-{os.getpid()}-{next(_SCRATCH)}"
+    store = MemoryStore(name)
+    try:
+        yield store
+    finally:
+        store.close()
+        MemoryStore.destroy(name)

@@ -25,7 +25,7 @@ from streamjoin.changes import DELETE, OP, SEQ, TIME, UPSERT
 from streamjoin.enrichment import state as st
 from streamjoin.enrichment.spec import EnrichmentSpec
 from streamjoin.errors import JoinDefinitionError
-from streamjoin.kit.order import canonical_sort_keys, sort_canonically
+from streamjoin.kit.order import canonical_order, canonical_sort_keys, sort_canonically
 from streamjoin.kit.times import times_of
 from streamjoin.statestore.base import KeyValue
 
@@ -48,10 +48,13 @@ def entries(spec: EnrichmentSpec, rows: Mapping[str, pa.Table], version: int) ->
     if table is not None and table.num_rows:
         versions = _versions(spec, table)
         buckets = st.bucket_ids([versions.column(k).combine_chunks() for k in spec.keys], spec.buckets)
-        order = canonical_sort_keys(versions.schema, [*spec.keys, TIME, SEQ])
-        for bucket in np.unique(buckets).tolist():
-            mine = sort_canonically(versions.filter(pa.array(buckets == bucket)), order)
-            out.append((st.version_key(bucket), st.blob(mine)))
+        # canonical order, then by bucket (stable): each bucket's versions a slice, in order
+        ranked = np.asarray(canonical_order(versions, canonical_sort_keys(versions.schema, [*spec.keys, TIME, SEQ])))
+        ranked = ranked[np.argsort(buckets[ranked], kind="stable")]
+        versions, buckets = versions.take(pa.array(ranked)), buckets[ranked]
+        bounds = np.r_[0, np.flatnonzero(np.diff(buckets)) + 1, buckets.size]
+        for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            out.append((st.version_key(int(buckets[lo])), st.blob(versions.slice(lo, hi - lo))))
         held = versions.num_rows
         if spec.ttl is not None:
             column = versions.column(TIME)

@@ -24,9 +24,6 @@ emitted next: nothing is emitted for the state rows themselves.
 
 from __future__ import annotations
 
-import itertools
-import os
-import threading
 from typing import Mapping, Sequence
 
 import pyarrow as pa
@@ -35,18 +32,13 @@ from streamjoin.errors import JoinDefinitionError
 from streamjoin.runtime.checkpoint.initial import PROGRESS
 from streamjoin.runtime.keygroups import routing_types
 from streamjoin.runtime.operator import Operator, StepInput, StepResult
-from streamjoin.statestore import destroy_store
-from streamjoin.statestore.registry import open_store
+from streamjoin.statestore.memory import scratch_store
 
 __all__ = ["state_columns", "check_state", "conform_state", "key_table", "route_state", "merge_summary",
-           "step_on_loaded", "KEY_PREFIX", "check_progress", "state_progress"]
+           "step_on_loaded", "KEY_PREFIX", "check_given", "check_progress", "state_progress"]
 
 #: The prefix of the routing key columns :func:`key_table` adds.
 KEY_PREFIX = "__sj_state_k"
-
-_COUNTER = itertools.count()
-_LOCK = threading.Lock()
-
 
 def state_columns(operator: Operator, side: str) -> pa.Schema:
     """The columns of ``side``'s state rows (``read_state``'s, without ``_partition`` and ``_version``)."""
@@ -109,6 +101,13 @@ def route_state(operator: Operator, side: str, rows: pa.Table, partitions: int, 
         tagged = tagged.append_column(name, keys.column(name))
     parts = route(tagged, keys.column_names, partitions, groups=groups, types=routing_types(operator.inputs))
     return [part.select(rows.column_names) for part in parts]
+
+
+def check_given(rows: Mapping[str, object] | None, progress: Mapping[str, object] | None) -> None:
+    """Raise :class:`JoinDefinitionError` for ``initial_progress`` given without ``initial_state``."""
+    if progress and not rows:
+        raise JoinDefinitionError("initial_progress is the progress of the state rows given as initial_state=: "
+                                  "give both")
 
 
 def check_progress(operator: Operator, progress: Mapping[str, int | None] | None) -> dict[str, int]:
@@ -174,18 +173,11 @@ def step_on_loaded(operator: Operator, rows: Mapping[str, pa.Table], summary: Ma
     """A partition's first version started from state rows: the operator's step on the state
     :meth:`Operator.load_state` makes of ``rows``, in a scratch memory store; the result's
     writes are that whole state after the step, so the version's delta restores it."""
-    entries = operator.load_state(rows, summary, batch.version)
-    with _LOCK:
-        name = f"streamjoin-initial-state-{os.getpid()}-{next(_COUNTER)}"
-    scratch = open_store("memory", name)
-    try:
-        scratch.write(entries)
+    with scratch_store("initial-state") as scratch:
+        scratch.write(operator.load_state(rows, summary, batch.version))
         result = operator.step(scratch, batch)
         result.write_to(scratch, None)
         state = list(scratch.scan())
-    finally:
-        scratch.close()
-        destroy_store("memory", name)
     return StepResult(output=result.output, set_aside=result.set_aside, puts=state, metrics=result.metrics)
 
 

@@ -8,9 +8,6 @@ operator class declares for the side (:attr:`streamjoin.runtime.operator.Operato
 
 from __future__ import annotations
 
-import itertools
-import os
-import threading
 from typing import Any, Mapping
 
 import pyarrow as pa
@@ -22,15 +19,10 @@ from streamjoin.runtime.checkpoint.binding import migration_needed
 from streamjoin.runtime.registry import operator_class
 from streamjoin.runtime.rescale import Epoch, changelog_uri, epochs, state_epoch
 from streamjoin.runtime.views import HISTORY
-from streamjoin.statestore import destroy_store
 from streamjoin.statestore.base import Store
-from streamjoin.statestore.registry import open_store
+from streamjoin.statestore.memory import scratch_store
 
 __all__ = ["state_schema", "decode", "partition_rows", "state_rows"]
-
-_COUNTER = itertools.count()
-_LOCK = threading.Lock()
-
 
 def state_schema(definition: Mapping[str, Any], side: str) -> pa.Schema:
     """The columns of ``side``'s state rows of a join with ``definition`` (``_partition`` and
@@ -52,15 +44,9 @@ def partition_rows(uri: str, definition: Mapping[str, Any], side: str, schema: p
     log = Changelog(changelog_uri(Checkpoint(uri), epoch, partition))
     if log.listing().empty:
         return None
-    with _LOCK:
-        name = f"streamjoin-read-state-{os.getpid()}-{next(_COUNTER)}"
-    store = open_store("memory", name)
-    try:
+    with scratch_store("read-state") as store:
         restored = restore(log, store, version).version
         table = decode(store, definition, side, schema)
-    finally:
-        store.close()
-        destroy_store("memory", name)
     table = table.append_column("_partition", pa.array([partition] * table.num_rows, pa.int32()))
     table = table.append_column("_version", pa.array([restored] * table.num_rows, pa.int64()))
     return table.cast(schema)

@@ -41,7 +41,7 @@ from streamjoin.changelog.logging_store import ChangeloggingStore, OpenReport
 from streamjoin.errors import CheckpointDamagedError
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.checkpoint.commits import Progress
-from streamjoin.runtime.checkpoint.initial import state_name
+from streamjoin.runtime.checkpoint.initial import state_name, summary_progress
 from streamjoin.runtime.initial_state import split_sides, step_on_loaded
 from streamjoin.runtime.operator import REASON_COLUMN, Operator, StepInput, StepResult
 from streamjoin.runtime.options import StateConfig, default_local_dir
@@ -224,20 +224,21 @@ def read_phase(operator: Operator, checkpoint: Checkpoint, config: StateConfig, 
     log = Changelog(changelog_uri(checkpoint, epoch, task.partition), retain_versions=config.retain_versions,
                     cache_listing=True)
     before = checkpoint.commits.progress_before(task.version, n_inputs, _committed(log, task.version - 1))
-    if config.initial and all(t is None for t in before.max_times):   # a join started from state rows
-        base = checkpoint.initial.progress(tuple(spec.name for spec in operator.inputs))
-        if base is not None:
-            before = replace(before, max_times=base)
-    known = before.max_times
     target = _target(checkpoint, log, task)
+    # a partition's first version of a join started from state rows: their summary, and the
+    # progress it gives (the versions after read it from the commit records)
+    summary = checkpoint.initial.summary() if config.initial and target is None else {}
+    base = summary_progress(summary, tuple(spec.name for spec in operator.inputs))
+    if base is not None and all(t is None for t in before.max_times):
+        before = replace(before, max_times=base)
+    known = before.max_times
     initial = (0,) * n_inputs
-    state_rows, summary = None, None
+    state_rows = None
     if config.initial or target is None:   # only a first version, or its re-execution, takes them
         found = _initial_rows(operator, checkpoint, task, first=target is None)
         rows, initial = _with_initial(rows, found[:n_inputs])
         if config.initial and target is None and any(t is not None for t in found[n_inputs:]):
             state_rows = split_sides(found[n_inputs:], tuple(operator.state_views))
-            summary = checkpoint.initial.summary()
     return TaskStart(epoch, known, known, log, target, rows, initial, before, state_rows, summary)
 
 

@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from streamjoin.errors import JoinDefinitionError
+from streamjoin.kit.times import micros
 from streamjoin.runtime.bind import BoundQuery
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.checkpoint.initial import state_name
@@ -41,8 +42,6 @@ from streamjoin.spark.task import task_context
 
 __all__ = ["check_initial_state", "write_initial_state"]
 
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-
 
 def check_initial_state(operator: Operator, state: Mapping[str, DataFrame], progress: Mapping[str, Any] | None
                         ) -> dict[str, int]:
@@ -60,9 +59,8 @@ def check_initial_state(operator: Operator, state: Mapping[str, DataFrame], prog
 def _micros(name: str, value: Any) -> int | None:
     if value is None or (isinstance(value, int) and not isinstance(value, bool)):
         return value
-    if isinstance(value, dt.datetime):
-        since = (value if value.tzinfo is not None else value.replace(tzinfo=dt.timezone.utc)) - _EPOCH
-        return (since.days * 86_400 + since.seconds) * 1_000_000 + since.microseconds
+    if isinstance(value, dt.datetime):   # (naive: UTC, as pyarrow reads it)
+        return micros(pa.array([value], pa.timestamp("us", "UTC")))[0].as_py()
     raise JoinDefinitionError(f"initial_progress[{name!r}] must be a datetime or microseconds since the epoch, "
                               f"not {value!r}")
 

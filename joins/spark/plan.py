@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence, cast
 from pyspark.sql import DataFrame
 
 from streamjoin.errors import JoinDefinitionError
+from streamjoin.runtime.initial_state import check_given
 from streamjoin.runtime.options import EndOfRun, StateConfig
 from streamjoin.runtime.plan import JoinPlan, Stage, record_stages
 from streamjoin.spark.runtime import resolve_partitions, run_operator
@@ -60,9 +61,7 @@ def run_plan(
     placed = placements(plan, partitions)
     record_stages(plan, checkpoint)
     states = plan.state_sides(initial_state or {})
-    if initial_progress and not initial_state:
-        raise JoinDefinitionError("initial_progress is the progress of the state rows given as initial_state=: "
-                                  "give both")
+    check_given(initial_state, initial_progress)
     progresses = plan.stage_progress(initial_progress or {})
     outputs: dict[str, object] = {}
     for stage in plan.stages:

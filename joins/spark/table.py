@@ -125,22 +125,14 @@ def table_table_join(
             ``moved_join_keys``); one that lands elsewhere adds a second row. A checkpoint keeps
             the stages it was started with, so the declaration cannot change on restart.
         right_immutable_join_key: The same for the right side.
-        initial_state: Start a new checkpoint from a join's state, as Flink's State Processor
-            API and Spark's ``initialState`` do: by side name, batch DataFrames of the rows
-            [`read_state`][streamjoin.spark.state.read_state] returns for that side, as
-            [`read_join_state`][streamjoin.spark.state.read_join_state] reads them all (maybe changed: a fix to
-            the data, or the state of a join of another definition; ``_partition``, ``_version``
-            and other extra columns are ignored). The sides: ``left``, ``right`` (each table's rows) and ``left_keys``, ``right_keys`` (read from the ``left_keys`` / ``right_keys`` stage, or a fused stage's side of that name). They are checked before the query starts,
-            written to the checkpoint once, before its first micro-batch, and loaded by it: the
-            output is what the run holding that state would emit next, nothing for the state
-            itself. A checkpoint that has run keeps its state and ignores them
+        initial_state: A new checkpoint's state, by side (``left``, ``right``, ``left_keys``, ``right_keys``): batch DataFrames of
+            the rows [`read_join_state`][streamjoin.spark.state.read_join_state] reads from
+            another checkpoint, maybe changed. Checked before the query starts, loaded by its
+            first micro-batch, which emits nothing for them; ignored by a checkpoint that has run
             (docs/operations/upgrades.md, "Starting from state").
-        initial_progress: With ``initial_state``: each input's event-time progress (its largest
-            event time: as ``state_progress`` gives it, or a ``datetime``, naive for UTC) the state was read at, by input
-            name, as [`state_progress`][streamjoin.runtime.initial_state.state_progress] reads it from the checkpoint
-            the rows came from: the first micro-batch's watermark is then that checkpoint's next
-            one, so the same rows are late. Without it each input's progress starts from its
-            new rows, and the state's watermark, if it has one, is a floor.
+        initial_progress: With ``initial_state``, where each input had got to, as
+            [`state_progress`][streamjoin.runtime.initial_state.state_progress] reads it (or a
+            ``datetime``): the first watermark is then the old checkpoint's next one.
 
     Returns:
         The view's changes in the Delta change data feed vocabulary: the left row's columns, the

@@ -34,6 +34,7 @@ from streamjoin.errors import JoinDefinitionError
 from streamjoin.interval.operator import IntervalJoin
 from streamjoin.kit.how import EnrichmentHow, How, IntervalHow, TableHow
 from streamjoin.kit.watermark import WatermarkPolicy
+from streamjoin.runtime.initial_state import check_given
 from streamjoin.runtime.keygroups import check_count
 from streamjoin.runtime.options import EndOfRun, JoinOptions, check_end_of_run
 from streamjoin.runtime.plan_runner import PlanRunner
@@ -287,8 +288,6 @@ def _start_from_state(runner: PlanRunner, rows: Mapping[str, pa.Table] | None, p
     """``initial_state`` / ``initial_progress`` as the Spark joins take them (Arrow tables of
     ``read_state``'s rows by side; the progress as ``state_progress`` gives it), given to a join
     that has not started yet."""
-    if progress and not rows:
-        raise JoinDefinitionError("initial_progress is the progress of the state rows given as initial_state=: "
-                                  "give both")
+    check_given(rows, progress)
     if (rows or progress) and runner.wants_initial_state():
         runner.set_initial_state(dict(rows or {}), progress)

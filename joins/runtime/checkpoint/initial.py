@@ -16,7 +16,7 @@ import pyarrow.ipc as ipc
 from streamjoin.errors import CheckpointMismatchError
 from streamjoin.runtime.checkpoint.files import CheckpointFiles
 
-__all__ = ["Initial", "state_name", "PROGRESS", "STATE_PREFIX"]
+__all__ = ["Initial", "state_name", "summary_progress", "PROGRESS", "STATE_PREFIX"]
 
 #: The prefix of the summary's entries that give an input's event-time progress (in its time column's unit: µs for a timestamp).
 PROGRESS = "max_time:"
@@ -28,6 +28,13 @@ STATE_PREFIX = "_state_"
 def state_name(side: str) -> str:
     """The name the state rows of ``side`` are kept under."""
     return STATE_PREFIX + side
+
+
+def summary_progress(summary: Mapping[str, int], inputs: tuple[str, ...]) -> tuple[int | None, ...] | None:
+    """Each input's event-time progress the state rows were read at (``summary``'s
+    ``max_time:<input>``, :data:`PROGRESS`), for a join started from them; None when it has none."""
+    found = tuple(summary.get(PROGRESS + name) for name in inputs)
+    return None if all(t is None for t in found) else found
 
 
 class Initial:
@@ -93,14 +100,6 @@ class Initial:
         """The state rows' summary; empty when none was recorded."""
         found = self.files.read_json("initial/summary.json")
         return {} if found is None else {k: int(v) for k, v in found["summary"].items()}
-
-    def progress(self, inputs: tuple[str, ...]) -> tuple[int | None, ...] | None:
-        """Each input's event-time progress the state rows were read at (the summary's
-        ``max_time:<input>``, :data:`PROGRESS`), for a join started from them; None when the
-        summary has none."""
-        summary = self.summary()
-        found = tuple(summary.get(PROGRESS + name) for name in inputs)
-        return None if all(t is None for t in found) else found
 
     def done(self) -> dict[str, int] | None:
         """Row counts per input of completed initial rows; None if none were completed."""
