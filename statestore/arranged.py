@@ -20,7 +20,8 @@ a new delta (the old layers are untouched until then) and append the write as on
   bytes) and writes only the keys; every file the store writes is a new one (its name removed
   first), so the store never changes a file it shares with the changelog.
 * ``run-<n>.arrow``: one write: its deletes (a null value) and puts, its range deletes in the
-  file's metadata. Opening applies the runs to the base, in order, into the delta.
+  file's metadata. Opening applies the runs to the base into the delta as one write (of a key
+  in several runs, its last entry), splitting it only at a run with range deletes.
 
 **Memory budget**: the delta is the only state in the process's own memory, with the base's
 search codes (8 bytes a base key, ``streamjoin.statestore.keycodes``), made where they take at
@@ -220,13 +221,20 @@ class ArrangedStore(Store):
         if files and files[0][0].startswith("base-"):
             layers = Layers(self._base(files[:2], check=True))
             files = files[2:]
+        pending: list[tuple[pa.Array, pa.Array]] = []   # runs without range deletes, not applied yet
         for name, size, crc in files:
             table = self._read_file(name, size, crc)
             keys, values, ranges = _run_columns_of(table)
-            valid = values.is_valid()
-            layers = layers.applied_columns(keys.filter(valid), values.filter(valid), keys.filter(pc.invert(valid)), ranges)
             run_entries += table.num_rows + len(ranges)
-        return layers, run_entries
+            if ranges:
+                layers = _applied_runs(layers, pending)
+                pending = []
+                valid = values.is_valid()
+                layers = layers.applied_columns(keys.filter(valid), values.filter(valid),
+                                                keys.filter(pc.invert(valid)), ranges)
+            else:
+                pending.append((keys, values))
+        return _applied_runs(layers, pending), run_entries
 
     def _base(self, files: Sequence[_File], check: bool) -> SortedBase:
         """The base of a manifest's two base entries, memory-mapped (their sizes and CRCs
@@ -573,6 +581,26 @@ class _State:
     def fields(self) -> dict[str, Any]:
         return {"version": self.version, "owner": None if self.owner is None else self.owner.hex(), "tag": self.tag,
                 "files": [list(f) for f in self.files]}
+
+
+def _applied_runs(layers: Layers, runs: Sequence[tuple[pa.Array, pa.Array]]) -> Layers:
+    """``layers`` with ``runs`` (each a run's keys and values, null: a delete; no range deletes)
+    applied in order, as one write: of a key in several runs only its last entry counts, as it
+    would applied a run at a time. One merge into the delta, where a run at a time merged every
+    run into a delta that grew with each (a store reopened after k runs paid k merges)."""
+    if not runs:
+        return layers
+    if len(runs) == 1:
+        keys, values = runs[0]
+    else:
+        keys = pa.concat_arrays([k for k, _ in runs])
+        values = pa.concat_arrays([v for _, v in runs])
+        last = pa.table({"key": keys, "at": pa.array(np.arange(len(keys)), pa.int64())}) \
+            .group_by("key", use_threads=False).aggregate([("at", "max")]).column("at_max")
+        taken = pa.array(np.sort(last.to_numpy()), pa.int64())
+        keys, values = keys.take(taken), values.take(taken)
+    valid = values.is_valid()
+    return layers.applied_columns(keys.filter(valid), values.filter(valid), keys.filter(pc.invert(valid)))
 
 
 def _run_table(puts: Sequence[KeyValue], deletes: Sequence[bytes], ranges: Sequence[tuple[bytes, bytes]]) -> pa.Table:

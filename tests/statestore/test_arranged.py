@@ -99,3 +99,34 @@ def test_arranged_store_of_an_earlier_format_is_refused_as_damaged(tmp_path) -> 
         json.dump(meta, f)
     with pytest.raises(StoreCorruptError, match="its format is 'arranged-1' where this streamjoin reads 'arranged-2'"):
         open_store("arranged", path)
+
+
+def test_arranged_reopen_applies_its_runs_as_written_in_order(tmp_path) -> None:
+    """A reopened store applies the runs since its base as one write: a key's last entry across
+    the runs counts (put, deleted, put again; put over a base key, then deleted), and a run with
+    range deletes still applies between the runs before and after it."""
+    path = str(tmp_path / "s")
+    state: dict[bytes, bytes] = {}
+    base = [(b"b%05d" % i, b"base") for i in range(5000)]   # more than a run holds: a base
+    writes: list[tuple[list, list, list]] = [
+        (base, [], []),
+        ([(b"x", b"1"), (b"b00001", b"over")], [b"b00002"], []),
+        ([(b"y", b"1")], [b"x", b"b00001"], []),
+        ([(b"x", b"2")], [b"y"], [(b"b00010", b"b00020")]),
+        ([(b"b00015", b"back"), (b"z", b"1")], [b"b00003"], []),
+        ([(b"b00002", b"again")], [b"z"], []),
+    ]
+    with open_store("arranged", path) as store:
+        for v, (puts, deletes, ranges) in enumerate(writes):
+            store.write(puts, deletes, ranges, version=v)
+            for start, end in ranges:
+                state = {k: val for k, val in state.items() if not start <= k < end}
+            for key in deletes:
+                state.pop(key, None)
+            state.update(puts)
+        assert len([f for f in os.listdir(path) if f.startswith("run-")]) == 5   # one base, then runs
+        assert dict(store.scan()) == state
+    with open_store("arranged", path) as store:
+        assert dict(store.scan()) == state and store.version == len(writes) - 1
+        assert store.multi_get([b"x", b"y", b"z", b"b00001", b"b00002", b"b00015", b"b00012"]) == \
+            [b"2", None, None, None, b"again", b"back", None]
