@@ -26,7 +26,7 @@ a new delta (the old layers are untouched until then) and append the write as on
 **Memory budget**: the delta is the only state in the process's own memory, with the base's
 search codes (8 bytes a base key, ``streamjoin.statestore.keycodes``), made where they take at
 most a ``CODED_SHARE``-th of the budget (a larger base is searched as bytes). When the delta
-holds more than ``memory_budget`` bytes (its codes counted), or the runs more than a quarter of the base's entries (or there
+holds more than ``memory_budget`` bytes (its codes counted), or the runs more than ``RUN_SHARE`` of the base's entries (or there
 are more than ``MAX_RUNS``), the write merges base and delta into a new base, streamed a chunk at
 a time (``Layers.write_base``), the older files are removed and the delta starts empty: the
 store's own compaction, as an LSM tree merges its runs. ``memory_budget`` defaults to the
@@ -87,7 +87,7 @@ from streamjoin.statestore.locking import (
 )
 from streamjoin.statestore.sorted_base import DATA, KEYS, BaseWriter, SortedBase, write_keys
 
-__all__ = ["ArrangedStore", "MAX_RUNS", "HISTORY", "BUDGET_VARIABLE", "CODED_SHARE", "worker_budget"]
+__all__ = ["ArrangedStore", "MAX_RUNS", "RUN_SHARE", "HISTORY", "BUDGET_VARIABLE", "CODED_SHARE", "worker_budget"]
 
 _FORMAT = "arranged-2"
 #: The environment variable of a Python worker's memory budget for arranged stores.
@@ -96,6 +96,10 @@ _DEFAULT_BUDGET = "1g"
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 #: Runs kept beside a base at most before they are merged into a new one.
 MAX_RUNS = 32
+#: The runs beside a base may hold up to this share of its entries before they are merged into a
+#: new one. A merge rewrites the whole base, while every write and read pays for the delta's size
+#: (the delta is rebuilt and its search codes made again at each write), and so does an open.
+RUN_SHARE = 0.25
 #: Previous versions a store keeps to return to (``ArrangedStore.roll_back``).
 HISTORY = 2
 #: A base's search codes (``streamjoin.statestore.keycodes``: 8 bytes a key, in memory) may take
@@ -340,7 +344,7 @@ class ArrangedStore(Store):
             return
         files = list(self._now.files)
         runs = len(files) - (2 if files and files[0][0].startswith("base-") else 0)
-        if (self._run_entries + entries > max(len(layers.base) // 4, 4096) or runs >= MAX_RUNS
+        if (self._run_entries + entries > max(int(len(layers.base) * RUN_SHARE), 4096) or runs >= MAX_RUNS
                 or layers.delta_bytes > self._budget):
             self._commit_base(version, lambda stem: self._sealed(layers.write_base(self.path, stem, self._sync)))
         else:

@@ -268,6 +268,10 @@ class Arrangement:
     log: ValueLog
     #: bytes of the keys and values held (what the store contract's stats count)
     nbytes: int = 0
+    #: entries whose value is null (a layered store's tombstones), and their keys' bytes: kept
+    #: as writes change them, so a store's size needs no pass over its entries
+    nulls: int = 0
+    null_key_bytes: int = 0
 
     @classmethod
     def empty(cls) -> Arrangement:
@@ -284,7 +288,9 @@ class Arrangement:
         back): no encoding, no sort, no copy."""
         values = values.cast(pa.large_binary())
         rows = np.arange(len(ekeys), dtype=np.int64)
-        return cls(ekeys, rows, ValueLog().appended(values), int(key_lengths(ekeys).sum()) + data_size(values))
+        nulls, null_key_bytes = _nulls(ekeys, values)
+        return cls(ekeys, rows, ValueLog().appended(values), int(key_lengths(ekeys).sum()) + data_size(values),
+                   nulls, null_key_bytes)
 
     def __len__(self) -> int:
         return len(self.ekeys)
@@ -431,7 +437,7 @@ class Arrangement:
             at, found = self.find(deletes)
             keep[at[found]] = False
         if not len(put_keys):
-            return self if keep.all() else self._kept(keep, self.ekeys[keep], self.rows[keep], self.log, 0)
+            return self if keep.all() else self._kept(keep, self.ekeys[keep], self.rows[keep], self.log, 0, (0, 0))
         mine, theirs = self._encoded(put_keys)
         in_order = len(theirs) < 2 or bool((theirs[1:] > theirs[:-1]).all())
         if in_order:                            # a sorted write (a changelogged one's): no sort
@@ -465,18 +471,25 @@ class Arrangement:
         rows[slots] = len(self.log) + np.arange(len(order))
         rows[~is_put] = self.rows[keep]
         added = int(key_lengths(theirs).sum())
-        return self._kept(keep, ekeys, rows, self.log.appended(values), added + data_size(values))
+        return self._kept(keep, ekeys, rows, self.log.appended(values), added + data_size(values),
+                          _nulls(theirs, values))
 
-    def _kept(self, keep: np.ndarray, ekeys: np.ndarray, rows: np.ndarray, log: ValueLog, added: int) -> Arrangement:
-        """The new arrangement, its byte count moved by what ``keep`` drops and ``added``; the
-        log rewritten (live rows only, in key order) once most of it is dead."""
+    def _kept(self, keep: np.ndarray, ekeys: np.ndarray, rows: np.ndarray, log: ValueLog, added: int,
+              added_nulls: tuple[int, int]) -> Arrangement:
+        """The new arrangement, its byte count moved by what ``keep`` drops and ``added``, its
+        nulls by what it drops and ``added_nulls`` (count, key bytes); the log rewritten (live
+        rows only, in key order) once most of it is dead. Reads only the dropped entries."""
         gone = np.flatnonzero(~keep)
-        removed = 0
+        removed = removed_nulls = removed_null_keys = 0
         if len(gone):
-            removed = int(key_lengths(self.ekeys[gone]).sum()) + self.log.sizes(self.rows[gone])
+            valid, lengths = self.log.lengths(self.rows[gone])
+            keys = key_lengths(self.ekeys[gone])
+            removed = int(keys.sum()) + int(lengths.sum())
+            removed_nulls, removed_null_keys = int((~valid).sum()), int(keys[~valid].sum())
         if len(log) > 2 * len(rows) + 1024:
             log, rows = ValueLog().appended(log.take(rows)), np.arange(len(rows), dtype=np.int64)
-        return Arrangement(ekeys, rows, log, self.nbytes - removed + added)
+        return Arrangement(ekeys, rows, log, self.nbytes - removed + added, self.nulls - removed_nulls + added_nulls[0],
+                           self.null_key_bytes - removed_null_keys + added_nulls[1])
 
     def columns(self) -> pa.Table:
         """The arrangement as a table (``ekey`` fixed-size binary, ``value``) in key order, which
@@ -494,6 +507,14 @@ def _longest(keys: Sequence[bytes] | pa.Array) -> int:
     if isinstance(keys, (pa.Array, pa.ChunkedArray)):
         return int(pc.max(pc.binary_length(keys)).as_py() or 0) if len(keys) else 0
     return max(map(len, keys), default=0)
+
+
+def _nulls(ekeys: np.ndarray, values: pa.Array) -> tuple[int, int]:
+    """How many of ``values`` are null, and the bytes of their keys (``ekeys``, aligned)."""
+    if not values.null_count:
+        return 0, 0
+    null = ~np.asarray(values.is_valid())
+    return int(null.sum()), int(key_lengths(ekeys[null]).sum())
 
 
 def data_size(array: pa.Array) -> int:

@@ -65,7 +65,7 @@ class Layers:
         if not len(d):
             return len(base), base.nbytes
         if not len(base):   # no base, so no tombstones
-            return len(d), int(key_lengths(d.ekeys).sum()) + d.log.sizes(d.rows)
+            return len(d) - d.nulls, d.nbytes - d.null_key_bytes
         live, sizes = self._delta_entries()
         at, in_base = base.find_encoded(d.ekeys)
         shadowed = int(key_lengths(base.ekeys[at[in_base]]).sum()) + base.values.sizes(at[in_base]) if in_base.any() else 0
@@ -82,8 +82,9 @@ class Layers:
         base, d = self.base, self.delta
         if not len(d) or not len(base) or "_live" in self.__dict__:
             return (*self._live, True)
-        live, sizes = self._delta_entries()
-        return len(base) + int(live.sum()) - int((~live).sum()), base.nbytes + int(sizes[live].sum()), False
+        # the delta's counts are kept as it is written (``Arrangement.nulls``): no pass over it
+        live = len(d) - d.nulls
+        return len(base) + live - d.nulls, base.nbytes + d.nbytes - d.null_key_bytes, False
 
     @property
     def nbytes(self) -> int:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from streamjoin.statestore import StoreArgumentError, open_store
 from streamjoin.statestore.arranged import BUDGET_VARIABLE, worker_budget
+from streamjoin.statestore.arrangement import decode_keys
 from streamjoin.statestore.layers import Layers
 from streamjoin.statestore.sorted_base import SortedBase
 
@@ -39,6 +40,21 @@ def _apply(model: dict[bytes, bytes], puts, deletes, ranges) -> dict[bytes, byte
     return {**model, **dict(puts)}
 
 
+def _check_stats(layers: Layers) -> None:
+    """``stats()`` and the delta's kept counts of tombstones, against a pass over the delta."""
+    base, d = layers.base, layers.delta
+    keys, values = decode_keys(d.ekeys).to_pylist(), d.log.take(d.rows).to_pylist()
+    tombs = [k for k, v in zip(keys, values) if v is None]
+    live = sum(len(k) + len(v) for k, v in zip(keys, values) if v is not None)
+    assert (d.nulls, d.null_key_bytes) == (len(tombs), sum(map(len, tombs)))
+    assert d.nbytes == live + sum(map(len, tombs))
+    entries, size, exact = Layers(base, d).stats()   # (a new one: ``len`` of ``layers`` made it exact)
+    if len(base) and len(d):   # the estimate: a delta entry over a base entry counts twice
+        assert (entries, size, exact) == (len(base) + len(keys) - 2 * len(tombs), base.nbytes + live, False)
+    else:
+        assert (entries, size, exact) == (len(layers), layers.nbytes, True)
+
+
 @given(st.lists(_WRITE, max_size=8), st.lists(_KEYS, max_size=10),
        st.lists(st.tuples(st.none() | _KEYS, st.none() | _KEYS), max_size=4))
 def test_layers_reads_equal_a_dict_across_merges(tmp_path_factory, writes, probes, ranges) -> None:
@@ -54,6 +70,7 @@ def test_layers_reads_equal_a_dict_across_merges(tmp_path_factory, writes, probe
         assert list(layers.entries(None, None, False)) == sorted(model.items())
         assert list(layers.entries(None, None, True)) == sorted(model.items(), reverse=True)
         assert (len(layers), layers.nbytes) == (len(model), sum(len(k) + len(v) for k, v in model.items()))
+        _check_stats(layers)
     assert layers.get_many(probes) == [model.get(k) for k in probes]
     in_range = [[(k, v) for k, v in sorted(model.items()) if (s is None or s <= k) and (e is None or k < e)]
                 for s, e in ranges]
