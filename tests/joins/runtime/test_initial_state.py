@@ -28,7 +28,7 @@ from tests.joins.drivers import InProcess
 from tests.joins.enrichment.test_properties import Run as EnrichmentRun
 from tests.joins.enrichment.test_properties import cases as enrichment_cases
 from tests.joins.enrichment.test_properties import rows_of as enrichment_rows
-from tests.joins.interval.cases import Local, join_cases, rows_of
+from tests.joins.interval.cases import SIMPLE, JoinCase, Local, join_cases, rows_of
 from tests.joins.runtime.test_rescale_enrichment import EVENTS, TABLE, _batch, logical_state
 
 
@@ -79,6 +79,24 @@ def test_interval_initial_state_continues_the_cut_run(case, data):
                 assert {s: _without_place(state_rows(started.stage().checkpoint.uri, s)) for s in ("left", "right")} \
                     == {s: _without_place(state_rows(plain.stage().checkpoint.uri, s)) for s in ("left", "right")}
         assert got == expected
+
+
+def test_interval_initial_state_keeps_a_loaded_row_apart_from_the_first_versions_twin():
+    """A loaded row is filed as arriving before the first version, so a row of that version equal
+    to it (same key, time and value) is a second row, not the same entry: a left outer join with
+    a zero window and no right rows emits both, padded, once the watermark passes them (their row
+    ids must not meet)."""
+    at = dt.datetime(1970, 1, 1)
+    row = {"k": 0, "ts": at, "v": "p"}
+    case = JoinCase(SIMPLE, "left", dt.timedelta(0), dt.timedelta(0), dt.timedelta(0),
+                    [([row], []), ([row], []), ([{"k": 1, "ts": at + dt.timedelta(seconds=5), "v": "q"}], [])])
+    with _cut(case, 1, 1, ("left", "right"), lambda: Local(case), case.operator()) as (plain, started):
+        expected, got = Counter(), Counter()
+        for index in (1, 2, None):
+            expected += rows_of(plain.run(index))
+            got += rows_of(started.run(index))
+    padded = (0, at, "p", None, None, None)
+    assert expected[padded] == 2 and got == expected
 
 
 @settings(max_examples=scaled(10), deadline=None)
