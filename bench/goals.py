@@ -240,7 +240,12 @@ GOALS: tuple[Goal, ...] = (
                 "the data micro-batches take less time than Spark's (0.6-0.7 s each after the first, 1.2 s, against "
                 "0.8-0.9 s). The store is not the limit: RocksDB took 12.5-13.0 s in the same run, and the join's "
                 "tasks spend about a fifth of their time in the store either way "
-                "(`streamjoin bench store-time`; docs/bench/joins.md)"),
+                "(`streamjoin bench store-time`; docs/bench/joins.md). Two runs that printed each micro-batch "
+                "(2026-11-30 21:16, load 0.8) put streamjoin's fixed costs at about 4.5 s: the build 1.7-2.0 s, "
+                "the query's start to its first micro-batch 1.1-1.2 s against Spark's 0.06-0.10 s (the Python "
+                "flush source, for which Spark starts a Python process that imports PySpark from pyspark.zip), "
+                "the first micro-batch about 1 s more than the others (it loads the 1M bootstrap rows) and the "
+                "two after the data 0.9-1.4 s (docs/design/runtime.md, arranged state, step 16)"),
     Goal("nexmark", "q3 (table-table) speed vs Spark", 1.5, "x",
          Cell("spark s / s", _nexmark("q3")), "streamjoin bench nexmark",
          memory=Cell("worker RSS MB", _nexmark("q3")),
@@ -265,21 +270,26 @@ GOALS: tuple[Goal, ...] = (
          Cell("input changes/s", _TABLE),
          "streamjoin bench table --stores arranged --floor",
          memory=Cell("worker RSS MB", _TABLE),
-         reason="it asks the join to add almost nothing to Spark's own cost: `--floor` runs the same streaming "
-                "query with the join's two exchanges and two mapInArrow stages passing rows through (no join, no "
-                "state) and moved 169,105 changes/s in the run of this figure (137,807 in one an hour earlier: this "
-                "host's speed varies by the hour), so the goal is 0.89 of the faster floor; streamjoin-arranged "
-                "took 2.7x the floor's time (62,274 changes/s), streamjoin-rocksdb 5.3x. Spark's JVM used 36.8 "
-                "CPU s and the Python workers 50.0 in the arranged run, on 2 cores (docs/design/runtime.md, "
-                "arranged state, step 7)"),
+         reason="in the run of this figure (2026-11-30 21:50, load 0.6 as it started, nothing else running) "
+                "streamjoin-arranged moved 100,110 input changes/s (20.0 s of change micro-batches) and "
+                "streamjoin-rocksdb 90,645; `--floor`, the same streaming query with the join's two exchanges and "
+                "two mapInArrow stages passing rows through (no join, no state), moved 241,926 (8.3 s), so the goal "
+                "is 0.62 of the floor and the arranged store is at 0.41. Spark's JVM used 21.4 CPU s and the Python "
+                "workers 29.0 in the arranged run (the floor's 15.5 and 4.5), on 2 cores; in one process the same "
+                "stages take 23-24 s for the load and the changes, so the workers' time is the join's own work plus "
+                "stores handed over between workers and the Arrow exchange, and a profile of the workers finds no "
+                "single part that is the limit: Arrow kernels over rows and keys packed as bytes, merges that "
+                "rewrite a base, the changelog's files; merging later and keeping more stores warm were tried and "
+                "did not pay (docs/design/runtime.md, arranged state, steps 14 and 16)"),
     Goal("table", "speed vs recomputing the view each micro-batch, 200,000-change micro-batches", 5.0, "x",
          Cell("recompute s / s", _TABLE),
          "streamjoin bench table --stores arranged --floor",
          memory=Cell("worker RSS MB", _TABLE),
-         reason="Spark's pass-through floor of the join's plan (`--floor`) is 8.44x the recompute in the same run, "
-                "so the goal is within Spark's reach; streamjoin-arranged was 3.11x there: its change micro-batches "
-                "must take 20.0 s instead of 32.1, the join's Python work per change about a third of today's "
-                "(docs/design/runtime.md, arranged state, step 7)"),
+         reason="Spark's pass-through floor of the join's plan (`--floor`) is 6.35x the recompute in the run of "
+                "this figure (2026-11-30 21:50, load 0.6 as it started), so the goal is within Spark's reach; "
+                "streamjoin-arranged was 2.63x there: its change micro-batches took 20.0 s against the recompute's "
+                "52.5 s and must take 10.5 s, the table join's goal of input changes/s above "
+                "(docs/design/runtime.md, arranged state, step 16)"),
     Goal("view", "a three-table view's change micro-batches vs its first join's alone on the same changes, in "
          "Spark, 200,000-change micro-batches", 1.5, "x", Each("s / two tables' s", "variant", _VIEW),
          "streamjoin bench view --store arranged --spark", at_most=True,
