@@ -266,7 +266,9 @@ class OpenReport:
     ``local_version``: the local store's version before (None: missing, empty or unreadable);
     ``versions``: deltas applied forward or undo records applied back; ``entries_restored``:
     entries a rebuild loaded; ``seconds``: time spent bringing the store to the target;
-    ``reason``: why it was rebuilt ("" otherwise).
+    ``reason``: why it was rebuilt ("" otherwise); ``warm``: the store was the one this process
+    kept open after the partition's previous task (False: opened from its directory, taken over
+    from another process, or rebuilt).
     """
 
     how: OpenHow
@@ -276,6 +278,7 @@ class OpenReport:
     entries_restored: int = 0
     seconds: float = 0.0
     reason: str = ""
+    warm: bool = False
 
 
 def open_logged_store(
@@ -320,7 +323,7 @@ def open_logged_store(
         local.store.close()
         raise
     report = OpenReport(outcome.how, version, target_version, outcome.versions, outcome.entries,
-                        time.perf_counter() - started, outcome.reason)
+                        time.perf_counter() - started, outcome.reason, warm=local.taken)
     store = ChangeloggingStore(local.store, log, undo=local.undo)
     store.park_as = (kind, local.path, dict(options)) if (warm if park is None else park) else None
     return store, report
@@ -364,6 +367,8 @@ class _Local:
     store: Store = field(init=False)
     #: the store records another owner tag than ours (or none): it is rebuilt, never trusted
     foreign: bool = False
+    #: the store was taken from this process's warm stores (not opened from its directory)
+    taken: bool = False
     undo: UndoLog | StoreHistory = field(init=False)
 
     def __post_init__(self) -> None:
@@ -375,7 +380,7 @@ class _Local:
         """Open the store (or take the warm one); return its version and "" or why it must be rebuilt."""
         taken = warm.take(self.kind, self.path, self.options, self.wanted) if self.warm else None
         if taken is not None:
-            self.store = taken
+            self.store, self.taken = taken, True
         else:
             try:
                 self.store = self._open()

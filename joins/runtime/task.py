@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamjoin.changelog import Changelog, open_logged_store, owner_tag, release_logged_store, snapshot_from_store
-from streamjoin.changelog.logging_store import ChangeloggingStore, OpenReport
+from streamjoin.changelog.logging_store import ChangeloggingStore, OpenHow, OpenReport
 from streamjoin.errors import CheckpointDamagedError
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.checkpoint.commits import Progress
@@ -441,6 +441,9 @@ def _metrics(operator: Operator, task: TaskInfo, rows: tuple[pa.Table, ...], res
         "state_entries_estimate": stats.entries,
         "state_bytes": stats.bytes,
         "state_open": opened.how.value,
+        # its state opened from the local directory, not kept warm in this process (a worker that
+        # did not run the partition's previous task, a store evicted, a restart)
+        "state_reopened": opened.how is OpenHow.REUSED and not opened.warm and opened.target_version is not None,
         "state_open_seconds": round(store.seconds, 6),
         "state_versions_replayed": opened.versions,
         "entries_restored": opened.entries_restored,

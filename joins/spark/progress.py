@@ -96,7 +96,8 @@ def _fields(operator: Operator) -> list[pa.Field]:
     names = [f"{m}_{name}" for name in inputs for m in _PER_INPUT_SUMS]
     names += [f"set_aside_rows_{name}" for name in operator.set_aside_inputs if name not in inputs] + list(_COMMON_SUMS)
     fields = [pa.field(n, pa.int64()) for n in names]
-    fields += [pa.field("stores_rebuilt", pa.int64()), pa.field("state_open_seconds", pa.float64())]
+    fields += [pa.field("stores_rebuilt", pa.int64()), pa.field("stores_reopened", pa.int64()),
+               pa.field("state_open_seconds", pa.float64())]
     for name in operator.metric_merges:
         fields.append(pa.field(name, pa.timestamp("us", "UTC") if name in operator.time_metrics else pa.int64()))
     return fields
@@ -123,6 +124,8 @@ def metrics_batch(operator: Operator, metrics: Mapping[str, Any], schema: pa.Sch
     for field in _fields(operator):
         if field.name == "stores_rebuilt":
             values[field.name] = int(metrics.get("state_open") not in ("reused", None))
+        elif field.name == "stores_reopened":
+            values[field.name] = int(bool(metrics.get("state_reopened")))
         elif field.name in operator.time_metrics:
             values[field.name] = _time(metrics.get(field.name))
         else:

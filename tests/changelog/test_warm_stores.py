@@ -113,17 +113,21 @@ def test_warm_store_runtime_reuses_a_partitions_store_and_a_failed_task_closes_i
     def run(version, query_id="q"):
         return run_task(op, checkpoint, config, TaskInfo(version, 0, 1, query_id=query_id), rows)
 
-    opened = [run(v)[1]["state_open"] for v in (0, 1)]
-    assert opened == ["reused", "reused"]
+    opened = [run(v)[1] for v in (0, 1)]
+    assert [m["state_open"] for m in opened] == ["reused", "reused"]
+    # version 0 opened an empty store; version 1 took the one version 0 kept open
+    assert [m["state_reopened"] for m in opened] == [False, False]
     path = local_store_path(config, checkpoint, 0)
     assert warm.parked_paths() == [path]
     open(f"{marker}.before-commit.v2.p0", "w").close()
     with pytest.raises(RuntimeError, match="injected failure"):
         run(2)
     assert warm.parked_paths() == []          # a failed task closes its store
-    assert run(2)[0].num_rows == 2
+    output, metrics = run(2)
+    assert output.num_rows == 2 and metrics["state_reopened"]   # its store closed with the failure: opened again
     destroy_store("rocksdb", path)
-    assert run(3)[1]["state_open"] == "rebuilt"
+    rebuilt = run(3)[1]
+    assert rebuilt["state_open"] == "rebuilt" and not rebuilt["state_reopened"]
 
 
 def test_warm_store_is_kept_only_for_a_streaming_querys_tasks(tmp_path):
@@ -180,7 +184,7 @@ def test_warm_store_final_task_of_a_query_takes_the_store_over_from_another_proc
         rows = (pa.table({"k": [1], "v": ["b"]}, schema=schema),)
         _, metrics = run_task(op, checkpoint, StateConfig(store="rocksdb", local_dir=local_dir),
                               TaskInfo(1, 0, 1, query_id="q", final=True), rows)
-        assert metrics["state_open"] == "reused"
+        assert metrics["state_open"] == "reused" and metrics["state_reopened"]   # handed over by the holder
         assert warm.parked_paths() == []   # a final task keeps nothing open
     finally:
         done.set()

@@ -111,3 +111,24 @@ def test_progress_schema_names_the_store_entry_count_an_estimate():
                         upper="1 minute", delay="0 seconds")
     observed = observed_sql(join)   # the observed metrics' fields
     assert "state_entries_estimate" in observed and "state_rows" not in observed
+
+
+def test_metrics_batch_counts_a_store_rebuilt_or_reopened_once_per_partition():
+    """A partition's metrics row says whether its store was rebuilt, or opened from its directory
+    instead of kept warm (``state_reopened``): the observation sums them over the partitions."""
+    import pyarrow as pa
+
+    from streamjoin.interval.operator import IntervalJoin
+    from streamjoin.spark.progress import metrics_batch, progress_schema
+
+    schema = pa.schema([("k", pa.int64()), ("t", pa.timestamp("us", "UTC"))])
+    join = IntervalJoin(schema, schema, (["k"], ["k"]), left_time="t", right_time="t", lower="0 seconds",
+                        upper="1 minute", delay="0 seconds")
+
+    def counted(**metrics) -> tuple[int, int]:
+        row = json.loads(metrics_batch(join, metrics, progress_schema(join)).column(-1)[0].as_py())
+        return row["stores_rebuilt"], row["stores_reopened"]
+
+    assert counted(state_open="reused", state_reopened=False) == (0, 0)
+    assert counted(state_open="reused", state_reopened=True) == (0, 1)
+    assert counted(state_open="rebuilt", state_reopened=False) == (1, 0)
