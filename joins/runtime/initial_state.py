@@ -32,13 +32,15 @@ from streamjoin.errors import JoinDefinitionError
 from streamjoin.runtime.checkpoint.initial import PROGRESS
 from streamjoin.runtime.keygroups import routing_types
 from streamjoin.runtime.operator import Operator, StepInput, StepResult
+from streamjoin.statestore.columns import ColumnWrite
 from streamjoin.statestore.memory import scratch_store
 
-__all__ = ["state_columns", "check_state", "conform_state", "key_table", "route_state", "merge_summary",
-           "step_on_loaded", "KEY_PREFIX", "check_given", "check_progress", "state_progress"]
+__all__ = ["state_columns", "check_state", "conform_state", "key_table", "with_keys", "route_state", "merge_summary",
+           "step_on_loaded", "split_sides", "KEY_PREFIX", "check_given", "check_progress", "state_progress"]
 
 #: The prefix of the routing key columns :func:`key_table` adds.
 KEY_PREFIX = "__sj_state_k"
+
 
 def state_columns(operator: Operator, side: str) -> pa.Schema:
     """The columns of ``side``'s state rows (``read_state``'s, without ``_partition`` and ``_version``)."""
@@ -91,15 +93,21 @@ def key_table(operator: Operator, side: str, rows: pa.Table) -> pa.Table:
                                 names=[f"{KEY_PREFIX}{i}" for i in range(len(types))])
 
 
+def with_keys(operator: Operator, side: str, rows: pa.Table) -> pa.Table:
+    """``rows`` (conformed) with their routing key columns (:func:`key_table`) after them."""
+    keys = key_table(operator, side, rows)
+    for name in keys.column_names:
+        rows = rows.append_column(name, keys.column(name))
+    return rows
+
+
 def route_state(operator: Operator, side: str, rows: pa.Table, partitions: int, groups: int) -> list[pa.Table]:
     """``rows`` (conformed) split by partition, by key group as the engine routes the inputs."""
     from streamjoin.runtime.local import route  # (the in-process runner's task imports this module)
 
-    keys = key_table(operator, side, rows)
-    tagged = rows
-    for name in keys.column_names:
-        tagged = tagged.append_column(name, keys.column(name))
-    parts = route(tagged, keys.column_names, partitions, groups=groups, types=routing_types(operator.inputs))
+    tagged = with_keys(operator, side, rows)
+    keys = tagged.column_names[rows.num_columns:]
+    parts = route(tagged, keys, partitions, groups=groups, types=routing_types(operator.inputs))
     return [part.select(rows.column_names) for part in parts]
 
 
@@ -172,13 +180,17 @@ def step_on_loaded(operator: Operator, rows: Mapping[str, pa.Table], summary: Ma
                    batch: StepInput) -> StepResult:
     """A partition's first version started from state rows: the operator's step on the state
     :meth:`Operator.load_state` makes of ``rows``, in a scratch memory store; the result's
-    writes are that whole state after the step, so the version's delta restores it."""
+    writes are that whole state after the step, as columns in key order, so the version's delta
+    restores it."""
     with scratch_store("initial-state") as scratch:
         scratch.write(operator.load_state(rows, summary, batch.version))
         result = operator.step(scratch, batch)
         result.write_to(scratch, None)
-        state = list(scratch.scan())
-    return StepResult(output=result.output, set_aside=result.set_aside, puts=state, metrics=result.metrics)
+        chunks = list(scratch.scan_columns())
+    keys, values = (pa.concat_arrays([c[i].cast(pa.binary()) for c in chunks]) if chunks else pa.array([], pa.binary())
+                    for i in (0, 1))
+    return StepResult(output=result.output, set_aside=result.set_aside,
+                      writes=ColumnWrite(keys, values, pa.array([], pa.binary())), metrics=result.metrics)
 
 
 def split_sides(tables: Sequence[pa.Table | None], sides: Sequence[str]) -> dict[str, pa.Table]:

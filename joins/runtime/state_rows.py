@@ -8,8 +8,10 @@ operator class declares for the side (:attr:`streamjoin.runtime.operator.Operato
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping
 
+import numpy as np
 import pyarrow as pa
 
 from streamjoin.changelog import Changelog, restore
@@ -22,7 +24,8 @@ from streamjoin.runtime.views import HISTORY
 from streamjoin.statestore.base import Store
 from streamjoin.statestore.memory import scratch_store
 
-__all__ = ["state_schema", "decode", "partition_rows", "state_rows"]
+__all__ = ["state_schema", "decode", "partition_rows", "state_rows", "StateSource", "state_source"]
+
 
 def state_schema(definition: Mapping[str, Any], side: str) -> pa.Schema:
     """The columns of ``side``'s state rows of a join with ``definition`` (``_partition`` and
@@ -47,31 +50,56 @@ def partition_rows(uri: str, definition: Mapping[str, Any], side: str, schema: p
     with scratch_store("read-state") as store:
         restored = restore(log, store, version).version
         table = decode(store, definition, side, schema)
-    table = table.append_column("_partition", pa.array([partition] * table.num_rows, pa.int32()))
-    table = table.append_column("_version", pa.array([restored] * table.num_rows, pa.int64()))
+    table = table.append_column("_partition", pa.array(np.full(table.num_rows, partition), pa.int32()))
+    table = table.append_column("_version", pa.array(np.full(table.num_rows, restored), pa.int64()))
     return table.cast(schema)
+
+
+@dataclass(frozen=True)
+class StateSource:
+    """What reading one side of a join checkpoint's state needs (:func:`state_source`)."""
+
+    checkpoint: Checkpoint
+    #: the checkpoint's partitionings, and the one holding the state (after a repartition or a
+    #: migration, the old one until the query's next run rebuilds it)
+    epochs: list[Epoch]
+    epoch: Epoch
+    #: the newest definition, with the definitions the inputs' columns had before it (``HISTORY``)
+    definition: dict[str, Any]
+    side: str
+    schema: pa.Schema
+
+
+def state_source(checkpoint: str, side: str | None, prefix: str = "", named: str | None = None) -> StateSource:
+    """Resolve ``side`` (None: the kind's only one) of the join checkpoint ``checkpoint`` (one
+    stage); :class:`JoinDefinitionError` (its message after ``prefix``, the checkpoint called
+    ``named``, default ``checkpoint``) when it is not a join checkpoint or has no such side, the
+    migration error for a checkpoint of format 1."""
+    cp = Checkpoint(checkpoint)
+    named = checkpoint if named is None else named
+    binding = cp.binding.root()
+    if binding is None:
+        raise JoinDefinitionError(f"{prefix}{named} is not a join checkpoint (it has no streamjoin.json)")
+    if binding.get("format") == 1:
+        raise migration_needed(cp.uri)
+    found = epochs(cp, binding)
+    history = cp.binding.history(binding)
+    definition = history[-1]
+    kind = definition.get("kind")
+    sides = tuple(operator_class(kind).state_views)
+    side = sides[0] if side is None and len(sides) == 1 else side
+    if side not in sides:
+        raise JoinDefinitionError(f"{prefix}{named} holds the state of a {kind}, whose sides are "
+                                  f"{list(sides)}; side={side!r} is not one of them")
+    full = {**definition, HISTORY: history} if len(history) > 1 else dict(definition)
+    return StateSource(cp, found, state_epoch(cp, found), full, side, state_schema(definition, side))
 
 
 def state_rows(checkpoint: str, side: str | None = None, version: int | None = None) -> pa.Table:
     """Every partition's state rows of ``side`` (None: the kind's only side) of one join
     checkpoint (a table-table join's stage), as ``read_state`` returns them, in this process."""
-    cp = Checkpoint(checkpoint)
-    binding = cp.binding.root()
-    if binding is None:
-        raise JoinDefinitionError(f"{checkpoint} is not a join checkpoint (it has no streamjoin.json)")
-    if binding.get("format") == 1:
-        raise migration_needed(cp.uri)
-    found = epochs(cp, binding)
-    epoch = state_epoch(cp, found)
-    history = cp.binding.history(binding)
-    definition = history[-1]
-    sides = tuple(operator_class(definition["kind"]).state_views)
-    side = sides[0] if side is None and len(sides) == 1 else side
-    if side not in sides:
-        raise JoinDefinitionError(f"{checkpoint} holds the state of a {definition['kind']}, whose sides are "
-                                  f"{list(sides)}; side={side!r} is not one of them")
-    schema = state_schema(definition, side)
-    full = {**definition, HISTORY: history} if len(history) > 1 else definition
-    parts = [partition_rows(cp.uri, full, side, schema, epoch, p, version) for p in range(epoch.partitions)]
+    src = state_source(checkpoint, side)
+    parts = [partition_rows(src.checkpoint.uri, src.definition, src.side, src.schema, src.epoch, p, version)
+             for p in range(src.epoch.partitions)]
     found_parts = [p for p in parts if p is not None]
-    return pa.concat_tables(found_parts) if found_parts else schema.empty_table()
+    return pa.concat_tables(found_parts) if found_parts else src.schema.empty_table()

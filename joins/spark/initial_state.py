@@ -30,9 +30,9 @@ from streamjoin.runtime.initial_state import (
     check_progress,
     check_state,
     conform_state,
-    key_table,
     merge_summary,
     state_columns,
+    with_keys,
 )
 from streamjoin.runtime.keygroups import routing_types
 from streamjoin.runtime.operator import Operator
@@ -95,10 +95,7 @@ class _Keyed:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             rows = conform_state(self.operator, self.side, pa.Table.from_batches([batch]))
-            keys = key_table(self.operator, self.side, rows)
-            for name in keys.column_names:
-                rows = rows.append_column(name, keys.column(name))
-            yield from rows.cast(self.schema).to_batches()
+            yield from with_keys(self.operator, self.side, rows).cast(self.schema).to_batches()
 
 
 class _Writer:

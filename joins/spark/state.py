@@ -40,14 +40,13 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from streamjoin.changelog import Changelog
 from streamjoin.errors import CheckpointDamagedError, JoinDefinitionError
 from streamjoin.runtime.checkpoint import Checkpoint
-from streamjoin.runtime.checkpoint.binding import migration_needed
 from streamjoin.runtime.inspect import stage_checkpoints
 from streamjoin.runtime.registry import operator_class
-from streamjoin.runtime.rescale import Epoch, changelog_uri, epoch_has_run, epochs, state_epoch
-from streamjoin.runtime.state_rows import partition_rows, state_schema
-from streamjoin.runtime.views import HISTORY
+from streamjoin.runtime.rescale import Epoch, changelog_uri, epoch_has_run, epochs
+from streamjoin.runtime.state_rows import partition_rows, state_schema, state_source
 
 __all__ = ["read_state", "read_join_state", "state_schema"]
+
 
 def read_state(spark: SparkSession, checkpoint: str, version: int | None = None, side: str | None = None) -> DataFrame:
     """The state of one side of a join checkpoint as rows, one task per partition.
@@ -72,29 +71,12 @@ def read_state(spark: SparkSession, checkpoint: str, version: int | None = None,
     if len(stages) != 1:
         raise JoinDefinitionError(f"read_state: {checkpoint} is a table_table_join's checkpoint: pass one of "
                                   f"its stages, {stages}")
-    cp = Checkpoint(stages[0])
-    binding = cp.binding.root() or {}   # (stage_checkpoints found it)
-    if binding.get("format") == 1:
-        raise migration_needed(cp.uri)
-    # the definitions the inputs' columns had, the newest last; the partitioning holding the state
-    # (after a repartition or a migration, the old one until the query's next run rebuilds it)
-    found = epochs(cp, binding)
-    epoch = state_epoch(cp, found)
-    history, partitions = cp.binding.history(binding), epoch.partitions
-    definition = history[-1]
-    kind = definition.get("kind")
-    sides = tuple(operator_class(kind).state_views)
-    if side is None and len(sides) == 1:
-        side = sides[0]
-    if side not in sides:
-        raise JoinDefinitionError(f"read_state: {checkpoint} holds the state of a {kind}, whose sides are "
-                                  f"{list(sides)}; side={side!r} is not one of them")
-    schema = state_schema(definition, side)
-    _check_changelogs(cp, found, epoch)
-    reader = _StateReader(cp.uri, {**definition, HISTORY: history} if len(history) > 1 else definition, side,
-                          version, schema, epoch)
+    src = state_source(stages[0], side, prefix="read_state: ", named=checkpoint)
+    _check_changelogs(src.checkpoint, src.epochs, src.epoch)
+    reader = _StateReader(src.checkpoint.uri, src.definition, src.side, version, src.schema, src.epoch)
+    partitions = src.epoch.partitions
     ids = spark.range(0, partitions, 1, max(partitions, 1))
-    return ids.mapInArrow(reader, from_arrow_schema(schema, prefer_timestamp_ntz=True))
+    return ids.mapInArrow(reader, from_arrow_schema(src.schema, prefer_timestamp_ntz=True))
 
 
 def read_join_state(spark: SparkSession, checkpoint: str, version: int | None = None) -> dict[str, DataFrame]:
