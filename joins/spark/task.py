@@ -31,6 +31,7 @@ from streamjoin.runtime.task import Arrived, TaskInfo, step_task
 from streamjoin.spark.flush import closing_version, write_tick
 from streamjoin.spark.lanes import Layout, batch_time, input_rows, split_inputs
 from streamjoin.spark.progress import metrics_batch, progress_schema
+from streamjoin.spark.worker_gc import before_task
 
 __all__ = ["PartitionTask", "InitialWriter", "Arriving", "task_context", "task_partition", "spark_local_state_dir",
            "refuse_after_close", "timed_rows"]
@@ -105,6 +106,7 @@ class PartitionTask:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         _configure_worker_logging()
+        before_task()   # PySpark collects after every task: keep what the imports made out of it
         ctx = task_context()
         batch_id = ctx.getLocalProperty("streaming.sql.batchId")
         task = TaskInfo(
