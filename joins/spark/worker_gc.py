@@ -7,8 +7,8 @@ took 30-85 ms a task on the 2-core machine of the benchmarks, more than the task
 Those objects live as long as the process, so :func:`before_task`, called as a task starts, moves
 every object alive then out of the collector's sight (``gc.freeze``) after one collection of its
 own, whenever the process has imported modules since it last did (its first task, and the tasks
-after one that imported more). Objects made after that (a task's rows, its stores) are collected
-as before.
+after one that imported more; a collection then walks only what is not frozen yet). Objects made
+after that (a task's rows, its stores) are collected as before.
 
 What is frozen is never collected as a cycle; an object freed by reference counting is freed as
 usual. So that a reference cycle frozen with the rest (a store kept warm at a freeze, and closed
@@ -42,10 +42,12 @@ def before_task() -> bool:
         _state.update(modules=-1, tasks=0, pid=os.getpid())
     _state["tasks"] += 1
     modules = len(sys.modules)
-    if modules == _state["modules"] and _state["tasks"] < REFREEZE_TASKS:
+    if _state["tasks"] >= REFREEZE_TASKS:   # everything once: frozen cycles that are garbage now go
+        gc.unfreeze()
+        _state["tasks"] = 0
+    elif modules == _state["modules"]:
         return False
-    gc.unfreeze()
-    gc.collect()
+    gc.collect()   # what is frozen already is not walked again
     gc.freeze()
-    _state.update(modules=modules, tasks=0)
+    _state["modules"] = modules
     return True
