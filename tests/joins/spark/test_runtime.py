@@ -210,6 +210,23 @@ def test_runtime_metrics_and_set_aside_rows_account_for_every_row(spark, tmp_pat
     assert {r["_reason"] for r in aside.collect()} == {"null key"}
 
 
+def _freeze_counts(batches):
+    """(In a Python worker) how many objects the worker's collector holds frozen."""
+    import gc
+
+    for _ in batches:
+        pass
+    yield pa.record_batch([pa.array([gc.get_freeze_count()], pa.int64())], names=["frozen"])
+
+
+def test_runtime_workers_freeze_their_imports_before_a_task(spark, tmp_path):
+    _write_inputs(tmp_path / "in", range(2))
+    _start(spark, tmp_path, state=_state(tmp_path))
+    # the workers that ran the join's tasks keep their imports out of PySpark's collection after a task
+    frozen = spark.range(0, 4, 1, 4).mapInArrow(_freeze_counts, "frozen long").collect()
+    assert max(r["frozen"] for r in frozen) > 10_000, frozen
+
+
 def test_runtime_batch_run_refuses_a_streaming_querys_checkpoint(spark, tmp_path):
     _write_inputs(tmp_path / "in", range(2))
     _start(spark, tmp_path, state=_state(tmp_path))
