@@ -61,7 +61,7 @@ from __future__ import annotations
 import json
 import os
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -75,6 +75,7 @@ from streamjoin.statestore.chunks import SortedChunks, SourceFile
 from streamjoin.statestore.columns import Chunk, ColumnWrite, PrefixScan, binary_column
 from streamjoin.statestore.errors import StoreArgumentError, StoreCorruptError, StoreError, StoreWriteError
 from streamjoin.statestore.hosts import HOSTS, open_host
+from streamjoin.statestore.keycodes import Carried
 from streamjoin.statestore.layers import Layers
 from streamjoin.statestore.locking import (
     DirectoryLock,
@@ -346,21 +347,29 @@ class ArrangedStore(Store):
         runs = len(files) - (2 if files and files[0][0].startswith("base-") else 0)
         if (self._run_entries + entries > max(int(len(layers.base) * RUN_SHARE), 4096) or runs >= MAX_RUNS
                 or layers.delta_bytes > self._budget):
-            self._commit_base(version, lambda stem: self._sealed(layers.write_base(self.path, stem, self._sync)))
+            carried: list[Carried | None] = [None]
+
+            def write(stem: str) -> list[_File]:
+                files, carried[0] = layers.write_coded_base(self.path, stem, self._sync)
+                return self._sealed(files)
+
+            self._commit_base(version, write, lambda: carried[0])
         else:
             self._commit(lambda files: layers, version, lambda written: [*files, self._write_file("run", run(), written)],
                          self._run_entries + entries)
 
-    def _commit_base(self, version: int | None, write: Callable[[str], list[_File]]) -> None:
+    def _commit_base(self, version: int | None, write: Callable[[str], list[_File]],
+                     codes: Callable[[], Carried | None] = lambda: None) -> None:
         """Commit a new base, the delta empty: ``write(stem)`` writes its two files (``stem`` and
-        the base suffixes) and returns their manifest entries."""
+        the base suffixes) and returns their manifest entries; ``codes()``, after it, the new
+        base's key codes carried through the write (None: none)."""
         stem = self._stem("base")
 
         def make(written: list[str]) -> list[_File]:
             written.extend(stem + suffix for suffix in (DATA, KEYS))
             return write(stem)
 
-        self._commit(self._remapped, version, make, 0)
+        self._commit(lambda files: self._remapped(files, codes()), version, make, 0)
 
     def _sealed(self, files: list[_File]) -> list[_File]:
         """``files``, written into the store's directory, handed to the host; their manifest entries."""
@@ -368,9 +377,12 @@ class ArrangedStore(Store):
             self._host.seal(name)
         return files
 
-    def _remapped(self, files: Sequence[_File]) -> Layers:
-        """The layers of a base just written (its two files first, mapped, not checked again)."""
-        return Layers(self._base(files[:2], check=False))
+    def _remapped(self, files: Sequence[_File], codes: Carried | None = None) -> Layers:
+        """The layers of a base just written (its two files first, mapped, not checked again),
+        with the key codes carried through its merge (``codes``, None: none)."""
+        base = self._base(files[:2], check=False)
+        made = codes.bind(base.ekeys) if codes is not None else None
+        return Layers(replace(base, made=made) if made is not None else base)
 
     def _write_columns(self, write: ColumnWrite, version: int | None) -> None:
         """``_write`` of columns: the layers and the run are built from them, no list between."""

@@ -22,6 +22,13 @@ keys as it holds, so a column searched once with a few probes (a store opened fo
 never pays for codes it would not use, and one searched version after version (a store a
 worker keeps warm) is coded early in its life.
 
+**Through a merge.** A store merges its base with the changes held beside it into a new base
+every few versions. Coding the new base from its keys would read every key again;
+``KeyIndex.carried`` instead keeps the codes of the old base's keys that stay and codes only the
+keys the merge adds, with their segment's positions. That works while the added keys start with a
+first byte the column has and share their segment's common bytes. An added key that does not
+leaves the new base to be coded from its keys, as a new column is.
+
 **Segments.** A store's column holds several areas, each under its own first byte (a tag), whose
 keys differ in different positions. ``KeyIndex`` codes each run of keys with one first byte on its
 own (``KeyCodes``) and routes a probe to its first byte's run. A run whose keys differ in more
@@ -31,12 +38,12 @@ A column of more than ``MAX_SEGMENTS`` first bytes is not coded at all.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
 
-__all__ = ["LazyIndex", "KeyIndex", "KeyCodes", "search", "CODE_BYTES", "MAX_SEGMENTS"]
+__all__ = ["LazyIndex", "KeyIndex", "KeyCodes", "Carried", "search", "CODE_BYTES", "MAX_SEGMENTS"]
 
 #: Bytes of a code: the most positions a column's keys may differ in.
 CODE_BYTES = 8
@@ -116,6 +123,14 @@ class KeyCodes:
         """Bytes the codes hold in memory."""
         return int(self.codes.nbytes)
 
+    def codes_of(self, theirs: np.ndarray) -> np.ndarray | None:
+        """The codes of keys ``theirs`` (``S`` values of the keys' width) that share the
+        column's common bytes; None when one of them does not (it has no code here)."""
+        matrix = _matrix(theirs)
+        if len(self.constant) and bool((matrix[:, self.constant] != self.common[self.constant]).any()):
+            return None
+        return _pack(matrix, self.varying)
+
     def search(self, theirs: np.ndarray, side: Literal["left", "right"] = "left") -> np.ndarray:
         """``np.searchsorted(keys, theirs, side)`` of the coded keys, for probes ``theirs`` of the
         keys' width (``S`` values of the same itemsize; ``ValueError`` otherwise). Probes out of
@@ -176,6 +191,43 @@ class KeyIndex:
         """Bytes the codes hold in memory."""
         return sum(part.nbytes for part in self.parts if part is not None)
 
+    def carried(self, kept: np.ndarray, added: np.ndarray, slots: np.ndarray) -> Carried | None:
+        """The index of a merged column, without reading its kept keys again: the column of this
+        one's keys at positions ``kept`` (ascending) and the keys ``added`` (``S`` values of the
+        same width, ascending, none of them kept) at positions ``slots`` of it. The kept keys keep
+        their codes; the added ones are coded with their segment's positions. None when a segment
+        has no codes, or an added key has a first byte no segment has or does not share its
+        segment's common bytes (the merged column is then coded from its keys, ``LazyIndex``)."""
+        if any(part is None for part in self.parts) or added.dtype.itemsize != self.ekeys.dtype.itemsize:
+            return None
+        parts: list[KeyCodes] = [part for part in self.parts if part is not None]
+        total = len(kept) + len(added)
+        old_segment = np.searchsorted(self.starts, kept, side="right") - 1
+        added_first = _matrix(added)[:, 0] if len(added) else np.zeros(0, np.uint8)
+        added_segment = np.searchsorted(self.firsts, added_first)
+        if len(added) and (bool((added_segment >= len(self.firsts)).any())
+                           or bool((self.firsts[np.minimum(added_segment, len(self.firsts) - 1)] != added_first).any())):
+            return None
+        codes = np.empty(total, np.uint64)
+        segment = np.empty(total, np.int64)
+        is_added = np.zeros(total, bool)
+        is_added[slots] = True
+        codes[~is_added] = np.concatenate([part.codes for part in parts])[kept]
+        segment[~is_added] = old_segment
+        segment[slots] = added_segment
+        for s in np.unique(added_segment).tolist():
+            where = np.flatnonzero(added_segment == s)
+            coded = parts[s].codes_of(added[where])
+            if coded is None:
+                return None
+            codes[slots[where]] = coded
+        cuts = np.flatnonzero(segment[1:] != segment[:-1]) + 1
+        starts = np.concatenate([[0], cuts, [total]]).astype(np.int64)
+        kinds = segment[starts[:-1]] if total else np.zeros(0, np.int64)
+        return Carried(self.firsts[kinds], starts,
+                       tuple(replace(parts[k], codes=codes[a:b]) for k, a, b in
+                             zip(kinds.tolist(), starts[:-1].tolist(), starts[1:].tolist())))
+
     def search(self, theirs: np.ndarray, side: Literal["left", "right"] = "left") -> np.ndarray:
         """``np.searchsorted(self.ekeys, theirs, side)`` for probes of the keys' width (``S``
         values of the same itemsize; ``ValueError`` otherwise)."""
@@ -195,15 +247,40 @@ class KeyIndex:
         return at
 
 
+@dataclass(frozen=True)
+class Carried:
+    """A ``KeyIndex`` carried through a merge (``KeyIndex.carried``), before the merged column is
+    read back: ``bind`` it to the column."""
+
+    firsts: np.ndarray
+    starts: np.ndarray
+    parts: tuple[KeyCodes, ...]
+
+    def bind(self, ekeys: np.ndarray) -> KeyIndex | None:
+        """The index of ``ekeys``, the merged column (None: not the column it was made for)."""
+        if not len(ekeys) or len(ekeys) != int(self.starts[-1]) or \
+                any(part.size != ekeys.dtype.itemsize for part in self.parts):
+            return None
+        return KeyIndex(ekeys, self.firsts, self.starts, self.parts)
+
+
 class LazyIndex:
     """A column's ``KeyIndex``, made once its searches have probed enough keys (see module), or
     never where it would take more than ``limit`` bytes (None: no limit)."""
 
-    def __init__(self, ekeys: np.ndarray, limit: int | None = None) -> None:
+    def __init__(self, ekeys: np.ndarray, limit: int | None = None, made: KeyIndex | None = None) -> None:
+        """``made``: the column's index made already (carried through the merge that wrote it)."""
         self.ekeys, self.limit = ekeys, limit
         self._probed = 0
         self._index: KeyIndex | None = None
         self._made = limit is not None and CODE_BYTES * len(ekeys) > limit   # (too large: never made)
+        if made is not None and not self._made:
+            self._index, self._made = made, True
+
+    @property
+    def made(self) -> KeyIndex | None:
+        """The index if it is made (never makes it)."""
+        return self._index if self._made else None
 
     @property
     def index(self) -> KeyIndex | None:

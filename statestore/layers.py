@@ -28,7 +28,7 @@ from streamjoin.statestore.arrangement import (
     key_lengths,
 )
 from streamjoin.statestore.base import KeyValue
-from streamjoin.statestore.keycodes import CODE_BYTES
+from streamjoin.statestore.keycodes import CODE_BYTES, Carried
 from streamjoin.statestore.sorted_base import BaseWriter, SortedBase
 
 __all__ = ["Layers", "MERGE_ROWS"]
@@ -200,14 +200,30 @@ class Layers:
     def write_base(self, directory: str, stem: str, sync: bool) -> list[tuple[str, int, int]]:
         """Write the merged map as a new base (``stem`` + the base's suffixes in ``directory``), a
         chunk of the old base at a time with the delta's entries among it; its manifest entries."""
+        return self.write_coded_base(directory, stem, sync)[0]
+
+    def write_coded_base(self, directory: str, stem: str, sync: bool) -> tuple[list[tuple[str, int, int]], Carried | None]:
+        """``write_base``, and the new base's key codes carried from the old base's (None where
+        the old base's codes are not made or cannot take the delta's keys:
+        ``streamjoin.statestore.keycodes.KeyIndex.carried``), to ``bind`` to its keys once mapped."""
+        index = self.base.made_codes
+        trace: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = \
+            [] if index is not None and self.base.width == self.delta.width else None
         out = BaseWriter(directory, stem, sync)
         try:
-            for keys, values in self._merged_chunks(None, None):
+            for keys, values in self._merged_chunks(None, None, trace):
                 out.add(keys, values)
-            return out.finish()
+            files = out.finish()
         except BaseException:
             out.abort()
             raise
+        if index is None or trace is None:
+            return files, None
+        kept, added, slots = (np.concatenate([part[i] for part in trace]) if trace else np.zeros(0, np.int64)
+                              for i in range(3))
+        if not len(added):
+            added = np.zeros(0, self.base.ekeys.dtype)
+        return files, index.carried(kept.astype(np.int64), added, slots.astype(np.int64))
 
     def columns(self, start: bytes | None, end: bytes | None) -> Iterator[tuple[pa.Array, pa.Array]]:
         """The entries of ``[start, end)`` (None: unbounded) in key order as ``(keys, values)``
@@ -215,10 +231,14 @@ class Layers:
         for keys, values in self._merged_chunks(start, end):
             yield decode_keys(keys), values
 
-    def _merged_chunks(self, start: bytes | None, end: bytes | None) -> Iterator[tuple[np.ndarray, pa.Array]]:
+    def _merged_chunks(self, start: bytes | None, end: bytes | None,
+                       trace: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
+                       ) -> Iterator[tuple[np.ndarray, pa.Array]]:
         """The merged map's live entries of ``[start, end)`` in key order: per chunk of up to
         :data:`MERGE_ROWS` base entries, the encoded keys (at the wider layer's width) and the
-        values (large binary), the delta's entries among the base's, its tombstones dropped."""
+        values (large binary), the delta's entries among the base's, its tombstones dropped.
+        ``trace``: appended per chunk, the base positions it keeps, the delta keys it adds and
+        their positions in the merged map."""
         base, d = self.base, self.delta
         width = max(base.width, d.width)
         (lo,), (hi,) = base.bounds([(start, end)]) if len(base) else ((0,), (0,))
@@ -230,6 +250,7 @@ class Layers:
         live = np.asarray(values.is_valid()) if len(ekeys) else np.zeros(0, bool)
         at, found = base.find_encoded(ekeys) if len(ekeys) else (np.zeros(0, np.int64), np.zeros(0, bool))
         hidden = at[found]
+        done = 0
         for first in range(lo, max(hi, lo + 1), MERGE_ROWS):
             stop = min(first + MERGE_ROWS, hi)
             d_lo = int(np.searchsorted(at, first, "left"))
@@ -258,6 +279,9 @@ class Layers:
             index[~from_delta] = positions - first
             index[slots] = (stop - first) + (chosen - d_lo)
             both = pa.concat_arrays([base.values.slice(first, stop - first), values.slice(d_lo, d_hi - d_lo)])
+            if trace is not None:
+                trace.append((positions, theirs[chosen], done + slots))
+            done += total
             yield keys, both.take(pa.array(index))
 
 

@@ -17,7 +17,7 @@ one never holds the whole state either.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal, Sequence
 
@@ -56,6 +56,9 @@ class SortedBase:
     #: the most bytes of memory the keys' codes may take (None: no limit); a base whose codes
     #: would take more is searched as bytes
     code_limit: int | None = None
+    #: the keys' codes made already: carried through the merge that wrote the base
+    #: (``streamjoin.statestore.keycodes.KeyIndex.carried``)
+    made: KeyIndex | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def empty(cls) -> SortedBase:
@@ -102,7 +105,12 @@ class SortedBase:
 
     @cached_property
     def _index(self) -> LazyIndex:
-        return LazyIndex(self.ekeys, self.code_limit)
+        return LazyIndex(self.ekeys, self.code_limit, self.made)
+
+    @property
+    def made_codes(self) -> KeyIndex | None:
+        """The keys' codes if they are made (never makes them)."""
+        return self._index.made
 
     @property
     def codes(self) -> KeyIndex | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-from hypothesis import given
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from streamjoin.statestore.arrangement import (
@@ -121,6 +121,42 @@ def test_keyindex_search_equals_numpy_searchsorted_of_the_keys(keys, probes, sid
         assert not len(mine) or len(areas) >= 16 or all((a != a[0]).any(axis=0).sum() > 8 for a in areas)
         return
     assert index.search(theirs, side).tolist() == np.searchsorted(mine, theirs, side=side).tolist()
+
+
+@given(st.lists(_SHAPED, min_size=1, max_size=60), st.lists(st.booleans(), max_size=60),
+       st.lists(st.one_of(_SHAPED, _NARROW, st.just([b"\x00meta"])), max_size=30),
+       st.lists(st.one_of(_SHAPED, _NARROW, st.binary(max_size=19)), max_size=40),
+       st.sampled_from(["left", "right"]))
+def test_keyindex_carried_through_a_merge_searches_as_the_merged_column(keys, dropped, added, probes, side) -> None:
+    # a coded column loses some keys and takes others (of its areas, of new first bytes, differing
+    # where its keys agree); the carried index, where there is one, searches as the merged column
+    def plain(k):
+        return _shaped(*k) if isinstance(k, tuple) else (b"".join(k) if isinstance(k, list) else k)
+    width = 19
+    mine = np.unique(encode_keys([plain(k) for k in keys], width))
+    index = KeyIndex.of(mine)
+    assert index is not None
+    keep = np.ones(len(mine), bool)
+    keep[:len(dropped)] = ~np.array(dropped[:len(mine)], bool)
+    theirs = np.setdiff1d(np.unique(encode_keys([plain(k) for k in added], width)), mine[keep])
+    merged = np.sort(np.concatenate([mine[keep], theirs]))
+    slots = np.searchsorted(merged, theirs)
+    carried = index.carried(np.flatnonzero(keep), theirs, slots)
+    probe = encode_keys([plain(p) for p in probes], width)
+    event("not carried" if carried is None else "carried")
+    if carried is None:   # an added key the column's codes cannot take
+        matrix = theirs.view(np.uint8).reshape(len(theirs), mine.dtype.itemsize)
+        assert len(theirs) and any(b not in index.firsts for b in matrix[:, 0]) or \
+            KeyIndex.of(np.unique(np.concatenate([mine, theirs]))) is None or \
+            any((part.common[part.constant] != row[part.constant]).any()
+                for row in matrix for f, part in zip(index.firsts, index.parts) if row[0] == f)
+        return
+    bound = carried.bind(merged) if len(merged) else None
+    if not len(merged):
+        return
+    assert bound is not None
+    assert bound.search(probe, side).tolist() == np.searchsorted(merged, probe, side=side).tolist()
+    assert carried.bind(merged[1:]) is None
 
 
 def test_keyindex_codes_a_store_of_several_areas() -> None:

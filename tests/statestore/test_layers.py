@@ -5,6 +5,7 @@ the arranged store's memory budget."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import pyarrow as pa
 import pytest
@@ -27,9 +28,13 @@ _WRITE = st.tuples(
 
 
 def _remapped(layers: Layers, directory: str, n: int) -> Layers:
-    """``layers`` merged into a new base written to ``directory`` and mapped back."""
-    (data, _, _), (keys, _, _) = layers.write_base(directory, f"base-{n}", sync=False)
-    return Layers(SortedBase.mapped(*(pa.memory_map(os.path.join(directory, f)).read_buffer() for f in (keys, data))))
+    """``layers`` merged into a new base written to ``directory`` and mapped back, with the key
+    codes the merge carried where it could (the old base's are made first, so that it can)."""
+    assert layers.base.codes is None or layers.base.made_codes is not None
+    ((data, _, _), (keys, _, _)), carried = layers.write_coded_base(directory, f"base-{n}", sync=False)
+    base = SortedBase.mapped(*(pa.memory_map(os.path.join(directory, f)).read_buffer() for f in (keys, data)))
+    made = carried.bind(base.ekeys) if carried is not None else None
+    return Layers(replace(base, made=made) if made is not None else base)
 
 
 def _apply(model: dict[bytes, bytes], puts, deletes, ranges) -> dict[bytes, bytes]:
@@ -132,3 +137,33 @@ def test_arranged_store_budget_is_refused_unless_a_size(tmp_path, monkeypatch) -
     monkeypatch.setenv(BUDGET_VARIABLE, "lots")
     with pytest.raises(StoreArgumentError, match="STREAMJOIN_WORKER_MEMORY='lots'.*e.g. 512m"):
         open_store("arranged", str(tmp_path / "s"))
+
+
+def test_layers_merge_carries_the_base_key_codes_to_the_new_base(tmp_path) -> None:
+    def key(tag: bytes, a: int) -> bytes:
+        return tag + (a | 1 << 63).to_bytes(8, "big")
+
+    def write(layers: Layers, puts: list[bytes], deletes: list[bytes]) -> Layers:
+        return layers.applied_columns(pa.array(puts, pa.binary()), pa.array([p[::-1] for p in puts], pa.binary()),
+                                      pa.array(deletes, pa.binary()))
+
+    first = [key(t, a) for t in (b"L", b"R") for a in range(0, 4000, 2)]
+    layers = _remapped(write(Layers(), first, []), str(tmp_path), 0)
+    model = {k: k[::-1] for k in first}
+    assert layers.base.codes is not None   # made, so that the next merge carries them
+    for n, (puts, deletes, carries) in enumerate([
+        ([key(b"L", a) for a in range(1, 3000, 6)], [key(b"R", a) for a in range(0, 400, 4)], True),
+        ([key(b"R", 5), key(b"L", 3999)], [key(b"L", 0)], True),
+        ([key(b"L", 7_000_000)], [], False),   # a byte the area's keys agree in: coded again from its keys
+        ([key(b"R", 7)], [key(b"R", 5)], True),
+        ([b"M" + bytes(8)], [], False),        # an area the base has not
+    ], start=1):
+        layers = _remapped(write(layers, puts, deletes), str(tmp_path), n)
+        model = {**{k: v for k, v in model.items() if k not in deletes}, **{p: p[::-1] for p in puts}}
+        assert (layers.base.made is not None) == carries
+        probes = [*model, key(b"L", 3), key(b"R", 1), b"L", b"Z"]
+        assert layers.get_many(probes) == [model.get(p) for p in probes]
+        assert list(layers.entries(None, None, False)) == sorted(model.items())
+        assert layers.scan_prefixes([b"L", b"R"]) == [sorted((k, v) for k, v in model.items() if k[:1] == t)
+                                                      for t in (b"L", b"R")]
+        assert layers.base.codes is not None   # made, for the next merge
