@@ -201,32 +201,36 @@ class KeyIndex:
         if any(part is None for part in self.parts) or added.dtype.itemsize != self.ekeys.dtype.itemsize:
             return None
         parts: list[KeyCodes] = [part for part in self.parts if part is not None]
-        total = len(kept) + len(added)
-        old_segment = np.searchsorted(self.starts, kept, side="right") - 1
+        segments = len(parts)
         added_first = _matrix(added)[:, 0] if len(added) else np.zeros(0, np.uint8)
         added_segment = np.searchsorted(self.firsts, added_first)
-        if len(added) and (bool((added_segment >= len(self.firsts)).any())
-                           or bool((self.firsts[np.minimum(added_segment, len(self.firsts) - 1)] != added_first).any())):
+        if len(added) and (bool((added_segment >= segments).any())
+                           or bool((self.firsts[np.minimum(added_segment, segments - 1)] != added_first).any())):
             return None
-        codes = np.empty(total, np.uint64)
-        segment = np.empty(total, np.int64)
-        is_added = np.zeros(total, bool)
-        is_added[slots] = True
-        codes[~is_added] = np.concatenate([part.codes for part in parts])[kept]
-        segment[~is_added] = old_segment
-        segment[slots] = added_segment
-        for s in np.unique(added_segment).tolist():
-            where = np.flatnonzero(added_segment == s)
-            coded = parts[s].codes_of(added[where])
-            if coded is None:
-                return None
-            codes[slots[where]] = coded
-        cuts = np.flatnonzero(segment[1:] != segment[:-1]) + 1
-        starts = np.concatenate([[0], cuts, [total]]).astype(np.int64)
-        kinds = segment[starts[:-1]] if total else np.zeros(0, np.int64)
-        return Carried(self.firsts[kinds], starts,
-                       tuple(replace(parts[k], codes=codes[a:b]) for k, a, b in
-                             zip(kinds.tolist(), starts[:-1].tolist(), starts[1:].tolist())))
+        # both sides are in key order, so each segment's kept and added keys are a slice of them
+        kept_at = np.searchsorted(kept, self.starts)
+        added_at = np.searchsorted(added_segment, np.arange(segments + 1))
+        starts = np.zeros(segments + 1, np.int64)
+        np.cumsum(np.diff(kept_at) + np.diff(added_at), out=starts[1:])
+        codes = np.empty(int(starts[-1]), np.uint64)
+        from_kept = np.ones(len(codes), bool)
+        from_kept[slots] = False
+        out: list[tuple[int, KeyCodes]] = []
+        for s, part in enumerate(parts):
+            a, b = int(starts[s]), int(starts[s + 1])
+            if a == b:
+                continue   # every key of the segment gone
+            if added_at[s + 1] > added_at[s]:
+                coded = part.codes_of(added[added_at[s]:added_at[s + 1]])
+                if coded is None:
+                    return None
+                codes[slots[added_at[s]:added_at[s + 1]]] = coded
+            mine = codes[a:b]
+            mine[from_kept[a:b]] = part.codes[kept[kept_at[s]:kept_at[s + 1]] - self.starts[s]]
+            out.append((s, replace(part, codes=mine)))
+        kinds = np.array([s for s, _ in out], np.int64)
+        bounds = np.array([starts[s] for s, _ in out] + [starts[-1]], np.int64)
+        return Carried(self.firsts[kinds], bounds, tuple(part for _, part in out))
 
     def search(self, theirs: np.ndarray, side: Literal["left", "right"] = "left") -> np.ndarray:
         """``np.searchsorted(self.ekeys, theirs, side)`` for probes of the keys' width (``S``
