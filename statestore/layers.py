@@ -258,10 +258,17 @@ class Layers:
             keep = np.ones(stop - first, bool)
             keep[hidden[(hidden >= first) & (hidden < stop)] - first] = False
             positions = np.arange(first, stop)[keep]
+            chosen = d_lo + np.flatnonzero(live[d_lo:d_hi])
+            if not len(chosen) and len(positions) == stop - first and base.width == width and stop > first:
+                # the delta has nothing here (a snapshot just after a merge): the base's slices as they are
+                if trace is not None:
+                    trace.append((positions, theirs[:0], np.zeros(0, np.int64)))
+                done += stop - first
+                yield base.ekeys[first:stop], base.values.slice(first, stop - first)
+                continue
             mine = base.ekeys[positions]
             if base.width != width:
                 mine = encode_keys(decode_keys(mine), width)
-            chosen = d_lo + np.flatnonzero(live[d_lo:d_hi])
             total = len(mine) + len(chosen)
             if not total:
                 continue
