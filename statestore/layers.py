@@ -223,7 +223,7 @@ class Layers:
                               for i in range(3))
         if not len(added):
             added = np.zeros(0, self.base.ekeys.dtype)
-        return files, index.carried(kept.astype(np.int64), added, slots.astype(np.int64))
+        return files, index.carried(kept.astype(np.int64, copy=False), added, slots.astype(np.int64, copy=False))
 
     def columns(self, start: bytes | None, end: bytes | None) -> Iterator[tuple[pa.Array, pa.Array]]:
         """The entries of ``[start, end)`` (None: unbounded) in key order as ``(keys, values)``
