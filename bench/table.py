@@ -44,7 +44,9 @@ Each variant first runs untimed on a tiny copy of the inputs (the JVM compiles i
 the Python workers start); before each timed run that tiny run repeats (idle Python workers exit
 after a minute). ``--profile`` runs the three stages in this process (``PlanRunner``)
 under cProfile instead, over the first batching, and prints where the time goes per stage;
-``--in-process`` runs them without the profiler and prints each batch's wall and CPU seconds. Both
+``--in-process`` runs them without the profiler and prints each batch's wall and CPU seconds, and
+keeps the stages' sums as results (``table-in-process``), so that ``streamjoin bench compare REV
+table --in-process`` alternates in-process runs of two checkouts (from a checkout that has them). Both
 run the stages as a streaming query's tasks (``LocalRunner(query_id=...)``): each stage's store
 stays open between micro-batches, as it does in a Spark query's Python workers.
 """
@@ -144,7 +146,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", action="store_true", help="run the three stages for the first store in this "
                         "process under cProfile (no Spark) and print where the time goes")
     parser.add_argument("--in-process", action="store_true", help="run the three stages for the first store in this "
-                        "process (no Spark, no profiler) and print each change batch's wall and CPU seconds per stage")
+                        "process (no Spark, no profiler), print each change batch's wall and CPU seconds per stage and keep "
+                        "the stages' sums as results (for streamjoin bench compare)")
 
 
 @dataclass(frozen=True)
@@ -698,6 +701,14 @@ def in_process(workload: Workload, params: Params, stores: list[str], fused: boo
         n = 2 * params.changes
         print(f"changes: {n:,} in {sum(walls):.1f} s ({n / sum(walls):,.0f}/s; "
               f"{sum(cpus):.1f} CPU s, {n / sum(cpus):,.0f}/CPU s)")
+        # a results file, so that ``streamjoin bench compare REV table --in-process`` alternates these runs
+        table = Table(["stage", "changes s", "CPU s", "input changes/s"])
+        names = [stage.name or "join" for stage in runner.plan.stages]
+        for i, name in enumerate(names):
+            wall, cpu = sum(walls[i::len(names)]), sum(cpus[i::len(names)])
+            table.add(name, round(wall, 3), round(cpu, 3), round(n / wall))
+        table.add("all", round(sum(walls), 3), round(sum(cpus), 3), round(n / sum(walls)))
+        print("results:", write_results("table-in-process", table, {**vars(params), "store": stores[0], "fused": fused}))
         return 0
     finally:
         _remove(root)

@@ -5,6 +5,7 @@ reference customers that exist by then, and that the expected view sizes are the
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from streamjoin.bench.table import bounds, expected_view_rows, generate
 
@@ -93,3 +94,22 @@ def test_spark_cpu_seconds_counts_workers_under_root():
     finally:
         root.terminate()
         root.wait(timeout=20)
+
+
+def test_table_in_process_keeps_its_stages_sums_as_results(tmp_path, monkeypatch, capsys):
+    # what ``streamjoin bench compare REV table --in-process`` reads back: a row a stage and their sum
+    import json
+    import tempfile
+
+    from streamjoin.bench.table import Params, in_process
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert in_process(generate(rows=300, changes=200, seed=5), Params(300, 200, (2,), 1, 2), ["memory"], True) == 0
+    path = [line for line in capsys.readouterr().out.splitlines() if line.startswith("results:")][-1][len("results:"):]
+    results = json.load(open(path.strip()))
+    assert results["benchmark"] == "table-in-process" and results["params"]["store"] == "memory"
+    rows = {row["stage"]: row for row in results["rows"]}
+    assert set(rows) == {"left_keys", "join", "all"}   # fused: the customers' key step runs in the join stage
+    both = rows["left_keys"]["changes s"] + rows["join"]["changes s"]
+    assert rows["all"]["changes s"] == pytest.approx(both, abs=0.002) and both > 0
+    assert rows["all"]["input changes/s"] == pytest.approx(400 / rows["all"]["changes s"], rel=0.01)
