@@ -16,6 +16,9 @@ locked and asks for it with :func:`request_release`: a request file beside the d
 a watcher thread of the parking process answers by closing the parked store (never one in use).
 The opener retries for a bounded number of sleeps; a process that died released its locks with
 it. At most :data:`LIMIT` stores stay parked per process (the least recently parked is closed).
+The watcher also closes, every :data:`GONE_SECONDS`, a parked store whose directory was removed
+or replaced (a finished query's checkpoint deleted): nothing can take it any more, and it would
+hold a parked place, its memory and, through its open files, the removed files' disk space.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from typing import Any, Callable
 from streamjoin.statestore.base import Store
 from streamjoin.statestore.locking import DAMAGE_FILE
 
-__all__ = ["park", "take", "evict", "request_release", "parked_paths", "LIMIT", "RELEASE_SUFFIX"]
+__all__ = ["park", "take", "evict", "close_gone", "request_release", "parked_paths", "LIMIT", "RELEASE_SUFFIX"]
 
 #: Stores kept open per process at most.
 LIMIT = int(os.environ.get("STREAMJOIN_WARM_STORES", "8"))
@@ -45,6 +48,8 @@ POLL_SECONDS = 0.005
 #: The opener's retry interval, and how long it waits for a hand-over in all (10 s).
 RETRY_SECONDS = 0.002
 HANDOVER_POLLS = 5000
+#: How often the watcher looks for parked stores whose directory is gone.
+GONE_SECONDS = 1.0
 
 
 @dataclass
@@ -136,6 +141,18 @@ def evict_all() -> None:
             _close_quietly(entry.store)
 
 
+def close_gone() -> list[str]:
+    """Close the parked stores whose directory is no longer the one they were opened on (removed,
+    or replaced by another); their paths."""
+    with _LOCK:
+        gone = [p for p, e in _PARKED.items() if e.identity is not None and _identity(p) != e.identity]
+        closing = [_PARKED.pop(p) for p in gone]
+    for parked in closing:
+        with parked.busy:
+            _close_quietly(parked.store)
+    return gone
+
+
 def parked_paths() -> list[str]:
     """The paths of the stores parked in this process, least recently parked first."""
     with _LOCK:
@@ -190,12 +207,16 @@ def _watch() -> None:
     """Close a parked store whose path has a release request (another process wants it), and
     flush parked stores once while they wait (RocksDB's memtable: the flush a close would do,
     off the task's path, so a parked store's memory and write-ahead log stay bounded)."""
+    looked = time.monotonic()
     while True:
         time.sleep(POLL_SECONDS)
         with _LOCK:
             wanted = [p for p in _PARKED if os.path.exists(p + RELEASE_SUFFIX)]
         for path in wanted:
             evict(path)
+        if time.monotonic() - looked >= GONE_SECONDS:
+            looked = time.monotonic()
+            close_gone()
         with _LOCK:
             idle = next((p for p in _PARKED.values() if not p.flushed), None)
             if idle is not None:

@@ -190,3 +190,21 @@ def test_warm_store_final_task_of_a_query_takes_the_store_over_from_another_proc
         done.set()
         holder.join(60)
     assert holder.exitcode == 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_warm_store_whose_directory_is_gone_is_closed_by_the_watcher(tmp_path, kind):
+    # a finished query's checkpoint removed under its parked store (not through destroy_store)
+    import shutil
+    import time
+
+    path, log = str(tmp_path / "p=0"), Changelog(str(tmp_path / "log"))
+    other, _ = _commit(kind, str(tmp_path / "p=1"), Changelog(str(tmp_path / "log1")), 0, [(b"b", b"0")])
+    inner, _ = _commit(kind, path, log, 0, [(b"a", b"0")])
+    shutil.rmtree(path)
+    waited = time.monotonic()
+    while warm.parked_paths() != [str(tmp_path / "p=1")] and time.monotonic() - waited < 10 * warm.GONE_SECONDS:
+        time.sleep(0.05)
+    assert inner.closed and not other.closed
+    assert warm.parked_paths() == [str(tmp_path / "p=1")]
+    assert warm.close_gone() == []
