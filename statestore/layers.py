@@ -217,13 +217,10 @@ class Layers:
         except BaseException:
             out.abort()
             raise
-        if index is None or trace is None:
+        if index is None or not trace:   # (no trace: nothing left to code)
             return files, None
-        kept, added, slots = (np.concatenate([part[i] for part in trace]) if trace else np.zeros(0, np.int64)
-                              for i in range(3))
-        if not len(added):
-            added = np.zeros(0, self.base.ekeys.dtype)
-        return files, index.carried(kept.astype(np.int64, copy=False), added, slots.astype(np.int64, copy=False))
+        kept, added, slots = (np.concatenate([part[i] for part in trace]) for i in range(3))
+        return files, index.carried(kept, added, slots)
 
     def columns(self, start: bytes | None, end: bytes | None) -> Iterator[tuple[pa.Array, pa.Array]]:
         """The entries of ``[start, end)`` (None: unbounded) in key order as ``(keys, values)``

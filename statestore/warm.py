@@ -146,10 +146,8 @@ def close_gone() -> list[str]:
     or replaced by another); their paths."""
     with _LOCK:
         gone = [p for p, e in _PARKED.items() if e.identity is not None and _identity(p) != e.identity]
-        closing = [_PARKED.pop(p) for p in gone]
-    for parked in closing:
-        with parked.busy:
-            _close_quietly(parked.store)
+    for path in gone:
+        evict(path)
     return gone
 
 

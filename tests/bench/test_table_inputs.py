@@ -106,7 +106,8 @@ def test_table_in_process_keeps_its_stages_sums_as_results(tmp_path, monkeypatch
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     assert in_process(generate(rows=300, changes=200, seed=5), Params(300, 200, (2,), 1, 2), ["memory"], True) == 0
     path = [line for line in capsys.readouterr().out.splitlines() if line.startswith("results:")][-1][len("results:"):]
-    results = json.load(open(path.strip()))
+    with open(path.strip()) as fh:
+        results = json.load(fh)
     assert results["benchmark"] == "table-in-process" and results["params"]["store"] == "memory"
     rows = {row["stage"]: row for row in results["rows"]}
     assert set(rows) == {"left_keys", "join", "all"}   # fused: the customers' key step runs in the join stage
