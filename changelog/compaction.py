@@ -38,6 +38,7 @@ from streamjoin.changelog.listing import Chain, Listing
 from streamjoin.changelog.log import Changelog, check_retention
 from streamjoin.changelog.merge import compose, merge
 from streamjoin.statestore.base import Store
+from streamjoin.statestore.chunks import SortedChunks
 
 __all__ = ["compact", "snapshot_from_store", "apply_retention", "CompactStats"]
 
@@ -59,6 +60,8 @@ class CompactStats:
     deleted: tuple[str, ...]
     bytes_deleted: int
     seconds: float
+    #: the store took the snapshot file as its own layout (``Store.rebase``; :func:`snapshot_from_store`)
+    rebased: bool = False
 
     @property
     def ratio(self) -> float:
@@ -104,8 +107,13 @@ def snapshot_from_store(
     *,
     retain_versions: int | None = None,
     on_written: Hook | None = None,
+    rebase: bool = True,
 ) -> CompactStats:
     """Write the snapshot of ``version`` from ``store`` (which must be at it), then apply retention.
+
+    With ``rebase``, a snapshot on this machine's disk is then offered to the store as its own
+    layout (``Store.rebase``: the arranged store makes it its base, so the changes it held beside
+    the base are merged by the snapshot's pass instead of a merge of its own).
 
     Raises :class:`VersionOrderError` when the store's marker is not ``version`` and
     :class:`VersionNotRetainedError` when the log cannot restore ``version`` (the snapshot must
@@ -132,10 +140,14 @@ def snapshot_from_store(
         file = log.write_snapshot(version, counted.track(store.scan_columns()))
     if on_written is not None:
         on_written()
+    rebased = False
+    local = log.local_snapshot(file) if rebase else None
+    if local is not None:
+        rebased = store.rebase(SortedChunks(local.chunks(), local.source))
     deleted, size = apply_retention(log, retain_versions=retain_versions, listing=log.listing())
     entries = log.read_snapshot(file).entries if good else counted.n
     return CompactStats(version, file.name, not good, entries, entries, tuple(deleted), size,
-                        time.perf_counter() - started)
+                        time.perf_counter() - started, rebased)
 
 
 def apply_retention(

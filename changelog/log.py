@@ -185,6 +185,16 @@ class Changelog:
         return SnapshotReader(verified_reader(data, file), file,
                               SourceFile(data, file.crc, self.storage.local_path(file.name)))
 
+    def local_snapshot(self, file: LogFile) -> SnapshotReader | None:
+        """A snapshot this log just wrote or checked, read from its file on this machine's disk
+        without checking its CRC-32 again (it was computed as the file was written, or checked
+        by the caller); None where the log is not on this disk (object storage)."""
+        path = self.storage.local_path(file.name)
+        if path is None:
+            return None
+        data = self._read(file)
+        return SnapshotReader(pa.ipc.open_file(data), file, SourceFile(data, file.crc, path))
+
     # -- internals ------------------------------------------------------------------------------
 
     def _read(self, file: LogFile) -> pa.Buffer:

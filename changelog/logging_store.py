@@ -55,6 +55,7 @@ from streamjoin.changelog.restore import restore
 from streamjoin.changelog.undo import UndoLog
 from streamjoin.statestore import warm
 from streamjoin.statestore.base import KeyValue, Store, StoreStats
+from streamjoin.statestore.chunks import SortedChunks
 from streamjoin.statestore.columns import Chunk, ColumnWrite, PrefixScan
 from streamjoin.statestore.errors import StoreCorruptError, StoreLockedError
 from streamjoin.statestore.registry import destroy_store, open_store, resolve_backend
@@ -176,6 +177,10 @@ class ChangeloggingStore(Store):
         if self._keep_reads:
             return super()._scan_prefixes_columns(prefixes)
         return self.inner.scan_prefixes_columns(prefixes)
+
+    def _rebase(self, items: SortedChunks) -> bool:
+        """The inner store's ``rebase``: the entries do not change, so nothing is logged."""
+        return self.inner.rebase(items)
 
     def _load_sorted(self, items: Iterable[KeyValue], version: int | None) -> int:
         """Bulk-load an empty store as one logged write of puts at ``version`` (required)."""

@@ -88,7 +88,7 @@ from streamjoin.statestore.locking import (
 )
 from streamjoin.statestore.sorted_base import DATA, KEYS, BaseWriter, SortedBase, write_keys
 
-__all__ = ["ArrangedStore", "MAX_RUNS", "RUN_SHARE", "HISTORY", "BUDGET_VARIABLE", "CODED_SHARE", "worker_budget"]
+__all__ = ["ArrangedStore", "MAX_RUNS", "RUN_SHARE", "REBASE_SHARE", "HISTORY", "BUDGET_VARIABLE", "CODED_SHARE", "worker_budget"]
 
 _FORMAT = "arranged-2"
 #: The environment variable of a Python worker's memory budget for arranged stores.
@@ -101,6 +101,10 @@ MAX_RUNS = 32
 #: new one. A merge rewrites the whole base, while every write and read pays for the delta's size
 #: (the delta is rebuilt and its search codes made again at each write), and so does an open.
 RUN_SHARE = 0.25
+#: A snapshot of the store's version becomes its base (``ArrangedStore.rebase``) when the runs
+#: beside the base hold at least this share of what makes a merge: a base's keys are about a
+#: quarter of a merge's work, and a rebase spares the runs' share of the next merge.
+REBASE_SHARE = 0.25
 #: Previous versions a store keeps to return to (``ArrangedStore.roll_back``).
 HISTORY = 2
 #: A base's search codes (``streamjoin.statestore.keycodes``: 8 bytes a key, in memory) may take
@@ -345,7 +349,7 @@ class ArrangedStore(Store):
             return
         files = list(self._now.files)
         runs = len(files) - (2 if files and files[0][0].startswith("base-") else 0)
-        if (self._run_entries + entries > max(int(len(layers.base) * RUN_SHARE), 4096) or runs >= MAX_RUNS
+        if (self._run_entries + entries > self._merge_entries(len(layers.base)) or runs >= MAX_RUNS
                 or layers.delta_bytes > self._budget):
             carried: list[Carried | None] = [None]
 
@@ -357,6 +361,11 @@ class ArrangedStore(Store):
         else:
             self._commit(lambda files: layers, version, lambda written: [*files, self._write_file("run", run(), written)],
                          self._run_entries + entries)
+
+    @staticmethod
+    def _merge_entries(base: int) -> int:
+        """The entries the runs beside a base of ``base`` entries may hold before a merge."""
+        return max(int(base * RUN_SHARE), 4096)
 
     def _commit_base(self, version: int | None, write: Callable[[str], list[_File]],
                      codes: Callable[[], Carried | None] = lambda: None) -> None:
@@ -421,11 +430,12 @@ class ArrangedStore(Store):
         self._commit_base(version, write)
         return len(self._layers.base)
 
-    def _adopt(self, items: SortedChunks, source: SourceFile, version: int | None) -> int:
+    def _adopt(self, items: SortedChunks, source: SourceFile, version: int | None, expected: int | None = None) -> int:
         """A base whose values file is ``source`` itself (a hard link to it where it is a file on
         this disk, else a copy of its bytes; its CRC-32 is the source's, checked by its reader),
         and whose keys file is made from the chunks' keys (their order checked): no value is
-        read or written again."""
+        read or written again. ``expected``: the entries the chunks must hold (``StoreError``,
+        nothing changed, when they do not; None: any)."""
         def write(stem: str) -> list[_File]:
             # (a failure leaves no file: the commit removes the base's names it was given)
             last: bytes | None = None
@@ -434,12 +444,24 @@ class ArrangedStore(Store):
                 key_chunk = binary_column(key_chunk, "keys")
                 last = self._check_ascending(key_chunk, last)
                 kept.append(key_chunk)
+            if expected is not None and sum(map(len, kept)) != expected:
+                raise StoreError(f"rebase of {self.path}: the file holds {sum(map(len, kept)):,} entries, the store "
+                                 f"{expected:,}; a store is rebased only on a snapshot of its own current version")
             self._host.place(stem + DATA, source)
             size, crc = write_keys(os.path.join(self.path, stem + KEYS), kept, self._sync)
             return [(stem + DATA, source.data.size, source.crc), *self._sealed([(stem + KEYS, size, crc)])]
 
         self._commit_base(version, write)
         return len(self._layers.base)
+
+    def _rebase(self, items: SortedChunks) -> bool:
+        """The snapshot file of ``items`` as the base (:meth:`_adopt`), the runs and the delta
+        dropped, where the runs hold at least ``REBASE_SHARE`` of what makes a merge (else the
+        base's keys written again would cost more than the merge the runs are short of)."""
+        if items.source is None or self._run_entries < REBASE_SHARE * self._merge_entries(len(self._layers.base)):
+            return False
+        self._adopt(items, items.source, None, expected=len(self._layers))
+        return True
 
     def _pair_chunks(self, items: Any) -> Iterator[tuple[pa.Array, pa.Array]]:
         """Pairs in ascending key order as chunks of binary columns (their types checked)."""

@@ -24,12 +24,15 @@ import shutil
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from itertools import chain
-from typing import Any, ClassVar, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
 from streamjoin.statestore.columns import Chunk, ColumnWrite, PrefixScan, binary_column, pair_chunks
 from streamjoin.statestore.errors import StoreClosedError, StoreError, StoreWriteError
+
+if TYPE_CHECKING:
+    from streamjoin.statestore.chunks import SortedChunks
 
 __all__ = ["Store", "StoreStats", "KeyValue", "prefix_end", "ascending", "check_entry_types"]
 
@@ -314,6 +317,22 @@ class Store(ABC):
                 "remove the store first (destroy_store) and open it again"
             )
         return self._load_sorted(items, version)
+
+    def rebase(self, items: SortedChunks) -> bool:
+        """Take ``items``, every entry this store holds now read back from the sorted file a
+        snapshot of its current version wrote (``items.source``), as the store's own layout
+        where that saves work: the arranged store makes the file its base (a hard link where it
+        is on this disk), so the changes it held beside its base are merged without a merge of
+        its own. The entries, the version marker, the owner, the tag and the history do not
+        change. Returns whether the store took the file; False, having changed nothing, where a
+        backend has no use for it (the default) or the file is not worth it. Raises
+        ``StoreError``, having changed nothing, when ``items`` do not hold the store's entries.
+        """
+        self._check_open()
+        return self._rebase(items)
+
+    def _rebase(self, items: SortedChunks) -> bool:
+        return False
 
     @property
     def version(self) -> int | None:

@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 import pyarrow as pa
 
 from streamjoin.statestore.base import KeyValue, Store, StoreStats
+from streamjoin.statestore.chunks import SortedChunks
 from streamjoin.statestore.columns import Chunk, ColumnWrite, PrefixScan
 
 __all__ = ["StoreTimer", "TimedStore"]
@@ -122,6 +123,9 @@ class TimedStore(Store):
 
     def _load_sorted(self, items: Iterable[KeyValue], version: int | None) -> int:
         return self._call(self.inner.load_sorted, items, version)
+
+    def _rebase(self, items: SortedChunks) -> bool:
+        return self._call(self.inner.rebase, items)
 
     def _version(self) -> int | None:
         return self._call(lambda: self.inner.version)
