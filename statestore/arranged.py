@@ -29,7 +29,11 @@ most a ``CODED_SHARE``-th of the budget (a larger base is searched as bytes). Wh
 holds more than ``memory_budget`` bytes (its codes counted), or the runs more than ``RUN_SHARE`` of the base's entries (or there
 are more than ``MAX_RUNS``), the write merges base and delta into a new base, streamed a chunk at
 a time (``Layers.write_base``), the older files are removed and the delta starts empty: the
-store's own compaction, as an LSM tree merges its runs. ``memory_budget`` defaults to the
+store's own compaction, as an LSM tree merges its runs. A snapshot of the store's version that a
+changelog on this disk wrote from it (``streamjoin.changelog.snapshot_from_store``) has merged the
+base and the runs already: the store takes it as its base (``rebase``: the snapshot file as the
+values, linked, and its keys written) when the runs hold at least ``REBASE_SHARE`` of what makes a
+merge, and the merge those runs were heading for starts from zero. ``memory_budget`` defaults to the
 worker's budget (``STREAMJOIN_WORKER_MEMORY``, bytes, with an optional ``k``/``m``/``g``
 suffix; default ``1g``) shared among the stores a Python worker may hold (the stores kept warm,
 ``STREAMJOIN_WARM_STORES``, and the one a task opens). A base counts against the machine's page

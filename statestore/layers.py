@@ -73,7 +73,8 @@ class Layers:
         return count, base.nbytes + int(sizes[live].sum()) - shadowed
 
     def __len__(self) -> int:
-        return self._live[0]
+        counted = self.__dict__.get("_counted")   # a whole scan's count (:meth:`columns`): no probe
+        return counted if counted is not None else self._live[0]
 
     def stats(self) -> tuple[int, int, bool]:
         """(entries, bytes of their keys and values, exact): exact when one layer is empty,
@@ -224,9 +225,14 @@ class Layers:
 
     def columns(self, start: bytes | None, end: bytes | None) -> Iterator[tuple[pa.Array, pa.Array]]:
         """The entries of ``[start, end)`` (None: unbounded) in key order as ``(keys, values)``
-        binary chunks, a chunk of the base at a time with the delta's entries among it."""
+        binary chunks, a chunk of the base at a time with the delta's entries among it. A whole
+        scan read to its end leaves its count as the map's length (the layers never change)."""
+        counted = 0
         for keys, values in self._merged_chunks(start, end):
+            counted += len(keys)
             yield decode_keys(keys), values
+        if start is None and end is None:
+            self.__dict__["_counted"] = counted
 
     def _merged_chunks(self, start: bytes | None, end: bytes | None,
                        trace: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None

@@ -76,6 +76,9 @@ def test_layers_reads_equal_a_dict_across_merges(tmp_path_factory, writes, probe
         assert list(layers.entries(None, None, True)) == sorted(model.items(), reverse=True)
         assert (len(layers), layers.nbytes) == (len(model), sum(len(k) + len(v) for k, v in model.items()))
         _check_stats(layers)
+        scanned = Layers(layers.base, layers.delta)   # a whole scan leaves its count as the length
+        assert _pairs(scanned.columns(None, None)) == sorted(model.items())
+        assert "_live" not in scanned.__dict__ and len(scanned) == len(model)
     assert layers.get_many(probes) == [model.get(k) for k in probes]
     in_range = [[(k, v) for k, v in sorted(model.items()) if (s is None or s <= k) and (e is None or k < e)]
                 for s, e in ranges]
