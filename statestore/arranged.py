@@ -464,7 +464,10 @@ class ArrangedStore(Store):
         base's keys written again would cost more than the merge the runs are short of)."""
         if items.source is None or self._run_entries < REBASE_SHARE * self._merge_entries(len(self._layers.base)):
             return False
+        coded = self._layers.base.made_codes is not None
         self._adopt(items, items.source, None, expected=len(self._layers))
+        if coded:   # searched by codes as the base it replaces was, not as bytes until they pay again
+            self._layers.base.codes
         return True
 
     def _pair_chunks(self, items: Any) -> Iterator[tuple[pa.Array, pa.Array]]:
