@@ -467,7 +467,7 @@ class ArrangedStore(Store):
         coded = self._layers.base.made_codes is not None
         self._adopt(items, items.source, None, expected=len(self._layers))
         if coded:   # searched by codes as the base it replaces was, not as bytes until they pay again
-            self._layers.base.codes
+            _ = self._layers.base.codes   # (made now)
         return True
 
     def _pair_chunks(self, items: Any) -> Iterator[tuple[pa.Array, pa.Array]]:

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from streamjoin.statestore import backend_names
+from streamjoin.statestore import arranged, backend_names
 from streamjoin.statestore.arranged import BUDGET_VARIABLE
 from tests.examples import scaled
 from tests.joins.drivers import DISTURBANCES, replay_disturbed
@@ -87,6 +87,32 @@ def test_table_join_equals_reference_with_arranged_state_over_its_memory_budget(
     # new memory-mapped base, the state many times what the workers keep in memory
     with mock.patch.dict(os.environ, {BUDGET_VARIABLE: "9"}):
         check_against_reference(case, "arranged")
+
+
+@settings(max_examples=scaled(10))
+@given(case=table_cases(max_changes=12, max_batches=5, max_partitions=2), data=st.data())
+def test_table_join_with_snapshots_rebasing_the_store_equals_uninterrupted_run(case, data):
+    # every snapshot becomes its arranged store's base (``REBASE_SHARE`` 0: however few its runs),
+    # through the runtime's crashes, lost stores and re-executed versions
+    rebased: list[bool] = []
+    rebase = arranged.ArrangedStore._rebase
+
+    def counted(store, items):
+        rebased.append(rebase(store, items))
+        return rebased[-1]
+
+    plain, chaos = Run(case, runtime=False), Run(case, "arranged")
+    try:
+        with mock.patch.object(arranged, "REBASE_SHARE", 0.0), \
+                mock.patch.object(arranged.ArrangedStore, "_rebase", counted):
+            expected = [output_rows(plain.run(index, apply=False)) for index in range(len(case.batches))]
+            replay_disturbed(chaos.driver, lambda index, version: output_rows(chaos.run(index, version, apply=False)),
+                             range(len(case.batches)), expected, data, _ACTIONS)
+    finally:
+        plain.close()
+        chaos.close()
+    event(f"stores rebased: {sum(rebased) > 0}")
+    assert all(rebased)   # a local changelog's snapshot is always taken at a share of 0
 
 
 @pytest.mark.parametrize("kind", ["lmdb", "rocksdb"])
