@@ -106,8 +106,8 @@ MAX_RUNS = 32
 #: (the delta is rebuilt and its search codes made again at each write), and so does an open.
 RUN_SHARE = 0.25
 #: A snapshot of the store's version becomes its base (``ArrangedStore.rebase``) when the runs
-#: beside the base hold at least this share of what makes a merge: a base's keys are about a
-#: quarter of a merge's work, and a rebase spares the runs' share of the next merge.
+#: beside the base hold at least this share of what makes a merge: writing a base's keys is about
+#: a fifth of a merge's work, and a rebase spares the runs' share of the next merge.
 REBASE_SHARE = 0.25
 #: Previous versions a store keeps to return to (``ArrangedStore.roll_back``).
 HISTORY = 2
