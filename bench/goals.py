@@ -216,10 +216,10 @@ def _nexmark(query: str) -> dict[str, object]:
 GOALS: tuple[Goal, ...] = (
     Goal("interval", "speed of streamjoin-arranged vs the floor (floor s / s)", 0.90, "x",
          Cell("floor s / s", _OURS), "streamjoin bench interval", memory=_INTERVAL_RSS,
-         reason="0.66x on the arranged store and 0.66x on RocksDB in the run of this figure (2026-12-01 02:03, "
-                "load 2.5 as it started, nothing else running, the variants' order rotated between its 2 runs; the "
-                "floor 4.07 s, streamjoin 6.14 s); 0.73x and 0.68x in a run on 2026-11-30 at load 2.4, 0.74x and "
-                "0.69x at load 0.3 that day, the same code before step 18. The floor's "
+         reason="0.78x on the arranged store and 0.80x on RocksDB in the run of this figure (2026-12-01 04:03, "
+                "load 2.4 as it started, nothing else running, the variants' order rotated between its 2 runs; the "
+                "floor 4.94 s, streamjoin 6.32 s); 0.66x and 0.66x in a run earlier that day (load 2.5, the floor "
+                "4.07 s), 0.73x and 0.68x on 2026-11-30 at load 2.4: the floor's own time moves the most. The floor's "
                 "mapInArrow runs in the same Python workers as the join, so it gains as much from the workers' "
                 "frozen imports (docs/design/runtime.md, arranged state, step 17) and the ratio did not move with "
                 "them; the join's tasks run in about 1.3-1.6 s in one process (`streamjoin bench interval "
@@ -234,9 +234,9 @@ GOALS: tuple[Goal, ...] = (
     Goal("enrichment", "speed of streamjoin-arranged vs Spark's stream-static join, 1M events x 1M rows", 1.5, "x",
          Cell("spark s / s", _OURS), "streamjoin bench enrichment --stores arranged --latest '' --user-typed",
          memory=Cell("worker RSS MB", _OURS),
-         reason="0.94x in the run of this figure (2026-12-01 02:00, load 2.6 as it started, nothing else "
-                "running; 2 runs, the variants' order rotated: Spark 10.7 s, streamjoin 11.5 s of which the build "
-                "1.7 s; 0.90x and 0.89x in runs on 2026-11-30). What "
+         reason="0.91x in the run of this figure (2026-12-01 04:00, load 2.4 as it started, nothing else "
+                "running; 2 runs, the variants' order rotated: Spark 10.5 s, streamjoin 11.6 s of which the build "
+                "2.0 s; 0.94x earlier that day, 0.90x and 0.89x in runs on 2026-11-30). What "
                 "streamjoin adds is the build (the bootstrap's Spark job and version 0; Spark's stream-static join "
                 "builds nothing) and the two micro-batches after the data, which as-of needs to release the last "
                 "events (12 micro-batches against Spark's 10); the data micro-batches take less time than Spark's. "
@@ -250,8 +250,8 @@ GOALS: tuple[Goal, ...] = (
     Goal("nexmark", "q3 (table-table) speed vs Spark", 1.5, "x",
          Cell("spark s / s", _nexmark("q3")), "streamjoin bench nexmark",
          memory=Cell("worker RSS MB", _nexmark("q3")),
-         reason="1.69x in the run of this figure (2026-12-01 01:57, load 1.5 as it started, nothing else "
-                "running; 1.60x on 2026-11-30) and 1.77x (runs 1.80x and 1.75x) against 1.42x for the previous main in alternated runs "
+         reason="1.66x in the run of this figure (2026-12-01 03:58, load 0.7 as it started, nothing else "
+                "running; 1.69x earlier that day, 1.60x on 2026-11-30) and 1.77x (runs 1.80x and 1.75x) against 1.42x for the previous main in alternated runs "
                 "(`streamjoin bench compare --repeat 2 420f362 nexmark --queries q8w,q20,q3 --repeat 1`, load "
                 "1.8-3.0), since the Python workers no longer collect their imports' objects after every task "
                 "(docs/design/runtime.md, arranged state, step 17). Spark's own q3 takes 4-10 s across runs, so "
@@ -263,45 +263,52 @@ GOALS: tuple[Goal, ...] = (
          Cell("input changes/s", _TABLE),
          "streamjoin bench table --stores arranged --floor",
          memory=Cell("worker RSS MB", _TABLE),
-         reason="in the run of this figure (2026-12-01 01:59, load 2.8 as it started, nothing else running) "
-                "streamjoin-arranged moved 123,077 input changes/s (16.2 s of change micro-batches; 111,882 in "
-                "the run kept the day before, and alternated runs of this code against the previous main gave "
-                "0.99x and 1.02x: the runs vary by a tenth); `--floor`, "
+         reason="110,387 input changes/s, the median of 3 runs (`--repeat 3`, 2026-12-01 04:17, load 0.3 as it "
+                "started, nothing else running; 20.0, 18.1 and 17.2 s of change micro-batches); single runs "
+                "gave 111,390 an hour before and 123,077 and 111,882 on the days before. Alternated against the "
+                "previous main, step 19 (a snapshot becomes the store's base) moved 1.09x the input changes/s with "
+                "0.90x the Python workers' CPU (`streamjoin bench compare --repeat 3 175d7e4 table --stores "
+                "arranged --no-spark`: 113,598 against 104,226, the previous main's runs 96,918-108,401): the "
+                "figure moves by a tenth between runs and hours. `--floor`, "
                 "the same streaming query with the join's two exchanges and two mapInArrow stages passing rows "
-                "through (no join, no state), moved 301,386 (6.6 s), so the goal is 0.50 of the floor and the "
-                "arranged store is at 0.41. Spark's JVM used 21.0 CPU s and the Python workers 23.4 in the "
-                "arranged run (the floor's 14.0 and 0.6), on 2 cores; the workers' 28.5 CPU s before step 17 "
-                "were 3 s of collecting their imports' objects after every task. A quarter of the workers' CPU is "
-                "the kernel's (new pages, 2.4 GB written a run: the changelog, the runs, the merges that rewrite "
-                "a base, the snapshot), the rest Arrow kernels over rows and keys packed as bytes, the merges "
-                "and the changelog's files; merging later, keeping more stores warm and keeping freed memory in "
-                "the allocator were tried and did not pay, and carrying a base's search codes through its merges "
-                "(step 18) saves a few percent, below the runs' noise (docs/design/runtime.md, arranged state, "
-                "steps 14, 16, 17 and 18)"),
+                "through (no join, no state), moved 271,813 (7.4 s, median), so the goal is 0.55 of the floor and "
+                "the arranged store is at 0.41. Spark's JVM used 19.2 CPU s and the Python workers 26.8 in the "
+                "arranged runs (the floor's 15.7 and 0.8), on 2 cores. A quarter of the workers' CPU is "
+                "the kernel's (new pages, 2.4 GB written a run before step 19: the changelog, the runs, the merges "
+                "that rewrite a base, the snapshot), the rest Arrow kernels over rows and keys packed as bytes, the "
+                "merges and the changelog's files; merging later, keeping more stores warm and keeping freed memory "
+                "in the allocator were tried and did not pay, carrying a base's search codes through its merges "
+                "(step 18) saves a few percent, below the runs' noise, and a snapshot that becomes the store's "
+                "base spares a merge per snapshot (step 19; docs/design/runtime.md, arranged state, steps 14 and "
+                "16-19)"),
     Goal("table", "speed vs recomputing the view each micro-batch, 200,000-change micro-batches", 5.0, "x",
          Cell("recompute s / s", _TABLE),
          "streamjoin bench table --stores arranged --floor",
          memory=Cell("worker RSS MB", _TABLE),
-         reason="Spark's pass-through floor of the join's plan (`--floor`) is 7.11x the recompute in the run of "
-                "this figure (2026-12-01 01:59, load 2.8 as it started), so the goal is within Spark's reach; "
-                "streamjoin-arranged was 2.90x there: its change micro-batches took 16.2 s against the "
-                "recompute's 47.2 s and must take 9.4 s, the table join's goal of input changes/s above "
-                "(docs/design/runtime.md, arranged state, steps 16 and 17)"),
+         reason="Spark's pass-through floor of the join's plan (`--floor`) is 5.49x the recompute in the runs of "
+                "this figure (medians of 3, 2026-12-01 04:17, load 0.3 as they started; 7.11x in a run earlier "
+                "that day), so the goal is about at Spark's reach; streamjoin-arranged was 2.23x there (2.90x "
+                "earlier that day): its change micro-batches took 18.1 s against the recompute's 40.4 s (the "
+                "recompute 38.4-49.2 s across the runs) and must take 8.1 s (docs/design/runtime.md, arranged "
+                "state, steps 16-19)"),
     Goal("view", "a three-table view's change micro-batches vs its first join's alone on the same changes, in "
          "Spark, 200,000-change micro-batches", 1.5, "x", Each("s / two tables' s", "variant", _VIEW),
          "streamjoin bench view --store arranged --spark", at_most=True,
          reason="the chain makes three times the first join's view changes (4.95M against 1.68M in process, "
                 "same run): the workload's 100,000 products get 1M changes, a fifth of them updates, and a "
                 "product has about ten orders, whose rows each update of it retracts and re-inserts; in one process the chain took "
-                "3.29x the first join's seconds in the run of this figure (3.07-3.15x on 2026-11-30), and 2.33x "
-                "in Spark (2026-12-01 02:09, load 2.2; 2.47x on 2026-11-30 at load 2.4), about the first join's cost per view change, so the goal asks "
+                "4.04x the first join's seconds in the run of this figure (3.25x in a run minutes later, 3.29x "
+                "earlier that day, 3.07-3.15x on 2026-11-30), and 2.49x in Spark (2026-12-01 04:09, load 2.1; "
+                "2.33x earlier that day, 2.47x on 2026-11-30 at load 2.4), about the first join's cost per view change, so the goal asks "
                 "for a second join that costs a fraction of the first per change, or for state shared between "
-                "the joins (a delta-join plan), neither of which exists yet (docs/guides/views.md, what is "
-                "stored)"),
+                "the joins (a delta-join plan), neither of which exists yet; the benchmark's five versions write no "
+                "snapshot, so a snapshot becoming the store's base (step 19) does not act here "
+                "(docs/guides/views.md, what is stored)"),
     Goal("view", "a three-table view's speed vs Spark recomputing the three-way join each micro-batch, "
          "200,000-change micro-batches", 5.0, "x", Each("recompute s / s", "variant", _VIEW),
          "streamjoin bench view --store arranged --spark",
-         reason="the recompute's cost follows the tables (the whole view rebuilt from every change file so far, "
+         reason="1.17x in the run of this figure (2026-12-01 04:09, load 2.1 as it started; 1.14x earlier that "
+                "day). The recompute's cost follows the tables (the whole view rebuilt from every change file so far, "
                 "each micro-batch) and the chain's the view changes it emits: 990,000 a micro-batch here (4.95M in "
                 "5, in process, same run); the chain's cost per view change is the "
                 "table join's, whose goals are not met either (table rows; docs/design/runtime.md, arranged "
@@ -309,9 +316,9 @@ GOALS: tuple[Goal, ...] = (
     Goal("nexmark", "q20 (stream-table as of) events/s per core (Feldera's published q20)", 84_500, " events/s/core",
          Cell("events/s/core", _nexmark("q20")), "streamjoin bench nexmark",
          memory=Cell("worker RSS MB", _nexmark("q20")),
-         reason="96,244 events/s/core in the run of this figure (2026-12-01 01:57, load 1.5 as it started): "
-                "1M events in 5.20 s on 2 cores, where the goal is 5.9 s (88,305 and 5.66 s on 2026-11-30), so a "
-                "run's noise can put it under. "
+         reason="91,383 events/s/core in the run of this figure (2026-12-01 03:58, load 0.7 as it started): "
+                "1M events in 5.47 s on 2 cores, where the goal is 5.9 s (96,244 earlier that day, 88,305 on "
+                "2026-11-30), so a run's noise can put it under. "
                 "Against the previous main, alternated, Spark's time over streamjoin's went from 1.21x to 1.35x "
                 "(`streamjoin bench compare --repeat 2 420f362 nexmark --queries q8w,q20,q3 --repeat 1`, load "
                 "1.8-3.0; docs/design/runtime.md, arranged state, step 17). Before that, profiled runs "
@@ -321,8 +328,8 @@ GOALS: tuple[Goal, ...] = (
     Goal("nexmark", "q8w (interval) speed vs Spark", 2.5, "x",
          Cell("spark s / s", _nexmark("q8w")), "streamjoin bench nexmark",
          memory=Cell("worker RSS MB", _nexmark("q8w")),
-         reason="2.04x in the run of this figure (2026-12-01 01:57, load 1.5 as it started, nothing else running; "
-                "Spark's q8w 4.37-4.62 s; 1.92x on 2026-11-30); 2.14x (runs 2.01x and 2.27x) against 1.88x for the previous main in "
+         reason="2.00x in the run of this figure (2026-12-01 03:58, load 0.7 as it started, nothing else running; "
+                "Spark's q8w 4.88 s; 2.04x earlier that day, 1.92x on 2026-11-30); 2.14x (runs 2.01x and 2.27x) against 1.88x for the previous main in "
                 "alternated runs (`streamjoin bench compare --repeat 2 420f362 nexmark --queries q8w,q20,q3 "
                 "--repeat 1`, load 1.8-3.0; docs/design/runtime.md, arranged state, step 17). With 16,000 rows a "
                 "micro-batch, about a third of the query is Spark's handling of each micro-batch outside its job "
@@ -343,9 +350,9 @@ GOALS: tuple[Goal, ...] = (
          "streamjoin bench restart --repeat 5", at_most=True),
     Goal("runtime", "micro-batch time vs the floor's (batches / floor), every backend", 1.10, "x",
          Each("batches / floor", "variant", _RUNTIME), "streamjoin bench runtime", at_most=True,
-         reason="the run of this figure (2026-12-01 02:01, load 3.1 as it started, the variants' order rotated "
-                "between its 3 runs) gave arranged 1.15x, rocksdb 1.07x, lmdb 1.06x and memory 1.11x; runs on "
-                "2026-11-30 (load 2.3-3.0) 1.20x, 1.18x, 1.18x and 1.22x, and 1.21x, 1.29x, 1.22x and 1.22x; runs on 2026-11-27 (load 0.2-3.2) gave "
+         reason="the run of this figure (2026-12-01 04:02, load 2.5 as it started, the variants' order rotated "
+                "between its 3 runs) gave arranged 1.08x, rocksdb 1.13x, lmdb 1.07x and memory 1.03x; one earlier "
+                "that day (load 3.1) 1.15x, 1.07x, 1.06x and 1.11x; runs on 2026-11-30 (load 2.3-3.0) 1.20x, 1.18x, 1.18x and 1.22x, and 1.21x, 1.29x, 1.22x and 1.22x; runs on 2026-11-27 (load 0.2-3.2) gave "
                 "1.08-1.23x, the same code varying 0.1x between runs (`streamjoin bench compare`). Since the Python "
                 "workers freeze their imports' objects (docs/design/runtime.md, arranged state, step 17) both the "
                 "runtime's micro-batches and the floor's, which runs in the same workers, take about 11% less "
@@ -360,18 +367,19 @@ GOALS: tuple[Goal, ...] = (
     Goal("latency", "release latency of a left outer interval join vs Spark's stream-stream join on the same "
          "data, with traffic and quiet (Spark's median s / streamjoin-arranged's)", 1.0, "x",
          Each("spark s / s", "run", "streamjoin-arranged, "), "streamjoin bench latency",
-         reason="1.15x with traffic and 0.996x quiet in the run of this figure (`streamjoin bench latency --repeat "
-                "3`, 2026-12-01 02:12, load 2.3 as it started): both joins release every row in the micro-batch "
+         reason="1.20x with traffic and 1.005x quiet in the run of this figure (`streamjoin bench latency --repeat "
+                "3`, 2026-12-01 04:13, load 2.7 as it started): both joins release every row in the micro-batch "
                 "after the one that read the input moving the watermark (median and largest: 1), so the seconds "
-                "are the 1 s trigger's wait plus that micro-batch: streamjoin's 1.57 s with traffic against "
-                "Spark's 1.80 s, and 1.98 s quiet against Spark's 1.97 s. Runs on 2026-11-30 gave 0.96x and "
+                "are the 1 s trigger's wait plus that micro-batch: streamjoin's 2.18 s with traffic against "
+                "Spark's 2.62 s, and 1.95 s quiet against Spark's 1.96 s, so quiet is at the goal within a run's "
+                "noise (0.996x, 1.98 s against 1.97 s, earlier that day). Runs on 2026-11-30 gave 0.96x and "
                 "0.99x (load 0.4) and 1.74x and 1.46x (load 2.6, Spark at 3.94 and 2.83 s): the ratio follows how long Spark's "
                 "own micro-batches take at the moment more than the join (not profiled further)"),
     Goal("store-time", "state-store time per input row, amortised, every join", 1.0, " us",
          Each("store us/row", "variant", "streamjoin-arranged, "), "streamjoin bench store-time", at_most=True,
-         reason="in the run of this figure (2026-12-01 02:09, load 2.2 as it started, nothing else running) the "
-                "arranged store took 1.02 us a row in the interval join, 0.63 in the enrichment and 2.50 in the "
-                "table-table join; alternated runs minutes later at load 0.9 (`streamjoin bench compare --repeat 3 "
+         reason="in the run of this figure (2026-12-01 04:09, load 2.3 as it started, nothing else running) the "
+                "arranged store took 0.79 us a row in the interval join, 0.83 in the enrichment and 2.28 in the "
+                "table-table join; earlier that day 1.02, 0.63 and 2.50 (load 2.2), and alternated runs then at load 0.9 (`streamjoin bench compare --repeat 3 "
                 "0321ef2 store-time --joins interval,enrichment`) gave medians of 0.69 and 0.44 us, 0.99x and 0.88x "
                 "the previous main's; on 2026-11-30 0.73, 0.48 and 2.09 (load 2.5), 0.64, 0.47 and 2.21 (load "
                 "1.0) and 2.36, 1.46 and 6.07 (load 1.2, when the machine was slower): the figure varies with the "
