@@ -21,6 +21,8 @@ two compactions of one version agree.
 
 from __future__ import annotations
 
+import os
+import tempfile
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
@@ -111,9 +113,11 @@ def snapshot_from_store(
 ) -> CompactStats:
     """Write the snapshot of ``version`` from ``store`` (which must be at it), then apply retention.
 
-    With ``rebase``, a snapshot on this machine's disk is then offered to the store as its own
-    layout (``Store.rebase``: the arranged store makes it its base, so the changes it held beside
-    the base are merged by the snapshot's pass instead of a merge of its own).
+    With ``rebase``, the snapshot is then offered to the store as its own layout (``Store.rebase``:
+    the arranged store makes it its base, so the changes it held beside the base are merged by the
+    snapshot's pass instead of a merge of its own): the log's file where the log is on this
+    machine's disk, else a copy of its bytes written as it was published (to the system's
+    temporary directory, removed once the store took it or not).
 
     Raises :class:`VersionOrderError` when the store's marker is not ``version`` and
     :class:`VersionNotRetainedError` when the log cannot restore ``version`` (the snapshot must
@@ -132,22 +136,42 @@ def snapshot_from_store(
     existing = listing.snapshots.get(version)
     good = existing is not None and _is_good(log, existing)
     counted = _Count()
-    if existing is not None and good:
-        file = existing
-    else:
-        if existing is not None:
-            log.delete([existing.name])
-        file = log.write_snapshot(version, counted.track(store.scan_columns()))
-    if on_written is not None:
-        on_written()
+    # an object store's snapshot is written here too, for the store to take (removed below)
+    copy = _temp_copy(version) if rebase and not log.local and not good else None
     rebased = False
-    local = log.local_snapshot(file) if rebase else None
-    if local is not None:
-        rebased = store.rebase(SortedChunks(local.chunks(), local.source))
+    try:
+        if existing is not None and good:
+            file = existing
+        else:
+            if existing is not None:
+                log.delete([existing.name])
+            file = log.write_snapshot(version, counted.track(store.scan_columns()), copy=copy)
+        if on_written is not None:
+            on_written()
+        local = log.local_snapshot(file, copy) if rebase and (copy is not None or log.local) else None
+        if local is not None:
+            rebased = store.rebase(SortedChunks(local.chunks(), local.source))
+    finally:
+        if copy is not None:
+            _remove_quietly(copy)
     deleted, size = apply_retention(log, retain_versions=retain_versions, listing=log.listing())
     entries = log.read_snapshot(file).entries if good else counted.n
     return CompactStats(version, file.name, not good, entries, entries, tuple(deleted), size,
                         time.perf_counter() - started, rebased)
+
+
+def _temp_copy(version: int) -> str:
+    """A new file's path in the system's temporary directory, for a snapshot's local copy."""
+    handle, path = tempfile.mkstemp(prefix=f"streamjoin-snapshot-{version}-", suffix=".arrow")
+    os.close(handle)
+    return path
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass   # (the system's temporary directory is cleaned by the system)
 
 
 def apply_retention(

@@ -19,9 +19,10 @@ missing, never a mix of old and new history.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import zlib
-from typing import BinaryIO, Callable, Iterable, Iterator
+from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -148,23 +149,28 @@ class Changelog:
             self._drop_history_from(listing, version)  # no-op for a plain next version
         return self._publish(Kind.DELTA, version, lambda sink: sink.write(payload))
 
-    def write_snapshot(self, version: int, chunks: Iterable[tuple[pa.Array, pa.Array]]) -> LogFile:
+    def write_snapshot(self, version: int, chunks: Iterable[tuple[pa.Array, pa.Array]],
+                       copy: str | None = None) -> LogFile:
         """Write the snapshot of ``version`` from (keys, values) chunks in strictly ascending order.
 
         Record batches end at ``BATCH_ROWS`` entries or before passing ``BATCH_BYTES`` bytes
         (see ``rebatch``) whatever the chunking, so one state always gives the same bytes
         and the same file name, and memory stays bounded however large the values. Raises
         ChangelogError (nothing published) when the keys are not strictly ascending.
+        ``copy``: a path on this machine's disk the same bytes are written to as well (for a
+        store to take, :meth:`local_snapshot`; the caller removes it).
         """
         _check_version(version)
         schema = snapshot_schema(version)
 
         def produce(sink: object) -> None:
-            with pa.ipc.new_file(sink, schema) as writer:
-                previous = None
-                for keys, values in rebatch(chunks):
-                    previous = _check_ascending(keys, previous, self.uri, version)
-                    writer.write_batch(pa.record_batch([keys, values], schema=schema))
+            with contextlib.ExitStack() as files:
+                target = sink if copy is None else _Copying(sink, files.enter_context(open(copy, "wb")))
+                with pa.ipc.new_file(target, schema) as writer:
+                    previous = None
+                    for keys, values in rebatch(chunks):
+                        previous = _check_ascending(keys, previous, self.uri, version)
+                        writer.write_batch(pa.record_batch([keys, values], schema=schema))
 
         return self._publish(Kind.SNAPSHOT, version, produce)
 
@@ -185,14 +191,24 @@ class Changelog:
         return SnapshotReader(verified_reader(data, file), file,
                               SourceFile(data, file.crc, self.storage.local_path(file.name)))
 
-    def local_snapshot(self, file: LogFile) -> SnapshotReader | None:
+    @property
+    def local(self) -> bool:
+        """Whether the log's files are on this machine's disk (not in an object store)."""
+        return self.storage.local_path(".") is not None
+
+    def local_snapshot(self, file: LogFile, copy: str | None = None) -> SnapshotReader | None:
         """A snapshot this log just wrote or checked, read from its file on this machine's disk
-        without checking its CRC-32 again (it was computed as the file was written, or checked
-        by the caller); None where the log is not on this disk (object storage)."""
-        path = self.storage.local_path(file.name)
+        (or from ``copy``, the copy :meth:`write_snapshot` wrote beside it) without checking its
+        CRC-32 again (it was computed as the file was written, or checked by the caller); None
+        where neither is on this disk."""
+        path = copy if copy is not None else self.storage.local_path(file.name)
         if path is None:
             return None
-        data = self._read(file)
+        if copy is None:
+            data = self._read(file)
+        else:
+            with pa.memory_map(copy, "r") as mapped:
+                data = mapped.read_buffer()
         return SnapshotReader(pa.ipc.open_file(data), file, SourceFile(data, file.crc, path))
 
     # -- internals ------------------------------------------------------------------------------
@@ -318,3 +334,25 @@ def rebatch(
 
 def _combine(arrays: list[pa.Array]) -> pa.Array:
     return arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
+
+
+class _Copying:
+    """A write-only file object that forwards to ``sink`` and writes the same bytes to ``copy``."""
+
+    def __init__(self, sink: Any, copy: BinaryIO) -> None:
+        self._sink, self._copy = sink, copy
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data)
+        self._copy.write(view)
+        return int(self._sink.write(view))
+
+    def tell(self) -> int:
+        return int(self._sink.tell())
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True

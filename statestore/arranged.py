@@ -30,8 +30,8 @@ holds more than ``memory_budget`` bytes (its codes counted), or the runs more th
 are more than ``MAX_RUNS``), the write merges base and delta into a new base, streamed a chunk at
 a time (``Layers.write_base``), the older files are removed and the delta starts empty: the
 store's own compaction, as an LSM tree merges its runs. A snapshot of the store's version that a
-changelog on this disk wrote from it (``streamjoin.changelog.snapshot_from_store``) has merged the
-base and the runs already: the store takes it as its base (``rebase``: the snapshot file as the
+changelog wrote from it (``streamjoin.changelog.snapshot_from_store``) has merged the base and the
+runs already: the store takes it as its base (``rebase``: the snapshot file as the
 values, linked, and its keys written) when the runs hold at least ``REBASE_SHARE`` of what makes a
 merge, and the merge those runs were heading for starts from zero. ``memory_budget`` defaults to the
 worker's budget (``STREAMJOIN_WORKER_MEMORY``, bytes, with an optional ``k``/``m``/``g``

@@ -4,6 +4,7 @@ changes it held beside its base are merged by the snapshot's pass, not by a merg
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pyarrow.fs as pafs
 import pytest
@@ -107,18 +108,48 @@ def test_arranged_store_rebase_declines_runs_too_small_to_pay(tmp_path):
     store.close()
 
 
-@pytest.mark.parametrize("where", ["memory store", "remote changelog"])
-def test_snapshot_from_store_leaves_a_store_it_cannot_rebase_as_it_is(tmp_path, where):
-    if where == "memory store":
-        log = Changelog(str(tmp_path / "log"))
-        store = ChangeloggingStore(open_store("memory", str(tmp_path / "store")), log)
-        store.write(LOADED, [], version=0)
-        store.write(UPDATED, DELETED, version=1)
-    else:   # a changelog that is not on this machine's disk: its snapshot is never linked
-        (tmp_path / "remote").mkdir()
-        log = Changelog("ck", filesystem=pafs.SubTreeFileSystem(str(tmp_path / "remote"), pafs.LocalFileSystem()))
-        store = _logged(tmp_path, log)
+def test_snapshot_from_store_leaves_a_store_it_cannot_rebase_as_it_is(tmp_path):
+    log = Changelog(str(tmp_path / "log"))
+    store = ChangeloggingStore(open_store("memory", str(tmp_path / "store")), log)
+    store.write(LOADED, [], version=0)
+    store.write(UPDATED, DELETED, version=1)
     stats = snapshot_from_store(log, store, 1)
     assert stats.wrote and not stats.rebased
+    assert list(store.scan()) == _state(1)
+    store.close()
+
+
+def _remote(tmp_path) -> Changelog:
+    """A changelog that is not on this machine's disk (its files are never linked)."""
+    (tmp_path / "remote").mkdir()
+    log = Changelog("ck", filesystem=pafs.SubTreeFileSystem(str(tmp_path / "remote"), pafs.LocalFileSystem()))
+    assert not log.local
+    return log
+
+
+def test_snapshot_to_an_object_store_rebases_the_store_on_a_copy_written_beside_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    store = _logged(tmp_path, _remote(tmp_path))
+    bases = _files(str(tmp_path / "store"), "base-")
+    stats = snapshot_from_store(store.log, store, 1)
+    assert stats.wrote and stats.rebased
+    assert list(store.scan()) == _state(1) and store.version == 1
+    [snapshot] = [n for n in os.listdir(tmp_path / "remote" / "ck") if n.startswith("snapshot-")]
+    [new_data] = {n for n in _files(str(tmp_path / "store"), "base-") - bases if n.endswith(".arrow")}
+    data = open(tmp_path / "store" / new_data, "rb").read()
+    assert data == open(tmp_path / "remote" / "ck" / snapshot, "rb").read()
+    assert os.listdir(tmp_path / "tmp") == []   # the copy is gone (the store links or copied it)
+    store.close()
+    with open_store("arranged", str(tmp_path / "store")) as reopened:   # its CRC checked against the name's
+        assert list(reopened.scan()) == _state(1)
+
+
+def test_snapshot_to_an_object_store_without_rebase_writes_no_copy(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    store = _logged(tmp_path, _remote(tmp_path))
+    stats = snapshot_from_store(store.log, store, 1, rebase=False)
+    assert stats.wrote and not stats.rebased and os.listdir(tmp_path / "tmp") == []
     assert list(store.scan()) == _state(1)
     store.close()
