@@ -62,7 +62,7 @@ class CompactStats:
     deleted: tuple[str, ...]
     bytes_deleted: int
     seconds: float
-    #: the store took the snapshot file as its own layout (``Store.rebase``; :func:`snapshot_from_store`)
+    #: the store took the snapshot file as its own layout (``Store.rebase``; ``snapshot_from_store``)
     rebased: bool = False
 
     @property

@@ -158,7 +158,7 @@ class Changelog:
         and the same file name, and memory stays bounded however large the values. Raises
         ChangelogError (nothing published) when the keys are not strictly ascending.
         ``copy``: a path on this machine's disk the same bytes are written to as well (for a
-        store to take, :meth:`local_snapshot`; the caller removes it).
+        store to take, ``local_snapshot``; the caller removes it).
         """
         _check_version(version)
         schema = snapshot_schema(version)
@@ -198,7 +198,7 @@ class Changelog:
 
     def local_snapshot(self, file: LogFile, copy: str | None = None) -> SnapshotReader | None:
         """A snapshot this log just wrote or checked, read from its file on this machine's disk
-        (or from ``copy``, the copy :meth:`write_snapshot` wrote beside it) without checking its
+        (or from ``copy``, the copy ``write_snapshot`` wrote beside it) without checking its
         CRC-32 again (it was computed as the file was written, or checked by the caller); None
         where neither is on this disk."""
         path = copy if copy is not None else self.storage.local_path(file.name)

@@ -459,7 +459,7 @@ class ArrangedStore(Store):
         return len(self._layers.base)
 
     def _rebase(self, items: SortedChunks) -> bool:
-        """The snapshot file of ``items`` as the base (:meth:`_adopt`), the runs and the delta
+        """The snapshot file of ``items`` as the base (``_adopt``), the runs and the delta
         dropped, where the runs hold at least ``REBASE_SHARE`` of what makes a merge (else the
         base's keys written again would cost more than the merge the runs are short of)."""
         if items.source is None or self._run_entries < REBASE_SHARE * self._merge_entries(len(self._layers.base)):

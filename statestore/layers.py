@@ -73,7 +73,7 @@ class Layers:
         return count, base.nbytes + int(sizes[live].sum()) - shadowed
 
     def __len__(self) -> int:
-        counted = self.__dict__.get("_counted")   # a whole scan's count (:meth:`columns`): no probe
+        counted = self.__dict__.get("_counted")   # a whole scan's count (``columns``): no probe
         return counted if counted is not None else self._live[0]
 
     def stats(self) -> tuple[int, int, bool]:
