@@ -148,7 +148,7 @@ def snapshot_from_store(
             file = log.write_snapshot(version, counted.track(store.scan_columns()), copy=copy)
         if on_written is not None:
             on_written()
-        local = log.local_snapshot(file, copy) if rebase and (copy is not None or log.local) else None
+        local = log.local_snapshot(file, copy) if rebase else None   # (None: neither the log nor a copy here)
         if local is not None:
             rebased = store.rebase(SortedChunks(local.chunks(), local.source))
     finally:

@@ -65,10 +65,10 @@ def test_table_join_equals_reference_on_every_backend(store, case):
 _ACTIONS = DISTURBANCES
 
 
-@settings(max_examples=scaled(10))
-@given(case=table_cases(max_changes=8, max_batches=3, max_partitions=2), data=st.data())
-def test_table_join_crash_and_restore_equals_uninterrupted_run(case, data):
-    plain, chaos = Run(case, runtime=False), Run(case, data.draw(st.sampled_from(BACKENDS)))
+def check_disturbed(case: TableCase, store: str, data: st.DataObject) -> None:
+    """The case run on ``store`` through the runtime's crashes, lost stores and re-executed
+    versions (drawn from ``data``) gives the batches' outputs of an uninterrupted run."""
+    plain, chaos = Run(case, runtime=False), Run(case, store)
     try:
         expected = [output_rows(plain.run(index, apply=False)) for index in range(len(case.batches))]
         replay_disturbed(chaos.driver, lambda index, version: output_rows(chaos.run(index, version, apply=False)),
@@ -76,6 +76,12 @@ def test_table_join_crash_and_restore_equals_uninterrupted_run(case, data):
     finally:
         plain.close()
         chaos.close()
+
+
+@settings(max_examples=scaled(10))
+@given(case=table_cases(max_changes=8, max_batches=3, max_partitions=2), data=st.data())
+def test_table_join_crash_and_restore_equals_uninterrupted_run(case, data):
+    check_disturbed(case, data.draw(st.sampled_from(BACKENDS)), data)
 
 
 
@@ -101,16 +107,8 @@ def test_table_join_with_snapshots_rebasing_the_store_equals_uninterrupted_run(c
         rebased.append(rebase(store, items))
         return rebased[-1]
 
-    plain, chaos = Run(case, runtime=False), Run(case, "arranged")
-    try:
-        with mock.patch.object(arranged, "REBASE_SHARE", 0.0), \
-                mock.patch.object(arranged.ArrangedStore, "_rebase", counted):
-            expected = [output_rows(plain.run(index, apply=False)) for index in range(len(case.batches))]
-            replay_disturbed(chaos.driver, lambda index, version: output_rows(chaos.run(index, version, apply=False)),
-                             range(len(case.batches)), expected, data, _ACTIONS)
-    finally:
-        plain.close()
-        chaos.close()
+    with mock.patch.object(arranged, "REBASE_SHARE", 0.0), mock.patch.object(arranged.ArrangedStore, "_rebase", counted):
+        check_disturbed(case, "arranged", data)
     event(f"stores rebased: {sum(rebased) > 0}")
     assert all(rebased)   # a local changelog's snapshot is always taken at a share of 0
 
