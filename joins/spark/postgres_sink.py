@@ -10,7 +10,9 @@
 row, ``insert``/``update_postimage`` upsert it); rows without ``_change_type`` (an enrichment's
 output) are upserts. The batch id is recorded in ``streamjoin_sink_progress`` (one row per sink
 ``name``) in the same transaction, so a batch Spark runs again after a failure (the same id, not
-newer than the recorded one) is skipped. Rows travel as CSV into a temporary table (``COPY``), then
+newer than the recorded one) is skipped. The progress table is created on a sink's first batch, in
+a transaction of its own under an advisory lock, so that sinks starting together do not collide
+(PostgreSQL's ``CREATE TABLE IF NOT EXISTS`` is not safe against a concurrent creator). Rows travel as CSV into a temporary table (``COPY``), then
 one ``DELETE`` and one ``INSERT ... ON CONFLICT`` apply them. A lost connection is retried with
 backoff (the transaction runs again from the start), then ``streamjoin.cdc.ConnectionLost``.
 """
@@ -50,6 +52,7 @@ class PostgresSink:
         self.key = [key] if isinstance(key, str) else list(key)
         self.columns = dict(columns) if columns is not None else None
         self.name = name or table
+        self._progress_ready = False
 
     def __repr__(self) -> str:
         return f"PostgresSink({self.dsn!r}, {self.table!r}, key={self.key!r}, columns={self.columns!r}, name={self.name!r})"
@@ -81,8 +84,14 @@ class PostgresSink:
         return table.take(last.column("_sj_index_max")).drop_columns(["_sj_index"])
 
     def _transaction(self, rows: pa.Table, batch_id: int) -> bool:
-        with psycopg().connect(self.dsn) as conn, conn.transaction():
-            conn.execute(f"CREATE TABLE IF NOT EXISTS {PROGRESS_TABLE} (sink text PRIMARY KEY, batch_id bigint NOT NULL)")
+        with psycopg().connect(self.dsn) as conn:
+            if not self._progress_ready:
+                create_progress_table(conn)
+                self._progress_ready = True
+            return self._apply(conn, rows, batch_id)
+
+    def _apply(self, conn, rows: pa.Table, batch_id: int) -> bool:
+        with conn.transaction():
             conn.execute(f"INSERT INTO {PROGRESS_TABLE} VALUES (%s, -1) ON CONFLICT DO NOTHING", (self.name,))
             done = conn.execute(f"SELECT batch_id FROM {PROGRESS_TABLE} WHERE sink = %s FOR UPDATE",
                                 (self.name,)).fetchone()[0]
@@ -111,3 +120,12 @@ class PostgresSink:
         conflict = f"DO UPDATE SET {update}" if values else "DO NOTHING"
         conn.execute(f"INSERT INTO {target} ({cols}) SELECT {cols} FROM _sj_batch WHERE NOT {_DELETE} "
                      f"ON CONFLICT ({keys}) {conflict}")
+
+
+def create_progress_table(conn) -> None:
+    """Create the progress table unless it exists, in a transaction of its own. A transaction-level
+    advisory lock makes concurrent creators wait for each other: without it, two sinks starting
+    together can both pass ``IF NOT EXISTS`` and one fails on a duplicate type name."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (PROGRESS_TABLE,))
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {PROGRESS_TABLE} (sink text PRIMARY KEY, batch_id bigint NOT NULL)")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pyarrow as pa
 import pytest
 
@@ -54,3 +56,31 @@ def test_postgres_sink_upserts_append_rows_and_rolls_back_a_failed_batch(dsn):
         assert _rows(conn) == [(1, "c"), (2, "b")]
         assert sink.apply(pa.table({"id": [3], "label": ["d"]}), 6)  # the failed batch left no trace
         assert _rows(conn) == [(1, "c"), (2, "b"), (3, "d")]
+
+
+def test_postgres_sink_first_batches_of_sinks_starting_together_all_apply(dsn):
+    """Eight sinks apply their first batch at once on a database without the progress table."""
+    from streamjoin.spark.postgres_sink import PostgresSink
+
+    with connect(dsn) as conn:
+        for i in range(8):
+            conn.execute(f"CREATE TABLE view{i} (order_id bigint PRIMARY KEY, name text)")
+    start = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def first_batch(i: int) -> None:
+        sink = PostgresSink(dsn, f"view{i}", key="order_id")
+        start.wait()
+        try:
+            assert sink.apply(_changes([(i, "a", "insert", 0, 0)]), 0)
+        except BaseException as exc:  # collected: a thread's exception would not fail the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=first_batch, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    with connect(dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM streamjoin_sink_progress WHERE batch_id = 0").fetchone() == (8,)
