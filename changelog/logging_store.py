@@ -182,6 +182,9 @@ class ChangeloggingStore(Store):
         """The inner store's ``rebase``: the entries do not change, so nothing is logged."""
         return self.inner.rebase(items)
 
+    def _hand_over(self) -> None:
+        self.inner.hand_over()
+
     def _load_sorted(self, items: Iterable[KeyValue], version: int | None) -> int:
         """Bulk-load an empty store as one logged write of puts at ``version`` (required)."""
         checked = self._check_follows(version)

@@ -48,7 +48,14 @@ their files are kept: ``ArrangedStore.roll_back`` returns to one by reading its 
 writing its manifest again. That is how a changelogged arranged store undoes a version executed
 again, with no undo records (``streamjoin.changelog.history``).
 
-**Damage**: every file is checked against its CRC when the store opens. A mismatch, a missing or
+**Hand-over**: a store closed because another process is about to open it (``hand_over``, a
+warm store asked for by another worker) leaves its delta, its base's key codes and the names of
+its files in a ``HANDOVER`` file (``streamjoin.statestore.handover``); the next open takes them
+when the manifest names exactly those files, instead of checking the files' CRCs, applying the
+runs again and coding the base again.
+
+**Damage**: every file is checked against its CRC when the store opens (but for an open that
+takes a hand-over: the closing store checked or wrote those files). A mismatch, a missing or
 unreadable file or manifest, or a manifest of an earlier format raises ``StoreCorruptError``,
 whose message says to remove the directory: the changelog's open path then rebuilds the store.
 
@@ -78,6 +85,7 @@ from streamjoin.statestore.base import KeyValue, Store, StoreStats, ascending, c
 from streamjoin.statestore.chunks import SortedChunks, SourceFile
 from streamjoin.statestore.columns import Chunk, ColumnWrite, PrefixScan, binary_column
 from streamjoin.statestore.errors import StoreArgumentError, StoreCorruptError, StoreError, StoreWriteError
+from streamjoin.statestore.handover import Handover, take_handover, write_handover
 from streamjoin.statestore.hosts import HOSTS, open_host
 from streamjoin.statestore.keycodes import Carried
 from streamjoin.statestore.layers import Layers
@@ -215,13 +223,39 @@ class ArrangedStore(Store):
                 self._next = int(meta["next"])
             except (ValueError, KeyError, TypeError) as exc:
                 raise StoreCorruptError(corrupt_message(self.path, self.kind, f"its manifest is unreadable: {exc}")) from exc
-            self._layers, self._run_entries = self._read_state(self._now)
+        handed = take_handover(self.path, self._now.files)
+        if self._now.files:
+            self._layers, self._run_entries = self._read_state(self._now) if handed is None else self._taken(handed)
         try:
             self._manifest_id = self._host.manifest_identity()
             for name in self._host.names() - self._named():
                 self._host.remove(name)
         except OSError as exc:
             raise self._os_error(f"cleaning {self.path}", exc) from exc
+
+    def _taken(self, handed: Handover) -> tuple[Layers, int]:
+        """The layers a closing store handed over for the current state (its files not checked
+        again: the closing store checked or wrote them), and how many entries its runs hold."""
+        files, base = self._now.files, SortedBase.empty()
+        if files[0][0].startswith("base-"):
+            base = self._base(files[:2], check=False)
+            index = handed.index(base.ekeys)
+            if index is not None:
+                base = replace(base, made=index)
+            if handed.base_bytes is not None:
+                base.__dict__["nbytes"] = handed.base_bytes   # (a cached property: no pass over the keys)
+        return Layers(base, handed.delta), handed.run_entries
+
+    def _hand_over(self) -> None:
+        """Leave the delta, the base's codes and what the files are (``streamjoin.statestore.handover``)."""
+        if not self._now.files:
+            return
+        base = self._layers.base
+        try:
+            write_handover(self.path, self._now.files, self._run_entries, self._layers.delta, base.made_codes,
+                           base.__dict__.get("nbytes"))
+        except OSError:
+            pass   # the next open reads the files
 
     def _named(self) -> set[str]:
         """The files the current state and the history need."""

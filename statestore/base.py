@@ -400,6 +400,22 @@ class Store(ABC):
             self.__dict__.pop("_memo", None)
             self._close()
 
+    def hand_over(self) -> None:
+        """Close the store because another process is about to open it. A backend may first
+        leave beside its files what spares that open work it would repeat (the arranged store:
+        its delta and its base's key codes, ``streamjoin.statestore.handover``); a failure to
+        leave it is not an error. Then as ``close``. Idempotent."""
+        if self._closed:
+            return
+        try:
+            self._hand_over()
+        finally:
+            self.close()
+
+    def _hand_over(self) -> None:
+        """Leave what the next open may take (default: nothing); raise nothing for a failure."""
+        return None
+
     @classmethod
     def destroy(cls, path: str) -> None:
         """Remove the store's files at ``path`` (it must not be open). Missing paths are fine."""

@@ -127,6 +127,9 @@ class TimedStore(Store):
     def _rebase(self, items: SortedChunks) -> bool:
         return self._call(self.inner.rebase, items)
 
+    def _hand_over(self) -> None:
+        self.inner.hand_over()
+
     def _version(self) -> int | None:
         return self._call(lambda: self.inner.version)
 

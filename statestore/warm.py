@@ -13,7 +13,9 @@ A store directory is owned by one handle at a time (:mod:`streamjoin.statestore.
 parked store keeps its locks, so there are never two writers. When another process needs the
 directory (the partition's next task landed in another worker), its open finds the directory
 locked and asks for it with :func:`request_release`: a request file beside the directory, which
-a watcher thread of the parking process answers by closing the parked store (never one in use).
+a watcher thread of the parking process answers by closing the parked store (never one in use)
+with ``Store.hand_over``, which lets an arranged store leave what it holds in memory for the
+opener (``streamjoin.statestore.handover``).
 The opener retries for a bounded number of sleeps; a process that died released its locks with
 it. At most :data:`LIMIT` stores stay parked per process (the least recently parked is closed).
 The watcher also closes, every :data:`GONE_SECONDS`, a parked store whose directory was removed
@@ -118,17 +120,18 @@ def take(kind: str, path: str, options: dict[str, Any], version: int | None) -> 
     return None
 
 
-def evict(path: str) -> None:
+def evict(path: str, hand_over: bool = False) -> None:
     """Close the store parked at ``path`` in this process, if any (before removing or opening it),
     and any store parked under another path whose directory is now the one at ``path`` (moved
-    there: it holds the directory's lock)."""
+    there: it holds the directory's lock). ``hand_over``: another process asked for the store at
+    ``path``, which is closed with ``Store.hand_over`` (it may leave what spares that open work)."""
     here = _identity(path)
     with _LOCK:
         moved = [p for p, e in _PARKED.items() if p != path and here is not None and e.identity == here]
-        evicted = [_PARKED.pop(p) for p in [path, *moved] if p in _PARKED]
-    for parked in evicted:
-        with parked.busy:
-            _close_quietly(parked.store)
+        evicted = [(p, _PARKED.pop(p)) for p in [path, *moved] if p in _PARKED]
+    for at, parked in evicted:
+        with parked.busy:   # (a store moved here is closed: its hand-over would go to its old path)
+            _close_quietly(parked.store, hand_over and at == path)
 
 
 def evict_all() -> None:
@@ -211,7 +214,7 @@ def _watch() -> None:
         with _LOCK:
             wanted = [p for p in _PARKED if os.path.exists(p + RELEASE_SUFFIX)]
         for path in wanted:
-            evict(path)
+            evict(path, hand_over=True)
         if time.monotonic() - looked >= GONE_SECONDS:
             looked = time.monotonic()
             close_gone()
@@ -231,9 +234,12 @@ def _watch() -> None:
                 idle.busy.release()
 
 
-def _close_quietly(store: Store) -> None:
+def _close_quietly(store: Store, hand_over: bool = False) -> None:
     try:
-        store.close()
+        if hand_over:
+            store.hand_over()
+        else:
+            store.close()
     except Exception:  # noqa: BLE001 - closing a store nobody uses any more; the next open checks it
         pass
 

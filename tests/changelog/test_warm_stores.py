@@ -208,3 +208,21 @@ def test_warm_store_whose_directory_is_gone_is_closed_by_the_watcher(tmp_path, k
     assert inner.closed and not other.closed
     assert warm.parked_paths() == [str(tmp_path / "p=1")]
     assert warm.close_gone() == []
+
+
+def test_warm_store_asked_for_by_another_process_is_handed_over(tmp_path):
+    """The watcher closes a parked store that another process asks for with ``hand_over``: the
+    arranged kinds leave their delta beside their files, which that process's open takes."""
+    from streamjoin.statestore.handover import NAME
+
+    path, log = str(tmp_path / "p=0"), Changelog(str(tmp_path / "log"))
+    _commit("arranged", path, log, 0, [(b"a", b"0")])
+    assert warm.parked_paths() == [path]
+    warm.evict(path, hand_over=True)   # what the watcher does for a release request
+    assert warm.parked_paths() == [] and os.path.exists(os.path.join(path, NAME))
+    store, report = open_logged_store("arranged", path, log, 0, warm=True)
+    try:
+        assert report.how is OpenHow.REUSED and dict(store.scan()) == {b"a": b"0"}
+        assert not os.path.exists(os.path.join(path, NAME))
+    finally:
+        store.close()

@@ -130,3 +130,77 @@ def test_arranged_reopen_applies_its_runs_as_written_in_order(tmp_path) -> None:
         assert dict(store.scan()) == state and store.version == len(writes) - 1
         assert store.multi_get([b"x", b"y", b"z", b"b00001", b"b00002", b"b00015", b"b00012"]) == \
             [b"2", None, None, None, b"again", b"back", None]
+
+
+def _handed_store(path: str) -> tuple[dict[bytes, bytes], list[bytes]]:
+    """A store of a base, runs beside it (puts over base keys, deletes of base and run keys) and
+    the base's codes made, handed over; its entries and some keys to read."""
+    from streamjoin.statestore.arranged import ArrangedStore
+
+    store = ArrangedStore(path)
+    base = [(b"a%06d" % i, b"base%d" % i) for i in range(20000)]
+    store.load_sorted(base, 0)
+    store.write([(b"a%06d" % i, b"one") for i in range(0, 2000, 7)] + [(b"b1", b"x")], [b"a000003"], version=1)
+    store.write([(b"b2", b"y")], [b"b1", b"a000014"], version=2)
+    assert store._layers.base.codes is not None and len(store._layers.delta)   # coded base, changes beside it
+    entries = dict(store.scan())
+    store.stats()   # (counts the base's bytes, as a task's metrics do)
+    store.hand_over()
+    return entries, [b"a000000", b"a000003", b"a000007", b"a000014", b"a019999", b"b1", b"b2", b"c"]
+
+
+def test_arranged_store_handed_over_opens_as_the_state_it_left(tmp_path) -> None:
+    """A hand-over leaves the delta, the base's codes and its byte count; the next open takes
+    them (the file removed), reads as a cold open does, and writes and merges on from there."""
+    from streamjoin.statestore.arranged import ArrangedStore
+    from streamjoin.statestore.handover import NAME
+
+    path = str(tmp_path / "s")
+    entries, probe = _handed_store(path)
+    assert os.path.exists(os.path.join(path, NAME))
+    store = ArrangedStore(path)
+    assert not os.path.exists(os.path.join(path, NAME))
+    assert store._layers.base.made_codes is not None and "nbytes" in store._layers.base.__dict__
+    cold_path = str(tmp_path / "cold")
+    _handed_store(cold_path)
+    os.remove(os.path.join(cold_path, NAME))
+    with ArrangedStore(cold_path) as cold:
+        assert cold._layers.base.made_codes is None   # read from its files: nothing carried
+        assert dict(store.scan()) == dict(cold.scan()) == entries
+        assert store.multi_get(probe) == cold.multi_get(probe) == [entries.get(k) for k in probe]
+        assert store.stats() == cold.stats() and store.version == cold.version == 2
+    store.write([(b"a%06d" % i, b"two") for i in range(20000)], [], version=3)   # a merge
+    entries.update({b"a%06d" % i: b"two" for i in range(20000)})
+    store.close()
+    with ArrangedStore(path) as again:
+        assert dict(again.scan()) == entries and again.version == 3
+
+
+@pytest.mark.parametrize("damage", ["stale", "flipped", "cut"])
+def test_arranged_store_reads_its_files_past_a_handover_it_cannot_trust(tmp_path, damage) -> None:
+    """A hand-over of another state (the store wrote on after it), one with a byte flipped and a
+    torn one are passed over (and removed): the open reads the files."""
+    from streamjoin.statestore.arranged import ArrangedStore
+    from streamjoin.statestore.handover import NAME
+
+    path = str(tmp_path / "s")
+    entries, probe = _handed_store(path)
+    handover = os.path.join(path, NAME)
+    with open(handover, "rb") as f:
+        data = f.read()
+    if damage == "stale":
+        with ArrangedStore(path) as store:
+            store.write([(b"b3", b"z")], [b"a000000"], version=3)
+        entries[b"b3"] = b"z"
+        del entries[b"a000000"]
+    elif damage == "flipped":
+        data = data[:100] + bytes([data[100] ^ 1]) + data[101:]
+    else:
+        data = data[:len(data) // 2]
+    with open(handover, "wb") as f:
+        f.write(data)
+    with ArrangedStore(path) as store:
+        assert not os.path.exists(handover)
+        assert store._layers.base.made_codes is None   # nothing taken from the file
+        assert dict(store.scan()) == entries
+        assert store.multi_get(probe) == [entries.get(k) for k in probe]
