@@ -254,7 +254,7 @@ class ArrangedStore(Store):
         try:
             write_handover(self.path, self._now.files, self._run_entries, self._layers.delta, base.made_codes,
                            base.__dict__.get("nbytes"))
-        except OSError:
+        except (OSError, ValueError, pa.ArrowException):
             pass   # the next open reads the files
 
     def _named(self) -> set[str]:

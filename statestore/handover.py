@@ -25,9 +25,10 @@ checked again: the open trusts what the closing process trusted, as the next tas
 process trusts the store it kept warm. The file is written without fsync and renamed into
 place; a machine crash that leaves it torn is caught by its CRC.
 
-Layout: a JSON header, the delta as an Arrow IPC file and the codes as raw ``uint64`` values,
-each section starting at a multiple of 64 bytes; then 16 bytes: the header's length
-(``uint64``), the CRC-32 of everything before them (``uint32``) and ``MAGIC``.
+Layout: the delta as an Arrow IPC file, the codes as raw ``uint64`` values from the next multiple
+of 64 bytes, a JSON header (the sections' sizes among what it says); then 16 bytes: the header's
+length (``uint64``), the CRC-32 of everything before them (``uint32``) and ``MAGIC``. The sections
+are written to the file as they are made, so the file is never built in memory.
 """
 
 from __future__ import annotations
@@ -88,12 +89,10 @@ def _pad(size: int) -> int:
 def write_handover(directory: str, files: Sequence[_File], run_entries: int, delta: Arrangement,
                    codes: KeyIndex | None, base_bytes: int | None) -> None:
     """Write the hand-over file of a store made of ``files`` into ``directory`` (replacing one
-    there); raises ``OSError`` when it cannot (the caller goes on without)."""
-    sink = pa.BufferOutputStream()
+    there), streamed to the file (no copy of it in memory); raises ``OSError`` when it cannot
+    (the caller goes on without)."""
+    target = os.path.join(directory, NAME)
     table = delta.columns()
-    with pa.ipc.new_file(sink, table.schema) as writer:
-        writer.write_table(table)
-    arrow = sink.getvalue()
     parts: list[dict[str, Any] | None] = []
     code_arrays: list[np.ndarray] = []
     if codes is not None:
@@ -104,20 +103,22 @@ def write_handover(directory: str, files: Sequence[_File], run_entries: int, del
             parts.append({"size": part.size, "common": part.common.tobytes().hex(), "varying": part.varying.tolist(),
                           "constant": part.constant.tolist(), "n": len(part.codes)})
             code_arrays.append(np.ascontiguousarray(part.codes, "<u8"))
-    header = json.dumps({
-        "files": [list(f) for f in files], "run_entries": run_entries, "base_bytes": base_bytes,
-        "arrow": arrow.size,
-        "codes": None if codes is None else {"firsts": codes.firsts.tolist(), "starts": codes.starts.tolist(),
-                                             "parts": parts},
-    }).encode()
-    sections = [header, b"\0" * _pad(len(header)), arrow, b"\0" * _pad(arrow.size), *code_arrays]
-    crc = 0
-    for section in sections:
-        crc = zlib.crc32(memoryview(section).cast("B"), crc)
-    target = os.path.join(directory, NAME)
-    with open(target + ".new", "wb") as out:
-        for section in sections:
-            out.write(memoryview(section).cast("B"))
+    with pa.OSFile(target + ".new", "wb") as out:
+        with pa.ipc.new_file(out, table.schema) as writer:
+            writer.write_table(table)
+        arrow = out.tell()
+        out.write(b"\0" * _pad(arrow))
+        for array in code_arrays:
+            out.write(array.data.cast("B"))   # (contiguous: made so above)
+        header = json.dumps({
+            "files": [list(f) for f in files], "run_entries": run_entries, "base_bytes": base_bytes, "arrow": arrow,
+            "codes": None if codes is None else {"firsts": codes.firsts.tolist(), "starts": codes.starts.tolist(),
+                                                 "parts": parts},
+        }).encode()
+        out.write(header)
+    with pa.memory_map(target + ".new", "r+") as written:   # the CRC from the page cache, then the trailer
+        crc = zlib.crc32(memoryview(written.read_buffer()))
+    with open(target + ".new", "ab") as out:
         out.write(_TRAILER.pack(len(header), crc, MAGIC))
     os.replace(target + ".new", target)
 
@@ -147,12 +148,11 @@ def _parsed(data: pa.Buffer, files: Sequence[_File]) -> Handover | None:
     if magic != MAGIC or header_size > body.size or zlib.crc32(memoryview(body)) != crc:
         return None
     try:
-        header = json.loads(body.slice(0, header_size).to_pybytes())
+        header = json.loads(body.slice(body.size - header_size).to_pybytes())
         if [tuple(f) for f in header["files"]] != [tuple(f) for f in files]:
             return None
-        at = header_size + _pad(header_size)
-        table = pa.ipc.open_file(pa.BufferReader(body.slice(at, int(header["arrow"])))).read_all()
-        at += int(header["arrow"]) + _pad(int(header["arrow"]))
+        table = pa.ipc.open_file(pa.BufferReader(body.slice(0, int(header["arrow"])))).read_all()
+        at = int(header["arrow"]) + _pad(int(header["arrow"]))
         delta = Arrangement.from_columns(ekeys_of(table.column("ekey")), table.column("value").combine_chunks()) \
             if table.num_rows else Arrangement.empty()
         codes = None
