@@ -263,34 +263,33 @@ GOALS: tuple[Goal, ...] = (
          Cell("input changes/s", _TABLE),
          "streamjoin bench table --stores arranged --floor",
          memory=Cell("worker RSS MB", _TABLE),
-         reason="110,387 input changes/s, the median of 3 runs (`--repeat 3`, 2026-12-01 04:17, load 0.3 as it "
-                "started, nothing else running; 20.0, 18.1 and 17.2 s of change micro-batches); single runs "
-                "gave 111,390 an hour before and 123,077 and 111,882 on the days before. Alternated against the "
-                "previous main, step 19 (a snapshot becomes the store's base) moved 1.09x the input changes/s with "
-                "0.90x the Python workers' CPU (`streamjoin bench compare --repeat 3 175d7e4 table --stores "
-                "arranged --no-spark`: 113,598 against 104,226, the previous main's runs 96,918-108,401): the "
-                "figure moves by a tenth between runs and hours. `--floor`, "
-                "the same streaming query with the join's two exchanges and two mapInArrow stages passing rows "
-                "through (no join, no state), moved 271,813 (7.4 s, median), so the goal is 0.55 of the floor and "
-                "the arranged store is at 0.41. Spark's JVM used 19.2 CPU s and the Python workers 26.8 in the "
-                "arranged runs (the floor's 15.7 and 0.8), on 2 cores. A quarter of the workers' CPU is "
-                "the kernel's (new pages, 2.4 GB written a run before step 19: the changelog, the runs, the merges "
-                "that rewrite a base, the snapshot), the rest Arrow kernels over rows and keys packed as bytes, the "
-                "merges and the changelog's files; merging later, keeping more stores warm and keeping freed memory "
-                "in the allocator were tried and did not pay, carrying a base's search codes through its merges "
-                "(step 18) saves a few percent, below the runs' noise, and a snapshot that becomes the store's "
-                "base spares a merge per snapshot (step 19; docs/design/runtime.md, arranged state, steps 14 and "
-                "16-19)"),
+         reason="122,865 input changes/s, the median of 3 runs (`--repeat 3`, 2026-12-01 06:55, load 2.3 as it "
+                "started, nothing else running; 20.3, 15.8 and 16.3 s of change micro-batches), after step 20 (a "
+                "store handed to another worker leaves its delta and codes); the previous goal run, at 04:17, gave "
+                "110,387. Alternated against the previous main, step 20 moved 1.10x the input changes/s with 0.90x "
+                "the Python workers' CPU (`streamjoin bench compare --repeat 6 d63b74b table --stores arranged "
+                "--no-spark`: 117,481 against 106,863, each side's runs spread by a fifth), step 19 (a snapshot "
+                "becomes the store's base) 1.09x with 0.90x: the figure moves by a tenth between runs and hours. "
+                "`--floor`, the same streaming query with the join's two exchanges and two mapInArrow stages "
+                "passing rows through (no join, no state), moved 281,730 (7.1 s, median), so the goal is 0.53 of "
+                "the floor and the arranged store is at 0.44. Spark's JVM used 18.2 CPU s and the Python workers "
+                "24.9 in the arranged runs (the floor's 15.4 and 0.75), on 2 cores; the workers' peak was 778 MB "
+                "resident (691 anonymous), within the 701-771 MB of the goal runs before step 20. A quarter of the "
+                "workers' CPU is the kernel's (new pages, 2.4 GB written a run before step 19: the changelog, the "
+                "runs, the merges that rewrite a base, the snapshot), the rest Arrow kernels over rows and keys "
+                "packed as bytes, the merges and the changelog's files; merging later (again after step 20), "
+                "keeping more stores warm, keeping freed memory in the allocator and carrying a base's codes "
+                "through a rebase were tried and did not pay, carrying them through its merges (step 18) saves a "
+                "few percent, below the runs' noise (docs/design/runtime.md, arranged state, steps 14 and 16-20)"),
     Goal("table", "speed vs recomputing the view each micro-batch, 200,000-change micro-batches", 5.0, "x",
          Cell("recompute s / s", _TABLE),
          "streamjoin bench table --stores arranged --floor",
          memory=Cell("worker RSS MB", _TABLE),
-         reason="Spark's pass-through floor of the join's plan (`--floor`) is 5.49x the recompute in the runs of "
-                "this figure (medians of 3, 2026-12-01 04:17, load 0.3 as they started; 7.11x in a run earlier "
-                "that day), so the goal is about at Spark's reach; streamjoin-arranged was 2.23x there (2.90x "
-                "earlier that day): its change micro-batches took 18.1 s against the recompute's 40.4 s (the "
-                "recompute 38.4-49.2 s across the runs) and must take 8.1 s (docs/design/runtime.md, arranged "
-                "state, steps 16-19)"),
+         reason="Spark's pass-through floor of the join's plan (`--floor`) is 5.78x the recompute in the runs of "
+                "this figure (medians of 3, 2026-12-01 06:55, load 2.3 as they started; 5.49x and 7.11x in runs "
+                "earlier that day), so the goal is about at Spark's reach; streamjoin-arranged was 2.52x there "
+                "(2.23x and 2.90x earlier that day): its change micro-batches took 16.3 s against the recompute's "
+                "41.0 s and must take 8.2 s (docs/design/runtime.md, arranged state, steps 16-20)"),
     Goal("view", "a three-table view's change micro-batches vs its first join's alone on the same changes, in "
          "Spark, 200,000-change micro-batches", 1.5, "x", Each("s / two tables' s", "variant", _VIEW),
          "streamjoin bench view --store arranged --spark", at_most=True,
@@ -350,9 +349,11 @@ GOALS: tuple[Goal, ...] = (
          "streamjoin bench restart --repeat 5", at_most=True),
     Goal("runtime", "micro-batch time vs the floor's (batches / floor), every backend", 1.10, "x",
          Each("batches / floor", "variant", _RUNTIME), "streamjoin bench runtime", at_most=True,
-         reason="the run of this figure (2026-12-01 04:02, load 2.5 as it started, the variants' order rotated "
-                "between its 3 runs) gave arranged 1.08x, rocksdb 1.13x, lmdb 1.07x and memory 1.03x; one earlier "
-                "that day (load 3.1) 1.15x, 1.07x, 1.06x and 1.11x; runs on 2026-11-30 (load 2.3-3.0) 1.20x, 1.18x, 1.18x and 1.22x, and 1.21x, 1.29x, 1.22x and 1.22x; runs on 2026-11-27 (load 0.2-3.2) gave "
+         reason="the run of this figure (2026-12-01 06:50, load 2.9 as its runs ended, the variants' order rotated "
+                "between its 3 runs, with step 20's hand-over of a store to another worker) gave arranged 1.10x, "
+                "rocksdb 1.08x, lmdb 1.14x and memory 1.14x (the memory store hands nothing over: its 1.14x against "
+                "1.03x in the run before is the runs' spread); earlier that day (load 2.5 and 3.1) 1.08x, 1.13x, "
+                "1.07x and 1.03x, and 1.15x, 1.07x, 1.06x and 1.11x; runs on 2026-11-30 (load 2.3-3.0) 1.20x, 1.18x, 1.18x and 1.22x, and 1.21x, 1.29x, 1.22x and 1.22x; runs on 2026-11-27 (load 0.2-3.2) gave "
                 "1.08-1.23x, the same code varying 0.1x between runs (`streamjoin bench compare`). Since the Python "
                 "workers freeze their imports' objects (docs/design/runtime.md, arranged state, step 17) both the "
                 "runtime's micro-batches and the floor's, which runs in the same workers, take about 11% less "
