@@ -116,7 +116,7 @@ def write_handover(directory: str, files: Sequence[_File], run_entries: int, del
                                                  "parts": parts},
         }).encode()
         out.write(header)
-    with pa.memory_map(target + ".new", "r+") as written:   # the CRC from the page cache, then the trailer
+    with pa.memory_map(target + ".new", "r") as written:   # the CRC from the page cache, then the trailer
         crc = zlib.crc32(memoryview(written.read_buffer()))
     with open(target + ".new", "ab") as out:
         out.write(_TRAILER.pack(len(header), crc, MAGIC))
