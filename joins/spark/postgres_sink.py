@@ -86,7 +86,7 @@ class PostgresSink:
     def _transaction(self, rows: pa.Table, batch_id: int) -> bool:
         with psycopg().connect(self.dsn) as conn:
             if not self._progress_ready:
-                create_progress_table(conn)
+                create_progress_table(conn, self.name)
                 self._progress_ready = True
             return self._apply(conn, rows, batch_id)
 
@@ -122,10 +122,17 @@ class PostgresSink:
                      f"ON CONFLICT ({keys}) {conflict}")
 
 
-def create_progress_table(conn) -> None:
-    """Create the progress table unless it exists, in a transaction of its own. A transaction-level
-    advisory lock makes concurrent creators wait for each other: without it, two sinks starting
-    together can both pass ``IF NOT EXISTS`` and one fails on a duplicate type name."""
+def create_progress_table(conn, sink: str) -> None:
+    """Create the progress table unless it exists, with ``sink``'s row, in a transaction of its own.
+    A transaction-level advisory lock makes concurrent creators wait for each other: without it,
+    two sinks starting together can both pass ``IF NOT EXISTS`` and one fails on a duplicate type
+    name. The transaction inserts the sink's row, so that a change data capture source reading
+    this database sees a sink's own transaction (a change of the progress table only) and no
+    micro-batch follows from it; where the table exists, only a read runs (nothing logged)."""
+    with conn.transaction():
+        if conn.execute("SELECT to_regclass(%s)", (PROGRESS_TABLE,)).fetchone()[0] is not None:
+            return
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (PROGRESS_TABLE,))
         conn.execute(f"CREATE TABLE IF NOT EXISTS {PROGRESS_TABLE} (sink text PRIMARY KEY, batch_id bigint NOT NULL)")
+        conn.execute(f"INSERT INTO {PROGRESS_TABLE} VALUES (%s, -1) ON CONFLICT DO NOTHING", (sink,))
