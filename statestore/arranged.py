@@ -239,7 +239,7 @@ class ArrangedStore(Store):
         files, base = self._now.files, SortedBase.empty()
         if files[0][0].startswith("base-"):
             base = self._base(files[:2], check=False)
-            index = handed.index(base.ekeys)
+            index = handed.codes.bind(base.ekeys) if handed.codes is not None else None
             if index is not None:
                 base = replace(base, made=index)
             if handed.base_bytes is not None:

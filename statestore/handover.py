@@ -28,7 +28,8 @@ place; a machine crash that leaves it torn is caught by its CRC.
 Layout: the delta as an Arrow IPC file, the codes as raw ``uint64`` values from the next multiple
 of 64 bytes, a JSON header (the sections' sizes among what it says); then 16 bytes: the header's
 length (``uint64``), the CRC-32 of everything before them (``uint32``) and ``MAGIC``. The sections
-are written to the file as they are made, so the file is never built in memory.
+are written to the file as they are made (their CRC kept as they go), so the file is never built in
+memory or read back.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ import numpy as np
 import pyarrow as pa
 
 from streamjoin.statestore.arrangement import Arrangement, ekeys_of
-from streamjoin.statestore.keycodes import KeyCodes, KeyIndex
+from streamjoin.statestore.crc_file import CrcWriter
+from streamjoin.statestore.keycodes import Carried, KeyCodes, KeyIndex
 from streamjoin.statestore.sorted_base import remove_file
 
 __all__ = ["NAME", "MAGIC", "Handover", "write_handover", "take_handover"]
@@ -65,21 +67,10 @@ class Handover:
     files: tuple[_File, ...]
     run_entries: int
     delta: Arrangement
-    #: the base's codes without their column (``bind`` them to the base's keys); None: not made
-    codes: tuple[np.ndarray, np.ndarray, tuple[KeyCodes | None, ...]] | None
+    #: the base's codes, to ``bind`` to its keys once mapped; None: not made
+    codes: Carried | None
     #: the base's bytes of keys and values, None when the closing store had not counted them
     base_bytes: int | None
-
-    def index(self, ekeys: np.ndarray) -> KeyIndex | None:
-        """The codes bound to the base's keys ``ekeys``; None when there are none or they do
-        not fit that column (its length or width)."""
-        if self.codes is None:
-            return None
-        firsts, starts, parts = self.codes
-        if not len(ekeys) or int(starts[-1]) != len(ekeys) or \
-                any(part is not None and part.size != ekeys.dtype.itemsize for part in parts):
-            return None
-        return KeyIndex(ekeys, firsts, starts, parts)
 
 
 def _pad(size: int) -> int:
@@ -103,7 +94,8 @@ def write_handover(directory: str, files: Sequence[_File], run_entries: int, del
             parts.append({"size": part.size, "common": part.common.tobytes().hex(), "varying": part.varying.tolist(),
                           "constant": part.constant.tolist(), "n": len(part.codes)})
             code_arrays.append(np.ascontiguousarray(part.codes, "<u8"))
-    with pa.OSFile(target + ".new", "wb") as out:
+    with open(target + ".new", "wb") as file:
+        out = CrcWriter(file)   # (the CRC of what is written, as it goes)
         with pa.ipc.new_file(out, table.schema) as writer:
             writer.write_table(table)
         arrow = out.tell()
@@ -116,10 +108,7 @@ def write_handover(directory: str, files: Sequence[_File], run_entries: int, del
                                                  "parts": parts},
         }).encode()
         out.write(header)
-    with pa.memory_map(target + ".new", "r") as written:   # the CRC from the page cache, then the trailer
-        crc = zlib.crc32(memoryview(written.read_buffer()))
-    with open(target + ".new", "ab") as out:
-        out.write(_TRAILER.pack(len(header), crc, MAGIC))
+        file.write(_TRAILER.pack(len(header), out.crc, MAGIC))
     os.replace(target + ".new", target)
 
 
@@ -167,8 +156,8 @@ def _parsed(data: pa.Buffer, files: Sequence[_File]) -> Handover | None:
                 at += 8 * n
                 parts.append(KeyCodes(int(part["size"]), np.frombuffer(bytes.fromhex(part["common"]), np.uint8),
                                       np.array(part["varying"], np.int64), np.array(part["constant"], np.int64), values))
-            codes = (np.array(header["codes"]["firsts"], np.uint8), np.array(header["codes"]["starts"], np.int64),
-                     tuple(parts))
+            codes = Carried(np.array(header["codes"]["firsts"], np.uint8), np.array(header["codes"]["starts"], np.int64),
+                            tuple(parts))
         return Handover(tuple(tuple(f) for f in header["files"]), int(header["run_entries"]), delta, codes,
                         None if header["base_bytes"] is None else int(header["base_bytes"]))
     except (ValueError, KeyError, TypeError, IndexError, pa.ArrowInvalid, OSError):

@@ -258,12 +258,12 @@ class Carried:
 
     firsts: np.ndarray
     starts: np.ndarray
-    parts: tuple[KeyCodes, ...]
+    parts: tuple[KeyCodes | None, ...]      # None: a segment searched as bytes (as in ``KeyIndex``)
 
     def bind(self, ekeys: np.ndarray) -> KeyIndex | None:
         """The index of ``ekeys``, the merged column (None: not the column it was made for)."""
         if not len(ekeys) or len(ekeys) != int(self.starts[-1]) or \
-                any(part.size != ekeys.dtype.itemsize for part in self.parts):
+                any(part is not None and part.size != ekeys.dtype.itemsize for part in self.parts):
             return None
         return KeyIndex(ekeys, self.firsts, self.starts, self.parts)
 
