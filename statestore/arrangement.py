@@ -14,7 +14,8 @@ Two aligned numpy columns and a log of values:
 followed by its length (4 bytes, big-endian). Padded bytes first, then the length, sort exactly
 as the keys' bytes do (a key before its extensions, the empty key first), and distinct keys have
 distinct forms, which numpy compares byte by byte over the whole width. The forms are made in C
-(numpy's conversion of a list of bytes, or a gather from an Arrow array's buffers), with no
+(numpy's conversion of a list of bytes; from an Arrow array, its data buffer seen as a matrix
+where the keys are of one length, else Arrow's concatenation of each key, its zero padding and its length), with no
 Python per key. A key longer than the width widens the arrangement that takes it.
 
 **Codes.** An arrangement searched with many probes is searched by 64-bit codes of its keys
@@ -30,7 +31,7 @@ live ones. The previous arrangement is untouched until the new one replaces it.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any, Literal, Sequence
 
 import numpy as np
@@ -48,8 +49,6 @@ LENGTH_BYTES = 4
 #: A value log of at most this many chunks takes a chunk at a time by a mask of its rows; one of
 #: more sorts the rows by chunk instead (a mask a chunk would cost more than the sort).
 _MASKED_CHUNKS = 8
-#: Keys encoded from an Arrow array per gather (bounds its index matrix).
-_GATHER_ROWS = 16384
 
 
 def encode_keys(keys: Sequence[bytes] | pa.Array, width: int | None = None) -> np.ndarray:
@@ -107,14 +106,28 @@ def _encode_arrow(keys: pa.Array | pa.ChunkedArray, width: int | None, clip: boo
         out[:, width:] = np.frombuffer(np.array(size, ">u4").tobytes(), np.uint8)
         encoded = out.view(f"S{width + LENGTH_BYTES}").reshape(n)
         return (encoded, longer) if clip else encoded
-    columns = np.arange(width)
-    padded = np.empty((n, width), np.uint8)
-    for at in range(0, n, _GATHER_ROWS):   # a bounded index matrix at a time
-        rows = slice(at, min(at + _GATHER_ROWS, n))
-        inside = columns[None, :] < lengths[rows, None]
-        padded[rows] = np.where(inside, data[np.where(inside, offsets[rows, None] + columns[None, :], 0)], 0)
-    encoded = _with_lengths(padded, lengths)
+    # keys of several lengths: Arrow appends to each its zero padding and its length, which makes
+    # every value ``width + LENGTH_BYTES`` bytes long, so the joined values' bytes are the matrix
+    if longer is not None and longer.any():
+        flat = pc.binary_slice(flat, 0, width)
+    pads = _zero_pads(width).take(pa.array(width - lengths))
+    suffix = np.ascontiguousarray(lengths.astype(">u4")).view(np.uint8)
+    sizes = pa.FixedSizeBinaryArray.from_buffers(pa.binary(LENGTH_BYTES), n, [None, pa.py_buffer(suffix)])
+    joined = pc.binary_join_element_wise(flat, pads, sizes.cast(pa.large_binary()), _NO_SEPARATOR)
+    size = width + LENGTH_BYTES
+    first = int(np.frombuffer(joined.buffers()[1], np.int64, 1, joined.offset * 8)[0])
+    encoded = np.frombuffer(joined.buffers()[2], f"S{size}", n, first).copy()
     return (encoded, longer) if clip else encoded
+
+
+_NO_SEPARATOR = pa.scalar(b"", pa.large_binary())
+
+
+@lru_cache(maxsize=64)
+def _zero_pads(width: int) -> pa.Array:
+    """``[b"", b"\\0", ..., b"\\0" * width]`` as a ``large_binary`` array: the padding of a key of
+    each length to ``width``."""
+    return pa.array([bytes(k) for k in range(width + 1)], pa.large_binary())
 
 
 def _width(lengths: np.ndarray, width: int | None) -> int:
