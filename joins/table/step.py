@@ -16,8 +16,9 @@ other side's changed rows; padded rows where the other side's group is empty. A 
 identified by its group and its **view key**, one binary value per (left primary key, right
 primary key) whose byte order is the pair's (:func:`_view_key`). The diff of the two states is
 a hash match of those identities (``index_in``/``is_in``) and a comparison of the row bytes of
-the matched ones; the changes are sorted by view key, then ``_seq``, in Arrow, and each side's
-output columns are taken from the version's input rows or decoded column-wise. Python touches
+the matched ones; the changes are sorted by view key, then ``_seq``, in Arrow. Every row carries its *source*
+(:func:`_source`): an upserted row is a row of the version's input table, and its output columns
+are taken from it as they came; a row read from state is decoded column-wise, each once. Python touches
 each row only in C-level passes (``map``, ``compress``, comprehensions over the read entries).
 
 **Change time** of a view change: the latest time of this version's changes to the view row's own
@@ -71,6 +72,7 @@ class _Changes:
     delete: np.ndarray          # bool
     time: np.ndarray            # the change's time (int64 µs; _NO_TIME: none)
     order: np.ndarray           # the changes in the order of their state keys
+    src: np.ndarray             # the change's row in the version's input table (:data:`_PADDED_ROW` none)
 
 
 @dataclass
@@ -82,26 +84,32 @@ class _Rows:
     row: pa.Array               # binary
     changed: np.ndarray         # bool: the row's primary key changed in this version
     time: np.ndarray            # the time of that change (int64 µs; _NO_TIME: unchanged)
+    src: np.ndarray             # where the row's columns are (:func:`_source`)
 
 
 @dataclass
 class _View:
     """View rows (of one state) as columns: group, view key (:func:`_view_key`), left and right
-    row bytes (null: a padded side), and the time of this version's change to the row's sides."""
+    row bytes (null: a padded side), the time of this version's change to the row's sides, and
+    where each side's columns are (:func:`_source`)."""
 
     gid: np.ndarray
     key: pa.Array
     left: pa.Array
     right: pa.Array
     time: np.ndarray
+    left_src: np.ndarray
+    right_src: np.ndarray
 
     def matching(self) -> pa.Array:
         """Per row, its group and view key in one binary value (what identifies a view row)."""
         return pc.binary_join_element_wise(_be64(self.gid), self.key, _EMPTY)
 
-    def take(self, at: np.ndarray) -> tuple[pa.Array, pa.Array, pa.Array, np.ndarray, np.ndarray]:
+    def take(self, at: np.ndarray) -> tuple[pa.Array, pa.Array, pa.Array, np.ndarray, np.ndarray, np.ndarray,
+                                            np.ndarray]:
         indices = pa.array(at, pa.int64())
-        return self.key.take(indices), self.left.take(indices), self.right.take(indices), self.gid[at], self.time[at]
+        return (self.key.take(indices), self.left.take(indices), self.right.take(indices), self.gid[at], self.time[at],
+                self.left_src[at], self.right_src[at])
 
 
 _EMPTY = pa.scalar(b"", pa.binary())
@@ -126,6 +134,16 @@ def _view_key(left_pk: pa.Array, right_pk: pa.Array) -> pa.Array:
 
 
 _NO_BYTES = pa.array([], pa.binary())
+#: The source of a padded side's (absent) row.
+_PADDED_ROW = np.iinfo(np.int64).min
+
+
+def _source(stored: np.ndarray) -> np.ndarray:
+    """The sources of rows read from state at positions ``stored`` of the version's stored rows.
+    A row's *source* says where its output columns are: ``i >= 0``, row ``i`` of the version's
+    input table of its side (taken as it came); ``-1 - j``, stored row ``j`` (decoded from its
+    bytes); :data:`_PADDED_ROW`, none (a padded side)."""
+    return -1 - stored.astype(np.int64)
 
 
 def _cross(a: np.ndarray, b: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
@@ -151,7 +169,7 @@ class JoinStep:
         self.metrics: Counter[str] = Counter()
         self.held = dict(zip(_SIDES, HELD.get(state) or (0, 0)))
         self.tables: dict[str, pa.Table] = {}
-        self.fresh: dict[str, tuple[pa.Array, np.ndarray]] = {}
+        self.stored: dict[str, pa.Array] = {}
         self.held_keys: dict[str, set[bytes]] = {}
         encoded = [self._encode(self.spec.side(name), table) for name, table in zip(_SIDES, batch.rows)]
         self._group(encoded)
@@ -174,8 +192,6 @@ class JoinStep:
         null = reduce(np.logical_or, [table.column(c).is_null().to_numpy(zero_copy_only=False) for c in side.on],
                       np.zeros(table.num_rows, bool))
         # the upserted rows' bytes and where they are (output rows of this version are taken from it)
-        upserts = np.flatnonzero(~delete)
-        self.fresh[side.name] = (rows.take(pa.array(upserts, pa.int64())), upserts)
         times = table.column(TIME).fill_null(_NO_TIME).to_numpy()
         return jks, pks, rows, delete, null, times
 
@@ -191,11 +207,12 @@ class JoinStep:
         for name, (side_jks, pks, rows, delete, null, times) in zip(_SIDES, encoded):
             gid = gids[at:at + len(side_jks)]
             at += len(side_jks)
+            src = np.where(delete, _PADDED_ROW, np.arange(len(side_jks), dtype=np.int64))
             self.keyed[gid[null]] = False
             if not self.keep[name] and null.any():   # unkeyed rows of a side only ever padded are not kept
                 kept = np.flatnonzero(~null)
                 taken = pa.array(kept, pa.int64())
-                gid, delete, times = gid[kept], delete[kept], times[kept]
+                gid, delete, times, src = gid[kept], delete[kept], times[kept], src[kept]
                 side_jks, pks, rows = side_jks.take(taken), pks.take(taken), rows.take(taken)
             keys = SIDE[name].key_column(side_jks, pks)
             order = pc.sort_indices(keys).to_numpy()   # the writes go in key order, and a key twice is next to itself
@@ -203,7 +220,7 @@ class JoinStep:
             if len(keys) > 1 and pc.any(pc.equal(ordered.slice(1), ordered.slice(0, len(keys) - 1))).as_py():
                 self._twice(name, side_jks.to_pylist(), pks.to_pylist(), keys.to_pylist())
             row = pc.if_else(pa.array(delete), pa.nulls(len(rows), pa.binary()), rows) if delete.any() else rows
-            self.changes[name] = _Changes(pks, row, keys, gid, delete, times, order)
+            self.changes[name] = _Changes(pks, row, keys, gid, delete, times, order, src)
         self.changed = {name: np.bincount(c.gid, minlength=self.groups) > 0 for name, c in self.changes.items()}
 
     def _twice(self, name: str, jks: list[bytes], pks: list[bytes], keys: list[bytes]) -> None:
@@ -263,7 +280,8 @@ class JoinStep:
             times = np.full(len(keys), _NO_TIME, np.int64)
             times[changed] = c.time[at_change.filter(pa.array(changed)).to_numpy().astype(np.int64)]
             self.held_keys[name] = keys.filter(pa.array(changed))
-            before[name] = _Rows(gid, pk, rows, changed, times)
+            self.stored[name] = rows
+            before[name] = _Rows(gid, pk, rows, changed, times, _source(np.arange(len(rows))))
         return before
 
     def _scan(self, name: str, groups: np.ndarray) -> tuple[np.ndarray, pa.Array, pa.Array, pa.Array]:
@@ -292,7 +310,8 @@ class JoinStep:
                       pa.concat_arrays([before.pk.take(kept), c.pk.take(taken)]),
                       pa.concat_arrays([before.row.take(kept), c.row.take(taken)]),
                       np.concatenate([np.zeros(len(kept), bool), np.ones(len(upserts), bool)]),
-                      np.concatenate([before.time[~before.changed], c.time[upserts]]))
+                      np.concatenate([before.time[~before.changed], c.time[upserts]]),
+                      np.concatenate([before.src[~before.changed], c.src[upserts]]))
         return after, write
 
     def _nonempty(self, side: str, g: int, changes: dict[bytes, bytes | None]) -> tuple[bool, bool]:
@@ -343,9 +362,11 @@ class JoinStep:
             pairs.append((a[ia], b[ib]))
         ia = pa.array(np.concatenate([p[0] for p in pairs]), pa.int64())
         ib = pa.array(np.concatenate([p[1] for p in pairs]), pa.int64())
-        gid, left_pk, right_pk = [left.gid[ia.to_numpy()]], [left.pk.take(ia)], [right.pk.take(ib)]
-        time = [np.maximum(left.time[ia.to_numpy()], right.time[ib.to_numpy()])]
+        ia_np, ib_np = ia.to_numpy(), ib.to_numpy()
+        gid, left_pk, right_pk = [left.gid[ia_np]], [left.pk.take(ia)], [right.pk.take(ib)]
+        time = [np.maximum(left.time[ia_np], right.time[ib_np])]
         left_row, right_row = [left.row.take(ia)], [right.row.take(ib)]
+        left_src, right_src = [left.src[ia_np]], [right.src[ib_np]]
         for name, rows, other in (("left", left, "right"), ("right", right, "left")):
             if not self.keep[name]:
                 continue
@@ -354,13 +375,17 @@ class JoinStep:
             at, padded = pa.array(pick, pa.int64()), pa.nulls(len(pick), pa.binary())
             gid.append(g[pick])
             time.append(rows.time[pick])
-            pk, row = rows.pk.take(at), rows.row.take(at)
+            pk, row, src = rows.pk.take(at), rows.row.take(at), rows.src[pick]
+            none = np.full(len(pick), _PADDED_ROW, np.int64)
             left_pk.append(pk if name == "left" else padded)
             right_pk.append(padded if name == "left" else pk)
             left_row.append(row if name == "left" else padded)
             right_row.append(padded if name == "left" else row)
+            left_src.append(src if name == "left" else none)
+            right_src.append(none if name == "left" else src)
         return _View(np.concatenate(gid), _view_key(pa.concat_arrays(left_pk), pa.concat_arrays(right_pk)),
-                     pa.concat_arrays(left_row), pa.concat_arrays(right_row), np.concatenate(time))
+                     pa.concat_arrays(left_row), pa.concat_arrays(right_row), np.concatenate(time),
+                     np.concatenate(left_src), np.concatenate(right_src))
 
     def run(self) -> StepResult:
         before = self._read_state()
@@ -385,7 +410,8 @@ class JoinStep:
         """The minimal changes turning view rows ``old`` into ``new``, sorted by view key then
         ``_seq``: a row gone -> delete (0); a row changed -> update_preimage (0) and
         update_postimage (1); a new row -> insert (1). Columns: key, seq, type (index into
-        ``_TYPES``), left and right row bytes, group and change time."""
+        ``_TYPES``), left and right row bytes, group, change time, and left and right row sources
+        (:func:`_source`)."""
         old_ids, new_ids = old.matching(), new.matching()
         at = pc.index_in(old_ids, value_set=new_ids)
         matched = at.is_valid().to_numpy(zero_copy_only=False)
@@ -408,6 +434,8 @@ class JoinStep:
             "right": pa.concat_arrays([t[2] for t in taken]),
             "gid": np.concatenate([t[3] for t in taken]),
             "time": np.concatenate([t[4] for t in taken]),
+            "left_src": np.concatenate([t[5] for t in taken]),
+            "right_src": np.concatenate([t[6] for t in taken]),
         })
         return table.take(pc.sort_indices(table, [("key", "ascending"), ("seq", "ascending")]))
 
@@ -420,8 +448,8 @@ class JoinStep:
     def _output(self, out: pa.Table) -> pa.Table:
         """The view changes (:meth:`_diff`) as output rows; each distinct row decoded once."""
         n = out.num_rows
-        arrays = [*self._side_columns("left", out.column("left").combine_chunks()),
-                  *self._side_columns("right", out.column("right").combine_chunks()),
+        arrays = [*self._side_columns("left", out.column("left_src").to_numpy()),
+                  *self._side_columns("right", out.column("right_src").to_numpy()),
                   _TYPES.take(out.column("type")), pa.array(np.full(n, self.version, np.int64), pa.int64()),
                   out.column("seq").combine_chunks(), self._change_times(out)]
         return pa.Table.from_arrays(arrays, schema=self.spec.output_schema)
@@ -436,27 +464,20 @@ class JoinStep:
         time = np.where(time == _NO_TIME, latest[out.column("gid").to_numpy()], time)
         return pa.array(time, pa.int64(), mask=time == _NO_TIME).cast(pa.timestamp("us", "UTC"))
 
-    def _side_columns(self, side: str, rows: pa.Array) -> list[pa.Array]:
-        """One side's output columns for ``rows`` (encoded; null: null-padded): each distinct row
-        taken from this version's input when it is there, else decoded from its bytes (once)."""
-        encoded = rows.dictionary_encode()
-        distinct = encoded.dictionary
-        fresh_rows, fresh_at = self.fresh[side]
-        pos = pc.fill_null(pc.index_in(distinct, value_set=fresh_rows), -1).to_numpy(zero_copy_only=False)
-        taken, decoded = np.flatnonzero(pos >= 0), np.flatnonzero(pos < 0)
-        schema = self.codecs[side].schema
-        parts = []
-        if len(taken):
-            rows_in = self.tables[side].take(pa.array(fresh_at[pos[taken]], pa.int64()))
-            parts.append(pa.Table.from_arrays(rows_in.columns, schema=schema))
-        if len(decoded) or not len(taken):
-            parts.append(self.codecs[side].decode_table(distinct.take(pa.array(decoded, pa.int64()))))
-        table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
-        # distinct row d is at place[d] of ``table``: the taken ones first, then the decoded ones
-        place = np.empty(len(distinct), np.int64)
-        place[taken] = np.arange(len(taken))
-        place[decoded] = len(taken) + np.arange(len(decoded))
-        indices = encoded.indices
-        at = place[indices.fill_null(0).to_numpy(zero_copy_only=False)] if len(place) else np.zeros(len(rows), np.int64)
-        take = pa.array(at, pa.int64(), mask=indices.is_null().to_numpy(zero_copy_only=False))
-        return [column.take(take) for column in table.columns]
+    def _side_columns(self, side: str, src: np.ndarray) -> list[pa.Array]:
+        """One side's output columns for the rows of sources ``src`` (:func:`_source`): a row of
+        this version's input taken as it came, a stored row decoded from its bytes (each once),
+        null for a padded side."""
+        padded = src == _PADDED_ROW
+        stored = (src < 0) & ~padded
+        table = self.tables[side]
+        parts = [pa.Table.from_arrays(table.columns, schema=self.codecs[side].schema)]
+        at = src.copy()
+        if stored.any():
+            rows, inverse = np.unique(-1 - src[stored], return_inverse=True)
+            parts.append(self.codecs[side].decode_table(self.stored[side].take(pa.array(rows, pa.int64()))))
+            at[stored] = table.num_rows + inverse.reshape(-1)
+        at[padded] = 0
+        source = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+        take = pa.array(at, pa.int64(), mask=padded)
+        return [column.take(take) for column in source.columns]
