@@ -182,6 +182,9 @@ class ChangeloggingStore(Store):
         """The inner store's ``rebase``: the entries do not change, so nothing is logged."""
         return self.inner.rebase(items)
 
+    def _snapshot_follows(self) -> None:
+        self.inner.snapshot_follows()
+
     def _hand_over(self) -> None:
         self.inner.hand_over()
 

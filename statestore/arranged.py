@@ -209,6 +209,7 @@ class ArrangedStore(Store):
         self._history: list[_State] = []
         self._next = 0
         self._layers, self._run_entries = Layers(), 0
+        self._rebase_follows = False
         try:
             raw = self._host.read_manifest()
         except OSError as exc:
@@ -382,13 +383,18 @@ class ArrangedStore(Store):
     def _commit_write(self, layers: Layers, entries: int, version: int | None, run: Callable[[], pa.Table]) -> None:
         """Commit ``layers``, the state after a write of ``entries`` entries: as a run (the table
         ``run()`` makes) beside the current files, or as a new base once the delta outgrows the
-        memory budget or the runs outgrow the base."""
+        memory budget or the runs outgrow the base; runs that outgrow it are not merged by a write
+        that a snapshot's rebase follows (``snapshot_follows``), which makes the snapshot the base."""
         if not entries and version is None:
             return
         files = list(self._now.files)
         runs = len(files) - (2 if files and files[0][0].startswith("base-") else 0)
-        if (self._run_entries + entries > self._merge_entries(len(layers.base)) or runs >= MAX_RUNS
-                or layers.delta_bytes > self._budget):
+        outgrown = self._outgrown(entries)
+        if version is not None:
+            if self._rebase_follows:
+                outgrown = False
+            self._rebase_follows = False
+        if outgrown or runs >= MAX_RUNS or layers.delta_bytes > self._budget:
             carried: list[Carried | None] = [None]
 
             def write(stem: str) -> list[_File]:
@@ -399,6 +405,10 @@ class ArrangedStore(Store):
         else:
             self._commit(lambda files: layers, version, lambda written: [*files, self._write_file("run", run(), written)],
                          self._run_entries + entries)
+
+    def _outgrown(self, entries: int) -> bool:
+        """Whether the runs, with a run of ``entries`` more, outgrow the base (a merge is due)."""
+        return self._run_entries + entries > self._merge_entries(len(self._layers.base))
 
     @staticmethod
     def _merge_entries(base: int) -> int:
@@ -491,6 +501,9 @@ class ArrangedStore(Store):
 
         self._commit_base(version, write)
         return len(self._layers.base)
+
+    def _snapshot_follows(self) -> None:
+        self._rebase_follows = True
 
     def _rebase(self, items: SortedChunks) -> bool:
         """The snapshot file of ``items`` as the base (``_adopt``), the runs and the delta

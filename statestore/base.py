@@ -334,6 +334,17 @@ class Store(ABC):
     def _rebase(self, items: SortedChunks) -> bool:
         return False
 
+    def snapshot_follows(self) -> None:
+        """Say that the next write that sets a version is followed by a snapshot of that version
+        offered to ``rebase``: a backend may put off, for that one write, work the rebase would
+        make useless (the arranged store: a merge of its runs into a new base). A hint; the
+        entries a write leaves do not depend on it, and the default ignores it."""
+        self._check_open()
+        self._snapshot_follows()
+
+    def _snapshot_follows(self) -> None:
+        return None
+
     @property
     def version(self) -> int | None:
         """The last committed version marker, or None if no write has set one."""

@@ -127,6 +127,9 @@ class TimedStore(Store):
     def _rebase(self, items: SortedChunks) -> bool:
         return self._call(self.inner.rebase, items)
 
+    def _snapshot_follows(self) -> None:
+        self.inner.snapshot_follows()
+
     def _hand_over(self) -> None:
         self.inner.hand_over()
 

@@ -269,11 +269,14 @@ def commit_phase(operator: Operator, checkpoint: Checkpoint, config: StateConfig
     Spark, the rows set aside before routing, :mod:`streamjoin.spark.changes`)."""
     store = opened.store
     try:
-        result.write_to(store if writer is None else writer, task.version)
         # a partition's first version snapshots, except version 0: the empty origin starts the log,
         # so its delta restores it as it is, and a bootstrap loaded there is not written twice
         first = start.target is None and task.version > 0
-        if first or task.version - _last_snapshot(start.log, task.version) >= config.snapshot_every:
+        snapshot = first or task.version - _last_snapshot(start.log, task.version) >= config.snapshot_every
+        if snapshot:   # (the store may leave a merge due at this write to the snapshot it can take as its base)
+            store.snapshot_follows()
+        result.write_to(store if writer is None else writer, task.version)
+        if snapshot:
             snapshot_from_store(start.log, store, task.version)
         stats = store.stats()
     except BaseException:

@@ -423,7 +423,9 @@ class JoinStep:
             a = pc.fill_null(getattr(old, column).take(pa.array(was, pa.int64())), _EMPTY)
             b = pc.fill_null(getattr(new, column).take(pa.array(now, pa.int64())), _EMPTY)
             same &= pc.equal(a, b).to_numpy(zero_copy_only=False)
-        fresh = np.flatnonzero(~pc.is_in(new_ids, value_set=old_ids).to_numpy(zero_copy_only=False))
+        found = np.zeros(len(new_ids), bool)   # (a state's view rows are distinct: ``now`` are the new rows matched)
+        found[now] = True
+        fresh = np.flatnonzero(~found)
         parts = [(old, gone, 0, 1), (old, was[~same], 0, 2), (new, now[~same], 1, 3), (new, fresh, 1, 0)]
         taken = [view.take(at) for view, at, _, _ in parts]
         table = pa.table({

@@ -108,6 +108,32 @@ def test_arranged_store_rebase_declines_runs_too_small_to_pay(tmp_path):
     store.close()
 
 
+def test_arranged_store_leaves_a_merge_due_to_the_snapshot_that_follows(tmp_path):
+    """A write whose runs outgrow the base merges them into a new base, unless a snapshot of its
+    version follows (``snapshot_follows``): then the snapshot becomes the base, one pass, not two."""
+    outgrowing = [(b"k%06d" % i, b"newer %d" % i) for i in range(0, 20_000, 3)]   # 6,667: over 5,000
+    for follows in (False, True):
+        log = Changelog(str(tmp_path / f"log-{follows}"))
+        store_dir = str(tmp_path / f"store-{follows}")
+        store = ChangeloggingStore(open_store("arranged", store_dir), log)
+        store.write(LOADED, [], version=0)
+        bases = _files(store_dir, "base-")
+        if follows:
+            store.snapshot_follows()
+        store.write(outgrowing, [], version=1)
+        assert (_files(store_dir, "base-") == bases) is follows   # merged only without the hint
+        stats = snapshot_from_store(log, store, 1)
+        assert stats.rebased is follows   # (a store just merged has no runs for a rebase to spare)
+        expected = dict(LOADED)
+        expected.update(outgrowing)
+        assert list(store.scan()) == sorted(expected.items())
+        store.write([(b"k000001", b"v2")], [], version=2)   # the hint held for one write only
+        store.close()
+        with open_store("arranged", store_dir) as reopened:
+            expected[b"k000001"] = b"v2"
+            assert list(reopened.scan()) == sorted(expected.items()) and reopened.version == 2
+
+
 def test_snapshot_from_store_leaves_a_store_it_cannot_rebase_as_it_is(tmp_path):
     log = Changelog(str(tmp_path / "log"))
     store = ChangeloggingStore(open_store("memory", str(tmp_path / "store")), log)
