@@ -389,11 +389,9 @@ class ArrangedStore(Store):
             return
         files = list(self._now.files)
         runs = len(files) - (2 if files and files[0][0].startswith("base-") else 0)
-        outgrown = self._outgrown(entries)
+        outgrown = self._outgrown(entries) and not (version is not None and self._rebase_follows)
         if version is not None:
-            if self._rebase_follows:
-                outgrown = False
-            self._rebase_follows = False
+            self._rebase_follows = False   # (the hint holds for one versioned write)
         if outgrown or runs >= MAX_RUNS or layers.delta_bytes > self._budget:
             carried: list[Carried | None] = [None]
 

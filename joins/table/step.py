@@ -105,11 +105,11 @@ class _View:
         """Per row, its group and view key in one binary value (what identifies a view row)."""
         return pc.binary_join_element_wise(_be64(self.gid), self.key, _EMPTY)
 
-    def take(self, at: np.ndarray) -> tuple[pa.Array, pa.Array, pa.Array, np.ndarray, np.ndarray, np.ndarray,
-                                            np.ndarray]:
+    def take(self, at: np.ndarray) -> "_View":
+        """The view rows at positions ``at``."""
         indices = pa.array(at, pa.int64())
-        return (self.key.take(indices), self.left.take(indices), self.right.take(indices), self.gid[at], self.time[at],
-                self.left_src[at], self.right_src[at])
+        return _View(self.gid[at], self.key.take(indices), self.left.take(indices), self.right.take(indices),
+                     self.time[at], self.left_src[at], self.right_src[at])
 
 
 _EMPTY = pa.scalar(b"", pa.binary())
@@ -191,7 +191,6 @@ class JoinStep:
         delete = table.column(OP).to_numpy() == DELETE
         null = reduce(np.logical_or, [table.column(c).is_null().to_numpy(zero_copy_only=False) for c in side.on],
                       np.zeros(table.num_rows, bool))
-        # the upserted rows' bytes and where they are (output rows of this version are taken from it)
         times = table.column(TIME).fill_null(_NO_TIME).to_numpy()
         return jks, pks, rows, delete, null, times
 
@@ -360,9 +359,8 @@ class JoinStep:
             b = np.flatnonzero(keyed[right.gid] if b_sel is None else keyed[right.gid] & b_sel)
             ia, ib = _cross(left.gid[a], right.gid[b], self.groups)
             pairs.append((a[ia], b[ib]))
-        ia = pa.array(np.concatenate([p[0] for p in pairs]), pa.int64())
-        ib = pa.array(np.concatenate([p[1] for p in pairs]), pa.int64())
-        ia_np, ib_np = ia.to_numpy(), ib.to_numpy()
+        ia_np, ib_np = (np.concatenate([p[i] for p in pairs]).astype(np.int64, copy=False) for i in (0, 1))
+        ia, ib = pa.array(ia_np, pa.int64()), pa.array(ib_np, pa.int64())
         gid, left_pk, right_pk = [left.gid[ia_np]], [left.pk.take(ia)], [right.pk.take(ib)]
         time = [np.maximum(left.time[ia_np], right.time[ib_np])]
         left_row, right_row = [left.row.take(ia)], [right.row.take(ib)]
@@ -429,15 +427,12 @@ class JoinStep:
         parts = [(old, gone, 0, 1), (old, was[~same], 0, 2), (new, now[~same], 1, 3), (new, fresh, 1, 0)]
         taken = [view.take(at) for view, at, _, _ in parts]
         table = pa.table({
-            "key": pa.concat_arrays([t[0] for t in taken]),
+            "key": pa.concat_arrays([t.key for t in taken]),
             "seq": np.concatenate([np.full(len(at), seq, np.int64) for _, at, seq, _ in parts]),
             "type": np.concatenate([np.full(len(at), kind, np.int64) for _, at, _, kind in parts]),
-            "left": pa.concat_arrays([t[1] for t in taken]),
-            "right": pa.concat_arrays([t[2] for t in taken]),
-            "gid": np.concatenate([t[3] for t in taken]),
-            "time": np.concatenate([t[4] for t in taken]),
-            "left_src": np.concatenate([t[5] for t in taken]),
-            "right_src": np.concatenate([t[6] for t in taken]),
+            "left": pa.concat_arrays([t.left for t in taken]),
+            "right": pa.concat_arrays([t.right for t in taken]),
+            **{name: np.concatenate([getattr(t, name) for t in taken]) for name in ("gid", "time", "left_src", "right_src")},
         })
         return table.take(pc.sort_indices(table, [("key", "ascending"), ("seq", "ascending")]))
 
