@@ -26,11 +26,14 @@ def add_session_options(parser: argparse.ArgumentParser) -> None:
 
 
 def job_session(partitions: int, *, master: str | None = None, remote: str | None = None):
-    """A session for a job with ``partitions`` shuffle partitions, UTC session time zone, quiet logs."""
+    """A session for a job with ``partitions`` shuffle partitions, UTC session time zone, quiet logs
+    and the settings the joins run best with (``streamjoin.SPARK_SETTINGS``)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    settings = {"spark.sql.shuffle.partitions": str(partitions), "spark.sql.session.timeZone": "UTC"}
+    from streamjoin.spark.settings import SPARK_SETTINGS
+
+    settings = {"spark.sql.shuffle.partitions": str(partitions), "spark.sql.session.timeZone": "UTC", **SPARK_SETTINGS}
     if remote is not None:
         spark = SparkSession.builder.remote(remote).getOrCreate()
         for key, value in settings.items():

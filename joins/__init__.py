@@ -4,6 +4,7 @@ The public API::
 
     from streamjoin import interval_join, stream_table_join, table_table_join
     from streamjoin import set_aside_rows, join_metrics, progress_metrics, view_sink, ChangeFormat
+    from streamjoin import SPARK_SETTINGS     # the Spark settings the joins run best with
     from streamjoin import StreamjoinError     # the root of every error streamjoin raises
 
 The PySpark-facing functions are imported on first use, so that the engine-free parts
@@ -31,6 +32,7 @@ __version__ = "0.3.0"
 
 __all__ = [
     "ChangeFormat",
+    "SPARK_SETTINGS",
     "StreamjoinError",
     "__version__",
     "interval_join",
@@ -55,12 +57,14 @@ if _typing.TYPE_CHECKING:  # the real signatures, for type checkers; at run time
     from streamjoin.spark.interval import interval_join
     from streamjoin.spark.outputs import join_metrics, set_aside_rows
     from streamjoin.spark.progress import progress_metrics
+    from streamjoin.spark.settings import SPARK_SETTINGS
     from streamjoin.spark.state import read_join_state, read_state
     from streamjoin.spark.table import table_table_join
     from streamjoin.spark.view import view_sink
 
 _LAZY = {
     "ChangeFormat": "streamjoin.changes",
+    "SPARK_SETTINGS": "streamjoin.spark.settings",
     "StreamjoinError": "streamjoin.errors",
     "interval_join": "streamjoin.spark.interval",
     "stream_table_join": "streamjoin.spark.enrichment",

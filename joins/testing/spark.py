@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 
+from streamjoin.spark.settings import SPARK_SETTINGS
 from streamjoin.statestore.registry import DEFAULT_KIND
 from streamjoin.testing.compare import rows_of
 from streamjoin.testing.determinism import Outcome, call_pipeline
@@ -33,7 +34,8 @@ __all__ = ["SparkEngine", "local_session", "SparkJoins"]
 
 def local_session(app: str = "streamjoin-tests") -> SparkSession:
     """A local Spark session set up for testing joins: two cores with task retries (``local[2,4]``,
-    as a cluster retries a failed task), two shuffle partitions, UTC, no UI, quiet logs."""
+    as a cluster retries a failed task), two shuffle partitions, UTC, no UI, quiet logs, and the
+    settings the joins run best with (``streamjoin.SPARK_SETTINGS``)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     session = (
@@ -43,6 +45,7 @@ def local_session(app: str = "streamjoin-tests") -> SparkSession:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.streaming.stopTimeout", "30s")
+        .config(map=dict(SPARK_SETTINGS))
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

@@ -1,0 +1,29 @@
+"""The Spark settings streamjoin's joins run best with.
+
+``SPARK_SETTINGS`` names each setting and its value, for a session's builder
+(``SparkSession.builder.config(map=dict(SPARK_SETTINGS))``) or, on a running session, for
+``spark.conf.set`` (Spark Connect too). streamjoin never changes a session's settings itself: they
+apply to every query of the session, the user's own Arrow UDFs too. The jobs (``streamjoin
+job ...``), the benchmarks and the test kit's session use them.
+
+* ``spark.sql.execution.arrow.maxBytesPerBatch = 2147483647``: Spark's largest value, which turns
+  its byte limit on the Arrow batches it hands a ``mapInArrow`` off. Below it, Spark measures the
+  batch it is filling after every row it adds (``ArrowWriter.sizeInBytes``, a pass over every
+  column's vectors); that check was a seventh of Spark's own CPU samples in the table join's
+  benchmark, whose join stages are ``mapInArrow`` stages. Batches stay bounded by
+  ``spark.sql.execution.arrow.maxRecordsPerBatch`` (10,000 rows by default), so a batch reaches
+  Spark's default limit of 64 MB only when rows average over 6.7 KB: with rows that large, keep the
+  byte limit or lower the row limit instead.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Mapping
+
+__all__ = ["SPARK_SETTINGS"]
+
+#: The Spark SQL settings streamjoin's joins run best with (see module): name -> value.
+SPARK_SETTINGS: Mapping[str, str] = MappingProxyType({
+    "spark.sql.execution.arrow.maxBytesPerBatch": "2147483647",
+})

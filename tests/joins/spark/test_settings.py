@@ -1,0 +1,23 @@
+"""``streamjoin.SPARK_SETTINGS``: the session settings the joins run best with, used by the test
+kit's session, the jobs' and the benchmarks'."""
+
+from __future__ import annotations
+
+import pytest
+
+import streamjoin
+
+
+def test_spark_settings_are_a_read_only_mapping_of_sql_settings() -> None:
+    settings = streamjoin.SPARK_SETTINGS
+    assert settings["spark.sql.execution.arrow.maxBytesPerBatch"] == str(2**31 - 1)
+    assert all(isinstance(k, str) and k.startswith("spark.sql.") and isinstance(v, str) for k, v in settings.items())
+    with pytest.raises(TypeError):
+        settings["spark.sql.shuffle.partitions"] = "8"   # type: ignore[index]
+
+
+def test_spark_settings_hold_in_the_test_kits_session(spark) -> None:
+    for key, value in streamjoin.SPARK_SETTINGS.items():
+        assert spark.conf.get(key) == value
+    # Spark then skips its per-row byte check of the Arrow batches it hands mapInArrow
+    assert spark._jsparkSession.sessionState().conf().arrowMaxBytesPerBatch() == 2**31 - 1
