@@ -9,7 +9,7 @@ job ...``), the benchmarks and the test kit's session use them.
 * ``spark.sql.execution.arrow.maxBytesPerBatch = 2147483647``: Spark's largest value, which turns
   its byte limit on the Arrow batches it hands a ``mapInArrow`` off. Below it, Spark measures the
   batch it is filling after every row it adds (``ArrowWriter.sizeInBytes``, a pass over every
-  column's vectors); that check was a seventh of Spark's own CPU samples in the table join's
+  column's vectors); that check was an eighth of Spark's own CPU samples in the table join's
   benchmark, whose join stages are ``mapInArrow`` stages. Batches stay bounded by
   ``spark.sql.execution.arrow.maxRecordsPerBatch`` (10,000 rows by default), so a batch reaches
   Spark's default limit of 64 MB only when rows average over 6.7 KB: with rows that large, keep the
