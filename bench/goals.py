@@ -263,33 +263,33 @@ GOALS: tuple[Goal, ...] = (
          Cell("input changes/s", _TABLE),
          "streamjoin bench table --stores arranged --floor",
          memory=Cell("worker RSS MB", _TABLE),
-         reason="122,865 input changes/s, the median of 3 runs (`--repeat 3`, 2026-12-01 06:55, load 2.3 as it "
-                "started, nothing else running; 20.3, 15.8 and 16.3 s of change micro-batches), after step 20 (a "
-                "store handed to another worker leaves its delta and codes); the previous goal run, at 04:17, gave "
-                "110,387. Alternated against the previous main, step 20 moved 1.10x the input changes/s with 0.90x "
-                "the Python workers' CPU (`streamjoin bench compare --repeat 6 d63b74b table --stores arranged "
-                "--no-spark`: 117,481 against 106,863, each side's runs spread by a fifth), step 19 (a snapshot "
-                "becomes the store's base) 1.09x with 0.90x: the figure moves by a tenth between runs and hours. "
-                "`--floor`, the same streaming query with the join's two exchanges and two mapInArrow stages "
-                "passing rows through (no join, no state), moved 281,730 (7.1 s, median), so the goal is 0.53 of "
-                "the floor and the arranged store is at 0.44. Spark's JVM used 18.2 CPU s and the Python workers "
-                "24.9 in the arranged runs (the floor's 15.4 and 0.75), on 2 cores; the workers' peak was 778 MB "
-                "resident (691 anonymous), within the 701-771 MB of the goal runs before step 20. A quarter of the "
-                "workers' CPU is the kernel's (new pages, 2.4 GB written a run before step 19: the changelog, the "
-                "runs, the merges that rewrite a base, the snapshot), the rest Arrow kernels over rows and keys "
-                "packed as bytes, the merges and the changelog's files; merging later (again after step 20), "
-                "keeping more stores warm, keeping freed memory in the allocator and carrying a base's codes "
-                "through a rebase were tried and did not pay, carrying them through its merges (step 18) saves a "
-                "few percent, below the runs' noise (docs/design/runtime.md, arranged state, steps 14 and 16-20)"),
+         reason="126,847 input changes/s, the median of 3 runs (`--repeat 3`, 2026-12-02 17:37, load 1.0 as it "
+                "started and 2.3 as it ended, nothing else running; 15.8 s of change micro-batches), the first goal "
+                "run with `streamjoin.SPARK_SETTINGS` (Arrow batches without Spark's per-row byte check, step 22: "
+                "1.13x the input changes/s and 0.82x Spark's CPU alternated on the same code, 111,901 against "
+                "99,369 that day, when the machine ran slower than on 2026-12-01, whose goal run gave 122,865 "
+                "without it). The figure moves by a tenth between runs and hours. `--floor`, the same streaming "
+                "query with the join's two exchanges and two mapInArrow stages passing rows through (no join, no "
+                "state), moved 341,880 (5.85 s, median; 281,730 on 2026-12-01 without the setting, which the "
+                "floor's mapInArrow stages gain from too), so the goal is 0.44 of the floor and the arranged store "
+                "is at 0.37. Spark's JVM used 13.8 CPU s and the Python workers 25.1 in the arranged runs (the "
+                "floor's 11.4 and 0.67), on 2 cores; the workers' peak was 764 MB resident (676 anonymous). In "
+                "process the change versions spend about two thirds of their time in the join step's reads and "
+                "Arrow work and the rest in commits: the merges that rewrite a base (about 1 s at each of the two "
+                "versions that merge) and the snapshot every ten versions (about 1.4 s); merges that carry the "
+                "values instead of rewriting them (step 22), merging later, keeping more stores warm, keeping "
+                "freed memory in the allocator and carrying a base's codes through a rebase were tried and did "
+                "not pay (docs/design/runtime.md, arranged state, steps 14 and 16-22)"),
     Goal("table", "speed vs recomputing the view each micro-batch, 200,000-change micro-batches", 5.0, "x",
          Cell("recompute s / s", _TABLE),
          "streamjoin bench table --stores arranged --floor",
          memory=Cell("worker RSS MB", _TABLE),
-         reason="Spark's pass-through floor of the join's plan (`--floor`) is 5.78x the recompute in the runs of "
-                "this figure (medians of 3, 2026-12-01 06:55, load 2.3 as they started; 5.49x and 7.11x in runs "
-                "earlier that day), so the goal is about at Spark's reach; streamjoin-arranged was 2.52x there "
-                "(2.23x and 2.90x earlier that day): its change micro-batches took 16.3 s against the recompute's "
-                "41.0 s and must take 8.2 s (docs/design/runtime.md, arranged state, steps 16-20)"),
+         reason="Spark's pass-through floor of the join's plan (`--floor`) is 7.11x the recompute in the runs of "
+                "this figure (medians of 3, 2026-12-02 17:37, load 1.0 as they started and 2.3 as they ended, "
+                "with `streamjoin.SPARK_SETTINGS`; 5.78x on 2026-12-01 without it), so the goal is within Spark's "
+                "reach; streamjoin-arranged was 2.64x there (2.52x on 2026-12-01): its change micro-batches took "
+                "15.8 s against the recompute's 41.6 s and must take 8.3 s (docs/design/runtime.md, arranged "
+                "state, steps 16-22)"),
     Goal("view", "a three-table view's change micro-batches vs its first join's alone on the same changes, in "
          "Spark, 200,000-change micro-batches", 1.5, "x", Each("s / two tables' s", "variant", _VIEW),
          "streamjoin bench view --store arranged --spark", at_most=True,
