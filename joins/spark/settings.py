@@ -3,8 +3,8 @@
 ``SPARK_SETTINGS`` names each setting and its value, for a session's builder
 (``SparkSession.builder.config(map=dict(SPARK_SETTINGS))``) or, on a running session, for
 ``spark.conf.set`` (Spark Connect too). streamjoin never changes a session's settings itself: they
-apply to every query of the session, the user's own Arrow UDFs too. The jobs (``streamjoin
-job ...``), the benchmarks and the test kit's session use them.
+apply to every query of the session, the user's own Arrow UDFs too. The jobs' sessions (``streamjoin
+demo``, ``timeline``...), the benchmarks' and the test kit's use them.
 
 * ``spark.sql.execution.arrow.maxBytesPerBatch = 2147483647``: Spark's largest value, which turns
   its byte limit on the Arrow batches it hands a ``mapInArrow`` off. Below it, Spark measures the
