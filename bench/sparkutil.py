@@ -10,6 +10,8 @@ import tempfile
 import time
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 
+from streamjoin.spark.settings import SPARK_SETTINGS
+
 if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
@@ -33,8 +35,6 @@ def local_session(cores: int = 2, shuffle_partitions: int = 4, extra: dict[str, 
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "4g")
     )
-    from streamjoin.spark.settings import SPARK_SETTINGS
-
     for key, value in {**SPARK_SETTINGS, **(extra or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

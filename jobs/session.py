@@ -13,6 +13,8 @@ import argparse
 import os
 import sys
 
+from streamjoin.spark.settings import SPARK_SETTINGS
+
 __all__ = ["add_session_options", "job_session", "session_from_args"]
 
 
@@ -30,8 +32,6 @@ def job_session(partitions: int, *, master: str | None = None, remote: str | Non
     and the settings the joins run best with (``streamjoin.SPARK_SETTINGS``)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
-
-    from streamjoin.spark.settings import SPARK_SETTINGS
 
     settings = {"spark.sql.shuffle.partitions": str(partitions), "spark.sql.session.timeZone": "UTC", **SPARK_SETTINGS}
     if remote is not None:
