@@ -10,11 +10,13 @@ starting the query. That fixed cost is shown split: ``start s`` from ``start()``
 from the last micro-batch's end to the query's end (from the query's progress events), their sum
 ``fixed s``, and ``fixed - floor's s``, how much more than the floor's it is.
 
-``--flush-sources``: the no-data flush each runtime variant has. ``ticks`` (the default) is the
-flush of a join none of whose output waits for the watermark (Spark's file source);
-``python`` is the Python flush source of a join whose output does (an outer interval join, an
-as-of enrichment), which Spark starts a Python process for before the first micro-batch:
-``--flush-sources ticks,python`` shows what that adds to ``start s``.
+``--flush-sources``: the no-data flush each runtime variant has. ``none`` (the default) is a
+join none of whose output waits for the watermark, which gets no flush source at all;
+``ticks`` is a join whose output does, run with ``end_of_run="hold"`` (Spark's file source over
+its tick folder: a listing a trigger, a tick file a version); ``python`` is such a join with the
+default ``end_of_run="flush"`` (an outer interval join, an as-of enrichment): the Python flush
+source, which Spark starts a Python process for before the first micro-batch.
+``--flush-sources none,ticks,python`` shows what each adds to ``batches s`` and ``start s``.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ from streamjoin.bench.sparkutil import QueryTimes, fresh_dir, local_session, tim
 
 __all__ = ["add_arguments", "run", "runtime_table"]
 
+#: Each ``--flush-sources`` value and what its variants' names end with.
+_FLUSH_SUFFIX = {"none": "", "ticks": ", ticks", "python": ", Python flush source"}
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rows", type=int, default=2_000_000, help="input rows in all (default 2,000,000)")
@@ -40,10 +45,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partitions", type=int, default=4, help="shuffle partitions (default 4)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each variant (default 3)")
     parser.add_argument("--stores", default="arranged,rocksdb,lmdb,memory", help="backends to run (default all)")
-    parser.add_argument("--flush-sources", default="ticks",
-                        help="no-data flushes to run, comma-separated, each a variant per store: ticks (a join "
-                             "whose output never waits for the watermark), python (one whose output does: the "
-                             "Python flush source); default ticks")
+    parser.add_argument("--flush-sources", default="none",
+                        help="no-data flushes to run, comma-separated, each a variant per store: none (a join "
+                             "whose output never waits for the watermark: no flush source), ticks (one whose "
+                             "output does, with end_of_run='hold': Spark's file source over its ticks), python "
+                             "(one whose output does, with the default end_of_run='flush': the Python flush "
+                             "source); default none")
 
 
 def _write_inputs(directory: str, rows: int, batches: int, keys: int) -> None:
@@ -98,20 +105,21 @@ def run(args: argparse.Namespace) -> int:
     def ours(store: str, flush: str):
         def build(ck: str):
             src = source()
-            op = PassThrough(arrow_schema(src), ["k"], "t", waits=flush == "python")
+            op = PassThrough(arrow_schema(src), ["k"], "t", waits=flush != "none")
             state = StateConfig(store=store, local_dir=os.path.join(ck, "local"))
-            out = run_operator([src], op, checkpoint=os.path.join(ck, "join"), partitions=args.partitions, state=state)
+            out = run_operator([src], op, checkpoint=os.path.join(ck, "join"), partitions=args.partitions, state=state,
+                               end_of_run="hold" if flush == "ticks" else None)
             return out.writeStream.format("noop").option("checkpointLocation", os.path.join(ck, "spark")).trigger(availableNow=True).start()
         return build
 
     variants = {"repartition + mapInArrow (floor)": floor}
     flushes = args.flush_sources.split(",")
-    unknown = sorted(set(flushes) - {"ticks", "python"})
+    unknown = sorted(set(flushes) - set(_FLUSH_SUFFIX))
     if unknown:
-        raise SystemExit(f"--flush-sources: unknown {', '.join(unknown)}; give ticks, python or both")
+        raise SystemExit(f"--flush-sources: unknown {', '.join(unknown)}; give none, ticks or python, or several")
     for store in args.stores.split(","):
         for flush in flushes:
-            suffix = ", Python flush source" if flush == "python" else ""
+            suffix = _FLUSH_SUFFIX[flush]
             variants[f"streamjoin runtime, {store}{suffix}"] = ours(store, flush)
     time_stream_parts(floor)  # warm up the JVM and the Python workers
     times: dict[str, list[QueryTimes]] = {name: [] for name in variants}

@@ -115,7 +115,8 @@ def stream_table_join(
             heartbeat of the last micro-batch, come out in the same run; ``"hold"``: they wait
             for the next run; ``"release"``: then every waiting event is released and the inputs
             are closed; docs/design/end-of-input.md). A checkpoint that ran with ``"hold"``,
-            the default before 0.3, keeps it.
+            the default before 0.3, keeps it. A ``latest`` join holds no event back, so it
+            needs no such batch: unless ``"release"``, its query gets no flush source at all.
         heartbeats: An event whose every column but ``stream_time`` is null is a heartbeat of a
             quiet stream: it moves the event watermark like an event at that time and is never
             joined, output or set aside (counted as ``heartbeat_events``; the table's own

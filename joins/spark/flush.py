@@ -14,15 +14,20 @@ default, and ``"release"``): its offset is the join's progress, which it keeps f
 needs, as Spark's own stateful operators get it (docs/design/end-of-input.md). Spark starts a
 Python process on the driver for it with every query, before the first micro-batch; that process
 imports PySpark from Spark's ``pyspark.zip``, which Python cannot cache compiled, so it costs
-about 2 s a query start (``streamjoin bench runtime --flush-sources ticks,python``). A join none
-of whose output waits for the watermark (an inner or semi interval join, a ``latest``
-enrichment, a table-table join without ``expire_rows``:
-:attr:`streamjoin.runtime.operator.Operator.waits_for_watermark`) has nothing for that batch to
-release, so for it ``"flush"`` is ``"hold"`` and it has the ticks. A join none of whose inputs
-carries an event time (a table-table join without a retention) has no watermark at all, and no
-flush source: its query reads its own sources only.
+about 2 s a query start (``streamjoin bench runtime --flush-sources ticks,python``).
 
-**Ticks** (``end_of_run="hold"``, and ``"flush"`` where no output waits): Spark's own text file source over ``<checkpoint>/flush/``
+**No flush** where no micro-batch is needed: a join none of whose output waits for the watermark
+(an inner or semi interval join, a ``latest`` enrichment, a table-table join without
+``expire_rows``: :attr:`streamjoin.runtime.operator.Operator.waits_for_watermark`) emits every
+row in the micro-batch whose rows caused it, so a no-data batch would release nothing; what the
+advanced watermark lets it evict goes at its next micro-batch with rows (or the next run's
+first), and the output is the same. A join none of whose inputs carries an event time (a
+table-table join without a retention) has no watermark at all. Neither gets a flush source
+(unless asked for ``"release"``, which needs the batch that closes the inputs): its query reads
+its own sources only, with no listing of a tick folder, no tick file written per version and no
+Python process at its start.
+
+**Ticks** (``end_of_run="hold"``): Spark's own text file source over ``<checkpoint>/flush/``
 (:func:`tick_stream`), no Python process. A task whose version had rows with an event time
 (rows that may move the join's watermark) writes an empty *tick* file there, ``tick-<version>``
 (:func:`write_tick`; the partitions of one version write the same name); at the next trigger the
@@ -89,11 +94,11 @@ def plan_flush(checkpoint: str, asked: EndOfRun | None, processing_time: bool = 
                timed: bool = True) -> Flush | None:
     """The flush of the join with ``checkpoint`` given ``end_of_run=asked`` (None: the default,
     ``"flush"``), by the rules of the module. ``waits``: whether some of the join's output waits
-    for the watermark (:attr:`streamjoin.runtime.operator.Operator.waits_for_watermark`); where
-    none does, ``"flush"`` is ``"hold"``: the ticks, and a checkpoint that ran with them keeps
-    them without a word. ``timed``: whether any input of the join carries an event time; a join
-    with none has no watermark, so no flush (None), unless its checkpoint ran with one or it is
-    asked to ``"release"``. Raises :class:`JoinDefinitionError` for ``"flush"``
+    for the watermark (:attr:`streamjoin.runtime.operator.Operator.waits_for_watermark`); a join
+    none of whose output does needs no no-data batch: no flush (None), unless its checkpoint ran
+    with one (ticks are then kept without a word) or it is asked to ``"release"``. ``timed``:
+    whether any input of the join carries an event time; a join with none has no watermark, so no
+    flush either, on the same terms. Raises :class:`JoinDefinitionError` for ``"flush"``
     or ``"release"`` on a checkpoint that ran with ticks, and :class:`CheckpointMismatchError`
     for anything but ``"release"`` on one whose inputs a ``"release"`` run closed (new rows would
     all be late there, and a restart without new rows has nothing to do).
@@ -134,11 +139,12 @@ def plan_flush(checkpoint: str, asked: EndOfRun | None, processing_time: bool = 
                 "for this checkpoint, or start the join (and its query) from new checkpoint locations")
         return Flush("hold", ticks=True)
     python = _ran_python_source(cp)
-    if not timed and asked != "release" and not python:
-        return None   # no input has an event time: no watermark moves, no micro-batch to ask for
+    if (not timed or not waits) and asked != "release" and not python:
+        # no watermark moves (no input has an event time), or what it passes releases nothing (it
+        # only evicts, which the next micro-batch with rows does as well): no micro-batch to ask for
+        return None
     end_of_run: EndOfRun = asked or "flush"
-    quiet = end_of_run == "hold" or (end_of_run == "flush" and not waits)   # no batch after a run's last
-    ticks = quiet and not python and _spark_reads(checkpoint)
+    ticks = end_of_run == "hold" and not python and _spark_reads(checkpoint)   # no batch after a run's last
     return Flush(end_of_run, ticks)
 
 

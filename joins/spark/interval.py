@@ -96,7 +96,9 @@ def interval_join(
             and the inputs are closed: a later run with new rows is refused;
             docs/design/end-of-input.md). A checkpoint that ran with ``"hold"``, the default
             before 0.3, keeps it, and so does a join with ``idle_timeout``, which refuses the
-            other two.
+            other two. An ``inner`` or ``left_semi`` join emits every row in the micro-batch
+            whose rows caused it, so it needs no such batch: unless ``"release"``, its query gets
+            no flush source at all (what its watermark evicts goes at its next micro-batch).
         heartbeats: A row whose every column but its time column is null is a *heartbeat*,
             progress of a quiet input: its time moves the watermark like a row at that time, and
             the row is never joined, stored, output or set aside (counted as

@@ -88,10 +88,10 @@ def run_operator(
     or ``"hold"`` (what the run's last batch's watermark passed waits for the next run). ``waits``
     (None: the operator's :attr:`~streamjoin.runtime.operator.Operator.waits_for_watermark`;
     :func:`streamjoin.spark.plan.run_plan` gives its join's): whether some of the join's output
-    waits for the watermark; where none does, ``"flush"`` is ``"hold"`` (nothing is released by a
-    trailing batch), and on a local or ``hdfs://`` checkpoint both start no Python process. A
-    join none of whose inputs carries an event time has no watermark and no flush source. A
-    checkpoint whose query ran with the tick flush keeps it (:func:`streamjoin.spark.flush.plan_flush`).
+    waits for the watermark; a join none of whose output does (a no-data batch would release
+    nothing), like one none of whose inputs carries an event time (no watermark), gets no flush
+    source unless asked for ``"release"``. A checkpoint whose query ran with a flush source keeps
+    it (:func:`streamjoin.spark.flush.plan_flush`).
     ``pre_staged``: the
     set-aside inputs whose rows a pre-stage before the shuffle writes to ``checkpoint``
     (:func:`streamjoin.spark.changes.plain_changes`); partition 0 counts them in its metrics

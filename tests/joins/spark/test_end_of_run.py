@@ -71,9 +71,9 @@ def test_end_of_run_default_releases_a_closed_outer_row_in_the_same_available_no
     assert _run(spark, root, None) == [("l1", None), ("l2", "r2")]
 
 
-def test_end_of_run_default_of_an_inner_join_starts_no_python_source_and_outputs_the_batch_join(spark, tmp_path):
-    # nothing of an inner join waits for the watermark: its flush is Spark's file source, whose
-    # query starts no Python process on the driver (about 2 s a query start), with the same output
+def test_end_of_run_default_of_an_inner_join_reads_no_flush_source_and_outputs_the_batch_join(spark, tmp_path):
+    # nothing of an inner join waits for the watermark: its query reads its own sources only (no
+    # Python process on the driver, about 2 s a query start; no tick folder), with the same output
     root = str(tmp_path)
     _file(f"{root}/left", LEFT, LEFT_ROWS)
     _file(f"{root}/right", RIGHT, RIGHT_ROWS)
@@ -83,9 +83,9 @@ def test_end_of_run_default_of_an_inner_join_starts_no_python_source_and_outputs
              .option("checkpointLocation", f"{root}/spark").trigger(availableNow=True).start())
     query.awaitTermination()
     sources = [source["description"] for source in query.lastProgress["sources"]]
-    assert len(sources) == 3 and not any("Python" in d or "streamjoin_flush" in d for d in sources), sources
+    assert len(sources) == 2 and not any("flush" in d or "Python" in d for d in sources), sources
     assert sorted(out) == [("l2", "r2")]
-    assert not os.path.exists(f"{root}/ck/flush.json")
+    assert not os.path.exists(f"{root}/ck/flush.json") and not os.path.exists(f"{root}/ck/flush")
 
 
 def test_end_of_run_release_outputs_the_batch_join_closing_after_every_micro_batch_and_refuses_new_rows_later(

@@ -84,16 +84,17 @@ def test_flush_plan_defaults_to_the_python_source_and_a_checkpoint_that_ran_with
         plan_flush(ck, "flush")
 
 
-def test_flush_plan_of_a_join_whose_output_never_waits_has_the_ticks_for_flush(tmp_path, caplog):
+def test_flush_plan_of_a_join_whose_output_never_waits_is_none_unless_its_checkpoint_ran_with_one(tmp_path, caplog):
     # nothing of an inner interval join's (or a latest enrichment's, ...) waits for the watermark, so
-    # a run's trailing no-data batch would release nothing: "flush" is "hold", with no Python process
+    # a no-data batch would release nothing: no flush source at all, whatever the mode but "release"
     ck = str(tmp_path / "join")
-    assert plan_flush(ck, None, waits=False) == Flush("flush", ticks=True)
-    assert plan_flush(ck, "flush", waits=False) == Flush("flush", ticks=True)
-    assert plan_flush(ck, "hold", waits=False) == Flush("hold", ticks=True)
+    for asked in (None, "flush", "hold"):
+        assert plan_flush(ck, asked, waits=False) is None
+    assert plan_flush(ck, None, processing_time=True, waits=False) is None   # (idle_timeout: "hold" too)
     assert plan_flush(ck, "release", waits=False) == Flush("release", ticks=False)   # it closes the inputs
-    Checkpoint(ck).commits.write(0, 0, 1, (None, None), {})   # a version run with ticks: kept, no warning
-    (tmp_path / "join" / "flush").mkdir()
+    Checkpoint(ck).commits.write(0, 0, 1, (None, None), {})   # a version run without a flush: still none
+    assert plan_flush(ck, None, waits=False) is None
+    (tmp_path / "join" / "flush").mkdir()   # a version run with ticks (before 0.3): kept, no warning
     with caplog.at_level(logging.WARNING, logger="streamjoin"):
         assert plan_flush(ck, None, waits=False) == Flush("flush", ticks=True)
         assert plan_flush(ck, "flush", waits=False) == Flush("flush", ticks=True)
@@ -132,7 +133,7 @@ def test_flush_plan_of_hold_on_an_object_store_is_the_python_source(moto_s3):
     # Spark reads s3:// only with a Hadoop connector (S3A) on its classpath: the checkpoint is
     # read with pyarrow instead (docs/operations/object-stores.md)
     assert plan_flush(f"{moto_s3}/join", "hold") == Flush("hold", ticks=False)
-    assert plan_flush(f"{moto_s3}/join", None, waits=False) == Flush("flush", ticks=False)
+    assert plan_flush(f"{moto_s3}/join", None, waits=False) is None   # nothing to flush: no Python process either
 
 
 def test_flush_tick_is_written_once_a_version_however_many_partitions_ask(tmp_path):
