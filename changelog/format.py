@@ -18,7 +18,6 @@ of the bytes first, then the Arrow footer, then the metadata, and raises a
 from __future__ import annotations
 
 import re
-import zlib
 from dataclasses import dataclass
 from enum import Enum
 from operator import itemgetter
@@ -29,6 +28,7 @@ import pyarrow.compute as pc
 
 from streamjoin.changelog.errors import ChangelogCorruptError, ChecksumMismatchError, TornFileError
 from streamjoin.changelog.storage import TEMP_PREFIX
+from streamjoin.statestore.checksum import crc32
 from streamjoin.statestore.chunks import SourceFile
 from streamjoin.statestore.columns import ColumnWrite
 
@@ -237,7 +237,7 @@ def _check_bytes(what: str, items: list) -> None:
 
 def verified_reader(buffer: pa.Buffer, file: LogFile) -> pa.ipc.RecordBatchFileReader:
     """An Arrow reader over ``buffer`` after checking its checksum, footer, kind and version."""
-    crc = zlib.crc32(memoryview(buffer))
+    crc = crc32(buffer)
     if crc != file.crc:
         kind = TornFileError if not bytes(buffer[-6:]) == _ARROW_MAGIC else ChecksumMismatchError
         what = ("ends before its Arrow footer (a torn or truncated write)" if kind is TornFileError

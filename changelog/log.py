@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import zlib
 from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
 import numpy as np
@@ -48,6 +47,7 @@ from streamjoin.changelog.format import (
 )
 from streamjoin.changelog.listing import Listing
 from streamjoin.changelog.storage import open_storage
+from streamjoin.statestore.checksum import crc32
 from streamjoin.statestore.chunks import SourceFile
 from streamjoin.statestore.columns import ColumnWrite, strictly_ascending
 
@@ -145,7 +145,7 @@ class Changelog:
         if listing.empty and version > 0:
             self.write_snapshot(version - 1, ())
         existing = listing.deltas.get(version)
-        if existing is None or existing.crc != zlib.crc32(memoryview(payload)):
+        if existing is None or existing.crc != crc32(payload):
             self._drop_history_from(listing, version)  # no-op for a plain next version
         return self._publish(Kind.DELTA, version, lambda sink: sink.write(payload))
 

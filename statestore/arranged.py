@@ -71,7 +71,6 @@ from __future__ import annotations
 
 import json
 import os
-import zlib
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
@@ -82,6 +81,7 @@ import pyarrow.compute as pc
 from streamjoin.statestore import options as check
 from streamjoin.statestore import warm
 from streamjoin.statestore.base import KeyValue, Store, StoreStats, ascending, check_entry_types
+from streamjoin.statestore.checksum import crc32
 from streamjoin.statestore.chunks import SortedChunks, SourceFile
 from streamjoin.statestore.columns import Chunk, ColumnWrite, PrefixScan, binary_column
 from streamjoin.statestore.errors import StoreArgumentError, StoreCorruptError, StoreError, StoreWriteError
@@ -306,7 +306,7 @@ class ArrangedStore(Store):
         if check and data.size != size:
             raise StoreCorruptError(corrupt_message(
                 self.path, self.kind, f"{name} has {data.size} bytes, its manifest says {size}"))
-        if check and zlib.crc32(memoryview(data)) != crc:
+        if check and crc32(data) != crc:
             raise StoreCorruptError(corrupt_message(self.path, self.kind, f"{name} fails its checksum"))
         return data
 
@@ -624,7 +624,7 @@ class ArrangedStore(Store):
         data = sink.getvalue()
         written.append(name)
         self._host.write(name, data)
-        return name, data.size, zlib.crc32(data)
+        return name, data.size, crc32(data)
 
     def _write_manifest(self, state: _State, history: list[_State]) -> None:
         meta = {"format": _FORMAT, **state.fields(), "history": [h.fields() for h in history], "next": self._next}

@@ -3,8 +3,9 @@ files and the arranged store's bases are checked against both when they are read
 
 from __future__ import annotations
 
-import zlib
 from typing import Any
+
+from streamjoin.statestore.checksum import crc32
 
 __all__ = ["CrcWriter"]
 
@@ -20,7 +21,7 @@ class CrcWriter:
 
     def write(self, data: Any) -> int:
         view = memoryview(data)
-        self.crc = zlib.crc32(view, self.crc)
+        self.crc = crc32(view, self.crc)
         self.size += view.nbytes
         self._sink.write(view)
         return view.nbytes

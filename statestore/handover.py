@@ -37,7 +37,6 @@ from __future__ import annotations
 import json
 import os
 import struct
-import zlib
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -45,6 +44,7 @@ import numpy as np
 import pyarrow as pa
 
 from streamjoin.statestore.arrangement import Arrangement, ekeys_of
+from streamjoin.statestore.checksum import crc32
 from streamjoin.statestore.crc_file import CrcWriter
 from streamjoin.statestore.keycodes import Carried, KeyCodes, KeyIndex
 from streamjoin.statestore.sorted_base import remove_file
@@ -134,7 +134,7 @@ def _parsed(data: pa.Buffer, files: Sequence[_File]) -> Handover | None:
         return None
     header_size, crc, magic = _TRAILER.unpack(data.slice(data.size - _TRAILER.size).to_pybytes())
     body = data.slice(0, data.size - _TRAILER.size)
-    if magic != MAGIC or header_size > body.size or zlib.crc32(memoryview(body)) != crc:
+    if magic != MAGIC or header_size > body.size or crc32(body) != crc:
         return None
     try:
         header = json.loads(body.slice(body.size - header_size).to_pybytes())

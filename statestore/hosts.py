@@ -36,13 +36,13 @@ from __future__ import annotations
 
 import os
 import threading
-import zlib
 from contextlib import contextmanager
 from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
 
+from streamjoin.statestore.checksum import crc32
 from streamjoin.statestore.chunks import SourceFile
 from streamjoin.statestore.errors import StoreArgumentError
 from streamjoin.statestore.sorted_base import DATA, KEYS, remove_file
@@ -459,7 +459,7 @@ def open_host(name: str, path: str, sync: bool) -> FileHost:
 
 def _content_identity(manifest: bytes | None) -> object:
     """An LMDB-held manifest's identity: its size and CRC-32 (None: no manifest)."""
-    return None if manifest is None else (len(manifest), zlib.crc32(manifest))
+    return None if manifest is None else (len(manifest), crc32(manifest))
 
 
 @contextmanager
