@@ -337,6 +337,8 @@ def open_logged_store(
                         time.perf_counter() - started, outcome.reason, warm=local.taken)
     store = ChangeloggingStore(local.store, log, undo=local.undo)
     store.park_as = (kind, local.path, dict(options)) if (warm if park is None else park) else None
+    if store.park_as is not None:
+        local.store.idle_work_follows()   # kept open between tasks: idle work may wait for the watcher
     return store, report
 
 

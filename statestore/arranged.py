@@ -100,7 +100,7 @@ from streamjoin.statestore.locking import (
 )
 from streamjoin.statestore.sorted_base import DATA, KEYS, BaseWriter, SortedBase, write_keys
 
-__all__ = ["ArrangedStore", "MAX_RUNS", "RUN_SHARE", "REBASE_SHARE", "HISTORY", "BUDGET_VARIABLE", "CODED_SHARE", "worker_budget"]
+__all__ = ["ArrangedStore", "MAX_RUNS", "RUN_SHARE", "IDLE_SLACK", "REBASE_SHARE", "HISTORY", "BUDGET_VARIABLE", "CODED_SHARE", "worker_budget"]
 
 _FORMAT = "arranged-2"
 #: The environment variable of a Python worker's memory budget for arranged stores.
@@ -117,6 +117,9 @@ RUN_SHARE = 0.25
 #: beside the base hold at least this share of what makes a merge: writing a base's keys is about
 #: a fifth of a merge's work, and a rebase spares the runs' share of the next merge.
 REBASE_SHARE = 0.25
+#: A store kept open between tasks leaves a due merge to ``ArrangedStore.flush_idle`` until its
+#: runs hold this many times what makes one; a write merges beyond it.
+IDLE_SLACK = 2
 #: Previous versions a store keeps to return to (``ArrangedStore.roll_back``).
 HISTORY = 2
 #: A base's search codes (``streamjoin.statestore.keycodes``: 8 bytes a key, in memory) may take
@@ -183,6 +186,7 @@ class ArrangedStore(Store):
         check.check_all(self.kind, {"lock_timeout": lock_timeout, "sync": sync, "memory_budget": memory_budget,
                                     "host": host}, _CHECKS)
         self._sync = sync
+        self._idle_merges = False   # (idle_work_follows)
         self._budget = worker_budget() // (warm.LIMIT + 1) if memory_budget is None else memory_budget
         super().__init__(path)
         prepare_directory(self.path, self.kind, HOSTS[host].markers)
@@ -392,6 +396,8 @@ class ArrangedStore(Store):
         outgrown = self._outgrown(entries) and not (version is not None and self._rebase_follows)
         if version is not None:
             self._rebase_follows = False   # (the hint holds for one versioned write)
+        if outgrown and self._idle_merges and not self._overdue(entries):
+            outgrown = False   # merged by flush_idle while the store waits for its next task
         if outgrown or runs >= MAX_RUNS or layers.delta_bytes > self._budget:
             carried: list[Carried | None] = [None]
 
@@ -407,6 +413,11 @@ class ArrangedStore(Store):
     def _outgrown(self, entries: int) -> bool:
         """Whether the runs, with a run of ``entries`` more, outgrow the base (a merge is due)."""
         return self._run_entries + entries > self._merge_entries(len(self._layers.base))
+
+    def _overdue(self, entries: int) -> bool:
+        """Whether the runs, with a run of ``entries`` more, hold more than ``IDLE_SLACK`` times
+        what makes a merge: a write merges then, even where ``flush_idle`` would."""
+        return self._run_entries + entries > IDLE_SLACK * self._merge_entries(len(self._layers.base))
 
     @staticmethod
     def _merge_entries(base: int) -> int:
@@ -502,6 +513,26 @@ class ArrangedStore(Store):
 
     def _snapshot_follows(self) -> None:
         self._rebase_follows = True
+
+    def _idle_work_follows(self) -> None:
+        self._idle_merges = True
+
+    def flush_idle(self) -> None:
+        """The merge a write left for now (``idle_work_follows``): the runs that outgrew the base
+        merged with it into a new base, at the same version, in the watcher's thread while the
+        store waits for its next task (``streamjoin.statestore.warm``), off the tasks' path.
+        The entries, the version and the history do not change."""
+        self._check_open()
+        if not (self._idle_merges and self._outgrown(0)):
+            return
+        layers = self._layers
+        carried: list[Carried | None] = [None]
+
+        def write(stem: str) -> list[_File]:
+            files, carried[0] = layers.write_coded_base(self.path, stem, self._sync)
+            return self._sealed(files)
+
+        self._commit_base(None, write, lambda: carried[0])
 
     def _rebase(self, items: SortedChunks) -> bool:
         """The snapshot file of ``items`` as the base (``_adopt``), the runs and the delta

@@ -345,6 +345,18 @@ class Store(ABC):
     def _snapshot_follows(self) -> None:
         return None
 
+    def idle_work_follows(self) -> None:
+        """Say that the store is kept open between tasks (``streamjoin.statestore.warm``), whose
+        watcher calls its ``flush_idle`` (where it has one) while it waits: a backend may leave
+        for then work a write would do (the arranged store: the merge of its runs into a new
+        base). A hint for the store's life; its entries do not depend on it, and the default
+        ignores it."""
+        self._check_open()
+        self._idle_work_follows()
+
+    def _idle_work_follows(self) -> None:
+        return None
+
     @property
     def version(self) -> int | None:
         """The last committed version marker, or None if no write has set one."""

@@ -204,3 +204,65 @@ def test_arranged_store_reads_its_files_past_a_handover_it_cannot_trust(tmp_path
         assert store._layers.base.made_codes is None   # nothing taken from the file
         assert dict(store.scan()) == entries
         assert store.multi_get(probe) == [entries.get(k) for k in probe]
+
+
+
+def _current(store) -> list[str]:
+    """The kinds of the files the store's current state is made of (``base`` twice, then ``run``s)."""
+    return [name.split("-")[0] for name, _, _ in store._now.files]
+
+
+def _runs_past_the_share(store, base: int, slack: float) -> tuple[int, dict[bytes, bytes]]:
+    """Versions 1.. of runs until they hold more than the merge share of a base of ``base``
+    entries and at most ``slack`` times it; the last version and what it wrote."""
+    from streamjoin.statestore.arranged import RUN_SHARE
+
+    share, step, v, state = int(base * RUN_SHARE), int(base * RUN_SHARE) // 2 + 1, 0, {}
+    while v * step <= share:
+        v += 1
+        puts = [(b"r%06d" % (v * step + i), b"%d" % v) for i in range(step)]
+        store.write(puts, version=v)
+        state.update(puts)
+    assert v * step <= share * slack
+    return v, state
+
+
+def test_arranged_kept_warm_leaves_a_due_merge_to_flush_idle(tmp_path) -> None:
+    """A store kept open between tasks (``idle_work_follows``) writes runs past the share that
+    makes a merge (up to ``IDLE_SLACK`` times it); ``flush_idle`` merges them into a new base at
+    the same version, with the same entries and history, and a reopened store reads the same."""
+    from streamjoin.statestore.arranged import IDLE_SLACK, ArrangedStore
+
+    path = str(tmp_path / "s")
+    base = [(b"b%06d" % i, b"base") for i in range(40_000)]
+    with ArrangedStore(path) as store:
+        store.write(base, version=0)
+        store.idle_work_follows()
+        v, runs = _runs_past_the_share(store, len(base), IDLE_SLACK)
+        assert _current(store) == ["base", "base"] + ["run"] * v   # no write merged
+        store.flush_idle()
+        assert _current(store) == ["base", "base"]
+        assert store.version == v and dict(store.scan()) == dict(base) | runs
+    with ArrangedStore(path) as store:
+        assert store.version == v and dict(store.scan()) == dict(base) | runs
+        assert store.roll_back(v - 1) == 1   # the versions before the merge are still there
+        before = {k: val for k, val in runs.items() if val != b"%d" % v}
+        assert store.version == v - 1 and dict(store.scan()) == dict(base) | before
+
+
+def test_arranged_merges_in_the_write_unless_kept_warm_or_beyond_the_slack(tmp_path) -> None:
+    from streamjoin.statestore.arranged import IDLE_SLACK, RUN_SHARE, ArrangedStore
+
+    base = [(b"b%06d" % i, b"base") for i in range(40_000)]
+    with ArrangedStore(str(tmp_path / "cold")) as store:   # not kept warm: the write merges
+        store.write(base, version=0)
+        _runs_past_the_share(store, len(base), IDLE_SLACK)
+        assert _current(store) == ["base", "base"]   # the write past the share merged
+    with ArrangedStore(str(tmp_path / "warm")) as store:   # kept warm, but the runs outgrow the slack
+        store.write(base, version=0)
+        store.idle_work_follows()
+        big = [(b"r%06d" % i, b"x") for i in range(int(len(base) * RUN_SHARE * IDLE_SLACK) + 1)]
+        store.write(big, version=1)
+        assert _current(store) == ["base", "base"]
+        store.flush_idle()   # nothing left to do
+        assert _current(store) == ["base", "base"] and dict(store.scan()) == dict(base) | dict(big)
