@@ -29,7 +29,10 @@ most a ``CODED_SHARE``-th of the budget (a larger base is searched as bytes). Wh
 holds more than ``memory_budget`` bytes (its codes counted), or the runs more than ``RUN_SHARE`` of the base's entries (or there
 are more than ``MAX_RUNS``), the write merges base and delta into a new base, streamed a chunk at
 a time (``Layers.write_base``), the older files are removed and the delta starts empty: the
-store's own compaction, as an LSM tree merges its runs. A snapshot of the store's version that a
+store's own compaction, as an LSM tree merges its runs. A store kept open between tasks
+(``idle_work_follows``) leaves a merge its runs call for to ``flush_idle``, which the warm-stores
+watcher calls while it waits (``streamjoin.statestore.warm``), until the runs hold ``IDLE_SLACK``
+times what makes one. A snapshot of the store's version that a
 changelog wrote from it (``streamjoin.changelog.snapshot_from_store``) has merged the base and the
 runs already: the store takes it as its base (``rebase``: the snapshot file as the
 values, linked, and its keys written) when the runs hold at least ``REBASE_SHARE`` of what makes a
