@@ -351,20 +351,19 @@ GOALS: tuple[Goal, ...] = (
          "streamjoin bench restart --repeat 5", at_most=True),
     Goal("runtime", "micro-batch time vs the floor's (batches / floor), every backend", 1.10, "x",
          Each("batches / floor", "variant", _RUNTIME), "streamjoin bench runtime", at_most=True,
-         reason="the run of this figure (2026-12-01 06:50, load 2.9 as its runs ended, the variants' order rotated "
-                "between its 3 runs, with step 20's hand-over of a store to another worker) gave arranged 1.10x, "
-                "rocksdb 1.08x, lmdb 1.14x and memory 1.14x (the memory store hands nothing over: its 1.14x against "
-                "1.03x in the run before is the runs' spread); earlier that day (load 2.5 and 3.1) 1.08x, 1.13x, "
-                "1.07x and 1.03x, and 1.15x, 1.07x, 1.06x and 1.11x; runs on 2026-11-30 (load 2.3-3.0) 1.20x, 1.18x, 1.18x and 1.22x, and 1.21x, 1.29x, 1.22x and 1.22x; runs on 2026-11-27 (load 0.2-3.2) gave "
-                "1.08-1.23x, the same code varying 0.1x between runs (`streamjoin bench compare`). Since the Python "
-                "workers freeze their imports' objects (docs/design/runtime.md, arranged state, step 17) both the "
-                "runtime's micro-batches and the floor's, which runs in the same workers, take about 11% less "
-                "time, so the ratio stayed. What a micro-batch adds to the floor's is the tasks' checkpoint reads "
-                "and commits (the changelog delta and the commit record), paid twice a micro-batch (4 partitions "
-                "on 2 cores), a partition's store handed over when its task lands in another Python worker, and "
-                "the planning of a larger plan (about 13 ms a micro-batch more in Spark's queryPlanning); the "
-                "input drains while the store opens and the output leaves before the commit "
-                "(docs/bench/runtime.md)"),
+         reason="the run of this figure (2026-12-03 07:16, load 2.4 as it started, nothing else running, the "
+                "variants' order rotated between its 3 runs) gave arranged 1.17x, rocksdb 1.13x, lmdb 1.13x and "
+                "memory 1.12x, the first run since the benchmark warms up every variant, not only the floor: a "
+                "session's first streamjoin query pays about 1.5 s once for its workers' imports, which the "
+                "rotation had given to one store's run (the arranged store's 1.45-1.58x on 2026-12-02; "
+                "docs/design/runtime.md, arranged state, step 24). A run at load 1.7 that day gave 1.19x, 1.13x, "
+                "1.14x and 1.20x; on 2026-12-01 1.10x, 1.08x, 1.14x and 1.14x and 1.03-1.15x, on 2026-11-30 "
+                "1.18-1.29x: the same code moves 0.1x between runs. The cost is the runtime's, not a store's (the "
+                "memory store is no faster): a task takes about 38 ms against the floor's pass-through, 25 ms of "
+                "it until the step has all its rows (the floor streams rows through as they arrive; the checkpoint "
+                "read and the store's open are 2 ms) and 9 ms committing (the changelog delta and the commit "
+                "record); with every fsync off, and with the plan's Spark-side pieces alone, the ratio stayed "
+                "within its spread (docs/bench/runtime.md)"),
     Goal("runtime", "per-query fixed cost minus the floor's (fixed - floor's s), every backend", 1.0, " s",
          Each("fixed - floor's s", "variant", _RUNTIME), "streamjoin bench runtime", at_most=True),
     Goal("latency", "release latency of a left outer interval join vs Spark's stream-stream join on the same "
@@ -380,14 +379,16 @@ GOALS: tuple[Goal, ...] = (
                 "own micro-batches take at the moment more than the join (not profiled further)"),
     Goal("store-time", "state-store time per input row, amortised, every join", 1.0, " us",
          Each("store us/row", "variant", "streamjoin-arranged, "), "streamjoin bench store-time", at_most=True,
-         reason="in the run of this figure (2026-12-01 04:09, load 2.3 as it started, nothing else running) the "
-                "arranged store took 0.79 us a row in the interval join, 0.83 in the enrichment and 2.28 in the "
-                "table-table join; earlier that day 1.02, 0.63 and 2.50 (load 2.2), and alternated runs then at load 0.9 (`streamjoin bench compare --repeat 3 "
-                "0321ef2 store-time --joins interval,enrichment`) gave medians of 0.69 and 0.44 us, 0.99x and 0.88x "
-                "the previous main's; on 2026-11-30 0.73, 0.48 and 2.09 (load 2.5), 0.64, 0.47 and 2.21 (load "
-                "1.0) and 2.36, 1.46 and 6.07 (load 1.2, when the machine was slower): the figure varies with the "
-                "machine's speed and the load). Most of the interval and enrichment joins' store time is the changelog's file "
-                "writes, and on the arranged store the run file and manifest each version adds; the table-table "
-                "join's is its reads (byte keys searched a layer at a time) and the merges into a new base "
-                "(docs/design/runtime.md, arranged state)"),
+         reason="in the run of this figure (2026-12-03 07:30, load 2.9 as it started, nothing else running) the "
+                "arranged store took 0.75 us a row in the interval join, 0.69 in the enrichment and 2.02 in the "
+                "table-table join. Alternated against the main before CRC-32 went through ISA-L and merges to the "
+                "warm-stores watcher (`streamjoin bench compare --repeat 5 --fields \"store us/row,task s\" 54ef738 "
+                "store-time`, load 1.5-2.6): the table join 2.50 -> 2.14 us (0.86x, every pair), the interval and "
+                "enrichment joins 1.04x and 1.06x, within their runs' spread (docs/design/runtime.md, arranged "
+                "state, step 24). On 2026-12-01 0.79, 0.83 and 2.28 us; on 2026-11-30 0.64-0.73, 0.47-0.48 and "
+                "2.09-2.21 (and 2.36, 1.46 and 6.07 when the machine was slower): the figure varies with the "
+                "machine's speed and the load. Most of the interval and enrichment joins' store time is the "
+                "changelog's file writes, and on the arranged store the run file and manifest each version adds; "
+                "the table-table join's is its reads (byte keys searched a layer at a time) and the merges into a "
+                "new base (docs/design/runtime.md, arranged state)"),
 )
