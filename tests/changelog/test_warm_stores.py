@@ -226,3 +226,35 @@ def test_warm_store_asked_for_by_another_process_is_handed_over(tmp_path):
         assert not os.path.exists(os.path.join(path, NAME))
     finally:
         store.close()
+
+
+def test_warm_store_runs_past_the_share_are_merged_by_the_watcher(tmp_path):
+    """A parked arranged store whose runs outgrew its base is merged in the watcher's thread
+    while it waits (its write left the merge: ``idle_work_follows``); the next task takes it at
+    the same version with the same entries, and a rebuild from the changelog reads the same."""
+    import time
+
+    from streamjoin.statestore.arranged import RUN_SHARE
+
+    path, log = str(tmp_path / "p=0"), Changelog(str(tmp_path / "log"))
+    base = [(b"b%06d" % i, b"base") for i in range(20_000)]
+    inner, _ = _commit("arranged", path, log, 0, base)
+    puts = [(b"r%06d" % i, b"run") for i in range(int(len(base) * RUN_SHARE) + 1)]
+    assert _commit("arranged", path, log, 1, puts)[0] is inner
+    waited = time.monotonic()
+    while [f[0] for f in inner._now.files if f[0].startswith("run-")] and time.monotonic() - waited < 10:
+        time.sleep(0.01)
+    # merged while parked: version 1 wrote its run (file 1), the watcher the new base (file 2)
+    assert [name.split(".")[0] for name, _, _ in inner._now.files] == ["base-00000002"] * 2
+    store, report = open_logged_store("arranged", path, log, 1, warm=True)
+    try:
+        assert store.inner is inner and report.how is OpenHow.REUSED
+        assert store.version == 1 and dict(store.scan()) == dict(base) | dict(puts)
+    finally:
+        store.close()
+    destroy_store("arranged", path)
+    store, report = open_logged_store("arranged", path, log, 1)
+    try:
+        assert report.how is OpenHow.REBUILT and dict(store.scan()) == dict(base) | dict(puts)
+    finally:
+        store.close()
