@@ -399,28 +399,29 @@ class ArrangedStore(Store):
         outgrown = self._outgrown(entries) and not (version is not None and self._rebase_follows)
         if version is not None:
             self._rebase_follows = False   # (the hint holds for one versioned write)
-        if outgrown and self._idle_merges and not self._overdue(entries):
+        if outgrown and self._idle_merges and not self._outgrown(entries, IDLE_SLACK):
             outgrown = False   # merged by flush_idle while the store waits for its next task
         if outgrown or runs >= MAX_RUNS or layers.delta_bytes > self._budget:
-            carried: list[Carried | None] = [None]
-
-            def write(stem: str) -> list[_File]:
-                files, carried[0] = layers.write_coded_base(self.path, stem, self._sync)
-                return self._sealed(files)
-
-            self._commit_base(version, write, lambda: carried[0])
+            self._merge(layers, version)
         else:
             self._commit(lambda files: layers, version, lambda written: [*files, self._write_file("run", run(), written)],
                          self._run_entries + entries)
 
-    def _outgrown(self, entries: int) -> bool:
-        """Whether the runs, with a run of ``entries`` more, outgrow the base (a merge is due)."""
-        return self._run_entries + entries > self._merge_entries(len(self._layers.base))
+    def _merge(self, layers: Layers, version: int | None) -> None:
+        """Commit ``layers`` as a new base (the delta merged into it; ``version`` as in ``_commit``)."""
+        carried: list[Carried | None] = [None]
 
-    def _overdue(self, entries: int) -> bool:
-        """Whether the runs, with a run of ``entries`` more, hold more than ``IDLE_SLACK`` times
-        what makes a merge: a write merges then, even where ``flush_idle`` would."""
-        return self._run_entries + entries > IDLE_SLACK * self._merge_entries(len(self._layers.base))
+        def write(stem: str) -> list[_File]:
+            files, carried[0] = layers.write_coded_base(self.path, stem, self._sync)
+            return self._sealed(files)
+
+        self._commit_base(version, write, lambda: carried[0])
+
+    def _outgrown(self, entries: int, times: float = 1) -> bool:
+        """Whether the runs, with a run of ``entries`` more, hold more than ``times`` what makes a
+        merge (with 1: a merge is due; with ``IDLE_SLACK``: a write merges even where
+        ``flush_idle`` would)."""
+        return self._run_entries + entries > times * self._merge_entries(len(self._layers.base))
 
     @staticmethod
     def _merge_entries(base: int) -> int:
@@ -526,16 +527,8 @@ class ArrangedStore(Store):
         store waits for its next task (``streamjoin.statestore.warm``), off the tasks' path.
         The entries, the version and the history do not change."""
         self._check_open()
-        if not (self._idle_merges and self._outgrown(0)):
-            return
-        layers = self._layers
-        carried: list[Carried | None] = [None]
-
-        def write(stem: str) -> list[_File]:
-            files, carried[0] = layers.write_coded_base(self.path, stem, self._sync)
-            return self._sealed(files)
-
-        self._commit_base(None, write, lambda: carried[0])
+        if self._idle_merges and self._outgrown(0):
+            self._merge(self._layers, None)
 
     def _rebase(self, items: SortedChunks) -> bool:
         """The snapshot file of ``items`` as the base (``_adopt``), the runs and the delta

@@ -206,7 +206,6 @@ def test_arranged_store_reads_its_files_past_a_handover_it_cannot_trust(tmp_path
         assert store.multi_get(probe) == [entries.get(k) for k in probe]
 
 
-
 def _current(store) -> list[str]:
     """The kinds of the files the store's current state is made of (``base`` twice, then ``run``s)."""
     return [name.split("-")[0] for name, _, _ in store._now.files]
