@@ -3,20 +3,21 @@ states what it computes; this module how).
 
 Every change of both sides gets a **group** (its join key, numbered by Arrow's dictionary
 encoding). Per side, the rows read from state form the *before* rows, kept as columns (group
-numbers in numpy; primary keys and row bytes as Arrow binary arrays): a side's whole group where
+numbers and row sources in numpy, primary keys as Arrow binary arrays): a side's whole group where
 the other side changed in it (one batched seek per side, its entries flattened in C), else only
 the changed keys' rows; a direct side's (primary key = join key) one row per group is read by
 key. Everything read by key, on both sides, is one ``multi_get_column`` (RocksDB reads it in key order). The state keys
 read tell which before rows a change replaces, and so which changes find a row (set lookups in
 C, no tuple per row). The *after* rows are the before rows the changes leave alone plus the
-upserts (Arrow ``take`` and concatenation). The view rows of each state are then built for all
+upserts (Arrow ``take`` and concatenation of their keys; a row's bytes stay where they are). The view rows of each state are then built for all
 groups at once: pairs are a cross product within each group (numpy ``repeat`` over group
 offsets) of a changed row with every row of the other side, plus an unchanged row with the
 other side's changed rows; padded rows where the other side's group is empty. A view row is
 identified by its group and its **view key**, one binary value per (left primary key, right
 primary key) whose byte order is the pair's (:func:`_view_key`). The diff of the two states is
 a hash match of those identities (``index_in``/``is_in``) and a comparison of the row bytes of
-the matched ones; the changes are sorted by view key, then ``_seq``, in Arrow. Every row carries its *source*
+the matched ones whose sides' rows came from different sources; the changes are sorted by view
+key, then ``_seq``, in Arrow. Every row carries its *source*
 (:func:`_source`): an upserted row is a row of the version's input table, and its output columns
 are taken from it as they came; a row read from state is decoded column-wise, each once. Python touches
 each row only in C-level passes (``map``, ``compress``, comprehensions over the read entries).
@@ -81,7 +82,6 @@ class _Rows:
 
     gid: np.ndarray
     pk: pa.Array                # binary
-    row: pa.Array               # binary
     changed: np.ndarray         # bool: the row's primary key changed in this version
     time: np.ndarray            # the time of that change (int64 µs; _NO_TIME: unchanged)
     src: np.ndarray             # where the row's columns are (:func:`_source`)
@@ -89,14 +89,12 @@ class _Rows:
 
 @dataclass
 class _View:
-    """View rows (of one state) as columns: group, view key (:func:`_view_key`), left and right
-    row bytes (null: a padded side), the time of this version's change to the row's sides, and
-    where each side's columns are (:func:`_source`)."""
+    """View rows (of one state) as columns: group, view key (:func:`_view_key`), the time of this
+    version's change to the row's sides, and where each side's row is (:func:`_source`; its
+    bytes are found from there only where two states' rows are compared)."""
 
     gid: np.ndarray
     key: pa.Array
-    left: pa.Array
-    right: pa.Array
     time: np.ndarray
     left_src: np.ndarray
     right_src: np.ndarray
@@ -108,8 +106,7 @@ class _View:
     def take(self, at: np.ndarray) -> "_View":
         """The view rows at positions ``at``."""
         indices = pa.array(at, pa.int64())
-        return _View(self.gid[at], self.key.take(indices), self.left.take(indices), self.right.take(indices),
-                     self.time[at], self.left_src[at], self.right_src[at])
+        return _View(self.gid[at], self.key.take(indices), self.time[at], self.left_src[at], self.right_src[at])
 
 
 _EMPTY = pa.scalar(b"", pa.binary())
@@ -170,6 +167,7 @@ class JoinStep:
         self.held = dict(zip(_SIDES, HELD.get(state) or (0, 0)))
         self.tables: dict[str, pa.Table] = {}
         self.stored: dict[str, pa.Array] = {}
+        self.input_rows: dict[str, pa.Array] = {}
         self.held_keys: dict[str, set[bytes]] = {}
         encoded = [self._encode(self.spec.side(name), table) for name, table in zip(_SIDES, batch.rows)]
         self._group(encoded)
@@ -187,6 +185,7 @@ class JoinStep:
         codec = self.codecs[side.name]
         self.tables[side.name] = table.select(side.row_schema.names)
         rows = codec.encode_array(table)
+        self.input_rows[side.name] = rows
         jks, pks = codec.encode_array(keyed, side.on), codec.encode_array(keyed, side.key)
         delete = table.column(OP).to_numpy() == DELETE
         null = reduce(np.logical_or, [table.column(c).is_null().to_numpy(zero_copy_only=False) for c in side.on],
@@ -280,7 +279,7 @@ class JoinStep:
             times[changed] = c.time[at_change.filter(pa.array(changed)).to_numpy().astype(np.int64)]
             self.held_keys[name] = keys.filter(pa.array(changed))
             self.stored[name] = rows
-            before[name] = _Rows(gid, pk, rows, changed, times, _source(np.arange(len(rows))))
+            before[name] = _Rows(gid, pk, changed, times, _source(np.arange(len(rows))))
         return before
 
     def _scan(self, name: str, groups: np.ndarray) -> tuple[np.ndarray, pa.Array, pa.Array, pa.Array]:
@@ -307,7 +306,6 @@ class JoinStep:
         kept = pa.array(np.flatnonzero(~before.changed), pa.int64())
         after = _Rows(np.concatenate([before.gid[~before.changed], c.gid[upserts]]),
                       pa.concat_arrays([before.pk.take(kept), c.pk.take(taken)]),
-                      pa.concat_arrays([before.row.take(kept), c.row.take(taken)]),
                       np.concatenate([np.zeros(len(kept), bool), np.ones(len(upserts), bool)]),
                       np.concatenate([before.time[~before.changed], c.time[upserts]]),
                       np.concatenate([before.src[~before.changed], c.src[upserts]]))
@@ -363,7 +361,6 @@ class JoinStep:
         ia, ib = pa.array(ia_np, pa.int64()), pa.array(ib_np, pa.int64())
         gid, left_pk, right_pk = [left.gid[ia_np]], [left.pk.take(ia)], [right.pk.take(ib)]
         time = [np.maximum(left.time[ia_np], right.time[ib_np])]
-        left_row, right_row = [left.row.take(ia)], [right.row.take(ib)]
         left_src, right_src = [left.src[ia_np]], [right.src[ib_np]]
         for name, rows, other in (("left", left, "right"), ("right", right, "left")):
             if not self.keep[name]:
@@ -373,17 +370,14 @@ class JoinStep:
             at, padded = pa.array(pick, pa.int64()), pa.nulls(len(pick), pa.binary())
             gid.append(g[pick])
             time.append(rows.time[pick])
-            pk, row, src = rows.pk.take(at), rows.row.take(at), rows.src[pick]
+            pk, src = rows.pk.take(at), rows.src[pick]
             none = np.full(len(pick), _PADDED_ROW, np.int64)
             left_pk.append(pk if name == "left" else padded)
             right_pk.append(padded if name == "left" else pk)
-            left_row.append(row if name == "left" else padded)
-            right_row.append(padded if name == "left" else row)
             left_src.append(src if name == "left" else none)
             right_src.append(none if name == "left" else src)
         return _View(np.concatenate(gid), _view_key(pa.concat_arrays(left_pk), pa.concat_arrays(right_pk)),
-                     pa.concat_arrays(left_row), pa.concat_arrays(right_row), np.concatenate(time),
-                     np.concatenate(left_src), np.concatenate(right_src))
+                     np.concatenate(time), np.concatenate(left_src), np.concatenate(right_src))
 
     def run(self) -> StepResult:
         before = self._read_state()
@@ -403,13 +397,14 @@ class JoinStep:
         return StepResult(output, (self._aside("left"), self._aside("right")),
                           writes=held.plus(writes[0]).plus(writes[1]).sorted(), metrics=dict(self.metrics))
 
-    @staticmethod
-    def _diff(old: _View, new: _View) -> pa.Table:
+    def _diff(self, old: _View, new: _View) -> pa.Table:
         """The minimal changes turning view rows ``old`` into ``new``, sorted by view key then
         ``_seq``: a row gone -> delete (0); a row changed -> update_preimage (0) and
         update_postimage (1); a new row -> insert (1). Columns: key, seq, type (index into
-        ``_TYPES``), left and right row bytes, group, change time, and left and right row sources
-        (:func:`_source`)."""
+        ``_TYPES``), group, change time, and left and right row sources (:func:`_source`). A view
+        row of both states changed where a side's row bytes differ: rows of one source are the
+        same bytes, so only rows of different sources (an upsert against the row it replaced)
+        are compared."""
         old_ids, new_ids = old.matching(), new.matching()
         at = pc.index_in(old_ids, value_set=new_ids)
         matched = at.is_valid().to_numpy(zero_copy_only=False)
@@ -417,10 +412,12 @@ class JoinStep:
         was = np.flatnonzero(matched)
         now = at.filter(pa.array(matched)).to_numpy().astype(np.int64)
         same = np.ones(len(was), bool)
-        for column in ("left", "right"):
-            a = pc.fill_null(getattr(old, column).take(pa.array(was, pa.int64())), _EMPTY)
-            b = pc.fill_null(getattr(new, column).take(pa.array(now, pa.int64())), _EMPTY)
-            same &= pc.equal(a, b).to_numpy(zero_copy_only=False)
+        for side in _SIDES:
+            a, b = getattr(old, f"{side}_src")[was], getattr(new, f"{side}_src")[now]
+            moved = np.flatnonzero(a != b)   # (a view row's sides are padded in both states or in neither)
+            if len(moved):
+                same[moved] &= pc.equal(self._row_bytes(side, a[moved]),
+                                        self._row_bytes(side, b[moved])).to_numpy(zero_copy_only=False)
         found = np.zeros(len(new_ids), bool)   # (a state's view rows are distinct: ``now`` are the new rows matched)
         found[now] = True
         fresh = np.flatnonzero(~found)
@@ -430,11 +427,21 @@ class JoinStep:
             "key": pa.concat_arrays([t.key for t in taken]),
             "seq": np.concatenate([np.full(len(at), seq, np.int64) for _, at, seq, _ in parts]),
             "type": np.concatenate([np.full(len(at), kind, np.int64) for _, at, _, kind in parts]),
-            "left": pa.concat_arrays([t.left for t in taken]),
-            "right": pa.concat_arrays([t.right for t in taken]),
             **{name: np.concatenate([getattr(t, name) for t in taken]) for name in ("gid", "time", "left_src", "right_src")},
         })
         return table.take(pc.sort_indices(table, [("key", "ascending"), ("seq", "ascending")]))
+
+    def _row_bytes(self, side: str, src: np.ndarray) -> pa.Array:
+        """The row bytes of ``side`` at sources ``src`` (:func:`_source`; none padded): a row of
+        this version's input as encoded, or a stored row as read (and upgraded)."""
+        given = np.flatnonzero(src >= 0)
+        stored = np.flatnonzero(src < 0)
+        parts = pa.concat_arrays([self.input_rows[side].take(pa.array(src[given], pa.int64())).cast(pa.binary()),
+                                  self.stored[side].take(pa.array(-1 - src[stored], pa.int64())).cast(pa.binary())])
+        at = np.empty(len(src), np.int64)
+        at[given] = np.arange(len(given))
+        at[stored] = len(given) + np.arange(len(stored))
+        return parts.take(pa.array(at, pa.int64()))
 
     def _aside(self, name: str) -> pa.Table:
         schema = self.spec.side(name).routed
