@@ -274,10 +274,15 @@ def _seq(items: Iterable) -> list:
 
 
 def _ipc_bytes(batch: pa.RecordBatch) -> pa.Buffer:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, batch.schema) as writer:
+    """``batch`` as the bytes of an Arrow IPC file, written into a buffer of its exact size (a
+    first pass counts them without copying): a growing buffer copied itself at each doubling."""
+    sizing = pa.MockOutputStream()
+    with pa.ipc.new_file(sizing, batch.schema) as writer:
         writer.write_batch(batch)
-    return sink.getvalue()
+    buffer = pa.allocate_buffer(sizing.size())
+    with pa.ipc.new_file(pa.FixedSizeBufferWriter(buffer), batch.schema) as writer:
+        writer.write_batch(batch)
+    return buffer
 
 
 def _check_ascending(keys: pa.Array, previous: bytes | None, uri: str, version: int) -> bytes | None:

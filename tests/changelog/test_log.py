@@ -40,6 +40,28 @@ def test_changelog_append_names_carry_version_and_crc(tmp_path):
     assert log.versions() == [0] and log.latest() == 0
 
 
+def test_changelog_delta_bytes_are_the_arrow_file_a_growing_buffer_writes(tmp_path):
+    """The delta's bytes come from a buffer sized first; they must be the bytes (so the names and
+    CRCs) a plain Arrow file writer gives, for empty, null-bearing and multi-megabyte batches."""
+    from streamjoin.changelog.log import _ipc_bytes
+
+    big = pa.array([bytes([i % 251]) * 300 for i in range(20_000)], pa.binary())
+    batches = [
+        pa.record_batch([pa.array([], pa.binary())], names=["k"]),
+        pa.record_batch([pa.array([b"a", None, b"ccc"], pa.binary()), pa.array([1, 2, None], pa.int64())],
+                        names=["k", "n"]),
+        pa.record_batch([big, big.cast(pa.large_binary())], names=["k", "v"]),
+    ]
+    for batch in batches:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_file(sink, batch.schema) as writer:
+            writer.write_batch(batch)
+        expected = sink.getvalue()
+        got = _ipc_bytes(batch)
+        assert got.equals(expected)
+        assert pa.ipc.open_file(got).read_all().equals(pa.Table.from_batches([batch]))
+
+
 def test_changelog_append_identical_delta_keeps_later_history(tmp_path):
     log, _ = build(str(tmp_path / "log"), versions=5, snapshots=(3,))
     before = _names(log)
