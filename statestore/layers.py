@@ -162,19 +162,36 @@ class Layers:
         if not len(at_b):   # a tombstone is of a base key in its group: none here
             return (hi_d - lo_d, decode_keys(d.ekeys[at_d]).cast(pa.binary()),
                     d.log.take(d.rows[at_d]).cast(pa.binary()))
+        # both sides are in (group, key) order: a delta entry's place is its key's place in the
+        # base, moved from the base's positions to its group's among the base entries taken
         mine, theirs = _one_width(base.ekeys[at_b], d.ekeys[at_d])
+        place, hides = base.find_encoded(d.ekeys[at_d])
+        sizes = hi_b - lo_b
+        firsts = np.cumsum(sizes) - sizes
+        slot = firsts[group_d] + np.clip(place - lo_b[group_d], 0, sizes[group_d])
+        kept_b = np.ones(len(at_b), bool)
+        kept_b[slot[hides]] = False   # a base entry the delta's entry of its key hides
+        live_d = np.asarray(d.log.take(d.rows[at_d]).is_valid())   # (a tombstone is dropped)
+        before = np.zeros(len(at_b) + 1, np.int64)
+        np.cumsum(kept_b, out=before[1:])
+        slot_d = before[slot[live_d]] + np.arange(int(live_d.sum()))   # kept base entries before it, live delta entries before it
+        total = int(before[-1]) + len(slot_d)
+        from_d = np.zeros(total, bool)
+        from_d[slot_d] = True
+        keys = np.empty(total, mine.dtype)
+        keys[slot_d] = theirs[live_d]
+        keys[~from_d] = mine[kept_b]
+        group = np.empty(total, np.int64)
+        group[slot_d] = group_d[live_d]
+        group[~from_d] = group_b[kept_b]
+        # one gather of the values: the base's taken ones first, the delta's after them
+        index = np.empty(total, np.int64)
+        index[~from_d] = np.flatnonzero(kept_b)
+        index[slot_d] = len(at_b) + np.flatnonzero(live_d)
         values = pa.concat_arrays([base.values.take(at_b).cast(pa.large_binary()),
                                    d.log.take(d.rows[at_d]).cast(pa.large_binary())])
-        group = np.concatenate([group_b, group_d])
-        keys = np.concatenate([mine, theirs])
-        source = np.concatenate([np.zeros(len(at_b), np.int8), np.ones(len(at_d), np.int8)])
-        order = np.lexsort((source, keys, group)) if len(at_b) else np.arange(len(at_d))
-        group, keys = group[order], keys[order]
-        keep = np.asarray(values.is_valid())[order]
-        keep[:-1] &= (group[1:] != group[:-1]) | (keys[1:] != keys[:-1])   # a base entry the delta hides
-        taken = order[keep]
-        return (np.bincount(group[keep], minlength=len(lo_b)).astype(np.int64), decode_keys(keys[keep]).cast(pa.binary()),
-                values.take(pa.array(taken)).cast(pa.binary()))
+        return (np.bincount(group, minlength=len(lo_b)).astype(np.int64), decode_keys(keys).cast(pa.binary()),
+                values.take(pa.array(index)).cast(pa.binary()))
 
     # -- writes -----------------------------------------------------------------------------------
 
