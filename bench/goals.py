@@ -265,8 +265,8 @@ GOALS: tuple[Goal, ...] = (
          memory=Cell("worker RSS MB", _TABLE),
          reason="139,451 input changes/s, the median of 3 runs (`--repeat 3`, 2026-12-03 09:22, load 1.2 as it "
                 "started and 2.6 as it ended, nothing else running; 14.3 s of change micro-batches). Alternated "
-                "against the main before that day's step (`streamjoin bench compare --repeat 4 --fields ... 454d10b "
-                "table --stores arranged --no-spark`, load 0.6-3.0) the step gave 1.01x the input changes/s (126,635 "
+                "against the main before that day's step (`streamjoin bench compare --repeat 4 --fields \"changes s,input "
+                "changes/s,worker CPU s,JVM CPU s,worker RSS MB\" 454d10b table --stores arranged --no-spark`, load 0.6-3.0) the step gave 1.01x the input changes/s (126,635 "
                 "against 124,925), 0.96x the workers' CPU and 0.93x their peak memory; the rest of the rise from "
                 "126,847 (2026-12-02) is the run and the hour: the figure moves by a tenth between runs and hours. "
                 "`--floor`, the same streaming query with the join's two exchanges and two mapInArrow stages "

@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 from streamjoin.statestore.base import KeyValue
 from streamjoin.statestore.keycodes import LazyIndex, search
 
-__all__ = ["Arrangement", "ValueLog", "encode_keys", "encode_clipped", "decode_keys", "key_lengths", "ekeys_of",
+__all__ = ["Arrangement", "ValueLog", "interleave", "encode_keys", "encode_clipped", "decode_keys", "key_lengths", "ekeys_of",
            "data_size", "LENGTH_BYTES"]
 
 #: Bytes of the length that follows a key's padded bytes.
@@ -473,14 +473,9 @@ class Arrangement:
         before = np.zeros(n + 1, np.int64)
         np.cumsum(keep, out=before[1:])
         slots = before[at] + np.arange(len(theirs))
-        total = len(kept) + len(theirs)
-        is_put = np.zeros(total, bool)
-        is_put[slots] = True
-        ekeys = np.empty(total, kept.dtype)
-        ekeys[slots] = theirs
-        ekeys[~is_put] = kept
+        ekeys, is_put = interleave(slots, theirs, kept)
         values = (put_values if in_order else put_values.take(pa.array(order))).cast(pa.large_binary())
-        rows = np.empty(total, np.int64)
+        rows = np.empty(len(ekeys), np.int64)
         rows[slots] = len(self.log) + np.arange(len(order))
         rows[~is_put] = self.rows[keep]
         added = int(key_lengths(theirs).sum())
@@ -536,3 +531,16 @@ def data_size(array: pa.Array) -> int:
         return 0
     offsets = np.frombuffer(array.buffers()[1], np.int64, len(array) + 1, array.offset * 8)
     return int(offsets[-1] - offsets[0])
+
+
+def interleave(slots: np.ndarray, theirs: np.ndarray, mine: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A column of ``len(slots) + len(mine)`` values with ``theirs[i]`` at ``slots[i]`` and
+    ``mine`` in order in the other places (the merge of two sorted columns whose places are known),
+    and which places hold ``theirs``."""
+    total = len(slots) + len(mine)
+    from_theirs = np.zeros(total, bool)
+    from_theirs[slots] = True
+    out = np.empty(total, mine.dtype)
+    out[slots] = theirs
+    out[~from_theirs] = mine
+    return out, from_theirs

@@ -25,6 +25,7 @@ from streamjoin.statestore.arrangement import (
     Arrangement,
     decode_keys,
     encode_keys,
+    interleave,
     key_lengths,
 )
 from streamjoin.statestore.base import KeyValue
@@ -171,25 +172,16 @@ class Layers:
         slot = firsts[group_d] + np.clip(place - lo_b[group_d], 0, sizes[group_d])
         kept_b = np.ones(len(at_b), bool)
         kept_b[slot[hides]] = False   # a base entry the delta's entry of its key hides
-        live_d = np.asarray(d.log.take(d.rows[at_d]).is_valid())   # (a tombstone is dropped)
+        theirs_values = d.log.take(d.rows[at_d]).cast(pa.large_binary())
+        live_d = np.asarray(theirs_values.is_valid())   # (a tombstone is dropped)
         before = np.zeros(len(at_b) + 1, np.int64)
         np.cumsum(kept_b, out=before[1:])
         slot_d = before[slot[live_d]] + np.arange(int(live_d.sum()))   # kept base entries before it, live delta entries before it
-        total = int(before[-1]) + len(slot_d)
-        from_d = np.zeros(total, bool)
-        from_d[slot_d] = True
-        keys = np.empty(total, mine.dtype)
-        keys[slot_d] = theirs[live_d]
-        keys[~from_d] = mine[kept_b]
-        group = np.empty(total, np.int64)
-        group[slot_d] = group_d[live_d]
-        group[~from_d] = group_b[kept_b]
+        keys, from_d = interleave(slot_d, theirs[live_d], mine[kept_b])
+        group, _ = interleave(slot_d, group_d[live_d], group_b[kept_b])
         # one gather of the values: the base's taken ones first, the delta's after them
-        index = np.empty(total, np.int64)
-        index[~from_d] = np.flatnonzero(kept_b)
-        index[slot_d] = len(at_b) + np.flatnonzero(live_d)
-        values = pa.concat_arrays([base.values.take(at_b).cast(pa.large_binary()),
-                                   d.log.take(d.rows[at_d]).cast(pa.large_binary())])
+        index, _ = interleave(slot_d, len(at_b) + np.flatnonzero(live_d), np.flatnonzero(kept_b))
+        values = pa.concat_arrays([base.values.take(at_b).cast(pa.large_binary()), theirs_values])
         return (np.bincount(group, minlength=len(lo_b)).astype(np.int64), decode_keys(keys).cast(pa.binary()),
                 values.take(pa.array(index)).cast(pa.binary()))
 
@@ -295,16 +287,10 @@ class Layers:
             # a delta key's place among the chunk's kept base keys: those before its place in the
             # base (an integer search; a base key it hides is not kept)
             slots = np.searchsorted(positions, at[chosen]) + np.arange(len(chosen))
-            from_delta = np.zeros(total, bool)
-            from_delta[slots] = True
-            keys = np.empty(total, mine.dtype)
-            keys[slots] = theirs[chosen]
-            keys[~from_delta] = mine
+            keys, _ = interleave(slots, theirs[chosen], mine)
             # one gather of the values: the chunk's base values (the hidden ones among them
             # skipped) and the delta's after them
-            index = np.empty(total, np.int64)
-            index[~from_delta] = positions - first
-            index[slots] = (stop - first) + (chosen - d_lo)
+            index, _ = interleave(slots, (stop - first) + (chosen - d_lo), positions - first)
             both = pa.concat_arrays([base.values.slice(first, stop - first), values.slice(d_lo, d_hi - d_lo)])
             if trace is not None:
                 trace.append((positions, theirs[chosen], done + slots))

@@ -415,9 +415,9 @@ class JoinStep:
         for side in _SIDES:
             a, b = getattr(old, f"{side}_src")[was], getattr(new, f"{side}_src")[now]
             moved = np.flatnonzero(a != b)   # (a view row's sides are padded in both states or in neither)
-            if len(moved):
-                same[moved] &= pc.equal(self._row_bytes(side, a[moved]),
-                                        self._row_bytes(side, b[moved])).to_numpy(zero_copy_only=False)
+            if len(moved):   # both states' rows in one lookup, then compared
+                rows = self._row_bytes(side, np.concatenate([a[moved], b[moved]]))
+                same[moved] &= pc.equal(rows.slice(0, len(moved)), rows.slice(len(moved))).to_numpy(zero_copy_only=False)
         found = np.zeros(len(new_ids), bool)   # (a state's view rows are distinct: ``now`` are the new rows matched)
         found[now] = True
         fresh = np.flatnonzero(~found)
