@@ -7,8 +7,10 @@ the table's **primary key**. A plain upsert carries no before-image, so this sta
 primary key, the order of the last change applied and the join key of the current row, and
 outputs **routed changes** (:mod:`streamjoin.table.spec`) for stage 2, which is routed by join key:
 
-* the key's final state is a row: UPSERT of it at its join key; if a row existed before at
-  another join key (nulls equal nulls), also DELETE at the old join key;
+* the key's final state is a row: UPSERT of it at its join key (as
+  :data:`~streamjoin.table.spec.FRESH` when the key held no row at that join key before: stage 2
+  then reads nothing for it); if a row existed before at another join key (nulls equal nulls),
+  also DELETE at the old join key;
 * the key's final state is deleted and a row existed: DELETE at the old join key;
 * otherwise nothing.
 
@@ -62,7 +64,7 @@ from streamjoin.table import load
 from streamjoin.table.held import Held, decode_held
 from streamjoin.table.retention import LATE_REASON, due, index_key, parse_retention, time_scale
 from streamjoin.table.rows import RowCodec
-from streamjoin.table.spec import TableSide, build_side
+from streamjoin.table.spec import FRESH, TableSide, build_side
 from streamjoin.table.views import KEY_VIEWS
 
 if TYPE_CHECKING:
@@ -249,7 +251,7 @@ class TableRekey(Operator):
         if len(twins):
             rows = table.take(pa.array(twins, pa.int64()))
             aside = pa.concat_tables([aside, set_aside(rows, [(np.ones(len(twins), bool), DUPLICATE_REASON)])])
-        write, upserts, deletes, gone, moved = self._collapse(state, changes, metrics)
+        write, upserts, fresh, deletes, gone, moved = self._collapse(state, changes, metrics)
         if len(moved):
             metrics["moved_join_keys"] += len(moved)
             rows = table.take(pa.array(moved, pa.int64()))
@@ -259,7 +261,7 @@ class TableRekey(Operator):
             deletes += self._expire(state, horizon, written, gone, metrics)
             gone = [key for key in set(gone) if key not in written]
             write = ColumnWrite(write.put_keys, write.put_values, pa.array(gone, pa.binary()))
-        output = self._output(changes, upserts, deletes)
+        output = self._output(changes, upserts, fresh, deletes)
         metrics["routed_upserts"], metrics["routed_deletes"] = len(upserts), len(deletes)
         return StepResult(output, (aside,), writes=write.sorted(), metrics=dict(metrics))
 
@@ -344,9 +346,10 @@ class TableRekey(Operator):
         return [0, *(np.flatnonzero(new) + 1).tolist()]
 
     def _collapse(self, state: Store, changes: pa.Table, metrics: Counter
-                  ) -> tuple[ColumnWrite, np.ndarray, list[tuple], list[bytes], np.ndarray]:
+                  ) -> tuple[ColumnWrite, np.ndarray, np.ndarray, list[tuple], list[bytes], np.ndarray]:
         """Apply each key's changes in order against its state (:meth:`_walk`); return the state
-        writes (as columns), the rows to upsert (indices), the deletes ((primary key, join key)
+        writes (as columns), the rows to upsert (indices), whether each upsert is
+        :data:`~streamjoin.table.spec.FRESH` (its key held no row at that join key), the deletes ((primary key, join key)
         bytes and the removing change's carried time), in key order, the state keys to delete
         (expiry-index entries a change moves), and the input rows set aside because they would
         move a row to another join key (``immutable`` only)."""
@@ -381,6 +384,7 @@ class TableRekey(Operator):
         metrics["stale_changes"] += int(changes.num_rows - applied.sum())
         metrics["unknown_deletes"] += int((applied & (ops == DELETE) & ~row_before).sum())
         upserts = lasts[has_rows]
+        fresh = ~(stored.row[runs] & same)[has_rows]
         # the state values: pack(change time, sequence, has row, *join key) of each key's last change
         # (a deleted key keeps its join key too when the changes are routed by it)
         take = pa.array(lasts, pa.int64())
@@ -406,7 +410,7 @@ class TableRekey(Operator):
                 if retention.indexed(row):
                     indexed.append((index_key(self._expiry, int(times[i]), pk), b""))
             write = write.plus(ColumnWrite.of_lists(indexed))
-        return write, upserts, deletes, gone, moved
+        return write, upserts, fresh, deletes, gone, moved
 
     @staticmethod
     def _walk(changes: pa.Table, starts: np.ndarray, stored: Held) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -457,9 +461,10 @@ class TableRekey(Operator):
             columns.append(column if column.type == field.type else column.cast(field.type))
         return pa.Table.from_arrays(columns, schema=schema)
 
-    def _output(self, changes: pa.Table, upserts: np.ndarray, deletes: list[tuple[bytes, bytes, int]]) -> pa.Table:
-        """The routed changes: the upserted rows (taken from ``changes``), then the deletes; each
-        with its carried change time."""
+    def _output(self, changes: pa.Table, upserts: np.ndarray, fresh: np.ndarray,
+                deletes: list[tuple[bytes, bytes, int]]) -> pa.Table:
+        """The routed changes: the upserted rows (taken from ``changes``; ``fresh`` ones as
+        :data:`~streamjoin.table.spec.FRESH`), then the deletes; each with its carried change time."""
         schema = self.side.row_schema
         taken = changes.take(pa.array(upserts, pa.int64()))
         columns = []
@@ -472,7 +477,7 @@ class TableRekey(Operator):
         table = table.combine_chunks()
         times = pa.concat_arrays([taken.column(_CARRIED).combine_chunks().cast(pa.int64()),
                                   pa.array([t for _, _, t in deletes], pa.int64())])
-        ops = np.r_[np.full(len(upserts), UPSERT), np.full(len(deletes), DELETE)].astype(np.int8)
+        ops = np.r_[np.where(fresh, FRESH, UPSERT), np.full(len(deletes), DELETE)].astype(np.int8)
         table = table.append_column(self.side.routed.field(TIME), times)
         return table.append_column(self.side.routed.field(OP), pa.array(ops, pa.int8()))
 

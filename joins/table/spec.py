@@ -12,9 +12,12 @@ key types (equal, or a lossless widening of both sides' types).
 
 **Routed changes** (stage 1's output, stage 2's input; one schema per side): the row's columns,
 then ``__sj_time`` (int64 µs, the change's time; null for a timeless bootstrap row) and ``__sj_op``
-(int8, :data:`streamjoin.changes.UPSERT` or :data:`~streamjoin.changes.DELETE`). A delete carries
-the primary key and the join key it is deleted at, and the time of the change that removed the
-row there; its other columns are null.
+(int8, :data:`streamjoin.changes.UPSERT`, :data:`FRESH` or :data:`~streamjoin.changes.DELETE`). A
+delete carries the primary key and the join key it is deleted at, and the time of the change that
+removed the row there; its other columns are null. :data:`FRESH` is an upsert of a row that its
+primary key did not hold at this join key before the version: the key stage knows it from its own
+state, and the join stage then reads nothing for it (an insert, or a row moved from another join
+key, needs no before row).
 
 **Output** (the view's change stream, the ``streamjoin`` vocabulary of
 :mod:`streamjoin.changes.streamjoin`, a Delta change data feed with the join's bookkeeping): the
@@ -43,13 +46,17 @@ from streamjoin.runtime.defaults import column_entries, entries_schema, with_def
 from streamjoin.runtime.evolution import SchemaPlace
 from streamjoin.table.rows import stored_type
 
-__all__ = ["How", "HOWS", "TableSide", "TableJoinSpec", "build_side", "build_join", "detect_format", "parse_on",
+__all__ = ["FRESH", "How", "HOWS", "TableSide", "TableJoinSpec", "build_side", "build_join", "detect_format", "parse_on",
            "common_key_types", "CHANGE_TYPE", "COMMIT_VERSION", "SEQ_COLUMN", "CHANGE_TIME", "CDF_COLUMNS",
            "ORDER_COLUMNS"]
 
 #: The join kinds a table-table join supports: ``left`` keeps unmatched left rows null-padded,
 #: ``full`` both sides' (:meth:`How.preserves`).
 HOWS = (How.INNER, How.LEFT, How.FULL)
+
+#: The routed op of an upsert whose primary key held no row at its join key before the version (see
+#: module): an upsert the join stage need not look for in its state.
+FRESH = 4
 
 #: The output's bookkeeping columns (never view columns), and those a change stream needs to be applied.
 CDF_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, SEQ_COLUMN, CHANGE_TIME)

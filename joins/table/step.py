@@ -6,7 +6,8 @@ encoding). Per side, the rows read from state form the *before* rows, kept as co
 numbers and row sources in numpy, primary keys as Arrow binary arrays): a side's whole group where
 the other side changed in it (one batched seek per side, its entries flattened in C), else only
 the changed keys' rows; a direct side's (primary key = join key) one row per group is read by
-key. Everything read by key, on both sides, is one ``multi_get_column`` (RocksDB reads it in key order). The state keys
+key. A change its key stage marks :data:`~streamjoin.table.spec.FRESH` (its key held no row at
+this join key: an insert, or a row moved here) is not read: it has no before row. Everything read by key, on both sides, is one ``multi_get_column`` (RocksDB reads it in key order). The state keys
 read tell which before rows a change replaces, and so which changes find a row (set lookups in
 C, no tuple per row). The *after* rows are the before rows the changes leave alone plus the
 upserts (Arrow ``take`` and concatenation of their keys; a row's bytes stay where they are). The view rows of each state are then built for all
@@ -46,7 +47,7 @@ from streamjoin.runtime.operator import REASON_COLUMN, StepInput, StepResult, co
 from streamjoin.statestore.base import Store
 from streamjoin.statestore.codecs import pack, unpack
 from streamjoin.statestore.columns import ColumnWrite, binary_suffixes
-from streamjoin.table.spec import TableSide
+from streamjoin.table.spec import FRESH, TableSide
 from streamjoin.table.state import HELD, SIDE
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ class _Changes:
     time: np.ndarray            # the change's time (int64 µs; _NO_TIME: none)
     order: np.ndarray           # the changes in the order of their state keys
     src: np.ndarray             # the change's row in the version's input table (:data:`_PADDED_ROW` none)
+    fresh: np.ndarray           # bool: an upsert of a key that held no row here (:data:`~streamjoin.table.spec.FRESH`)
 
 
 @dataclass
@@ -175,9 +177,10 @@ class JoinStep:
     # -- reading the changes -----------------------------------------------------------------------
 
     def _encode(self, side: TableSide, table: pa.Table
-                ) -> tuple[pa.Array, pa.Array, pa.Array, np.ndarray, np.ndarray, np.ndarray]:
+                ) -> tuple[pa.Array, pa.Array, pa.Array, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``side``'s changes as columns: join key bytes, primary key bytes, row bytes, whether
-        each is a delete, whether its join key is null, and its change time. Keys in the form they compare in
+        each is a delete, whether its join key is null, its change time, and whether it is
+        :data:`~streamjoin.table.spec.FRESH`. Keys in the form they compare in
         (:func:`streamjoin.kit.normal_keys`), rows with the values they came with (a ``-0.0`` or
         a NaN's payload is output as it came)."""
         table = conform(table, side.routed, side.name)
@@ -187,11 +190,12 @@ class JoinStep:
         rows = codec.encode_array(table)
         self.input_rows[side.name] = rows
         jks, pks = codec.encode_array(keyed, side.on), codec.encode_array(keyed, side.key)
-        delete = table.column(OP).to_numpy() == DELETE
+        ops = table.column(OP).to_numpy()
+        delete, fresh = ops == DELETE, ops == FRESH
         null = reduce(np.logical_or, [table.column(c).is_null().to_numpy(zero_copy_only=False) for c in side.on],
                       np.zeros(table.num_rows, bool))
         times = table.column(TIME).fill_null(_NO_TIME).to_numpy()
-        return jks, pks, rows, delete, null, times
+        return jks, pks, rows, delete, null, times, fresh
 
     def _group(self, encoded: list) -> None:
         """Number the join keys (groups) and file each side's changes under them."""
@@ -202,7 +206,7 @@ class JoinStep:
         self.keyed = np.ones(self.groups, bool)
         self.changes: dict[str, _Changes] = {}
         at = 0
-        for name, (side_jks, pks, rows, delete, null, times) in zip(_SIDES, encoded):
+        for name, (side_jks, pks, rows, delete, null, times, fresh) in zip(_SIDES, encoded):
             gid = gids[at:at + len(side_jks)]
             at += len(side_jks)
             src = np.where(delete, _PADDED_ROW, np.arange(len(side_jks), dtype=np.int64))
@@ -210,7 +214,7 @@ class JoinStep:
             if not self.keep[name] and null.any():   # unkeyed rows of a side only ever padded are not kept
                 kept = np.flatnonzero(~null)
                 taken = pa.array(kept, pa.int64())
-                gid, delete, times, src = gid[kept], delete[kept], times[kept], src[kept]
+                gid, delete, times, src, fresh = gid[kept], delete[kept], times[kept], src[kept], fresh[kept]
                 side_jks, pks, rows = side_jks.take(taken), pks.take(taken), rows.take(taken)
             keys = SIDE[name].key_column(side_jks, pks)
             order = pc.sort_indices(keys).to_numpy()   # the writes go in key order, and a key twice is next to itself
@@ -218,7 +222,7 @@ class JoinStep:
             if len(keys) > 1 and pc.any(pc.equal(ordered.slice(1), ordered.slice(0, len(keys) - 1))).as_py():
                 self._twice(name, side_jks.to_pylist(), pks.to_pylist(), keys.to_pylist())
             row = pc.if_else(pa.array(delete), pa.nulls(len(rows), pa.binary()), rows) if delete.any() else rows
-            self.changes[name] = _Changes(pks, row, keys, gid, delete, times, order, src)
+            self.changes[name] = _Changes(pks, row, keys, gid, delete, times, order, src, fresh)
         self.changed = {name: np.bincount(c.gid, minlength=self.groups) > 0 for name, c in self.changes.items()}
 
     def _twice(self, name: str, jks: list[bytes], pks: list[bytes], keys: list[bytes]) -> None:
@@ -244,16 +248,18 @@ class JoinStep:
         scanned: dict[str, tuple[np.ndarray, pa.Array, pa.Array, pa.Array]] = {}
         for name, other in (("left", "right"), ("right", "left")):
             c, area = self.changes[name], SIDE[name]
-            if self.direct[name] is not None:
-                direct = np.flatnonzero(self.keyed)
+            if self.direct[name] is not None:   # (a group's one row is not read where it is fresh)
+                fresh = np.zeros(self.groups, bool)
+                fresh[c.gid[c.fresh]] = True
+                direct = np.flatnonzero(self.keyed & ~fresh)
                 jks = self.group_jk.take(pa.array(direct, pa.int64()))
                 pks = self._direct_pks(name, jks)
                 keys = area.key_column(jks, pks)
-                single = np.flatnonzero(~self.keyed[c.gid])
+                single = np.flatnonzero(~self.keyed[c.gid] & ~c.fresh)
             else:
                 direct, pks, keys = np.zeros(0, np.int64), _NO_BYTES, _NO_BYTES
                 whole = np.flatnonzero(self.keyed & self.changed[other])
-                single = np.flatnonzero(~(self.keyed & self.changed[other])[c.gid])
+                single = np.flatnonzero(~(self.keyed & self.changed[other])[c.gid] & ~c.fresh)
                 scanned[name] = self._scan(name, whole)
             at = pa.array(single, pa.int64())
             points[name] = (np.concatenate([direct, c.gid[single]]), pa.concat_arrays([pks, c.pk.take(at)]),

@@ -263,6 +263,63 @@ def test_table_join_stage_refuses_two_changes_of_one_row():
         destroy_store("memory", "sj-table-refuse")
 
 
+def test_table_join_key_stage_marks_upserts_fresh_where_no_row_was_at_their_join_key():
+    from streamjoin.changes import DELETE, OP, UPSERT
+    from streamjoin.runtime.operator import StepInput
+    from streamjoin.table.spec import FRESH
+
+    join = TableTableJoin(POSTS, FOLLOWS, (["author"], ["followee"]), left_key="post_id", right_key="fid",
+                          left_time="at", right_time="at")
+    store = open_store("memory", "sj-table-fresh")
+
+    def routed(version: int, *posts: tuple) -> list[tuple]:
+        rows = pa.Table.from_pylist([dict(zip(POSTS.names, r)) for r in posts], schema=POSTS)
+        result = join.left_stage.step(store, StepInput(version, 0, (rows,), (None,)))
+        store.write_columns(result.writes, version)
+        return sorted((r["post_id"], r["author"], r[OP]) for r in result.output.to_pylist())
+
+    try:
+        assert routed(0, (1, 1, "a", "upsert", 1), (2, 1, "b", "upsert", 1)) == [(1, 1, FRESH), (2, 1, FRESH)]
+        assert routed(1, (1, 1, "a2", "update", 2)) == [(1, 1, UPSERT)]                    # same join key
+        assert routed(2, (1, 2, "a3", "update", 3)) == [(1, 1, DELETE), (1, 2, FRESH)]     # moved
+        assert routed(3, (2, 1, None, "delete", 4)) == [(2, 1, DELETE)]
+        assert routed(4, (2, 1, "b2", "upsert", 5)) == [(2, 1, FRESH)]                     # back after a delete
+        assert routed(5, (3, 4, "c", "upsert", 6), (3, 4, "c2", "update", 7)) == [(3, 4, FRESH)]   # twice in a version
+    finally:
+        store.close()
+        destroy_store("memory", "sj-table-fresh")
+
+
+def test_table_join_stage_reads_nothing_for_fresh_upserts():
+    from streamjoin.runtime.operator import StepInput
+    from streamjoin.table.spec import FRESH
+
+    class Reads:   # the store, counting the keys read by key
+        def __init__(self, store) -> None:
+            self.store, self.read = store, 0
+
+        def multi_get_column(self, keys):
+            self.read += len(keys)
+            return self.store.multi_get_column(keys)
+
+        def __getattr__(self, name):
+            return getattr(self.store, name)
+
+    join = TableTableJoin(POSTS, FOLLOWS, (["author"], ["followee"]), left_key="post_id", right_key="fid",
+                          left_time="at", right_time="at")
+    routed = join.left_stage.output_schema
+    rows = pa.Table.from_pylist([{"post_id": 1, "author": 1, "text": "new", "__sj_op": FRESH},
+                                 {"post_id": 2, "author": 1, "text": "maybe held", "__sj_op": 0}], schema=routed)
+    store = Reads(open_store("memory", "sj-table-fresh-reads"))
+    try:
+        result = join.join_stage.step(store, StepInput(0, 0, (rows, join.right_stage.output_schema.empty_table()),
+                                                       (None, None)))
+        assert store.read == 1 and result.metrics["rows_held_left"] == 2
+    finally:
+        store.store.close()
+        destroy_store("memory", "sj-table-fresh-reads")
+
+
 def test_table_join_stages_route_by_primary_then_join_key():
     join = TableTableJoin(POSTS, FOLLOWS, (["author"], ["followee"]), left_key="post_id", right_key="fid",
                           left_time="at", right_time="at")
