@@ -219,6 +219,14 @@ def read_load() -> tuple[float, float, float]:
         return parse_loadavg(fh.read())
 
 
+def error_lines(text: str, most: int = 5) -> str:
+    """The first ``most`` lines of ``text`` that name an error or exception, each cut to 500
+    characters (a failed run's cause, which its output's tail, often a query plan, hides), with
+    a line saying so; empty when there are none."""
+    found = [line[:500] for line in text.splitlines() if "Error" in line or "Exception" in line][:most]
+    return "".join(f"{line}\n" for line in ["the first lines naming an error:", *found, "the output's end:"]) if found else ""
+
+
 def measure(side: Side, benchmark: str, options: Sequence[str], scratch: str, label: str) -> dict[str, Any]:
     """Run the benchmark once on ``side``, printing the load beside it; return its results JSON."""
     load = read_load()
@@ -231,7 +239,8 @@ def measure(side: Side, benchmark: str, options: Sequence[str], scratch: str, la
     path = results_path(done.stdout)
     if done.returncode or path is None:
         raise CompareError(f"{side.name}: `streamjoin bench {benchmark}` failed (exit {done.returncode}"
-                           f"{'' if path else ', no results: line'}):\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+                           f"{'' if path else ', no results: line'}):\n{done.stdout[-2000:]}\n"
+                           f"{error_lines(done.stderr)}{done.stderr[-3000:]}")
     with open(path) as fh:
         results = json.load(fh)
     results["_load"] = load

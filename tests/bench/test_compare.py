@@ -114,3 +114,10 @@ def test_compare_reads_the_results_line_of_bench_rescale(capsys, tmp_path, monke
     rescale.run(argparse.Namespace(rows=200, partitions=2, repeat=1, store="memory"))
     path = compare.results_path(capsys.readouterr().out)
     assert path is not None and path.startswith(str(tmp_path)) and path.endswith(".json")
+
+
+def test_compare_error_lines_lift_a_failed_runs_cause_above_its_tail():
+    stderr = "starting\npy4j.protocol.Py4JJavaError: task failed\n" + "  +- plan line\n" * 3
+    shown = compare.error_lines(stderr)
+    assert "py4j.protocol.Py4JJavaError: task failed\n" in shown and "plan line" not in shown
+    assert compare.error_lines("all well\n") == ""
