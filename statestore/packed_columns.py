@@ -67,11 +67,105 @@ def pack_columns(columns: Sequence[pa.Array | pa.ChunkedArray], length: int) -> 
 
 
 def pack_array(columns: Sequence[pa.Array | pa.ChunkedArray], length: int) -> pa.Array:
-    """``pack_columns`` as a ``binary`` Arrow array (no Python object per row)."""
+    """``pack_columns`` as a ``binary`` Arrow array (no Python object per row).
+
+    One concatenation of as few pieces as the columns allow: the ``pack`` bytes of fixed-width
+    columns without nulls, and the constant bytes around them (a string's tag and terminator),
+    as one matrix per run; a string or binary column without nulls as its values (escaped only
+    if one holds a zero byte) between constants; any other column as :func:`_pack_column`
+    encodes it."""
     if not columns:
         return pa.array([b""] * length, pa.binary())
-    parts = [_pack_column(c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c) for c in columns]
-    return parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, pa.scalar(b"", pa.binary()))
+    pieces: list[list[pa.Array | bytes] | pa.Array] = []   # a run of fixed-width parts, or values
+
+    def add(piece: pa.Array | bytes, fixed: bool) -> None:
+        if not fixed:
+            pieces.append(piece)
+        elif pieces and isinstance(pieces[-1], list):
+            pieces[-1].append(piece)
+        else:
+            pieces.append([piece])
+
+    for c in columns:
+        column = c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c
+        if _fixed_width(column):
+            add(column, True)
+            continue
+        body = _string_body(column)
+        if body is None:
+            add(_pack_column(column), False)
+        else:
+            add(_STR_TAG if pa.types.is_string(column.type) else _BYTES_TAG, True)
+            add(body, False)
+            add(_TERMINATOR, True)
+    arrays = [_fixed_run(p, length) if isinstance(p, list) else p for p in pieces]
+    return arrays[0] if len(arrays) == 1 else pc.binary_join_element_wise(*arrays, _NO_SEPARATOR)
+
+
+_NO_SEPARATOR = pa.scalar(b"", pa.binary())
+
+
+def _fixed_width(column: pa.Array) -> bool:
+    """Whether ``column``'s ``pack`` bytes have one width: a boolean, integer or floating-point
+    column without nulls."""
+    kind = column.type
+    return not column.null_count and (pa.types.is_boolean(kind) or pa.types.is_integer(kind)
+                                      or pa.types.is_floating(kind))
+
+
+def _fixed_run(parts: list[pa.Array | bytes], n: int) -> pa.Array:
+    """The ``pack`` bytes of a run of fixed-width columns (:func:`_fixed_width`) and constant
+    bytes, one binary value per row, filled into one (n, width) matrix."""
+    widths = [len(p) if isinstance(p, bytes) else 1 if pa.types.is_boolean(p.type) else INT_WIDTH for p in parts]
+    matrix = np.empty((n, sum(widths)), np.uint8)
+    at = 0
+    for part, width in zip(parts, widths):
+        if isinstance(part, bytes):
+            matrix[:, at:at + width] = np.frombuffer(part, np.uint8)
+        elif pa.types.is_boolean(part.type):
+            matrix[:, at] = np.where(part.to_numpy(zero_copy_only=False), _TRUE[0], _FALSE[0])
+        else:
+            integer = pa.types.is_integer(part.type)
+            values = part.to_numpy(zero_copy_only=False)
+            matrix[:, at] = (_INT_TAG if integer else _FLOAT_TAG)[0]
+            bits = _int_bits(values) if integer else _float_bits(values)
+            matrix[:, at + 1:at + width] = bits.astype(">u8").view(np.uint8).reshape(n, 8)
+        at += width
+    return _fixed_array(matrix)
+
+
+def _fixed_array(matrix: np.ndarray) -> pa.Array:
+    """The rows of a (n, w) uint8 matrix as a ``binary`` array."""
+    n, w = matrix.shape
+    data = pa.py_buffer(np.ascontiguousarray(matrix))
+    return pa.FixedSizeBinaryArray.from_buffers(pa.binary(w), n, [None, data]).cast(pa.binary())
+
+
+def _string_body(column: pa.Array) -> pa.Array | None:
+    """A string or binary column without nulls as the bytes ``pack`` writes between its tag and
+    terminator (a zero byte escaped, where there is one); None for another column."""
+    if column.null_count or not (pa.types.is_string(column.type) or pa.types.is_binary(column.type)):
+        return None
+    body = column.cast(pa.binary())
+    offsets = np.frombuffer(body.buffers()[1], np.int32, len(body) + 1, body.offset * 4)
+    start, end = int(offsets[0]), int(offsets[-1])
+    if end > start and np.frombuffer(body.buffers()[2], np.uint8, end - start, start).min() == 0:
+        body = pc.replace_substring(body, b"\x00", b"\x00\xff")
+    return body
+
+
+def _int_bits(values: np.ndarray) -> np.ndarray:
+    """Integers as the unsigned 64-bit values whose big-endian bytes ``pack`` writes."""
+    if values.dtype == np.uint64 and len(values) and values.max() > (1 << 63) - 1:
+        raise OverflowError(f"{int(values.max())} does not fit in a signed 64-bit key")
+    return values.astype(np.int64).view(np.uint64) ^ _SIGN
+
+
+def _float_bits(values: np.ndarray) -> np.ndarray:
+    """Floats as the unsigned 64-bit values whose big-endian bytes ``pack`` writes (their order
+    is the floats' order)."""
+    bits = values.astype(np.float64).view(np.uint64)
+    return np.where((bits & _SIGN) != 0, ~bits, bits | _SIGN)
 
 
 def _fixed(tag: bytes, body: np.ndarray) -> pa.Array:
@@ -92,16 +186,10 @@ def _pack_column(column: pa.Array) -> pa.Array:
     if pa.types.is_boolean(kind):
         encoded = pc.if_else(column, pa.scalar(_TRUE, pa.binary()), pa.scalar(_FALSE, pa.binary()))
     elif pa.types.is_integer(kind):
-        values = column.fill_null(0).to_numpy(zero_copy_only=False)
-        if values.dtype == np.uint64 and n and values.max() > (1 << 63) - 1:
-            raise OverflowError(f"{int(values.max())} does not fit in a signed 64-bit key")
-        bits = values.astype(np.int64).view(np.uint64) ^ _SIGN
+        bits = _int_bits(column.fill_null(0).to_numpy(zero_copy_only=False))
         encoded = _fixed(_INT_TAG, bits.astype(">u8").view(np.uint8).reshape(n, 8))
     elif pa.types.is_floating(kind):
-        values = column.fill_null(0.0).to_numpy(zero_copy_only=False).astype(np.float64)
-        bits = values.view(np.uint64)
-        negative = (bits & _SIGN) != 0
-        bits = np.where(negative, ~bits, bits | _SIGN)
+        bits = _float_bits(column.fill_null(0.0).to_numpy(zero_copy_only=False))
         encoded = _fixed(_FLOAT_TAG, bits.astype(">u8").view(np.uint8).reshape(n, 8))
     elif pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind) \
             or pa.types.is_large_binary(kind) or pa.types.is_fixed_size_binary(kind):

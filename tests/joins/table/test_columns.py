@@ -40,14 +40,17 @@ _TYPES = {
 
 @st.composite
 def columns(draw):
+    """Columns of one length, each with or without nulls, some sliced (an offset into their buffers)."""
     kinds = draw(st.lists(st.sampled_from(list(_TYPES) + [pa.null()]), min_size=1, max_size=5))
     n = draw(st.integers(0, 12))
     out = []
     for kind in kinds:
         if pa.types.is_null(kind):
             out.append(pa.nulls(n))
-        else:
-            out.append(pa.array(draw(st.lists(st.none() | _TYPES[kind], min_size=n, max_size=n)), kind))
+            continue
+        skip = draw(st.integers(0, 2))
+        values = _TYPES[kind] if draw(st.booleans()) else st.none() | _TYPES[kind]
+        out.append(pa.array(draw(st.lists(values, min_size=n + skip, max_size=n + skip)), kind).slice(skip))
     return out
 
 
