@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamjoin.changelog.format import BATCH_ROWS, Delta
+from streamjoin.statestore.keysort import sort_order
 
 __all__ = ["NetDelta", "compose", "merge"]
 
@@ -85,7 +86,7 @@ def compose(deltas: Sequence[Delta]) -> NetDelta:
         flags += [pa.repeat(pa.scalar(False), n_del), pa.repeat(pa.scalar(True), n_put)]
         position.append(pa.repeat(pa.scalar(index, pa.int32()), n_del + n_put))
     all_keys = _concat(keys)
-    order = pc.sort_indices(all_keys)  # stable: equal keys keep write order, the last one wins
+    order = pa.array(sort_order(all_keys), pa.int64())  # stable: equal keys keep write order, the last one wins
     sorted_keys = all_keys.take(order)
     n = len(sorted_keys)
     last = pa.concat_arrays([pc.not_equal(sorted_keys.slice(0, n - 1), sorted_keys.slice(1)),
@@ -143,7 +144,7 @@ def _merge_chunk(
     put_mask = puts.slice(low, high - low)
     new_keys = _concat([keys.filter(keep), touched.filter(put_mask)])
     new_values = _concat([values.filter(keep), net.values.slice(low, high - low).filter(put_mask)])
-    order = pc.sort_indices(new_keys)
+    order = pa.array(sort_order(new_keys), pa.int64())
     return new_keys.take(order), new_values.take(order)
 
 

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamjoin.statestore.errors import StoreWriteError
+from streamjoin.statestore.keysort import sort_order
 
 __all__ = ["ColumnWrite", "PrefixScan", "binary_column", "binary_suffixes", "pair_chunks", "strictly_ascending",
            "Chunk"]
@@ -115,7 +116,7 @@ class ColumnWrite:
         keys, values = self.put_keys, self.put_values
         n = len(keys)
         if n > 1 and not strictly_ascending(keys):
-            order = pc.sort_indices(keys).to_numpy()   # a stable sort: equal keys keep their order
+            order = sort_order(keys)   # a stable sort: equal keys keep their order
             ordered = keys.take(pa.array(order))
             last = np.ones(n, bool)   # of equal keys the last put wins
             last[:-1] = pc.not_equal(ordered.slice(1), ordered.slice(0, n - 1)).to_numpy(zero_copy_only=False)
@@ -123,7 +124,7 @@ class ColumnWrite:
             keys, values = keys.take(at), values.take(at)
         deletes = self.delete_keys
         if len(deletes) > 1 and not strictly_ascending(deletes):
-            deletes = pc.unique(deletes.take(pc.sort_indices(deletes)))
+            deletes = pc.unique(deletes.take(pa.array(sort_order(deletes), pa.int64())))
         if keys is self.put_keys and deletes is self.delete_keys:
             return self
         return ColumnWrite(keys, values, deletes)

@@ -45,7 +45,6 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from rocksdict import (
     IngestExternalFileOptions,
     Options,
@@ -60,6 +59,7 @@ from streamjoin.statestore import options as check
 from streamjoin.statestore.base import KeyValue, Store, StoreStats
 from streamjoin.statestore.codecs import decode_int, encode_int
 from streamjoin.statestore.errors import StoreCorruptError, StoreError, StoreLockedError, StoreWriteError
+from streamjoin.statestore.keysort import sort_order
 from streamjoin.statestore.locking import (
     DirectoryLock,
     corrupt_message,
@@ -141,10 +141,10 @@ class RocksDBStore(Store):
         """Read in key order (the store's blocks in sequence), returned in the order asked."""
         if not len(keys):
             return pa.array([], pa.binary())
-        order = pc.sort_indices(keys)
-        values = pa.array(self._multi_get(keys.take(order).to_pylist()), pa.binary())
+        order = sort_order(keys)
+        values = pa.array(self._multi_get(keys.take(pa.array(order)).to_pylist()), pa.binary())
         back = np.empty(len(keys), np.int64)
-        back[order.to_numpy()] = np.arange(len(keys))
+        back[order] = np.arange(len(keys))
         return values.take(pa.array(back))
 
     def _scan(self, start: bytes | None, end: bytes | None, reverse: bool) -> Iterator[KeyValue]:

@@ -47,6 +47,7 @@ from streamjoin.runtime.operator import REASON_COLUMN, StepInput, StepResult, co
 from streamjoin.statestore.base import Store
 from streamjoin.statestore.codecs import pack, unpack
 from streamjoin.statestore.columns import ColumnWrite, binary_suffixes
+from streamjoin.statestore.keysort import sort_order
 from streamjoin.table.spec import FRESH, TableSide
 from streamjoin.table.state import HELD, SIDE
 
@@ -187,15 +188,27 @@ class JoinStep:
         keyed = normal_keys(table, [*side.on, *side.key])   # keys as Spark compares them; rows keep their own values
         codec = self.codecs[side.name]
         self.tables[side.name] = table.select(side.row_schema.names)
-        rows = codec.encode_array(table)
-        self.input_rows[side.name] = rows
-        jks, pks = codec.encode_array(keyed, side.on), codec.encode_array(keyed, side.key)
         ops = table.column(OP).to_numpy()
         delete, fresh = ops == DELETE, ops == FRESH
+        rows = self._upserted_rows(side, table, delete)
+        self.input_rows[side.name] = rows
+        jks, pks = codec.encode_array(keyed, side.on), codec.encode_array(keyed, side.key)
         null = reduce(np.logical_or, [table.column(c).is_null().to_numpy(zero_copy_only=False) for c in side.on],
                       np.zeros(table.num_rows, bool))
         times = table.column(TIME).fill_null(_NO_TIME).to_numpy()
         return jks, pks, rows, delete, null, times, fresh
+
+    def _upserted_rows(self, side: TableSide, table: pa.Table, delete: np.ndarray) -> pa.Array:
+        """The row bytes of ``table``'s upserts, null at its deletes (whose other columns are
+        null: only their keys are used), so the encoding meets whole rows."""
+        codec = self.codecs[side.name]
+        if not delete.any():
+            return codec.encode_array(table)
+        kept = np.flatnonzero(~delete)
+        encoded = codec.encode_array(table.take(pa.array(kept, pa.int64())))
+        at = np.zeros(len(delete), np.int64)
+        at[kept] = np.arange(len(kept))
+        return encoded.take(pa.array(at, pa.int64(), mask=delete))
 
     def _group(self, encoded: list) -> None:
         """Number the join keys (groups) and file each side's changes under them."""
@@ -217,12 +230,11 @@ class JoinStep:
                 gid, delete, times, src, fresh = gid[kept], delete[kept], times[kept], src[kept], fresh[kept]
                 side_jks, pks, rows = side_jks.take(taken), pks.take(taken), rows.take(taken)
             keys = SIDE[name].key_column(side_jks, pks)
-            order = pc.sort_indices(keys).to_numpy()   # the writes go in key order, and a key twice is next to itself
+            order = sort_order(keys)   # the writes go in key order, and a key twice is next to itself
             ordered = keys.take(pa.array(order))
             if len(keys) > 1 and pc.any(pc.equal(ordered.slice(1), ordered.slice(0, len(keys) - 1))).as_py():
                 self._twice(name, side_jks.to_pylist(), pks.to_pylist(), keys.to_pylist())
-            row = pc.if_else(pa.array(delete), pa.nulls(len(rows), pa.binary()), rows) if delete.any() else rows
-            self.changes[name] = _Changes(pks, row, keys, gid, delete, times, order, src, fresh)
+            self.changes[name] = _Changes(pks, rows, keys, gid, delete, times, order, src, fresh)
         self.changed = {name: np.bincount(c.gid, minlength=self.groups) > 0 for name, c in self.changes.items()}
 
     def _twice(self, name: str, jks: list[bytes], pks: list[bytes], keys: list[bytes]) -> None:
@@ -435,7 +447,7 @@ class JoinStep:
             "type": np.concatenate([np.full(len(at), kind, np.int64) for _, at, _, kind in parts]),
             **{name: np.concatenate([getattr(t, name) for t in taken]) for name in ("gid", "time", "left_src", "right_src")},
         })
-        return table.take(pc.sort_indices(table, [("key", "ascending"), ("seq", "ascending")]))
+        return table.take(pa.array(sort_order(table.column("key"), then=table.column("seq").to_numpy()), pa.int64()))
 
     def _row_bytes(self, side: str, src: np.ndarray) -> pa.Array:
         """The row bytes of ``side`` at sources ``src`` (:func:`_source`; none padded): a row of
