@@ -239,6 +239,13 @@ def unpack_columns(data: Sequence[bytes] | pa.Array, physical: Sequence[pa.DataT
     return columns
 
 
+def _has_zero(values: pa.Array) -> bool:
+    """Whether the bytes of a ``large_binary`` array's values hold a zero byte."""
+    offsets = np.frombuffer(values.buffers()[1], np.int64, len(values) + 1, values.offset * 8)
+    start, end = int(offsets[0]), int(offsets[-1])
+    return end > start and np.frombuffer(values.buffers()[2], np.uint8, end - start, start).min() == 0
+
+
 def _unpack_column(kind: pa.DataType, buf: np.ndarray, pairs: np.ndarray, pos: np.ndarray, tag: np.ndarray,
                    null: np.ndarray) -> pa.Array:
     """One column at ``pos`` (advanced past it in place)."""
@@ -280,14 +287,14 @@ def _unpack_column(kind: pa.DataType, buf: np.ndarray, pairs: np.ndarray, pos: n
     if np.any(at[~null] >= len(pairs)):
         raise _Unpackable
     stop = np.where(null, start, pairs[np.minimum(at, len(pairs) - 1)] if len(pairs) else start)
-    lengths = stop - start
-    total = int(lengths.sum())
-    value_offsets = np.zeros(n + 1, np.int64)
-    np.cumsum(lengths, out=value_offsets[1:])
-    index = np.repeat(start - value_offsets[:-1], lengths) + np.arange(total)
-    values = pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(value_offsets.tobytes()),
-                                                                         pa.py_buffer(buf[index].tobytes())])
-    values = pc.replace_substring(values, b"\x00\xff", b"\x00")
+    # the rows' bytes read as 2n values, from each value's start to its stop (even) and from its
+    # stop to the next one's start (odd): Arrow copies the even ones out (the rows ascend in ``buf``)
+    bounds = np.empty(2 * n + 1, np.int64)
+    bounds[0:2 * n:2], bounds[1:2 * n:2], bounds[2 * n] = start, stop, stop[-1] if n else 0
+    spans = pa.LargeBinaryArray.from_buffers(pa.large_binary(), 2 * n, [None, pa.py_buffer(bounds), pa.py_buffer(buf)])
+    values = spans.take(pa.array(np.arange(0, 2 * n, 2), pa.int64()))
+    if n and _has_zero(values):   # an escaped zero byte
+        values = pc.replace_substring(values, b"\x00\xff", b"\x00")
     pos[:] = np.where(null, pos + 1, stop + 2)
     if mask is not None:
         values = pc.if_else(pa.array(null), pa.scalar(None, pa.large_binary()), values)
