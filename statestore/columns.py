@@ -108,6 +108,15 @@ class ColumnWrite:
                            pa.concat_arrays([self.put_values, other.put_values]),
                            pa.concat_arrays([self.delete_keys, other.delete_keys]))
 
+    @classmethod
+    def concat(cls, writes: Sequence[ColumnWrite]) -> ColumnWrite:
+        """``writes[0].plus(writes[1]).plus(...)`` with each column concatenated once (a version's
+        row bytes copied once, not once a part)."""
+        if len(writes) == 1:
+            return writes[0]
+        return cls(pa.concat_arrays([w.put_keys for w in writes]), pa.concat_arrays([w.put_values for w in writes]),
+                   pa.concat_arrays([w.delete_keys for w in writes]))
+
     def sorted(self) -> ColumnWrite:
         """The same write with puts and deletes each in key order (one put per key: the last):
         equal writes then have equal bytes, whatever order their entries were computed in. A

@@ -254,10 +254,10 @@ class FusedTableJoinStage(Operator):
             routed[name] = keyed[name].output
         joined = self.join.step(state, StepInput(batch.version, batch.partition, (routed["left"], routed["right"]),
                                                  (None, None), batch.final, batch.processing_time))
-        writes = _writes(joined)   # its areas' prefixes sort before the key steps' (l, r): in key order as they come
+        # the join's areas' prefixes sort before the key steps' (l, r): in key order as they come
+        writes = ColumnWrite.concat([_writes(joined), *(_writes(result) for result in keyed.values())])
         metrics: Counter[str] = Counter(joined.metrics)
         for result in keyed.values():   # filled in SIDES order: left (l) before right (r)
-            writes = writes.plus(_writes(result))
             metrics.update(result.metrics)
         aside = tuple(keyed[name].set_aside[0] if name in keyed else joined.set_aside[SIDES.index(name)]
                       for name in self.order)

@@ -413,7 +413,7 @@ class JoinStep:
         self.metrics.update(view_changes=output.num_rows, rows_held_left=self.held["left"],
                             rows_held_right=self.held["right"])
         return StepResult(output, (self._aside("left"), self._aside("right")),
-                          writes=held.plus(writes[0]).plus(writes[1]).sorted(), metrics=dict(self.metrics))
+                          writes=ColumnWrite.concat([held, *writes]).sorted(), metrics=dict(self.metrics))
 
     def _diff(self, old: _View, new: _View) -> pa.Table:
         """The minimal changes turning view rows ``old`` into ``new``, sorted by view key then

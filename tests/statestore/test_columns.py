@@ -54,6 +54,14 @@ def test_column_write_sorted_keeps_the_last_put_of_a_key() -> None:
     assert write.delete_keys.to_pylist() == [b"y", b"z"]
 
 
+def test_column_write_concat_is_each_part_plus_the_next() -> None:
+    parts = [ColumnWrite.of([b"a"], [b"1"], [b"x"]), ColumnWrite.of([], [], [b"y"]), ColumnWrite.of([b"c", b"b"], [b"3", b"2"])]
+    joined = ColumnWrite.concat(parts)
+    chained = parts[0].plus(parts[1]).plus(parts[2])
+    assert joined.as_lists() == chained.as_lists() == ([(b"a", b"1"), (b"c", b"3"), (b"b", b"2")], [b"x", b"y"])
+    assert ColumnWrite.concat(parts[:1]) is parts[0]
+
+
 def test_column_write_of_refuses_what_is_not_bytes() -> None:
     with pytest.raises(StoreWriteError, match="put keys must be a binary column"):
         ColumnWrite.of(pa.array([1, 2]), [b"a", b"b"])
