@@ -2,14 +2,19 @@
 
     order = sort_order(keys)                 # what pc.sort_indices(keys) gives
     order = sort_order(keys, then=seq)       # by key, then by a small integer
+    at = index_in(keys, others)              # pc.index_in(keys, value_set=others), -1 for null
+    ids, firsts = group_ids(keys)            # a number per distinct key, and where each is first
 
 Arrow sorts a binary column by comparing byte strings, several times slower than numpy sorts
 integers. The keys a join sorts (state keys, view keys: a tag and a few packed integers) mostly
 have one length and differ in a few byte positions; those bytes, read big-endian as one
 ``uint64`` (:mod:`streamjoin.statestore.keycodes`), order the keys exactly as their whole bytes
 do. The codes are sorted by numpy's fastest sort; where two codes are equal, a stable sort of
-them gives equal keys in their first order, so the result is always Arrow's stable order.
-Keys of several lengths, or that differ in more positions than a code holds, are sorted by Arrow.
+them gives equal keys in their first order, so the result is always Arrow's stable order. A
+lookup of keys among others searches the sorted codes of both (coded from the positions where
+any of them differ); distinct keys are numbered from the sorted codes. Keys of several lengths,
+or that differ in more positions than a code holds, go to Arrow's sort, hash lookup or
+dictionary encoding.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import pyarrow.compute as pc
 
 from streamjoin.statestore.keycodes import CODE_BYTES, _pack
 
-__all__ = ["sort_order"]
+__all__ = ["sort_order", "index_in", "group_ids"]
 
 
 def sort_order(keys: pa.Array | pa.ChunkedArray, then: np.ndarray | None = None) -> np.ndarray:
@@ -44,6 +49,52 @@ def sort_order(keys: pa.Array | pa.ChunkedArray, then: np.ndarray | None = None)
     if bool((ordered[1:] == ordered[:-1]).any()):   # equal keys: in their first order
         order = np.argsort(codes, kind="stable")
     return order.astype(np.int64, copy=False)
+
+
+def index_in(values: pa.Array, value_set: pa.Array) -> np.ndarray:
+    """Per key of ``values`` (binary, no nulls), the position of its first equal in ``value_set``
+    (binary, no nulls), -1 where there is none: ``pc.index_in`` as int64."""
+    n, m = len(values), len(value_set)
+    if not n or not m:
+        return np.full(n, -1, np.int64)
+    values, value_set = _flat(values), _flat(value_set)
+    if value_set.type != values.type:
+        value_set = value_set.cast(values.type)
+    codes = _codes(pa.concat_arrays([values, value_set]), False)
+    if codes is None:
+        return pc.index_in(values, value_set=value_set).fill_null(-1).to_numpy().astype(np.int64)
+    mine, theirs = codes[:n], codes[n:]
+    order = np.argsort(theirs)
+    ordered = theirs[order]
+    if bool((ordered[1:] == ordered[:-1]).any()):   # a key twice in the set: its first position
+        order = np.argsort(theirs, kind="stable")
+        ordered = theirs[order]
+    at = np.minimum(np.searchsorted(ordered, mine), m - 1)
+    return np.where(ordered[at] == mine, order[at], -1).astype(np.int64, copy=False)
+
+
+def group_ids(keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """A number per distinct key of ``keys`` (binary, no nulls), given to each key, and the
+    position of one key of each number: ``ids`` and ``firsts`` with ``keys[firsts[ids]]`` equal
+    to ``keys``. The numbering is the keys' order where they are coded, else their first
+    appearance (Arrow's dictionary encoding)."""
+    flat = _flat(keys)
+    codes = _codes(flat, False) if len(flat) else None
+    if codes is None:
+        encoded = flat.dictionary_encode()
+        ids = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        return ids, np.unique(ids, return_index=True)[1].astype(np.int64)
+    order = np.argsort(codes)
+    ordered = codes[order]
+    new = np.ones(len(codes), bool)
+    new[1:] = ordered[1:] != ordered[:-1]
+    ids = np.empty(len(codes), np.int64)
+    ids[order] = np.cumsum(new) - 1
+    return ids, order[new].astype(np.int64, copy=False)
+
+
+def _flat(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
 
 
 def _codes(flat: pa.Array, room: bool) -> np.ndarray | None:

@@ -1,22 +1,23 @@
 """One version of one partition of the table join stage, column-wise (:mod:`streamjoin.table.stage`
 states what it computes; this module how).
 
-Every change of both sides gets a **group** (its join key, numbered by Arrow's dictionary
-encoding). Per side, the rows read from state form the *before* rows, kept as columns (group
+Every change of both sides gets a **group** (its join key, numbered by
+:func:`streamjoin.statestore.keysort.group_ids`). Per side, the rows read from state form the *before* rows, kept as columns (group
 numbers and row sources in numpy, primary keys as Arrow binary arrays): a side's whole group where
 the other side changed in it (one batched seek per side, its entries flattened in C), else only
 the changed keys' rows; a direct side's (primary key = join key) one row per group is read by
 key. A change its key stage marks :data:`~streamjoin.table.spec.FRESH` (its key held no row at
-this join key: an insert, or a row moved here) is not read: it has no before row. Everything read by key, on both sides, is one ``multi_get_column`` (RocksDB reads it in key order). The state keys
-read tell which before rows a change replaces, and so which changes find a row (set lookups in
-C, no tuple per row). The *after* rows are the before rows the changes leave alone plus the
+this join key: an insert, or a row moved here) is not read: it has no before row. Everything
+read by key, on both sides, is one ``multi_get_column`` (RocksDB reads it in key order). The
+state keys read tell which before rows a change replaces, and so which changes find a row
+(lookups of sorted key codes, no tuple per row). The *after* rows are the before rows the changes leave alone plus the
 upserts (Arrow ``take`` and concatenation of their keys; a row's bytes stay where they are). The view rows of each state are then built for all
 groups at once: pairs are a cross product within each group (numpy ``repeat`` over group
 offsets) of a changed row with every row of the other side, plus an unchanged row with the
 other side's changed rows; padded rows where the other side's group is empty. A view row is
 identified by its group and its **view key**, one binary value per (left primary key, right
 primary key) whose byte order is the pair's (:func:`_view_key`). The diff of the two states is
-a hash match of those identities (``index_in``/``is_in``) and a comparison of the row bytes of
+a match of those identities (:func:`streamjoin.statestore.keysort.index_in`) and a comparison of the row bytes of
 the matched ones whose sides' rows came from different sources; the changes are sorted by view
 key, then ``_seq``, in Arrow. Every row carries its *source*
 (:func:`_source`): an upserted row is a row of the version's input table, and its output columns
@@ -47,7 +48,7 @@ from streamjoin.runtime.operator import REASON_COLUMN, StepInput, StepResult, co
 from streamjoin.statestore.base import Store
 from streamjoin.statestore.codecs import pack, unpack
 from streamjoin.statestore.columns import ColumnWrite, binary_suffixes
-from streamjoin.statestore.keysort import sort_order
+from streamjoin.statestore.keysort import group_ids, index_in, sort_order
 from streamjoin.table.spec import FRESH, TableSide
 from streamjoin.table.state import HELD, SIDE
 
@@ -212,9 +213,9 @@ class JoinStep:
 
     def _group(self, encoded: list) -> None:
         """Number the join keys (groups) and file each side's changes under them."""
-        dictionary = pa.concat_arrays([e[0] for e in encoded]).dictionary_encode()
-        gids = dictionary.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        self.group_jk: pa.Array = dictionary.dictionary
+        jks = pa.concat_arrays([e[0] for e in encoded])
+        gids, firsts = group_ids(jks)
+        self.group_jk: pa.Array = jks.take(pa.array(firsts, pa.int64()))
         self.groups = len(self.group_jk)
         self.keyed = np.ones(self.groups, bool)
         self.changes: dict[str, _Changes] = {}
@@ -291,10 +292,10 @@ class JoinStep:
             pk, rows, keys = (pa.concat_arrays([p[i] for p in parts]) for i in (1, 2, 3))
             rows = self.codecs[name].upgrade(rows)   # a row stored under earlier columns, in the current ones
             c = self.changes[name]
-            at_change = pc.index_in(keys, value_set=c.key)
-            changed = at_change.is_valid().to_numpy(zero_copy_only=False)
+            at_change = index_in(keys, c.key)
+            changed = at_change >= 0
             times = np.full(len(keys), _NO_TIME, np.int64)
-            times[changed] = c.time[at_change.filter(pa.array(changed)).to_numpy().astype(np.int64)]
+            times[changed] = c.time[at_change[changed]]
             self.held_keys[name] = keys.filter(pa.array(changed))
             self.stored[name] = rows
             before[name] = _Rows(gid, pk, changed, times, _source(np.arange(len(rows))))
@@ -313,7 +314,7 @@ class JoinStep:
     def _apply(self, name: str, before: _Rows) -> tuple[_Rows, ColumnWrite]:
         """The after rows of ``name`` and the writes of its changes; held counts and metrics."""
         c = self.changes[name]
-        existed = pc.is_in(c.key, value_set=self.held_keys[name]).to_numpy(zero_copy_only=False)
+        existed = index_in(c.key, self.held_keys[name]) >= 0
         delete = c.delete
         deletes = c.key.take(pa.array(c.order[(delete & existed)[c.order]], pa.int64()))
         upserts = c.order[~delete[c.order]]   # in key order: the write needs no sort
@@ -424,11 +425,11 @@ class JoinStep:
         same bytes, so only rows of different sources (an upsert against the row it replaced)
         are compared."""
         old_ids, new_ids = old.matching(), new.matching()
-        at = pc.index_in(old_ids, value_set=new_ids)
-        matched = at.is_valid().to_numpy(zero_copy_only=False)
+        at = index_in(old_ids, new_ids)
+        matched = at >= 0
         gone = np.flatnonzero(~matched)
         was = np.flatnonzero(matched)
-        now = at.filter(pa.array(matched)).to_numpy().astype(np.int64)
+        now = at[matched]
         same = np.ones(len(was), bool)
         for side in _SIDES:
             a, b = getattr(old, f"{side}_src")[was], getattr(new, f"{side}_src")[now]
