@@ -306,10 +306,10 @@ class TableRekey(Operator):
         (time and sequence). A table has one row per key, so two are ambiguous: the first in
         canonical order is applied, as a tie between changes is, and each other is set aside
         (:data:`DUPLICATE_REASON`) rather than dropped as stale."""
-        kept = changes.filter(pa.array(keep))
+        kept = changes if keep.all() else changes.filter(pa.array(keep))
         order = self._canonical_order(kept)
-        kept = kept.take(order)
         at = order.to_numpy()
+        kept = kept if _identity(at) else kept.take(order)
         rows_of = index[keep][at]
         if snapshot is None or not snapshot.any() or kept.num_rows < 2:
             return kept, np.zeros(0, np.int64), rows_of
@@ -466,7 +466,7 @@ class TableRekey(Operator):
         """The routed changes: the upserted rows (taken from ``changes``; ``fresh`` ones as
         :data:`~streamjoin.table.spec.FRESH`), then the deletes; each with its carried change time."""
         schema = self.side.row_schema
-        taken = changes.take(pa.array(upserts, pa.int64()))
+        taken = changes if _identity(upserts, changes.num_rows) else changes.take(pa.array(upserts, pa.int64()))
         columns = []
         for i, field in enumerate(schema):
             column = self.codec.physical_array(taken.column(field.name), i)
@@ -480,6 +480,12 @@ class TableRekey(Operator):
         ops = np.r_[np.where(fresh, FRESH, UPSERT), np.full(len(deletes), DELETE)].astype(np.int8)
         table = table.append_column(self.side.routed.field(TIME), times)
         return table.append_column(self.side.routed.field(OP), pa.array(ops, pa.int8()))
+
+
+def _identity(at: np.ndarray, n: int | None = None) -> bool:
+    """Whether positions ``at`` are ``0, 1, ...`` (of all ``n`` rows, when given): a take of them
+    would copy a table as it is."""
+    return (n is None or len(at) == n) and bool((at == np.arange(len(at))).all())
 
 
 def _held(stored: bytes) -> tuple[int, int | None, bool, bytes]:
