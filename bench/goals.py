@@ -263,36 +263,39 @@ GOALS: tuple[Goal, ...] = (
          Cell("input changes/s", _TABLE),
          "streamjoin bench table --stores arranged --floor",
          memory=Cell("worker RSS MB", _TABLE),
-         reason="139,451 input changes/s, the median of 3 runs (`--repeat 3`, 2026-12-03 09:22, load 1.2 as it "
-                "started and 2.6 as it ended, nothing else running; 14.3 s of change micro-batches). Alternated "
-                "against the main before that day's step (`streamjoin bench compare --repeat 4 --fields \"changes s,input "
-                "changes/s,worker CPU s,JVM CPU s,worker RSS MB\" 454d10b table --stores arranged --no-spark`, load 0.6-3.0) the step gave 1.01x the input changes/s (126,635 "
-                "against 124,925), 0.96x the workers' CPU and 0.93x their peak memory; the rest of the rise from "
-                "126,847 (2026-12-02) is the run and the hour: the figure moves by a tenth between runs and hours. "
-                "`--floor`, the same streaming query with the join's two exchanges and two mapInArrow stages "
-                "passing rows through (no join, no state), moved 352,051 in the same runs (341,880 on 2026-12-02), "
-                "so the goal is 0.43 of the floor and the arranged store is at 0.40. Spark's JVM used 13.6 CPU s "
-                "and the Python workers 22.1 in the arranged runs (the floor's 10.5 and 0.64), on 2 cores; the "
-                "workers' peak was 707 MB resident (623 anonymous). In process the change versions spend about two "
-                "thirds of their time in the join step's reads and Arrow work, spread over some forty operations "
-                "of a few per cent each, and the rest in commits: the merges that rewrite a base (two versions in "
-                "ten) and the snapshot every ten versions, which replaces a merge (step 19). Merges that carry the "
-                "values (step 22), merging later, keeping more stores warm, keeping freed memory in the allocator, "
-                "the merges and snapshots moved to the time a store waits (step 24) and the partitions' snapshots "
+         reason="136,091 input changes/s, the median of 3 runs (`--repeat 3`, 2026-12-03 13:30, load 0.0 as it "
+                "started and 2.7 as it ended, nothing else running; 14.7 s of change micro-batches, runs 16.6, 13.8 "
+                "and 14.7 s). The same command that morning gave 139,451 with the code before step 26; alternated "
+                "in the hour of this figure (`streamjoin bench compare --repeat 3 --fields \"changes s,input "
+                "changes/s,worker CPU s,JVM CPU s,worker RSS MB\" 67e5842 table --stores arranged --no-spark`, load "
+                "1.7-3.0) step 26 gave 1.07x the input changes/s (121,234 against 113,347), 0.86x the workers' CPU "
+                "and 0.94x their peak memory: the machine was slower that hour, and the figure moves by a tenth "
+                "between runs and hours. `--floor`, the same streaming query with the join's two exchanges and two "
+                "mapInArrow stages passing rows through (no join, no state), moved 347,524 in the same runs "
+                "(352,051 that morning), so the goal is 0.43 of the floor and the arranged store is at 0.39. "
+                "Spark's JVM used 14.4 CPU s and the Python workers 21.1 in the arranged runs (the floor's 11.3 and "
+                "0.68), on 2 cores; the workers' peak was 734 MB resident (645 anonymous). In process the change "
+                "versions spend about two thirds of their time in the join step's reads and Arrow work, spread "
+                "over some forty operations of a few per cent each, and the rest in commits: the merges that "
+                "rewrite a base (two versions in ten) and the snapshot every ten versions, which replaces a merge "
+                "(step 19). Step 26 cut work per change (no read of a row its key stage knows is new, rows encoded "
+                "and decoded in fewer passes, keys sorted and matched by codes); merges that carry the values "
+                "(step 22), merging later, keeping more stores warm, keeping freed memory in the allocator, the "
+                "merges and snapshots moved to the time a store waits (step 24) and the partitions' snapshots "
                 "staggered over the interval (step 25: the micro-batches even out, their sum does not move, "
                 "because the two cores are busy, not waiting) were tried and did not pay "
-                "(docs/design/runtime.md, arranged state, steps 14 and 16-25)"),
+                "(docs/design/runtime.md, arranged state, steps 14 and 16-26)"),
     Goal("table", "speed vs recomputing the view each micro-batch, 200,000-change micro-batches", 5.0, "x",
          Cell("recompute s / s", _TABLE),
          "streamjoin bench table --stores arranged --floor",
          memory=Cell("worker RSS MB", _TABLE),
-         reason="Spark's pass-through floor of the join's plan (`--floor`) is 7.81x the recompute in the runs of "
-                "this figure (medians of 3, 2026-12-03 09:22, load 1.2 as they started and 2.6 as they ended; "
-                "7.11x on 2026-12-02), so the goal is within Spark's reach; streamjoin-arranged was 3.09x there "
-                "(2.64x on 2026-12-02): its change micro-batches took 14.3 s against the recompute's 44.4 s and "
-                "must take 8.9 s, which leaves the join's Python work about 3.2 s of the two cores beyond the "
-                "floor's 5.7 s; the workers used 22.1 CPU s in these runs (docs/design/runtime.md, arranged "
-                "state, steps 16-25)"),
+         reason="Spark's pass-through floor of the join's plan (`--floor`) is 7.36x the recompute in the runs of "
+                "this figure (medians of 3, 2026-12-03 13:30, load 0.0 as they started and 2.7 as they ended; "
+                "7.81x that morning), so the goal is within Spark's reach; streamjoin-arranged was 2.88x there "
+                "(3.09x that morning, before step 26, whose alternated compare gave 1.07x): its change "
+                "micro-batches took 14.7 s against the recompute's 42.3 s and must take 8.5 s, which leaves the "
+                "join's Python work about 2.7 s of the two cores beyond the floor's 5.75 s; the workers used 21.1 "
+                "CPU s in these runs (docs/design/runtime.md, arranged state, steps 16-26)"),
     Goal("view", "a three-table view's change micro-batches vs its first join's alone on the same changes, in "
          "Spark, 200,000-change micro-batches", 1.5, "x", Each("s / two tables' s", "variant", _VIEW),
          "streamjoin bench view --store arranged --spark", at_most=True,
