@@ -386,13 +386,14 @@ GOALS: tuple[Goal, ...] = (
                 "own micro-batches take at the moment more than the join (not profiled further)"),
     Goal("store-time", "state-store time per input row, amortised, every join", 1.0, " us",
          Each("store us/row", "variant", "streamjoin-arranged, "), "streamjoin bench store-time", at_most=True,
-         reason="in the run of this figure (2026-12-03 07:30, load 2.9 as it started, nothing else running) the "
-                "arranged store took 0.75 us a row in the interval join, 0.69 in the enrichment and 2.02 in the "
-                "table-table join. Alternated against the main before CRC-32 went through ISA-L and merges to the "
-                "warm-stores watcher (`streamjoin bench compare --repeat 5 --fields \"store us/row,task s\" 54ef738 "
-                "store-time`, load 1.5-2.6): the table join 2.50 -> 2.14 us (0.86x, every pair), the interval and "
-                "enrichment joins 1.04x and 1.06x, within their runs' spread (docs/design/runtime.md, arranged "
-                "state, step 24). On 2026-12-01 0.79, 0.83 and 2.28 us; on 2026-11-30 0.64-0.73, 0.47-0.48 and "
+         reason="in the run of this figure (2026-12-03 13:47, load 0.2 as it started, nothing else running) the "
+                "arranged store took 0.74 us a row in the interval join, 0.64 in the enrichment and 1.81 in the "
+                "table-table join (a run a minute before: 0.97, 0.64 and 1.79). Alternated against the main before "
+                "step 26 (`streamjoin bench compare --repeat 3 --fields \"store us/row,task s\" 67e5842 store-time`, "
+                "load 0.1-0.6): the table join 2.05 -> 1.69 us (0.82x, every pair: the join stage no longer reads "
+                "the rows its key stage knows are new, and the writes and the changelog's merges sort their keys "
+                "by codes), the enrichment 0.87x, the interval 0.97x (docs/design/runtime.md, arranged state, step "
+                "26). Earlier that day 0.75, 0.69 and 2.02 us; on 2026-12-01 0.79, 0.83 and 2.28 us; on 2026-11-30 0.64-0.73, 0.47-0.48 and "
                 "2.09-2.21 (and 2.36, 1.46 and 6.07 when the machine was slower): the figure varies with the "
                 "machine's speed and the load. Most of the interval and enrichment joins' store time is the "
                 "changelog's file writes, and on the arranged store the run file and manifest each version adds; "
