@@ -147,11 +147,7 @@ def _string_body(column: pa.Array) -> pa.Array | None:
     if column.null_count or not (pa.types.is_string(column.type) or pa.types.is_binary(column.type)):
         return None
     body = column.cast(pa.binary())
-    offsets = np.frombuffer(body.buffers()[1], np.int32, len(body) + 1, body.offset * 4)
-    start, end = int(offsets[0]), int(offsets[-1])
-    if end > start and np.frombuffer(body.buffers()[2], np.uint8, end - start, start).min() == 0:
-        body = pc.replace_substring(body, b"\x00", b"\x00\xff")
-    return body
+    return pc.replace_substring(body, b"\x00", b"\x00\xff") if _has_zero(body) else body
 
 
 def _int_bits(values: np.ndarray) -> np.ndarray:
@@ -240,8 +236,9 @@ def unpack_columns(data: Sequence[bytes] | pa.Array, physical: Sequence[pa.DataT
 
 
 def _has_zero(values: pa.Array) -> bool:
-    """Whether the bytes of a ``large_binary`` array's values hold a zero byte."""
-    offsets = np.frombuffer(values.buffers()[1], np.int64, len(values) + 1, values.offset * 8)
+    """Whether the bytes of a ``binary`` or ``large_binary`` array's values hold a zero byte."""
+    width = np.int64 if pa.types.is_large_binary(values.type) else np.int32
+    offsets = np.frombuffer(values.buffers()[1], width, len(values) + 1, values.offset * np.dtype(width).itemsize)
     start, end = int(offsets[0]), int(offsets[-1])
     return end > start and np.frombuffer(values.buffers()[2], np.uint8, end - start, start).min() == 0
 

@@ -2,27 +2,29 @@
 states what it computes; this module how).
 
 Every change of both sides gets a **group** (its join key, numbered by
-:func:`streamjoin.statestore.keysort.group_ids`). Per side, the rows read from state form the *before* rows, kept as columns (group
-numbers and row sources in numpy, primary keys as Arrow binary arrays): a side's whole group where
-the other side changed in it (one batched seek per side, its entries flattened in C), else only
-the changed keys' rows; a direct side's (primary key = join key) one row per group is read by
-key. A change its key stage marks :data:`~streamjoin.table.spec.FRESH` (its key held no row at
-this join key: an insert, or a row moved here) is not read: it has no before row. Everything
-read by key, on both sides, is one ``multi_get_column`` (RocksDB reads it in key order). The
-state keys read tell which before rows a change replaces, and so which changes find a row
-(lookups of sorted key codes, no tuple per row). The *after* rows are the before rows the changes leave alone plus the
-upserts (Arrow ``take`` and concatenation of their keys; a row's bytes stay where they are). The view rows of each state are then built for all
-groups at once: pairs are a cross product within each group (numpy ``repeat`` over group
-offsets) of a changed row with every row of the other side, plus an unchanged row with the
-other side's changed rows; padded rows where the other side's group is empty. A view row is
-identified by its group and its **view key**, one binary value per (left primary key, right
-primary key) whose byte order is the pair's (:func:`_view_key`). The diff of the two states is
-a match of those identities (:func:`streamjoin.statestore.keysort.index_in`) and a comparison of the row bytes of
-the matched ones whose sides' rows came from different sources; the changes are sorted by view
-key, then ``_seq``, in Arrow. Every row carries its *source*
-(:func:`_source`): an upserted row is a row of the version's input table, and its output columns
-are taken from it as they came; a row read from state is decoded column-wise, each once. Python touches
-each row only in C-level passes (``map``, ``compress``, comprehensions over the read entries).
+:func:`streamjoin.statestore.keysort.group_ids`). Per side, the rows read from state form the
+*before* rows, kept as columns (group numbers and row sources in numpy, primary keys as Arrow
+binary arrays): a side's whole group where the other side changed in it (one batched seek per side,
+its entries flattened in C), else only the changed keys' rows; a direct side's (primary key = join
+key) one row per group is read by key. A change its key stage marks
+:data:`~streamjoin.table.spec.FRESH` (its key held no row at this join key: an insert, or a row
+moved here) is not read: it has no before row. Everything read by key, on both sides, is one
+``multi_get_column`` (RocksDB reads it in key order). The state keys read tell which before rows a
+change replaces, and so which changes find a row (lookups of sorted key codes, no tuple per row).
+The *after* rows are the before rows the changes leave alone plus the upserts (Arrow ``take`` and
+concatenation of their keys; a row's bytes stay where they are). The view rows of each state are
+then built for all groups at once: pairs are a cross product within each group (numpy ``repeat``
+over group offsets) of a changed row with every row of the other side, plus an unchanged row with
+the other side's changed rows; padded rows where the other side's group is empty. A view row is
+identified by its group and its **view key**, one binary value per (left primary key, right primary
+key) whose byte order is the pair's (:func:`_view_key`). The diff of the two states is a match of
+those identities (:func:`streamjoin.statestore.keysort.index_in`) and a comparison of the row bytes
+of the matched ones whose sides' rows came from different sources; the changes are sorted by view
+key, then ``_seq`` (:func:`streamjoin.statestore.keysort.sort_order`). Every row carries its
+*source* (:func:`_source`): an upserted row is a row of the version's input table, and its output
+columns are taken from it as they came; a row read from state is decoded column-wise, each once.
+Python touches each row only in C-level passes (``map``, ``compress``, comprehensions over the read
+entries).
 
 **Change time** of a view change: the latest time of this version's changes to the view row's own
 sides (a row a change replaced or removed, or an upserted one); for a null-padded row that
