@@ -43,7 +43,7 @@ from typing import Literal
 
 import numpy as np
 
-__all__ = ["LazyIndex", "KeyIndex", "KeyCodes", "Carried", "search", "CODE_BYTES", "MAX_SEGMENTS"]
+__all__ = ["LazyIndex", "KeyIndex", "KeyCodes", "Carried", "search", "varying", "CODE_BYTES", "MAX_SEGMENTS"]
 
 #: Bytes of a code: the most positions a column's keys may differ in.
 CODE_BYTES = 8
@@ -53,7 +53,7 @@ MAX_SEGMENTS = 16
 #: reads every key once (about 60 ns a key here), a coded search saves 0.2-0.7 us a probe (more
 #: the larger the column), so the codes have paid for themselves by then.
 _KEYS_PER_PROBE = 4
-#: Rows of a column compared at a time while finding its varying positions (bounds the temporary).
+#: Rows of a column coded at a time (bounds the temporary).
 _ROWS = 1 << 16
 #: ``_FILL[k]``: the bits of a code after its first ``k`` bytes.
 _FILL = np.array([(1 << (8 * (CODE_BYTES - k))) - 1 for k in range(CODE_BYTES + 1)], np.uint64)
@@ -71,6 +71,33 @@ def search(mine: np.ndarray, theirs: np.ndarray, side: Literal["left", "right"] 
     at = np.empty(len(theirs), np.int64)
     at[order] = np.searchsorted(mine, theirs[order], side=side)
     return at
+
+
+def varying(matrix: np.ndarray) -> np.ndarray:
+    """The columns of a (n, w) uint8 matrix (n > 0) in which some row differs from another,
+    ascending. A column varies where the OR of its bytes differs from their AND (two different
+    bytes differ in a bit, set in one, clear in the other); each is folded in halves, one
+    contiguous operation a step, not a row at a time."""
+    return np.flatnonzero(_fold(matrix, np.bitwise_or) != _fold(matrix, np.bitwise_and))
+
+
+def _fold(matrix: np.ndarray, op: np.ufunc) -> np.ndarray:
+    """``op`` reduced over the rows of ``matrix`` (one row), folding the lower half into the upper."""
+    n = len(matrix)
+    if n == 1:
+        return matrix[0].copy()
+    half = n // 2
+    rows = op(matrix[:half], matrix[half:2 * half])
+    if n % 2:
+        op(rows[0], matrix[n - 1], out=rows[0])
+    n = half
+    while n > 1:
+        half = n // 2
+        op(rows[:half], rows[half:2 * half], out=rows[:half])
+        if n % 2:
+            op(rows[0], rows[n - 1], out=rows[0])
+        n = half
+    return rows[0]
 
 
 def _matrix(ekeys: np.ndarray) -> np.ndarray:
@@ -103,20 +130,17 @@ class KeyCodes:
     @classmethod
     def of(cls, ekeys: np.ndarray) -> KeyCodes | None:
         """The codes of ``ekeys`` (sorted, unique), or None when they differ in more than
-        ``CODE_BYTES`` positions or there are none. Reads the column once, a block of rows at a
-        time."""
+        ``CODE_BYTES`` positions or there are none. Finds the varying positions by two folds of
+        the column (:func:`varying`), then codes it a block of rows at a time."""
         n, size = len(ekeys), ekeys.dtype.itemsize
         if not n:
             return None
         matrix = _matrix(ekeys)
-        first = matrix[0].copy()
-        differs = np.zeros(size, bool)
-        for at in range(0, n, _ROWS):
-            differs |= (matrix[at:at + _ROWS] != first).any(axis=0)
-            if differs.sum() > CODE_BYTES:
-                return None
-        varying = np.flatnonzero(differs)
-        return cls(size, first, varying, np.flatnonzero(~differs), _pack(matrix, varying))
+        at = varying(matrix)
+        if len(at) > CODE_BYTES:
+            return None
+        constant = np.setdiff1d(np.arange(size), at)
+        return cls(size, matrix[0].copy(), at, constant, _pack(matrix, at))
 
     @property
     def nbytes(self) -> int:

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streamjoin.statestore.keycodes import CODE_BYTES, _pack
+from streamjoin.statestore.keycodes import CODE_BYTES, _pack, varying
 
 __all__ = ["sort_order", "index_in", "group_ids"]
 
@@ -116,7 +116,7 @@ def _codes(flat: pa.Array, room: bool) -> np.ndarray | None:
         return np.zeros(n, np.uint64)
     data = flat.buffers()[2]
     matrix = np.frombuffer(data, np.uint8, n * size, start).reshape(n, size)
-    varying = np.flatnonzero((matrix != matrix[0]).any(axis=0))
-    if len(varying) > CODE_BYTES - (1 if room else 0):
+    at = varying(matrix)
+    if len(at) > CODE_BYTES - (1 if room else 0):
         return None
-    return _pack(matrix, varying)
+    return _pack(matrix, at)

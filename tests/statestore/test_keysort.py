@@ -50,3 +50,11 @@ def test_group_ids_number_each_distinct_key_once(keys):
     values = column.to_pylist()
     assert [values[i] for i in firsts[ids]] == values
     assert len(firsts) == len(set(values)) and sorted(set(ids.tolist())) == list(range(len(firsts)))
+
+
+@given(rows=st.lists(st.binary(min_size=5, max_size=5), min_size=1, max_size=40))
+def test_varying_finds_the_columns_where_rows_differ(rows):
+    from streamjoin.statestore.keycodes import varying
+
+    matrix = np.frombuffer(b"".join(rows), np.uint8).reshape(len(rows), 5)
+    assert varying(matrix).tolist() == [j for j in range(5) if len({r[j] for r in rows}) > 1]
