@@ -131,7 +131,7 @@ class KeyCodes:
     def of(cls, ekeys: np.ndarray) -> KeyCodes | None:
         """The codes of ``ekeys`` (sorted, unique), or None when they differ in more than
         ``CODE_BYTES`` positions or there are none. Finds the varying positions by two folds of
-        the column (:func:`varying`), then codes it a block of rows at a time."""
+        the column (``varying``), then codes it a block of rows at a time."""
         n, size = len(ekeys), ekeys.dtype.itemsize
         if not n:
             return None

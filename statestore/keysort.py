@@ -8,7 +8,7 @@
 Arrow sorts a binary column by comparing byte strings, several times slower than numpy sorts
 integers. The keys a join sorts (state keys, view keys: a tag and a few packed integers) mostly
 have one length and differ in a few byte positions; those bytes, read big-endian as one
-``uint64`` (:mod:`streamjoin.statestore.keycodes`), order the keys exactly as their whole bytes
+``uint64`` (``streamjoin.statestore.keycodes``), order the keys exactly as their whole bytes
 do. The codes are sorted by numpy's fastest sort; where two codes are equal, a stable sort of
 them gives equal keys in their first order, so the result is always Arrow's stable order. A
 lookup of keys among others searches the sorted codes of both (coded from the positions where
