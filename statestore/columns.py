@@ -104,9 +104,7 @@ class ColumnWrite:
     def plus(self, other: ColumnWrite) -> ColumnWrite:
         """This write followed by ``other`` (both as one): deletes of both, then puts of both.
         Only for writes whose keys do not meet (a delete of one is never a put of the other)."""
-        return ColumnWrite(pa.concat_arrays([self.put_keys, other.put_keys]),
-                           pa.concat_arrays([self.put_values, other.put_values]),
-                           pa.concat_arrays([self.delete_keys, other.delete_keys]))
+        return ColumnWrite.concat([self, other])
 
     @classmethod
     def concat(cls, writes: Sequence[ColumnWrite]) -> ColumnWrite:

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamjoin.statestore.keycodes import CODE_BYTES, _pack, varying
+from streamjoin.statestore.packed_columns import value_offsets
 
 __all__ = ["sort_order", "index_in", "group_ids"]
 
@@ -44,11 +45,7 @@ def sort_order(keys: pa.Array | pa.ChunkedArray, then: np.ndarray | None = None)
         return pc.sort_indices(table, [("key", "ascending"), ("then", "ascending")]).to_numpy()
     if then is not None:
         codes |= then.astype(np.uint64)
-    order = np.argsort(codes)
-    ordered = codes[order]
-    if bool((ordered[1:] == ordered[:-1]).any()):   # equal keys: in their first order
-        order = np.argsort(codes, kind="stable")
-    return order.astype(np.int64, copy=False)
+    return _ascending(codes)[0]
 
 
 def index_in(values: pa.Array, value_set: pa.Array) -> np.ndarray:
@@ -64,11 +61,7 @@ def index_in(values: pa.Array, value_set: pa.Array) -> np.ndarray:
     if codes is None:
         return pc.index_in(values, value_set=value_set).fill_null(-1).to_numpy().astype(np.int64)
     mine, theirs = codes[:n], codes[n:]
-    order = np.argsort(theirs)
-    ordered = theirs[order]
-    if bool((ordered[1:] == ordered[:-1]).any()):   # a key twice in the set: its first position
-        order = np.argsort(theirs, kind="stable")
-        ordered = theirs[order]
+    order, ordered = _ascending(theirs)   # (a key twice in the set: its first position comes first)
     at = np.minimum(np.searchsorted(ordered, mine), m - 1)
     return np.where(ordered[at] == mine, order[at], -1).astype(np.int64, copy=False)
 
@@ -93,6 +86,17 @@ def group_ids(keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return ids, order[new].astype(np.int64, copy=False)
 
 
+def _ascending(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The positions of ``codes`` in ascending order, equal codes in their first order (numpy's
+    fastest sort, a stable one only where two are equal), as int64, and the codes in that order."""
+    order = np.argsort(codes)
+    ordered = codes[order]
+    if bool((ordered[1:] == ordered[:-1]).any()):
+        order = np.argsort(codes, kind="stable")
+        ordered = codes[order]
+    return order.astype(np.int64, copy=False), ordered
+
+
 def _flat(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
     return keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
 
@@ -101,14 +105,11 @@ def _codes(flat: pa.Array, room: bool) -> np.ndarray | None:
     """Each key's varying bytes as a big-endian ``uint64`` (with ``room``, its lowest byte left
     zero), or None when the keys are of several lengths or vary in too many positions."""
     kind = flat.type
-    if pa.types.is_binary(kind) or pa.types.is_string(kind):
-        width = np.int32
-    elif pa.types.is_large_binary(kind) or pa.types.is_large_string(kind):
-        width = np.int64
-    else:
+    if not (pa.types.is_binary(kind) or pa.types.is_string(kind) or pa.types.is_large_binary(kind)
+            or pa.types.is_large_string(kind)):
         return None
     n = len(flat)
-    offsets = np.frombuffer(flat.buffers()[1], width, n + 1, flat.offset * np.dtype(width).itemsize)
+    offsets = value_offsets(flat)
     start, size = int(offsets[0]), int(offsets[1] - offsets[0])
     if int(offsets[-1]) - start != n * size or bool((np.diff(offsets) != size).any()):
         return None

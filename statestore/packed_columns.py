@@ -19,7 +19,8 @@ import pyarrow.compute as pc
 
 from streamjoin.statestore.codecs import pack
 
-__all__ = ["pack_array", "pack_columns", "unpack_columns", "TAG", "INT_WIDTH", "padded_bytes", "decode_ints"]
+__all__ = ["pack_array", "pack_columns", "unpack_columns", "TAG", "INT_WIDTH", "padded_bytes", "decode_ints",
+           "value_offsets"]
 
 
 # -- the bytes, column-wise -------------------------------------------------------------------
@@ -235,10 +236,17 @@ def unpack_columns(data: Sequence[bytes] | pa.Array, physical: Sequence[pa.DataT
     return columns
 
 
+def value_offsets(values: pa.Array) -> np.ndarray:
+    """The ``len(values) + 1`` offsets of a binary or string array's values (large ones too) in
+    its data buffer, as they are stored (int32 or int64; no copy)."""
+    large = pa.types.is_large_binary(values.type) or pa.types.is_large_string(values.type)
+    width = np.dtype(np.int64 if large else np.int32)
+    return np.frombuffer(values.buffers()[1], width, len(values) + 1, values.offset * width.itemsize)
+
+
 def _has_zero(values: pa.Array) -> bool:
     """Whether the bytes of a ``binary`` or ``large_binary`` array's values hold a zero byte."""
-    width = np.int64 if pa.types.is_large_binary(values.type) else np.int32
-    offsets = np.frombuffer(values.buffers()[1], width, len(values) + 1, values.offset * np.dtype(width).itemsize)
+    offsets = value_offsets(values)
     start, end = int(offsets[0]), int(offsets[-1])
     return end > start and np.frombuffer(values.buffers()[2], np.uint8, end - start, start).min() == 0
 
