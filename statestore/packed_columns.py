@@ -100,10 +100,8 @@ def pack_array(columns: Sequence[pa.Array | pa.ChunkedArray], length: int) -> pa
             add(body, False)
             add(_TERMINATOR, True)
     arrays = [_fixed_run(p, length) if isinstance(p, list) else p for p in pieces]
-    return arrays[0] if len(arrays) == 1 else pc.binary_join_element_wise(*arrays, _NO_SEPARATOR)
+    return arrays[0] if len(arrays) == 1 else pc.binary_join_element_wise(*arrays, b"")
 
-
-_NO_SEPARATOR = pa.scalar(b"", pa.binary())
 
 
 def _fixed_width(column: pa.Array) -> bool:

@@ -218,3 +218,16 @@ def test_flush_reader_never_closes_without_release(tmp_path):
     _commit(ck, 0, rows=0)
     assert "final" not in reader.latestOffset(start, None)
     assert closing_version(Checkpoint(ck)) is None
+
+
+def test_flush_source_module_imports_without_pandas():
+    """Spark starts a Python process for the flush source at every query's start and waits for it;
+    the module it unpickles must not pull in pandas (about 0.2 s here), which pyarrow imports on
+    the first conversion of Python values, such as one made at an import."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import streamjoin.spark.flush_source; "
+            "print(sorted(m for m in ('pandas',) if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
