@@ -381,11 +381,13 @@ class ArrangedStore(Store):
         version: int | None,
     ) -> None:
         check_entry_types(self.path, puts, deletes, delete_ranges)
-        layers = self._layers.applied_columns(pa.array([k for k, _ in puts], pa.binary()),
-                                              pa.array([v for _, v in puts], pa.binary()),
-                                              pa.array(deletes, pa.binary()), delete_ranges)
+        # each key and value converted once: the layers and the run share the arrays
+        put_keys, put_values = pa.array([k for k, _ in puts], pa.binary()), pa.array([v for _, v in puts], pa.binary())
+        drop = pa.array(deletes, pa.binary())
+        layers = self._layers.applied_columns(put_keys, put_values, drop, delete_ranges)
         entries = len(puts) + len(deletes) + len(delete_ranges)
-        self._commit_write(layers, entries, version, lambda: _run_table(puts, deletes, delete_ranges))
+        self._commit_write(layers, entries, version,
+                           lambda: _run_columns(ColumnWrite(put_keys, put_values, drop), delete_ranges))
 
     def _commit_write(self, layers: Layers, entries: int, version: int | None, run: Callable[[], pa.Table]) -> None:
         """Commit ``layers``, the state after a write of ``entries`` entries: as a run (the table
@@ -720,20 +722,12 @@ def _applied_runs(layers: Layers, runs: Sequence[tuple[pa.Array, pa.Array]]) -> 
     return layers.applied_columns(keys.filter(valid), values.filter(valid), keys.filter(pc.invert(valid)))
 
 
-def _run_table(puts: Sequence[KeyValue], deletes: Sequence[bytes], ranges: Sequence[tuple[bytes, bytes]]) -> pa.Table:
-    """A write as a run: deletes (null values), then puts; range deletes in the metadata."""
-    keys = [*deletes, *(k for k, _ in puts)]
-    values = [*(None for _ in deletes), *(v for _, v in puts)]
-    meta = {b"ranges": json.dumps([[s.hex(), e.hex()] for s, e in ranges]).encode()}
-    return pa.table([pa.array(keys, pa.large_binary()), pa.array(values, pa.large_binary())],
-                    schema=_RUN_SCHEMA.with_metadata(meta))
-
-
-def _run_columns(write: ColumnWrite) -> pa.Table:
-    """A column write as a run (as ``_run_table`` lays out a write, without range deletes)."""
+def _run_columns(write: ColumnWrite, ranges: Sequence[tuple[bytes, bytes]] = ()) -> pa.Table:
+    """A write as a run: its deletes (null values), then its puts; its range deletes in the metadata."""
     keys = pa.concat_arrays([write.delete_keys, write.put_keys]).cast(pa.large_binary())
     values = pa.concat_arrays([pa.nulls(len(write.delete_keys), pa.binary()), write.put_values]).cast(pa.large_binary())
-    return pa.table([keys, values], schema=_RUN_SCHEMA.with_metadata({b"ranges": b"[]"}))
+    meta = {b"ranges": json.dumps([[s.hex(), e.hex()] for s, e in ranges]).encode() if ranges else b"[]"}
+    return pa.table([keys, values], schema=_RUN_SCHEMA.with_metadata(meta))
 
 
 def _run_columns_of(table: pa.Table) -> tuple[pa.Array, pa.Array, list[tuple[bytes, bytes]]]:
