@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 from streamjoin.statestore.base import KeyValue
 from streamjoin.statestore.keycodes import LazyIndex, search
 
-__all__ = ["Arrangement", "ValueLog", "interleave", "encode_keys", "encode_clipped", "decode_keys", "key_lengths", "ekeys_of",
+__all__ = ["Arrangement", "ValueLog", "interleave", "encode_keys", "encode_clipped", "widen_keys", "decode_keys", "key_lengths", "ekeys_of",
            "data_size", "LENGTH_BYTES"]
 
 #: Bytes of the length that follows a key's padded bytes.
@@ -63,6 +63,22 @@ def encode_keys(keys: Sequence[bytes] | pa.Array, width: int | None = None) -> n
         return np.zeros(0, f"S{width + LENGTH_BYTES}")
     padded = np.array(keys, dtype=f"S{max(width, 1)}").view(np.uint8).reshape(n, max(width, 1))[:, :width]
     return _with_lengths(padded, lengths)
+
+
+def widen_keys(ekeys: np.ndarray, width: int) -> np.ndarray:
+    """Keys in the fixed-width form re-encoded at ``width``, at least theirs: more zero padding
+    before each key's length (the same order; no key is decoded)."""
+    size = ekeys.dtype.itemsize
+    if width + LENGTH_BYTES == size:
+        return ekeys
+    if width + LENGTH_BYTES < size:
+        raise ValueError(f"keys of width {size - LENGTH_BYTES} cannot be narrowed to {width}")
+    n, old = len(ekeys), size - LENGTH_BYTES
+    matrix = np.ascontiguousarray(ekeys).view(np.uint8).reshape(n, size)
+    out = np.zeros((n, width + LENGTH_BYTES), np.uint8)
+    out[:, :old] = matrix[:, :old]
+    out[:, width:] = matrix[:, old:]
+    return out.view(f"S{width + LENGTH_BYTES}").reshape(n)
 
 
 def encode_clipped(keys: Sequence[bytes] | pa.Array, width: int) -> tuple[np.ndarray, np.ndarray]:
@@ -316,7 +332,7 @@ class Arrangement:
         """This arrangement with keys encoded at ``width`` (at least the current width)."""
         if width <= self.width:
             return self
-        return replace(self, ekeys=encode_keys(decode_keys(self.ekeys), width))
+        return replace(self, ekeys=widen_keys(self.ekeys, width))
 
     def _encoded(self, keys: Sequence[bytes] | pa.Array) -> tuple[np.ndarray, np.ndarray]:
         """(this arrangement's encoded keys, ``keys`` encoded) at one width."""

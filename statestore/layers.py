@@ -24,9 +24,9 @@ from streamjoin.statestore.arrangement import (
     LENGTH_BYTES,
     Arrangement,
     decode_keys,
-    encode_keys,
     interleave,
     key_lengths,
+    widen_keys,
 )
 from streamjoin.statestore.base import KeyValue
 from streamjoin.statestore.keycodes import CODE_BYTES, Carried
@@ -257,7 +257,7 @@ class Layers:
         (d_start,), (d_end,) = d.bounds([(start, end)]) if len(d) else ((0,), (0,))
         lo, hi, d_start, d_end = int(lo), int(hi), int(d_start), int(d_end)
         ekeys = d.ekeys[d_start:d_end]
-        theirs = ekeys if d.width == width else encode_keys(decode_keys(ekeys), width)
+        theirs = ekeys if d.width == width else widen_keys(ekeys, width)
         values = d.log.take(d.rows[d_start:d_end])
         live = np.asarray(values.is_valid()) if len(ekeys) else np.zeros(0, bool)
         at, found = base.find_encoded(ekeys) if len(ekeys) else (np.zeros(0, np.int64), np.zeros(0, bool))
@@ -280,13 +280,15 @@ class Layers:
                 continue
             mine = base.ekeys[positions]
             if base.width != width:
-                mine = encode_keys(decode_keys(mine), width)
+                mine = widen_keys(mine, width)
             total = len(mine) + len(chosen)
             if not total:
                 continue
             # a delta key's place among the chunk's kept base keys: those before its place in the
-            # base (an integer search; a base key it hides is not kept)
-            slots = np.searchsorted(positions, at[chosen]) + np.arange(len(chosen))
+            # base (a base key it hides is not kept), counted once for the chunk
+            before = np.zeros(stop - first + 1, np.int64)
+            np.cumsum(keep, out=before[1:])
+            slots = before[at[chosen] - first] + np.arange(len(chosen))
             keys, _ = interleave(slots, theirs[chosen], mine)
             # one gather of the values: the chunk's base values (the hidden ones among them
             # skipped) and the delta's after them
@@ -311,7 +313,7 @@ def _one_width(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if a.dtype.itemsize == b.dtype.itemsize:
         return a, b
     width = max(a.dtype.itemsize, b.dtype.itemsize) - LENGTH_BYTES
-    return tuple(x if x.dtype.itemsize == width + LENGTH_BYTES else encode_keys(decode_keys(x), width) for x in (a, b))  # type: ignore[return-value]
+    return tuple(x if x.dtype.itemsize == width + LENGTH_BYTES else widen_keys(x, width) for x in (a, b))  # type: ignore[return-value]
 
 
 def _split(counts: np.ndarray, keys: pa.Array, values: pa.Array) -> list[list[KeyValue]]:

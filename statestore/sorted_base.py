@@ -33,6 +33,7 @@ from streamjoin.statestore.arrangement import (
     encode_clipped,
     encode_keys,
     key_lengths,
+    widen_keys,
 )
 from streamjoin.statestore.crc_file import CrcWriter
 from streamjoin.statestore.keycodes import KeyIndex, LazyIndex
@@ -139,6 +140,8 @@ class SortedBase:
 
     def find_encoded(self, ekeys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``find`` of keys in the fixed-width form, ascending (a delta's)."""
+        if ekeys.dtype.itemsize < self.ekeys.dtype.itemsize and len(self):   # (narrower keys: padded, not decoded)
+            ekeys = widen_keys(ekeys, self.width)
         if ekeys.dtype.itemsize != self.ekeys.dtype.itemsize or not len(self):
             return self.find(decode_keys(ekeys))
         at = self.search(ekeys)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
 
@@ -15,6 +16,7 @@ from streamjoin.statestore.arrangement import (
     ekeys_of,
     encode_clipped,
     encode_keys,
+    widen_keys,
 )
 from streamjoin.statestore.keycodes import KeyIndex, LazyIndex, search
 from streamjoin.statestore.sorted_base import SortedBase
@@ -38,6 +40,16 @@ def test_decode_keys_of_keys_of_one_length_at_any_width(keys: list[bytes], extra
     width = max((len(k) for k in keys), default=0) + extra
     encoded = encode_keys(keys, width)
     assert decode_keys(encoded).to_pylist() == keys
+
+
+@given(st.lists(_BYTES, max_size=30), st.integers(0, 4))
+def test_widen_keys_is_the_encoding_at_the_wider_width(keys: list[bytes], extra: int) -> None:
+    encoded = encode_keys(keys)
+    width = encoded.dtype.itemsize - 4 + extra
+    assert widen_keys(encoded, width).tolist() == encode_keys(keys, width).tolist()
+    if width:
+        with pytest.raises(ValueError, match="cannot be narrowed"):
+            widen_keys(encode_keys(keys, width), width - 1)
 
 
 _WRITE = st.tuples(
