@@ -14,7 +14,8 @@ default, and ``"release"``): its offset is the join's progress, which it keeps f
 needs, as Spark's own stateful operators get it (docs/design/end-of-input.md). Spark starts a
 Python process on the driver for it with every query, before the first micro-batch; that process
 imports PySpark from Spark's ``pyspark.zip``, which Python cannot cache compiled, so it costs
-about 2 s a query start (``streamjoin bench runtime --flush-sources ticks,python``).
+about 1 s a query start (``streamjoin bench runtime --flush-sources ticks,python``); what it
+imports of streamjoin (this source's module) does not import pandas (a test checks it).
 
 **No flush** where no micro-batch is needed: a join none of whose output waits for the watermark
 (an inner or semi interval join, a ``latest`` enrichment, a table-table join without

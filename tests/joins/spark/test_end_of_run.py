@@ -73,7 +73,7 @@ def test_end_of_run_default_releases_a_closed_outer_row_in_the_same_available_no
 
 def test_end_of_run_default_of_an_inner_join_reads_no_flush_source_and_outputs_the_batch_join(spark, tmp_path):
     # nothing of an inner join waits for the watermark: its query reads its own sources only (no
-    # Python process on the driver, about 2 s a query start; no tick folder), with the same output
+    # Python process on the driver, about 1 s a query start; no tick folder), with the same output
     root = str(tmp_path)
     _file(f"{root}/left", LEFT, LEFT_ROWS)
     _file(f"{root}/right", RIGHT, RIGHT_ROWS)
