@@ -43,7 +43,7 @@ from typing import Literal
 
 import numpy as np
 
-__all__ = ["LazyIndex", "KeyIndex", "KeyCodes", "Carried", "search", "varying", "CODE_BYTES", "MAX_SEGMENTS"]
+__all__ = ["LazyIndex", "KeyIndex", "KeyCodes", "Carried", "search", "varying", "pack_codes", "CODE_BYTES", "MAX_SEGMENTS"]
 
 #: Bytes of a code: the most positions a column's keys may differ in.
 CODE_BYTES = 8
@@ -105,7 +105,7 @@ def _matrix(ekeys: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(ekeys).view(np.uint8).reshape(len(ekeys), ekeys.dtype.itemsize)
 
 
-def _pack(matrix: np.ndarray, varying: np.ndarray) -> np.ndarray:
+def pack_codes(matrix: np.ndarray, varying: np.ndarray) -> np.ndarray:
     """The bytes at ``varying`` of each row, big-endian in a ``uint64`` (zero bytes after them)."""
     n = len(matrix)
     codes = np.empty(n, np.uint64)
@@ -140,7 +140,7 @@ class KeyCodes:
         if len(at) > CODE_BYTES:
             return None
         constant = np.setdiff1d(np.arange(size), at)
-        return cls(size, matrix[0].copy(), at, constant, _pack(matrix, at))
+        return cls(size, matrix[0].copy(), at, constant, pack_codes(matrix, at))
 
     @property
     def nbytes(self) -> int:
@@ -153,7 +153,7 @@ class KeyCodes:
         matrix = _matrix(theirs)
         if len(self.constant) and bool((matrix[:, self.constant] != self.common[self.constant]).any()):
             return None
-        return _pack(matrix, self.varying)
+        return pack_codes(matrix, self.varying)
 
     def search(self, theirs: np.ndarray, side: Literal["left", "right"] = "left") -> np.ndarray:
         """``np.searchsorted(keys, theirs, side)`` of the coded keys, for probes ``theirs`` of the
@@ -164,7 +164,7 @@ class KeyCodes:
         if not len(theirs):
             return np.zeros(0, np.int64)
         matrix = _matrix(theirs)
-        codes = _pack(matrix, self.varying)
+        codes = pack_codes(matrix, self.varying)
         odd = np.zeros(0, np.int64)
         if len(self.constant):
             off = matrix[:, self.constant] != self.common[self.constant]

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streamjoin.statestore.keycodes import CODE_BYTES, _pack, varying
+from streamjoin.statestore.keycodes import CODE_BYTES, pack_codes, varying
 from streamjoin.statestore.packed_columns import value_offsets
 
 __all__ = ["sort_order", "index_in", "group_ids"]
@@ -33,7 +33,7 @@ def sort_order(keys: pa.Array | pa.ChunkedArray, then: np.ndarray | None = None)
     """The indices of binary ``keys`` (no nulls) in ascending order, equal keys in their order
     (``pc.sort_indices``'s stable order); with ``then`` (integers in ``[0, 256)``, one per key),
     ordered by key, then by ``then``, then by position. As int64."""
-    flat = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    flat = _flat(keys)
     n = len(flat)
     if n < 2:
         return np.arange(n, dtype=np.int64)
@@ -120,4 +120,4 @@ def _codes(flat: pa.Array, room: bool) -> np.ndarray | None:
     at = varying(matrix)
     if len(at) > CODE_BYTES - (1 if room else 0):
         return None
-    return _pack(matrix, at)
+    return pack_codes(matrix, at)

@@ -103,7 +103,6 @@ def pack_array(columns: Sequence[pa.Array | pa.ChunkedArray], length: int) -> pa
     return arrays[0] if len(arrays) == 1 else pc.binary_join_element_wise(*arrays, b"")
 
 
-
 def _fixed_width(column: pa.Array) -> bool:
     """Whether ``column``'s ``pack`` bytes have one width: a boolean, integer or floating-point
     column without nulls."""
