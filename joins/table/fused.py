@@ -50,7 +50,9 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from streamjoin.changes import ChangeFormat
 from streamjoin.errors import JoinDefinitionError
@@ -58,18 +60,21 @@ from streamjoin.runtime.evolution import OptionRule, SchemaPlace
 from streamjoin.runtime.keygroups import routing_types
 from streamjoin.runtime.operator import InputSpec, Operator, StepInput, StepResult
 from streamjoin.statestore.base import KeyValue, Store
+from streamjoin.statestore.codecs import unpack, unpack_head
 from streamjoin.statestore.columns import ColumnWrite
+from streamjoin.statestore.keysort import index_in
 from streamjoin.table import load
 from streamjoin.table.rekey import TableRekey, carries_pre_images
 from streamjoin.table.stage import TableJoinStage
-from streamjoin.table.state import KEY_AREA_PREFIX
+from streamjoin.table.state import HELD, KEY_AREA_PREFIX, LAYOUT
+from streamjoin.table.step import JoinStep
 from streamjoin.table.views import FUSED_VIEWS
 
 if TYPE_CHECKING:
     from streamjoin.runtime.regroup import Ownership
 
 __all__ = ["FusedTableJoinStage", "AREA_PREFIX", "SIDES", "keyed_by_join_key", "direct_side", "fusable",
-           "FusedKeys", "fused_keys"]
+           "FusedKeys", "fused_keys", "rows_apart_sides"]
 
 SIDES = ("left", "right")
 AREA_PREFIX = KEY_AREA_PREFIX
@@ -103,21 +108,36 @@ class FusedKeys:
     by_join_key: bool
     immutable: bool
     before_images: bool
+    holds_rows: bool
 
 
 def fused_keys(key: Sequence[str], on: Sequence[str], changes: ChangeFormat, immutable_join_key: bool = False,
-               kept: bool = False) -> FusedKeys | None:
+               kept: bool = False, rows_apart: bool = False) -> FusedKeys | None:
     """How a side's key step runs inside the join stage (None: the side keeps its key stage,
-    :func:`fusable`). Keyed by its join key column for column it runs as in a key stage; else by
-    join key, setting moves aside when declared immutable and reading pre-images as retractions
-    when its rows can move and its changes carry them."""
+    :func:`fusable`). Keyed by its join key column for column it runs as in a key stage and
+    holds the side's rows (unless ``rows_apart``: a checkpoint that keeps them in the join
+    stage's area, :func:`rows_apart_sides`); else by join key, setting moves aside when declared
+    immutable and reading pre-images as retractions when its rows can move and its changes carry
+    them."""
     images = carries_pre_images(changes)
     if not fusable(key, on, immutable_join_key, kept, images):
         return None
     routed = not keyed_by_join_key(key, on)
     moves = not set(on) <= set(key)   # a row can change join key
     declared = bool(immutable_join_key) and routed
-    return FusedKeys(routed, declared, images and routed and moves and not declared)
+    return FusedKeys(routed, declared, images and routed and moves and not declared, not routed and not rows_apart)
+
+
+def rows_apart_sides(definition: Mapping[str, Any] | None) -> frozenset[str]:
+    """The sides whose fused key step a fused join stage's recorded ``definition`` (None: none
+    recorded) runs without holding the side's rows (a checkpoint begun before key steps held
+    them, streamjoin 0.3's first layout): such a side keeps that layout, its rows in the join
+    stage's area beside its keys."""
+    if not definition or definition.get("kind") != FusedTableJoinStage.kind:
+        return frozenset()
+    return frozenset(name for name in SIDES if f"{name}_keys" in definition
+                     and not definition[f"{name}_keys"].get("by_join_key")
+                     and not definition[f"{name}_keys"].get("holds_rows"))
 
 
 class FusedTableJoinStage(Operator):
@@ -141,7 +161,10 @@ class FusedTableJoinStage(Operator):
                                  "primary key is not its join key column for column")
             if stage.layout["keys"].prefix != AREA_PREFIX[name] + b"K":
                 raise ValueError(f"the {name} key stage must be built with area_prefix={AREA_PREFIX[name]!r}")
-        self.join, self.keyed = join, dict(keyed)
+        self.keyed = dict(keyed)
+        # a key step that holds its side's rows: the join step reads and gives them, writes none
+        self.join = join.with_rows_in({name: stage.layout["keys"] for name, stage in self.keyed.items()
+                                       if stage.holds_rows})
         #: the sides in input order: routed ones first, then fused ones
         self.order: tuple[str, ...] = (tuple(s for s in SIDES if s not in keyed)
                                        + tuple(s for s in SIDES if s in keyed))
@@ -197,6 +220,15 @@ class FusedTableJoinStage(Operator):
         kept = list(self.join.regroup(sources, owned))
         for stage in self.keyed.values():
             kept += stage.regroup(sources, owned)
+        if self.join.rows_in:   # the rows held per side, counted where each side's rows are
+            counts = []
+            for name in SIDES:
+                area = self.join.rows_in.get(name)
+                counts.append(sum(1 for key, value in kept if key.startswith(area.prefix) and unpack_head(value, 3)[0][2])
+                              if area is not None else
+                              sum(1 for key, _ in kept if key.startswith(LAYOUT[name].prefix)))
+            kept = [entry for entry in kept if entry[0] != HELD.key()] + \
+                ([HELD.put(tuple(counts))] if any(HELD.get(source) is not None for source in sources) else [])
         return sorted(kept)
 
     # -- starting from state rows (streamjoin.table.load) ------------------------------------------
@@ -231,8 +263,18 @@ class FusedTableJoinStage(Operator):
         """The join stage's entries of the rows, and each fused side's key step's of its keys."""
         entries = load.join_entries(self.join, rows)
         for name, stage in self.keyed.items():
-            entries += stage.load_state({"keys": rows[f"{name}_keys"]} if f"{name}_keys" in rows else {},
-                                        summary, version)
+            keys = stage.load_state({"keys": rows[f"{name}_keys"]} if f"{name}_keys" in rows else {}, summary, version)
+            if stage.holds_rows:   # its rows' entries are under its keys: each put after its key's head
+                area = stage.layout["keys"]
+                held = {key: row for key, row in entries if key.startswith(area.prefix)}
+                entries = [entry for entry in entries if not entry[0].startswith(area.prefix)]
+                keys = [(key, _row_after_head(name, key[len(area.prefix):], value, held.pop(key, None))
+                         if key.startswith(area.prefix) else value) for key, value in keys]
+                if held:
+                    raise JoinDefinitionError(
+                        f"initial_state[{name!r}] holds a row of primary key {area.decode(next(iter(held)))[0]} that "
+                        f"initial_state['{name}_keys'] has no entry for; give every row's key, as read_state shows it")
+            entries += keys
         return sorted(entries)
 
     def step(self, state: Store, batch: StepInput) -> StepResult:
@@ -252,16 +294,50 @@ class FusedTableJoinStage(Operator):
                 batch.version, batch.partition, (batch.rows[i],), (batch.max_times[i],), batch.final,
                 batch.processing_time, advanced))
             routed[name] = keyed[name].output
-        joined = self.join.step(state, StepInput(batch.version, batch.partition, (routed["left"], routed["right"]),
-                                                 (None, None), batch.final, batch.processing_time))
+        step = JoinStep(self.join, state, StepInput(batch.version, batch.partition, (routed["left"], routed["right"]),
+                                                    (None, None), batch.final, batch.processing_time))
+        joined = step.run()
+        kept = {name: _with_rows(_writes(result), *step.upserted[name]) if name in step.upserted else _writes(result)
+                for name, result in keyed.items()}
         # the join's areas' prefixes sort before the key steps' (l, r): in key order as they come
-        writes = ColumnWrite.concat([_writes(joined), *(_writes(result) for result in keyed.values())])
+        writes = ColumnWrite.concat([_writes(joined), *kept.values()])
         metrics: Counter[str] = Counter(joined.metrics)
         for result in keyed.values():   # filled in SIDES order: left (l) before right (r)
             metrics.update(result.metrics)
         aside = tuple(keyed[name].set_aside[0] if name in keyed else joined.set_aside[SIDES.index(name)]
                       for name in self.order)
         return StepResult(joined.output, aside, writes=writes.sorted(), metrics=dict(metrics))
+
+
+def _row_after_head(side: str, pk: bytes, head: bytes, row: bytes | None) -> bytes:
+    """The state value of primary key ``pk`` (``pack`` bytes) where its key step holds the row:
+    ``head`` (``pack(change time, sequence, has row)``), then ``row`` when the head says it has
+    one. Raises :class:`JoinDefinitionError` for a key said to hold a row that is not given, or a
+    row of a key said to hold none."""
+    has_row = bool(unpack_head(head, 3)[0][2])
+    if has_row == (row is not None):
+        return head + (row or b"")
+    what = "holds a row (_has_row true) that" if has_row else "holds no row (_has_row false), yet"
+    raise JoinDefinitionError(f"initial_state['{side}_keys']: the key {list(unpack(pk))} {what} initial_state[{side!r}] "
+                              f"{'does not give' if has_row else 'gives one'}; give both as read_state shows them")
+
+
+def _with_rows(write: ColumnWrite, keys: pa.Array, rows: pa.Array) -> ColumnWrite:
+    """A key step's ``write`` that holds its side's rows (``TableRekey(holds_rows=True)``), each
+    put of a key upserted in the version (state ``keys``, given with their ``rows``) followed
+    by its row. Every upsert is a put of the key step (its key's last change leaves a row);
+    raises ValueError otherwise (the two steps disagree: a defect)."""
+    if not len(keys):
+        return write
+    at = index_in(write.put_keys, keys)
+    found = at >= 0
+    if int(found.sum()) != len(keys):
+        raise ValueError(f"the join step upserted {len(keys)} rows of a side whose key step holds them, and the key "
+                         f"step wrote {int(found.sum())} of their keys")
+    taken = pa.array(np.where(found, at, 0), pa.int64(), mask=~found)
+    tails = pc.fill_null(rows.take(taken).cast(pa.binary()), b"")
+    values = pc.binary_join_element_wise(write.put_values, tails, pa.scalar(b"", pa.binary()))
+    return ColumnWrite(write.put_keys, values, write.delete_keys)
 
 
 def _writes(result: StepResult) -> ColumnWrite:

@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.kit.keys import normal_keys
+from streamjoin.runtime.areas import Area
 from streamjoin.runtime.checkpoint.initial import PROGRESS
 from streamjoin.statestore.base import KeyValue
 from streamjoin.statestore.packed_columns import pack_array
@@ -233,7 +234,9 @@ def key_entries(stage: TableRekey, keys: Keys) -> list[KeyValue]:
     pks = _encode(stage.codec, keys.pk, side.key)
     jks = pc.if_else(pa.array(keys.has_jk), _encode(stage.codec, keys.jk, side.on), pa.nulls(n, pa.binary()))
     heads = pack_array([keys.time, keys.seq, keys.has_row], n)
-    values = pc.if_else(pa.array(keys.has_jk), pc.binary_join_element_wise(heads, jks, _EMPTY), heads)
+    # (a stage that holds its side's rows: the head, the row put after it by the fused join stage)
+    values = heads if stage.holds_rows else \
+        pc.if_else(pa.array(keys.has_jk), pc.binary_join_element_wise(heads, jks, _EMPTY), heads)
     entries = list(zip(stage.layout["keys"].key_column(pks).to_pylist(), values.to_pylist()))
     if stage.retention is not None:
         retention, expiry = stage.retention, stage.layout["expiry"]
@@ -294,16 +297,21 @@ def row_route(side: TableSide, rows: Rows) -> list[pa.Array]:
     return [rows.jk.column(name).combine_chunks() for name in side.on]
 
 
-def row_entries(side: TableSide, codec: LayoutCodec, how: How, rows: Rows) -> list[KeyValue]:
+def row_entries(side: TableSide, codec: LayoutCodec, how: How, rows: Rows, area: Area | None = None) -> list[KeyValue]:
     """The join stage's entries holding ``side``'s ``rows``, in ``codec``'s current layout; a row
-    with a null in its join key only where ``how`` preserves the side (the stage keeps no other)."""
+    with a null in its join key only where ``how`` preserves the side (the stage keeps no other).
+    ``area``: the keys area of the fused key step that holds the side's rows (keyed by primary
+    key; the values are the rows alone, for the stage to put after the key step's heads)."""
     row = rows.row
     if not how.preserves(side.name) and row.num_rows:
         null = reduce(np.logical_or, [row.column(c).is_null().to_numpy(zero_copy_only=False) for c in side.on])
         row = row.filter(pa.array(~null))
     if not row.num_rows:
         return []
-    keys = SIDE[side.name].key_column(_encode(codec, row, side.on), _encode(codec, row, side.key))
+    if area is not None:   # held by a fused key step, by primary key
+        keys = area.key_column(_encode(codec, row, side.key))
+    else:
+        keys = SIDE[side.name].key_column(_encode(codec, row, side.on), _encode(codec, row, side.key))
     return list(zip(keys.to_pylist(), codec.encode_array(row).to_pylist()))
 
 
@@ -314,14 +322,16 @@ def held_entry(left: int, right: int) -> KeyValue:
 
 def join_entries(stage: TableJoinStage, rows: Mapping[str, pa.Table]) -> list[KeyValue]:
     """The join stage's entries holding ``rows`` (by side, ``left`` / ``right``; a side may be
-    missing), and the count of rows it holds per side."""
+    missing), and the count of rows it holds per side; the rows of a side a fused key step
+    holds (``stage.rows_in``) under that step's keys (:func:`row_entries`)."""
     entries: list[KeyValue] = []
     held = {}
     for name in ("left", "right"):
         side = stage.spec.side(name)
         table = rows.get(name)
         found = [] if table is None else row_entries(side, stage.codecs[name], stage.spec.how,
-                                                     decode_rows(side, table, f"initial_state[{name!r}]"))
+                                                     decode_rows(side, table, f"initial_state[{name!r}]"),
+                                                     stage.rows_in.get(name))
         held[name] = len(found)
         entries += found
     return [held_entry(held["left"], held["right"]), *entries]

@@ -37,10 +37,10 @@ from streamjoin.changes import ChangeFormat
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.interval.spec import On
 from streamjoin.kit.times import Duration
-from streamjoin.runtime.checkpoint.binding import ROOT
+from streamjoin.runtime.checkpoint.binding import ROOT, Binding
 from streamjoin.runtime.checkpoint.files import CheckpointFiles
 from streamjoin.runtime.plan import UNRECORDED_STAGES, JoinPlan, Stage, recorded_stages
-from streamjoin.table.fused import AREA_PREFIX, SIDES, FusedKeys, FusedTableJoinStage, fused_keys
+from streamjoin.table.fused import AREA_PREFIX, SIDES, FusedKeys, FusedTableJoinStage, fused_keys, rows_apart_sides
 from streamjoin.table.rekey import TableRekey
 from streamjoin.table.retention import side_retentions
 from streamjoin.table.spec import How, TableJoinSpec, common_key_types, detect_format, parse_on
@@ -62,7 +62,7 @@ class TableTableJoin:
         retention: Duration | None = None, expire_rows: bool = False,
         left_delay: Duration | None = None, right_delay: Duration | None = None, fuse_key_stages: bool = False,
         left_immutable_join_key: bool = False, right_immutable_join_key: bool = False,
-        kept_key_stages: Collection[str] = (),
+        kept_key_stages: Collection[str] = (), rows_apart: Collection[str] = (),
     ) -> None:
         """Validate everything; raise :class:`streamjoin.errors.JoinDefinitionError` saying what to change.
 
@@ -83,7 +83,10 @@ class TableTableJoin:
         promise: its rows never move to another join key, and its deletes carry the join key; a
         move seen is set aside, :data:`streamjoin.table.rekey.MOVED_REASON`). ``kept_key_stages``:
         the sides (``"left"``, ``"right"``) whose key stage the checkpoint recorded
-        (:meth:`recorded_key_stages`); such a side fuses only when declared.
+        (:meth:`recorded_key_stages`); such a side fuses only when declared. A fused side keyed
+        by its join key has its rows held by its key step (one state entry a key,
+        :mod:`streamjoin.table.fused`), unless it is among ``rows_apart``: the sides whose
+        checkpoint keeps them beside its keys (:meth:`recorded_rows_apart`).
         """
         if not isinstance(fuse_key_stages, bool):
             raise JoinDefinitionError(f"fuse_key_stages must be True or False, not {fuse_key_stages!r}")
@@ -113,7 +116,8 @@ class TableTableJoin:
         keyed = {}
         for stage in (self.left_stage, self.right_stage):
             name, side = stage.side.name, stage.side
-            how_fused = fused_keys(side.key, side.on, side.changes, immutable[name], name in kept_key_stages)
+            how_fused = fused_keys(side.key, side.on, side.changes, immutable[name], name in kept_key_stages,
+                                   name in rows_apart)
             if fuse_key_stages and how_fused is not None:
                 keyed[name] = key_stage(name, AREA_PREFIX[name], how_fused)
         self.fused = FusedTableJoinStage(self.join_stage, keyed) if keyed else None
@@ -139,6 +143,18 @@ class TableTableJoin:
         (none for a new checkpoint, or one of one stage)."""
         stages = recorded_stages(CheckpointFiles(checkpoint)) or ()
         return frozenset(side for side, name in (("left", LEFT_KEYS), ("right", RIGHT_KEYS)) if name in stages)
+
+    @staticmethod
+    def recorded_rows_apart(checkpoint: str) -> frozenset[str]:
+        """The fused sides whose key step the join's checkpoint records without their rows (a
+        checkpoint begun before key steps held them: :func:`streamjoin.table.fused.rows_apart_sides`);
+        none for a new checkpoint. Its state keeps that layout."""
+        files = CheckpointFiles(checkpoint)
+        stages = recorded_stages(files)
+        where = files if stages is None or "" in stages else CheckpointFiles(f"{files.uri.rstrip('/')}/{JOIN}")
+        binding = Binding(where)
+        root = binding.root()
+        return rows_apart_sides(binding.definition(root) if root is not None else None)
 
     @property
     def plan(self) -> JoinPlan:

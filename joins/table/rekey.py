@@ -93,7 +93,7 @@ _CARRIED = "__sj_carried_time"
 #: The input row each change came from (to set a moved key's changes aside: ``immutable`` only).
 _ROW = "__sj_input_row"
 #: The routing options (flags) a key step records in its definition when set.
-_ROUTING = ("by_join_key", "immutable", "before_images")
+_ROUTING = ("by_join_key", "immutable", "before_images", "holds_rows")
 #: A view's change type that holds a row as it was before an update.
 _PRE_IMAGE = "update_preimage"
 
@@ -115,7 +115,7 @@ class TableRekey(Operator):
     def __init__(self, schema: pa.Schema, changes: ChangeFormat, on: str | Sequence[str], side: str,
                  *, key_types: Sequence[pa.DataType] | None = None, retention: Duration | None = None,
                  expire_rows: bool = False, area_prefix: bytes = b"", by_join_key: bool = False,
-                 immutable: bool = False, before_images: bool = False) -> None:
+                 immutable: bool = False, before_images: bool = False, holds_rows: bool = False) -> None:
         """Validate; raise :class:`JoinDefinitionError` naming the problem. ``key_types``: the
         join's common join-key types (default: the ``on`` columns' own types). ``retention``,
         ``expire_rows``: see :mod:`streamjoin.table.retention` (None: keep every key forever).
@@ -128,7 +128,13 @@ class TableRekey(Operator):
         another join key are set aside (:data:`MOVED_REASON`, counted as ``moved_join_keys``).
         ``before_images`` (a view's change stream, whose updates carry their pre-images; with
         ``by_join_key``): a pre-image is the row's retraction at its old join key, applied as a
-        delete there, so a row moved to a join key of another partition leaves its old one."""
+        delete there, so a row moved to a join key of another partition leaves its old one.
+        ``holds_rows`` (a side keyed by its join key, fused into the join stage: ``area_prefix``
+        given, not ``by_join_key``): a key's value is ``pack(change time, sequence, has row)``
+        followed by the join stage's bytes of the row it holds (none for a deleted key); this
+        step writes the head, and :class:`streamjoin.table.fused.FusedTableJoinStage` puts the
+        join step's row after it (the join stage then holds no row of this side in its own area:
+        :mod:`streamjoin.table.fused`)."""
         self.layout = LAYOUT.prefixed(area_prefix) if area_prefix else LAYOUT
         self._keys, self._expiry = self.layout["keys"], self.layout["expiry"]
         self.side: TableSide = build_side(side, schema, changes, on, key_types)
@@ -151,6 +157,10 @@ class TableRekey(Operator):
         self.immutable, self.before_images = bool(immutable), bool(before_images)
         if (self.immutable or self.before_images) and not self.by_join_key:
             raise ValueError("a key stage with immutable or before_images is routed by join key (by_join_key)")
+        self.holds_rows = bool(holds_rows)
+        if self.holds_rows and (self.by_join_key or not area_prefix or list(self.side.key) != list(self.side.on)):
+            raise ValueError("a key stage that holds rows is fused (area_prefix), keyed by its join key column for "
+                             "column and not routed by join key")
         if self.before_images and not carries_pre_images(changes):
             raise ValueError(f"before_images takes a view's change stream, not {changes.vocabulary.name} changes")
 
@@ -289,7 +299,7 @@ class TableRekey(Operator):
             held = _held(stored)
             if held[2]:
                 metrics["rows_expired"] += 1
-                deletes.append((pk, held[3], held[0]))
+                deletes.append((pk, pk if self.holds_rows else held[3], held[0]))
             else:
                 metrics["tombstones_expired"] += 1
         return deletes
@@ -365,8 +375,9 @@ class TableRekey(Operator):
         lasts = last[runs]
         has_rows = ops[lasts] == UPSERT
         jks = self.codec.encode_array(keyed.take(pa.array(lasts, pa.int64())), self.side.on)
-        # a row held before leaves its old join key, unless it is upserted at the same one (nulls equal nulls)
-        held_jk = stored.jk.take(pa.array(runs, pa.int64()))
+        # a row held before leaves its old join key, unless it is upserted at the same one (nulls equal nulls);
+        # a key that holds its row holds it at its own join key, the primary key's bytes (its value's tail is the row)
+        held_jk = pks.take(pa.array(runs, pa.int64())) if self.holds_rows else stored.jk.take(pa.array(runs, pa.int64()))
         same = pc.fill_null(pc.equal(held_jk, jks), False).to_numpy(zero_copy_only=False)
         moved = np.zeros(0, np.int64)
         if self.immutable:
@@ -386,12 +397,16 @@ class TableRekey(Operator):
         upserts = lasts[has_rows]
         fresh = ~(stored.row[runs] & same)[has_rows]
         # the state values: pack(change time, sequence, has row, *join key) of each key's last change
-        # (a deleted key keeps its join key too when the changes are routed by it)
+        # (a deleted key keeps its join key too when the changes are routed by it); the head alone
+        # where the key holds its row (the fused stage puts the row after it)
         take = pa.array(lasts, pa.int64())
         row_mask = pa.array(has_rows, pa.bool_())
         heads = pack_array([changes.column(TIME).take(take), changes.column(SEQ).take(take), row_mask], len(lasts))
-        with_jk = pc.binary_join_element_wise(heads, jks, _NO_SEPARATOR)
-        values = with_jk if self.by_join_key else pc.if_else(row_mask, with_jk, heads)
+        if self.holds_rows:
+            values = heads
+        else:
+            with_jk = pc.binary_join_element_wise(heads, jks, _NO_SEPARATOR)
+            values = with_jk if self.by_join_key else pc.if_else(row_mask, with_jk, heads)
         at = pa.array(runs, pa.int64())
         run_pks = pks.take(at)
         write = ColumnWrite(keys.take(at), values, _NO_BYTES)

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import pyarrow as pa
 
+from streamjoin.runtime.areas import Area
 from streamjoin.runtime.evolution import SchemaPlace
 from streamjoin.runtime.operator import InputSpec, SpecOperator, StepInput, StepResult
 from streamjoin.statestore.base import KeyValue, Store
@@ -78,6 +79,9 @@ class TableJoinStage(SpecOperator):
         # a side whose join key is its primary key holds at most one row per join key, under a
         # store key the join key determines: its reads are point reads (None: a group needs a scan)
         self.direct = {s.name: _direct(s) for s in (left, right)}
+        #: sides whose rows a fused key step holds in its own keys' values, by its keys area
+        #: (:meth:`with_rows_in`); the others' rows are in this stage's areas
+        self.rows_in: dict[str, Area] = {}
         self._inputs = (InputSpec("left", left.routed, left.on, None), InputSpec("right", right.routed, right.on, None))
 
     def __repr__(self) -> str:
@@ -92,6 +96,18 @@ class TableJoinStage(SpecOperator):
         evolved = copy.copy(self)
         evolved.codecs = {name: LayoutCodec([side_of(d[name]).row_schema for d in definitions]) for name in self.codecs}
         return evolved
+
+    def with_rows_in(self, areas: Mapping[str, Area]) -> TableJoinStage:
+        """This stage with the rows of the sides of ``areas`` (direct sides: primary key = join
+        key) read from a fused key step's keys area (``pack(change time, sequence, has row)``
+        then the row) and not written by its step: the step gives their upserts instead
+        (:mod:`streamjoin.table.fused`). The definition does not change."""
+        for name in areas:
+            if self.direct.get(name) is None:
+                raise ValueError(f"only a side keyed by its join key can have its rows in its key step's area, not {name!r}")
+        held = copy.copy(self)
+        held.rows_in = dict(areas)
+        return held
 
     def regroup(self, sources: Sequence[Store], owned: Ownership) -> list[KeyValue]:
         """Split state by key group after a change of partition count (:mod:`streamjoin.table.regroup`)."""

@@ -46,11 +46,13 @@ import pyarrow.compute as pc
 from streamjoin.changes import DELETE, OP, TIME
 from streamjoin.errors import JoinError
 from streamjoin.kit import normal_keys
+from streamjoin.runtime.areas import Area
 from streamjoin.runtime.operator import REASON_COLUMN, StepInput, StepResult, conform
 from streamjoin.statestore.base import Store
 from streamjoin.statestore.codecs import pack, unpack
 from streamjoin.statestore.columns import ColumnWrite, binary_suffixes
 from streamjoin.statestore.keysort import group_ids, index_in, sort_order
+from streamjoin.table.held import decode_held
 from streamjoin.table.spec import FRESH, TableSide
 from streamjoin.table.state import HELD, SIDE
 
@@ -167,6 +169,10 @@ class JoinStep:
     def __init__(self, op: "TableJoinStage", state: Store, batch: StepInput) -> None:
         self.spec, self.codecs, self.state, self.version = op.spec, op.codecs, state, batch.version
         self.direct = op.direct
+        #: the sides whose rows a fused key step holds in its keys' values (:mod:`streamjoin.table.fused`)
+        self.rows_in = op.rows_in
+        #: per such side, this version's upserts: their state keys (in key order) and rows
+        self.upserted: dict[str, tuple[pa.Array, pa.Array]] = {}
         self.keep = {name: self.spec.how.preserves(name) for name in _SIDES}
         self.same_order = {name: at is not None and at == list(range(len(at))) for name, at in self.direct.items()}
         self.metrics: Counter[str] = Counter()
@@ -232,7 +238,7 @@ class JoinStep:
                 taken = pa.array(kept, pa.int64())
                 gid, delete, times, src, fresh = gid[kept], delete[kept], times[kept], src[kept], fresh[kept]
                 side_jks, pks, rows = side_jks.take(taken), pks.take(taken), rows.take(taken)
-            keys = SIDE[name].key_column(side_jks, pks)
+            keys = self._area(name).key_column(*((pks,) if name in self.rows_in else (side_jks, pks)))
             order = sort_order(keys)   # the writes go in key order, and a key twice is next to itself
             ordered = keys.take(pa.array(order))
             if len(keys) > 1 and pc.any(pc.equal(ordered.slice(1), ordered.slice(0, len(keys) - 1))).as_py():
@@ -249,6 +255,11 @@ class JoinStep:
 
     # -- reading the state -------------------------------------------------------------------------
 
+    def _area(self, name: str) -> Area:
+        """Where side ``name``'s rows are: its area of the stage, or the keys area of the fused key
+        step that holds them (keyed by primary key, which is the join key)."""
+        return self.rows_in.get(name) or SIDE[name]
+
     def _direct_pks(self, side: str, jks: pa.Array) -> pa.Array:
         """The primary key bytes of the one row a direct side can hold at each of join keys ``jks``."""
         at = self.direct[side]
@@ -262,14 +273,14 @@ class JoinStep:
         points: dict[str, tuple[np.ndarray, pa.Array, pa.Array]] = {}
         scanned: dict[str, tuple[np.ndarray, pa.Array, pa.Array, pa.Array]] = {}
         for name, other in (("left", "right"), ("right", "left")):
-            c, area = self.changes[name], SIDE[name]
+            c, area = self.changes[name], self._area(name)
             if self.direct[name] is not None:   # (a group's one row is not read where it is fresh)
                 fresh = np.zeros(self.groups, bool)
                 fresh[c.gid[c.fresh]] = True
                 direct = np.flatnonzero(self.keyed & ~fresh)
                 jks = self.group_jk.take(pa.array(direct, pa.int64()))
                 pks = self._direct_pks(name, jks)
-                keys = area.key_column(jks, pks)
+                keys = area.key_column(pks) if name in self.rows_in else area.key_column(jks, pks)
                 single = np.flatnonzero(~self.keyed[c.gid] & ~c.fresh)
             else:
                 direct, pks, keys = np.zeros(0, np.int64), _NO_BYTES, _NO_BYTES
@@ -285,6 +296,9 @@ class JoinStep:
             gid, pks, keys = points[name]
             values = found.slice(at, len(keys))
             at += len(keys)
+            if name in self.rows_in:   # a key step's values: its head, then the row where it holds one
+                held = decode_held(values)
+                values = pc.if_else(pa.array(held.row), held.jk, pa.nulls(len(values), pa.binary()))
             hit_mask = values.is_valid()
             hit = hit_mask.to_numpy(zero_copy_only=False)
             parts = [(gid[hit], pks.filter(hit_mask), values.filter(hit_mask), keys.filter(hit_mask))]
@@ -321,7 +335,11 @@ class JoinStep:
         deletes = c.key.take(pa.array(c.order[(delete & existed)[c.order]], pa.int64()))
         upserts = c.order[~delete[c.order]]   # in key order: the write needs no sort
         taken = pa.array(upserts, pa.int64())
-        write = ColumnWrite(c.key.take(taken), c.row.take(taken), deletes)   # upserts carry rows
+        if name in self.rows_in:   # the fused key step writes them, after its heads
+            self.upserted[name] = (c.key.take(taken), c.row.take(taken))
+            write = ColumnWrite(_NO_BYTES, _NO_BYTES, _NO_BYTES)
+        else:
+            write = ColumnWrite(c.key.take(taken), c.row.take(taken), deletes)   # upserts carry rows
         self.held[name] += int((~delete & ~existed).sum()) - len(deletes)
         self.metrics["inconsistent_deletes"] += int((delete & ~existed).sum())
         kept = pa.array(np.flatnonzero(~before.changed), pa.int64())

@@ -15,8 +15,10 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 
+from streamjoin.runtime.areas import Area
 from streamjoin.runtime.views import HISTORY, TS, StateView, json_text, table_of
 from streamjoin.statestore.base import Store
+from streamjoin.statestore.codecs import unpack_head
 from streamjoin.table.layouts import LayoutCodec
 from streamjoin.table.state import KEY_AREA_PREFIX, SIDE
 
@@ -34,19 +36,32 @@ def _keys_view(prefix: bytes = b"", part: str | None = None) -> StateView:
     def read(store: Store, definition: Mapping[str, Any], columns: pa.Schema) -> pa.Table:
         if part is not None and part not in definition:
             return columns.empty_table()
-        return _read_keys(store, prefix, columns)
+        return _read_keys(store, prefix, columns, _holds_rows(definition, part))
 
     return StateView(_keys_schema, read)
 
 
-def _read_keys(store: Store, prefix: bytes, columns: pa.Schema) -> pa.Table:
+def _keys_area(prefix: bytes) -> Area:
     from streamjoin.table.rekey import LAYOUT  # (the key stage's module declares its views from here)
 
-    area = (LAYOUT.prefixed(prefix) if prefix else LAYOUT)["keys"]
+    return (LAYOUT.prefixed(prefix) if prefix else LAYOUT)["keys"]
+
+
+def _holds_rows(definition: Mapping[str, Any], part: str | None) -> bool:
+    """Whether a fused side's key step holds the side's rows after its heads (``holds_rows``)."""
+    return part is not None and bool(definition.get(part, {}).get("holds_rows"))
+
+
+def _read_keys(store: Store, prefix: bytes, columns: pa.Schema, holds_rows: bool = False) -> pa.Table:
+    area = _keys_area(prefix)
     rows = []
     for key, value in area.scan(store):
         (primary_key,) = area.decode(key)
-        time, seq, has_row, *join_key = area.value.decode(value)
+        if holds_rows:   # the head, then the row; the join key is the primary key
+            (time, seq, has_row), _ = unpack_head(value, 3)
+            join_key = list(primary_key) if has_row else []
+        else:
+            time, seq, has_row, *join_key = area.value.decode(value)
         rows.append({"primary_key": json_text(primary_key), "_change_time": time, "_sequence": seq,
                      "_has_row": bool(has_row), "join_key": json_text(join_key)})
     return table_of(rows, columns)
@@ -57,13 +72,24 @@ def _rows_schema(definition: Mapping[str, Any]) -> list[pa.Field]:
 
 
 def _rows_view(side: str, part: str | None = None) -> StateView:
-    """A join stage's rows of ``side`` (``part``: where the definition holds the join stage's)."""
+    """A join stage's rows of ``side`` (``part``: where the definition holds the join stage's;
+    a fused side's key step may hold them: ``holds_rows``)."""
     def read(store: Store, definition: Mapping[str, Any], columns: pa.Schema) -> pa.Table:
         stage = definition if part is None else definition[part]
         area, width = SIDE[side], len(stage[side]["on"])
         history = definition.get(HISTORY)
         codec = _layouts([d if part is None else d[part] for d in history], side) if history else None
-        entries = list(area.scan(store))
+        held = part is not None and _holds_rows(definition, f"{side}_keys")
+        if held:   # under the key step's keys: (primary key -> head, row); the join key is the primary key
+            keys_area = _keys_area(KEY_AREA_PREFIX[side])
+            entries = []
+            for key, value in keys_area.scan(store):
+                (_, _, has_row), row = unpack_head(value, 3)
+                if has_row:
+                    (pk,) = keys_area.decode(key)
+                    entries.append((area.key(list(pk) + list(pk)), row))
+        else:
+            entries = list(area.scan(store))
         if codec is not None and entries:   # rows of every layout in the current columns, as stored values
             table = codec.decode_table(pa.array([v for _, v in entries], pa.binary()))
             stored = list(zip(*(codec.values(table.column(i), i) for i in range(table.num_columns))))

@@ -194,12 +194,14 @@ class TableCase:
     left_delay: int | None = None    # seconds (None: ``retention``)
     right_delay: int | None = None
     fuse: bool = False               # TableTableJoin(fuse_key_stages=...)
+    rows_apart: tuple[str, ...] = ()  # TableTableJoin(rows_apart=...): a fused side's rows beside its keys
 
     def join(self) -> TableTableJoin:
         options = {name: dt.timedelta(seconds=value) for name, value in
                    (("retention", self.retention), ("left_delay", self.left_delay),
                     ("right_delay", self.right_delay)) if value is not None}
-        return self.variant.join(self.how, expire_rows=self.expire_rows, fuse_key_stages=self.fuse, **options)
+        return self.variant.join(self.how, expire_rows=self.expire_rows, fuse_key_stages=self.fuse,
+                                 rows_apart=self.rows_apart, **options)
 
     def side_retentions(self) -> tuple[int | None, int | None]:
         """Each table's retention in µs: its delay, else ``retention`` (None: keep every key)."""
@@ -286,6 +288,9 @@ def table_cases(draw, *, max_changes: int = 10, max_partitions: int = 3, max_bat
                      draw(st.integers(1, max_partitions)), retention, left_delay=left_delay, right_delay=right_delay)
     case.expire_rows = None not in case.side_retentions() and draw(st.booleans())
     case.fuse = draw(st.booleans())
+    # a fused side keyed by its join key holds its rows in its key step's entries, or (a checkpoint
+    # of the layout before) beside them
+    case.rows_apart = draw(st.sampled_from([(), (), ("left",), ("right",), ("left", "right")])) if case.fuse else ()
     return case
 
 

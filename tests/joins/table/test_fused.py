@@ -138,3 +138,65 @@ def test_table_join_checkpoint_keeps_the_key_stage_of_a_side_that_fuses_since(tm
     with pytest.raises(CheckpointMismatchError, match="keeps the stages it was started with"):
         PlanRunner(join().plan, ck, partitions=2)
     assert TableTableJoin.recorded_key_stages(str(tmp_path / "new")) == frozenset()
+
+
+def _entries(checkpoint: str) -> list[tuple[bytes, bytes]]:
+    """The one partition's state entries of a one-stage join, restored from its changelog."""
+    from tests.joins.table.test_initial_state import entries_of
+
+    return entries_of(checkpoint, 0)
+
+
+def _state(join: TableTableJoin, checkpoint: str) -> dict[str, list]:
+    from tests.joins.table.test_initial_state import read_state
+
+    return {side: sorted(map(str, table.drop_columns(["_partition", "_version"]).to_pylist()))
+            for side, table in read_state(join.plan, checkpoint).items()}
+
+
+def _customers_twice(runner: PlanRunner) -> None:
+    at = dt.datetime(2026, 1, 1)
+    runner.run(_rows(CUSTOMERS, (10, "bo"), (11, "cy")), _rows(CUSTOMERS, (10, "ada"), (11, "eve"), (12, "lu")))
+    later = pa.Table.from_pylist([{"customer_id": 11, "name": None, "op": "delete", "at": at + dt.timedelta(1)},
+                                  {"customer_id": 10, "name": "al", "op": "upsert", "at": at + dt.timedelta(1)}],
+                                 CUSTOMERS)
+    runner.run(CUSTOMERS.empty_table(), later, version=1)
+
+
+def test_table_join_fused_side_keyed_by_its_join_key_holds_its_rows_in_its_key_entries(tmp_path):
+    # one entry per key, the key step's head and then the row (none for a deleted key); the join
+    # stage's own area holds no row of that side, and read_state shows what the layout before did
+    def join(apart=()):
+        return TableTableJoin(CUSTOMERS, CUSTOMERS, "customer_id", left_key="customer_id", right_key="customer_id",
+                              left_time="at", right_time="at", fuse_key_stages=True, rows_apart=apart)
+    held, apart = str(tmp_path / "held"), str(tmp_path / "apart")
+    _customers_twice(PlanRunner(join().plan, held, partitions=1))
+    _customers_twice(PlanRunner(join(("left", "right")).plan, apart, partitions=1))
+    entries = dict(_entries(held))
+    assert not [key for key in entries if key[:1] in (b"L", b"R")]
+    assert sorted(key[:2] for key in entries if key[:1] in (b"l", b"r")) == [b"lK"] * 2 + [b"rK"] * 3
+    assert len([key for key in dict(_entries(apart)) if key[:1] in (b"L", b"R")]) == 4   # 2 rows a side
+    assert _state(join(), held) == _state(join(), apart)
+    assert TableTableJoin.recorded_rows_apart(held) == frozenset()
+    assert TableTableJoin.recorded_rows_apart(apart) == {"left", "right"}
+
+
+def test_table_join_checkpoint_keeps_its_rows_apart_from_its_keys(tmp_path):
+    # a checkpoint begun before key steps held their side's rows runs on in that layout: the join
+    # follows what it records (recorded_rows_apart), and a join of the other layout is refused
+    def join(apart=()):
+        return TableTableJoin(ORDERS, CUSTOMERS, "customer_id", left_key="order_id", right_key="customer_id",
+                              left_time="at", right_time="at", fuse_key_stages=True, rows_apart=apart)
+    ck = str(tmp_path / "ck")
+    PlanRunner(join({"right"}).plan, ck, partitions=2).run(_rows(ORDERS, (1, 10)), _rows(CUSTOMERS, (10, "ada")))
+    assert TableTableJoin.recorded_rows_apart(ck) == {"right"}
+    again = PlanRunner(join(TableTableJoin.recorded_rows_apart(ck)).plan, ck, partitions=2)
+    later = pa.Table.from_pylist([{"customer_id": 10, "name": "bo", "op": "upsert",
+                                   "at": dt.datetime(2026, 1, 2)}], CUSTOMERS)
+    out = again.run(_rows(ORDERS, (2, 10)), later, version=1)
+    assert sorted(zip(out.column("order_id").to_pylist(), out.column("name").to_pylist(),
+                      out.column("_change_type").to_pylist())) == [
+        (1, "ada", "update_preimage"), (1, "bo", "update_postimage"), (2, "bo", "insert")]
+    with pytest.raises(CheckpointMismatchError, match="holds_rows"):
+        PlanRunner(join().plan, ck, partitions=2)
+    assert TableTableJoin.recorded_rows_apart(str(tmp_path / "new")) == frozenset()
