@@ -2,7 +2,9 @@
 
 A key's value is ``pack(change time, sequence, has row, *join key)``; :func:`decode_held` turns
 the values a ``multi_get`` returned into numpy columns (and the join key's bytes, left encoded),
-in numpy where the bytes are the usual ones and value by value otherwise.
+in numpy where the bytes are the usual ones and value by value otherwise. Where the key step
+holds its side's rows (``TableRekey(holds_rows=True)``) the bytes after the head are the row's,
+and ``Held.jk`` holds them.
 """
 
 from __future__ import annotations

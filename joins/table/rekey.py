@@ -36,6 +36,10 @@ State, declared as :data:`LAYOUT` (:mod:`streamjoin.runtime.areas`)::
 
     b"K" | pack(primary key)   ->   pack(change time, sequence, has row, *join key)
     b"T" | encode_timestamp(change time) | pack(primary key)   ->   b""   (with a retention only)
+
+Fused into the join stage for a side keyed by its join key (``holds_rows``), a key's value is
+``pack(change time, sequence, has row)`` and then the row the join stage stores for it
+(:mod:`streamjoin.table.fused`).
 """
 
 from __future__ import annotations
