@@ -14,13 +14,14 @@ from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from streamjoin.statestore.codecs import unpack_head
 from streamjoin.statestore.columns import binary_suffixes
 from streamjoin.statestore.packed_columns import INT_WIDTH as _WIDTH
 from streamjoin.statestore.packed_columns import TAG, decode_ints, padded_bytes
 
-__all__ = ["Held", "decode_held"]
+__all__ = ["Held", "decode_held", "held_rows"]
 
 _INT, _NULL, _TRUE, _FALSE = TAG["int"], TAG["null"], TAG["true"], TAG["false"]
 _NO_BYTES = pa.array([], pa.binary())
@@ -87,3 +88,45 @@ def _row_wise(present: list[bytes]) -> tuple:
             np.fromiter((h[0][1] is not None for h in heads), bool, m),
             np.fromiter((h[0][1] or 0 for h in heads), np.int64, m),
             np.fromiter((bool(h[0][2]) for h in heads), bool, m), pa.array([h[1] for h in heads], pa.binary()))
+
+
+def held_rows(values: pa.Array) -> pa.Array:
+    """The rows a key step holds after its heads (``TableRekey(holds_rows=True)``) of ``values``
+    (a binary array as ``Store.multi_get_column`` returns it; null: no state): each value's bytes
+    after ``pack(change time, sequence, has row)``, null where there is no state or no row. The
+    head's length is read from its tags, and the rows are the values' buffer without the heads'
+    bytes (one compress), with no gather per byte."""
+    values = values.cast(pa.binary())
+    n = len(values)
+    if not n or values.null_count == n:
+        return pa.nulls(n, pa.binary())
+    offsets = np.frombuffer(values.buffers()[1], np.int32, n + 1, values.offset * 4).astype(np.int64)
+    data = np.frombuffer(values.buffers()[2], np.uint8)
+    valid = np.asarray(values.is_valid())
+    start, length = offsets[:-1], offsets[1:] - offsets[:-1]
+    at = np.flatnonzero(valid)
+    seq_tag = np.full(n, _NULL, np.uint8)
+    seq_tag[at] = data[np.minimum(start[at] + _WIDTH, len(data) - 1)]
+    head = np.where(seq_tag == _INT, 2 * _WIDTH + 1, _WIDTH + 2)   # time (tag, 8 bytes), sequence, has row
+    flag = np.full(n, _FALSE, np.uint8)
+    ok = valid & (length >= head)
+    flag[ok] = data[start[ok] + head[ok] - 1]
+    usual = ~valid | (ok & (data[np.minimum(start, len(data) - 1)] == _INT) & ((seq_tag == _INT) | (seq_tag == _NULL))
+                      & ((flag == _TRUE) | (flag == _FALSE)))
+    if not usual.all():   # values of another shape: decoded one by one (raises for bytes pack cannot make)
+        held = decode_held(values)
+        return pc.if_else(pa.array(held.row), held.jk, pa.nulls(n, pa.binary()))
+    # the bytes after each head: every value's bytes but its head's, in one compress of the buffer
+    # (a key without a row has none after its head)
+    head = np.where(valid, head, 0)
+    first = int(offsets[0])
+    opens, closes = np.zeros((2, int(offsets[-1]) - first + 1), np.int8)
+    opens[start[at] - first] = 1   # (values with state are not empty: their starts differ, and so do their heads' ends)
+    closes[start[at] + head[at] - first] = 1
+    keep = np.cumsum(opens - closes, dtype=np.int8)[:-1] == 0
+    out = np.zeros(n + 1, np.int32)
+    np.cumsum(length - head, out=out[1:])
+    rows = np.ascontiguousarray(data[first:int(offsets[-1])][keep])
+    has_row = flag == _TRUE
+    return pa.Array.from_buffers(pa.binary(), n, [pa.py_buffer(np.packbits(has_row, bitorder="little")),
+                                                   pa.py_buffer(out), pa.py_buffer(rows)])

@@ -52,7 +52,7 @@ from streamjoin.statestore.base import Store
 from streamjoin.statestore.codecs import pack, unpack
 from streamjoin.statestore.columns import ColumnWrite, binary_suffixes
 from streamjoin.statestore.keysort import group_ids, index_in, sort_order
-from streamjoin.table.held import decode_held
+from streamjoin.table.held import held_rows
 from streamjoin.table.spec import FRESH, TableSide
 from streamjoin.table.state import HELD, SIDE
 
@@ -297,8 +297,7 @@ class JoinStep:
             values = found.slice(at, len(keys))
             at += len(keys)
             if name in self.rows_in:   # a key step's values: its head, then the row where it holds one
-                held = decode_held(values)
-                values = pc.if_else(pa.array(held.row), held.jk, pa.nulls(len(values), pa.binary()))
+                values = held_rows(values)
             hit_mask = values.is_valid()
             hit = hit_mask.to_numpy(zero_copy_only=False)
             parts = [(gid[hit], pks.filter(hit_mask), values.filter(hit_mask), keys.filter(hit_mask))]
