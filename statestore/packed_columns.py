@@ -72,9 +72,9 @@ def pack_array(columns: Sequence[pa.Array | pa.ChunkedArray], length: int) -> pa
 
     One concatenation of as few pieces as the columns allow: the ``pack`` bytes of fixed-width
     columns without nulls, and the constant bytes around them (a string's tag and terminator),
-    as one matrix per run; a string or binary column without nulls as its values (escaped only
-    if one holds a zero byte) between constants; any other column as :func:`_pack_column`
-    encodes it."""
+    as one matrix per run (a column of nulls only is a constant); a string or binary column
+    without nulls as its values (escaped only if one holds a zero byte) between constants; any
+    other column as :func:`_pack_column` encodes it."""
     if not columns:
         return pa.array([b""] * length, pa.binary())
     pieces: list[list[pa.Array | bytes] | pa.Array] = []   # a run of fixed-width parts, or values
@@ -91,6 +91,9 @@ def pack_array(columns: Sequence[pa.Array | pa.ChunkedArray], length: int) -> pa
         column = c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c
         if _fixed_width(column):
             add(column, True)
+            continue
+        if length and column.null_count == length:   # every value null: one constant byte (a change's absent sequence)
+            add(_NULL, True)
             continue
         body = _string_body(column)
         if body is None:

@@ -157,6 +157,7 @@ class TableRekey(Operator):
         self._pk_at = [row.index(k) for k in changes.key]
         self._on_at = [row.index(k) for k in self.side.on]
         self._width = len(row)
+        self._on_is_key = list(self.side.key) == list(self.side.on)
         self.by_join_key = bool(by_join_key)
         self.immutable, self.before_images = bool(immutable), bool(before_images)
         if (self.immutable or self.before_images) and not self.by_join_key:
@@ -378,7 +379,9 @@ class TableRekey(Operator):
         runs = np.flatnonzero(last >= starts)
         lasts = last[runs]
         has_rows = ops[lasts] == UPSERT
-        jks = self.codec.encode_array(keyed.take(pa.array(lasts, pa.int64())), self.side.on)
+        # (a side keyed by its join key column for column: the join key's bytes are the primary key's)
+        jks = pks.take(pa.array(runs, pa.int64())) if self._on_is_key else \
+            self.codec.encode_array(keyed.take(pa.array(lasts, pa.int64())), self.side.on)
         # a row held before leaves its old join key, unless it is upserted at the same one (nulls equal nulls);
         # a key that holds its row holds it at its own join key, the primary key's bytes (its value's tail is the row)
         held_jk = pks.take(pa.array(runs, pa.int64())) if self.holds_rows else stored.jk.take(pa.array(runs, pa.int64()))
