@@ -94,8 +94,7 @@ def held_rows(values: pa.Array) -> pa.Array:
     """The rows a key step holds after its heads (``TableRekey(holds_rows=True)``) of ``values``
     (a binary array as ``Store.multi_get_column`` returns it; null: no state): each value's bytes
     after ``pack(change time, sequence, has row)``, null where there is no state or no row. The
-    head's length is read from its tags, and the rows are the values' buffer without the heads'
-    bytes (one compress), with no gather per byte."""
+    head's length is read from its tags, and the head cut off in Arrow."""
     values = values.cast(pa.binary())
     n = len(values)
     if not n or values.null_count == n:
@@ -116,17 +115,12 @@ def held_rows(values: pa.Array) -> pa.Array:
     if not usual.all():   # values of another shape: decoded one by one (raises for bytes pack cannot make)
         held = decode_held(values)
         return pc.if_else(pa.array(held.row), held.jk, pa.nulls(n, pa.binary()))
-    # the bytes after each head: every value's bytes but its head's, in one compress of the buffer
-    # (a key without a row has none after its head)
-    head = np.where(valid, head, 0)
-    first = int(offsets[0])
-    opens, closes = np.zeros((2, int(offsets[-1]) - first + 1), np.int8)
-    opens[start[at] - first] = 1   # (values with state are not empty: their starts differ, and so do their heads' ends)
-    closes[start[at] + head[at] - first] = 1
-    keep = np.cumsum(opens - closes, dtype=np.int8)[:-1] == 0
-    out = np.zeros(n + 1, np.int32)
-    np.cumsum(length - head, out=out[1:])
-    rows = np.ascontiguousarray(data[first:int(offsets[-1])][keep])
-    has_row = flag == _TRUE
-    return pa.Array.from_buffers(pa.binary(), n, [pa.py_buffer(np.packbits(has_row, bitorder="little")),
-                                                   pa.py_buffer(out), pa.py_buffer(rows)])
+    # the bytes after each head: the head cut off in Arrow, once per head length (a sequence or none)
+    sequenced = seq_tag == _INT
+    lengths = [length for length, some in ((_WIDTH + 2, not sequenced[valid].all()), (2 * _WIDTH + 1, sequenced.any()))
+               if some]
+    tails = pc.binary_replace_slice(values, 0, lengths[0], b"")
+    if len(lengths) > 1:
+        longer = pc.binary_replace_slice(values, 0, lengths[1], b"")
+        tails = pc.if_else(pa.array(sequenced), longer, tails)
+    return pc.if_else(pa.array(flag == _TRUE), tails, pa.nulls(n, pa.binary()))
