@@ -271,39 +271,39 @@ GOALS: tuple[Goal, ...] = (
          Cell("input changes/s", _TABLE),
          "streamjoin bench table --stores arranged --floor",
          memory=Cell("worker RSS MB", _TABLE),
-         reason="136,091 input changes/s, the median of 3 runs (`--repeat 3`, 2026-12-03 13:30, load 0.0 as it "
-                "started and 2.7 as it ended, nothing else running; 14.7 s of change micro-batches, runs 16.6, 13.8 "
-                "and 14.7 s). The same command that morning gave 139,451 with the code before step 26; alternated "
-                "in the hour of this figure (`streamjoin bench compare --repeat 3 --fields \"changes s,input "
-                "changes/s,worker CPU s,JVM CPU s,worker RSS MB\" 67e5842 table --stores arranged --no-spark`, load "
-                "1.7-3.0) step 26 gave 1.07x the input changes/s (121,234 against 113,347), 0.86x the workers' CPU "
-                "and 0.94x their peak memory: the machine was slower that hour, and the figure moves by a tenth "
-                "between runs and hours. `--floor`, the same streaming query with the join's two exchanges and two "
-                "mapInArrow stages passing rows through (no join, no state), moved 347,524 in the same runs "
-                "(352,051 that morning), so the goal is 0.43 of the floor and the arranged store is at 0.39. "
-                "Spark's JVM used 14.4 CPU s and the Python workers 21.1 in the arranged runs (the floor's 11.3 and "
-                "0.68), on 2 cores; the workers' peak was 734 MB resident (645 anonymous). In process the change "
-                "versions spend about two thirds of their time in the join step's reads and Arrow work, spread "
-                "over some forty operations of a few per cent each, and the rest in commits: the merges that "
-                "rewrite a base (two versions in ten) and the snapshot every ten versions, which replaces a merge "
-                "(step 19). Step 26 cut work per change (no read of a row its key stage knows is new, rows encoded "
-                "and decoded in fewer passes, keys sorted and matched by codes); merges that carry the values "
-                "(step 22), merging later, keeping more stores warm, keeping freed memory in the allocator, the "
-                "merges and snapshots moved to the time a store waits (step 24) and the partitions' snapshots "
-                "staggered over the interval (step 25: the micro-batches even out, their sum does not move, "
-                "because the two cores are busy, not waiting) were tried and did not pay "
-                "(docs/design/runtime.md, arranged state, steps 14 and 16-26)"),
+         reason="123,244 input changes/s, the median of 3 runs (`--repeat 3`, 2026-12-03 17:49, load 1.9 as it "
+                "started and 2.3-2.7 during the runs, nothing else running; 16.2 s of change micro-batches, runs "
+                "16.2, 17.2 and 15.4 s). The machine was slower that hour than in the morning's runs of the same "
+                "command, for every variant: `--floor`, the same streaming query with the join's two exchanges and "
+                "two mapInArrow stages passing rows through (no join, no state), moved 277,855 (7.2 s) against "
+                "347,524 that morning, and Spark's recompute took 57.5 s against 42.3 s. Against the floor the "
+                "arranged store went from 0.39 (136,091 that morning, before design step 28) to 0.44, and the goal "
+                "is 0.43-0.54 of the floor. Alternated against the main before step 28 (`streamjoin bench compare "
+                "--repeat 3 --fields \"changes s,input changes/s,worker CPU s,JVM CPU s,worker RSS MB\" 1977152 "
+                "table --stores arranged --no-spark`, load 1.1-3.4) it gave 1.05x the input changes/s (100,125 "
+                "against 95,333), 0.92x the workers' CPU and 0.95x their peak memory: the customers' key step "
+                "holds their rows, one state entry a key instead of two. Spark's JVM used 17.7 CPU s and the "
+                "Python workers 20.8 in the arranged runs (the floor's 14.0 and 0.86), on 2 cores; the workers' "
+                "peak was 644 MB resident (561 anonymous). In process the change versions spend about two thirds "
+                "of their time in the join step's reads and Arrow work, spread over some forty operations of a "
+                "few per cent each, and the rest in commits: the merges that rewrite a base and the snapshot "
+                "every ten versions. Merges that carry the values (step 22), merging later, keeping more stores "
+                "warm, keeping freed memory in the allocator, the merges and snapshots moved to the time a store "
+                "waits (step 24), the partitions' snapshots staggered over the interval (step 25) and merging "
+                "only at snapshots (step 27) were tried and did not pay (docs/design/runtime.md, arranged state, "
+                "steps 14 and 16-28)"),
     Goal("table", "speed vs recomputing the view each micro-batch, 200,000-change micro-batches", 5.0, "x",
          Cell("recompute s / s", _TABLE),
          "streamjoin bench table --stores arranged --floor",
          memory=Cell("worker RSS MB", _TABLE),
-         reason="Spark's pass-through floor of the join's plan (`--floor`) is 7.36x the recompute in the runs of "
-                "this figure (medians of 3, 2026-12-03 13:30, load 0.0 as they started and 2.7 as they ended; "
-                "7.81x that morning), so the goal is within Spark's reach; streamjoin-arranged was 2.88x there "
-                "(3.09x that morning, before step 26, whose alternated compare gave 1.07x): its change "
-                "micro-batches took 14.7 s against the recompute's 42.3 s and must take 8.5 s, which leaves the "
-                "join's Python work about 2.7 s of the two cores beyond the floor's 5.75 s; the workers used 21.1 "
-                "CPU s in these runs (docs/design/runtime.md, arranged state, steps 16-26)"),
+         reason="Spark's pass-through floor of the join's plan (`--floor`) is 7.98x the recompute in the runs of "
+                "this figure (medians of 3, 2026-12-03 17:49, load 1.9 as they started and 2.3-2.7 during them; "
+                "7.36x and 7.81x in the morning's runs), so the goal is within Spark's reach; streamjoin-arranged "
+                "was 3.54x there (2.88x that morning, before design step 28, which alternated gave 1.05x the input "
+                "changes/s; the recompute was also slower that hour, 57.5 s against 42.3 s): its change "
+                "micro-batches took 16.2 s against the recompute's 57.5 s and must take 11.5 s, which leaves the "
+                "join's Python work about 4.3 s of the two cores beyond the floor's 7.2 s; the workers used 20.8 "
+                "CPU s in these runs (docs/design/runtime.md, arranged state, steps 16-28)"),
     Goal("view", "a three-table view's change micro-batches vs its first join's alone on the same changes, in "
          "Spark, 200,000-change micro-batches", 1.5, "x", Each("s / two tables' s", "variant", _VIEW),
          "streamjoin bench view --store arranged --spark", at_most=True,

@@ -201,7 +201,8 @@ class JoinStep:
         delete, fresh = ops == DELETE, ops == FRESH
         rows = self._upserted_rows(side, table, delete)
         self.input_rows[side.name] = rows
-        jks, pks = codec.encode_array(keyed, side.on), codec.encode_array(keyed, side.key)
+        jks = codec.encode_array(keyed, side.on)
+        pks = jks if list(side.key) == list(side.on) else codec.encode_array(keyed, side.key)   # (the same bytes)
         null = reduce(np.logical_or, [table.column(c).is_null().to_numpy(zero_copy_only=False) for c in side.on],
                       np.zeros(table.num_rows, bool))
         times = table.column(TIME).fill_null(_NO_TIME).to_numpy()
