@@ -395,17 +395,20 @@ GOALS: tuple[Goal, ...] = (
                 "own micro-batches take at the moment more than the join (not profiled further)"),
     Goal("store-time", "state-store time per input row, amortised, every join", 1.0, " us",
          Each("store us/row", "variant", "streamjoin-arranged, "), "streamjoin bench store-time", at_most=True,
-         reason="in the run of this figure (2026-12-03 13:47, load 0.2 as it started, nothing else running) the "
-                "arranged store took 0.74 us a row in the interval join, 0.64 in the enrichment and 1.81 in the "
-                "table-table join (a run a minute before: 0.97, 0.64 and 1.79). Alternated against the main before "
-                "step 26 (`streamjoin bench compare --repeat 3 --fields \"store us/row,task s\" 67e5842 store-time`, "
-                "load 0.1-0.6): the table join 2.05 -> 1.69 us (0.82x, every pair: the join stage no longer reads "
-                "the rows its key stage knows are new, and the writes and the changelog's merges sort their keys "
-                "by codes), the enrichment 0.87x, the interval 0.97x (docs/design/runtime.md, arranged state, step "
-                "26). Earlier that day 0.75, 0.69 and 2.02 us; on 2026-12-01 0.79, 0.83 and 2.28 us; on 2026-11-30 0.64-0.73, 0.47-0.48 and "
-                "2.09-2.21 (and 2.36, 1.46 and 6.07 when the machine was slower): the figure varies with the "
-                "machine's speed and the load. Most of the interval and enrichment joins' store time is the "
-                "changelog's file writes, and on the arranged store the run file and manifest each version adds; "
-                "the table-table join's is its reads (byte keys searched a layer at a time) and the merges into a "
-                "new base (docs/design/runtime.md, arranged state)"),
+         reason="in the run of this figure (2026-12-03 17:54, load 0.6 as it started, nothing else running) the "
+                "arranged store took 1.13 us a row in the interval join, 0.90 in the enrichment and 1.98 in the "
+                "table-table join (a run a minute before: 1.27, 0.88 and 1.79), on a machine slower that hour than "
+                "in the morning's runs (13:47: 0.74, 0.64 and 1.81 us, before design step 28; the interval and "
+                "enrichment joins' code did not change since). Alternated against the main before step 28 "
+                "(`streamjoin bench compare --repeat 3 --fields \"store us/row,task s\" 1977152 store-time --joins "
+                "table`, load 2.3-2.9): the table join 2.32 -> 2.03 us (0.87x: a side keyed by its join key keeps "
+                "one state entry a key, docs/design/runtime.md, arranged state, step 28). Before it, step 26 gave "
+                "the table join 0.82x, the enrichment 0.87x and the interval 0.97x (`streamjoin bench compare "
+                "--repeat 3 --fields \"store us/row,task s\" 67e5842 store-time`, load 0.1-0.6). On 2026-12-01 "
+                "0.79, 0.83 and 2.28 us; on 2026-11-30 0.64-0.73, 0.47-0.48 and 2.09-2.21 (and 2.36, 1.46 and 6.07 "
+                "when the machine was slower): the figure varies with the machine's speed and the load. Most of "
+                "the interval and enrichment joins' store time is the changelog's file writes, and on the arranged "
+                "store the run file and manifest each version adds; the table-table join's is its reads (byte keys "
+                "searched a layer at a time) and the merges into a new base (docs/design/runtime.md, arranged "
+                "state)"),
 )
