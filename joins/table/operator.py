@@ -94,6 +94,9 @@ class TableTableJoin:
                                 ("right_immutable_join_key", right_immutable_join_key)):
             if not isinstance(value, bool):
                 raise JoinDefinitionError(f"{argument} must be True or False, not {value!r}")
+        for argument, sides in (("kept_key_stages", kept_key_stages), ("rows_apart", rows_apart)):
+            if isinstance(sides, str) or not set(sides) <= set(SIDES):
+                raise JoinDefinitionError(f"{argument} names sides of the join, some of {list(SIDES)}, not {sides!r}")
         immutable = {"left": left_immutable_join_key, "right": right_immutable_join_key}
         left_fmt = detect_format("left", left_schema, left_key, left_time, left_changes)
         right_fmt = detect_format("right", right_schema, right_key, right_time, right_changes)

@@ -200,3 +200,10 @@ def test_table_join_checkpoint_keeps_its_rows_apart_from_its_keys(tmp_path):
     with pytest.raises(CheckpointMismatchError, match="holds_rows"):
         PlanRunner(join().plan, ck, partitions=2)
     assert TableTableJoin.recorded_rows_apart(str(tmp_path / "new")) == frozenset()
+
+
+def test_table_join_refuses_rows_apart_of_no_side():
+    for bad in ("right", {"middle"}):
+        with pytest.raises(JoinDefinitionError, match=r"rows_apart names sides of the join, some of \['left', 'right'\]"):
+            TableTableJoin(ORDERS, CUSTOMERS, "customer_id", left_key="order_id", right_key="customer_id",
+                           left_time="at", right_time="at", fuse_key_stages=True, rows_apart=bad)
