@@ -369,7 +369,9 @@ class TableRekey(Operator):
         (expiry-index entries a change moves), and the input rows set aside because they would
         move a row to another join key (``immutable`` only)."""
         starts = np.array(self._starts(changes), np.int64)
-        keyed = normal_keys(changes, [*self.side.key, *self.side.on])   # the routed rows keep their own values
+        # (the key columns alone: the routed rows keep their own values)
+        keyed = normal_keys(changes.select(list(dict.fromkeys([*self.side.key, *self.side.on]))),
+                            [*self.side.key, *self.side.on])
         pks = self.codec.encode_array(keyed.take(pa.array(starts, pa.int64())), self.side.key)
         keys = self._keys.key_column(pks)
         stored = decode_held(state.multi_get_column(keys))
