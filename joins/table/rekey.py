@@ -163,7 +163,7 @@ class TableRekey(Operator):
         if (self.immutable or self.before_images) and not self.by_join_key:
             raise ValueError("a key stage with immutable or before_images is routed by join key (by_join_key)")
         self.holds_rows = bool(holds_rows)
-        if self.holds_rows and (self.by_join_key or not area_prefix or list(self.side.key) != list(self.side.on)):
+        if self.holds_rows and (self.by_join_key or not area_prefix or not self._on_is_key):
             raise ValueError("a key stage that holds rows is fused (area_prefix), keyed by its join key column for "
                              "column and not routed by join key")
         if self.before_images and not carries_pre_images(changes):
@@ -386,7 +386,7 @@ class TableRekey(Operator):
             self.codec.encode_array(keyed.take(pa.array(lasts, pa.int64())), self.side.on)
         # a row held before leaves its old join key, unless it is upserted at the same one (nulls equal nulls);
         # a key that holds its row holds it at its own join key, the primary key's bytes (its value's tail is the row)
-        held_jk = pks.take(pa.array(runs, pa.int64())) if self.holds_rows else stored.jk.take(pa.array(runs, pa.int64()))
+        held_jk = jks if self.holds_rows else stored.jk.take(pa.array(runs, pa.int64()))
         same = pc.fill_null(pc.equal(held_jk, jks), False).to_numpy(zero_copy_only=False)
         moved = np.zeros(0, np.int64)
         if self.immutable:
