@@ -31,6 +31,8 @@ _NULL, _TRUE, _FALSE = pack(None), pack(True), pack(False)
 _INT_TAG, _FLOAT_TAG, _BYTES_TAG, _STR_TAG = pack(0)[:1], pack(0.0)[:1], pack(b"")[:1], pack("")[:1]
 _TERMINATOR = pack(b"")[1:]
 _SIGN = np.uint64(1 << 63)
+#: The bytes searched at a time for the end of a string or bytes value (most are shorter).
+_WINDOW = 16
 #: The first byte of ``pack`` of each kind of value.
 TAG = {"null": _NULL[0], "true": _TRUE[0], "false": _FALSE[0], "int": _INT_TAG[0], "float": _FLOAT_TAG[0],
        "bytes": _BYTES_TAG[0], "str": _STR_TAG[0]}
@@ -54,8 +56,18 @@ def padded_bytes(data: Sequence[bytes] | pa.Array, pad: int) -> tuple[np.ndarray
 
 def decode_ints(buf: np.ndarray, at: np.ndarray) -> np.ndarray:
     """The integers whose eight ``pack`` bytes (after the tag) start at ``at`` in ``buf``."""
-    bits = buf[at[:, None] + np.arange(8)].view(">u8").reshape(len(at)).astype(np.uint64)
-    return (bits ^ _SIGN).view(np.int64)
+    return (_words(buf)[at] ^ _SIGN).view(np.int64)
+
+
+def _words(buf: np.ndarray) -> np.ndarray:
+    """``buf`` (contiguous uint8) seen as the big-endian eight-byte word starting at each of its
+    positions but the last seven (a view: indexing it gathers the words without an index per byte)."""
+    return np.ndarray((max(len(buf) - 7, 0),), np.dtype(">u8"), buf, 0, (1,))
+
+
+def _windows(buf: np.ndarray, width: int) -> np.ndarray:
+    """``buf`` seen as the ``width`` bytes starting at each of its positions (a view)."""
+    return np.lib.stride_tricks.as_strided(buf, (max(len(buf) - width + 1, 0), width), (1, 1), writeable=False)
 
 
 # -- column-wise pack --------------------------------------------------------------------------
@@ -217,9 +229,7 @@ def unpack_columns(data: Sequence[bytes] | pa.Array, physical: Sequence[pa.DataT
     numpy; None when some bytes are not rows of those types (the caller decodes them row-wise,
     which raises the error)."""
     n = len(data)
-    buf, offsets = padded_bytes(data, 2 * INT_WIDTH)
-    size = int(offsets[-1])
-    pairs = np.flatnonzero((buf[:size - 1] == 0) & (buf[1:size] == 0)) if size > 1 else np.zeros(0, np.int64)
+    buf, offsets = padded_bytes(data, max(2 * INT_WIDTH, _WINDOW + 1))
     pos, ends = offsets[:-1].copy(), offsets[1:]
     columns = []
     try:
@@ -228,7 +238,7 @@ def unpack_columns(data: Sequence[bytes] | pa.Array, physical: Sequence[pa.DataT
                 raise _Unpackable
             tag = buf[pos]
             null = tag == TAG["null"]
-            columns.append(_unpack_column(kind, buf, pairs, pos, tag, null))
+            columns.append(_unpack_column(kind, buf, pos, tag, null))
         if np.any(pos != ends):
             raise _Unpackable
     except _Unpackable:
@@ -251,7 +261,26 @@ def _has_zero(values: pa.Array) -> bool:
     return end > start and np.frombuffer(values.buffers()[2], np.uint8, end - start, start).min() == 0
 
 
-def _unpack_column(kind: pa.DataType, buf: np.ndarray, pairs: np.ndarray, pos: np.ndarray, tag: np.ndarray,
+def _terminators(buf: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """Where the first terminator (two zero bytes) at or after each of ``start`` begins in ``buf``
+    (``pack``'s string and bytes values end with it; a zero byte inside one is escaped): searched a
+    window of :data:`_WINDOW` bytes at a time, each value's own bytes only."""
+    stop = np.empty(len(start), np.int64)
+    todo, at = np.arange(len(start)), start
+    windows = _windows(buf, _WINDOW + 1)
+    while len(todo):
+        if np.any(at >= len(windows)):
+            raise _Unpackable
+        zero = windows[at] == 0
+        pair = zero[:, :-1] & zero[:, 1:]
+        first = pair.argmax(axis=1)
+        found = pair[np.arange(len(at)), first]
+        stop[todo[found]] = at[found] + first[found]
+        todo, at = todo[~found], at[~found] + _WINDOW
+    return stop
+
+
+def _unpack_column(kind: pa.DataType, buf: np.ndarray, pos: np.ndarray, tag: np.ndarray,
                    null: np.ndarray) -> pa.Array:
     """One column at ``pos`` (advanced past it in place)."""
     n = len(pos)
@@ -271,8 +300,7 @@ def _unpack_column(kind: pa.DataType, buf: np.ndarray, pairs: np.ndarray, pos: n
         floating = pa.types.is_floating(kind)
         if not (null | (tag == TAG["float" if floating else "int"])).all():
             raise _Unpackable
-        body = buf[(pos + 1)[:, None] + np.arange(8)]
-        bits = body.view(">u8").reshape(n).astype(np.uint64)
+        bits = _words(buf)[pos + 1].astype(np.uint64)
         pos += np.where(null, 1, 9)
         if floating:
             negative = (bits & _SIGN) == 0
@@ -288,10 +316,11 @@ def _unpack_column(kind: pa.DataType, buf: np.ndarray, pairs: np.ndarray, pos: n
     if not (null | (tag == TAG["str" if text else "bytes"])).all():
         raise _Unpackable
     start = pos + 1
-    at = np.searchsorted(pairs, start)
-    if np.any(at[~null] >= len(pairs)):
-        raise _Unpackable
-    stop = np.where(null, start, pairs[np.minimum(at, len(pairs) - 1)] if len(pairs) else start)
+    stop = start.copy()
+    if mask is None:
+        stop = _terminators(buf, start)
+    else:
+        stop[~null] = _terminators(buf, start[~null])
     # the rows' bytes read as 2n values, from each value's start to its stop (even) and from its
     # stop to the next one's start (odd): Arrow copies the even ones out (the rows ascend in ``buf``)
     bounds = np.empty(2 * n + 1, np.int64)
