@@ -61,7 +61,12 @@ def index_in(values: pa.Array, value_set: pa.Array) -> np.ndarray:
     if codes is None:
         return pc.index_in(values, value_set=value_set).fill_null(-1).to_numpy().astype(np.int64)
     mine, theirs = codes[:n], codes[n:]
-    order, ordered = _ascending(theirs)   # (a key twice in the set: its first position comes first)
+    order = np.argsort(theirs)
+    ordered = theirs[order]
+    twice = ordered[1:] == ordered[:-1]
+    if bool(twice.any()):   # a key twice in the set: each equal gives the first position of its run
+        new = np.append(True, ~twice)
+        order = np.minimum.reduceat(order, np.flatnonzero(new))[np.cumsum(new) - 1]
     at = np.minimum(np.searchsorted(ordered, mine), m - 1)
     return np.where(ordered[at] == mine, order[at], -1).astype(np.int64, copy=False)
 

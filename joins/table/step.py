@@ -151,6 +151,15 @@ def _source(stored: np.ndarray) -> np.ndarray:
     return -1 - stored.astype(np.int64)
 
 
+def _distinct(values: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` for integers in ``[0, bound)``, counted in one
+    pass instead of sorted: the distinct values ascending, and each value's position among them."""
+    present = np.zeros(bound, bool)
+    present[values] = True
+    rank = np.cumsum(present) - 1
+    return np.flatnonzero(present), rank[values]
+
+
 def _cross(a: np.ndarray, b: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
     """Every pair (i, j) with ``a[i] == b[j]`` (group numbers), as two index arrays."""
     order = np.argsort(b, kind="stable")
@@ -517,9 +526,9 @@ class JoinStep:
         parts = [pa.Table.from_arrays(table.columns, schema=self.codecs[side].schema)]
         at = src.copy()
         if stored.any():
-            rows, inverse = np.unique(-1 - src[stored], return_inverse=True)
+            rows, inverse = _distinct(-1 - src[stored], len(self.stored[side]))
             parts.append(self.codecs[side].decode_table(self.stored[side].take(pa.array(rows, pa.int64()))))
-            at[stored] = table.num_rows + inverse.reshape(-1)
+            at[stored] = table.num_rows + inverse
         at[padded] = 0
         source = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
         take = pa.array(at, pa.int64(), mask=padded)
