@@ -185,7 +185,6 @@ def table_table_join(
         left_delay=left_delay, right_delay=right_delay, fuse_key_stages=fuse_key_stages,
         left_immutable_join_key=left_immutable_join_key, right_immutable_join_key=right_immutable_join_key,
         kept_key_stages=kept, rows_apart=TableTableJoin.recorded_rows_apart(checkpoint),
-        image_keys=TableTableJoin.recorded_image_keys(checkpoint),
     )
     initial = [None if rows is None else bootstrap_changes(rows, df, fmt, argument, expire_rows)
                for rows, df, fmt, argument in ((left_bootstrap, left, left_fmt, "left_bootstrap"),

@@ -17,10 +17,7 @@ A side whose changes carry their pre-images (a view's change stream, the ``strea
 vocabulary: another join's output in a chain) moves rows, but says where from: an update's
 ``update_preimage`` holds the row at its old join key. Read as a delete there, it is routed to
 that join key's partition and retracts the row, while the ``update_postimage`` inserts it at the
-new one; so that side fuses too. Its key step keeps no state (``TableRekey(stateless=True)``): a
-version's changes of a view key say what that key held (:mod:`streamjoin.table.rekey`, *a view's
-change stream without state*), so the stage reads and writes no ``lK`` / ``rK`` entry for it. A
-checkpoint begun before keeps its key entries for such a side (:func:`image_keys_sides`).
+new one; so that side fuses too.
 
 A key step that is not keyed by the join key column for column (:func:`keyed_by_join_key`) runs
 with ``by_join_key`` (:class:`~streamjoin.table.rekey.TableRekey`): a deleted key keeps its join
@@ -91,7 +88,7 @@ if TYPE_CHECKING:
     from streamjoin.runtime.regroup import Ownership
 
 __all__ = ["FusedTableJoinStage", "AREA_PREFIX", "SIDES", "keyed_by_join_key", "direct_side", "fusable",
-           "FusedKeys", "fused_keys", "rows_apart_sides", "image_keys_sides"]
+           "FusedKeys", "fused_keys", "rows_apart_sides"]
 
 SIDES = ("left", "right")
 AREA_PREFIX = KEY_AREA_PREFIX
@@ -126,26 +123,23 @@ class FusedKeys:
     immutable: bool
     before_images: bool
     holds_rows: bool
-    stateless: bool
 
 
 def fused_keys(key: Sequence[str], on: Sequence[str], changes: ChangeFormat, immutable_join_key: bool = False,
-               kept: bool = False, rows_apart: bool = False, image_keys: bool = False) -> FusedKeys | None:
+               kept: bool = False, rows_apart: bool = False) -> FusedKeys | None:
     """How a side's key step runs inside the join stage (None: the side keeps its key stage,
     :func:`fusable`). Keyed by its join key column for column it runs as in a key stage and
     holds the side's rows (unless ``rows_apart``: a checkpoint that keeps them in the join
     stage's area, :func:`rows_apart_sides`); else by join key, setting moves aside when declared
     immutable and reading pre-images as retractions when its rows can move and its changes carry
-    them, without state (unless ``image_keys``: a checkpoint that keeps that side's keys,
-    :func:`image_keys_sides`)."""
+    them."""
     images = carries_pre_images(changes)
     if not fusable(key, on, immutable_join_key, kept, images):
         return None
     routed = not keyed_by_join_key(key, on)
     moves = not set(on) <= set(key)   # a row can change join key
     declared = bool(immutable_join_key) and routed
-    before = images and routed and moves and not declared
-    return FusedKeys(routed, declared, before, not routed and not rows_apart, before and not image_keys)
+    return FusedKeys(routed, declared, images and routed and moves and not declared, not routed and not rows_apart)
 
 
 def rows_apart_sides(definition: Mapping[str, Any] | None) -> frozenset[str]:
@@ -158,16 +152,6 @@ def rows_apart_sides(definition: Mapping[str, Any] | None) -> frozenset[str]:
     return frozenset(name for name in SIDES if f"{name}_keys" in definition
                      and not definition[f"{name}_keys"].get("by_join_key")
                      and not definition[f"{name}_keys"].get("holds_rows"))
-
-
-def image_keys_sides(definition: Mapping[str, Any] | None) -> frozenset[str]:
-    """The sides whose fused key step a fused join stage's recorded ``definition`` (None: none
-    recorded) runs over a view's change stream with state (a checkpoint begun before such a step
-    kept none, streamjoin 0.3's first layout): such a side keeps its key entries."""
-    if not definition or definition.get("kind") != FusedTableJoinStage.kind:
-        return frozenset()
-    return frozenset(name for name in SIDES if definition.get(f"{name}_keys", {}).get("before_images")
-                     and not definition[f"{name}_keys"].get("stateless"))
 
 
 class FusedTableJoinStage(Operator):

@@ -40,15 +40,7 @@ from streamjoin.kit.times import Duration
 from streamjoin.runtime.checkpoint.binding import ROOT, Binding
 from streamjoin.runtime.checkpoint.files import CheckpointFiles
 from streamjoin.runtime.plan import UNRECORDED_STAGES, JoinPlan, Stage, recorded_stages
-from streamjoin.table.fused import (
-    AREA_PREFIX,
-    SIDES,
-    FusedKeys,
-    FusedTableJoinStage,
-    fused_keys,
-    image_keys_sides,
-    rows_apart_sides,
-)
+from streamjoin.table.fused import AREA_PREFIX, SIDES, FusedKeys, FusedTableJoinStage, fused_keys, rows_apart_sides
 from streamjoin.table.rekey import TableRekey
 from streamjoin.table.retention import side_retentions
 from streamjoin.table.spec import How, TableJoinSpec, common_key_types, detect_format, parse_on
@@ -70,7 +62,7 @@ class TableTableJoin:
         retention: Duration | None = None, expire_rows: bool = False,
         left_delay: Duration | None = None, right_delay: Duration | None = None, fuse_key_stages: bool = False,
         left_immutable_join_key: bool = False, right_immutable_join_key: bool = False,
-        kept_key_stages: Collection[str] = (), rows_apart: Collection[str] = (), image_keys: Collection[str] = (),
+        kept_key_stages: Collection[str] = (), rows_apart: Collection[str] = (),
     ) -> None:
         """Validate everything; raise :class:`streamjoin.errors.JoinDefinitionError` saying what to change.
 
@@ -94,10 +86,7 @@ class TableTableJoin:
         (:meth:`recorded_key_stages`); such a side fuses only when declared. A fused side keyed
         by its join key has its rows held by its key step (one state entry a key,
         :mod:`streamjoin.table.fused`), unless it is among ``rows_apart``: the sides whose
-        checkpoint keeps them beside its keys (:meth:`recorded_rows_apart`). A fused side whose
-        changes are a view's change stream keeps no key state (:mod:`streamjoin.table.fused`),
-        unless it is among ``image_keys``: the sides whose checkpoint keeps it
-        (:meth:`recorded_image_keys`).
+        checkpoint keeps them beside its keys (:meth:`recorded_rows_apart`).
         """
         if not isinstance(fuse_key_stages, bool):
             raise JoinDefinitionError(f"fuse_key_stages must be True or False, not {fuse_key_stages!r}")
@@ -105,8 +94,7 @@ class TableTableJoin:
                                 ("right_immutable_join_key", right_immutable_join_key)):
             if not isinstance(value, bool):
                 raise JoinDefinitionError(f"{argument} must be True or False, not {value!r}")
-        for argument, sides in (("kept_key_stages", kept_key_stages), ("rows_apart", rows_apart),
-                                ("image_keys", image_keys)):
+        for argument, sides in (("kept_key_stages", kept_key_stages), ("rows_apart", rows_apart)):
             if isinstance(sides, str) or not set(sides) <= set(SIDES):
                 raise JoinDefinitionError(f"{argument} names sides of the join, some of {list(SIDES)}, not {sides!r}")
         immutable = {"left": left_immutable_join_key, "right": right_immutable_join_key}
@@ -132,7 +120,7 @@ class TableTableJoin:
         for stage in (self.left_stage, self.right_stage):
             name, side = stage.side.name, stage.side
             how_fused = fused_keys(side.key, side.on, side.changes, immutable[name], name in kept_key_stages,
-                                   name in rows_apart, name in image_keys)
+                                   name in rows_apart)
             if fuse_key_stages and how_fused is not None:
                 keyed[name] = key_stage(name, AREA_PREFIX[name], how_fused)
         self.fused = FusedTableJoinStage(self.join_stage, keyed) if keyed else None
@@ -164,15 +152,12 @@ class TableTableJoin:
         """The fused sides whose key step the join's checkpoint records without their rows (a
         checkpoint begun before key steps held them: :func:`streamjoin.table.fused.rows_apart_sides`);
         none for a new checkpoint. Its state keeps that layout."""
-        return rows_apart_sides(_join_definition(checkpoint))
-
-    @staticmethod
-    def recorded_image_keys(checkpoint: str) -> frozenset[str]:
-        """The fused sides over a view's change stream whose key step the join's checkpoint
-        records with state (a checkpoint begun before such a step kept none:
-        :func:`streamjoin.table.fused.image_keys_sides`); none for a new checkpoint. Its state
-        keeps those keys."""
-        return image_keys_sides(_join_definition(checkpoint))
+        files = CheckpointFiles(checkpoint)
+        stages = recorded_stages(files)
+        where = files if stages is None or "" in stages else CheckpointFiles(f"{files.uri.rstrip('/')}/{JOIN}")
+        binding = Binding(where)
+        root = binding.root()
+        return rows_apart_sides(binding.definition(root) if root is not None else None)
 
     @property
     def plan(self) -> JoinPlan:
@@ -221,14 +206,3 @@ class TableTableJoin:
         return (f"TableTableJoin(on=({list(s.left.on)!r}, {list(s.right.on)!r}), left_key={list(s.left.key)!r}, "
                 f"right_key={list(s.right.key)!r}, how={s.how.value!r}, left_changes={s.left.changes!r}, "
                 f"right_changes={s.right.changes!r})")
-
-
-def _join_definition(checkpoint: str) -> dict[str, Any] | None:
-    """The recorded definition of the join stage of the join whose checkpoint is ``checkpoint``
-    (in its folder, or its ``join`` stage's; None: nothing recorded yet)."""
-    files = CheckpointFiles(checkpoint)
-    stages = recorded_stages(files)
-    where = files if stages is None or "" in stages else CheckpointFiles(f"{files.uri.rstrip('/')}/{JOIN}")
-    binding = Binding(where)
-    root = binding.root()
-    return binding.definition(root) if root is not None else None

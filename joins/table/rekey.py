@@ -32,17 +32,6 @@ retention no change is late; with one (:mod:`streamjoin.table.retention`) a chan
 horizon is set aside as late, tombstones (and, with ``expire_rows``, rows: a DELETE at their join
 key) older than it are dropped. A null join key is allowed (the row matches nothing).
 
-**A view's change stream without state** (``stateless``, with ``before_images``): another join's
-output, in the same query or through an exactly-once sink and source, gives each view change
-once, in order, and says with each retraction (a ``delete`` or ``update_preimage``) the row as
-it was, at its join key. The changes of a version then tell what each primary key held in this
-partition before them: a row at the join key of its first change when that is a retraction, else
-none (an insert, or an ``update_postimage`` whose pre-image went to another join key's
-partition). The step reads and writes no state; it collapses each key's changes as above (a
-retraction and an insertion at one join key become one UPSERT, at two join keys a DELETE and a
-FRESH UPSERT). It trusts the stream: a view change delivered twice is applied twice, where the
-stateful step counts the second one as stale.
-
 State, declared as :data:`LAYOUT` (:mod:`streamjoin.runtime.areas`)::
 
     b"K" | pack(primary key)   ->   pack(change time, sequence, has row, *join key)
@@ -108,7 +97,7 @@ _CARRIED = "__sj_carried_time"
 #: The input row each change came from (to set a moved key's changes aside: ``immutable`` only).
 _ROW = "__sj_input_row"
 #: The routing options (flags) a key step records in its definition when set.
-_ROUTING = ("by_join_key", "immutable", "before_images", "holds_rows", "stateless")
+_ROUTING = ("by_join_key", "immutable", "before_images", "holds_rows")
 #: A view's change type that holds a row as it was before an update.
 _PRE_IMAGE = "update_preimage"
 
@@ -130,8 +119,7 @@ class TableRekey(Operator):
     def __init__(self, schema: pa.Schema, changes: ChangeFormat, on: str | Sequence[str], side: str,
                  *, key_types: Sequence[pa.DataType] | None = None, retention: Duration | None = None,
                  expire_rows: bool = False, area_prefix: bytes = b"", by_join_key: bool = False,
-                 immutable: bool = False, before_images: bool = False, holds_rows: bool = False,
-                 stateless: bool = False) -> None:
+                 immutable: bool = False, before_images: bool = False, holds_rows: bool = False) -> None:
         """Validate; raise :class:`JoinDefinitionError` naming the problem. ``key_types``: the
         join's common join-key types (default: the ``on`` columns' own types). ``retention``,
         ``expire_rows``: see :mod:`streamjoin.table.retention` (None: keep every key forever).
@@ -150,9 +138,7 @@ class TableRekey(Operator):
         followed by the join stage's bytes of the row it holds (none for a deleted key); this
         step writes the head, and :class:`streamjoin.table.fused.FusedTableJoinStage` puts the
         join step's row after it (the join stage then holds no row of this side in its own area:
-        :mod:`streamjoin.table.fused`). ``stateless`` (with ``before_images``): the step keeps no
-        state; each primary key's changes of the version say what it held (see module, *a view's
-        change stream without state*)."""
+        :mod:`streamjoin.table.fused`)."""
         self.layout = LAYOUT.prefixed(area_prefix) if area_prefix else LAYOUT
         self._keys, self._expiry = self.layout["keys"], self.layout["expiry"]
         self.side: TableSide = build_side(side, schema, changes, on, key_types)
@@ -180,9 +166,6 @@ class TableRekey(Operator):
         if self.holds_rows and (self.by_join_key or not area_prefix or not self._on_is_key):
             raise ValueError("a key stage that holds rows is fused (area_prefix), keyed by its join key column for "
                              "column and not routed by join key")
-        self.stateless = bool(stateless)
-        if self.stateless and not self.before_images:
-            raise ValueError("a key stage without state (stateless) reads pre-images as retractions (before_images)")
         if self.before_images and not carries_pre_images(changes):
             raise ValueError(f"before_images takes a view's change stream, not {changes.vocabulary.name} changes")
 
@@ -247,7 +230,7 @@ class TableRekey(Operator):
     def load_state(self, rows: Mapping[str, pa.Table], summary: Mapping[str, int], version: int) -> list[KeyValue]:
         """The keys of ``rows["keys"]`` and their expiry-index entries (:mod:`streamjoin.table.load`)."""
         table = rows.get("keys")
-        if table is None or self.stateless:   # (a stateless step's keys are not state: the rows say it)
+        if table is None:
             return []
         return sorted(load.key_entries(self, load.decode_keys(self, table, self._state_label())))
 
@@ -391,8 +374,7 @@ class TableRekey(Operator):
                             [*self.side.key, *self.side.on])
         pks = self.codec.encode_array(keyed.take(pa.array(starts, pa.int64())), self.side.key)
         keys = self._keys.key_column(pks)
-        stored = self._by_images(changes, keyed, starts) if self.stateless else \
-            decode_held(state.multi_get_column(keys))
+        stored = decode_held(state.multi_get_column(keys))
         applied, last, row_before = self._walk(changes, starts, stored)
         ops = changes.column(OP).to_numpy()
         # the keys with an applied change, their last one and whether it leaves a row
@@ -436,8 +418,7 @@ class TableRekey(Operator):
             values = with_jk if self.by_join_key else pc.if_else(row_mask, with_jk, heads)
         at = pa.array(runs, pa.int64())
         run_pks = pks.take(at)
-        write = ColumnWrite(_NO_BYTES, _NO_BYTES, _NO_BYTES) if self.stateless else \
-            ColumnWrite(keys.take(at), values, _NO_BYTES)
+        write = ColumnWrite(keys.take(at), values, _NO_BYTES)
         leaves = np.flatnonzero(stored.row[runs] & ~(has_rows & same))
         leaving = pa.array(leaves, pa.int64())
         carried = changes.column(_CARRIED).take(pa.array(lasts[leaves], pa.int64())).cast(pa.int64()).to_pylist()
@@ -454,16 +435,6 @@ class TableRekey(Operator):
                     indexed.append((index_key(self._expiry, int(times[i]), pk), b""))
             write = write.plus(ColumnWrite.of_lists(indexed))
         return write, upserts, fresh, deletes, gone, moved
-
-    def _by_images(self, changes: pa.Table, keyed: pa.Table, starts: np.ndarray) -> Held:
-        """What each primary key (its run of changes from ``starts``) held before the version, as
-        a stateless step reads it from the changes (see module): a row at the join key of its
-        first change when that is a retraction (a delete or a pre-image), else nothing."""
-        n = len(starts)
-        row = changes.column(OP).to_numpy()[starts] == DELETE
-        jks = self.codec.encode_array(keyed.take(pa.array(starts, pa.int64())), self.side.on)
-        jk = pc.if_else(pa.array(row), jks, pa.nulls(n, pa.binary())) if n else jks
-        return Held(row, np.zeros(n, np.int64), np.zeros(n, bool), np.zeros(n, np.int64), row.copy(), jk)
 
     @staticmethod
     def _walk(changes: pa.Table, starts: np.ndarray, stored: Held) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -253,8 +253,6 @@ class LocalJoins:
                                   kept_key_stages=TableTableJoin.recorded_key_stages(
                                       self._checkpoint_dir(self._name(checkpoint))),
                                   rows_apart=TableTableJoin.recorded_rows_apart(
-                                      self._checkpoint_dir(self._name(checkpoint))),
-                                  image_keys=TableTableJoin.recorded_image_keys(
                                       self._checkpoint_dir(self._name(checkpoint))))
         runner = self._runner(self._name(checkpoint), lambda ck, n, cfg, groups: PlanRunner(
             operator.plan, ck, partitions=n, config=cfg, key_groups=groups), options)

@@ -83,7 +83,6 @@ class ChainCase:
     partitions: tuple[int, int]
     flip: bool = False               # the first view is the second join's right side
     fuse: bool = False               # TableTableJoin(fuse_key_stages=...) of both joins
-    image_keys: bool = False         # the second join keeps the view side's key state (image_keys=...)
     reference: list[ReferenceTable] = field(default_factory=list)
 
     def first(self) -> TableTableJoin:
@@ -96,10 +95,9 @@ class ChainCase:
         if self.flip:
             return TableTableJoin(PRODUCTS, first.output_schema, (["product_id"], ["prod"]), left_key="product_id",
                                   right_key=list(VIEW_KEY), how=self.how[1], left_time="p_at",
-                                  fuse_key_stages=self.fuse, image_keys=("right",) if self.image_keys else ())
+                                  fuse_key_stages=self.fuse)
         return TableTableJoin(first.output_schema, PRODUCTS, (["prod"], ["product_id"]), left_key=list(VIEW_KEY),
-                              right_key="product_id", how=self.how[1], right_time="p_at", fuse_key_stages=self.fuse,
-                              image_keys=("left",) if self.image_keys else ())
+                              right_key="product_id", how=self.how[1], right_time="p_at", fuse_key_stages=self.fuse)
 
     def tables(self, index: int) -> list[pa.Table]:
         out = []
@@ -157,7 +155,7 @@ def chain_cases(draw, *, max_changes: int = 8, max_batches: int = 4, max_partiti
                 batches[at][i].append((pk, kind, second, values if kind == "upsert" else {}))
     how = (draw(st.sampled_from(HOWS)), draw(st.sampled_from(HOWS)))
     partitions = (draw(st.integers(1, max_partitions)), draw(st.integers(1, max_partitions)))
-    return ChainCase(how, batches, partitions, draw(st.booleans()), draw(st.booleans()), draw(st.booleans()))
+    return ChainCase(how, batches, partitions, draw(st.booleans()), draw(st.booleans()))
 
 
 _VIEWS = itertools.count()

@@ -15,8 +15,7 @@ from hypothesis import strategies as st
 
 from streamjoin.changes import ChangeFormat, detect_vocabulary, normalise
 from streamjoin.enrichment.operator import EnrichmentJoin
-from streamjoin.errors import CheckpointMismatchError, JoinDefinitionError
-from streamjoin.runtime.plan_runner import PlanRunner
+from streamjoin.errors import JoinDefinitionError
 from streamjoin.table.operator import TableTableJoin
 from streamjoin.testing.enrichment import reference_as_of
 from tests.examples import scaled
@@ -35,7 +34,7 @@ def check_chain(case: ChainCase, run: ChainRun, disturb=None) -> None:
 @settings(max_examples=scaled(60))
 @given(case=chain_cases())
 def test_table_join_chain_of_three_tables_equals_reference_after_every_batch(case):
-    event(f"how: {case.how}, view on the right: {case.flip}, its key state kept: {case.image_keys}")
+    event(f"how: {case.how}, view on the right: {case.flip}")
     run = ChainRun(case)
     event(f"second join's stages: {list(run.second.plan.names)}")
     try:
@@ -162,42 +161,6 @@ def test_table_join_chain_applies_a_view_change_with_an_older_time_in_version_or
         assert [r["name"] for r in run.views[1].rows().to_pylist()] == ["bob"]
     finally:
         run.close()
-
-
-def test_table_join_view_side_keeps_no_key_entries_unless_its_checkpoint_did(tmp_path):
-    """The second join's side over the first one's change stream is applied from its pre-images
-    without state: its stage holds no ``lK`` entry; a checkpoint begun with that side's keys
-    (``image_keys``) records it, runs on in that layout to the same view, and refuses the other."""
-    from tests.joins.table.test_initial_state import entries_of
-
-    batches = [
-        [_orders((1, 10, "a", 1, "upsert", when(1)), (2, 11, "b", 1, "upsert", when(1))),
-         _customers((10, "ann", "upsert", when(1)), (11, "bob", "upsert", when(1))),
-         _products(("a", "pen", "upsert", when(1)), ("b", "ink", "upsert", when(1)))],
-        [_orders((1, 10, "b", 2, "upsert", when(2)), (2, 11, "b", 1, "delete", when(2))),
-         _customers((10, "al", "upsert", when(2))), _products(("b", "nib", "upsert", when(2)))],
-        [_orders((2, 10, "a", 3, "upsert", when(3))), _customers(), _products()],
-    ]
-    outputs, entries, checkpoints = {}, {}, {}
-    for image_keys in (False, True):
-        case = ChainCase(("inner", "left"), [], (1, 1), fuse=True, image_keys=image_keys)
-        case.tables = lambda i: batches[i]   # type: ignore[method-assign]
-        run = ChainRun(case, runtime=True)
-        try:
-            outputs[image_keys] = [sorted(map(str, run.run(i)[1].to_pylist())) for i in range(len(batches))]
-            checkpoints[image_keys] = checkpoint = run.drivers[1].runner.checkpoint_dir
-            assert TableTableJoin.recorded_image_keys(checkpoint) == ({"left"} if image_keys else frozenset())
-            entries[image_keys] = [key for key, _ in entries_of(checkpoint, 0)]
-            if image_keys:
-                other = ChainCase(("inner", "left"), [], (1, 1), fuse=True).second(case.first())
-                with pytest.raises(CheckpointMismatchError, match="stateless"):
-                    PlanRunner(other.plan, checkpoint, partitions=1)
-        finally:
-            run.close()
-    assert outputs[False] == outputs[True]
-    assert not [key for key in entries[False] if key[:2] == b"lK"]
-    # view keys (order, customer): (1, 10), (2, 11) deleted (a tombstone), (2, 10)
-    assert len([key for key in entries[True] if key[:2] == b"lK"]) == 3
 
 
 EVENTS = pa.schema([("order_id", pa.int64()), ("ts", pa.timestamp("us")), ("n", pa.int64())])
