@@ -532,4 +532,5 @@ class JoinStep:
         at[padded] = 0
         source = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
         take = pa.array(at, pa.int64(), mask=padded)
-        return [column.take(take) for column in source.columns]
+        # (a column of several chunks is put together first: a take of one array is the faster)
+        return [column.combine_chunks().take(take) for column in source.columns]
