@@ -111,11 +111,6 @@ class _View:
         """Per row, its group and view key in one binary value (what identifies a view row)."""
         return pc.binary_join_element_wise(_be64(self.gid), self.key, _EMPTY)
 
-    def take(self, at: np.ndarray) -> "_View":
-        """The view rows at positions ``at``."""
-        indices = pa.array(at, pa.int64())
-        return _View(self.gid[at], self.key.take(indices), self.time[at], self.left_src[at], self.right_src[at])
-
 
 _EMPTY = pa.scalar(b"", pa.binary())
 _PRESENT, _PADDED = pa.scalar(b"\x01", pa.binary()), pa.scalar(b"\x00", pa.binary())
@@ -445,10 +440,10 @@ class JoinStep:
         return StepResult(output, (self._aside("left"), self._aside("right")),
                           writes=ColumnWrite.concat([held, *writes]).sorted(), metrics=dict(self.metrics))
 
-    def _diff(self, old: _View, new: _View) -> pa.Table:
+    def _diff(self, old: _View, new: _View) -> dict[str, np.ndarray]:
         """The minimal changes turning view rows ``old`` into ``new``, sorted by view key then
         ``_seq``: a row gone -> delete (0); a row changed -> update_preimage (0) and
-        update_postimage (1); a new row -> insert (1). Columns: key, seq, type (index into
+        update_postimage (1); a new row -> insert (1). Columns (numpy): seq, type (index into
         ``_TYPES``), group, change time, and left and right row sources (:func:`_source`). A view
         row of both states changed where a side's row bytes differ: rows of one source are the
         same bytes, so only rows of different sources (an upsert against the row it replaced)
@@ -470,14 +465,13 @@ class JoinStep:
         found[now] = True
         fresh = np.flatnonzero(~found)
         parts = [(old, gone, 0, 1), (old, was[~same], 0, 2), (new, now[~same], 1, 3), (new, fresh, 1, 0)]
-        taken = [view.take(at) for view, at, _, _ in parts]
-        table = pa.table({
-            "key": pa.concat_arrays([t.key for t in taken]),
-            "seq": np.concatenate([np.full(len(at), seq, np.int64) for _, at, seq, _ in parts]),
-            "type": np.concatenate([np.full(len(at), kind, np.int64) for _, at, _, kind in parts]),
-            **{name: np.concatenate([getattr(t, name) for t in taken]) for name in ("gid", "time", "left_src", "right_src")},
-        })
-        return table.take(pa.array(sort_order(table.column("key"), then=table.column("seq").to_numpy()), pa.int64()))
+        seq = np.concatenate([np.full(len(at), seq, np.int64) for _, at, seq, _ in parts])
+        keys = pa.concat_arrays([view.key.take(pa.array(at, pa.int64())) for view, at, _, _ in parts])
+        order = sort_order(keys, then=seq)
+        columns = {"seq": seq, "type": np.concatenate([np.full(len(at), kind, np.int64) for _, at, _, kind in parts])}
+        for name in ("gid", "time", "left_src", "right_src"):
+            columns[name] = np.concatenate([getattr(view, name)[at] for view, at, _, _ in parts])
+        return {name: column[order] for name, column in columns.items()}
 
     def _row_bytes(self, side: str, src: np.ndarray) -> pa.Array:
         """The row bytes of ``side`` at sources ``src`` (:func:`_source`; none padded): a row of
@@ -497,23 +491,22 @@ class JoinStep:
 
     # -- output ------------------------------------------------------------------------------------
 
-    def _output(self, out: pa.Table) -> pa.Table:
+    def _output(self, out: dict[str, np.ndarray]) -> pa.Table:
         """The view changes (:meth:`_diff`) as output rows; each distinct row decoded once."""
-        n = out.num_rows
-        arrays = [*self._side_columns("left", out.column("left_src").to_numpy()),
-                  *self._side_columns("right", out.column("right_src").to_numpy()),
-                  _TYPES.take(out.column("type")), pa.array(np.full(n, self.version, np.int64), pa.int64()),
-                  out.column("seq").combine_chunks(), self._change_times(out)]
+        n = len(out["seq"])
+        arrays = [*self._side_columns("left", out["left_src"]), *self._side_columns("right", out["right_src"]),
+                  _TYPES.take(pa.array(out["type"])), pa.array(np.full(n, self.version, np.int64), pa.int64()),
+                  pa.array(out["seq"]), self._change_times(out)]
         return pa.Table.from_arrays(arrays, schema=self.spec.output_schema)
 
-    def _change_times(self, out: pa.Table) -> pa.Array:
+    def _change_times(self, out: dict[str, np.ndarray]) -> pa.Array:
         """The change time of each view change (see module): its own sides' change time, else its
         group's latest (null: a timeless bootstrap row's)."""
         latest = np.full(self.groups, _NO_TIME, np.int64)
         for c in self.changes.values():
             np.maximum.at(latest, c.gid, c.time)
-        time = out.column("time").to_numpy()
-        time = np.where(time == _NO_TIME, latest[out.column("gid").to_numpy()], time)
+        time = out["time"]
+        time = np.where(time == _NO_TIME, latest[out["gid"]], time)
         return pa.array(time, pa.int64(), mask=time == _NO_TIME).cast(pa.timestamp("us", "UTC"))
 
     def _side_columns(self, side: str, src: np.ndarray) -> list[pa.Array]:
