@@ -15,7 +15,9 @@ streaming query's tasks, each store kept open between micro-batches; no Spark ye
 * ``three tables``: both joins, the first one's output of each micro-batch fed to the second
   with that micro-batch's product changes.
 
-Per variant: the change micro-batches' seconds (wall), input changes per second, the ratio of the
+Per variant: the change micro-batches' seconds (wall) and, in process, the CPU seconds they
+used (the process's, every thread's: steadier than the wall time on a machine whose speed
+moves), input changes per second, the ratio of the
 three-table to the two-table seconds (the goal: at most 1.5), the process's peak memory (its
 maximum resident set: both run in this process), and the local stores' bytes per input row (every
 file under the variant's local state directory, over the rows loaded and the changes), and what
@@ -153,15 +155,16 @@ def measure(data: Star, args: argparse.Namespace, three: bool) -> dict[str, Any]
 
         step([load for load, _ in tables])
         ends = bounds(args.changes, args.batches)
-        seconds, made = 0.0, 0
+        seconds, cpu, made = 0.0, 0.0, 0
         for s, e in zip(np.r_[0, ends[:-1]], ends):
-            start = time.perf_counter()
+            start, used = time.perf_counter(), time.process_time()
             made += step([changes.slice(s, e - s) for _, changes in tables])
             seconds += time.perf_counter() - start
+            cpu += time.process_time() - used
         rows = sum(load.num_rows + changes.num_rows for load, changes in tables)
         held = {f"{join}/{stage or 'join'}": _held_bytes(runner, stage) for join, runner in zip(("first", "second"), runners)
                 for stage in runner.runners}
-        return {"seconds": seconds, "changes": args.changes * len(tables), "bytes": _bytes(os.path.join(root, "state")),
+        return {"seconds": seconds, "cpu": cpu, "changes": args.changes * len(tables), "bytes": _bytes(os.path.join(root, "state")),
                 "rows": rows, "held": held, "view changes": made}
     finally:
         from streamjoin.statestore.warm import evict_all
@@ -245,7 +248,7 @@ def spark_variants(data: Star, args: argparse.Namespace) -> dict[str, float]:
 
 
 #: The results table's columns (one row per variant; "-" where a figure does not apply).
-COLUMNS = ("variant", "tables", "changes", "view changes", "change s", "input changes/s", "s / two tables' s",
+COLUMNS = ("variant", "tables", "changes", "view changes", "change s", "CPU s", "input changes/s", "s / two tables' s",
            "recompute s / s", "store B/input row", "held B/input row", "peak RSS MiB")
 
 
@@ -257,7 +260,7 @@ def summary_table(results: dict[str, dict[str, Any]], spark: dict[str, float], a
     two = results["two tables"]["seconds"]
     for name, r in results.items():
         table.add(f"streamjoin-{args.store} {name}", 3 if name == "three tables" else 2, r["changes"],
-                  r["view changes"], r["seconds"], r["changes"] / r["seconds"], r["seconds"] / two, "-", r["bytes"] / r["rows"],
+                  r["view changes"], r["seconds"], r.get("cpu", "-"), r["changes"] / r["seconds"], r["seconds"] / two, "-", r["bytes"] / r["rows"],
                   sum(r["held"].values()) / r["rows"], r["peak"])
     if spark:
         base, recompute = spark["spark two tables"], spark["spark recompute (est.)"]
@@ -265,7 +268,7 @@ def summary_table(results: dict[str, dict[str, Any]], spark: dict[str, float], a
             tables = 2 if name == "spark two tables" else 3
             changes = args.changes * tables
             own = name != "spark recompute (est.)"
-            table.add(name if not own else f"{name}, {args.store}", tables, changes, "-", seconds, changes / seconds,
+            table.add(name if not own else f"{name}, {args.store}", tables, changes, "-", seconds, "-", changes / seconds,
                       seconds / base if own else "-", recompute / seconds if own else 1.0, "-", "-", "-")
     return table
 
@@ -281,7 +284,8 @@ def run(args: argparse.Namespace) -> int:
         results[name] = measure(data, args, three)
         r = results[name]
         r["peak"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"{name}: {r['changes']:,} changes in {r['seconds']:.2f} s ({r['changes'] / r['seconds']:,.0f}/s), "
+        print(f"{name}: {r['changes']:,} changes in {r['seconds']:.2f} s ({r['changes'] / r['seconds']:,.0f}/s; "
+              f"{r['cpu']:.2f} CPU s), "
               f"{r['view changes']:,} view changes, "
               f"store {r['bytes'] / r['rows']:,.0f} bytes per input row, peak memory "
               f"{r['peak']:,.0f} MiB so far", flush=True)

@@ -34,13 +34,14 @@ def test_bench_view_star_references_loaded_products_and_runs_both_variants(capsy
 
 def test_bench_view_summary_table_puts_the_spark_ratios_in_their_rows():
     args = argparse.Namespace(changes=100, store="arranged")
-    run = {"seconds": 2.0, "changes": 200, "bytes": 1000, "rows": 10, "held": {"first/join": 500}, "peak": 100.0,
+    run = {"seconds": 2.0, "cpu": 2.5, "changes": 200, "bytes": 1000, "rows": 10, "held": {"first/join": 500}, "peak": 100.0,
            "view changes": 50}
     table = view.summary_table({"two tables": run, "three tables": {**run, "seconds": 3.0, "changes": 300}},
                                {"spark two tables": 4.0, "spark three tables": 6.0, "spark recompute (est.)": 12.0},
                                args)
     rows = {row["variant"]: row for row in table.as_records()}
     assert rows["streamjoin-arranged three tables"]["s / two tables' s"] == 1.5
+    assert rows["streamjoin-arranged three tables"]["CPU s"] == 2.5 and rows["spark three tables, arranged"]["CPU s"] == "-"
     assert rows["spark three tables, arranged"]["s / two tables' s"] == 1.5
     assert rows["spark three tables, arranged"]["recompute s / s"] == 2.0
     assert rows["spark three tables, arranged"]["input changes/s"] == 50.0
