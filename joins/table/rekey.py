@@ -259,7 +259,10 @@ class TableRekey(Operator):
         if side.changes.vocabulary.ordered_by_sequence:
             at = changes.schema.get_field_index(TIME)
             changes = changes.set_column(at, TIME, pa.array(np.zeros(changes.num_rows, np.int64)))
-        changes, twins, rows_of = self._without_twin_snapshots(parsed.snapshot, parsed.index, keep, changes)
+        kept, at, twins, rows_of = self._without_twin_snapshots(parsed.snapshot, parsed.index, keep, changes)
+        # (the columns the walk reads, in canonical order; the rows themselves are taken once, for the upserts)
+        changes = kept.select(list(dict.fromkeys([*side.key, *side.on, TIME, SEQ, OP, _CARRIED])))
+        changes = changes if _identity(at, kept.num_rows) else changes.take(pa.array(at, pa.int64()))
         if self.immutable:   # (after the canonical sort, whose ties the other columns break: the input row must not)
             changes = changes.append_column(_ROW, pa.array(rows_of, pa.int64()))
         metrics["duplicate_snapshot_rows"] = len(twins)
@@ -276,7 +279,7 @@ class TableRekey(Operator):
             deletes += self._expire(state, horizon, written, gone, metrics)
             gone = [key for key in set(gone) if key not in written]
             write = ColumnWrite(write.put_keys, write.put_values, pa.array(gone, pa.binary()))
-        output = self._output(changes, upserts, fresh, deletes)
+        output = self._output(kept, at[upserts], fresh, deletes)
         metrics["routed_upserts"], metrics["routed_deletes"] = len(upserts), len(deletes)
         return StepResult(output, (aside,), writes=write.sorted(), metrics=dict(metrics))
 
@@ -314,31 +317,31 @@ class TableRekey(Operator):
         return canonical_order(changes, canonical_sort_keys(changes.schema, [*self.side.key, TIME, SEQ, OP]))
 
     def _without_twin_snapshots(self, snapshot: np.ndarray | None, index: np.ndarray, keep: np.ndarray,
-                                changes: pa.Table) -> tuple[pa.Table, np.ndarray, np.ndarray]:
-        """The kept ``changes`` in canonical order without the *twin snapshot rows*, the input rows
-        of those twins, and the input row of each change returned: a twin is a snapshot row (a
+                                changes: pa.Table) -> tuple[pa.Table, np.ndarray, np.ndarray, np.ndarray]:
+        """The kept ``changes`` (as they came), the positions in them of the changes to apply in
+        canonical order (without the *twin snapshot rows*), the input rows of those twins, and the
+        input row of each change to apply: a twin is a snapshot row (a
         bootstrap's) of a key that an earlier snapshot row of this batch has at the same order
         (time and sequence). A table has one row per key, so two are ambiguous: the first in
         canonical order is applied, as a tie between changes is, and each other is set aside
         (:data:`DUPLICATE_REASON`) rather than dropped as stale."""
         kept = changes if keep.all() else changes.filter(pa.array(keep))
-        order = self._canonical_order(kept)
-        at = order.to_numpy()
-        kept = kept if _identity(at) else kept.take(order)
+        at = self._canonical_order(kept).to_numpy().astype(np.int64, copy=False)
         rows_of = index[keep][at]
         if snapshot is None or not snapshot.any() or kept.num_rows < 2:
-            return kept, np.zeros(0, np.int64), rows_of
+            return kept, at, np.zeros(0, np.int64), rows_of
         snap = snapshot[keep][at]
-        starts = np.array(self._starts(kept), np.int64)
-        times = kept.column(TIME).to_numpy()
-        seq = kept.column(SEQ)
+        ordered = kept.select(list(dict.fromkeys([*self.side.key, TIME, SEQ]))).take(pa.array(at, pa.int64()))
+        starts = np.array(self._starts(ordered), np.int64)
+        times = ordered.column(TIME).to_numpy()
+        seq = ordered.column(SEQ)
         has_seq = seq.is_valid().to_numpy(zero_copy_only=False)
         seqs = seq.fill_null(0).to_numpy()
         twin = np.zeros(kept.num_rows, bool)
         twin[1:] = (times[1:] == times[:-1]) & (has_seq[1:] == has_seq[:-1]) & (seqs[1:] == seqs[:-1]) \
             & snap[1:] & snap[:-1]
         twin[starts] = False
-        return kept.filter(pa.array(~twin)), rows_of[twin], rows_of[~twin]
+        return kept, at[~twin], rows_of[twin], rows_of[~twin]
 
     def _starts(self, changes: pa.Table) -> list[int]:
         """Where each primary key's run of changes starts (``changes`` sorted by key); keys are
@@ -487,7 +490,7 @@ class TableRekey(Operator):
 
     def _output(self, changes: pa.Table, upserts: np.ndarray, fresh: np.ndarray,
                 deletes: list[tuple[bytes, bytes, int]]) -> pa.Table:
-        """The routed changes: the upserted rows (taken from ``changes``; ``fresh`` ones as
+        """The routed changes: the upserted rows (``changes`` at positions ``upserts``; ``fresh`` ones as
         :data:`~streamjoin.table.spec.FRESH`), then the deletes; each with its carried change time."""
         schema = self.side.row_schema
         taken = changes if _identity(upserts, changes.num_rows) else changes.take(pa.array(upserts, pa.int64()))
