@@ -56,7 +56,7 @@ def padded_bytes(data: Sequence[bytes] | pa.Array, pad: int) -> tuple[np.ndarray
 
 def decode_ints(buf: np.ndarray, at: np.ndarray) -> np.ndarray:
     """The integers whose eight ``pack`` bytes (after the tag) start at ``at`` in ``buf``."""
-    return (_words(buf)[at] ^ _SIGN).view(np.int64)
+    return (_words(buf)[at].astype(np.uint64) ^ _SIGN).view(np.int64)
 
 
 def _words(buf: np.ndarray) -> np.ndarray:

@@ -465,12 +465,13 @@ class JoinStep:
         found[now] = True
         fresh = np.flatnonzero(~found)
         parts = [(old, gone, 0, 1), (old, was[~same], 0, 2), (new, now[~same], 1, 3), (new, fresh, 1, 0)]
-        seq = np.concatenate([np.full(len(at), seq, np.int64) for _, at, seq, _ in parts])
-        keys = pa.concat_arrays([view.key.take(pa.array(at, pa.int64())) for view, at, _, _ in parts])
-        order = sort_order(keys, then=seq)
-        columns = {"seq": seq, "type": np.concatenate([np.full(len(at), kind, np.int64) for _, at, _, kind in parts])}
+        seqs = np.concatenate([np.full(len(rows), seq, np.int64) for _, rows, seq, _ in parts])
+        keys = pa.concat_arrays([view.key.take(pa.array(rows, pa.int64())) for view, rows, _, _ in parts])
+        order = sort_order(keys, then=seqs)
+        columns = {"seq": seqs,
+                   "type": np.concatenate([np.full(len(rows), kind, np.int64) for _, rows, _, kind in parts])}
         for name in ("gid", "time", "left_src", "right_src"):
-            columns[name] = np.concatenate([getattr(view, name)[at] for view, at, _, _ in parts])
+            columns[name] = np.concatenate([getattr(view, name)[rows] for view, rows, _, _ in parts])
         return {name: column[order] for name, column in columns.items()}
 
     def _row_bytes(self, side: str, src: np.ndarray) -> pa.Array:
