@@ -101,13 +101,11 @@ from streamjoin.statestore.locking import (
     remove_directory,
     retry_locked,
 )
-from streamjoin.statestore.sorted_base import DATA, KEYS, ROWS, BaseWriter, SortedBase, write_keys
+from streamjoin.statestore.sorted_base import DATA, KEYS, BaseWriter, SortedBase, write_keys
 
-__all__ = ["ArrangedStore", "MAX_RUNS", "RUN_SHARE", "GARBAGE_SHARE", "MAX_SEGMENTS", "IDLE_SLACK", "REBASE_SHARE", "HISTORY", "BUDGET_VARIABLE", "CODED_SHARE", "worker_budget"]
+__all__ = ["ArrangedStore", "MAX_RUNS", "RUN_SHARE", "IDLE_SLACK", "REBASE_SHARE", "HISTORY", "BUDGET_VARIABLE", "CODED_SHARE", "worker_budget"]
 
-_FORMAT = "arranged-3"
-#: Manifests of earlier formats this one reads as they are (``arranged-2``: no base refers to its values).
-_READS = (_FORMAT, "arranged-2")
+_FORMAT = "arranged-2"
 #: The environment variable of a Python worker's memory budget for arranged stores.
 BUDGET_VARIABLE = "STREAMJOIN_WORKER_MEMORY"
 _DEFAULT_BUDGET = "1g"
@@ -125,12 +123,6 @@ REBASE_SHARE = 0.25
 #: A store kept open between tasks leaves a due merge to ``ArrangedStore.flush_idle`` until its
 #: runs hold this many times what makes one; a write merges beyond it.
 IDLE_SLACK = 2
-#: A merge writes a base that refers to the old base's values files (see module) while those
-#: files, with the delta's values, hold at most this many times the base's entries; else it
-#: writes every live value again, dropping the dead ones.
-GARBAGE_SHARE = 2
-#: Values files (segments) a base may refer to at most; a merge at this many writes every value again.
-MAX_SEGMENTS = 8
 #: Previous versions a store keeps to return to (``ArrangedStore.roll_back``).
 HISTORY = 2
 #: A base's search codes (``streamjoin.statestore.keycodes``: 8 bytes a key, in memory) may take
@@ -232,9 +224,8 @@ class ArrangedStore(Store):
         if raw is not None:
             try:
                 meta = json.loads(raw)
-                if meta.get("format") not in _READS:
-                    raise ValueError(f"its format is {meta.get('format')!r} where this streamjoin reads "
-                                     f"{' or '.join(map(repr, _READS))}")
+                if meta.get("format") != _FORMAT:
+                    raise ValueError(f"its format is {meta.get('format')!r} where this streamjoin reads {_FORMAT!r}")
                 self._now = _State.parse(meta)
                 self._history = [_State.parse(h) for h in meta["history"]]
                 self._next = int(meta["next"])
@@ -253,10 +244,9 @@ class ArrangedStore(Store):
     def _taken(self, handed: Handover) -> tuple[Layers, int]:
         """The layers a closing store handed over for the current state (its files not checked
         again: the closing store checked or wrote them), and how many entries its runs hold."""
-        base_files, _ = _split(self._now.files)
-        base = SortedBase.empty()
-        if base_files:
-            base = self._base(base_files, check=False)
+        files, base = self._now.files, SortedBase.empty()
+        if files[0][0].startswith("base-"):
+            base = self._base(files[:2], check=False)
             index = handed.codes.bind(base.ekeys) if handed.codes is not None else None
             if index is not None:
                 base = replace(base, made=index)
@@ -282,10 +272,10 @@ class ArrangedStore(Store):
     def _read_state(self, state: _State) -> tuple[Layers, int]:
         """The layers of ``state``'s files (its base mapped, its runs applied into the delta),
         and how many entries its runs hold."""
-        layers, run_entries = Layers(), 0
-        base_files, files = _split(state.files)
-        if base_files:
-            layers = Layers(self._base(base_files, check=True))
+        files, layers, run_entries = state.files, Layers(), 0
+        if files and files[0][0].startswith("base-"):
+            layers = Layers(self._base(files[:2], check=True))
+            files = files[2:]
         pending: list[tuple[pa.Array, pa.Array]] = []   # runs without range deletes, not applied yet
         for name, size, crc in files:
             table = self._read_file(name, size, crc)
@@ -302,20 +292,13 @@ class ArrangedStore(Store):
         return _applied_runs(layers, pending), run_entries
 
     def _base(self, files: Sequence[_File], check: bool) -> SortedBase:
-        """The base of a manifest's base entries, memory-mapped (their sizes and CRCs checked
-        with ``check``): its values file and its keys, or (a base that refers to its values) its
-        segments, in order, then its keys and its row ids."""
-        names = [name for name, _, _ in files]
-        refers = len(names) >= 2 and names[-1].endswith(ROWS)
-        segments = files[:-2] if refers else files[:-1]
-        if (len(names) < 2 or not names[-2 if refers else -1].endswith(KEYS)
-                or not all(name.endswith(DATA) for name, _, _ in segments) or (not refers and len(segments) != 1)):
+        """The base of a manifest's two base entries, memory-mapped (their sizes and CRCs
+        checked with ``check``)."""
+        if len(files) != 2 or not files[0][0].endswith(DATA) or not files[1][0].endswith(KEYS):
             raise StoreCorruptError(corrupt_message(self.path, self.kind, f"its manifest names a base of {list(files)}"))
-        data = [self._mapped(*entry, check) for entry in segments]
-        keys = self._mapped(*files[-2 if refers else -1], check)
-        rows = self._mapped(*files[-1], check) if refers else None
+        data, keys = (self._mapped(*entry, check) for entry in files)
         try:
-            return SortedBase.mapped(keys, data if refers else data[0], self._budget // CODED_SHARE, rows)
+            return SortedBase.mapped(keys, data, self._budget // CODED_SHARE)
         except (ValueError, pa.ArrowInvalid, OSError) as exc:
             raise StoreCorruptError(corrupt_message(self.path, self.kind, f"{files[0][0]} is unreadable: {exc}")) from exc
 
@@ -414,7 +397,7 @@ class ArrangedStore(Store):
         if not entries and version is None:
             return
         files = list(self._now.files)
-        runs = len(_split(files)[1])
+        runs = len(files) - (2 if files and files[0][0].startswith("base-") else 0)
         outgrown = self._outgrown(entries) and not (version is not None and self._rebase_follows)
         if version is not None:
             self._rebase_follows = False   # (the hint holds for one versioned write)
@@ -427,27 +410,14 @@ class ArrangedStore(Store):
                          self._run_entries + entries)
 
     def _merge(self, layers: Layers, version: int | None) -> None:
-        """Commit ``layers`` as a new base (the delta merged into it; ``version`` as in
-        ``_commit``): one that refers to the base's values files and adds the delta's values as
-        one more (``Layers.write_referring_base``) while they hold at most ``GARBAGE_SHARE``
-        times the base's entries and are fewer than ``MAX_SEGMENTS``, else one that holds every
-        live value again in one file (the dead ones dropped)."""
+        """Commit ``layers`` as a new base (the delta merged into it; ``version`` as in ``_commit``)."""
         carried: list[Carried | None] = [None]
-        base = layers.base
-        segments = [entry for entry in _split(self._now.files)[0] if entry[0].endswith(DATA)]
-        refer = (len(base) > 0 and len(segments) < MAX_SEGMENTS
-                 and base.segment_rows + len(layers.delta) <= GARBAGE_SHARE * len(base))
 
         def write(stem: str) -> list[_File]:
-            if refer:
-                files, carried[0] = layers.write_referring_base(self.path, stem, self._sync)
-                return [*segments, *self._sealed(files)]
             files, carried[0] = layers.write_coded_base(self.path, stem, self._sync)
             return self._sealed(files)
 
-        # the merged map's bytes, carried to the new base (a referring base would sum its live values' sizes)
-        nbytes = layers.nbytes if refer else None
-        self._commit_base(version, write, lambda: carried[0], (DATA, KEYS, ROWS) if refer else (DATA, KEYS), nbytes)
+        self._commit_base(version, write, lambda: carried[0])
 
     def _outgrown(self, entries: int, times: float = 1) -> bool:
         """Whether the runs, with a run of ``entries`` more, hold more than ``times`` what makes a
@@ -461,19 +431,17 @@ class ArrangedStore(Store):
         return max(int(base * RUN_SHARE), 4096)
 
     def _commit_base(self, version: int | None, write: Callable[[str], list[_File]],
-                     codes: Callable[[], Carried | None] = lambda: None,
-                     suffixes: tuple[str, ...] = (DATA, KEYS), nbytes: int | None = None) -> None:
-        """Commit a new base, the delta empty: ``write(stem)`` writes its files (``stem`` and
-        ``suffixes``) and returns the base's manifest entries; ``codes()``, after it, the new
-        base's key codes carried through the write (None: none); ``nbytes``, its keys' and
-        values' bytes when known (None: counted when asked for)."""
+                     codes: Callable[[], Carried | None] = lambda: None) -> None:
+        """Commit a new base, the delta empty: ``write(stem)`` writes its two files (``stem`` and
+        the base suffixes) and returns their manifest entries; ``codes()``, after it, the new
+        base's key codes carried through the write (None: none)."""
         stem = self._stem("base")
 
         def make(written: list[str]) -> list[_File]:
-            written.extend(stem + suffix for suffix in suffixes)
+            written.extend(stem + suffix for suffix in (DATA, KEYS))
             return write(stem)
 
-        self._commit(lambda files: self._remapped(files, codes(), nbytes), version, make, 0)
+        self._commit(lambda files: self._remapped(files, codes()), version, make, 0)
 
     def _sealed(self, files: list[_File]) -> list[_File]:
         """``files``, written into the store's directory, handed to the host; their manifest entries."""
@@ -481,16 +449,12 @@ class ArrangedStore(Store):
             self._host.seal(name)
         return files
 
-    def _remapped(self, files: Sequence[_File], codes: Carried | None = None, nbytes: int | None = None) -> Layers:
-        """The layers of a base just written (its files first, mapped, not checked again), with
-        the key codes carried through its merge (``codes``, None: none) and its bytes
-        (``nbytes``, None: counted when asked for)."""
-        base = self._base(_split(files)[0], check=False)
+    def _remapped(self, files: Sequence[_File], codes: Carried | None = None) -> Layers:
+        """The layers of a base just written (its two files first, mapped, not checked again),
+        with the key codes carried through its merge (``codes``, None: none)."""
+        base = self._base(files[:2], check=False)
         made = codes.bind(base.ekeys) if codes is not None else None
-        base = replace(base, made=made) if made is not None else base
-        if nbytes is not None:
-            base.__dict__["nbytes"] = nbytes   # (a cached property)
-        return Layers(base)
+        return Layers(replace(base, made=made) if made is not None else base)
 
     def _write_columns(self, write: ColumnWrite, version: int | None) -> None:
         """``_write`` of columns: the layers and the run are built from them, no list between."""
@@ -736,13 +700,6 @@ class _State:
     def fields(self) -> dict[str, Any]:
         return {"version": self.version, "owner": None if self.owner is None else self.owner.hex(), "tag": self.tag,
                 "files": [list(f) for f in self.files]}
-
-
-def _split(files: Sequence[_File]) -> tuple[Sequence[_File], Sequence[_File]]:
-    """A state's files as its base's (the leading ``base-`` files: none, a values file and its
-    keys, or segments, keys and row ids) and its runs'."""
-    n = next((i for i, (name, _, _) in enumerate(files) if not name.startswith("base-")), len(files))
-    return files[:n], files[n:]
 
 
 def _applied_runs(layers: Layers, runs: Sequence[tuple[pa.Array, pa.Array]]) -> Layers:

@@ -45,7 +45,7 @@ import pyarrow as pa
 from streamjoin.statestore.checksum import crc32
 from streamjoin.statestore.chunks import SourceFile
 from streamjoin.statestore.errors import StoreArgumentError
-from streamjoin.statestore.sorted_base import DATA, KEYS, ROWS, remove_file
+from streamjoin.statestore.sorted_base import DATA, KEYS, remove_file
 
 __all__ = ["FileHost", "DirectoryHost", "LMDBHost", "RocksDBHost", "open_host", "HOSTS", "LMDB_FILE", "LMDB_MAP_SIZE",
            "ROCKSDB_DIR"]
@@ -136,7 +136,7 @@ class DirectoryHost(FileHost):
         remove_file(self._at(name))
 
     def names(self) -> set[str]:
-        return {entry for entry in os.listdir(self._path) if entry.endswith((DATA, KEYS, ROWS)) or entry == MANIFEST + ".new"}
+        return {entry for entry in os.listdir(self._path) if entry.endswith((DATA, KEYS)) or entry == MANIFEST + ".new"}
 
     def read_manifest(self) -> bytes | None:
         try:
@@ -303,7 +303,7 @@ class _DatabaseHost(FileHost):
 
     def names(self) -> set[str]:
         self._check_open()
-        files = {entry for entry in os.listdir(self._path) if entry.endswith((DATA, KEYS, ROWS))}
+        files = {entry for entry in os.listdir(self._path) if entry.endswith((DATA, KEYS))}
         return (self._held() - {MANIFEST}) | files
 
     def read_manifest(self) -> bytes | None:

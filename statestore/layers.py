@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -30,7 +30,7 @@ from streamjoin.statestore.arrangement import (
 )
 from streamjoin.statestore.base import KeyValue
 from streamjoin.statestore.keycodes import CODE_BYTES, Carried
-from streamjoin.statestore.sorted_base import BaseWriter, ReferringWriter, SortedBase
+from streamjoin.statestore.sorted_base import BaseWriter, SortedBase
 
 __all__ = ["Layers", "MERGE_ROWS"]
 
@@ -69,7 +69,7 @@ class Layers:
             return len(d) - d.nulls, d.nbytes - d.null_key_bytes
         live, sizes = self._delta_entries()
         at, in_base = base.find_encoded(d.ekeys)
-        shadowed = int(key_lengths(base.ekeys[at[in_base]]).sum()) + base.value_sizes(at[in_base]) if in_base.any() else 0
+        shadowed = int(key_lengths(base.ekeys[at[in_base]]).sum()) + base.values.sizes(at[in_base]) if in_base.any() else 0
         count = len(base) + int((live & ~in_base).sum()) - int((~live & in_base).sum())
         return count, base.nbytes + int(sizes[live].sum()) - shadowed
 
@@ -159,7 +159,7 @@ class Layers:
         at_b, group_b = _expand(lo_b, hi_b)
         at_d, group_d = _expand(lo_d, hi_d)
         if not len(at_d):
-            return hi_b - lo_b, base.keys_at(at_b).cast(pa.binary()), base.values_at(at_b).cast(pa.binary())
+            return hi_b - lo_b, base.keys_at(at_b).cast(pa.binary()), base.values.take(at_b).cast(pa.binary())
         if not len(at_b):   # a tombstone is of a base key in its group: none here
             return (hi_d - lo_d, decode_keys(d.ekeys[at_d]).cast(pa.binary()),
                     d.log.take(d.rows[at_d]).cast(pa.binary()))
@@ -181,7 +181,7 @@ class Layers:
         group, _ = interleave(slot_d, group_d[live_d], group_b[kept_b])
         # one gather of the values: the base's taken ones first, the delta's after them
         index, _ = interleave(slot_d, len(at_b) + np.flatnonzero(live_d), np.flatnonzero(kept_b))
-        values = pa.concat_arrays([base.values_at(at_b).cast(pa.large_binary()), theirs_values])
+        values = pa.concat_arrays([base.values.take(at_b).cast(pa.large_binary()), theirs_values])
         return (np.bincount(group, minlength=len(lo_b)).astype(np.int64), decode_keys(keys).cast(pa.binary()),
                 values.take(pa.array(index)).cast(pa.binary()))
 
@@ -232,72 +232,6 @@ class Layers:
         kept, added, slots = (np.concatenate([part[i] for part in trace]) for i in range(3))
         return files, index.carried(kept, added, slots)
 
-    def write_referring_base(self, directory: str, stem: str, sync: bool
-                             ) -> tuple[list[tuple[str, int, int]], Carried | None]:
-        """``write_coded_base`` as a base that refers to its values
-        (``streamjoin.statestore.sorted_base.ReferringWriter``): the base's values stay in the
-        old base's segments, the delta's live values go to one new segment after them, and the
-        whole merged map's keys and row ids are written. Returns the new files' manifest entries
-        (the new segment, if any, then the keys and the row ids: the old segments are the
-        caller's) and the carried key codes, as ``write_coded_base``."""
-        index = self.base.made_codes
-        trace: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = \
-            [] if index is not None and self.base.width == self.delta.width else None
-        out = ReferringWriter(directory, stem, sync)
-        try:
-            for keys, rows in self._merged_refs(out.segment, trace):
-                out.add(keys, rows)
-            files = out.finish()
-        except BaseException:
-            out.abort()
-            raise
-        if index is None or not trace:
-            return files, None
-        kept, added, slots = (np.concatenate([part[i] for part in trace]) for i in range(3))
-        return files, index.carried(kept, added, slots)
-
-    def _merged_refs(self, segment: Callable[[pa.Array], None],
-                     trace: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None
-                     ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """The merged map's live entries in key order as ``_merged_chunks`` gives them, but with
-        each value's row id in place of the value: a base entry's as it is, a delta entry's
-        after the base's segments (``segment`` is given the delta's live values first, once, in
-        that order); ``trace`` as for ``_merged_chunks``."""
-        base, d = self.base, self.delta
-        width = max(base.width, d.width)
-        n = len(base)
-        ekeys = d.ekeys
-        theirs = ekeys if d.width == width else widen_keys(ekeys, width)
-        values = d.log.take(d.rows)
-        live = np.asarray(values.is_valid()) if len(ekeys) else np.zeros(0, bool)
-        segment(values.filter(pa.array(live)) if len(ekeys) else values)
-        ids = base.segment_rows + np.cumsum(live) - 1   # (a live entry's row id in the new segment)
-        at, found = base.find_encoded(ekeys) if len(ekeys) else (np.zeros(0, np.int64), np.zeros(0, bool))
-        hidden = at[found]
-        done = 0
-        for first in range(0, max(n, 1), MERGE_ROWS):
-            stop = min(first + MERGE_ROWS, n)
-            d_lo = int(np.searchsorted(at, first, "left"))
-            d_hi = len(ekeys) if stop >= n else int(np.searchsorted(at, stop, "left"))
-            keep = np.ones(stop - first, bool)
-            keep[hidden[(hidden >= first) & (hidden < stop)] - first] = False
-            positions = np.arange(first, stop)[keep]
-            chosen = d_lo + np.flatnonzero(live[d_lo:d_hi])
-            mine = base.ekeys[positions]
-            if base.width != width:
-                mine = widen_keys(mine, width)
-            if not len(mine) + len(chosen):
-                continue
-            before = np.zeros(stop - first + 1, np.int64)
-            np.cumsum(keep, out=before[1:])
-            slots = before[at[chosen] - first] + np.arange(len(chosen))
-            keys, _ = interleave(slots, theirs[chosen], mine)
-            rows, _ = interleave(slots, ids[chosen], base.value_rows(positions))
-            if trace is not None:
-                trace.append((positions, theirs[chosen], done + slots))
-            done += len(keys)
-            yield keys, rows
-
     def columns(self, start: bytes | None, end: bytes | None) -> Iterator[tuple[pa.Array, pa.Array]]:
         """The entries of ``[start, end)`` (None: unbounded) in key order as ``(keys, values)``
         binary chunks, a chunk of the base at a time with the delta's entries among it. A whole
@@ -342,7 +276,7 @@ class Layers:
                 if trace is not None:
                     trace.append((positions, theirs[:0], np.zeros(0, np.int64)))
                 done += stop - first
-                yield base.ekeys[first:stop], base.values_slice(first, stop - first)
+                yield base.ekeys[first:stop], base.values.slice(first, stop - first)
                 continue
             mine = base.ekeys[positions]
             if base.width != width:
@@ -356,18 +290,13 @@ class Layers:
             np.cumsum(keep, out=before[1:])
             slots = before[at[chosen] - first] + np.arange(len(chosen))
             keys, _ = interleave(slots, theirs[chosen], mine)
-            if trace is not None:
-                trace.append((positions, theirs[chosen], done + slots))
-            done += total
-            if base.rows is not None:   # one gather from the base's segments and the delta's values after them
-                log = base.values.appended(values.slice(d_lo, d_hi - d_lo))
-                ids, _ = interleave(slots, len(base.values) + (chosen - d_lo), base.rows[positions])
-                yield keys, log.take(ids)
-                continue
             # one gather of the values: the chunk's base values (the hidden ones among them
             # skipped) and the delta's after them
             index, _ = interleave(slots, (stop - first) + (chosen - d_lo), positions - first)
-            both = pa.concat_arrays([base.values_slice(first, stop - first), values.slice(d_lo, d_hi - d_lo)])
+            both = pa.concat_arrays([base.values.slice(first, stop - first), values.slice(d_lo, d_hi - d_lo)])
+            if trace is not None:
+                trace.append((positions, theirs[chosen], done + slots))
+            done += total
             yield keys, both.take(pa.array(index))
 
 

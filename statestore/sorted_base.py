@@ -1,4 +1,4 @@
-"""A sorted base: the bulk of an arranged store, read through a memory map from immutable files.
+"""A sorted base: the bulk of an arranged store, read through a memory map from two immutable files.
 
 * ``<stem>.keys``: the base's keys in the arrangement's fixed-width form
   (``streamjoin.statestore.arrangement``), sorted, back to back: a numpy ``S`` array over the
@@ -6,13 +6,6 @@
 * ``<stem>.arrow``: an Arrow IPC file of one ``value`` column (``large_binary``), the value of the
   key at the same position, in record batches (the key form's size is the key file's size over
   the number of values).
-
-A base may instead *refer* to its values (``ReferringWriter``): its ``<stem>.rows`` file holds,
-per key position, the row id of its value among the values of several such files (*segments*:
-earlier bases' values files and the new values of the merge that wrote it), taken in order. A
-merge then writes the keys and row ids of the whole base but only the values the changes since
-the last base brought, instead of every value again; the segments' dead values are dropped when
-a merge rewrites every value (``streamjoin.statestore.arranged``, ``GARBAGE_SHARE``).
 
 Nothing of a base is read into the process's own memory when it opens: the operating system
 pages the files in as probes touch them and can drop the pages again, so a base counts against
@@ -45,23 +38,19 @@ from streamjoin.statestore.arrangement import (
 from streamjoin.statestore.crc_file import CrcWriter
 from streamjoin.statestore.keycodes import KeyIndex, LazyIndex
 
-__all__ = ["SortedBase", "BaseWriter", "ReferringWriter", "write_keys", "remove_file", "KEYS", "DATA", "ROWS"]
+__all__ = ["SortedBase", "BaseWriter", "write_keys", "remove_file", "KEYS", "DATA"]
 
-#: File name suffixes of a base's files: its keys, values and (a base that refers to its values) row ids.
+#: File name suffixes of a base's two files.
 KEYS = ".keys"
 DATA = ".arrow"
-ROWS = ".rows"
 _SCHEMA = pa.schema([("value", pa.large_binary())])
 #: Plain keys encoded at a time when a restore's base is finished.
 _ENCODE_ROWS = 1 << 17
-#: Values a record batch of a segment holds.
-_SEGMENT_ROWS = 1 << 17
 
 
 @dataclass(frozen=True)
 class SortedBase:
-    """A sorted map of unique keys whose value of position ``i`` is ``values`` row ``rows[i]``
-    (``rows`` None: row ``i``)."""
+    """A sorted map of unique keys whose value of position ``i`` is ``values`` row ``i``."""
 
     ekeys: np.ndarray
     values: ValueLog
@@ -71,39 +60,27 @@ class SortedBase:
     #: the keys' codes made already: carried through the merge that wrote the base
     #: (``streamjoin.statestore.keycodes.KeyIndex.carried``)
     made: KeyIndex | None = field(default=None, compare=False, repr=False)
-    #: per key position, its value's row id in ``values`` (None: the position itself)
-    rows: np.ndarray | None = None
 
     @classmethod
     def empty(cls) -> SortedBase:
         return cls(np.zeros(0, f"S{LENGTH_BYTES}"), ValueLog())
 
     @classmethod
-    def mapped(cls, keys: pa.Buffer, data: pa.Buffer | Sequence[pa.Buffer], code_limit: int | None = None,
-               rows: pa.Buffer | None = None) -> SortedBase:
-        """The base of a ``.keys`` file's and its values files' contents (memory-mapped buffers:
-        no copy), its codes limited to ``code_limit`` bytes; ``ValueError`` when they do not
-        make one. ``data``: one ``.arrow`` file (the value of each key position) or, with
-        ``rows`` (a ``.rows`` file), the segments whose values, in order, the row ids index.
-        The values are each file's ``value`` column: its only one (a base written here), or
-        beside a ``key`` column (a changelog snapshot taken as the base, ``SourceFile``, or a
-        run); binary values are read as large binary (new offsets, the values' bytes not copied)."""
+    def mapped(cls, keys: pa.Buffer, data: pa.Buffer, code_limit: int | None = None) -> SortedBase:
+        """The base of a ``.keys`` and a ``.arrow`` file's contents (memory-mapped buffers: no
+        copy), its codes limited to ``code_limit`` bytes; ``ValueError`` when they do not make
+        one. The values are the ``.arrow`` file's
+        ``value`` column: its only one (a base written here), or beside a ``key`` column (a
+        changelog snapshot taken as the base, ``SourceFile``); binary values are read as large
+        binary (new offsets, the values' bytes not copied)."""
+        reader = pa.ipc.open_file(pa.BufferReader(data))
+        at = reader.schema.get_field_index("value")
+        if at < 0:
+            raise ValueError(f"an Arrow file of columns {reader.schema.names}, none of them 'value'")
         log = ValueLog()
-        for buffer in ([data] if isinstance(data, pa.Buffer) else data):
-            reader = pa.ipc.open_file(pa.BufferReader(buffer))
-            at = reader.schema.get_field_index("value")
-            if at < 0:
-                raise ValueError(f"an Arrow file of columns {reader.schema.names}, none of them 'value'")
-            for i in range(reader.num_record_batches):
-                log = log.appended(reader.get_batch(i).column(at).cast(pa.large_binary()))
-        ids = None
-        if rows is not None:
-            if rows.size % 8:
-                raise ValueError(f"a row file of {rows.size} bytes does not hold 8-byte row ids")
-            ids = np.frombuffer(rows, "<i8")
-            if len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= len(log)):
-                raise ValueError(f"a row file of row ids outside its segments' {len(log)} values")
-        n = len(log) if ids is None else len(ids)
+        for i in range(reader.num_record_batches):
+            log = log.appended(reader.get_batch(i).column(at).cast(pa.large_binary()))
+        n = len(log)
         if not n:
             if keys.size:
                 raise ValueError(f"a key file of {keys.size} bytes beside no values")
@@ -111,7 +88,7 @@ class SortedBase:
         size = keys.size // n
         if size < LENGTH_BYTES or keys.size % n:
             raise ValueError(f"a key file of {keys.size} bytes does not hold {n} keys")
-        return cls(np.frombuffer(keys, f"S{size}", n), log, code_limit, rows=ids)
+        return cls(np.frombuffer(keys, f"S{size}", n), log, code_limit)
 
     def __len__(self) -> int:
         return len(self.ekeys)
@@ -122,36 +99,8 @@ class SortedBase:
 
     @cached_property
     def nbytes(self) -> int:
-        """Bytes of the keys and values held (a referring base's live values only)."""
-        if self.rows is not None:
-            return int(key_lengths(self.ekeys).sum()) + self.values.sizes(self.rows)
+        """Bytes of the keys and values held."""
         return int(key_lengths(self.ekeys).sum()) + sum(data_size(chunk) for chunk in self.values.chunks)
-
-    @property
-    def segment_rows(self) -> int:
-        """Values held in the values files, live or not (for a base that owns its values, ``len``)."""
-        return len(self.values)
-
-    def value_rows(self, at: np.ndarray) -> np.ndarray:
-        """The row ids in ``values`` of the key positions ``at`` (-1 stays -1)."""
-        if self.rows is None:
-            return at
-        return np.where(at >= 0, self.rows[np.maximum(at, 0)], -1) if len(at) else at
-
-    def values_at(self, at: np.ndarray) -> pa.Array:
-        """The values of the key positions ``at`` (-1: null), large binary."""
-        return self.values.take(self.value_rows(at))
-
-    def values_slice(self, start: int, length: int) -> pa.Array:
-        """The values of the key positions ``start`` to ``start + length`` (a base that owns its
-        values: its slices, no gather)."""
-        if self.rows is None:
-            return self.values.slice(start, length)
-        return self.values.take(self.rows[start:start + length])
-
-    def value_sizes(self, at: np.ndarray) -> int:
-        """The bytes of the values of the key positions ``at``."""
-        return self.values.sizes(self.value_rows(at))
 
     # -- positions --------------------------------------------------------------------------------
 
@@ -216,7 +165,7 @@ class SortedBase:
         if not len(keys) or not len(self):
             return pa.nulls(len(keys), pa.binary())
         at, found = self.find(keys)
-        return self.values_at(np.where(found, at, -1)).cast(pa.binary())
+        return self.values.take(np.where(found, at, -1)).cast(pa.binary())
 
     def bounds(self, ranges: Sequence[tuple[bytes | None, bytes | None]]) -> tuple[np.ndarray, np.ndarray]:
         """Per ``[start, end)`` range (None: unbounded), the positions ``lo, hi`` of its entries."""
@@ -298,64 +247,6 @@ class BaseWriter:
                 os.fsync(f.fileno())
             f.close()
         return [(name, sink.size, sink.crc) for name, sink in zip(self.names, (self._data, self._keys))]
-
-    def abort(self) -> None:
-        for f in self._files:
-            f.close()
-        for path in self._paths:
-            remove_file(path)
-
-
-class ReferringWriter:
-    """Writes a base that refers to its values (see module), a chunk at a time in key order:
-    ``segment`` the values new to it once (written as ``<stem>.arrow``, the next segment: none
-    when empty), then ``add`` chunks of encoded keys and their row ids; then ``finish``, or
-    ``abort`` to remove what was written."""
-
-    def __init__(self, directory: str, stem: str, sync: bool) -> None:
-        self.names = (stem + DATA, stem + KEYS, stem + ROWS)
-        self._paths = [os.path.join(directory, name) for name in self.names]
-        self._sync = sync
-        for path in self._paths:
-            remove_file(path)
-        self._files = [open(path, "wb") for path in self._paths]
-        self._data, self._keys, self._rows = (CrcWriter(f) for f in self._files)
-        self._values = 0
-        self._size = 0
-
-    def segment(self, values: pa.Array) -> None:
-        """The values this base adds to its segments (large binary), in their row ids' order."""
-        if len(values):
-            with pa.ipc.new_file(self._data, _SCHEMA) as ipc:
-                for at in range(0, len(values), _SEGMENT_ROWS):
-                    ipc.write_batch(pa.record_batch([values.slice(at, _SEGMENT_ROWS).cast(pa.large_binary())],
-                                                    schema=_SCHEMA))
-        self._values = len(values)
-
-    def add(self, ekeys: np.ndarray, rows: np.ndarray) -> None:
-        """Append entries: their keys in the fixed-width form (one size for the whole base) and
-        their values' row ids."""
-        if (self._size and ekeys.dtype.itemsize != self._size) or len(ekeys) != len(rows):
-            raise ValueError(f"{len(ekeys)} keys of {ekeys.dtype.itemsize} bytes and {len(rows)} row ids do not "
-                             f"continue this base")
-        if len(ekeys):
-            self._size = ekeys.dtype.itemsize
-            self._keys.write(np.ascontiguousarray(ekeys).view(np.uint8))
-            self._rows.write(np.ascontiguousarray(rows, "<i8").view(np.uint8))
-
-    def finish(self) -> list[tuple[str, int, int]]:
-        """Close the files (fsync'd when asked); the manifest entries (name, size, CRC-32) of the
-        new segment (when it holds values), the keys and the row ids, in that order."""
-        for f in self._files:
-            if self._sync:
-                f.flush()
-                os.fsync(f.fileno())
-            f.close()
-        entries = [(name, sink.size, sink.crc) for name, sink in zip(self.names, (self._data, self._keys, self._rows))]
-        if not self._values:
-            remove_file(self._paths[0])
-            return entries[1:]
-        return entries
 
     def abort(self) -> None:
         for f in self._files:
