@@ -255,7 +255,8 @@ class ValueLog:
 
     def _take_sorted(self, rows: np.ndarray, chunk_of: np.ndarray) -> pa.Array:
         """``take`` of a log of many chunks: the rows sorted by chunk, one take a chunk."""
-        at = np.argsort(chunk_of, kind="stable")
+        # (chunk numbers as 16-bit integers, -1 the nulls': numpy sorts them stably by radix)
+        at = np.argsort(chunk_of.astype(np.int16) if len(self.chunks) < 1 << 15 else chunk_of, kind="stable")
         cuts = np.flatnonzero(np.diff(chunk_of[at])) + 1
         out = [pa.nulls(len(where), pa.large_binary()) if chunk_of[where[0]] < 0 else
                self.chunks[chunk_of[where[0]]].take(pa.array(rows[where] - self.starts[chunk_of[where[0]]], pa.int64()))

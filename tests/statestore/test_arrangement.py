@@ -184,6 +184,19 @@ def test_keyindex_codes_a_store_of_several_areas() -> None:
         assert index.search(probes, side).tolist() == np.searchsorted(mine, probes, side=side).tolist()
 
 
+@given(st.lists(st.lists(_BYTES | st.none(), min_size=1, max_size=5), min_size=1, max_size=12), st.data())
+def test_valuelog_take_gathers_rows_across_its_chunks_in_order(chunks: list[list[bytes | None]], data) -> None:
+    """A log of a few chunks (one take a chunk, masked) or of many (sorted by chunk) gives each
+    row id's value, -1 a null, in the order asked."""
+    log = ValueLog()
+    for chunk in chunks:
+        log = log.appended(pa.array(chunk, pa.large_binary()))
+    flat = [v for chunk in chunks for v in chunk]
+    rows = data.draw(st.lists(st.integers(-1, len(flat) - 1), max_size=40))
+    taken = log.take(np.array(rows, np.int64)).to_pylist()
+    assert taken == [None if r < 0 else flat[r] for r in rows]
+
+
 def test_sorted_base_searches_as_bytes_when_its_codes_exceed_the_limit() -> None:
     keys = [_shaped(b"L", a, b) for a in range(40) for b in range(25)]
     mine = np.sort(encode_keys(keys))
