@@ -95,7 +95,8 @@ class Goal:
     """``measure`` of benchmark ``bench`` is to be at least (or, ``at_most``, at most) ``target``
     ``unit``, its current figure read from the benchmark's kept results by ``reads`` (None: no
     benchmark measures it yet); ``command`` measures it; ``reason`` is the profiled reason it is
-    not met, written by whoever profiled it. ``memory`` reads the peak resident memory of
+    not met, written by whoever profiled it; ``caveat``, what a reader should know of a figure that
+    meets it (shown beside "met": a figure the machine's speed moves more than the code). ``memory`` reads the peak resident memory of
     streamjoin's Python workers in MB during the same run (the largest value where several rows
     count), shown beside the figure: a speed bought with unbounded memory would show there."""
 
@@ -108,6 +109,7 @@ class Goal:
     at_most: bool = False
     reason: str = ""
     memory: Selector | None = None
+    caveat: str = ""
 
     def text(self) -> str:
         """The goal as a reader sees it, e.g. ``>= 2x``."""
@@ -168,7 +170,7 @@ class Status:
         if self.met is None:
             return "-"
         if self.met:
-            return "met"
+            return f"met: {self.goal.caveat}" if self.goal.caveat else "met"
         return f"not met: {self.goal.reason}" if self.goal.reason else "not met (not profiled yet)"
 
 
@@ -271,6 +273,13 @@ GOALS: tuple[Goal, ...] = (
          Cell("input changes/s", _TABLE),
          "streamjoin bench table --stores arranged --floor",
          memory=Cell("worker RSS MB", _TABLE),
+         caveat="152,265 input changes/s, the median of 3 runs (`--repeat 3`, 2026-12-04 14:29, load 0.5 as it "
+                "started, nothing else running; 13.1 s of change micro-batches), in an hour the machine was fast: "
+                "`--floor`, the same streaming query with the join's two exchanges and two mapInArrow stages "
+                "passing rows through, moved 343,348 changes/s in these runs against 272,702 on 2026-12-03 20:22, "
+                "when the same code gave 119,674. The join was 0.44 of the floor both times: the machine moved "
+                "the figure, not the code (design step 30 changed only a sort of chunk numbers), and in an hour "
+                "as slow as that one the goal is not met (docs/design/runtime.md, arranged state, steps 29-30)",
          reason="119,674 input changes/s, the median of 3 runs (`--repeat 3`, 2026-12-03 20:22, load 2.9 as it "
                 "started, after the view benchmark, and 2.3-2.7 during the runs, nothing else running; 16.7 s of "
                 "change micro-batches). The machine's speed moves by the hour: `--floor`, the same streaming query "
@@ -296,14 +305,18 @@ GOALS: tuple[Goal, ...] = (
          Cell("recompute s / s", _TABLE),
          "streamjoin bench table --stores arranged --floor",
          memory=Cell("worker RSS MB", _TABLE),
-         reason="Spark's pass-through floor of the join's plan (`--floor`) is 7.26x the recompute in the runs of "
-                "this figure (medians of 3, 2026-12-03 20:22, load 2.9 as they started and 2.3-2.7 during them; "
-                "7.98x at 17:49, 7.36x and 7.81x that morning), so the goal is within Spark's reach; "
-                "streamjoin-arranged was 3.19x there (3.54x at 17:49, when the recompute took 57.5 s against 53.3 "
-                "s here; 2.88x that morning, before design step 28): its change micro-batches took 16.7 s against "
-                "the recompute's 53.3 s and must take 10.7 s, which leaves the join's Python work about 3.4 s of the "
-                "two cores beyond the floor's 7.3 s; the workers used 19.1 CPU s and Spark's JVM 19.0 in these runs "
-                "(docs/design/runtime.md, arranged state, steps 16-29)"),
+         reason="Spark's pass-through floor of the join's plan (`--floor`) is 7.52x the recompute in the runs of "
+                "this figure (medians of 3, 2026-12-04 14:29, load 0.5 as they started, nothing else running; "
+                "7.26x on 2026-12-03 at load 2.9, 7.98x, 7.36x and 7.81x earlier that day), so the goal is within "
+                "Spark's reach; streamjoin-arranged was 3.33x here (3.19x and 3.54x on 2026-12-03, 2.88x that "
+                "morning, before design step 28): its change micro-batches took 13.1 s against the recompute's "
+                "43.8 s and must take 8.8 s, which leaves the join's Python work about 3 s of the two cores beyond "
+                "the floor's 5.8 s; the workers used 17.5 CPU s in these runs. Spark's JVM does the floor's work "
+                "there on more and wider rows (the view's fourteen columns against the input's six; Java Flight "
+                "Recorder gives both the same shares: a sixth converting the workers' output to rows, an eighth "
+                "the input to Arrow, a fifth the shuffle), and the workers' profile is flat; a base that refers "
+                "to its values instead of writing them again at each merge was tried and did not pay "
+                "(docs/design/runtime.md, arranged state, steps 16-30)"),
     Goal("view", "a three-table view's change micro-batches vs its first join's alone on the same changes, in "
          "Spark, 200,000-change micro-batches", 1.5, "x", Each("s / two tables' s", "variant", _VIEW),
          "streamjoin bench view --store arranged --spark", at_most=True,
@@ -407,20 +420,22 @@ GOALS: tuple[Goal, ...] = (
                 "own micro-batches take at the moment more than the join (not profiled further)"),
     Goal("store-time", "state-store time per input row, amortised, every join", 1.0, " us",
          Each("store us/row", "variant", "streamjoin-arranged, "), "streamjoin bench store-time", at_most=True,
-         reason="in the run of this figure (2026-12-03 17:54, load 0.6 as it started, nothing else running) the "
-                "arranged store took 1.13 us a row in the interval join, 0.90 in the enrichment and 1.98 in the "
-                "table-table join (a run a minute before: 1.27, 0.88 and 1.79), on a machine slower that hour than "
-                "in the morning's runs (13:47: 0.74, 0.64 and 1.81 us, before design step 28; the interval and "
-                "enrichment joins' code did not change since). Alternated against the main before step 28 "
-                "(`streamjoin bench compare --repeat 3 --fields \"store us/row,task s\" 1977152 store-time --joins "
-                "table`, load 2.3-2.9): the table join 2.32 -> 2.03 us (0.87x: a side keyed by its join key keeps "
-                "one state entry a key, docs/design/runtime.md, arranged state, step 28). Before it, step 26 gave "
-                "the table join 0.82x, the enrichment 0.87x and the interval 0.97x (`streamjoin bench compare "
+         reason="in the run of this figure (2026-12-04 14:37, load 0.1 as it started, nothing else running) the "
+                "arranged store took 0.79 us a row in the interval join, 0.62 in the enrichment and 1.55 in the "
+                "table-table join (1.74 in a run at load 2.6 that hour; on 2026-12-03 1.13, 0.90 and 1.98 at 17:54 "
+                "and 0.74, 0.64 and 1.81 at 13:47, before design step 28). Alternated against the main before step "
+                "28 (`streamjoin bench compare --repeat 3 --fields \"store us/row,task s\" 1977152 store-time "
+                "--joins table`, load 2.3-2.9): the table join 2.32 -> 2.03 us (0.87x: a side keyed by its join key "
+                "keeps one state entry a key, docs/design/runtime.md, arranged state, step 28). Before it, step 26 "
+                "gave the table join 0.82x, the enrichment 0.87x and the interval 0.97x (`streamjoin bench compare "
                 "--repeat 3 --fields \"store us/row,task s\" 67e5842 store-time`, load 0.1-0.6). On 2026-12-01 "
                 "0.79, 0.83 and 2.28 us; on 2026-11-30 0.64-0.73, 0.47-0.48 and 2.09-2.21 (and 2.36, 1.46 and 6.07 "
                 "when the machine was slower): the figure varies with the machine's speed and the load. Most of "
                 "the interval and enrichment joins' store time is the changelog's file writes, and on the arranged "
-                "store the run file and manifest each version adds; the table-table join's is its reads (byte keys "
-                "searched a layer at a time) and the merges into a new base (docs/design/runtime.md, arranged "
-                "state)"),
+                "store the run file and manifest each version adds. The table-table join's is its writes: py-spy "
+                "over a run of it (2026-12-04, 500 Hz) put 71% of its store time in the version's write (the "
+                "arranged store's 43%, a third of that the merges into a new base, the rest the delta's rebuild, "
+                "the run file and the manifest; the changelog's fsync'd delta 25%) and 28% in its reads. A base "
+                "that refers to its values, merged without writing them again, was tried and did not pay "
+                "(docs/design/runtime.md, arranged state, steps 26-30)"),
 )
