@@ -392,8 +392,15 @@ GOALS: tuple[Goal, ...] = (
          "streamjoin bench restart --repeat 5", at_most=True),
     Goal("runtime", "micro-batch time vs the floor's (batches / floor), every backend", 1.10, "x",
          Each("batches / floor", "variant", _RUNTIME), "streamjoin bench runtime", at_most=True,
-         reason="the run of this figure (2026-12-03 07:16, load 2.4 as it started, nothing else running, the "
-                "variants' order rotated between its 3 runs) gave arranged 1.17x, rocksdb 1.13x, lmdb 1.13x and "
+         reason="the run of this figure (2026-12-04 14:37, load 0.2 as it started, nothing else running, the "
+                "variants' order rotated between its 3 runs) gave arranged 1.25x, rocksdb 1.21x, lmdb 1.19x and "
+                "memory 1.15x: on a quiet machine the floor's micro-batches took 3.32 s against 3.68 s at load 2.4 "
+                "on 2026-12-03, the runtime's 3.83-4.14 s against 4.11-4.30 s, so the gap is not all CPU. Spark's "
+                "progress of each micro-batch (memory store against the floor, 2 runs alternated that hour) puts "
+                "it in `addBatch`, 35 ms a micro-batch more (the job: a task holds its rows until all have "
+                "arrived, where the floor's mapInArrow streams them through, so the JVM's reading of the output "
+                "starts later), and in `queryPlanning`, 6 ms more (the runtime's plan has more nodes). On "
+                "2026-12-03 at load 2.4 the run gave arranged 1.17x, rocksdb 1.13x, lmdb 1.13x and "
                 "memory 1.12x, the first run since the benchmark warms up every variant, not only the floor: a "
                 "session's first streamjoin query pays about 1.5 s once for its workers' imports, which the "
                 "rotation had given to one store's run (the arranged store's 1.45-1.58x on 2026-12-02; "
