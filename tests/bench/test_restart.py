@@ -11,10 +11,13 @@ from streamjoin.bench import restart
 
 def test_restart_bench_times_both_restarts(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(restart, "results_dir", lambda: str(tmp_path))
+    monkeypatch.setattr("streamjoin.bench.harness.results_dir", lambda: str(tmp_path))
     args = argparse.Namespace(rows=2_000, partitions=2, touch=100, repeat=1, store="arranged")
     assert restart.run(args) == 0
     out = capsys.readouterr().out
-    saved = json.loads(open(out.strip().splitlines()[-1].split("results: ")[1]).read())
+    path = out.strip().splitlines()[-1].split("results: ")[1]
+    assert path.startswith(str(tmp_path))   # (a test's run never lands among a user's results for bench report)
+    saved = json.loads(open(path).read())
     rows = {r["variant"]: r for r in saved["rows"]}
     assert set(rows) == {"same columns", "column added"} and rows["same columns"]["ratio"] == 1.0
     assert all(r["seconds"] > 0 and r["rows"] == 2_000 for r in rows.values())
