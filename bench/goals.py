@@ -320,7 +320,11 @@ GOALS: tuple[Goal, ...] = (
     Goal("view", "a three-table view's change micro-batches vs its first join's alone on the same changes, in "
          "Spark, 200,000-change micro-batches", 1.5, "x", Each("s / two tables' s", "variant", _VIEW),
          "streamjoin bench view --store arranged --spark", at_most=True,
-         reason="the chain makes three times the first join's view changes (4.95M against 1.68M in process, "
+         reason="2.26x in the run of this figure (2026-12-04 14:55, load 0.6 as it started and 2.7 as it ended, "
+                "nothing else running: 26.4 against 11.7 s), on a machine faster that hour, which the first join "
+                "alone gained more from (11.7 s against 16.1 s the day before) than the chain (26.4 against 32.3 "
+                "s); in process 3.11x (22.6 against 7.27 s). "
+                "The chain makes three times the first join's view changes (4.95M against 1.68M in process, "
                 "same run): the workload's 100,000 products get 1M changes, a fifth of them updates, and a "
                 "product has about ten orders, whose rows each update of it retracts and re-inserts; in one process the chain took "
                 "2.83x the first join's seconds in the run of this figure (26.8 against 9.48 s, on a machine slower "
@@ -344,7 +348,9 @@ GOALS: tuple[Goal, ...] = (
     Goal("view", "a three-table view's speed vs Spark recomputing the three-way join each micro-batch, "
          "200,000-change micro-batches", 5.0, "x", Each("recompute s / s", "variant", _VIEW),
          "streamjoin bench view --store arranged --spark",
-         reason="1.47x in the run of this figure (2026-12-03 20:17, load 2.9 as it ended; the chain's change "
+         reason="1.83x in the run of this figure (2026-12-04 14:55, load 0.6 as it started and 2.7 as it "
+                "ended: the chain's change micro-batches 26.4 s against the recompute's 48.3 s). "
+                "1.47x on 2026-12-03 20:17 (load 2.9 as it ended; the chain's change "
                 "micro-batches 32.3 s against the recompute's 47.3 s; 1.47x at 17:54 too, and 1.89x against "
                 "1.96x for the main before design step 29 in the alternated runs of the previous goal, where the "
                 "recompute took 64-68 s), on a machine slower that hour than that "
