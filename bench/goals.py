@@ -236,7 +236,11 @@ GOALS: tuple[Goal, ...] = (
     Goal("enrichment", "speed of streamjoin-arranged vs Spark's stream-static join, 1M events x 1M rows", 1.5, "x",
          Cell("spark s / s", _OURS), "streamjoin bench enrichment --stores arranged --latest '' --user-typed",
          memory=Cell("worker RSS MB", _OURS),
-         reason="0.94x in the run of this figure (2026-12-03 15:57, load 1.0 as it started, nothing else "
+         reason="1.12x in the run of this figure (2026-12-04 14:58, load 1.9 as it started, after the view "
+                "benchmark, nothing else running; 2 runs, the variants' order rotated: Spark 11.4 s, streamjoin "
+                "10.3 s, its runs 10.7 s and 9.8 s with the build 1.2 s, its first micro-batch 1.5 s and 0.9 s, "
+                "the data micro-batches 0.6-0.9 s against Spark's 0.9-1.3 s). "
+                "0.94x on 2026-12-03 15:57 (load 1.0 as it started, nothing else "
                 "running; 2 runs, the variants' order rotated: Spark 10.9 s, streamjoin 11.6 s, its runs 12.8 s "
                 "with the build 1.9 s and 10.5 s with 1.1 s). Alternated against the main before design step 27 "
                 "(`streamjoin bench compare --repeat 3 --fields \"seconds,of which build,spark s / s\" 439921e "
