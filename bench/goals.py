@@ -380,7 +380,8 @@ GOALS: tuple[Goal, ...] = (
     Goal("nexmark", "q8w (interval) speed vs Spark", 2.5, "x",
          Cell("spark s / s", _nexmark("q8w")), "streamjoin bench nexmark",
          memory=Cell("worker RSS MB", _nexmark("q8w")),
-         reason="2.00x in the run of this figure (2026-12-01 03:58, load 0.7 as it started, nothing else running; "
+         reason="2.13x in the run of this figure (2026-12-04 15:00, load 1.1 as it started, nothing else running; "
+                "Spark's q8w 5.19 s, streamjoin's 2.44 s, medians of 2). 2.00x on 2026-12-01 (load 0.7; "
                 "Spark's q8w 4.88 s; 2.04x earlier that day, 1.92x on 2026-11-30); 2.14x (runs 2.01x and 2.27x) against 1.88x for the previous main in "
                 "alternated runs (`streamjoin bench compare --repeat 2 420f362 nexmark --queries q8w,q20,q3 "
                 "--repeat 1`, load 1.8-3.0; docs/design/runtime.md, arranged state, step 17). With 16,000 rows a "
