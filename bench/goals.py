@@ -218,7 +218,12 @@ def _nexmark(query: str) -> dict[str, object]:
 GOALS: tuple[Goal, ...] = (
     Goal("interval", "speed of streamjoin-arranged vs the floor (floor s / s)", 0.90, "x",
          Cell("floor s / s", _OURS), "streamjoin bench interval", memory=_INTERVAL_RSS,
-         reason="0.78x on the arranged store and 0.80x on RocksDB in the run of this figure (2026-12-01 04:03, "
+         reason="0.65x on the arranged store, 0.67x on RocksDB and 0.74x in memory in the run of this figure "
+                "(2026-12-04 15:02, load 1.5 as it started, nothing else running, 2 runs rotated; the floor 3.72 s, "
+                "streamjoin-arranged 5.70 s): the floor gained most from a fast hour, as the runtime benchmark's "
+                "did that hour (docs/bench/runtime.md), while the join stayed 3.7x Spark's join in memory and 12.1x "
+                "on RocksDB. "
+                "0.78x on the arranged store and 0.80x on RocksDB on 2026-12-01 04:03 ("
                 "load 2.4 as it started, nothing else running, the variants' order rotated between its 2 runs; the "
                 "floor 4.94 s, streamjoin 6.32 s); 0.66x and 0.66x in a run earlier that day (load 2.5, the floor "
                 "4.07 s), 0.73x and 0.68x on 2026-11-30 at load 2.4: the floor's own time moves the most. The floor's "
