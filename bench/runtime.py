@@ -84,67 +84,73 @@ def runtime_table(times: dict[str, list[QueryTimes]], rows: int, floor_name: str
 
 
 def run(args: argparse.Namespace) -> int:
-    from streamjoin.bench.operators import PassThrough
-    from streamjoin.runtime.options import StateConfig
-    from streamjoin.spark import arrow_schema, run_operator
-
     spark = local_session(shuffle_partitions=args.partitions)
     root = fresh_dir(results_dir(), "runtime")
     try:
-        inputs, warm = os.path.join(root, "in"), os.path.join(root, "warm")
-        os.makedirs(inputs)
-        os.makedirs(warm)
-        _write_inputs(inputs, args.rows, args.batches, args.keys)
-        _write_inputs(warm, 20_000, 2, args.keys)
-        schema = "k bigint, t timestamp, payload string"
-        reading = [inputs]
-
-        def source():
-            return spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(reading[0])
-
-        def floor(ck: str):
-            src = source()
-            out = src.repartition(args.partitions, "k").mapInArrow(lambda it: it, src.schema)
-            return out.writeStream.format("noop").option("checkpointLocation", ck).trigger(availableNow=True).start()
-
-        def ours(store: str, flush: str):
-            def build(ck: str):
-                src = source()
-                op = PassThrough(arrow_schema(src), ["k"], "t", waits=flush != "none")
-                state = StateConfig(store=store, local_dir=os.path.join(ck, "local"))
-                out = run_operator([src], op, checkpoint=os.path.join(ck, "join"), partitions=args.partitions, state=state,
-                                   end_of_run="hold" if flush == "ticks" else None)
-                return out.writeStream.format("noop").option("checkpointLocation", os.path.join(ck, "spark")).trigger(availableNow=True).start()
-            return build
-
-        variants = {"repartition + mapInArrow (floor)": floor}
-        flushes = args.flush_sources.split(",")
-        unknown = sorted(set(flushes) - set(_FLUSH_SUFFIX))
-        if unknown:
-            raise SystemExit(f"--flush-sources: unknown {', '.join(unknown)}; give none, ticks or python, or several")
-        for store in args.stores.split(","):
-            for flush in flushes:
-                suffix = _FLUSH_SUFFIX[flush]
-                variants[f"streamjoin runtime, {store}{suffix}"] = ours(store, flush)
-        # Warm up the JVM and the Python workers with every variant on a small input: a variant's
-        # first query in a session pays once for what its plan and its workers load (streamjoin's
-        # modules, a store's library, the JVM's code for a new plan), about 1.5 s here.
-        reading[0] = warm
-        for name in variants:
-            time_stream_parts(variants[name])
-        reading[0] = inputs
-        times: dict[str, list[QueryTimes]] = {name: [] for name in variants}
-        for i in range(args.repeat):
-            for name in rotated(list(variants), i):   # each variant in every place in turn
-                times[name].append(time_stream_parts(variants[name]))
-        table = runtime_table(times, args.rows, "repartition + mapInArrow (floor)")
-        print(f"{args.rows:,} rows, {args.batches} micro-batches, {args.partitions} partitions, "
-              f"medians of {args.repeat} runs, load average {os.getloadavg()[0]:.2f} as the runs ended")
-        print(table.render())
-        print("results:", write_results("runtime", table, vars(args) | {"func": None},
-                                        chart=Chart(value="rows/s", label=("variant",),
-                                                    title="runtime pass-through rows/s beside the floor")))
+        _measure(spark, root, args)
     finally:
         shutil.rmtree(root, ignore_errors=True)   # the inputs written for the run
     spark.stop()
     return 0
+
+
+def _measure(spark, root: str, args: argparse.Namespace) -> None:
+    """Write the inputs under ``root``, run every variant (warmed up, then ``args.repeat`` times,
+    rotated) and print and save the table."""
+    from streamjoin.bench.operators import PassThrough
+    from streamjoin.runtime.options import StateConfig
+    from streamjoin.spark import arrow_schema, run_operator
+
+    inputs, warm = os.path.join(root, "in"), os.path.join(root, "warm")
+    os.makedirs(inputs)
+    os.makedirs(warm)
+    _write_inputs(inputs, args.rows, args.batches, args.keys)
+    _write_inputs(warm, 20_000, 2, args.keys)
+    schema = "k bigint, t timestamp, payload string"
+    reading = [inputs]
+
+    def source():
+        return spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(reading[0])
+
+    def floor(ck: str):
+        src = source()
+        out = src.repartition(args.partitions, "k").mapInArrow(lambda it: it, src.schema)
+        return out.writeStream.format("noop").option("checkpointLocation", ck).trigger(availableNow=True).start()
+
+    def ours(store: str, flush: str):
+        def build(ck: str):
+            src = source()
+            op = PassThrough(arrow_schema(src), ["k"], "t", waits=flush != "none")
+            state = StateConfig(store=store, local_dir=os.path.join(ck, "local"))
+            out = run_operator([src], op, checkpoint=os.path.join(ck, "join"), partitions=args.partitions, state=state,
+                               end_of_run="hold" if flush == "ticks" else None)
+            return out.writeStream.format("noop").option("checkpointLocation", os.path.join(ck, "spark")).trigger(availableNow=True).start()
+        return build
+
+    variants = {"repartition + mapInArrow (floor)": floor}
+    flushes = args.flush_sources.split(",")
+    unknown = sorted(set(flushes) - set(_FLUSH_SUFFIX))
+    if unknown:
+        raise SystemExit(f"--flush-sources: unknown {', '.join(unknown)}; give none, ticks or python, or several")
+    for store in args.stores.split(","):
+        for flush in flushes:
+            suffix = _FLUSH_SUFFIX[flush]
+            variants[f"streamjoin runtime, {store}{suffix}"] = ours(store, flush)
+    # Warm up the JVM and the Python workers with every variant on a small input: a variant's
+    # first query in a session pays once for what its plan and its workers load (streamjoin's
+    # modules, a store's library, the JVM's code for a new plan), about 1.5 s here.
+    reading[0] = warm
+    for name in variants:
+        time_stream_parts(variants[name])
+    reading[0] = inputs
+    times: dict[str, list[QueryTimes]] = {name: [] for name in variants}
+    for i in range(args.repeat):
+        for name in rotated(list(variants), i):   # each variant in every place in turn
+            times[name].append(time_stream_parts(variants[name]))
+    table = runtime_table(times, args.rows, "repartition + mapInArrow (floor)")
+    print(f"{args.rows:,} rows, {args.batches} micro-batches, {args.partitions} partitions, "
+          f"medians of {args.repeat} runs, load average {os.getloadavg()[0]:.2f} as the runs ended")
+    print(table.render())
+    print("results:", write_results("runtime", table, vars(args) | {"func": None},
+                                    chart=Chart(value="rows/s", label=("variant",),
+                                                title="runtime pass-through rows/s beside the floor")))
