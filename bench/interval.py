@@ -21,7 +21,9 @@ or ``pyspark.worker``): ``RSS max`` is the largest single process, ``RSS sum`` a
 (including the daemon; pages shared after fork are counted in each). Each query's fixed cost is
 shown beside its micro-batches' seconds: ``start s`` from ``start()`` to the first micro-batch's
 start, ``stop s`` from the last micro-batch's end to the query's end (from its progress events),
-their sum ``fixed s``, and ``fixed - floor's s``. ``--large-state`` joins with
+their sum ``fixed s``, and ``fixed - floor's s``. ``JVM CPU s`` and ``worker CPU s`` are the CPU
+seconds Spark's JVM and its Python workers used from the query's start to its end
+(:func:`spark_cpu_seconds`). ``--large-state`` joins with
 a +/- 45 min window and prints, per micro-batch, the rows the join must hold and the workers' RSS.
 Every variant first runs untimed over the first 3 micro-batches (the JVM compiles its code paths),
 and before each run one batch of Spark's join and of streamjoin runs untimed (idle Python workers
@@ -297,6 +299,8 @@ class Outcome:
     rss: tuple[int, int]
     start_seconds: float = 0.0  # fixed cost: from start() to the first micro-batch's start
     stop_seconds: float = 0.0   # fixed cost: from the last micro-batch's end to the query's end
+    jvm_cpu: float = 0.0        # CPU seconds of Spark's JVM during the run (its start and stop too)
+    worker_cpu: float = 0.0     # and of its Python workers
     batches: list[dict[str, Any]] = field(default_factory=list)
     join_metrics: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -379,12 +383,15 @@ class Bench:
         memory = WorkerMemory()
         memory.start()
         try:
+            cpu = spark_cpu_seconds()
             wall, start = time.time(), time.perf_counter()
             query = run_to_noop(build(variant, scratch), scratch, variant)
             seconds = time.perf_counter() - start
+            used = tuple(after - before for after, before in zip(spark_cpu_seconds(), cpu))
             memory.stop()
             outcome = self._outcome(variant, query.recentProgress, seconds, memory.peak(wall), scratch, memory)
             outcome.start_seconds, outcome.stop_seconds = fixed_costs(wall, wall + seconds, query.recentProgress)
+            outcome.jvm_cpu, outcome.worker_cpu = used
             return outcome
         finally:
             if memory.is_alive():
@@ -453,8 +460,9 @@ def _mb(value: int) -> float:
 
 
 def summary_table(params: Params, results: dict[str, list[Outcome]], expected: int) -> Table:
-    """One row a variant: median seconds, rows/s, output rows, floor ratio, worker memory, and the
-    query's fixed cost (start: before its first micro-batch; stop: after its last) beside the floor's."""
+    """One row a variant: median seconds, rows/s, output rows, floor ratio, worker memory, the
+    query's fixed cost (start: before its first micro-batch; stop: after its last) beside the
+    floor's, and the CPU seconds Spark's JVM and its Python workers used in the run."""
     def median(outcomes: list[Outcome], field: str) -> float:
         return statistics.median(getattr(o, field) for o in outcomes)
     floor = median(results["floor"], "seconds") if "floor" in results else None
@@ -462,7 +470,8 @@ def summary_table(params: Params, results: dict[str, list[Outcome]], expected: i
     floor_fixed = (median(results["floor"], "start_seconds") + median(results["floor"], "stop_seconds")
                    if "floor" in results else None)
     table = Table(["variant", "seconds", "rows/s", "output rows", "floor s / s", "batches s", "floor batches / batches",
-                   "RSS max MB", "RSS sum MB", "start s", "stop s", "fixed s", "fixed - floor's s"])
+                   "RSS max MB", "RSS sum MB", "start s", "stop s", "fixed s", "fixed - floor's s",
+                   "JVM CPU s", "worker CPU s"])
     for variant, outcomes in results.items():
         seconds = median(outcomes, "seconds")
         batches = median(outcomes, "batch_seconds")
@@ -472,8 +481,9 @@ def summary_table(params: Params, results: dict[str, list[Outcome]], expected: i
         table.add(variant, seconds, params.rows / seconds, outcomes[-1].output_rows,
                   floor / seconds if floor else "-", batches, floor_batches / batches if floor_batches else "-",
                   _mb(rss[0]) if python else "-", _mb(rss[1]) if python else "-",
-                  start, stop, start + stop, start + stop - floor_fixed if floor_fixed is not None else "-")
-    table.add("(expected pairs)", "-", "-", expected, "-", "-", "-", "-", "-", "-", "-", "-", "-")
+                  start, stop, start + stop, start + stop - floor_fixed if floor_fixed is not None else "-",
+                  median(outcomes, "jvm_cpu"), median(outcomes, "worker_cpu"))
+    table.add("(expected pairs)", "-", "-", expected, *["-"] * 11)
     return table
 
 
