@@ -135,10 +135,22 @@ class Changelog:
     def append_columns(self, version: int, write: ColumnWrite) -> LogFile:
         """``append`` of a write given as Arrow columns (the same delta file, byte for byte, as
         ``append`` of the same entries in the same order)."""
+        return self.append_columns_file(version, write)[0]
+
+    def append_columns_file(self, version: int, write: ColumnWrite) -> tuple[LogFile, SourceFile]:
+        """``append_columns``, and the delta as a :class:`SourceFile` (its bytes, CRC-32 and path
+        on this machine's disk, None for a log in object storage): an Arrow file whose ``key``
+        and ``value`` columns are the write's deletes (null values) then its puts, which a store
+        may take as its own copy of the write (``ColumnWrite.file``)."""
         _check_version(version)
-        return self._append_batch(version, encode_delta_columns(Kind.DELTA, version, write))
+        file, payload = self._append_payload(version, encode_delta_columns(Kind.DELTA, version, write))
+        return file, SourceFile(payload, file.crc, self.storage.local_path(file.name))
 
     def _append_batch(self, version: int, batch: pa.RecordBatch) -> LogFile:
+        return self._append_payload(version, batch)[0]
+
+    def _append_payload(self, version: int, batch: pa.RecordBatch) -> tuple[LogFile, pa.Buffer]:
+        """The delta of ``batch`` published; its file and bytes."""
         payload = _ipc_bytes(batch)
         listing = self.listing()
         self._check_base(listing, version)
@@ -147,7 +159,7 @@ class Changelog:
         existing = listing.deltas.get(version)
         if existing is None or existing.crc != crc32(payload):
             self._drop_history_from(listing, version)  # no-op for a plain next version
-        return self._publish(Kind.DELTA, version, lambda sink: sink.write(payload))
+        return self._publish(Kind.DELTA, version, lambda sink: sink.write(payload)), payload
 
     def write_snapshot(self, version: int, chunks: Iterable[tuple[pa.Array, pa.Array]],
                        copy: str | None = None) -> LogFile:

@@ -40,7 +40,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from itertools import chain
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
@@ -48,7 +48,7 @@ from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 import pyarrow as pa
 
 from streamjoin.changelog.errors import ChangelogCorruptError, VersionNotRetainedError, VersionOrderError
-from streamjoin.changelog.format import check_write
+from streamjoin.changelog.format import LogFile, check_write
 from streamjoin.changelog.history import StoreHistory
 from streamjoin.changelog.log import Changelog
 from streamjoin.changelog.restore import restore
@@ -164,8 +164,14 @@ class ChangeloggingStore(Store):
             self._write(puts, deletes, (), version)
             return
         checked = self._check_follows(version)
-        self._apply_logged(checked, lambda: self.log.append_columns(checked, write), ((), (), ()),
-                           lambda: self.inner.write_columns(write, version=version))
+        appended: list[ColumnWrite] = []
+
+        def append() -> LogFile:
+            file, source = self.log.append_columns_file(checked, write)
+            appended.append(replace(write, file=source))   # the delta, for a store that keeps it as its run
+            return file
+        self._apply_logged(checked, append, ((), (), ()),
+                           lambda: self.inner.write_columns(appended[0], version=version))
 
     def _multi_get_column(self, keys: pa.Array) -> pa.Array:
         values = self.inner.multi_get_column(keys)

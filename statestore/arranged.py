@@ -20,7 +20,10 @@ a new delta (the old layers are untouched until then) and append the write as on
   bytes) and writes only the keys; every file the store writes is a new one (its name removed
   first), so the store never changes a file it shares with the changelog.
 * ``run-<n>.arrow``: one write: its deletes (a null value) and puts, its range deletes in the
-  file's metadata. Opening applies the runs to the base into the delta as one write (of a key
+  file's metadata. A write that comes with its file (``ColumnWrite.file``: a changelogged
+  store's delta, whose ``key`` and ``value`` columns are that write) takes that file as its run,
+  a hard link where it is on this disk (else a copy of its bytes), as a base takes a snapshot:
+  the changelog's delta and the store's run are one file, written once. Opening applies the runs to the base into the delta as one write (of a key
   in several runs, its last entry), splitting it only at a run with range deletes.
 
 **Memory budget**: the delta is the only state in the process's own memory, with the base's
@@ -389,11 +392,14 @@ class ArrangedStore(Store):
         self._commit_write(layers, entries, version,
                            lambda: _run_columns(ColumnWrite(put_keys, put_values, drop), delete_ranges))
 
-    def _commit_write(self, layers: Layers, entries: int, version: int | None, run: Callable[[], pa.Table]) -> None:
-        """Commit ``layers``, the state after a write of ``entries`` entries: as a run (the table
-        ``run()`` makes) beside the current files, or as a new base once the delta outgrows the
-        memory budget or the runs outgrow the base; runs that outgrow it are not merged by a write
-        that a snapshot's rebase follows (``snapshot_follows``), which makes the snapshot the base."""
+    def _commit_write(self, layers: Layers, entries: int, version: int | None, run: Callable[[], pa.Table],
+                      file: SourceFile | None = None) -> None:
+        """Commit ``layers``, the state after a write of ``entries`` entries: as a run (``file``,
+        the write already in a file of the run's layout, linked or copied: ``ColumnWrite.file``;
+        else the table ``run()`` makes, written) beside the current files, or as a new base once
+        the delta outgrows the memory budget or the runs outgrow the base; runs that outgrow it
+        are not merged by a write that a snapshot's rebase follows (``snapshot_follows``), which
+        makes the snapshot the base."""
         if not entries and version is None:
             return
         files = list(self._now.files)
@@ -406,8 +412,10 @@ class ArrangedStore(Store):
         if outgrown or runs >= MAX_RUNS or layers.delta_bytes > self._budget:
             self._merge(layers, version)
         else:
-            self._commit(lambda files: layers, version, lambda written: [*files, self._write_file("run", run(), written)],
-                         self._run_entries + entries)
+            def made(written: list[str]) -> list[_File]:
+                return [*files, self._write_file("run", run(), written) if file is None else
+                        self._place_file("run", file, written)]
+            self._commit(lambda files: layers, version, made, self._run_entries + entries)
 
     def _merge(self, layers: Layers, version: int | None) -> None:
         """Commit ``layers`` as a new base (the delta merged into it; ``version`` as in ``_commit``)."""
@@ -459,7 +467,7 @@ class ArrangedStore(Store):
     def _write_columns(self, write: ColumnWrite, version: int | None) -> None:
         """``_write`` of columns: the layers and the run are built from them, no list between."""
         layers = self._layers.applied_columns(write.put_keys, write.put_values, write.delete_keys)
-        self._commit_write(layers, write.entries, version, lambda: _run_columns(write))
+        self._commit_write(layers, write.entries, version, lambda: _run_columns(write), write.file)
 
     def _load_sorted(self, items: Any, version: int | None) -> int:
         """A base of the ascending ``items`` (the restore path), written as they come: a
@@ -654,6 +662,14 @@ class ArrangedStore(Store):
         written.append(name)
         self._host.write(name, data)
         return name, data.size, crc32(data)
+
+    def _place_file(self, kind: str, source: SourceFile, written: list[str]) -> tuple[str, int, int]:
+        """``source`` as the next ``<kind>-<n>.arrow`` (a hard link where it is a file on this
+        disk, else a copy: ``FileHost.place``); return its manifest entry."""
+        name = self._stem(kind) + ".arrow"
+        written.append(name)
+        self._host.place(name, source)
+        return name, source.data.size, source.crc
 
     def _write_manifest(self, state: _State, history: list[_State]) -> None:
         meta = {"format": _FORMAT, **state.fields(), "history": [h.fields() for h in history], "next": self._next}

@@ -13,28 +13,13 @@ writing every value again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from itertools import chain
 from typing import Iterable, Iterator
 
-import pyarrow as pa
-
 from streamjoin.statestore.base import KeyValue
-from streamjoin.statestore.columns import Chunk
+from streamjoin.statestore.columns import Chunk, SourceFile
 
 __all__ = ["SortedChunks", "SourceFile", "Chunk"]
-
-
-@dataclass(frozen=True)
-class SourceFile:
-    """The Arrow IPC file that sorted chunks are read from, whole, in order: its bytes (checked
-    against ``crc``, its CRC-32, by whoever read it), its path on this machine's disk where it
-    has one (None: it was read from elsewhere), and its column of values (``value``: every
-    row's value, in the chunks' order; ``key``: the chunks' keys)."""
-
-    data: pa.Buffer
-    crc: int
-    path: str | None = None
 
 
 class SortedChunks:

@@ -7,6 +7,10 @@ contract's column-wise methods (``Store.write_columns``, ``Store.multi_get_colum
 ``Store.scan_prefixes_columns``, ``Store.scan_columns``) take and give Arrow arrays. Every backend has them: the
 defaults convert to and from the row-wise primitives, and a backend that holds its state as
 columns (the arranged store) serves them without a Python object per entry.
+
+A write may also come as a file already written (``ColumnWrite.file``, a :class:`SourceFile`):
+a changelogged store's delta holds the same entries as a run of the arranged store's layout,
+so that store links or copies the delta file as its run instead of encoding the write again.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import pyarrow.compute as pc
 from streamjoin.statestore.errors import StoreWriteError
 from streamjoin.statestore.keysort import sort_order
 
-__all__ = ["ColumnWrite", "PrefixScan", "binary_column", "binary_suffixes", "pair_chunks", "strictly_ascending",
+__all__ = ["ColumnWrite", "SourceFile", "PrefixScan", "binary_column", "binary_suffixes", "pair_chunks", "strictly_ascending",
            "Chunk"]
 
 KeyValue = tuple[bytes, bytes]
@@ -70,6 +74,20 @@ def binary_column(values: pa.Array | pa.ChunkedArray | Sequence[bytes], what: st
 
 
 @dataclass(frozen=True)
+class SourceFile:
+    """An Arrow IPC file of ``key`` and ``value`` columns, whole: its bytes (checked against
+    ``crc``, its CRC-32, by whoever read or wrote them) and its path on this machine's disk where
+    it has one (None: it is elsewhere, or only in memory). A restore's snapshot is one (its rows
+    the sorted chunks read from it, ``streamjoin.statestore.chunks``), and so is a changelog's
+    delta of a column write (its rows the write's deletes, a null value, then its puts;
+    ``ColumnWrite.file``). Other columns of the file are not part of it."""
+
+    data: pa.Buffer
+    crc: int
+    path: str | None = None
+
+
+@dataclass(frozen=True)
 class ColumnWrite:
     """One atomic write as columns: deletes (``delete_keys``), then puts (``put_keys[i] ->
     put_values[i]``; of a key put twice the last value wins), as ``Store.write`` applies them.
@@ -78,6 +96,11 @@ class ColumnWrite:
     put_keys: pa.Array
     put_values: pa.Array
     delete_keys: pa.Array
+    #: The same write as a file already written (None: none): its ``key`` and ``value`` columns
+    #: are ``delete_keys`` with null values, then the puts, in this order (a changelog's delta,
+    #: ``streamjoin.changelog.ChangeloggingStore``); a store that keeps writes as files of that
+    #: layout may take it as its own (the arranged store's run) instead of writing them again.
+    file: SourceFile | None = None
 
     @classmethod
     def of(cls, put_keys: pa.Array | Sequence[bytes] = (), put_values: pa.Array | Sequence[bytes] = (),
