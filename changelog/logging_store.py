@@ -152,18 +152,33 @@ class ChangeloggingStore(Store):
         version: int | None,
     ) -> None:
         """Undo record, then the delta, then the inner write; raises VersionOrderError (nothing
-        written) for a missing version or one that does not follow the store's."""
-        self._logged(self._check_follows(version), puts, deletes, delete_ranges,
-                     lambda: self.inner.write(puts, deletes, delete_ranges, version=version))
+        written) for a missing version or one that does not follow the store's. A write without
+        range deletes to a store that ``writes_columns`` (and whose undo needs no entries) goes
+        as columns (``_logged_columns``): its delta file is then the inner store's too."""
+        checked = self._check_follows(version)
+        if delete_ranges or self._undo_wants_entries or not self.inner.writes_columns:
+            self._logged(checked, puts, deletes, delete_ranges,
+                         lambda: self.inner.write(puts, deletes, delete_ranges, version=version))
+            return
+        check_write(puts, deletes, delete_ranges)  # before anything reads or writes
+        self._logged_columns(checked, ColumnWrite.of_lists(puts, deletes), version)
+
+    @property
+    def _undo_wants_entries(self) -> bool:
+        return self.undo is not None and self.undo.wants_entries
 
     def _write_columns(self, write: ColumnWrite, version: int | None) -> None:
         """``_write`` of a column write: the delta encoded from its columns and the inner store's
         column write, unless the undo record needs the entries as lists."""
-        if self.undo is not None and self.undo.wants_entries:
+        if self._undo_wants_entries:
             puts, deletes = write.as_lists()
             self._write(puts, deletes, (), version)
             return
-        checked = self._check_follows(version)
+        self._logged_columns(self._check_follows(version), write, version)
+
+    def _logged_columns(self, checked: int, write: ColumnWrite, version: int | None) -> None:
+        """The delta of ``write`` at ``checked``, then the inner store's column write of it with
+        the delta's file (``ColumnWrite.file``: a store that keeps its writes as such files takes it)."""
         appended: list[ColumnWrite] = []
 
         def append() -> LogFile:

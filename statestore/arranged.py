@@ -21,9 +21,10 @@ a new delta (the old layers are untouched until then) and append the write as on
   first), so the store never changes a file it shares with the changelog.
 * ``run-<n>.arrow``: one write: its deletes (a null value) and puts, its range deletes in the
   file's metadata. A write that comes with its file (``ColumnWrite.file``: a changelogged
-  store's delta, whose ``key`` and ``value`` columns are that write) takes that file as its run,
-  a hard link where it is on this disk (else a copy of its bytes), as a base takes a snapshot:
-  the changelog's delta and the store's run are one file, written once. Opening applies the runs to the base into the delta as one write (of a key
+  store's delta, whose ``key`` and ``value`` columns are that write) takes that file as its run:
+  on the directory host a hard link where it is on this disk (else a copy of its bytes), as a
+  base takes a snapshot, so the changelog's delta and the store's run are one file, written
+  once; a database host holds its bytes as it holds any run. Opening applies the runs to the base into the delta as one write (of a key
   in several runs, its last entry), splitting it only at a run with range deletes.
 
 **Memory budget**: the delta is the only state in the process's own memory, with the base's
@@ -178,6 +179,7 @@ class ArrangedStore(Store):
     kind = "arranged"
     records_owner = True
     keeps_history = True
+    writes_columns = True
 
     @classmethod
     def check_options(cls, options: Mapping[str, Any]) -> None:
@@ -664,11 +666,12 @@ class ArrangedStore(Store):
         return name, data.size, crc32(data)
 
     def _place_file(self, kind: str, source: SourceFile, written: list[str]) -> tuple[str, int, int]:
-        """``source`` as the next ``<kind>-<n>.arrow`` (a hard link where it is a file on this
-        disk, else a copy: ``FileHost.place``); return its manifest entry."""
+        """``source`` as the next ``<kind>-<n>.arrow`` (``FileHost.keep``: on the directory host
+        a hard link where it is a file on this disk, else a copy; in a database host's
+        transaction as any run); return its manifest entry."""
         name = self._stem(kind) + ".arrow"
         written.append(name)
-        self._host.place(name, source)
+        self._host.keep(name, source)
         return name, source.data.size, source.crc
 
     def _write_manifest(self, state: _State, history: list[_State]) -> None:

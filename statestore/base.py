@@ -74,6 +74,9 @@ class Store(ABC):
     #: Whether the backend keeps its newest previous versions and returns to them itself
     #: (``roll_back``), so a changelogged store needs no undo records of its own.
     keeps_history: ClassVar[bool] = False
+    #: Whether ``write_columns`` is the backend's own write (its state held as columns, a write
+    #: given as a file taken as it is: ``ColumnWrite.file``), not ``write`` of lists made from them.
+    writes_columns: ClassVar[bool] = False
 
     def __init__(self, path: str) -> None:
         self.path = str(path)

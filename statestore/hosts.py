@@ -4,7 +4,8 @@ An arranged store (``streamjoin.statestore.arranged``) is a manifest naming immu
 base's values and keys and one run per write. Its host keeps them:
 
 * ``"directory"`` (``DirectoryHost``, the default): each file is a file of the store's
-  directory, the manifest a file replaced by a rename; a base is read through a memory map.
+  directory, the manifest a file replaced by a rename; a base is read through a memory map. A
+  run the store is given as a file (a changelog's delta) is linked there where it can be.
 * ``"lmdb"`` (``LMDBHost``): the manifest and the runs are values of one LMDB database in the
   store's directory (``arranged.mdb``); a base stays a pair of files of the directory beside it,
   read through a memory map as on the directory host. A run is read from LMDB's own memory map
@@ -88,6 +89,11 @@ class FileHost:
         """Store ``source``'s bytes as the file ``name`` (no copy where the host can share them)."""
         raise NotImplementedError
 
+    def keep(self, name: str, source: SourceFile) -> None:
+        """Store ``source``'s bytes as the new file ``name`` where the host keeps a write's files
+        (a run): ``write`` of its bytes, or ``place`` on a host that keeps them as files."""
+        self.write(name, source.data)
+
     def remove(self, name: str) -> None:
         """Remove ``name`` if it is there."""
         raise NotImplementedError
@@ -131,6 +137,9 @@ class DirectoryHost(FileHost):
 
     def place(self, name: str, source: SourceFile) -> None:
         _place_file(self._at(name), source, self._sync)
+
+    def keep(self, name: str, source: SourceFile) -> None:
+        self.place(name, source)
 
     def remove(self, name: str) -> None:
         remove_file(self._at(name))

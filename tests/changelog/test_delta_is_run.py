@@ -73,10 +73,36 @@ def test_changelogged_arranged_store_copies_the_delta_of_a_log_elsewhere(tmp_pat
 
 
 @pytest.mark.parametrize("store", ["arranged", "memory", "rocksdb", "lmdb"])
-def test_changelogged_store_given_its_delta_restores_the_same_entries(tmp_path, store):
+def test_changelogged_store_given_its_delta_reopens_and_restores_the_same_entries(tmp_path, store):
     logged = _store(tmp_path, Changelog(str(tmp_path / "log")), store)
     assert list(logged.scan()) == _expected(1)
     logged.close()
+    with open_store(store, str(tmp_path / "store")) as reopened:
+        assert list(reopened.scan()) == _expected(1) and reopened.version == 1
     with open_store("arranged", str(tmp_path / "restored")) as fresh:
         restore(Changelog(str(tmp_path / "log")), fresh)
         assert list(fresh.scan()) == _expected(1)
+
+
+def test_changelogged_arranged_store_links_the_delta_of_a_write_of_lists(tmp_path):
+    log = Changelog(str(tmp_path / "log"))
+    store = ChangeloggingStore(open_store("arranged", str(tmp_path / "store")), log)
+    store.write(LOADED, [], version=0)
+    store.write(PUTS, DELETES, version=1)
+    [run] = _runs(str(tmp_path / "store"))
+    assert os.stat(os.path.join(tmp_path / "store", run)).st_ino == os.stat(_delta(str(tmp_path / "log"), 1)).st_ino
+    assert list(store.scan()) == _expected(1)
+
+
+def test_changelogged_arranged_store_writes_its_own_run_for_range_deletes(tmp_path):
+    log = Changelog(str(tmp_path / "log"))
+    store = ChangeloggingStore(open_store("arranged", str(tmp_path / "store")), log)
+    store.write(LOADED, [], version=0)
+    store.write([(b"k00001", b"x")], [], [(b"k00100", b"k00200")], version=1)
+    [run] = _runs(str(tmp_path / "store"))
+    assert os.stat(os.path.join(tmp_path / "store", run)).st_ino != os.stat(_delta(str(tmp_path / "log"), 1)).st_ino
+    expected = {k: v for k, v in LOADED if not b"k00100" <= k < b"k00200"}
+    expected[b"k00001"] = b"x"
+    store.close()
+    with open_store("arranged", str(tmp_path / "store")) as reopened:
+        assert list(reopened.scan()) == sorted(expected.items())
