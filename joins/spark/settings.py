@@ -14,6 +14,17 @@ demo``, ``timeline``...), the benchmarks' and the test kit's use them.
   ``spark.sql.execution.arrow.maxRecordsPerBatch`` (10,000 rows by default), so a batch reaches
   Spark's default limit of 64 MB only when rows average over 6.7 KB: with rows that large, keep the
   byte limit or lower the row limit instead.
+* ``spark.executorEnv.MIMALLOC_ALLOW_THP = 0`` and ``spark.executorEnv.NUMPY_MADVISE_HUGEPAGE = 0``:
+  the Python workers' Arrow allocator (mimalloc, pyarrow's default) and numpy stop asking Linux
+  for transparent huge pages. With them, every fresh 2 MB of memory a worker touches is a huge
+  page the kernel zeroes whole at the first write, and the joins allocate and free large Arrow
+  buffers every version: on the 2-core machine of the benchmarks the kernel's zeroing of huge pages
+  was a third of a view's CPU samples in process (``perf``), and the workers of the table join's
+  benchmark used 24-26 CPU s with these settings against 34-35 without (its 1M-row load 7.9-8.6 s
+  against 13.3-14.3). They set environment variables of the workers, read when a worker starts:
+  they act from a session's builder (a running session's ``spark.conf.set`` takes them without
+  effect), and a process that runs the joins itself (``streamjoin.testing.LocalJoins``) takes them
+  from its own environment (``MIMALLOC_ALLOW_THP=0 NUMPY_MADVISE_HUGEPAGE=0 python ...``).
 """
 
 from __future__ import annotations
@@ -26,4 +37,6 @@ __all__ = ["SPARK_SETTINGS"]
 #: The Spark SQL settings streamjoin's joins run best with (see module): name -> value.
 SPARK_SETTINGS: Mapping[str, str] = MappingProxyType({
     "spark.sql.execution.arrow.maxBytesPerBatch": "2147483647",
+    "spark.executorEnv.MIMALLOC_ALLOW_THP": "0",
+    "spark.executorEnv.NUMPY_MADVISE_HUGEPAGE": "0",
 })

@@ -8,10 +8,13 @@ import pytest
 import streamjoin
 
 
-def test_spark_settings_are_a_read_only_mapping_of_sql_settings() -> None:
+def test_spark_settings_are_a_read_only_mapping_of_sql_settings_and_worker_environment() -> None:
     settings = streamjoin.SPARK_SETTINGS
     assert settings["spark.sql.execution.arrow.maxBytesPerBatch"] == str(2**31 - 1)
-    assert all(isinstance(k, str) and k.startswith("spark.sql.") and isinstance(v, str) for k, v in settings.items())
+    assert settings["spark.executorEnv.MIMALLOC_ALLOW_THP"] == "0"
+    assert settings["spark.executorEnv.NUMPY_MADVISE_HUGEPAGE"] == "0"
+    assert all(isinstance(k, str) and k.startswith(("spark.sql.", "spark.executorEnv.")) and isinstance(v, str)
+               for k, v in settings.items())
     with pytest.raises(TypeError):
         settings["spark.sql.shuffle.partitions"] = "8"   # type: ignore[index]
 
@@ -21,3 +24,19 @@ def test_spark_settings_hold_in_the_test_kits_session(spark) -> None:
         assert spark.conf.get(key) == value
     # Spark then skips its per-row byte check of the Arrow batches it hands mapInArrow
     assert spark._jsparkSession.sessionState().conf().arrowMaxBytesPerBatch() == 2**31 - 1
+    # and the Python workers start with the environment the settings give them
+    names = [key.removeprefix("spark.executorEnv.") for key in streamjoin.SPARK_SETTINGS
+             if key.startswith("spark.executorEnv.")]
+    found = spark.range(1).mapInArrow(_environment(names), "name string, value string").collect()
+    assert {row["name"]: row["value"] for row in found} == {name: "0" for name in names}
+
+
+def _environment(names: list[str]):
+    def read(batches):
+        import os
+
+        import pyarrow as pa
+        for _ in batches:
+            pass
+        yield pa.RecordBatch.from_pydict({"name": names, "value": [os.environ.get(n) for n in names]})
+    return read
