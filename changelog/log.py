@@ -138,7 +138,7 @@ class Changelog:
         return self.append_columns_file(version, write)[0]
 
     def append_columns_file(self, version: int, write: ColumnWrite) -> tuple[LogFile, SourceFile]:
-        """``append_columns``, and the delta as a :class:`SourceFile` (its bytes, CRC-32 and path
+        """``append_columns``, and the delta as a ``SourceFile`` (its bytes, CRC-32 and path
         on this machine's disk, None for a log in object storage): an Arrow file whose ``key``
         and ``value`` columns are the write's deletes (null values) then its puts, which a store
         may take as its own copy of the write (``ColumnWrite.file``)."""

@@ -8,7 +8,7 @@ contract's column-wise methods (``Store.write_columns``, ``Store.multi_get_colum
 defaults convert to and from the row-wise primitives, and a backend that holds its state as
 columns (the arranged store) serves them without a Python object per entry.
 
-A write may also come as a file already written (``ColumnWrite.file``, a :class:`SourceFile`):
+A write may also come as a file already written (``ColumnWrite.file``, a ``SourceFile``):
 a changelogged store's delta holds the same entries as a run of the arranged store's layout,
 so that store links or copies the delta file as its run instead of encoding the write again.
 """
