@@ -19,9 +19,10 @@ demo``, ``timeline``...), the benchmarks' and the test kit's use them.
   for transparent huge pages. With them, every fresh 2 MB of memory a worker touches is a huge
   page the kernel zeroes whole at the first write, and the joins allocate and free large Arrow
   buffers every version: on the 2-core machine of the benchmarks the kernel's zeroing of huge pages
-  was a third of a view's CPU samples in process (``perf``), and the workers of the table join's
-  benchmark used 24-26 CPU s with these settings against 34-35 without (its 1M-row load 7.9-8.6 s
-  against 13.3-14.3). They set environment variables of the workers, read when a worker starts:
+  was a third of a three-table view's CPU samples in one process (``perf``), and alternated against
+  the code before (design step 31 of the runtime's design) the view's change micro-batches in
+  Spark took 0.85x the seconds and the table join's 1M-row load 0.85x. They set environment
+  variables of the workers, read when a worker starts:
   they act from a session's builder (a running session's ``spark.conf.set`` takes them without
   effect), and a process that runs the joins itself (``streamjoin.testing.LocalJoins``) takes them
   from its own environment (``MIMALLOC_ALLOW_THP=0 NUMPY_MADVISE_HUGEPAGE=0 python ...``).
