@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         _measure(spark, root, args)
     finally:
         shutil.rmtree(root, ignore_errors=True)   # the inputs written for the run
-    spark.stop()
+        spark.stop()
     return 0
 
 
