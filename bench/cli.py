@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import sys
 
+from streamjoin.bench import environment
 from streamjoin.bench.harness import warn_if_busy
 
 __all__ = ["register", "BENCHMARKS"]
@@ -57,6 +59,7 @@ def _run(args: argparse.Namespace) -> int:
     parser = argparse.ArgumentParser(prog=f"streamjoin bench {args.benchmark}", description=summary)
     module.add_arguments(parser)
     options = parser.parse_args(args.options)
+    print(f"this process: {environment.apply()}", file=sys.stderr)
     warn_if_busy()                      # before the run, and after it: the figures were taken in between
     try:
         return int(module.run(options) or 0)

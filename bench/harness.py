@@ -18,6 +18,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence, TypeVar
 
+from streamjoin.bench.environment import huge_pages
+
 T = TypeVar("T")
 
 __all__ = ["median_seconds", "Table", "Chart", "results_dir", "write_results", "parse_stores", "key_stages",
@@ -194,7 +196,7 @@ def write_results(name: str, table: Table, params: dict[str, object], chart: Cha
         "benchmark": name, "command": _command(name), "date": time.strftime("%Y-%m-%d"),
         "params": {k: v for k, v in params.items() if not callable(v)}, "machine": platform.platform(),
         "cpus": os.cpu_count(), "load": _load(), "columns": list(table.columns), "rows": table.as_records(),
-        "notes": list(notes), "chart": asdict(chart) if chart else None,
+        "notes": list(notes), "chart": asdict(chart) if chart else None, "huge_pages": huge_pages(),
     }
     with open(stem + ".json", "w") as fh:
         json.dump(results, fh, indent=2, default=str)

@@ -26,6 +26,8 @@ demo``, ``timeline``...), the benchmarks' and the test kit's use them.
   they act from a session's builder (a running session's ``spark.conf.set`` takes them without
   effect), and a process that runs the joins itself (``streamjoin.testing.LocalJoins``) takes them
   from its own environment (``MIMALLOC_ALLOW_THP=0 NUMPY_MADVISE_HUGEPAGE=0 python ...``).
+  ``streamjoin bench`` turns huge pages off in its own process and the processes it starts,
+  so the joins it runs in process measure as the workers run.
 """
 
 from __future__ import annotations
