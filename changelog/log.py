@@ -32,6 +32,8 @@ from streamjoin.changelog.errors import ChangelogError, VersionNotRetainedError,
 from streamjoin.changelog.format import (
     BATCH_BYTES,
     BATCH_ROWS,
+    COMPRESSED_BYTES,
+    DELTA_OPTIONS,
     Delta,
     Kind,
     LogFile,
@@ -286,8 +288,15 @@ def _seq(items: Iterable) -> list:
 
 
 def _ipc_bytes(batch: pa.RecordBatch) -> pa.Buffer:
-    """``batch`` as the bytes of an Arrow IPC file, written into a buffer of its exact size (a
-    first pass counts them without copying): a growing buffer copied itself at each doubling."""
+    """``batch`` as the bytes of a delta's Arrow IPC file (``DELTA_OPTIONS`` from
+    ``COMPRESSED_BYTES``). Uncompressed, they are written into a buffer of their exact size (a
+    first pass counts them without copying: a growing buffer copied itself at each doubling);
+    compressed, into a growing buffer, as a first pass would compress them twice."""
+    if DELTA_OPTIONS.compression is not None and batch.nbytes >= COMPRESSED_BYTES:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_file(sink, batch.schema, options=DELTA_OPTIONS) as writer:
+            writer.write_batch(batch)
+        return sink.getvalue()
     sizing = pa.MockOutputStream()
     with pa.ipc.new_file(sizing, batch.schema) as writer:
         writer.write_batch(batch)
