@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 import sys
@@ -20,10 +21,18 @@ print(subprocess.run([sys.executable, "-c", "from streamjoin.bench import enviro
 """
 
 
+def _as_started_fresh() -> None:
+    """The probe starts with huge pages allowed, whatever this test process inherited (a test
+    before it in this worker may have run ``streamjoin bench`` in process, which turns them off)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None).prctl(41, 0, 0, 0, 0)   # PR_SET_THP_DISABLE, 0
+
+
 def _probe(**variables: str) -> list[str]:
     env = {k: v for k, v in os.environ.items() if k not in environment.VARIABLES}
     env.update(variables)
-    done = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, env=env, check=True)
+    done = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, env=env, check=True,
+                          preexec_fn=_as_started_fresh)
     return done.stdout.splitlines()
 
 
