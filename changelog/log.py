@@ -52,6 +52,7 @@ from streamjoin.changelog.storage import open_storage
 from streamjoin.statestore.checksum import crc32
 from streamjoin.statestore.chunks import SourceFile
 from streamjoin.statestore.columns import ColumnWrite, strictly_ascending
+from streamjoin.statestore.crc_file import write_in_pieces
 
 __all__ = ["Changelog", "KeyValue", "rebatch", "check_retention"]
 
@@ -371,7 +372,7 @@ class _Copying:
 
     def write(self, data: Any) -> int:
         view = memoryview(data)
-        self._copy.write(view)
+        write_in_pieces(self._copy, view)
         return int(self._sink.write(view))
 
     def tell(self) -> int:

@@ -45,6 +45,7 @@ import pyarrow as pa
 
 from streamjoin.statestore.checksum import crc32
 from streamjoin.statestore.chunks import SourceFile
+from streamjoin.statestore.crc_file import write_in_pieces
 from streamjoin.statestore.errors import StoreArgumentError
 from streamjoin.statestore.sorted_base import DATA, KEYS, remove_file
 
@@ -512,7 +513,7 @@ def _place_file(path: str, source: SourceFile, sync: bool) -> None:
 def _write_bytes(path: str, data: Any, sync: bool) -> None:
     remove_file(path)   # a new file, never a write through a link to a changelog's snapshot (``place``)
     with open(path, "wb") as f:
-        f.write(memoryview(data))
+        write_in_pieces(f, data)
         if sync:
             f.flush()
             os.fsync(f.fileno())
