@@ -6,8 +6,8 @@ Every file the state writes goes to the kernel in calls of at most ``PIECE_BYTES
 call: a call of megabytes takes 2 MB folios, and where the machine's free memory in blocks that
 large has been given back to a virtual machine's host (free page reporting), each page of them
 faults in again as it is copied. On the benchmark machine a 256 MB file written in 16 MB calls
-went at 80-135 MB/s, in 1 MiB calls at 3.9-4.2 GB/s (before its fsync); see the design notes'
-step 33."""
+went at 84-146 MB/s, in calls of 32 KB to 1 MiB at 2.9-4.3 GB/s (before its fsync); see the
+design notes' step 33."""
 
 from __future__ import annotations
 
