@@ -15,7 +15,9 @@ directory (the partition's next task landed in another worker), its open finds t
 locked and asks for it with :func:`request_release`: a request file beside the directory, which
 a watcher thread of the parking process answers by closing the parked store (never one in use)
 with ``Store.hand_over``, which lets an arranged store leave what it holds in memory for the
-opener (``streamjoin.statestore.handover``).
+opener (``streamjoin.statestore.handover``). The watcher sleeps until a request file appears
+beside a parked store (inotify, :class:`streamjoin.statestore.wakeup.Wakeup`) or a store is
+parked; where that cannot be watched it looks every :data:`POLL_SECONDS`.
 The opener retries for a bounded number of sleeps; a process that died released its locks with
 it. At most :data:`LIMIT` stores stay parked per process (the least recently parked is closed).
 The watcher also closes, every :data:`GONE_SECONDS`, a parked store whose directory was removed
@@ -35,6 +37,7 @@ from typing import Any, Callable
 
 from streamjoin.statestore.base import Store
 from streamjoin.statestore.locking import DAMAGE_FILE
+from streamjoin.statestore.wakeup import Wakeup
 
 __all__ = ["park", "take", "evict", "close_gone", "request_release", "parked_paths", "LIMIT", "RELEASE_SUFFIX"]
 
@@ -42,10 +45,11 @@ __all__ = ["park", "take", "evict", "close_gone", "request_release", "parked_pat
 LIMIT = int(os.environ.get("STREAMJOIN_WARM_STORES", "8"))
 #: A file ``<store path><RELEASE_SUFFIX>`` asks the process holding the store to close it.
 RELEASE_SUFFIX = ".release"
-#: The watcher's interval. A hand-over waits for the watcher, then for the opener's next retry, on
-#: the partition's path in every micro-batch whose task landed in another worker (about half of
-#: them with two workers): at 20 ms each the waits were a visible share of a pass-through's time.
-#: At 5 ms the watcher wakes 200 times a second, a stat of each parked store's request file.
+#: The watcher's interval where it cannot sleep until a request file appears (no inotify), and
+#: between the idle flushes of several newly parked stores. A hand-over waits for the watcher,
+#: then for the opener's next retry, on the partition's path in every micro-batch whose task
+#: landed in another worker (about half of them with two workers): at 20 ms each the waits were a
+#: visible share of a pass-through's time. Polling at 5 ms took about 3% of a core a worker.
 POLL_SECONDS = 0.005
 #: The opener's retry interval, and how long it waits for a hand-over in all (10 s).
 RETRY_SECONDS = 0.002
@@ -69,6 +73,7 @@ _PARKED: OrderedDict[str, _Parked] = OrderedDict()
 _LOCK = threading.Lock()
 _WATCHER: threading.Thread | None = None
 _WATCHER_PID: int | None = None
+_WAKEUP: Wakeup | None = None
 
 
 def _identity(path: str) -> tuple[int, int] | None:
@@ -96,7 +101,7 @@ def park(kind: str, path: str, options: dict[str, Any], store: Store) -> None:
             closing.append(_PARKED.popitem(last=False)[1].store)
     for other in closing:
         _close_quietly(other)
-    _ensure_watcher()
+    _ensure_watcher().poke()   # (watch beside the store, and flush it while it waits)
 
 
 def take(kind: str, path: str, options: dict[str, Any], version: int | None) -> Store | None:
@@ -194,26 +199,30 @@ def request_release(path: str, attempt: Callable[[], Store]) -> Store:
             pass
 
 
-def _ensure_watcher() -> None:
-    global _WATCHER, _WATCHER_PID
+def _ensure_watcher() -> Wakeup:
+    """This process's watcher thread, started if it is not running (a forked process starts its
+    own); the wake-up that ends its sleep."""
+    global _WATCHER, _WATCHER_PID, _WAKEUP
     with _LOCK:
-        if _WATCHER is not None and _WATCHER_PID == os.getpid() and _WATCHER.is_alive():
-            return
-        _WATCHER_PID = os.getpid()
-        _WATCHER = threading.Thread(target=_watch, name="streamjoin-warm-stores", daemon=True)
-        _WATCHER.start()
+        if _WATCHER is None or _WAKEUP is None or _WATCHER_PID != os.getpid() or not _WATCHER.is_alive():
+            _WATCHER_PID, _WAKEUP = os.getpid(), Wakeup()
+            _WATCHER = threading.Thread(target=_watch, args=(_WAKEUP,), name="streamjoin-warm-stores", daemon=True)
+            _WATCHER.start()
+        return _WAKEUP
 
 
-def _watch() -> None:
+def _watch(wakeup: Wakeup) -> None:
     """Close a parked store whose path has a release request (another process wants it), and
     flush parked stores once while they wait (RocksDB's memtable: the flush a close would do,
-    off the task's path, so a parked store's memory and write-ahead log stay bounded)."""
+    off the task's path, so a parked store's memory and write-ahead log stay bounded). Sleeps
+    until a request file appears beside a parked store, a store is parked or the next look for
+    gone directories; polls where requests cannot be watched."""
     looked = time.monotonic()
     while True:
-        time.sleep(POLL_SECONDS)
         with _LOCK:
-            wanted = [p for p in _PARKED if os.path.exists(p + RELEASE_SUFFIX)]
-        for path in wanted:
+            parked = list(_PARKED)
+        wakeup.watch({os.path.dirname(p) for p in parked})   # (then look: a request made before is found)
+        for path in [p for p in parked if os.path.exists(p + RELEASE_SUFFIX)]:
             evict(path, hand_over=True)
         if time.monotonic() - looked >= GONE_SECONDS:
             looked = time.monotonic()
@@ -232,6 +241,7 @@ def _watch() -> None:
             finally:
                 idle.flushed = True
                 idle.busy.release()
+        wakeup.wait(POLL_SECONDS if idle is not None or not wakeup.notified else GONE_SECONDS)
 
 
 def _close_quietly(store: Store, hand_over: bool = False) -> None:

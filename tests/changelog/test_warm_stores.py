@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 
 import pytest
 
@@ -226,6 +227,25 @@ def test_warm_store_asked_for_by_another_process_is_handed_over(tmp_path):
         assert not os.path.exists(os.path.join(path, NAME))
     finally:
         store.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
+def test_warm_store_request_is_answered_when_it_appears_not_at_a_poll(tmp_path, monkeypatch):
+    """The watcher sleeps until a request file appears beside a parked store: with its poll and
+    its look for gone directories an hour apart, a request is still answered at once."""
+    import time
+
+    path, log = str(tmp_path / "p=0"), Changelog(str(tmp_path / "log"))
+    monkeypatch.setattr(warm, "POLL_SECONDS", 3600.0)
+    monkeypatch.setattr(warm, "GONE_SECONDS", 3600.0)
+    _commit("arranged", path, log, 0, [(b"a", b"0")])
+    assert warm.parked_paths() == [path]
+    with open(path + warm.RELEASE_SUFFIX, "wb"):   # what request_release does
+        pass
+    waited = time.monotonic()
+    while warm.parked_paths() and time.monotonic() - waited < 30:
+        time.sleep(0.01)
+    assert warm.parked_paths() == []
 
 
 def test_warm_store_runs_past_the_share_are_merged_by_the_watcher(tmp_path):
