@@ -329,8 +329,10 @@ GOALS: tuple[Goal, ...] = (
     Goal("view", "a three-table view's change micro-batches vs its first join's alone on the same changes, in "
          "Spark, 200,000-change micro-batches", 1.5, "x", Each("s / two tables' s", "variant", _VIEW),
          "streamjoin bench view --store arranged --spark", at_most=True,
-         reason="2.06x in the run of this figure (2026-12-04 17:58, load 1.8 as it started and 3.4 as it ended, "
-                "after the compares below: 33.1 against 16.0 s); in process 3.23x (30.9 against 9.56 s; the "
+         reason="2.59x in the run of this figure (2026-12-05 08:37, load 0.7 as it started and 2.8 as it ended, "
+                "after design steps 33-34, nothing else running: 36.4 against 14.1 s; in process in the same run "
+                "2.97x, 23.7 against 8.01 s). 2.06x on 2026-12-04 17:58 (load 1.8 as it started and 3.4 as it "
+                "ended, after the compares below: 33.1 against 16.0 s); in process 3.23x (30.9 against 9.56 s; the "
                 "in-process runs lack the workers' environment of `streamjoin.SPARK_SETTINGS`). Alternated against "
                 "the main before the workers' environment of design step 31 (Python workers that ask for no "
                 "transparent huge pages; `streamjoin bench compare --repeat 1 "
@@ -364,7 +366,9 @@ GOALS: tuple[Goal, ...] = (
     Goal("view", "a three-table view's speed vs Spark recomputing the three-way join each micro-batch, "
          "200,000-change micro-batches", 5.0, "x", Each("recompute s / s", "variant", _VIEW),
          "streamjoin bench view --store arranged --spark",
-         reason="1.73x in the run of this figure (2026-12-04 17:58, load 1.8 as it started and 3.4 as it "
+         reason="1.84x in the run of this figure (2026-12-05 08:37, load 0.7 as it started and 2.8 as it ended: "
+                "the chain's change micro-batches 36.4 s against the recompute's 67.1 s). 1.73x on 2026-12-04 "
+                "17:58 (load 1.8 as it started and 3.4 as it "
                 "ended: the chain's change micro-batches 33.1 s against the recompute's 57.2 s, a recompute slower "
                 "that evening than the afternoon's 48.3 s; in the alternated runs of design step 31 the recompute "
                 "took 60-77 s, the chain 1.62x and 2.34x faster against 1.54x and 1.93x for the main before). "
@@ -426,9 +430,14 @@ GOALS: tuple[Goal, ...] = (
          "streamjoin bench restart --repeat 5", at_most=True),
     Goal("runtime", "micro-batch time vs the floor's (batches / floor), every backend", 1.10, "x",
          Each("batches / floor", "variant", _RUNTIME), "streamjoin bench runtime", at_most=True,
-         reason="the run of this figure (2026-12-04 14:37, load 0.2 as it started, nothing else running, the "
-                "variants' order rotated between its 3 runs) gave arranged 1.25x, rocksdb 1.21x, lmdb 1.19x and "
-                "memory 1.15x: on a quiet machine the floor's micro-batches took 3.32 s against 3.68 s at load 2.4 "
+         reason="the run of this figure (2026-12-05 08:23, load 0.2 as it started and 2.1 as it ended, nothing "
+                "else running, after design steps 33-34) gave arranged 1.18x, rocksdb 1.20x, lmdb 1.16x and memory "
+                "1.12x (the floor's micro-batches 3.93 s); alternated against the main before step 34, whose "
+                "warm-stores watcher polled every 5 ms, the arranged store's runs gave 1.05x against 1.17x "
+                "(`streamjoin bench compare --repeat 3 --fields \"batches s,batches / floor\" 72d59d4 runtime "
+                "--stores arranged --repeat 1`, load 0.5-3.1). The run of 2026-12-04 14:37 (load 0.2 as it "
+                "started, the variants' order rotated between its 3 runs) gave arranged 1.25x, rocksdb 1.21x, "
+                "lmdb 1.19x and memory 1.15x: on a quiet machine the floor's micro-batches took 3.32 s against 3.68 s at load 2.4 "
                 "on 2026-12-03, the runtime's 3.83-4.14 s against 4.11-4.30 s, so the gap is not all CPU. Spark's "
                 "progress of each micro-batch (memory store against the floor, 2 runs alternated that hour) puts "
                 "it in `addBatch`, 35 ms a micro-batch more (the job: a task holds its rows until all have "
