@@ -15,15 +15,20 @@ Nothing here reads a clock: a wait is bounded by the timeout it is given.
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import select
+import struct
 import sys
 from typing import Any
 
 __all__ = ["Wakeup"]
 
-#: inotify's events for a file created in a watched directory, or moved into it.
-_IN_CREATE, _IN_MOVED_TO = 0x100, 0x80
+#: inotify's events for a file created in a watched directory, or moved into it; and its note
+#: that a watch ended (its directory removed).
+_IN_CREATE, _IN_MOVED_TO, _IN_IGNORED = 0x100, 0x80, 0x8000
+#: an inotify event's fixed part: watch, mask, cookie, length of the name that follows
+_EVENT = struct.Struct("iIII")
 
 
 class Wakeup:
@@ -38,7 +43,7 @@ class Wakeup:
         self._libc: Any
         self._inotify: int | None
         self._libc, self._inotify = _inotify()
-        self._watches: dict[str, int] = {}
+        self._watches: dict[str, int] = {}   # directory -> its watch
 
     @property
     def notified(self) -> bool:
@@ -46,18 +51,21 @@ class Wakeup:
         return self._inotify is not None
 
     def watch(self, directories: set[str]) -> None:
-        """Watch exactly ``directories`` from now on (a directory that cannot be watched, gone
-        or past the kernel's limit, turns notification off: the caller polls again)."""
+        """Watch exactly ``directories`` from now on: a directory removed and made again at the
+        same path is watched again (the kernel ends a watch with its directory, and a wait takes
+        note); one that is gone is not watched. One the kernel refuses (its watch limit reached)
+        turns notification off: the caller polls."""
         if self._inotify is None:
             return
         for gone in set(self._watches) - directories:
             self._libc.inotify_rm_watch(self._inotify, self._watches.pop(gone))
         for directory in directories - set(self._watches):
             wd = self._libc.inotify_add_watch(self._inotify, os.fsencode(directory), _IN_CREATE | _IN_MOVED_TO)
-            if wd < 0:
+            if wd >= 0:
+                self._watches[directory] = wd
+            elif ctypes.get_errno() not in (errno.ENOENT, errno.ENOTDIR):   # (gone: nothing to ask for there)
                 self._stop_notifying()
                 return
-            self._watches[directory] = wd
 
     def wait(self, timeout: float) -> None:
         """Return when a file appears in a watched directory, after a :meth:`poke`, or after
@@ -65,7 +73,10 @@ class Wakeup:
         fds = [self._poked] if self._inotify is None else [self._poked, self._inotify]
         ready, _, _ = select.select(fds, [], [], timeout)
         for fd in ready:
-            _drain(fd)
+            data = _drain(fd)
+            if fd == self._inotify:
+                ended = _ended(data)
+                self._watches = {d: wd for d, wd in self._watches.items() if wd not in ended}
 
     def poke(self) -> None:
         """End the current or next :meth:`wait` (from any thread)."""
@@ -95,9 +106,26 @@ def _inotify() -> tuple[Any, int | None]:
     return (libc, fd) if fd >= 0 else (None, None)
 
 
-def _drain(fd: int) -> None:
+def _ended(events: bytes) -> set[int]:
+    """The watches that inotify ``events`` say the kernel ended (their directory removed)."""
+    ended, at = set(), 0
+    while at + _EVENT.size <= len(events):
+        wd, mask, _, length = _EVENT.unpack_from(events, at)
+        if mask & _IN_IGNORED:
+            ended.add(wd)
+        at += _EVENT.size + length
+    return ended
+
+
+def _drain(fd: int) -> bytes:
+    """Everything ``fd`` has to read now (whole inotify events: the kernel never splits one)."""
+    chunks = []
     try:
-        while os.read(fd, 65536):
-            pass
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
     except BlockingIOError:
         pass
+    return b"".join(chunks)
