@@ -7,7 +7,8 @@ call: a call of megabytes takes 2 MB folios, and where the machine's free memory
 large has been given back to a virtual machine's host (free page reporting), each page of them
 faults in again as it is copied. On the benchmark machine a 256 MB file written in 16 MB calls
 went at 84-146 MB/s, in calls of 32 KB to 1 MiB at 2.9-4.3 GB/s (before its fsync); see the
-design notes' step 33."""
+design notes' step 33. Where the small free blocks are used up too (a Spark worker beside its
+JVM), every new page faults in whatever the call's size (step 35)."""
 
 from __future__ import annotations
 
