@@ -1,7 +1,8 @@
 """The joins against DuckDB, an engine that shares no code with them, on small random inputs run
 in process over every store, partition count and micro-batch split: the table-table join's view
-against DuckDB's join of the two final tables, the interval join against its range join, the
-as-of join against its ``ASOF LEFT JOIN``. Join keys are drawn from values engines tend to get
+against DuckDB's join of the two final tables, a chain of two (a view over three tables) against
+its three-way join, the interval join against its range join, the as-of join against its ``ASOF
+LEFT JOIN``. Join keys are drawn from values engines tend to get
 wrong: NaN and signed zeros, infinities, empty and non-ASCII strings, extreme integers, timestamps
 before the epoch, decimals, booleans and dates, and nulls (which match nothing)."""
 
@@ -123,6 +124,66 @@ def test_table_table_join_view_equals_duckdbs_join_of_the_final_tables(case: dic
     expected = _duckdb(f"SELECT l.id, l.k, l.v, r.cid, r.name FROM l {sql} JOIN r ON l.k = r.cid",
                        l=_final(case["left"], "id"), r=_final(case["right"], "cid"))
     columns = ["id", "k", "v", "cid", "name"]
+    assert rows_of(view.select(columns)) == rows_of(expected.select(columns))
+
+
+@st.composite
+def chain_cases(draw: Any) -> dict[str, Any]:
+    """Three plain change streams: orders keyed by ``id`` referencing a customer (``k``) and a
+    product (``p``), customers keyed by ``cid``, products by ``pid`` (each key of its own drawn
+    type), each change at its own time, in micro-batches; each join's ``how``, and the run's
+    settings."""
+    (ck_type, c_pool), (pk_type, p_pool) = (KEYS[draw(st.sampled_from(sorted(KEYS)))] for _ in range(2))
+    count = draw(st.integers(1, 36))
+    times = draw(st.permutations(range(count)))
+    rows: dict[str, list[dict]] = {"orders": [], "customers": [], "products": []}
+    for t in times:
+        at = BASE + dt.timedelta(seconds=t)
+        op = draw(st.sampled_from(["upsert", "upsert", "delete"]))
+        table = draw(st.sampled_from(sorted(rows)))
+        if table == "orders":
+            row = {"id": draw(st.integers(0, 6)), "k": draw(st.sampled_from(c_pool)), "p": draw(st.sampled_from(p_pool)),
+                   "v": draw(st.sampled_from(["x", "y", None]))}
+        elif table == "customers":
+            row = {"cid": draw(st.sampled_from([c for c in c_pool if c is not None])),
+                   "name": draw(st.sampled_from(["n1", "n2", None]))}
+        else:
+            row = {"pid": draw(st.sampled_from([p for p in p_pool if p is not None])),
+                   "title": draw(st.sampled_from(["t1", "t2", None]))}
+        rows[table].append({**row, "op": op, "at": at})
+    change = [("op", pa.string()), ("at", pa.timestamp("us", "UTC"))]
+    schemas = {"orders": pa.schema([("id", pa.int64()), ("k", ck_type), ("p", pk_type), ("v", pa.string()), *change]),
+               "customers": pa.schema([("cid", ck_type), ("name", pa.string()), *change]),
+               "products": pa.schema([("pid", pk_type), ("title", pa.string()), *change])}
+    tables = {name: pa.Table.from_pylist(rows[name], schemas[name]) for name in rows}
+    batches = draw(st.integers(1, 4))
+    split = [_batches(draw, tables[name], batches) for name in ("orders", "customers", "products")]
+    n = max(len(parts) for parts in split)
+    return {**tables, "first": draw(st.sampled_from(["inner", "left", "full"])),
+            "second": draw(st.sampled_from(["inner", "left", "full"])),
+            "store": draw(st.sampled_from(STORES)), "partitions": draw(st.integers(1, 4)),
+            "batches": [tuple(parts[i] if i < len(parts) else parts[0].slice(0, 0) for parts in split)
+                        for i in range(n)]}
+
+
+@EXAMPLES
+@given(chain_cases())
+def test_table_table_join_chain_view_equals_duckdbs_three_way_join_of_the_final_tables(case: dict[str, Any]) -> None:
+    def chain(joins: LocalJoins, orders: pa.Table, customers: pa.Table, products: pa.Table) -> pa.Table:
+        first = joins.table_table_join(orders, customers, (["k"], ["cid"]), left_key="id", right_key="cid",
+                                       how=case["first"], left_time="at", right_time="at", store=case["store"])
+        # (the first view's key: both primary keys, as a full join pads either side)
+        return joins.table_table_join(first, products, (["p"], ["pid"]), left_key=["id", "cid"], right_key="pid",
+                                      how=case["second"], right_time="at", store=case["store"])
+
+    view = view_rows(_streamed(case, chain), left_key=["id", "cid"], right_key="pid")
+    sql = {"inner": "INNER", "left": "LEFT", "full": "FULL"}
+    expected = _duckdb(f"SELECT o.id, o.k, o.p, o.v, c.cid, c.name, p.pid, p.title "
+                       f"FROM (o {sql[case['first']]} JOIN c ON o.k = c.cid) "
+                       f"{sql[case['second']]} JOIN p ON o.p = p.pid",
+                       o=_final(case["orders"], "id"), c=_final(case["customers"], "cid"),
+                       p=_final(case["products"], "pid"))
+    columns = ["id", "k", "p", "v", "cid", "name", "pid", "title"]
     assert rows_of(view.select(columns)) == rows_of(expected.select(columns))
 
 
