@@ -208,6 +208,8 @@ _TABLE = {"variant": "streamjoin-arranged", "changes/batch": 200_000}
 _RUNTIME = "streamjoin runtime, "
 #: the three-table chain as a streaming query, per store ``bench view --spark`` ran
 _VIEW = "spark three tables, "
+#: its largest Python worker's peak resident memory (results from before 2026-12-05 lack it)
+_VIEW_RSS = Each("worker RSS MB", "variant", _VIEW)
 
 
 def _nexmark(query: str) -> dict[str, object]:
@@ -328,7 +330,7 @@ GOALS: tuple[Goal, ...] = (
                 "(docs/design/runtime.md, arranged state, steps 16-30)"),
     Goal("view", "a three-table view's change micro-batches vs its first join's alone on the same changes, in "
          "Spark, 200,000-change micro-batches", 1.5, "x", Each("s / two tables' s", "variant", _VIEW),
-         "streamjoin bench view --store arranged --spark", at_most=True,
+         "streamjoin bench view --store arranged --spark", at_most=True, memory=_VIEW_RSS,
          reason="2.59x in the run of this figure (2026-12-05 08:37, load 0.7 as it started and 2.8 as it ended, "
                 "after design steps 33-34, nothing else running: 36.4 against 14.1 s; in process in the same run "
                 "2.97x, 23.7 against 8.01 s). 2.06x on 2026-12-04 17:58 (load 1.8 as it started and 3.4 as it "
@@ -365,7 +367,7 @@ GOALS: tuple[Goal, ...] = (
                 "(docs/guides/views.md, what is stored)"),
     Goal("view", "a three-table view's speed vs Spark recomputing the three-way join each micro-batch, "
          "200,000-change micro-batches", 5.0, "x", Each("recompute s / s", "variant", _VIEW),
-         "streamjoin bench view --store arranged --spark",
+         "streamjoin bench view --store arranged --spark", memory=_VIEW_RSS,
          reason="1.84x in the run of this figure (2026-12-05 08:37, load 0.7 as it started and 2.8 as it ended: "
                 "the chain's change micro-batches 36.4 s against the recompute's 67.1 s). 1.73x on 2026-12-04 "
                 "17:58 (load 1.8 as it started and 3.4 as it "

@@ -30,7 +30,9 @@ Parquet file per micro-batch: the load, then the change micro-batches; ``noop`` 
 micro-batches' ``triggerExecution`` seconds), and ``spark-recompute``: the three current tables
 rebuilt from every change file up to a micro-batch (``max_by`` of the latest change per key,
 deletes dropped) and joined, after the first and the last change micro-batch; its seconds for
-every micro-batch are their mean times the micro-batches (marked ``est.``).
+every micro-batch are their mean times the micro-batches (marked ``est.``). Beside each streaming
+query, "worker RSS MB": the largest PySpark Python worker's peak resident memory while it ran
+(:class:`streamjoin.bench.interval.WorkerMemory`, sampled every 0.2 s).
 """
 
 from __future__ import annotations
@@ -192,16 +194,21 @@ def _write_files(root: str, data: Star, batches: int) -> None:
             os.utime(path, (stamp + b, stamp + b))
 
 
-def spark_variants(data: Star, args: argparse.Namespace) -> dict[str, float]:
+def spark_variants(data: Star, args: argparse.Namespace) -> tuple[dict[str, float], dict[str, int]]:
     """Change seconds of the chain and of its first join as streaming queries, and Spark's
-    recompute estimated over every change micro-batch (see module)."""
+    recompute estimated over every change micro-batch (see module); and per streaming query, its
+    largest Python worker's peak resident bytes."""
     from pyspark.sql import functions as F
 
     from streamjoin import table_table_join
+    from streamjoin.bench.interval import WorkerMemory
     from streamjoin.bench.sparkutil import local_session, run_to_noop
 
     spark = local_session(shuffle_partitions=args.partitions)
     root = fresh_dir(results_dir(), "view-spark")
+    memory = WorkerMemory()
+    memory.start()
+    rss: dict[str, int] = {}
     try:
         _write_files(root, data, args.batches)
 
@@ -222,7 +229,9 @@ def spark_variants(data: Star, args: argparse.Namespace) -> dict[str, float]:
                                         checkpoint=os.path.join(scratch, "second"), partitions=args.partitions,
                                         state_dir=os.path.join(scratch, "state"),
                                         fuse_key_stages=args.key_stages == "fused")
+            began = time.time()
             query = run_to_noop(view, scratch, name)
+            rss[name] = memory.peak(began, time.time())[0]
             progress = sorted(query.recentProgress, key=lambda p: p["batchId"])
             out[name] = sum(p["durationMs"]["triggerExecution"] for p in progress[1:]) / 1000
 
@@ -241,27 +250,31 @@ def spark_variants(data: Star, args: argparse.Namespace) -> dict[str, float]:
             view.write.format("noop").mode("overwrite").save()
             seconds.append(time.perf_counter() - start)
         out["spark recompute (est.)"] = sum(seconds) / len(seconds) * args.batches
-        return out
+        return out, rss
     finally:
+        memory.stop()
         spark.stop()
         shutil.rmtree(root, ignore_errors=True)
 
 
 #: The results table's columns (one row per variant; "-" where a figure does not apply).
 COLUMNS = ("variant", "tables", "changes", "view changes", "change s", "CPU s", "input changes/s", "s / two tables' s",
-           "recompute s / s", "store B/input row", "held B/input row", "peak RSS MiB")
+           "recompute s / s", "store B/input row", "held B/input row", "peak RSS MiB", "worker RSS MB")
 
 
-def summary_table(results: dict[str, dict[str, Any]], spark: dict[str, float], args: argparse.Namespace) -> Table:
-    """The run's figures as one table: the in-process variants, then (with ``--spark``) the
-    streaming queries and Spark's recompute; the ratios are within a group (in process: three
-    tables over two; in Spark: each query over the two-table one, and the recompute over each)."""
+def summary_table(results: dict[str, dict[str, Any]], spark: dict[str, float], args: argparse.Namespace,
+                  rss: dict[str, int] | None = None) -> Table:
+    """The run's figures as one table: the in-process variants (their process's peak memory so
+    far), then (with ``--spark``) the streaming queries (their largest worker's, ``rss``: bytes by
+    query) and Spark's recompute; the ratios are within a group (in process: three tables over
+    two; in Spark: each query over the two-table one, and the recompute over each)."""
+    rss = rss or {}
     table = Table(list(COLUMNS))
     two = results["two tables"]["seconds"]
     for name, r in results.items():
         table.add(f"streamjoin-{args.store} {name}", 3 if name == "three tables" else 2, r["changes"],
                   r["view changes"], r["seconds"], r.get("cpu", "-"), r["changes"] / r["seconds"], r["seconds"] / two, "-", r["bytes"] / r["rows"],
-                  sum(r["held"].values()) / r["rows"], r["peak"])
+                  sum(r["held"].values()) / r["rows"], r["peak"], "-")
     if spark:
         base, recompute = spark["spark two tables"], spark["spark recompute (est.)"]
         for name, seconds in spark.items():
@@ -269,7 +282,8 @@ def summary_table(results: dict[str, dict[str, Any]], spark: dict[str, float], a
             changes = args.changes * tables
             own = name != "spark recompute (est.)"
             table.add(name if not own else f"{name}, {args.store}", tables, changes, "-", seconds, "-", changes / seconds,
-                      seconds / base if own else "-", recompute / seconds if own else 1.0, "-", "-", "-")
+                      seconds / base if own else "-", recompute / seconds if own else 1.0, "-", "-", "-",
+                      round(rss[name] / 2**20) if rss.get(name) else "-")
     return table
 
 
@@ -295,15 +309,17 @@ def run(args: argparse.Namespace) -> int:
     print(f"three tables / two tables: {ratio:.2f}x the seconds (goal: at most 1.5x); "
           f"load average {os.getloadavg()[0]:.2f}")
     spark: dict[str, float] = {}
+    rss: dict[str, int] = {}
     if args.spark:
-        spark = spark_variants(data, args)
+        spark, rss = spark_variants(data, args)
         for name, seconds in spark.items():
             changes = args.changes * (2 if name == "spark two tables" else 3)
-            print(f"{name}: {seconds:.2f} s for the change micro-batches ({changes / seconds:,.0f} changes/s)")
+            peak = f"; largest worker {rss[name] / 2**20:,.0f} MB" if rss.get(name) else ""
+            print(f"{name}: {seconds:.2f} s for the change micro-batches ({changes / seconds:,.0f} changes/s{peak})")
         chain, recompute = spark["spark three tables"], spark["spark recompute (est.)"]
         print(f"spark: three tables / two tables {chain / spark['spark two tables']:.2f}x; recompute / three tables "
               f"{recompute / chain:.2f}x (goal: at least 5x); load average {os.getloadavg()[0]:.2f}")
-    table = summary_table(results, spark, args)
+    table = summary_table(results, spark, args, rss)
     print(table.render())
     print("results:", write_results("view", table, vars(args), Chart(
         "input changes/s", ("variant",), "three-table view (a chain of two joins) beside its first join: input changes/s")))

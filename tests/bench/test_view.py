@@ -38,7 +38,7 @@ def test_bench_view_summary_table_puts_the_spark_ratios_in_their_rows():
            "view changes": 50}
     table = view.summary_table({"two tables": run, "three tables": {**run, "seconds": 3.0, "changes": 300}},
                                {"spark two tables": 4.0, "spark three tables": 6.0, "spark recompute (est.)": 12.0},
-                               args)
+                               args, {"spark two tables": 300 * 2**20, "spark three tables": 450 * 2**20})
     rows = {row["variant"]: row for row in table.as_records()}
     assert rows["streamjoin-arranged three tables"]["s / two tables' s"] == 1.5
     assert rows["streamjoin-arranged three tables"]["CPU s"] == 2.5 and rows["spark three tables, arranged"]["CPU s"] == "-"
@@ -46,3 +46,7 @@ def test_bench_view_summary_table_puts_the_spark_ratios_in_their_rows():
     assert rows["spark three tables, arranged"]["recompute s / s"] == 2.0
     assert rows["spark three tables, arranged"]["input changes/s"] == 50.0
     assert rows["spark recompute (est.)"]["recompute s / s"] == 1.0
+    # each streaming query's largest Python worker; none for what ran in process or is Spark's own
+    assert rows["spark three tables, arranged"]["worker RSS MB"] == 450
+    assert rows["streamjoin-arranged three tables"]["worker RSS MB"] == "-"
+    assert rows["spark recompute (est.)"]["worker RSS MB"] == "-"
