@@ -432,6 +432,7 @@ GOALS: tuple[Goal, ...] = (
          "streamjoin bench restart --repeat 5", at_most=True),
     Goal("runtime", "micro-batch time vs the floor's (batches / floor), every backend", 1.10, "x",
          Each("batches / floor", "variant", _RUNTIME), "streamjoin bench runtime", at_most=True,
+         memory=Each("worker RSS MB", "variant", _RUNTIME),
          reason="the run of this figure (2026-12-05 08:23, load 0.2 as it started and 2.1 as it ended, nothing "
                 "else running, after design steps 33-34) gave arranged 1.18x, rocksdb 1.20x, lmdb 1.16x and memory "
                 "1.12x (the floor's micro-batches 3.93 s); alternated against the main before step 34, whose "
@@ -461,7 +462,8 @@ GOALS: tuple[Goal, ...] = (
                 "record); with every fsync off, and with the plan's Spark-side pieces alone, the ratio stayed "
                 "within its spread (docs/bench/runtime.md)"),
     Goal("runtime", "per-query fixed cost minus the floor's (fixed - floor's s), every backend", 1.0, " s",
-         Each("fixed - floor's s", "variant", _RUNTIME), "streamjoin bench runtime", at_most=True),
+         Each("fixed - floor's s", "variant", _RUNTIME), "streamjoin bench runtime", at_most=True,
+         memory=Each("worker RSS MB", "variant", _RUNTIME)),
     Goal("latency", "release latency of a left outer interval join vs Spark's stream-stream join on the same "
          "data, with traffic and quiet (Spark's median s / streamjoin-arranged's)", 1.0, "x",
          Each("spark s / s", "run", "streamjoin-arranged, "), "streamjoin bench latency",

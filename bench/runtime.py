@@ -8,7 +8,10 @@ run interleaved, ``--repeat`` times each; the table shows medians and the ratio 
 the whole query and of its micro-batches alone (Spark's ``triggerExecution``): the difference is
 starting the query. That fixed cost is shown split: ``start s`` from ``start()`` to the first micro-batch's start, ``stop s``
 from the last micro-batch's end to the query's end (from the query's progress events), their sum
-``fixed s``, and ``fixed - floor's s``, how much more than the floor's it is.
+``fixed s``, and ``fixed - floor's s``, how much more than the floor's it is. ``worker RSS MB``:
+the largest PySpark Python worker's peak resident memory while a variant's timed runs ran
+(sampled every 0.2 s; the workers are shared by the variants, so it includes what an earlier
+variant's worker still holds).
 
 ``--flush-sources``: the no-data flush each runtime variant has. ``none`` (the default) is a
 join none of whose output waits for the watermark, which gets no flush source at all;
@@ -25,12 +28,14 @@ import argparse
 import os
 import shutil
 import statistics
+import time
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from streamjoin.bench.harness import Chart, Table, results_dir, rotated, write_results
+from streamjoin.bench.interval import WorkerMemory
 from streamjoin.bench.sparkutil import QueryTimes, fresh_dir, local_session, time_stream_parts
 
 __all__ = ["add_arguments", "run", "runtime_table"]
@@ -67,19 +72,23 @@ def _write_inputs(directory: str, rows: int, batches: int, keys: int) -> None:
         pq.write_table(table, os.path.join(directory, f"part-{b:04d}.parquet"))
 
 
-def runtime_table(times: dict[str, list[QueryTimes]], rows: int, floor_name: str) -> Table:
+def runtime_table(times: dict[str, list[QueryTimes]], rows: int, floor_name: str,
+                  rss: dict[str, int] | None = None) -> Table:
     """One row a variant: medians of its runs' seconds, in all and in micro-batches, and of its fixed
-    cost (start: from ``start()`` to the first micro-batch; stop: after the last one), each beside the floor's."""
+    cost (start: from ``start()`` to the first micro-batch; stop: after the last one), each beside the
+    floor's; and (``rss``: bytes by variant) the largest Python worker's peak memory over its runs."""
+    rss = rss or {}
     def median(name: str, field: str) -> float:
         return statistics.median(getattr(t, field) for t in times[name])
     floor_fixed = median(floor_name, "start_seconds") + median(floor_name, "stop_seconds")
     table = Table(["variant", "median s", "rows/s", "time / floor", "batches s", "batches / floor",
-                   "start s", "stop s", "fixed s", "fixed - floor's s"])
+                   "start s", "stop s", "fixed s", "fixed - floor's s", "worker RSS MB"])
     for name in times:
         seconds, batches = median(name, "seconds"), median(name, "batch_seconds")
         start, stop = median(name, "start_seconds"), median(name, "stop_seconds")
         table.add(name, seconds, rows / seconds, seconds / median(floor_name, "seconds"), batches,
-                  batches / median(floor_name, "batch_seconds"), start, stop, start + stop, start + stop - floor_fixed)
+                  batches / median(floor_name, "batch_seconds"), start, stop, start + stop, start + stop - floor_fixed,
+                  round(rss[name] / 2**20) if rss.get(name) else "-")
     return table
 
 
@@ -144,10 +153,18 @@ def _measure(spark, root: str, args: argparse.Namespace) -> None:
         time_stream_parts(variants[name])
     reading[0] = inputs
     times: dict[str, list[QueryTimes]] = {name: [] for name in variants}
-    for i in range(args.repeat):
-        for name in rotated(list(variants), i):   # each variant in every place in turn
-            times[name].append(time_stream_parts(variants[name]))
-    table = runtime_table(times, args.rows, "repartition + mapInArrow (floor)")
+    rss: dict[str, int] = {name: 0 for name in variants}
+    memory = WorkerMemory()
+    memory.start()
+    try:
+        for i in range(args.repeat):
+            for name in rotated(list(variants), i):   # each variant in every place in turn
+                began = time.time()
+                times[name].append(time_stream_parts(variants[name]))
+                rss[name] = max(rss[name], memory.peak(began, time.time())[0])
+    finally:
+        memory.stop()
+    table = runtime_table(times, args.rows, "repartition + mapInArrow (floor)", rss)
     print(f"{args.rows:,} rows, {args.batches} micro-batches, {args.partitions} partitions, "
           f"medians of {args.repeat} runs, load average {os.getloadavg()[0]:.2f} as the runs ended")
     print(table.render())

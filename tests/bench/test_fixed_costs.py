@@ -42,6 +42,14 @@ def test_runtime_table_shows_fixed_cost_beside_the_floors():
     assert (rows["floor"]["start s"], rows["floor"]["stop s"], rows["floor"]["fixed s"]) == (1.5, 0.5, 2.0)
     assert rows["ours"]["fixed s"] == 4.0 and rows["ours"]["fixed - floor's s"] == 2.0
     assert rows["ours"]["time / floor"] == 1.5
+    assert rows["ours"]["worker RSS MB"] == "-"   # (no memory sampled)
+
+
+def test_runtime_table_shows_each_variants_largest_worker():
+    times = {"floor": [QueryTimes(5, 3, 1.0, 0.5)], "ours": [QueryTimes(9, 4, 3.0, 1.0)]}
+    rows = {r["variant"]: r for r in runtime_table(times, 600, "floor", {"floor": 90 * 2**20, "ours": 120 * 2**20})
+            .as_records()}
+    assert (rows["floor"]["worker RSS MB"], rows["ours"]["worker RSS MB"]) == (90, 120)
 
 
 def test_interval_summary_shows_fixed_cost_beside_the_floors():
