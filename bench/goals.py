@@ -477,6 +477,7 @@ GOALS: tuple[Goal, ...] = (
                 "own micro-batches take at the moment more than the join (not profiled further)"),
     Goal("store-time", "state-store time per input row, amortised, every join", 1.0, " us",
          Each("store us/row", "variant", "streamjoin-arranged, "), "streamjoin bench store-time", at_most=True,
+         memory=Each("peak RSS MB", "variant", "streamjoin-arranged, "),
          reason="in the run of this figure (2026-12-04 14:37, load 0.1 as it started, nothing else running) the "
                 "arranged store took 0.79 us a row in the interval join, 0.62 in the enrichment and 1.55 in the "
                 "table-table join (1.74 in a run at load 2.6 that hour; on 2026-12-03 1.13, 0.90 and 1.98 at 17:54 "

@@ -24,8 +24,10 @@ One row per join: the input rows it consumed (every row of its inputs, initial r
 for the table join, the rows given to its key stages), the store calls, the store seconds, those
 in µs per input row (the goal in :data:`streamjoin.bench.goals.GOALS`: at most 1 µs, amortised
 over the run), the task seconds (the versions' wall seconds: routing and every partition's task,
-read, open, step and commit), and the share of them in the store. The interval and enrichment
-joins' output row counts are checked (``MISMATCH`` otherwise).
+read, open, step and commit), the share of them in the store, and this process's peak resident
+memory while the join ran (``peak RSS MB``: the tasks run here, as they would in one Python
+worker; :class:`streamjoin.bench.harness.ResidentPeak`). The interval and enrichment joins'
+output row counts are checked (``MISMATCH`` otherwise).
 """
 
 from __future__ import annotations
@@ -40,7 +42,15 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 
-from streamjoin.bench.harness import HOSTED_HELP, Table, parse_stores, results_dir, store_spec, write_results
+from streamjoin.bench.harness import (
+    HOSTED_HELP,
+    ResidentPeak,
+    Table,
+    parse_stores,
+    results_dir,
+    store_spec,
+    write_results,
+)
 from streamjoin.bench.sparkutil import fresh_dir
 from streamjoin.statestore.registry import DEFAULT_KIND
 
@@ -48,7 +58,7 @@ __all__ = ["add_arguments", "run", "JOINS", "Measured", "measure", "consumed_row
 
 JOINS = ("interval", "enrichment", "table")
 STORES = ("arranged", "rocksdb", "lmdb", "memory")
-COLUMNS = ["variant", "input rows", "store calls", "store s", "store us/row", "task s", "store share"]
+COLUMNS = ["variant", "input rows", "store calls", "store s", "store us/row", "task s", "store share", "peak RSS MB"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -174,10 +184,12 @@ RUNS: dict[str, Callable[[argparse.Namespace, str, str], Measured]] = {
     "interval": _interval, "enrichment": _enrichment, "table": _table}
 
 
-def row(table: Table, store: str, join: str, got: Measured) -> None:
-    """``got`` as a row of the results table (label ``streamjoin-<store>, <join>``)."""
+def row(table: Table, store: str, join: str, got: Measured, peak: int | None = None) -> None:
+    """``got`` as a row of the results table (label ``streamjoin-<store>, <join>``); ``peak``: this
+    process's largest resident bytes while it ran (None: not sampled)."""
     table.add(f"streamjoin-{store}, {join}", got.input_rows, got.store_calls, round(got.store_seconds, 6),
-              round(got.us_per_row, 3), round(got.task_seconds, 6), round(got.share, 3))
+              round(got.us_per_row, 3), round(got.task_seconds, 6), round(got.share, 3),
+              round(peak / 2**20) if peak else "-")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -195,8 +207,9 @@ def run(args: argparse.Namespace) -> int:
     for store in stores:
         for join in joins:
             started = time.perf_counter()
-            got = RUNS[join](args, store, fresh_dir(results_dir(), f"store-time-{join}"))
-            row(results, store, join, got)
+            with ResidentPeak() as memory:
+                got = RUNS[join](args, store, fresh_dir(results_dir(), f"store-time-{join}"))
+            row(results, store, join, got, memory.peak_bytes)
             notes += [f"streamjoin-{store}, {join}: {n}" for n in got.notes]
             print(f"streamjoin-{store}, {join}: {got.store_seconds:.2f} s in the store of {got.task_seconds:.2f} s "
                   f"({got.us_per_row:.2f} us per input row; {time.perf_counter() - started:.0f} s with the inputs)",

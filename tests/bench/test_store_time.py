@@ -41,12 +41,14 @@ def test_store_time_keeps_a_row_per_join_that_the_goal_reads(tmp_path, monkeypat
         assert row["store calls"] > 0 and 0 < row["store s"] < row["task s"]
         assert abs(row["store us/row"] - row["store s"] * 1e6 / row["input rows"]) < 0.001
         assert abs(row["store share"] - row["store s"] / row["task s"]) < 0.001 and 0 < row["store share"] < 1
+        assert row["peak RSS MB"] > 10   # (this process's, while the join ran)
 
     os.replace(tmp_path / written[0], tmp_path / "store-time.json")
     status = goal_status(_goal(), str(tmp_path))
     assert status.reading is not None and status.met is not None
     assert [part.split(" ")[0] for part in status.reading.text.split(", ")] == ["interval", "enrichment", "table"]
     assert status.reading.value == max(row["store us/row"] for row in rows.values())
+    assert status.reading.memory_mb == max(row["peak RSS MB"] for row in rows.values())
 
 
 def test_store_time_goal_is_at_most_two_us_per_row_of_every_join():
