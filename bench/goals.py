@@ -429,7 +429,7 @@ GOALS: tuple[Goal, ...] = (
          "streamjoin bench changelog"),
     Goal("restart", "restart of a 1M-row enrichment table after a column is added, vs the same restart without "
          "(s / s)", 1.2, "x", Ratio("seconds", over={"variant": "column added"}, under={"variant": "same columns"}),
-         "streamjoin bench restart --repeat 5", at_most=True),
+         "streamjoin bench restart --repeat 5", at_most=True, memory=Cell("peak RSS MB", {"variant": "column added"})),
     Goal("runtime", "micro-batch time vs the floor's (batches / floor), every backend", 1.10, "x",
          Each("batches / floor", "variant", _RUNTIME), "streamjoin bench runtime", at_most=True,
          memory=Each("worker RSS MB", "variant", _RUNTIME),
@@ -467,6 +467,7 @@ GOALS: tuple[Goal, ...] = (
     Goal("latency", "release latency of a left outer interval join vs Spark's stream-stream join on the same "
          "data, with traffic and quiet (Spark's median s / streamjoin-arranged's)", 1.0, "x",
          Each("spark s / s", "run", "streamjoin-arranged, "), "streamjoin bench latency",
+         memory=Each("worker RSS MB", "run", "streamjoin-arranged, "),
          reason="1.20x with traffic and 1.005x quiet in the run of this figure (`streamjoin bench latency --repeat "
                 "3`, 2026-12-01 04:13, load 2.7 as it started): both joins release every row in the micro-batch "
                 "after the one that read the input moving the watermark (median and largest: 1), so the seconds "

@@ -35,8 +35,9 @@ interval``). Step 0 starts each query and is not counted (it pays the query's st
 shows, per variant and feeding, the rows measured, the median and 95th percentile (nearest rank)
 of the seconds, the median and largest number of micro-batches, the share of rows released in a micro-batch
 that read input rows (``with data``: near 1 with traffic, 0 when quiet), Spark's median over ours
-for the same feeding (``spark s / s``: 1 or more means no slower), and the 1-minute load average
-as the run ended: latency on a busy machine says little.
+for the same feeding (``spark s / s``: 1 or more means no slower), the 1-minute load average
+as the run ended (latency on a busy machine says little), and for a streamjoin variant the
+largest PySpark Python worker's peak resident memory over its runs (``worker RSS MB``).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from streamjoin.bench.harness import Chart, Table, results_dir, rotated, write_results
-from streamjoin.bench.interval import LEFT, RIGHT, SPARK, Bench, Params
+from streamjoin.bench.interval import LEFT, RIGHT, SPARK, Bench, Params, WorkerMemory
 from streamjoin.bench.sparkutil import fresh_dir, local_session
 from streamjoin.jobs.common import help_text
 
@@ -176,17 +177,22 @@ def summary(measured: Sequence[Latency]) -> tuple[int, float, float, float, int,
     return len(measured), statistics.median(seconds), _p95(seconds), statistics.median(batches), max(batches), share
 
 
-def latency_table(results: Mapping[tuple[str, str], Sequence[Latency]], loads: Mapping[tuple[str, str], float]) -> Table:
+def latency_table(results: Mapping[tuple[str, str], Sequence[Latency]], loads: Mapping[tuple[str, str], float],
+                  rss: Mapping[tuple[str, str], int] | None = None) -> Table:
     """One row per (variant, feeding): :func:`summary`, Spark's median over this one's for a
-    streamjoin variant (the first Spark variant run), and the load average as the run ended."""
+    streamjoin variant (the first Spark variant run), the load average as the run ended, and
+    (``rss``: bytes) the largest Python worker's peak memory over its runs."""
+    rss = rss or {}
     table = Table(["run", "rows", "median s", "p95 s", "median batches", "max batches", "with data",
-                   "spark s / s", "load"])
+                   "spark s / s", "load", "worker RSS MB"])
     spark = next((v for v, _ in results if v.startswith("spark-")), None)
     for (variant, feeding), measured in results.items():
         rows, median, p95, batches, most, share = summary(measured)
         theirs = results.get((spark, feeding)) if spark and not variant.startswith("spark-") else None
         ratio = summary(theirs)[1] / median if theirs and median > 0 else "-"
-        table.add(f"{variant}, {feeding}", rows, median, p95, batches, most, share, ratio, loads[(variant, feeding)])
+        peak = rss.get((variant, feeding))
+        table.add(f"{variant}, {feeding}", rows, median, p95, batches, most, share, ratio, loads[(variant, feeding)],
+                  round(peak / 2**20) if peak else "-")
     return table
 
 
@@ -384,12 +390,18 @@ def run(args: argparse.Namespace) -> int:
                           extra={"spark.sql.streaming.numRecentProgressUpdates": "1000"})
     results: dict[tuple[str, str], list[Latency]] = {}
     loads: dict[tuple[str, str], float] = {}
+    rss: dict[tuple[str, str], int] = {}
     problems: list[str] = []
+    memory = WorkerMemory()
+    memory.start()
     try:
         for i in range(args.repeat):
             for variant in rotated(variants, i):   # each variant in every place in turn
                 for feeding in FEEDINGS:
+                    began = time.time()
                     done = _run_once(spark, root, data, variant, feeding, args)
+                    if not variant.startswith("spark-"):   # (Spark's own join runs no Python worker)
+                        rss[(variant, feeding)] = max(rss.get((variant, feeding), 0), memory.peak(began, time.time())[0])
                     last = args.steps - 1
                     counted = set(range(1, last)) if feeding == "traffic" else set(range(1, last + 1))
                     results.setdefault((variant, feeding), []).extend(
@@ -398,9 +410,10 @@ def run(args: argparse.Namespace) -> int:
                     loads[(variant, feeding)] = max(loads.get((variant, feeding), 0.0), os.getloadavg()[0])
                     problems += done.problems
     finally:
+        memory.stop()
         spark.stop()
         shutil.rmtree(root, ignore_errors=True)
-    table = latency_table(results, loads)
+    table = latency_table(results, loads, rss)
     print(f"{data.per_step * args.steps * 2:,} rows ({data.per_step:,} a side a step, {args.steps} steps), "
           f"{len(data.release):,} left rows released null-padded, left outer join within +/- "
           f"{WINDOW_US / 1e6:g} s, delay {DELAY_S} s, trigger every {args.interval:g} s, {args.partitions} "

@@ -10,8 +10,9 @@ one more (``column added``: the bind records the evolution), and runs the next v
 ``--touch`` table changes and events (the first micro-batch after the restart: each partition
 opens its store, reads the buckets the changes touch, and reads their versions stored under the
 old columns in the new ones). The time is from the bind to the version's commit; the variants
-alternate, medians of ``--repeat`` runs. The goal is the column-added restart within 1.2x of the
-other.
+alternate, medians of ``--repeat`` runs; ``peak RSS MB`` is the restarting process's largest
+resident memory, the largest of a variant's runs. The goal is the column-added restart within
+1.2x of the other.
 """
 
 from __future__ import annotations
@@ -106,8 +107,9 @@ def _child(root: str, variant: str, store: str, partitions: int, touch: int, row
 
 
 #: the restart, in a new Python process (argv: root, variant, store, partitions, touch, rows)
-_CHILD = ("import json, sys; from streamjoin.bench.restart import _child; "
-          "print(json.dumps({'seconds': _child(*sys.argv[1:4], *map(int, sys.argv[4:]))}))")
+_CHILD = ("import json, resource, sys; from streamjoin.bench.restart import _child; "
+          "seconds = _child(*sys.argv[1:4], *map(int, sys.argv[4:])); "
+          "print(json.dumps({'seconds': seconds, 'peak': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -116,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"loading {args.rows:,} table rows into {args.partitions} partitions ({args.store}) ...", flush=True)
     _prepare(prepared, args)
     seconds: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    peaks: dict[str, int] = {v: 0 for v in VARIANTS}   # the restarting process's largest resident bytes
     for i in range(args.repeat):
         for variant in (VARIANTS if i % 2 == 0 else VARIANTS[::-1]):
             copy = os.path.join(base, f"run-{i}-{variant.replace(' ', '-')}")
@@ -123,14 +126,16 @@ def run(args: argparse.Namespace) -> int:
             command = [sys.executable, "-c", _CHILD, copy, variant, args.store, str(args.partitions), str(args.touch),
                        str(args.rows)]
             found = subprocess.run(command, check=True, capture_output=True, text=True)
-            seconds[variant].append(json.loads(found.stdout.strip().splitlines()[-1])["seconds"])
+            measured = json.loads(found.stdout.strip().splitlines()[-1])
+            seconds[variant].append(measured["seconds"])
+            peaks[variant] = max(peaks[variant], measured["peak"])
             shutil.rmtree(copy)
             print(f"  run {i + 1}/{args.repeat}, {variant}: {seconds[variant][-1]:.2f} s", flush=True)
-    table = Table(["variant", "rows", "seconds", "ratio"])
+    table = Table(["variant", "rows", "seconds", "ratio", "peak RSS MB"])
     same = float(np.median(seconds[VARIANTS[0]]))
     for variant in VARIANTS:
         median = float(np.median(seconds[variant]))
-        table.add(variant, args.rows, median, median / same)
+        table.add(variant, args.rows, median, median / same, round(peaks[variant] / 2**20))
     shutil.rmtree(base, ignore_errors=True)
     print(f"restart and first version of a {args.rows:,}-row enrichment table, medians of {args.repeat} "
           f"alternated runs, load average {os.getloadavg()[0]:.2f} as they ended")

@@ -69,8 +69,11 @@ def test_latency_table_sets_sparks_median_over_ours_beside_the_load():
     rows = latency_table(results, {key: 1.5 for key in results}).as_records()
     assert rows[0] == {"run": "streamjoin-rocksdb, quiet", "rows": 2, "median s": 1.5, "p95 s": 2.0,
                        "median batches": 1, "max batches": 1, "with data": 1.0, "spark s / s": 2.0,
-                       "load": 1.5}
+                       "load": 1.5, "worker RSS MB": "-"}
     assert rows[1]["run"] == "spark-rocksdb, quiet" and rows[1]["spark s / s"] == "-"
+    # a streamjoin run's largest Python worker, where it was sampled
+    rows = latency_table(results, {key: 1.5 for key in results}, {("streamjoin-rocksdb", "quiet"): 200 * 2**20}).as_records()
+    assert rows[0]["worker RSS MB"] == 200 and rows[1]["worker RSS MB"] == "-"
 
 
 def test_workload_releases_the_unmatched_left_rows_the_watermark_passes():

@@ -21,6 +21,7 @@ def test_restart_bench_times_both_restarts(tmp_path, monkeypatch, capsys):
     rows = {r["variant"]: r for r in saved["rows"]}
     assert set(rows) == {"same columns", "column added"} and rows["same columns"]["ratio"] == 1.0
     assert all(r["seconds"] > 0 and r["rows"] == 2_000 for r in rows.values())
+    assert all(r["peak RSS MB"] > 10 for r in rows.values())   # (the restarting process's)
 
 
 def test_restart_bench_child_records_the_evolution(tmp_path):
