@@ -331,9 +331,12 @@ GOALS: tuple[Goal, ...] = (
     Goal("view", "a three-table view's change micro-batches vs its first join's alone on the same changes, in "
          "Spark, 200,000-change micro-batches", 1.5, "x", Each("s / two tables' s", "variant", _VIEW),
          "streamjoin bench view --store arranged --spark", at_most=True, memory=_VIEW_RSS,
-         reason="2.59x in the run of this figure (2026-12-05 08:37, load 0.7 as it started and 2.8 as it ended, "
-                "after design steps 33-34, nothing else running: 36.4 against 14.1 s; in process in the same run "
-                "2.97x, 23.7 against 8.01 s). 2.06x on 2026-12-04 17:58 (load 1.8 as it started and 3.4 as it "
+         reason="1.81x in the run of this figure (2026-12-05 12:32, load 1.2 as it started and 2.4 as it ended, "
+                "nothing else running: 31.4 against 17.4 s, the first join alone slower that hour; the chain's "
+                "largest Python worker 1,149 MB, the first join's 594 MB; in process in the same run 3.10x, 28.6 "
+                "against 9.21 s). 2.59x that morning at 08:37 (load 0.7 as it started and 2.8 as it ended, after "
+                "design steps 33-34: 36.4 against 14.1 s; in process 2.97x, 23.7 against 8.01 s). 2.06x on "
+                "2026-12-04 17:58 (load 1.8 as it started and 3.4 as it "
                 "ended, after the compares below: 33.1 against 16.0 s); in process 3.23x (30.9 against 9.56 s; the "
                 "in-process runs lack the workers' environment of `streamjoin.SPARK_SETTINGS`). Alternated against "
                 "the main before the workers' environment of design step 31 (Python workers that ask for no "
@@ -368,8 +371,9 @@ GOALS: tuple[Goal, ...] = (
     Goal("view", "a three-table view's speed vs Spark recomputing the three-way join each micro-batch, "
          "200,000-change micro-batches", 5.0, "x", Each("recompute s / s", "variant", _VIEW),
          "streamjoin bench view --store arranged --spark", memory=_VIEW_RSS,
-         reason="1.84x in the run of this figure (2026-12-05 08:37, load 0.7 as it started and 2.8 as it ended: "
-                "the chain's change micro-batches 36.4 s against the recompute's 67.1 s). 1.73x on 2026-12-04 "
+         reason="1.75x in the run of this figure (2026-12-05 12:32, load 1.2 as it started and 2.4 as it ended: "
+                "the chain's change micro-batches 31.4 s against the recompute's 54.9 s). 1.84x that morning "
+                "(08:37, load 0.7 as it started: 36.4 s against 67.1 s). 1.73x on 2026-12-04 "
                 "17:58 (load 1.8 as it started and 3.4 as it "
                 "ended: the chain's change micro-batches 33.1 s against the recompute's 57.2 s, a recompute slower "
                 "that evening than the afternoon's 48.3 s; in the alternated runs of design step 31 the recompute "
@@ -433,9 +437,11 @@ GOALS: tuple[Goal, ...] = (
     Goal("runtime", "micro-batch time vs the floor's (batches / floor), every backend", 1.10, "x",
          Each("batches / floor", "variant", _RUNTIME), "streamjoin bench runtime", at_most=True,
          memory=Each("worker RSS MB", "variant", _RUNTIME),
-         reason="the run of this figure (2026-12-05 08:23, load 0.2 as it started and 2.1 as it ended, nothing "
-                "else running, after design steps 33-34) gave arranged 1.18x, rocksdb 1.20x, lmdb 1.16x and memory "
-                "1.12x (the floor's micro-batches 3.93 s); alternated against the main before step 34, whose "
+         reason="the run of this figure (2026-12-05 12:35, load 0.1 as it started and 1.8 as it ended, nothing "
+                "else running) gave arranged 1.20x, rocksdb 1.21x, lmdb 1.23x and memory 1.13x (the floor's "
+                "micro-batches 4.43 s, a slower hour; every variant's largest Python worker 170-176 MB, the "
+                "floor's 170 MB); the run of 08:23 that day (load 0.2 as it started, after design steps 33-34) "
+                "1.18x, 1.20x, 1.16x and 1.12x (the floor's micro-batches 3.93 s); alternated against the main before step 34, whose "
                 "warm-stores watcher polled every 5 ms, the arranged store's runs gave 1.05x against 1.17x "
                 "(`streamjoin bench compare --repeat 3 --fields \"batches s,batches / floor\" 72d59d4 runtime "
                 "--stores arranged --repeat 1`, load 0.5-3.1). The run of 2026-12-04 14:37 (load 0.2 as it "
@@ -468,8 +474,10 @@ GOALS: tuple[Goal, ...] = (
          "data, with traffic and quiet (Spark's median s / streamjoin-arranged's)", 1.0, "x",
          Each("spark s / s", "run", "streamjoin-arranged, "), "streamjoin bench latency",
          memory=Each("worker RSS MB", "run", "streamjoin-arranged, "),
-         reason="1.20x with traffic and 1.005x quiet in the run of this figure (`streamjoin bench latency --repeat "
-                "3`, 2026-12-01 04:13, load 2.7 as it started): both joins release every row in the micro-batch "
+         reason="1.17x with traffic and 1.005x quiet in the run of this figure (`streamjoin bench latency --repeat "
+                "3`, 2026-12-05 12:39, load 0.9 as it started, nothing else running; streamjoin's 1.81 s with "
+                "traffic against Spark's 2.11 s, 1.96 s quiet against 1.97 s). 1.20x and 1.005x on 2026-12-01 "
+                "04:13 (load 2.7 as it started): both joins release every row in the micro-batch "
                 "after the one that read the input moving the watermark (median and largest: 1), so the seconds "
                 "are the 1 s trigger's wait plus that micro-batch: streamjoin's 2.18 s with traffic against "
                 "Spark's 2.62 s, and 1.95 s quiet against Spark's 1.96 s, so quiet is at the goal within a run's "
@@ -479,9 +487,10 @@ GOALS: tuple[Goal, ...] = (
     Goal("store-time", "state-store time per input row, amortised, every join", 1.0, " us",
          Each("store us/row", "variant", "streamjoin-arranged, "), "streamjoin bench store-time", at_most=True,
          memory=Each("peak RSS MB", "variant", "streamjoin-arranged, "),
-         reason="in the run of this figure (2026-12-04 14:37, load 0.1 as it started, nothing else running) the "
-                "arranged store took 0.79 us a row in the interval join, 0.62 in the enrichment and 1.55 in the "
-                "table-table join (1.74 in a run at load 2.6 that hour; on 2026-12-03 1.13, 0.90 and 1.98 at 17:54 "
+         reason="in the run of this figure (2026-12-05 12:38, load 0.8 as it started, after other benchmarks, "
+                "nothing else running) the arranged store took 0.93 us a row in the interval join, 0.65 in the "
+                "enrichment and 1.97 in the table-table join (0.91, 0.77 and 2.02 a minute before at load 1.8); on "
+                "2026-12-04 14:37 (load 0.1 as it started) 0.79, 0.62 and 1.55 (1.74 in a run at load 2.6 that hour; on 2026-12-03 1.13, 0.90 and 1.98 at 17:54 "
                 "and 0.74, 0.64 and 1.81 at 13:47, before design step 28). Alternated against the main before step "
                 "28 (`streamjoin bench compare --repeat 3 --fields \"store us/row,task s\" 1977152 store-time "
                 "--joins table`, load 2.3-2.9): the table join 2.32 -> 2.03 us (0.87x: a side keyed by its join key "
