@@ -225,6 +225,44 @@ class WorkerMemory(threading.Thread):
         return max((a for t, a in self.anon if start <= t <= end), default=0)
 
 
+class SparkCpu(threading.Thread):
+    """Samples :func:`spark_cpu_seconds` every ``interval`` seconds, so that the CPU Spark's JVM
+    and its Python workers used within a span of wall-clock time (a query's micro-batches, from
+    its progress events) can be read after the query: :meth:`between`."""
+
+    def __init__(self, interval: float = 0.25) -> None:
+        super().__init__(daemon=True)
+        self.interval = interval
+        self.samples: list[tuple[float, float, float]] = []   # (wall time, JVM s, workers' s)
+        self._stop_event = threading.Event()
+        self.sample()
+
+    def sample(self) -> None:
+        jvm, python = spark_cpu_seconds()
+        self.samples.append((time.time(), jvm, python))
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.interval):
+            self.sample()
+
+    def stop(self) -> "SparkCpu":
+        self._stop_event.set()
+        self.join()
+        return self
+
+    def between(self, start: float, end: float) -> tuple[float, float]:
+        """(JVM, workers') CPU seconds used from ``start`` to ``end`` (wall-clock seconds), each
+        reading interpolated between the samples around it. A process that ended in between (a
+        query's JVM stopped) is not seen: read the span while the processes run."""
+        def at(when: float) -> tuple[float, float]:
+            before = max((s for s in self.samples if s[0] <= when), default=self.samples[0])
+            after = min((s for s in self.samples if s[0] >= when), default=self.samples[-1])
+            share = 0.0 if after[0] == before[0] else (when - before[0]) / (after[0] - before[0])
+            return (before[1] + share * (after[1] - before[1]), before[2] + share * (after[2] - before[2]))
+        (j0, p0), (j1, p1) = at(start), at(end)
+        return j1 - j0, p1 - p0
+
+
 def spark_cpu_seconds(root: int | None = None) -> tuple[float, float]:
     """CPU seconds (user + system) used so far by the local Spark started from process ``root``
     (default: this one): its JVM (a ``java`` descendant), and its PySpark Python workers (each

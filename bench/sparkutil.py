@@ -68,6 +68,13 @@ def fixed_costs(started: float, ended: float, progress: Sequence[Any]) -> tuple[
     return spans[0][0] - started, ended - max(end for _, end in spans)
 
 
+def progress_span(progress: Sequence[Any]) -> tuple[float, float]:
+    """The wall-clock span (epoch seconds) of the micro-batches of ``progress`` events: the first
+    one's start to the last one's end (its start plus ``triggerExecution``)."""
+    spans = [(_started(p), _started(p) + p["durationMs"].get("triggerExecution", 0) / 1000) for p in progress]
+    return min(a for a, _ in spans), max(b for _, b in spans)
+
+
 def _started(progress: Any) -> float:
     """A progress event's ``timestamp`` (ISO 8601, UTC, e.g. ``2026-01-01T00:00:00.123Z``) as epoch seconds."""
     return datetime.datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00")).timestamp()

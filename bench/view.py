@@ -32,7 +32,10 @@ rebuilt from every change file up to a micro-batch (``max_by`` of the latest cha
 deletes dropped) and joined, after the first and the last change micro-batch; its seconds for
 every micro-batch are their mean times the micro-batches (marked ``est.``). Beside each streaming
 query, "worker RSS MB": the largest PySpark Python worker's peak resident memory while it ran
-(:class:`streamjoin.bench.interval.WorkerMemory`, sampled every 0.2 s).
+(:class:`streamjoin.bench.interval.WorkerMemory`, sampled every 0.2 s), and the CPU seconds
+Spark's JVM and its Python workers used in the change micro-batches ("JVM CPU s", "worker CPU s":
+:class:`streamjoin.bench.interval.SparkCpu`, read every 0.25 s and interpolated to the
+micro-batches' span from the query's progress events).
 """
 
 from __future__ import annotations
@@ -194,21 +197,25 @@ def _write_files(root: str, data: Star, batches: int) -> None:
             os.utime(path, (stamp + b, stamp + b))
 
 
-def spark_variants(data: Star, args: argparse.Namespace) -> tuple[dict[str, float], dict[str, int]]:
+def spark_variants(data: Star, args: argparse.Namespace
+                   ) -> tuple[dict[str, float], dict[str, int], dict[str, tuple[float, float]]]:
     """Change seconds of the chain and of its first join as streaming queries, and Spark's
-    recompute estimated over every change micro-batch (see module); and per streaming query, its
-    largest Python worker's peak resident bytes."""
+    recompute estimated over every change micro-batch (see module); per streaming query, its
+    largest Python worker's peak resident bytes, and the (JVM, workers') CPU seconds of its change
+    micro-batches."""
     from pyspark.sql import functions as F
 
     from streamjoin import table_table_join
-    from streamjoin.bench.interval import WorkerMemory
-    from streamjoin.bench.sparkutil import local_session, run_to_noop
+    from streamjoin.bench.interval import SparkCpu, WorkerMemory
+    from streamjoin.bench.sparkutil import local_session, progress_span, run_to_noop
 
     spark = local_session(shuffle_partitions=args.partitions)
     root = fresh_dir(results_dir(), "view-spark")
-    memory = WorkerMemory()
+    memory, cpu = WorkerMemory(), SparkCpu()
     memory.start()
+    cpu.start()
     rss: dict[str, int] = {}
+    cpus: dict[str, tuple[float, float]] = {}
     try:
         _write_files(root, data, args.batches)
 
@@ -234,6 +241,8 @@ def spark_variants(data: Star, args: argparse.Namespace) -> tuple[dict[str, floa
             rss[name] = memory.peak(began, time.time())[0]
             progress = sorted(query.recentProgress, key=lambda p: p["batchId"])
             out[name] = sum(p["durationMs"]["triggerExecution"] for p in progress[1:]) / 1000
+            cpu.sample()
+            cpus[name] = cpu.between(*progress_span(progress[1:]))
 
         def current(name: str, upto: int):
             files = [os.path.join(root, name, f"part-{b:05d}.parquet") for b in range(upto)]
@@ -250,8 +259,9 @@ def spark_variants(data: Star, args: argparse.Namespace) -> tuple[dict[str, floa
             view.write.format("noop").mode("overwrite").save()
             seconds.append(time.perf_counter() - start)
         out["spark recompute (est.)"] = sum(seconds) / len(seconds) * args.batches
-        return out, rss
+        return out, rss, cpus
     finally:
+        cpu.stop()
         memory.stop()
         spark.stop()
         shutil.rmtree(root, ignore_errors=True)
@@ -259,22 +269,24 @@ def spark_variants(data: Star, args: argparse.Namespace) -> tuple[dict[str, floa
 
 #: The results table's columns (one row per variant; "-" where a figure does not apply).
 COLUMNS = ("variant", "tables", "changes", "view changes", "change s", "CPU s", "input changes/s", "s / two tables' s",
-           "recompute s / s", "store B/input row", "held B/input row", "peak RSS MiB", "worker RSS MB")
+           "recompute s / s", "store B/input row", "held B/input row", "peak RSS MiB", "worker RSS MB", "JVM CPU s",
+           "worker CPU s")
 
 
 def summary_table(results: dict[str, dict[str, Any]], spark: dict[str, float], args: argparse.Namespace,
-                  rss: dict[str, int] | None = None) -> Table:
+                  rss: dict[str, int] | None = None, cpus: dict[str, tuple[float, float]] | None = None) -> Table:
     """The run's figures as one table: the in-process variants (their process's peak memory so
     far), then (with ``--spark``) the streaming queries (their largest worker's, ``rss``: bytes by
     query) and Spark's recompute; the ratios are within a group (in process: three tables over
-    two; in Spark: each query over the two-table one, and the recompute over each)."""
-    rss = rss or {}
+    two; in Spark: each query over the two-table one, and the recompute over each); ``cpus``: the
+    (JVM, workers') CPU seconds of each query's change micro-batches."""
+    rss, cpus = rss or {}, cpus or {}
     table = Table(list(COLUMNS))
     two = results["two tables"]["seconds"]
     for name, r in results.items():
         table.add(f"streamjoin-{args.store} {name}", 3 if name == "three tables" else 2, r["changes"],
                   r["view changes"], r["seconds"], r.get("cpu", "-"), r["changes"] / r["seconds"], r["seconds"] / two, "-", r["bytes"] / r["rows"],
-                  sum(r["held"].values()) / r["rows"], r["peak"], "-")
+                  sum(r["held"].values()) / r["rows"], r["peak"], "-", "-", "-")
     if spark:
         base, recompute = spark["spark two tables"], spark["spark recompute (est.)"]
         for name, seconds in spark.items():
@@ -283,7 +295,8 @@ def summary_table(results: dict[str, dict[str, Any]], spark: dict[str, float], a
             own = name != "spark recompute (est.)"
             table.add(name if not own else f"{name}, {args.store}", tables, changes, "-", seconds, "-", changes / seconds,
                       seconds / base if own else "-", recompute / seconds if own else 1.0, "-", "-", "-",
-                      round(rss[name] / 2**20) if rss.get(name) else "-")
+                      round(rss[name] / 2**20) if rss.get(name) else "-",
+                      *((round(c, 2) for c in cpus[name]) if name in cpus else ("-", "-")))
     return table
 
 
@@ -310,16 +323,19 @@ def run(args: argparse.Namespace) -> int:
           f"load average {os.getloadavg()[0]:.2f}")
     spark: dict[str, float] = {}
     rss: dict[str, int] = {}
+    cpus: dict[str, tuple[float, float]] = {}
     if args.spark:
-        spark, rss = spark_variants(data, args)
+        spark, rss, cpus = spark_variants(data, args)
         for name, seconds in spark.items():
             changes = args.changes * (2 if name == "spark two tables" else 3)
             peak = f"; largest worker {rss[name] / 2**20:,.0f} MB" if rss.get(name) else ""
+            if name in cpus:
+                peak += f"; CPU s: JVM {cpus[name][0]:.1f}, workers {cpus[name][1]:.1f}"
             print(f"{name}: {seconds:.2f} s for the change micro-batches ({changes / seconds:,.0f} changes/s{peak})")
         chain, recompute = spark["spark three tables"], spark["spark recompute (est.)"]
         print(f"spark: three tables / two tables {chain / spark['spark two tables']:.2f}x; recompute / three tables "
               f"{recompute / chain:.2f}x (goal: at least 5x); load average {os.getloadavg()[0]:.2f}")
-    table = summary_table(results, spark, args, rss)
+    table = summary_table(results, spark, args, rss, cpus)
     print(table.render())
     print("results:", write_results("view", table, vars(args), Chart(
         "input changes/s", ("variant",), "three-table view (a chain of two joins) beside its first join: input changes/s")))

@@ -8,7 +8,7 @@ import datetime
 from streamjoin.bench import report
 from streamjoin.bench.interval import Outcome, Params, summary_table
 from streamjoin.bench.runtime import runtime_table
-from streamjoin.bench.sparkutil import QueryTimes, fixed_costs
+from streamjoin.bench.sparkutil import QueryTimes, fixed_costs, progress_span
 
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc).timestamp()
 
@@ -29,6 +29,10 @@ def test_fixed_costs_from_recorded_progress_events():
 def test_fixed_costs_take_the_earliest_start_and_latest_end_in_any_order():
     start, stop = fixed_costs(T0, T0 + 10, [event(6.0, 3000), event(1.0, 500)])
     assert round(start, 3) == 1.0 and round(stop, 3) == 1.0
+
+
+def test_progress_span_is_the_first_start_to_the_last_end():
+    assert [round(t - T0, 3) for t in progress_span([event(3.0, 1000), event(2.5, 400), event(4.25, 250)])] == [2.5, 4.5]
 
 
 def test_fixed_costs_without_progress_count_all_as_start():

@@ -38,7 +38,8 @@ def test_bench_view_summary_table_puts_the_spark_ratios_in_their_rows():
            "view changes": 50}
     table = view.summary_table({"two tables": run, "three tables": {**run, "seconds": 3.0, "changes": 300}},
                                {"spark two tables": 4.0, "spark three tables": 6.0, "spark recompute (est.)": 12.0},
-                               args, {"spark two tables": 300 * 2**20, "spark three tables": 450 * 2**20})
+                               args, {"spark two tables": 300 * 2**20, "spark three tables": 450 * 2**20},
+                               {"spark three tables": (10.004, 20.0)})
     rows = {row["variant"]: row for row in table.as_records()}
     assert rows["streamjoin-arranged three tables"]["s / two tables' s"] == 1.5
     assert rows["streamjoin-arranged three tables"]["CPU s"] == 2.5 and rows["spark three tables, arranged"]["CPU s"] == "-"
@@ -50,3 +51,16 @@ def test_bench_view_summary_table_puts_the_spark_ratios_in_their_rows():
     assert rows["spark three tables, arranged"]["worker RSS MB"] == 450
     assert rows["streamjoin-arranged three tables"]["worker RSS MB"] == "-"
     assert rows["spark recompute (est.)"]["worker RSS MB"] == "-"
+    # the CPU split of the queries' change micro-batches, where it was read
+    assert (rows["spark three tables, arranged"]["JVM CPU s"], rows["spark three tables, arranged"]["worker CPU s"]) == (10.0, 20.0)
+    assert rows["spark two tables, arranged"]["JVM CPU s"] == "-" and rows["streamjoin-arranged two tables"]["worker CPU s"] == "-"
+
+
+def test_bench_spark_cpu_reads_a_span_between_its_samples():
+    from streamjoin.bench.interval import SparkCpu
+
+    cpu = SparkCpu.__new__(SparkCpu)   # (its samples, without the thread or a Spark to read)
+    cpu.samples = [(100.0, 1.0, 10.0), (101.0, 3.0, 12.0), (102.0, 4.0, 16.0)]
+    jvm, workers = cpu.between(100.5, 101.5)   # halfway into the first and the second interval
+    assert (round(jvm, 6), round(workers, 6)) == (1.5, 3.0)
+    assert cpu.between(99.0, 103.0) == (3.0, 6.0)   # (outside the samples: the first and the last)
