@@ -50,7 +50,37 @@ def median_seconds(fn: Callable[[], object], repeat: int, setup: Callable[[], ob
     return statistics.median(times)
 
 
-class AnonPeak(threading.Thread):
+class _Peak(threading.Thread):
+    """The largest value of ``_read()`` (bytes) while the ``with`` block runs: sampled every
+    ``interval`` seconds, and at its end (``peak_bytes``)."""
+
+    def __init__(self, interval: float) -> None:
+        super().__init__(daemon=True)
+        self.interval = interval
+        self.peak_bytes = self._read()
+        self._stop_event = threading.Event()
+
+    def _read(self) -> int:
+        raise NotImplementedError
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.interval):
+            self.peak_bytes = max(self.peak_bytes, self._read())
+
+    def __enter__(self: _P) -> _P:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop_event.set()
+        self.join()
+        self.peak_bytes = max(self.peak_bytes, self._read())
+
+
+_P = TypeVar("_P", bound=_Peak)
+
+
+class AnonPeak(_Peak):
     """This process's anonymous resident memory (resident less the pages of mapped files, which
     the operating system can drop: ``resident_pages``), sampled every ``interval`` seconds while the
     ``with`` block runs; ``growth`` is its largest rise over the value at the start, in bytes
@@ -59,53 +89,28 @@ class AnonPeak(threading.Thread):
     unseen."""
 
     def __init__(self, interval: float = 0.005) -> None:
-        super().__init__(daemon=True)
-        self.interval = interval
         _release_free_memory()
-        self.start_bytes = self.peak_bytes = _anon_bytes()
-        self._stop_event = threading.Event()
+        super().__init__(interval)
+        self.start_bytes = self.peak_bytes
 
-    def run(self) -> None:
-        while not self._stop_event.wait(self.interval):
-            self.peak_bytes = max(self.peak_bytes, _anon_bytes())
-
-    def __enter__(self) -> "AnonPeak":
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop_event.set()
-        self.join()
-        self.peak_bytes = max(self.peak_bytes, _anon_bytes())
+    def _read(self) -> int:
+        return _anon_bytes()
 
     @property
     def growth(self) -> int:
         return max(0, self.peak_bytes - self.start_bytes)
 
 
-class ResidentPeak(threading.Thread):
+class ResidentPeak(_Peak):
     """This process's largest resident memory while the ``with`` block runs (sampled every
     ``interval`` seconds, and at its end): what a benchmark run in process reports beside its
     figures as a Python worker's peak memory. Memory an earlier block left resident counts too."""
 
     def __init__(self, interval: float = 0.05) -> None:
-        super().__init__(daemon=True)
-        self.interval = interval
-        self.peak_bytes = resident_pages(os.getpid())[0]
-        self._stop_event = threading.Event()
+        super().__init__(interval)
 
-    def run(self) -> None:
-        while not self._stop_event.wait(self.interval):
-            self.peak_bytes = max(self.peak_bytes, resident_pages(os.getpid())[0])
-
-    def __enter__(self) -> "ResidentPeak":
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop_event.set()
-        self.join()
-        self.peak_bytes = max(self.peak_bytes, resident_pages(os.getpid())[0])
+    def _read(self) -> int:
+        return resident_pages(os.getpid())[0]
 
 
 def _release_free_memory() -> None:
