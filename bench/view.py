@@ -30,7 +30,10 @@ Parquet file per micro-batch: the load, then the change micro-batches; ``noop`` 
 micro-batches' ``triggerExecution`` seconds), and ``spark-recompute``: the three current tables
 rebuilt from every change file up to a micro-batch (``max_by`` of the latest change per key,
 deletes dropped) and joined, after the first and the last change micro-batch; its seconds for
-every micro-batch are their mean times the micro-batches (marked ``est.``). Beside each streaming
+every micro-batch are their mean times the micro-batches (marked ``est.``). Both streaming queries
+run once, untimed, on a small star first (a session's first query pays the JVM's compilation and
+the workers' imports), then ``--spark-repeat`` times each, alternated, each in each place in turn;
+the table shows medians. Beside each streaming
 query, "worker RSS MB": the largest PySpark Python worker's peak resident memory while it ran
 (:class:`streamjoin.bench.interval.WorkerMemory`, sampled every 0.2 s), and the CPU seconds
 Spark's JVM and its Python workers used in the change micro-batches ("JVM CPU s", "worker CPU s":
@@ -44,6 +47,7 @@ import argparse
 import os
 import resource
 import shutil
+import statistics
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -52,7 +56,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet  # noqa: F401  (pa.parquet)
 
-from streamjoin.bench.harness import Chart, Table, results_dir, write_results
+from streamjoin.bench.harness import Chart, Table, results_dir, rotated, write_results
 from streamjoin.bench.sparkutil import fresh_dir
 from streamjoin.bench.table import CUSTOMERS, ORDERS, bounds, generate
 from streamjoin.statestore.registry import DEFAULT_KIND
@@ -82,6 +86,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="'fused' (the default, table_table_join's for a new checkpoint: customers and "
                         "products, keyed by their join keys, and the first view's changes, which carry their "
                         "pre-images, go straight to the join stages) or 'three' (fuse_key_stages=False)")
+    parser.add_argument("--spark-repeat", type=int, default=1, metavar="N",
+                        help="with --spark, timed runs of each streaming query, the two alternated (after one "
+                        "untimed run of each on a small star); the table shows their medians (default 1)")
     parser.add_argument("--spark", action="store_true",
                         help="also run both variants as Spark streaming queries, beside Spark recomputing the "
                         "three-way join after the first and the last change micro-batch")
@@ -218,31 +225,50 @@ def spark_variants(data: Star, args: argparse.Namespace
     cpus: dict[str, tuple[float, float]] = {}
     try:
         _write_files(root, data, args.batches)
+        warm = os.path.join(root, "warm-up")
+        os.makedirs(warm)
+        _write_files(warm, star(20_000, 20_000), 2)
 
-        def source(name: str):
-            return spark.readStream.schema(_DDL[name]).option("maxFilesPerTrigger", 1).parquet(os.path.join(root, name))
+        def source(name: str, under: str = root):
+            return spark.readStream.schema(_DDL[name]).option("maxFilesPerTrigger", 1).parquet(os.path.join(under, name))
 
-        out = {}
-        for name, three in (("spark two tables", False), ("spark three tables", True)):
+        def query(name: str, under: str):
+            """Run the streaming query ``name`` over the files under ``under``; its progress."""
             scratch = fresh_dir(root, name.replace(" ", "-"))
-            view = table_table_join(source("orders"), source("customers"), "customer_id", left_key="order_id",
-                                    right_key="customer_id", left_time="changed_at", right_time="changed_at",
-                                    store=args.store, checkpoint=os.path.join(scratch, "first"),
+            view = table_table_join(source("orders", under), source("customers", under), "customer_id",
+                                    left_key="order_id", right_key="customer_id", left_time="changed_at",
+                                    right_time="changed_at", store=args.store, checkpoint=os.path.join(scratch, "first"),
                                     partitions=args.partitions, state_dir=os.path.join(scratch, "state"),
                                     fuse_key_stages=args.key_stages == "fused")
-            if three:
-                view = table_table_join(view, source("products"), "product_id", left_key="order_id",
+            if name == "spark three tables":
+                view = table_table_join(view, source("products", under), "product_id", left_key="order_id",
                                         right_key="product_id", right_time="changed_at", store=args.store,
                                         checkpoint=os.path.join(scratch, "second"), partitions=args.partitions,
                                         state_dir=os.path.join(scratch, "state"),
                                         fuse_key_stages=args.key_stages == "fused")
-            began = time.time()
-            query = run_to_noop(view, scratch, name)
-            rss[name] = memory.peak(began, time.time())[0]
-            progress = sorted(query.recentProgress, key=lambda p: p["batchId"])
-            out[name] = sum(p["durationMs"]["triggerExecution"] for p in progress[1:]) / 1000
-            cpu.sample()
-            cpus[name] = cpu.between(*progress_span(progress[1:]))
+            try:
+                return sorted(run_to_noop(view, scratch, name).recentProgress, key=lambda p: p["batchId"])
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+
+        names = ["spark two tables", "spark three tables"]
+        for name in names:   # every code path once, untimed: the JVM's compilation and the workers' imports
+            query(name, warm)
+        runs: dict[str, list[float]] = {name: [] for name in names}
+        used: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
+        for i in range(args.spark_repeat):
+            for name in rotated(names, i):   # each query in each place in turn
+                began = time.time()
+                progress = query(name, root)
+                rss[name] = max(rss.get(name, 0), memory.peak(began, time.time())[0])
+                runs[name].append(sum(p["durationMs"]["triggerExecution"] for p in progress[1:]) / 1000)
+                cpu.sample()
+                used[name].append(cpu.between(*progress_span(progress[1:])))
+                print(f"  {name}, run {i + 1}/{args.spark_repeat}: {runs[name][-1]:.2f} s of change micro-batches; "
+                      f"load average {os.getloadavg()[0]:.2f}", flush=True)
+        out = {name: statistics.median(runs[name]) for name in names}
+        cpus.update({name: (statistics.median(c[0] for c in used[name]), statistics.median(c[1] for c in used[name]))
+                     for name in names})
 
         def current(name: str, upto: int):
             files = [os.path.join(root, name, f"part-{b:05d}.parquet") for b in range(upto)]
@@ -301,8 +327,8 @@ def summary_table(results: dict[str, dict[str, Any]], spark: dict[str, float], a
 
 
 def run(args: argparse.Namespace) -> int:
-    if min(args.rows, args.changes, args.batches, args.partitions) < 1:
-        raise SystemExit("--rows, --changes, --batches and --partitions must be positive")
+    if min(args.rows, args.changes, args.batches, args.partitions, args.spark_repeat) < 1:
+        raise SystemExit("--rows, --changes, --batches, --partitions and --spark-repeat must be positive")
     if round(args.changes * 0.05) > max(1, args.rows // 10):
         raise SystemExit("--changes: the product deletes (5%) must not outnumber the products (--rows // 10)")
     data = star(args.rows, args.changes)
