@@ -326,6 +326,15 @@ def _workers(root: int) -> list[int]:
     return [pid for pid in _descendants(root) if _is_pyspark(_cmdline(pid))]
 
 
+def task_workers(root: int) -> list[int]:
+    """Descendants of ``root`` that are PySpark Python workers running tasks: the processes a
+    worker daemon forked (the same command line as their parent), not the daemons themselves."""
+    found = _descendants(root)
+    cmdlines = {pid: _cmdline(pid) for pid in found}
+    return [pid for pid, fields in found.items()
+            if b"pyspark.worker" in cmdlines[pid] and cmdlines.get(int(fields[1])) == cmdlines[pid]]
+
+
 # -- variants ----------------------------------------------------------------------------------
 
 @dataclass

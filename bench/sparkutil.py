@@ -62,10 +62,10 @@ def fixed_costs(started: float, ended: float, progress: Sequence[Any]) -> tuple[
     end to ``ended``), from the query's progress events (``timestamp``: when a micro-batch started,
     ``durationMs.triggerExecution``: how long it took); ``started`` and ``ended`` are wall-clock
     (``time.time()``) seconds. A query without progress events counts all its time as start."""
-    spans = sorted((_started(p), _started(p) + p["durationMs"].get("triggerExecution", 0) / 1000) for p in progress)
-    if not spans:
+    if not progress:
         return ended - started, 0.0
-    return spans[0][0] - started, ended - max(end for _, end in spans)
+    first, last = progress_span(progress)
+    return first - started, ended - last
 
 
 def progress_span(progress: Sequence[Any]) -> tuple[float, float]:

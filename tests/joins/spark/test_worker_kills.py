@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from streamjoin import table_table_join, view_sink
+from streamjoin.bench.interval import task_workers
 
 pytestmark = pytest.mark.spark
 
@@ -74,35 +75,6 @@ def _final(changes: list[dict], schema: pa.Schema, key: str) -> pa.Table:
     return pa.Table.from_pylist(list(rows.values()), schema).drop(["op", "at"])
 
 
-def _python_workers() -> list[int]:
-    """This session's PySpark Python workers that run tasks: descendants of this process (its
-    Spark's JVM forked their daemon) that a worker daemon forked (the same command line as their
-    parent), not the daemons themselves, nor another test process's workers."""
-    parents: dict[int, int] = {}
-    cmdlines: dict[int, bytes] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as fh:
-                cmdlines[int(name)] = fh.read()
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                parents[int(name)] = int(fh.read().rsplit(b")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-
-    def ours(pid: int) -> bool:
-        while pid > 1:
-            pid = parents.get(pid, 0)
-            if pid == os.getpid():
-                return True
-        return False
-
-    return [pid for pid, cmdline in cmdlines.items()
-            if b"pyspark.daemon" in cmdline and b"pyspark.worker" in cmdline
-            and cmdlines.get(parents.get(pid, 0)) == cmdline and ours(pid)]
-
-
 class _Killer(threading.Thread):
     """Kills a random Python worker every 0.4-1.2 s until ``KILLS`` are done or it is stopped."""
 
@@ -112,7 +84,7 @@ class _Killer(threading.Thread):
 
     def run(self) -> None:
         while self.kills < KILLS and not self.done.wait(self.rng.uniform(0.4, 1.2)):
-            workers = _python_workers()
+            workers = task_workers(os.getpid())   # (this session's own, not another test process's)
             if workers:
                 try:
                     os.kill(self.rng.choice(workers), signal.SIGKILL)
