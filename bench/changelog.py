@@ -14,16 +14,22 @@ Rates are entries per second of the final state, medians of ``--repeat`` runs; "
 with the raw bulk load of the same backend in the same run. "peak anon +MB" is how far this
 process's anonymous resident memory rose above its level at the start of a measurement's runs
 (sampled every 5 ms: a store's own buffers and a library's, not the pages of mapped files, which
-the operating system can drop): what a restore costs a worker's memory beyond the state it reads. The goals are in
-:data:`streamjoin.bench.goals.GOALS`.
+the operating system can drop): what a restore costs a worker's memory beyond the state it reads. "peak
+RSS MB", for the restores, is the whole peak resident memory of a new Python process that runs the
+same restore once more after the timed runs (its imports included, as a Python worker that
+restores a partition has them; the benchmark's own lists of entries are not in it). The goals are
+in :data:`streamjoin.bench.goals.GOALS`.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import shutil
+import subprocess
+import sys
 from functools import partial
 from typing import Callable
 
@@ -63,7 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    table = Table(["entries", "backend", "what", "seconds", "entries/s", "% raw", "peak anon +MB"])
+    table = Table(["entries", "backend", "what", "seconds", "entries/s", "% raw", "peak anon +MB", "peak RSS MB"])
     scratch = os.path.join(results_dir(), "changelog")
     for entries in (int(n) for n in args.entries.split(",")):
         shutil.rmtree(scratch, ignore_errors=True)
@@ -114,12 +120,12 @@ def _write_logs(scratch: str, items: list, args: argparse.Namespace, table: Tabl
 
     with AnonPeak() as memory:
         seconds = median_seconds(append_all, 1, setup=lambda: shutil.rmtree(plain.uri, ignore_errors=True))
-    table.add(entries, "-", f"append ({args.deltas} deltas)", seconds, entries / seconds, "", _mb(memory))
+    table.add(entries, "-", f"append ({args.deltas} deltas)", seconds, entries / seconds, "", _mb(memory), "-")
     compacted = Changelog(os.path.join(scratch, "compacted"))
     shutil.copytree(plain.uri, compacted.uri)
     with AnonPeak() as memory:
         stats = compact(compacted)
-    table.add(entries, "-", "compact (deltas -> snapshot)", stats.seconds, entries / stats.seconds, "", _mb(memory))
+    table.add(entries, "-", "compact (deltas -> snapshot)", stats.seconds, entries / stats.seconds, "", _mb(memory), "-")
     return {"compacted": compacted, "uncompacted": plain}
 
 
@@ -135,10 +141,33 @@ def _measure_backend(table: Table, backend: str, ordered: list, logs: dict[str, 
     for what, fn, setup in measured:
         with AnonPeak() as memory:
             rows.append((what, median_seconds(fn, repeat, setup), _mb(memory)))
+    resident = {}
+    for name, log in logs.items():
+        fresh()
+        resident[f"restore {name}"] = round(_restore_peak(backend, path, log) / (1 << 20))
     raw = rows[0][1]
     for what, seconds, peak in rows:
-        table.add(len(ordered), backend, what, seconds, len(ordered) / seconds, 100.0 * raw / seconds, peak)
+        table.add(len(ordered), backend, what, seconds, len(ordered) / seconds, 100.0 * raw / seconds, peak,
+                  resident.get(what, "-"))
     fresh()
+
+
+#: one restore in a new Python process that imports what a worker's restore does, not the benchmark
+#: (argv: store kind, its options as JSON, store path, changelog uri); prints its peak resident bytes
+_CHILD = ("import json, sys; from streamjoin.changelog import Changelog, restore; "
+          "from streamjoin.statestore import open_store; from streamjoin.bench.harness import peak_resident; "
+          "store = open_store(sys.argv[1], sys.argv[3], **json.loads(sys.argv[2])); "
+          "restore(Changelog(sys.argv[4]), store); store.close(); "
+          "print(json.dumps({'peak': peak_resident()}))")
+
+
+def _restore_peak(backend: str, path: str, log: Changelog) -> int:
+    """The peak resident bytes of a new Python process that restores ``log`` into a fresh store of
+    ``backend`` at ``path`` (what a worker that restores the partition holds, imports included)."""
+    kind, options = store_spec(backend)
+    found = subprocess.run([sys.executable, "-c", _CHILD, kind, json.dumps(dict(options)), path, log.uri],
+                           check=True, capture_output=True, text=True)
+    return int(json.loads(found.stdout.strip().splitlines()[-1])["peak"])
 
 
 def _mb(memory: AnonPeak) -> float:

@@ -26,7 +26,7 @@ __all__ = ["median_seconds", "Table", "Chart", "results_dir", "write_results", "
            "key_stage_variant", "parse_key_stage_variant", "KEY_STAGE_MODES", "stage_modes", "mode_variant",
            "parse_mode_variant",
            "format_value", "load_warning", "warn_if_busy", "BUSY_LOAD_PER_CPU", "AnonPeak", "rotated",
-           "resident_pages"]
+           "resident_pages", "peak_resident"]
 
 
 def rotated(variants: Sequence[T], run: int) -> list[T]:
@@ -141,6 +141,20 @@ def resident_pages(pid: int) -> tuple[int, int]:
         return int(fields[1]) * page, int(fields[2]) * page
     except (OSError, IndexError, ValueError):
         return 0, 0
+
+
+def peak_resident() -> int:
+    """This process's largest resident bytes since it started its program (``VmHWM`` of
+    ``/proc/self/status``; 0 where it cannot be read). Not ``ru_maxrss``: Linux keeps that across
+    ``fork`` and ``exec``, so a child started by a large process reports the parent's size."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, IndexError, ValueError):
+        pass
+    return 0
 
 
 @dataclass

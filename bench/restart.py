@@ -107,9 +107,10 @@ def _child(root: str, variant: str, store: str, partitions: int, touch: int, row
 
 
 #: the restart, in a new Python process (argv: root, variant, store, partitions, touch, rows)
-_CHILD = ("import json, resource, sys; from streamjoin.bench.restart import _child; "
+_CHILD = ("import json, sys; from streamjoin.bench.restart import _child; "
+          "from streamjoin.bench.harness import peak_resident; "
           "seconds = _child(*sys.argv[1:4], *map(int, sys.argv[4:])); "
-          "print(json.dumps({'seconds': seconds, 'peak': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))")
+          "print(json.dumps({'seconds': seconds, 'peak': peak_resident()}))")
 
 
 def run(args: argparse.Namespace) -> int:
