@@ -516,5 +516,8 @@ GOALS: tuple[Goal, ...] = (
                 "arranged store's 43%, a third of that the merges into a new base, the rest the delta's rebuild, "
                 "the run file and the manifest; the changelog's fsync'd delta 25%) and 28% in its reads. A base "
                 "that refers to its values, merged without writing them again, was tried and did not pay "
-                "(docs/design/runtime.md, arranged state, steps 26-30)"),
+                "(docs/design/runtime.md, arranged state, steps 26-30). Version by version (2026-12-05 17:18, load "
+                "0.3) the table join's load of 400,000 rows took 0.83 us a row in the store and its ten change "
+                "versions 2.5 us a row, so the goal asks the changes for less than half their time; no one "
+                "operation holds more than a sixth of it (step 36)"),
 )
