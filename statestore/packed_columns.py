@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from streamjoin.statestore.binary_concat import matrix_rows
 from streamjoin.statestore.codecs import pack
 
 __all__ = ["pack_array", "pack_columns", "unpack_columns", "TAG", "INT_WIDTH", "padded_bytes", "decode_ints",
@@ -144,14 +145,7 @@ def _fixed_run(parts: list[pa.Array | bytes], n: int) -> pa.Array:
             bits = _int_bits(values) if integer else _float_bits(values)
             matrix[:, at + 1:at + width] = bits.astype(">u8").view(np.uint8).reshape(n, 8)
         at += width
-    return _fixed_array(matrix)
-
-
-def _fixed_array(matrix: np.ndarray) -> pa.Array:
-    """The rows of a (n, w) uint8 matrix as a ``binary`` array."""
-    n, w = matrix.shape
-    data = pa.py_buffer(np.ascontiguousarray(matrix))
-    return pa.FixedSizeBinaryArray.from_buffers(pa.binary(w), n, [None, data]).cast(pa.binary())
+    return matrix_rows(matrix)
 
 
 def _string_body(column: pa.Array) -> pa.Array | None:
@@ -183,8 +177,7 @@ def _fixed(tag: bytes, body: np.ndarray) -> pa.Array:
     matrix = np.empty((n, w + 1), np.uint8)
     matrix[:, 0] = tag[0]
     matrix[:, 1:] = body
-    fixed = pa.FixedSizeBinaryArray.from_buffers(pa.binary(w + 1), n, [None, pa.py_buffer(matrix.tobytes())])
-    return fixed.cast(pa.binary())
+    return matrix_rows(matrix)
 
 
 def _pack_column(column: pa.Array) -> pa.Array:

@@ -30,10 +30,10 @@ from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.statestore.base import KeyValue, Store, prefix_end
+from streamjoin.statestore.binary_concat import concat_binary
 from streamjoin.statestore.codecs import (
     decode_int,
     decode_timestamp,
@@ -214,7 +214,7 @@ class Area:
     def key_column(self, *encoded: pa.Array) -> pa.Array:
         """:meth:`join` row by row of binary columns (the encoded leading parts of one key a row),
         as a binary column, in Arrow."""
-        return pc.binary_join_element_wise(pa.scalar(self.prefix, pa.binary()), *encoded, pa.scalar(b"", pa.binary()))
+        return concat_binary(self.prefix, *encoded)
 
     def decode(self, key: bytes) -> tuple[Any, ...]:
         """The values of the parts ``key`` holds (a key of this area, or a key prefix)."""

@@ -24,11 +24,11 @@ from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from streamjoin.errors import CheckpointMismatchError
 from streamjoin.runtime.defaults import fill
 from streamjoin.runtime.evolution import widens
+from streamjoin.statestore.binary_concat import concat_binary
 from streamjoin.statestore.codecs import unpack
 from streamjoin.statestore.columns import binary_suffixes
 from streamjoin.statestore.packed_columns import pack_array, padded_bytes, unpack_columns
@@ -93,7 +93,7 @@ class LayoutCodec(RowCodec):
             else:
                 columns.append(pa.nulls(n, kind))
         packed = pack_array(columns, n)
-        return pc.binary_join_element_wise(self._prefix, packed, pa.scalar(b"", pa.binary()))
+        return concat_binary(self._prefix, packed)
 
     def layout_of(self, data: pa.Array) -> np.ndarray:
         """The layout number of each of ``data`` (a binary array; a null counts as current)."""

@@ -41,6 +41,7 @@ from streamjoin.kit.keys import normal_keys
 from streamjoin.runtime.areas import Area
 from streamjoin.runtime.checkpoint.initial import PROGRESS
 from streamjoin.statestore.base import KeyValue
+from streamjoin.statestore.binary_concat import concat_binary
 from streamjoin.statestore.packed_columns import pack_array
 from streamjoin.table.layouts import LayoutCodec
 from streamjoin.table.retention import index_key, time_scale
@@ -236,7 +237,7 @@ def key_entries(stage: TableRekey, keys: Keys) -> list[KeyValue]:
     heads = pack_array([keys.time, keys.seq, keys.has_row], n)
     # (a stage that holds its side's rows: the head, the row put after it by the fused join stage)
     values = heads if stage.holds_rows else \
-        pc.if_else(pa.array(keys.has_jk), pc.binary_join_element_wise(heads, jks, _EMPTY), heads)
+        pc.if_else(pa.array(keys.has_jk), concat_binary(heads, jks), heads)
     entries = list(zip(stage.layout["keys"].key_column(pks).to_pylist(), values.to_pylist()))
     if stage.retention is not None:
         retention, expiry = stage.retention, stage.layout["expiry"]

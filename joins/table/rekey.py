@@ -61,6 +61,7 @@ from streamjoin.runtime.areas import PACKED, PACKED_VALUE, RAW, TIMESTAMP, Area,
 from streamjoin.runtime.evolution import OptionRule, SchemaPlace
 from streamjoin.runtime.operator import NEG_INF, InputSpec, Operator, StepInput, StepResult, conform
 from streamjoin.statestore.base import KeyValue, Store
+from streamjoin.statestore.binary_concat import concat_binary
 from streamjoin.statestore.codecs import unpack, unpack_head
 from streamjoin.statestore.columns import ColumnWrite
 from streamjoin.statestore.packed_columns import pack_array, unpack_columns
@@ -417,7 +418,7 @@ class TableRekey(Operator):
         if self.holds_rows:
             values = heads
         else:
-            with_jk = pc.binary_join_element_wise(heads, jks, _NO_SEPARATOR)
+            with_jk = concat_binary(heads, jks)
             values = with_jk if self.by_join_key else pc.if_else(row_mask, with_jk, heads)
         at = pa.array(runs, pa.int64())
         run_pks = pks.take(at)

@@ -49,6 +49,7 @@ from streamjoin.kit import normal_keys
 from streamjoin.runtime.areas import Area
 from streamjoin.runtime.operator import REASON_COLUMN, StepInput, StepResult, conform
 from streamjoin.statestore.base import Store
+from streamjoin.statestore.binary_concat import concat_binary, matrix_rows
 from streamjoin.statestore.codecs import pack, unpack
 from streamjoin.statestore.columns import ColumnWrite, binary_suffixes
 from streamjoin.statestore.keysort import group_ids, index_in, sort_order
@@ -109,7 +110,7 @@ class _View:
 
     def matching(self) -> pa.Array:
         """Per row, its group and view key in one binary value (what identifies a view row)."""
-        return pc.binary_join_element_wise(_be64(self.gid), self.key, _EMPTY)
+        return concat_binary(_be64(self.gid), self.key)
 
 
 _EMPTY = pa.scalar(b"", pa.binary())
@@ -119,9 +120,7 @@ _TYPES = pa.array([_INSERT[0], _DELETE[0], _PRE[0], _POST[0]], pa.string())
 
 def _be64(values: np.ndarray) -> pa.Array:
     """Non-negative integers as 8-byte big-endian binaries (their byte order is their order)."""
-    data = np.ascontiguousarray(values.astype(">i8")).view(np.uint8)
-    fixed = pa.FixedSizeBinaryArray.from_buffers(pa.binary(8), len(values), [None, pa.py_buffer(data.tobytes())])
-    return fixed.cast(pa.binary())
+    return matrix_rows(values.astype(">i8").view(np.uint8).reshape(len(values), 8))
 
 
 def _view_key(left_pk: pa.Array, right_pk: pa.Array) -> pa.Array:
@@ -129,8 +128,9 @@ def _view_key(left_pk: pa.Array, right_pk: pa.Array) -> pa.Array:
     whose byte order is the pair's order (a padded side first): each side ``\\x01 + pk`` or
     ``\\x00``. Primary-key bytes are ``pack`` of a fixed number of values, so neither side's bytes
     are a prefix of another's and the concatenation is unambiguous."""
-    tagged = [pc.fill_null(pc.binary_join_element_wise(_PRESENT, pk, _EMPTY), _PADDED) for pk in (left_pk, right_pk)]
-    return pc.binary_join_element_wise(*tagged, _EMPTY)
+    tagged = [concat_binary(b"\x01", pk) if not pk.null_count else
+              pc.fill_null(pc.binary_join_element_wise(_PRESENT, pk, _EMPTY), _PADDED) for pk in (left_pk, right_pk)]
+    return concat_binary(*tagged)
 
 
 _NO_BYTES = pa.array([], pa.binary())
