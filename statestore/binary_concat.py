@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["concat_binary", "matrix_rows"]
+__all__ = ["concat_binary", "matrix_rows", "value_offsets"]
 
 Piece = Union[pa.Array, pa.ChunkedArray, pa.Scalar, bytes]
 
@@ -58,11 +58,11 @@ def _as_matrix(pieces: tuple[Piece, ...], large: bool) -> pa.Array | None:
     parts: list[np.ndarray] = []   # a constant's bytes, or an array's values as a (rows, width) matrix
     rows = None
     for piece in pieces:
-        if isinstance(piece, bytes) or isinstance(piece, pa.Scalar):
-            if not isinstance(piece, bytes):
-                if piece.type not in _BINARY_TYPES or not piece.is_valid:
-                    return None
-                piece = piece.as_py()
+        if isinstance(piece, pa.Scalar):
+            if piece.type not in _BINARY_TYPES or not piece.is_valid:
+                return None
+            piece = piece.as_py()
+        if isinstance(piece, bytes):
             parts.append(np.frombuffer(piece, np.uint8))
             continue
         if not isinstance(piece, pa.Array) or piece.type not in _BINARY_TYPES or piece.null_count:
@@ -97,11 +97,18 @@ def matrix_rows(matrix: np.ndarray, large: bool = False) -> pa.Array:
     return pa.Array.from_buffers(pa.large_binary() if large else pa.binary(), rows, [None, pa.py_buffer(offsets), data])
 
 
+def value_offsets(values: pa.Array) -> np.ndarray:
+    """The ``len(values) + 1`` offsets of a binary or string array's values (large ones too) in
+    its data buffer, as they are stored (int32 or int64; no copy)."""
+    large = pa.types.is_large_binary(values.type) or pa.types.is_large_string(values.type)
+    width = np.dtype(np.int64 if large else np.int32)
+    return np.frombuffer(values.buffers()[1], width, len(values) + 1, values.offset * width.itemsize)
+
+
 def _uniform(array: pa.Array) -> np.ndarray | None:
     """A binary array's values as a ``(rows, width)`` matrix (a view), None where their lengths differ."""
     n = len(array)
-    kind = np.int64 if array.type == pa.large_binary() else np.int32
-    offsets = np.frombuffer(array.buffers()[1], kind, n + 1, array.offset * np.dtype(kind).itemsize)
+    offsets = value_offsets(array)
     first, last = int(offsets[0]), int(offsets[-1])
     if not n or (last - first) % n:
         return None

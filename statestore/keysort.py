@@ -23,8 +23,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from streamjoin.statestore.binary_concat import value_offsets
 from streamjoin.statestore.keycodes import CODE_BYTES, pack_codes, varying
-from streamjoin.statestore.packed_columns import value_offsets
 
 __all__ = ["sort_order", "index_in", "group_ids"]
 

@@ -17,11 +17,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streamjoin.statestore.binary_concat import matrix_rows
+from streamjoin.statestore.binary_concat import matrix_rows, value_offsets
 from streamjoin.statestore.codecs import pack
 
-__all__ = ["pack_array", "pack_columns", "unpack_columns", "TAG", "INT_WIDTH", "padded_bytes", "decode_ints",
-           "value_offsets"]
+__all__ = ["pack_array", "pack_columns", "unpack_columns", "TAG", "INT_WIDTH", "padded_bytes", "decode_ints"]
 
 
 # -- the bytes, column-wise -------------------------------------------------------------------
@@ -237,14 +236,6 @@ def unpack_columns(data: Sequence[bytes] | pa.Array, physical: Sequence[pa.DataT
     except _Unpackable:
         return None
     return columns
-
-
-def value_offsets(values: pa.Array) -> np.ndarray:
-    """The ``len(values) + 1`` offsets of a binary or string array's values (large ones too) in
-    its data buffer, as they are stored (int32 or int64; no copy)."""
-    large = pa.types.is_large_binary(values.type) or pa.types.is_large_string(values.type)
-    width = np.dtype(np.int64 if large else np.int32)
-    return np.frombuffer(values.buffers()[1], width, len(values) + 1, values.offset * width.itemsize)
 
 
 def _has_zero(values: pa.Array) -> bool:

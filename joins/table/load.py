@@ -56,8 +56,6 @@ if TYPE_CHECKING:
 __all__ = ["parse_values", "Keys", "decode_keys", "key_route", "key_entries", "key_summary", "Rows",
            "decode_rows", "row_route", "row_entries", "held_entry", "join_entries"]
 
-_EMPTY = pa.scalar(b"", pa.binary())
-
 
 # -- JSON values ---------------------------------------------------------------------------------
 

@@ -92,7 +92,6 @@ LAYOUT = StateLayout("table join keys", 2, (
     Area("expiry", b"T", (("change time", TIMESTAMP), ("primary key", PACKED)), RAW),
 ))
 _NO_BYTES = pa.array([], pa.binary())
-_NO_SEPARATOR = pa.scalar(b"", pa.binary())
 #: The change times a version's changes carry to stage 2, beside the order they are applied in.
 _CARRIED = "__sj_carried_time"
 #: The input row each change came from (to set a moved key's changes aside: ``immutable`` only).

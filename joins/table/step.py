@@ -113,7 +113,6 @@ class _View:
         return concat_binary(_be64(self.gid), self.key)
 
 
-_EMPTY = pa.scalar(b"", pa.binary())
 _PRESENT, _PADDED = pa.scalar(b"\x01", pa.binary()), pa.scalar(b"\x00", pa.binary())
 _TYPES = pa.array([_INSERT[0], _DELETE[0], _PRE[0], _POST[0]], pa.string())
 
@@ -128,8 +127,7 @@ def _view_key(left_pk: pa.Array, right_pk: pa.Array) -> pa.Array:
     whose byte order is the pair's order (a padded side first): each side ``\\x01 + pk`` or
     ``\\x00``. Primary-key bytes are ``pack`` of a fixed number of values, so neither side's bytes
     are a prefix of another's and the concatenation is unambiguous."""
-    tagged = [concat_binary(b"\x01", pk) if not pk.null_count else
-              pc.fill_null(pc.binary_join_element_wise(_PRESENT, pk, _EMPTY), _PADDED) for pk in (left_pk, right_pk)]
+    tagged = [pc.fill_null(concat_binary(_PRESENT, pk), _PADDED) for pk in (left_pk, right_pk)]
     return concat_binary(*tagged)
 
 
