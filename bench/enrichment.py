@@ -498,7 +498,7 @@ def report(args: argparse.Namespace, params: Params, inputs: Inputs, results: di
     print(summary_table(params, results).render())
     goals = goal_table(results)
     if goals.rows:
-        print("\ngoal (the streamjoin run's seconds include building the join, the bootstrap job):")
+        print("\ngoal (the streamjoin run's seconds include building the join and writing the bootstrap):")
         print(goals.render())
     print(f"""
 notes:
@@ -506,8 +506,9 @@ notes:
   re-read every batch: no event-time versioning, so every event gets the newest row. Here
   {inputs.stale_events:,} events ({100 * inputs.stale_events / max(params.events, 1):.1f}%) had their row updated after their time:
   the as-of join gives them the row as it was at their time, Spark the later one.
-- streamjoin-<store> (as_of) loads the snapshot when the join is built ("of which build"),
-  then applies the updates as they arrive; an event waits until the table's watermark (its
+- streamjoin-<store> (as_of) writes the snapshot to its checkpoint while the query starts (a
+  Spark job in a driver thread, beside the start of the flush source's Python process; "of which
+  build" is the join's definition alone) and loads it in the first micro-batch, then applies the updates as they arrive; an event waits until the table's watermark (its
   newest change or heartbeat, less the delay) passes its time, so as-of runs {FLUSH_BATCHES} more
   micro-batch of one heartbeat, and the no-data micro-batch it lets the join run, to release the
   last batch's events ("still waiting": events left in state at the end).

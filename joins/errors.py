@@ -6,6 +6,7 @@
     │   ├── CheckpointMismatchError a checkpoint written by another query, definition, partition count
     │   │                           or kind of run (streaming or batch)
     │   ├── CheckpointDamagedError  a checkpoint record is garbled, or files it shows were written are gone
+    │   ├── InitialRowsError        a join's initial rows (bootstrap, initial_state) could not be written
     │   ├── WorkerStartError        Spark could not start a Python worker of a join's query in time
     │   ├── ViewError               a view store (streamjoin.view) cannot be used as asked
     │   ├── CdcError                change data capture from PostgreSQL (streamjoin.cdc.errors)
@@ -22,7 +23,7 @@ from __future__ import annotations
 from streamjoin.statestore.errors import StreamjoinError
 
 __all__ = ["StreamjoinError", "JoinError", "JoinDefinitionError", "CheckpointMismatchError", "CheckpointDamagedError",
-           "WorkerStartError"]
+           "InitialRowsError", "WorkerStartError"]
 
 
 class JoinError(StreamjoinError):
@@ -46,6 +47,13 @@ class CheckpointDamagedError(JoinError):
     def __init__(self, message: str, *, path: str) -> None:
         super().__init__(message)
         self.path = path
+
+
+class InitialRowsError(JoinError):
+    """A join's initial rows (its ``bootstrap`` or ``initial_state``), written while its streaming
+    query started, could not be written: raised by the query's first micro-batch, before any task
+    of it runs, with the reason (for example a value that does not cast to its column's type).
+    Nothing of the join's state was written; define the join again once the rows are fixed."""
 
 
 class WorkerStartError(JoinError, RuntimeError):

@@ -149,16 +149,21 @@ def plan_flush(checkpoint: str, asked: EndOfRun | None, processing_time: bool = 
     return Flush(end_of_run, ticks)
 
 
-def flush_stream(spark: SparkSession, checkpoint: str, partitions: int, inputs: int, flush: Flush) -> DataFrame:
+def flush_stream(spark: SparkSession, checkpoint: str, partitions: int, inputs: int, flush: Flush,
+                 initial_pending: bool = False) -> DataFrame:
     """A stream of no rows that makes Spark run a micro-batch when the join's watermark may have
-    moved: :func:`tick_stream`, or the Python flush source (see the module)."""
+    moved: :func:`tick_stream`, or the Python flush source (see the module), which waits for the
+    initial rows being written when ``initial_pending``
+    (:mod:`streamjoin.spark.flush_source`; ticks cannot, so it is refused with them)."""
+    if initial_pending and flush.ticks:
+        raise ValueError("the tick stream cannot wait for initial rows: write them before the query starts")
     if flush.ticks:
         return tick_stream(spark, checkpoint)
     _register(spark)
     return (spark.readStream.format(SOURCE_NAME).schema("_sj_flush long").option("checkpoint", checkpoint)
             .option("partitions", str(partitions)).option("inputs", str(inputs))
             .option("release", str(flush.release).lower()).option("hold", str(flush.end_of_run == "hold").lower())
-            .load())
+            .option("initial", "pending" if initial_pending else "").load())
 
 
 def _register(spark: SparkSession) -> None:

@@ -15,6 +15,13 @@ which only the rows present when the run started move (``hold`` fixes it at the 
 offset instead: what the last batch's watermark passed waits for the next run). ``release`` adds
 ``"read"`` and ``"final"``: :meth:`_FlushReader._closing`.
 
+**Initial rows written as the query starts.** A join whose bootstrap or ``initial_state`` is
+still being written when its query starts (``initial`` ``pending``: :func:`streamjoin.spark.runtime.run_operator`
+writes them in a driver thread while Spark starts this source's process) has this source wait,
+at its first offset, until they are complete, so the query's first micro-batch runs on all of
+them; if their writing failed, the source raises
+:class:`~streamjoin.errors.InitialRowsError` with the reason and the query stops before any task.
+
 **One query per join.** A new query's source names itself with an owner token carried in every
 offset it returns, and the first source to claim the checkpoint (``flush.json``) owns it: a second
 query is refused on the driver.
@@ -47,8 +54,9 @@ _CLOSED = "closed"
 
 class FlushSource(DataSource):
     """The data source ``streamjoin_flush``: options ``checkpoint``, ``partitions``, ``inputs``,
-    ``release`` (``true``: an ``availableNow`` run ends by closing the inputs) and ``hold``
-    (``true``: an ``availableNow`` run runs no batch for progress made during it)."""
+    ``release`` (``true``: an ``availableNow`` run ends by closing the inputs), ``hold``
+    (``true``: an ``availableNow`` run runs no batch for progress made during it) and ``initial``
+    (``pending``: wait for the initial rows being written, see the module)."""
 
     @classmethod
     def name(cls) -> str:
@@ -60,7 +68,8 @@ class FlushSource(DataSource):
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         return _FlushReader(self.options["checkpoint"], int(self.options["partitions"]), int(self.options["inputs"]),
                             release=self.options.get("release", "false") == "true",
-                            hold=self.options.get("hold", "false") == "true")
+                            hold=self.options.get("hold", "false") == "true",
+                            initial_pending=self.options.get("initial", "") == "pending")
 
 
 class _FlushReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -69,9 +78,10 @@ class _FlushReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     a second query is refused by its tasks (``query.json``)."""
 
     def __init__(self, checkpoint: str, partitions: int, inputs: int, release: bool = False,
-                 hold: bool = False) -> None:
+                 hold: bool = False, initial_pending: bool = False) -> None:
         self.checkpoint, self.n_partitions, self.inputs = checkpoint, partitions, inputs
         self.release, self.hold = release, hold
+        self._initial_pending = initial_pending
         self._seen: tuple[int, list] | None = None
         self._available_now = False
         self._target: list | None = None
@@ -81,10 +91,12 @@ class _FlushReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The offset before the first: no owner, so the first offset (with one) differs from it and
         Spark runs the query's first micro-batch at once, even with no data, keeping the owner in
         its offset log from then on."""
+        self._wait_initial()
         return {"max_times": [None] * self.inputs}
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
         """The join's progress now (a ``hold`` source in an ``availableNow`` run: at its first call)."""
+        self._wait_initial()
         if start is not None:
             self._adopt(start)
             if self._owner is None:   # a new query (or one started before offsets had owners)
@@ -101,6 +113,12 @@ class _FlushReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 return dict(start)
             offset |= self._closing(start)
         return offset
+
+    def _wait_initial(self) -> None:
+        """Wait for the initial rows being written as the query starts (see the module), once."""
+        if self._initial_pending:
+            Checkpoint(self.checkpoint).initial.wait()
+            self._initial_pending = False
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._available_now = True

@@ -19,7 +19,10 @@ the driver, ``PythonStreamingSourceRunner``, can take longer to start than the 1
 waits for it), the query stops with "Python worker failed to connect back". That happens after
 ``start()`` returned, so :func:`explain_worker_start` makes the query's ``awaitTermination()``
 raise, and its ``exception()`` return, a :class:`streamjoin.errors.WorkerStartError` that says
-why and what to do, chained from Spark's exception (:func:`worker_start_failure`).
+why and what to do, chained from Spark's exception (:func:`worker_start_failure`). The same
+wrapper gives the :class:`streamjoin.errors.InitialRowsError` that the flush source raised when
+the join's initial rows, written while the query started, could not be written
+(:func:`initial_rows_failure`), in place of Spark's exception around its traceback.
 """
 
 from __future__ import annotations
@@ -31,10 +34,10 @@ from typing import Any, Callable
 
 from pyspark.sql import DataFrame
 
-from streamjoin.errors import CheckpointMismatchError, WorkerStartError
+from streamjoin.errors import CheckpointMismatchError, InitialRowsError, JoinError, WorkerStartError
 from streamjoin.runtime.checkpoint import Checkpoint
 
-__all__ = ["register_join", "check_started", "explain_worker_start", "worker_start_failure"]
+__all__ = ["register_join", "check_started", "explain_failures", "worker_start_failure", "initial_rows_failure"]
 
 log = logging.getLogger("streamjoin")
 
@@ -80,7 +83,7 @@ def _checked(start: Callable[..., Any]) -> Callable[..., Any]:
                 raise
             except Exception:   # never in a user's way: the query's tasks check it too
                 log.warning("streamjoin: could not check the join checkpoints of query %s", query.id, exc_info=True)
-            explain_worker_start(query)
+            explain_failures(query)
         return query
     return checked_start
 
@@ -134,10 +137,11 @@ _NOT_CONNECTED = "failed to connect back"
 _SOURCE_RUNNER = "PythonStreamingSourceRunner"
 
 
-def explain_worker_start(query: Any) -> None:
+def explain_failures(query: Any) -> None:
     """Make ``query``'s ``awaitTermination()`` raise, and its ``exception()`` return, the
     :class:`WorkerStartError` of :func:`worker_start_failure` in place of a failure to start a
-    Python worker (any other outcome is Spark's, unchanged)."""
+    Python worker, and the :class:`InitialRowsError` of :func:`initial_rows_failure` in place of
+    Spark's exception around one (any other outcome is Spark's, unchanged)."""
     wait, exception = query.awaitTermination, query.exception
 
     @functools.wraps(wait)
@@ -145,7 +149,7 @@ def explain_worker_start(query: Any) -> None:
         try:
             return wait(*args, **kwargs)
         except Exception as exc:
-            failure = worker_start_failure(exc)
+            failure = _explained(exc)
             if failure is None:
                 raise
             raise failure from exc
@@ -153,7 +157,7 @@ def explain_worker_start(query: Any) -> None:
     @functools.wraps(exception)
     def explained_exception() -> Any:
         found = exception()
-        failure = None if found is None else worker_start_failure(found)
+        failure = None if found is None else _explained(found)
         if failure is None:
             return found
         failure.__cause__ = found
@@ -161,6 +165,25 @@ def explain_worker_start(query: Any) -> None:
 
     query.awaitTermination = await_termination
     query.exception = explained_exception
+
+
+def _explained(exc: BaseException) -> JoinError | None:
+    return worker_start_failure(exc) or initial_rows_failure(exc)
+
+
+#: How the flush source's InitialRowsError shows in the Python traceback a query's exception holds.
+_INITIAL_ROWS = f"{InitialRowsError.__module__}.{InitialRowsError.__name__}: "
+
+
+def initial_rows_failure(exc: BaseException) -> InitialRowsError | None:
+    """The :class:`InitialRowsError` the join's flush source raised in the query ``exc`` stopped
+    (its message, from the traceback that Spark's exception holds); None for any other exception."""
+    text = _failure_text(exc)
+    at = text.find(_INITIAL_ROWS)
+    if at < 0:
+        return None
+    message = text[at + len(_INITIAL_ROWS):].split("\n", 1)[0].strip()
+    return InitialRowsError(message)
 
 
 def worker_start_failure(exc: BaseException) -> WorkerStartError | None:

@@ -3,7 +3,8 @@
 :func:`run_operator` is the driver's sequence for one operator: check the arguments and the
 workers' Python, resolve the checkpoint and bind it to the operator's definition, partition count
 and kind of run (:func:`streamjoin.runtime.bind.bind_query`; the initial rows are routed and
-written here, once), union the inputs into one flat DataFrame in shared lanes
+written once, here or, for a query with the Python flush source, in a driver thread while the
+query starts: :mod:`streamjoin.spark.initial_writer`), union the inputs into one flat DataFrame in shared lanes
 (:mod:`streamjoin.spark.lanes`) with, for a streaming stage that reads the query's sources, the
 no-data flush source (:mod:`streamjoin.spark.flush`), repartition by key group
 (:mod:`streamjoin.spark.routing`), run the task on each partition (:mod:`streamjoin.spark.task`)
@@ -36,6 +37,7 @@ from streamjoin.runtime.checkpoint import RunMode, resolve_location
 from streamjoin.runtime.keygroups import check_count
 from streamjoin.runtime.operator import Operator
 from streamjoin.runtime.options import EndOfRun, StateConfig, check_end_of_run
+from streamjoin.spark import initial_writer
 from streamjoin.spark.flush import flush_stream, plan_flush
 from streamjoin.spark.initial_state import check_initial_state, write_initial_state
 from streamjoin.spark.lanes import INPUT_TAG, NOW, Layout, arrow_schema, tagged, union_inputs
@@ -132,23 +134,29 @@ def run_operator(
             counts.update(write_initial_state(given_state, progress, operator, key_types, b))
         return counts
 
+    # a micro-batch whenever the join's watermark moves (streamjoin.spark.flush)
+    flushed = streaming and reads_sources
+    initial_writer.wait_for(checkpoint)   # (a writing this process started for it earlier)
     bound = bind_query(
         checkpoint, operator, partitions, mode=mode, key_groups=key_groups, state=state,
-        write_initial=write if given_initial else None)
+        write_initial=write if given_initial else None, defer_initial=flushed)
     if bound.epoch.number:
         log.info("streamjoin: %s runs in %d partitions (partitioning epoch %d)", checkpoint, partitions, bound.epoch.number)
     if given_initial and not bound.state.initial:
         log.info("streamjoin: %s has run without initial rows; not writing them now", checkpoint)
     groups, state = bound.key_groups, bound.state
     combined = union_inputs(inputs, operator, layout)
-    # a micro-batch whenever the join's watermark moves (streamjoin.spark.flush)
-    flushed = streaming and reads_sources
     waits = operator.waits_for_watermark if waits is None else waits
     timed = any(spec.time is not None for spec in operator.inputs)
     flush = plan_flush(checkpoint, end_of_run, operator.uses_processing_time, waits=waits,
                        timed=timed) if flushed else None
+    # initial rows: written while the query starts where its Python flush source can wait for them
+    in_background = bound.initial_pending and flush is not None and not flush.ticks
+    if bound.initial_pending:
+        initial_writer.write(bound, write, in_background=in_background)
     if flush is not None:
-        stream = flush_stream(spark, checkpoint, partitions, len(operator.inputs), flush)
+        stream = flush_stream(spark, checkpoint, partitions, len(operator.inputs), flush,
+                              initial_pending=in_background)
         combined = combined.unionByName(stream.select(F.lit(-1).cast("byte").alias(INPUT_TAG)),
                                         allowMissingColumns=True)
     if streaming:

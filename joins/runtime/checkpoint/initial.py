@@ -1,6 +1,8 @@
 """Initial rows: rows given to a join's first version (e.g. a bootstrap snapshot), routed to
 their partitions: ``initial/<input>/p=<p>.arrow``; ``initial/done.json`` marks the set complete
 (with each input's row count), ``initial/used/p=<p>.json`` the version that took a partition's.
+Rows written while the query starts (:func:`streamjoin.runtime.bind.write_initial_rows`) that
+could not be written leave ``initial/failed.json`` with the reason instead of ``done.json``.
 
 A join started from state rows (:mod:`streamjoin.runtime.initial_state`) keeps them the same way,
 under the name :func:`state_name` of each side (``initial/_state_<side>/p=<p>.arrow``), with the
@@ -8,12 +10,13 @@ summary its first version needs (maxima over every partition's rows) in ``initia
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import time
+from typing import Any, Callable, Mapping
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from streamjoin.errors import CheckpointMismatchError
+from streamjoin.errors import CheckpointMismatchError, InitialRowsError
 from streamjoin.runtime.checkpoint.files import CheckpointFiles
 
 __all__ = ["Initial", "state_name", "summary_progress", "PROGRESS", "STATE_PREFIX"]
@@ -91,6 +94,29 @@ class Initial:
     def mark_done(self, counts: Mapping[str, int]) -> None:
         """Mark the initial rows complete, with how many each input has."""
         self.files.write_json("initial/done.json", {"rows": dict(counts)})
+
+    def mark_failed(self, reason: str) -> None:
+        """Record that writing the initial rows failed, and why (:meth:`wait` raises it)."""
+        self.files.write_json("initial/failed.json", {"reason": reason})
+
+    def wait(self, sleep: Callable[[float], None] = time.sleep, longest: float = 0.5) -> dict[str, int]:
+        """Wait until the initial rows being written are complete and return :meth:`done`; raise
+        :class:`InitialRowsError` with the reason if their writing failed. Looks every 10 ms at
+        first, then less often, at most every ``longest`` seconds (an object store is asked once a
+        look)."""
+        pause = 0.01
+        while True:
+            done = self.done()
+            if done is not None:
+                return done
+            failed = self.files.read_json("initial/failed.json")
+            if failed is not None:
+                raise InitialRowsError(
+                    f"the initial rows of the join with checkpoint {self.files.uri} (its bootstrap or "
+                    f"initial_state) could not be written: {failed['reason']}. Fix them and define the "
+                    "join again: its first version runs on them once they are written")
+            sleep(pause)
+            pause = min(pause * 1.5, longest)
 
     def write_summary(self, summary: Mapping[str, int]) -> None:
         """Record the state rows' summary (written before :meth:`mark_done`)."""

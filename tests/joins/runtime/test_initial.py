@@ -84,3 +84,60 @@ def test_runtime_initial_rows_reach_the_changelog_once(tmp_path):
     runner.lose_local_state()   # restored from that delta
     out = runner.run(_events([(1, 5, "a")]), TABLE.empty_table(), final=True)
     assert out.column("plan").to_pylist() == ["p"]
+
+
+# -- initial rows written while the query starts (bind_query(defer_initial=True)) --------------
+
+def _bind_deferred(path, write):
+    from streamjoin.runtime.bind import bind_query
+
+    return bind_query(str(path), _join(), 2, write_initial=write, defer_initial=True)
+
+
+def test_runtime_deferred_initial_rows_are_written_by_the_engine_then_waited_for(tmp_path):
+    from streamjoin.runtime.bind import write_initial_rows
+
+    op = _join()
+    rows = op.bootstrap_changes(pa.Table.from_pylist([{"user": 1, "plan": "pro"}], schema=SNAPSHOT))
+    calls = []
+
+    def write(bound):
+        calls.append(bound.uri)
+        bound.checkpoint.initial.write("table", 0, rows)
+        return {"table": rows.num_rows}
+
+    bound = _bind_deferred(tmp_path, write)
+    assert bound.initial_pending and bound.state.initial and calls == []   # bind wrote nothing
+    assert bound.checkpoint.initial.done() is None
+    write_initial_rows(bound, write)
+    assert calls == [bound.uri]
+    assert bound.checkpoint.initial.wait() == {"table": 1}
+    assert bound.checkpoint.initial.read("table", 0).num_rows == 1
+    again = _bind_deferred(tmp_path, write)   # complete: neither pending nor written again
+    assert not again.initial_pending and again.state.initial and calls == [bound.uri]
+
+
+def test_runtime_deferred_initial_rows_that_fail_stop_the_waiter_with_the_reason(tmp_path):
+    from streamjoin.errors import InitialRowsError
+    from streamjoin.runtime.bind import write_initial_rows
+
+    def write(bound):
+        raise RuntimeError("column 'plan' holds 'x', which does not cast")
+
+    bound = _bind_deferred(tmp_path, write)
+    with pytest.raises(RuntimeError, match="does not cast"):
+        write_initial_rows(bound, write)
+    with pytest.raises(InitialRowsError, match=r"could not be written: RuntimeError: column 'plan' holds 'x'"):
+        bound.checkpoint.initial.wait()
+    # defined again: what the failed writing left is cleared, so the waiter waits for the new rows
+    again = _bind_deferred(tmp_path, lambda b: {"table": 0})
+    assert again.initial_pending and again.checkpoint.initial.done() is None
+    slept = []
+
+    def sleep(seconds):
+        slept.append(seconds)
+        if len(slept) == 3:
+            write_initial_rows(again, lambda b: {"table": 0})
+
+    assert again.checkpoint.initial.wait(sleep=sleep, longest=0.02) == {"table": 0}
+    assert slept == [0.01, 0.015, 0.02]   # longer looks, up to `longest`

@@ -87,6 +87,32 @@ def test_stream_table_join_as_of_streaming_with_bootstrap(spark, tmp_path):
     assert sum(r.asDict().get("initial_rows_table") or 0 for r in metrics) == 3
 
 
+def test_stream_table_join_bootstrap_that_fails_stops_the_query_before_its_first_task(spark, tmp_path):
+    # the bootstrap is written while the query starts (streamjoin.spark.initial_writer): the
+    # definition returns at once, and a row that cannot be written stops the first micro-batch
+    from pyspark.sql import functions as F
+
+    from streamjoin.errors import InitialRowsError
+
+    root = str(tmp_path)
+    _files(f"{root}/events", [[_event(1, 10, "a")]], EVENT_SCHEMA)
+    _files(f"{root}/changes", [[_change(1, "upsert", 20, "pro", "DE")]], CHANGE_SCHEMA)
+    events = spark.readStream.schema(EVENTS).option("maxFilesPerTrigger", 1).parquet(f"{root}/events")
+    changes = spark.readStream.schema(CHANGES).option("maxFilesPerTrigger", 1).parquet(f"{root}/changes")
+    bootstrap = spark.createDataFrame(PROFILES, "user_id bigint, plan string, country string").withColumn(
+        "plan", F.when(F.col("user_id") == 2, F.raise_error(F.lit("snapshot row 2 is damaged"))).otherwise(F.col("plan")))
+    joined = stream_table_join(events, changes, "user_id", stream_time="ts", table_key="user_id",
+                               table_time="changed_at", delay=timedelta(seconds=10), bootstrap=bootstrap,
+                               checkpoint=f"{root}/ck", partitions=2)
+    query = (joined.writeStream.format("noop").option("checkpointLocation", f"{root}/spark")
+             .trigger(availableNow=True).start())
+    with pytest.raises(InitialRowsError, match=r"could not be written: .*snapshot row 2 is damaged") as raised:
+        query.awaitTermination()
+    assert "Fix them and define the join again" in str(raised.value)
+    assert isinstance(query.exception(), InitialRowsError)
+    assert not os.path.exists(f"{root}/ck/state")   # no task ran
+
+
 def test_stream_table_join_debezium_json_batch(spark, tmp_path):
     root = str(tmp_path)
     envelopes = [

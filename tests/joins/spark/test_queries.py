@@ -88,3 +88,19 @@ def test_queries_other_outcomes_are_sparks_unchanged(monkeypatch):
     assert raised.value is other and query.exception() is other
     assert _started(monkeypatch, None).awaitTermination() is True
     assert _started(monkeypatch, None).exception() is None
+
+
+def test_queries_initial_rows_failure_raises_initial_rows_error(monkeypatch):
+    from streamjoin.errors import InitialRowsError
+
+    traceback = ("Traceback (most recent call last):\n  File \"flush_source.py\", line 1, in initialOffset\n"
+                 "streamjoin.errors.InitialRowsError: the initial rows of the join with checkpoint /ck (its bootstrap "
+                 "or initial_state) could not be written: ValueError: bad. Fix them and define the join again\n")
+    failure = _Captured("[STREAM_FAILED] Query terminated with exception: " + traceback, "\tat Stream")
+    query = _started(monkeypatch, failure)
+    with pytest.raises(InitialRowsError, match=r"^the initial rows of the join with checkpoint /ck .* ValueError: bad\. "
+                                               r"Fix them and define the join again$") as raised:
+        query.awaitTermination()
+    assert raised.value.__cause__ is failure
+    assert isinstance(query.exception(), InitialRowsError)
+    assert queries.initial_rows_failure(_Captured("another failure", "")) is None

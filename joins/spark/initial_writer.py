@@ -1,0 +1,76 @@
+"""Writing a join's initial rows (its bootstrap, or ``initial_state``) on the driver: at once, or
+in a thread of their own while the streaming query starts.
+
+The rows are routed to their partitions by Spark jobs (:func:`streamjoin.spark.runtime.run_operator`'s
+``write``), about two seconds for a million rows on two cores, and a streaming query whose join
+has the Python flush source spends about as long starting that source's Python process
+(``docs/design/runtime.md``, "Initial rows"), which needs one core and the jobs' tasks the others.
+So for such a query :func:`write` starts the writing in a thread and returns: the join's DataFrame
+is ready at once, as Spark's own are, and the flush source waits at its first offset until the
+rows are complete (:mod:`streamjoin.spark.flush_source`), so no task of the first micro-batch runs
+before them. A writing that fails records why in the checkpoint, and the query's first
+micro-batch raises :class:`streamjoin.errors.InitialRowsError` with it; the driver's log has it
+too. Any other query (a batch run, a join with no flush or with ticks) has its rows written
+before :func:`write` returns, as before.
+
+The threads are not daemons, so a driver script that defines a join and ends waits for its
+rows; defining a join on the same checkpoint again in this process waits for the writing before
+(:func:`wait_for`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Callable, Mapping
+
+from streamjoin.runtime.bind import BoundQuery, write_initial_rows
+
+__all__ = ["write", "wait_for"]
+
+log = logging.getLogger("streamjoin")
+
+_RUNNING: dict[str, threading.Thread] = {}
+_LOCK = threading.Lock()
+
+
+def write(bound: BoundQuery, rows: Callable[[BoundQuery], Mapping[str, int]], *, in_background: bool) -> None:
+    """Write the initial rows of ``bound`` (bound with ``initial_pending``) with ``rows``: in a
+    thread when ``in_background`` (see the module), else before returning (raising what writing
+    raises)."""
+    if not in_background:
+        write_initial_rows(bound, rows)
+        return
+
+    def run() -> None:
+        started = time.monotonic()
+        try:
+            write_initial_rows(bound, rows)
+        except Exception:  # noqa: BLE001 - recorded for the query (InitialRowsError) and logged here
+            log.exception("streamjoin: writing the initial rows of the join with checkpoint %s failed; its "
+                          "query stops at its first micro-batch", bound.uri)
+            return
+        finally:
+            with _LOCK:
+                if _RUNNING.get(bound.uri) is threading.current_thread():
+                    del _RUNNING[bound.uri]
+        counts = bound.checkpoint.initial.done() or {}
+        log.info("streamjoin: wrote the initial rows of the join with checkpoint %s (%s) in %.1f s", bound.uri,
+                 ", ".join(f"{name}: {n:,}" for name, n in counts.items()) or "none", time.monotonic() - started)
+
+    log.info("streamjoin: writing the initial rows of the join with checkpoint %s while its query starts",
+             bound.uri)
+    thread = threading.Thread(target=run, name=f"streamjoin-initial-rows {bound.uri}", daemon=False)
+    with _LOCK:
+        _RUNNING[bound.uri] = thread
+    thread.start()
+
+
+def wait_for(uri: str) -> None:
+    """Wait for a writing of the initial rows of checkpoint ``uri`` that this process started, if
+    one is running."""
+    with _LOCK:
+        thread = _RUNNING.pop(uri, None)
+    if thread is not None:
+        thread.join()

@@ -1,0 +1,78 @@
+"""The driver's writing of a join's initial rows (:mod:`streamjoin.spark.initial_writer`): in a
+thread of its own while the query starts, waited for by a redefinition, its failure recorded
+for the query. No Spark session: the writing is a function here."""
+
+from __future__ import annotations
+
+import threading
+
+import pyarrow as pa
+import pytest
+
+from streamjoin.changes import ChangeFormat
+from streamjoin.enrichment.operator import EnrichmentJoin
+from streamjoin.errors import InitialRowsError
+from streamjoin.runtime.bind import bind_query
+from streamjoin.spark import initial_writer
+from streamjoin.spark.flush_source import _FlushReader
+
+EVENTS = pa.schema([("user", pa.int64()), ("ts", pa.timestamp("us"))])
+TABLE = pa.schema([("user", pa.int64()), ("op", pa.string()), ("at", pa.timestamp("us")), ("plan", pa.string())])
+
+
+def _bound(path, write):
+    op = EnrichmentJoin(EVENTS, TABLE, "user", stream_time="ts", changes=ChangeFormat.plain("user", time="at"))
+    return bind_query(str(path), op, 2, write_initial=write, defer_initial=True)
+
+
+def test_initial_writer_background_writing_is_waited_for_by_the_flush_source(tmp_path):
+    release = threading.Event()
+
+    def write(bound):
+        release.wait(10)
+        return {"table": 3}
+
+    bound = _bound(tmp_path, write)
+    initial_writer.write(bound, write, in_background=True)
+    assert bound.checkpoint.initial.done() is None   # still writing: the definition has returned
+    reader = _FlushReader(bound.uri, 2, 2, initial_pending=True)
+    release.set()
+    assert reader.initialOffset() == {"max_times": [None, None]}   # returns once the rows are complete
+    assert bound.checkpoint.initial.done() == {"table": 3}
+    initial_writer.wait_for(bound.uri)
+
+
+def test_initial_writer_failure_reaches_the_query_and_a_redefinition_waits(tmp_path, caplog):
+    started = threading.Event()
+    release = threading.Event()
+
+    def failing(bound):
+        started.set()
+        release.wait(10)
+        raise ValueError("bootstrap: column 'plan' holds 'x'")
+
+    bound = _bound(tmp_path, failing)
+    initial_writer.write(bound, failing, in_background=True)
+    started.wait(10)
+    waiter = threading.Thread(target=initial_writer.wait_for, args=(bound.uri,))
+    waiter.start()
+    waiter.join(0.05)
+    assert waiter.is_alive()   # a redefinition of the same checkpoint waits for the writing
+    release.set()
+    waiter.join(10)
+    assert not waiter.is_alive()
+    assert "writing the initial rows of the join" in caplog.text
+    reader = _FlushReader(bound.uri, 2, 2, initial_pending=True)
+    with pytest.raises(InitialRowsError, match="could not be written: ValueError: bootstrap: column 'plan'"):
+        reader.latestOffset(None)
+
+
+def test_initial_writer_in_the_foreground_raises_what_writing_raises(tmp_path):
+    def failing(bound):
+        raise ValueError("no")
+
+    bound = _bound(tmp_path, failing)
+    with pytest.raises(ValueError, match="no"):
+        initial_writer.write(bound, failing, in_background=False)
+    with pytest.raises(InitialRowsError):
+        bound.checkpoint.initial.wait()
