@@ -248,7 +248,22 @@ GOALS: tuple[Goal, ...] = (
     Goal("enrichment", "speed of streamjoin-arranged vs Spark's stream-static join, 1M events x 1M rows", 1.5, "x",
          Cell("spark s / s", _OURS), "streamjoin bench enrichment --stores arranged --latest '' --user-typed",
          memory=Cell("worker RSS MB", _OURS),
-         reason="1.12x in the run of this figure (2026-12-04 14:58, load 1.9 as it started, after the view "
+         reason="1.10x in the run of this figure (2026-12-06 03:06, load 1.0 as it started, nothing else "
+                "running; 2 runs, the variants' order rotated: Spark 14.5 s, streamjoin 13.2 s, its runs 13.6 s "
+                "and 12.8 s with the definition 0.3 s, its first micro-batch 1.4 s and 1.3 s, the data "
+                "micro-batches 0.6-1.1 s against Spark's 1.2-2.0 s), on a machine slower that hour than on "
+                "2026-12-04 (Spark's 11.4 s then). Since design step 38 the bootstrap is written while the "
+                "query starts, beside the start of the flush source's Python process: alternated with the main "
+                "before (6 runs a side, phases timed by a listener, load 0.3-2.9) the time outside the "
+                "micro-batches fell from 3.58 to 2.37 s and the whole run from 14.0 to 12.8 s (0.91x); in "
+                "`streamjoin bench compare --repeat 3 --fields \"seconds,of which build,spark s / s\" 3c7a655 "
+                "enrichment --stores arranged --latest '' --user-typed --repeat 1`, twice, streamjoin's seconds "
+                "were 0.93x and 1.01x and its speed against Spark 1.01x and 1.06x, the runs' micro-batches "
+                "varying by more than the saving. What is left outside the data is the flush source's start "
+                "(1.5-1.8 s: Spark starts its Python process with the query, and it imports PySpark from "
+                "Spark's pyspark.zip, which Python cannot cache compiled), the first micro-batch's load of the "
+                "1M bootstrap rows and the two micro-batches after the data. "
+                "1.12x on 2026-12-04 14:58 (load 1.9 as it started, after the view "
                 "benchmark, nothing else running; 2 runs, the variants' order rotated: Spark 11.4 s, streamjoin "
                 "10.3 s, its runs 10.7 s and 9.8 s with the build 1.2 s, its first micro-batch 1.5 s and 0.9 s, "
                 "the data micro-batches 0.6-0.9 s against Spark's 0.9-1.3 s). "
