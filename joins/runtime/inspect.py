@@ -180,7 +180,11 @@ def check_checkpoint(uri: str, progress: Progress | None = None, spark_checkpoin
     problems += state.problems
     problems += _unreadable_records(cp, ("query.json", "flush.json", "initial", "commits"))
     problems += _damaged_set_aside(cp)
-    return Verification(problems, state.notes)
+    notes = list(state.notes)
+    if cp.initial.done() is None and cp.files.exists("initial/failed.json"):
+        notes.append(f"the initial rows (bootstrap or initial_state) could not be written: {cp.initial.failure()}; "
+                     "the join's next definition writes them again, and its query runs no task before then")
+    return Verification(problems, notes)
 
 
 def spark_commits(location: str) -> set[int]:

@@ -25,8 +25,9 @@ accepts; resolved once, so every task of a query names the same place)::
     set_aside/<input>/v=<v>/p=<p>.parquet   rows not processed (late, dead letters), with reasons
     initial/<input>/p=<p>.arrow       rows given to the join's first version (e.g. a bootstrap
                                       snapshot), routed to partition p; ``initial/done.json``
-                                      marks the set complete, ``initial/used/p=<p>.json``
-                                      the version that took them
+                                      marks the set complete (``initial/failed.json`` says why
+                                      a writing during a query's start failed),
+                                      ``initial/used/p=<p>.json`` the version that took them
 
 The files are owned by kind, one module each (as Spark separates its commit and offset logs):
 :mod:`.files` (the primitives: location, JSON records, listings), :mod:`.binding`

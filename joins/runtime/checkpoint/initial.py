@@ -99,6 +99,11 @@ class Initial:
         """Record that writing the initial rows failed, and why (:meth:`wait` raises it)."""
         self.files.write_json("initial/failed.json", {"reason": reason})
 
+    def failure(self) -> str | None:
+        """Why writing the initial rows failed (:meth:`mark_failed`); None if it has not."""
+        found = self.files.read_json("initial/failed.json")
+        return None if found is None else str(found["reason"])
+
     def wait(self, sleep: Callable[[float], None] = time.sleep, longest: float = 0.5) -> dict[str, int]:
         """Wait until the initial rows being written are complete and return :meth:`done`; raise
         :class:`InitialRowsError` with the reason if their writing failed. Looks every 10 ms at
@@ -109,11 +114,11 @@ class Initial:
             done = self.done()
             if done is not None:
                 return done
-            failed = self.files.read_json("initial/failed.json")
+            failed = self.failure()
             if failed is not None:
                 raise InitialRowsError(
                     f"the initial rows of the join with checkpoint {self.files.uri} (its bootstrap or "
-                    f"initial_state) could not be written: {failed['reason']}. Fix them and define the "
+                    f"initial_state) could not be written: {failed}. Fix them and define the "
                     "join again: its first version runs on them once they are written")
             sleep(pause)
             pause = min(pause * 1.5, longest)

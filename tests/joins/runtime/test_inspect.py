@@ -177,3 +177,15 @@ def test_checkpoint_describe_cli_says_no_snapshot_for_a_partition_without_one(tm
     assert main(["checkpoint", "describe", str(tmp_path / "ck")]) == 0
     out = capsys.readouterr().out
     assert "no snapshot" in out and "vNone" not in out and "None entries" not in out
+
+
+def test_checkpoint_verify_notes_initial_rows_whose_writing_failed(tmp_path, capsys):
+    from streamjoin.runtime.bind import bind_query
+
+    bound = bind_query(str(tmp_path / "ck"), RunningCount(SCHEMA, ["k"]), 2, write_initial=lambda b: {"changes": 0},
+                       defer_initial=True)
+    bound.checkpoint.initial.mark_failed("ValueError: row 2 is damaged")
+    assert main(["checkpoint", "verify", str(tmp_path / "ck")]) == 0
+    out = capsys.readouterr().out
+    assert "note: the initial rows (bootstrap or initial_state) could not be written: ValueError: row 2 is damaged; " \
+           "the join's next definition writes them again" in out
