@@ -13,9 +13,11 @@ micro-batch raises :class:`streamjoin.errors.InitialRowsError` with it; the driv
 too. Any other query (a batch run, a join with no flush or with ticks) has its rows written
 before :func:`write` returns, as before.
 
-The threads are not daemons, so a driver script that defines a join and ends waits for its
-rows; defining a join on the same checkpoint again in this process waits for the writing before
-(:func:`wait_for`).
+The threads are PySpark's ``InheritableThread``: the job runs with the defining thread's local
+properties (its scheduler pool, job group and description; on Spark Connect its tags), as a job
+started by that thread would. They are not daemons, so a driver script that defines a join and
+ends waits for its rows; defining a join on the same checkpoint again in this process waits for
+the writing before (:func:`wait_for`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
+
+from pyspark import InheritableThread
 
 from streamjoin.runtime.bind import BoundQuery, write_initial_rows
 
@@ -35,10 +39,11 @@ _RUNNING: dict[str, threading.Thread] = {}
 _LOCK = threading.Lock()
 
 
-def write(bound: BoundQuery, rows: Callable[[BoundQuery], Mapping[str, int]], *, in_background: bool) -> None:
+def write(bound: BoundQuery, rows: Callable[[BoundQuery], Mapping[str, int]], *, in_background: bool,
+          session: Any = None) -> None:
     """Write the initial rows of ``bound`` (bound with ``initial_pending``) with ``rows``: in a
-    thread when ``in_background`` (see the module), else before returning (raising what writing
-    raises)."""
+    thread when ``in_background`` (see the module; ``session``: the SparkSession whose jobs write
+    them, which Spark Connect needs), else before returning (raising what writing raises)."""
     if not in_background:
         write_initial_rows(bound, rows)
         return
@@ -61,7 +66,7 @@ def write(bound: BoundQuery, rows: Callable[[BoundQuery], Mapping[str, int]], *,
 
     log.info("streamjoin: writing the initial rows of the join with checkpoint %s while its query starts",
              bound.uri)
-    thread = threading.Thread(target=run, name=f"streamjoin-initial-rows {bound.uri}", daemon=False)
+    thread = InheritableThread(run, session=session, name=f"streamjoin-initial-rows {bound.uri}", daemon=False)
     with _LOCK:
         _RUNNING[bound.uri] = thread
     thread.start()

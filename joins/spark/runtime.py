@@ -153,7 +153,7 @@ def run_operator(
     # initial rows: written while the query starts where its Python flush source can wait for them
     in_background = bound.initial_pending and flush is not None and not flush.ticks
     if bound.initial_pending:
-        initial_writer.write(bound, write, in_background=in_background)
+        initial_writer.write(bound, write, in_background=in_background, session=spark)
     if flush is not None:
         stream = flush_stream(spark, checkpoint, partitions, len(operator.inputs), flush,
                               initial_pending=in_background)

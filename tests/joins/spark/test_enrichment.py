@@ -70,9 +70,19 @@ def test_stream_table_join_as_of_streaming_with_bootstrap(spark, tmp_path):
     events = spark.readStream.schema(EVENTS).option("maxFilesPerTrigger", 1).parquet(f"{root}/events")
     changes = spark.readStream.schema(CHANGES).option("maxFilesPerTrigger", 1).parquet(f"{root}/changes")
     bootstrap = spark.createDataFrame(PROFILES, "user_id bigint, plan string, country string")
-    joined = stream_table_join(events, changes, "user_id", stream_time="ts", table_key="user_id",
-                               table_time="changed_at", delay=timedelta(seconds=10), bootstrap=bootstrap,
-                               checkpoint=f"{root}/ck", partitions=3)
+    context = spark.sparkContext
+    context.setJobGroup("bootstrap-test", "the defining thread's group")
+    try:
+        joined = stream_table_join(events, changes, "user_id", stream_time="ts", table_key="user_id",
+                                   table_time="changed_at", delay=timedelta(seconds=10), bootstrap=bootstrap,
+                                   checkpoint=f"{root}/ck", partitions=3)
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+    # the bootstrap is written in a thread of its own, whose jobs inherit the defining thread's group
+    from streamjoin.spark import initial_writer
+
+    initial_writer.wait_for(f"{root}/ck")
+    assert context.statusTracker().getJobIdsForGroup("bootstrap-test")
     query = (joined.writeStream.format("parquet").option("path", f"{root}/out")
              .option("checkpointLocation", f"{root}/spark").trigger(availableNow=True).start())
     query.awaitTermination()
