@@ -39,6 +39,12 @@ Variants, per batching (``--batches 10,100`` measures 1M changes in 10 and in 10
   rows and the customers' changes repartitioned together by ``customer_id``), each stage passing
   its Arrow batches through unchanged, into the ``noop`` sink. Timed as ``streamjoin-<store>`` is;
   ``floor s / s`` is its changes s over a variant's (1.0: a join that costs nothing in Python).
+* ``spark-floor-packed`` (``--floor-packed``): the same floor with the first stage's rows
+  packed, as a design that routed each key-stage change as its join key and one binary column
+  of its row would send them: that stage outputs ``customer_id`` and the row's ``pack`` bytes
+  (:func:`streamjoin.statestore.packed_columns.pack_array`, the bytes the join stage stores), so
+  the second exchange and Spark's conversions carry two columns of the orders' rows instead of
+  six. It measures what the JVM would save, and the packing's cost in Python, not a join.
 
 Each variant first runs untimed on a tiny copy of the inputs (the JVM compiles its code paths,
 the Python workers start); before each timed run that tiny run repeats (idle Python workers exit
@@ -136,6 +142,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also measure spark-floor: the same streaming query's two exchanges and two mapInArrow "
                         "stages passing rows through (no join), what Spark alone costs under any Python operator; "
                         "adds the column floor s / s")
+    parser.add_argument("--floor-packed", action="store_true",
+                        help="also measure spark-floor-packed: the floor with the first stage's rows packed into one "
+                        "binary column beside their join key (see the module)")
     parser.add_argument("--join-only", action="store_true",
                         help="also measure joining the current tables already materialized (a lower bound)")
     parser.add_argument("--key-stages", default="fused", metavar="MODE[,MODE]",
@@ -358,12 +367,23 @@ class Outcome:
 
 def streamed(variant: str) -> bool:
     """Whether ``variant`` runs as a streaming query timed per micro-batch (streamjoin's, the floor)."""
-    return variant.startswith("streamjoin-") or variant == "spark-floor"
+    return variant.startswith("streamjoin-") or variant.startswith("spark-floor")
 
 
 def pass_through(batches):
     """The floor's ``mapInArrow`` function: its input batches, unchanged."""
     yield from batches
+
+
+def pack_routed(batches):
+    """The packed floor's first ``mapInArrow`` function: each order change as ``customer_id`` and
+    ``_row``, the ``pack`` bytes of all its columns."""
+    from streamjoin.statestore.packed_columns import pack_array
+
+    for batch in batches:   # (in physical types, as the join stage stores a row: a time as its µs)
+        columns = [c.cast(pa.int64()) if pa.types.is_timestamp(c.type) else c for c in batch.columns]
+        yield pa.RecordBatch.from_arrays([batch.column("customer_id"), pack_array(columns, batch.num_rows)],
+                                         names=["customer_id", "_row"])
 
 
 class Bench:
@@ -398,18 +418,21 @@ class Bench:
                             F.sum(F.when(kind == "insert", 1).when(kind == "delete", -1).otherwise(0)).alias("net"))
         return self._timed(view, scratch, f"streamjoin-{store}", start)
 
-    def floor(self, scratch: str) -> Outcome:
-        """``spark-floor`` (see module): the fused plan's exchanges and stages, passing rows through."""
+    def floor(self, scratch: str, packed: bool = False) -> Outcome:
+        """``spark-floor`` (see module): the fused plan's exchanges and stages, passing rows through;
+        ``packed``: ``spark-floor-packed``, its first stage's rows packed (:func:`pack_routed`)."""
         from pyspark.sql import functions as F
 
         start = time.perf_counter()
         orders, customers = self.source("orders"), self.source("customers")
         n = self.params.partitions
-        keyed = orders.repartition(n, "order_id").mapInArrow(pass_through, orders.schema)
+        by_order = orders.repartition(n, "order_id")
+        keyed = by_order.mapInArrow(pack_routed, "customer_id bigint, _row binary") if packed \
+            else by_order.mapInArrow(pass_through, orders.schema)
         both = keyed.unionByName(customers, allowMissingColumns=True)
         view = both.repartition(n, "customer_id").mapInArrow(pass_through, both.schema)
         view = view.observe("view", F.count(F.lit(1)).alias("changes"), F.sum(F.lit(0)).alias("net"))
-        return self._timed(view, scratch, "spark-floor", start)
+        return self._timed(view, scratch, "spark-floor-packed" if packed else "spark-floor", start)
 
     def _timed(self, view: DataFrame, scratch: str, what: str, start: float) -> Outcome:
         """Run streaming ``view`` (observed as ``view``: ``changes`` and ``net`` rows a micro-batch)
@@ -508,8 +531,8 @@ class Bench:
                         if len(outcome.view_rows) == len(expected) else -1
                     outcome.notes.append(f"MISMATCH: {variant} ({self.batches} batches): view rows "
                                          f"{outcome.view_rows[bad]:,} after batch {bad}, expected {expected[bad]:,}")
-            elif variant == "spark-floor":
-                outcome = self.floor(scratch)
+            elif variant in ("spark-floor", "spark-floor-packed"):
+                outcome = self.floor(scratch, packed=variant == "spark-floor-packed")
             else:
                 outcome = self.spark_variant(variant == "spark-join-only", scratch)
                 for b, n in zip(outcome.measured, outcome.view_rows):
@@ -578,7 +601,8 @@ notes:
   linearly ("est."). recompute s / s: its changes s over the variant's.
 - spark-floor (--floor): the same query's exchanges and mapInArrow stages passing rows
   through, no join; floor s / s: its changes s over the variant's (rows out/batch: the rows
-  it passes through).
+  it passes through). spark-floor-packed (--floor-packed): the same with the first stage's
+  rows packed into one binary column beside their join key.
 - JVM CPU s, worker CPU s: CPU seconds (user + system) of Spark's JVM and of its Python workers
   over the whole run of the variant (its query's start, load and change micro-batches): the two
   halves of Spark's work on the machine's cores.
@@ -603,7 +627,7 @@ def _stores(text: str) -> list[str]:
 
 def variants(args: argparse.Namespace) -> list[str]:
     spark = [] if args.no_spark else ["spark-recompute"] + (["spark-join-only"] if args.join_only else [])
-    floor = ["spark-floor"] if args.floor else []
+    floor = (["spark-floor"] if args.floor else []) + (["spark-floor-packed"] if args.floor_packed else [])
     return [key_stage_variant(f"streamjoin-{s}", fused) for s in _stores(args.stores)
             for fused in key_stages(args.key_stages)] + floor + spark
 
@@ -619,7 +643,7 @@ def run(args: argparse.Namespace) -> int:
     params = Params.from_args(args)
     chosen = variants(args)
     if not chosen:
-        raise SystemExit("nothing to measure: give --stores, --floor, or drop --no-spark")
+        raise SystemExit("nothing to measure: give --stores, --floor, --floor-packed, or drop --no-spark")
     started = time.perf_counter()
     workload = generate(params.rows, params.changes)
     print(f"generated the inputs in {time.perf_counter() - started:.1f} s", flush=True)
