@@ -508,10 +508,11 @@ notes:
   the as-of join gives them the row as it was at their time, Spark the later one.
 - streamjoin-<store> (as_of) writes the snapshot to its checkpoint while the query starts (a
   Spark job in a driver thread, beside the start of the flush source's Python process; "of which
-  build" is the join's definition alone) and loads it in the first micro-batch, then applies the updates as they arrive; an event waits until the table's watermark (its
-  newest change or heartbeat, less the delay) passes its time, so as-of runs {FLUSH_BATCHES} more
-  micro-batch of one heartbeat, and the no-data micro-batch it lets the join run, to release the
-  last batch's events ("still waiting": events left in state at the end).
+  build" is the join's definition alone), loads it in the first micro-batch, then applies the
+  updates as they arrive; an event waits until the table's watermark (its newest change or
+  heartbeat, less the delay) passes its time, so as-of runs {FLUSH_BATCHES} more micro-batch of one
+  heartbeat, and the no-data micro-batch it lets the join run, to release the last batch's events
+  ("still waiting": events left in state at the end).
 - streamjoin-<store>-latest joins each event with the row as of its micro-batch's changes, at
   once (Spark's meaning, with the table kept in state instead of re-read).""")
     lines = [n for outcomes in results.values() for o in outcomes for n in o.notes] + problems(params, results)

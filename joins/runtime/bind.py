@@ -87,9 +87,11 @@ def bind_query(
     return bound
 
 
-def write_initial_rows(bound: BoundQuery, write_initial: Callable[[BoundQuery], Mapping[str, int]]) -> None:
+def write_initial_rows(bound: BoundQuery, write_initial: Callable[[BoundQuery], Mapping[str, int]]
+                       ) -> dict[str, int]:
     """Write the initial rows of a query bound with ``initial_pending`` (``write_initial(bound)``,
-    as :func:`bind_query` calls it) and mark them complete; if writing raises, record why
+    as :func:`bind_query` calls it), mark them complete and return how many each input has; if
+    writing raises, record why
     (:meth:`streamjoin.runtime.checkpoint.initial.Initial.mark_failed`, which
     :meth:`~streamjoin.runtime.checkpoint.initial.Initial.wait` raises) and raise it again."""
     checkpoint = bound.checkpoint
@@ -99,3 +101,4 @@ def write_initial_rows(bound: BoundQuery, write_initial: Callable[[BoundQuery], 
         checkpoint.initial.mark_failed(f"{type(exc).__name__}: {exc}")
         raise
     checkpoint.initial.mark_done(counts)
+    return counts

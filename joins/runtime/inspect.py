@@ -181,8 +181,9 @@ def check_checkpoint(uri: str, progress: Progress | None = None, spark_checkpoin
     problems += _unreadable_records(cp, ("query.json", "flush.json", "initial", "commits"))
     problems += _damaged_set_aside(cp)
     notes = list(state.notes)
-    if cp.initial.done() is None and cp.files.exists("initial/failed.json"):
-        notes.append(f"the initial rows (bootstrap or initial_state) could not be written: {cp.initial.failure()}; "
+    failed = cp.initial.failure() if cp.initial.done() is None else None
+    if failed is not None:
+        notes.append(f"the initial rows (bootstrap or initial_state) could not be written: {failed}; "
                      "the join's next definition writes them again, and its query runs no task before then")
     return Verification(problems, notes)
 

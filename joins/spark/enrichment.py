@@ -98,10 +98,10 @@ def stream_table_join(
             column kept if present), loaded before the first batch; a row without a change time
             comes before every change of its key, and its change time is null in the output. An
             ``as_of`` streaming join (``end_of_run`` ``"flush"`` or ``"release"``) writes it to the
-            checkpoint while its query starts (this call
-            returns at once; a row that cannot be written stops the first micro-batch with
-            [`InitialRowsError`][streamjoin.errors.InitialRowsError]); otherwise before this call
-            returns.
+            checkpoint while its query starts (this call returns at once; a row that cannot be
+            written stops the first micro-batch with
+            [`InitialRowsError`][streamjoin.errors.InitialRowsError]); any other join before this
+            call returns.
         table_format: The change vocabulary (a name or a
             [`ChangeFormat`][streamjoin.changes.format.ChangeFormat]); None: detected from the
             columns.

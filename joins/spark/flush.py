@@ -153,10 +153,8 @@ def flush_stream(spark: SparkSession, checkpoint: str, partitions: int, inputs: 
                  initial_pending: bool = False) -> DataFrame:
     """A stream of no rows that makes Spark run a micro-batch when the join's watermark may have
     moved: :func:`tick_stream`, or the Python flush source (see the module), which waits for the
-    initial rows being written when ``initial_pending``
-    (:mod:`streamjoin.spark.flush_source`; ticks cannot, so it is refused with them)."""
-    if initial_pending and flush.ticks:
-        raise ValueError("the tick stream cannot wait for initial rows: write them before the query starts")
+    initial rows being written when ``initial_pending`` (:mod:`streamjoin.spark.flush_source`;
+    ticks cannot wait, so the caller writes the rows first for them)."""
     if flush.ticks:
         return tick_stream(spark, checkpoint)
     _register(spark)

@@ -51,7 +51,7 @@ def write(bound: BoundQuery, rows: Callable[[BoundQuery], Mapping[str, int]], *,
     def run() -> None:
         started = time.monotonic()
         try:
-            write_initial_rows(bound, rows)
+            counts = write_initial_rows(bound, rows)
         except Exception:  # noqa: BLE001 - recorded for the query (InitialRowsError) and logged here
             log.exception("streamjoin: writing the initial rows of the join with checkpoint %s failed; its "
                           "query stops at its first micro-batch", bound.uri)
@@ -60,7 +60,6 @@ def write(bound: BoundQuery, rows: Callable[[BoundQuery], Mapping[str, int]], *,
             with _LOCK:
                 if _RUNNING.get(bound.uri) is threading.current_thread():
                     del _RUNNING[bound.uri]
-        counts = bound.checkpoint.initial.done() or {}
         log.info("streamjoin: wrote the initial rows of the join with checkpoint %s (%s) in %.1f s", bound.uri,
                  ", ".join(f"{name}: {n:,}" for name, n in counts.items()) or "none", time.monotonic() - started)
 

@@ -17,7 +17,7 @@ The query ``start()`` returns is given one more thing: when Spark cannot start a
 query needs in time (on a machine far busier than its cores, the Python flush source's process on
 the driver, ``PythonStreamingSourceRunner``, can take longer to start than the 10 seconds Spark
 waits for it), the query stops with "Python worker failed to connect back". That happens after
-``start()`` returned, so :func:`explain_worker_start` makes the query's ``awaitTermination()``
+``start()`` returned, so :func:`explain_failures` makes the query's ``awaitTermination()``
 raise, and its ``exception()`` return, a :class:`streamjoin.errors.WorkerStartError` that says
 why and what to do, chained from Spark's exception (:func:`worker_start_failure`). The same
 wrapper gives the :class:`streamjoin.errors.InitialRowsError` that the flush source raised when
