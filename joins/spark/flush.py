@@ -62,6 +62,7 @@ from streamjoin.errors import CheckpointMismatchError, JoinDefinitionError
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.checkpoint.binding import MIGRATED_FROM
 from streamjoin.runtime.options import EndOfRun
+from streamjoin.spark.flush_jvm import jvm_flush_stream
 from streamjoin.spark.flush_source import CLAIM, SOURCE_NAME, FlushSource, closing_version
 
 __all__ = ["Flush", "plan_flush", "flush_stream", "tick_stream", "write_tick", "spark_location", "SOURCE_NAME",
@@ -157,11 +158,14 @@ def flush_stream(spark: SparkSession, checkpoint: str, partitions: int, inputs: 
     ticks cannot wait, so the caller writes the rows first for them)."""
     if flush.ticks:
         return tick_stream(spark, checkpoint)
+    options = {"checkpoint": checkpoint, "partitions": str(partitions), "inputs": str(inputs),
+               "release": str(flush.release).lower(), "hold": str(flush.end_of_run == "hold").lower(),
+               "initial": "pending" if initial_pending else ""}
+    stream = jvm_flush_stream(spark, options)
+    if stream is not None:
+        return stream
     _register(spark)
-    return (spark.readStream.format(SOURCE_NAME).schema("_sj_flush long").option("checkpoint", checkpoint)
-            .option("partitions", str(partitions)).option("inputs", str(inputs))
-            .option("release", str(flush.release).lower()).option("hold", str(flush.end_of_run == "hold").lower())
-            .option("initial", "pending" if initial_pending else "").load())
+    return spark.readStream.format(SOURCE_NAME).schema("_sj_flush long").options(**options).load()
 
 
 def _register(spark: SparkSession) -> None:

@@ -30,7 +30,7 @@ query is refused on the driver.
 from __future__ import annotations
 
 import uuid
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
@@ -43,7 +43,7 @@ except ImportError:  # pragma: no cover - PySpark 4.0 and 4.1 wrap every source 
 from streamjoin.errors import CheckpointMismatchError
 from streamjoin.runtime.checkpoint import Checkpoint
 
-__all__ = ["FlushSource", "SOURCE_NAME", "CLAIM", "closing_version"]
+__all__ = ["FlushSource", "SOURCE_NAME", "CLAIM", "closing_version", "reader"]
 
 SOURCE_NAME = "streamjoin_flush"
 #: The file of a checkpoint that a query of this source claimed (see the module).
@@ -66,10 +66,16 @@ class FlushSource(DataSource):
         return "_sj_flush long"
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        return _FlushReader(self.options["checkpoint"], int(self.options["partitions"]), int(self.options["inputs"]),
-                            release=self.options.get("release", "false") == "true",
-                            hold=self.options.get("hold", "false") == "true",
-                            initial_pending=self.options.get("initial", "") == "pending")
+        return reader(self.options)
+
+
+def reader(options: Mapping[str, str]) -> "_FlushReader":
+    """The reader of a flush source with ``options`` (:class:`FlushSource` names them): also what
+    the JVM flush source asks for its offsets (:mod:`streamjoin.spark.flush_jvm`)."""
+    return _FlushReader(options["checkpoint"], int(options["partitions"]), int(options["inputs"]),
+                        release=options.get("release", "false") == "true",
+                        hold=options.get("hold", "false") == "true",
+                        initial_pending=options.get("initial", "") == "pending")
 
 
 class _FlushReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -119,6 +125,15 @@ class _FlushReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._initial_pending:
             Checkpoint(self.checkpoint).initial.wait()
             self._initial_pending = False
+
+    def ready(self) -> bool:
+        """Whether the initial rows being written as the query starts are complete (or none are
+        awaited), without waiting; raises :class:`~streamjoin.errors.InitialRowsError` if their
+        writing failed. The JVM flush source waits on it between its own sleeps."""
+        if self._initial_pending and Checkpoint(self.checkpoint).initial.check() is None:
+            return False
+        self._initial_pending = False
+        return True
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._available_now = True

@@ -104,22 +104,30 @@ class Initial:
         found = self.files.read_json("initial/failed.json")
         return None if found is None else str(found["reason"])
 
+    def check(self) -> dict[str, int] | None:
+        """:meth:`done` if the initial rows being written are complete, else None; raise
+        :class:`InitialRowsError` with the reason if their writing failed."""
+        done = self.done()
+        if done is not None:
+            return done
+        failed = self.failure()
+        if failed is not None:
+            raise InitialRowsError(
+                f"the initial rows of the join with checkpoint {self.files.uri} (its bootstrap or "
+                f"initial_state) could not be written: {failed}. Fix them and define the "
+                "join again: its first version runs on them once they are written")
+        return None
+
     def wait(self, sleep: Callable[[float], None] = time.sleep, longest: float = 0.5) -> dict[str, int]:
         """Wait until the initial rows being written are complete and return :meth:`done`; raise
-        :class:`InitialRowsError` with the reason if their writing failed. Looks every 10 ms at
-        first, then less often, at most every ``longest`` seconds (an object store is asked once a
-        look)."""
+        :class:`InitialRowsError` with the reason if their writing failed (:meth:`check`). Looks
+        every 10 ms at first, then less often, at most every ``longest`` seconds (an object store
+        is asked once a look)."""
         pause = 0.01
         while True:
-            done = self.done()
+            done = self.check()
             if done is not None:
                 return done
-            failed = self.failure()
-            if failed is not None:
-                raise InitialRowsError(
-                    f"the initial rows of the join with checkpoint {self.files.uri} (its bootstrap or "
-                    f"initial_state) could not be written: {failed}. Fix them and define the "
-                    "join again: its first version runs on them once they are written")
             sleep(pause)
             pause = min(pause * 1.5, longest)
 

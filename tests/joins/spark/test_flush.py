@@ -1,5 +1,5 @@
-"""The flush: a join's is the Python flush source (``end_of_run`` "flush", the default, and
-"release"), or with "hold" Spark's file source over its tick folder (no Python process a query)
+"""The flush: a join's is the flush source (``end_of_run`` "flush", the default, and
+"release": the JVM source where the session loads it, else the Python source), or with "hold" Spark's file source over its tick folder (no Python process a query)
 where Spark reads the checkpoint without a connector, as with "flush" for a join none of whose
 output waits for the watermark; a checkpoint keeps the kind of source its
 query ran with (its offsets are in the query's Spark offset log). The Python source registers
@@ -15,7 +15,9 @@ import pytest
 from streamjoin import interval_join
 from streamjoin.errors import CheckpointMismatchError, JoinDefinitionError
 from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.spark import flush_jvm
 from streamjoin.spark.flush import Flush, closing_version, flush_stream, plan_flush, spark_location, write_tick
+from streamjoin.spark.flush_jvm import PROVIDER
 from streamjoin.spark.flush_source import _FlushReader
 
 pytestmark = pytest.mark.spark
@@ -46,14 +48,14 @@ def warnings_logged(spark):
 
 
 def _plan(df) -> str:
-    return df._jdf.queryExecution().logical().toString()
+    return df._jdf.queryExecution().analyzed().toString()
 
 
 def test_flush_of_a_new_hold_join_is_a_file_source_over_its_ticks(spark, tmp_path):
     flush = plan_flush(str(tmp_path / "join"), "hold")
     assert flush == Flush("hold", ticks=True)
     stream = flush_stream(spark, str(tmp_path / "join"), 2, 2, flush)
-    assert "FileStreamSource" in _plan(stream) or "text" in _plan(stream).lower()
+    assert "FileSource[" in _plan(stream)
     assert "streamjoin_flush" not in _plan(stream)
     assert (tmp_path / "join" / "flush").is_dir()   # Spark's file source needs the folder to exist
 
@@ -63,6 +65,13 @@ def test_flush_of_a_checkpoint_claimed_by_the_python_source_stays_that_source(sp
     (tmp_path / "join" / "flush.json").write_text('{"owner": "abc"}')
     flush = plan_flush(str(tmp_path / "join"), "hold")
     assert flush == Flush("hold", ticks=False)
+    # (the JVM flush source here: the Python source's offsets, computed in this process)
+    assert PROVIDER in _plan(flush_stream(spark, str(tmp_path / "join"), 2, 2, flush))
+
+
+def test_flush_where_the_jvm_source_cannot_load_is_the_python_source(spark, tmp_path, monkeypatch):
+    monkeypatch.setattr(flush_jvm, "_loaded", lambda session: False)   # as on Spark Connect
+    flush = plan_flush(str(tmp_path / "join"), None)
     assert "streamjoin_flush" in _plan(flush_stream(spark, str(tmp_path / "join"), 2, 2, flush))
 
 
@@ -152,7 +161,8 @@ def test_flush_spark_location_names_locations_as_hadoop_does():
     assert spark_location("gs://bucket/join/flush") == "gs://bucket/join/flush"
 
 
-def test_flush_source_is_registered_once_for_several_joins(spark, tmp_path, warnings_logged):
+def test_flush_source_is_registered_once_for_several_joins(spark, tmp_path, warnings_logged, monkeypatch):
+    monkeypatch.setattr(flush_jvm, "_loaded", lambda session: False)   # the Python source's registration
     read = spark.readStream.schema("k bigint, t timestamp")
     for i in range(3):
         (tmp_path / f"join{i}").mkdir()
