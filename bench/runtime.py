@@ -16,10 +16,12 @@ variant's worker still holds).
 ``--flush-sources``: the no-data flush each runtime variant has. ``none`` (the default) is a
 join none of whose output waits for the watermark, which gets no flush source at all;
 ``ticks`` is a join whose output does, run with ``end_of_run="hold"`` (Spark's file source over
-its tick folder: a listing a trigger, a tick file a version); ``python`` is such a join with the
-default ``end_of_run="flush"`` (an outer interval join, an as-of enrichment): the Python flush
-source, which Spark starts a Python process for before the first micro-batch.
-``--flush-sources none,ticks,python`` shows what each adds to ``batches s`` and ``start s``.
+its tick folder: a listing a trigger, a tick file a version); ``jvm`` is such a join with the
+default ``end_of_run="flush"`` (an outer interval join, an as-of enrichment): the flush source
+as a join gets it in a classic session, the JVM flush source (:mod:`streamjoin.spark.flush_jvm`),
+whose offsets this process computes; ``python`` the same join with the Python flush source (as on
+Spark Connect), which Spark starts a Python process for before the first micro-batch.
+``--flush-sources none,ticks,python,jvm`` shows what each adds to ``batches s`` and ``start s``.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from streamjoin.bench.sparkutil import QueryTimes, fresh_dir, local_session, tim
 __all__ = ["add_arguments", "run", "runtime_table"]
 
 #: Each ``--flush-sources`` value and what its variants' names end with.
-_FLUSH_SUFFIX = {"none": "", "ticks": ", ticks", "python": ", Python flush source"}
+_FLUSH_SUFFIX = {"none": "", "ticks": ", ticks", "python": ", Python flush source", "jvm": ", JVM flush source"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,9 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--flush-sources", default="none",
                         help="no-data flushes to run, comma-separated, each a variant per store: none (a join "
                              "whose output never waits for the watermark: no flush source), ticks (one whose "
-                             "output does, with end_of_run='hold': Spark's file source over its ticks), python "
-                             "(one whose output does, with the default end_of_run='flush': the Python flush "
-                             "source); default none")
+                             "output does, with end_of_run='hold': Spark's file source over its ticks), jvm "
+                             "(one whose output does, with the default end_of_run='flush': the JVM flush source), "
+                             "python (the same with the Python flush source, as on Spark Connect); default none")
 
 
 def _write_inputs(directory: str, rows: int, batches: int, keys: int) -> None:
@@ -108,7 +110,7 @@ def _measure(spark, root: str, args: argparse.Namespace) -> None:
     rotated) and print and save the table."""
     from streamjoin.bench.operators import PassThrough
     from streamjoin.runtime.options import StateConfig
-    from streamjoin.spark import arrow_schema, run_operator
+    from streamjoin.spark import arrow_schema, flush_jvm, run_operator
 
     inputs, warm = os.path.join(root, "in"), os.path.join(root, "warm")
     os.makedirs(inputs)
@@ -131,8 +133,12 @@ def _measure(spark, root: str, args: argparse.Namespace) -> None:
             src = source()
             op = PassThrough(arrow_schema(src), ["k"], "t", waits=flush != "none")
             state = StateConfig(store=store, local_dir=os.path.join(ck, "local"))
-            out = run_operator([src], op, checkpoint=os.path.join(ck, "join"), partitions=args.partitions, state=state,
-                               end_of_run="hold" if flush == "ticks" else None)
+            flush_jvm.ENABLED = flush != "python"
+            try:
+                out = run_operator([src], op, checkpoint=os.path.join(ck, "join"), partitions=args.partitions,
+                                   state=state, end_of_run="hold" if flush == "ticks" else None)
+            finally:
+                flush_jvm.ENABLED = True
             return out.writeStream.format("noop").option("checkpointLocation", os.path.join(ck, "spark")).trigger(availableNow=True).start()
         return build
 
@@ -140,7 +146,7 @@ def _measure(spark, root: str, args: argparse.Namespace) -> None:
     flushes = args.flush_sources.split(",")
     unknown = sorted(set(flushes) - set(_FLUSH_SUFFIX))
     if unknown:
-        raise SystemExit(f"--flush-sources: unknown {', '.join(unknown)}; give none, ticks or python, or several")
+        raise SystemExit(f"--flush-sources: unknown {', '.join(unknown)}; give none, ticks, jvm or python, or several")
     for store in args.stores.split(","):
         for flush in flushes:
             suffix = _FLUSH_SUFFIX[flush]

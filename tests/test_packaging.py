@@ -88,6 +88,7 @@ def test_wheel_installs_one_top_level_name(fresh_env):
     tops = {t for t in tops if not t.endswith(".dist-info") and t != ".." and not t.startswith("../")}
     assert tops == {"streamjoin"}
     assert (site / "streamjoin" / "py.typed").exists()
+    assert (site / "streamjoin" / "spark" / "jars" / "streamjoin-flush.jar").exists()   # the JVM flush source
 
 
 def test_wheel_imports_beside_pypi_changelog(fresh_env, tmp_path):

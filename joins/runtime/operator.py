@@ -180,7 +180,7 @@ class Operator(ABC):
         """Whether some of its output waits for a later version's watermark (a row released,
         closed or expired once the watermark passes it). Such a join's query needs a no-data
         micro-batch after the one whose rows moved the watermark, in the same run under
-        ``trigger(availableNow=True)``: only the Python flush source gives one there
+        ``trigger(availableNow=True)``: only the flush source gives one there
         (:mod:`streamjoin.spark.flush`). The default, True, is the safe answer for any operator."""
         return True
 

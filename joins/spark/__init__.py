@@ -1,7 +1,7 @@
 """The Spark layer: the only part of ``joins`` that imports pyspark.
 
-Its modules are imported on first use: the Python flush source's process
-(:mod:`streamjoin.spark.flush_source`) imports that module only.
+Its modules are imported on first use: the Python flush source's process (Spark Connect's:
+:mod:`streamjoin.spark.flush_source`) imports that module only.
 """
 
 from __future__ import annotations

@@ -8,14 +8,22 @@ closed windows of outer and anti joins and as-of events whose table watermark ha
 streaming join unions into its input a stream of no rows that has new data when the join's
 progress moved: one of two sources, chosen by :func:`plan_flush` when the join is defined.
 
-**The Python flush source** (:mod:`streamjoin.spark.flush_source`, ``end_of_run="flush"``, the
-default, and ``"release"``): its offset is the join's progress, which it keeps following during a
-``trigger(availableNow=True)`` run, so the run ends with the no-data batch its advanced watermark
-needs, as Spark's own stateful operators get it (docs/design/end-of-input.md). Spark starts a
-Python process on the driver for it with every query, before the first micro-batch; that process
-imports PySpark from Spark's ``pyspark.zip``, which Python cannot cache compiled, so it costs
-about 1 s a query start (``streamjoin bench runtime --flush-sources ticks,python``); what it
-imports of streamjoin (this source's module) does not import pandas (a test checks it).
+**The flush source** (``end_of_run="flush"``, the default, and ``"release"``): its offset is the
+join's progress, which it keeps following during a ``trigger(availableNow=True)`` run, so the run
+ends with the no-data batch its advanced watermark needs, as Spark's own stateful operators get it
+(docs/design/end-of-input.md). Its offsets are computed by one reader
+(:mod:`streamjoin.spark.flush_source`), reached one of two ways:
+
+* in a classic session, the **JVM flush source** (:mod:`streamjoin.spark.flush_jvm`): a small Java
+  class whose offsets this driver process computes, called back through py4j; a query's start
+  waits for nothing;
+* where that cannot load (Spark Connect), the **Python flush source** ``streamjoin_flush``: Spark
+  starts a Python process on the driver for it with every query, before the first micro-batch;
+  that process imports PySpark from Spark's ``pyspark.zip``, which Python cannot cache compiled,
+  so it costs 1-2.5 s a query start (``streamjoin bench runtime --flush-sources jvm,python``); what
+  it imports of streamjoin (the reader's module) does not import pandas (a test checks it).
+
+Both return the same offsets in the same JSON, so a checkpoint runs with either.
 
 **No flush** where no micro-batch is needed: a join none of whose output waits for the watermark
 (an inner or semi interval join, a ``latest`` enrichment, a table-table join without
@@ -38,14 +46,14 @@ by a run's last micro-batch runs its no-data batch at the start of the next run.
 hold no rows; the source deletes the files it has read (``cleanSource``). Spark reads the folder
 through its Hadoop file systems, which reach a local (or ``/dbfs``) path and ``hdfs://`` without
 connectors; a ``"hold"`` join checkpointed elsewhere (``s3://``, ``gs://``, ``abfss://``) has the
-Python source in its ``hold`` mode (its offset fixed for an ``availableNow`` run).
+flush source in its ``hold`` mode (its offset fixed for an ``availableNow`` run).
 
 **A checkpoint keeps its source.** The source's offsets are in the query's Spark offset log, which
 Spark hands back to the same kind of source only. A checkpoint whose query ran with ticks (a
 ``"hold"`` join, the default before 0.3) stays with them: defined with the default it keeps
 ``"hold"`` (with a warning saying so), with ``"flush"`` or ``"release"`` it is refused. One whose
-query ran the Python source (``flush.json``, or a streamjoin 0.2 query's, migrated) keeps that
-source, whichever of the three it is given.
+query ran the flush source (``flush.json``, or a streamjoin 0.2 query's, migrated) keeps that
+source, JVM or Python, whichever of the three it is given.
 The joins' output does not depend on the source, only when rows come out.
 """
 
@@ -82,7 +90,7 @@ _SPARK_SCHEMES = ("hdfs",)
 @dataclass(frozen=True)
 class Flush:
     """How a join's query gets its no-data micro-batches: ``end_of_run`` as it runs, and whether
-    its flush is the tick file source (else the Python source)."""
+    its flush is the tick file source (else the flush source, JVM or Python)."""
 
     end_of_run: EndOfRun
     ticks: bool
@@ -153,9 +161,10 @@ def plan_flush(checkpoint: str, asked: EndOfRun | None, processing_time: bool = 
 def flush_stream(spark: SparkSession, checkpoint: str, partitions: int, inputs: int, flush: Flush,
                  initial_pending: bool = False) -> DataFrame:
     """A stream of no rows that makes Spark run a micro-batch when the join's watermark may have
-    moved: :func:`tick_stream`, or the Python flush source (see the module), which waits for the
-    initial rows being written when ``initial_pending`` (:mod:`streamjoin.spark.flush_source`;
-    ticks cannot wait, so the caller writes the rows first for them)."""
+    moved: :func:`tick_stream`, or the flush source (see the module; the JVM one where the session
+    loads it, else the Python one), which waits for the initial rows being written when
+    ``initial_pending`` (:mod:`streamjoin.spark.flush_source`; ticks cannot wait, so the caller
+    writes the rows first for them)."""
     if flush.ticks:
         return tick_stream(spark, checkpoint)
     options = {"checkpoint": checkpoint, "partitions": str(partitions), "inputs": str(inputs),

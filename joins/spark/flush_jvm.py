@@ -31,7 +31,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from streamjoin.spark.flush_source import reader
 
-__all__ = ["jvm_flush_stream", "JAR", "PROVIDER"]
+__all__ = ["jvm_flush_stream", "JAR", "PROVIDER", "ENABLED"]
 
 log = logging.getLogger("streamjoin")
 
@@ -39,6 +39,9 @@ log = logging.getLogger("streamjoin")
 JAR = "jars/streamjoin-flush.jar"
 #: Its provider class, which Spark loads by name.
 PROVIDER = "streamjoin.flush.FlushProvider"
+#: Whether joins defined from now on use this source where the session loads it (False: the Python
+#: flush source always; ``streamjoin bench runtime --flush-sources python,jvm`` compares the two).
+ENABLED = True
 #: Set on a SparkContext once its session added the jar: True, or the reason it could not.
 _ADDED = "_streamjoin_flush_jar"
 _lock = threading.Lock()
@@ -53,7 +56,7 @@ def jvm_flush_stream(spark: SparkSession, options: Mapping[str, str]) -> DataFra
     """The JVM flush source with the Python flush source's ``options`` (``checkpoint``,
     ``partitions``, ``inputs``, ``release``, ``hold``, ``initial``), or None where this session
     cannot load it (see the module)."""
-    if not _loaded(spark):
+    if not ENABLED or not _loaded(spark):
         return None
     return spark.readStream.format(PROVIDER).options(**options).load()
 
@@ -64,8 +67,10 @@ def _loaded(spark: SparkSession) -> bool:
     INFO)."""
     try:
         context = spark.sparkContext
-        gateway = context._gateway
+        gateway: Any = context._gateway
     except Exception:  # noqa: BLE001 - Spark Connect: no SparkContext, no JVM in this process
+        return False
+    if gateway is None:
         return False
     with _lock:
         added = vars(context).get(_ADDED)
@@ -73,7 +78,8 @@ def _loaded(spark: SparkSession) -> bool:
             try:
                 from pyspark.java_gateway import ensure_callback_server_started
                 ensure_callback_server_started(gateway)
-                spark.sql(f"ADD JAR '{jar_path()}'")
+                quoted = jar_path().replace("\\", "\\\\").replace("'", "\\'")
+                spark.sql(f"ADD JAR '{quoted}'")
                 gateway.jvm.streamjoin.flush.FlushProvider.register(_Progress())
                 added = True
             except Exception as e:  # noqa: BLE001 - any refusal leaves the Python source

@@ -2,10 +2,11 @@
 in a thread of their own while the streaming query starts.
 
 The rows are routed to their partitions by Spark jobs (:func:`streamjoin.spark.runtime.run_operator`'s
-``write``), about two seconds for a million rows on two cores, and a streaming query whose join
-has the Python flush source spends about as long starting that source's Python process
-(``docs/design/runtime.md``, "Initial rows"), which needs one core and the jobs' tasks the others.
-So for such a query :func:`write` starts the writing in a thread and returns: the join's DataFrame
+``write``), about two seconds for a million rows on two cores, while a streaming query whose join
+has the flush source starts (on Spark Connect, where the source is the Python one, Spark starts
+its process then, about as long, needing one core where the jobs' tasks take the others;
+``docs/design/runtime.md``, "Initial rows"). So for such a query :func:`write` starts the writing
+in a thread and returns: the join's DataFrame
 is ready at once, as Spark's own are, and the flush source waits at its first offset until the
 rows are complete (:mod:`streamjoin.spark.flush_source`), so no task of the first micro-batch runs
 before them. A writing that fails records why in the checkpoint, and the query's first

@@ -15,7 +15,8 @@ a checkpoint lets the query run (its tasks decide).
 
 The query ``start()`` returns is given one more thing: when Spark cannot start a Python worker the
 query needs in time (on a machine far busier than its cores, the Python flush source's process on
-the driver, ``PythonStreamingSourceRunner``, can take longer to start than the 10 seconds Spark
+the driver, ``PythonStreamingSourceRunner``, on Spark Connect or where the JVM flush source cannot
+load, can take longer to start than the 10 seconds Spark
 waits for it), the query stops with "Python worker failed to connect back". That happens after
 ``start()`` returned, so :func:`explain_failures` makes the query's ``awaitTermination()``
 raise, and its ``exception()`` return, a :class:`streamjoin.errors.WorkerStartError` that says

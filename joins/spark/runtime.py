@@ -3,7 +3,7 @@
 :func:`run_operator` is the driver's sequence for one operator: check the arguments and the
 workers' Python, resolve the checkpoint and bind it to the operator's definition, partition count
 and kind of run (:func:`streamjoin.runtime.bind.bind_query`; the initial rows are routed and
-written once, here or, for a query with the Python flush source, in a driver thread while the
+written once, here or, for a query with the flush source, in a driver thread while the
 query starts: :mod:`streamjoin.spark.initial_writer`), union the inputs into one flat DataFrame in shared lanes
 (:mod:`streamjoin.spark.lanes`) with, for a streaming stage that reads the query's sources, the
 no-data flush source (:mod:`streamjoin.spark.flush`), repartition by key group
@@ -150,7 +150,7 @@ def run_operator(
     timed = any(spec.time is not None for spec in operator.inputs)
     flush = plan_flush(checkpoint, end_of_run, operator.uses_processing_time, waits=waits,
                        timed=timed) if flushed else None
-    # initial rows: written while the query starts where its Python flush source can wait for them
+    # initial rows: written while the query starts where its flush source can wait for them
     in_background = bound.initial_pending and flush is not None and not flush.ticks
     if bound.initial_pending:
         initial_writer.write(bound, write, in_background=in_background, session=spark)
