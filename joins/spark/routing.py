@@ -23,7 +23,7 @@ from streamjoin.runtime.keygroups import slot_values
 from streamjoin.runtime.operator import Operator
 from streamjoin.spark.lanes import INPUT_TAG, Layout, arrow_schema
 
-__all__ = ["common_key_types", "routing_keys", "routing_key", "shuffle"]
+__all__ = ["common_key_types", "routing_keys", "routing_key", "owner", "shuffle"]
 
 
 def common_key_types(inputs: Sequence[DataFrame], operator: Operator) -> list[str]:
@@ -78,13 +78,17 @@ def routing_key(key: Column, data_type: str) -> Column:
             .otherwise(key))
 
 
+def owner(partitions: int, groups: int, keys: Sequence[Column]) -> Column:
+    """The partition owning each row's key group (:mod:`streamjoin.runtime.keygroups`), an int:
+    the key group ``pmod(hash(keys), groups)`` and its owner, computed in the JVM."""
+    group = F.pmod(F.hash(*keys), F.lit(groups)).cast("bigint")
+    return F.call_function("div", group * F.lit(partitions), F.lit(groups)).cast("int")
+
+
 def shuffle(df: DataFrame, partitions: int, groups: int, keys: Sequence[Column]) -> DataFrame:
-    """``df`` repartitioned so that task ``p`` gets the rows of the key groups partition ``p`` owns
-    (:mod:`streamjoin.runtime.keygroups`): the key group ``pmod(hash(keys), groups)`` and its owner
-    are computed in the JVM, and mapped to the owner's *slot*, an int Spark's own hash
+    """``df`` repartitioned so that task ``p`` gets the rows of the key groups partition ``p`` owns:
+    the :func:`owner` of each row, mapped to the owner's *slot*, an int Spark's own hash
     partitioning sends to task ``p``. The repartition is by that expression: no column is added
     to the shuffled rows."""
     slots = F.array(*[F.lit(x) for x in slot_values(partitions)])
-    group = F.pmod(F.hash(*keys), F.lit(groups)).cast("bigint")
-    owner = F.call_function("div", group * F.lit(partitions), F.lit(groups)).cast("int")
-    return df.repartition(partitions, F.element_at(slots, owner + 1))
+    return df.repartition(partitions, F.element_at(slots, owner(partitions, groups, keys) + 1))

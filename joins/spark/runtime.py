@@ -43,8 +43,8 @@ from streamjoin.spark.initial_state import check_initial_state, write_initial_st
 from streamjoin.spark.lanes import INPUT_TAG, NOW, Layout, arrow_schema, tagged, union_inputs
 from streamjoin.spark.progress import input_observation_name, observation_name, progress_schema, report_progress
 from streamjoin.spark.queries import register_join
-from streamjoin.spark.routing import common_key_types, routing_keys, shuffle
-from streamjoin.spark.task import InitialWriter, PartitionTask, task_context
+from streamjoin.spark.routing import common_key_types, owner, routing_keys, shuffle
+from streamjoin.spark.task import TARGET, InitialWriter, PartitionTask, task_context
 from streamjoin.spark.workers import check_worker_python
 
 # arrow_schema, task_context and INPUT_TAG are re-exported: the joins and users import them from here
@@ -206,9 +206,11 @@ def _write_initial(
     layout: Layout,
 ) -> dict[str, int]:
     """Route each initial DataFrame by key as the query will (same key columns, types and
-    partitioning, :func:`streamjoin.spark.routing.shuffle`) and write each partition's rows to the checkpoint (a Spark
-    job per input); how many rows each input has. Called by
-    :func:`streamjoin.runtime.bind.bind_query`, which marks them complete."""
+    partitioning: the :func:`streamjoin.spark.routing.owner` the query's shuffle sends a row to)
+    and write, from each task of a Spark job per input, the rows it read to the checkpoint, as a
+    piece of each partition's (no shuffle: the first version reads a partition's pieces); how
+    many rows each input has. Called by :func:`streamjoin.runtime.bind.bind_query`, which marks
+    them complete."""
     counts = {}
     for i, df in enumerate(initial):
         if df is None:
@@ -216,10 +218,10 @@ def _write_initial(
         spec = operator.inputs[i]
         if df.isStreaming:
             raise JoinDefinitionError(f"initial rows of input {spec.name!r} must be a batch DataFrame, not a stream")
-        routed = shuffle(tagged(df, i, operator, layout), bound.partitions, bound.key_groups,
-                         routing_keys(operator, key_types, layout, only=i))
-        writer = InitialWriter(operator, i, bound.uri, layout)
-        written = routed.mapInArrow(writer, "rows long").agg(F.sum("rows")).collect()[0][0]
-        counts[spec.name] = int(written or 0)
+        rows = tagged(df, i, operator, layout)
+        routed = rows.withColumn(TARGET, owner(bound.partitions, bound.key_groups,
+                                               routing_keys(operator, key_types, layout, only=i)))
+        written = routed.mapInArrow(InitialWriter(operator, i, bound.uri, layout), "rows long").collect()
+        counts[spec.name] = sum(int(r[0]) for r in written)
     return counts
 

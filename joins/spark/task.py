@@ -6,8 +6,8 @@ the version from the local property ``streaming.sql.batchId`` (no batch id: a ba
 0 and final), its partition from its task id (:func:`task_partition`), its attempt number and the
 streaming query's id. It drains its rows on a thread of their own (:class:`Arriving`) while it
 opens its store, runs :func:`streamjoin.runtime.task.step_task`, yields the output, commits the
-version and yields one metrics row. :class:`InitialWriter` writes one partition's initial rows to
-the checkpoint before the query starts. Local stores live under Spark's local directory
+version and yields one metrics row. :class:`InitialWriter` writes the initial rows one task of
+their routing job read to the checkpoint, before the query's first version. Local stores live under Spark's local directory
 (:func:`spark_local_state_dir`); the worker logs one line per task at ``$STREAMJOIN_LOG_LEVEL``.
 """
 
@@ -20,6 +20,7 @@ import threading
 from dataclasses import replace
 from typing import Iterator
 
+import numpy as np
 import pyarrow as pa
 from pyspark import TaskContext
 
@@ -33,8 +34,11 @@ from streamjoin.spark.lanes import Layout, batch_time, input_rows, split_inputs
 from streamjoin.spark.progress import metrics_batch, progress_schema
 from streamjoin.spark.worker_gc import before_task
 
-__all__ = ["PartitionTask", "InitialWriter", "Arriving", "task_context", "task_partition", "spark_local_state_dir",
+__all__ = ["PartitionTask", "InitialWriter", "TARGET", "Arriving", "task_context", "task_partition", "spark_local_state_dir",
            "refuse_after_close", "timed_rows"]
+
+#: The column of the initial rows' routing job that holds each row's partition.
+TARGET = "_sj_target"
 
 log = logging.getLogger("streamjoin")
 
@@ -157,20 +161,31 @@ class PartitionTask:
 
 
 class InitialWriter:
-    """Writes one partition's initial rows of one input to the checkpoint; yields the count.
-    Its rows come straight from the initial rows' own shuffle, so its task id is its partition."""
+    """Writes the initial rows of one input that one task of the routing job read, each
+    partition's as a piece of that partition's rows (:meth:`~streamjoin.runtime.checkpoint.initial.Initial.write_piece`,
+    named by the task's partition, so a task run again replaces its own); yields the count. Each
+    row carries its partition in :data:`TARGET`, computed in the JVM as the query's shuffle
+    computes it, so the rows need no shuffle of their own."""
 
     def __init__(self, operator: Operator, index: int, checkpoint: str, layout: Layout):
         self.operator, self.index, self.checkpoint, self.layout = operator, index, checkpoint, layout
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         spec = self.operator.inputs[self.index]
-        found = list(batches)
-        rows = input_rows(pa.Table.from_batches(found), self.index, spec, self.layout) if found \
-            else spec.schema.empty_table()
-        if rows.num_rows:
-            Checkpoint(self.checkpoint).initial.write(spec.name, task_context().partitionId(), rows)
-        yield pa.RecordBatch.from_pydict({"rows": pa.array([rows.num_rows], pa.int64())})
+        found = [b for b in batches if b.num_rows]
+        count = sum(b.num_rows for b in found)
+        if found:
+            table = pa.Table.from_batches(found)
+            targets = table.column(TARGET).to_numpy()
+            rows = input_rows(table.drop_columns([TARGET]), self.index, spec, self.layout)
+            order = np.argsort(targets, kind="stable")
+            ordered = targets[order]
+            starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+            ends = np.r_[starts[1:], len(ordered)]
+            initial, piece = Checkpoint(self.checkpoint).initial, task_context().partitionId()
+            for start, end in zip(starts.tolist(), ends.tolist()):
+                initial.write_piece(spec.name, int(ordered[start]), piece, rows.take(pa.array(order[start:end])))
+        yield pa.RecordBatch.from_pydict({"rows": pa.array([count], pa.int64())})
 
 
 class Arriving:

@@ -1,5 +1,7 @@
 """Initial rows: rows given to a join's first version (e.g. a bootstrap snapshot), routed to
-their partitions: ``initial/<input>/p=<p>.arrow``; ``initial/done.json`` marks the set complete
+their partitions: ``initial/<input>/p=<p>.arrow``, or in pieces, one from each task of the job
+that routed them without a shuffle, ``initial/<input>/p=<p>/piece-<n>.arrow`` (a partition's
+rows are all its files); ``initial/done.json`` marks the set complete
 (with each input's row count), ``initial/used/p=<p>.json`` the version that took a partition's.
 Rows written while the query starts (:func:`streamjoin.runtime.bind.write_initial_rows`) that
 could not be written leave ``initial/failed.json`` with the reason instead of ``done.json``.
@@ -54,6 +56,17 @@ class Initial:
 
         self.files.write(f"initial/{input_name}/p={partition}.arrow", produce)
 
+    def write_piece(self, input_name: str, partition: int, piece: int, table: pa.Table) -> None:
+        """Store part of partition ``partition``'s initial rows of ``input_name``: the rows that
+        writer ``piece`` (a task of the job routing them, each of which writes the rows it read,
+        partition by partition, with no shuffle) has for it. :meth:`read` joins a partition's
+        pieces; written again (a task run again), a piece is replaced."""
+        def produce(sink: Any) -> None:
+            with ipc.new_file(sink, table.schema) as writer:
+                writer.write_table(table)
+
+        self.files.write(f"initial/{input_name}/p={partition}/piece-{piece:06d}.arrow", produce)
+
     def read(self, input_name: str, partition: int, done: Mapping[str, int] | None = None) -> pa.Table | None:
         """The initial rows of ``input_name`` for ``partition``; None if there are none.
         ``done``: :meth:`done`, if already read.
@@ -64,11 +77,18 @@ class Initial:
         if (self.done() if done is None else done) is None:
             self._refuse_incomplete()
             return None
-        try:
-            with self.files.fs.open_input_file(self.files.path(f"initial/{input_name}/p={partition}.arrow")) as source:
-                return ipc.open_file(source).read_all()
-        except FileNotFoundError:
+        tables = []
+        rel = f"initial/{input_name}/p={partition}"
+        pieces = sorted(n for n in self.files.names(rel) if n.endswith(".arrow"))   # (none: no folder)
+        for name in [f"{rel}.arrow", *(f"{rel}/{n}" for n in pieces)]:
+            try:
+                with self.files.fs.open_input_file(self.files.path(name)) as source:
+                    tables.append(ipc.open_file(source).read_all())
+            except FileNotFoundError:
+                continue
+        if not tables:
             return None
+        return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
 
     def read_all(self, names: tuple[str, ...], partition: int) -> tuple[pa.Table | None, ...]:
         """:meth:`read` of each input in ``names`` for ``partition`` (``done.json`` read once)."""

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from streamjoin.changes import ChangeFormat
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.errors import CheckpointMismatchError
+from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.local import LocalRunner
 from streamjoin.runtime.options import StateConfig
 from tests.examples import scaled
@@ -141,3 +142,16 @@ def test_runtime_deferred_initial_rows_that_fail_stop_the_waiter_with_the_reason
 
     assert again.checkpoint.initial.wait(sleep=sleep, longest=0.02) == {"table": 0}
     assert slept == [0.01, 0.015, 0.02]   # longer looks, up to `longest`
+
+
+def test_initial_pieces_of_a_partition_are_read_as_its_rows(tmp_path):
+    initial = Checkpoint(str(tmp_path / "join")).initial
+    initial.write_piece("table", 0, 1, pa.table({"k": [3]}))   # (each task of the routing job writes its own)
+    initial.write_piece("table", 0, 0, pa.table({"k": [1, 2]}))
+    initial.write("table", 1, pa.table({"k": [9]}))   # a partition's rows in one file, as before pieces
+    initial.mark_done({"table": 4})
+    assert initial.read("table", 0).column("k").to_pylist() == [1, 2, 3]
+    assert initial.read("table", 1).column("k").to_pylist() == [9]
+    assert initial.read("table", 2) is None
+    initial.write_piece("table", 0, 1, pa.table({"k": [4]}))   # a task run again replaces its piece
+    assert initial.read("table", 0).column("k").to_pylist() == [1, 2, 4]
