@@ -507,8 +507,8 @@ notes:
   {inputs.stale_events:,} events ({100 * inputs.stale_events / max(params.events, 1):.1f}%) had their row updated after their time:
   the as-of join gives them the row as it was at their time, Spark the later one.
 - streamjoin-<store> (as_of) writes the snapshot to its checkpoint while the query starts (a
-  Spark job in a driver thread, beside the start of the flush source's Python process; "of which
-  build" is the join's definition alone), loads it in the first micro-batch, then applies the
+  Spark job in a driver thread, which the first micro-batch waits for; "of which build" is the
+  join's definition alone), loads it in the first micro-batch, then applies the
   updates as they arrive; an event waits until the table's watermark (its newest change or
   heartbeat, less the delay) passes its time, so as-of runs {FLUSH_BATCHES} more micro-batch of one
   heartbeat, and the no-data micro-batch it lets the join run, to release the last batch's events

@@ -23,8 +23,10 @@ accepts; resolved once, so every task of a query names the same place)::
                                       time, processing times (:mod:`.commits`), the content also
                                       its metrics
     set_aside/<input>/v=<v>/p=<p>.parquet   rows not processed (late, dead letters), with reasons
-    initial/<input>/p=<p>.arrow       rows given to the join's first version (e.g. a bootstrap
-                                      snapshot), routed to partition p; ``initial/done.json``
+    initial/<input>/p=<p>/piece-<n>.arrow   rows given to the join's first version (e.g. a
+                                      bootstrap snapshot) that task n of the job routing them
+                                      sent to partition p (``p=<p>.arrow``: all of them, as
+                                      written before 0.3's design step 39); ``initial/done.json``
                                       marks the set complete (``initial/failed.json`` says why
                                       a writing during a query's start failed),
                                       ``initial/used/p=<p>.json`` the version that took them
