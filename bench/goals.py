@@ -248,7 +248,23 @@ GOALS: tuple[Goal, ...] = (
     Goal("enrichment", "speed of streamjoin-arranged vs Spark's stream-static join, 1M events x 1M rows", 1.5, "x",
          Cell("spark s / s", _OURS), "streamjoin bench enrichment --stores arranged --latest '' --user-typed",
          memory=Cell("worker RSS MB", _OURS),
-         reason="1.10x in the run of this figure (2026-12-06 03:06, load 1.0 as it started, nothing else "
+         reason="1.39x in the run of this figure (2026-12-06 06:10, load 1.7 as it started, nothing else "
+                "running; 2 runs, the variants' order rotated: Spark 16.9 s, streamjoin 12.2 s), in an hour "
+                "the machine was slow for Spark's join (10.5 s at 05:33, 15.0-18.5 s at 06:03). Since design "
+                "step 39 the flush source's offsets come from the driver's own Python process (the JVM flush "
+                "source: no process starts with the query), and the bootstrap's job, which the first "
+                "micro-batch now waits for, routes the rows without a shuffle (one stage instead of three); "
+                "alternated with the main before (`streamjoin bench compare --repeat 3 --fields \"seconds,of "
+                "which build,spark s / s\" af6e5d6 enrichment --stores arranged --latest '' --user-typed "
+                "--repeat 1`, 06:03, load 0.1-2.9) streamjoin's seconds were 0.94x (14.0 against 14.9 s) and "
+                "its speed against Spark 1.17x against 1.14x, the pairs varying by more than that; the same "
+                "compare of the source alone (05:33) gave 1.11x the seconds, Spark's own 1.06x. What is left "
+                "outside the data is the bootstrap's job (1.2-1.8 s from the query's start), the first "
+                "micro-batch's load of the 1M rows (its jobs 0.9-1.2 s against 0.5-0.8 s for a data "
+                "micro-batch) and the two micro-batches after the data (0.8-1.1 s together), and 1.5x asks the "
+                "data micro-batches to be faster too: the nine after the first took 6.3 and 7.1 s in two phase "
+                "runs of step 39 (05:39), where Spark's whole run took 10.3-11.2 s that hour. "
+                "1.10x on 2026-12-06 03:06 (load 1.0 as it started, nothing else "
                 "running; 2 runs, the variants' order rotated: Spark 14.5 s, streamjoin 13.2 s, its runs 13.6 s "
                 "and 12.8 s with the definition 0.3 s, its first micro-batch 1.4 s and 1.3 s, the data "
                 "micro-batches 0.6-1.1 s against Spark's 1.2-2.0 s), on a machine slower that hour than on "
@@ -433,7 +449,10 @@ GOALS: tuple[Goal, ...] = (
     Goal("nexmark", "q8w (interval) speed vs Spark", 2.5, "x",
          Cell("spark s / s", _nexmark("q8w")), "streamjoin bench nexmark",
          memory=Cell("worker RSS MB", _nexmark("q8w")),
-         reason="2.13x in the run of this figure (2026-12-04 15:00, load 1.1 as it started, nothing else running; "
+         reason="2.28x in the run of this figure (2026-12-06 06:12, load 1.3 as it started, nothing else running; "
+                "Spark's q8w 6.47 s, streamjoin's 2.84 s, medians of 2, in an hour slower for both): q8w is an "
+                "inner interval join, with no flush source, so design step 39 does not act on it. "
+                "2.13x on 2026-12-04 15:00 (load 1.1 as it started, nothing else running; "
                 "Spark's q8w 5.19 s, streamjoin's 2.44 s, medians of 2). 2.00x on 2026-12-01 (load 0.7; "
                 "Spark's q8w 4.88 s; 2.04x earlier that day, 1.92x on 2026-11-30); 2.14x (runs 2.01x and 2.27x) against 1.88x for the previous main in "
                 "alternated runs (`streamjoin bench compare --repeat 2 420f362 nexmark --queries q8w,q20,q3 "
