@@ -21,8 +21,10 @@ in sleeps of its own, which ``query.stop()`` interrupts, asking :meth:`_FlushRea
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
 import threading
 from importlib import resources
 from typing import Any, Mapping
@@ -39,6 +41,8 @@ log = logging.getLogger("streamjoin")
 JAR = "jars/streamjoin-flush.jar"
 #: Its provider class, which Spark loads by name.
 PROVIDER = "streamjoin.flush.FlushProvider"
+#: The manifest attribute of the jar that holds :func:`sources_digest` of its sources.
+DIGEST_ATTRIBUTE = "Streamjoin-Sources-SHA256"
 #: Whether joins defined from now on use this source where the session loads it (False: the Python
 #: flush source always; ``streamjoin bench runtime --flush-sources python,jvm`` compares the two).
 ENABLED = True
@@ -50,6 +54,17 @@ _lock = threading.Lock()
 def jar_path() -> str:
     """The jar's path in the installed package."""
     return str(resources.files("streamjoin.spark").joinpath(JAR))
+
+
+def sources_digest(folder: str) -> str:
+    """SHA-256 of the Java sources in ``folder`` (``joins/spark/jvm`` of a checkout), by name and
+    content: ``scripts/build-jar`` writes it into the jar's manifest, and a test checks that the
+    jar was built from the sources as they are."""
+    digest = hashlib.sha256()
+    for name in sorted(n for n in os.listdir(folder) if n.endswith(".java")):
+        with open(os.path.join(folder, name), "rb") as f:
+            digest.update(name.encode() + b"\0" + f.read() + b"\0")
+    return digest.hexdigest()
 
 
 def jvm_flush_stream(spark: SparkSession, options: Mapping[str, str]) -> DataFrame | None:
@@ -126,20 +141,3 @@ class _Stream:
 
     class Java:
         implements = ["streamjoin.flush.ProgressStream"]
-
-
-def sources_digest(folder: str) -> str:
-    """SHA-256 of the Java sources in ``folder`` (``joins/spark/jvm`` of a checkout), by name and
-    content: ``scripts/build-jar`` writes it into the jar's manifest, and a test checks that the
-    jar was built from the sources as they are."""
-    import hashlib
-    import os
-    digest = hashlib.sha256()
-    for name in sorted(n for n in os.listdir(folder) if n.endswith(".java")):
-        with open(os.path.join(folder, name), "rb") as f:
-            digest.update(name.encode() + b"\0" + f.read() + b"\0")
-    return digest.hexdigest()
-
-
-#: The manifest attribute of the jar that holds :func:`sources_digest` of its sources.
-DIGEST_ATTRIBUTE = "Streamjoin-Sources-SHA256"

@@ -50,22 +50,21 @@ class Initial:
 
     def write(self, input_name: str, partition: int, table: pa.Table) -> None:
         """Store rows that partition ``partition``'s first version adds to input ``input_name``."""
-        def produce(sink: Any) -> None:
-            with ipc.new_file(sink, table.schema) as writer:
-                writer.write_table(table)
-
-        self.files.write(f"initial/{input_name}/p={partition}.arrow", produce)
+        self._write_table(f"initial/{input_name}/p={partition}.arrow", table)
 
     def write_piece(self, input_name: str, partition: int, piece: int, table: pa.Table) -> None:
         """Store part of partition ``partition``'s initial rows of ``input_name``: the rows that
         writer ``piece`` (a task of the job routing them, each of which writes the rows it read,
         partition by partition, with no shuffle) has for it. :meth:`read` joins a partition's
         pieces; written again (a task run again), a piece is replaced."""
+        self._write_table(f"initial/{input_name}/p={partition}/piece-{piece:06d}.arrow", table)
+
+    def _write_table(self, rel: str, table: pa.Table) -> None:
         def produce(sink: Any) -> None:
             with ipc.new_file(sink, table.schema) as writer:
                 writer.write_table(table)
 
-        self.files.write(f"initial/{input_name}/p={partition}/piece-{piece:06d}.arrow", produce)
+        self.files.write(rel, produce)
 
     def read(self, input_name: str, partition: int, done: Mapping[str, int] | None = None) -> pa.Table | None:
         """The initial rows of ``input_name`` for ``partition``; None if there are none.
@@ -77,10 +76,10 @@ class Initial:
         if (self.done() if done is None else done) is None:
             self._refuse_incomplete()
             return None
-        tables = []
         rel = f"initial/{input_name}/p={partition}"
-        pieces = sorted(n for n in self.files.names(rel) if n.endswith(".arrow"))   # (none: no folder)
-        for name in [f"{rel}.arrow", *(f"{rel}/{n}" for n in pieces)]:
+        pieces = [f"{rel}/{n}" for n in sorted(self.files.names(rel)) if n.endswith(".arrow")]
+        tables = []
+        for name in pieces or [f"{rel}.arrow"]:   # (a partition's one file: written before pieces)
             try:
                 with self.files.fs.open_input_file(self.files.path(name)) as source:
                     tables.append(ipc.open_file(source).read_all())
