@@ -231,9 +231,12 @@ class Step:
         self.stored = self.cache.read(self.state, touched)
         held = pa.concat_tables([schema.empty_table(), *(t for b in self.stored.values() for t in b.tables())])
         held = _with_keys_in(held, self.keys, [pa.concat_arrays([c, e]) for c, e in zip(change_keys, event_keys)])
-        held = held.append_column(_NEW, pa.array(np.zeros(held.num_rows, dtype=bool)))
-        merged = pa.concat_tables([held, self.changes]).combine_chunks()
-        merged = merged.take(pc.sort_indices(merged, sort_keys=ascending(*self.keys, TIME, SEQ, _NEW)))
+        if held.num_rows:
+            held = held.append_column(_NEW, pa.array(np.zeros(held.num_rows, dtype=bool)))
+            merged = pa.concat_tables([held, self.changes]).combine_chunks()
+            merged = merged.take(pc.sort_indices(merged, sort_keys=ascending(*self.keys, TIME, SEQ, _NEW)))
+        else:   # nothing held of these keys: the changes are in that order already (a bootstrap's load)
+            merged = self.changes.combine_chunks()
         dup = _same_as_previous(merged, [*self.keys, TIME, SEQ])
         self.metrics["stale_changes"] += int(dup.sum())
         merged = merged.filter(pa.array(~dup))
@@ -372,11 +375,20 @@ class Step:
                 if t.num_rows:
                     parts.append(t.append_column(_NEW, pa.array(np.zeros(t.num_rows, dtype=bool))))
         rows = pa.concat_tables(parts).combine_chunks()
-        rows = rows.take(pc.sort_indices(rows, sort_keys=ascending(*self.keys, TIME, SEQ)))
-        rows = rows.filter(pa.array(_needed(rows, self.keys, keep_to, gone_before, self.expire_before)[1]))
-        buckets = st.bucket_ids([rows.column(k).combine_chunks() for k in self.keys], self.spec.buckets)
-        order = np.argsort(buckets, kind="stable")
-        buckets = buckets[order]
+        # the rows' order by key, time, sequence, decided on the columns pruning reads; then every
+        # column taken once, in the order of the buckets written (``new`` alone is in that order)
+        narrow = rows.select([*self.keys, OP, TIME])
+        if len(parts) > 1:
+            order = pc.sort_indices(rows, sort_keys=ascending(*self.keys, TIME, SEQ)).to_numpy()
+            narrow = narrow.take(pa.array(order))
+        else:
+            order = np.arange(rows.num_rows)
+        needed = _needed(narrow, self.keys, keep_to, gone_before, self.expire_before)[1]
+        order = order[needed]
+        buckets = st.bucket_ids([narrow.column(k).filter(pa.array(needed)).combine_chunks() for k in self.keys],
+                                self.spec.buckets)
+        by_bucket = np.argsort(buckets, kind="stable")
+        buckets, order = buckets[by_bucket], order[by_bucket]
         added = rows.column(_NEW).to_numpy(zero_copy_only=False)[order]
         rows = rows.select(names).take(pa.array(order)).combine_chunks()
         targets = np.array(fold, dtype=np.int64)

@@ -29,6 +29,7 @@ query is refused on the driver.
 
 from __future__ import annotations
 
+import sys
 import uuid
 from typing import Any, Iterator, Mapping
 
@@ -48,6 +49,9 @@ __all__ = ["FlushSource", "SOURCE_NAME", "CLAIM", "closing_version", "reader"]
 SOURCE_NAME = "streamjoin_flush"
 #: The file of a checkpoint that a query of this source claimed (see the module).
 CLAIM = "flush.json"
+#: How long :meth:`_FlushReader.ready` waits for a writing of initial rows running in its own
+#: process (a query's stop waits for one such call at most).
+READY_WAIT_S = 0.2
 #: The folder of a checkpoint recording the version that closed its inputs (:func:`closing_version`).
 _CLOSED = "closed"
 
@@ -129,9 +133,16 @@ class _FlushReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def ready(self) -> bool:
         """Whether the initial rows being written as the query starts are complete (or none are
         awaited), without waiting; raises :class:`~streamjoin.errors.InitialRowsError` if their
-        writing failed. The JVM flush source waits on it between its own sleeps."""
-        if self._initial_pending and Checkpoint(self.checkpoint).initial.check() is None:
-            return False
+        writing failed. The JVM flush source waits on it between its own short sleeps; where this
+        process writes the rows, it waits up to ``READY_WAIT_S`` for the writing to end."""
+        if self._initial_pending:
+            # in the process that writes them (the JVM source's callbacks run in the driver's), wait
+            # a little for the writing itself, so the answer follows its end at once
+            writer = sys.modules.get("streamjoin.spark.initial_writer")
+            if writer is not None:
+                writer.await_written(self.checkpoint, READY_WAIT_S)
+            if Checkpoint(self.checkpoint).initial.check() is None:
+                return False
         self._initial_pending = False
         return True
 

@@ -31,8 +31,9 @@ from typing import Any, Callable, Mapping
 from pyspark import InheritableThread
 
 from streamjoin.runtime.bind import BoundQuery, write_initial_rows
+from streamjoin.runtime.checkpoint import Checkpoint
 
-__all__ = ["write", "wait_for"]
+__all__ = ["write", "wait_for", "await_written"]
 
 log = logging.getLogger("streamjoin")
 
@@ -59,8 +60,8 @@ def write(bound: BoundQuery, rows: Callable[[BoundQuery], Mapping[str, int]], *,
             return
         finally:
             with _LOCK:
-                if _RUNNING.get(bound.uri) is threading.current_thread():
-                    del _RUNNING[bound.uri]
+                if _RUNNING.get(_key(bound.uri)) is threading.current_thread():
+                    del _RUNNING[_key(bound.uri)]
         log.info("streamjoin: wrote the initial rows of the join with checkpoint %s (%s) in %.1f s", bound.uri,
                  ", ".join(f"{name}: {n:,}" for name, n in counts.items()) or "none", time.monotonic() - started)
 
@@ -68,7 +69,7 @@ def write(bound: BoundQuery, rows: Callable[[BoundQuery], Mapping[str, int]], *,
              bound.uri)
     thread = InheritableThread(run, session=session, name=f"streamjoin-initial-rows {bound.uri}", daemon=False)
     with _LOCK:
-        _RUNNING[bound.uri] = thread
+        _RUNNING[_key(bound.uri)] = thread
     thread.start()
 
 
@@ -76,6 +77,24 @@ def wait_for(uri: str) -> None:
     """Wait for a writing of the initial rows of checkpoint ``uri`` that this process started, if
     one is running."""
     with _LOCK:
-        thread = _RUNNING.pop(uri, None)
+        thread = _RUNNING.pop(_key(uri), None)
     if thread is not None:
         thread.join()
+
+
+def await_written(uri: str, timeout: float) -> bool:
+    """Wait at most ``timeout`` seconds for a writing of the initial rows of checkpoint ``uri``
+    that this process started; whether none is running any more (its outcome is then in the
+    checkpoint: complete, or failed with its reason). The JVM flush source's wait asks through
+    this, so its first offset follows the writing's end at once instead of at its next look."""
+    with _LOCK:
+        thread = _RUNNING.get(_key(uri))
+    if thread is None:
+        return True
+    thread.join(timeout)
+    return not thread.is_alive()
+
+
+def _key(uri: str) -> str:
+    """The checkpoint ``uri`` as its :class:`Checkpoint` resolves it (one key however it was given)."""
+    return Checkpoint(uri).uri

@@ -32,7 +32,7 @@ public final class FlushProvider implements TableProvider {
     private static final String[] OPTIONS = {"checkpoint", "partitions", "inputs", "release", "hold", "initial"};
     private static final StructType SCHEMA = new StructType().add("_sj_flush", DataTypes.LongType);
     private static final long FIRST_PAUSE_MS = 10;
-    private static final long LONGEST_PAUSE_MS = 500;
+    private static final long LONGEST_PAUSE_MS = 50;
     private static volatile Progress registered;
 
     /** The driver's Python process registers its Progress once (the last one registered is asked). */
@@ -131,7 +131,11 @@ public final class FlushProvider implements TableProvider {
             this.stream = stream;
         }
 
-        /** Wait for the join's initial rows, in sleeps that a query's stop interrupts. */
+        /**
+         * Wait for the join's initial rows: ask {@link ProgressStream#ready()} (which, in the
+         * process writing them, waits a moment for the writing itself) with short sleeps between
+         * the questions, which a query's stop interrupts.
+         */
         private void awaitReady() {
             long pause = FIRST_PAUSE_MS;
             while (!ready) {

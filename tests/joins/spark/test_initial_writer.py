@@ -5,6 +5,7 @@ for the query. No Spark session: the writing is a function here."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pyarrow as pa
 import pytest
@@ -14,7 +15,7 @@ from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.errors import InitialRowsError
 from streamjoin.runtime.bind import bind_query
 from streamjoin.spark import initial_writer
-from streamjoin.spark.flush_source import _FlushReader
+from streamjoin.spark.flush_source import READY_WAIT_S, _FlushReader
 
 EVENTS = pa.schema([("user", pa.int64()), ("ts", pa.timestamp("us"))])
 TABLE = pa.schema([("user", pa.int64()), ("op", pa.string()), ("at", pa.timestamp("us")), ("plan", pa.string())])
@@ -39,6 +40,27 @@ def test_initial_writer_background_writing_is_waited_for_by_the_flush_source(tmp
     release.set()
     assert reader.initialOffset() == {"max_times": [None, None]}   # returns once the rows are complete
     assert bound.checkpoint.initial.done() == {"table": 3}
+    initial_writer.wait_for(bound.uri)
+
+
+def test_initial_writer_ready_follows_the_writing_end_at_once(tmp_path):
+    release = threading.Event()
+
+    def write(bound):
+        release.wait(10)
+        return {"table": 3}
+
+    bound = _bound(tmp_path, write)
+    initial_writer.write(bound, write, in_background=True)
+    reader = _FlushReader(bound.uri, 2, 2, initial_pending=True)
+    started = time.perf_counter()
+    assert not reader.ready()   # still writing: it waited a moment for the writing, then said so
+    assert time.perf_counter() - started >= READY_WAIT_S * 0.9
+    threading.Timer(0.05, release.set).start()
+    started = time.perf_counter()
+    assert reader.ready()   # the writing ended while it waited: answered then, not at a later look
+    assert time.perf_counter() - started < READY_WAIT_S
+    assert initial_writer.await_written(bound.uri, 0)   # none running any more
     initial_writer.wait_for(bound.uri)
 
 
