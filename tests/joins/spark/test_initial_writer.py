@@ -26,15 +26,21 @@ def _bound(path, write):
     return bind_query(str(path), op, 2, write_initial=write, defer_initial=True)
 
 
-def test_initial_writer_background_writing_is_waited_for_by_the_flush_source(tmp_path):
-    release = threading.Event()
-
+def _writing_in_background(path, release: threading.Event):
+    """A join bound at ``path`` whose 3 initial rows are being written in the background until
+    ``release`` is set."""
     def write(bound):
         release.wait(10)
         return {"table": 3}
 
-    bound = _bound(tmp_path, write)
+    bound = _bound(path, write)
     initial_writer.write(bound, write, in_background=True)
+    return bound
+
+
+def test_initial_writer_background_writing_is_waited_for_by_the_flush_source(tmp_path):
+    release = threading.Event()
+    bound = _writing_in_background(tmp_path, release)
     assert bound.checkpoint.initial.done() is None   # still writing: the definition has returned
     reader = _FlushReader(bound.uri, 2, 2, initial_pending=True)
     release.set()
@@ -45,13 +51,7 @@ def test_initial_writer_background_writing_is_waited_for_by_the_flush_source(tmp
 
 def test_initial_writer_ready_follows_the_writing_end_at_once(tmp_path):
     release = threading.Event()
-
-    def write(bound):
-        release.wait(10)
-        return {"table": 3}
-
-    bound = _bound(tmp_path, write)
-    initial_writer.write(bound, write, in_background=True)
+    bound = _writing_in_background(tmp_path, release)
     reader = _FlushReader(bound.uri, 2, 2, initial_pending=True)
     started = time.perf_counter()
     assert not reader.ready()   # still writing: it waited a moment for the writing, then said so
