@@ -132,9 +132,9 @@ class _FlushReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def ready(self) -> bool:
         """Whether the initial rows being written as the query starts are complete (or none are
-        awaited), without waiting; raises :class:`~streamjoin.errors.InitialRowsError` if their
-        writing failed. The JVM flush source waits on it between its own short sleeps; where this
-        process writes the rows, it waits up to ``READY_WAIT_S`` for the writing to end."""
+        awaited); raises :class:`~streamjoin.errors.InitialRowsError` if their writing failed.
+        Waits only where this process writes them, and at most ``READY_WAIT_S``, for the writing
+        to end. The JVM flush source asks it between short sleeps of its own."""
         if self._initial_pending:
             # in the process that writes them (the JVM source's callbacks run in the driver's), wait
             # a little for the writing itself, so the answer follows its end at once
