@@ -116,10 +116,16 @@ _DEFAULT_BUDGET = "1g"
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 #: Runs kept beside a base at most before they are merged into a new one.
 MAX_RUNS = 32
-#: The runs beside a base may hold up to this share of its entries before they are merged into a
-#: new one. A merge rewrites the whole base, while every write and read pays for the delta's size
-#: (the delta is rebuilt and its search codes made again at each write), and so does an open.
+#: The runs beside a base may hold up to this share of its entries, and the delta up to this share
+#: of its bytes of keys and values, before they are merged into a new one. A merge rewrites the
+#: whole base, while every write and read pays for the delta's size (the delta is rebuilt and its
+#: search codes made again at each write), and so does an open and a hand-over to another process.
 RUN_SHARE = 0.25
+#: The runs may hold at least this many entries before a merge.
+MERGE_ENTRIES = 4096
+#: The delta may hold at least this many bytes before a merge: a store of a few large values (an
+#: enrichment's buckets of table rows) merges by its bytes, not by its few hundred entries.
+MERGE_BYTES = 4 << 20
 #: A snapshot of the store's version becomes its base (``ArrangedStore.rebase``) when the runs
 #: beside the base hold at least this share of what makes a merge: writing a base's keys is about
 #: a fifth of a merge's work, and a rebase spares the runs' share of the next merge.
@@ -406,11 +412,14 @@ class ArrangedStore(Store):
             return
         files = list(self._now.files)
         runs = len(files) - (2 if files and files[0][0].startswith("base-") else 0)
-        outgrown = self._outgrown(entries) and not (version is not None and self._rebase_follows)
+        by_entries, by_bytes = self._shares(entries, layers.delta.nbytes)
+        outgrown = max(by_entries, by_bytes) > 1 and not (version is not None and self._rebase_follows)
         if version is not None:
             self._rebase_follows = False   # (the hint holds for one versioned write)
-        if outgrown and self._idle_merges and not self._outgrown(entries, IDLE_SLACK):
-            outgrown = False   # merged by flush_idle while the store waits for its next task
+        if outgrown and self._idle_merges and by_entries <= IDLE_SLACK:
+            # merged by flush_idle while the store waits for its next task; a delta of large
+            # values waits for it however many bytes it holds (the budget bounds its memory)
+            outgrown = False
         if outgrown or runs >= MAX_RUNS or layers.delta_bytes > self._budget:
             self._merge(layers, version)
         else:
@@ -429,16 +438,15 @@ class ArrangedStore(Store):
 
         self._commit_base(version, write, lambda: carried[0])
 
-    def _outgrown(self, entries: int, times: float = 1) -> bool:
-        """Whether the runs, with a run of ``entries`` more, hold more than ``times`` what makes a
-        merge (with 1: a merge is due; with ``IDLE_SLACK``: a write merges even where
-        ``flush_idle`` would)."""
-        return self._run_entries + entries > times * self._merge_entries(len(self._layers.base))
-
-    @staticmethod
-    def _merge_entries(base: int) -> int:
-        """The entries the runs beside a base of ``base`` entries may hold before a merge."""
-        return max(int(base * RUN_SHARE), 4096)
+    def _shares(self, entries: int, delta_bytes: int) -> tuple[float, float]:
+        """The shares of what makes a merge that the runs hold, with a run of ``entries`` more,
+        the delta then holding ``delta_bytes`` of keys and values: by their entries and by
+        their bytes (a store of few large values, such as an enrichment's buckets, holds
+        megabytes in a few hundred entries). Either over 1: a merge is due; the entries' over
+        ``IDLE_SLACK``: a write merges even where ``flush_idle`` would."""
+        base = self._layers.base
+        return ((self._run_entries + entries) / max(int(len(base) * RUN_SHARE), MERGE_ENTRIES),
+                delta_bytes / max(int(base.nbytes * RUN_SHARE), MERGE_BYTES))
 
     def _commit_base(self, version: int | None, write: Callable[[str], list[_File]],
                      codes: Callable[[], Carried | None] = lambda: None) -> None:
@@ -539,14 +547,14 @@ class ArrangedStore(Store):
         store waits for its next task (``streamjoin.statestore.warm``), off the tasks' path.
         The entries, the version and the history do not change."""
         self._check_open()
-        if self._idle_merges and self._outgrown(0):
+        if self._idle_merges and max(self._shares(0, self._layers.delta.nbytes)) > 1:
             self._merge(self._layers, None)
 
     def _rebase(self, items: SortedChunks) -> bool:
         """The snapshot file of ``items`` as the base (``_adopt``), the runs and the delta
         dropped, where the runs hold at least ``REBASE_SHARE`` of what makes a merge (else the
         base's keys written again would cost more than the merge the runs are short of)."""
-        if items.source is None or self._run_entries < REBASE_SHARE * self._merge_entries(len(self._layers.base)):
+        if items.source is None or max(self._shares(0, self._layers.delta.nbytes)) < REBASE_SHARE:
             return False
         coded = self._layers.base.made_codes is not None
         self._adopt(items, items.source, None, expected=len(self._layers))

@@ -265,3 +265,44 @@ def test_arranged_merges_in_the_write_unless_kept_warm_or_beyond_the_slack(tmp_p
         assert _current(store) == ["base", "base"]
         store.flush_idle()   # nothing left to do
         assert _current(store) == ["base", "base"] and dict(store.scan()) == dict(base) | dict(big)
+
+
+def test_arranged_store_of_large_values_merges_by_their_bytes(tmp_path) -> None:
+    """A few hundred entries of large values (an enrichment's buckets) make a merge by their
+    bytes: beside no base, once the delta holds more than ``MERGE_BYTES``; beside a base, once
+    it holds more than ``RUN_SHARE`` of the base's bytes. Small values merge by their entries."""
+    from streamjoin.statestore.arranged import MERGE_BYTES, RUN_SHARE, ArrangedStore
+
+    value = 64 * 1024
+    with ArrangedStore(str(tmp_path / "large")) as store:
+        below = MERGE_BYTES // value - 2
+        store.write([(b"k%04d" % i, b"a" * value) for i in range(below)], version=0)
+        assert _current(store) == ["run"]   # under MERGE_BYTES: a run
+        store.write([(b"k%04d" % i, b"b" * value) for i in range(below, 300)], version=1)
+        assert _current(store) == ["base", "base"]   # past it: merged, with 300 entries
+        per_version = int(300 * RUN_SHARE) // 3 + 1   # new keys, a third of the base's share a version
+        for v in (2, 3):
+            store.write([(b"n%04d" % (v * 100 + i), b"%d" % v * value) for i in range(per_version)], version=v)
+            assert _current(store) == ["base", "base"] + ["run"] * (v - 1)
+        store.write([(b"n%04d" % (400 + i), b"z" * value) for i in range(per_version)], version=4)
+        assert _current(store) == ["base", "base"]   # past the share of the base's bytes: merged
+        assert store.get(b"k0000") == b"a" * value and store.get(b"n0200") == b"2" * value
+        assert store.version == 4 and len(dict(store.scan())) == 300 + 3 * per_version
+    with ArrangedStore(str(tmp_path / "small")) as store:
+        store.write([(b"k%05d" % i, b"v") for i in range(4000)], version=0)
+        assert _current(store) == ["run"]   # 4,000 small entries: under MERGE_ENTRIES, far under MERGE_BYTES
+
+
+def test_arranged_kept_warm_leaves_a_merge_by_bytes_to_flush_idle(tmp_path) -> None:
+    """A store kept open between tasks leaves a merge its delta's bytes call for to
+    ``flush_idle``, however far past the share (a bootstrap's load of large values)."""
+    from streamjoin.statestore.arranged import MERGE_BYTES, ArrangedStore
+
+    value = 64 * 1024
+    entries = [(b"k%04d" % i, b"a" * value) for i in range(4 * MERGE_BYTES // value)]
+    with ArrangedStore(str(tmp_path / "s")) as store:
+        store.idle_work_follows()
+        store.write(entries, version=0)
+        assert _current(store) == ["run"]
+        store.flush_idle()
+        assert _current(store) == ["base", "base"] and store.version == 0 and dict(store.scan()) == dict(entries)
