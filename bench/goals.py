@@ -248,7 +248,16 @@ GOALS: tuple[Goal, ...] = (
     Goal("enrichment", "speed of streamjoin-arranged vs Spark's stream-static join, 1M events x 1M rows", 1.5, "x",
          Cell("spark s / s", _OURS), "streamjoin bench enrichment --stores arranged --latest '' --user-typed",
          memory=Cell("worker RSS MB", _OURS),
-         reason="1.39x in the run of this figure (2026-12-06 06:10, load 1.7 as it started, nothing else "
+         reason="1.24x in the run of this figure (2026-12-06 20:50, load 0.8 as it started, after other "
+                "benchmarks, nothing else running; 2 runs, the variants' order rotated: Spark 15.0 s, "
+                "streamjoin 12.1 s, its runs 12.6 and 11.6 s); 0.99x in a run that day at 19:50 (Spark 12.1 s, "
+                "streamjoin 12.2 s). Design step 41 found a partition's task landing in the other Python "
+                "worker in about half the micro-batches and waiting 0.08-0.37 s for its store, whose whole "
+                "table the other worker wrote out for it; the store now merges a delta of large values into "
+                "its base (the waits halved, the runs' seconds within their spread), and the bootstrap's job "
+                "and load, the two micro-batches after the data and Spark's 0.2-0.3 s a micro-batch are "
+                "most of what is left (docs/design/runtime.md, arranged state, step 41). "
+                "1.39x on 2026-12-06 06:10 (load 1.7 as it started, nothing else "
                 "running; 2 runs, the variants' order rotated: Spark 16.9 s, streamjoin 12.2 s), in an hour "
                 "the machine was slow for Spark's join (10.5 s at 05:33, 15.0-18.5 s at 06:03). Since design "
                 "step 39 the flush source's offsets come from the driver's own Python process (the JVM flush "
