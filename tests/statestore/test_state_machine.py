@@ -177,3 +177,16 @@ def test_store_machine_matches_dict_model(backend: Backend, tmp_path) -> None:
         lambda: StoreMachine(backend, str(tmp_path)),
         settings=settings(settings(), stateful_step_count=25),
     )
+
+
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b.name.startswith("arranged")], ids=lambda b: b.name)
+def test_store_machine_merging_by_bytes_matches_dict_model(backend: Backend, tmp_path, monkeypatch) -> None:
+    """The arranged kinds with a merge due once the delta holds a few bytes (``MERGE_BYTES``):
+    merges by bytes between every kind of write, reopen and hand-over keep the model."""
+    from streamjoin.statestore import arranged
+
+    monkeypatch.setattr(arranged, "MERGE_BYTES", 24)
+    run_state_machine_as_test(
+        lambda: StoreMachine(backend, str(tmp_path)),
+        settings=settings(settings(), stateful_step_count=25),
+    )
