@@ -30,17 +30,17 @@ a new delta (the old layers are untouched until then) and append the write as on
 **Memory budget**: the delta is the only state in the process's own memory, with the base's
 search codes (8 bytes a base key, ``streamjoin.statestore.keycodes``), made where they take at
 most a ``CODED_SHARE``-th of the budget (a larger base is searched as bytes). When the delta
-holds more than ``memory_budget`` bytes (its codes counted), or the runs more than ``RUN_SHARE`` of the base's entries, or
-the delta more than ``RUN_SHARE`` of the base's bytes of keys and values (a store of a few large
-values, an enrichment's buckets of table rows, holds megabytes in a few hundred entries), or there
-are more than ``MAX_RUNS``, the write merges base and delta into a new base, streamed a chunk at
-a time (``Layers.write_base``), the older files are removed and the delta starts empty: the
-store's own compaction, as an LSM tree merges its runs. A store kept open between tasks
+holds more than ``memory_budget`` bytes (its codes counted), or the runs more than
+``RUN_SHARE`` of the base's entries, or the delta more than ``RUN_SHARE`` of the base's bytes of
+keys and values (a store of a few large values, an enrichment's buckets of table rows, holds
+megabytes in a few hundred entries), or there are more than ``MAX_RUNS``, the write merges base
+and delta into a new base, streamed a chunk at a time (``Layers.write_base``), the older files
+are removed and the delta starts empty: the store's own compaction, as an LSM tree merges its runs. A store kept open between tasks
 (``idle_work_follows``) leaves a merge its runs call for to ``flush_idle``, which the warm-stores
 watcher calls while it waits (``streamjoin.statestore.warm``), until the runs hold ``IDLE_SLACK``
-times the entries that make one (a merge the delta's bytes call for always waits for it). A snapshot of the store's version that a
-changelog wrote from it (``streamjoin.changelog.snapshot_from_store``) has merged the base and the
-runs already: the store takes it as its base (``rebase``: the snapshot file as the
+times the entries that make one (a merge the delta's bytes call for always waits for it). A
+snapshot of the store's version that a changelog wrote from it
+(``streamjoin.changelog.snapshot_from_store``) has merged the base and the runs already: the store takes it as its base (``rebase``: the snapshot file as the
 values, linked, and its keys written) when the runs hold at least ``REBASE_SHARE`` of what makes a
 merge, and the merge those runs were heading for starts from zero. ``memory_budget`` defaults to the
 worker's budget (``STREAMJOIN_WORKER_MEMORY``, bytes, with an optional ``k``/``m``/``g``
@@ -440,13 +440,15 @@ class ArrangedStore(Store):
 
         self._commit_base(version, write, lambda: carried[0])
 
-    def _shares(self, entries: int, delta_bytes: int) -> tuple[float, float]:
+    def _shares(self, entries: int = 0, delta_bytes: int | None = None) -> tuple[float, float]:
         """The shares of what makes a merge that the runs hold, with a run of ``entries`` more,
-        the delta then holding ``delta_bytes`` of keys and values: by their entries and by
+        the delta then holding ``delta_bytes`` of keys and values (None: the delta's own, as it
+        is): by their entries and by
         their bytes (a store of few large values, such as an enrichment's buckets, holds
         megabytes in a few hundred entries). Either over 1: a merge is due; the entries' over
         ``IDLE_SLACK``: a write merges even where ``flush_idle`` would."""
         base = self._layers.base
+        delta_bytes = self._layers.delta.nbytes if delta_bytes is None else delta_bytes
         return ((self._run_entries + entries) / max(int(len(base) * RUN_SHARE), MERGE_ENTRIES),
                 delta_bytes / max(int(base.nbytes * RUN_SHARE), MERGE_BYTES))
 
@@ -549,14 +551,14 @@ class ArrangedStore(Store):
         store waits for its next task (``streamjoin.statestore.warm``), off the tasks' path.
         The entries, the version and the history do not change."""
         self._check_open()
-        if self._idle_merges and max(self._shares(0, self._layers.delta.nbytes)) > 1:
+        if self._idle_merges and max(self._shares()) > 1:
             self._merge(self._layers, None)
 
     def _rebase(self, items: SortedChunks) -> bool:
         """The snapshot file of ``items`` as the base (``_adopt``), the runs and the delta
         dropped, where the runs hold at least ``REBASE_SHARE`` of what makes a merge (else the
         base's keys written again would cost more than the merge the runs are short of)."""
-        if items.source is None or max(self._shares(0, self._layers.delta.nbytes)) < REBASE_SHARE:
+        if items.source is None or max(self._shares()) < REBASE_SHARE:
             return False
         coded = self._layers.base.made_codes is not None
         self._adopt(items, items.source, None, expected=len(self._layers))

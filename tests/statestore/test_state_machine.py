@@ -173,10 +173,11 @@ class StoreMachine(RuleBasedStateMachine):
 
 @pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.name)
 def test_store_machine_matches_dict_model(backend: Backend, tmp_path) -> None:
-    run_state_machine_as_test(
-        lambda: StoreMachine(backend, str(tmp_path)),
-        settings=settings(settings(), stateful_step_count=25),
-    )
+    _run_machine(backend, str(tmp_path))
+
+
+def _run_machine(backend: Backend, scratch: str) -> None:
+    run_state_machine_as_test(lambda: StoreMachine(backend, scratch), settings=settings(settings(), stateful_step_count=25))
 
 
 @pytest.mark.parametrize("backend", [b for b in BACKENDS if b.name.startswith("arranged")], ids=lambda b: b.name)
@@ -186,7 +187,4 @@ def test_store_machine_merging_by_bytes_matches_dict_model(backend: Backend, tmp
     from streamjoin.statestore import arranged
 
     monkeypatch.setattr(arranged, "MERGE_BYTES", 24)
-    run_state_machine_as_test(
-        lambda: StoreMachine(backend, str(tmp_path)),
-        settings=settings(settings(), stateful_step_count=25),
-    )
+    _run_machine(backend, str(tmp_path))
