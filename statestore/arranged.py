@@ -27,27 +27,28 @@ a new delta (the old layers are untouched until then) and append the write as on
   once; a database host holds its bytes as it holds any run. Opening applies the runs to the base into the delta as one write (of a key
   in several runs, its last entry), splitting it only at a run with range deletes.
 
-**Memory budget**: the delta is the only state in the process's own memory, with the base's
-search codes (8 bytes a base key, ``streamjoin.statestore.keycodes``), made where they take at
-most a ``CODED_SHARE``-th of the budget (a larger base is searched as bytes). When the delta
-holds more than ``memory_budget`` bytes (its codes counted), or the runs more than
-``RUN_SHARE`` of the base's entries, or the delta more than ``RUN_SHARE`` of the base's bytes of
-keys and values (a store of a few large values, an enrichment's buckets of table rows, holds
-megabytes in a few hundred entries), or there are more than ``MAX_RUNS``, the write merges base
-and delta into a new base, streamed a chunk at a time (``Layers.write_base``), the older files
-are removed and the delta starts empty: the store's own compaction, as an LSM tree merges its runs. A store kept open between tasks
+**Memory budget**: the delta is the only state in the process's own memory, with the base's search
+codes (8 bytes a base key, ``streamjoin.statestore.keycodes``), made where they take at most a
+``CODED_SHARE``-th of the budget (a larger base is searched as bytes). When the delta holds more
+than ``memory_budget`` bytes (its codes counted), or the runs more than ``RUN_SHARE`` of the base's
+entries, or the delta more than ``RUN_SHARE`` of the base's bytes of keys and values (a store of a
+few large values, an enrichment's buckets of table rows, holds megabytes in a few hundred entries),
+or there are more than ``MAX_RUNS``, the write merges base and delta into a new base, streamed a
+chunk at a time (``Layers.write_base``), the older files are removed and the delta starts empty:
+the store's own compaction, as an LSM tree merges its runs. A store kept open between tasks
 (``idle_work_follows``) leaves a merge its runs call for to ``flush_idle``, which the warm-stores
 watcher calls while it waits (``streamjoin.statestore.warm``), until the runs hold ``IDLE_SLACK``
 times the entries that make one (a merge the delta's bytes call for always waits for it). A
 snapshot of the store's version that a changelog wrote from it
-(``streamjoin.changelog.snapshot_from_store``) has merged the base and the runs already: the store takes it as its base (``rebase``: the snapshot file as the
-values, linked, and its keys written) when the runs hold at least ``REBASE_SHARE`` of what makes a
-merge, and the merge those runs were heading for starts from zero. ``memory_budget`` defaults to the
-worker's budget (``STREAMJOIN_WORKER_MEMORY``, bytes, with an optional ``k``/``m``/``g``
-suffix; default ``1g``) shared among the stores a Python worker may hold (the stores kept warm,
-``STREAMJOIN_WARM_STORES``, and the one a task opens). A base counts against the machine's page
-cache, which the operating system reclaims, not against the budget; a merge or a restore holds
-at most one chunk of it (and a restore the keys, not the values, of what it loads).
+(``streamjoin.changelog.snapshot_from_store``) has merged the base and the runs already: the store
+takes it as its base (``rebase``: the snapshot file as the values, linked, and its keys written)
+when the runs hold at least ``REBASE_SHARE`` of what makes a merge, and the merge those runs were
+heading for starts from zero. ``memory_budget`` defaults to the worker's budget
+(``STREAMJOIN_WORKER_MEMORY``, bytes, with an optional ``k``/``m``/``g`` suffix; default ``1g``)
+shared among the stores a Python worker may hold (the stores kept warm, ``STREAMJOIN_WARM_STORES``,
+and the one a task opens). A base counts against the machine's page cache, which the operating
+system reclaims, not against the budget; a merge or a restore holds at most one chunk of it (and a
+restore the keys, not the values, of what it loads).
 
 Files no manifest names (a write or a merge that stopped before its manifest, and a manifest
 that stopped before it replaced the old one) are removed when the store opens.
