@@ -26,7 +26,7 @@ from pyspark import TaskContext
 
 from streamjoin.errors import CheckpointMismatchError
 from streamjoin.runtime.checkpoint import Checkpoint
-from streamjoin.runtime.operator import Operator
+from streamjoin.runtime.operator import InputSpec, Operator
 from streamjoin.runtime.options import StateConfig
 from streamjoin.runtime.task import Arrived, TaskInfo, step_task
 from streamjoin.spark.flush import closing_version, write_tick
@@ -172,20 +172,32 @@ class InitialWriter:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         spec = self.operator.inputs[self.index]
-        found = [b for b in batches if b.num_rows]
-        count = sum(b.num_rows for b in found)
-        if found:
-            table = pa.Table.from_batches(found)
-            targets = table.column(TARGET).to_numpy()
-            rows = input_rows(table.drop_columns([TARGET]), self.index, spec, self.layout)
-            order = np.argsort(targets, kind="stable")
-            ordered = targets[order]
-            starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
-            ends = np.r_[starts[1:], len(ordered)]
-            initial, piece = Checkpoint(self.checkpoint).initial, task_context().partitionId()
-            for start, end in zip(starts.tolist(), ends.tolist()):
-                initial.write_piece(spec.name, int(ordered[start]), piece, rows.take(pa.array(order[start:end])))
+        # each batch is routed as it comes, while the JVM converts the next ones; only the files'
+        # writes are left after the last
+        count, parts = 0, {}
+        for batch in batches:
+            if batch.num_rows:
+                count += batch.num_rows
+                for target, rows in _routed(batch, self.index, spec, self.layout):
+                    parts.setdefault(target, []).append(rows)
+        initial, piece = Checkpoint(self.checkpoint).initial, task_context().partitionId()
+        for target in sorted(parts):
+            initial.write_piece(spec.name, target, piece, pa.concat_tables(parts[target]))
         yield pa.RecordBatch.from_pydict({"rows": pa.array([count], pa.int64())})
+
+
+def _routed(batch: pa.RecordBatch, index: int, spec: InputSpec, layout: Layout) -> Iterator[tuple[int, pa.Table]]:
+    """The rows of ``batch`` of input ``index`` by the partition :data:`TARGET` gives each, in
+    ascending partition order, each partition's in the order they came."""
+    table = pa.Table.from_batches([batch])
+    targets = table.column(TARGET).to_numpy()
+    rows = input_rows(table.drop_columns([TARGET]), index, spec, layout)
+    order = np.argsort(targets, kind="stable")
+    ordered = targets[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    ends = np.r_[starts[1:], len(ordered)]
+    for start, end in zip(starts.tolist(), ends.tolist()):
+        yield int(ordered[start]), rows.take(pa.array(order[start:end]))
 
 
 class Arriving:

@@ -1,6 +1,7 @@
 """The driver's writing of a join's initial rows (:mod:`streamjoin.spark.initial_writer`): in a
 thread of its own while the query starts, waited for by a redefinition, its failure recorded
-for the query. No Spark session: the writing is a function here."""
+for the query; and the routing job's tasks' writer (:class:`streamjoin.spark.task.InitialWriter`).
+No Spark session: the writing is a function here, and the task's context a stand-in."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from streamjoin.changes import ChangeFormat
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.errors import InitialRowsError
 from streamjoin.runtime.bind import bind_query
+from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.spark import initial_writer
 from streamjoin.spark.flush_source import READY_WAIT_S, _FlushReader
 
@@ -98,3 +100,37 @@ def test_initial_writer_in_the_foreground_raises_what_writing_raises(tmp_path):
         initial_writer.write(bound, failing, in_background=False)
     with pytest.raises(InitialRowsError):
         bound.checkpoint.initial.wait()
+
+
+def test_initial_writer_routes_each_batch_as_it_comes_keeping_each_partitions_order(tmp_path, monkeypatch):
+    from streamjoin.spark import task as spark_task
+    from streamjoin.spark.lanes import Layout
+    from streamjoin.spark.task import TARGET
+
+    class Context:
+        def partitionId(self) -> int:
+            return 7
+
+    monkeypatch.setattr(spark_task, "task_context", lambda: Context())
+    operator = EnrichmentJoin(EVENTS, TABLE, "user", stream_time="ts", changes=ChangeFormat.plain("user", time="at"))
+    uri = str(tmp_path / "join")
+    layout = Layout(((0, 1), (0, 2, 3, 4)))   # the table's columns in lanes 0, 2, 3 and 4
+    users = [[5, 1, 8, 2], [], [9, 4, 3]]
+    plans = [[f"p{u}" for u in batch] for batch in users]
+
+    def batch(us, ps):
+        at = pa.array([0] * len(us), pa.timestamp("us"))
+        return pa.RecordBatch.from_arrays(
+            [pa.array(us, pa.int64()), pa.array(["u"] * len(us)), at, pa.array(ps), pa.array([u % 2 for u in us], pa.int32())],
+            names=["_sj_0", "_sj_2", "_sj_3", "_sj_4", TARGET])
+
+    writer = spark_task.InitialWriter(operator, 1, uri, layout)
+    (counted,) = writer(iter(batch(u, p) for u, p in zip(users, plans)))
+    assert counted.column("rows").to_pylist() == [7]
+    initial = Checkpoint(uri).initial
+    initial.mark_done({"table": 7})
+    assert initial.files.names("initial/table/p=0") == ["piece-000007.arrow"]   # one file a partition, named by the task
+    first, second = initial.read("table", 0), initial.read("table", 1)
+    assert first.schema == TABLE
+    assert (first.column("user").to_pylist(), first.column("plan").to_pylist()) == ([8, 2, 4], ["p8", "p2", "p4"])
+    assert second.column("user").to_pylist() == [5, 1, 9, 3]   # in the order the rows came
