@@ -164,7 +164,8 @@ class Step:
         for i, (name, values) in enumerate(zip(self.keys, keys)):
             versions = versions.add_column(i, name, values)
         versions = versions.append_column(_NEW, pa.repeat(pa.scalar(True), changes.num_rows))
-        first = [*self.keys, TIME, SEQ]
+        versions = versions.append_column(_BUCKET, pa.array(st.bucket_ids(keys, spec.buckets), pa.int64()))
+        first = [_BUCKET, *self.keys, TIME, SEQ]
         versions = sort_canonically(versions, canonical_sort_keys(versions.select([*first, *spec.values]).schema, first))
         aside = pa.concat_tables([parsed.aside, late_aside]) if late_aside.num_rows else parsed.aside
         return versions, aside
@@ -215,7 +216,9 @@ class Step:
 
     def _merge(self, released: pa.Table) -> pa.Table:
         """The versions held of the keys of the new changes and released events, merged with the
-        new changes, duplicates dropped; sorted by key, time, sequence, with their bucket.
+        new changes, duplicates dropped; with their bucket, sorted by bucket, key, time, sequence
+        (so a key's versions are together, in time order, and a bucket's rows are in the order
+        its blobs keep them).
 
         Reads every touched bucket (base and deltas, kept in ``self.stored`` for folding) through
         the store's :class:`BucketCache` (told what this version writes).
@@ -223,25 +226,23 @@ class Step:
         spec, schema = self.spec, self.spec.versions_schema
         change_keys = [self.changes.column(k).combine_chunks() for k in self.keys]
         event_keys = [released.column(k).combine_chunks() for k in self.keys]
-        new_buckets = st.bucket_ids(change_keys, spec.buckets)
+        new_buckets = self.changes.column(_BUCKET).to_numpy()
         event_buckets = st.bucket_ids(event_keys, spec.buckets)
         self.sweep = self.version % spec.buckets   # every bucket folds at least once per `buckets` versions
         self.due = self._due_buckets()
         touched = np.union1d(np.union1d(new_buckets, event_buckets), [self.sweep, *self.due]).tolist()
         self.stored = self.cache.read(self.state, touched)
-        held = pa.concat_tables([schema.empty_table(), *(t for b in self.stored.values() for t in b.tables())])
+        held = _with_buckets([(b, t) for b, stored in self.stored.items() for t in stored.tables()], schema)
         held = _with_keys_in(held, self.keys, [pa.concat_arrays([c, e]) for c, e in zip(change_keys, event_keys)])
         if held.num_rows:
             held = held.append_column(_NEW, pa.array(np.zeros(held.num_rows, dtype=bool)))
-            merged = pa.concat_tables([held, self.changes]).combine_chunks()
-            merged = merged.take(pc.sort_indices(merged, sort_keys=ascending(*self.keys, TIME, SEQ, _NEW)))
+            merged = pa.concat_tables([held, self.changes.select(held.schema.names)]).combine_chunks()
+            merged = merged.take(pc.sort_indices(merged, sort_keys=ascending(_BUCKET, *self.keys, TIME, SEQ, _NEW)))
         else:   # nothing held of these keys: the changes are in that order already (a bootstrap's load)
             merged = self.changes.combine_chunks()
         dup = _same_as_previous(merged, [*self.keys, TIME, SEQ])
         self.metrics["stale_changes"] += int(dup.sum())
-        merged = merged.filter(pa.array(~dup))
-        buckets = st.bucket_ids([merged.column(k).combine_chunks() for k in self.keys], spec.buckets)
-        return merged.append_column(_BUCKET, pa.array(buckets, pa.int64()))
+        return merged.filter(pa.array(~dup)) if dup.any() else merged
 
     def _due_buckets(self) -> set[int]:
         """The key buckets the expiry index names as holding expired versions (to fold now);
@@ -339,7 +340,7 @@ class Step:
             self.puts += st.expiry_puts(timeless[accepted], times[accepted], buckets[accepted],
                                         st.slot_width(self.spec.ttl))
         self._write_deltas(versions.filter(pa.array(accepted & ~folding)))
-        self._fold(fold, versions.filter(pa.array(new & folding)), keep_to, gone_before)
+        self._fold(fold, versions.filter(pa.array(new & folding)), needed[new & folding], keep_to, gone_before)
 
     def _delta_limit(self, bucket: int) -> int:
         """The most deltas ``bucket`` keeps without folding; staggered over the buckets, so that
@@ -348,13 +349,12 @@ class Step:
         return limit + bucket % limit if limit > 0 else 0
 
     def _write_deltas(self, accepted: pa.Table) -> None:
-        """One delta per bucket: its accepted new versions (sorted by key, time, sequence)."""
+        """One delta per bucket: its accepted new versions (in bucket order, each bucket's sorted
+        by key, time, sequence)."""
         if accepted.num_rows == 0:
             return
         buckets = accepted.column(_BUCKET).to_numpy()
-        order = np.argsort(buckets, kind="stable")
-        buckets = buckets[order]
-        rows = accepted.select(self.spec.versions_schema.names).take(pa.array(order)).combine_chunks()
+        rows = accepted.select(self.spec.versions_schema.names).combine_chunks()
         bounds = np.r_[0, np.flatnonzero(np.diff(buckets)) + 1, buckets.size]
         for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
             bucket, value = int(buckets[lo]), st.blob(rows.slice(lo, hi - lo))
@@ -362,35 +362,33 @@ class Step:
             self.cache.appended(bucket, self.stored[bucket], value)
         self.meta.versions_held += accepted.num_rows
 
-    def _fold(self, fold: list[int], new: pa.Table, keep_to: int, gone_before: int) -> None:
+    def _fold(self, fold: list[int], new: pa.Table, new_needed: np.ndarray, keep_to: int, gone_before: int) -> None:
         """Merge each of ``fold``'s base, deltas and this version's new versions (``new``, after
-        duplicates were dropped), drop the versions no longer needed, write the result as the
-        bucket's base and remove its deltas."""
+        duplicates were dropped, in bucket order; ``new_needed``: whether pruning them with what
+        is held of their keys keeps each), drop the versions no longer needed, write the result
+        as the bucket's base and remove its deltas."""
         if not fold:
             return
         names = self.spec.versions_schema.names
-        parts = [new.select([*names, _NEW])]
-        for bucket in fold:
-            for t in self.stored[bucket].tables():
-                if t.num_rows:
-                    parts.append(t.append_column(_NEW, pa.array(np.zeros(t.num_rows, dtype=bool))))
-        rows = pa.concat_tables(parts).combine_chunks()
-        # the rows' order by key, time, sequence, decided on the columns pruning reads; then every
-        # column taken once, in the order of the buckets written (``new`` alone is in that order)
-        narrow = rows.select([*self.keys, OP, TIME])
-        if len(parts) > 1:
-            order = pc.sort_indices(rows, sort_keys=ascending(*self.keys, TIME, SEQ)).to_numpy()
-            narrow = narrow.take(pa.array(order))
-        else:
-            order = np.arange(rows.num_rows)
-        needed = _needed(narrow, self.keys, keep_to, gone_before, self.expire_before)[1]
-        order = order[needed]
-        buckets = st.bucket_ids([narrow.column(k).filter(pa.array(needed)).combine_chunks() for k in self.keys],
-                                self.spec.buckets)
-        by_bucket = np.argsort(buckets, kind="stable")
-        buckets, order = buckets[by_bucket], order[by_bucket]
+        held = [(bucket, t.append_column(_NEW, pa.array(np.zeros(t.num_rows, dtype=bool))))
+                for bucket in fold for t in self.stored[bucket].tables() if t.num_rows]
+        if held:
+            # the rows' order by bucket, key, time, sequence, decided on the columns pruning reads;
+            # then every column taken once, in that order
+            rows = pa.concat_tables([new.select([*names, _BUCKET, _NEW]),
+                                     _with_buckets(held, held[0][1].schema).select([*names, _BUCKET, _NEW])])
+            rows = rows.combine_chunks()
+            order = pc.sort_indices(rows, sort_keys=ascending(_BUCKET, *self.keys, TIME, SEQ)).to_numpy()
+            narrow = rows.select([*self.keys, OP, TIME]).take(pa.array(order))
+            order = order[_needed(narrow, self.keys, keep_to, gone_before, self.expire_before)[1]]
+        else:   # nothing held in these buckets: ``new`` is every version of its keys, in this order
+            rows, order = new, np.flatnonzero(new_needed)
+        buckets = rows.column(_BUCKET).to_numpy()[order]
         added = rows.column(_NEW).to_numpy(zero_copy_only=False)[order]
-        rows = rows.select(names).take(pa.array(order)).combine_chunks()
+        if order.size == rows.num_rows and bool((order[1:] > order[:-1]).all()):   # every row, in order
+            rows = rows.select(names).combine_chunks()
+        else:
+            rows = rows.select(names).take(pa.array(order)).combine_chunks()
         targets = np.array(fold, dtype=np.int64)
         lo, hi = np.searchsorted(buckets, targets, "left"), np.searchsorted(buckets, targets, "right")
         added = np.r_[0, np.cumsum(added)]
@@ -481,6 +479,16 @@ def _needed(
     if expire_before > NEG_INF:
         needed &= ~(timeless | (times < expire_before))
     return keep, needed
+
+
+def _with_buckets(tables: list[tuple[int, pa.Table]], schema: pa.Schema) -> pa.Table:
+    """``tables`` (each with the key bucket its rows are in; of ``schema``) as one table, with a
+    column of that bucket."""
+    if not tables:
+        return schema.empty_table().append_column(_BUCKET, pa.array([], pa.int64()))
+    rows = pa.concat_tables([t for _, t in tables])
+    buckets = np.repeat(np.array([b for b, _ in tables], np.int64), [t.num_rows for _, t in tables])
+    return rows.append_column(_BUCKET, pa.array(buckets, pa.int64()))
 
 
 def _count_per(values: np.ndarray, targets: np.ndarray) -> np.ndarray:
