@@ -216,9 +216,15 @@ class Arriving:
 
     def _drain(self) -> None:
         try:
-            found = list(self._batches)
-            self.time = batch_time(found)
-            self._rows = split_inputs(found, self._operator, self._layout)
+            # each batch is split into its inputs' rows as it comes, while the JVM sends the next
+            # ones; only joining those pieces is left after the last
+            pieces, times = [], []
+            for batch in self._batches:
+                if batch.num_rows:
+                    pieces.append(split_inputs([batch], self._operator, self._layout))
+                    times.append(batch_time([batch]))
+            self.time = max((t for t in times if t is not None), default=None)
+            self._rows = _joined(pieces, self._operator)
         except BaseException as exc:   # handed to the task's thread by rows()
             self._error = exc
 
@@ -233,6 +239,17 @@ class Arriving:
             raise self._error
         assert self._rows is not None
         return self._rows
+
+
+def _joined(pieces: list[tuple[pa.Table, ...]], operator: Operator) -> tuple[pa.Table, ...]:
+    """Each input's rows of ``pieces`` (each batch's rows split by input, in the order the batches
+    came) as one table of one chunk a column, as :func:`~streamjoin.spark.lanes.split_inputs`
+    gives them for all the batches at once."""
+    if not pieces:
+        return tuple(spec.schema.empty_table() for spec in operator.inputs)
+    if len(pieces) == 1:
+        return pieces[0]
+    return tuple(pa.concat_tables(parts).combine_chunks() for parts in zip(*pieces))
 
 
 def refuse_after_close(checkpoint: str, closed: int | None, version: int, rows: tuple[pa.Table, ...],
