@@ -174,7 +174,8 @@ class InitialWriter:
         spec = self.operator.inputs[self.index]
         # each batch is routed as it comes, while the JVM converts the next ones; only the files'
         # writes are left after the last
-        count, parts = 0, dict[int, list[pa.Table]]()
+        count = 0
+        parts: dict[int, list[pa.Table]] = {}
         for batch in batches:
             if batch.num_rows:
                 count += batch.num_rows
