@@ -248,10 +248,13 @@ GOALS: tuple[Goal, ...] = (
     Goal("enrichment", "speed of streamjoin-arranged vs Spark's stream-static join, 1M events x 1M rows", 1.5, "x",
          Cell("spark s / s", _OURS), "streamjoin bench enrichment --stores arranged --latest '' --user-typed",
          memory=Cell("worker RSS MB", _OURS),
-         reason="1.24x in the run of this figure (2026-12-06 20:50, load 0.8 as it started, after other "
-                "benchmarks, nothing else running; 2 runs, the variants' order rotated: Spark 15.0 s, "
-                "streamjoin 12.1 s, its runs 12.6 and 11.6 s); 0.99x in a run that day at 19:50 (Spark 12.1 s, "
-                "streamjoin 12.2 s). Design step 41 found a partition's task landing in the other Python "
+         reason="1.07x in the run of this figure (2026-12-06 23:38, load 1.4 as it started, after the "
+                "compares of design step 42, nothing else running; 2 runs, the variants' order rotated: "
+                "Spark 14.3 s, its runs 15.8 and 12.8 s, streamjoin 13.4 s, its runs 13.8 and 13.0 s, the "
+                "first with a first micro-batch of 3.7 s); 0.90x in a run two minutes before (Spark 14.5 s, "
+                "streamjoin 16.2 s); 1.24x at 20:50 that day (load 0.8 as it started: Spark 15.0 s, "
+                "streamjoin 12.1 s, its runs 12.6 and 11.6 s) and 0.99x at 19:50 (Spark 12.1 s, streamjoin "
+                "12.2 s): the same code's runs spread by more than the steps' savings. Design step 41 found a partition's task landing in the other Python "
                 "worker in about half the micro-batches and waiting 0.08-0.37 s for its store, whose whole "
                 "table the other worker wrote out for it; the store now merges a delta of large values into "
                 "its base (the waits halved, the runs' seconds within their spread), and the bootstrap's job "
