@@ -290,6 +290,9 @@ class Outcome:
     output_rows: int
     batches: int
     batch_seconds: list[float] = field(default_factory=list)   # each micro-batch's trigger time
+    #: how long the first micro-batch waited for its offsets (Spark's ``latestOffset``): for
+    #: streamjoin, the bootstrap's job, which the flush source's first offset waits for
+    first_offsets: float = 0.0
     worker_rss: int = 0               # the largest PySpark worker's resident memory during the run (bytes)
     join: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -357,7 +360,8 @@ class Bench:
             progress = query.recentProgress
             outcome = Outcome(seconds, built, sum(_sink_rows(p) for p in progress), len({p["batchId"] for p in progress}),
                               [p["durationMs"].get("triggerExecution", 0) / 1000 for p in progress],
-                              self.memory.peak(began, time.time())[0] if self.memory else 0)
+                              self.memory.peak(began, time.time())[0] if self.memory else 0,
+                              first_offsets=(progress[0]["durationMs"].get("latestOffset", 0) / 1000) if progress else 0.0)
             if variant != "spark-stream-static":
                 from streamjoin.runtime.checkpoint import Checkpoint
 
@@ -445,14 +449,16 @@ def summary_table(params: Params, results: dict[str, list[Outcome]]) -> Table:
     """One row a variant: median seconds, events/s, ratio to Spark's, output and waiting rows."""
     spark = statistics.median(o.seconds for o in results["spark-stream-static"]) \
         if "spark-stream-static" in results else None
-    table = Table(["variant", "seconds", "of which build", "events/s", "spark s / s", "micro-batches",
-                   "output rows", "matched", "still waiting", "worker RSS MB"])
+    table = Table(["variant", "seconds", "of which build", "first batch s", "of which offsets", "events/s",
+                   "spark s / s", "micro-batches", "output rows", "matched", "still waiting", "worker RSS MB"])
     for variant, outcomes in results.items():
         seconds = statistics.median(o.seconds for o in outcomes)
         build = statistics.median(o.build_seconds for o in outcomes)
+        first = statistics.median(o.batch_seconds[0] if o.batch_seconds else 0.0 for o in outcomes)
+        offsets = statistics.median(o.first_offsets for o in outcomes)
         last = outcomes[-1]
         ours = variant != "spark-stream-static"
-        table.add(variant, seconds, build, params.events / seconds, spark / seconds if spark else "-",
+        table.add(variant, seconds, build, first, offsets, params.events / seconds, spark / seconds if spark else "-",
                   last.batches, last.output_rows, last.join["matched"] if ours else "-",
                   last.join["events_waiting"] if ours else "-",
                   round(max(o.worker_rss for o in outcomes) / 2**20) if ours else "-")
@@ -508,7 +514,8 @@ notes:
   the as-of join gives them the row as it was at their time, Spark the later one.
 - streamjoin-<store> (as_of) writes the snapshot to its checkpoint while the query starts (a
   Spark job in a driver thread, which the first micro-batch waits for; "of which build" is the
-  join's definition alone), loads it in the first micro-batch, then applies the
+  join's definition alone, "first batch s" the first micro-batch and "of which offsets" its wait
+  for its offsets, the job's end), loads it in the first micro-batch, then applies the
   updates as they arrive; an event waits until the table's watermark (its newest change or
   heartbeat, less the delay) passes its time, so as-of runs {FLUSH_BATCHES} more micro-batch of one
   heartbeat, and the no-data micro-batch it lets the join run, to release the last batch's events

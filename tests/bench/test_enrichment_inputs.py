@@ -4,6 +4,8 @@ update."""
 
 from __future__ import annotations
 
+import argparse
+
 import numpy as np
 import pyarrow as pa
 
@@ -78,3 +80,15 @@ def test_enrichment_goal_table_shows_the_goal_beside_the_ratio():
     goal = next(g for g in GOALS if g.bench == "enrichment")
     assert goal_table(results).rows == [["streamjoin-arranged vs spark-stream-static", 1.5, goal.text(), "yes"]]
     assert goal_table({"streamjoin-arranged": results["streamjoin-arranged"]}).rows == []
+
+
+def test_enrichment_summary_table_shows_the_first_micro_batch_and_its_wait_for_offsets():
+    from streamjoin.bench.enrichment import Outcome, Params, summary_table
+
+    params = Params.from_args(argparse.Namespace(events=1000, table_rows=100, update_fraction=0.1, batches=2,
+                                                 partitions=2, user_typed=False))
+    runs = [Outcome(10.0, 0.5, 1000, 4, [2.5, 1.0, 1.0, 0.5], first_offsets=1.5, join={"matched": 1000, "events_waiting": 0}),
+            Outcome(12.0, 0.7, 1000, 4, [3.5, 1.0, 1.0, 0.5], first_offsets=2.5, join={"matched": 1000, "events_waiting": 0})]
+    table = summary_table(params, {"streamjoin-arranged": runs})
+    row = dict(zip(table.columns, table.rows[0]))
+    assert (row["seconds"], row["first batch s"], row["of which offsets"]) == (11.0, 3.0, 2.0)   # medians
