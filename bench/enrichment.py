@@ -290,10 +290,10 @@ class Outcome:
     output_rows: int
     batches: int
     batch_seconds: list[float] = field(default_factory=list)   # each micro-batch's trigger time
+    worker_rss: int = 0               # the largest PySpark worker's resident memory during the run (bytes)
     #: how long the first micro-batch waited for its offsets (Spark's ``latestOffset``): for
     #: streamjoin, the bootstrap's job, which the flush source's first offset waits for
     first_offsets: float = 0.0
-    worker_rss: int = 0               # the largest PySpark worker's resident memory during the run (bytes)
     join: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
