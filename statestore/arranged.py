@@ -444,10 +444,9 @@ class ArrangedStore(Store):
     def _shares(self, entries: int = 0, delta_bytes: int | None = None) -> tuple[float, float]:
         """The shares of what makes a merge that the runs hold, with a run of ``entries`` more,
         the delta then holding ``delta_bytes`` of keys and values (None: the delta's own, as it
-        is): by their entries and by
-        their bytes (a store of few large values, such as an enrichment's buckets, holds
-        megabytes in a few hundred entries). Either over 1: a merge is due; the entries' over
-        ``IDLE_SLACK``: a write merges even where ``flush_idle`` would."""
+        is): by their entries and by their bytes (a store of few large values, such as an
+        enrichment's buckets, holds megabytes in a few hundred entries). Either over 1: a merge
+        is due; the entries' over ``IDLE_SLACK``: a write merges even where ``flush_idle`` would."""
         base = self._layers.base
         delta_bytes = self._layers.delta.nbytes if delta_bytes is None else delta_bytes
         return ((self._run_entries + entries) / max(int(len(base) * RUN_SHARE), MERGE_ENTRIES),

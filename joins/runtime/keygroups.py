@@ -19,7 +19,7 @@ A test checks it against Spark's own ``hash``.
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any, Sequence, cast
+from typing import Any, Iterator, Sequence, cast
 
 import numpy as np
 import pyarrow as pa
@@ -28,7 +28,7 @@ from streamjoin.errors import JoinDefinitionError
 from streamjoin.kit.keys import normal_key_array, routing_key_type
 
 __all__ = [
-    "DEFAULT_KEY_GROUPS", "SEED", "spark_hash", "key_groups", "owners", "group_range", "slot_values",
+    "DEFAULT_KEY_GROUPS", "SEED", "spark_hash", "key_groups", "owners", "by_owner", "group_range", "slot_values",
     "routing_types", "check_count", "check_key_groups", "values_table", "mask_owned",
 ]
 
@@ -221,6 +221,17 @@ def _widened(kind: pa.DataType) -> pa.DataType:
 def owners(groups_of_rows: np.ndarray, partitions: int, groups: int) -> np.ndarray:
     """The partition (of ``partitions``) owning each key group: ``kg * partitions // groups``."""
     return (np.asarray(groups_of_rows, dtype=np.int64) * partitions) // groups
+
+
+def by_owner(table: pa.Table, targets: np.ndarray) -> Iterator[tuple[int, pa.Table]]:
+    """The rows of ``table`` by the partition ``targets`` names for each (:func:`owners`): each
+    partition that has rows, ascending, with its rows in their order in ``table``."""
+    order = np.argsort(targets, kind="stable")
+    ordered = targets[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if len(ordered) else ordered[:0]
+    ends = np.r_[starts[1:], len(ordered)]
+    for start, end in zip(starts.tolist(), ends.tolist()):
+        yield int(ordered[start]), table.take(pa.array(order[start:end]))
 
 
 def group_range(partition: int, partitions: int, groups: int) -> tuple[int, int]:

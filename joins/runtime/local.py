@@ -15,13 +15,12 @@ import shutil
 import zlib
 from typing import Any, Callable, Mapping, Sequence
 
-import numpy as np
 import pyarrow as pa
 
 from streamjoin.kit import normal_keys
 from streamjoin.runtime.bind import bind_query
 from streamjoin.runtime.checkpoint.initial import state_name
-from streamjoin.runtime.keygroups import check_count, key_groups, owners, routing_types
+from streamjoin.runtime.keygroups import by_owner, check_count, key_groups, owners, routing_types
 from streamjoin.runtime.operator import Operator
 from streamjoin.runtime.options import StateConfig
 from streamjoin.runtime.rescale import current_epoch, epoch_dir
@@ -43,10 +42,8 @@ def route(
     if partitions == 1 or table.num_rows == 0:
         return [table] + [table.slice(0, 0)] * (partitions - 1)
     if groups is not None:
-        targets = owners(key_groups(table, key, groups, types), partitions, groups)
-        order = np.argsort(targets, kind="stable")
-        bounds = np.searchsorted(targets[order], np.arange(partitions + 1))
-        return [table.take(pa.array(order[lo:hi])) for lo, hi in zip(bounds[:-1], bounds[1:])]
+        found = dict(by_owner(table, owners(key_groups(table, key, groups, types), partitions, groups)))
+        return [found.get(p, table.slice(0, 0)) for p in range(partitions)]
     normal = normal_keys(table, key)  # -0.0 and 0.0, and every NaN, to one partition (as Spark routes)
     columns = [normal.column(k).to_pylist() for k in key]
     hashed = [zlib.crc32(pack(*values)) % partitions for values in zip(*columns)]

@@ -20,12 +20,12 @@ import threading
 from dataclasses import replace
 from typing import Iterator
 
-import numpy as np
 import pyarrow as pa
 from pyspark import TaskContext
 
 from streamjoin.errors import CheckpointMismatchError
 from streamjoin.runtime.checkpoint import Checkpoint
+from streamjoin.runtime.keygroups import by_owner
 from streamjoin.runtime.operator import InputSpec, Operator
 from streamjoin.runtime.options import StateConfig
 from streamjoin.runtime.task import Arrived, TaskInfo, step_task
@@ -191,14 +191,8 @@ def _routed(batch: pa.RecordBatch, index: int, spec: InputSpec, layout: Layout) 
     """The rows of ``batch`` of input ``index`` by the partition :data:`TARGET` gives each, in
     ascending partition order, each partition's in the order they came."""
     table = pa.Table.from_batches([batch])
-    targets = table.column(TARGET).to_numpy()
     rows = input_rows(table.drop_columns([TARGET]), index, spec, layout)
-    order = np.argsort(targets, kind="stable")
-    ordered = targets[order]
-    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
-    ends = np.r_[starts[1:], len(ordered)]
-    for start, end in zip(starts.tolist(), ends.tolist()):
-        yield int(ordered[start]), rows.take(pa.array(order[start:end]))
+    return by_owner(rows, table.column(TARGET).to_numpy())
 
 
 class Arriving:
