@@ -57,7 +57,8 @@ import pyarrow as pa
 
 from streamjoin.changes import ChangeFormat
 from streamjoin.enrichment import load
-from streamjoin.enrichment.spec import EnrichmentSpec, How, Mode, build_spec
+from streamjoin.enrichment.runs_step import RunsStep
+from streamjoin.enrichment.spec import EnrichmentSpec, How, LayoutName, Mode, build_spec
 from streamjoin.enrichment.step import Step
 from streamjoin.enrichment.views import VIEWS
 from streamjoin.errors import JoinDefinitionError
@@ -91,19 +92,23 @@ class EnrichmentJoin(SpecOperator):
         buckets: int = 64, event_bucket: datetime.timedelta = datetime.timedelta(seconds=1),
         table_ttl: datetime.timedelta | str | None = None,
         stream_delay: datetime.timedelta | str | None = None, table_delay: datetime.timedelta | str | None = None,
-        heartbeats: bool = False,
+        heartbeats: bool = False, layout: LayoutName = "buckets",
     ) -> None:
         """Validate the join; raise :class:`streamjoin.errors.JoinDefinitionError` naming any problem.
 
         Tuning (no effect on results; part of the definition): ``buckets`` key buckets of table
         versions per partition, ``event_bucket`` the width of waiting events' time buckets.
         ``heartbeats``: an event whose every column but its event time is null is a heartbeat
-        (see module).
+        (see module). ``layout``: how a partition holds the table's versions: ``"buckets"`` (the
+        default: per key bucket, read as a version touches them) or ``"runs"`` (sorted runs
+        held in memory and probed a batch at a time, :mod:`streamjoin.enrichment.runs`; no
+        ``table_ttl`` yet). Both give the same results; a checkpoint keeps the layout it was
+        started with.
         """
         self.spec: EnrichmentSpec = build_spec(
             stream, table, on, stream_time=stream_time, changes=changes, mode=mode, how=how,
             delay=delay, grace=grace, buckets=buckets, event_bucket=event_bucket, table_ttl=table_ttl,
-            stream_delay=stream_delay, table_delay=table_delay, heartbeats=heartbeats,
+            stream_delay=stream_delay, table_delay=table_delay, heartbeats=heartbeats, layout=layout,
         )
         self._inputs = (InputSpec("stream", stream, self.spec.stream_key, stream_time),
                         InputSpec("table", table, changes.key, changes.time))
@@ -118,7 +123,7 @@ class EnrichmentJoin(SpecOperator):
         """Join one version's rows of one partition against its state (as of ``version - 1``)."""
         if len(batch.rows) != 2 or len(batch.max_times) != 2:
             raise ValueError("an enrichment join step takes exactly two inputs (stream, table)")
-        return Step(self.spec, state, batch).run()
+        return (RunsStep if self.spec.layout == "runs" else Step)(self.spec, state, batch).run()
 
     def schema_places(self) -> tuple[SchemaPlace, ...]:
         return self.spec.schema_places()

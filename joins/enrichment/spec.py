@@ -38,7 +38,7 @@ from streamjoin.runtime.defaults import column_entries, with_defaults
 from streamjoin.runtime.evolution import SchemaPlace
 from streamjoin.runtime.operator import REASON_COLUMN
 
-__all__ = ["Mode", "ModeName", "How", "HOWS", "EnrichmentSpec", "build_spec"]
+__all__ = ["Mode", "ModeName", "LayoutName", "LAYOUTS", "How", "HOWS", "EnrichmentSpec", "build_spec"]
 
 #: The join kinds an enrichment join supports.
 HOWS = (How.INNER, How.LEFT)
@@ -46,6 +46,10 @@ HOWS = (How.INNER, How.LEFT)
 
 #: ``mode=`` as the public signatures admit it (for type checkers).
 ModeName = Literal["as_of", "latest"]
+
+#: ``layout=``: how a partition holds its table versions (see :class:`EnrichmentSpec`).
+LayoutName = Literal["buckets", "runs"]
+LAYOUTS = ("buckets", "runs")
 
 
 class Mode(str, Enum):
@@ -87,6 +91,9 @@ class EnrichmentSpec:
     delays: tuple[int, int] | None = None
     #: Whether an event whose only non-null column is its event time is a heartbeat (progress only).
     heartbeats: bool = False
+    #: How the versions are held: ``"buckets"`` (state layout 2, :mod:`streamjoin.enrichment.state`)
+    #: or ``"runs"`` (layout 3, :mod:`streamjoin.enrichment.runs`); part of the definition.
+    layout: LayoutName = "buckets"
 
     @property
     def stream_delay(self) -> int:
@@ -120,9 +127,10 @@ class EnrichmentSpec:
 
     def definition(self) -> dict[str, Any]:
         """What this join computes and how its state is laid out (JSON-serialisable)."""
+        layout: dict[str, Any] = {"layout": 3} if self.layout == "runs" else {"layout": 2, "buckets": self.buckets}
         return {
-            "kind": "enrichment_join", "layout": 2, "mode": self.mode.value, "how": self.how.value,
-            "delay_us": self.delay, "grace_us": self.grace, "buckets": self.buckets,
+            "kind": "enrichment_join", **layout, "mode": self.mode.value, "how": self.how.value,
+            "delay_us": self.delay, "grace_us": self.grace,
             "event_bucket_us": self.event_bucket, "stream_key": list(self.stream_key),
             "stream_time": self.stream_time, "changes": self.changes.definition(),
             "stream": column_entries(self.stream),
@@ -143,9 +151,11 @@ def build_spec(
     grace: datetime.timedelta | str | None, buckets: int, event_bucket: datetime.timedelta | str,
     table_ttl: datetime.timedelta | str | None = None,
     stream_delay: datetime.timedelta | str | None = None, table_delay: datetime.timedelta | str | None = None,
-    heartbeats: bool = False,
+    heartbeats: bool = False, layout: LayoutName = "buckets",
 ) -> EnrichmentSpec:
     """Validate an enrichment join's arguments; raise JoinDefinitionError naming the problem."""
+    if layout not in LAYOUTS:
+        raise JoinDefinitionError(f"unknown layout={layout!r}; use one of {list(LAYOUTS)}")
     for name, schema in (("stream", stream), ("table", table)):
         check_schema(schema, name)
     if not isinstance(changes, ChangeFormat):
@@ -172,13 +182,16 @@ def build_spec(
     ttl = None if table_ttl is None else parse_duration("table_ttl", table_ttl)
     if ttl is not None and ttl <= 0:
         raise JoinDefinitionError(f"table_ttl must be > 0 (None: table keys never expire), not {table_ttl!r}")
+    if ttl is not None and layout == "runs":
+        raise JoinDefinitionError("table_ttl is not supported with layout='runs' yet; leave layout at its default "
+                                  "('buckets') to expire table keys")
     if not isinstance(buckets, int) or isinstance(buckets, bool) or not 1 <= buckets <= 1 << 20:
         raise JoinDefinitionError(f"buckets must be an int in 1..{1 << 20}, not {buckets!r}")
     values = tuple(n for n in internal.names[len(changes.key) + 3:])
     output = _output_schema(stream, internal, values)
     return EnrichmentSpec(stream, stream_key, key_types, stream_time, table, changes, internal, values, chosen, how, wait,
                           window, buckets, width, output, canonical_sort_keys(stream, [stream_time, *stream_key]),
-                          ttl=ttl, delays=(delays[0], delays[1]), heartbeats=heartbeats)
+                          ttl=ttl, delays=(delays[0], delays[1]), heartbeats=heartbeats, layout=layout)
 
 
 def _stream_key(on: str | Sequence[str], stream: pa.Schema, time: str) -> tuple[str, ...]:

@@ -163,12 +163,16 @@ class Step:
         versions = changes.drop_columns(list(spec.changes.key))
         for i, (name, values) in enumerate(zip(self.keys, keys)):
             versions = versions.add_column(i, name, values)
-        versions = versions.append_column(_NEW, pa.repeat(pa.scalar(True), changes.num_rows))
-        versions = versions.append_column(_BUCKET, pa.array(st.bucket_ids(keys, spec.buckets), pa.int64()))
-        first = [_BUCKET, *self.keys, TIME, SEQ]
-        versions = sort_canonically(versions, canonical_sort_keys(versions.select([*first, *spec.values]).schema, first))
         aside = pa.concat_tables([parsed.aside, late_aside]) if late_aside.num_rows else parsed.aside
-        return versions, aside
+        return self._arrange(versions, keys), aside
+
+    def _arrange(self, versions: pa.Table, keys: list[pa.Array]) -> pa.Table:
+        """This version's changes as versions (``keys``: their key columns), marked new, with
+        their key bucket, in canonical order by bucket first."""
+        versions = versions.append_column(_NEW, pa.repeat(pa.scalar(True), versions.num_rows))
+        versions = versions.append_column(_BUCKET, pa.array(st.bucket_ids(keys, self.spec.buckets), pa.int64()))
+        first = [_BUCKET, *self.keys, TIME, SEQ]
+        return sort_canonically(versions, canonical_sort_keys(versions.select([*first, *self.spec.values]).schema, first))
 
     def _released(self) -> pa.Table:
         """The events released in this version: waiting ones and new ones with time < the bound.

@@ -1,0 +1,145 @@
+"""The ``runs`` state layout of the enrichment join: a partition's table versions as sorted runs.
+
+Chosen with ``EnrichmentJoin(..., layout="runs")`` (the definition's ``layout`` 3). Keys::
+
+    b"\\x00meta"                                    -> as in layout 2 (:mod:`streamjoin.enrichment.state`)
+    b"R" | encode_int(version) | encode_int(chunk) -> versions (Arrow IPC stream)
+    b"E" | encode_timestamp(time bucket) | encode_int(version) -> waiting events, as in layout 2
+
+**Runs.** A version that accepts changes writes them as one *run*: its accepted versions in
+version order (:mod:`streamjoin.enrichment.sorted_versions`), cut into chunks of at most
+:data:`CHUNK_ROWS` rows, under the version's number. A version *folds* once the runs after the
+first (the *base*) hold more than ``fold_fraction`` of its rows (and at least
+:data:`MIN_FOLD_ROWS`): it writes every version still needed (base, later runs and its own
+accepted changes, pruned as :func:`streamjoin.enrichment.step._needed` prunes) as its run, and
+removes every earlier run with one range delete. No version appears in two runs, so the versions
+held are the union of the runs, whichever run holds each. So a version's writes follow its
+changes, not the table's size, and versions no longer needed leave at the next fold.
+
+**In memory.** :class:`RunsCache`, kept in the store's memo as the enrichment's bucket cache is
+(:mod:`streamjoin.enrichment.cache`: labelled with the store version it describes, started again
+when the label does not match), holds the versions decoded and sorted: the base, and the later
+runs merged into one sorted *delta*. A partition's versions are held in memory whole while its
+store is open; the ``buckets`` layout, the default, reads only the key buckets a version touches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from streamjoin.enrichment import state as st
+from streamjoin.enrichment.sorted_versions import SortedVersions, key_codes
+from streamjoin.runtime.areas import ARROW, INT, Area, Ints, StateLayout
+from streamjoin.runtime.evolution import as_schema
+from streamjoin.statestore.base import KeyValue, Store
+
+__all__ = ["LAYOUT", "CHUNK_ROWS", "MIN_FOLD_ROWS", "run_puts", "earlier_runs", "read_runs", "Held", "RunsCache",
+           "codes_of"]
+
+#: The enrichment join's state in the ``runs`` layout (see module).
+LAYOUT = StateLayout("enrichment join", 3, (
+    Area("meta", st.LAYOUT["meta"].prefix, (), Ints(4)),
+    Area("runs", b"R", (("version", INT), ("chunk", INT)), ARROW),
+    st.LAYOUT["events"],
+))
+_RUNS = LAYOUT["runs"]
+#: The most rows of one stored chunk of a run.
+CHUNK_ROWS = 65536
+#: A fold waits for at least this many rows beside the base.
+MIN_FOLD_ROWS = 4096
+_MEMO_KEY = "streamjoin.enrichment.runs"
+
+
+def codes_of(table: pa.Table, keys: list[str]) -> np.ndarray:
+    """The key codes of versions ``table`` (its key columns ``keys``)."""
+    return key_codes([table.column(k).combine_chunks() for k in keys])
+
+
+def run_puts(version: int, versions: pa.Table) -> list[KeyValue]:
+    """The entries of the run ``version`` writes (``versions`` in version order), chunk by chunk."""
+    out = []
+    for chunk, start in enumerate(range(0, versions.num_rows, CHUNK_ROWS)):
+        out.append((_RUNS.key(version, chunk), st.blob(versions.slice(start, CHUNK_ROWS))))
+    return out
+
+
+def earlier_runs(version: int) -> tuple[bytes, bytes]:
+    """The key range of every run written before ``version``."""
+    return _RUNS.below(version)
+
+
+def read_runs(store: Store, schema: pa.Schema | None) -> Iterator[tuple[int, pa.Table]]:
+    """(version, versions) of every run the store holds, oldest first, as tables of ``schema``
+    (a run written under an earlier schema of the table is read in it; None: as stored)."""
+    current, chunks = None, []
+    for key, value in _RUNS.scan(store):
+        version = _RUNS.decode(key)[0]
+        if version != current and chunks:
+            yield current, _whole(chunks, schema)
+            chunks = []
+        current = version
+        chunks.append(st.unblob(value))
+    if chunks:
+        yield current, _whole(chunks, schema)
+
+
+def _whole(chunks: list[pa.Table], schema: pa.Schema | None) -> pa.Table:
+    if schema is not None:
+        chunks = [as_schema(c, schema) for c in chunks]
+    return pa.concat_tables(chunks).combine_chunks() if len(chunks) > 1 else chunks[0]
+
+
+@dataclass(frozen=True)
+class Held:
+    """The versions a partition holds: the ``base`` run, and the later runs as one ``delta``."""
+
+    base: SortedVersions
+    delta: SortedVersions
+
+    def __len__(self) -> int:
+        return len(self.base) + len(self.delta)
+
+    @classmethod
+    def read(cls, store: Store, schema: pa.Schema, keys: list[str]) -> Held:
+        """The versions ``store`` holds, sorted (runs after the first merged into the delta)."""
+        runs = [table for _, table in read_runs(store, schema)]
+        if not runs:
+            empty = SortedVersions.empty(schema, codes_of(schema.empty_table(), keys))
+            return cls(empty, empty)
+        rest = pa.concat_tables(runs[1:]).combine_chunks() if len(runs) > 1 else schema.empty_table()
+        return cls(SortedVersions.sorted(runs[0], codes_of(runs[0], keys)),
+                   SortedVersions.sorted(rest, codes_of(rest, keys)))
+
+
+@dataclass
+class RunsCache:
+    """The versions held as of store version ``version``, decoded and sorted (see module)."""
+
+    schema: pa.Schema
+    version: int | None
+    held: Held | None = None
+
+    @classmethod
+    def of(cls, store: Store, schema: pa.Schema) -> RunsCache:
+        """The cache kept with ``store`` when it describes the store's version and ``schema``,
+        else a new empty one (kept in its place)."""
+        memo, version = store.memo(), store.version
+        cache = memo.get(_MEMO_KEY)
+        if not isinstance(cache, RunsCache) or cache.version != version or not cache.schema.equals(schema):
+            cache = memo[_MEMO_KEY] = RunsCache(schema, version)
+        return cache
+
+    def read(self, store: Store, keys: list[str]) -> Held:
+        """The versions held: from the cache, else read from ``store``."""
+        if self.held is None:
+            self.held = Held.read(store, self.schema, keys)
+        return self.held
+
+    def commit(self, version: int, held: Held) -> None:
+        """The running step leaves ``held``: the cache describes version ``version`` once the
+        store's version marker says so (its write happened)."""
+        self.version, self.held = version, held

@@ -1,0 +1,217 @@
+"""One version of one partition of the enrichment join in the ``runs`` layout.
+
+The rules, the arrivals, the release of events and the waiting events are those of
+:class:`streamjoin.enrichment.step.Step`; what differs is how the versions are held and probed
+(:mod:`streamjoin.enrichment.runs`). The order of work:
+
+1. this version's changes in version order (:mod:`streamjoin.enrichment.sorted_versions`); of
+   changes equal in key, time and sequence the first in canonical row order is kept, and a
+   change equal to a version held is a duplicate (the held one wins): both are counted stale;
+2. the versions held of the changed keys (a range of the base and of the delta each) merged with
+   the new changes and pruned as the buckets layout prunes (:func:`~streamjoin.enrichment.step._needed`):
+   a new change pruning drops is stale, one it keeps is *accepted*;
+3. each released event looked up by one probe of the base, the delta and the new changes (the
+   newest of the three at or before its lookup time; a delete gives no row);
+4. the accepted changes written as this version's run, or, once the delta and they outgrow
+   ``fold_fraction`` of the base, every version still needed written as the new base (a fold).
+
+No version pruning would drop is ever needed by a later lookup (see
+:mod:`streamjoin.enrichment.step`, "Why versions may stay until their bucket folds": the argument
+holds for one bucket as for all of a partition), so folding only at intervals gives every result
+that pruning at every version gives.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from streamjoin.changes import DELETE, OP, SEQ, TIME
+from streamjoin.enrichment import runs
+from streamjoin.enrichment.sorted_versions import AFTER_EVERY_SEQUENCE, Order, SortedVersions, key_codes
+from streamjoin.enrichment.spec import Mode
+from streamjoin.enrichment.step import Step, _needed
+from streamjoin.kit.order import canonical_order, canonical_sort_keys
+from streamjoin.kit.times import times_of
+from streamjoin.runtime.operator import POS_INF
+
+__all__ = ["RunsStep"]
+
+
+class RunsStep(Step):
+    """A :class:`Step` whose versions are held as sorted runs (see module)."""
+
+    def _arrange(self, versions: pa.Table, keys: list[pa.Array]) -> pa.Table:
+        """This version's changes in version order (kept as ``self.new``); of equal ones, the
+        first in canonical row order first."""
+        order = Order.of(key_codes(keys), versions)
+        rows = order.argsort()
+        if order.take(rows).same_as_previous().any():   # ties: the canonical order decides
+            first = [*self.keys, TIME, SEQ]
+            ranked = np.asarray(canonical_order(versions, canonical_sort_keys(
+                versions.select([*first, *self.spec.values]).schema, first)))
+            rows = ranked[order.take(ranked).argsort()]
+        schema = self.spec.versions_schema
+        table = pa.Table.from_arrays([versions.column(n) for n in schema.names], schema=schema).take(pa.array(rows))
+        self.new = SortedVersions(table, order.take(rows))
+        return table
+
+    def _merge(self, released: pa.Table) -> pa.Table:
+        """Drop the duplicate new changes, and decide which of the others pruning keeps
+        (``self.accepted``: those it keeps and still needs)."""
+        self.runs = runs.RunsCache.of(self.state, self.spec.versions_schema)
+        self.held = self.runs.read(self.state, self.keys)
+        new = self.new
+        dup = new.order.same_as_previous()
+        for held in (self.held.base, self.held.delta):
+            if len(held) and len(new):
+                at = held.floor(new.order)
+                hit = at >= 0
+                rows = np.flatnonzero(hit)
+                same = held.order.at_or_before(at[rows], new.order, rows) \
+                    & new.order.at_or_before(rows, held.order, at[rows])
+                dup[rows[same]] = True
+        self.metrics["stale_changes"] += int(dup.sum())
+        if dup.any():
+            kept = np.flatnonzero(~dup)
+            new = SortedVersions(new.table.take(pa.array(kept)), new.order.take(kept))
+        self.fresh = new
+        self.accepted = self._accepted(new)
+        return new.table
+
+    def _accepted(self, new: SortedVersions) -> np.ndarray:
+        """Which rows of ``new`` (no duplicates) pruning, with every version held of their keys,
+        keeps and still needs; the others are counted stale."""
+        if not len(new):
+            return np.zeros(0, bool)
+        parts = [new.table.select([*self.keys, OP, TIME])]
+        orders, flags = [new.order], [np.ones(len(new), bool)]
+        for held in (self.held.base, self.held.delta):
+            rows = held.rows_of(new.order.code) if len(held) else np.zeros(0, np.int64)
+            if rows.size:
+                parts.append(held.table.select([*self.keys, OP, TIME]).take(pa.array(rows)))
+                orders.append(held.order.take(rows))
+                flags.append(np.zeros(rows.size, bool))
+        is_new = np.concatenate(flags)
+        if len(parts) == 1:
+            together, ranked = parts[0], None
+        else:
+            order = orders[0]
+            for more in orders[1:]:
+                order = order.concat(more)
+            ranked = order.argsort()
+            together = pa.concat_tables(parts).take(pa.array(ranked))
+            is_new = is_new[ranked]
+        keep_to, gone_before = self._keep_bounds()
+        keep, needed = _needed(together, self.keys, keep_to, gone_before)
+        self.metrics["stale_changes"] += int((is_new & ~keep).sum())
+        accepted = np.zeros(len(new), bool)
+        if ranked is None:
+            accepted[:] = needed
+        else:
+            accepted[ranked[is_new]] = needed[is_new]
+        return accepted
+
+    def _lookup(self, released: pa.Table, versions: pa.Table) -> None:
+        """Join each released event with its key's last version at or before its lookup time,
+        among the base, the delta and this version's new changes."""
+        n = released.num_rows
+        if n == 0:
+            return
+        at = times_of(released, self.spec.stream_time) if self.spec.mode is Mode.AS_OF else np.full(n, POS_INF)
+        codes = key_codes([released.column(k).combine_chunks() for k in self.keys])
+        ranked = np.argsort(codes, kind="stable")   # probes in key order search the columns in one sweep
+        probes = Order(codes[ranked], np.ones(n, bool), np.asarray(at, np.int64)[ranked], np.ones(n, bool),
+                       np.full(n, AFTER_EVERY_SEQUENCE, np.int64))
+        sources = [s for s in (self.held.base, self.held.delta, self.fresh) if len(s)]
+        best_source, best_row = np.full(n, -1), np.full(n, -1)
+        for i, source in enumerate(sources):
+            row = source.floor(probes)
+            hit = np.flatnonzero(row >= 0)
+            better = hit
+            held = np.flatnonzero(best_source[hit] >= 0)
+            if held.size:   # a later source's version wins where it is after the best so far
+                rows = hit[held]
+                after = np.ones(hit.size, bool)
+                after[held] = _after(source, row[rows], sources, best_source[rows], best_row[rows])
+                better = hit[after]
+            best_source[better], best_row[better] = i, row[better]
+        unranked = np.empty(n, np.int64)
+        unranked[ranked] = np.arange(n)
+        best_source, best_row = best_source[unranked], best_row[unranked]
+        found = np.full(n, -1, np.int64)
+        gathered = []
+        offset = 0
+        for i, source in enumerate(sources):
+            mine = np.flatnonzero(best_source == i)
+            if mine.size:
+                gathered.append(source.table.take(pa.array(best_row[mine])))
+                found[mine] = offset + np.arange(mine.size)
+                offset += mine.size
+        versions = pa.concat_tables(gathered) if gathered else self.spec.versions_schema.empty_table()
+        deleted = found >= 0
+        deleted[deleted] = versions.column(OP).to_numpy()[found[deleted]] == DELETE
+        found[deleted] = -1
+        self.metrics["matched"] += int((found >= 0).sum())
+        self._emit(released.drop_columns(self.keys), found, versions)
+
+    def _prune_and_store(self, versions: pa.Table) -> None:
+        """Write the accepted changes as this version's run, or fold (see module)."""
+        accepted = self.fresh
+        if not self.accepted.all():
+            rows = np.flatnonzero(self.accepted)
+            accepted = SortedVersions(accepted.table.take(pa.array(rows)), accepted.order.take(rows))
+        base, delta = self.held.base, self.held.delta
+        beside = len(delta) + len(accepted)
+        if beside > max(self.spec.fold_fraction * len(base), runs.MIN_FOLD_ROWS):
+            self._fold(accepted)
+            return
+        if len(accepted):
+            self.puts += runs.run_puts(self.version, accepted.table)
+            delta = _merged([delta, accepted])
+        self.meta.versions_held = len(base) + len(delta)
+        self.runs.commit(self.version, runs.Held(base, delta))
+
+    def _fold(self, accepted: SortedVersions) -> None:
+        """Write every version still needed (base, delta and ``accepted``) as this version's run,
+        in place of every earlier run."""
+        parts = [s for s in (self.held.base, self.held.delta) if len(s)]
+        if parts:
+            every = _merged([*parts, accepted])
+            keep_to, gone_before = self._keep_bounds()
+            _, needed = _needed(every.table.select([*self.keys, OP, TIME]), self.keys, keep_to, gone_before)
+            if not needed.all():
+                rows = np.flatnonzero(needed)
+                every = SortedVersions(every.table.take(pa.array(rows)), every.order.take(rows))
+        else:   # nothing held: the accepted changes were pruned with every version there is
+            every = accepted
+        self.delete_ranges.append(runs.earlier_runs(self.version))
+        self.puts += runs.run_puts(self.version, every.table)
+        self.meta.versions_held = len(every)
+        empty = SortedVersions(every.table.slice(0, 0), every.order.take(np.zeros(0, np.int64)))
+        self.runs.commit(self.version, runs.Held(every, empty))
+
+
+def _after(source: SortedVersions, rows: np.ndarray, sources: list[SortedVersions], best_source: np.ndarray,
+           best_row: np.ndarray) -> np.ndarray:
+    """Whether row ``rows[i]`` of ``source`` is after row ``best_row[i]`` of source
+    ``best_source[i]`` (same key; no two versions held are equal)."""
+    out = np.zeros(rows.size, bool)
+    for j, other in enumerate(sources):
+        mine = np.flatnonzero(best_source == j)
+        if mine.size:
+            out[mine] = ~source.order.at_or_before(rows[mine], other.order, best_row[mine])
+    return out
+
+
+def _merged(parts: list[SortedVersions]) -> SortedVersions:
+    """The versions of ``parts`` (each in version order) as one, in version order."""
+    parts = [p for p in parts if len(p)] or parts[:1]
+    if len(parts) == 1:
+        return parts[0]
+    order = parts[0].order
+    for more in parts[1:]:
+        order = order.concat(more.order)
+    rows = order.argsort()
+    table = pa.concat_tables([p.table for p in parts]).combine_chunks()
+    return SortedVersions(table.take(pa.array(rows)), order.take(rows))

@@ -1,0 +1,175 @@
+"""Table versions held sorted, probed a batch at a time (the enrichment's ``runs`` layout).
+
+A :class:`SortedVersions` is a table of versions (:attr:`EnrichmentSpec.versions_schema`) with
+its rows in *version order*: by key code, then timeless rows first, change time, a null sequence
+first, sequence (:class:`Order`). A row's *key code* (:func:`key_codes`) is its one integer key
+as ``int64``, or else the ``pack`` bytes of its key values in the fixed-width form of
+:func:`streamjoin.statestore.arrangement.encode_keys`: equal keys have equal codes and every key
+one code, so a key's versions are adjacent and in the order a lookup needs. The codes order keys
+by no meaning of their values; they only have to be the same in every process, which they are.
+
+A probe (:meth:`SortedVersions.floor`) finds, for each of a batch of (key code, point), the last
+row of that key at or before the point: two ``searchsorted`` of the codes give each key's rows,
+and a bisection of those rows, a few vectorised steps for all probes at once, the point. No
+Python loop runs per row and no hash table is built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from streamjoin.changes import SEQ, TIME
+from streamjoin.statestore.arrangement import encode_keys, widen_keys
+from streamjoin.statestore.packed_columns import pack_array
+
+__all__ = ["Order", "SortedVersions", "key_codes", "AFTER_EVERY_SEQUENCE"]
+
+#: A probe's sequence that every version's sequence at the same change time is at or before.
+AFTER_EVERY_SEQUENCE = (1 << 63) - 1
+
+
+def key_codes(keys: Sequence[pa.Array]) -> np.ndarray:
+    """The key code of each row of the key columns ``keys`` (see module): ``int64`` for one
+    integer or boolean column, else fixed-width bytes (``S`` values). No key may be null."""
+    if len(keys) == 1 and (pa.types.is_integer(keys[0].type) or pa.types.is_boolean(keys[0].type)):
+        return np.asarray(keys[0].cast(pa.int64()).to_numpy(zero_copy_only=False), dtype=np.int64)
+    n = len(keys[0]) if keys else 0
+    return encode_keys(pack_array(list(keys), n))
+
+
+def _common(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two code arrays in one width (bytes codes are widened; the order is kept)."""
+    if a.dtype.kind != "S" or a.dtype == b.dtype:
+        return a, b
+    width = max(a.dtype.itemsize, b.dtype.itemsize) - 4   # (encode_keys adds four bytes of length)
+    return (a if a.dtype.itemsize - 4 == width else widen_keys(a, width),
+            b if b.dtype.itemsize - 4 == width else widen_keys(b, width))
+
+
+@dataclass(frozen=True)
+class Order:
+    """The version order of rows: key code, whether timed (a timeless row first), change time
+    (0 where timeless), whether sequenced (a null sequence first), sequence (0 where null)."""
+
+    code: np.ndarray
+    timed: np.ndarray
+    time: np.ndarray
+    sequenced: np.ndarray
+    seq: np.ndarray
+
+    @classmethod
+    def of(cls, codes: np.ndarray, table: pa.Table) -> Order:
+        """The order of ``table``'s rows (versions, with ``codes`` their key codes)."""
+        time, seq = table.column(TIME), table.column(SEQ)
+        return cls(codes, _valid(time), _values(time), _valid(seq), _values(seq))
+
+    def __len__(self) -> int:
+        return len(self.code)
+
+    def take(self, rows: np.ndarray) -> Order:
+        return Order(self.code[rows], self.timed[rows], self.time[rows], self.sequenced[rows], self.seq[rows])
+
+    def concat(self, other: Order) -> Order:
+        code, theirs = _common(self.code, other.code)
+        return Order(np.concatenate([code, theirs]), np.concatenate([self.timed, other.timed]),
+                     np.concatenate([self.time, other.time]), np.concatenate([self.sequenced, other.sequenced]),
+                     np.concatenate([self.seq, other.seq]))
+
+    def argsort(self) -> np.ndarray:
+        """The rows in version order (stable: equal rows keep their order)."""
+        return np.lexsort((self.seq, self.sequenced, self.time, self.timed, self.code))
+
+    def same_as_previous(self) -> np.ndarray:
+        """Whether each row (in version order) equals the previous one in key, time and sequence."""
+        same = np.zeros(len(self), bool)
+        if len(self) > 1:
+            same[1:] = self.same_key_as_previous()[1:] & _eq(self.timed) & _eq(self.time) \
+                & _eq(self.sequenced) & _eq(self.seq)
+        return same
+
+    def same_key_as_previous(self) -> np.ndarray:
+        """Whether each row has the key of the previous one."""
+        same = np.zeros(len(self), bool)
+        same[1:] = _eq(self.code)
+        return same
+
+    def at_or_before(self, rows: np.ndarray, other: Order, theirs: np.ndarray) -> np.ndarray:
+        """Whether each row ``rows[i]`` of this order is at or before row ``theirs[i]`` of
+        ``other`` in (timed, time, sequenced, sequence) (the keys are not compared)."""
+        a = (self.timed[rows], self.time[rows], self.sequenced[rows], self.seq[rows])
+        b = (other.timed[theirs], other.time[theirs], other.sequenced[theirs], other.seq[theirs])
+        before, tied = np.zeros(len(rows), bool), np.ones(len(rows), bool)
+        for x, y in zip(a, b):
+            before |= tied & (x < y)
+            tied &= x == y
+        return before | tied
+
+
+def _eq(values: np.ndarray) -> np.ndarray:
+    return values[1:] == values[:-1]
+
+
+def _valid(column: pa.ChunkedArray) -> np.ndarray:
+    return np.asarray(column.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _values(column: pa.ChunkedArray) -> np.ndarray:
+    return np.asarray(column.cast(pa.int64()).fill_null(0).to_numpy(), dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class SortedVersions:
+    """Versions (``table``) in version order (``order``); see module."""
+
+    table: pa.Table
+    order: Order
+
+    @classmethod
+    def empty(cls, schema: pa.Schema, codes: np.ndarray) -> SortedVersions:
+        return cls(schema.empty_table(), Order.of(codes[:0], schema.empty_table()))
+
+    @classmethod
+    def sorted(cls, table: pa.Table, codes: np.ndarray) -> SortedVersions:
+        """``table``'s rows (with key codes ``codes``) put in version order."""
+        order = Order.of(codes, table)
+        rows = order.argsort()
+        if rows.size and not bool((rows[1:] > rows[:-1]).all()):
+            return cls(table.take(pa.array(rows)), order.take(rows))
+        return cls(table, order)
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    def key_ranges(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each of ``codes``, the rows ``[lo, hi)`` of that key."""
+        mine, theirs = _common(self.order.code, codes)
+        return np.searchsorted(mine, theirs, "left"), np.searchsorted(mine, theirs, "right")
+
+    def floor(self, probes: Order) -> np.ndarray:
+        """For each probe, the last row of its key at or before it in (timed, time, sequenced,
+        sequence), or -1 where its key has none."""
+        lo, hi = self.key_ranges(probes.code)
+        first = lo.copy()
+        everyone = np.arange(len(probes))
+        active = lo < hi
+        while active.any():   # bisection: rows [lo, hi) of each probe's key not yet decided
+            at = np.flatnonzero(active)
+            mid = (lo[at] + hi[at]) // 2
+            go = self.order.at_or_before(mid, probes, everyone[at])
+            lo[at[go]] = mid[go] + 1
+            hi[at[~go]] = mid[~go]
+            active[at] = lo[at] < hi[at]
+        return np.where(lo > first, lo - 1, -1)
+
+    def rows_of(self, codes: np.ndarray) -> np.ndarray:
+        """Every row of the keys ``codes`` (each key once), ascending."""
+        lo, hi = self.key_ranges(np.unique(codes))
+        counts = hi - lo
+        if not counts.sum():
+            return np.zeros(0, np.int64)
+        starts = np.repeat(lo - np.r_[0, np.cumsum(counts)[:-1]], counts)
+        return np.arange(int(counts.sum()), dtype=np.int64) + starts

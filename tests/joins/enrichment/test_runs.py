@@ -1,0 +1,159 @@
+"""The enrichment join's ``runs`` layout (:mod:`streamjoin.enrichment.runs`) against the references
+and against the ``buckets`` layout, with folds at every size (``MIN_FOLD_ROWS`` drawn), through
+crashes, lost stores and every backend."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from unittest import mock
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streamjoin.changes import SEQ, TIME, ChangeFormat
+from streamjoin.enrichment import runs
+from streamjoin.enrichment.operator import EnrichmentJoin
+from streamjoin.enrichment.sorted_versions import Order, SortedVersions, key_codes
+from streamjoin.errors import JoinDefinitionError
+from tests.examples import scaled
+from tests.joins.drivers import StepDriver, replay_disturbed
+from tests.joins.enrichment.test_properties import BACKENDS, Run, cases, drive_with_metrics, rows_of, run_all
+
+RUNS = {"layout": "runs"}
+#: a fold whenever the rows beside the base pass half of it, or only at 4096 rows (never, here)
+FOLDS = st.sampled_from([0, 1, 3, runs.MIN_FOLD_ROWS])
+
+
+def timed_cases(**kwargs):
+    """Cases without a table TTL (the runs layout has none yet)."""
+    return cases(**kwargs).map(lambda case: dataclasses.replace(case, ttl=None))
+
+
+@given(case=timed_cases(), mode=st.sampled_from(["as_of", "latest"]), fold=FOLDS)
+def test_runs_layout_equals_reference_and_the_buckets_layout(case, mode, fold):
+    with mock.patch.object(runs, "MIN_FOLD_ROWS", fold):
+        output, reasons, metrics = drive_with_metrics(case, mode, **RUNS)
+    assert output == case.expected(mode)
+    assert (reasons["late"], reasons["late change"]) == case.late_counts()
+    base_output, base_reasons, base_metrics = drive_with_metrics(case, mode)
+    assert (output, reasons) == (base_output, base_reasons)
+    for name in ("stale_changes", "matched", "late_changes", "released_by_grace"):
+        assert metrics[name] == base_metrics[name], name
+
+
+@given(case=timed_cases(), grace=st.sampled_from([0, 1, 4]), fold=FOLDS)
+def test_runs_layout_with_grace_equals_the_buckets_layout(case, grace, fold):
+    options = {"grace": dt.timedelta(seconds=grace)}
+    with mock.patch.object(runs, "MIN_FOLD_ROWS", fold):
+        output, _, metrics = drive_with_metrics(case, "as_of", **options, **RUNS)
+    base_output, _, base_metrics = drive_with_metrics(case, "as_of", **options)
+    assert output == base_output
+    assert metrics["stale_changes"] == base_metrics["stale_changes"]
+
+
+@pytest.mark.parametrize("store", BACKENDS)
+@settings(max_examples=scaled(10))
+@given(case=timed_cases(max_rows=8), mode=st.sampled_from(["as_of", "latest"]))
+def test_runs_layout_equals_reference_on_every_backend(store, case, mode):
+    with mock.patch.object(runs, "MIN_FOLD_ROWS", 1):
+        output, _ = run_all(case, mode, store, **RUNS)
+    assert output == case.expected(mode)
+
+
+@settings(max_examples=scaled(25))
+@given(case=timed_cases(max_rows=8), mode=st.sampled_from(["as_of", "latest"]), fold=FOLDS, data=st.data())
+def test_runs_layout_crash_and_restore_equals_uninterrupted_run(case, mode, fold, data):
+    versions = [*range(len(case.batches)), None]
+    with mock.patch.object(runs, "MIN_FOLD_ROWS", fold):
+        plain, chaos = Run(case, mode, **RUNS), Run(case, mode, data.draw(st.sampled_from(BACKENDS)), **RUNS)
+        try:
+            expected = [rows_of(plain.run(index)) for index in versions]
+            replay_disturbed(chaos, lambda index, version: rows_of(chaos.run(index, version=version)), versions,
+                             expected, data)
+        finally:
+            plain.close()
+            chaos.close()
+
+
+def test_runs_layout_refuses_a_table_ttl_saying_what_to_do():
+    stream = pa.schema([("k", pa.int64()), ("ts", pa.timestamp("us"))])
+    table = pa.schema([("k", pa.int64()), ("op", pa.string()), ("at", pa.timestamp("us")), ("v", pa.string())])
+    with pytest.raises(JoinDefinitionError, match="table_ttl is not supported with layout='runs'.*'buckets'"):
+        EnrichmentJoin(stream, table, "k", stream_time="ts", changes=ChangeFormat.plain("k", time="at"),
+                       table_ttl=dt.timedelta(hours=1), layout="runs")
+    with pytest.raises(JoinDefinitionError, match="unknown layout='rows'"):
+        EnrichmentJoin(stream, table, "k", stream_time="ts", changes=ChangeFormat.plain("k", time="at"),
+                       layout="rows")  # type: ignore[arg-type]
+
+
+def test_runs_layout_is_part_of_the_definition():
+    stream = pa.schema([("k", pa.int64()), ("ts", pa.timestamp("us"))])
+    table = pa.schema([("k", pa.int64()), ("op", pa.string()), ("at", pa.timestamp("us")), ("v", pa.string())])
+    fmt = ChangeFormat.plain("k", time="at")
+    buckets = EnrichmentJoin(stream, table, "k", stream_time="ts", changes=fmt).definition()
+    runs_ = EnrichmentJoin(stream, table, "k", stream_time="ts", changes=fmt, layout="runs").definition()
+    assert (buckets["layout"], runs_["layout"]) == (2, 3)
+    assert "buckets" in buckets and "buckets" not in runs_
+
+
+@given(keys=st.lists(st.tuples(st.sampled_from(["a", "b", "ab", ""]), st.integers(-2, 2)), max_size=12),
+       times=st.lists(st.one_of(st.none(), st.integers(-3, 3)), min_size=12, max_size=12),
+       probe=st.tuples(st.sampled_from(["a", "b", "ab", "", "c"]), st.integers(-2, 2), st.integers(-4, 4)))
+def test_sorted_versions_floor_finds_the_last_version_of_the_key_at_or_before(keys, times, probe):
+    table = pa.table({"s": pa.array([k for k, _ in keys], pa.string()), "i": pa.array([i for _, i in keys], pa.int64()),
+                      "_t": pa.array(times[:len(keys)], pa.int64()), "_s": pa.array([None] * len(keys), pa.int64())})
+    table = table.rename_columns(["s", "i", TIME, SEQ])
+    held = SortedVersions.sorted(table, key_codes([table.column("s").combine_chunks(), table.column("i").combine_chunks()]))
+    code = key_codes([pa.array([probe[0]]), pa.array([probe[1]], pa.int64())])
+    found = held.floor(Order(code, np.ones(1, bool), np.array([probe[2]]), np.ones(1, bool), np.array([2**63 - 1])))[0]
+    rows = held.table.to_pylist()
+    candidates = [i for i, r in enumerate(rows) if (r["s"], r["i"]) == probe[:2]
+                  and (r[TIME] is None or r[TIME] <= probe[2])]
+    assert found == (max(candidates) if candidates else -1)
+    mine = [i for i, r in enumerate(rows) if (r["s"], r["i"]) == probe[:2]]
+    assert mine == sorted(mine) and (not mine or mine == list(range(mine[0], mine[-1] + 1)))
+    assert [rows[i][TIME] is not None for i in mine] == sorted(rows[i][TIME] is not None for i in mine)
+
+
+@pytest.mark.parametrize("fold", [0, runs.MIN_FOLD_ROWS])
+def test_runs_layout_duplicates_and_older_changes_are_stale(script, fold):
+    with mock.patch.object(runs, "MIN_FOLD_ROWS", fold):
+        s = script(mode="latest", delay=dt.timedelta(seconds=5), **RUNS)
+        s.run([], [(1, "upsert", 5, "second"), (1, "upsert", 5, "first")])   # canonical order: "first" wins
+        assert s.run([(1, 9, "e")], [(1, "upsert", 5, "again"), (1, "upsert", 4, "older")]) == [(1, 9, "e", "first")]
+        assert s.metric("stale_changes") == 3 and s.reasons() == ([], [])
+        s.run([], [(1, "upsert", 7, "newer"), (2, "upsert", 5, "two")])
+        assert s.run([(1, 10, "f"), (2, 10, "g")], [(1, "upsert", 7, "again")]) == [(1, 10, "f", "newer"),
+                                                                                   (2, 10, "g", "two")]
+        assert s.metric("stale_changes") == 4
+
+
+@given(case=timed_cases(max_partitions=2), fold=FOLDS, data=st.data())
+def test_runs_layout_output_and_state_do_not_depend_on_row_order(case, fold, data):
+    shuffled = dataclasses.replace(
+        case, batches=[(data.draw(st.permutations(e)), data.draw(st.permutations(c))) for e, c in case.batches])
+    with mock.patch.object(runs, "MIN_FOLD_ROWS", fold):
+        drivers = [StepDriver(c.operator("as_of", **RUNS), c.partitions) for c in (case, shuffled)]
+        try:
+            for index in range(len(case.batches)):
+                (a, _), (b, _) = (d.run(*c.tables(index)) for d, c in zip(drivers, (case, shuffled)))
+                assert a.equals(b)
+                assert drivers[0].state() == drivers[1].state()
+        finally:
+            for driver in drivers:
+                driver.close()
+
+
+@pytest.mark.parametrize("fold", [0, runs.MIN_FOLD_ROWS])
+def test_runs_layout_holds_a_duplicate_of_a_version_held_once(script, fold):
+    with mock.patch.object(runs, "MIN_FOLD_ROWS", fold):
+        s = script(delay=dt.timedelta(seconds=5), **RUNS)
+        s.run([], [(1, "upsert", 5, "first")])
+        s.run([], [(1, "upsert", 5, "again")])         # not late (the table watermark is 0), a duplicate
+        assert s.last("versions_held") == 1 and s.metric("stale_changes") == 1
+        s.run([(1, 6, "e")], [(None, "heartbeat", 20, None)])
+        assert s.run(final=True) == [(1, 6, "e", "first")]
