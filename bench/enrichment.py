@@ -68,7 +68,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from streamjoin.enrichment.operator import EnrichmentJoin
-    from streamjoin.enrichment.spec import ModeName
+    from streamjoin.enrichment.spec import LayoutName, ModeName
 
 __all__ = ["add_arguments", "run", "Params", "generate", "Inputs"]
 
@@ -112,6 +112,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"comma-separated stores measured in as-of mode (default {','.join(STORES)})")
     parser.add_argument("--latest", default=DEFAULT_KIND, metavar="STORES",
                         help=f"comma-separated stores also measured in latest mode (default {DEFAULT_KIND}; '' for none)")
+    parser.add_argument("--layouts", default="buckets", metavar="LAYOUTS",
+                        help="comma-separated state layouts of the as-of variants (stream_table_join's layout=; "
+                        "default buckets): each store is measured with each, a runs variant named "
+                        "streamjoin-STORE-runs")
     parser.add_argument("--no-spark", action="store_true", help="skip Spark's stream-static join")
     parser.add_argument("--user-typed", action="store_true",
                         help="user-typed inputs, a Parquet snapshot read as it comes: event and change files with "
@@ -314,7 +318,7 @@ class Bench:
         static = self.spark.read.parquet(os.path.join(self.root, "static.parquet"))
         return self.source("events").join(static, "user_id", "left")
 
-    def streamjoin(self, store: str, mode: ModeName, scratch: str) -> DataFrame:
+    def streamjoin(self, store: str, mode: ModeName, scratch: str, layout: LayoutName = "buckets") -> DataFrame:
         from streamjoin import stream_table_join
 
         return stream_table_join(
@@ -323,7 +327,7 @@ class Bench:
             delay=datetime.timedelta(seconds=DELAY_S),
             bootstrap=self.spark.read.parquet(os.path.join(self.root, "snapshot.parquet")),
             store=store, checkpoint=os.path.join(scratch, "join"), partitions=self.params.partitions,
-            state_dir=os.path.join(scratch, "state"),
+            state_dir=os.path.join(scratch, "state"), layout=layout,
         )
 
     def warm_up(self) -> None:
@@ -353,7 +357,8 @@ class Bench:
                 df = self.spark_join(scratch)
             else:
                 parts = variant.split("-")
-                df = self.streamjoin(parts[1], "latest" if parts[-1] == "latest" else "as_of", scratch)
+                df = self.streamjoin(parts[1], "latest" if parts[-1] == "latest" else "as_of", scratch,
+                                     "runs" if parts[-1] == "runs" else "buckets")
             built = time.perf_counter() - start
             query = run_to_noop(df, scratch, variant)
             seconds = time.perf_counter() - start
@@ -537,8 +542,20 @@ def _stores(text: str) -> list[str]:
     return parse_stores(text, STORES)
 
 
+def _layouts(text: str) -> list[LayoutName]:
+    from streamjoin.enrichment.spec import LAYOUTS
+
+    chosen = [name.strip() for name in text.split(",") if name.strip()]
+    if not chosen or any(name not in LAYOUTS for name in chosen):
+        raise SystemExit(f"--layouts takes a comma-separated list of {', '.join(LAYOUTS)}, not {text!r}")
+    return [layout for layout in LAYOUTS for name in chosen if name == layout]
+
+
 def variants(args: argparse.Namespace) -> list[str]:
-    return ([] if args.no_spark else ["spark-stream-static"]) + [f"streamjoin-{s}" for s in _stores(args.stores)] \
+    layouts = _layouts(getattr(args, "layouts", "buckets"))
+    return ([] if args.no_spark else ["spark-stream-static"]) \
+        + [f"streamjoin-{s}" + ("" if layout == "buckets" else f"-{layout}") for s in _stores(args.stores)
+           for layout in layouts] \
         + [f"streamjoin-{s}-latest" for s in _stores(args.latest)]
 
 
@@ -555,7 +572,7 @@ def run(args: argparse.Namespace) -> int:
         if args.profile:
             stores = _stores(args.stores) or _stores(args.latest) or [DEFAULT_KIND]
             return profile(inputs, params, root, stores[0], "as_of" if _stores(args.stores) else "latest",
-                           args.buckets)
+                           args.buckets, _layouts(args.layouts)[0])
         write_inputs(root, inputs, params.user_typed)
         write_warm_inputs(os.path.join(root, "warm"), inputs, user_typed=params.user_typed)
         spark = local_session(shuffle_partitions=params.partitions,
@@ -585,8 +602,10 @@ def run(args: argparse.Namespace) -> int:
 
 # -- profiling ---------------------------------------------------------------------------------
 
-def profile(inputs: Inputs, params: Params, root: str, store: str, mode: str, buckets: int = 64) -> int:
-    """Run streamjoin's tasks for every version and partition in this process under cProfile."""
+def profile(inputs: Inputs, params: Params, root: str, store: str, mode: str, buckets: int = 64,
+            layout: LayoutName = "buckets") -> int:
+    """Run streamjoin's tasks for every version and partition in this process under cProfile
+    (the first of ``--layouts``)."""
     import cProfile
     import pstats
 
@@ -595,7 +614,7 @@ def profile(inputs: Inputs, params: Params, root: str, store: str, mode: str, bu
     from streamjoin.runtime.task import TaskInfo, run_task
     from streamjoin.statestore.warm import evict_all
 
-    op = join_operator(mode, buckets)
+    op = join_operator(mode, buckets, layout)
     checkpoint_dir = os.path.join(root, "join")
 
     def write_initial(bound: BoundQuery) -> dict[str, int]:
@@ -636,15 +655,15 @@ def profile(inputs: Inputs, params: Params, root: str, store: str, mode: str, bu
     return 0 if summary["output_rows"] == params.events else 1
 
 
-def join_operator(mode: str, buckets: int = 64) -> "EnrichmentJoin":
+def join_operator(mode: str, buckets: int = 64, layout: LayoutName = "buckets") -> "EnrichmentJoin":
     """The benchmark's join as the in-process runs build it: events left-joined on ``user_id`` with
-    the table's plain change stream in ``mode``, a watermark delay of ``DELAY_S``."""
+    the table's plain change stream in ``mode``, a watermark delay of ``DELAY_S``, in ``layout``."""
     from streamjoin.changes import ChangeFormat
     from streamjoin.enrichment.operator import EnrichmentJoin
 
     return EnrichmentJoin(EVENTS, CHANGES, "user_id", stream_time="ts",
                           changes=ChangeFormat.plain("user_id", time="changed_at"), mode=mode, how="left",
-                          delay=datetime.timedelta(seconds=DELAY_S), buckets=buckets)
+                          delay=datetime.timedelta(seconds=DELAY_S), buckets=buckets, layout=layout)
 
 
 def _route(table: pa.Table, partitions: int) -> list[pa.Table]:

@@ -1,7 +1,8 @@
 """Starting the enrichment join from state rows (:mod:`streamjoin.runtime.initial_state`).
 
 ``read_state``'s rows become the state (:mod:`streamjoin.enrichment.state`) a partition holding
-them has:
+them has (in the ``runs`` layout, :mod:`streamjoin.enrichment.runs`, the versions as one run and
+the events as one file of waiting events; the meta as below):
 
 * ``table``: each key bucket's versions as one base blob, sorted by (key, change time,
   sequence), as :mod:`streamjoin.enrichment.regroup` writes them (``_op`` ``"delete"`` is a
@@ -22,7 +23,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamjoin.changes import DELETE, OP, SEQ, TIME, UPSERT
+from streamjoin.enrichment import runs
 from streamjoin.enrichment import state as st
+from streamjoin.enrichment.sorted_versions import SortedVersions
 from streamjoin.enrichment.spec import EnrichmentSpec
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.kit.order import canonical_order, canonical_sort_keys, sort_canonically
@@ -42,6 +45,8 @@ def key_arrays(spec: EnrichmentSpec, side: str, rows: pa.Table) -> list[pa.Array
 
 def entries(spec: EnrichmentSpec, rows: Mapping[str, pa.Table], version: int) -> list[KeyValue]:
     """The partition's state holding ``rows`` (by side) before ``version`` (see module)."""
+    if spec.layout == "runs":
+        return _runs_entries(spec, rows, version)
     out: list[KeyValue] = []
     held = waiting = 0
     table = rows.get("table")
@@ -63,8 +68,7 @@ def entries(spec: EnrichmentSpec, rows: Mapping[str, pa.Table], version: int) ->
                                   st.slot_width(spec.ttl))
     events = rows.get("events")
     if events is not None and events.num_rows:
-        events = sort_canonically(pa.Table.from_arrays([events.column(f.name).cast(f.type) for f in spec.stream],
-                                                       schema=spec.stream), spec.event_sort)
+        events = _events(spec, events)
         starts = times_of(events, spec.stream_time) // spec.event_bucket * spec.event_bucket
         ranked = np.argsort(starts, kind="stable")
         events, starts = events.take(pa.array(ranked)), starts[ranked]
@@ -74,6 +78,30 @@ def entries(spec: EnrichmentSpec, rows: Mapping[str, pa.Table], version: int) ->
         waiting = events.num_rows
     out.append(st.meta_put(st.Meta(versions_held=held, events_waiting=waiting)))
     return sorted(out)
+
+
+def _runs_entries(spec: EnrichmentSpec, rows: Mapping[str, pa.Table], version: int) -> list[KeyValue]:
+    """:func:`entries` in the ``runs`` layout (:mod:`streamjoin.enrichment.runs`): the versions as
+    one run and the events as one file of waiting events, both of version ``version - 1``."""
+    out: list[KeyValue] = []
+    held = waiting = 0
+    table = rows.get("table")
+    if table is not None and table.num_rows:
+        versions = _versions(spec, table)
+        out += runs.run_puts(version - 1, SortedVersions.sorted(versions, runs.codes_of(versions, spec.keys)).table)
+        held = versions.num_rows
+    events = rows.get("events")
+    if events is not None and events.num_rows:
+        out += runs.waiting_puts(version - 1, _events(spec, events))
+        waiting = events.num_rows
+    out.append(st.meta_put(st.Meta(versions_held=held, events_waiting=waiting)))
+    return sorted(out)
+
+
+def _events(spec: EnrichmentSpec, events: pa.Table) -> pa.Table:
+    """The ``events`` side's rows in the stream's schema, in canonical order."""
+    return sort_canonically(pa.Table.from_arrays([events.column(f.name).cast(f.type) for f in spec.stream],
+                                                 schema=spec.stream), spec.event_sort)
 
 
 def _versions(spec: EnrichmentSpec, table: pa.Table) -> pa.Table:

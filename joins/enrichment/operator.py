@@ -102,8 +102,8 @@ class EnrichmentJoin(SpecOperator):
         (see module). ``layout``: how a partition holds the table's versions: ``"buckets"`` (the
         default: per key bucket, read as a version touches them) or ``"runs"`` (sorted runs
         held in memory and probed a batch at a time, :mod:`streamjoin.enrichment.runs`; no
-        ``table_ttl`` yet). Both give the same results; a checkpoint keeps the layout it was
-        started with.
+        ``table_ttl`` yet; ``buckets`` and ``event_bucket`` are the buckets layout's and not
+        used). Both give the same results; a checkpoint keeps the layout it was started with.
         """
         self.spec: EnrichmentSpec = build_spec(
             stream, table, on, stream_time=stream_time, changes=changes, mode=mode, how=how,
@@ -136,9 +136,9 @@ class EnrichmentJoin(SpecOperator):
 
     def regroup(self, sources: Sequence[Store], owned: Ownership) -> list[KeyValue]:
         """Split state by key group after a change of partition count (:mod:`streamjoin.enrichment.regroup`)."""
-        from streamjoin.enrichment.regroup import regroup
+        from streamjoin.enrichment.regroup import regroup, regroup_runs
 
-        return regroup(self.spec, sources, owned)
+        return (regroup_runs if self.spec.layout == "runs" else regroup)(self.spec, sources, owned)
 
     def state_key(self, side: str, rows: pa.Table) -> list[pa.Array]:
         """A state row's key columns (:mod:`streamjoin.enrichment.load`)."""

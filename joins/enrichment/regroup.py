@@ -34,7 +34,9 @@ import numpy as np
 import pyarrow as pa
 
 from streamjoin.changes import SEQ, TIME
+from streamjoin.enrichment import runs
 from streamjoin.enrichment import state as st
+from streamjoin.enrichment.sorted_versions import SortedVersions
 from streamjoin.enrichment.spec import EnrichmentSpec
 from streamjoin.kit.order import canonical_sort_keys, sort_canonically
 from streamjoin.runtime.areas import Area
@@ -42,7 +44,7 @@ from streamjoin.runtime.evolution import as_schema
 from streamjoin.runtime.regroup import Ownership, merged_scan
 from streamjoin.statestore.base import KeyValue, Store
 
-__all__ = ["regroup"]
+__all__ = ["regroup", "regroup_runs"]
 
 _VERSIONS, _EVENTS = st.LAYOUT["versions"], st.LAYOUT["events"]
 
@@ -78,6 +80,34 @@ def regroup(spec: EnrichmentSpec, sources: Sequence[Store], owned: Ownership) ->
     if metas:
         out.append(st.meta_put(st.Meta(max(m.event_watermark for m in metas), max(m.table_watermark for m in metas),
                                        held, waiting)))
+    return sorted(out)
+
+
+def regroup_runs(spec: EnrichmentSpec, sources: Sequence[Store], owned: Ownership) -> list[KeyValue]:
+    """:func:`regroup` of the ``runs`` layout (:mod:`streamjoin.enrichment.runs`): the owned
+    versions of every run of every old partition as one run, in version order; the owned events
+    still waiting in every file of every old partition as one file, in canonical order; the meta
+    as :func:`regroup` makes it. A key's versions are in one old partition, so none is there twice.
+    Both are filed under version 0, before every version a partition runs: only their order among
+    the files counts."""
+    found = [st.LAYOUT["meta"].get(s) for s in sources]
+    metas = [st.Meta(*m) for m in found if m is not None]
+    out: list[KeyValue] = []
+    schema = spec.versions_schema
+    versions = _owned([t for s in sources for _, t in runs.read_runs(s, schema)] or [schema.empty_table()],
+                      spec.keys, owned)
+    if versions.num_rows:
+        out += runs.run_puts(0, SortedVersions.sorted(versions, runs.codes_of(versions, spec.keys)).table)
+    waiting = 0
+    if metas:
+        meta = st.Meta(max(m.event_watermark for m in metas), max(m.table_watermark for m in metas))
+        events = [runs.still_waiting(t, spec.stream_time, meta, spec.grace)
+                  for s in sources for _, t in runs.read_waiting(s, spec.stream)]
+        kept = _owned(events or [spec.stream.empty_table()], list(spec.stream_key), owned)
+        if kept.num_rows:
+            out += runs.waiting_puts(0, sort_canonically(kept, spec.event_sort))
+            waiting = kept.num_rows
+        out.append(st.meta_put(st.Meta(meta.event_watermark, meta.table_watermark, versions.num_rows, waiting)))
     return sorted(out)
 
 

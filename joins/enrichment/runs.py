@@ -4,7 +4,7 @@ Chosen with ``EnrichmentJoin(..., layout="runs")`` (the definition's ``layout`` 
 
     b"\\x00meta"                                    -> as in layout 2 (:mod:`streamjoin.enrichment.state`)
     b"R" | encode_int(version) | encode_int(chunk) -> versions (Arrow IPC stream)
-    b"E" | encode_timestamp(time bucket) | encode_int(version) -> waiting events, as in layout 2
+    b"W" | encode_int(version) | encode_int(chunk) -> waiting events (Arrow IPC stream)
 
 **Runs.** A version that accepts changes writes them as one *run*: its accepted versions in
 version order (:mod:`streamjoin.enrichment.sorted_versions`), cut into chunks of at most
@@ -15,6 +15,15 @@ accepted changes, pruned as :func:`streamjoin.enrichment.step._needed` prunes) a
 removes every earlier run with one range delete. No version appears in two runs, so the versions
 held are the union of the runs, whichever run holds each. So a version's writes follow its
 changes, not the table's size, and versions no longer needed leave at the next fold.
+
+**Waiting events** (as-of mode) are filed by the version they arrived in: its events not
+released on arrival, in canonical event order (by event time first), cut into chunks as runs are.
+A filed event waits for the release bound (:meth:`streamjoin.enrichment.step.Step._release_bound`),
+which never decreases, to pass its time, so the events of a version's file still waiting are
+exactly those with a time at or above the previous version's bound: releasing the events below
+this version's bound is a slice of each file (two binary searches of its times), and a file is
+never rewritten, only removed with its last event. A version writes at most one file of waiting
+events, and the files' count follows the versions an event waits, not the spread of their times.
 
 **In memory.** :class:`RunsCache`, kept in the store's memo as the enrichment's bucket cache is
 (:mod:`streamjoin.enrichment.cache`: labelled with the store version it describes, started again
@@ -33,20 +42,22 @@ import pyarrow as pa
 
 from streamjoin.enrichment import state as st
 from streamjoin.enrichment.sorted_versions import SortedVersions, key_codes
+from streamjoin.enrichment.step import release_bound
+from streamjoin.kit.times import times_of
 from streamjoin.runtime.areas import ARROW, INT, Area, Ints, StateLayout
 from streamjoin.runtime.evolution import as_schema
 from streamjoin.statestore.base import KeyValue, Store
 
-__all__ = ["LAYOUT", "CHUNK_ROWS", "MIN_FOLD_ROWS", "run_puts", "earlier_runs", "read_runs", "Held", "RunsCache",
-           "codes_of"]
+__all__ = ["LAYOUT", "CHUNK_ROWS", "MIN_FOLD_ROWS", "run_puts", "waiting_puts", "earlier_runs", "waiting_file",
+           "read_runs", "read_waiting", "still_waiting", "Held", "Waiting", "RunsCache", "codes_of"]
 
 #: The enrichment join's state in the ``runs`` layout (see module).
 LAYOUT = StateLayout("enrichment join", 3, (
     Area("meta", st.LAYOUT["meta"].prefix, (), Ints(4)),
     Area("runs", b"R", (("version", INT), ("chunk", INT)), ARROW),
-    st.LAYOUT["events"],
+    Area("waiting", b"W", (("version", INT), ("chunk", INT)), ARROW),
 ))
-_RUNS = LAYOUT["runs"]
+_RUNS, _WAITING = LAYOUT["runs"], LAYOUT["waiting"]
 #: The most rows of one stored chunk of a run.
 CHUNK_ROWS = 65536
 #: A fold waits for at least this many rows beside the base.
@@ -61,10 +72,17 @@ def codes_of(table: pa.Table, keys: list[str]) -> np.ndarray:
 
 def run_puts(version: int, versions: pa.Table) -> list[KeyValue]:
     """The entries of the run ``version`` writes (``versions`` in version order), chunk by chunk."""
-    out = []
-    for chunk, start in enumerate(range(0, versions.num_rows, CHUNK_ROWS)):
-        out.append((_RUNS.key(version, chunk), st.blob(versions.slice(start, CHUNK_ROWS))))
-    return out
+    return _chunked(_RUNS, version, versions)
+
+
+def waiting_puts(version: int, events: pa.Table) -> list[KeyValue]:
+    """The entries of the waiting events that arrived in ``version`` (in canonical order)."""
+    return _chunked(_WAITING, version, events)
+
+
+def _chunked(area: Area, version: int, table: pa.Table) -> list[KeyValue]:
+    return [(area.key(version, chunk), st.blob(table.slice(start, CHUNK_ROWS)))
+            for chunk, start in enumerate(range(0, table.num_rows, CHUNK_ROWS))]
 
 
 def earlier_runs(version: int) -> tuple[bytes, bytes]:
@@ -72,12 +90,27 @@ def earlier_runs(version: int) -> tuple[bytes, bytes]:
     return _RUNS.below(version)
 
 
+def waiting_file(version: int) -> tuple[bytes, bytes]:
+    """The key range of the waiting events that arrived in ``version``."""
+    return _WAITING.range(version)
+
+
 def read_runs(store: Store, schema: pa.Schema | None) -> Iterator[tuple[int, pa.Table]]:
     """(version, versions) of every run the store holds, oldest first, as tables of ``schema``
     (a run written under an earlier schema of the table is read in it; None: as stored)."""
-    current, chunks = None, []
-    for key, value in _RUNS.scan(store):
-        version = _RUNS.decode(key)[0]
+    return _read(store, _RUNS, schema)
+
+
+def read_waiting(store: Store, schema: pa.Schema | None) -> Iterator[tuple[int, pa.Table]]:
+    """(arrival version, events) of every file of waiting events, oldest first, as tables of
+    ``schema`` (the stream's; None: as stored)."""
+    return _read(store, _WAITING, schema)
+
+
+def _read(store: Store, area: Area, schema: pa.Schema | None) -> Iterator[tuple[int, pa.Table]]:
+    current, chunks = -1, list[pa.Table]()
+    for key, value in area.scan(store):
+        version = int(area.decode(key)[0])
         if version != current and chunks:
             yield current, _whole(chunks, schema)
             chunks = []
@@ -115,13 +148,31 @@ class Held:
                    SortedVersions.sorted(rest, codes_of(rest, keys)))
 
 
+def still_waiting(events: pa.Table, time: str, meta: st.Meta, grace: int | None) -> pa.Table:
+    """The events of a file of waiting events (event time column ``time``) still waiting in a
+    state whose meta is ``meta``: those at or after the last version's release bound."""
+    bound = release_bound(meta.event_watermark, meta.table_watermark, grace)
+    return events.filter(pa.array(times_of(events, time) >= bound))
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """One file of waiting events: its arrival version, its events and their times (ascending)."""
+
+    version: int
+    events: pa.Table
+    times: np.ndarray
+
+
 @dataclass
 class RunsCache:
-    """The versions held as of store version ``version``, decoded and sorted (see module)."""
+    """The versions held and the waiting events as of store version ``version``, decoded (see
+    module)."""
 
     schema: pa.Schema
     version: int | None
     held: Held | None = None
+    waiting: list[Waiting] | None = None
 
     @classmethod
     def of(cls, store: Store, schema: pa.Schema) -> RunsCache:
@@ -139,7 +190,14 @@ class RunsCache:
             self.held = Held.read(store, self.schema, keys)
         return self.held
 
-    def commit(self, version: int, held: Held) -> None:
-        """The running step leaves ``held``: the cache describes version ``version`` once the
-        store's version marker says so (its write happened)."""
-        self.version, self.held = version, held
+    def read_waiting(self, store: Store, stream: pa.Schema, time: str) -> list[Waiting]:
+        """The files of waiting events (of schema ``stream``, event time column ``time``): from
+        the cache, else read from ``store``."""
+        if self.waiting is None:
+            self.waiting = [Waiting(v, t, times_of(t, time)) for v, t in read_waiting(store, stream)]
+        return self.waiting
+
+    def commit(self, version: int, held: Held, waiting: list[Waiting]) -> None:
+        """The running step leaves ``held`` and ``waiting``: the cache describes version
+        ``version`` once the store's version marker says so (its write happened)."""
+        self.version, self.held, self.waiting = version, held, waiting

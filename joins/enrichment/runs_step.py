@@ -31,7 +31,7 @@ from streamjoin.enrichment import runs
 from streamjoin.enrichment.sorted_versions import AFTER_EVERY_SEQUENCE, Order, SortedVersions, key_codes
 from streamjoin.enrichment.spec import Mode
 from streamjoin.enrichment.step import Step, _needed
-from streamjoin.kit.order import canonical_order, canonical_sort_keys
+from streamjoin.kit.order import canonical_order, canonical_sort_keys, sort_canonically
 from streamjoin.kit.times import times_of
 from streamjoin.runtime.operator import POS_INF
 
@@ -56,10 +56,47 @@ class RunsStep(Step):
         self.new = SortedVersions(table, order.take(rows))
         return table
 
+    def _released(self) -> pa.Table:
+        """The events released in this version: of each file of waiting events, those from the
+        previous version's release bound to this one's (a slice: see :mod:`streamjoin.enrichment.runs`;
+        a file with none left is removed), and the new ones with time < the bound."""
+        spec, bound = self.spec, self.release
+        self.runs = runs.RunsCache.of(self.state, spec.versions_schema)
+        previous = self._release_bound(self.meta.event_watermark, self.meta.table_watermark, final=False)
+        parts, self.waiting_files, released = [], [], 0
+        for filed in self.runs.read_waiting(self.state, spec.stream, spec.stream_time):
+            start, end = np.searchsorted(filed.times, [previous, bound], "left").tolist()
+            if end > start:
+                parts.append(filed.events.slice(start, end - start))
+                released += end - start
+            if end == len(filed.times):
+                self.delete_ranges.append(runs.waiting_file(filed.version))
+            else:
+                self.waiting_files.append(filed)
+        self.meta.events_waiting -= released
+        if parts:
+            parts = [self._with_keys(pa.concat_tables(parts))]
+        new_go = times_of(self.events, spec.stream_time) < bound
+        self.waiting = self.events.filter(pa.array(~new_go)).drop_columns(self.keys)
+        table = pa.concat_tables([*parts, self.events.filter(pa.array(new_go))])
+        if not self.final and spec.grace is not None:
+            self.metrics["released_by_grace"] = int((times_of(table, spec.stream_time) >= self.tw).sum())
+        return sort_canonically(table, spec.event_sort)
+
+    def _store_waiting(self) -> None:
+        """File the new events that wait as this version's (as_of, not final)."""
+        events = self.waiting
+        if events.num_rows:
+            self.puts += runs.waiting_puts(self.version, events)
+            self.waiting_files.append(runs.Waiting(self.version, events, times_of(events, self.spec.stream_time)))
+            self.meta.events_waiting += events.num_rows
+
+    def _commit_caches(self) -> None:
+        self.runs.commit(self.version, self.next_held, self.waiting_files)
+
     def _merge(self, released: pa.Table) -> pa.Table:
         """Drop the duplicate new changes, and decide which of the others pruning keeps
         (``self.accepted``: those it keeps and still needs)."""
-        self.runs = runs.RunsCache.of(self.state, self.spec.versions_schema)
         self.held = self.runs.read(self.state, self.keys)
         new = self.new
         dup = new.order.same_as_previous()
@@ -136,19 +173,17 @@ class RunsStep(Step):
                 after[held] = _after(source, row[rows], sources, best_source[rows], best_row[rows])
                 better = hit[after]
             best_source[better], best_row[better] = i, row[better]
-        unranked = np.empty(n, np.int64)
-        unranked[ranked] = np.arange(n)
-        best_source, best_row = best_source[unranked], best_row[unranked]
         found = np.full(n, -1, np.int64)
         gathered = []
         offset = 0
+        columns = [OP, *self.spec.values]
         for i, source in enumerate(sources):
-            mine = np.flatnonzero(best_source == i)
+            mine = np.flatnonzero(best_source == i)   # (in key order: the rows taken ascend within a key)
             if mine.size:
-                gathered.append(source.table.take(pa.array(best_row[mine])))
-                found[mine] = offset + np.arange(mine.size)
+                gathered.append(source.table.select(columns).take(pa.array(best_row[mine])))
+                found[ranked[mine]] = offset + np.arange(mine.size)
                 offset += mine.size
-        versions = pa.concat_tables(gathered) if gathered else self.spec.versions_schema.empty_table()
+        versions = pa.concat_tables(gathered) if gathered else self.spec.versions_schema.empty_table().select(columns)
         deleted = found >= 0
         deleted[deleted] = versions.column(OP).to_numpy()[found[deleted]] == DELETE
         found[deleted] = -1
@@ -164,15 +199,15 @@ class RunsStep(Step):
         base, delta = self.held.base, self.held.delta
         beside = len(delta) + len(accepted)
         if beside > max(self.spec.fold_fraction * len(base), runs.MIN_FOLD_ROWS):
-            self._fold(accepted)
+            self._fold_all(accepted)
             return
         if len(accepted):
             self.puts += runs.run_puts(self.version, accepted.table)
             delta = _merged([delta, accepted])
         self.meta.versions_held = len(base) + len(delta)
-        self.runs.commit(self.version, runs.Held(base, delta))
+        self.next_held = runs.Held(base, delta)
 
-    def _fold(self, accepted: SortedVersions) -> None:
+    def _fold_all(self, accepted: SortedVersions) -> None:
         """Write every version still needed (base, delta and ``accepted``) as this version's run,
         in place of every earlier run."""
         parts = [s for s in (self.held.base, self.held.delta) if len(s)]
@@ -189,7 +224,7 @@ class RunsStep(Step):
         self.puts += runs.run_puts(self.version, every.table)
         self.meta.versions_held = len(every)
         empty = SortedVersions(every.table.slice(0, 0), every.order.take(np.zeros(0, np.int64)))
-        self.runs.commit(self.version, runs.Held(every, empty))
+        self.next_held = runs.Held(every, empty)
 
 
 def _after(source: SortedVersions, rows: np.ndarray, sources: list[SortedVersions], best_source: np.ndarray,

@@ -49,7 +49,7 @@ ModeName = Literal["as_of", "latest"]
 
 #: ``layout=``: how a partition holds its table versions (see :class:`EnrichmentSpec`).
 LayoutName = Literal["buckets", "runs"]
-LAYOUTS = ("buckets", "runs")
+LAYOUTS: tuple[LayoutName, ...] = ("buckets", "runs")
 
 
 class Mode(str, Enum):
@@ -128,10 +128,11 @@ class EnrichmentSpec:
     def definition(self) -> dict[str, Any]:
         """What this join computes and how its state is laid out (JSON-serialisable)."""
         layout: dict[str, Any] = {"layout": 3} if self.layout == "runs" else {"layout": 2, "buckets": self.buckets}
+        if self.layout != "runs":   # (the tuning of the buckets layout; the runs layout has none)
+            layout["event_bucket_us"] = self.event_bucket
         return {
             "kind": "enrichment_join", **layout, "mode": self.mode.value, "how": self.how.value,
-            "delay_us": self.delay, "grace_us": self.grace,
-            "event_bucket_us": self.event_bucket, "stream_key": list(self.stream_key),
+            "delay_us": self.delay, "grace_us": self.grace, "stream_key": list(self.stream_key),
             "stream_time": self.stream_time, "changes": self.changes.definition(),
             "stream": column_entries(self.stream),
             "table": column_entries(self.table),

@@ -52,7 +52,7 @@ from streamjoin.runtime.evolution import as_schema
 from streamjoin.runtime.operator import NEG_INF, POS_INF, StepInput, StepResult, conform
 from streamjoin.statestore.base import KeyValue, Store
 
-__all__ = ["Step"]
+__all__ = ["Step", "release_bound"]
 
 _NEW, _BUCKET = "__sj_new", "__sj_bucket"
 
@@ -86,11 +86,9 @@ class Step:
     def _release_bound(self, ew: int | None = None, tw: int | None = None, final: bool | None = None) -> int:
         """Events with time ``< bound`` are released in this version (or with watermarks ``ew``, ``tw``)."""
         ew, tw = self.ew if ew is None else ew, self.tw if tw is None else tw
-        if (self.final if final is None else final) or self.spec.mode is Mode.LATEST or tw == POS_INF:
+        if (self.final if final is None else final) or self.spec.mode is Mode.LATEST:
             return POS_INF
-        if self.spec.grace is None:
-            return tw
-        return max(tw, _minus(ew, self.spec.grace))
+        return release_bound(ew, tw, self.spec.grace)
 
     def _expire_before(self, ew: int, tw: int, release: int) -> int:
         """A key's newest version ``<= keep_to`` older than this has expired for every later lookup
@@ -110,11 +108,15 @@ class Step:
         self.meta.event_watermark = POS_INF if self.final else self.ew
         self.meta.table_watermark = POS_INF if self.final else self.tw
         self.puts.append(st.meta_put(self.meta))
-        self.cache.waiting_written(self.waiting_removed, self.waiting_writes)
-        self.cache.commit(self.version)
+        self._commit_caches()
         output = pa.concat_tables(self.output) if self.output else self.spec.output_schema.empty_table()
         return StepResult(output, (self.event_aside, self.change_aside), self.puts, self.deletes,
                           self.delete_ranges, metrics=self._metrics())
+
+    def _commit_caches(self) -> None:
+        """Tell the store's cache what this version wrote (:meth:`BucketCache.commit`)."""
+        self.cache.waiting_written(self.waiting_removed, self.waiting_writes)
+        self.cache.commit(self.version)
 
     # -- arrivals --------------------------------------------------------------------------------
 
@@ -432,6 +434,16 @@ class Step:
         metrics.update(event_watermark=self.meta.event_watermark, table_watermark=self.meta.table_watermark,
                        events_waiting=self.meta.events_waiting, versions_held=self.meta.versions_held)
         return metrics
+
+
+def release_bound(ew: int, tw: int, grace: int | None) -> int:
+    """as_of: events with time ``< bound`` are released by a version that ends with event and table
+    watermarks ``ew`` and ``tw`` (not the final one), with ``grace`` (µs; None: none)."""
+    if tw == POS_INF:
+        return POS_INF
+    if grace is None:
+        return tw
+    return max(tw, _minus(ew, grace))
 
 
 def _change_times(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:

@@ -13,7 +13,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamjoin.changes import DELETE, OP, SEQ, TIME
-from streamjoin.enrichment.state import read_buckets, scan_waiting
+from streamjoin.enrichment import runs
+from streamjoin.enrichment.state import read_buckets, read_meta, scan_waiting
 from streamjoin.runtime.defaults import entries_schema
 from streamjoin.runtime.evolution import as_schema
 from streamjoin.runtime.operator import POS_INF
@@ -35,10 +36,14 @@ def _read_table(store: Store, definition: Mapping[str, Any], columns: pa.Schema)
     keys = definition["changes"]["key"]
     named = {f"__sj_k{i}": k for i, k in enumerate(keys)}
     values = [f for f in columns if f.name not in {*keys, "_op", "_change_time", "_sequence"}]
-    buckets = read_buckets(store, range(int(definition["buckets"])), None)
+    if definition.get("layout") == runs.LAYOUT.version:
+        stored = [t for _, t in runs.read_runs(store, None)]
+    else:
+        stored = [t for bucket in read_buckets(store, range(int(definition["buckets"])), None).values()
+                  for t in bucket.tables()]
     # every blob in the current value columns, whatever schema of the table it was written under
     tables = [as_schema(t, pa.schema([t.schema.field(n) for n in (*named, OP, TIME, SEQ)] + values))
-              for bucket in buckets.values() for t in bucket.tables() if t.num_rows]
+              for t in stored if t.num_rows]
     if not tables:
         return columns.empty_table()
     found = pa.concat_tables(tables, promote_options="default")
@@ -65,7 +70,12 @@ def _events_schema(definition: Mapping[str, Any]) -> list[pa.Field]:
 
 
 def _read_events(store: Store, definition: Mapping[str, Any], columns: pa.Schema) -> pa.Table:
-    tables = [as_schema(t, columns) for _, t in scan_waiting(store, POS_INF, 1)]
+    if definition.get("layout") == runs.LAYOUT.version:   # a file's events before the bound have left
+        meta, grace = read_meta(store), definition.get("grace_us")
+        tables = [runs.still_waiting(as_schema(t, columns), definition["stream_time"], meta, grace)
+                  for _, t in runs.read_waiting(store, None)]
+    else:
+        tables = [as_schema(t, columns) for _, t in scan_waiting(store, POS_INF, 1)]
     return pa.concat_tables(tables) if tables else columns.empty_table()
 
 

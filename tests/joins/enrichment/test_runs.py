@@ -6,22 +6,29 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from collections import Counter
 from unittest import mock
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamjoin.changes import SEQ, TIME, ChangeFormat
+from streamjoin.changes import DELETE, OP, SEQ, TIME, ChangeFormat
 from streamjoin.enrichment import runs
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.enrichment.sorted_versions import Order, SortedVersions, key_codes
+from streamjoin.enrichment.step import _needed
 from streamjoin.errors import JoinDefinitionError
+from streamjoin.kit.order import ascending
+from streamjoin.runtime.initial_state import state_progress
+from streamjoin.runtime.state_rows import state_rows
 from tests.examples import scaled
-from tests.joins.drivers import StepDriver, replay_disturbed
+from tests.joins.drivers import InProcess, StepDriver, replay_disturbed
 from tests.joins.enrichment.test_properties import BACKENDS, Run, cases, drive_with_metrics, rows_of, run_all
+from tests.joins.runtime.test_rescale_enrichment import _bounds
 
 RUNS = {"layout": "runs"}
 #: a fold whenever the rows beside the base pass half of it, or only at 4096 rows (never, here)
@@ -157,3 +164,100 @@ def test_runs_layout_holds_a_duplicate_of_a_version_held_once(script, fold):
         assert s.last("versions_held") == 1 and s.metric("stale_changes") == 1
         s.run([(1, 6, "e")], [(None, "heartbeat", 20, None)])
         assert s.run(final=True) == [(1, 6, "e", "first")]
+
+
+# -- read_state, rescaling and starting from state rows ------------------------------------------
+
+
+def _needed_rows(run: Run, version: int) -> tuple[Counter, Counter]:
+    """read_state's table and events of ``run`` after ``version``: the versions each key still
+    needs (pruned as a fold after that version would prune them, no leading delete), and the
+    events waiting; whatever was folded when, and in either layout."""
+    uri = run.stage().checkpoint.uri
+    spec = run.stage().operator.spec
+    table = state_rows(uri, "table")
+    events = Counter(tuple(sorted(r.items())) for r in state_rows(uri, "events")
+                     .drop_columns(["_partition", "_version"]).to_pylist())
+    if not table.num_rows:
+        return Counter(), events
+    progress = run.stage().metrics[-1]
+    ew, tw = progress["event_watermark"], progress["table_watermark"]
+    keep_to, gone_before, _ = _bounds(spec, ew, tw)
+    key = list(spec.changes.key)
+    rows = table.drop_columns(["_partition", "_version"])
+    rows = rows.take(pc.sort_indices(rows, sort_keys=ascending(*key, "_change_time", "_sequence")))
+    named = rows.rename_columns([{"_op": OP, "_change_time": TIME}.get(n, n) for n in rows.column_names])
+    ops = pc.if_else(pc.equal(named.column(OP), "delete"), DELETE, 0)
+    named = named.set_column(named.column_names.index(OP), OP, ops).set_column(
+        named.column_names.index(TIME), TIME, named.column(TIME).cast(pa.int64()))
+    needed = _needed(named, key, keep_to, gone_before)[1]
+    kept = rows.filter(pa.array(needed))
+    keys = list(zip(*(kept.column(k).to_pylist() for k in key)))
+    first = np.array([i == 0 or keys[i] != keys[i - 1] for i in range(len(keys))], bool)
+    leading_delete = first & (np.array(kept.column("_op").to_pylist()) == "delete")
+    return Counter(tuple(sorted(r.items())) for r in kept.filter(pa.array(~leading_delete)).to_pylist()), events
+
+
+@settings(max_examples=scaled(25), deadline=None)
+@given(case=timed_cases(max_partitions=4), mode=st.sampled_from(["as_of", "latest"]), fold=FOLDS, data=st.data())
+def test_runs_layout_read_state_and_rescale_equal_the_buckets_layout(case, mode, fold, data):
+    versions = [*range(len(case.batches)), None]
+    cut = data.draw(st.integers(0, len(versions) - 1), label="cut")
+    partitions = data.draw(st.integers(1, 6), label="new partitions")
+    with mock.patch.object(runs, "MIN_FOLD_ROWS", fold):
+        buckets, rescaled = Run(case, mode), Run(case, mode, **RUNS)
+        try:
+            for version, index in enumerate(versions):
+                if version == cut:
+                    rescaled.restart(partitions)
+                assert rows_of(rescaled.run(index)) == rows_of(buckets.run(index)), f"version {version}"
+                assert _needed_rows(rescaled, version) == _needed_rows(buckets, version), f"version {version}"
+        finally:
+            buckets.close()
+            rescaled.close()
+
+
+@settings(max_examples=scaled(25), deadline=None)
+@given(case=timed_cases(max_partitions=4), mode=st.sampled_from(["as_of", "latest"]),
+       source=st.sampled_from(["buckets", "runs"]), data=st.data())
+def test_runs_layout_starts_from_the_state_rows_of_either_layout(case, mode, source, data):
+    cut = data.draw(st.integers(1, len(case.batches)), label="cut")
+    partitions = data.draw(st.integers(1, 5), label="partitions of the new checkpoint")
+    plain, first = Run(case, mode, **RUNS), Run(case, mode, layout=source)
+    started = InProcess(case.operator(mode, **RUNS), case.tables, partitions=partitions)
+    try:
+        for index in range(cut):
+            plain.run(index)
+            first.run(index)
+        uri = first.stage().checkpoint.uri
+        started.runner.set_initial_state({side: state_rows(uri, side) for side in ("table", "events")},
+                                         state_progress(uri))
+        expected, got = Counter(), Counter()
+        for index in [*range(cut, len(case.batches)), None]:
+            expected += rows_of(plain.run(index))
+            got += rows_of(started.run(index))
+        assert got == expected
+    finally:
+        for run in (plain, first, started):
+            run.close()
+
+
+def test_runs_layout_read_state_shows_only_the_events_still_waiting():
+    from tests.joins.enrichment.test_properties import PLAIN, SECOND, Case
+
+    events = [(1, 0, "x"), (1, 5 * SECOND, "y"), (1, 9 * SECOND, "z")]
+    case = Case(PLAIN, 2 * SECOND, [(events, [(1, "upsert", 0, 0, "free", False)]),
+                                    ([], [(1, "upsert", 6 * SECOND, 0, "pro", False)]), ([], [])], 1)
+    runs_, buckets = Run(case, "as_of", **RUNS), Run(case, "as_of")
+    try:
+        waiting = []
+        for index in range(3):
+            assert rows_of(runs_.run(index)) == rows_of(buckets.run(index))
+            shown = [state_rows(r.stage().checkpoint.uri, "events").drop_columns(["_version"]).to_pylist()
+                     for r in (runs_, buckets)]
+            assert shown[0] == shown[1]
+            waiting.append([row["what"] for row in shown[0]])
+        assert waiting == [["x", "y", "z"], ["x", "y", "z"], ["y", "z"]]   # x left in the last version
+    finally:
+        runs_.close()
+        buckets.close()
