@@ -53,7 +53,8 @@ def _change(user, op, seconds, plan=None, country=None):
     return {"user_id": user, "op": op, "changed_at": _at(seconds), "plan": plan, "country": country}
 
 
-def test_stream_table_join_as_of_streaming_with_bootstrap(spark, tmp_path):
+@pytest.mark.parametrize("layout", ["buckets", "runs"])
+def test_stream_table_join_as_of_streaming_with_bootstrap(spark, tmp_path, layout):
     root = str(tmp_path)
     _files(f"{root}/events", [
         [_event(1, 10, "a"), _event(2, 12, "b"), _event(4, 14, "c"), _event(2, 25, "b2")],
@@ -75,7 +76,7 @@ def test_stream_table_join_as_of_streaming_with_bootstrap(spark, tmp_path):
     try:
         joined = stream_table_join(events, changes, "user_id", stream_time="ts", table_key="user_id",
                                    table_time="changed_at", delay=timedelta(seconds=10), bootstrap=bootstrap,
-                                   checkpoint=f"{root}/ck", partitions=3)
+                                   checkpoint=f"{root}/ck", partitions=3, layout=layout)
     finally:
         context.setLocalProperty("spark.jobGroup.id", None)
     # the bootstrap is written in a thread of its own, whose jobs inherit the defining thread's group
