@@ -52,8 +52,10 @@ class RunsStep(Step):
                 versions.select([*first, *self.spec.values]).schema, first)))
             rows = ranked[order.take(ranked).argsort()]
         schema = self.spec.versions_schema
-        table = pa.Table.from_arrays([versions.column(n) for n in schema.names], schema=schema).take(pa.array(rows))
-        self.new = SortedVersions(table, order.take(rows))
+        table = pa.Table.from_arrays([versions.column(n) for n in schema.names], schema=schema)
+        if rows.size > 1 and not bool((rows[1:] > rows[:-1]).all()):   # (a bootstrap comes in key order)
+            table, order = table.take(pa.array(rows)), order.take(rows)
+        self.new = SortedVersions(table, order)
         return table
 
     def _released(self) -> pa.Table:

@@ -114,10 +114,15 @@ def _eq(values: np.ndarray) -> np.ndarray:
 
 
 def _valid(column: pa.ChunkedArray) -> np.ndarray:
+    if column.null_count == 0:
+        return np.ones(len(column), bool)
     return np.asarray(column.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def _values(column: pa.ChunkedArray) -> np.ndarray:
+    """The values as int64, 0 where null."""
+    if column.null_count == len(column):
+        return np.zeros(len(column), np.int64)
     return np.asarray(column.cast(pa.int64()).fill_null(0).to_numpy(), dtype=np.int64)
 
 
