@@ -30,6 +30,11 @@ events, and the files' count follows the versions an event waits, not the spread
 when the label does not match), holds the versions decoded and sorted: the base, and the later
 runs merged into one sorted *delta*. A partition's versions are held in memory whole while its
 store is open; the ``buckets`` layout, the default, reads only the key buckets a version touches.
+
+**Table TTL.** A fold drops the versions that have expired (as the buckets layout's folds do,
+:func:`streamjoin.enrichment.step._needed`); besides the folds for size, one is due once the
+oldest version held has expired by a slot of the TTL (:func:`expiry_due`), so expired keys
+leave the state within a quarter of the TTL of table time, as in the buckets layout.
 """
 
 from __future__ import annotations
@@ -46,10 +51,11 @@ from streamjoin.enrichment.step import release_bound
 from streamjoin.kit.times import times_of
 from streamjoin.runtime.areas import ARROW, INT, Area, Ints, StateLayout
 from streamjoin.runtime.evolution import as_schema
+from streamjoin.runtime.operator import NEG_INF, POS_INF
 from streamjoin.statestore.base import KeyValue, Store
 
 __all__ = ["LAYOUT", "CHUNK_ROWS", "MIN_FOLD_ROWS", "run_puts", "waiting_puts", "earlier_runs", "waiting_file",
-           "read_runs", "read_waiting", "still_waiting", "Held", "Waiting", "RunsCache", "codes_of"]
+           "read_runs", "read_waiting", "still_waiting", "expiry_due", "Held", "Waiting", "RunsCache", "codes_of"]
 
 #: The enrichment join's state in the ``runs`` layout (see module).
 LAYOUT = StateLayout("enrichment join", 3, (
@@ -146,6 +152,19 @@ class Held:
         rest = pa.concat_tables(runs[1:]).combine_chunks() if len(runs) > 1 else schema.empty_table()
         return cls(SortedVersions.sorted(runs[0], codes_of(runs[0], keys)),
                    SortedVersions.sorted(rest, codes_of(rest, keys)))
+
+
+def expiry_due(oldest: int, expire_before: int, ttl: int) -> bool:
+    """Whether a fold is due to drop expired versions (with a table TTL of ``ttl`` µs): the
+    oldest version held (change time ``oldest``; ``NEG_INF``: a timeless one) lies in a time slot
+    of :func:`streamjoin.enrichment.state.slot_width` that ends at or before ``expire_before``, as
+    the buckets layout's expiry index folds a bucket. So expired versions leave within a slot,
+    and folds for expiry come at most once a slot of table time."""
+    if expire_before == NEG_INF or oldest == POS_INF:
+        return False
+    width = st.slot_width(ttl)
+    slot = NEG_INF if oldest == NEG_INF else max(oldest // width, NEG_INF // width + 1) * width
+    return expire_before == POS_INF or slot <= max(((expire_before - width) // width) * width, NEG_INF)
 
 
 def still_waiting(events: pa.Table, time: str, meta: st.Meta, grace: int | None) -> pa.Table:

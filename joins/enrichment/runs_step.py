@@ -13,7 +13,9 @@ The rules, the arrivals, the release of events and the waiting events are those 
 3. each released event looked up by one probe of the base, the delta and the new changes (the
    newest of the three at or before its lookup time; a delete gives no row);
 4. the accepted changes written as this version's run, or, once the delta and they outgrow
-   ``fold_fraction`` of the base, every version still needed written as the new base (a fold).
+   ``fold_fraction`` of the base (or, with a table TTL, once the oldest version held has expired
+   by a slot: :func:`streamjoin.enrichment.runs.expiry_due`), every version still needed written
+   as the new base (a fold).
 
 No version pruning would drop is ever needed by a later lookup (see
 :mod:`streamjoin.enrichment.step`, "Why versions may stay until their bucket folds": the argument
@@ -142,7 +144,7 @@ class RunsStep(Step):
             together = pa.concat_tables(parts).take(pa.array(ranked))
             is_new = is_new[ranked]
         keep_to, gone_before = self._keep_bounds()
-        keep, needed = _needed(together, self.keys, keep_to, gone_before)
+        keep, needed = _needed(together, self.keys, keep_to, gone_before, self.expire_before)
         self.metrics["stale_changes"] += int((is_new & ~keep).sum())
         accepted = np.zeros(len(new), bool)
         if ranked is None:
@@ -178,7 +180,7 @@ class RunsStep(Step):
         found = np.full(n, -1, np.int64)
         gathered = []
         offset = 0
-        columns = [OP, *self.spec.values]
+        columns = [OP, TIME, *self.spec.values]
         for i, source in enumerate(sources):
             mine = np.flatnonzero(best_source == i)   # (in key order: the rows taken ascend within a key)
             if mine.size:
@@ -189,6 +191,7 @@ class RunsStep(Step):
         deleted = found >= 0
         deleted[deleted] = versions.column(OP).to_numpy()[found[deleted]] == DELETE
         found[deleted] = -1
+        self._expire(found, at, versions)
         self.metrics["matched"] += int((found >= 0).sum())
         self._emit(released.drop_columns(self.keys), found, versions)
 
@@ -200,7 +203,9 @@ class RunsStep(Step):
             accepted = SortedVersions(accepted.table.take(pa.array(rows)), accepted.order.take(rows))
         base, delta = self.held.base, self.held.delta
         beside = len(delta) + len(accepted)
-        if beside > max(self.spec.fold_fraction * len(base), runs.MIN_FOLD_ROWS):
+        expiring = self.spec.ttl is not None and runs.expiry_due(
+            min(base.oldest(), delta.oldest(), accepted.oldest()), self.expire_before, self.spec.ttl)
+        if expiring or beside > max(self.spec.fold_fraction * len(base), runs.MIN_FOLD_ROWS):
             self._fold_all(accepted)
             return
         if len(accepted):
@@ -216,7 +221,8 @@ class RunsStep(Step):
         if parts:
             every = _merged([*parts, accepted])
             keep_to, gone_before = self._keep_bounds()
-            _, needed = _needed(every.table.select([*self.keys, OP, TIME]), self.keys, keep_to, gone_before)
+            _, needed = _needed(every.table.select([*self.keys, OP, TIME]), self.keys, keep_to, gone_before,
+                                self.expire_before)
             if not needed.all():
                 rows = np.flatnonzero(needed)
                 every = SortedVersions(every.table.take(pa.array(rows)), every.order.take(rows))

@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from streamjoin.changes import SEQ, TIME
+from streamjoin.runtime.operator import NEG_INF, POS_INF
 from streamjoin.statestore.arrangement import encode_keys, widen_keys
 from streamjoin.statestore.packed_columns import pack_array
 
@@ -148,6 +149,14 @@ class SortedVersions:
 
     def __len__(self) -> int:
         return self.table.num_rows
+
+    def oldest(self) -> int:
+        """The earliest change time held (``NEG_INF`` if a version is timeless; ``POS_INF``: none)."""
+        if not len(self):
+            return POS_INF
+        if not self.order.timed.all():
+            return NEG_INF
+        return int(self.order.time.min())
 
     def key_ranges(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each of ``codes``, the rows ``[lo, hi)`` of that key."""

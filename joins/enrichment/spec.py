@@ -183,9 +183,6 @@ def build_spec(
     ttl = None if table_ttl is None else parse_duration("table_ttl", table_ttl)
     if ttl is not None and ttl <= 0:
         raise JoinDefinitionError(f"table_ttl must be > 0 (None: table keys never expire), not {table_ttl!r}")
-    if ttl is not None and layout == "runs":
-        raise JoinDefinitionError("table_ttl is not supported with layout='runs' yet; leave layout at its default "
-                                  "('buckets') to expire table keys")
     if not isinstance(buckets, int) or isinstance(buckets, bool) or not 1 <= buckets <= 1 << 20:
         raise JoinDefinitionError(f"buckets must be an int in 1..{1 << 20}, not {buckets!r}")
     values = tuple(n for n in internal.names[len(changes.key) + 3:])

@@ -36,8 +36,8 @@ FOLDS = st.sampled_from([0, 1, 3, runs.MIN_FOLD_ROWS])
 
 
 def timed_cases(**kwargs):
-    """Cases without a table TTL (the runs layout has none yet)."""
-    return cases(**kwargs).map(lambda case: dataclasses.replace(case, ttl=None))
+    """Cases, with or without a table TTL."""
+    return cases(**kwargs)
 
 
 @given(case=timed_cases(), mode=st.sampled_from(["as_of", "latest"]), fold=FOLDS)
@@ -48,7 +48,7 @@ def test_runs_layout_equals_reference_and_the_buckets_layout(case, mode, fold):
     assert (reasons["late"], reasons["late change"]) == case.late_counts()
     base_output, base_reasons, base_metrics = drive_with_metrics(case, mode)
     assert (output, reasons) == (base_output, base_reasons)
-    for name in ("stale_changes", "matched", "late_changes", "released_by_grace"):
+    for name in ("stale_changes", "matched", "late_changes", "released_by_grace", "expired_lookups", "expired_changes"):
         assert metrics[name] == base_metrics[name], name
 
 
@@ -86,13 +86,10 @@ def test_runs_layout_crash_and_restore_equals_uninterrupted_run(case, mode, fold
             chaos.close()
 
 
-def test_runs_layout_refuses_a_table_ttl_saying_what_to_do():
+def test_runs_layout_refuses_an_unknown_layout_naming_the_known_ones():
     stream = pa.schema([("k", pa.int64()), ("ts", pa.timestamp("us"))])
     table = pa.schema([("k", pa.int64()), ("op", pa.string()), ("at", pa.timestamp("us")), ("v", pa.string())])
-    with pytest.raises(JoinDefinitionError, match="table_ttl is not supported with layout='runs'.*'buckets'"):
-        EnrichmentJoin(stream, table, "k", stream_time="ts", changes=ChangeFormat.plain("k", time="at"),
-                       table_ttl=dt.timedelta(hours=1), layout="runs")
-    with pytest.raises(JoinDefinitionError, match="unknown layout='rows'"):
+    with pytest.raises(JoinDefinitionError, match=r"unknown layout='rows'; use one of \['buckets', 'runs'\]"):
         EnrichmentJoin(stream, table, "k", stream_time="ts", changes=ChangeFormat.plain("k", time="at"),
                        layout="rows")  # type: ignore[arg-type]
 
@@ -261,3 +258,14 @@ def test_runs_layout_read_state_shows_only_the_events_still_waiting():
     finally:
         runs_.close()
         buckets.close()
+
+
+def test_runs_layout_expired_keys_leave_the_state_within_a_slot(script):
+    s = script(table_ttl=dt.timedelta(seconds=4), **RUNS)
+    s.run([(99, 10, "tick")], [(u, "upsert", 1, "free") for u in range(20)] + [(None, "heartbeat", 10, None)])
+    assert s.last("versions_held") == 20
+    s.run()            # keep_to = 10: expired before 6, so the slot of 1 s is due: a fold drops them
+    assert s.last("versions_held") == 0
+    assert [k for k, _ in s.driver.state()[0] if k[:1] == b"R"] == []
+    s.run([(3, 31, "young"), (1, 31, "gone")], [(3, "upsert", 30, "max"), (None, "heartbeat", 40, None)])
+    assert s.run() == [(1, 31, "gone", None), (3, 31, "young", "max"), (99, 10, "tick", None)]
