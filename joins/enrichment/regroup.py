@@ -18,7 +18,7 @@ A new partition's state (:mod:`streamjoin.enrichment.state`) from the old partit
   cannot be split (they name buckets, which hold keys of every key group), and need not be kept:
   the step files an entry for every version it accepts, and folds a bucket named by a slot once
   the slot ends at or before ``expire_before``, dropping there every version with a change time
-  below that bound (expired or pruned: ``_needed``); so every version still held has its
+  below that bound (expired or pruned: ``needed_versions``); so every version still held has its
   (slot, bucket) entry in its old partition, and the entries rebuilt are those entries, less the
   ones that name only versions of other key groups, or none (left by a fold that dropped them:
   such an entry only makes a bucket fold, which changes no result).

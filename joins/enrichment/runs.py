@@ -11,7 +11,7 @@ version order (:mod:`streamjoin.enrichment.sorted_versions`), cut into chunks of
 :data:`CHUNK_ROWS` rows, under the version's number. A version *folds* once the runs after the
 first (the *base*) hold more than ``fold_fraction`` of its rows (and at least
 :data:`MIN_FOLD_ROWS`): it writes every version still needed (base, later runs and its own
-accepted changes, pruned as :func:`streamjoin.enrichment.step._needed` prunes) as its run, and
+accepted changes, pruned as :func:`streamjoin.enrichment.step.needed_versions` prunes) as its run, and
 removes every earlier run with one range delete. No version appears in two runs, so the versions
 held are the union of the runs, whichever run holds each. So a version's writes follow its
 changes, not the table's size, and versions no longer needed leave at the next fold.
@@ -32,7 +32,7 @@ runs merged into one sorted *delta*. A partition's versions are held in memory w
 store is open; the ``buckets`` layout, the default, reads only the key buckets a version touches.
 
 **Table TTL.** A fold drops the versions that have expired (as the buckets layout's folds do,
-:func:`streamjoin.enrichment.step._needed`); besides the folds for size, one is due once the
+:func:`streamjoin.enrichment.step.needed_versions`); besides the folds for size, one is due once the
 oldest version held has expired by a slot of the TTL (:func:`expiry_due`), so expired keys
 leave the state within a quarter of the TTL of table time, as in the buckets layout.
 """

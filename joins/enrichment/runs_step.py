@@ -8,7 +8,7 @@ The rules, the arrivals, the release of events and the waiting events are those 
    changes equal in key, time and sequence the first in canonical row order is kept, and a
    change equal to a version held is a duplicate (the held one wins): both are counted stale;
 2. the versions held of the changed keys (a range of the base and of the delta each) merged with
-   the new changes and pruned as the buckets layout prunes (:func:`~streamjoin.enrichment.step._needed`):
+   the new changes and pruned as the buckets layout prunes (:func:`~streamjoin.enrichment.step.needed_versions`):
    a new change pruning drops is stale, one it keeps is *accepted*;
 3. each released event looked up by one probe of the base, the delta and the new changes (the
    newest of the three at or before its lookup time; a delete gives no row);
@@ -32,7 +32,7 @@ from streamjoin.changes import DELETE, OP, SEQ, TIME
 from streamjoin.enrichment import runs
 from streamjoin.enrichment.sorted_versions import AFTER_EVERY_SEQUENCE, Order, SortedVersions, key_codes
 from streamjoin.enrichment.spec import Mode
-from streamjoin.enrichment.step import Step, _needed
+from streamjoin.enrichment.step import Step, needed_versions
 from streamjoin.kit.order import canonical_order, canonical_sort_keys, sort_canonically
 from streamjoin.kit.times import times_of
 from streamjoin.runtime.operator import POS_INF
@@ -144,7 +144,7 @@ class RunsStep(Step):
             together = pa.concat_tables(parts).take(pa.array(ranked))
             is_new = is_new[ranked]
         keep_to, gone_before = self._keep_bounds()
-        keep, needed = _needed(together, self.keys, keep_to, gone_before, self.expire_before)
+        keep, needed = needed_versions(together, self.keys, keep_to, gone_before, self.expire_before)
         self.metrics["stale_changes"] += int((is_new & ~keep).sum())
         accepted = np.zeros(len(new), bool)
         if ranked is None:
@@ -221,7 +221,7 @@ class RunsStep(Step):
         if parts:
             every = _merged([*parts, accepted])
             keep_to, gone_before = self._keep_bounds()
-            _, needed = _needed(every.table.select([*self.keys, OP, TIME]), self.keys, keep_to, gone_before,
+            _, needed = needed_versions(every.table.select([*self.keys, OP, TIME]), self.keys, keep_to, gone_before,
                                 self.expire_before)
             if not needed.all():
                 rows = np.flatnonzero(needed)

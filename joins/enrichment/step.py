@@ -52,7 +52,7 @@ from streamjoin.runtime.evolution import as_schema
 from streamjoin.runtime.operator import NEG_INF, POS_INF, StepInput, StepResult, conform
 from streamjoin.statestore.base import KeyValue, Store
 
-__all__ = ["Step", "release_bound"]
+__all__ = ["Step", "release_bound", "needed_versions"]
 
 _NEW, _BUCKET = "__sj_new", "__sj_bucket"
 
@@ -325,7 +325,7 @@ class Step:
         """Count the stale new changes; write each touched bucket's accepted changes as a delta,
         or fold the bucket when its deltas and the versions seen to be no longer needed are many."""
         keep_to, gone_before = self._keep_bounds()
-        keep, needed = _needed(versions, self.keys, keep_to, gone_before, self.expire_before)
+        keep, needed = needed_versions(versions, self.keys, keep_to, gone_before, self.expire_before)
         new = versions.column(_NEW).to_numpy(zero_copy_only=False)
         self.metrics["stale_changes"] += int((new & ~keep).sum())
         buckets = versions.column(_BUCKET).to_numpy()
@@ -386,7 +386,7 @@ class Step:
             rows = rows.combine_chunks()
             order = pc.sort_indices(rows, sort_keys=ascending(_BUCKET, *self.keys, TIME, SEQ)).to_numpy()
             narrow = rows.select([*self.keys, OP, TIME]).take(pa.array(order))
-            order = order[_needed(narrow, self.keys, keep_to, gone_before, self.expire_before)[1]]
+            order = order[needed_versions(narrow, self.keys, keep_to, gone_before, self.expire_before)[1]]
         else:   # nothing held in these buckets: ``new`` is every version of its keys, in this order
             rows, order = new, np.flatnonzero(new_needed)
         buckets = rows.column(_BUCKET).to_numpy()[order]
@@ -471,7 +471,7 @@ def _same_as_previous(table: pa.Table, columns: list[str]) -> np.ndarray:
     return same
 
 
-def _needed(
+def needed_versions(
     versions: pa.Table, keys: list[str], keep_to: int, gone_before: int, expire_before: int = NEG_INF
 ) -> tuple[np.ndarray, np.ndarray]:
     """For ``versions`` sorted by key, time, sequence (all of each key's): whether pruning keeps

@@ -29,7 +29,7 @@ import pyarrow as pa
 from streamjoin.changes import ChangeFormat, VocabularyName, pre_stage, routable_format
 from streamjoin.changes.registry import detect_vocabulary, format_argument, get_vocabulary
 from streamjoin.enrichment.operator import EnrichmentJoin
-from streamjoin.enrichment.spec import Mode, ModeName
+from streamjoin.enrichment.spec import LayoutName, Mode, ModeName
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.interval.operator import IntervalJoin
 from streamjoin.kit.how import EnrichmentHow, How, IntervalHow, TableHow
@@ -189,7 +189,8 @@ class LocalJoins:
                           table_delay: Any = None, end_of_run: EndOfRun | None = None,
                           heartbeats: bool = False, changes: VocabularyName | ChangeFormat | None = None,
                           initial_state: Mapping[str, pa.Table] | None = None,
-                          initial_progress: Mapping[str, Any] | None = None) -> pa.Table:
+                          initial_progress: Mapping[str, Any] | None = None,
+                          layout: LayoutName = "buckets") -> pa.Table:
         """``streamjoin.stream_table_join`` over this micro-batch's Arrow tables; ``bootstrap``
         (an Arrow table of the table's rows) is loaded before the join's first version.
         ``end_of_run``: as for ``interval_join``; ``changes``: the former name of ``table_format``."""
@@ -208,7 +209,8 @@ class LocalJoins:
         table_changes, fmt = routable(table_changes, fmt)
         operator = EnrichmentJoin(stream.schema, table_changes.schema, on, stream_time=stream_time, changes=fmt,
                                   mode=mode, how=how, delay=delay, grace=grace, table_ttl=table_ttl,
-                                  stream_delay=stream_delay, table_delay=table_delay, heartbeats=heartbeats)
+                                  stream_delay=stream_delay, table_delay=table_delay, heartbeats=heartbeats,
+                                  layout=layout)
         if operator.spec.mode.value == "latest":
             self._note('stream_table_join(mode="latest") is documented as dependent on micro-batch boundaries')
         initial = None if bootstrap is None else operator.bootstrap_changes(bootstrap)

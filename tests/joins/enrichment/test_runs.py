@@ -20,7 +20,7 @@ from streamjoin.changes import DELETE, OP, SEQ, TIME, ChangeFormat
 from streamjoin.enrichment import runs
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.enrichment.sorted_versions import Order, SortedVersions, key_codes
-from streamjoin.enrichment.step import _needed
+from streamjoin.enrichment.step import needed_versions
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.kit.order import ascending
 from streamjoin.runtime.initial_state import state_progress
@@ -187,7 +187,7 @@ def _needed_rows(run: Run, version: int) -> tuple[Counter, Counter]:
     ops = pc.if_else(pc.equal(named.column(OP), "delete"), DELETE, 0)
     named = named.set_column(named.column_names.index(OP), OP, ops).set_column(
         named.column_names.index(TIME), TIME, named.column(TIME).cast(pa.int64()))
-    needed = _needed(named, key, keep_to, gone_before)[1]
+    needed = needed_versions(named, key, keep_to, gone_before)[1]
     kept = rows.filter(pa.array(needed))
     keys = list(zip(*(kept.column(k).to_pylist() for k in key)))
     first = np.array([i == 0 or keys[i] != keys[i - 1] for i in range(len(keys))], bool)

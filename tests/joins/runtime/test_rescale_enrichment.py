@@ -19,7 +19,7 @@ from streamjoin.changes import DELETE, OP, SEQ, TIME, ChangeFormat
 from streamjoin.enrichment import state as es
 from streamjoin.enrichment.operator import EnrichmentJoin
 from streamjoin.enrichment.spec import Mode
-from streamjoin.enrichment.step import _needed
+from streamjoin.enrichment.step import needed_versions
 from streamjoin.kit.order import ascending
 from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.keygroups import routing_types
@@ -81,7 +81,7 @@ def logical_state(run: Run, version: int) -> Counter:
     rows = pa.concat_tables(versions)
     rows = rows.take(pc.sort_indices(rows, sort_keys=ascending(*spec.keys, TIME, SEQ)))
     keep_to, gone_before, expire_before = _bounds(spec, ew, tw)
-    rows = rows.filter(pa.array(_needed(rows, spec.keys, keep_to, gone_before, expire_before)[1]))
+    rows = rows.filter(pa.array(needed_versions(rows, spec.keys, keep_to, gone_before, expire_before)[1]))
     keys = list(zip(*(rows.column(k).to_pylist() for k in spec.keys)))
     first = np.array([i == 0 or keys[i] != keys[i - 1] for i in range(len(keys))], dtype=bool)
     leading_delete = first & (rows.column(OP).to_numpy(zero_copy_only=False) == DELETE)
