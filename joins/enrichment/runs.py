@@ -54,8 +54,7 @@ from streamjoin.runtime.evolution import as_schema
 from streamjoin.runtime.operator import NEG_INF, POS_INF
 from streamjoin.statestore.base import KeyValue, Store
 
-__all__ = ["LAYOUT", "CHUNK_ROWS", "MIN_FOLD_ROWS", "run_puts", "waiting_puts", "earlier_runs", "waiting_file",
-           "read_runs", "read_waiting", "still_waiting", "expiry_due", "Held", "Waiting", "RunsCache", "codes_of"]
+__all__ = ["LAYOUT", "CHUNK_ROWS", "MIN_FOLD_ROWS", "run_puts", "waiting_puts", "read_runs", "read_waiting", "still_waiting", "expiry_due", "Held", "Waiting", "RunsCache", "codes_of"]
 
 #: The enrichment join's state in the ``runs`` layout (see module).
 LAYOUT = StateLayout("enrichment join", 3, (
@@ -91,39 +90,31 @@ def _chunked(area: Area, version: int, table: pa.Table) -> list[KeyValue]:
             for chunk, start in enumerate(range(0, table.num_rows, CHUNK_ROWS))]
 
 
-def earlier_runs(version: int) -> tuple[bytes, bytes]:
-    """The key range of every run written before ``version``."""
-    return _RUNS.below(version)
-
-
-def waiting_file(version: int) -> tuple[bytes, bytes]:
-    """The key range of the waiting events that arrived in ``version``."""
-    return _WAITING.range(version)
-
-
 def read_runs(store: Store, schema: pa.Schema | None) -> Iterator[tuple[int, pa.Table]]:
     """(version, versions) of every run the store holds, oldest first, as tables of ``schema``
     (a run written under an earlier schema of the table is read in it; None: as stored)."""
-    return _read(store, _RUNS, schema)
+    return ((version, table) for version, table, _ in _read(store, _RUNS, schema))
 
 
 def read_waiting(store: Store, schema: pa.Schema | None) -> Iterator[tuple[int, pa.Table]]:
     """(arrival version, events) of every file of waiting events, oldest first, as tables of
     ``schema`` (the stream's; None: as stored)."""
-    return _read(store, _WAITING, schema)
+    return ((version, table) for version, table, _ in _read(store, _WAITING, schema))
 
 
-def _read(store: Store, area: Area, schema: pa.Schema | None) -> Iterator[tuple[int, pa.Table]]:
-    current, chunks = -1, list[pa.Table]()
+def _read(store: Store, area: Area, schema: pa.Schema | None) -> Iterator[tuple[int, pa.Table, tuple[bytes, ...]]]:
+    """(version, its chunks as one table, their keys) of every file of ``area``, oldest first."""
+    current, chunks, keys = -1, list[pa.Table](), list[bytes]()
     for key, value in area.scan(store):
         version = int(area.decode(key)[0])
         if version != current and chunks:
-            yield current, _whole(chunks, schema)
-            chunks = []
+            yield current, _whole(chunks, schema), tuple(keys)
+            chunks, keys = [], []
         current = version
         chunks.append(st.unblob(value))
+        keys.append(key)
     if chunks:
-        yield current, _whole(chunks, schema)
+        yield current, _whole(chunks, schema), tuple(keys)
 
 
 def _whole(chunks: list[pa.Table], schema: pa.Schema | None) -> pa.Table:
@@ -134,10 +125,12 @@ def _whole(chunks: list[pa.Table], schema: pa.Schema | None) -> pa.Table:
 
 @dataclass(frozen=True)
 class Held:
-    """The versions a partition holds: the ``base`` run, and the later runs as one ``delta``."""
+    """The versions a partition holds: the ``base`` run, and the later runs as one ``delta``;
+    ``stored``, the keys of every run's chunks (a fold deletes them)."""
 
     base: SortedVersions
     delta: SortedVersions
+    stored: tuple[bytes, ...] = ()
 
     def __len__(self) -> int:
         return len(self.base) + len(self.delta)
@@ -145,13 +138,14 @@ class Held:
     @classmethod
     def read(cls, store: Store, schema: pa.Schema, keys: list[str]) -> Held:
         """The versions ``store`` holds, sorted (runs after the first merged into the delta)."""
-        runs = [table for _, table in read_runs(store, schema)]
-        if not runs:
+        found = list(_read(store, _RUNS, schema))
+        if not found:
             empty = SortedVersions.empty(schema, codes_of(schema.empty_table(), keys))
             return cls(empty, empty)
+        runs = [table for _, table, _ in found]
         rest = pa.concat_tables(runs[1:]).combine_chunks() if len(runs) > 1 else schema.empty_table()
         return cls(SortedVersions.sorted(runs[0], codes_of(runs[0], keys)),
-                   SortedVersions.sorted(rest, codes_of(rest, keys)))
+                   SortedVersions.sorted(rest, codes_of(rest, keys)), tuple(k for *_, ks in found for k in ks))
 
 
 def expiry_due(oldest: int, expire_before: int, ttl: int) -> bool:
@@ -176,11 +170,13 @@ def still_waiting(events: pa.Table, time: str, meta: st.Meta, grace: int | None)
 
 @dataclass(frozen=True)
 class Waiting:
-    """One file of waiting events: its arrival version, its events and their times (ascending)."""
+    """One file of waiting events: its arrival version, its events, their times (ascending) and
+    the keys of its chunks."""
 
     version: int
     events: pa.Table
     times: np.ndarray
+    stored: tuple[bytes, ...]
 
 
 @dataclass
@@ -213,7 +209,7 @@ class RunsCache:
         """The files of waiting events (of schema ``stream``, event time column ``time``): from
         the cache, else read from ``store``."""
         if self.waiting is None:
-            self.waiting = [Waiting(v, t, times_of(t, time)) for v, t in read_waiting(store, stream)]
+            self.waiting = [Waiting(v, t, times_of(t, time), ks) for v, t, ks in _read(store, _WAITING, stream)]
         return self.waiting
 
     def commit(self, version: int, held: Held, waiting: list[Waiting]) -> None:

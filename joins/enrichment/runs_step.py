@@ -25,6 +25,8 @@ that pruning at every version gives.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 
@@ -36,6 +38,7 @@ from streamjoin.enrichment.step import Step, needed_versions
 from streamjoin.kit.order import canonical_order, canonical_sort_keys, sort_canonically
 from streamjoin.kit.times import times_of
 from streamjoin.runtime.operator import POS_INF
+from streamjoin.statestore.columns import ColumnWrite
 
 __all__ = ["RunsStep"]
 
@@ -74,7 +77,7 @@ class RunsStep(Step):
                 parts.append(filed.events.slice(start, end - start))
                 released += end - start
             if end == len(filed.times):
-                self.delete_ranges.append(runs.waiting_file(filed.version))
+                self.deletes += filed.stored
             else:
                 self.waiting_files.append(filed)
         self.meta.events_waiting -= released
@@ -91,12 +94,20 @@ class RunsStep(Step):
         """File the new events that wait as this version's (as_of, not final)."""
         events = self.waiting
         if events.num_rows:
-            self.puts += runs.waiting_puts(self.version, events)
-            self.waiting_files.append(runs.Waiting(self.version, events, times_of(events, self.spec.stream_time)))
+            puts = runs.waiting_puts(self.version, events)
+            self.puts += puts
+            self.waiting_files.append(runs.Waiting(self.version, events, times_of(events, self.spec.stream_time),
+                                                   tuple(k for k, _ in puts)))
             self.meta.events_waiting += events.num_rows
 
     def _commit_caches(self) -> None:
         self.runs.commit(self.version, self.next_held, self.waiting_files)
+
+    def _state_changes(self) -> dict[str, Any]:
+        """The version's writes as one column write: the changelog's delta file is then the
+        arranged store's run as it is (the runs and files are a few large values)."""
+        puts = sorted(self.puts)
+        return {"writes": ColumnWrite.of([k for k, _ in puts], [v for _, v in puts], sorted(self.deletes))}
 
     def _merge(self, released: pa.Table) -> pa.Table:
         """Drop the duplicate new changes, and decide which of the others pruning keeps
@@ -208,11 +219,14 @@ class RunsStep(Step):
         if expiring or beside > max(self.spec.fold_fraction * len(base), runs.MIN_FOLD_ROWS):
             self._fold_all(accepted)
             return
+        stored = self.held.stored
         if len(accepted):
-            self.puts += runs.run_puts(self.version, accepted.table)
+            puts = runs.run_puts(self.version, accepted.table)
+            self.puts += puts
+            stored += tuple(k for k, _ in puts)
             delta = _merged([delta, accepted])
         self.meta.versions_held = len(base) + len(delta)
-        self.next_held = runs.Held(base, delta)
+        self.next_held = runs.Held(base, delta, stored)
 
     def _fold_all(self, accepted: SortedVersions) -> None:
         """Write every version still needed (base, delta and ``accepted``) as this version's run,
@@ -228,11 +242,12 @@ class RunsStep(Step):
                 every = SortedVersions(every.table.take(pa.array(rows)), every.order.take(rows))
         else:   # nothing held: the accepted changes were pruned with every version there is
             every = accepted
-        self.delete_ranges.append(runs.earlier_runs(self.version))
-        self.puts += runs.run_puts(self.version, every.table)
+        self.deletes += self.held.stored
+        puts = runs.run_puts(self.version, every.table)
+        self.puts += puts
         self.meta.versions_held = len(every)
         empty = SortedVersions(every.table.slice(0, 0), every.order.take(np.zeros(0, np.int64)))
-        self.next_held = runs.Held(every, empty)
+        self.next_held = runs.Held(every, empty, tuple(k for k, _ in puts))
 
 
 def _after(source: SortedVersions, rows: np.ndarray, sources: list[SortedVersions], best_source: np.ndarray,

@@ -35,6 +35,7 @@ every version.
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -110,8 +111,12 @@ class Step:
         self.puts.append(st.meta_put(self.meta))
         self._commit_caches()
         output = pa.concat_tables(self.output) if self.output else self.spec.output_schema.empty_table()
-        return StepResult(output, (self.event_aside, self.change_aside), self.puts, self.deletes,
-                          self.delete_ranges, metrics=self._metrics())
+        return StepResult(output, (self.event_aside, self.change_aside), metrics=self._metrics(),
+                          **self._state_changes())
+
+    def _state_changes(self) -> dict[str, Any]:
+        """The version's state changes, as :class:`StepResult` takes them."""
+        return {"puts": self.puts, "deletes": self.deletes, "delete_ranges": self.delete_ranges}
 
     def _commit_caches(self) -> None:
         """Tell the store's cache what this version wrote (:meth:`BucketCache.commit`)."""
