@@ -168,8 +168,8 @@ def test_runs_layout_holds_a_duplicate_of_a_version_held_once(script, fold):
 
 def _needed_rows(run: Run, version: int) -> tuple[Counter, Counter]:
     """read_state's table and events of ``run`` after ``version``: the versions each key still
-    needs (pruned as a fold after that version would prune them, no leading delete), and the
-    events waiting; whatever was folded when, and in either layout."""
+    needs (pruned as a fold after that version would prune them, expired ones too, without the
+    deletes before a key's first upsert), and the events waiting; whatever was folded when, and in either layout."""
     uri = run.stage().checkpoint.uri
     spec = run.stage().operator.spec
     table = state_rows(uri, "table")
@@ -179,7 +179,7 @@ def _needed_rows(run: Run, version: int) -> tuple[Counter, Counter]:
         return Counter(), events
     progress = run.stage().metrics[-1]
     ew, tw = progress["event_watermark"], progress["table_watermark"]
-    keep_to, gone_before, _ = _bounds(spec, ew, tw)
+    keep_to, gone_before, expire_before = _bounds(spec, ew, tw)
     key = list(spec.changes.key)
     rows = table.drop_columns(["_partition", "_version"])
     rows = rows.take(pc.sort_indices(rows, sort_keys=ascending(*key, "_change_time", "_sequence")))
@@ -187,12 +187,15 @@ def _needed_rows(run: Run, version: int) -> tuple[Counter, Counter]:
     ops = pc.if_else(pc.equal(named.column(OP), "delete"), DELETE, 0)
     named = named.set_column(named.column_names.index(OP), OP, ops).set_column(
         named.column_names.index(TIME), TIME, named.column(TIME).cast(pa.int64()))
-    needed = needed_versions(named, key, keep_to, gone_before)[1]
+    needed = needed_versions(named, key, keep_to, gone_before, expire_before)[1]
     kept = rows.filter(pa.array(needed))
     keys = list(zip(*(kept.column(k).to_pylist() for k in key)))
-    first = np.array([i == 0 or keys[i] != keys[i - 1] for i in range(len(keys))], bool)
-    leading_delete = first & (np.array(kept.column("_op").to_pylist()) == "delete")
-    return Counter(tuple(sorted(r.items())) for r in kept.filter(pa.array(~leading_delete)).to_pylist()), events
+    ops = kept.column("_op").to_pylist()
+    leading_delete, row = [], False   # a key's deletes before its first upsert find no row, as none does
+    for i, op in enumerate(ops):
+        row = (i > 0 and keys[i] == keys[i - 1] and row) or op != "delete"
+        leading_delete.append(not row)
+    return Counter(tuple(sorted(r.items())) for r in kept.filter(pa.array(np.logical_not(leading_delete))).to_pylist()), events
 
 
 @settings(max_examples=scaled(25), deadline=None)
