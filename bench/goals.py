@@ -248,12 +248,14 @@ GOALS: tuple[Goal, ...] = (
     Goal("enrichment", "speed of streamjoin-arranged vs Spark's stream-static join, 1M events x 1M rows", 1.5, "x",
          Cell("spark s / s", _OURS), "streamjoin bench enrichment --stores arranged --latest '' --user-typed",
          memory=Cell("worker RSS MB", _OURS),
-         reason="0.94x in the run of this figure, of the default layout (2026-12-07 01:26, load 1.1 as it "
-                "started and 2.2 as it ended, nothing else running; 3 runs, the variants' order rotated, in "
-                "an hour that sped up after the first round: Spark 11.1 s, its runs 18.0, 11.1 and 11.0 s; "
-                "streamjoin 11.8 s, its runs 18.2, 11.8 and 10.0 s), and 1.15x with `layout=\"runs\"` in the "
-                "same run (`--layouts buckets,runs`: 9.63 s, its runs 10.7, 9.63 and 9.58 s); 1.12x and 1.32x "
-                "in the set before it (01:12, load 1.7-2.0: Spark 14.2 s, buckets 12.7 s, runs 10.7 s). "
+         reason="1.16x in the run of this figure, of the default layout (2026-12-07 02:46, load 1.0 as it "
+                "started and 2.3 as it ended, nothing else running; 3 runs, the variants' order rotated: "
+                "Spark 14.9 s, its runs 15.8, 13.7 and 14.9 s; streamjoin 12.9 s, its runs 13.5, 12.9 and "
+                "11.9 s), and 1.28x with `layout=\"runs\"` in the same run (`--layouts buckets,runs`: 11.6 s, "
+                "its runs 11.6, 10.8 and 12.9 s); in two sets before the runs layout's column writes 0.94x "
+                "and 1.15x (01:26, load 1.1-2.2, an hour that sped up after the first round: Spark 11.1 s, "
+                "buckets 11.8 s, runs 9.63 s) and 1.12x and 1.32x (01:12, load 1.7-2.0: Spark 14.2 s, "
+                "buckets 12.7 s, runs 10.7 s). "
                 "Design step 43 holds the table's versions as sorted runs probed a micro-batch at a time and "
                 "files the waiting events by micro-batch (0.57x the CPU of the data micro-batches in one "
                 "process), an option until it bounds its memory: its data micro-batches now take 0.5-1.0 s "
