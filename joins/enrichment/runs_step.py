@@ -35,7 +35,7 @@ from streamjoin.enrichment import runs
 from streamjoin.enrichment.sorted_versions import AFTER_EVERY_SEQUENCE, Order, SortedVersions, key_codes
 from streamjoin.enrichment.spec import Mode
 from streamjoin.enrichment.step import Step, needed_versions
-from streamjoin.kit.order import canonical_order, canonical_sort_keys, sort_canonically
+from streamjoin.kit.order import canonical_order, canonical_sort_keys
 from streamjoin.kit.times import times_of
 from streamjoin.runtime.operator import POS_INF
 from streamjoin.statestore.columns import ColumnWrite
@@ -81,14 +81,7 @@ class RunsStep(Step):
             else:
                 self.waiting_files.append(filed)
         self.meta.events_waiting -= released
-        if parts:
-            parts = [self._with_keys(pa.concat_tables(parts))]
-        new_go = times_of(self.events, spec.stream_time) < bound
-        self.waiting = self.events.filter(pa.array(~new_go)).drop_columns(self.keys)
-        table = pa.concat_tables([*parts, self.events.filter(pa.array(new_go))])
-        if not self.final and spec.grace is not None:
-            self.metrics["released_by_grace"] = int((times_of(table, spec.stream_time) >= self.tw).sum())
-        return sort_canonically(table, spec.event_sort)
+        return self._with_new_events(parts)
 
     def _store_waiting(self) -> None:
         """File the new events that wait as this version's (as_of, not final)."""

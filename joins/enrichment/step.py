@@ -214,9 +214,15 @@ class Step:
             self.delete_ranges.append(st.waiting_through(last_whole))
         self.waiting_removed = None if last_whole is None else st.waiting_through(last_whole)
         self.meta.events_waiting -= released
-        if parts:
-            parts = [self._with_keys(pa.concat_tables(parts))]
-        new_go = times_of(self.events, spec.stream_time) < bound
+        return self._with_new_events(parts)
+
+    def _with_new_events(self, waited: list[pa.Table]) -> pa.Table:
+        """The events released: ``waited`` (waiting ones released, in the stream's schema) and
+        this version's new events with time < the bound, in canonical order; the other new events
+        are left in ``self.waiting`` to be filed."""
+        spec = self.spec
+        parts = [self._with_keys(pa.concat_tables(waited))] if waited else []
+        new_go = times_of(self.events, spec.stream_time) < self.release
         self.waiting = self.events.filter(pa.array(~new_go)).drop_columns(self.keys)
         table = pa.concat_tables([*parts, self.events.filter(pa.array(new_go))])
         if not self.final and spec.grace is not None:
