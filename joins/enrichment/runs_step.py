@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from streamjoin.changes import DELETE, OP, SEQ, TIME
+from streamjoin.changes import OP, SEQ, TIME
 from streamjoin.enrichment import runs
 from streamjoin.enrichment.sorted_versions import AFTER_EVERY_SEQUENCE, Order, SortedVersions, key_codes
 from streamjoin.enrichment.spec import Mode
@@ -192,12 +192,7 @@ class RunsStep(Step):
                 found[ranked[mine]] = offset + np.arange(mine.size)
                 offset += mine.size
         versions = pa.concat_tables(gathered) if gathered else self.spec.versions_schema.empty_table().select(columns)
-        deleted = found >= 0
-        deleted[deleted] = versions.column(OP).to_numpy()[found[deleted]] == DELETE
-        found[deleted] = -1
-        self._expire(found, at, versions)
-        self.metrics["matched"] += int((found >= 0).sum())
-        self._emit(released.drop_columns(self.keys), found, versions)
+        self._output(released, found, at, versions)
 
     def _prune_and_store(self, versions: pa.Table) -> None:
         """Write the accepted changes as this version's run, or fold (see module)."""

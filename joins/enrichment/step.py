@@ -286,6 +286,11 @@ class Step:
                                  filter_expression=at_or_before)
             best = joined.group_by("__ei", use_threads=False).aggregate([("__vi", "max")])
             found[best.column("__ei").to_numpy()] = best.column("__vi_max").to_numpy()
+        self._output(released, found, at, versions)
+
+    def _output(self, released: pa.Table, found: np.ndarray, at: np.ndarray, versions: pa.Table) -> None:
+        """Output ``released`` (their lookup times ``at``), each with version ``found[i]`` of
+        ``versions`` (-1: none): a delete or an expired version gives no row."""
         deleted = found >= 0
         deleted[deleted] = versions.column(OP).to_numpy()[found[deleted]] == DELETE
         found[deleted] = -1
