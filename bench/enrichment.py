@@ -548,7 +548,7 @@ def _layouts(text: str) -> list[LayoutName]:
     chosen = [name.strip() for name in text.split(",") if name.strip()]
     if not chosen or any(name not in LAYOUTS for name in chosen):
         raise SystemExit(f"--layouts takes a comma-separated list of {', '.join(LAYOUTS)}, not {text!r}")
-    return [layout for layout in LAYOUTS for name in chosen if name == layout]
+    return [layout for layout in LAYOUTS if layout in chosen]
 
 
 def variants(args: argparse.Namespace) -> list[str]:

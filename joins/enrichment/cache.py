@@ -28,18 +28,42 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Protocol, Sequence, TypeVar
 
 import pyarrow as pa
 
 from streamjoin.enrichment import state as st
 from streamjoin.statestore.base import Store
 
-__all__ = ["BucketCache", "LIMIT_BYTES"]
+__all__ = ["BucketCache", "LIMIT_BYTES", "kept"]
 
 #: The most bytes of decoded tables a store's cache holds.
 LIMIT_BYTES = int(float(os.environ.get("STREAMJOIN_ENRICHMENT_CACHE_MB", "64")) * 2**20)
 _MEMO_KEY = "streamjoin.enrichment.buckets"
+
+
+class _Labelled(Protocol):
+    """A cache labelled with the schema and store version it describes."""
+
+    schema: pa.Schema
+    version: int | None
+
+    def __init__(self, schema: pa.Schema, version: int | None) -> None: ...
+
+
+C = TypeVar("C", bound=_Labelled)
+
+
+def kept(store: Store, key: str, kind: type[C], schema: pa.Schema) -> C:
+    """The cache kept in ``store``'s memo under ``key`` when it describes the store's version
+    and ``schema`` (see module, "Validity"), else a new empty ``kind(schema, version)`` kept in
+    its place."""
+    memo, version = store.memo(), store.version
+    found = memo.get(key)
+    if isinstance(found, kind) and found.version == version and found.schema.equals(schema):
+        return found
+    made = memo[key] = kind(schema, version)
+    return made
 
 
 @dataclass
@@ -62,10 +86,7 @@ class BucketCache:
     def of(cls, store: Store, schema: pa.Schema) -> BucketCache:
         """The cache kept with ``store`` when it describes the store's version and ``schema``,
         else a new empty one (kept in its place)."""
-        memo, version = store.memo(), store.version
-        cache = memo.get(_MEMO_KEY)
-        if not isinstance(cache, BucketCache) or cache.version != version or not cache.schema.equals(schema):
-            cache = memo[_MEMO_KEY] = BucketCache(schema, version)
+        cache = kept(store, _MEMO_KEY, cls, schema)
         cache.pending, cache.waiting_removed, cache.waiting_pending = {}, None, {}
         return cache
 

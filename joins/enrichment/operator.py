@@ -101,9 +101,8 @@ class EnrichmentJoin(SpecOperator):
         ``heartbeats``: an event whose every column but its event time is null is a heartbeat
         (see module). ``layout``: how a partition holds the table's versions: ``"buckets"`` (the
         default: per key bucket, read as a version touches them) or ``"runs"`` (sorted runs
-        held in memory and probed a batch at a time, :mod:`streamjoin.enrichment.runs`; no
-        ``table_ttl`` yet; ``buckets`` and ``event_bucket`` are the buckets layout's and not
-        used). Both give the same results; a checkpoint keeps the layout it was started with.
+        held in memory and probed a batch at a time, :mod:`streamjoin.enrichment.runs`;
+        ``buckets`` and ``event_bucket`` are the buckets layout's and not used). Both give the same results; a checkpoint keeps the layout it was started with.
         """
         self.spec: EnrichmentSpec = build_spec(
             stream, table, on, stream_time=stream_time, changes=changes, mode=mode, how=how,

@@ -46,6 +46,7 @@ import numpy as np
 import pyarrow as pa
 
 from streamjoin.enrichment import state as st
+from streamjoin.enrichment.cache import kept
 from streamjoin.enrichment.sorted_versions import SortedVersions, key_codes
 from streamjoin.enrichment.step import release_bound
 from streamjoin.kit.times import times_of
@@ -157,8 +158,8 @@ def expiry_due(oldest: int, expire_before: int, ttl: int) -> bool:
     if expire_before == NEG_INF or oldest == POS_INF:
         return False
     width = st.slot_width(ttl)
-    slot = NEG_INF if oldest == NEG_INF else max(oldest // width, NEG_INF // width + 1) * width
-    return expire_before == POS_INF or slot <= max(((expire_before - width) // width) * width, NEG_INF)
+    slot = int(st.slot_starts(np.array([oldest == NEG_INF]), np.array([oldest]), width)[0])
+    return expire_before == POS_INF or slot <= st.last_due_slot(expire_before, width)
 
 
 def still_waiting(events: pa.Table, time: str, meta: st.Meta, grace: int | None) -> pa.Table:
@@ -193,11 +194,7 @@ class RunsCache:
     def of(cls, store: Store, schema: pa.Schema) -> RunsCache:
         """The cache kept with ``store`` when it describes the store's version and ``schema``,
         else a new empty one (kept in its place)."""
-        memo, version = store.memo(), store.version
-        cache = memo.get(_MEMO_KEY)
-        if not isinstance(cache, RunsCache) or cache.version != version or not cache.schema.equals(schema):
-            cache = memo[_MEMO_KEY] = RunsCache(schema, version)
-        return cache
+        return kept(store, _MEMO_KEY, cls, schema)
 
     def read(self, store: Store, keys: list[str]) -> Held:
         """The versions held: from the cache, else read from ``store``."""

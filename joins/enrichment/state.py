@@ -58,7 +58,7 @@ from streamjoin.statestore.base import KeyValue, Store
 
 __all__ = ["LAYOUT", "Meta", "read_meta", "meta_put", "key_columns", "bucket_ids", "version_key", "delta_key", "delta_range",
            "Bucket", "read_buckets", "blob", "unblob", "waiting_range", "event_key", "event_start", "waiting_through",
-           "scan_waiting", "all_waiting", "slot_width", "expiry_puts", "due_buckets"]
+           "scan_waiting", "all_waiting", "slot_width", "slot_starts", "last_due_slot", "expiry_puts", "due_buckets"]
 
 #: The enrichment join's state (see module); its version is the definition's ``layout``.
 LAYOUT = StateLayout("enrichment join", 2, (
@@ -247,13 +247,25 @@ def slot_width(ttl: int) -> int:
     return max(ttl // 4, 1)
 
 
+def slot_starts(timeless: np.ndarray, times: np.ndarray, width: int) -> np.ndarray:
+    """The start of the time slot of each version (whether timeless, change times): a timeless
+    one's is NEG_INF."""
+    lowest = NEG_INF // width + 1          # (a slot below it would not fit int64)
+    return np.where(timeless, NEG_INF, np.maximum(times // width, lowest) * width)
+
+
+def last_due_slot(expire_before: int, width: int) -> int:
+    """The start of the last slot that ends at or before ``expire_before`` (not NEG_INF, not
+    POS_INF): its versions and every earlier slot's have expired."""
+    return max(((expire_before - width) // width) * width, NEG_INF)
+
+
 def expiry_puts(timeless: np.ndarray, times: np.ndarray, buckets: np.ndarray, width: int) -> list[KeyValue]:
     """The expiry index entries of versions (whether timeless, change times, key buckets): one
     per distinct (time slot, key bucket)."""
     if buckets.size == 0:
         return []
-    lowest = NEG_INF // width + 1          # (a slot below it would not fit int64)
-    slots = np.where(timeless, NEG_INF, np.maximum(times // width, lowest) * width)
+    slots = slot_starts(timeless, times, width)
     order = np.lexsort((buckets, slots))
     slots, buckets = slots[order], buckets[order]
     first = np.r_[True, (slots[1:] != slots[:-1]) | (buckets[1:] != buckets[:-1])]
@@ -268,7 +280,6 @@ def due_buckets(store: Store, expire_before: int, width: int) -> tuple[list[int]
     if expire_before == POS_INF:
         bounds = _EXPIRY.range()
     else:
-        last = max(((expire_before - width) // width) * width, NEG_INF)
-        bounds = _EXPIRY.span(None, (last,))
+        bounds = _EXPIRY.span(None, (last_due_slot(expire_before, width),))
     found = {_EXPIRY.decode(key)[1] for key, _ in store.scan(*bounds)}
     return sorted(found), bounds if found else None

@@ -140,8 +140,7 @@ def stream_table_join(
         layout: How each partition holds the table's versions: ``"buckets"`` (default) in key
             buckets read as a micro-batch touches them; ``"runs"`` as sorted runs held in the
             Python worker's memory and probed a micro-batch at a time, faster on a table whose
-            versions fit a worker's memory (no ``table_ttl`` yet; docs/design/runtime.md,
-            arranged state, step 43). The results are the same; a checkpoint keeps the layout it
+            versions fit a worker's memory (docs/design/runtime.md, arranged state, step 43). The results are the same; a checkpoint keeps the layout it
             started with (another is refused as a changed definition).
 
     Returns:

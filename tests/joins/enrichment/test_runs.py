@@ -4,7 +4,6 @@ crashes, lost stores and every backend."""
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 from collections import Counter
 from unittest import mock
@@ -26,7 +25,8 @@ from streamjoin.kit.order import ascending
 from streamjoin.runtime.initial_state import state_progress
 from streamjoin.runtime.state_rows import state_rows
 from tests.examples import scaled
-from tests.joins.drivers import InProcess, StepDriver, replay_disturbed
+from tests.joins.drivers import InProcess, replay_disturbed
+from tests.joins.enrichment.test_examples import check_row_order_free
 from tests.joins.enrichment.test_properties import BACKENDS, Run, cases, drive_with_metrics, rows_of, run_all
 from tests.joins.runtime.test_rescale_enrichment import _bounds
 
@@ -35,12 +35,7 @@ RUNS = {"layout": "runs"}
 FOLDS = st.sampled_from([0, 1, 3, runs.MIN_FOLD_ROWS])
 
 
-def timed_cases(**kwargs):
-    """Cases, with or without a table TTL."""
-    return cases(**kwargs)
-
-
-@given(case=timed_cases(), mode=st.sampled_from(["as_of", "latest"]), fold=FOLDS)
+@given(case=cases(), mode=st.sampled_from(["as_of", "latest"]), fold=FOLDS)
 def test_runs_layout_equals_reference_and_the_buckets_layout(case, mode, fold):
     with mock.patch.object(runs, "MIN_FOLD_ROWS", fold):
         output, reasons, metrics = drive_with_metrics(case, mode, **RUNS)
@@ -52,7 +47,7 @@ def test_runs_layout_equals_reference_and_the_buckets_layout(case, mode, fold):
         assert metrics[name] == base_metrics[name], name
 
 
-@given(case=timed_cases(), grace=st.sampled_from([0, 1, 4]), fold=FOLDS)
+@given(case=cases(), grace=st.sampled_from([0, 1, 4]), fold=FOLDS)
 def test_runs_layout_with_grace_equals_the_buckets_layout(case, grace, fold):
     options = {"grace": dt.timedelta(seconds=grace)}
     with mock.patch.object(runs, "MIN_FOLD_ROWS", fold):
@@ -64,7 +59,7 @@ def test_runs_layout_with_grace_equals_the_buckets_layout(case, grace, fold):
 
 @pytest.mark.parametrize("store", BACKENDS)
 @settings(max_examples=scaled(10))
-@given(case=timed_cases(max_rows=8), mode=st.sampled_from(["as_of", "latest"]))
+@given(case=cases(max_rows=8), mode=st.sampled_from(["as_of", "latest"]))
 def test_runs_layout_equals_reference_on_every_backend(store, case, mode):
     with mock.patch.object(runs, "MIN_FOLD_ROWS", 1):
         output, _ = run_all(case, mode, store, **RUNS)
@@ -72,7 +67,7 @@ def test_runs_layout_equals_reference_on_every_backend(store, case, mode):
 
 
 @settings(max_examples=scaled(25))
-@given(case=timed_cases(max_rows=8), mode=st.sampled_from(["as_of", "latest"]), fold=FOLDS, data=st.data())
+@given(case=cases(max_rows=8), mode=st.sampled_from(["as_of", "latest"]), fold=FOLDS, data=st.data())
 def test_runs_layout_crash_and_restore_equals_uninterrupted_run(case, mode, fold, data):
     versions = [*range(len(case.batches)), None]
     with mock.patch.object(runs, "MIN_FOLD_ROWS", fold):
@@ -136,20 +131,10 @@ def test_runs_layout_duplicates_and_older_changes_are_stale(script, fold):
         assert s.metric("stale_changes") == 4
 
 
-@given(case=timed_cases(max_partitions=2), fold=FOLDS, data=st.data())
+@given(case=cases(max_partitions=2), fold=FOLDS, data=st.data())
 def test_runs_layout_output_and_state_do_not_depend_on_row_order(case, fold, data):
-    shuffled = dataclasses.replace(
-        case, batches=[(data.draw(st.permutations(e)), data.draw(st.permutations(c))) for e, c in case.batches])
     with mock.patch.object(runs, "MIN_FOLD_ROWS", fold):
-        drivers = [StepDriver(c.operator("as_of", **RUNS), c.partitions) for c in (case, shuffled)]
-        try:
-            for index in range(len(case.batches)):
-                (a, _), (b, _) = (d.run(*c.tables(index)) for d, c in zip(drivers, (case, shuffled)))
-                assert a.equals(b)
-                assert drivers[0].state() == drivers[1].state()
-        finally:
-            for driver in drivers:
-                driver.close()
+        check_row_order_free(case, data, **RUNS)
 
 
 @pytest.mark.parametrize("fold", [0, runs.MIN_FOLD_ROWS])
@@ -199,7 +184,7 @@ def _needed_rows(run: Run, version: int) -> tuple[Counter, Counter]:
 
 
 @settings(max_examples=scaled(25), deadline=None)
-@given(case=timed_cases(max_partitions=4), mode=st.sampled_from(["as_of", "latest"]), fold=FOLDS, data=st.data())
+@given(case=cases(max_partitions=4), mode=st.sampled_from(["as_of", "latest"]), fold=FOLDS, data=st.data())
 def test_runs_layout_read_state_and_rescale_equal_the_buckets_layout(case, mode, fold, data):
     versions = [*range(len(case.batches)), None]
     cut = data.draw(st.integers(0, len(versions) - 1), label="cut")
@@ -218,7 +203,7 @@ def test_runs_layout_read_state_and_rescale_equal_the_buckets_layout(case, mode,
 
 
 @settings(max_examples=scaled(25), deadline=None)
-@given(case=timed_cases(max_partitions=4), mode=st.sampled_from(["as_of", "latest"]),
+@given(case=cases(max_partitions=4), mode=st.sampled_from(["as_of", "latest"]),
        source=st.sampled_from(["buckets", "runs"]), data=st.data())
 def test_runs_layout_starts_from_the_state_rows_of_either_layout(case, mode, source, data):
     cut = data.draw(st.integers(1, len(case.batches)), label="cut")
