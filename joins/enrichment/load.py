@@ -88,7 +88,7 @@ def _runs_entries(spec: EnrichmentSpec, rows: Mapping[str, pa.Table], version: i
     table = rows.get("table")
     if table is not None and table.num_rows:
         versions = _versions(spec, table)
-        out += runs.run_puts(version - 1, SortedVersions.sorted(versions, runs.codes_of(versions, spec.keys)).table)
+        out += runs.base_puts(version - 1, SortedVersions.sorted(versions, runs.codes_of(versions, spec.keys)))
         held = versions.num_rows
     events = rows.get("events")
     if events is not None and events.num_rows:

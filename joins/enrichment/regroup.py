@@ -97,7 +97,7 @@ def regroup_runs(spec: EnrichmentSpec, sources: Sequence[Store], owned: Ownershi
     versions = _owned([t for s in sources for _, t in runs.read_runs(s, schema)] or [schema.empty_table()],
                       spec.keys, owned)
     if versions.num_rows:
-        out += runs.run_puts(0, SortedVersions.sorted(versions, runs.codes_of(versions, spec.keys)).table)
+        out += runs.base_puts(0, SortedVersions.sorted(versions, runs.codes_of(versions, spec.keys)))
     waiting = 0
     if metas:
         meta = st.Meta(max(m.event_watermark for m in metas), max(m.table_watermark for m in metas))

@@ -47,28 +47,42 @@ import pyarrow as pa
 
 from streamjoin.enrichment import state as st
 from streamjoin.enrichment.cache import kept
-from streamjoin.enrichment.sorted_versions import SortedVersions, key_codes
+from streamjoin.enrichment.runs_base import Base, ChunkIndex, chunk_bounds
+from streamjoin.enrichment.sorted_versions import Order, SortedVersions, key_codes
 from streamjoin.enrichment.step import release_bound
 from streamjoin.kit.times import times_of
 from streamjoin.runtime.areas import ARROW, INT, Area, Ints, StateLayout
 from streamjoin.runtime.evolution import as_schema
 from streamjoin.runtime.operator import NEG_INF, POS_INF
+from streamjoin.statestore import warm
+from streamjoin.statestore.arranged import worker_budget
 from streamjoin.statestore.base import KeyValue, Store
+from streamjoin.statestore.errors import StoreCorruptError
 
-__all__ = ["LAYOUT", "CHUNK_ROWS", "MIN_FOLD_ROWS", "run_puts", "waiting_puts", "read_runs", "read_waiting", "still_waiting", "expiry_due", "Held", "Waiting", "RunsCache", "codes_of"]
+__all__ = ["LAYOUT", "CHUNK_ROWS", "MIN_FOLD_ROWS", "memory_budget", "run_puts", "base_puts", "BaseBuilder", "stored_base", "waiting_puts", "read_runs", "read_waiting", "still_waiting", "expiry_due", "Held", "Waiting", "RunsCache", "codes_of"]
 
 #: The enrichment join's state in the ``runs`` layout (see module).
 LAYOUT = StateLayout("enrichment join", 3, (
     Area("meta", st.LAYOUT["meta"].prefix, (), Ints(4)),
+    Area("index", b"I", (("version", INT),), ARROW),
     Area("runs", b"R", (("version", INT), ("chunk", INT)), ARROW),
     Area("waiting", b"W", (("version", INT), ("chunk", INT)), ARROW),
 ))
-_RUNS, _WAITING = LAYOUT["runs"], LAYOUT["waiting"]
+_INDEX, _RUNS, _WAITING = LAYOUT["index"], LAYOUT["runs"], LAYOUT["waiting"]
 #: The most rows of one stored chunk of a run.
 CHUNK_ROWS = 65536
 #: A fold waits for at least this many rows beside the base.
 MIN_FOLD_ROWS = 4096
 _MEMO_KEY = "streamjoin.enrichment.runs"
+
+
+def memory_budget() -> int:
+    """The bytes of table versions a partition's store may hold in memory: the Python worker's
+    budget (``STREAMJOIN_WORKER_MEMORY``, default 1g) shared among the stores it may hold
+    (``STREAMJOIN_WARM_STORES`` kept warm and the one a task opens), as the arranged store
+    shares it. A base run of more stored bytes is read by chunks, and the runs beside it are
+    folded into it once they hold more than a quarter of this."""
+    return worker_budget() // (warm.LIMIT + 1)
 
 
 def codes_of(table: pa.Table, keys: list[str]) -> np.ndarray:
@@ -77,8 +91,17 @@ def codes_of(table: pa.Table, keys: list[str]) -> np.ndarray:
 
 
 def run_puts(version: int, versions: pa.Table) -> list[KeyValue]:
-    """The entries of the run ``version`` writes (``versions`` in version order), chunk by chunk."""
+    """The entries of the run ``version`` writes beside the base (``versions`` in version
+    order), chunk by chunk."""
     return _chunked(_RUNS, version, versions)
+
+
+def base_puts(version: int, versions: SortedVersions) -> list[KeyValue]:
+    """The entries of ``versions`` written as version ``version``'s base run: its chunks and
+    its index (:mod:`streamjoin.enrichment.runs_base`)."""
+    builder = BaseBuilder(version, -1)
+    builder.add(versions)
+    return builder.finish()[0]
 
 
 def waiting_puts(version: int, events: pa.Table) -> list[KeyValue]:
@@ -103,10 +126,13 @@ def read_waiting(store: Store, schema: pa.Schema | None) -> Iterator[tuple[int, 
     return ((version, table) for version, table, _ in _read(store, _WAITING, schema))
 
 
-def _read(store: Store, area: Area, schema: pa.Schema | None) -> Iterator[tuple[int, pa.Table, tuple[bytes, ...]]]:
-    """(version, its chunks as one table, their keys) of every file of ``area``, oldest first."""
+def _read(store: Store, area: Area, schema: pa.Schema | None, after: int | None = None
+          ) -> Iterator[tuple[int, pa.Table, tuple[bytes, ...]]]:
+    """(version, its chunks as one table, their keys) of every file of ``area`` (of a version
+    after ``after``; None: every one), oldest first."""
     current, chunks, keys = -1, list[pa.Table](), list[bytes]()
-    for key, value in area.scan(store):
+    entries = area.scan(store) if after is None else area.scan_span(store, (after + 1,), None)
+    for key, value in entries:
         version = int(area.decode(key)[0])
         if version != current and chunks:
             yield current, _whole(chunks, schema), tuple(keys)
@@ -127,9 +153,9 @@ def _whole(chunks: list[pa.Table], schema: pa.Schema | None) -> pa.Table:
 @dataclass(frozen=True)
 class Held:
     """The versions a partition holds: the ``base`` run, and the later runs as one ``delta``;
-    ``stored``, the keys of every run's chunks (a fold deletes them)."""
+    ``stored``, the keys of every run's chunks and of the base's index (a fold deletes them)."""
 
-    base: SortedVersions
+    base: Base
     delta: SortedVersions
     stored: tuple[bytes, ...] = ()
 
@@ -138,15 +164,107 @@ class Held:
 
     @classmethod
     def read(cls, store: Store, schema: pa.Schema, keys: list[str]) -> Held:
-        """The versions ``store`` holds, sorted (runs after the first merged into the delta)."""
-        found = list(_read(store, _RUNS, schema))
-        if not found:
-            empty = SortedVersions.empty(schema, codes_of(schema.empty_table(), keys))
-            return cls(empty, empty)
+        """The versions ``store`` holds: the base whole when it fits :func:`memory_budget`, else
+        its index; the runs after it merged into the delta, sorted. (Runs without a base index
+        are all read as the delta.)"""
+        empty = SortedVersions.empty(schema, codes_of(schema.empty_table(), keys))
+        indexes = list(_INDEX.scan(store))
+        stored: list[bytes] = []
+        after = None
+        base = Base.held(empty, ChunkIndex.empty())
+        if indexes:
+            key, value = indexes[-1]
+            after = int(_INDEX.decode(key)[0])
+            index = ChunkIndex.from_table(st.unblob(value))
+            stored += [key, *(_RUNS.key(after, i) for i in range(len(index)))]
+            base = stored_base(store, schema, keys, after, index, memory_budget())
+        found = list(_read(store, _RUNS, schema, after))
         runs = [table for _, table, _ in found]
-        rest = pa.concat_tables(runs[1:]).combine_chunks() if len(runs) > 1 else schema.empty_table()
-        return cls(SortedVersions.sorted(runs[0], codes_of(runs[0], keys)),
-                   SortedVersions.sorted(rest, codes_of(rest, keys)), tuple(k for *_, ks in found for k in ks))
+        rest = pa.concat_tables(runs).combine_chunks() if len(runs) > 1 else runs[0] if runs else schema.empty_table()
+        stored += [k for *_, ks in found for k in ks]
+        return cls(base, SortedVersions.sorted(rest, codes_of(rest, keys)), tuple(stored))
+
+
+def stored_base(store: Store, schema: pa.Schema, keys: list[str], version: int, index: ChunkIndex,
+                 budget: int) -> Base:
+    """The base run of ``version`` in ``store`` (its ``index`` read): held whole when its bytes
+    fit ``budget`` (negative: never), else read by chunks when asked for."""
+    def load(i: int) -> SortedVersions:
+        return _chunk(store.get(_RUNS.key(version, i)))
+
+    def _chunk(value: bytes | None) -> SortedVersions:
+        if value is None:
+            raise StoreCorruptError(f"the enrichment's base run {version} lacks a chunk its index names; "
+                                    f"remove the store's directory to rebuild it from the changelog")
+        table = as_schema(st.unblob(value), schema)
+        return SortedVersions(table, Order.of(codes_of(table, keys), table))
+
+    if budget < 0 or int(index.nbytes.sum()) > budget:
+        return Base(index, None, load)
+    chunks = [_chunk(v) for _, v in _RUNS.scan(store, version)]
+    if len(chunks) != len(index):
+        _chunk(None)
+    whole = SortedVersions.joined(chunks) if chunks else SortedVersions.empty(schema, codes_of(schema.empty_table(), keys))
+    return Base.held(whole, index)
+
+
+class BaseBuilder:
+    """Writes the base run of ``version`` from versions added in version order (each add's keys
+    after every earlier add's), cut into chunks at key boundaries
+    (:func:`streamjoin.enrichment.runs_base.chunk_bounds`); keeps the versions in memory while
+    the chunks' stored bytes stay within ``budget`` (negative: never)."""
+
+    def __init__(self, version: int, budget: int) -> None:
+        self.version, self.budget = version, budget
+        self.pending: list[SortedVersions] = []
+        self.pending_rows = 0
+        self.puts: list[KeyValue] = []
+        self.lasts: list[np.ndarray] = []
+        self.rows: list[int] = []
+        self.oldest: list[int] = []
+        self.sizes: list[int] = []
+        self.kept: list[SortedVersions] | None = [] if budget >= 0 else None
+
+    def add(self, versions: SortedVersions) -> None:
+        """Add ``versions``; whole chunks are written once two chunks' rows wait (so a fold
+        holds about that, not the whole base)."""
+        if len(versions):
+            self.pending.append(versions)
+            self.pending_rows += len(versions)
+            if len(self.pending) > 1 and self.pending_rows >= 2 * CHUNK_ROWS:
+                self._cut(final=False)
+
+    def _cut(self, final: bool) -> None:
+        if not self.pending:
+            return
+        joined = SortedVersions.joined(self.pending)
+        bounds = chunk_bounds(joined.order, CHUNK_ROWS)
+        last = len(bounds) - 1 if final else len(bounds) - 2   # (the last piece waits for more rows)
+        for lo, hi in zip(bounds[:last].tolist(), bounds[1:last + 1].tolist()):
+            chunk = joined.slice(lo, hi)
+            blob = st.blob(chunk.table)
+            self.puts.append((_RUNS.key(self.version, len(self.sizes)), blob))
+            self.lasts.append(chunk.order.code[-1:])
+            self.rows.append(len(chunk))
+            self.oldest.append(chunk.oldest())
+            self.sizes.append(len(blob))
+        done = int(bounds[last])
+        if self.kept is not None and done:
+            self.kept.append(joined.slice(0, done))
+            if sum(self.sizes) > self.budget:
+                self.kept = None
+        rest = joined.slice(done, len(joined))
+        self.pending, self.pending_rows = ([rest], len(rest)) if len(rest) else ([], 0)
+
+    def finish(self) -> tuple[list[KeyValue], ChunkIndex, SortedVersions | None]:
+        """The run's entries (chunks, then its index), its index, and its versions when kept
+        (None: not kept, or none)."""
+        self._cut(final=True)
+        index = ChunkIndex.of(self.lasts, self.rows, self.oldest, self.sizes)
+        if len(index):   # (no base: nothing)
+            self.puts.append((_INDEX.key(self.version), st.blob(index.table())))
+        whole = SortedVersions.joined(self.kept) if self.kept else None
+        return self.puts, index, whole
 
 
 def expiry_due(oldest: int, expire_before: int, ttl: int) -> bool:

@@ -32,7 +32,8 @@ import pyarrow as pa
 
 from streamjoin.changes import OP, SEQ, TIME
 from streamjoin.enrichment import runs
-from streamjoin.enrichment.sorted_versions import AFTER_EVERY_SEQUENCE, Order, SortedVersions, key_codes
+from streamjoin.enrichment.runs_base import Base
+from streamjoin.enrichment.sorted_versions import AFTER_EVERY_SEQUENCE, Order, SortedVersions, common_codes, key_codes
 from streamjoin.enrichment.spec import Mode
 from streamjoin.enrichment.step import Step, needed_versions
 from streamjoin.kit.order import canonical_order, canonical_sort_keys
@@ -107,8 +108,12 @@ class RunsStep(Step):
         (``self.accepted``: those it keeps and still needs)."""
         self.held = self.runs.read(self.state, self.keys)
         new = self.new
+        codes = new.order.code
+        if self.held.base.whole is None and released.num_rows:   # (a base read by chunks: these keys' versions)
+            codes = np.concatenate(common_codes(codes, key_codes([released.column(k).combine_chunks() for k in self.keys])))
+        self.base = self.held.base.of_keys(codes, self.held.delta.slice(0, 0))
         dup = new.order.same_as_previous()
-        for held in (self.held.base, self.held.delta):
+        for held in (self.base, self.held.delta):
             if len(held) and len(new):
                 at = held.floor(new.order)
                 hit = at >= 0
@@ -131,7 +136,7 @@ class RunsStep(Step):
             return np.zeros(0, bool)
         parts = [new.table.select([*self.keys, OP, TIME])]
         orders, flags = [new.order], [np.ones(len(new), bool)]
-        for held in (self.held.base, self.held.delta):
+        for held in (self.base, self.held.delta):
             rows = held.rows_of(new.order.code) if len(held) else np.zeros(0, np.int64)
             if rows.size:
                 parts.append(held.table.select([*self.keys, OP, TIME]).take(pa.array(rows)))
@@ -168,7 +173,7 @@ class RunsStep(Step):
         ranked = np.argsort(codes, kind="stable")   # probes in key order search the columns in one sweep
         probes = Order(codes[ranked], np.ones(n, bool), np.asarray(at, np.int64)[ranked], np.ones(n, bool),
                        np.full(n, AFTER_EVERY_SEQUENCE, np.int64))
-        sources = [s for s in (self.held.base, self.held.delta, self.fresh) if len(s)]
+        sources = [s for s in (self.base, self.held.delta, self.fresh) if len(s)]
         best_source, best_row = np.full(n, -1), np.full(n, -1)
         for i, source in enumerate(sources):
             row = source.floor(probes)
@@ -198,13 +203,13 @@ class RunsStep(Step):
         """Write the accepted changes as this version's run, or fold (see module)."""
         accepted = self.fresh
         if not self.accepted.all():
-            rows = np.flatnonzero(self.accepted)
-            accepted = SortedVersions(accepted.table.take(pa.array(rows)), accepted.order.take(rows))
+            accepted = accepted.take(np.flatnonzero(self.accepted))
         base, delta = self.held.base, self.held.delta
         beside = len(delta) + len(accepted)
         expiring = self.spec.ttl is not None and runs.expiry_due(
             min(base.oldest(), delta.oldest(), accepted.oldest()), self.expire_before, self.spec.ttl)
-        if expiring or beside > max(self.spec.fold_fraction * len(base), runs.MIN_FOLD_ROWS):
+        large = beside and delta.table.nbytes + accepted.table.nbytes > runs.memory_budget() // 4
+        if expiring or large or beside > max(self.spec.fold_fraction * len(base), runs.MIN_FOLD_ROWS):
             self._fold_all(accepted)
             return
         stored = self.held.stored
@@ -217,25 +222,42 @@ class RunsStep(Step):
         self.next_held = runs.Held(base, delta, stored)
 
     def _fold_all(self, accepted: SortedVersions) -> None:
-        """Write every version still needed (base, delta and ``accepted``) as this version's run,
-        in place of every earlier run."""
-        parts = [s for s in (self.held.base, self.held.delta) if len(s)]
-        if parts:
-            every = _merged([*parts, accepted])
-            keep_to, gone_before = self._keep_bounds()
-            _, needed = needed_versions(every.table.select([*self.keys, OP, TIME]), self.keys, keep_to, gone_before,
-                                self.expire_before)
-            if not needed.all():
-                rows = np.flatnonzero(needed)
-                every = SortedVersions(every.table.take(pa.array(rows)), every.order.take(rows))
-        else:   # nothing held: the accepted changes were pruned with every version there is
-            every = accepted
+        """Write every version still needed (base, delta and ``accepted``) as this version's base
+        run, in place of every earlier run: a base chunk at a time, each merged with the delta's
+        and ``accepted``'s versions of its keys (every key's versions are in one chunk)."""
+        base, delta = self.held.base, self.held.delta
+        budget = runs.memory_budget()
+        builder = runs.BaseBuilder(self.version, budget if base.whole is not None or not len(base) else -1)
+        if not len(base) and not len(delta):   # nothing held: the accepted changes were pruned with every version there is
+            builder.add(accepted)
+        else:
+            beside = _merged([delta, accepted])
+            if not len(base.index):
+                builder.add(self._needed(beside))
+            else:
+                owners = base.index.owners(beside.order.code)   # (ascending: ``beside`` is in key order)
+                cuts = np.searchsorted(owners, np.arange(len(base.index) + 1), "left")
+                for i, chunk in enumerate(base.chunks()):
+                    builder.add(self._needed(_merged([chunk, beside.slice(int(cuts[i]), int(cuts[i + 1]))])))
         self.deletes += self.held.stored
-        puts = runs.run_puts(self.version, every.table)
+        puts, index, whole = builder.finish()
         self.puts += puts
-        self.meta.versions_held = len(every)
-        empty = SortedVersions(every.table.slice(0, 0), every.order.take(np.zeros(0, np.int64)))
-        self.next_held = runs.Held(every, empty, tuple(k for k, _ in puts))
+        self.meta.versions_held = int(index.rows.sum())
+        empty = delta.slice(0, 0)
+        if whole is not None or not len(index):
+            held = Base.held(whole if whole is not None else empty, index)
+        else:
+            held = runs.stored_base(self.state, self.spec.versions_schema, self.keys, self.version, index, -1)
+        self.next_held = runs.Held(held, empty, tuple(k for k, _ in puts))
+
+    def _needed(self, versions: SortedVersions) -> SortedVersions:
+        """The versions of ``versions`` (every version held of their keys) still needed."""
+        if not len(versions):
+            return versions
+        keep_to, gone_before = self._keep_bounds()
+        _, needed = needed_versions(versions.table.select([*self.keys, OP, TIME]), self.keys, keep_to, gone_before,
+                                    self.expire_before)
+        return versions if needed.all() else versions.take(np.flatnonzero(needed))
 
 
 def _after(source: SortedVersions, rows: np.ndarray, sources: list[SortedVersions], best_source: np.ndarray,

@@ -27,7 +27,7 @@ from streamjoin.runtime.operator import NEG_INF, POS_INF
 from streamjoin.statestore.arrangement import encode_keys, widen_keys
 from streamjoin.statestore.packed_columns import pack_array
 
-__all__ = ["Order", "SortedVersions", "key_codes", "AFTER_EVERY_SEQUENCE"]
+__all__ = ["Order", "SortedVersions", "key_codes", "common_codes", "AFTER_EVERY_SEQUENCE"]
 
 #: A probe's sequence that every version's sequence at the same change time is at or before.
 AFTER_EVERY_SEQUENCE = (1 << 63) - 1
@@ -42,8 +42,9 @@ def key_codes(keys: Sequence[pa.Array]) -> np.ndarray:
     return encode_keys(pack_array(list(keys), n))
 
 
-def _common(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Two code arrays in one width (bytes codes are widened; the order is kept)."""
+def common_codes(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two arrays of key codes in one width (bytes codes are widened; the order is kept), so
+    they compare as their keys' codes do."""
     if a.dtype.kind != "S" or a.dtype == b.dtype:
         return a, b
     width = max(a.dtype.itemsize, b.dtype.itemsize) - 4   # (encode_keys adds four bytes of length)
@@ -71,11 +72,12 @@ class Order:
     def __len__(self) -> int:
         return len(self.code)
 
-    def take(self, rows: np.ndarray) -> Order:
+    def take(self, rows: np.ndarray | slice) -> Order:
+        """The order of rows ``rows``."""
         return Order(self.code[rows], self.timed[rows], self.time[rows], self.sequenced[rows], self.seq[rows])
 
     def concat(self, other: Order) -> Order:
-        code, theirs = _common(self.code, other.code)
+        code, theirs = common_codes(self.code, other.code)
         return Order(np.concatenate([code, theirs]), np.concatenate([self.timed, other.timed]),
                      np.concatenate([self.time, other.time]), np.concatenate([self.sequenced, other.sequenced]),
                      np.concatenate([self.seq, other.seq]))
@@ -147,8 +149,27 @@ class SortedVersions:
             return cls(table.take(pa.array(rows)), order.take(rows))
         return cls(table, order)
 
+    @classmethod
+    def joined(cls, parts: Sequence[SortedVersions]) -> SortedVersions:
+        """``parts`` (at least one) as one: each in version order, and every key of a part
+        before every key of the next (chunks of a base run), so no sort is needed."""
+        if len(parts) == 1:
+            return parts[0]
+        order = parts[0].order
+        for more in parts[1:]:
+            order = order.concat(more.order)
+        return cls(pa.concat_tables([p.table for p in parts]).combine_chunks(), order)
+
     def __len__(self) -> int:
         return self.table.num_rows
+
+    def slice(self, start: int, stop: int) -> SortedVersions:
+        """Rows ``[start, stop)`` (zero-copy)."""
+        return SortedVersions(self.table.slice(start, stop - start), self.order.take(slice(start, stop)))
+
+    def take(self, rows: np.ndarray) -> SortedVersions:
+        """Rows ``rows`` (ascending, to stay in version order)."""
+        return SortedVersions(self.table.take(pa.array(rows)), self.order.take(rows))
 
     def oldest(self) -> int:
         """The earliest change time held (``NEG_INF`` if a version is timeless; ``POS_INF``: none)."""
@@ -160,7 +181,7 @@ class SortedVersions:
 
     def key_ranges(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each of ``codes``, the rows ``[lo, hi)`` of that key."""
-        mine, theirs = _common(self.order.code, codes)
+        mine, theirs = common_codes(self.order.code, codes)
         return np.searchsorted(mine, theirs, "left"), np.searchsorted(mine, theirs, "right")
 
     def floor(self, probes: Order) -> np.ndarray:

@@ -1,11 +1,14 @@
 """The enrichment join's ``runs`` layout (:mod:`streamjoin.enrichment.runs`) against the references
-and against the ``buckets`` layout, with folds at every size (``MIN_FOLD_ROWS`` drawn), through
-crashes, lost stores and every backend."""
+and against the ``buckets`` layout, with folds at every size (``MIN_FOLD_ROWS`` drawn) and a base
+held whole or read by chunks of two rows (a memory budget drawn), through crashes, lost stores and
+every backend."""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
+from contextlib import ExitStack, contextmanager
+from typing import Iterator
 from unittest import mock
 
 import numpy as np
@@ -18,6 +21,7 @@ from hypothesis import strategies as st
 from streamjoin.changes import DELETE, OP, SEQ, TIME, ChangeFormat
 from streamjoin.enrichment import runs
 from streamjoin.enrichment.operator import EnrichmentJoin
+from streamjoin.enrichment.runs_base import chunk_bounds
 from streamjoin.enrichment.sorted_versions import Order, SortedVersions, key_codes
 from streamjoin.enrichment.step import needed_versions
 from streamjoin.errors import JoinDefinitionError
@@ -31,13 +35,29 @@ from tests.joins.enrichment.test_properties import BACKENDS, Run, cases, drive_w
 from tests.joins.runtime.test_rescale_enrichment import _bounds
 
 RUNS = {"layout": "runs"}
-#: a fold whenever the rows beside the base pass half of it, or only at 4096 rows (never, here)
-FOLDS = st.sampled_from([0, 1, 3, runs.MIN_FOLD_ROWS])
+#: (``MIN_FOLD_ROWS``: a fold whenever the rows beside the base pass half of it, or only at 4096
+#: rows, never here but for the budget; the memory budget: None, the base held whole, else bases
+#: and deltas of more bytes read by chunks of two rows and folded)
+FOLDS = st.tuples(st.sampled_from([0, 1, 3, runs.MIN_FOLD_ROWS]), st.sampled_from([None, 0, 3000]))
+CHUNKED = (1, 3000)
+
+
+@contextmanager
+def tuned(tuning: tuple[int, int | None]) -> Iterator[None]:
+    """The runs layout with ``MIN_FOLD_ROWS`` and, unless None, a memory budget of that many
+    bytes and chunks of two rows (see :data:`FOLDS`)."""
+    fold, budget = tuning
+    with ExitStack() as stack:
+        stack.enter_context(mock.patch.object(runs, "MIN_FOLD_ROWS", fold))
+        if budget is not None:
+            stack.enter_context(mock.patch.object(runs, "CHUNK_ROWS", 2))
+            stack.enter_context(mock.patch.object(runs, "memory_budget", lambda: budget))
+        yield
 
 
 @given(case=cases(), mode=st.sampled_from(["as_of", "latest"]), fold=FOLDS)
 def test_runs_layout_equals_reference_and_the_buckets_layout(case, mode, fold):
-    with mock.patch.object(runs, "MIN_FOLD_ROWS", fold):
+    with tuned(fold):
         output, reasons, metrics = drive_with_metrics(case, mode, **RUNS)
     assert output == case.expected(mode)
     assert (reasons["late"], reasons["late change"]) == case.late_counts()
@@ -50,7 +70,7 @@ def test_runs_layout_equals_reference_and_the_buckets_layout(case, mode, fold):
 @given(case=cases(), grace=st.sampled_from([0, 1, 4]), fold=FOLDS)
 def test_runs_layout_with_grace_equals_the_buckets_layout(case, grace, fold):
     options = {"grace": dt.timedelta(seconds=grace)}
-    with mock.patch.object(runs, "MIN_FOLD_ROWS", fold):
+    with tuned(fold):
         output, _, metrics = drive_with_metrics(case, "as_of", **options, **RUNS)
     base_output, _, base_metrics = drive_with_metrics(case, "as_of", **options)
     assert output == base_output
@@ -61,7 +81,7 @@ def test_runs_layout_with_grace_equals_the_buckets_layout(case, grace, fold):
 @settings(max_examples=scaled(10))
 @given(case=cases(max_rows=8), mode=st.sampled_from(["as_of", "latest"]))
 def test_runs_layout_equals_reference_on_every_backend(store, case, mode):
-    with mock.patch.object(runs, "MIN_FOLD_ROWS", 1):
+    with tuned(CHUNKED):
         output, _ = run_all(case, mode, store, **RUNS)
     assert output == case.expected(mode)
 
@@ -70,7 +90,7 @@ def test_runs_layout_equals_reference_on_every_backend(store, case, mode):
 @given(case=cases(max_rows=8), mode=st.sampled_from(["as_of", "latest"]), fold=FOLDS, data=st.data())
 def test_runs_layout_crash_and_restore_equals_uninterrupted_run(case, mode, fold, data):
     versions = [*range(len(case.batches)), None]
-    with mock.patch.object(runs, "MIN_FOLD_ROWS", fold):
+    with tuned(fold):
         plain, chaos = Run(case, mode, **RUNS), Run(case, mode, data.draw(st.sampled_from(BACKENDS)), **RUNS)
         try:
             expected = [rows_of(plain.run(index)) for index in versions]
@@ -118,9 +138,9 @@ def test_sorted_versions_floor_finds_the_last_version_of_the_key_at_or_before(ke
     assert [rows[i][TIME] is not None for i in mine] == sorted(rows[i][TIME] is not None for i in mine)
 
 
-@pytest.mark.parametrize("fold", [0, runs.MIN_FOLD_ROWS])
+@pytest.mark.parametrize("fold", [(0, None), (runs.MIN_FOLD_ROWS, None), CHUNKED])
 def test_runs_layout_duplicates_and_older_changes_are_stale(script, fold):
-    with mock.patch.object(runs, "MIN_FOLD_ROWS", fold):
+    with tuned(fold):
         s = script(mode="latest", delay=dt.timedelta(seconds=5), **RUNS)
         s.run([], [(1, "upsert", 5, "second"), (1, "upsert", 5, "first")])   # canonical order: "first" wins
         assert s.run([(1, 9, "e")], [(1, "upsert", 5, "again"), (1, "upsert", 4, "older")]) == [(1, 9, "e", "first")]
@@ -133,13 +153,13 @@ def test_runs_layout_duplicates_and_older_changes_are_stale(script, fold):
 
 @given(case=cases(max_partitions=2), fold=FOLDS, data=st.data())
 def test_runs_layout_output_and_state_do_not_depend_on_row_order(case, fold, data):
-    with mock.patch.object(runs, "MIN_FOLD_ROWS", fold):
+    with tuned(fold):
         check_row_order_free(case, data, **RUNS)
 
 
-@pytest.mark.parametrize("fold", [0, runs.MIN_FOLD_ROWS])
+@pytest.mark.parametrize("fold", [(0, None), (runs.MIN_FOLD_ROWS, None), CHUNKED])
 def test_runs_layout_holds_a_duplicate_of_a_version_held_once(script, fold):
-    with mock.patch.object(runs, "MIN_FOLD_ROWS", fold):
+    with tuned(fold):
         s = script(delay=dt.timedelta(seconds=5), **RUNS)
         s.run([], [(1, "upsert", 5, "first")])
         s.run([], [(1, "upsert", 5, "again")])         # not late (the table watermark is 0), a duplicate
@@ -189,7 +209,7 @@ def test_runs_layout_read_state_and_rescale_equal_the_buckets_layout(case, mode,
     versions = [*range(len(case.batches)), None]
     cut = data.draw(st.integers(0, len(versions) - 1), label="cut")
     partitions = data.draw(st.integers(1, 6), label="new partitions")
-    with mock.patch.object(runs, "MIN_FOLD_ROWS", fold):
+    with tuned(fold):
         buckets, rescaled = Run(case, mode), Run(case, mode, **RUNS)
         try:
             for version, index in enumerate(versions):
@@ -257,3 +277,29 @@ def test_runs_layout_expired_keys_leave_the_state_within_a_slot(script):
     assert [k for k, _ in s.driver.state()[0] if k[:1] == b"R"] == []
     s.run([(3, 31, "young"), (1, 31, "gone")], [(3, "upsert", 30, "max"), (None, "heartbeat", 40, None)])
     assert s.run() == [(1, 31, "gone", None), (3, 31, "young", "max"), (99, 10, "tick", None)]
+
+
+@given(keys=st.lists(st.integers(0, 6), max_size=40), target=st.integers(1, 5))
+def test_runs_base_chunk_bounds_never_cut_a_key(keys, target):
+    codes = np.sort(np.array(keys, np.int64))
+    order = Order(codes, np.ones(codes.size, bool), np.zeros(codes.size, np.int64), np.ones(codes.size, bool),
+                  np.zeros(codes.size, np.int64))
+    bounds = chunk_bounds(order, target).tolist()
+    starts = [i for i in range(codes.size) if i == 0 or codes[i] != codes[i - 1]]
+    expected = {0, codes.size}   # the first key start at or after each multiple of `target`
+    for multiple in range(target, codes.size, target):
+        expected |= {min((i for i in starts if i >= multiple), default=codes.size)}
+    assert bounds == sorted(expected)
+    assert set(bounds[:-1]) <= set(starts) | {0}   # no key is cut
+
+
+def test_runs_layout_base_beyond_the_budget_reads_only_the_chunks_of_the_keys_it_touches(script):
+    with tuned(CHUNKED):
+        s = script(**RUNS)
+        s.run([], [(u, "upsert", 1, f"plan{u}") for u in range(40)] + [(None, "heartbeat", 2, None)])
+        held = runs.RunsCache.of(s.driver.stores[0], s.driver.operator.spec.versions_schema).held
+        assert held is not None and held.base.whole is None and len(held.base.index) == 20
+        with mock.patch.object(runs.st, "unblob", wraps=runs.st.unblob) as decoded:
+            assert s.run([(7, 5, "e")], [(None, "heartbeat", 6, None)]) == []
+            assert s.run() == [(7, 5, "e", "plan7")]
+        assert decoded.call_count == 1   # one chunk of twenty read, in the version that released the event
