@@ -62,6 +62,7 @@ from streamjoin.bench.goals import GOALS
 from streamjoin.bench.harness import Chart, Table, parse_stores, results_dir, rotated, write_results
 from streamjoin.bench.interval import WorkerMemory
 from streamjoin.bench.sparkutil import fresh_dir, local_session, run_to_noop
+from streamjoin.enrichment.spec import DEFAULT_LAYOUT, LAYOUTS
 from streamjoin.statestore.registry import DEFAULT_KIND
 
 if TYPE_CHECKING:
@@ -112,10 +113,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"comma-separated stores measured in as-of mode (default {','.join(STORES)})")
     parser.add_argument("--latest", default=DEFAULT_KIND, metavar="STORES",
                         help=f"comma-separated stores also measured in latest mode (default {DEFAULT_KIND}; '' for none)")
-    parser.add_argument("--layouts", default="buckets", metavar="LAYOUTS",
+    parser.add_argument("--layouts", default="runs", metavar="LAYOUTS",
                         help="comma-separated state layouts of the as-of variants (stream_table_join's layout=; "
-                        "default buckets): each store is measured with each, a runs variant named "
-                        "streamjoin-STORE-runs")
+                        "default runs, the join's default): each store is measured with each, a variant of a "
+                        "layout other than the default named streamjoin-STORE-LAYOUT (streamjoin-arranged-buckets)")
     parser.add_argument("--no-spark", action="store_true", help="skip Spark's stream-static join")
     parser.add_argument("--user-typed", action="store_true",
                         help="user-typed inputs, a Parquet snapshot read as it comes: event and change files with "
@@ -318,7 +319,7 @@ class Bench:
         static = self.spark.read.parquet(os.path.join(self.root, "static.parquet"))
         return self.source("events").join(static, "user_id", "left")
 
-    def streamjoin(self, store: str, mode: ModeName, scratch: str, layout: LayoutName = "buckets") -> DataFrame:
+    def streamjoin(self, store: str, mode: ModeName, scratch: str, layout: LayoutName = DEFAULT_LAYOUT) -> DataFrame:
         from streamjoin import stream_table_join
 
         return stream_table_join(
@@ -358,7 +359,7 @@ class Bench:
             else:
                 parts = variant.split("-")
                 df = self.streamjoin(parts[1], "latest" if parts[-1] == "latest" else "as_of", scratch,
-                                     "runs" if parts[-1] == "runs" else "buckets")
+                                     parts[-1] if parts[-1] in LAYOUTS else DEFAULT_LAYOUT)
             built = time.perf_counter() - start
             query = run_to_noop(df, scratch, variant)
             seconds = time.perf_counter() - start
@@ -543,8 +544,6 @@ def _stores(text: str) -> list[str]:
 
 
 def _layouts(text: str) -> list[LayoutName]:
-    from streamjoin.enrichment.spec import LAYOUTS
-
     chosen = [name.strip() for name in text.split(",") if name.strip()]
     if not chosen or any(name not in LAYOUTS for name in chosen):
         raise SystemExit(f"--layouts takes a comma-separated list of {', '.join(LAYOUTS)}, not {text!r}")
@@ -552,9 +551,9 @@ def _layouts(text: str) -> list[LayoutName]:
 
 
 def variants(args: argparse.Namespace) -> list[str]:
-    layouts = _layouts(getattr(args, "layouts", "buckets"))
+    layouts = _layouts(getattr(args, "layouts", DEFAULT_LAYOUT))
     return ([] if args.no_spark else ["spark-stream-static"]) \
-        + [f"streamjoin-{s}" + ("" if layout == "buckets" else f"-{layout}") for s in _stores(args.stores)
+        + [f"streamjoin-{s}" + ("" if layout == DEFAULT_LAYOUT else f"-{layout}") for s in _stores(args.stores)
            for layout in layouts] \
         + [f"streamjoin-{s}-latest" for s in _stores(args.latest)]
 
@@ -603,7 +602,7 @@ def run(args: argparse.Namespace) -> int:
 # -- profiling ---------------------------------------------------------------------------------
 
 def profile(inputs: Inputs, params: Params, root: str, store: str, mode: str, buckets: int = 64,
-            layout: LayoutName = "buckets") -> int:
+            layout: LayoutName = DEFAULT_LAYOUT) -> int:
     """Run streamjoin's tasks for every version and partition in this process under cProfile
     (the first of ``--layouts``)."""
     import cProfile
@@ -655,7 +654,7 @@ def profile(inputs: Inputs, params: Params, root: str, store: str, mode: str, bu
     return 0 if summary["output_rows"] == params.events else 1
 
 
-def join_operator(mode: str, buckets: int = 64, layout: LayoutName = "buckets") -> "EnrichmentJoin":
+def join_operator(mode: str, buckets: int = 64, layout: LayoutName = DEFAULT_LAYOUT) -> "EnrichmentJoin":
     """The benchmark's join as the in-process runs build it: events left-joined on ``user_id`` with
     the table's plain change stream in ``mode``, a watermark delay of ``DELAY_S``, in ``layout``."""
     from streamjoin.changes import ChangeFormat

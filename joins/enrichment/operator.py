@@ -58,12 +58,13 @@ import pyarrow as pa
 from streamjoin.changes import ChangeFormat
 from streamjoin.enrichment import load
 from streamjoin.enrichment.runs_step import RunsStep
-from streamjoin.enrichment.spec import EnrichmentSpec, How, LayoutName, Mode, build_spec
+from streamjoin.enrichment.spec import DEFAULT_LAYOUT, EnrichmentSpec, How, LayoutName, Mode, build_spec
 from streamjoin.enrichment.step import Step
 from streamjoin.enrichment.views import VIEWS
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.kit.columns import cast_values
 from streamjoin.kit.times import Duration
+from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.evolution import OptionRule, SchemaPlace
 from streamjoin.runtime.operator import InputSpec, SpecOperator, StepInput, StepResult
 from streamjoin.statestore.base import KeyValue, Store
@@ -71,7 +72,22 @@ from streamjoin.statestore.base import KeyValue, Store
 if TYPE_CHECKING:
     from streamjoin.runtime.regroup import Ownership
 
-__all__ = ["EnrichmentJoin", "Mode", "How"]
+__all__ = ["EnrichmentJoin", "Mode", "How", "layout_for"]
+
+
+def layout_for(checkpoint: str | None, layout: LayoutName | None) -> LayoutName:
+    """The layout a query runs in: ``layout`` when given, else the one the enrichment state of
+    ``checkpoint`` is kept in (a checkpoint started before ``"runs"`` became the default keeps
+    ``"buckets"``), else the default, ``"runs"``."""
+    if layout is not None:
+        return layout
+    if checkpoint is not None:
+        binding = Checkpoint(checkpoint).binding
+        root = binding.root()
+        definition = binding.definition(root) if root else {}
+        if definition.get("kind") == EnrichmentJoin.kind and definition.get("layout") == 2:
+            return "buckets"
+    return DEFAULT_LAYOUT
 
 
 class EnrichmentJoin(SpecOperator):
@@ -92,22 +108,25 @@ class EnrichmentJoin(SpecOperator):
         buckets: int = 64, event_bucket: datetime.timedelta = datetime.timedelta(seconds=1),
         table_ttl: datetime.timedelta | str | None = None,
         stream_delay: datetime.timedelta | str | None = None, table_delay: datetime.timedelta | str | None = None,
-        heartbeats: bool = False, layout: LayoutName = "buckets",
+        heartbeats: bool = False, layout: LayoutName | None = None,
     ) -> None:
         """Validate the join; raise :class:`streamjoin.errors.JoinDefinitionError` naming any problem.
 
         Tuning (no effect on results; part of the definition): ``buckets`` key buckets of table
         versions per partition, ``event_bucket`` the width of waiting events' time buckets.
         ``heartbeats``: an event whose every column but its event time is null is a heartbeat
-        (see module). ``layout``: how a partition holds the table's versions: ``"buckets"`` (the
-        default: per key bucket, read as a version touches them) or ``"runs"`` (sorted runs
-        held in memory and probed a batch at a time, :mod:`streamjoin.enrichment.runs`;
-        ``buckets`` and ``event_bucket`` are the buckets layout's and not used). Both give the same results; a checkpoint keeps the layout it was started with.
+        (see module). ``layout``: how a partition holds the table's versions: ``"runs"`` (None,
+        the default: sorted runs probed a batch at a time, held in memory within the worker's
+        budget and read by chunks beyond it, :mod:`streamjoin.enrichment.runs`) or
+        ``"buckets"`` (per key bucket, read as a version touches them; ``buckets`` and
+        ``event_bucket`` tune it). Both give the same results; a checkpoint keeps the layout it
+        was started with (:func:`layout_for` finds it).
         """
         self.spec: EnrichmentSpec = build_spec(
             stream, table, on, stream_time=stream_time, changes=changes, mode=mode, how=how,
             delay=delay, grace=grace, buckets=buckets, event_bucket=event_bucket, table_ttl=table_ttl,
-            stream_delay=stream_delay, table_delay=table_delay, heartbeats=heartbeats, layout=layout,
+            stream_delay=stream_delay, table_delay=table_delay, heartbeats=heartbeats,
+            layout=DEFAULT_LAYOUT if layout is None else layout,
         )
         self._inputs = (InputSpec("stream", stream, self.spec.stream_key, stream_time),
                         InputSpec("table", table, changes.key, changes.time))

@@ -38,7 +38,7 @@ from streamjoin.runtime.defaults import column_entries, with_defaults
 from streamjoin.runtime.evolution import SchemaPlace
 from streamjoin.runtime.operator import REASON_COLUMN
 
-__all__ = ["Mode", "ModeName", "LayoutName", "LAYOUTS", "How", "HOWS", "EnrichmentSpec", "build_spec"]
+__all__ = ["Mode", "ModeName", "LayoutName", "LAYOUTS", "DEFAULT_LAYOUT", "How", "HOWS", "EnrichmentSpec", "build_spec"]
 
 #: The join kinds an enrichment join supports.
 HOWS = (How.INNER, How.LEFT)
@@ -50,6 +50,8 @@ ModeName = Literal["as_of", "latest"]
 #: ``layout=``: how a partition holds its table versions (see :class:`EnrichmentSpec`).
 LayoutName = Literal["buckets", "runs"]
 LAYOUTS: tuple[LayoutName, ...] = ("buckets", "runs")
+#: The layout of a new checkpoint's state when none is asked for.
+DEFAULT_LAYOUT: LayoutName = "runs"
 
 
 class Mode(str, Enum):
@@ -93,7 +95,7 @@ class EnrichmentSpec:
     heartbeats: bool = False
     #: How the versions are held: ``"buckets"`` (state layout 2, :mod:`streamjoin.enrichment.state`)
     #: or ``"runs"`` (layout 3, :mod:`streamjoin.enrichment.runs`); part of the definition.
-    layout: LayoutName = "buckets"
+    layout: LayoutName = DEFAULT_LAYOUT
 
     @property
     def stream_delay(self) -> int:
@@ -152,7 +154,7 @@ def build_spec(
     grace: datetime.timedelta | str | None, buckets: int, event_bucket: datetime.timedelta | str,
     table_ttl: datetime.timedelta | str | None = None,
     stream_delay: datetime.timedelta | str | None = None, table_delay: datetime.timedelta | str | None = None,
-    heartbeats: bool = False, layout: LayoutName = "buckets",
+    heartbeats: bool = False, layout: LayoutName = DEFAULT_LAYOUT,
 ) -> EnrichmentSpec:
     """Validate an enrichment join's arguments; raise JoinDefinitionError naming the problem."""
     if layout not in LAYOUTS:

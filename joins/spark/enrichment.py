@@ -12,7 +12,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from streamjoin.changes import ChangeFormat, VocabularyName
 from streamjoin.changes.registry import format_argument
-from streamjoin.enrichment.operator import EnrichmentJoin
+from streamjoin.enrichment.operator import EnrichmentJoin, layout_for
 from streamjoin.enrichment.spec import LayoutName, Mode, ModeName
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.kit.how import EnrichmentHow, How
@@ -57,7 +57,7 @@ def stream_table_join(
     changes: VocabularyName | ChangeFormat | None = None,
     initial_state: Mapping[str, DataFrame] | None = None,
     initial_progress: Mapping[str, Any] | None = None,
-    layout: LayoutName = "buckets",
+    layout: LayoutName | None = None,
 ) -> DataFrame:
     """Enrich each event of ``stream`` with the row of a changing table that its key refers to.
 
@@ -137,11 +137,14 @@ def stream_table_join(
         initial_progress: With ``initial_state``, where each input had got to, as
             [`state_progress`][streamjoin.runtime.initial_state.state_progress] reads it (or a
             ``datetime``): the first watermark is then the old checkpoint's next one.
-        layout: How each partition holds the table's versions: ``"buckets"`` (default) in key
-            buckets read as a micro-batch touches them; ``"runs"`` as sorted runs held in the
-            Python worker's memory and probed a micro-batch at a time, faster on a table whose
-            versions fit a worker's memory (docs/design/runtime.md, arranged state, step 43). The results are the same; a checkpoint keeps the layout it
-            started with (another is refused as a changed definition).
+        layout: How each partition holds the table's versions: ``"runs"`` (the default) as
+            sorted runs probed a micro-batch at a time, held in the Python worker's memory while
+            they fit its budget (``STREAMJOIN_WORKER_MEMORY`` over the stores it may hold) and
+            read by chunks of keys beyond it; ``"buckets"`` in key buckets read as a micro-batch
+            touches them (docs/design/runtime.md, arranged state, steps 43-44). The results are
+            the same. A checkpoint keeps the layout it started with: without ``layout``, a query
+            takes its checkpoint's (a checkpoint started before ``"runs"`` became the default
+            keeps ``"buckets"``); another is refused as a changed definition.
 
     Returns:
         Every event column, then the table's value columns (a name also in the events gets
@@ -175,7 +178,8 @@ def stream_table_join(
     operator = EnrichmentJoin(
         arrow_schema(stream), arrow_schema(table), on, stream_time=stream_time, changes=fmt,
         mode=mode, how=how, delay=delay, grace=grace, table_ttl=table_ttl,
-        stream_delay=stream_delay, table_delay=table_delay, heartbeats=heartbeats, layout=layout,
+        stream_delay=stream_delay, table_delay=table_delay, heartbeats=heartbeats,
+        layout=layout_for(checkpoint, layout),
     )
     check_watermark(stream, "stream", stream_time, operator.spec.stream_delay,
                     "stream_delay" if stream_delay is not None else "delay")

@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from streamjoin.changes import ChangeFormat, VocabularyName, pre_stage, routable_format
 from streamjoin.changes.registry import detect_vocabulary, format_argument, get_vocabulary
-from streamjoin.enrichment.operator import EnrichmentJoin
+from streamjoin.enrichment.operator import EnrichmentJoin, layout_for
 from streamjoin.enrichment.spec import LayoutName, Mode, ModeName
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.interval.operator import IntervalJoin
@@ -190,7 +190,7 @@ class LocalJoins:
                           heartbeats: bool = False, changes: VocabularyName | ChangeFormat | None = None,
                           initial_state: Mapping[str, pa.Table] | None = None,
                           initial_progress: Mapping[str, Any] | None = None,
-                          layout: LayoutName = "buckets") -> pa.Table:
+                          layout: LayoutName | None = None) -> pa.Table:
         """``streamjoin.stream_table_join`` over this micro-batch's Arrow tables; ``bootstrap``
         (an Arrow table of the table's rows) is loaded before the join's first version.
         ``end_of_run``: as for ``interval_join``; ``changes``: the former name of ``table_format``."""
@@ -207,14 +207,15 @@ class LocalJoins:
                 f"with table_ttl, bootstrap rows age from their change time: add the snapshot's time as column "
                 f"{fmt.time!r}; a row without one would be expired at once")
         table_changes, fmt = routable(table_changes, fmt)
+        name = self._name(checkpoint)
         operator = EnrichmentJoin(stream.schema, table_changes.schema, on, stream_time=stream_time, changes=fmt,
                                   mode=mode, how=how, delay=delay, grace=grace, table_ttl=table_ttl,
                                   stream_delay=stream_delay, table_delay=table_delay, heartbeats=heartbeats,
-                                  layout=layout)
+                                  layout=layout_for(self._checkpoint_dir(name), layout))
         if operator.spec.mode.value == "latest":
             self._note('stream_table_join(mode="latest") is documented as dependent on micro-batch boundaries')
         initial = None if bootstrap is None else operator.bootstrap_changes(bootstrap)
-        return self._run(self._name(checkpoint), operator, (stream, table_changes), options, initial,
+        return self._run(name, operator, (stream, table_changes), options, initial,
                          (initial_state, initial_progress))
 
     def table_table_join(self, left_changes: pa.Table, right_changes: pa.Table, on: Any, *,

@@ -20,12 +20,13 @@ from hypothesis import strategies as st
 
 from streamjoin.changes import DELETE, OP, SEQ, TIME, ChangeFormat
 from streamjoin.enrichment import runs
-from streamjoin.enrichment.operator import EnrichmentJoin
+from streamjoin.enrichment.operator import EnrichmentJoin, layout_for
 from streamjoin.enrichment.runs_base import chunk_bounds
 from streamjoin.enrichment.sorted_versions import Order, SortedVersions, key_codes
 from streamjoin.enrichment.step import needed_versions
-from streamjoin.errors import JoinDefinitionError
+from streamjoin.errors import CheckpointMismatchError, JoinDefinitionError
 from streamjoin.kit.order import ascending
+from streamjoin.runtime.bind import bind_query
 from streamjoin.runtime.initial_state import state_progress
 from streamjoin.runtime.state_rows import state_rows
 from tests.examples import scaled
@@ -35,6 +36,7 @@ from tests.joins.enrichment.test_properties import BACKENDS, Run, cases, drive_w
 from tests.joins.runtime.test_rescale_enrichment import _bounds
 
 RUNS = {"layout": "runs"}
+BUCKETS = {"layout": "buckets"}
 #: (``MIN_FOLD_ROWS``: a fold whenever the rows beside the base pass half of it, or only at 4096
 #: rows, never here but for the budget; the memory budget: None, the base held whole, else bases
 #: and deltas of more bytes read by chunks of two rows and folded)
@@ -61,7 +63,7 @@ def test_runs_layout_equals_reference_and_the_buckets_layout(case, mode, fold):
         output, reasons, metrics = drive_with_metrics(case, mode, **RUNS)
     assert output == case.expected(mode)
     assert (reasons["late"], reasons["late change"]) == case.late_counts()
-    base_output, base_reasons, base_metrics = drive_with_metrics(case, mode)
+    base_output, base_reasons, base_metrics = drive_with_metrics(case, mode, **BUCKETS)
     assert (output, reasons) == (base_output, base_reasons)
     for name in ("stale_changes", "matched", "late_changes", "released_by_grace", "expired_lookups", "expired_changes"):
         assert metrics[name] == base_metrics[name], name
@@ -72,7 +74,7 @@ def test_runs_layout_with_grace_equals_the_buckets_layout(case, grace, fold):
     options = {"grace": dt.timedelta(seconds=grace)}
     with tuned(fold):
         output, _, metrics = drive_with_metrics(case, "as_of", **options, **RUNS)
-    base_output, _, base_metrics = drive_with_metrics(case, "as_of", **options)
+    base_output, _, base_metrics = drive_with_metrics(case, "as_of", **options, **BUCKETS)
     assert output == base_output
     assert metrics["stale_changes"] == base_metrics["stale_changes"]
 
@@ -113,10 +115,23 @@ def test_runs_layout_is_part_of_the_definition():
     stream = pa.schema([("k", pa.int64()), ("ts", pa.timestamp("us"))])
     table = pa.schema([("k", pa.int64()), ("op", pa.string()), ("at", pa.timestamp("us")), ("v", pa.string())])
     fmt = ChangeFormat.plain("k", time="at")
-    buckets = EnrichmentJoin(stream, table, "k", stream_time="ts", changes=fmt).definition()
-    runs_ = EnrichmentJoin(stream, table, "k", stream_time="ts", changes=fmt, layout="runs").definition()
+    buckets = EnrichmentJoin(stream, table, "k", stream_time="ts", changes=fmt, layout="buckets").definition()
+    runs_ = EnrichmentJoin(stream, table, "k", stream_time="ts", changes=fmt).definition()   # (the default)
     assert (buckets["layout"], runs_["layout"]) == (2, 3)
     assert "buckets" in buckets and "buckets" not in runs_
+
+
+def test_runs_layout_is_the_default_but_a_checkpoint_keeps_its_layout(tmp_path):
+    stream = pa.schema([("k", pa.int64()), ("ts", pa.timestamp("us"))])
+    table = pa.schema([("k", pa.int64()), ("op", pa.string()), ("at", pa.timestamp("us")), ("v", pa.string())])
+    fmt = ChangeFormat.plain("k", time="at")
+    old, new = str(tmp_path / "old"), str(tmp_path / "new")
+    bind_query(old, EnrichmentJoin(stream, table, "k", stream_time="ts", changes=fmt, layout="buckets"), 2)
+    assert layout_for(old, None) == "buckets"   # a checkpoint started in the buckets layout keeps it
+    assert layout_for(new, None) == "runs" and layout_for(None, None) == "runs"   # a new one: the default
+    assert layout_for(old, "runs") == "runs"    # (asked for: the definition check refuses it)
+    with pytest.raises(CheckpointMismatchError, match="layout: 2 -> 3"):
+        bind_query(old, EnrichmentJoin(stream, table, "k", stream_time="ts", changes=fmt, layout="runs"), 2)
 
 
 @given(keys=st.lists(st.tuples(st.sampled_from(["a", "b", "ab", ""]), st.integers(-2, 2)), max_size=12),
@@ -210,7 +225,7 @@ def test_runs_layout_read_state_and_rescale_equal_the_buckets_layout(case, mode,
     cut = data.draw(st.integers(0, len(versions) - 1), label="cut")
     partitions = data.draw(st.integers(1, 6), label="new partitions")
     with tuned(fold):
-        buckets, rescaled = Run(case, mode), Run(case, mode, **RUNS)
+        buckets, rescaled = Run(case, mode, **BUCKETS), Run(case, mode, **RUNS)
         try:
             for version, index in enumerate(versions):
                 if version == cut:
@@ -253,7 +268,7 @@ def test_runs_layout_read_state_shows_only_the_events_still_waiting():
     events = [(1, 0, "x"), (1, 5 * SECOND, "y"), (1, 9 * SECOND, "z")]
     case = Case(PLAIN, 2 * SECOND, [(events, [(1, "upsert", 0, 0, "free", False)]),
                                     ([], [(1, "upsert", 6 * SECOND, 0, "pro", False)]), ([], [])], 1)
-    runs_, buckets = Run(case, "as_of", **RUNS), Run(case, "as_of")
+    runs_, buckets = Run(case, "as_of", **RUNS), Run(case, "as_of", **BUCKETS)
     try:
         waiting = []
         for index in range(3):
