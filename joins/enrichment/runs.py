@@ -1,8 +1,9 @@
 """The ``runs`` state layout of the enrichment join: a partition's table versions as sorted runs.
 
-Chosen with ``EnrichmentJoin(..., layout="runs")`` (the definition's ``layout`` 3). Keys::
+The default (``EnrichmentJoin(..., layout="runs")``, the definition's ``layout`` 3). Keys::
 
     b"\\x00meta"                                    -> as in layout 2 (:mod:`streamjoin.enrichment.state`)
+    b"I" | encode_int(version)                     -> the index of the base run of ``version`` (Arrow IPC stream)
     b"R" | encode_int(version) | encode_int(chunk) -> versions (Arrow IPC stream)
     b"W" | encode_int(version) | encode_int(chunk) -> waiting events (Arrow IPC stream)
 
@@ -10,9 +11,10 @@ Chosen with ``EnrichmentJoin(..., layout="runs")`` (the definition's ``layout`` 
 version order (:mod:`streamjoin.enrichment.sorted_versions`), cut into chunks of at most
 :data:`CHUNK_ROWS` rows, under the version's number. A version *folds* once the runs after the
 first (the *base*) hold more than ``fold_fraction`` of its rows (and at least
-:data:`MIN_FOLD_ROWS`): it writes every version still needed (base, later runs and its own
-accepted changes, pruned as :func:`streamjoin.enrichment.step.needed_versions` prunes) as its run, and
-removes every earlier run with one range delete. No version appears in two runs, so the versions
+:data:`MIN_FOLD_ROWS`), or more than a quarter of :func:`memory_budget` in bytes: it writes
+every version still needed (base, later runs and its own accepted changes, pruned as
+:func:`streamjoin.enrichment.step.needed_versions` prunes) as its base run, and removes every
+earlier run and index. No version appears in two runs, so the versions
 held are the union of the runs, whichever run holds each. So a version's writes follow its
 changes, not the table's size, and versions no longer needed leave at the next fold.
 
@@ -25,11 +27,18 @@ this version's bound is a slice of each file (two binary searches of its times),
 never rewritten, only removed with its last event. A version writes at most one file of waiting
 events, and the files' count follows the versions an event waits, not the spread of their times.
 
+**The base** is stored in chunks cut at key boundaries, with an index (``I`` | version: each
+chunk's last key code, rows, oldest change time and bytes; :mod:`streamjoin.enrichment.runs_base`),
+so a fold merges it a chunk at a time with the versions beside it of the chunk's keys.
+
 **In memory.** :class:`RunsCache`, kept in the store's memo as the enrichment's bucket cache is
 (:mod:`streamjoin.enrichment.cache`: labelled with the store version it describes, started again
-when the label does not match), holds the versions decoded and sorted: the base, and the later
-runs merged into one sorted *delta*. A partition's versions are held in memory whole while its
-store is open; the ``buckets`` layout, the default, reads only the key buckets a version touches.
+when the label does not match), holds the versions decoded and sorted: the base, whole while its
+stored bytes fit :func:`memory_budget` (else its index, and a version reads the chunks holding
+the keys it touches), and the later runs merged into one sorted *delta*, which a fold empties
+once it holds more than a quarter of the budget; and the files of waiting events, oldest first,
+while they hold at most a quarter of it (a file beyond it is read a chunk at a time as its events
+are released: its chunks follow its events' times).
 
 **Table TTL.** A fold drops the versions that have expired (as the buckets layout's folds do,
 :func:`streamjoin.enrichment.step.needed_versions`); besides the folds for size, one is due once the
@@ -59,7 +68,7 @@ from streamjoin.statestore.arranged import worker_budget
 from streamjoin.statestore.base import KeyValue, Store
 from streamjoin.statestore.errors import StoreCorruptError
 
-__all__ = ["LAYOUT", "CHUNK_ROWS", "MIN_FOLD_ROWS", "memory_budget", "run_puts", "base_puts", "BaseBuilder", "stored_base", "waiting_puts", "read_runs", "read_waiting", "still_waiting", "expiry_due", "Held", "Waiting", "RunsCache", "codes_of"]
+__all__ = ["LAYOUT", "CHUNK_ROWS", "MIN_FOLD_ROWS", "memory_budget", "run_puts", "base_puts", "BaseBuilder", "stored_base", "waiting_puts", "read_runs", "read_waiting", "still_waiting", "expiry_due", "waiting_room", "Held", "Waiting", "RunsCache", "codes_of"]
 
 #: The enrichment join's state in the ``runs`` layout (see module).
 LAYOUT = StateLayout("enrichment join", 3, (
@@ -280,6 +289,12 @@ def expiry_due(oldest: int, expire_before: int, ttl: int) -> bool:
     return expire_before == POS_INF or slot <= st.last_due_slot(expire_before, width)
 
 
+def waiting_room(files: list[Waiting]) -> int:
+    """The bytes of waiting events a partition may still hold in memory beside ``files``: a
+    quarter of :func:`memory_budget`, less what they hold."""
+    return memory_budget() // 4 - sum(f.nbytes for f in files)
+
+
 def still_waiting(events: pa.Table, time: str, meta: st.Meta, grace: int | None) -> pa.Table:
     """The events of a file of waiting events (event time column ``time``) still waiting in a
     state whose meta is ``meta``: those at or after the last version's release bound."""
@@ -289,13 +304,43 @@ def still_waiting(events: pa.Table, time: str, meta: st.Meta, grace: int | None)
 
 @dataclass(frozen=True)
 class Waiting:
-    """One file of waiting events: its arrival version, its events, their times (ascending) and
-    the keys of its chunks."""
+    """One file of waiting events: its arrival version, the keys of its chunks, the time of its
+    last event, and its events with their times (ascending) while held in memory (None: read a
+    chunk at a time when released; :meth:`RunsCache.read_waiting`)."""
 
     version: int
-    events: pa.Table
-    times: np.ndarray
     stored: tuple[bytes, ...]
+    last: int
+    events: pa.Table | None = None
+    times: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, version: int, events: pa.Table, times: np.ndarray, stored: tuple[bytes, ...], hold: bool) -> Waiting:
+        """The file of ``events`` (times ``times``), held in memory if ``hold``."""
+        return cls(version, stored, int(times[-1]), events if hold else None, times if hold else None)
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes it holds in memory."""
+        return 0 if self.events is None else self.events.nbytes
+
+    def between(self, store: Store, stream: pa.Schema, time: str, low: int, high: int) -> pa.Table | None:
+        """Its events with a time in ``[low, high)``, in order (None: none): a slice of those
+        held, else of each chunk read from ``store`` (as tables of ``stream``, event time column
+        ``time``) up to the first that starts at ``high`` or later."""
+        if self.events is not None and self.times is not None:
+            start, end = np.searchsorted(self.times, [low, high], "left").tolist()
+            return self.events.slice(start, end - start) if end > start else None
+        parts = []
+        for _, value in _WAITING.scan(store, self.version):
+            chunk = as_schema(st.unblob(value), stream)
+            times = times_of(chunk, time)
+            if times[0] >= high:
+                break
+            start, end = np.searchsorted(times, [low, high], "left").tolist()
+            if end > start:
+                parts.append(chunk.slice(start, end - start))
+        return pa.concat_tables(parts) if parts else None
 
 
 @dataclass
@@ -322,9 +367,14 @@ class RunsCache:
 
     def read_waiting(self, store: Store, stream: pa.Schema, time: str) -> list[Waiting]:
         """The files of waiting events (of schema ``stream``, event time column ``time``): from
-        the cache, else read from ``store``."""
+        the cache, else read from ``store`` a file at a time, the oldest held in memory while
+        they take at most a quarter of :func:`memory_budget` (:func:`waiting_room`)."""
         if self.waiting is None:
-            self.waiting = [Waiting(v, t, times_of(t, time), ks) for v, t, ks in _read(store, _WAITING, stream)]
+            files: list[Waiting] = []
+            for version, events, keys in _read(store, _WAITING, stream):
+                files.append(Waiting.of(version, events, times_of(events, time), keys,
+                                        hold=events.nbytes <= waiting_room(files)))
+            self.waiting = files
         return self.waiting
 
     def commit(self, version: int, held: Held, waiting: list[Waiting]) -> None:

@@ -73,11 +73,11 @@ class RunsStep(Step):
         previous = self._release_bound(self.meta.event_watermark, self.meta.table_watermark, final=False)
         parts, self.waiting_files, released = [], [], 0
         for filed in self.runs.read_waiting(self.state, spec.stream, spec.stream_time):
-            start, end = np.searchsorted(filed.times, [previous, bound], "left").tolist()
-            if end > start:
-                parts.append(filed.events.slice(start, end - start))
-                released += end - start
-            if end == len(filed.times):
+            part = filed.between(self.state, spec.stream, spec.stream_time, previous, bound)
+            if part is not None:
+                parts.append(part)
+                released += part.num_rows
+            if filed.last < bound:   # (none left)
                 self.deletes += filed.stored
             else:
                 self.waiting_files.append(filed)
@@ -90,8 +90,9 @@ class RunsStep(Step):
         if events.num_rows:
             puts = runs.waiting_puts(self.version, events)
             self.puts += puts
-            self.waiting_files.append(runs.Waiting(self.version, events, times_of(events, self.spec.stream_time),
-                                                   tuple(k for k, _ in puts)))
+            self.waiting_files.append(runs.Waiting.of(
+                self.version, events, times_of(events, self.spec.stream_time), tuple(k for k, _ in puts),
+                hold=events.nbytes <= runs.waiting_room(self.waiting_files)))
             self.meta.events_waiting += events.num_rows
 
     def _commit_caches(self) -> None:

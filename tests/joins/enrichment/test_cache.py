@@ -54,7 +54,7 @@ def _same(a: StepResult, b: StepResult) -> None:
        small=st.sampled_from([1, 3_000]), data=st.data())
 def test_enrichment_cache_gives_the_steps_of_reading_the_store(case, mode, tuning, small, data):
     fraction, deltas, buckets = tuning
-    operator = tuned(case.operator(mode, buckets=buckets), fraction, deltas)
+    operator = tuned(case.operator(mode, buckets=buckets, layout="buckets"), fraction, deltas)
     limits = [cache.LIMIT_BYTES, small, 0]                    # all cached, some, none
     paths = [f"enrichment-cache-{next(_PATHS)}" for _ in limits]
     stores = [open_store("memory", path) for path in paths]

@@ -161,7 +161,7 @@ def test_enrichment_latest_joins_the_newest_version_with_this_batch_applied(scri
 
 
 def test_enrichment_versions_no_event_can_need_are_dropped(script):
-    s = script()
+    s = script(layout="buckets")
     s.run([(1, 0, "e")], [(1, "upsert", t, str(t)) for t in range(0, 20)])
     s.run([(1, 15, "f")], [(2, "upsert", 20, "x")])          # event watermark 0: keep 0 and later
     s.run([(1, 30, "g")], [(1, "upsert", 21, "y")])          # event watermark 15: keep 15 and later
@@ -172,7 +172,7 @@ def test_enrichment_versions_no_event_can_need_are_dropped(script):
 
 
 def test_enrichment_sweep_drops_old_versions_of_keys_nothing_touches(script):
-    s = script(buckets=4)
+    s = script(buckets=4, layout="buckets")
     s.run([(9, 0, "e")], [(k, "upsert", t, str(t)) for k in range(6) for t in (1, 2, 3)])
     for second in range(10, 15):
         s.run([(9, second, "e")], [(None, "heartbeat", second, None)])

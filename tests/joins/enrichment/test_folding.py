@@ -50,7 +50,7 @@ def held_in_state(entries: list[tuple[bytes, bytes]]) -> tuple[int, int]:
 @given(case=cases(), mode=st.sampled_from(["as_of", "latest"]), tuning=st.sampled_from(TUNINGS))
 def test_enrichment_folding_never_changes_the_output_and_versions_held_is_exact(case, mode, tuning):
     fraction, deltas, buckets = tuning
-    driver = StepDriver(tuned(case.operator(mode, buckets=buckets), fraction, deltas), case.partitions)
+    driver = StepDriver(tuned(case.operator(mode, buckets=buckets, layout="buckets"), fraction, deltas), case.partitions)
     v = case.variant
     try:
         output, most_deltas = Counter(), 0
@@ -74,7 +74,7 @@ def test_enrichment_folding_never_changes_the_output_and_versions_held_is_exact(
 def tuned_run(case: Case, mode: str, tuning: tuple, store: str = "memory") -> InProcess:
     """The case run by the in-process runner, with folding tuned (as ``Run`` of the properties)."""
     fraction, deltas, buckets = tuning
-    return InProcess(tuned(case.operator(mode, buckets=buckets), fraction, deltas), case.tables,
+    return InProcess(tuned(case.operator(mode, buckets=buckets, layout="buckets"), fraction, deltas), case.tables,
                      partitions=case.partitions, store=store)
 
 
@@ -108,7 +108,7 @@ def _bytes_of_a_small_version(table_rows: int) -> tuple[int, int, int, int]:
     changes and the release of those events; return (bytes it puts, blob size of its changes,
     number of its version puts, size of one bucket's base)."""
     operator = EnrichmentJoin(EVENTS, TABLE, "user", stream_time="ts", changes=ChangeFormat.plain("user", time="at"),
-                              delay=dt.timedelta(0), buckets=64)
+                              delay=dt.timedelta(0), buckets=64, layout="buckets")
     store = open_store("memory", f"fold-bytes-{table_rows}")
     try:
         def step(version: int, events: list[dict], changes: pa.Table, max_times) -> list:
@@ -147,7 +147,7 @@ def test_enrichment_a_version_with_few_changes_writes_few_bytes_whatever_the_tab
 def _run_tuned(case: Case, mode: str, tuning: tuple, **options) -> tuple[list[Counter], list[dict], int]:
     """Every version's output, every step's metrics but versions_held, and the sum of that."""
     fraction, deltas, buckets = tuning
-    driver = StepDriver(tuned(case.operator(mode, buckets=buckets, **options), fraction, deltas), case.partitions)
+    driver = StepDriver(tuned(case.operator(mode, buckets=buckets, layout="buckets", **options), fraction, deltas), case.partitions)
     v = case.variant
     try:
         outputs = []

@@ -318,3 +318,24 @@ def test_runs_layout_base_beyond_the_budget_reads_only_the_chunks_of_the_keys_it
             assert s.run([(7, 5, "e")], [(None, "heartbeat", 6, None)]) == []
             assert s.run() == [(7, 5, "e", "plan7")]
         assert decoded.call_count == 1   # one chunk of twenty read, in the version that released the event
+
+
+def test_runs_layout_state_many_times_the_memory_budget_gives_the_buckets_layouts_output(script):
+    """A partition whose versions and waiting events take many times its memory budget (the base
+    read by chunks, the delta folded, the waiting files read by chunks) joins as the buckets layout."""
+    outputs = []
+    for options in (RUNS, BUCKETS):
+        with tuned((runs.MIN_FOLD_ROWS, 4000)):
+            s = script(delay=dt.timedelta(seconds=3), **options)
+            got = []
+            for second in range(12):
+                changes = [(u, "upsert", second, f"plan{u}.{second}") for u in range(second * 37 % 50, 600, 7)]
+                events = [(u, second - 2, f"e{second}.{u}") for u in range(second % 5, 600, 11)]
+                got += s.run(events, changes)
+                if options is RUNS and second:
+                    cache = runs.RunsCache.of(s.driver.stores[0], s.driver.operator.spec.versions_schema)
+                    assert cache.held is not None and cache.held.base.whole is None and cache.held.base.nbytes > 10 * 4000
+                    assert cache.waiting and any(f.events is None for f in cache.waiting)
+            got += s.run(final=True)
+            outputs.append(sorted(got))
+    assert outputs[0] == outputs[1] and len(outputs[0]) > 500

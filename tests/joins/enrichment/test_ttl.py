@@ -41,7 +41,7 @@ def test_enrichment_ttl_inner_join_drops_events_of_expired_keys(script):
 
 
 def test_enrichment_ttl_expired_keys_leave_the_state_and_younger_ones_stay(script):
-    s = script(table_ttl=TTL, buckets=1)   # one bucket: swept, so pruned, in every version
+    s = script(table_ttl=TTL, buckets=1, layout="buckets")   # one bucket: swept, so pruned, in every version
     s.run([], [(1, "upsert", 1, "free"), (2, "upsert", 2, "pro"), (3, "upsert", 27, "max")])
     s.run([(9, 30, "tick")], [(None, "heartbeat", 30, None)])
     assert s.last("versions_held") == 3
@@ -55,7 +55,7 @@ def test_enrichment_ttl_expired_keys_leave_the_state_and_younger_ones_stay(scrip
 
 
 def test_enrichment_ttl_expiry_index_drops_keys_in_any_bucket_at_once(script):
-    s = script(table_ttl=dt.timedelta(seconds=4))    # 64 buckets: the sweep alone would take 64 versions
+    s = script(table_ttl=dt.timedelta(seconds=4), layout="buckets")   # 64 buckets: a sweep alone takes 64 versions
     s.run([(99, 10, "tick")], [(u, "upsert", 1, "free") for u in range(20)] + [(None, "heartbeat", 10, None)])
     assert s.last("versions_held") == 20
     assert any(k[:1] == b"X" for k, _ in s.driver.state()[0])

@@ -147,7 +147,7 @@ def test_state_areas_enrichment_bytes_are_unchanged() -> None:
     finally:
         store.close()
     changes = pa.schema([("k", pa.int64()), ("at", TS), ("op", pa.string())])
-    op = EnrichmentJoin(EVENTS, changes, "k", stream_time="t", changes=ChangeFormat.plain("k", time="at"))
+    op = EnrichmentJoin(EVENTS, changes, "k", stream_time="t", changes=ChangeFormat.plain("k", time="at"), layout="buckets")
     assert op.definition()["layout"] == enrichment.LAYOUT.version == 2
 
 

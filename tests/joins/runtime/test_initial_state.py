@@ -151,6 +151,7 @@ def test_enrichment_initial_state_continues_the_cut_run(case, mode, grace, data)
     cut = data.draw(st.integers(1, len(case.batches)), label="cut")
     partitions = data.draw(st.integers(1, 5), label="partitions of the new checkpoint")
     options = {} if grace is None or mode == "latest" else {"grace": dt.timedelta(seconds=grace)}
+    options["layout"] = "buckets"   # (its logical state; the runs layout's: tests/joins/enrichment/test_runs.py)
     with _cut(case, cut, partitions, ("table", "events"), lambda: EnrichmentRun(case, mode, **options),
               case.operator(mode, **options)) as (plain, started):
         expected, got = Counter(), Counter()

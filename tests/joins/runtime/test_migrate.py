@@ -5,6 +5,7 @@ on another partition count too, with its local stores gone (rebuilt from the old
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -15,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from streamjoin.changes import ChangeFormat
-from streamjoin.enrichment.operator import EnrichmentJoin
+from streamjoin.enrichment.operator import EnrichmentJoin, layout_for
 from streamjoin.errors import CheckpointMismatchError
 from streamjoin.interval.operator import IntervalJoin
 from streamjoin.jobs.cli import main
@@ -28,8 +29,9 @@ from streamjoin.table.operator import TableTableJoin
 from tests.fixtures.format1 import data
 
 FIXTURES = os.path.join(os.path.dirname(data.__file__))
-API = types.SimpleNamespace(ChangeFormat=ChangeFormat, EnrichmentJoin=EnrichmentJoin, IntervalJoin=IntervalJoin,
-                            TableTableJoin=TableTableJoin)
+#: (a 0.2 checkpoint keeps the enrichment's buckets layout, as ``layout_for`` finds it)
+API = types.SimpleNamespace(ChangeFormat=ChangeFormat, EnrichmentJoin=functools.partial(EnrichmentJoin, layout="buckets"),
+                            IntervalJoin=IntervalJoin, TableTableJoin=TableTableJoin)
 
 
 def _copy(tmp_path, name: str) -> str:
@@ -65,6 +67,8 @@ def test_migrate_continues_a_0_2_checkpoint_as_an_uninterrupted_run(tmp_path, na
         {(1, data.BEFORE - 1, data.PARTITIONS, partitions)}
     for uri in stage_checkpoints(checkpoint):
         assert check_checkpoint(uri).problems == []
+    if name == "enrichment":
+        assert layout_for(checkpoint, None) == "buckets"
     continued = _runner(join, checkpoint, partitions, store, str(tmp_path / "local"))
     continued.version = data.BEFORE
     after = [continued.run(*rows) for rows in inputs[data.BEFORE:]]

@@ -111,6 +111,7 @@ def test_enrichment_rescale_equals_uninterrupted_run(case, mode, grace, data):
     cut = data.draw(st.integers(0, len(versions) - 1), label="cut")
     partitions = data.draw(st.integers(1, 6), label="new partitions")
     options = {} if grace is None or mode == "latest" else {"grace": dt.timedelta(seconds=grace)}
+    options["layout"] = "buckets"   # (its logical state; the runs layout's: tests/joins/enrichment/test_runs.py)
     plain, rescaled = Run(case, mode, **options), Run(case, mode, **options)
     try:
         for version, index in enumerate(versions):
@@ -142,7 +143,7 @@ T0 = dt.datetime(2024, 1, 1)
 
 def _join() -> EnrichmentJoin:
     return EnrichmentJoin(EVENTS, TABLE, "k", stream_time="ts", changes=ChangeFormat.plain("k", time="at"),
-                          delay=dt.timedelta(seconds=2), buckets=4, table_ttl=dt.timedelta(seconds=30))
+                          delay=dt.timedelta(seconds=2), buckets=4, table_ttl=dt.timedelta(seconds=30), layout="buckets")
 
 
 def _batch(i: int) -> tuple[pa.Table, pa.Table]:
