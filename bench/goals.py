@@ -248,7 +248,18 @@ GOALS: tuple[Goal, ...] = (
     Goal("enrichment", "speed of streamjoin-arranged vs Spark's stream-static join, 1M events x 1M rows", 1.5, "x",
          Cell("spark s / s", _OURS), "streamjoin bench enrichment --stores arranged --latest '' --user-typed",
          memory=Cell("worker RSS MB", _OURS),
-         reason="1.16x in the run of this figure, of the default layout (2026-12-07 02:46, load 1.0 as it "
+         reason="1.18x in the run of this figure, of the runs layout, the default since design step 44 "
+                "(2026-12-07 04:44, load 1.4 as it started and 2.1 as it ended, nothing else running; 3 runs, "
+                "the variants' order rotated: Spark 11.5 s, its runs 12.1, 11.5 and 11.0 s; streamjoin 9.75 s, "
+                "its runs 9.75, 11.0 and 8.59 s; the buckets layout 9.68 s, its runs 12.1, 9.68 and 9.40 s, "
+                "1.19x). Step 44 bounds the runs layout's memory (its base read by chunks beyond the worker's "
+                "budget) and changes no lookup: alternated with the main before (`streamjoin bench compare "
+                "--repeat 3 --fields \"seconds,spark s / s,first batch s\" 3995708 enrichment --stores arranged "
+                "--latest '' --user-typed --repeat 1 --layouts runs`, 04:48, load 0.5-3.0) the runs layout took "
+                "13.9 s against 13.2 s and 1.12x Spark's time against 1.18x, its runs spreading over 11.3-15.7 s "
+                "and Spark's over 14.0-17.7 s; in one process its twelve versions made the same calls and the "
+                "same million output rows as before. "
+                "1.16x in the run of 02:46, of the buckets layout, then the default (load 1.0 as it "
                 "started and 2.3 as it ended, nothing else running; 3 runs, the variants' order rotated: "
                 "Spark 14.9 s, its runs 15.8, 13.7 and 14.9 s; streamjoin 12.9 s, its runs 13.5, 12.9 and "
                 "11.9 s), and 1.28x with `layout=\"runs\"` in the same run (`--layouts buckets,runs`: 11.6 s, "
