@@ -34,12 +34,11 @@ so a fold merges it a chunk at a time with the versions beside it of the chunk's
 **In memory.** :class:`RunsCache`, kept in the store's memo as the enrichment's bucket cache is
 (:mod:`streamjoin.enrichment.cache`: labelled with the store version it describes, started again
 when the label does not match), holds the versions decoded and sorted, within the partition's
-:func:`memory_budget`: the base, whole while its stored bytes fit half of it (else its chunks
-from the first while they fit, and a version reads the others that hold the keys it touches),
-the later runs merged into one sorted *delta*, which a fold empties once it holds more than a
-quarter, and the files of waiting events, oldest first, while they hold at most the last quarter
-(a file beyond it is read a chunk at a time as its events are released: its chunks follow its
-events' times).
+:func:`memory_budget`: the base, whole while its stored bytes fit half of it (else its index,
+and a version reads the chunks holding the keys it touches), the later runs merged into one
+sorted *delta*, which a fold empties once it holds more than a quarter, and the files of waiting
+events, oldest first, while they hold at most the last quarter (a file beyond it is read a chunk
+at a time as its events are released: its chunks follow its events' times).
 
 **Table TTL.** A fold drops the versions that have expired (as the buckets layout's folds do,
 :func:`streamjoin.enrichment.step.needed_versions`); besides the folds for size, one is due once the
@@ -90,15 +89,14 @@ def memory_budget() -> int:
     """The bytes a partition's store may hold in memory: the Python worker's budget
     (``STREAMJOIN_WORKER_MEMORY``, default 1g) shared among the stores it may hold
     (``STREAMJOIN_WARM_STORES`` kept warm and the one a task opens), as the arranged store
-    shares it. Half of it may hold the base run (:func:`base_budget`; beyond it, the chunks
-    after those that fit are read when a version needs them), a quarter the runs beside it
-    (beyond it they are folded into a new base) and a quarter the waiting events
-    (:func:`waiting_room`)."""
+    shares it. Half of it may hold the base run (:func:`base_budget`; a larger one is read by
+    chunks), a quarter the runs beside it (beyond it they are folded into a new base) and a
+    quarter the waiting events (:func:`waiting_room`)."""
     return worker_budget() // (warm.LIMIT + 1)
 
 
 def base_budget() -> int:
-    """The stored bytes of a base run's chunks held in memory: half of :func:`memory_budget`."""
+    """The stored bytes of a base run held whole in memory: half of :func:`memory_budget`."""
     return memory_budget() // 2
 
 
@@ -203,35 +201,33 @@ class Held:
 
 
 def stored_base(store: Store, schema: pa.Schema, keys: list[str], version: int, index: ChunkIndex,
-                budget: int, prefix: SortedVersions | None = None) -> Base:
-    """The base run of ``version`` in ``store`` (its ``index`` read), its chunks held in memory
-    from the first while their stored bytes fit ``budget`` (``prefix``: those chunks' versions,
-    when already at hand), the others read from the store when asked for."""
-    def read(i: int) -> SortedVersions:
-        value = store.get(_RUNS.key(version, i))
+                 budget: int) -> Base:
+    """The base run of ``version`` in ``store`` (its ``index`` read): held whole when its bytes
+    fit ``budget`` (negative: never), else read by chunks when asked for."""
+    def load(i: int) -> SortedVersions:
+        return _chunk(store.get(_RUNS.key(version, i)))
+
+    def _chunk(value: bytes | None) -> SortedVersions:
         if value is None:
-            raise StoreCorruptError(f"the enrichment's base run {version} lacks chunk {i}, which its index names; "
+            raise StoreCorruptError(f"the enrichment's base run {version} lacks a chunk its index names; "
                                     f"remove the store's directory to rebuild it from the changelog")
         table = as_schema(st.unblob(value), schema)
         return SortedVersions(table, Order.of(codes_of(table, keys), table))
 
-    held = index.held_chunks(budget)
-    if prefix is None and held:
-        prefix = SortedVersions.joined([read(i) for i in range(held)])
-    if held == len(index) and prefix is not None:
-        return Base.held(prefix, index)
-    starts = index.starts()
-
-    def load(i: int) -> SortedVersions:
-        return prefix.slice(int(starts[i]), int(starts[i + 1])) if prefix is not None and i < held else read(i)
-    return Base(index, None, load)
+    if budget < 0 or int(index.nbytes.sum()) > budget:
+        return Base(index, None, load)
+    chunks = [_chunk(v) for _, v in _RUNS.scan(store, version)]
+    if len(chunks) != len(index):
+        _chunk(None)
+    whole = SortedVersions.joined(chunks) if chunks else SortedVersions.empty(schema, codes_of(schema.empty_table(), keys))
+    return Base.held(whole, index)
 
 
 class BaseBuilder:
     """Writes the base run of ``version`` from versions added in version order (each add's keys
     after every earlier add's), cut into chunks at key boundaries
-    (:func:`streamjoin.enrichment.runs_base.chunk_bounds`); keeps the versions of its chunks in
-    memory, from the first, while their stored bytes fit ``budget`` (negative: none)."""
+    (:func:`streamjoin.enrichment.runs_base.chunk_bounds`); keeps the versions in memory while
+    the chunks' stored bytes stay within ``budget`` (negative: never)."""
 
     def __init__(self, version: int, budget: int) -> None:
         self.version, self.budget = version, budget
@@ -242,12 +238,11 @@ class BaseBuilder:
         self.rows: list[int] = []
         self.oldest: list[int] = []
         self.sizes: list[int] = []
-        self.kept: list[SortedVersions] = []   # (the versions of chunks 0, 1, ... in pieces)
-        self.keeping = budget >= 0
+        self.kept: list[SortedVersions] | None = [] if budget >= 0 else None
 
     def add(self, versions: SortedVersions) -> None:
         """Add ``versions``; whole chunks are written once two chunks' rows wait (so a fold
-        holds about that, and the chunks it keeps, not the whole base)."""
+        holds about that, not the whole base)."""
         if len(versions):
             self.pending.append(versions)
             self.pending_rows += len(versions)
@@ -260,7 +255,6 @@ class BaseBuilder:
         joined = SortedVersions.joined(self.pending)
         bounds = chunk_bounds(joined.order, CHUNK_ROWS)
         last = len(bounds) - 1 if final else len(bounds) - 2   # (the last piece waits for more rows)
-        kept = 0
         for lo, hi in zip(bounds[:last].tolist(), bounds[1:last + 1].tolist()):
             chunk = joined.slice(lo, hi)
             blob = st.blob(chunk.table)
@@ -269,22 +263,23 @@ class BaseBuilder:
             self.rows.append(len(chunk))
             self.oldest.append(chunk.oldest())
             self.sizes.append(len(blob))
-            self.keeping = self.keeping and sum(self.sizes) <= self.budget
-            kept = hi if self.keeping else kept
-        if kept:
-            self.kept.append(joined.slice(0, kept))
         done = int(bounds[last])
+        if self.kept is not None and done:
+            self.kept.append(joined.slice(0, done))
+            if sum(self.sizes) > self.budget:
+                self.kept = None
         rest = joined.slice(done, len(joined))
         self.pending, self.pending_rows = ([rest], len(rest)) if len(rest) else ([], 0)
 
     def finish(self) -> tuple[list[KeyValue], ChunkIndex, SortedVersions | None]:
-        """The run's entries (chunks, then its index), its index, and the versions of the
-        chunks it kept (None: none)."""
+        """The run's entries (chunks, then its index), its index, and its versions when kept
+        (None: not kept, or none)."""
         self._cut(final=True)
         index = ChunkIndex.of(self.lasts, self.rows, self.oldest, self.sizes)
         if len(index):   # (no base: nothing)
             self.puts.append((_INDEX.key(self.version), st.blob(index.table())))
-        return self.puts, index, SortedVersions.joined(self.kept) if self.kept else None
+        whole = SortedVersions.joined(self.kept) if self.kept else None
+        return self.puts, index, whole
 
 
 def expiry_due(oldest: int, expire_before: int, ttl: int) -> bool:

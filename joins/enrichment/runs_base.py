@@ -9,9 +9,9 @@ are known without reading a chunk.
 
 A :class:`Base` is held *whole* (one :class:`SortedVersions` in memory, its chunks slices of it)
 when its stored bytes fit the partition's budget for it
-(:func:`streamjoin.enrichment.runs.base_budget`); else it holds its chunks from the first while
-they fit, and a version reads the other chunks that hold the keys it touches
-(:meth:`Base.of_keys`), a fold one chunk at a time (:meth:`Base.chunks`). A version's memory then follows its own changes and events, and
+(:func:`streamjoin.enrichment.runs.base_budget`, half its memory budget); else it keeps only its index, and a version
+reads the chunks that hold the keys it touches (:meth:`Base.of_keys`), and a fold reads one chunk
+at a time (:meth:`Base.chunks`). A version's memory then follows its own changes and events, and
 the versions of their keys, not the size of the table.
 """
 
@@ -91,10 +91,6 @@ class ChunkIndex:
         def ints(name: str) -> np.ndarray:
             return np.asarray(table.column(name).to_numpy(), np.int64)
         return cls(lasts, ints("rows"), ints("oldest"), ints("bytes"))
-
-    def held_chunks(self, budget: int) -> int:
-        """How many chunks, from the first, fit ``budget`` stored bytes together (negative: none)."""
-        return int(np.searchsorted(np.cumsum(self.nbytes), budget, "right")) if budget >= 0 else 0
 
     def starts(self) -> np.ndarray:
         """The first row of each chunk, and the base's length last."""

@@ -228,7 +228,7 @@ class RunsStep(Step):
         and ``accepted``'s versions of its keys (every key's versions are in one chunk)."""
         base, delta = self.held.base, self.held.delta
         budget = runs.base_budget()
-        builder = runs.BaseBuilder(self.version, budget)
+        builder = runs.BaseBuilder(self.version, budget if base.whole is not None or not len(base) else -1)
         if not len(base) and not len(delta):   # nothing held: the accepted changes were pruned with every version there is
             builder.add(accepted)
         else:
@@ -241,14 +241,14 @@ class RunsStep(Step):
                 for i, chunk in enumerate(base.chunks()):
                     builder.add(self._needed(_merged([chunk, beside.slice(int(cuts[i]), int(cuts[i + 1]))])))
         self.deletes += self.held.stored
-        puts, index, kept = builder.finish()
+        puts, index, whole = builder.finish()
         self.puts += puts
         self.meta.versions_held = int(index.rows.sum())
         empty = delta.slice(0, 0)
-        if len(index):
-            held = runs.stored_base(self.state, self.spec.versions_schema, self.keys, self.version, index, budget, kept)
+        if whole is not None or not len(index):
+            held = Base.held(whole if whole is not None else empty, index)
         else:
-            held = Base.held(empty, index)
+            held = runs.stored_base(self.state, self.spec.versions_schema, self.keys, self.version, index, -1)
         self.next_held = runs.Held(held, empty, tuple(k for k, _ in puts))
 
     def _needed(self, versions: SortedVersions) -> SortedVersions:
