@@ -68,7 +68,7 @@ from streamjoin.statestore.arranged import worker_budget
 from streamjoin.statestore.base import KeyValue, Store
 from streamjoin.statestore.errors import StoreCorruptError
 
-__all__ = ["LAYOUT", "CHUNK_ROWS", "MIN_FOLD_ROWS", "memory_budget", "base_budget", "run_puts", "base_puts", "BaseBuilder", "stored_base", "waiting_puts", "read_runs", "read_waiting", "still_waiting", "expiry_due", "waiting_room", "Held", "Waiting", "RunsCache", "codes_of"]
+__all__ = ["LAYOUT", "CHUNK_ROWS", "MIN_FOLD_ROWS", "memory_budget", "base_budget", "run_puts", "base_puts", "BaseBuilder", "stored_base", "waiting_puts", "read_runs", "read_waiting", "still_waiting", "expiry_due", "waiting_room", "stacked", "Held", "Waiting", "RunsCache", "codes_of"]
 
 #: The enrichment join's state in the ``runs`` layout (see module).
 LAYOUT = StateLayout("enrichment join", 3, (
@@ -165,23 +165,36 @@ def _whole(chunks: list[pa.Table], schema: pa.Schema | None) -> pa.Table:
     return pa.concat_tables(chunks).combine_chunks() if len(chunks) > 1 else chunks[0]
 
 
+def stacked(delta: tuple[SortedVersions, ...], run: SortedVersions) -> tuple[SortedVersions, ...]:
+    """The runs beside a base (``delta``, oldest first, each in version order) with ``run`` on
+    top: the top two merged into one while the lower holds at most twice the upper's rows. So
+    a partition keeps about log2 of its delta's rows of them, a version's changes are merged
+    again about that many times before a fold, and a version merges what it adds, not the whole
+    delta (probes search each of them)."""
+    out = [*delta, run] if len(run) else list(delta)
+    while len(out) > 1 and len(out[-2]) <= 2 * len(out[-1]):
+        out[-2:] = [SortedVersions.merged(out[-2:])]
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class Held:
-    """The versions a partition holds: the ``base`` run, and the later runs as one ``delta``;
-    ``stored``, the keys of every run's chunks and of the base's index (a fold deletes them)."""
+    """The versions a partition holds: the ``base`` run, and the later runs as the ``delta``'s
+    sorted stacks (:func:`stacked`); ``stored``, the keys of every run's chunks and of the base's
+    index (a fold deletes them)."""
 
     base: Base
-    delta: SortedVersions
+    delta: tuple[SortedVersions, ...]
     stored: tuple[bytes, ...] = ()
 
     def __len__(self) -> int:
-        return len(self.base) + len(self.delta)
+        return len(self.base) + sum(map(len, self.delta))
 
     @classmethod
     def read(cls, store: Store, schema: pa.Schema, keys: list[str]) -> Held:
         """The versions ``store`` holds: the base whole when it fits :func:`memory_budget`, else
-        its index; the runs after it merged into the delta, sorted. (Runs without a base index
-        are all read as the delta.)"""
+        its index; the runs after it stacked as the delta (:func:`stacked`). (Runs without a
+        base index are all read as the delta.)"""
         empty = SortedVersions.empty(schema, codes_of(schema.empty_table(), keys))
         indexes = list(_INDEX.scan(store))
         stored: list[bytes] = []
@@ -193,11 +206,11 @@ class Held:
             index = ChunkIndex.from_table(st.unblob(value))
             stored += [key, *(_RUNS.key(after, i) for i in range(len(index)))]
             base = stored_base(store, schema, keys, after, index, base_budget())
-        found = list(_read(store, _RUNS, schema, after))
-        runs = [table for _, table, _ in found]
-        rest = pa.concat_tables(runs).combine_chunks() if len(runs) > 1 else runs[0] if runs else schema.empty_table()
-        stored += [k for *_, ks in found for k in ks]
-        return cls(base, SortedVersions.sorted(rest, codes_of(rest, keys)), tuple(stored))
+        delta: tuple[SortedVersions, ...] = ()
+        for _, table, chunk_keys in _read(store, _RUNS, schema, after):
+            delta = stacked(delta, SortedVersions.sorted(table, codes_of(table, keys)))
+            stored += chunk_keys
+        return cls(base, delta, tuple(stored))
 
 
 def stored_base(store: Store, schema: pa.Schema, keys: list[str], version: int, index: ChunkIndex,

@@ -112,9 +112,9 @@ class RunsStep(Step):
         codes = new.order.code
         if self.held.base.whole is None and released.num_rows:   # (a base read by chunks: these keys' versions)
             codes = np.concatenate(common_codes(codes, key_codes([released.column(k).combine_chunks() for k in self.keys])))
-        self.base = self.held.base.of_keys(codes, self.held.delta.slice(0, 0))
+        self.base = self.held.base.of_keys(codes, new.slice(0, 0))
         dup = new.order.same_as_previous()
-        for held in (self.base, self.held.delta):
+        for held in (self.base, *self.held.delta):
             if len(held) and len(new):
                 at = held.floor(new.order)
                 hit = at >= 0
@@ -137,7 +137,7 @@ class RunsStep(Step):
             return np.zeros(0, bool)
         parts = [new.table.select([*self.keys, OP, TIME])]
         orders, flags = [new.order], [np.ones(len(new), bool)]
-        for held in (self.base, self.held.delta):
+        for held in (self.base, *self.held.delta):
             rows = held.rows_of(new.order.code) if len(held) else np.zeros(0, np.int64)
             if rows.size:
                 parts.append(held.table.select([*self.keys, OP, TIME]).take(pa.array(rows)))
@@ -174,7 +174,7 @@ class RunsStep(Step):
         ranked = np.argsort(codes, kind="stable")   # probes in key order search the columns in one sweep
         probes = Order(codes[ranked], np.ones(n, bool), np.asarray(at, np.int64)[ranked], np.ones(n, bool),
                        np.full(n, AFTER_EVERY_SEQUENCE, np.int64))
-        sources = [s for s in (self.base, self.held.delta, self.fresh) if len(s)]
+        sources = [s for s in (self.base, *self.held.delta, self.fresh) if len(s)]
         best_source, best_row = np.full(n, -1), np.full(n, -1)
         for i, source in enumerate(sources):
             row = source.floor(probes)
@@ -206,10 +206,10 @@ class RunsStep(Step):
         if not self.accepted.all():
             accepted = accepted.take(np.flatnonzero(self.accepted))
         base, delta = self.held.base, self.held.delta
-        beside = len(delta) + len(accepted)
+        beside = sum(map(len, delta)) + len(accepted)
         expiring = self.spec.ttl is not None and runs.expiry_due(
-            min(base.oldest(), delta.oldest(), accepted.oldest()), self.expire_before, self.spec.ttl)
-        large = beside and delta.table.nbytes + accepted.table.nbytes > runs.memory_budget() // 4
+            min(base.oldest(), accepted.oldest(), *(d.oldest() for d in delta)), self.expire_before, self.spec.ttl)
+        large = beside and sum(d.table.nbytes for d in delta) + accepted.table.nbytes > runs.memory_budget() // 4
         if expiring or large or beside > max(self.spec.fold_fraction * len(base), runs.MIN_FOLD_ROWS):
             self._fold_all(accepted)
             return
@@ -218,8 +218,8 @@ class RunsStep(Step):
             puts = runs.run_puts(self.version, accepted.table)
             self.puts += puts
             stored += tuple(k for k, _ in puts)
-            delta = _merged([delta, accepted])
-        self.meta.versions_held = len(base) + len(delta)
+            delta = runs.stacked(delta, accepted)
+        self.meta.versions_held = len(base) + sum(map(len, delta))
         self.next_held = runs.Held(base, delta, stored)
 
     def _fold_all(self, accepted: SortedVersions) -> None:
@@ -229,27 +229,27 @@ class RunsStep(Step):
         base, delta = self.held.base, self.held.delta
         budget = runs.base_budget()
         builder = runs.BaseBuilder(self.version, budget if base.whole is not None or not len(base) else -1)
-        if not len(base) and not len(delta):   # nothing held: the accepted changes were pruned with every version there is
+        if not len(base) and not delta:   # nothing held: the accepted changes were pruned with every version there is
             builder.add(accepted)
         else:
-            beside = _merged([delta, accepted])
+            beside = SortedVersions.merged([*delta, accepted])
             if not len(base.index):
                 builder.add(self._needed(beside))
             else:
                 owners = base.index.owners(beside.order.code)   # (ascending: ``beside`` is in key order)
                 cuts = np.searchsorted(owners, np.arange(len(base.index) + 1), "left")
                 for i, chunk in enumerate(base.chunks()):
-                    builder.add(self._needed(_merged([chunk, beside.slice(int(cuts[i]), int(cuts[i + 1]))])))
+                    builder.add(self._needed(SortedVersions.merged([chunk, beside.slice(int(cuts[i]), int(cuts[i + 1]))])))
         self.deletes += self.held.stored
         puts, index, whole = builder.finish()
         self.puts += puts
         self.meta.versions_held = int(index.rows.sum())
-        empty = delta.slice(0, 0)
+        empty = accepted.slice(0, 0)
         if whole is not None or not len(index):
             held = Base.held(whole if whole is not None else empty, index)
         else:
             held = runs.stored_base(self.state, self.spec.versions_schema, self.keys, self.version, index, -1)
-        self.next_held = runs.Held(held, empty, tuple(k for k, _ in puts))
+        self.next_held = runs.Held(held, (), tuple(k for k, _ in puts))
 
     def _needed(self, versions: SortedVersions) -> SortedVersions:
         """The versions of ``versions`` (every version held of their keys) still needed."""
@@ -271,16 +271,3 @@ def _after(source: SortedVersions, rows: np.ndarray, sources: list[SortedVersion
         if mine.size:
             out[mine] = ~source.order.at_or_before(rows[mine], other.order, best_row[mine])
     return out
-
-
-def _merged(parts: list[SortedVersions]) -> SortedVersions:
-    """The versions of ``parts`` (each in version order) as one, in version order."""
-    parts = [p for p in parts if len(p)] or parts[:1]
-    if len(parts) == 1:
-        return parts[0]
-    order = parts[0].order
-    for more in parts[1:]:
-        order = order.concat(more.order)
-    rows = order.argsort()
-    table = pa.concat_tables([p.table for p in parts]).combine_chunks()
-    return SortedVersions(table.take(pa.array(rows)), order.take(rows))

@@ -160,6 +160,20 @@ class SortedVersions:
             order = order.concat(more.order)
         return cls(pa.concat_tables([p.table for p in parts]).combine_chunks(), order)
 
+    @classmethod
+    def merged(cls, parts: Sequence[SortedVersions]) -> SortedVersions:
+        """The versions of ``parts`` (at least one, each in version order) as one, in version
+        order (their keys interleaved)."""
+        parts = [p for p in parts if len(p)] or list(parts[:1])
+        if len(parts) == 1:
+            return parts[0]
+        order = parts[0].order
+        for more in parts[1:]:
+            order = order.concat(more.order)
+        rows = order.argsort()
+        table = pa.concat_tables([p.table for p in parts]).combine_chunks()
+        return cls(table.take(pa.array(rows)), order.take(rows))
+
     def __len__(self) -> int:
         return self.table.num_rows
 

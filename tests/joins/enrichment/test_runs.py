@@ -339,3 +339,30 @@ def test_runs_layout_state_many_times_the_memory_budget_gives_the_buckets_layout
             got += s.run(final=True)
             outputs.append(sorted(got))
     assert outputs[0] == outputs[1] and len(outputs[0]) > 500
+
+
+@given(sizes=st.lists(st.integers(0, 40), max_size=30))
+def test_runs_stacked_keeps_every_version_in_few_sorted_stacks(sizes):
+    delta: tuple[SortedVersions, ...] = ()
+    added = []
+    for version, size in enumerate(sizes):
+        codes = np.arange(size, dtype=np.int64) * 7 % 23
+        table = pa.table({OP: pa.array(["upsert"] * size), TIME: pa.array([version] * size, pa.int64()),
+                          SEQ: pa.array([None] * size, pa.int64())})
+        delta = runs.stacked(delta, SortedVersions.sorted(table, codes))
+        added += [(int(c), version) for c in codes]
+        assert all(len(d) for d in delta) and len(delta) <= max(1, int(np.log2(max(1, len(added)))) + 2)
+        for d in delta:   # each stack in version order
+            assert (np.diff(d.order.code) >= 0).all()
+    held = sorted((int(c), int(t)) for d in delta for c, t in zip(d.order.code, d.order.time))
+    assert held == sorted(added)
+
+
+def test_runs_layout_finds_a_version_in_an_older_stack_of_the_delta(script):
+    s = script(**RUNS)
+    s.run([], [(u, "upsert", 1, f"old{u}") for u in range(12)])   # (too few rows to fold: no base)
+    s.run([], [(u, "upsert", 2, f"mid{u}") for u in range(10)])   # 12 <= 2 x 10: one stack of 22
+    s.run([], [(99, "upsert", 3, "new")])                          # 22 > 2 x 1: a second stack
+    held = runs.RunsCache.of(s.driver.stores[0], s.driver.operator.spec.versions_schema).held
+    assert held is not None and [len(d) for d in held.delta] == [22, 1]
+    assert s.run([(4, 2, "e"), (4, 1, "f")]) == [(4, 1, "f", "old4"), (4, 2, "e", "mid4")]   # (table watermark 3)
