@@ -248,8 +248,13 @@ GOALS: tuple[Goal, ...] = (
     Goal("enrichment", "speed of streamjoin-arranged vs Spark's stream-static join, 1M events x 1M rows", 1.5, "x",
          Cell("spark s / s", _OURS), "streamjoin bench enrichment --stores arranged --latest '' --user-typed",
          memory=Cell("worker RSS MB", _OURS),
-         reason="1.18x in the run of this figure, of the runs layout, the default since design step 44 "
-                "(2026-12-07 04:44, load 1.4 as it started and 2.1 as it ended, nothing else running; 3 runs, "
+         reason="1.21x in the run of this figure, of the runs layout, the default since design step 44 "
+                "(2026-12-07 05:48, load 1.0 as it started and 2.1 as it ended, nothing else running; 3 runs, "
+                "the variants' order rotated: Spark 13.2 s, its runs 15.3, 13.2 and 12.5 s; streamjoin 10.9 s, "
+                "its runs 10.8, 11.0 and 10.9 s; the buckets layout 13.0 s, its runs 14.2, 13.0 and 10.8 s, "
+                "1.01x), after the runs beside the base became sorted stacks (0.95x the CPU of the twelve "
+                "versions in one process, 0.83x over 42 versions with ten times the updates). "
+                "1.18x in the run of 04:44 (load 1.4 as it started and 2.1 as it ended, nothing else running; 3 runs, "
                 "the variants' order rotated: Spark 11.5 s, its runs 12.1, 11.5 and 11.0 s; streamjoin 9.75 s, "
                 "its runs 9.75, 11.0 and 8.59 s; the buckets layout 9.68 s, its runs 12.1, 9.68 and 9.40 s, "
                 "1.19x). Step 44 bounds the runs layout's memory (its base read by chunks beyond the worker's "

@@ -35,8 +35,8 @@ so a fold merges it a chunk at a time with the versions beside it of the chunk's
 (:mod:`streamjoin.enrichment.cache`: labelled with the store version it describes, started again
 when the label does not match), holds the versions decoded and sorted, within the partition's
 :func:`memory_budget`: the base, whole while its stored bytes fit half of it (else its index,
-and a version reads the chunks holding the keys it touches), the later runs merged into one
-sorted *delta*, which a fold empties once it holds more than a quarter, and the files of waiting
+and a version reads the chunks holding the keys it touches), the later runs (the *delta*)
+as a few sorted stacks (:func:`stacked`), which a fold empties once they hold more than a quarter, and the files of waiting
 events, oldest first, while they hold at most the last quarter (a file beyond it is read a chunk
 at a time as its events are released: its chunks follow its events' times).
 

@@ -7,12 +7,13 @@ The rules, the arrivals, the release of events and the waiting events are those 
 1. this version's changes in version order (:mod:`streamjoin.enrichment.sorted_versions`); of
    changes equal in key, time and sequence the first in canonical row order is kept, and a
    change equal to a version held is a duplicate (the held one wins): both are counted stale;
-2. the versions held of the changed keys (a range of the base and of the delta each) merged with
+2. the versions held of the changed keys (a range of the base and of each of the delta's stacks,
+   :func:`streamjoin.enrichment.runs.stacked`) merged with
    the new changes and pruned as the buckets layout prunes (:func:`~streamjoin.enrichment.step.needed_versions`):
    a new change pruning drops is stale, one it keeps is *accepted*;
-3. each released event looked up by one probe of the base, the delta and the new changes (the
-   newest of the three at or before its lookup time; a delete gives no row);
-4. the accepted changes written as this version's run, or, once the delta and they outgrow
+3. each released event looked up by one probe of the base, each stack and the new changes (the
+   newest of them at or before its lookup time; a delete gives no row);
+4. the accepted changes written as this version's run (the top stack), or, once the delta and they outgrow
    ``fold_fraction`` of the base (or, with a table TTL, once the oldest version held has expired
    by a slot: :func:`streamjoin.enrichment.runs.expiry_due`), every version still needed written
    as the new base (a fold).
