@@ -192,7 +192,7 @@ class Held:
 
     @classmethod
     def read(cls, store: Store, schema: pa.Schema, keys: list[str]) -> Held:
-        """The versions ``store`` holds: the base whole when it fits :func:`memory_budget`, else
+        """The versions ``store`` holds: the base whole when it fits :func:`base_budget`, else
         its index; the runs after it stacked as the delta (:func:`stacked`). (Runs without a
         base index are all read as the delta.)"""
         empty = SortedVersions.empty(schema, codes_of(schema.empty_table(), keys))
@@ -390,9 +390,11 @@ class RunsCache:
         they take at most a quarter of :func:`memory_budget` (:func:`waiting_room`)."""
         if self.waiting is None:
             files: list[Waiting] = []
+            room = waiting_room(files)
             for version, events, keys in _read(store, _WAITING, stream):
-                files.append(Waiting.of(version, events, times_of(events, time), keys,
-                                        hold=events.nbytes <= waiting_room(files)))
+                hold = events.nbytes <= room
+                room -= events.nbytes if hold else 0
+                files.append(Waiting.of(version, events, times_of(events, time), keys, hold=hold))
             self.waiting = files
         return self.waiting
 

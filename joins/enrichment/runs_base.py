@@ -23,7 +23,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
-from streamjoin.enrichment.sorted_versions import Order, SortedVersions, common_codes
+from streamjoin.enrichment.sorted_versions import Order, SortedVersions, common_codes, concat_codes
 from streamjoin.runtime.operator import POS_INF
 
 __all__ = ["ChunkIndex", "Base", "chunk_bounds"]
@@ -63,10 +63,7 @@ class ChunkIndex:
         different widths), with ``rows``, ``oldest`` change times and stored ``nbytes``."""
         if not lasts:
             return cls.empty()
-        joined = lasts[0]
-        for more in lasts[1:]:
-            joined = np.concatenate(common_codes(joined, more))
-        return cls(joined, np.asarray(rows, np.int64), np.asarray(oldest, np.int64), np.asarray(nbytes, np.int64))
+        return cls(concat_codes(lasts), np.asarray(rows, np.int64), np.asarray(oldest, np.int64), np.asarray(nbytes, np.int64))
 
     def __len__(self) -> int:
         return len(self.rows)

@@ -34,7 +34,7 @@ import pyarrow as pa
 from streamjoin.changes import OP, SEQ, TIME
 from streamjoin.enrichment import runs
 from streamjoin.enrichment.runs_base import Base
-from streamjoin.enrichment.sorted_versions import AFTER_EVERY_SEQUENCE, Order, SortedVersions, common_codes, key_codes
+from streamjoin.enrichment.sorted_versions import AFTER_EVERY_SEQUENCE, Order, SortedVersions, concat_codes, key_codes
 from streamjoin.enrichment.spec import Mode
 from streamjoin.enrichment.step import Step, needed_versions
 from streamjoin.kit.order import canonical_order, canonical_sort_keys
@@ -112,7 +112,7 @@ class RunsStep(Step):
         new = self.new
         codes = new.order.code
         if self.held.base.whole is None and released.num_rows:   # (a base read by chunks: these keys' versions)
-            codes = np.concatenate(common_codes(codes, key_codes([released.column(k).combine_chunks() for k in self.keys])))
+            codes = concat_codes([codes, key_codes([released.column(k).combine_chunks() for k in self.keys])])
         self.base = self.held.base.of_keys(codes, new.slice(0, 0))
         dup = new.order.same_as_previous()
         for held in (self.base, *self.held.delta):
@@ -148,10 +148,7 @@ class RunsStep(Step):
         if len(parts) == 1:
             together, ranked = parts[0], None
         else:
-            order = orders[0]
-            for more in orders[1:]:
-                order = order.concat(more)
-            ranked = order.argsort()
+            ranked = Order.joined(orders).argsort()
             together = pa.concat_tables(parts).take(pa.array(ranked))
             is_new = is_new[ranked]
         keep_to, gone_before = self._keep_bounds()

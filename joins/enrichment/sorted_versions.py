@@ -27,7 +27,7 @@ from streamjoin.runtime.operator import NEG_INF, POS_INF
 from streamjoin.statestore.arrangement import encode_keys, widen_keys
 from streamjoin.statestore.packed_columns import pack_array
 
-__all__ = ["Order", "SortedVersions", "key_codes", "common_codes", "AFTER_EVERY_SEQUENCE"]
+__all__ = ["Order", "SortedVersions", "key_codes", "common_codes", "concat_codes", "AFTER_EVERY_SEQUENCE"]
 
 #: A probe's sequence that every version's sequence at the same change time is at or before.
 AFTER_EVERY_SEQUENCE = (1 << 63) - 1
@@ -50,6 +50,14 @@ def common_codes(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     width = max(a.dtype.itemsize, b.dtype.itemsize) - 4   # (encode_keys adds four bytes of length)
     return (a if a.dtype.itemsize - 4 == width else widen_keys(a, width),
             b if b.dtype.itemsize - 4 == width else widen_keys(b, width))
+
+
+def concat_codes(codes: Sequence[np.ndarray]) -> np.ndarray:
+    """Arrays of key codes (at least one) as one, bytes codes widened once to the widest."""
+    if codes[0].dtype.kind != "S" or all(c.dtype == codes[0].dtype for c in codes):
+        return np.concatenate(codes)
+    width = max(c.dtype.itemsize for c in codes) - 4   # (encode_keys adds four bytes of length)
+    return np.concatenate([c if c.dtype.itemsize - 4 == width else widen_keys(c, width) for c in codes])
 
 
 @dataclass(frozen=True)
@@ -76,11 +84,14 @@ class Order:
         """The order of rows ``rows``."""
         return Order(self.code[rows], self.timed[rows], self.time[rows], self.sequenced[rows], self.seq[rows])
 
-    def concat(self, other: Order) -> Order:
-        code, theirs = common_codes(self.code, other.code)
-        return Order(np.concatenate([code, theirs]), np.concatenate([self.timed, other.timed]),
-                     np.concatenate([self.time, other.time]), np.concatenate([self.sequenced, other.sequenced]),
-                     np.concatenate([self.seq, other.seq]))
+    @classmethod
+    def joined(cls, orders: Sequence[Order]) -> Order:
+        """The orders of ``orders``' rows (at least one), one after another."""
+        if len(orders) == 1:
+            return orders[0]
+        return cls(concat_codes([o.code for o in orders]), np.concatenate([o.timed for o in orders]),
+                   np.concatenate([o.time for o in orders]), np.concatenate([o.sequenced for o in orders]),
+                   np.concatenate([o.seq for o in orders]))
 
     def argsort(self) -> np.ndarray:
         """The rows in version order (stable: equal rows keep their order)."""
@@ -155,10 +166,7 @@ class SortedVersions:
         before every key of the next (chunks of a base run), so no sort is needed."""
         if len(parts) == 1:
             return parts[0]
-        order = parts[0].order
-        for more in parts[1:]:
-            order = order.concat(more.order)
-        return cls(pa.concat_tables([p.table for p in parts]).combine_chunks(), order)
+        return cls(pa.concat_tables([p.table for p in parts]).combine_chunks(), Order.joined([p.order for p in parts]))
 
     @classmethod
     def merged(cls, parts: Sequence[SortedVersions]) -> SortedVersions:
@@ -167,12 +175,8 @@ class SortedVersions:
         parts = [p for p in parts if len(p)] or list(parts[:1])
         if len(parts) == 1:
             return parts[0]
-        order = parts[0].order
-        for more in parts[1:]:
-            order = order.concat(more.order)
-        rows = order.argsort()
-        table = pa.concat_tables([p.table for p in parts]).combine_chunks()
-        return cls(table.take(pa.array(rows)), order.take(rows))
+        together = cls.joined(parts)
+        return together.take(together.order.argsort())
 
     def __len__(self) -> int:
         return self.table.num_rows
