@@ -59,6 +59,7 @@ from streamjoin.statestore.chunks import SortedChunks
 from streamjoin.statestore.columns import Chunk, ColumnWrite, PrefixScan
 from streamjoin.statestore.errors import StoreCorruptError, StoreLockedError
 from streamjoin.statestore.registry import destroy_store, open_store, resolve_backend
+from streamjoin.statestore.warm import adopt_memo, forget_memo
 
 __all__ = ["ChangeloggingStore", "open_logged_store", "release_logged_store", "owner_tag", "OpenReport",
            "OpenHow", "READ_REUSE_LIMIT"]
@@ -354,6 +355,11 @@ def open_logged_store(
     except BaseException:
         local.store.close()
         raise
+    if outcome.how is not OpenHow.REUSED:   # its memo may describe writes the store no longer has
+        local.store.memo().clear()
+        forget_memo(local.path)
+    elif not local.taken and target_version is not None:
+        adopt_memo(local.path, local.store)   # what this process kept of it when it handed it over
     report = OpenReport(outcome.how, version, target_version, outcome.versions, outcome.entries,
                         time.perf_counter() - started, outcome.reason, warm=local.taken)
     store = ChangeloggingStore(local.store, log, undo=local.undo)

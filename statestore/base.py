@@ -409,12 +409,16 @@ class Store(ABC):
         return self._closed
 
     def memo(self) -> dict[str, Any]:
-        """A scratch dict that lives exactly as long as this open store (emptied on close).
+        """A scratch dict that lives as long as this open store (emptied on close; a store
+        handed over to another process leaves it to this process's next open of the same
+        directory at the version its task wanted, :mod:`streamjoin.statestore.warm`).
 
         For an operator's decoded copies of state it wrote, kept between tasks with a warm
         store. The store never reads it: whoever keeps an entry there checks that it still
-        describes the store (by ``version``) before using it. A wrapper store returns its
-        inner store's memo, so every wrapper of one open store shares it.
+        describes the store (by ``version``; an entry of an older version may still describe
+        what that version wrote) before using it. An open that rolls the store back or forward
+        empties it. A wrapper store returns its inner store's memo, so every wrapper of one
+        open store shares it.
         """
         self._check_open()
         return self.__dict__.setdefault("_memo", {})

@@ -23,6 +23,15 @@ it. At most :data:`LIMIT` stores stay parked per process (the least recently par
 The watcher also closes, every :data:`GONE_SECONDS`, a parked store whose directory was removed
 or replaced (a finished query's checkpoint deleted): nothing can take it any more, and it would
 hold a parked place, its memory and, through its open files, the removed files' disk space.
+
+**Memos across a hand-over.** A store handed over leaves its memo
+(:meth:`~streamjoin.statestore.base.Store.memo`: an operator's decoded copies of its state) in
+this process, keyed by its path and directory, and the next open of that directory here adopts
+it (:func:`adopt_memo`): with two workers a partition's tasks alternate between them, and each
+worker's copy then only lacks what the other wrote meanwhile. Its users check, as always, that
+an entry describes the store (its version) before using it. Parked stores and kept memos share
+the :data:`LIMIT` places (the oldest memo leaves first), so the memory a worker keeps stays that
+of ``LIMIT`` partitions.
 """
 
 from __future__ import annotations
@@ -39,7 +48,9 @@ from streamjoin.statestore.base import Store
 from streamjoin.statestore.locking import DAMAGE_FILE
 from streamjoin.statestore.wakeup import Wakeup
 
-__all__ = ["park", "take", "evict", "close_gone", "request_release", "parked_paths", "LIMIT", "RELEASE_SUFFIX"]
+__all__ = ["park", "take", "evict", "close_gone", "request_release", "parked_paths", "adopt_memo", "forget_memo",
+           "kept_memos",
+           "LIMIT", "RELEASE_SUFFIX"]
 
 #: Stores kept open per process at most.
 LIMIT = int(os.environ.get("STREAMJOIN_WARM_STORES", "8"))
@@ -70,6 +81,8 @@ class _Parked:
 
 
 _PARKED: OrderedDict[str, _Parked] = OrderedDict()
+#: the memos of stores handed over to another process: path -> (the directory's identity, memo)
+_MEMOS: OrderedDict[str, tuple[tuple[int, int] | None, dict[str, Any]]] = OrderedDict()
 _LOCK = threading.Lock()
 _WATCHER: threading.Thread | None = None
 _WATCHER_PID: int | None = None
@@ -97,6 +110,9 @@ def park(kind: str, path: str, options: dict[str, Any], store: Store) -> None:
         if old is not None and old.store is not store:
             closing.append(old.store)
         _PARKED[path] = _Parked(kind, dict(options), store, _identity(path))
+        _MEMOS.pop(path, None)
+        while _MEMOS and len(_PARKED) + len(_MEMOS) > LIMIT:
+            _MEMOS.popitem(last=False)
         while len(_PARKED) > LIMIT:
             closing.append(_PARKED.popitem(last=False)[1].store)
     for other in closing:
@@ -136,7 +152,51 @@ def evict(path: str, hand_over: bool = False) -> None:
         evicted = [(p, _PARKED.pop(p)) for p in [path, *moved] if p in _PARKED]
     for at, parked in evicted:
         with parked.busy:   # (a store moved here is closed: its hand-over would go to its old path)
+            if hand_over and at == path:
+                _keep_memo(path, parked)
             _close_quietly(parked.store, hand_over and at == path)
+
+
+def _keep_memo(path: str, parked: _Parked) -> None:
+    """Keep the memo of ``parked`` (about to be handed over) for the next open of ``path`` here,
+    within the places :data:`LIMIT` leaves beside the parked stores."""
+    try:
+        memo = dict(parked.store.memo())
+    except Exception:  # noqa: BLE001 - a closed or broken store has nothing worth keeping
+        return
+    if not memo:
+        return
+    with _LOCK:
+        _MEMOS[path] = (parked.identity, memo)
+        _MEMOS.move_to_end(path)
+        while _MEMOS and len(_PARKED) + len(_MEMOS) > LIMIT:
+            _MEMOS.popitem(last=False)
+
+
+def adopt_memo(path: str, store: Store) -> bool:
+    """Give ``store``, just opened at ``path`` from its directory at the version its task
+    wanted, the memo a store of this directory left when this process handed it over (if any, and
+    the directory is still the one it was kept for); whether there was one. Its entries are what
+    they were then: their users check the version they describe before using them."""
+    with _LOCK:
+        kept = _MEMOS.pop(path, None)
+    if kept is None or kept[0] is None or kept[0] != _identity(path):
+        return False
+    store.memo().update(kept[1])
+    return True
+
+
+def forget_memo(path: str) -> None:
+    """Drop the memo kept for ``path`` (its store was rebuilt, rolled or replaced: the memo's
+    entries may describe writes the store no longer has)."""
+    with _LOCK:
+        _MEMOS.pop(path, None)
+
+
+def kept_memos() -> list[str]:
+    """The paths whose handed-over store left a memo in this process, oldest first."""
+    with _LOCK:
+        return list(_MEMOS)
 
 
 def evict_all() -> None:
@@ -144,6 +204,7 @@ def evict_all() -> None:
     with _LOCK:
         parked = list(_PARKED.values())
         _PARKED.clear()
+        _MEMOS.clear()
     for entry in parked:
         with entry.busy:
             _close_quietly(entry.store)
@@ -154,6 +215,8 @@ def close_gone() -> list[str]:
     or replaced by another); their paths."""
     with _LOCK:
         gone = [p for p, e in _PARKED.items() if e.identity is not None and _identity(p) != e.identity]
+        for path in [p for p, (identity, _) in _MEMOS.items() if identity is None or _identity(p) != identity]:
+            del _MEMOS[path]
     for path in gone:
         evict(path)
     return gone

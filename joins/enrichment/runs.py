@@ -212,6 +212,24 @@ class Held:
             stored += chunk_keys
         return cls(base, delta, tuple(stored))
 
+    def caught_up(self, store: Store, schema: pa.Schema, keys: list[str], version: int) -> Held | None:
+        """These versions, held as of store version ``version``, as of ``store``'s later version:
+        the runs written after ``version`` stacked on the delta. Only while the store's base is
+        this one and held whole (its index, under its version, is the store's newest: every fold
+        removes the index before it, so no run this holds has gone); None otherwise, and the
+        versions are read anew (:meth:`read`)."""
+        ours = [k for k in self.stored if k.startswith(_INDEX.prefix)]
+        if self.base.whole is None or len(ours) != 1:
+            return None
+        newest = next(_INDEX.scan(store, reverse=True), None)
+        if newest is None or newest[0] != ours[0]:
+            return None
+        delta, stored = self.delta, list(self.stored)
+        for _, table, chunk_keys in _read(store, _RUNS, schema, version):
+            delta = stacked(delta, SortedVersions.sorted(table, codes_of(table, keys)))
+            stored += chunk_keys
+        return Held(self.base, delta, tuple(stored))
+
 
 def stored_base(store: Store, schema: pa.Schema, keys: list[str], version: int, index: ChunkIndex,
                  budget: int) -> Base:
@@ -371,17 +389,33 @@ class RunsCache:
     version: int | None
     held: Held | None = None
     waiting: list[Waiting] | None = None
+    #: the cache of an earlier version of the store that its memo held (a store handed to
+    #: another worker and back: :mod:`streamjoin.statestore.warm`), whose versions held
+    #: :meth:`read` brings up to date instead of reading them all
+    earlier: RunsCache | None = None
 
     @classmethod
     def of(cls, store: Store, schema: pa.Schema) -> RunsCache:
         """The cache kept with ``store`` when it describes the store's version and ``schema``,
-        else a new empty one (kept in its place)."""
-        return kept(store, _MEMO_KEY, cls, schema)
+        else a new empty one (kept in its place), which keeps a cache of an earlier version found
+        there as :attr:`earlier`."""
+        found = store.memo().get(_MEMO_KEY)
+        made = kept(store, _MEMO_KEY, cls, schema)
+        if (made is not found and isinstance(found, RunsCache) and found.held is not None
+                and found.schema.equals(schema) and found.version is not None and made.version is not None
+                and found.version < made.version):
+            made.earlier = found
+        return made
 
     def read(self, store: Store, keys: list[str]) -> Held:
-        """The versions held: from the cache, else read from ``store``."""
+        """The versions held: from the cache, else from :attr:`earlier` and the runs written
+        since (:meth:`Held.caught_up`), else read from ``store``."""
         if self.held is None:
-            self.held = Held.read(store, self.schema, keys)
+            earlier, self.earlier = self.earlier, None
+            if earlier is not None and earlier.held is not None and earlier.version is not None:
+                self.held = earlier.held.caught_up(store, self.schema, keys, earlier.version)
+            if self.held is None:
+                self.held = Held.read(store, self.schema, keys)
         return self.held
 
     def read_waiting(self, store: Store, stream: pa.Schema, time: str) -> list[Waiting]:
@@ -401,4 +435,4 @@ class RunsCache:
     def commit(self, version: int, held: Held, waiting: list[Waiting]) -> None:
         """The running step leaves ``held`` and ``waiting``: the cache describes version
         ``version`` once the store's version marker says so (its write happened)."""
-        self.version, self.held, self.waiting = version, held, waiting
+        self.version, self.held, self.waiting, self.earlier = version, held, waiting, None

@@ -278,3 +278,56 @@ def test_warm_store_runs_past_the_share_are_merged_by_the_watcher(tmp_path):
         assert report.how is OpenHow.REBUILT and dict(store.scan()) == dict(base) | dict(puts)
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_warm_store_memo_left_at_a_hand_over_is_adopted_by_the_next_open_here(tmp_path, kind):
+    path, log = str(tmp_path / "p=0"), Changelog(str(tmp_path / "log"))
+    inner, _ = _commit(kind, path, log, 0, [(b"a", b"0")])
+    inner.memo()["decoded"] = ("as of", 0)
+    warm.evict(path, hand_over=True)   # another worker asked for it
+    assert inner.closed and warm.kept_memos() == [path]
+    # that worker wrote version 1; this one opens the directory for version 2
+    store, report = open_logged_store(kind, path, log, 0, warm=False)
+    store.write([(b"b", b"1")], (), (), version=1)
+    assert store.memo()["decoded"] == ("as of", 0) and warm.kept_memos() == []
+    store.close()
+    store, report = open_logged_store(kind, path, log, 1, warm=True)
+    try:
+        assert report.how is OpenHow.REUSED and "decoded" not in store.memo()   # (adopted once)
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("how", ["rolled back", "directory replaced"])
+def test_warm_store_memo_left_at_a_hand_over_is_dropped_when_the_store_is_not_as_left(tmp_path, how):
+    kind = "lmdb"
+    path, log = str(tmp_path / "p=0"), Changelog(str(tmp_path / "log"))
+    _commit(kind, path, log, 0, [(b"a", b"0")])
+    inner, _ = _commit(kind, path, log, 1, [(b"b", b"1")])
+    inner.memo()["decoded"] = ("as of", 1)
+    warm.evict(path, hand_over=True)
+    if how == "directory replaced":
+        destroy_store(kind, path)
+        store, report = open_logged_store(kind, path, log, 1, warm=True)
+        assert report.how is OpenHow.REBUILT
+    else:   # a retry of version 1 opens the store at 0
+        store, report = open_logged_store(kind, path, log, 0, warm=True)
+        assert report.how is OpenHow.ROLLED_BACK
+    try:
+        assert store.memo() == {} and warm.kept_memos() == []
+    finally:
+        store.close()
+
+
+def test_warm_store_memos_and_parked_stores_share_the_limit(tmp_path, monkeypatch):
+    monkeypatch.setattr(warm, "LIMIT", 2)
+    log = Changelog(str(tmp_path / "log"))
+    paths = [str(tmp_path / f"p={p}") for p in range(3)]
+    for path in paths[:2]:
+        inner, _ = _commit("lmdb", path, Changelog(str(tmp_path / f"log-{path[-1]}")), 0, [(b"a", b"0")])
+        inner.memo()["decoded"] = path
+        warm.evict(path, hand_over=True)
+    assert warm.kept_memos() == paths[:2]
+    _commit("lmdb", paths[2], log, 0, [(b"a", b"0")])   # a parked store takes the oldest memo's place
+    assert warm.parked_paths() == paths[2:] and warm.kept_memos() == paths[1:2]

@@ -5,8 +5,11 @@ every backend."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
-from collections import Counter
+import os
+import re
+from collections import Counter, OrderedDict
 from contextlib import ExitStack, contextmanager
 from typing import Iterator
 from unittest import mock
@@ -15,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from streamjoin.changes import DELETE, OP, SEQ, TIME, ChangeFormat
@@ -26,9 +29,11 @@ from streamjoin.enrichment.sorted_versions import Order, SortedVersions, key_cod
 from streamjoin.enrichment.step import needed_versions
 from streamjoin.errors import CheckpointMismatchError, JoinDefinitionError
 from streamjoin.kit.order import ascending
+from streamjoin.runtime import local
 from streamjoin.runtime.bind import bind_query
 from streamjoin.runtime.initial_state import state_progress
 from streamjoin.runtime.state_rows import state_rows
+from streamjoin.statestore import warm
 from tests.examples import scaled
 from tests.joins.drivers import InProcess, replay_disturbed
 from tests.joins.enrichment.test_examples import check_row_order_free
@@ -181,6 +186,119 @@ def test_runs_layout_holds_a_duplicate_of_a_version_held_once(script, fold):
         assert s.last("versions_held") == 1 and s.metric("stale_changes") == 1
         s.run([(1, 6, "e")], [(None, "heartbeat", 20, None)])
         assert s.run(final=True) == [(1, 6, "e", "first")]
+
+
+# -- tasks that move between workers ------------------------------------------------------------
+
+
+class TwoWorkers:
+    """Two Python workers of one machine, simulated in this process: each task of the patched
+    in-process runner lands in the worker ``pick(task)`` names, which takes its partition's store
+    over from the other worker when that one parked it (a hand-over, leaving that worker's memo
+    with it: :mod:`streamjoin.statestore.warm`); ``full_reads`` counts the tasks that read the
+    versions held whole (:meth:`streamjoin.enrichment.runs.Held.read`)."""
+
+    def __init__(self, pick) -> None:
+        self.pick, self.memos = pick, [OrderedDict(), OrderedDict()]
+        self.parked_by: dict[str, int] = {}
+        self.full_reads = self.caught_up = 0
+
+    @contextmanager
+    def running(self) -> Iterator[TwoWorkers]:
+        real_run, real_read, real_catch_up = local.run_task, runs.Held.read.__func__, runs.Held.caught_up
+
+        def run_task(operator, checkpoint, config, task, rows, **kwargs):
+            worker = self.pick(task)
+            for path in warm.parked_paths():
+                if _partition_of(path) == task.partition and self.parked_by.get(path, worker) != worker:
+                    warm._MEMOS = self.memos[self.parked_by[path]]
+                    warm.evict(path, hand_over=True)
+            warm._MEMOS = self.memos[worker]
+            try:
+                return real_run(operator, checkpoint, config, task, rows, **kwargs)
+            finally:
+                self.parked_by.update({path: worker for path in warm.parked_paths()
+                                       if _partition_of(path) == task.partition})
+
+        def read(cls, *args):
+            self.full_reads += 1
+            return real_read(cls, *args)
+
+        def caught_up(held, store, schema, keys, version):
+            found = real_catch_up(held, store, schema, keys, version)
+            if found is not None:   # what the worker caught up with is what reading the store gives
+                self.caught_up += 1
+                fresh = real_read(runs.Held, store, schema, keys)
+                assert _versions_held(found) == _versions_held(fresh)
+                assert sorted(found.stored) == sorted(fresh.stored)
+            return found
+
+        saved = warm._MEMOS
+        try:
+            with mock.patch.object(local, "run_task", run_task), \
+                    mock.patch.object(runs.Held, "read", classmethod(read)), \
+                    mock.patch.object(runs.Held, "caught_up", caught_up):
+                yield self
+        finally:
+            warm.evict_all()
+            warm._MEMOS = saved
+
+
+def _versions_held(held: runs.Held) -> Counter:
+    assert held.base.whole is not None
+    return sum((rows_of(part.table) for part in (held.base.whole, *held.delta)), Counter())
+
+
+def _partition_of(path: str) -> int:
+    return int(re.search(r"p=(\d+)$", os.path.basename(path)).group(1))   # (local_store_path's name)
+
+
+@settings(max_examples=scaled(25), deadline=None)
+@given(case=cases(max_rows=8), mode=st.sampled_from(["as_of", "latest"]),
+       fold=st.sampled_from([(0, None), (1, None), (0, 3000), (runs.MIN_FOLD_ROWS, None)]),
+       fraction=st.sampled_from([1000.0, 0.5]), data=st.data())
+def test_runs_layout_tasks_moving_between_two_workers_equal_the_reference(case, mode, fold, fraction, data):
+    # (a base formed at the first fold that stays, fold fraction 1000, held whole: a worker given
+    # its store back then catches up with the runs beside it)
+    workers = TwoWorkers(lambda task: data.draw(st.integers(0, 1), label=f"worker of {task.version}/{task.partition}"))
+    join = case.operator(mode, **RUNS)
+    join.spec = dataclasses.replace(join.spec, fold_fraction=fraction)
+    with tuned(fold), workers.running():
+        run = InProcess(join, case.tables, partitions=case.partitions, store="arranged", query_id="two workers")
+        try:
+            output = sum((rows_of(run.run(index)) for index in [*range(len(case.batches)), None]), Counter())
+        finally:
+            run.close()
+    event(f"versions held caught up: {workers.caught_up > 0}")
+    assert output == case.expected(mode)
+
+
+def test_runs_layout_a_worker_given_its_store_back_reads_only_the_runs_written_since():
+    # one partition whose versions alternate between the workers: the first version's twenty keys
+    # fold into a base, and each worker reads the versions held whole once, then takes what the
+    # other wrote from the runs beside that base
+    from tests.joins.enrichment.test_examples import EVENTS, PLAIN_FORMAT, TABLE
+    from tests.joins.enrichment.test_properties import SECOND, when
+
+    def batch(version: int) -> tuple[pa.Table, pa.Table]:
+        events = [{"user": user, "ts": when((10 * version + 1) * SECOND), "what": f"e{version}"}
+                  for user in (1, version + 1)]   # (user version + 1: changed by the version before)
+        changes = [{"user": user, "op": "upsert", "at": when(10 * version * SECOND), "plan": f"v{version}"}
+                   for user in ((1, version + 2) if version else range(1, 21))]
+        return pa.Table.from_pylist(events, schema=EVENTS), pa.Table.from_pylist(changes, schema=TABLE)
+
+    join = EnrichmentJoin(EVENTS, TABLE, "user", stream_time="ts", changes=PLAIN_FORMAT, mode="latest", **RUNS)
+    workers = TwoWorkers(lambda task: task.version % 2)
+    with tuned((0, None)), workers.running():
+        run = InProcess(join, batch, store="arranged", query_id="two workers")
+        try:
+            plans = [sorted(run.run(version).select(["user", "plan"]).to_pylist(), key=lambda r: r["user"])
+                     for version in range(6)]
+        finally:
+            run.close()
+    assert plans[0] == [{"user": 1, "plan": "v0"}] * 2
+    assert plans[1:] == [[{"user": 1, "plan": f"v{v}"}, {"user": v + 1, "plan": f"v{max(v - 1, 0)}"}] for v in range(1, 6)]
+    assert workers.full_reads == 2
 
 
 # -- read_state, rescaling and starting from state rows ------------------------------------------
