@@ -411,7 +411,7 @@ class Store(ABC):
     def memo(self) -> dict[str, Any]:
         """A scratch dict that lives as long as this open store (emptied on close; a store
         handed over to another process leaves it to this process's next open of the same
-        directory at the version its task wanted, :mod:`streamjoin.statestore.warm`).
+        directory at the version its task wanted; see ``streamjoin.statestore.warm``).
 
         For an operator's decoded copies of state it wrote, kept between tasks with a warm
         store. The store never reads it: whoever keeps an entry there checks that it still
