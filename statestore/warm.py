@@ -49,8 +49,7 @@ from streamjoin.statestore.locking import DAMAGE_FILE
 from streamjoin.statestore.wakeup import Wakeup
 
 __all__ = ["park", "take", "evict", "close_gone", "request_release", "parked_paths", "adopt_memo", "forget_memo",
-           "kept_memos",
-           "LIMIT", "RELEASE_SUFFIX"]
+           "kept_memos", "LIMIT", "RELEASE_SUFFIX"]
 
 #: Stores kept open per process at most.
 LIMIT = int(os.environ.get("STREAMJOIN_WARM_STORES", "8"))
