@@ -248,7 +248,22 @@ GOALS: tuple[Goal, ...] = (
     Goal("enrichment", "speed of streamjoin-arranged vs Spark's stream-static join, 1M events x 1M rows", 1.5, "x",
          Cell("spark s / s", _OURS), "streamjoin bench enrichment --stores arranged --latest '' --user-typed",
          memory=Cell("worker RSS MB", _OURS),
-         reason="1.21x in the run of this figure, of the runs layout, the default since design step 44 "
+         reason="1.49x in the run of this figure (2026-12-07 13:08, load 2.1 as it ended, nothing else "
+                "running; 3 runs, the variants' order rotated: Spark 9.97 s, its runs 10.7, "
+                "9.13 and 9.97 s; streamjoin 6.67 s, its runs 6.66, 6.67 and 7.14 s; the buckets layout 7.47 s, "
+                "1.33x), after design step 45 (a store handed to the other Python worker and back catches up "
+                "instead of reading its versions again), on a machine faster that afternoon for both. In its "
+                "runs the definition took 0.26-0.34 s, the first micro-batch 1.0-1.3 s (0.5 s of it waiting "
+                "for the bootstrap's job), the nine data micro-batches after it 0.4-0.7 s each against Spark's "
+                "0.8-1.4 s, and the heartbeat's micro-batch and the no-data one after it, which as-of needs to "
+                "release the last events, 0.6-0.8 s together. Phases of two more runs that hour (Spark's "
+                "progress): a data micro-batch spends 0.15-0.2 s outside its job (listing the two file "
+                "sources and the flush source's offset, 60-115 ms, of which the flush source's own 0.4 ms; "
+                "planning; the offset and commit logs), and a partition's task that lands in the other Python "
+                "worker (0, 2 or 4 of a micro-batch's four) waits 4-44 ms for its store (a throwaway trace), most of it the other "
+                "worker writing the store's 2-2.8 MB hand-over file (its delta and the base's key codes) "
+                "while it runs a task of its own. "
+                "1.21x in the run of 05:48, of the runs layout, the default since design step 44 "
                 "(2026-12-07 05:48, load 1.0 as it started and 2.1 as it ended, nothing else running; 3 runs, "
                 "the variants' order rotated: Spark 13.2 s, its runs 15.3, 13.2 and 12.5 s; streamjoin 10.9 s, "
                 "its runs 10.8, 11.0 and 10.9 s; the buckets layout 13.0 s, its runs 14.2, 13.0 and 10.8 s, "
