@@ -331,3 +331,67 @@ def test_warm_store_memos_and_parked_stores_share_the_limit(tmp_path, monkeypatc
     assert warm.kept_memos() == paths[:2]
     _commit("lmdb", paths[2], log, 0, [(b"a", b"0")])   # a parked store takes the oldest memo's place
     assert warm.parked_paths() == paths[2:] and warm.kept_memos() == paths[1:2]
+
+
+def _handover_codes(path, files):
+    """Whether the hand-over file in ``path`` (left in place) carries the base's key codes."""
+    import pyarrow as pa
+
+    from streamjoin.statestore.handover import NAME, _parsed
+
+    with open(os.path.join(path, NAME), "rb") as f:
+        handed = _parsed(pa.py_buffer(f.read()), files)
+    assert handed is not None
+    return handed.codes is not None
+
+
+@pytest.mark.parametrize("merged", [False, True, "forged"])
+def test_warm_store_handed_back_to_a_process_that_kept_its_base_codes_leaves_them_out(tmp_path, merged):
+    """A worker that handed an arranged store over keeps its base's key codes with its memo; when
+    it asks for the store back, the holder leaves them out of the hand-over file if the base is
+    still that one, and the open binds the kept codes (reading as a cold open does); after a
+    merge the request names another base, and the file carries the new codes. Kept codes of
+    another base are never bound, even to a base of as many keys that a request named."""
+    from streamjoin.statestore.arranged import ArrangedStore, _codes_hint
+
+    path = str(tmp_path / "p=0")
+    ours = ArrangedStore(path)
+    ours.load_sorted([(b"a%06d" % i, b"base%d" % i) for i in range(20000)], 0)
+    ours.write([(b"a%06d" % i, b"one") for i in range(0, 2000, 7)], [], version=1)
+    assert ours._layers.base.codes is not None
+    warm.park("arranged", path, {}, ours)
+    warm.evict(path, hand_over=True)   # the other worker asked for it (with no hint: it kept nothing)
+    hint = warm.kept_entry(path, warm.REQUEST_HINT)
+    assert ours.closed and hint.startswith("codes base-")
+    theirs = ArrangedStore(path)   # the other worker, from the hand-over file (codes in it)
+    assert theirs._layers.base.made_codes is not None
+    if merged == "forged":   # a new base of as many keys, other ones
+        theirs.write([(b"a%06d" % i, b"two") for i in range(50, 20000)] + [(b"b%06d" % i, b"new") for i in range(50)],
+                     [b"a%06d" % i for i in range(50)], version=2)
+        hint = _codes_hint(theirs._now.files[:2])
+    elif merged:
+        theirs.write([(b"a%06d" % i, b"two") for i in range(20000)], [], version=2)   # a merge: a new base
+    else:
+        theirs.write([(b"b%06d" % i, b"new") for i in range(50)], [b"a000014"], version=2)
+    entries = dict(theirs.scan())
+    with open(path + warm.RELEASE_SUFFIX, "w") as request:   # this worker asks for it back
+        request.write(hint)
+    files = theirs._now.files
+    theirs.hand_over()
+    os.remove(path + warm.RELEASE_SUFFIX)
+    assert _handover_codes(path, files) is (merged is True)
+    back = ArrangedStore(path)
+    try:   # kept here, or in the file after a merge; none for a base whose codes were not kept
+        assert (back._layers.base.made_codes is not None) is (merged != "forged")
+        probe = [b"a000000", b"a000014", b"a000015", b"a019999", b"b000003", b"c"]
+        assert dict(back.scan()) == entries
+        assert back.multi_get(probe) == [entries.get(k) for k in probe]
+        assert back.version == 2
+    finally:
+        back.close()
+    cold = str(tmp_path / "cold")
+    import shutil
+
+    shutil.copytree(path, cold)
+    with ArrangedStore(cold) as again:
+        assert again._layers.base.made_codes is None and dict(again.scan()) == entries
