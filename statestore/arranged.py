@@ -97,7 +97,7 @@ from streamjoin.statestore.columns import Chunk, ColumnWrite, PrefixScan, binary
 from streamjoin.statestore.errors import StoreArgumentError, StoreCorruptError, StoreError, StoreWriteError
 from streamjoin.statestore.handover import Handover, take_handover, write_handover
 from streamjoin.statestore.hosts import HOSTS, open_host
-from streamjoin.statestore.keycodes import Carried, KeyIndex
+from streamjoin.statestore.keycodes import Carried
 from streamjoin.statestore.layers import Layers
 from streamjoin.statestore.locking import (
     DirectoryLock,
@@ -141,8 +141,6 @@ HISTORY = 2
 #: A base's search codes (``streamjoin.statestore.keycodes``: 8 bytes a key, in memory) may take
 #: at most the store's memory budget over this; a larger base is searched as bytes.
 CODED_SHARE = 4
-#: The memo entry of a store handed over: (its base's :func:`_codes_hint`, the base's key codes).
-_CODES_MEMO = "arranged.base_codes"
 _RUN_SCHEMA = pa.schema([("key", pa.large_binary()), ("value", pa.large_binary())])
 
 
@@ -263,38 +261,20 @@ class ArrangedStore(Store):
         files, base = self._now.files, SortedBase.empty()
         if files[0][0].startswith("base-"):
             base = self._base(files[:2], check=False)
-            index = handed.codes.bind(base.ekeys) if handed.codes is not None else self._kept_codes(files[:2], base)
+            index = handed.codes.bind(base.ekeys) if handed.codes is not None else None
             if index is not None:
                 base = replace(base, made=index)
             if handed.base_bytes is not None:
                 base.__dict__["nbytes"] = handed.base_bytes   # (a cached property: no pass over the keys)
         return Layers(base, handed.delta), handed.run_entries
 
-    def _kept_codes(self, files: Sequence[_File], base: SortedBase) -> KeyIndex | None:
-        """The codes of the base made of ``files`` that this process kept from a store of this
-        directory it handed over (``streamjoin.statestore.warm.kept_entry``), bound to ``base``'s
-        keys; None where it kept none of this base."""
-        kept = warm.kept_entry(self.path, _CODES_MEMO)
-        if not isinstance(kept, tuple) or kept[0] != _codes_hint(files):
-            return None
-        return kept[1].bind(base.ekeys)
-
     def _hand_over(self) -> None:
-        """Leave the delta, the base's codes and what the files are (``streamjoin.statestore.handover``).
-        The codes also go into the memo, which this process keeps (``streamjoin.statestore.warm``),
-        and are left out of the file when the request for the store says that the process asking
-        for it kept this base's codes already."""
+        """Leave the delta, the base's codes and what the files are (``streamjoin.statestore.handover``)."""
         if not self._now.files:
             return
-        base, codes = self._layers.base, self._layers.base.made_codes
-        if codes is not None and self._now.files[0][0].startswith("base-"):
-            hint = _codes_hint(self._now.files[:2])
-            memo = self.memo()
-            memo[_CODES_MEMO], memo[warm.REQUEST_HINT] = (hint, Carried(codes.firsts, codes.starts, codes.parts)), hint
-            if warm.release_hint(self.path) == hint:
-                codes = None
+        base = self._layers.base
         try:
-            write_handover(self.path, self._now.files, self._run_entries, self._layers.delta, codes,
+            write_handover(self.path, self._now.files, self._run_entries, self._layers.delta, base.made_codes,
                            base.__dict__.get("nbytes"))
         except (OSError, ValueError, pa.ArrowException):
             pass   # the next open reads the files
@@ -779,12 +759,6 @@ def _run_columns(write: ColumnWrite, ranges: Sequence[tuple[bytes, bytes]] = ())
     values = pa.concat_arrays([pa.nulls(len(write.delete_keys), pa.binary()), write.put_values]).cast(pa.large_binary())
     meta = {b"ranges": json.dumps([[s.hex(), e.hex()] for s, e in ranges]).encode() if ranges else b"[]"}
     return pa.table([keys, values], schema=_RUN_SCHEMA.with_metadata(meta))
-
-
-def _codes_hint(files: Sequence[_File]) -> str:
-    """What names a base made of ``files`` (its two files' names, sizes and CRC-32) in a store's
-    memo and in a request for the store (``streamjoin.statestore.warm.REQUEST_HINT``)."""
-    return "codes " + " ".join(f"{name}:{size}:{crc}" for name, size, crc in files)
 
 
 def _run_columns_of(table: pa.Table) -> tuple[pa.Array, pa.Array, list[tuple[bytes, bytes]]]:

@@ -49,16 +49,12 @@ from streamjoin.statestore.locking import DAMAGE_FILE
 from streamjoin.statestore.wakeup import Wakeup
 
 __all__ = ["park", "take", "evict", "close_gone", "request_release", "parked_paths", "adopt_memo", "forget_memo",
-           "kept_memos", "kept_entry", "release_hint", "LIMIT", "RELEASE_SUFFIX", "REQUEST_HINT"]
+           "kept_memos", "LIMIT", "RELEASE_SUFFIX"]
 
 #: Stores kept open per process at most.
 LIMIT = int(os.environ.get("STREAMJOIN_WARM_STORES", "8"))
 #: A file ``<store path><RELEASE_SUFFIX>`` asks the process holding the store to close it.
 RELEASE_SUFFIX = ".release"
-#: A memo entry (text) that this process's request for the store carries to the process holding
-#: it, when this process kept the store's memo: what it still holds of the store, so that the
-#: holder need not leave that beside the files again (the arranged store: its base's key codes).
-REQUEST_HINT = "streamjoin.request_hint"
 #: The watcher's interval where it cannot sleep until a request file appears (no inotify), and
 #: between the idle flushes of several newly parked stores. A hand-over waits for the watcher,
 #: then for the opener's next retry, on the partition's path in every micro-batch whose task
@@ -155,25 +151,22 @@ def evict(path: str, hand_over: bool = False) -> None:
         evicted = [(p, _PARKED.pop(p)) for p in [path, *moved] if p in _PARKED]
     for at, parked in evicted:
         with parked.busy:   # (a store moved here is closed: its hand-over would go to its old path)
-            memo = _memo_of(parked.store) if hand_over and at == path else None
-            _close_quietly(parked.store, hand_over and at == path)   # (its hand-over may add to the memo)
-            if memo:
-                _keep_memo(path, parked.identity, memo)
+            if hand_over and at == path:
+                _keep_memo(path, parked)
+            _close_quietly(parked.store, hand_over and at == path)
 
 
-def _memo_of(store: Store) -> dict[str, Any] | None:
-    """The memo of ``store`` (about to be handed over: the dict itself, which outlives the close)."""
-    try:
-        return store.memo()
-    except Exception:  # noqa: BLE001 - a closed or broken store has nothing worth keeping
-        return None
-
-
-def _keep_memo(path: str, identity: tuple[int, int] | None, memo: dict[str, Any]) -> None:
-    """Keep ``memo``, a store's of ``path`` handed over, for the next open of ``path`` here,
+def _keep_memo(path: str, parked: _Parked) -> None:
+    """Keep the memo of ``parked`` (about to be handed over) for the next open of ``path`` here,
     within the places :data:`LIMIT` leaves beside the parked stores."""
+    try:
+        memo = dict(parked.store.memo())
+    except Exception:  # noqa: BLE001 - a closed or broken store has nothing worth keeping
+        return
+    if not memo:
+        return
     with _LOCK:
-        _MEMOS[path] = (identity, memo)
+        _MEMOS[path] = (parked.identity, memo)
         _MEMOS.move_to_end(path)
         while _MEMOS and len(_PARKED) + len(_MEMOS) > LIMIT:
             _MEMOS.popitem(last=False)
@@ -190,26 +183,6 @@ def adopt_memo(path: str, store: Store) -> bool:
         return False
     store.memo().update(kept[1])
     return True
-
-
-def kept_entry(path: str, key: str) -> Any:
-    """The entry ``key`` of the memo kept for ``path`` (None: no such entry, or the directory is
-    no longer the one it was kept for), left in place for :func:`adopt_memo`."""
-    with _LOCK:
-        kept = _MEMOS.get(path)
-    if kept is None or kept[0] is None or kept[0] != _identity(path):
-        return None
-    return kept[1].get(key)
-
-
-def release_hint(path: str) -> str:
-    """The :data:`REQUEST_HINT` that a request for the store at ``path`` carries ("" for none:
-    no request, an empty one, or one that cannot be read)."""
-    try:
-        with open(path + RELEASE_SUFFIX, "rb") as f:
-            return f.read(4096).decode("utf-8", "replace")
-    except OSError:
-        return ""
 
 
 def forget_memo(path: str) -> None:
@@ -256,21 +229,14 @@ def parked_paths() -> list[str]:
 
 def request_release(path: str, attempt: Callable[[], Store]) -> Store:
     """``attempt()`` (an open of ``path`` that found it locked) retried while another process is
-    asked to close its parked store there (the request carries the :data:`REQUEST_HINT` of the
-    memo this process kept for ``path``, if any); raises the last :class:`StoreLockedError` after
+    asked to close its parked store there; raises the last :class:`StoreLockedError` after
     :data:`HANDOVER_POLLS` intervals (the holder is using it, or does not park)."""
     from streamjoin.statestore.errors import StoreLockedError
 
     request = path + RELEASE_SUFFIX
-    hint = kept_entry(path, REQUEST_HINT)
     try:
-        if isinstance(hint, str) and hint:   # (written whole, then named: the holder reads all of it)
-            with open(request + ".new", "wb") as f:
-                f.write(hint.encode())
-            os.replace(request + ".new", request)
-        else:
-            with open(request, "wb"):
-                pass
+        with open(request, "wb"):
+            pass
     except OSError:
         return attempt()
     try:
