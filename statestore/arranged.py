@@ -126,10 +126,6 @@ MAX_RUNS = 32
 RUN_SHARE = 0.25
 #: The runs may hold at least this many entries before a merge.
 MERGE_ENTRIES = 4096
-#: A hand-over leaves a delta of at most this many entries out of its file (the open applies the
-#: runs again: for a few entries, a concatenation of their values from the mapped run files),
-#: and copies a larger one, whose application would merge as many keys again.
-HANDOVER_RUN_ENTRIES = 1024
 #: The delta may hold at least this many bytes before a merge: a store of a few large values (an
 #: enrichment's buckets of table rows) merges by its bytes, not by its few hundred entries.
 MERGE_BYTES = 4 << 20
@@ -261,31 +257,24 @@ class ArrangedStore(Store):
 
     def _taken(self, handed: Handover) -> tuple[Layers, int]:
         """The layers a closing store handed over for the current state (its files not checked
-        again: the closing store checked or wrote them; its runs applied again where the file
-        carries no delta), and how many entries its runs hold."""
+        again: the closing store checked or wrote them), and how many entries its runs hold."""
         files, base = self._now.files, SortedBase.empty()
-        runs = files
         if files[0][0].startswith("base-"):
-            base, runs = self._base(files[:2], check=False), files[2:]
+            base = self._base(files[:2], check=False)
             index = handed.codes.bind(base.ekeys) if handed.codes is not None else None
             if index is not None:
                 base = replace(base, made=index)
             if handed.base_bytes is not None:
                 base.__dict__["nbytes"] = handed.base_bytes   # (a cached property: no pass over the keys)
-        if handed.delta is None:
-            return self._runs_applied(Layers(base), runs, check=False)[0], handed.run_entries
         return Layers(base, handed.delta), handed.run_entries
 
     def _hand_over(self) -> None:
-        """Leave the delta (one of more than :data:`HANDOVER_RUN_ENTRIES` entries: a smaller one
-        is applied again from the runs), the base's codes and what the files are
-        (``streamjoin.statestore.handover``)."""
+        """Leave the delta, the base's codes and what the files are (``streamjoin.statestore.handover``)."""
         if not self._now.files:
             return
-        base, delta = self._layers.base, self._layers.delta
+        base = self._layers.base
         try:
-            write_handover(self.path, self._now.files, self._run_entries,
-                           delta if len(delta) > HANDOVER_RUN_ENTRIES else None, base.made_codes,
+            write_handover(self.path, self._now.files, self._run_entries, self._layers.delta, base.made_codes,
                            base.__dict__.get("nbytes"))
         except (OSError, ValueError, pa.ArrowException):
             pass   # the next open reads the files
@@ -297,19 +286,13 @@ class ArrangedStore(Store):
     def _read_state(self, state: _State) -> tuple[Layers, int]:
         """The layers of ``state``'s files (its base mapped, its runs applied into the delta),
         and how many entries its runs hold."""
-        files, layers = state.files, Layers()
+        files, layers, run_entries = state.files, Layers(), 0
         if files and files[0][0].startswith("base-"):
             layers = Layers(self._base(files[:2], check=True))
             files = files[2:]
-        return self._runs_applied(layers, files, check=True)
-
-    def _runs_applied(self, layers: Layers, files: Sequence[_File], check: bool) -> tuple[Layers, int]:
-        """``layers`` with the runs of ``files`` applied in order (their sizes and CRCs checked
-        with ``check``), and how many entries the runs hold."""
-        run_entries = 0
         pending: list[tuple[pa.Array, pa.Array]] = []   # runs without range deletes, not applied yet
         for name, size, crc in files:
-            table = self._read_file(name, size, crc, check)
+            table = self._read_file(name, size, crc)
             keys, values, ranges = _run_columns_of(table)
             run_entries += table.num_rows + len(ranges)
             if ranges:
@@ -348,8 +331,8 @@ class ArrangedStore(Store):
             raise StoreCorruptError(corrupt_message(self.path, self.kind, f"{name} fails its checksum"))
         return data
 
-    def _read_file(self, name: str, size: int, crc: int, check: bool = True) -> pa.Table:
-        data = self._mapped(name, size, crc, check)
+    def _read_file(self, name: str, size: int, crc: int) -> pa.Table:
+        data = self._mapped(name, size, crc)
         try:
             return pa.ipc.open_file(pa.BufferReader(data)).read_all()
         except (pa.ArrowInvalid, OSError) as exc:

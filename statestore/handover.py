@@ -12,10 +12,7 @@ one ``HANDOVER`` file with what it holds in memory:
 
 * the manifest entries (name, size, CRC-32) of the files its state is made of, which the file
   is valid for, and how many entries its runs hold;
-* its delta (``Arrangement.columns``: the encoded keys and their values, in key order), or,
-  for a delta of few entries (an enrichment's runs of a few large values), that it left the
-  delta out: the open applies the runs again from their files, which is then cheaper than
-  copying their values through this file while the closing worker runs a task of its own;
+* its delta (``Arrangement.columns``: the encoded keys and their values, in key order);
 * its base's key codes where they are made (``streamjoin.statestore.keycodes.KeyIndex``), and
   the base's byte count where it is known.
 
@@ -28,7 +25,7 @@ checked again: the open trusts what the closing process trusted, as the next tas
 process trusts the store it kept warm. The file is written without fsync and renamed into
 place; a machine crash that leaves it torn is caught by its CRC.
 
-Layout: the delta as an Arrow IPC file (nothing where it is left out), the codes as raw ``uint64`` values from the next multiple
+Layout: the delta as an Arrow IPC file, the codes as raw ``uint64`` values from the next multiple
 of 64 bytes, a JSON header (the sections' sizes among what it says); then 16 bytes: the header's
 length (``uint64``), the CRC-32 of everything before them (``uint32``) and ``MAGIC``. The sections
 are written to the file as they are made (their CRC kept as they go), so the file is never built in
@@ -69,8 +66,7 @@ class Handover:
 
     files: tuple[_File, ...]
     run_entries: int
-    #: the delta; None: not carried, the open applies the runs of ``files`` (not checked again)
-    delta: Arrangement | None
+    delta: Arrangement
     #: the base's codes, to ``bind`` to its keys once mapped; None: not made
     codes: Carried | None
     #: the base's bytes of keys and values, None when the closing store had not counted them
@@ -81,14 +77,13 @@ def _pad(size: int) -> int:
     return -size % _ALIGN
 
 
-def write_handover(directory: str, files: Sequence[_File], run_entries: int, delta: Arrangement | None,
+def write_handover(directory: str, files: Sequence[_File], run_entries: int, delta: Arrangement,
                    codes: KeyIndex | None, base_bytes: int | None) -> None:
     """Write the hand-over file of a store made of ``files`` into ``directory`` (replacing one
     there), streamed to the file (no copy of it in memory); raises ``OSError`` when it cannot
-    (the caller goes on without). ``delta`` None: the file carries none, and the open applies
-    the runs ``files`` name again, trusting them as the rest of the file."""
+    (the caller goes on without)."""
     target = os.path.join(directory, NAME)
-    table = delta.columns() if delta is not None else None
+    table = delta.columns()
     parts: list[dict[str, Any] | None] = []
     code_arrays: list[np.ndarray] = []
     if codes is not None:
@@ -101,16 +96,14 @@ def write_handover(directory: str, files: Sequence[_File], run_entries: int, del
             code_arrays.append(np.ascontiguousarray(part.codes, "<u8"))
     with open(target + ".new", "wb") as file:
         out = CrcWriter(file)   # (the CRC of what is written, as it goes)
-        if table is not None:
-            with pa.ipc.new_file(out, table.schema) as writer:
-                writer.write_table(table)
+        with pa.ipc.new_file(out, table.schema) as writer:
+            writer.write_table(table)
         arrow = out.tell()
         out.write(b"\0" * _pad(arrow))
         for array in code_arrays:
             out.write(array.data.cast("B"))   # (contiguous: made so above)
         header = json.dumps({
             "files": [list(f) for f in files], "run_entries": run_entries, "base_bytes": base_bytes, "arrow": arrow,
-            "delta": "carried" if table is not None else "runs",
             "codes": None if codes is None else {"firsts": codes.firsts.tolist(), "starts": codes.starts.tolist(),
                                                  "parts": parts},
         }).encode()
@@ -147,14 +140,10 @@ def _parsed(data: pa.Buffer, files: Sequence[_File]) -> Handover | None:
         header = json.loads(body.slice(body.size - header_size).to_pybytes())
         if [tuple(f) for f in header["files"]] != [tuple(f) for f in files]:
             return None
+        table = pa.ipc.open_file(pa.BufferReader(body.slice(0, int(header["arrow"])))).read_all()
         at = int(header["arrow"]) + _pad(int(header["arrow"]))
-        delta: Arrangement | None = None
-        if header.get("delta", "carried") == "carried":
-            table = pa.ipc.open_file(pa.BufferReader(body.slice(0, int(header["arrow"])))).read_all()
-            delta = Arrangement.from_columns(ekeys_of(table.column("ekey")), table.column("value").combine_chunks()) \
-                if table.num_rows else Arrangement.empty()
-        elif header["delta"] != "runs":
-            return None
+        delta = Arrangement.from_columns(ekeys_of(table.column("ekey")), table.column("value").combine_chunks()) \
+            if table.num_rows else Arrangement.empty()
         codes = None
         if header["codes"] is not None:
             parts: list[KeyCodes | None] = []
