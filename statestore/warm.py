@@ -110,8 +110,7 @@ def park(kind: str, path: str, options: dict[str, Any], store: Store) -> None:
             closing.append(old.store)
         _PARKED[path] = _Parked(kind, dict(options), store, _identity(path))
         _MEMOS.pop(path, None)
-        while _MEMOS and len(_PARKED) + len(_MEMOS) > LIMIT:
-            _MEMOS.popitem(last=False)
+        _trim_memos()
         while len(_PARKED) > LIMIT:
             closing.append(_PARKED.popitem(last=False)[1].store)
     for other in closing:
@@ -168,8 +167,14 @@ def _keep_memo(path: str, parked: _Parked) -> None:
     with _LOCK:
         _MEMOS[path] = (parked.identity, memo)
         _MEMOS.move_to_end(path)
-        while _MEMOS and len(_PARKED) + len(_MEMOS) > LIMIT:
-            _MEMOS.popitem(last=False)
+        _trim_memos()
+
+
+def _trim_memos() -> None:
+    """Drop the oldest kept memos while they and the parked stores take more than :data:`LIMIT`
+    places (the caller holds ``_LOCK``)."""
+    while _MEMOS and len(_PARKED) + len(_MEMOS) > LIMIT:
+        _MEMOS.popitem(last=False)
 
 
 def adopt_memo(path: str, store: Store) -> bool:
