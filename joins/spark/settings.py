@@ -40,6 +40,7 @@ __all__ = ["SPARK_SETTINGS"]
 #: The Spark SQL settings streamjoin's joins run best with (see module): name -> value.
 SPARK_SETTINGS: Mapping[str, str] = MappingProxyType({
     "spark.sql.execution.arrow.maxBytesPerBatch": "2147483647",
+    "spark.python.unix.domain.socket.enabled": "true",
     "spark.executorEnv.MIMALLOC_ALLOW_THP": "0",
     "spark.executorEnv.NUMPY_MADVISE_HUGEPAGE": "0",
 })
