@@ -37,7 +37,8 @@ def job_session(partitions: int, *, master: str | None = None, remote: str | Non
     if remote is not None:
         spark = SparkSession.builder.remote(remote).getOrCreate()
         for key, value in settings.items():
-            spark.conf.set(key, value)
+            if key.startswith("spark.sql."):   # (the others are the server's, read when it starts)
+                spark.conf.set(key, value)
         return spark
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = (SparkSession.builder.master(master or "local[2]").appName("streamjoin-job")

@@ -1,8 +1,8 @@
 """The Spark settings streamjoin's joins run best with.
 
 ``SPARK_SETTINGS`` names each setting and its value, for a session's builder
-(``SparkSession.builder.config(map=dict(SPARK_SETTINGS))``) or, on a running session, for
-``spark.conf.set`` (Spark Connect too). streamjoin never changes a session's settings itself: they
+(``SparkSession.builder.config(map=dict(SPARK_SETTINGS))``) or, for its ``spark.sql.*`` entries on
+a running session, for ``spark.conf.set`` (Spark Connect too). streamjoin never changes a session's settings itself: they
 apply to every query of the session, the user's own Arrow UDFs too. The jobs' sessions (``streamjoin
 demo``, ``timeline``...), the benchmarks' and the test kit's use them.
 
@@ -28,6 +28,15 @@ demo``, ``timeline``...), the benchmarks' and the test kit's use them.
   from its own environment (``MIMALLOC_ALLOW_THP=0 NUMPY_MADVISE_HUGEPAGE=0 python ...``).
   ``streamjoin bench`` turns huge pages off in its own process and the processes it starts,
   so the joins it runs in process measure as the workers run.
+* ``spark.python.unix.domain.socket.enabled = true``: Spark reaches its Python workers over Unix
+  domain sockets instead of TCP on the loopback. Over TCP, a task whose Python side sends nothing
+  back before its input has all arrived (every join task: it reads all its rows, then steps) waits
+  about 40 ms for the input's last piece: Linux delays the worker's acknowledgement of the bytes
+  before it (the delayed ACK), and the JVM's socket holds back the small piece that follows until
+  it comes (Nagle's algorithm). A Unix socket has neither. In the table join's benchmark that wait
+  was in every key-stage task (docs/design/runtime.md, arranged state, step 48). A Spark core
+  setting, read when the session starts: it acts from the builder or ``--conf``, and
+  ``spark.conf.set`` on a running session refuses it, so set only the ``spark.sql.*`` entries there.
 """
 
 from __future__ import annotations

@@ -13,8 +13,9 @@ def test_spark_settings_are_a_read_only_mapping_of_sql_settings_and_worker_envir
     assert settings["spark.sql.execution.arrow.maxBytesPerBatch"] == str(2**31 - 1)
     assert settings["spark.executorEnv.MIMALLOC_ALLOW_THP"] == "0"
     assert settings["spark.executorEnv.NUMPY_MADVISE_HUGEPAGE"] == "0"
-    assert all(isinstance(k, str) and k.startswith(("spark.sql.", "spark.executorEnv.")) and isinstance(v, str)
-               for k, v in settings.items())
+    assert settings["spark.python.unix.domain.socket.enabled"] == "true"
+    assert all(isinstance(k, str) and k.startswith(("spark.sql.", "spark.executorEnv.", "spark.python."))
+               and isinstance(v, str) for k, v in settings.items())
     with pytest.raises(TypeError):
         settings["spark.sql.shuffle.partitions"] = "8"   # type: ignore[index]
 
@@ -29,6 +30,9 @@ def test_spark_settings_hold_in_the_test_kits_session(spark) -> None:
              if key.startswith("spark.executorEnv.")]
     found = spark.range(1).mapInArrow(_environment(names), "name string, value string").collect()
     assert {row["name"]: row["value"] for row in found} == {name: "0" for name in names}
+    # and Spark reaches them over a Unix domain socket, not TCP (no delayed acknowledgement)
+    families = spark.range(1).mapInArrow(_socket_families, "family string").collect()
+    assert {row["family"] for row in families} == {"AF_UNIX"}
 
 
 def _environment(names: list[str]):
@@ -40,3 +44,28 @@ def _environment(names: list[str]):
             pass
         yield pa.RecordBatch.from_pydict({"name": names, "value": [os.environ.get(n) for n in names]})
     return read
+
+
+def _socket_families(batches):
+    """The address families of the Python worker's stream sockets (Linux's ``/proc/self/fd``)."""
+    import os
+    import socket
+    import stat
+
+    import pyarrow as pa
+    for _ in batches:
+        pass
+    families = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if not stat.S_ISSOCK(os.fstat(int(fd)).st_mode):
+                continue
+            sock = socket.socket(fileno=os.dup(int(fd)))
+        except OSError:   # (the listing's own descriptor, closed by then)
+            continue
+        try:
+            if sock.type == socket.SOCK_STREAM:
+                families.add(sock.family.name)
+        finally:
+            sock.close()
+    yield pa.RecordBatch.from_pydict({"family": sorted(families)})
