@@ -515,7 +515,15 @@ GOALS: tuple[Goal, ...] = (
     Goal("nexmark", "q8w (interval) speed vs Spark", 2.5, "x",
          Cell("spark s / s", _nexmark("q8w")), "streamjoin bench nexmark",
          memory=Cell("worker RSS MB", _nexmark("q8w")),
-         reason="2.28x in the run of this figure (2026-12-06 06:12, load 1.3 as it started, nothing else running; "
+         reason="2.25x in the run of this figure (2026-12-07 15:52, load 2.3 as it started and 3.0 as it ended, "
+                "nothing else running; Spark's q8w 6.41 s, streamjoin's 2.85 s, medians of 2), after design step "
+                "48, whose Unix sockets between the JVM and the Python workers end a task's 40 ms wait for the "
+                "last piece of its input; 2.27x in a run two minutes before (load 5.2 as it ended). Alternated "
+                "against the main before (`streamjoin bench compare --repeat 2 --fields \"median s,spark s / s\" "
+                "796a73d nexmark --stores arranged --repeat 1`, 15:41-15:49, load 1.4-3.0) streamjoin's q8w took "
+                "0.81x the seconds (2.12 against 2.61 s; runs 2.19 and 2.04 against 2.84 and 2.39) and was 2.52x "
+                "Spark's speed against 1.97x, but the goal's own runs, each query after another in one session, "
+                "stayed where they were. 2.28x on 2026-12-06 06:12 (load 1.3 as it started, nothing else running; "
                 "Spark's q8w 6.47 s, streamjoin's 2.84 s, medians of 2, in an hour slower for both): q8w is an "
                 "inner interval join, with no flush source, so design step 39 does not act on it. "
                 "2.13x on 2026-12-04 15:00 (load 1.1 as it started, nothing else running; "
