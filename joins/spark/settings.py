@@ -2,9 +2,10 @@
 
 ``SPARK_SETTINGS`` names each setting and its value, for a session's builder
 (``SparkSession.builder.config(map=dict(SPARK_SETTINGS))``) or, for its ``spark.sql.*`` entries on
-a running session, for ``spark.conf.set`` (Spark Connect too). streamjoin never changes a session's settings itself: they
-apply to every query of the session, the user's own Arrow UDFs too. The jobs' sessions (``streamjoin
-demo``, ``timeline``...), the benchmarks' and the test kit's use them.
+a running session, for ``spark.conf.set`` (Spark Connect too). streamjoin never changes a
+session's settings itself: they apply to every query of the session, the user's own Arrow UDFs
+too. The jobs' sessions (``streamjoin demo``, ``timeline``...), the benchmarks' and the test
+kit's use them.
 
 * ``spark.sql.execution.arrow.maxBytesPerBatch = 2147483647``: Spark's largest value, which turns
   its byte limit on the Arrow batches it hands a ``mapInArrow`` off. Below it, Spark measures the
@@ -30,10 +31,10 @@ demo``, ``timeline``...), the benchmarks' and the test kit's use them.
   so the joins it runs in process measure as the workers run.
 * ``spark.python.unix.domain.socket.enabled = true``: Spark reaches its Python workers over Unix
   domain sockets instead of TCP on the loopback. Over TCP, a task whose Python side sends nothing
-  back before its input has all arrived (every join task: it reads all its rows, then steps) waits
-  about 40 ms for the input's last piece: Linux delays the worker's acknowledgement of the bytes
-  before it (the delayed ACK), and the JVM's socket holds back the small piece that follows until
-  it comes (Nagle's algorithm). A Unix socket has neither. In the table join's benchmark that wait
+  back before its input has all arrived (every join task: it reads all its rows, then steps) often
+  waits about 40 ms for a piece of its input: Linux delays the worker's acknowledgement of the
+  bytes before it (the delayed ACK), and the JVM's socket holds back the small piece that follows
+  until it comes (Nagle's algorithm). A Unix socket has neither. In the table join's benchmark that wait
   was in every key-stage task; alternated with the main before, the latency benchmark's release
   latency under traffic was 0.77x and the enrichment's seconds 0.96x, while the table join's change
   micro-batches took 1.03-1.04x with 1.04-1.06x the JVM's CPU (docs/design/runtime.md, arranged
