@@ -248,7 +248,14 @@ GOALS: tuple[Goal, ...] = (
     Goal("enrichment", "speed of streamjoin-arranged vs Spark's stream-static join, 1M events x 1M rows", 1.5, "x",
          Cell("spark s / s", _OURS), "streamjoin bench enrichment --stores arranged --latest '' --user-typed",
          memory=Cell("worker RSS MB", _OURS),
-         reason="1.49x in the run of this figure (2026-12-07 13:08, load 2.1 as it ended, nothing else "
+         reason="1.35x in the run of this figure (2026-12-07 16:22, load 0.6 as it started and 2.3 as it "
+                "ended, nothing else running; 3 runs, the variants' order rotated: Spark 10.3 s, its runs 11.3, "
+                "10.3 and 10.2 s; streamjoin 7.67 s, its runs 7.18, 7.67 and 7.80 s; the buckets layout 8.91 s, "
+                "1.16x), after design step 48 (Python workers over Unix sockets, which end a task's 40 ms wait "
+                "for a piece of its input; alternated with the main before, streamjoin's seconds were 0.96x, "
+                "8.79 against 9.17 s, inside the runs' spread): the same code's runs move by more than that "
+                "from hour to hour (13:08 below, before step 48, 1.49x). "
+                "1.49x in the run of 2026-12-07 13:08 (load 2.1 as it ended, nothing else "
                 "running; 3 runs, the variants' order rotated: Spark 9.97 s, its runs 10.7, "
                 "9.13 and 9.97 s; streamjoin 6.67 s, its runs 6.66, 6.67 and 7.14 s; the buckets layout 7.47 s, "
                 "1.33x), with design step 45 in (a store handed to the other Python worker and back catches "
