@@ -34,11 +34,11 @@ kit's use them.
   back before its input has all arrived (every join task: it reads all its rows, then steps) often
   waits about 40 ms for a piece of its input: Linux delays the worker's acknowledgement of the
   bytes before it (the delayed ACK), and the JVM's socket holds back the small piece that follows
-  until it comes (Nagle's algorithm). A Unix socket has neither. In the table join's benchmark that wait
-  was in every key-stage task; alternated with the main before, the latency benchmark's release
-  latency under traffic was 0.77x and the enrichment's seconds 0.96x, while the table join's change
-  micro-batches took 1.03-1.04x with 1.04-1.06x the JVM's CPU (docs/design/runtime.md, arranged
-  state, step 48). A Spark core setting, read when the session starts: it acts from the builder or
+  until it comes (Nagle's algorithm). A Unix socket has neither. In the table join's benchmark
+  that wait was in every key-stage task; alternated with the main before, the latency benchmark's
+  release latency under traffic was 0.77x and the enrichment's seconds 0.96x, while the table
+  join's change micro-batches took 1.03-1.04x with 1.04-1.06x the JVM's CPU
+  (docs/design/runtime.md, arranged state, step 48). A Spark core setting, read when the session starts: it acts from the builder or
   ``--conf``, and ``spark.conf.set`` on a running session refuses it, so set only the
   ``spark.sql.*`` entries there.
 """
@@ -50,7 +50,7 @@ from typing import Mapping
 
 __all__ = ["SPARK_SETTINGS"]
 
-#: The Spark SQL settings streamjoin's joins run best with (see module): name -> value.
+#: The Spark settings streamjoin's joins run best with (see module): name -> value.
 SPARK_SETTINGS: Mapping[str, str] = MappingProxyType({
     "spark.sql.execution.arrow.maxBytesPerBatch": "2147483647",
     "spark.python.unix.domain.socket.enabled": "true",

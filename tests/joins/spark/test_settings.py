@@ -8,7 +8,7 @@ import pytest
 import streamjoin
 
 
-def test_spark_settings_are_a_read_only_mapping_of_sql_settings_and_worker_environment() -> None:
+def test_spark_settings_are_a_read_only_mapping_of_sql_worker_and_transport_settings() -> None:
     settings = streamjoin.SPARK_SETTINGS
     assert settings["spark.sql.execution.arrow.maxBytesPerBatch"] == str(2**31 - 1)
     assert settings["spark.executorEnv.MIMALLOC_ALLOW_THP"] == "0"
