@@ -524,8 +524,8 @@ GOALS: tuple[Goal, ...] = (
          memory=Cell("worker RSS MB", _nexmark("q8w")),
          reason="2.25x in the run of this figure (2026-12-07 15:52, load 2.3 as it started and 3.0 as it ended, "
                 "nothing else running; Spark's q8w 6.41 s, streamjoin's 2.85 s, medians of 2), after design step "
-                "48, whose Unix sockets between the JVM and the Python workers end a task's 40 ms wait for the "
-                "last piece of its input; 2.27x in a run two minutes before (load 5.2 as it ended). Alternated "
+                "48, whose Unix sockets between the JVM and the Python workers end a task's 40 ms wait for a "
+                "piece of its input; 2.27x in a run two minutes before (load 5.2 as it ended). Alternated "
                 "against the main before (`streamjoin bench compare --repeat 2 --fields \"median s,spark s / s\" "
                 "796a73d nexmark --stores arranged --repeat 1`, 15:41-15:49, load 1.4-3.0) streamjoin's q8w took "
                 "0.81x the seconds (2.12 against 2.61 s; runs 2.19 and 2.04 against 2.84 and 2.39) and was 2.52x "

@@ -38,9 +38,9 @@ kit's use them.
   that wait was in every key-stage task; alternated with the main before, the latency benchmark's
   release latency under traffic was 0.77x and the enrichment's seconds 0.96x, while the table
   join's change micro-batches took 1.03-1.04x with 1.04-1.06x the JVM's CPU
-  (docs/design/runtime.md, arranged state, step 48). A Spark core setting, read when the session starts: it acts from the builder or
-  ``--conf``, and ``spark.conf.set`` on a running session refuses it, so set only the
-  ``spark.sql.*`` entries there.
+  (docs/design/runtime.md, arranged state, step 48). A Spark core setting, read when the session
+  starts: it acts from the builder or ``--conf``, and ``spark.conf.set`` on a running session
+  refuses it, so set only the ``spark.sql.*`` entries there.
 """
 
 from __future__ import annotations
