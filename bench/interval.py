@@ -326,6 +326,11 @@ def _workers(root: int) -> list[int]:
     return [pid for pid in _descendants(root) if _is_pyspark(_cmdline(pid))]
 
 
+def executor_jvms(root: int) -> list[int]:
+    """Descendants of ``root`` (a standalone cluster's worker) that are Spark executor JVMs, ascending."""
+    return sorted(pid for pid in _descendants(root) if b"CoarseGrainedExecutorBackend" in _cmdline(pid))
+
+
 def task_workers(root: int) -> list[int]:
     """Descendants of ``root`` that are PySpark Python workers running tasks: the processes a
     worker daemon forked (the same command line as their parent), not the daemons themselves."""
