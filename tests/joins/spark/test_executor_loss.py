@@ -110,7 +110,7 @@ def test_table_chain_with_executors_killed_equals_duckdbs_three_way_join(cluster
     root = str(tmp_path / "data")
     changes = write_history(root, seed=5, batches=BATCHES, per_batch=PER_BATCH)
     driver = subprocess.Popen([sys.executable, "-m", "tests.joins.spark.test_executor_loss", cluster.url, root],
-                              cwd=REPO, env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+                              cwd=REPO, env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"},
                               stdout=open(tmp_path / "driver.log", "wb"), stderr=subprocess.STDOUT)
     kills = []
     deadline = time.monotonic() + QUERY_TIMEOUT
@@ -142,7 +142,8 @@ def _drive(master: str, root: str) -> None:
 
     spark = (SparkSession.builder.master(master).appName("streamjoin executor loss")
              .config(map={**SPARK_SETTINGS, "spark.executor.memory": "640m", "spark.task.maxFailures": "4",
-                          "spark.sql.shuffle.partitions": "3", "spark.ui.enabled": "false"})
+                          "spark.sql.shuffle.partitions": "3", "spark.ui.enabled": "false",
+                          "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
              .getOrCreate())
     try:
         joined = view(spark, root, state_dirs=False)
