@@ -563,7 +563,21 @@ GOALS: tuple[Goal, ...] = (
     Goal("runtime", "micro-batch time vs the floor's (batches / floor), every backend", 1.10, "x",
          Each("batches / floor", "variant", _RUNTIME), "streamjoin bench runtime", at_most=True,
          memory=Each("worker RSS MB", "variant", _RUNTIME),
-         reason="the run of this figure (2026-12-05 12:35, load 0.1 as it started and 1.8 as it ended, nothing "
+         reason="the run of this figure (2026-12-07 17:43, load 2.3 as it started and 2.5 as it ended, nothing "
+                "else running) gave arranged 1.62x, rocksdb 1.53x, lmdb 1.36x and memory 1.28x, and one at 17:20 (load "
+                "0.9-2.2) 1.53x, 1.46x, 1.42x and 1.28x: the floor's micro-batches took 3.14 and 3.50 s against "
+                "4.43 s on 2026-12-05, the runtime's 4.0-5.1 s against 5.0-5.4 s. Design step 48's Unix sockets "
+                "ended the floor's 40 ms waits as much as the runtime's, so the gap of about 90 ms a micro-batch "
+                "stayed and the ratio grew: alternated against the main before that step (`streamjoin bench compare "
+                "--repeat 2 --fields \"batches s,batches / floor\" 796a73d runtime --stores arranged,memory --repeat "
+                "1`, 17:20, load 2.0-3.0) the ratio was 0.96x (arranged) and 0.94x (memory) of the main's, in runs "
+                "whose floor took 4.9-5.5 s, as a session's first floor run does (a throwaway run of the variants "
+                "in turn in one session: the floor 4.20 s first, then 3.07-3.40 s; the runtime's 3.7-4.7 s "
+                "throughout). A traced task (50,000 rows) opens its store in 3 ms, gets its input over 20 ms (the "
+                "JVM converting rows to Arrow), steps in 0.3 ms and commits in 6 ms while Spark reads its output: "
+                "the gap is that a task hands back nothing until its input has all arrived, where the floor's "
+                "mapInArrow streams each batch through, so the goal needs steps that take their input as it comes. "
+                "The run of 2026-12-05 12:35 (load 0.1 as it started and 1.8 as it ended, nothing "
                 "else running) gave arranged 1.20x, rocksdb 1.21x, lmdb 1.23x and memory 1.13x (the floor's "
                 "micro-batches 4.43 s, a slower hour; every variant's largest Python worker 170-176 MB, the "
                 "floor's 170 MB); the run of 08:23 that day (load 0.2 as it started, after design steps 33-34) "
