@@ -75,9 +75,10 @@ def cluster(tmp_path) -> Iterator[Cluster]:
     spark_class = os.path.join(home, "bin", "spark-class")
     logs = tmp_path / "logs"
     logs.mkdir()
+    files = [open(logs / name, "wb") for name in ("master.log", "worker0.log", "worker1.log")]
     master = subprocess.Popen([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                                "--port", str(port), "--webui-port", str(ui)], env=env,
-                              stdout=open(logs / "master.log", "wb"), stderr=subprocess.STDOUT)
+                              stdout=files[0], stderr=subprocess.STDOUT)
     workers: list[subprocess.Popen] = []
     try:
         url = f"spark://127.0.0.1:{port}"
@@ -89,7 +90,7 @@ def cluster(tmp_path) -> Iterator[Cluster]:
             workers.append(subprocess.Popen(
                 [spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--cores", "1",
                  "--memory", "1g", "--webui-port", str(_free_port()), "--work-dir", str(tmp_path / f"worker{i}")],
-                env=env, stdout=open(logs / f"worker{i}.log", "wb"), stderr=subprocess.STDOUT))
+                env=env, stdout=files[1 + i], stderr=subprocess.STDOUT))
         while _alive_workers(ui) < 2:
             assert time.monotonic() < deadline, "the standalone workers did not register"
             time.sleep(0.5)
@@ -104,14 +105,17 @@ def cluster(tmp_path) -> Iterator[Cluster]:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        for file in files:
+            file.close()
 
 
 def test_table_chain_with_executors_killed_equals_duckdbs_three_way_join(cluster, tmp_path):
     root = str(tmp_path / "data")
     changes = write_history(root, seed=5, batches=BATCHES, per_batch=PER_BATCH)
+    output = open(tmp_path / "driver.log", "wb")
     driver = subprocess.Popen([sys.executable, "-m", "tests.joins.spark.test_executor_loss", cluster.url, root],
                               cwd=REPO, env={**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"},
-                              stdout=open(tmp_path / "driver.log", "wb"), stderr=subprocess.STDOUT)
+                              stdout=output, stderr=subprocess.STDOUT)
     kills = []
     deadline = time.monotonic() + QUERY_TIMEOUT
     try:
@@ -127,6 +131,8 @@ def test_table_chain_with_executors_killed_equals_duckdbs_three_way_join(cluster
     finally:
         if driver.poll() is None:
             driver.kill()
+            driver.wait()
+        output.close()
     log = (tmp_path / "driver.log").read_text(errors="replace")
     assert driver.returncode == 0, log[-5000:]
     assert kills == list(KILL_AFTER), f"executors killed after micro-batches {kills}, not {KILL_AFTER}"

@@ -12,6 +12,7 @@ import random
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
 
 from streamjoin import table_table_join
 
@@ -38,6 +39,7 @@ def write_history(root: str, seed: int, batches: int, per_batch: int) -> dict[st
             rows = []
             for _ in range(per_batch):
                 t += 1
+                row: dict[str, object]
                 op = rng.choice(["insert", "update", "update", "delete"]) if batch else "insert"
                 if name == "orders":
                     row = {"order_id": rng.randrange(300), "cust": rng.randrange(120), "prod": rng.randrange(30),
@@ -55,7 +57,7 @@ def write_history(root: str, seed: int, batches: int, per_batch: int) -> dict[st
     return changes
 
 
-def view(spark, root: str, partitions: int = 3, state_dirs: bool = True):
+def view(spark: SparkSession, root: str, partitions: int = 3, state_dirs: bool = True) -> DataFrame:
     """The streaming view over the files of ``root`` (one file a table a micro-batch), its joins'
     checkpoints under ``root``; their local stores under ``root`` too, or (``state_dirs`` False)
     in Spark's local directory of each executor, which a lost executor takes with it."""
