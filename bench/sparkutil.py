@@ -19,9 +19,9 @@ __all__ = ["local_session", "time_stream_parts", "QueryTimes", "fixed_costs", "f
 
 
 def local_session(cores: int = 2, shuffle_partitions: int = 4, extra: dict[str, str] | None = None):
-    """A local Spark session whose Python workers run this interpreter, with the settings the joins
-    run best with (``streamjoin.SPARK_SETTINGS``, which the floor's ``mapInArrow`` gains from too);
-    ``extra`` overrides any."""
+    """A local Spark session whose Python workers run this interpreter, its driver on the loopback
+    (127.0.0.1), with the settings the joins run best with (``streamjoin.SPARK_SETTINGS``, which
+    the floor's ``mapInArrow`` gains from too); ``extra`` overrides any."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -34,6 +34,8 @@ def local_session(cores: int = 2, shuffle_partitions: int = 4, extra: dict[str, 
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "4g")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
     )
     for key, value in {**SPARK_SETTINGS, **(extra or {})}.items():
         builder = builder.config(key, value)

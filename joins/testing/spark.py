@@ -34,8 +34,9 @@ __all__ = ["SparkEngine", "local_session", "SparkJoins"]
 
 def local_session(app: str = "streamjoin-tests") -> SparkSession:
     """A local Spark session set up for testing joins: two cores with task retries (``local[2,4]``,
-    as a cluster retries a failed task), two shuffle partitions, UTC, no UI, quiet logs, and the
-    settings the joins run best with (``streamjoin.SPARK_SETTINGS``)."""
+    as a cluster retries a failed task), two shuffle partitions, UTC, no UI, quiet logs, its driver
+    on the loopback (127.0.0.1: a local session needs no other interface, whatever the machine's
+    name resolves to), and the settings the joins run best with (``streamjoin.SPARK_SETTINGS``)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     session = (
@@ -45,6 +46,8 @@ def local_session(app: str = "streamjoin-tests") -> SparkSession:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.streaming.stopTimeout", "30s")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
         .config(map=dict(SPARK_SETTINGS))
         .getOrCreate()
     )
