@@ -566,7 +566,7 @@ GOALS: tuple[Goal, ...] = (
          reason="the run of this figure (2026-12-07 17:43, load 2.3 as it started and 2.5 as it ended, nothing "
                 "else running) gave arranged 1.62x, rocksdb 1.53x, lmdb 1.36x and memory 1.28x, and one at 17:20 (load "
                 "0.9-2.2) 1.53x, 1.46x, 1.42x and 1.28x: the floor's micro-batches took 3.14 and 3.50 s against "
-                "4.43 s on 2026-12-05, the runtime's 4.0-5.1 s against 5.0-5.4 s. Design step 48's Unix sockets "
+                "4.43 s on 2026-12-05, the runtime's 4.0-5.1 s against 5.0-5.5 s. Design step 48's Unix sockets "
                 "ended the floor's 40 ms waits as much as the runtime's, so the gap of about 90 ms a micro-batch "
                 "stayed and the ratio grew: alternated against the main before that step (`streamjoin bench compare "
                 "--repeat 2 --fields \"batches s,batches / floor\" 796a73d runtime --stores arranged,memory --repeat "
