@@ -3,6 +3,9 @@ kit's session, the jobs' and the benchmarks'."""
 
 from __future__ import annotations
 
+import ipaddress
+import os
+
 import pytest
 
 import streamjoin
@@ -33,6 +36,42 @@ def test_spark_settings_hold_in_the_test_kits_session(spark) -> None:
     # and Spark reaches them over a Unix domain socket, not TCP (no delayed acknowledgement)
     families = spark.range(1).mapInArrow(_socket_families, "family string").collect()
     assert {row["family"] for row in families} == {"AF_UNIX"}
+
+
+def test_test_kits_session_listens_on_the_loopback_only(spark) -> None:
+    """Every TCP port the session's JVM listens on is bound to the loopback (the test kit sets
+    ``spark.driver.host`` and ``spark.driver.bindAddress``), whatever the machine's name resolves to."""
+    pid = spark._jvm.java.lang.ProcessHandle.current().pid()
+    addresses = _listening(pid)
+    assert addresses, "the JVM listens on no TCP port (py4j's gateway, at least, should be found)"
+    assert all(address.is_loopback for address in addresses), addresses
+
+
+def _listening(pid: int) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    """The local addresses of process ``pid``'s listening TCP sockets (Linux's ``/proc``), an
+    IPv4-mapped IPv6 address as its IPv4 one."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:   # (closed since listed)
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[len("socket:["):-1])
+    found: list[ipaddress.IPv4Address | ipaddress.IPv6Address] = []
+    for table in ("tcp", "tcp6"):
+        with open(f"/proc/{pid}/net/{table}") as f:
+            next(f)   # (the header)
+            for line in f:
+                fields = line.split()
+                if fields[3] != "0A" or fields[9] not in inodes:   # 0A: LISTEN
+                    continue
+                raw = fields[1].split(":")[0]   # each 32-bit word in the machine's (little-endian) order
+                packed = b"".join(bytes.fromhex(raw[i:i + 8])[::-1] for i in range(0, len(raw), 8))
+                address = ipaddress.ip_address(packed)
+                mapped = getattr(address, "ipv4_mapped", None)
+                found.append(mapped or address)
+    return found
 
 
 def _environment(names: list[str]):
