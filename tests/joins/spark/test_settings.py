@@ -1,5 +1,6 @@
 """``streamjoin.SPARK_SETTINGS``: the session settings the joins run best with, used by the test
-kit's session, the jobs' and the benchmarks'."""
+kit's session, the jobs' and the benchmarks'; and the test kit's session, whose driver listens on
+the loopback only."""
 
 from __future__ import annotations
 
