@@ -362,12 +362,13 @@ class Waiting:
         return 0 if self.events is None else self.events.nbytes
 
     def between(self, store: Store, stream: pa.Schema, time: str, low: int, high: int) -> pa.Table | None:
-        """Its events with a time in ``[low, high)``, in order (None: none): a slice of those
-        held, else of each chunk read from ``store`` (as tables of ``stream``, event time column
-        ``time``) up to the first that starts at ``high`` or later."""
+        """Its events with a time in ``[low, high)``, in order (None: none), as a table of
+        ``stream`` (event time column ``time``): a slice of those held (filed under the stream's
+        schema of their version, which a later version's may have evolved from), else of each
+        chunk read from ``store`` up to the first that starts at ``high`` or later."""
         if self.events is not None and self.times is not None:
             start, end = np.searchsorted(self.times, [low, high], "left").tolist()
-            return self.events.slice(start, end - start) if end > start else None
+            return as_schema(self.events.slice(start, end - start), stream) if end > start else None
         parts = []
         for _, value in _WAITING.scan(store, self.version):
             chunk = as_schema(st.unblob(value), stream)

@@ -135,3 +135,30 @@ def test_enrichment_definition_takes_a_longer_table_ttl_and_refuses_a_shorter_on
                                                   ("table_ttl: 1 hour -> none (forever)",))
     with pytest.raises(CheckpointMismatchError, match="table_ttl: none .forever. -> 1 hour shrinks"):
         PlanRunner(join(dt.timedelta(hours=1)).plan, ck, config=config, query_id="q")
+
+
+def test_enrichment_evolution_of_the_events_alone_releases_the_events_waiting_from_before(tmp_path):
+    """Only the events' schema changes (the table's stays), so the restarted query's stores, kept
+    open in this process, keep the events they filed as waiting under the old schema: those are
+    released in the new one (a column dropped, one added, one widened), as a run over the evolved
+    events gives them."""
+    def runner(join, name):
+        config = StateConfig(store="arranged", local_dir=os.path.join(tmp_path, name, "local"), snapshot_every=2)
+        return PlanRunner(join.plan, os.path.join(tmp_path, name, "ck"), partitions=2, config=config, query_id="q")
+
+    old, new = _join(EVENTS, TABLE, "as_of"), _join(EVENTS2, TABLE, "as_of")
+    first = runner(old, "evolved")
+    outputs = [first.run(_events(e, EVENTS), _changes(c, TABLE)) for e, c in BEFORE]
+    second = runner(new, "evolved")
+    second.version = first.version
+    outputs += [second.run(_events(e, EVENTS2), _changes(c, TABLE)) for e, c in AFTER]
+    outputs.append(second.run(EVENTS2.empty_table(), TABLE.empty_table(), final=True))
+
+    reference = runner(new, "reference")
+    expected = [reference.run(as_schema(_events(e, EVENTS), EVENTS2), _changes(c, TABLE)) for e, c in BEFORE]
+    expected += [reference.run(_events(e, EVENTS2), _changes(c, TABLE)) for e, c in AFTER]
+    expected.append(reference.run(EVENTS2.empty_table(), TABLE.empty_table(), final=True))
+    got = [_rows(as_schema(out, new.output_schema)) for out in outputs]
+    assert got == [_rows(out) for out in expected]
+    # events filed before the change are released after it, without the dropped column
+    assert any(dict(r)["ts"] < T0 + dt.timedelta(seconds=25) for out in got[2:] for r in out)
