@@ -73,27 +73,9 @@ def test_enrichment_evolution_equals_a_run_over_the_evolved_inputs(tmp_path, mod
     if defaults:
         events2, table2 = _defaulted(EVENTS2, ch="'app'"), _defaulted(TABLE2, region="'EU'", price="1.50BD")
 
-    def runner(join, name, lose=False):
-        config = StateConfig(store=store, local_dir=os.path.join(tmp_path, name, "local"), snapshot_every=2)
-        if lose:   # the restart also finds its local stores gone: state from the changelog
-            config = StateConfig(store=store, local_dir=os.path.join(tmp_path, name, "other"), snapshot_every=2)
-        return PlanRunner(join.plan, os.path.join(tmp_path, name, "ck"), partitions=2, config=config, query_id="q")
-
-    old, new = _join(EVENTS, TABLE, mode), _join(events2, table2, mode)
-    first = runner(old, "evolved")
-    outputs = [first.run(_events(e, EVENTS), _changes(c, TABLE)) for e, c in BEFORE]
-    second = runner(new, "evolved", lose=store == "rocksdb-kv")
-    second.version = first.version
-    outputs += [second.run(_events(e, events2), _changes(c, table2)) for e, c in AFTER]
-    outputs.append(second.run(events2.empty_table(), table2.empty_table(), final=True))
-
-    reference = runner(new, "reference")
-    expected = [reference.run(as_schema(_events(e, EVENTS), events2), as_schema(_changes(c, TABLE), table2))
-                for e, c in BEFORE]
-    expected += [reference.run(_events(e, events2), _changes(c, table2)) for e, c in AFTER]
-    expected.append(reference.run(events2.empty_table(), table2.empty_table(), final=True))
-    got = [_rows(as_schema(out, new.output_schema)) for out in outputs]
-    assert got == [_rows(out) for out in expected]
+    new = _join(events2, table2, mode)
+    got, expected = _evolved(tmp_path, store, new, events2, table2, lose=store == "rocksdb-kv")
+    assert got == expected
     assert sum(len(g) for g in got) >= 6
     region = "EU" if defaults else None   # the table version from before the change, read with its default
     assert any(r for out in got[2:] for r in out if dict(r)["region"] == region)
@@ -142,23 +124,33 @@ def test_enrichment_evolution_of_the_events_alone_releases_the_events_waiting_fr
     open in this process, keep the events they filed as waiting under the old schema: those are
     released in the new one (a column dropped, one added, one widened), as a run over the evolved
     events gives them."""
-    def runner(join, name):
-        config = StateConfig(store="arranged", local_dir=os.path.join(tmp_path, name, "local"), snapshot_every=2)
-        return PlanRunner(join.plan, os.path.join(tmp_path, name, "ck"), partitions=2, config=config, query_id="q")
-
-    old, new = _join(EVENTS, TABLE, "as_of"), _join(EVENTS2, TABLE, "as_of")
-    first = runner(old, "evolved")
-    outputs = [first.run(_events(e, EVENTS), _changes(c, TABLE)) for e, c in BEFORE]
-    second = runner(new, "evolved")
-    second.version = first.version
-    outputs += [second.run(_events(e, EVENTS2), _changes(c, TABLE)) for e, c in AFTER]
-    outputs.append(second.run(EVENTS2.empty_table(), TABLE.empty_table(), final=True))
-
-    reference = runner(new, "reference")
-    expected = [reference.run(as_schema(_events(e, EVENTS), EVENTS2), _changes(c, TABLE)) for e, c in BEFORE]
-    expected += [reference.run(_events(e, EVENTS2), _changes(c, TABLE)) for e, c in AFTER]
-    expected.append(reference.run(EVENTS2.empty_table(), TABLE.empty_table(), final=True))
-    got = [_rows(as_schema(out, new.output_schema)) for out in outputs]
-    assert got == [_rows(out) for out in expected]
+    got, expected = _evolved(tmp_path, "arranged", _join(EVENTS2, TABLE, "as_of"), EVENTS2, TABLE)
+    assert got == expected
     # events filed before the change are released after it, without the dropped column
     assert any(dict(r)["ts"] < T0 + dt.timedelta(seconds=25) for out in got[2:] for r in out)
+
+
+def _evolved(tmp_path, store: str, new: EnrichmentJoin, events2: pa.Schema, table2: pa.Schema,
+             lose: bool = False) -> tuple[list[list[tuple]], list[list[tuple]]]:
+    """The rows of each version (``_rows``, in ``new``'s output columns) of a run of ``BEFORE`` with
+    the join of ``EVENTS`` and ``TABLE`` (in ``new``'s mode) restarted on the same checkpoint with
+    ``new`` for ``AFTER`` and a final version, and of a run of ``new`` from the start over the same
+    changes read in the evolved columns. ``lose``: the restart also finds its local stores gone
+    (state from the changelog); else they are still open in this process."""
+    def runner(join, name, local="local"):
+        config = StateConfig(store=store, local_dir=os.path.join(tmp_path, name, local), snapshot_every=2)
+        return PlanRunner(join.plan, os.path.join(tmp_path, name, "ck"), partitions=2, config=config, query_id="q")
+
+    first = runner(_join(EVENTS, TABLE, new.spec.mode), "evolved")
+    outputs = [first.run(_events(e, EVENTS), _changes(c, TABLE)) for e, c in BEFORE]
+    second = runner(new, "evolved", local="other" if lose else "local")
+    second.version = first.version
+    outputs += [second.run(_events(e, events2), _changes(c, table2)) for e, c in AFTER]
+    outputs.append(second.run(events2.empty_table(), table2.empty_table(), final=True))
+
+    reference = runner(new, "reference")
+    expected = [reference.run(as_schema(_events(e, EVENTS), events2), as_schema(_changes(c, TABLE), table2))
+                for e, c in BEFORE]
+    expected += [reference.run(_events(e, events2), _changes(c, table2)) for e, c in AFTER]
+    expected.append(reference.run(events2.empty_table(), table2.empty_table(), final=True))
+    return [_rows(as_schema(out, new.output_schema)) for out in outputs], [_rows(out) for out in expected]
