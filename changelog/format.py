@@ -172,12 +172,15 @@ def encode_delta(
 
 
 def encode_delta_columns(kind: Kind, version: int, write: ColumnWrite) -> pa.RecordBatch:
-    """``encode_delta`` of a column write (deletes, then puts; no range deletes)."""
-    deletes, puts = len(write.delete_keys), len(write.put_keys)
-    ops = pa.concat_arrays([pa.repeat(pa.scalar(DELETE, pa.int8()), deletes),
+    """``encode_delta`` of a column write (range deletes, then deletes, then puts)."""
+    ranges, deletes, puts = len(write.delete_ranges), len(write.delete_keys), len(write.put_keys)
+    ops = pa.concat_arrays([pa.repeat(pa.scalar(DELETE_RANGE, pa.int8()), ranges),
+                            pa.repeat(pa.scalar(DELETE, pa.int8()), deletes),
                             pa.repeat(pa.scalar(PUT, pa.int8()), puts)])
-    keys = pa.concat_arrays([write.delete_keys.cast(_BIN), write.put_keys.cast(_BIN)])
-    values = pa.concat_arrays([pa.nulls(deletes, _BIN), write.put_values.cast(_BIN)])
+    starts = pa.array([start for start, _ in write.delete_ranges], _BIN)
+    ends = pa.array([end for _, end in write.delete_ranges], _BIN)
+    keys = pa.concat_arrays([starts, write.delete_keys.cast(_BIN), write.put_keys.cast(_BIN)])
+    values = pa.concat_arrays([ends, pa.nulls(deletes, _BIN), write.put_values.cast(_BIN)])
     return pa.record_batch([ops, keys, values], schema=DELTA_SCHEMA.with_metadata(_metadata(kind, version)))
 
 

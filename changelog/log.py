@@ -143,8 +143,8 @@ class Changelog:
     def append_columns_file(self, version: int, write: ColumnWrite) -> tuple[LogFile, SourceFile]:
         """``append_columns``, and the delta as a ``SourceFile`` (its bytes, CRC-32 and path
         on this machine's disk, None for a log in object storage): an Arrow file whose ``key``
-        and ``value`` columns are the write's deletes (null values) then its puts, which a store
-        may take as its own copy of the write (``ColumnWrite.file``)."""
+        and ``value`` columns are the write's range deletes (``op`` 2), its deletes (null values)
+        then its puts, which a store may take as its own copy of the write (``ColumnWrite.file``)."""
         _check_version(version)
         file, payload = self._append_payload(version, encode_delta_columns(Kind.DELTA, version, write))
         return file, SourceFile(payload, file.crc, self.storage.local_path(file.name))

@@ -153,16 +153,16 @@ class ChangeloggingStore(Store):
         version: int | None,
     ) -> None:
         """Undo record, then the delta, then the inner write; raises VersionOrderError (nothing
-        written) for a missing version or one that does not follow the store's. A write without
-        range deletes to a store that ``writes_columns`` (and whose undo needs no entries) goes
-        as columns (``_logged_columns``): its delta file is then the inner store's too."""
+        written) for a missing version or one that does not follow the store's. A write to a
+        store that ``writes_columns`` (and whose undo needs no entries) goes as columns
+        (``_logged_columns``), its range deletes too: its delta file is then the inner store's too."""
         checked = self._check_follows(version)
-        if delete_ranges or self._undo_wants_entries or not self.inner.writes_columns:
+        if self._undo_wants_entries or not self.inner.writes_columns:
             self._logged(checked, puts, deletes, delete_ranges,
                          lambda: self.inner.write(puts, deletes, delete_ranges, version=version))
             return
         check_write(puts, deletes, delete_ranges)  # before anything reads or writes
-        self._logged_columns(checked, ColumnWrite.of_lists(puts, deletes), version)
+        self._logged_columns(checked, ColumnWrite.of_lists(puts, deletes, delete_ranges), version)
 
     @property
     def _undo_wants_entries(self) -> bool:
@@ -173,7 +173,7 @@ class ChangeloggingStore(Store):
         column write, unless the undo record needs the entries as lists."""
         if self._undo_wants_entries:
             puts, deletes = write.as_lists()
-            self._write(puts, deletes, (), version)
+            self._write(puts, deletes, write.delete_ranges, version)
             return
         self._logged_columns(self._check_follows(version), write, version)
 

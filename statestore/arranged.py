@@ -21,7 +21,8 @@ a new delta (the old layers are untouched until then) and append the write as on
   first), so the store never changes a file it shares with the changelog.
 * ``run-<n>.arrow``: one write: its deletes (a null value) and puts, its range deletes in the
   file's metadata. A write that comes with its file (``ColumnWrite.file``: a changelogged
-  store's delta, whose ``key`` and ``value`` columns are that write) takes that file as its run:
+  store's delta, whose ``key`` and ``value`` columns are that write, its range deletes first,
+  told by its ``op`` column) takes that file as its run:
   on the directory host a hard link where it is on this disk (else a copy of its bytes), as a
   base takes a snapshot, so the changelog's delta and the store's run are one file, written
   once; a database host holds its bytes as it holds any run. Opening applies the runs to the base into the delta as one write (of a key
@@ -112,7 +113,11 @@ from streamjoin.statestore.sorted_base import DATA, KEYS, BaseWriter, SortedBase
 
 __all__ = ["ArrangedStore", "MAX_RUNS", "RUN_SHARE", "IDLE_SLACK", "REBASE_SHARE", "HISTORY", "BUDGET_VARIABLE", "CODED_SHARE", "worker_budget"]
 
-_FORMAT = "arranged-2"
+_FORMAT = "arranged-3"
+#: Manifest formats this streamjoin reads: ``arranged-2`` had no run with range deletes in an
+#: ``op`` column (a delta taken as a run); a streamjoin that reads only ``arranged-2`` refuses a
+#: store of ``arranged-3``, which is then rebuilt from the changelog.
+_READS = frozenset({"arranged-2", _FORMAT})
 #: The environment variable of a Python worker's memory budget for arranged stores.
 BUDGET_VARIABLE = "STREAMJOIN_WORKER_MEMORY"
 _DEFAULT_BUDGET = "1g"
@@ -142,6 +147,9 @@ HISTORY = 2
 #: at most the store's memory budget over this; a larger base is searched as bytes.
 CODED_SHARE = 4
 _RUN_SCHEMA = pa.schema([("key", pa.large_binary()), ("value", pa.large_binary())])
+#: The ``op`` of a range delete's row in a changelog delta taken as a run (the changelog's
+#: ``DELETE_RANGE``: the store does not import the changelog, which builds on it).
+_RANGE_OP = 2
 
 
 def worker_budget() -> int:
@@ -238,8 +246,9 @@ class ArrangedStore(Store):
         if raw is not None:
             try:
                 meta = json.loads(raw)
-                if meta.get("format") != _FORMAT:
-                    raise ValueError(f"its format is {meta.get('format')!r} where this streamjoin reads {_FORMAT!r}")
+                if meta.get("format") not in _READS:
+                    raise ValueError(f"its format is {meta.get('format')!r} where this streamjoin reads "
+                                     f"{', '.join(map(repr, sorted(_READS)))}")
                 self._now = _State.parse(meta)
                 self._history = [_State.parse(h) for h in meta["history"]]
                 self._next = int(meta["next"])
@@ -293,8 +302,11 @@ class ArrangedStore(Store):
         pending: list[tuple[pa.Array, pa.Array]] = []   # runs without range deletes, not applied yet
         for name, size, crc in files:
             table = self._read_file(name, size, crc)
-            keys, values, ranges = _run_columns_of(table)
-            run_entries += table.num_rows + len(ranges)
+            try:
+                keys, values, ranges = _run_columns_of(table)
+            except (ValueError, KeyError, pa.ArrowException) as exc:
+                raise StoreCorruptError(corrupt_message(self.path, self.kind, f"{name} is unreadable: {exc}")) from exc
+            run_entries += len(keys) + len(ranges)
             if ranges:
                 layers = _applied_runs(layers, pending)
                 pending = []
@@ -480,8 +492,11 @@ class ArrangedStore(Store):
 
     def _write_columns(self, write: ColumnWrite, version: int | None) -> None:
         """``_write`` of columns: the layers and the run are built from them, no list between."""
-        layers = self._layers.applied_columns(write.put_keys, write.put_values, write.delete_keys)
-        self._commit_write(layers, write.entries, version, lambda: _run_columns(write), write.file)
+        ranges = write.delete_ranges
+        if ranges:
+            check_entry_types(self.path, (), (), ranges)
+        layers = self._layers.applied_columns(write.put_keys, write.put_values, write.delete_keys, ranges)
+        self._commit_write(layers, write.entries, version, lambda: _run_columns(write, ranges), write.file)
 
     def _load_sorted(self, items: Any, version: int | None) -> int:
         """A base of the ascending ``items`` (the restore path), written as they come: a
@@ -762,8 +777,19 @@ def _run_columns(write: ColumnWrite, ranges: Sequence[tuple[bytes, bytes]] = ())
 
 
 def _run_columns_of(table: pa.Table) -> tuple[pa.Array, pa.Array, list[tuple[bytes, bytes]]]:
-    """A run's keys and values (null: a delete) as binary columns, and its range deletes."""
+    """A run's keys and values (null: a delete) as binary columns, and its range deletes: those
+    of its metadata (a run the store wrote), or its first rows whose ``op`` is 2 (a changelog
+    delta taken as the run, ``ColumnWrite.file``)."""
     meta = table.schema.metadata or {}
     ranges = [(bytes.fromhex(s), bytes.fromhex(e)) for s, e in json.loads(meta.get(b"ranges", b"[]"))]
-    return (table.column("key").combine_chunks().cast(pa.binary()), table.column("value").combine_chunks().cast(pa.binary()),
-            ranges)
+    keys = table.column("key").combine_chunks().cast(pa.binary())
+    values = table.column("value").combine_chunks().cast(pa.binary())
+    if "op" in table.column_names and table.num_rows:
+        ops = table.column("op").combine_chunks().to_numpy(zero_copy_only=False)
+        first = int(np.argmax(ops != _RANGE_OP)) if (ops != _RANGE_OP).any() else len(ops)
+        if (ops[first:] == _RANGE_OP).any():
+            raise ValueError("a run's range deletes (op 2) are not all before its other rows")
+        if first:
+            ranges += list(zip(keys.slice(0, first).to_pylist(), values.slice(0, first).to_pylist()))
+            keys, values = keys.slice(first), values.slice(first)
+    return keys, values, ranges

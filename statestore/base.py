@@ -144,7 +144,7 @@ class Store(ABC):
     def _write_columns(self, write: ColumnWrite, version: int | None) -> None:
         """``write`` applied as ``_write`` applies its lists (the default converts to them)."""
         puts, deletes = write.as_lists()
-        self._write(puts, deletes, (), version)
+        self._write(puts, deletes, list(write.delete_ranges), version)
 
     def _multi_get_column(self, keys: pa.Array) -> pa.Array:
         """The value of each of ``keys`` (binary, checked) as a binary array, null where absent."""
@@ -270,8 +270,8 @@ class Store(ABC):
         self._write(_as_list(puts), _as_list(deletes), _as_list(delete_ranges), version)
 
     def write_columns(self, write: ColumnWrite, version: int | None = None) -> None:
-        """``write(puts, deletes, version=version)`` with the puts and deletes as Arrow columns:
-        the same effect, atomically, without
+        """``write(puts, deletes, delete_ranges, version=version)`` with the puts and deletes as
+        Arrow columns: the same effect, atomically, without
         a Python object per entry where the backend holds columns itself (a
         [`ColumnWrite`][streamjoin.statestore.columns.ColumnWrite])."""
         self._check_open()

@@ -79,8 +79,9 @@ class SourceFile:
     ``crc``, its CRC-32, by whoever read or wrote them) and its path on this machine's disk where
     it has one (None: it is elsewhere, or only in memory). A restore's snapshot is one (its rows
     the sorted chunks read from it, ``streamjoin.statestore.chunks``), and so is a changelog's
-    delta of a column write (its rows the write's deletes, a null value, then its puts;
-    ``ColumnWrite.file``). Other columns of the file are not part of it."""
+    delta of a column write (its rows the write's range deletes, then its deletes, a null value,
+    then its puts; ``ColumnWrite.file``: its ``op`` column tells the range deletes, op 2, from
+    the rest). Other columns of the file are not part of it."""
 
     data: pa.Buffer
     crc: int
@@ -89,54 +90,69 @@ class SourceFile:
 
 @dataclass(frozen=True)
 class ColumnWrite:
-    """One atomic write as columns: deletes (``delete_keys``), then puts (``put_keys[i] ->
-    put_values[i]``; of a key put twice the last value wins), as ``Store.write`` applies them.
-    Build it with ``ColumnWrite.of``, which checks the types."""
+    """One atomic write as columns: range deletes (``delete_ranges``, each ``[start, end)``), then
+    deletes (``delete_keys``), then puts (``put_keys[i] -> put_values[i]``; of a key put twice the
+    last value wins), as ``Store.write`` applies them. Build it with ``ColumnWrite.of``, which
+    checks the types."""
 
     put_keys: pa.Array
     put_values: pa.Array
     delete_keys: pa.Array
     #: The same write as a file already written (None: none): its ``key`` and ``value`` columns
-    #: are ``delete_keys`` with null values, then the puts, in this order (a changelog's delta,
+    #: are the range deletes (start and end, rows whose ``op`` column is 2), then ``delete_keys``
+    #: with null values, then the puts, in this order (a changelog's delta,
     #: ``streamjoin.changelog.ChangeloggingStore``); a store that keeps writes as files of that
     #: layout may take it as its own (the arranged store's run) instead of writing them again.
     file: SourceFile | None = None
+    #: Range deletes ``[start, end)``, applied before the deletes and puts, as ``Store.write`` takes them.
+    delete_ranges: tuple[tuple[bytes, bytes], ...] = ()
 
     @classmethod
     def of(cls, put_keys: pa.Array | Sequence[bytes] = (), put_values: pa.Array | Sequence[bytes] = (),
-           delete_keys: pa.Array | Sequence[bytes] = ()) -> ColumnWrite:
-        """A checked write (binary arrays without nulls, as many values as put keys)."""
+           delete_keys: pa.Array | Sequence[bytes] = (),
+           delete_ranges: Sequence[tuple[bytes, bytes]] = ()) -> ColumnWrite:
+        """A checked write (binary arrays without nulls, as many values as put keys; range
+        deletes as pairs of bytes)."""
         keys, values = binary_column(put_keys, "put keys"), binary_column(put_values, "put values")
         if len(keys) != len(values):
             raise StoreWriteError(f"a column write has {len(keys)} put keys but {len(values)} put values")
-        return cls(keys, values, binary_column(delete_keys, "delete keys"))
+        for entry in delete_ranges:
+            if len(entry) != 2 or type(entry[0]) is not bytes or type(entry[1]) is not bytes:
+                raise StoreWriteError(f"range deletes must be (bytes, bytes) pairs, got {entry!r}")
+        return cls(keys, values, binary_column(delete_keys, "delete keys"), delete_ranges=tuple(delete_ranges))
 
     @classmethod
-    def of_lists(cls, puts: Sequence[KeyValue], deletes: Sequence[bytes] = ()) -> ColumnWrite:
-        """The write of ``Store.write(puts, deletes)``."""
-        return cls.of([k for k, _ in puts], [v for _, v in puts], deletes)
+    def of_lists(cls, puts: Sequence[KeyValue], deletes: Sequence[bytes] = (),
+                 delete_ranges: Sequence[tuple[bytes, bytes]] = ()) -> ColumnWrite:
+        """The write of ``Store.write(puts, deletes, delete_ranges)``."""
+        return cls.of([k for k, _ in puts], [v for _, v in puts], deletes, delete_ranges)
 
     @property
     def entries(self) -> int:
-        return len(self.put_keys) + len(self.delete_keys)
+        return len(self.put_keys) + len(self.delete_keys) + len(self.delete_ranges)
 
     def as_lists(self) -> tuple[list[KeyValue], list[bytes]]:
-        """``(puts, deletes)`` as ``Store.write`` takes them."""
+        """``(puts, deletes)`` as ``Store.write`` takes them (the range deletes are ``delete_ranges``)."""
         return list(zip(self.put_keys.to_pylist(), self.put_values.to_pylist())), self.delete_keys.to_pylist()
 
     def plus(self, other: ColumnWrite) -> ColumnWrite:
         """This write followed by ``other`` (both as one): deletes of both, then puts of both.
-        Only for writes whose keys do not meet (a delete of one is never a put of the other)."""
+        Only for writes whose keys do not meet (a delete of one is never a put of the other),
+        and where only the first has range deletes."""
         return ColumnWrite.concat([self, other])
 
     @classmethod
     def concat(cls, writes: Sequence[ColumnWrite]) -> ColumnWrite:
         """``writes[0].plus(writes[1]).plus(...)`` with each column concatenated once (a version's
-        row bytes copied once, not once a part)."""
+        row bytes copied once, not once a part). Range deletes apply before every delete and put
+        of the result, so only the first write may have them (``ValueError`` otherwise)."""
         if len(writes) == 1:
             return writes[0]
+        if any(w.delete_ranges for w in writes[1:]):
+            raise ValueError("ColumnWrite.concat: only the first write may have range deletes "
+                             "(they apply before every put of the concatenated write)")
         return cls(pa.concat_arrays([w.put_keys for w in writes]), pa.concat_arrays([w.put_values for w in writes]),
-                   pa.concat_arrays([w.delete_keys for w in writes]))
+                   pa.concat_arrays([w.delete_keys for w in writes]), delete_ranges=writes[0].delete_ranges)
 
     def sorted(self) -> ColumnWrite:
         """The same write with puts and deletes each in key order (one put per key: the last):
@@ -157,7 +173,7 @@ class ColumnWrite:
             deletes = pc.unique(deletes.take(pa.array(sort_order(deletes), pa.int64())))
         if keys is self.put_keys and deletes is self.delete_keys:
             return self
-        return ColumnWrite(keys, values, deletes)
+        return ColumnWrite(keys, values, deletes, delete_ranges=self.delete_ranges)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
 
@@ -94,15 +95,39 @@ def test_changelogged_arranged_store_links_the_delta_of_a_write_of_lists(tmp_pat
     assert list(store.scan()) == _expected(1)
 
 
-def test_changelogged_arranged_store_writes_its_own_run_for_range_deletes(tmp_path):
+@pytest.mark.parametrize("columns", [False, True], ids=["lists", "columns"])
+def test_changelogged_arranged_store_links_the_delta_of_a_write_with_range_deletes(tmp_path, columns):
     log = Changelog(str(tmp_path / "log"))
     store = ChangeloggingStore(open_store("arranged", str(tmp_path / "store")), log)
     store.write(LOADED, [], version=0)
-    store.write([(b"k00001", b"x")], [], [(b"k00100", b"k00200")], version=1)
+    ranges = [(b"k00100", b"k00200"), (b"k00500", b"k00510")]
+    if columns:
+        store.write_columns(ColumnWrite.of([b"k00001", b"k00150"], [b"x", b"y"], [b"k00002"], ranges), version=1)
+    else:
+        store.write([(b"k00001", b"x"), (b"k00150", b"y")], [b"k00002"], ranges, version=1)
     [run] = _runs(str(tmp_path / "store"))
-    assert os.stat(os.path.join(tmp_path / "store", run)).st_ino != os.stat(_delta(str(tmp_path / "log"), 1)).st_ino
-    expected = {k: v for k, v in LOADED if not b"k00100" <= k < b"k00200"}
-    expected[b"k00001"] = b"x"
+    assert os.stat(os.path.join(tmp_path / "store", run)).st_ino == os.stat(_delta(str(tmp_path / "log"), 1)).st_ino
+    expected = {k: v for k, v in LOADED if not (b"k00100" <= k < b"k00200" or b"k00500" <= k < b"k00510")}
+    expected.pop(b"k00002")
+    expected.update({b"k00001": b"x", b"k00150": b"y"})   # a put after the range delete stays
+    assert list(store.scan()) == sorted(expected.items())
     store.close()
-    with open_store("arranged", str(tmp_path / "store")) as reopened:
+    with open_store("arranged", str(tmp_path / "store")) as reopened:   # the delta read back as the run
         assert list(reopened.scan()) == sorted(expected.items())
+        assert reopened.roll_back(0) == 1
+        assert list(reopened.scan()) == LOADED
+    with open_store("memory", str(tmp_path / "restored")) as fresh:
+        restore(Changelog(str(tmp_path / "log")), fresh)
+        assert list(fresh.scan()) == sorted(expected.items())
+
+
+def test_arranged_run_of_a_delta_reads_its_leading_op_2_rows_as_range_deletes_and_refuses_others():
+    from streamjoin.changelog.format import Kind, encode_delta
+    from streamjoin.statestore.arranged import _run_columns_of
+
+    batch = encode_delta(Kind.DELTA, 1, [(b"k1", b"x")], [b"k2"], [(b"a", b"b"), (b"c", b"d")])
+    keys, values, ranges = _run_columns_of(pa.Table.from_batches([batch]))
+    assert ranges == [(b"a", b"b"), (b"c", b"d")]
+    assert keys.to_pylist() == [b"k2", b"k1"] and values.to_pylist() == [None, b"x"]
+    with pytest.raises(ValueError, match="range deletes"):
+        _run_columns_of(pa.Table.from_batches([batch.take([0, 3, 1, 2])]))
