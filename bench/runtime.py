@@ -3,10 +3,7 @@
 The same rows (Parquet files, one per micro-batch) go through (a) ``repartition(N, key)`` and a
 ``mapInArrow`` that passes them through, the floor any Python operator pays, and (b) streamjoin's
 runtime with the ``PassThrough`` operator, once per store backend: the same shuffle and the same
-mapInArrow, plus loading and committing versioned state, progress records and metrics. ``--steps``
-runs it streamed (each Arrow batch's rows out as they arrive, as an inner interval join's pairs:
-``streamjoin runtime, <store>``) and with each version's rows stepped whole (as the table-table
-and as-of joins take them: ``streamjoin runtime whole steps, <store>``). Variants
+mapInArrow, plus loading and committing versioned state, progress records and metrics. Variants
 run interleaved, ``--repeat`` times each; the table shows medians and the ratio to the floor, of
 the whole query and of its micro-batches alone (Spark's ``triggerExecution``): the difference is
 starting the query. That fixed cost is shown split: ``start s`` from ``start()`` to the first micro-batch's start, ``stop s``
@@ -62,12 +59,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "output does, with end_of_run='hold': Spark's file source over its ticks), jvm "
                              "(one whose output does, with the default end_of_run='flush': the JVM flush source), "
                              "python (the same with the Python flush source, as on Spark Connect); default none")
-    parser.add_argument("--steps", default="streamed,whole",
-                        help="how the pass-through operator takes a version's rows, comma-separated, each a "
-                             "variant per store: streamed (each Arrow batch's rows out as they arrive, as an inner "
-                             "interval join's pairs: variants 'streamjoin runtime, <store>'), whole (the version's "
-                             "rows stepped at once, as the table-table and as-of joins do: variants 'streamjoin "
-                             "runtime whole steps, <store>'); default both")
 
 
 def _write_inputs(directory: str, rows: int, batches: int, keys: int) -> None:
@@ -137,10 +128,10 @@ def _measure(spark, root: str, args: argparse.Namespace) -> None:
         out = src.repartition(args.partitions, "k").mapInArrow(lambda it: it, src.schema)
         return out.writeStream.format("noop").option("checkpointLocation", ck).trigger(availableNow=True).start()
 
-    def ours(store: str, flush: str, streams: bool):
+    def ours(store: str, flush: str):
         def build(ck: str):
             src = source()
-            op = PassThrough(arrow_schema(src), ["k"], "t", waits=flush != "none", streams=streams)
+            op = PassThrough(arrow_schema(src), ["k"], "t", waits=flush != "none")
             state = StateConfig(store=store, local_dir=os.path.join(ck, "local"))
             flush_jvm.ENABLED = flush != "python"
             try:
@@ -156,15 +147,10 @@ def _measure(spark, root: str, args: argparse.Namespace) -> None:
     unknown = sorted(set(flushes) - set(_FLUSH_SUFFIX))
     if unknown:
         raise SystemExit(f"--flush-sources: unknown {', '.join(unknown)}; give none, ticks, jvm or python, or several")
-    steps = args.steps.split(",")
-    if not steps or set(steps) - {"streamed", "whole"}:
-        raise SystemExit(f"--steps: give streamed, whole or both, not {args.steps!r}")
-    for step in steps:
-        for store in args.stores.split(","):
-            for flush in flushes:
-                suffix = _FLUSH_SUFFIX[flush]
-                name = "streamjoin runtime, " if step == "streamed" else "streamjoin runtime whole steps, "
-                variants[f"{name}{store}{suffix}"] = ours(store, flush, step == "streamed")
+    for store in args.stores.split(","):
+        for flush in flushes:
+            suffix = _FLUSH_SUFFIX[flush]
+            variants[f"streamjoin runtime, {store}{suffix}"] = ours(store, flush)
     # Warm up the JVM and the Python workers with every variant on a small input: a variant's
     # first query in a session pays once for what its plan and its workers load (streamjoin's
     # modules, a store's library, the JVM's code for a new plan), about 1.5 s here.

@@ -24,7 +24,6 @@ in a batch: rows are put in a canonical order first (:class:`streamjoin.interval
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from functools import cached_property
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
@@ -213,16 +212,14 @@ class _Step:
             side: rows.arrive(spec, spec.side(side), table, batch.version, now)
             for side, table in zip(_SIDES, batch.rows)
         }
+        self.narrow = {
+            side: rows.narrow(spec, spec.side(side), self.new[side].rows, self.new[side].times)
+            for side in _SIDES
+        }
         self.output: list[pa.Table] = []
         self.puts: list[KeyValue] = []
         self.marks: dict[tuple[str, int], list[np.ndarray]] = defaultdict(list)
         self.metrics: Counter[str] = Counter()
-
-    @cached_property
-    def narrow(self) -> dict[str, pa.Table]:
-        """Each side's new rows as matching needs them (:func:`streamjoin.interval.rows.narrow`)."""
-        return {side: rows.narrow(self.spec, self.spec.side(side), self.new[side].rows, self.new[side].times)
-                for side in _SIDES}
 
     def pairs(self) -> pa.Table:
         """The version's pairs (its new rows with each other and with the state), and the rows

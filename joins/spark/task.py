@@ -6,11 +6,7 @@ the version from the local property ``streaming.sql.batchId`` (no batch id: a ba
 0 and final), its partition from its task id (:func:`task_partition`), its attempt number and the
 streaming query's id. It drains its rows on a thread of their own (:class:`Arriving`) while it
 opens its store, runs :func:`streamjoin.runtime.task.step_task`, yields the output, commits the
-version and yields one metrics row. An operator that takes its rows as they arrive
-(:attr:`~streamjoin.runtime.operator.Operator.streams_input`: an inner interval join) opens its
-store first instead, then feeds each Arrow batch's rows to a
-:class:`~streamjoin.runtime.task.StreamedTask` and yields the output known then, so the JVM
-converts it while it sends the next batch. :class:`InitialWriter` writes the initial rows one task of
+version and yields one metrics row. :class:`InitialWriter` writes the initial rows one task of
 their routing job read to the checkpoint, before the query's first version. Local stores live under Spark's local directory
 (:func:`spark_local_state_dir`); the worker logs one line per task at ``$STREAMJOIN_LOG_LEVEL``.
 """
