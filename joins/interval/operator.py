@@ -45,15 +45,7 @@ from streamjoin.interval.state import (
 from streamjoin.interval.views import VIEWS
 from streamjoin.kit.watermark import WatermarkPolicy
 from streamjoin.runtime.evolution import OptionRule, SchemaPlace
-from streamjoin.runtime.operator import (
-    NEG_INF,
-    POS_INF,
-    InputSpec,
-    SpecOperator,
-    StepInput,
-    StepResult,
-    StreamingStep,
-)
+from streamjoin.runtime.operator import NEG_INF, POS_INF, InputSpec, SpecOperator, StepInput, StepResult
 from streamjoin.statestore.base import KeyValue, Store
 
 if TYPE_CHECKING:
@@ -152,18 +144,6 @@ class IntervalJoin(SpecOperator):
             raise ValueError("an interval join step takes exactly two inputs (left, right)")
         return _Step(self.spec, state, batch).run()
 
-    @property
-    def streams_input(self) -> bool:
-        """An inner join without ``idle_timeout`` outputs a pair as soon as both its rows are
-        known (:class:`_Streamed`); the other kinds' rows wait for the whole version."""
-        return self.spec.how is How.INNER and self.spec.idle_timeout is None
-
-    def stream(self, state: Store, batch: StepInput) -> StreamingStep | None:
-        """An inner join's step taking the version's rows as they arrive (:class:`_Streamed`)."""
-        if not self.streams_input or len(batch.max_times) != 2:
-            return None
-        return _Streamed(self.spec, state, batch)
-
     def schema_places(self) -> tuple[SchemaPlace, ...]:
         return self.spec.left.schema_place(), self.spec.right.schema_place()
 
@@ -221,9 +201,7 @@ class _Step:
         self.marks: dict[tuple[str, int], list[np.ndarray]] = defaultdict(list)
         self.metrics: Counter[str] = Counter()
 
-    def pairs(self) -> pa.Table:
-        """The version's pairs (its new rows with each other and with the state), and the rows
-        of the kinds that are output at once; the matched rows flagged and marked."""
+    def run(self) -> StepResult:
         self._unkeyed()
         li, ri = rows.match(self.spec, self.narrow["left"], self.narrow["right"])
         self._matched(self.new["left"].rows, li, self.new["right"].rows, ri)
@@ -231,13 +209,6 @@ class _Step:
         self.new["right"].matched[ri] = True
         for side in _SIDES:
             self._state_side(side)
-        return pa.concat_tables(self.output) if self.output else self.spec.output_schema.empty_table()
-
-    def run(self, matched: bool = True) -> StepResult:
-        """The version's result; ``matched=False``: its pairs were output already (an inner
-        join's :class:`_Streamed` pieces), only its rows are settled and stored."""
-        if matched:
-            self.pairs()
         for side in _SIDES:
             self._settle_arrivals(side)
         for (side, start), ids in sorted(self.marks.items()):
@@ -389,63 +360,6 @@ class _Step:
                 metrics[f"{name}_rows_{side}"] = count
         metrics["watermark"] = self.after
         return metrics
-
-
-class _Streamed(StreamingStep):
-    """An inner join's version fed a piece at a time. Each piece's rows are sorted out as the
-    whole version's are (a row's fate depends on itself and the watermark, the same for every
-    piece), and its pairs are output at once: the piece's rows with each other and with the
-    state (as :meth:`_Step.pairs` does for a whole version), its left rows with the right rows
-    of the pieces before it, and those pieces' left rows with its right rows. So every pair of
-    the version is output once, in the piece of its later row. :meth:`finish` sorts out the
-    whole version again and stores its rows as :meth:`IntervalJoin.step` does; an inner join
-    emits nothing else (no unmatched rows, no marks)."""
-
-    def __init__(self, spec: IntervalSpec, state: Store, header: StepInput) -> None:
-        self.spec, self.state, self.header = spec, state, header
-        self.earlier: dict[str, tuple[pa.Table, pa.Table] | None] = {"left": None, "right": None}
-        self.metrics: Counter[str] = Counter()
-
-    def feed(self, rows_: tuple[pa.Table, ...]) -> pa.Table:
-        piece = _Step(self.spec, self.state, StepInput(
-            self.header.version, self.header.partition, tuple(rows_), self.header.max_times, self.header.final,
-            self.header.processing_time, self.header.advanced_at))
-        output = [piece.pairs()]
-        for side in _SIDES:
-            found = self.earlier[_OTHER[side]]
-            if found is not None and piece.new[side].rows.num_rows:
-                if side == "left":
-                    li, ri = rows.match(self.spec, piece.narrow["left"], found[1])
-                    output.append(rows.pairs(self.spec, piece.new["left"].rows, li, found[0], ri))
-                else:
-                    li, ri = rows.match(self.spec, found[1], piece.narrow["right"])
-                    output.append(rows.pairs(self.spec, found[0], li, piece.new["right"].rows, ri))
-                self.metrics["pairs"] += int(li.size)
-        for side in _SIDES:
-            self._remember(side, piece.new[side].rows, piece.narrow[side])
-        for name in ("pairs", "state_rows_read"):
-            self.metrics[name] += piece.metrics[name]
-        kept = [table for table in output if table.num_rows]
-        return pa.concat_tables(kept) if kept else self.spec.output_schema.empty_table()
-
-    def _remember(self, side: str, table: pa.Table, narrow: pa.Table) -> None:
-        """Keep a piece's rows of ``side`` (and their narrow table, its row index shifted past
-        the rows kept before) for the pieces after it."""
-        if not table.num_rows:
-            return
-        index = f"__{side[0]}i"
-        found = self.earlier[side]
-        if found is not None:
-            at = narrow.schema.get_field_index(index)
-            shifted = pa.array(np.arange(table.num_rows, dtype=np.int64) + found[0].num_rows)
-            narrow = narrow.set_column(at, index, shifted)
-            table, narrow = pa.concat_tables([found[0], table]), pa.concat_tables([found[1], narrow])
-        self.earlier[side] = (table, narrow)
-
-    def finish(self, batch: StepInput) -> StepResult:
-        step = _Step(self.spec, self.state, batch)
-        step.metrics.update(self.metrics)
-        return step.run(matched=False)
 
 
 def _distinct_sorted(values: np.ndarray) -> np.ndarray:

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from streamjoin.runtime.regroup import Ownership
     from streamjoin.runtime.views import StateView
 
-__all__ = ["InputSpec", "StepInput", "StepResult", "StreamingStep", "Operator", "REASON_COLUMN", "NEG_INF", "POS_INF", "conform", "cast_values", "set_aside_schema", "SpecOperator"]
+__all__ = ["InputSpec", "StepInput", "StepResult", "Operator", "REASON_COLUMN", "NEG_INF", "POS_INF", "conform", "cast_values", "set_aside_schema", "SpecOperator"]
 
 
 #: Watermark bounds, as microseconds (the int64 range).
@@ -106,31 +106,6 @@ class StepResult:
             store.write(self.puts, self.deletes, self.delete_ranges, version=version)
 
 
-class StreamingStep(ABC):
-    """One version's step of one partition, handed its rows a piece at a time as they arrive
-    (:meth:`Operator.stream`), so that an engine can pass output on while the rest of the input
-    is still on its way (in Spark, the JVM converts the output rows while it sends the next input).
-
-    The contract, for any split of the version's rows into pieces (each piece any of the rows,
-    in any order): the rows :meth:`feed` returned, with those of :meth:`finish`'s output, are the
-    rows :meth:`Operator.step` outputs for the whole version (the same multiset; their order
-    within the version may differ), and :meth:`finish`'s state changes and set-aside rows are
-    step's. Its metrics are step's, except counts of the work done (``state_rows_read``: a piece
-    reads the state its own rows need). ``tests/joins/runtime/test_streaming.py`` holds every
-    streaming operator to it."""
-
-    @abstractmethod
-    def feed(self, rows: tuple[pa.Table, ...]) -> pa.Table:
-        """Take the next piece of each input's rows (in the inputs' schemas; any may be empty);
-        return the output rows that are known already (of :attr:`Operator.output_schema`)."""
-
-    @abstractmethod
-    def finish(self, batch: StepInput) -> StepResult:
-        """The version's step after its last piece: ``batch`` holds all of its rows (those fed,
-        with any initial rows before them); the result's output holds the output rows not
-        returned by :meth:`feed` yet."""
-
-
 class Operator(ABC):
     """A partitioned, stateful operator with a fixed output schema.
 
@@ -172,18 +147,6 @@ class Operator(ABC):
     @abstractmethod
     def step(self, state: Store, batch: StepInput) -> StepResult:
         """Process one version's rows against ``state`` (as of ``batch.version - 1``)."""
-
-    @property
-    def streams_input(self) -> bool:
-        """Whether :meth:`stream` may give a step that takes the version's rows as they arrive
-        (an engine then hands them over a piece at a time). The default: no."""
-        return False
-
-    def stream(self, state: Store, batch: StepInput) -> StreamingStep | None:
-        """A :class:`StreamingStep` of the version whose header is ``batch`` (its ``rows``
-        empty), against ``state`` (as of ``batch.version - 1``), or None: :meth:`step` takes the
-        rows all at once (the default)."""
-        return None
 
     def schema_places(self) -> tuple[SchemaPlace, ...]:
         """Where :meth:`definition` lists each input's columns, for the schema evolutions its

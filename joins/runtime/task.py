@@ -43,12 +43,12 @@ from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.checkpoint.commits import Progress
 from streamjoin.runtime.checkpoint.initial import state_name, summary_progress
 from streamjoin.runtime.initial_state import split_sides, step_on_loaded
-from streamjoin.runtime.operator import REASON_COLUMN, Operator, StepInput, StepResult, StreamingStep
+from streamjoin.runtime.operator import REASON_COLUMN, Operator, StepInput, StepResult
 from streamjoin.runtime.options import StateConfig, default_local_dir
 from streamjoin.runtime.rescale import Epoch, changelog_uri, epoch_dir, prepare_partition
 from streamjoin.statestore.base import Store
 
-__all__ = ["TaskInfo", "TaskStart", "SteppedTask", "StreamedTask", "Arrived", "run_task", "step_task", "read_phase", "open_phase",
+__all__ = ["TaskInfo", "TaskStart", "SteppedTask", "Arrived", "run_task", "step_task", "read_phase", "open_phase",
            "commit_phase", "progress_after", "processing_after", "local_store_path", "store_owner"]
 
 
@@ -188,97 +188,27 @@ def step_task(
     commit writes the step's changes through, e.g. :meth:`streamjoin.statestore.timed.StoreTimer.wrap`
     to time the operator's reads and that write. Opening, snapshots, the store's stats and its
     release still use the opened store itself."""
-    run = StreamedTask(operator, checkpoint, config, task, wrap_store=wrap_store, stream=False)
+    start = read_phase(operator, checkpoint, config, task, tuple(s.schema.empty_table() for s in operator.inputs))
+    opened = open_phase(operator, checkpoint, config, task, start)
     try:
         got = rows() if callable(rows) else rows
+        if isinstance(got, Arrived):
+            task, got = replace(task, processing_time=got.processing_time), got.rows
+        start = replace(start, rows=_after(start.rows, got))
+        processing = start.processing or Progress(start.known)
+        state = opened.store if wrap_store is None else wrap_store(opened.store)
+        batch = StepInput(task.version, task.partition, start.rows, start.max_times, task.final, processing.now,
+                          processing.advanced_at)
+        if start.state_rows is not None:   # the partition's first version, started from state rows
+            result = step_on_loaded(operator, start.state_rows, start.state_summary or {}, batch)
+        else:
+            result = operator.step(state, batch)
+        _maybe_fail_once(config, task, "before-commit")
     except BaseException:
-        run.abandon()
+        opened.store.close()
         raise
-    if isinstance(got, Arrived):
-        return run.finish(got.rows, got.processing_time)
-    return run.finish(got)
-
-
-class StreamedTask:
-    """A task whose rows arrive in pieces: the read and open phases when it is made, then
-    :meth:`feed` for each piece (the output the operator's :class:`~streamjoin.runtime.operator.StreamingStep`
-    knows already; none where the operator has no streaming step for the version), then
-    :meth:`finish`, the rest of the step, which gives the :class:`SteppedTask` to commit.
-
-    A version whose partition starts from initial rows or state rows, or whose operator gives no
-    streaming step (``stream=False``, or :meth:`Operator.stream` returns None), is stepped
-    whole by :meth:`finish`, on every piece fed. Any failure closes the store, as
-    :meth:`abandon` does; ``wrap_store`` is :func:`step_task`'s."""
-
-    def __init__(self, operator: Operator, checkpoint: Checkpoint, config: StateConfig, task: TaskInfo, *,
-                 wrap_store: Callable[[Store], Store] | None = None, stream: bool = True) -> None:
-        self.operator, self.checkpoint, self.config, self.task = operator, checkpoint, config, task
-        self.start = read_phase(operator, checkpoint, config, task, tuple(s.schema.empty_table() for s in operator.inputs))
-        self.opened = open_phase(operator, checkpoint, config, task, self.start)
-        self._wrapped = wrap_store is not None
-        self._closed = False
-        self._pieces: list[tuple[pa.Table, ...]] = []
-        self.streaming: StreamingStep | None = None
-        try:
-            self.state = self.opened.store if wrap_store is None else wrap_store(self.opened.store)
-            if stream and operator.streams_input and not any(self.start.initial) and self.start.state_rows is None:
-                self.streaming = operator.stream(self.state, self._input(self.start.rows, task))
-        except BaseException:
-            self.abandon()
-            raise
-
-    def feed(self, rows: tuple[pa.Table, ...]) -> pa.Table:
-        """Take each input's next piece of rows; the output rows known already (none where the
-        version is stepped whole)."""
-        self._pieces.append(rows)
-        if self.streaming is None:
-            return self.operator.output_schema.empty_table()
-        try:
-            return self.streaming.feed(rows)
-        except BaseException:
-            self.abandon()
-            raise
-
-    def finish(self, rows: tuple[pa.Table, ...] | None = None, processing_time: int | None = None) -> SteppedTask:
-        """The step of the version on every piece fed, followed by ``rows`` (None: none more);
-        ``processing_time``: the version's, as :attr:`TaskInfo.processing_time` (None: unknown)."""
-        task = self.task if processing_time is None else replace(self.task, processing_time=processing_time)
-        try:
-            pieces = self._pieces + ([rows] if rows is not None else [])
-            start = replace(self.start, rows=_after(self.start.rows, _joined(pieces, self.operator)))
-            batch = self._input(start.rows, task)
-            if self.streaming is not None:
-                result = self.streaming.finish(batch)
-            elif start.state_rows is not None:   # the partition's first version, started from state rows
-                result = step_on_loaded(self.operator, start.state_rows, start.state_summary or {}, batch)
-            else:
-                result = self.operator.step(self.state, batch)
-            _maybe_fail_once(self.config, task, "before-commit")
-        except BaseException:
-            self.abandon()
-            raise
-        return SteppedTask(self.operator, self.checkpoint, self.config, task, start, self.opened, result,
-                           stepped_on=self.state if self._wrapped else None)
-
-    def abandon(self) -> None:
-        """Close the store: the version is not committed, and executing it again starts from ``v-1``."""
-        if not self._closed:
-            self._closed = True
-            self.opened.store.close()
-
-    def _input(self, rows: tuple[pa.Table, ...], task: TaskInfo) -> StepInput:
-        processing = self.start.processing or Progress(self.start.known)
-        return StepInput(task.version, task.partition, rows, self.start.max_times, task.final, processing.now,
-                         processing.advanced_at)
-
-
-def _joined(pieces: list[tuple[pa.Table, ...]], operator: Operator) -> tuple[pa.Table, ...]:
-    """Each input's rows of ``pieces``, in the order they came, one table an input."""
-    if not pieces:
-        return tuple(spec.schema.empty_table() for spec in operator.inputs)
-    if len(pieces) == 1:
-        return pieces[0]
-    return tuple(pa.concat_tables(parts).combine_chunks() for parts in zip(*pieces))
+    return SteppedTask(operator, checkpoint, config, task, start, opened, result,
+                       stepped_on=None if wrap_store is None else state)
 
 
 def read_phase(operator: Operator, checkpoint: Checkpoint, config: StateConfig, task: TaskInfo,

@@ -28,7 +28,7 @@ from streamjoin.runtime.checkpoint import Checkpoint
 from streamjoin.runtime.keygroups import by_owner
 from streamjoin.runtime.operator import InputSpec, Operator
 from streamjoin.runtime.options import StateConfig
-from streamjoin.runtime.task import Arrived, SteppedTask, StreamedTask, TaskInfo, step_task
+from streamjoin.runtime.task import Arrived, TaskInfo, step_task
 from streamjoin.spark.flush import closing_version, write_tick
 from streamjoin.spark.lanes import Layout, batch_time, input_rows, split_inputs
 from streamjoin.spark.progress import metrics_batch, progress_schema
@@ -121,9 +121,6 @@ class PartitionTask:
             final=self.final or batch_id is None,
             query_id=ctx.getLocalProperty("sql.streaming.queryId"),
         )
-        if self.operator.streams_input and not self.release:
-            yield from self._streamed(batches, task, batch_id is not None)
-            return
         arriving = Arriving(batches, self.operator, self.layout)   # drained while the store opens
         closed = closing_version(Checkpoint(self.checkpoint)) if self.release and batch_id is not None else None
         if closed is not None:
@@ -133,51 +130,23 @@ class PartitionTask:
             found = arriving.rows()
             refuse_after_close(self.checkpoint, closed, task.version, found, self.operator)
             return Arrived(found, arriving.time)
+        state = self.state if self.state.local_dir else replace(self.state, local_dir=spark_local_state_dir())
         try:
-            stepped = step_task(self.operator, Checkpoint(self.checkpoint), self._state(), task, arrived)
+            stepped = step_task(self.operator, Checkpoint(self.checkpoint), state, task, arrived)
         finally:
             arriving.join()
-        yield from self._committed(stepped, task, arriving.rows(), batch_id is not None)
-
-    def _state(self) -> StateConfig:
-        return self.state if self.state.local_dir else replace(self.state, local_dir=spark_local_state_dir())
-
-    def _streamed(self, batches: Iterator[pa.RecordBatch], task: TaskInfo, streaming: bool) -> Iterator[pa.RecordBatch]:
-        """The task of an operator that takes its rows as they arrive (:attr:`Operator.streams_input`):
-        the store opened first, then each Arrow batch's rows fed to the step as it comes and the
-        output known then handed to the JVM, which converts it while it sends the next batch."""
-        schema = progress_schema(self.operator)
-        run = StreamedTask(self.operator, Checkpoint(self.checkpoint), self._state(), task)
-        try:
-            pieces: list[tuple[pa.Table, ...]] = []
-            times: list[int] = []
-            for batch in batches:
-                if batch.num_rows:
-                    piece = split_inputs([batch], self.operator, self.layout)
-                    pieces.append(piece)
-                    time = batch_time([batch])
-                    if time is not None:
-                        times.append(time)
-                    yield from _with_progress_columns(run.feed(piece), self.operator, schema)
-            stepped = run.finish(processing_time=max(times, default=None))
-        except BaseException:
-            run.abandon()
-            raise
-        yield from self._committed(stepped, task, _joined(pieces, self.operator), streaming)
-
-    def _committed(self, stepped: SteppedTask, task: TaskInfo, rows: tuple[pa.Table, ...],
-                   streaming: bool) -> Iterator[pa.RecordBatch]:
-        """The stepped version's output handed to the JVM, then the commit, then the metrics row."""
-        schema = progress_schema(self.operator)
         try:
             # the output goes to the JVM first, and the version commits while Spark converts and
             # writes it: the task's output counts only once the task ends, after the commit
-            yield from _with_progress_columns(stepped.output, self.operator, schema)
+            schema = progress_schema(self.operator)
+            output = stepped.output.cast(self.operator.output_schema)
+            extra = [pa.nulls(output.num_rows, f.type) for f in schema][len(output.schema):]
+            yield from pa.Table.from_arrays([*output.columns, *extra], schema=schema).to_batches()
             metrics = stepped.commit(self._set_aside_before_routing(task))
         finally:
             stepped.abandon()
         log.info("streamjoin %s version %d partition %d: %s", self.operator.kind, task.version, task.partition, metrics)
-        if self.ticks and streaming and timed_rows(rows, self.operator):
+        if self.ticks and batch_id is not None and timed_rows(arriving.rows(), self.operator):
             write_tick(self.checkpoint, task.version)
         yield metrics_batch(self.operator, metrics, schema)
 
@@ -265,16 +234,6 @@ class Arriving:
             raise self._error
         assert self._rows is not None
         return self._rows
-
-
-def _with_progress_columns(output: pa.Table, operator: Operator, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """``output`` as batches of ``schema`` (:func:`~streamjoin.spark.progress.progress_schema`:
-    the output columns, then the metrics columns, null)."""
-    if not output.num_rows:
-        return
-    output = output.cast(operator.output_schema)
-    extra = [pa.nulls(output.num_rows, f.type) for f in schema][len(output.schema):]
-    yield from pa.Table.from_arrays([*output.columns, *extra], schema=schema).to_batches()
 
 
 def _joined(pieces: list[tuple[pa.Table, ...]], operator: Operator) -> tuple[pa.Table, ...]:
