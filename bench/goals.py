@@ -238,7 +238,11 @@ GOALS: tuple[Goal, ...] = (
                 "frozen imports (docs/design/runtime.md, arranged state, step 17) and the ratio did not move with "
                 "them; the join's tasks run in about 1.3-1.6 s in one process (`streamjoin bench interval "
                 "--profile`, `bench store-time`); the rest of the gap is the Spark side of a two-input join "
-                "(shuffled rows carry both inputs' lanes) and the tasks' files (docs/bench/joins.md)"),
+                "(shuffled rows carry both inputs' lanes) and the tasks' files (docs/bench/joins.md). Handing the "
+                "pairs to Spark as each input batch arrived (design step 50, tried and reverted) gave the same "
+                "0.59x in alternated runs (2026-12-07, load 1.6-3.2), the workers using 1.28x the CPU; a version's "
+                "delta kept as the store's run, evictions too (step 50), took the store's time a row to 0.87x in "
+                "one process and left the figure in Spark where it was (0.64x against 0.62x, alternated)"),
     Goal("interval", "speed of streamjoin-arranged vs Spark's join in memory", 3.0, "x",
          Ratio("seconds", over={"variant": "spark-memory"}, under=_OURS),
          "streamjoin bench interval", memory=_INTERVAL_RSS),
@@ -575,8 +579,13 @@ GOALS: tuple[Goal, ...] = (
                 "in turn in one session: the floor 4.20 s first, then 3.07-3.40 s; the runtime's 3.7-4.7 s "
                 "throughout). A traced task (50,000 rows) opens its store in 3 ms, gets its input over 20 ms (the "
                 "JVM converting rows to Arrow), steps in 0.3 ms and commits in 6 ms while Spark reads its output: "
-                "the gap is that a task hands back nothing until its input has all arrived, where the floor's "
-                "mapInArrow streams each batch through, so the goal needs steps that take their input as it comes. "
+                "the gap looked like a task handing back nothing until its input has all arrived, where the "
+                "floor's mapInArrow streams each batch through. Steps that take their input as it comes were tried "
+                "(design step 50) and did not close it: the pass-through handing each batch's rows on as it came "
+                "took 1.23x (arranged) and 1.21x (memory) the floor's micro-batch time, against 1.20x and 1.21x "
+                "stepped whole in the same runs (2026-12-07 20:45, load 2.1, 3 runs rotated); with two tasks on two "
+                "cores the JVM's conversions and the workers keep both cores busy either way, so the gap is work "
+                "(a task's store, commit and records, about 10 ms of a 40 ms task), not the order it is done in. "
                 "The run of 2026-12-05 12:35 (load 0.1 as it started and 1.8 as it ended, nothing "
                 "else running) gave arranged 1.20x, rocksdb 1.21x, lmdb 1.23x and memory 1.13x (the floor's "
                 "micro-batches 4.43 s, a slower hour; every variant's largest Python worker 170-176 MB, the "
