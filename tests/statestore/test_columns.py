@@ -17,7 +17,8 @@ from tests.examples import scaled
 from tests.statestore.conftest import BACKENDS, Backend
 
 _KEYS = st.binary(min_size=0, max_size=4)
-_WRITE = st.tuples(st.lists(st.tuples(_KEYS, st.binary(max_size=6)), max_size=12), st.lists(_KEYS, max_size=6))
+_RANGES = st.lists(st.tuples(_KEYS, _KEYS).map(sorted).map(tuple), max_size=2)
+_WRITE = st.tuples(st.lists(st.tuples(_KEYS, st.binary(max_size=6)), max_size=12), st.lists(_KEYS, max_size=6), _RANGES)
 
 
 def _scan(store) -> list:
@@ -32,9 +33,9 @@ def test_store_column_methods_equal_row_methods(backend: Backend, writes, probes
     with tempfile.TemporaryDirectory() as root:
         rows, columns = backend.open(os.path.join(root, "rows")), backend.open(os.path.join(root, "columns"))
         try:
-            for version, (puts, deletes) in enumerate(writes):
-                rows.write(puts, deletes, version=version)
-                columns.write_columns(ColumnWrite.of_lists(puts, deletes), version=version)
+            for version, (puts, deletes, ranges) in enumerate(writes):
+                rows.write(puts, deletes, ranges, version=version)
+                columns.write_columns(ColumnWrite.of_lists(puts, deletes, ranges), version=version)
                 assert _scan(columns) == _scan(rows)
                 assert columns.version == rows.version == version
             assert columns.multi_get_column(pa.array(probes, pa.binary())).to_pylist() == rows.multi_get(probes)
@@ -62,6 +63,15 @@ def test_column_write_concat_is_each_part_plus_the_next() -> None:
     assert ColumnWrite.concat(parts[:1]) is parts[0]
 
 
+def test_column_write_concat_keeps_the_first_writes_range_deletes_and_refuses_later_ones() -> None:
+    first = ColumnWrite.of([b"a"], [b"1"], delete_ranges=[(b"a", b"c")])
+    second = ColumnWrite.of([b"b"], [b"2"])
+    assert ColumnWrite.concat([first, second]).delete_ranges == ((b"a", b"c"),)
+    assert ColumnWrite.concat([first, second]).entries == 3
+    with pytest.raises(ValueError, match="only the first write may have range deletes"):
+        ColumnWrite.concat([second, first])
+
+
 def test_column_write_of_refuses_what_is_not_bytes() -> None:
     with pytest.raises(StoreWriteError, match="put keys must be a binary column"):
         ColumnWrite.of(pa.array([1, 2]), [b"a", b"b"])
@@ -69,6 +79,8 @@ def test_column_write_of_refuses_what_is_not_bytes() -> None:
         ColumnWrite.of([b"a", None], [b"x", b"y"])
     with pytest.raises(StoreWriteError, match="2 put keys but 1 put values"):
         ColumnWrite.of([b"a", b"b"], [b"x"])
+    with pytest.raises(StoreWriteError, match="range deletes must be"):
+        ColumnWrite.of(delete_ranges=[(b"a", "b")])
 
 
 @pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.name)
