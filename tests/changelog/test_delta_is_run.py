@@ -95,6 +95,21 @@ def test_changelogged_arranged_store_links_the_delta_of_a_write_of_lists(tmp_pat
     assert list(store.scan()) == _expected(1)
 
 
+@pytest.mark.parametrize("host", ["lmdb", "rocksdb"])
+def test_changelogged_arranged_store_on_a_database_host_reads_back_a_delta_with_range_deletes(tmp_path, host):
+    log = Changelog(str(tmp_path / "log"))
+    store = ChangeloggingStore(open_store("arranged", str(tmp_path / "store"), host=host), log)
+    store.write(LOADED, [], version=0)
+    store.write([(b"k00150", b"y")], [b"k00002"], [(b"k00100", b"k00200")], version=1)
+    expected = {k: v for k, v in LOADED if not b"k00100" <= k < b"k00200" and k != b"k00002"}
+    expected[b"k00150"] = b"y"
+    store.close()
+    with open_store("arranged", str(tmp_path / "store"), host=host) as reopened:   # the run's bytes held by the host
+        assert list(reopened.scan()) == sorted(expected.items())
+        assert reopened.roll_back(0) == 1
+        assert list(reopened.scan()) == LOADED
+
+
 @pytest.mark.parametrize("columns", [False, True], ids=["lists", "columns"])
 def test_changelogged_arranged_store_links_the_delta_of_a_write_with_range_deletes(tmp_path, columns):
     log = Changelog(str(tmp_path / "log"))
