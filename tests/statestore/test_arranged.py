@@ -86,19 +86,41 @@ def test_arranged_load_sorted_takes_a_restores_chunks_as_columns(tmp_path) -> No
         assert list(store.scan()) == [] and store.version is None
 
 
+def _set_format(path: str, format: str) -> None:
+    import json
+
+    manifest = os.path.join(path, "MANIFEST")
+    with open(manifest) as f:
+        meta = json.load(f)
+    meta["format"] = format
+    with open(manifest, "w") as f:
+        json.dump(meta, f)
+
+
 def test_arranged_store_of_an_earlier_format_is_refused_as_damaged(tmp_path) -> None:
+    path = str(tmp_path / "s")
+    _write_versions(path, 1, 3)
+    _set_format(path, "arranged-1")   # what streamjoin wrote before its bases were memory-mapped
+    with pytest.raises(StoreCorruptError,
+                       match="its format is 'arranged-1' where this streamjoin reads 'arranged-2', 'arranged-3'"):
+        open_store("arranged", path)
+
+
+def test_arranged_store_of_format_2_is_read_as_it_is_and_written_as_format_3(tmp_path) -> None:
+    """``arranged-2`` (before a run could be a delta with range deletes) differs from
+    ``arranged-3`` only in runs it never wrote: read as it is; its next write says ``arranged-3``."""
     import json
 
     path = str(tmp_path / "s")
     _write_versions(path, 1, 3)
-    manifest = os.path.join(path, "MANIFEST")
-    with open(manifest) as f:
-        meta = json.load(f)
-    meta["format"] = "arranged-1"   # what streamjoin wrote before its bases were memory-mapped
-    with open(manifest, "w") as f:
-        json.dump(meta, f)
-    with pytest.raises(StoreCorruptError, match="its format is 'arranged-1' where this streamjoin reads 'arranged-2'"):
-        open_store("arranged", path)
+    with open_store("arranged", path) as store:
+        before = list(store.scan())
+    _set_format(path, "arranged-2")
+    with open_store("arranged", path) as store:
+        assert list(store.scan()) == before
+        store.write([(b"new", b"1")], version=store.version + 1)
+    with open(os.path.join(path, "MANIFEST")) as f:
+        assert json.load(f)["format"] == "arranged-3"
 
 
 def test_arranged_reopen_applies_its_runs_as_written_in_order(tmp_path) -> None:
