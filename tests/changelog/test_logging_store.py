@@ -170,6 +170,25 @@ def test_open_logged_store_rebuilds_unreadable_local_store(runner, backend):
     assert (state, version) == (runner.model.states[3], 3)
 
 
+@pytest.mark.parametrize("backend", ["arranged"])
+def test_open_logged_store_rebuilds_an_arranged_store_of_a_format_it_does_not_read(runner, backend):
+    """A store written by a later build (its manifest names a format this one does not read) is
+    rebuilt from the changelog, as after a downgrade."""
+    import json
+
+    for version, write in enumerate(WRITES[:4]):
+        runner.batch(version, write)
+    manifest = os.path.join(runner.path, "MANIFEST")
+    with open(manifest) as fh:
+        meta = json.load(fh)
+    meta["format"] = "arranged-99"
+    with open(manifest, "w") as fh:
+        json.dump(meta, fh)
+    state, version, report = runner.state_at(3)
+    assert report.how is OpenHow.REBUILT and "arranged-99" in report.reason
+    assert (state, version) == (runner.model.states[3], 3)
+
+
 @pytest.mark.parametrize("before, after", [("rocksdb-kv", "arranged"), ("lmdb-kv", "arranged"), ("arranged", "rocksdb-kv"),
                                            ("arranged", "lmdb-kv"), ("rocksdb-kv", "rocksdb"), ("lmdb-kv", "lmdb")])
 def test_open_logged_store_rebuilds_a_store_of_another_kind(tmp_path, before, after):
