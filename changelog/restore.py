@@ -188,12 +188,11 @@ def _apply(
     base = _items(snapshot.chunks(), counter, snapshot.source) if snapshot is not None else iter(())
     loaded = store.load_sorted(base, version=None if chain.base is None else chain.base_version)
     for delta in deltas:
-        if len(delta.range_starts):
-            puts, deletes, ranges = delta.as_write()
-            store.write(puts, deletes, ranges, version=delta.version)
-        else:   # as columns: a backend that holds columns takes them without a Python object per entry
-            store.write_columns(ColumnWrite.of(delta.put_keys, delta.put_values, delta.delete_keys),
-                                version=delta.version)
+        # as columns (range deletes too): a backend that holds columns takes them without a
+        # Python object per entry
+        ranges = list(zip(delta.range_starts.to_pylist(), delta.range_ends.to_pylist()))
+        store.write_columns(ColumnWrite.of(delta.put_keys, delta.put_values, delta.delete_keys, ranges),
+                            version=delta.version)
         loaded += len(delta.put_keys)
         counter.add(delta.entries)
     return total, loaded, RestoreMethod.BULK_AND_WRITES
