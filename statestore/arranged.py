@@ -493,8 +493,6 @@ class ArrangedStore(Store):
     def _write_columns(self, write: ColumnWrite, version: int | None) -> None:
         """``_write`` of columns: the layers and the run are built from them, no list between."""
         ranges = write.delete_ranges
-        if ranges:
-            check_entry_types(self.path, (), (), ranges)
         layers = self._layers.applied_columns(write.put_keys, write.put_values, write.delete_keys, ranges)
         self._commit_write(layers, write.entries, version, lambda: _run_columns(write, ranges), write.file)
 
@@ -785,9 +783,9 @@ def _run_columns_of(table: pa.Table) -> tuple[pa.Array, pa.Array, list[tuple[byt
     keys = table.column("key").combine_chunks().cast(pa.binary())
     values = table.column("value").combine_chunks().cast(pa.binary())
     if "op" in table.column_names and table.num_rows:
-        ops = table.column("op").combine_chunks().to_numpy(zero_copy_only=False)
-        first = int(np.argmax(ops != _RANGE_OP)) if (ops != _RANGE_OP).any() else len(ops)
-        if (ops[first:] == _RANGE_OP).any():
+        is_range = table.column("op").combine_chunks().to_numpy(zero_copy_only=False) == _RANGE_OP
+        first = int(is_range.sum())
+        if not is_range[:first].all():
             raise ValueError("a run's range deletes (op 2) are not all before its other rows")
         if first:
             ranges += list(zip(keys.slice(0, first).to_pylist(), values.slice(0, first).to_pylist()))

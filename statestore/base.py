@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Iterator, Mapping, Se
 
 import pyarrow as pa
 
-from streamjoin.statestore.columns import Chunk, ColumnWrite, PrefixScan, binary_column, pair_chunks
+from streamjoin.statestore.columns import Chunk, ColumnWrite, PrefixScan, binary_column, check_ranges, pair_chunks
 from streamjoin.statestore.errors import StoreClosedError, StoreError, StoreWriteError
 
 if TYPE_CHECKING:
@@ -519,6 +519,4 @@ def check_entry_types(
         for key in deletes:
             if type(key) is not bytes:
                 raise StoreWriteError(f"write to {path}: delete keys must be bytes, got {key!r}")
-    for entry in delete_ranges:
-        if len(entry) != 2 or type(entry[0]) is not bytes or type(entry[1]) is not bytes:
-            raise StoreWriteError(f"write to {path}: range deletes must be (bytes, bytes), got {entry!r}")
+    check_ranges(delete_ranges, f"write to {path}: ")

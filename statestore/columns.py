@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from streamjoin.statestore.errors import StoreWriteError
 from streamjoin.statestore.keysort import sort_order
 
-__all__ = ["ColumnWrite", "SourceFile", "PrefixScan", "binary_column", "binary_suffixes", "pair_chunks", "strictly_ascending",
+__all__ = ["ColumnWrite", "SourceFile", "PrefixScan", "binary_column", "check_ranges", "binary_suffixes", "pair_chunks", "strictly_ascending",
            "Chunk"]
 
 KeyValue = tuple[bytes, bytes]
@@ -88,6 +88,13 @@ class SourceFile:
     path: str | None = None
 
 
+def check_ranges(ranges: Sequence[tuple[bytes, bytes]], where: str = "") -> None:
+    """``StoreWriteError`` (its message after ``where``) for a range delete that is not a pair of bytes."""
+    for entry in ranges:
+        if len(entry) != 2 or type(entry[0]) is not bytes or type(entry[1]) is not bytes:
+            raise StoreWriteError(f"{where}range deletes must be (bytes, bytes), got {entry!r}")
+
+
 @dataclass(frozen=True)
 class ColumnWrite:
     """One atomic write as columns: range deletes (``delete_ranges``, each ``[start, end)``), then
@@ -116,9 +123,7 @@ class ColumnWrite:
         keys, values = binary_column(put_keys, "put keys"), binary_column(put_values, "put values")
         if len(keys) != len(values):
             raise StoreWriteError(f"a column write has {len(keys)} put keys but {len(values)} put values")
-        for entry in delete_ranges:
-            if len(entry) != 2 or type(entry[0]) is not bytes or type(entry[1]) is not bytes:
-                raise StoreWriteError(f"range deletes must be (bytes, bytes) pairs, got {entry!r}")
+        check_ranges(delete_ranges)
         return cls(keys, values, binary_column(delete_keys, "delete keys"), delete_ranges=tuple(delete_ranges))
 
     @classmethod
