@@ -3,8 +3,9 @@
 Rows are sorted by the columns a join names first (its event time and key, or its key and change
 order), then by every other column whose type Arrow can sort, in schema order; all ascending,
 **nulls first** (as Spark sorts ascending; a timeless snapshot row, with a null change time, comes
-before every change). Dictionary columns sort by their values. Sorting every batch this way makes
-an operator's state and output independent of the order of rows within a batch.
+before every change). Dictionary columns sort by their values; lists, structs and maps by their
+bytes (:mod:`streamjoin.kit.nested`: element by element, field by field). Sorting every batch this
+way makes an operator's state and output independent of the order of rows within a batch.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from streamjoin.kit.nested import encode_nested, is_nested, physical_nested
 
 __all__ = ["NULLS", "SortKeys", "sortable", "ascending", "canonical_sort_keys", "canonical_order", "sort_canonically"]
 
@@ -43,14 +46,22 @@ def ascending(*names: str) -> SortKeys:
     return tuple((name, "ascending", NULLS) for name in names)
 
 
+def _by_bytes(kind: pa.DataType) -> bool:
+    """Whether a column of ``kind`` sorts by its values' bytes (a nested type a row can keep)."""
+    return is_nested(kind) and physical_nested(kind) is not None
+
+
 def canonical_sort_keys(schema: pa.Schema, first: Sequence[str]) -> SortKeys:
-    """``first``, then every other column of ``schema`` Arrow can sort by, in schema order."""
-    rest = [n for n in schema.names if n not in first and sortable(schema.field(n).type)]
+    """``first``, then every other column of ``schema`` Arrow can sort by or that sorts by its
+    bytes (a list, struct or map), in schema order."""
+    rest = [n for n in schema.names if n not in first
+            and (sortable(schema.field(n).type) or _by_bytes(schema.field(n).type))]
     return ascending(*first, *rest)
 
 
 def canonical_order(table: pa.Table, keys: SortKeys) -> pa.Array:
-    """Indices putting ``table`` in the order of ``keys`` (dictionary columns by their values).
+    """Indices putting ``table`` in the order of ``keys`` (dictionary columns by their values,
+    nested ones by their bytes).
 
     Arrow compares ``-0.0`` equal to ``0.0`` and every NaN equal to every other; rows that differ
     only there are then ordered by those floating-point columns' bit patterns, so the order never
@@ -60,6 +71,8 @@ def canonical_order(table: pa.Table, keys: SortKeys) -> pa.Array:
     for i, kind in enumerate(view.schema.types):
         if pa.types.is_dictionary(kind):
             view = view.set_column(i, names[i], view.column(i).cast(kind.value_type))
+        elif _by_bytes(kind):
+            view = view.set_column(i, names[i], encode_nested(view.column(i), kind))
     sort_keys = list(keys)
     for i, kind in enumerate(view.schema.types):
         if (pa.types.is_float32(kind) or pa.types.is_float64(kind)) and view.num_rows:

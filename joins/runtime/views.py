@@ -59,10 +59,57 @@ def arrow_type(name: str) -> pa.DataType:
     if dictionary:
         return pa.dictionary(arrow_type(dictionary.group(2)), arrow_type(dictionary.group(1)),
                              dictionary.group(3) == "1")
+    if re.match(r"(list|large_list|fixed_size_list|struct|map)<", name):
+        return _nested_type(name)
     try:
         return pa.type_for_alias(name)
     except ValueError as exc:
         raise JoinDefinitionError(f"cannot read a column of type {name} recorded in a join definition") from exc
+
+
+def _nested_type(name: str) -> pa.DataType:
+    """A list, struct or map type from its ``str``; refused where the text does not say it
+    unambiguously (a field name holding ``", "``, ``": "`` or brackets)."""
+    kind: pa.DataType | None = None
+    try:
+        if (fixed := re.fullmatch(r"fixed_size_list<(.+)>\[(\d+)\]", name)) is not None:
+            kind = pa.list_(_field(fixed.group(1)), int(fixed.group(2)))
+        elif (listed := re.fullmatch(r"(large_list|list)<(.+)>", name)) is not None:
+            kind = (pa.large_list if listed.group(1) == "large_list" else pa.list_)(_field(listed.group(2)))
+        elif (struct := re.fullmatch(r"struct<(.*)>", name)) is not None:
+            kind = pa.struct([_field(part) for part in _parts(struct.group(1))])
+        elif (mapped := re.fullmatch(r"map<(.+)>", name)) is not None:
+            parts = _parts(mapped.group(1))
+            if len(parts) in (2, 3) and parts[2:] in ([], ["keys_sorted"]):
+                kind = pa.map_(arrow_type(parts[0]), arrow_type(parts[1]), keys_sorted=len(parts) == 3)
+    except (ValueError, TypeError, JoinDefinitionError):
+        kind = None
+    if kind is None or str(kind) != name:
+        raise JoinDefinitionError(f"cannot read a column of type {name} recorded in a join definition")
+    return kind
+
+
+def _field(text: str) -> pa.Field:
+    """A field from ``name: type`` (``not null`` after the type: not nullable)."""
+    field_name, sep, kind = text.partition(": ")
+    if not sep:
+        raise ValueError(text)
+    nullable = not kind.endswith(" not null")
+    return pa.field(field_name, arrow_type(kind if nullable else kind[:-len(" not null")]), nullable)
+
+
+def _parts(text: str) -> list[str]:
+    """``text`` split at its top-level ``", "`` (not inside brackets)."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        if char in "<([":
+            depth += 1
+        elif char in ">)]":
+            depth -= 1
+        elif depth == 0 and text.startswith(", ", i):
+            parts.append(text[start:i])
+            start = i + 2
+    return [*parts, text[start:]] if text else parts
 
 
 def json_text(values: Any) -> str:

@@ -32,7 +32,7 @@ from streamjoin.statestore.binary_concat import concat_binary
 from streamjoin.statestore.codecs import unpack
 from streamjoin.statestore.columns import binary_suffixes
 from streamjoin.statestore.packed_columns import pack_array, padded_bytes, unpack_columns
-from streamjoin.table.rows import RowCodec, physical_type
+from streamjoin.table.rows import RowCodec, logical_array, physical_type
 
 __all__ = ["LayoutCodec", "MARK", "MAX_LAYOUTS"]
 
@@ -156,9 +156,8 @@ class LayoutCodec(RowCodec):
             if at is None:   # added since: its default (EXISTS_DEFAULT), or nulls
                 columns.append(fill(field, len(rows)))
                 continue
-            column = arrays[at]
             slot = self.slots[at].type
-            column = column if column.type == slot else column.cast(slot)
+            column = logical_array(arrays[at], slot)
             if slot != field.type:   # widened; or dropped, then added again as another type: a new column
                 column = column.cast(field.type) if widens(slot, field.type) else fill(field, len(rows))
             columns.append(column)

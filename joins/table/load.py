@@ -4,7 +4,8 @@ entries the stages write.
 
 A view shows keys and rows as JSON arrays of the stored values
 (:func:`streamjoin.runtime.views.json_text`: bytes as hex, a decimal as its text, a timestamp,
-date, time or duration as its integer); :func:`parse_values` reads them back in the types of the
+date, time or duration as its integer; a list, struct or map as its structure of those,
+:func:`streamjoin.kit.nested.plain_nested`); :func:`parse_values` reads them back in the types of the
 side's columns, and :func:`decode_keys` / :func:`decode_rows` read a side's rows whole. From them
 (every key encoded as the stages encode it, floating-point keys normalised):
 
@@ -38,6 +39,7 @@ import pyarrow.compute as pc
 
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.kit.keys import normal_keys
+from streamjoin.kit.nested import from_plain, is_nested
 from streamjoin.runtime.areas import Area
 from streamjoin.runtime.checkpoint.initial import PROGRESS
 from streamjoin.statestore.base import KeyValue
@@ -115,6 +117,9 @@ def parse_values(texts: pa.Array | pa.ChunkedArray, fields: Sequence[pa.Field], 
         convert = _convert(physical)
         values = [row[j] for row in rows]
         try:
+            if is_nested(field.type):   # (shown as its structure: plain_nested)
+                columns.append(from_plain(values, field.type))
+                continue
             array = pa.array([None if v is None else convert(v) for v in values], physical)
             columns.append(array if array.type == field.type else array.cast(field.type))
         except (TypeError, ValueError, OverflowError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
@@ -128,6 +133,9 @@ def parse_values(texts: pa.Array | pa.ChunkedArray, fields: Sequence[pa.Field], 
 def _reads(value: Any, convert: Callable[[Any], Any], physical: pa.DataType, kind: pa.DataType) -> bool:
     """Whether one value reads in ``kind`` (to name the row of a column that does not)."""
     try:
+        if is_nested(kind):
+            from_plain([value], kind)
+            return True
         pa.array([None if value is None else convert(value)], physical).cast(kind)
     except (TypeError, ValueError, OverflowError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return False

@@ -496,8 +496,7 @@ class TableRekey(Operator):
         taken = changes if _identity(upserts, changes.num_rows) else changes.take(pa.array(upserts, pa.int64()))
         columns = []
         for i, field in enumerate(schema):
-            column = self.codec.physical_array(taken.column(field.name), i)
-            columns.append(column if column.type == field.type else column.cast(field.type))
+            columns.append(self.codec.stored_array(taken.column(field.name), i))
         table = pa.Table.from_arrays(columns, schema=schema)
         if deletes:
             table = pa.concat_tables([table, self._delete_rows(deletes)])

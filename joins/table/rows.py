@@ -6,10 +6,13 @@ A row is a tuple of *physical* values, one per column, each one that
 * integers, floats (32 and 64 bit), booleans, strings and binaries: their values;
 * timestamps, dates, times and durations: their integer storage value (µs, days, ...);
 * decimals: their text (``"1.50"``);
+* lists, structs and maps of those: their bytes (:mod:`streamjoin.kit.nested`);
 * dictionary-encoded columns are decoded first (their type becomes the value type).
 
-Other types (nested lists, structs, maps, float16, ...) are refused by :func:`stored_type`. Two
-rows are the same row when their encodings are equal, so NaN equals NaN and 0.0 differs from -0.0.
+Other types (float16, unions, nested types holding them, ...) are refused by :func:`stored_type`.
+Two rows are the same row when their encodings are equal, so NaN equals NaN and 0.0 differs from
+-0.0. :meth:`RowCodec.physical_array` converts a column to the type a row keeps it in and
+:func:`logical_array` converts it back.
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ from typing import Sequence
 import pyarrow as pa
 
 from streamjoin.errors import JoinDefinitionError
+from streamjoin.kit.nested import decode_nested, encode_nested, is_nested, leaf_kind, physical_nested, plain_nested
 from streamjoin.statestore.codecs import pack, unpack
 from streamjoin.statestore.packed_columns import pack_array, pack_columns, unpack_columns
 
-__all__ = ["stored_type", "physical_type", "RowCodec"]
+__all__ = ["stored_type", "physical_type", "logical_array", "RowCodec"]
 
 
 def stored_type(kind: pa.DataType, what: str) -> pa.DataType:
@@ -35,27 +39,27 @@ def stored_type(kind: pa.DataType, what: str) -> pa.DataType:
     if physical_type(kind) is None:
         raise JoinDefinitionError(
             f"{what} has type {kind}, which a table-table join cannot keep in state; use a scalar type "
-            "(integer, float, bool, string, binary, decimal, timestamp, date, time, duration), for "
-            "example by flattening it or converting it to a JSON string"
+            "(integer, float, bool, string, binary, decimal, timestamp, date, time, duration) or a "
+            "list, struct or map of them, for example by casting it or converting it to a JSON string"
         )
     return kind
 
 
 def physical_type(kind: pa.DataType) -> pa.DataType | None:
-    """The Arrow type whose Python values represent ``kind`` in a row (None: unsupported)."""
-    if pa.types.is_timestamp(kind) or pa.types.is_duration(kind) or pa.types.is_date64(kind):
-        return pa.int64()
-    if pa.types.is_time(kind) or pa.types.is_date32(kind):
-        return pa.int32() if kind.bit_width == 32 else pa.int64()
-    if pa.types.is_decimal(kind):
-        return pa.string()
-    plain = (pa.types.is_integer, pa.types.is_boolean, pa.types.is_string, pa.types.is_large_string,
-             pa.types.is_binary, pa.types.is_large_binary, pa.types.is_fixed_size_binary, pa.types.is_null)
-    if any(check(kind) for check in plain):
-        return kind
-    if pa.types.is_float32(kind) or pa.types.is_float64(kind):
-        return kind
-    return None
+    """The Arrow type whose Python values represent ``kind`` in a row (None: unsupported): a
+    scalar's :func:`~streamjoin.kit.nested.leaf_kind`, binary for a nested type of those."""
+    if is_nested(kind):
+        return pa.binary() if physical_nested(kind) is not None else None
+    return leaf_kind(kind)
+
+
+def logical_array(array: pa.Array | pa.ChunkedArray, kind: pa.DataType) -> pa.Array | pa.ChunkedArray:
+    """``array`` (values in the physical type of ``kind``, :func:`physical_type`) as values of ``kind``."""
+    if array.type == kind:
+        return array
+    if is_nested(kind):
+        return decode_nested(array, kind)
+    return array.cast(kind)
 
 
 class RowCodec:
@@ -77,6 +81,12 @@ class RowCodec:
         """The physical Python values of ``column``, stored as the schema's column ``index``."""
         return self.physical_array(column, index).to_pylist()
 
+    def shown(self, column: pa.ChunkedArray | pa.Array, index: int) -> list:
+        """:meth:`values`, but a list, struct or map as its structure (what ``read_state`` shows,
+        :func:`~streamjoin.kit.nested.plain_nested`), not its bytes."""
+        kind = self.schema.field(index).type
+        return plain_nested(column, kind) if is_nested(kind) else self.values(column, index)
+
     def physical_array(self, column: pa.ChunkedArray | pa.Array, index: int) -> pa.ChunkedArray | pa.Array:
         """``column`` (stored as the schema's column ``index``) cast to its physical type."""
         field = self.schema.field(index)
@@ -85,7 +95,17 @@ class RowCodec:
         if column.type != field.type:
             column = column.cast(field.type)
         physical = self.physical[index]
-        return column if physical == field.type else column.cast(physical)
+        if physical == field.type:
+            return column
+        return encode_nested(column, field.type) if is_nested(field.type) else column.cast(physical)
+
+    def stored_array(self, column: pa.ChunkedArray | pa.Array, index: int) -> pa.ChunkedArray | pa.Array:
+        """``column`` in the schema's type of column ``index`` (dictionaries decoded), as a row
+        keeps it and gives it back (:meth:`physical_array` then :func:`logical_array`)."""
+        field = self.schema.field(index)
+        if is_nested(field.type):
+            return column if column.type == field.type else column.cast(field.type)
+        return logical_array(self.physical_array(column, index), field.type)
 
     def encode_columns(self, table: pa.Table, names: Sequence[str] | None = None) -> list[bytes]:
         """Per row of ``table``, ``pack`` of the values of columns ``names`` (default: every
@@ -105,7 +125,7 @@ class RowCodec:
         out = []
         for i, field in enumerate(self.schema):
             values = pa.array([None if r is None else r[i] for r in rows], self.physical[i])
-            out.append(values if values.type == field.type else values.cast(field.type))
+            out.append(logical_array(values, field.type))
         return out
 
     def table(self, rows: Sequence[tuple | None]) -> pa.Table:
@@ -117,7 +137,7 @@ class RowCodec:
         arrays = unpack_columns(data, self.physical)
         if arrays is None:
             return self.table([unpack(d) for d in (data.to_pylist() if isinstance(data, pa.Array) else data)])
-        arrays = [a if a.type == f.type else a.cast(f.type) for a, f in zip(arrays, self.schema)]
+        arrays = [logical_array(a, f.type) for a, f in zip(arrays, self.schema)]
         return pa.Table.from_arrays(arrays, schema=self.schema)
 
     @staticmethod

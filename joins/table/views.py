@@ -78,7 +78,7 @@ def _rows_view(side: str, part: str | None = None) -> StateView:
         stage = definition if part is None else definition[part]
         area, width = SIDE[side], len(stage[side]["on"])
         history = definition.get(HISTORY)
-        codec = _layouts([d if part is None else d[part] for d in history], side) if history else None
+        codec = _layouts([d if part is None else d[part] for d in history] if history else [stage], side)
         held = part is not None and _holds_rows(definition, f"{side}_keys")
         if held:   # under the key step's keys: (primary key -> head, row); the join key is the primary key
             keys_area = _keys_area(KEY_AREA_PREFIX[side])
@@ -90,11 +90,10 @@ def _rows_view(side: str, part: str | None = None) -> StateView:
                     entries.append((area.key(list(pk) + list(pk)), row))
         else:
             entries = list(area.scan(store))
-        if codec is not None and entries:   # rows of every layout in the current columns, as stored values
+        stored: list[tuple] = []
+        if entries:   # rows of every layout in the current columns, as stored values (nested ones as structures)
             table = codec.decode_table(pa.array([v for _, v in entries], pa.binary()))
-            stored = list(zip(*(codec.values(table.column(i), i) for i in range(table.num_columns))))
-        else:
-            stored = [area.value.decode(v) for _, v in entries]
+            stored = list(zip(*(codec.shown(table.column(i), i) for i in range(table.num_columns))))
         rows = []
         for (key, _), values_of_row in zip(entries, stored):
             (values,) = area.decode(key)   # the join key's values, then the primary key's

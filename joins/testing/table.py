@@ -9,8 +9,9 @@ Rows are Python dicts (column -> value) of a side's row columns, in row order. A
     reference_changes(...)    the minimal change stream turning one view into another
 
 **Stale rule**: within a batch, a key's changes apply in (time, sequence with None first) order,
-ties broken by op (upsert first) then the row's other columns in order (None first); a change not
-newer than the last applied for its key (in any batch, deletes included) is ignored.
+ties broken by op (upsert first) then the row's other columns in order (None first, inside lists,
+maps and structs too); a change not newer than the last applied for its key (in any batch,
+deletes included) is ignored.
 
 **Retention** (``retention`` µs, :mod:`streamjoin.table.retention`): the horizon of a batch is the
 largest change time of every earlier batch (heartbeats included) minus ``retention``; a change
@@ -41,6 +42,12 @@ class Change:
 
 
 def _nulls_first(value: Any) -> tuple:
+    """A sort key of ``value`` with None first, inside nested values too (a list, a map's entries
+    or a struct's fields as a tuple: element by element, a shorter one before one it begins)."""
+    if isinstance(value, (tuple, list)):
+        return (True, tuple(map(_nulls_first, value)))
+    if isinstance(value, dict):
+        return (True, tuple((name, _nulls_first(v)) for name, v in value.items()))
     return (value is not None, value if value is not None else 0)
 
 

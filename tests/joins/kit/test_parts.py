@@ -97,9 +97,18 @@ def test_order_puts_nulls_first_and_sorts_dictionaries_by_value():
     assert ordered.column("d").to_pylist() == [None, "a", "z"]
 
 
-def test_order_leaves_out_columns_arrow_cannot_sort():
-    schema = pa.schema([("t", pa.int64()), ("s", pa.list_(pa.int64())), ("v", pa.string())])
-    assert [k[0] for k in canonical_sort_keys(schema, ["t"])] == ["t", "v"]
+def test_order_leaves_out_columns_neither_arrow_nor_their_bytes_sort():
+    schema = pa.schema([("t", pa.int64()), ("h", pa.list_(pa.float16())), ("s", pa.list_(pa.int64())),
+                        ("v", pa.string())])
+    assert [k[0] for k in canonical_sort_keys(schema, ["t"])] == ["t", "s", "v"]
+
+
+def test_order_breaks_ties_by_nested_columns_element_by_element():
+    ties = pa.table({"t": [1, 1, 1, 1, 1], "s": pa.array([[2], [1, 5], None, [1], []], pa.list_(pa.int64()))})
+    for rotation in range(ties.num_rows):   # whatever order the rows come in
+        rows = ties.take(pa.array([(i + rotation) % ties.num_rows for i in range(ties.num_rows)]))
+        ordered = sort_canonically(rows, canonical_sort_keys(rows.schema, ["t"]))
+        assert ordered.column("s").to_pylist() == [None, [], [1], [1, 5], [2]]
 
 
 @pytest.mark.parametrize("left, right, common", [

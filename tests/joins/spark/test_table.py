@@ -7,6 +7,7 @@ they stand."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 
 import pyarrow as pa
@@ -254,3 +255,39 @@ def test_table_table_join_declared_immutable_join_key_runs_one_stage(spark, tmp_
     keys = read_state(spark, f"{root}/True/ck", side="left_keys").collect()
     assert sorted((r.primary_key, r.join_key, r._has_row) for r in keys) == [
         ("[1]", "[10]", True), ("[2]", "[20]", False), ("[3]", "[10]", True)]
+
+
+LINES_DDL = "order_id bigint, op string, at timestamp, customer_id bigint, items array<struct<sku:string,qty:int>>"
+PROFILES_DDL = "customer_id bigint, op string, at timestamp, tags map<string,array<string>>"
+
+
+def test_table_table_join_keeps_lists_structs_and_maps(spark, tmp_path):
+    # rows with an array of structs and a map of arrays: an update that changes only a nested
+    # value is a view change, and read_state shows the values as their structure
+    root = str(tmp_path)
+    at = lambda t: EPOCH + dt.timedelta(seconds=t)   # noqa: E731
+    orders = [[{"order_id": 1, "op": "insert", "at": at(1), "customer_id": 10, "items": [("a", 2), ("b", None)]}],
+              [{"order_id": 1, "op": "update", "at": at(2), "customer_id": 10, "items": [("a", 3)]}]]
+    profiles = [[{"customer_id": 10, "op": "insert", "at": at(1), "tags": {"vip": ["x", None]}}],
+                [{"customer_id": 10, "op": "update", "at": at(2), "tags": {}}]]
+    schemas = [spark.createDataFrame([], ddl).schema for ddl in (LINES_DDL, PROFILES_DDL)]
+    outputs: dict[int, list] = {}
+    for batch in range(2):
+        for name, rows, schema in (("orders", orders[batch], schemas[0]), ("profiles", profiles[batch], schemas[1])):
+            spark.createDataFrame(rows, schema).write.mode("append").parquet(f"{root}/{name}")
+        joined = table_table_join(spark.readStream.schema(schemas[0]).parquet(f"{root}/orders"),
+                                  spark.readStream.schema(schemas[1]).parquet(f"{root}/profiles"),
+                                  "customer_id", left_key="order_id", right_key="customer_id", left_time="at",
+                                  right_time="at", checkpoint=f"{root}/ck", partitions=2)
+        query = (joined.writeStream.option("checkpointLocation", f"{root}/spark").trigger(availableNow=True)
+                 .foreachBatch(lambda df, b: outputs.setdefault(b, sorted(
+                     ([tuple(i) for i in r.items], dict(r.tags), r._change_type) for r in df.collect())))
+                 .start())
+        query.awaitTermination()
+    assert outputs[0] == [([("a", 2), ("b", None)], {"vip": ["x", None]}, "insert")]
+    assert outputs[1] == [([("a", 2), ("b", None)], {"vip": ["x", None]}, "update_preimage"),
+                          ([("a", 3)], {}, "update_postimage")]
+    from streamjoin.spark.state import read_state
+
+    rows = read_state(spark, f"{root}/ck/join", side="left").collect()
+    assert [json.loads(r.row)[-1] for r in rows] == [[{"sku": "a", "qty": 3}]]

@@ -1,6 +1,6 @@
 """Scenarios of the table-table join tests, and ``Run``: a scenario driven in process with its view.
 
-A :class:`TableCase` is a random change history of two tables (one of two schema variants),
+A :class:`TableCase` is a random change history of two tables (one of seven schema variants),
 split into micro-batches, with a partition count and ``how``. Abstract changes are
 ``(pk, op, second, seq, jk, payload)`` tuples; the variant spells them as change-table rows and as
 reference rows. Change times are drawn independently of the batch a change lands in, so changes
@@ -11,6 +11,7 @@ updates that move a row to another join key (or to a null one).
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import itertools
 from collections import Counter
 from dataclasses import dataclass
@@ -178,7 +179,55 @@ IMMUTABLE = Variant(
     Side(SIMPLE.left.schema, SIMPLE.left.key, SIMPLE.left.row_columns, SIMPLE.left.pks, SIMPLE.left.jks,
          SIMPLE.left.seqs, SIMPLE.left.spell, SIMPLE.left.row, jk_of=_FIXED_JK.__getitem__),
     SIMPLE.right, "k", ("k",), ("k",), {**SIMPLE.options, "left_immutable_join_key": True})
-VARIANTS = (SIMPLE, COMPOSITE, KEYED, ONE_TO_ONE, LINES, IMMUTABLE)
+
+
+# -- NESTED: SIMPLE's posts whose payload is a struct of a list, joined to KEYED's table whose payload
+# is a map of lists: rows that hold lists, structs and maps (:mod:`streamjoin.kit.nested`) -------
+
+_POST = pa.struct([("tags", pa.list_(pa.string())), ("n", pa.int32()), ("at", pa.timestamp("us")),
+                   ("price", pa.decimal128(9, 2))])
+_LINKS = pa.map_(pa.string(), pa.list_(pa.binary()))
+_NESTED_POST = {"p": {"tags": ["p", None], "n": 1, "at": when(1), "price": decimal.Decimal("1.50")},
+                "q": {"tags": [], "n": None, "at": None, "price": None}, None: None}
+_NESTED_LINKS = {"p": [("p", [b"\x00", None]), ("", [])], "q": [], None: None}
+
+
+def freeze(value: Any) -> Any:
+    """``value`` (a Python value of an Arrow column) hashable: lists, map entries and struct
+    fields as tuples, in their order."""
+    if isinstance(value, dict):
+        return tuple((name, freeze(v)) for name, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+def _nested_left_row(pk, second, seq, jk, payload):
+    return {**_simple_left_row(pk, second, seq, jk, None), "v": freeze(_NESTED_POST[payload])}
+
+
+def _nested_left_spell(pk, op, second, seq, jk, payload):
+    return [{**_simple_left_row(pk, second, seq, jk, None), "v": _NESTED_POST[payload], "op": op}]
+
+
+def _nested_right_row(pk, second, seq, jk, payload):
+    return {"k": pk[0], "w": freeze(_NESTED_LINKS[payload]), "at": when(second)}
+
+
+def _nested_right_spell(pk, op, second, seq, jk, payload):
+    return [{"k": pk[0], "w": _NESTED_LINKS[payload], "op": op, "at": when(second)}]
+
+
+NESTED = Variant(
+    Side(pa.schema([("id", pa.int64()), ("k", pa.int64()), ("v", _POST), ("op", pa.string()),
+                    ("at", pa.timestamp("us")), ("rev", pa.int64())]),
+         ("id",), ("id", "k", "v", "at", "rev"), ((0,), (1,), (2,)), ((0,), (1,), (1,), (None,)),
+         (None, 0, 1), _nested_left_spell, _nested_left_row),
+    Side(pa.schema([("k", pa.int64()), ("w", _LINKS), ("op", pa.string()), ("at", pa.timestamp("us"))]),
+         ("k",), ("k", "w", "at"), ((0,), (1,), (2,)), ((0,),), (None,), _nested_right_spell, _nested_right_row),
+    "k", ("k",), ("k",),
+    {"left_changes": ChangeFormat.plain("id", time="at", sequence="rev"), "right_time": "at"})
+VARIANTS = (SIMPLE, COMPOSITE, KEYED, ONE_TO_ONE, LINES, IMMUTABLE, NESTED)
 
 
 @dataclass
@@ -300,7 +349,7 @@ def output_rows(table: pa.Table) -> Counter:
     """The rows of a join's output (or a view) without the change time (its tests are the chain's)."""
     if CHANGE_TIME in table.column_names:
         table = table.drop_columns([CHANGE_TIME])
-    return Counter(tuple(r.values()) for r in table.to_pylist())
+    return Counter(tuple(freeze(v) for v in r.values()) for r in table.to_pylist())
 
 
 _VIEWS = itertools.count()
