@@ -33,6 +33,7 @@ from streamjoin.runtime.state_rows import state_rows
 from streamjoin.statestore import destroy_store, open_store
 from streamjoin.table.operator import TableTableJoin
 from tests.joins.drivers import InProcess
+from tests.joins.table.cases import freeze
 
 T0 = dt.datetime(2026, 1, 1)
 UTC = dt.timezone.utc
@@ -85,11 +86,15 @@ POSTS = Table(pa.schema([("id", pa.int32()), ("day", pa.date32()), ("g", pa.floa
 def _follow(pk: int, jk: int, payload: int, second: int, seq: int) -> dict:
     g, h = _JK_VALUES[jk]
     return {"fid": f"f{pk}", "g": g, "h": h, "dur": dt.timedelta(seconds=payload),
-            "t": dt.time(payload % 24, 30), "ms": second * 1000 + 7}
+            "t": dt.time(payload % 24, 30), "ms": second * 1000 + 7,
+            "meta": None if payload % 5 == 0 else {"n": payload, "when": [dt.datetime(2024, 5, 1, tzinfo=UTC), None][:payload % 3],
+                                                   "price": decimal.Decimal(payload) / 4}}
 
 
+_META = pa.struct([("n", pa.int64()), ("when", pa.list_(pa.timestamp("us", "UTC"))), ("price", pa.decimal128(9, 2))])
 FOLLOWS = Table(pa.schema([("fid", pa.string()), ("g", pa.float32()), ("h", pa.large_binary()),
-                           ("dur", pa.duration("s")), ("t", pa.time64("us")), ("ms", pa.int64()), ("op", pa.string())]),
+                           ("dur", pa.duration("s")), ("t", pa.time64("us")), ("ms", pa.int64()), ("meta", _META),
+                           ("op", pa.string())]),
                 ChangeFormat.plain("fid", time="ms", time_unit="ms"), _follow, 20, len(_JK_VALUES))
 
 
@@ -102,6 +107,7 @@ def _order(pk: int, jk: int, payload: int, second: int, seq: int) -> dict:
 
 def _customer(pk: int, jk: int, payload: int, second: int, seq: int) -> dict:
     return {"customer": f"c{pk}", "name": f"name {payload}", "blob": bytes([payload % 256, 7]),
+            "tags": {"k": [bytes([payload % 256]), None]} if payload % 2 else {},
             "at": (T0 + dt.timedelta(seconds=second)).replace(tzinfo=UTC)}
 
 
@@ -109,6 +115,7 @@ ORDERS = Table(pa.schema([("order_id", pa.int64()), ("customer", pa.string()), (
                           ("at", pa.timestamp("us")), ("op", pa.string())]),
                ChangeFormat.plain("order_id", time="at"), _order, 25, 5)
 CUSTOMERS = Table(pa.schema([("customer", pa.string()), ("name", pa.string()), ("blob", pa.binary()),
+                             ("tags", pa.map_(pa.string(), pa.list_(pa.binary()))),
                              ("at", pa.timestamp("us", "UTC")), ("op", pa.string())]),
                   ChangeFormat.plain("customer", time="at"), _customer, 6, 6, jk_of=lambda pk: pk)
 
@@ -295,7 +302,7 @@ def state_of(rows: dict[str, pa.Table], placed: bool = False) -> dict[str, Count
     """State rows as multisets of rows by side, without ``_version`` and (unless ``placed``)
     ``_partition``."""
     dropped = ("_version",) if placed else ("_partition", "_version")
-    return {name: Counter(tuple(r.values()) for r in
+    return {name: Counter(tuple(map(freeze, r.values())) for r in
                           table.drop_columns([c for c in dropped if c in table.column_names]).to_pylist())
             for name, table in rows.items()}
 
@@ -303,7 +310,7 @@ def state_of(rows: dict[str, pa.Table], placed: bool = False) -> dict[str, Count
 def output_of(table: pa.Table) -> Counter:
     """A version's output as a multiset of rows, without ``_commit_version`` (a new checkpoint
     numbers its versions from 0)."""
-    return Counter(tuple(r.values()) for r in table.drop_columns(["_commit_version"]).to_pylist())
+    return Counter(tuple(map(freeze, r.values())) for r in table.drop_columns(["_commit_version"]).to_pylist())
 
 
 @pytest.fixture
