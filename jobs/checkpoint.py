@@ -31,7 +31,7 @@ VERIFY_HELP = (
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("checkpoint", help="describe or verify a whole join checkpoint",
+    parser = subparsers.add_parser("checkpoint", help="describe, verify, repartition or migrate a whole join checkpoint",
                                    description=help_text(__doc__.split("\n\n")[0]))
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     for name, func, text, description in (

@@ -23,7 +23,7 @@ def _value(value: Any) -> Any:
         return float(f"{value:.12g}") + 0.0
     if isinstance(value, dict):
         return tuple((k, _value(v)) for k, v in value.items())
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):   # (a map's entries are tuples, a list may be inside one)
         return tuple(_value(v) for v in value)
     return value
 

@@ -124,3 +124,12 @@ def test_testing_plugin_loads_without_importing_the_kit():
     from streamjoin import testing
 
     assert callable(testing.assert_deterministic) and set(testing.__all__) <= set(dir(testing))
+
+
+def test_rows_of_compares_lists_structs_and_maps_as_values():
+    kind = pa.struct([("tags", pa.map_(pa.string(), pa.list_(pa.int64()))), ("seen", pa.list_(pa.string()))])
+    values = [{"tags": [("k", [1, None])], "seen": ["a"]}, None, {"tags": [], "seen": []}]
+    a = pa.table({"v": pa.array(values, kind)})
+    b = pa.table({"v": pa.array(list(reversed(values)), kind)})
+    assert rows_of(a) == rows_of(b)
+    assert rows_of(a) != rows_of(pa.table({"v": pa.array([values[0], None, None], kind)}))
