@@ -4,7 +4,8 @@ against DuckDB's join of the two final tables, a chain of two (a view over three
 its three-way join, the interval join against its range join, the as-of join against its ``ASOF
 LEFT JOIN``. Join keys are drawn from values engines tend to get
 wrong: NaN and signed zeros, infinities, empty and non-ASCII strings, extreme integers, timestamps
-before the epoch, decimals, booleans and dates, and nulls (which match nothing)."""
+before the epoch, decimals, booleans and dates, and nulls (which match nothing); the table join's
+rows carry a string, a list or a struct."""
 
 from __future__ import annotations
 
@@ -71,12 +72,22 @@ def _duckdb(sql: str, **tables: pa.Table) -> pa.Table:
     return con.sql(sql).to_arrow_table()
 
 
+#: The orders' payload column ``v``: a string, or a list or struct a row keeps as bytes.
+PAYLOADS: dict[str, tuple[pa.DataType, list[Any]]] = {
+    "string": (pa.string(), ["x", "y", None]),
+    "list": (pa.list_(pa.string()), [["x", None], [], None]),
+    "struct": (pa.struct([("n", pa.int32()), ("tags", pa.list_(pa.string()))]),
+               [{"n": 1, "tags": ["x"]}, {"n": None, "tags": None}, None]),
+}
+
+
 @st.composite
 def table_cases(draw: Any) -> dict[str, Any]:
     """Two plain change streams (orders keyed by ``id``, joined on ``k`` to customers keyed by
     ``cid``), each change at its own time, in micro-batches; with the run's settings."""
     kind = draw(st.sampled_from(sorted(KEYS)))
     key_type, pool = KEYS[kind]
+    payload_type, payloads = PAYLOADS[draw(st.sampled_from(sorted(PAYLOADS)))]
     count = draw(st.integers(1, 30))
     times = draw(st.permutations(range(count)))
     left, right = [], []
@@ -85,11 +96,11 @@ def table_cases(draw: Any) -> dict[str, Any]:
         op = draw(st.sampled_from(["upsert", "upsert", "delete"]))
         if draw(st.booleans()):
             left.append({"id": draw(st.integers(0, 6)), "k": draw(st.sampled_from(pool)),
-                         "v": draw(st.sampled_from(["x", "y", None])), "op": op, "at": at})
+                         "v": draw(st.sampled_from(payloads)), "op": op, "at": at})
         else:
             right.append({"cid": draw(st.sampled_from([p for p in pool if p is not None])),
                           "name": draw(st.sampled_from(["n1", "n2", None])), "op": op, "at": at})
-    schemas = (pa.schema([("id", pa.int64()), ("k", key_type), ("v", pa.string()), ("op", pa.string()),
+    schemas = (pa.schema([("id", pa.int64()), ("k", key_type), ("v", payload_type), ("op", pa.string()),
                           ("at", pa.timestamp("us", "UTC"))]),
                pa.schema([("cid", key_type), ("name", pa.string()), ("op", pa.string()),
                           ("at", pa.timestamp("us", "UTC"))]))
