@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streamjoin.kit.nested import decode_nested, encode_nested, from_plain, physical_nested, plain_nested
+from streamjoin.kit.nested import _walker, decode_nested, encode_nested, from_plain, physical_nested, plain_nested
+from streamjoin.statestore.codecs import pack
 
 UTC = dt.timezone.utc
 #: scalar types and values drawn inside nested ones
@@ -61,6 +62,22 @@ def nested(draw: Any, depth: int = 2) -> tuple[pa.DataType, st.SearchStrategy]:
 def columns(draw: Any) -> tuple[pa.DataType, list]:
     kind, values = draw(nested())
     return kind, draw(st.lists(values, max_size=6))
+
+
+@given(columns(), st.data())
+def test_nested_bytes_are_pack_of_the_values_tokens(column, data):
+    kind, values = column
+    array = pa.array(values, kind)
+    start = data.draw(st.integers(0, len(values)))
+    part = array.slice(start, data.draw(st.integers(0, len(values) - start)))   # (a slice: offsets inside)
+    walk = _walker(physical_nested(kind))
+    expected = []
+    for value in plain_nested(part, kind):
+        tokens: list = []
+        if value is not None:
+            walk(value, tokens)
+        expected.append(None if value is None else pack(*tokens))
+    assert encode_nested(part, kind).to_pylist() == expected
 
 
 @given(columns())
