@@ -5,8 +5,10 @@ of physical types (None, bool, integers, floats, strings, binaries), exactly the
 gives row by row; :func:`unpack_columns` decodes them back into columns (None when some bytes are
 not rows of the types asked for: the caller decodes those row-wise, which raises the error).
 :data:`TAG`, :data:`INT_WIDTH`, :func:`padded_bytes` and :func:`decode_ints` are for readers of
-such bytes that decode only a head of each value (the table join's key stage). The joins use
-these; nothing above this layer learns ``pack``'s bytes on its own.
+such bytes that decode only a head of each value (the table join's key stage). :func:`pack_nested`
+gives ``pack`` of a nested value's *tokens* (lists, structs and maps: :mod:`streamjoin.kit.nested`
+says what they are and reads them back). The joins use these; nothing above this layer learns
+``pack``'s bytes on its own.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streamjoin.statestore.binary_concat import matrix_rows, value_offsets
+from streamjoin.statestore.binary_concat import concat_binary, matrix_rows, value_offsets
 from streamjoin.statestore.codecs import pack
 
-__all__ = ["pack_array", "pack_columns", "unpack_columns", "TAG", "INT_WIDTH", "padded_bytes", "decode_ints"]
+__all__ = ["pack_array", "pack_nested", "pack_columns", "unpack_columns", "TAG", "INT_WIDTH", "padded_bytes", "decode_ints"]
 
 
 # -- the bytes, column-wise -------------------------------------------------------------------
@@ -71,6 +73,40 @@ def _windows(buf: np.ndarray, width: int) -> np.ndarray:
 
 
 # -- column-wise pack --------------------------------------------------------------------------
+
+
+def pack_nested(array: pa.Array) -> pa.Array:
+    """Per value of ``array`` (a list, large list, fixed-size list, struct or map type whose scalars
+    are physical types), ``pack`` of its tokens, column-wise; a null value as null. A value's
+    tokens: a null ``None``; a list ``True`` and the element's tokens for each element, then
+    ``False``; a map the same with each entry's key's and item's tokens; a struct ``True``, then each
+    field's tokens; a scalar itself. The scalars are packed as arrays (:func:`pack_array`), and each
+    value's bytes put together with Arrow's binary joins."""
+    return pc.if_else(array.is_valid(), _nested_bytes(array), pa.scalar(None, pa.binary()))
+
+
+def _nested_bytes(array: pa.Array) -> pa.Array:
+    """The bytes of each value of ``array`` (:func:`pack_nested`), a null as ``pack(None)``."""
+    kind, n = array.type, len(array)
+    if not pa.types.is_nested(kind):
+        return pack_array([array], n)
+    if pa.types.is_struct(kind):
+        fields = array.flatten()   # (the struct's own offset applied)
+        body = concat_binary(_TRUE, *map(_nested_bytes, fields)) if fields else pa.array([_TRUE] * n, pa.binary())
+    else:
+        if pa.types.is_fixed_size_list(kind):
+            offsets = pa.array((np.arange(n + 1, dtype=np.int64) + array.offset) * kind.list_size, pa.int32())
+        else:
+            offsets = array.offsets   # (into the children as stored, the list's offset applied)
+        child = array.values
+        if pa.types.is_map(kind):
+            key, item = child.flatten()
+            elements = concat_binary(_TRUE, _nested_bytes(key), _nested_bytes(item))
+        else:
+            elements = concat_binary(_TRUE, _nested_bytes(child))
+        lists = (pa.LargeListArray if pa.types.is_large_list(kind) else pa.ListArray).from_arrays(offsets, elements)
+        body = concat_binary(pc.binary_join(lists, pa.scalar(b"", pa.binary())), _FALSE)
+    return pc.if_else(array.is_valid(), body, pa.scalar(_NULL, pa.binary()))
 
 
 def pack_columns(columns: Sequence[pa.Array | pa.ChunkedArray], length: int) -> list[bytes]:

@@ -16,8 +16,8 @@ compares them), so rows compare as bytes whatever their columns. ``pack`` keeps 
 so the bytes sort as the values do with nulls first: a list element by element, a shorter list
 before a longer one it begins, a struct field by field (a decimal inside by its text). That makes a
 nested column a tie-breaker of the canonical row order (:mod:`streamjoin.kit.order`). Encoding is
-column-wise (the scalars packed as arrays, Arrow's binary joins putting each value's bytes
-together); decoding walks each value in Python, a few microseconds a value.
+column-wise (:func:`streamjoin.statestore.packed_columns.pack_nested`, beside ``pack``); decoding
+walks each value in Python, a few microseconds a value.
 """
 
 from __future__ import annotations
@@ -25,13 +25,10 @@ from __future__ import annotations
 import decimal
 from typing import Any, Callable, Iterator
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from streamjoin.statestore.binary_concat import concat_binary
-from streamjoin.statestore.codecs import pack, unpack
-from streamjoin.statestore.packed_columns import pack_array
+from streamjoin.statestore.codecs import unpack
+from streamjoin.statestore.packed_columns import pack_nested
 
 __all__ = ["is_nested", "leaf_kind", "physical_nested", "encode_nested", "decode_nested", "plain_nested", "from_plain"]
 
@@ -90,8 +87,7 @@ def _physical(kind: pa.DataType) -> pa.DataType | None:
 
 def encode_nested(array: pa.Array | pa.ChunkedArray, kind: pa.DataType) -> pa.Array:
     """Each value of ``array`` (of nested type ``kind``) as its bytes (see module); a null as null.
-    Column-wise: the scalars inside are packed as arrays, and each list's, map's or struct's bytes
-    put together with Arrow's binary joins (no Python object a value)."""
+    Column-wise (:func:`streamjoin.statestore.packed_columns.pack_nested`)."""
     physical = physical_nested(kind)
     if physical is None:
         raise TypeError(f"{kind} holds a type a row cannot keep")
@@ -99,37 +95,7 @@ def encode_nested(array: pa.Array | pa.ChunkedArray, kind: pa.DataType) -> pa.Ar
         array = array.combine_chunks()
     if array.type != kind:
         array = array.cast(kind)
-    array = array.cast(physical)
-    return pc.if_else(array.is_valid(), _bytes(array), pa.scalar(None, pa.binary()))
-
-
-_TRUE, _FALSE, _NONE = pack(True), pack(False), pack(None)
-
-
-def _bytes(array: pa.Array) -> pa.Array:
-    """The bytes of each value of ``array`` (of a physical type, :func:`physical_nested` or
-    :func:`leaf_kind`), a null as ``pack(None)``: a binary array without nulls."""
-    kind, n = array.type, len(array)
-    if not is_nested(kind):
-        return pack_array([array], n)
-    if pa.types.is_struct(kind):
-        fields = array.flatten()   # (the struct's own offset applied)
-        body = concat_binary(_TRUE, *map(_bytes, fields)) if fields else pa.array([_TRUE] * n, pa.binary())
-    else:
-        if pa.types.is_fixed_size_list(kind):
-            size = kind.list_size
-            offsets = pa.array((np.arange(n + 1, dtype=np.int64) + array.offset) * size, pa.int32())
-        else:
-            offsets = array.offsets
-        child = array.values
-        if pa.types.is_map(kind):
-            key, item = child.flatten()
-            elements = concat_binary(_TRUE, _bytes(key), _bytes(item))
-        else:
-            elements = concat_binary(_TRUE, _bytes(child))
-        lists = (pa.LargeListArray if pa.types.is_large_list(kind) else pa.ListArray).from_arrays(offsets, elements)
-        body = concat_binary(pc.binary_join(lists, pa.scalar(b"", pa.binary())), _FALSE)
-    return pc.if_else(array.is_valid(), body, pa.scalar(_NONE, pa.binary()))
+    return pack_nested(array.cast(physical))
 
 
 def decode_nested(array: pa.Array | pa.ChunkedArray, kind: pa.DataType) -> pa.Array:
