@@ -113,5 +113,10 @@ def require_column(schema: pa.Schema, name: str | None, check: Callable[[pa.Data
 
 def require_sequence(schema: pa.Schema, name: str | None) -> None:
     """The sequence column, when one is named, must be an integer column."""
+    if name is not None and name not in schema.names:
+        raise JoinDefinitionError(
+            f"the change table has no column {name!r}, the sequence that orders one key's changes of one change "
+            f"time; its columns are {schema.names}: add it, or name another integer column as the sequence "
+            "(the join's table_sequence=, left_sequence= or right_sequence=)")
     if name is not None:
         require_column(schema, name, pa.types.is_integer, "an integer column")

@@ -153,6 +153,8 @@ def test_changes_json_envelopes_that_do_not_parse_or_fit_are_set_aside():
     (ChangeFormat.plain("id", time="ts", sequence="name"), PLAIN, "'name' must be an integer"),
     (ChangeFormat.plain("id", time="ts", time_unit="ns"), PLAIN, "time_unit"),
     (ChangeFormat.delta("id"), PLAIN, "no column '_change_type'"),
+    (ChangeFormat.delta("id"), DELTA.remove(DELTA.get_field_index("_commit_version")),
+     "no column '_commit_version', the sequence .* add it, or name another integer column"),
     (ChangeFormat.debezium("id"), DEBEZIUM.remove(DEBEZIUM.get_field_index("after")), "no column 'after'"),
     (ChangeFormat.debezium_json("id", None), pa.schema([("value", pa.string())]), "row_schema"),
     (ChangeFormat.debezium_json("id", ROW), pa.schema([("value", pa.int64())]), "string column of JSON"),
