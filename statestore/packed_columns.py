@@ -7,7 +7,7 @@ not rows of the types asked for: the caller decodes those row-wise, which raises
 :data:`TAG`, :data:`INT_WIDTH`, :func:`padded_bytes` and :func:`decode_ints` are for readers of
 such bytes that decode only a head of each value (the table join's key stage). :func:`pack_nested`
 gives ``pack`` of a nested value's *tokens* (lists, structs and maps: :mod:`streamjoin.kit.nested`
-says what they are and reads them back). The joins use these; nothing above this layer learns
+says what they are) and :func:`unpack_nested` reads them back. The joins use these; nothing above this layer learns
 ``pack``'s bytes on its own.
 """
 
@@ -22,7 +22,8 @@ import pyarrow.compute as pc
 from streamjoin.statestore.binary_concat import concat_binary, matrix_rows, value_offsets
 from streamjoin.statestore.codecs import pack
 
-__all__ = ["pack_array", "pack_nested", "pack_columns", "unpack_columns", "TAG", "INT_WIDTH", "padded_bytes", "decode_ints"]
+__all__ = ["pack_array", "pack_nested", "pack_columns", "unpack_columns", "unpack_nested", "TAG", "INT_WIDTH",
+           "padded_bytes", "decode_ints"]
 
 
 # -- the bytes, column-wise -------------------------------------------------------------------
@@ -274,6 +275,115 @@ def unpack_columns(data: Sequence[bytes] | pa.Array, physical: Sequence[pa.DataT
     return columns
 
 
+def unpack_nested(data: pa.Array | pa.ChunkedArray, physical: pa.DataType) -> pa.Array | None:
+    """The values whose bytes :func:`pack_nested` gave (``data``: a binary array, a null as null) as
+    an Arrow array of ``physical`` (a nested type of physical scalars), decoded column-wise: a cursor
+    a value, all moved a token at a time in numpy (a list's elements one position at a time across
+    the values, then put in order with one ``take``). None when some bytes are not values of that
+    type (the caller decodes them row-wise, which raises the error)."""
+    if isinstance(data, pa.ChunkedArray):
+        data = data.combine_chunks()
+    data = data.cast(pa.binary())
+    if data.null_count:
+        data = data.fill_null(_NULL)
+    buf, offsets = padded_bytes(data, max(2 * INT_WIDTH, _WINDOW + 1))
+    pos, ends = offsets[:-1].copy(), offsets[1:]
+    try:
+        values = _unpack_value(physical, buf, pos, int(offsets[-1]))
+        if np.any(pos != ends):
+            raise _Unpackable
+    except _Unpackable:
+        return None
+    return values
+
+
+def _unpack_value(kind: pa.DataType, buf: np.ndarray, pos: np.ndarray, size: int) -> pa.Array:
+    """One value of ``kind`` at each of ``pos`` (ascending, advanced past it in place); ``size``: the
+    bytes' length before the padding."""
+    n = len(pos)
+    if n and int(pos.max()) >= size:
+        raise _Unpackable
+    tag = buf[pos]
+    null = tag == TAG["null"]
+    if not pa.types.is_nested(kind):
+        return _unpack_column(kind, buf, pos, tag, null)
+    if pa.types.is_struct(kind):
+        if not kind.num_fields or not (null | (tag == TAG["true"])).all():
+            raise _Unpackable
+        pos += 1
+        fields = [kind.field(i) for i in range(kind.num_fields)]
+        if not null.any():
+            return pa.StructArray.from_arrays([_unpack_value(f.type, buf, pos, size) for f in fields], fields=fields)
+        valid = np.flatnonzero(~null)
+        cursor = pos[valid]
+        children = [_unpack_value(f.type, buf, cursor, size) for f in fields]
+        pos[valid] = cursor
+        slots = np.zeros(n, np.int64)
+        slots[valid] = np.arange(len(valid))
+        spread = pa.array(slots, pa.int64(), mask=null)
+        return pa.StructArray.from_arrays([c.take(spread) for c in children], fields=fields, mask=pa.array(null))
+    if not (pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
+            or pa.types.is_map(kind)):
+        raise _Unpackable
+    return _unpack_lists(kind, buf, pos, size, null)
+
+
+def _unpack_lists(kind: pa.DataType, buf: np.ndarray, pos: np.ndarray, size: int, null: np.ndarray) -> pa.Array:
+    """Lists or maps at ``pos`` (their first tags read: ``null``), advanced past them in place: each
+    round reads every unfinished value's next marker and, after a ``True``, its next element."""
+    n = len(pos)
+    is_map = pa.types.is_map(kind)
+    children = [kind.key_type, kind.item_type] if is_map else [kind.value_type]
+    pos += null
+    active = np.flatnonzero(~null)
+    cursor = pos[active]
+    owners: list[np.ndarray] = []
+    parts: list[list[pa.Array]] = [[] for _ in children]
+    while len(active):
+        if int(cursor.max()) >= size:
+            raise _Unpackable
+        marker = buf[cursor]
+        more = marker == TAG["true"]
+        if not (more | (marker == TAG["false"])).all():
+            raise _Unpackable
+        cursor += 1
+        done = ~more
+        pos[active[done]] = cursor[done]
+        active, cursor = active[more], cursor[more]
+        if len(active):
+            owners.append(active)
+            for part, child in zip(parts, children):
+                part.append(_unpack_value(child, buf, cursor, size))
+    owner = np.concatenate(owners) if owners else np.zeros(0, np.int64)
+    order = pa.array(np.argsort(owner, kind="stable"), pa.int64())
+    elements = [pa.concat_arrays(part).take(order) if part else pa.array([], child)
+                for part, child in zip(parts, children)]
+    counts = np.bincount(owner, minlength=n)
+    mask = pa.array(null) if null.any() else None
+    if pa.types.is_fixed_size_list(kind):
+        if np.any(counts[~null] != kind.list_size):
+            raise _Unpackable
+        # a null list holds list_size null elements of its own
+        start = np.zeros(n, np.int64)
+        start[1:] = np.cumsum(counts)[:-1]
+        slots = (start[:, None] + np.arange(kind.list_size)).ravel()
+        hole = np.repeat(null, kind.list_size)
+        element = elements[0].take(pa.array(np.where(hole, 0, slots), pa.int64(), mask=hole))
+        return pa.FixedSizeListArray.from_arrays(element, type=kind, mask=mask)
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    if pa.types.is_large_list(kind):
+        return pa.LargeListArray.from_arrays(pa.array(offsets, pa.int64()), elements[0], type=kind, mask=mask)
+    if offsets[-1] >= 2**31:
+        raise _Unpackable
+    bounds = pa.array(offsets, pa.int32())
+    if is_map:
+        if elements[0].null_count:
+            raise _Unpackable
+        return pa.MapArray.from_arrays(bounds, elements[0], elements[1], type=kind, mask=mask)
+    return pa.ListArray.from_arrays(bounds, elements[0], type=kind, mask=mask)
+
+
 def _has_zero(values: pa.Array) -> bool:
     """Whether the bytes of a ``binary`` or ``large_binary`` array's values hold a zero byte."""
     offsets = value_offsets(values)
@@ -343,6 +453,8 @@ def _unpack_column(kind: pa.DataType, buf: np.ndarray, pos: np.ndarray, tag: np.
         stop[~null] = _terminators(buf, start[~null])
     # the rows' bytes read as 2n values, from each value's start to its stop (even) and from its
     # stop to the next one's start (odd): Arrow copies the even ones out (the rows ascend in ``buf``)
+    if n > 1 and np.any(start[1:] < stop[:-1]):
+        raise _Unpackable
     bounds = np.empty(2 * n + 1, np.int64)
     bounds[0:2 * n:2], bounds[1:2 * n:2], bounds[2 * n] = start, stop, stop[-1] if n else 0
     spans = pa.LargeBinaryArray.from_buffers(pa.large_binary(), 2 * n, [None, pa.py_buffer(bounds), pa.py_buffer(buf)])

@@ -13,8 +13,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streamjoin.kit.nested import _walker, decode_nested, encode_nested, from_plain, physical_nested, plain_nested
-from streamjoin.statestore.codecs import pack
+from streamjoin.kit.nested import (
+    _builder,
+    _walker,
+    decode_nested,
+    encode_nested,
+    from_plain,
+    physical_nested,
+    plain_nested,
+)
+from streamjoin.statestore.codecs import pack, unpack
+from streamjoin.statestore.packed_columns import unpack_nested
 
 UTC = dt.timezone.utc
 #: scalar types and values drawn inside nested ones
@@ -88,6 +97,36 @@ def test_nested_bytes_read_back_as_they_were(column):
     assert encoded.type == pa.binary() and encoded.null_count == array.null_count
     assert decode_nested(encoded, kind).equals(array)
     assert from_plain(plain_nested(array, kind), kind).equals(array)
+
+
+@given(columns(), st.data())
+def test_nested_bytes_read_back_column_wise_as_row_wise(column, data):
+    kind, values = column
+    encoded = encode_nested(pa.array(values, kind), kind)
+    start = data.draw(st.integers(0, len(values)))
+    part = encoded.slice(start, data.draw(st.integers(0, len(values) - start)))   # (offsets inside)
+    decoded = unpack_nested(part, physical_nested(kind))
+    assert decoded is not None   # (every value the encoder gives is read column-wise)
+    decoded = decoded.cast(kind)
+    decoded.validate(full=True)
+    build = _builder(kind)
+    row_wise = pa.array([None if d is None else build(iter(unpack(d))) for d in part.to_pylist()], kind)
+    assert decoded.to_pylist() == row_wise.to_pylist()
+
+
+@pytest.mark.parametrize("tokens, kind", [
+    ((True, 1), pa.list_(pa.int64())),                               # a list without its end
+    ((True, 1, False, 7), pa.list_(pa.int64())),                     # bytes after the value
+    ((True, "x", False), pa.list_(pa.int64())),                      # an element of another type
+    ((True, 1, True, 2, False), pa.list_(pa.int64(), 3)),            # a fixed-size list too short
+    ((5,), pa.struct([("a", pa.int64())])),                          # not a struct's marker
+    ((True, None, 1, False), pa.map_(pa.int64(), pa.int64())),       # a null map key
+])
+def test_nested_bytes_that_are_not_values_of_the_type_are_refused(tokens, kind):
+    array = pa.array([pack(*tokens), None], pa.binary())
+    assert unpack_nested(array, physical_nested(kind)) is None
+    with pytest.raises(ValueError, match="not (the bytes of a value|values) of"):
+        decode_nested(array, kind)
 
 
 @given(columns())
