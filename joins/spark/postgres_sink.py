@@ -19,9 +19,14 @@ backoff (the transaction runs again from the start), then ``streamjoin.cdc.Conne
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import io
-from typing import Mapping, Sequence
+import json
+import math
+from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as csv
@@ -108,8 +113,11 @@ class PostgresSink:
         cols = ", ".join(quote_ident(n) for n in names)
         conn.execute(f"CREATE TEMP TABLE _sj_batch ON COMMIT DROP AS SELECT {cols} FROM {target} WITH NO DATA")
         conn.execute(f"ALTER TABLE _sj_batch ADD COLUMN {_DELETE} boolean")
+        nested = [n for n in names if pa.types.is_nested(rows.schema.field(n).type)]
+        if nested:
+            _require_json_columns(conn, self.table, nested)
         buffer = io.BytesIO()
-        csv.write_csv(rows, buffer, csv.WriteOptions(include_header=False))
+        csv.write_csv(_as_text(rows), buffer, csv.WriteOptions(include_header=False))
         with conn.cursor().copy(f"COPY _sj_batch ({cols}, {_DELETE}) FROM STDIN (FORMAT csv)") as copy:
             copy.write(buffer.getvalue())
         match = " AND ".join(f"t.{quote_ident(k)} = b.{quote_ident(k)}" for k in self.key)
@@ -120,6 +128,96 @@ class PostgresSink:
         conflict = f"DO UPDATE SET {update}" if values else "DO NOTHING"
         conn.execute(f"INSERT INTO {target} ({cols}) SELECT {cols} FROM _sj_batch WHERE NOT {_DELETE} "
                      f"ON CONFLICT ({keys}) {conflict}")
+
+
+#: The column types a list, struct or map column of the output is written to (as JSON text).
+_JSON_TYPES = ("json", "jsonb", "text", "character varying")
+
+
+def _require_json_columns(conn, table: str, columns: list[str]) -> None:
+    """Raise :class:`JoinDefinitionError` unless ``columns`` of ``table`` take JSON text."""
+    found = dict(conn.execute(
+        "SELECT attname, format_type(atttypid, NULL) FROM pg_attribute "
+        "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped", (quote_ident(table),)).fetchall())
+    wrong = {c: found.get(c) for c in columns if found.get(c) not in _JSON_TYPES}
+    if wrong:
+        raise JoinDefinitionError(
+            f"the sink writes list, struct and map columns as JSON text, but {table}'s columns {wrong} do not "
+            f"take it: make them jsonb (or json, or text), or map other columns with columns=")
+
+
+def _as_text(rows: pa.Table) -> pa.Table:
+    """``rows`` with the columns CSV cannot carry as PostgreSQL reads them made text: bytes as
+    ``bytea``'s hex form (``\\x...``), lists, structs and maps as JSON (:func:`json_text`)."""
+    for i, field in enumerate(rows.schema):
+        kind = field.type
+        if pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_fixed_size_binary(kind):
+            rows = rows.set_column(i, field.name, bytea_text(rows.column(i)))
+        elif pa.types.is_nested(kind):
+            rows = rows.set_column(i, field.name, json_text(rows.column(i)))
+    return rows
+
+
+def bytea_text(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Binary values as PostgreSQL's ``bytea`` hex text (``\\x0aff``), column-wise; a null as null."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    wide = values.cast(pa.large_binary())
+    n = len(wide)
+    offsets = np.frombuffer(wide.buffers()[1], np.int64, n + 1, wide.offset * 8)
+    start, end = int(offsets[0]), int(offsets[-1])
+    data = np.frombuffer(wide.buffers()[2], np.uint8, end - start, start) if end > start else np.zeros(0, np.uint8)
+    digits = np.empty(2 * len(data), np.uint8)
+    digits[0::2], digits[1::2] = _HEX[data >> 4], _HEX[data & 15]
+    hexed = pa.LargeStringArray.from_buffers(n, pa.py_buffer((offsets - start) * 2), pa.py_buffer(digits))
+    text = pc.binary_join_element_wise(pa.scalar("\\x", pa.large_string()), hexed, pa.scalar("", pa.large_string()))
+    return pc.if_else(wide.is_valid(), text, pa.scalar(None, pa.large_string()))
+
+
+_HEX = np.frombuffer(b"0123456789abcdef", np.uint8)
+
+
+def json_text(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Nested values as JSON text (for a ``json`` or ``jsonb`` column); a null as null. A struct is
+    an object, a list an array, a map an object where its keys are strings and an array of
+    ``[key, value]`` pairs where not; inside them a time, date or interval is its ISO text, a
+    decimal a number, bytes their ``\\x`` hex text, and a float that is not finite ``"NaN"``,
+    ``"Infinity"`` or ``"-Infinity"`` (JSON has no such numbers)."""
+    write = _json_writer(values.type)
+    return pa.array([None if v is None else write(v) for v in values.to_pylist()], pa.large_string())
+
+
+def _json_writer(kind: pa.DataType) -> Callable[[Any], str]:
+    """A function writing one non-null Python value of ``kind`` (as ``to_pylist`` gives it) as JSON."""
+    def nullable(write: Callable[[Any], str]) -> Callable[[Any], str]:
+        return lambda v: "null" if v is None else write(v)
+    if pa.types.is_struct(kind):
+        fields = [(json.dumps(kind.field(i).name), kind.field(i).name, nullable(_json_writer(kind.field(i).type)))
+                  for i in range(kind.num_fields)]
+        return lambda v: "{" + ",".join(f"{label}:{write(v[name])}" for label, name, write in fields) + "}"
+    if pa.types.is_map(kind):
+        key, item = _json_writer(kind.key_type), nullable(_json_writer(kind.item_type))
+        if pa.types.is_string(kind.key_type) or pa.types.is_large_string(kind.key_type):
+            return lambda v: "{" + ",".join(f"{key(k)}:{item(i)}" for k, i in v) + "}"
+        return lambda v: "[" + ",".join(f"[{key(k)},{item(i)}]" for k, i in v) + "]"
+    if pa.types.is_nested(kind):
+        element = nullable(_json_writer(kind.value_type))
+        return lambda v: "[" + ",".join(map(element, v)) + "]"
+    return _json_scalar
+
+
+def _json_scalar(value: Any) -> str:
+    if isinstance(value, float) and not math.isfinite(value):
+        return '"NaN"' if math.isnan(value) else ('"Infinity"' if value > 0 else '"-Infinity"')
+    if isinstance(value, decimal.Decimal):
+        return str(value) if value.is_finite() else json.dumps(str(value))
+    if isinstance(value, (bytes, bytearray)):
+        return json.dumps("\\x" + bytes(value).hex())
+    if isinstance(value, (datetime.date, datetime.time)):   # (a datetime is a date)
+        return json.dumps(value.isoformat())
+    if isinstance(value, datetime.timedelta):
+        return json.dumps(str(value))
+    return json.dumps(value)
 
 
 def create_progress_table(conn, sink: str) -> None:

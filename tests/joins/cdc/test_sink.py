@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import threading
 
 import pyarrow as pa
@@ -84,3 +86,49 @@ def test_postgres_sink_first_batches_of_sinks_starting_together_all_apply(dsn):
     assert errors == []
     with connect(dsn) as conn:
         assert conn.execute("SELECT count(*) FROM streamjoin_sink_progress WHERE batch_id = 0").fetchone() == (8,)
+
+
+def test_postgres_sink_writes_bytes_and_floats_csv_cannot_carry(dsn):
+    """Bytes (a zero byte, a comma, a newline, a quote) arrive as they were in a ``bytea`` column,
+    floats that are not finite as themselves; the rows are a slice (offsets inside)."""
+    from streamjoin.spark.postgres_sink import PostgresSink
+
+    with connect(dsn) as conn:
+        conn.execute("CREATE TABLE blobs (id bigint PRIMARY KEY, b bytea, f double precision)")
+        rows = pa.table({"id": [0, 1, 2, 3], "b": pa.array([b"x", b"\x00\x01,\n\"", None, b""], pa.binary()),
+                         "f": [0.0, float("nan"), float("inf"), float("-inf")]})
+        assert PostgresSink(dsn, "blobs", key="id").apply(rows.slice(1), 0)
+        got = conn.execute("SELECT id, b, f::text FROM blobs ORDER BY id").fetchall()
+    assert got == [(1, b"\x00\x01,\n\"", "NaN"), (2, None, "Infinity"), (3, b"", "-Infinity")]
+
+
+def test_postgres_sink_writes_lists_structs_and_maps_as_json(dsn):
+    from streamjoin.spark.postgres_sink import PostgresSink
+
+    kind = pa.struct([("d", pa.decimal128(5, 2)), ("t", pa.timestamp("us")), ("b", pa.binary()), ("f", pa.float64()),
+                      ("m", pa.map_(pa.int32(), pa.list_(pa.float32())))])
+    rows = pa.table({
+        "id": [1, 2],
+        "tags": pa.array([["a", None], None], pa.list_(pa.string())),
+        "counts": pa.array([[("k", 1)], [('x"', None)]], pa.map_(pa.string(), pa.int64())),
+        "info": pa.array([{"d": decimal.Decimal("1.50"), "t": dt.datetime(2026, 1, 1), "b": b"\x01", "f": float("nan"),
+                           "m": [(1, [2.5])]}, None], kind)})
+    with connect(dsn) as conn:
+        conn.execute("CREATE TABLE docs (id bigint PRIMARY KEY, tags jsonb, counts json, info text)")
+        assert PostgresSink(dsn, "docs", key="id").apply(rows, 0)
+        got = conn.execute("SELECT id, tags, counts, info::jsonb FROM docs ORDER BY id").fetchall()
+    assert got == [(1, ["a", None], {"k": 1}, {"d": 1.5, "t": "2026-01-01T00:00:00", "b": "\\x01", "f": "NaN",
+                                               "m": [[1, [2.5]]]}),
+                   (2, None, {'x"': None}, None)]
+
+
+def test_postgres_sink_refuses_a_nested_column_whose_target_is_not_json(dsn):
+    from streamjoin.errors import JoinDefinitionError
+    from streamjoin.spark.postgres_sink import PostgresSink
+
+    with connect(dsn) as conn:
+        conn.execute("CREATE TABLE arrays (id bigint PRIMARY KEY, tags text[])")
+        sink = PostgresSink(dsn, "arrays", key="id")
+        with pytest.raises(JoinDefinitionError, match=r"as JSON text.*'tags': 'text\[\]'.*make them jsonb"):
+            sink.apply(pa.table({"id": [1], "tags": pa.array([["a"]], pa.list_(pa.string()))}), 0)
+        assert conn.execute("SELECT count(*) FROM arrays").fetchone() == (0,)
