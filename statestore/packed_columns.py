@@ -275,31 +275,61 @@ def unpack_columns(data: Sequence[bytes] | pa.Array, physical: Sequence[pa.DataT
     return columns
 
 
-def unpack_nested(data: pa.Array | pa.ChunkedArray, physical: pa.DataType) -> pa.Array | None:
-    """The values whose bytes :func:`pack_nested` gave (``data``: a binary array, a null as null) as
-    an Arrow array of ``physical`` (a nested type of physical scalars), decoded column-wise: a cursor
-    a value, all moved a token at a time in numpy (a list's elements one position at a time across
-    the values, then put in order with one ``take``). None when some bytes are not values of that
-    type (the caller decodes them row-wise, which raises the error)."""
+#: A list's round with fewer than :data:`FEW` values left in it costs more than those values'
+#: elements read row by row (a round is a dozen numpy and Arrow calls, 50-170 µs; a token walked in
+#: Python about 1 µs). A loop over a list's rounds keeps a credit, :data:`FREE_ROUNDS` such rounds
+#: to start with, that each round adds its values beyond ``FEW`` to and takes its values short of
+#: it from; when it runs out, the values still in the loop are left out (walked row by row).
+FEW, FREE_ROUNDS = 64, 4
+#: Decodes tried before every value left is left out.
+_ATTEMPTS = 4
+
+
+def unpack_nested(data: pa.Array | pa.ChunkedArray, physical: pa.DataType) -> tuple[pa.Array, np.ndarray] | None:
+    """The values whose bytes :func:`pack_nested` gave (``data``: a binary array, a null as null),
+    decoded column-wise into an Arrow array of ``physical`` (a nested type of physical scalars): a
+    cursor a value, all moved a token at a time in numpy (a list's elements one position at a time
+    across the values, then put in order with one ``take``). Returns that array and a mask of the
+    values it leaves out (the array holds the others, in order): those with lists that run on where
+    too few values' lists do (:data:`FEW`), cheaper to walk row by row. None when some bytes are
+    not values of that type (the caller decodes them row-wise, which raises the error)."""
     if isinstance(data, pa.ChunkedArray):
         data = data.combine_chunks()
     data = data.cast(pa.binary())
     if data.null_count:
         data = data.fill_null(_NULL)
-    buf, offsets = padded_bytes(data, max(2 * INT_WIDTH, _WINDOW + 1))
-    pos, ends = offsets[:-1].copy(), offsets[1:]
-    try:
-        values = _unpack_value(physical, buf, pos, int(offsets[-1]))
-        if np.any(pos != ends):
-            raise _Unpackable
-    except _Unpackable:
-        return None
-    return values
+    left_out = np.zeros(len(data), np.bool_)
+    for _ in range(_ATTEMPTS):
+        taken = data if not left_out.any() else data.filter(pa.array(~left_out))
+        buf, offsets = padded_bytes(taken, max(2 * INT_WIDTH, _WINDOW + 1))
+        pos, ends = offsets[:-1].copy(), offsets[1:]
+        try:
+            values = _unpack_value(physical, buf, pos, int(offsets[-1]), np.arange(len(taken)))
+            if np.any(pos != ends):
+                raise _Unpackable
+        except _Unpackable:
+            return None
+        except _Stragglers as late:
+            # those values, and any as long in bytes as the shortest of them, are left out
+            kept = np.flatnonzero(~left_out)
+            sizes = np.diff(offsets)
+            left_out[kept[sizes >= sizes[late.rows].min()]] = True
+            continue
+        return values, left_out
+    return pa.array([], physical), np.ones(len(data), np.bool_)
 
 
-def _unpack_value(kind: pa.DataType, buf: np.ndarray, pos: np.ndarray, size: int) -> pa.Array:
+class _Stragglers(Exception):
+    """Values whose lists run on where few others do (``rows``: their places in the decode)."""
+
+    def __init__(self, rows: np.ndarray) -> None:
+        super().__init__()
+        self.rows = rows
+
+
+def _unpack_value(kind: pa.DataType, buf: np.ndarray, pos: np.ndarray, size: int, rows: np.ndarray) -> pa.Array:
     """One value of ``kind`` at each of ``pos`` (ascending, advanced past it in place); ``size``: the
-    bytes' length before the padding."""
+    bytes' length before the padding; ``rows``: the value each cursor is in."""
     n = len(pos)
     if n and int(pos.max()) >= size:
         raise _Unpackable
@@ -313,10 +343,11 @@ def _unpack_value(kind: pa.DataType, buf: np.ndarray, pos: np.ndarray, size: int
         pos += 1
         fields = [kind.field(i) for i in range(kind.num_fields)]
         if not null.any():
-            return pa.StructArray.from_arrays([_unpack_value(f.type, buf, pos, size) for f in fields], fields=fields)
+            return pa.StructArray.from_arrays([_unpack_value(f.type, buf, pos, size, rows) for f in fields],
+                                              fields=fields)
         valid = np.flatnonzero(~null)
         cursor = pos[valid]
-        children = [_unpack_value(f.type, buf, cursor, size) for f in fields]
+        children = [_unpack_value(f.type, buf, cursor, size, rows[valid]) for f in fields]
         pos[valid] = cursor
         slots = np.zeros(n, np.int64)
         slots[valid] = np.arange(len(valid))
@@ -325,10 +356,11 @@ def _unpack_value(kind: pa.DataType, buf: np.ndarray, pos: np.ndarray, size: int
     if not (pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
             or pa.types.is_map(kind)):
         raise _Unpackable
-    return _unpack_lists(kind, buf, pos, size, null)
+    return _unpack_lists(kind, buf, pos, size, rows, null)
 
 
-def _unpack_lists(kind: pa.DataType, buf: np.ndarray, pos: np.ndarray, size: int, null: np.ndarray) -> pa.Array:
+def _unpack_lists(kind: pa.DataType, buf: np.ndarray, pos: np.ndarray, size: int, rows: np.ndarray,
+                  null: np.ndarray) -> pa.Array:
     """Lists or maps at ``pos`` (their first tags read: ``null``), advanced past them in place: each
     round reads every unfinished value's next marker and, after a ``True``, its next element."""
     n = len(pos)
@@ -339,7 +371,11 @@ def _unpack_lists(kind: pa.DataType, buf: np.ndarray, pos: np.ndarray, size: int
     cursor = pos[active]
     owners: list[np.ndarray] = []
     parts: list[list[pa.Array]] = [[] for _ in children]
+    credit = FREE_ROUNDS * FEW
     while len(active):
+        credit += len(active) - FEW
+        if credit < 0:
+            raise _Stragglers(rows[active])
         if int(cursor.max()) >= size:
             raise _Unpackable
         marker = buf[cursor]
@@ -353,7 +389,7 @@ def _unpack_lists(kind: pa.DataType, buf: np.ndarray, pos: np.ndarray, size: int
         if len(active):
             owners.append(active)
             for part, child in zip(parts, children):
-                part.append(_unpack_value(child, buf, cursor, size))
+                part.append(_unpack_value(child, buf, cursor, size, rows[active]))
     owner = np.concatenate(owners) if owners else np.zeros(0, np.int64)
     order = pa.array(np.argsort(owner, kind="stable"), pa.int64())
     elements = [pa.concat_arrays(part).take(order) if part else pa.array([], child)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import decimal
 from typing import Any, Callable, Iterator
 
+import numpy as np
 import pyarrow as pa
 
 from streamjoin.statestore.codecs import unpack
@@ -100,14 +101,29 @@ def encode_nested(array: pa.Array | pa.ChunkedArray, kind: pa.DataType) -> pa.Ar
 
 def decode_nested(array: pa.Array | pa.ChunkedArray, kind: pa.DataType) -> pa.Array:
     """Values of nested type ``kind`` from their bytes (:func:`encode_nested`); a null as null.
-    Column-wise (:func:`streamjoin.statestore.packed_columns.unpack_nested`); bytes that are not
-    values of ``kind`` are read row-wise, which raises the error."""
+    Column-wise (:func:`streamjoin.statestore.packed_columns.unpack_nested`), but for values whose
+    long lists would leave the column-wise rounds nearly empty, which are walked row by row; bytes
+    that are not values of ``kind`` are refused with a ValueError naming it."""
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
     physical = physical_nested(kind)
     decoded = None if physical is None else unpack_nested(array, physical)
-    if decoded is not None:
-        return decoded.cast(kind)
+    if decoded is None:
+        return _row_wise(array, kind)
+    values, left_out = decoded
+    if not left_out.any():
+        return values.cast(kind)
+    rest = _row_wise(array.filter(pa.array(left_out)), kind)
+    # the values in their places: those decoded column-wise first, then those walked
+    places = np.empty(len(array), np.int64)
+    places[np.flatnonzero(~left_out)] = np.arange(len(values))
+    places[np.flatnonzero(left_out)] = len(values) + np.arange(len(rest))
+    return pa.concat_arrays([values.cast(kind), rest]).take(pa.array(places, pa.int64()))
+
+
+def _row_wise(array: pa.Array, kind: pa.DataType) -> pa.Array:
+    """:func:`decode_nested` walking each value's tokens in Python (raises ValueError on bytes that
+    are not a value of ``kind``)."""
     build = _builder(kind)
     values: list[Any] = []
     for data in array.to_pylist():
