@@ -213,3 +213,33 @@ def test_changes_snapshot_rows_without_a_time_are_kept_only_when_asked():
     refused = normalise(table, fmt)
     assert refused.aside.column("_reason").to_pylist() == ["null change time"]
     assert refused.changes.column(TIME).to_pylist() == [3_000_000]
+
+
+def _delta_rows(rows: list[tuple]) -> pa.Table:
+    """Delta feed rows (id, name, change type, commit version, second)."""
+    return pa.Table.from_pylist([{"id": i, "name": n, "_change_type": c, "_commit_version": v,
+                                  "_commit_timestamp": EPOCH + dt.timedelta(seconds=s)} for i, n, c, v, s in rows],
+                                schema=DELTA)
+
+
+def test_changes_delta_pre_image_of_a_key_an_update_moved_is_a_delete_of_that_key():
+    # UPDATE ... SET id = 5 WHERE id = 3 writes the pre-image of 3 and the post-image of 5: 3 is gone
+    feed = _delta_rows([(3, "a", "update_preimage", 1, 10), (5, "a", "update_postimage", 1, 10),
+                        (7, "b", "update_preimage", 1, 10), (7, "c", "update_postimage", 1, 10),   # an update of 7
+                        (9, "d", "update_preimage", 2, 20), (9, "e", "update_postimage", 3, 30),   # other commits
+                        (None, "x", "update_preimage", 2, 20)])
+    result = normalise(feed, ChangeFormat.delta("id"))
+    changes = sorted((r["id"], r[OP], r[SEQ]) for r in result.changes.to_pylist() if r["id"] is not None)
+    assert changes == [(3, DELETE, None), (5, UPSERT, 1), (7, UPSERT, 1), (9, UPSERT, 3), (9, DELETE, None)]
+    assert result.counts["key_moves"] == 2 and result.counts["preimages"] == 2   # (7's, and the keyless one)
+    assert result.aside.num_rows == 0
+
+
+def test_changes_delta_pre_images_stay_skipped_under_a_business_change_time():
+    # the pre-image holds the old row's valid_from, not the time of the move: nothing to delete at
+    schema = DELTA.append(pa.field("valid_from", pa.timestamp("us", "UTC")))
+    feed = _delta_rows([(3, "a", "update_preimage", 1, 10), (5, "a", "update_postimage", 1, 10)])
+    feed = feed.append_column("valid_from", feed.column("_commit_timestamp")).cast(schema)
+    result = normalise(feed, ChangeFormat.delta("id", time="valid_from"))
+    assert [r["id"] for r in result.changes.to_pylist()] == [5]
+    assert result.counts["key_moves"] == 0 and result.counts["preimages"] == 1

@@ -446,3 +446,31 @@ def test_enrichment_delta_feed_joins_as_of_its_business_time():
     finally:
         driver.close()
     assert sorted((r["what"], r["plan"]) for r in out) == [("2", "free"), ("6", "pro")]
+
+
+def test_enrichment_delta_update_that_moves_a_primary_key_ends_the_old_key():
+    # UPDATE profiles SET user = 5 WHERE user = 3 at 2 s: an event of 3 after it finds no row, one
+    # before it the row; a pre-image whose post-image comes a micro-batch later ends nothing
+    table = pa.schema([("user", pa.int64()), ("plan", pa.string()), ("_change_type", pa.string()),
+                       ("_commit_version", pa.int64()), ("_commit_timestamp", pa.timestamp("us", "UTC"))])
+    driver = StepDriver(EnrichmentJoin(EVENTS, table, "user", stream_time="ts", delay=dt.timedelta(0),
+                                       changes=ChangeFormat.delta("user")))
+
+    def run(changes: list[tuple], events: list[tuple] = ()) -> list[tuple]:
+        c = pa.Table.from_pylist([dict(zip(table.names, (*r[:-1], when(r[-1] * SECOND, True)))) for r in changes],
+                                 schema=table)
+        e = pa.Table.from_pylist([{"user": u, "ts": when(s * SECOND), "what": w} for u, s, w in events], schema=EVENTS)
+        out, _ = driver.run(e, c)
+        return sorted((r["what"], r["plan"]) for r in out.to_pylist())
+
+    try:
+        out = run([(3, "pro", "insert", 0, 1), (7, "free", "insert", 0, 1)])
+        out += run([(3, "pro", "update_preimage", 1, 2), (5, "pro", "update_postimage", 1, 2),
+                    (7, "free", "update_preimage", 2, 4)],
+                   [(3, 1, "3 before"), (3, 3, "3 after"), (5, 3, "5 after")])
+        out += run([(7, "gold", "update_postimage", 2, 4)], [(7, 5, "7 after")])
+        out += run([(9, None, "heartbeat", 3, 60)])
+        out += run([])   # (the heartbeat's watermark releases the last event)
+        assert sorted(out) == [("3 after", None), ("3 before", "pro"), ("5 after", "pro"), ("7 after", "gold")]
+    finally:
+        driver.close()

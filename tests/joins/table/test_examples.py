@@ -377,3 +377,42 @@ def test_table_join_runner_as_a_streaming_query_keeps_stores_warm_and_the_same_o
         shutil.rmtree(root, ignore_errors=True)
     assert outputs["q1"] == outputs[None] and any(outputs[None])
     assert parked == {None: 0, "q1": 6}
+
+
+_DELTA_ORDERS = pa.schema([("id", pa.int64()), ("cid", pa.int64()), ("amount", pa.int64()),
+                           ("_change_type", pa.string()), ("_commit_version", pa.int64()),
+                           ("_commit_timestamp", pa.timestamp("us", "UTC"))])
+_DELTA_CUSTOMERS = pa.schema([("cid", pa.int64()), ("name", pa.string()), ("_change_type", pa.string()),
+                              ("_commit_version", pa.int64()), ("_commit_timestamp", pa.timestamp("us", "UTC"))])
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_table_join_delta_update_that_moves_a_primary_key_retracts_the_old_row(fused):
+    # Delta writes UPDATE orders SET id = 5 WHERE id = 3 as the pre-image of 3 and the post-image
+    # of 5: the view loses 3 and gains 5. A MERGE that moves 4 away and inserts a new 4 in one
+    # commit keeps the new 4; a pre-image whose post-image comes a micro-batch later moves nothing.
+    join = TableTableJoin(_DELTA_ORDERS, _DELTA_CUSTOMERS, "cid", left_key="id", right_key="cid",
+                          left_changes=ChangeFormat.delta("id"), right_changes=ChangeFormat.delta("cid"),
+                          fuse_key_stages=fused)
+    driver = InProcess(join, partitions=3)
+    view = MaterializedView(open_store("memory", f"{driver.root}/view"), *join.view_key, join.output_schema)
+
+    def run(orders: list[tuple], customers: list[tuple] = ()) -> list[tuple]:
+        def table(rows, schema):
+            return pa.Table.from_pylist([dict(zip(schema.names, (*r[:-1], when(r[-1], tz=True)))) for r in rows],
+                                        schema=schema)
+        view.apply(driver.runner.run(table(orders, _DELTA_ORDERS), table(customers, _DELTA_CUSTOMERS)))
+        return sorted((r["id"], r["amount"], r["name"]) for r in view.rows().to_pylist())
+
+    try:
+        assert run([(3, 10, 1, "insert", 0, 1), (4, 10, 2, "insert", 0, 1)],
+                   [(10, "ann", "insert", 0, 1)]) == [(3, 1, "ann"), (4, 2, "ann")]
+        assert run([(3, 10, 1, "update_preimage", 1, 2), (5, 10, 1, "update_postimage", 1, 2),
+                    (4, 10, 2, "update_preimage", 1, 2), (6, 10, 2, "update_postimage", 1, 2),
+                    (4, 10, 9, "insert", 1, 2)]) == [(4, 9, "ann"), (5, 1, "ann"), (6, 2, "ann")]
+        assert run([(5, 10, 1, "update_preimage", 2, 3)]) == [(4, 9, "ann"), (6, 2, "ann")]
+        assert run([(5, 10, 7, "update_postimage", 2, 3)]) == [(4, 9, "ann"), (5, 7, "ann"), (6, 2, "ann")]
+        assert driver.runner.metric("changes_key_moves") == 3
+    finally:
+        view.store.close()
+        driver.close()
