@@ -1,7 +1,8 @@
 """The Debezium vocabularies: envelopes as columns (``debezium``) and as JSON strings (``debezium_json``).
 
 ``op`` in ``c``/``u``/``r`` (upsert of ``after``), ``d`` (delete; key from ``before``, else
-``after``), ``heartbeat``; ``before``/``after`` structs of the row's columns; the change time
+``after``), ``heartbeat``; a ``u`` whose ``before`` holds another whole key is a delete of that key
+too (:func:`with_key_moves`); ``before``/``after`` structs of the row's columns; the change time
 ``ts_ms`` (integer milliseconds) unless another top-level column is named (``ts_us``: micro-
 seconds). The key sits inside the envelope, so both need a pre-stage before routing.
 
@@ -73,8 +74,8 @@ class DebeziumVocabulary(ChangeVocabulary):
         ops = op_codes(table.column(fmt.op), self.ops)
         times = micros(table.column(fmt.time), fmt.time_unit)
         row = envelope_rows(table, ops, fields)
-        return to_internal(table, fmt, ops, times, sequence_numbers(table, fmt), row,
-                           timeless_snapshots=timeless_snapshots)
+        return with_key_moves(table, fmt, ops, times, sequence_numbers(table, fmt), row, table,
+                              timeless_snapshots=timeless_snapshots)
 
 
 def envelope_rows(table: pa.Table, ops: np.ndarray, fields: list[pa.Field]) -> pa.Table:
@@ -85,6 +86,51 @@ def envelope_rows(table: pa.Table, ops: np.ndarray, fields: list[pa.Field]) -> p
         use_before = pa.array((ops == DELETE) & before.is_valid().to_numpy(zero_copy_only=False))
         after = pc.if_else(use_before, before, after)
     return struct_rows(after, fields)
+
+
+def with_key_moves(table: pa.Table, fmt: ChangeFormat, ops: np.ndarray, times: pa.Array, seq: pa.Array | pa.ChunkedArray,
+                   row: pa.Table, envelopes: pa.Table, counts: dict[str, int] | None = None, *,
+                   timeless_snapshots: bool = False) -> Normalised:
+    """:func:`to_internal` of the changes, with a delete of the old key before each update that moved
+    its row to another key: a ``u`` whose ``before`` (of ``envelopes``, per row of ``table``) holds
+    a whole key other than ``after``'s (Debezium writes a change of the table's primary key as a
+    ``d`` and a ``c``, but a join's key may be another unique column). The delete has the update's
+    change time and a null sequence (ordered before it), and comes from the update's input row;
+    they are counted as ``key_moves``."""
+    moved = _moved_keys(envelopes, fmt, ops, times)
+    counts = {**(counts or {}), "key_moves": len(moved)}
+    if not len(moved):
+        return to_internal(table, fmt, ops, times, seq, row, counts, timeless_snapshots=timeless_snapshots)
+    n = table.num_rows
+    at = pa.array(moved, pa.int64())
+    times = times.combine_chunks() if isinstance(times, pa.ChunkedArray) else times
+    seq = pa.chunked_array(seq)
+    old = struct_rows(envelopes.column("before").combine_chunks().take(at), list(row.schema))
+    result = to_internal(
+        table.take(pa.array(np.concatenate([np.arange(n), moved]), pa.int64())), fmt,
+        np.concatenate([ops, np.full(len(moved), DELETE, ops.dtype)]),
+        pa.concat_arrays([times, times.take(at)]),
+        pa.chunked_array([*seq.chunks, pa.nulls(len(moved), seq.type)], seq.type),
+        pa.concat_tables([row, old.cast(row.schema)]), counts, timeless_snapshots=timeless_snapshots)
+    result.index = np.where(result.index < n, result.index, moved[np.maximum(result.index - n, 0)])
+    return result
+
+
+def _moved_keys(envelopes: pa.Table, fmt: ChangeFormat, ops: np.ndarray, times: pa.Array) -> np.ndarray:
+    """The rows that are ``u`` upserts with a change time whose ``before`` holds a whole key (no
+    null in it) other than ``after``'s. Ascending row numbers."""
+    if "before" not in envelopes.column_names or not len(ops):
+        return np.zeros(0, np.int64)
+    before, after = envelopes.column("before").combine_chunks(), envelopes.column("after").combine_chunks()
+    update = pc.fill_null(pc.equal(envelopes.column("op"), "u"), False).to_numpy(zero_copy_only=False)
+    moved = update & (ops == UPSERT) & before.is_valid().to_numpy(zero_copy_only=False) \
+        & times.is_valid().to_numpy(zero_copy_only=False)
+    differ = np.zeros(len(ops), np.bool_)
+    for name in fmt.key:
+        old, new = pc.struct_field(before, name), pc.struct_field(after, name)
+        moved &= old.is_valid().to_numpy(zero_copy_only=False)
+        differ |= pc.fill_null(pc.not_equal(old, new), True).to_numpy(zero_copy_only=False)
+    return np.flatnonzero(moved & differ)
 
 
 class DebeziumJsonVocabulary(ChangeVocabulary):
@@ -133,7 +179,7 @@ class DebeziumJsonVocabulary(ChangeVocabulary):
         shaped = pa.table({"op": op_names, "before": pa.array([e.get("before") for e in envelopes], struct),
                            "after": pa.array([e.get("after") for e in envelopes], struct)})
         row = envelope_rows(shaped, ops, fields)
-        result = to_internal(table, fmt, ops, times, seq, row, {"tombstones": int(tombstone.sum())})
+        result = with_key_moves(table, fmt, ops, times, seq, row, shaped, {"tombstones": int(tombstone.sum())})
         extra = set_aside(table, [(invalid, "invalid json"), (bad_row, "invalid row")])
         result.aside = pa.concat_tables([result.aside, extra])
         result.counts["preimages"] -= int((tombstone | invalid | bad_row).sum())

@@ -243,3 +243,25 @@ def test_changes_delta_pre_images_stay_skipped_under_a_business_change_time():
     result = normalise(feed, ChangeFormat.delta("id", time="valid_from"))
     assert [r["id"] for r in result.changes.to_pylist()] == [5]
     assert result.counts["key_moves"] == 0 and result.counts["preimages"] == 1
+
+
+@pytest.mark.parametrize("name", ["debezium", "debezium_json"])
+def test_changes_debezium_update_that_moves_a_key_is_a_delete_of_the_old_key_too(name):
+    # a join keyed by another unique column than the database's primary key sees its changes as
+    # updates: one whose before holds another whole key moved the row, so that key is deleted first
+    envelopes = [
+        {"op": "u", "before": {"id": 3, "name": "a"}, "after": {"id": 5, "name": "a"}, "ts_ms": 10, "lsn": 7},
+        {"op": "u", "before": {"id": 4, "name": "a"}, "after": {"id": 4, "name": "b"}, "ts_ms": 10, "lsn": 8},
+        {"op": "u", "before": None, "after": {"id": 6, "name": "b"}, "ts_ms": 10, "lsn": 9},         # no before
+        {"op": "u", "before": {"id": None, "name": "x"}, "after": {"id": 8, "name": "b"}, "ts_ms": 10, "lsn": 10},
+        {"op": "d", "before": {"id": 9, "name": "a"}, "after": None, "ts_ms": 11, "lsn": 11}]
+    fmt, schema = FORMATS[name]
+    table = (pa.table({"value": [json.dumps(e) for e in envelopes]}) if name == "debezium_json"
+             else pa.Table.from_pylist(envelopes, schema=schema))
+    result = normalise(table, fmt)
+    changes = [(r["id"], r[OP], r[SEQ], r["name"]) for r in result.changes.to_pylist()]
+    assert sorted(changes, key=repr) == sorted([(5, UPSERT, 7, "a"), (4, UPSERT, 8, "b"), (6, UPSERT, 9, "b"),
+                                                (8, UPSERT, 10, "b"), (9, DELETE, 11, "a"), (3, DELETE, None, "a")],
+                                               key=repr)
+    assert result.index[[c[0] for c in changes].index(3)] == 0   # (from the update's input row)
+    assert result.counts["key_moves"] == 1 and result.aside.num_rows == 0
