@@ -122,7 +122,7 @@ def _moved_keys(envelopes: pa.Table, fmt: ChangeFormat, ops: np.ndarray, times: 
     if "before" not in envelopes.column_names or not len(ops):
         return np.zeros(0, np.int64)
     before, after = envelopes.column("before").combine_chunks(), envelopes.column("after").combine_chunks()
-    update = pc.fill_null(pc.equal(envelopes.column("op"), "u"), False).to_numpy(zero_copy_only=False)
+    update = pc.fill_null(pc.equal(envelopes.column(fmt.op), "u"), False).to_numpy(zero_copy_only=False)
     moved = update & (ops == UPSERT) & before.is_valid().to_numpy(zero_copy_only=False) \
         & times.is_valid().to_numpy(zero_copy_only=False)
     differ = np.zeros(len(ops), np.bool_)
