@@ -5,7 +5,7 @@ its three-way join, the interval join against its range join, the as-of join aga
 LEFT JOIN``. Join keys are drawn from values engines tend to get
 wrong: NaN and signed zeros, infinities, empty and non-ASCII strings, extreme integers, timestamps
 before the epoch, decimals, booleans and dates, and nulls (which match nothing); the table join's
-rows carry a string, a list or a struct."""
+rows carry a string, a list or a struct; a Delta feed's updates move rows to other primary keys."""
 
 from __future__ import annotations
 
@@ -134,6 +134,72 @@ def test_table_table_join_view_equals_duckdbs_join_of_the_final_tables(case: dic
     sql = {"inner": "INNER", "left": "LEFT", "full": "FULL"}[case["how"]]
     expected = _duckdb(f"SELECT l.id, l.k, l.v, r.cid, r.name FROM l {sql} JOIN r ON l.k = r.cid",
                        l=_final(case["left"], "id"), r=_final(case["right"], "cid"))
+    columns = ["id", "k", "v", "cid", "name"]
+    assert rows_of(view.select(columns)) == rows_of(expected.select(columns))
+
+
+@st.composite
+def delta_cases(draw: Any) -> dict[str, Any]:
+    """Orders as a Delta change feed written by statements, one commit each, in commit order:
+    inserts, updates (the pre- and post-image of one id), updates that move an order to another id
+    (the pre-image of the old id, the post-image of the new one), deletes; customers as plain
+    changes; both cut into micro-batches anywhere (a commit's two images may fall in two). The
+    orders' final table is the statements' own (``final``), not read back from the feed."""
+    key_type, pool = KEYS[draw(st.sampled_from(sorted(KEYS)))]
+    live: dict[int, dict] = {}
+    feed, customers = [], []
+    for version in range(draw(st.integers(1, 24))):
+        at = BASE + dt.timedelta(seconds=version)
+        meta = {"_commit_version": version, "_commit_timestamp": at}
+        statement = draw(st.sampled_from(["insert", "update", "move", "delete", "customer"]))
+        free = [i for i in range(8) if i not in live]
+        if statement == "customer" or (statement != "insert" and not live) or (statement in ("insert", "move")
+                                                                                 and not free):
+            customers.append({"cid": draw(st.sampled_from([p for p in pool if p is not None])),
+                              "name": draw(st.sampled_from(["n1", "n2", None])),
+                              "op": draw(st.sampled_from(["upsert", "upsert", "delete"])), "at": at})
+            continue
+        if statement == "insert":
+            row = {"id": draw(st.sampled_from(free)), "k": draw(st.sampled_from(pool)), "v": draw(st.sampled_from(["x", "y"]))}
+            live[row["id"]] = row
+            feed.append({**row, "_change_type": "insert", **meta})
+            continue
+        old = live[draw(st.sampled_from(sorted(live)))]
+        if statement == "delete":
+            del live[old["id"]]
+            feed.append({**old, "_change_type": "delete", **meta})
+            continue
+        new = {**old, "k": draw(st.sampled_from(pool)), "v": draw(st.sampled_from(["x", "y", None]))}
+        if statement == "move":
+            new["id"] = draw(st.sampled_from(free))
+            del live[old["id"]]
+        live[new["id"]] = new
+        images = [{**old, "_change_type": "update_preimage", **meta}, {**new, "_change_type": "update_postimage", **meta}]
+        feed += draw(st.permutations(images))
+    orders = pa.Table.from_pylist(feed, pa.schema([("id", pa.int64()), ("k", key_type), ("v", pa.string()),
+                                                  ("_change_type", pa.string()), ("_commit_version", pa.int64()),
+                                                  ("_commit_timestamp", pa.timestamp("us", "UTC"))]))
+    customers_table = pa.Table.from_pylist(customers, pa.schema([("cid", key_type), ("name", pa.string()),
+                                                                 ("op", pa.string()),
+                                                                 ("at", pa.timestamp("us", "UTC"))]))
+    final = pa.Table.from_pylist(list(live.values()), orders.schema.remove(5).remove(4).remove(3))
+    batches = draw(st.integers(1, 4))
+    return {"orders": orders, "customers": customers_table, "final": final,
+            "how": draw(st.sampled_from(["inner", "left", "full"])), "store": draw(st.sampled_from(STORES)),
+            "partitions": draw(st.integers(1, 4)),
+            "batches": _paired(_batches(draw, orders, batches), _batches(draw, customers_table, batches))}
+
+
+@EXAMPLES
+@given(delta_cases())
+def test_table_table_join_view_of_a_delta_feed_with_moved_keys_equals_duckdbs_join(case: dict[str, Any]) -> None:
+    changes = _streamed(case, lambda joins, orders, customers: joins.table_table_join(
+        orders, customers, (["k"], ["cid"]), left_key="id", right_key="cid", how=case["how"], right_time="at",
+        store=case["store"]))
+    view = view_rows(changes, left_key="id", right_key="cid")
+    sql = {"inner": "INNER", "left": "LEFT", "full": "FULL"}[case["how"]]
+    expected = _duckdb(f"SELECT l.id, l.k, l.v, r.cid, r.name FROM l {sql} JOIN r ON l.k = r.cid",
+                       l=case["final"], r=_final(case["customers"], "cid"))
     columns = ["id", "k", "v", "cid", "name"]
     assert rows_of(view.select(columns)) == rows_of(expected.select(columns))
 
