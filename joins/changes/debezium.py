@@ -2,7 +2,7 @@
 
 ``op`` in ``c``/``u``/``r`` (upsert of ``after``), ``d`` (delete; key from ``before``, else
 ``after``), ``heartbeat``; a ``u`` whose ``before`` holds another whole key is a delete of that key
-too (:func:`with_key_moves`); ``before``/``after`` structs of the row's columns; the change time
+too (:func:`_with_key_moves`); ``before``/``after`` structs of the row's columns; the change time
 ``ts_ms`` (integer milliseconds) unless another top-level column is named (``ts_us``: micro-
 seconds). The key sits inside the envelope, so both need a pre-stage before routing.
 
@@ -74,7 +74,7 @@ class DebeziumVocabulary(ChangeVocabulary):
         ops = op_codes(table.column(fmt.op), self.ops)
         times = micros(table.column(fmt.time), fmt.time_unit)
         row = envelope_rows(table, ops, fields)
-        return with_key_moves(table, fmt, ops, times, sequence_numbers(table, fmt), row, table,
+        return _with_key_moves(table, fmt, ops, times, sequence_numbers(table, fmt), row, table,
                               timeless_snapshots=timeless_snapshots)
 
 
@@ -88,7 +88,7 @@ def envelope_rows(table: pa.Table, ops: np.ndarray, fields: list[pa.Field]) -> p
     return struct_rows(after, fields)
 
 
-def with_key_moves(table: pa.Table, fmt: ChangeFormat, ops: np.ndarray, times: pa.Array, seq: pa.Array | pa.ChunkedArray,
+def _with_key_moves(table: pa.Table, fmt: ChangeFormat, ops: np.ndarray, times: pa.Array, seq: pa.Array | pa.ChunkedArray,
                    row: pa.Table, envelopes: pa.Table, counts: dict[str, int] | None = None, *,
                    timeless_snapshots: bool = False) -> Normalised:
     """:func:`to_internal` of the changes, with a delete of the old key before each update that moved
@@ -179,7 +179,7 @@ class DebeziumJsonVocabulary(ChangeVocabulary):
         shaped = pa.table({"op": op_names, "before": pa.array([e.get("before") for e in envelopes], struct),
                            "after": pa.array([e.get("after") for e in envelopes], struct)})
         row = envelope_rows(shaped, ops, fields)
-        result = with_key_moves(table, fmt, ops, times, seq, row, shaped, {"tombstones": int(tombstone.sum())})
+        result = _with_key_moves(table, fmt, ops, times, seq, row, shaped, {"tombstones": int(tombstone.sum())})
         extra = set_aside(table, [(invalid, "invalid json"), (bad_row, "invalid row")])
         result.aside = pa.concat_tables([result.aside, extra])
         result.counts["preimages"] -= int((tombstone | invalid | bad_row).sum())

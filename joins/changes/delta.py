@@ -60,7 +60,7 @@ class DeltaVocabulary(ChangeVocabulary):
         return [f for f in schema if f.name not in (fmt.op, *DELTA_META)]
 
     def normalise(self, table: pa.Table, fmt: ChangeFormat, *, timeless_snapshots: bool = False) -> Normalised:
-        moved = moved_pre_images(table, fmt)
+        moved = _moved_pre_images(table, fmt)
         if len(moved):
             table = _as_deletes(table, fmt, moved)
         result = top_level_changes(table, fmt, self.ops, timeless_snapshots=timeless_snapshots)
@@ -68,7 +68,7 @@ class DeltaVocabulary(ChangeVocabulary):
         return result
 
 
-def moved_pre_images(table: pa.Table, fmt: ChangeFormat) -> np.ndarray:
+def _moved_pre_images(table: pa.Table, fmt: ChangeFormat) -> np.ndarray:
     """The rows of ``table`` (a Delta feed whose change time is the commit's,
     ``_commit_timestamp``) that are ``update_preimage`` rows with a key (no null in it) that no
     ``update_postimage`` of their commit (``_commit_version``, else ``fmt.sequence``) has: updates
@@ -109,5 +109,5 @@ def _as_deletes(table: pa.Table, fmt: ChangeFormat, rows: np.ndarray) -> pa.Tabl
     return table
 
 
-#: The row number column of :func:`moved_pre_images`' join.
+#: The row number column of :func:`_moved_pre_images`' join.
 _ROW = "__sj_row"

@@ -48,6 +48,15 @@ def _batches(draw: Any, table: pa.Table, count: int) -> list[pa.Table]:
     return [table.slice(a, b - a) for a, b in zip([0, *cuts], [*cuts, table.num_rows])]
 
 
+def _settings(draw: Any) -> dict[str, Any]:
+    """A run's store and partition count."""
+    return {"store": draw(st.sampled_from(STORES)), "partitions": draw(st.integers(1, 4))}
+
+
+#: A join's ``how`` in SQL.
+_SQL = {"inner": "INNER", "left": "LEFT", "right": "RIGHT", "full": "FULL"}
+
+
 def _paired(left: list[pa.Table], right: list[pa.Table]) -> list[tuple[pa.Table, pa.Table]]:
     n = max(len(left), len(right))
     return [(left[i] if i < len(left) else left[0].slice(0, 0), right[i] if i < len(right) else right[0].slice(0, 0))
@@ -107,7 +116,7 @@ def table_cases(draw: Any) -> dict[str, Any]:
     tables = [pa.Table.from_pylist(rows, schema) for rows, schema in zip((left, right), schemas)]
     batches = draw(st.integers(1, 4))
     return {"left": tables[0], "right": tables[1], "how": draw(st.sampled_from(["inner", "left", "full"])),
-            "store": draw(st.sampled_from(STORES)), "partitions": draw(st.integers(1, 4)),
+            **_settings(draw),
             "batches": _paired(_batches(draw, tables[0], batches), _batches(draw, tables[1], batches))}
 
 
@@ -130,10 +139,14 @@ def test_table_table_join_view_equals_duckdbs_join_of_the_final_tables(case: dic
     changes = _streamed(case, lambda joins, left, right: joins.table_table_join(
         left, right, (["k"], ["cid"]), left_key="id", right_key="cid", how=case["how"], left_time="at",
         right_time="at", store=case["store"]))
+    _assert_view_is_duckdbs_join(changes, _final(case["left"], "id"), _final(case["right"], "cid"), case["how"])
+
+
+def _assert_view_is_duckdbs_join(changes: pa.Table, left: pa.Table, right: pa.Table, how: str) -> None:
+    """The view of the orders-customers join's ``changes`` is DuckDB's join of the final tables."""
     view = view_rows(changes, left_key="id", right_key="cid")
-    sql = {"inner": "INNER", "left": "LEFT", "full": "FULL"}[case["how"]]
-    expected = _duckdb(f"SELECT l.id, l.k, l.v, r.cid, r.name FROM l {sql} JOIN r ON l.k = r.cid",
-                       l=_final(case["left"], "id"), r=_final(case["right"], "cid"))
+    expected = _duckdb(f"SELECT l.id, l.k, l.v, r.cid, r.name FROM l {_SQL[how]} JOIN r ON l.k = r.cid",
+                       l=left, r=right)
     columns = ["id", "k", "v", "cid", "name"]
     assert rows_of(view.select(columns)) == rows_of(expected.select(columns))
 
@@ -185,8 +198,7 @@ def delta_cases(draw: Any) -> dict[str, Any]:
     final = pa.Table.from_pylist(list(live.values()), orders.schema.remove(5).remove(4).remove(3))
     batches = draw(st.integers(1, 4))
     return {"orders": orders, "customers": customers_table, "final": final,
-            "how": draw(st.sampled_from(["inner", "left", "full"])), "store": draw(st.sampled_from(STORES)),
-            "partitions": draw(st.integers(1, 4)),
+            "how": draw(st.sampled_from(["inner", "left", "full"])), **_settings(draw),
             "batches": _paired(_batches(draw, orders, batches), _batches(draw, customers_table, batches))}
 
 
@@ -196,12 +208,7 @@ def test_table_table_join_view_of_a_delta_feed_with_moved_keys_equals_duckdbs_jo
     changes = _streamed(case, lambda joins, orders, customers: joins.table_table_join(
         orders, customers, (["k"], ["cid"]), left_key="id", right_key="cid", how=case["how"], right_time="at",
         store=case["store"]))
-    view = view_rows(changes, left_key="id", right_key="cid")
-    sql = {"inner": "INNER", "left": "LEFT", "full": "FULL"}[case["how"]]
-    expected = _duckdb(f"SELECT l.id, l.k, l.v, r.cid, r.name FROM l {sql} JOIN r ON l.k = r.cid",
-                       l=case["final"], r=_final(case["customers"], "cid"))
-    columns = ["id", "k", "v", "cid", "name"]
-    assert rows_of(view.select(columns)) == rows_of(expected.select(columns))
+    _assert_view_is_duckdbs_join(changes, case["final"], _final(case["customers"], "cid"), case["how"])
 
 
 @st.composite
@@ -238,7 +245,7 @@ def chain_cases(draw: Any) -> dict[str, Any]:
     n = max(len(parts) for parts in split)
     return {**tables, "first": draw(st.sampled_from(["inner", "left", "full"])),
             "second": draw(st.sampled_from(["inner", "left", "full"])),
-            "store": draw(st.sampled_from(STORES)), "partitions": draw(st.integers(1, 4)),
+            **_settings(draw),
             "batches": [tuple(parts[i] if i < len(parts) else parts[0].slice(0, 0) for parts in split)
                         for i in range(n)]}
 
@@ -254,10 +261,9 @@ def test_table_table_join_chain_view_equals_duckdbs_three_way_join_of_the_final_
                                       how=case["second"], right_time="at", store=case["store"])
 
     view = view_rows(_streamed(case, chain), left_key=["id", "cid"], right_key="pid")
-    sql = {"inner": "INNER", "left": "LEFT", "full": "FULL"}
     expected = _duckdb(f"SELECT o.id, o.k, o.p, o.v, c.cid, c.name, p.pid, p.title "
-                       f"FROM (o {sql[case['first']]} JOIN c ON o.k = c.cid) "
-                       f"{sql[case['second']]} JOIN p ON o.p = p.pid",
+                       f"FROM (o {_SQL[case['first']]} JOIN c ON o.k = c.cid) "
+                       f"{_SQL[case['second']]} JOIN p ON o.p = p.pid",
                        o=_final(case["orders"], "id"), c=_final(case["customers"], "cid"),
                        p=_final(case["products"], "pid"))
     columns = ["id", "k", "p", "v", "cid", "name", "pid", "title"]
@@ -278,8 +284,7 @@ def interval_cases(draw: Any) -> dict[str, Any]:
     left, right = events("a"), events("b")
     batches = draw(st.integers(1, 4))
     return {"left": left, "right": right, "lower": draw(st.integers(-10, 0)), "upper": draw(st.integers(0, 10)),
-            "how": draw(st.sampled_from(["inner", "left", "right", "full"])), "store": draw(st.sampled_from(STORES)),
-            "partitions": draw(st.integers(1, 4)),
+            "how": draw(st.sampled_from(["inner", "left", "right", "full"])), **_settings(draw),
             "batches": _paired(_batches(draw, left, batches), _batches(draw, right, batches))}
 
 
@@ -290,8 +295,7 @@ def test_interval_join_equals_duckdbs_range_join(case: dict[str, Any]) -> None:
         left, right, "k", left_time="ts", right_time="ts", lower=dt.timedelta(seconds=case["lower"]),
         upper=dt.timedelta(seconds=case["upper"]), delay=dt.timedelta(minutes=2), how=case["how"],
         store=case["store"]))
-    sql = {"inner": "INNER", "left": "LEFT", "right": "RIGHT", "full": "FULL"}[case["how"]]
-    expected = _duckdb(f"SELECT l.a, r.b FROM l {sql} JOIN r ON l.k = r.k "
+    expected = _duckdb(f"SELECT l.a, r.b FROM l {_SQL[case['how']]} JOIN r ON l.k = r.k "
                        f"AND r.ts >= l.ts + INTERVAL ({case['lower']}) SECOND "
                        f"AND r.ts <= l.ts + INTERVAL ({case['upper']}) SECOND", l=case["left"], r=case["right"])
     assert rows_of(got.select(["a", "b"])) == rows_of(expected)
@@ -314,7 +318,7 @@ def as_of_cases(draw: Any) -> dict[str, Any]:
                                   pa.schema([("k", key_type), ("ts", pa.timestamp("us", "UTC")), ("e", pa.string())]))
     batches = draw(st.integers(1, 4))
     return {"events": events, "changes": changes, "how": draw(st.sampled_from(["left", "inner"])),
-            "store": draw(st.sampled_from(STORES)), "partitions": draw(st.integers(1, 4)),
+            **_settings(draw),
             "batches": _paired(_batches(draw, events, batches), _batches(draw, changes, batches))}
 
 
