@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Callable, ClassVar
 import pyarrow as pa
 
 from streamjoin.errors import JoinDefinitionError
+from streamjoin.kit.typenames import type_name
 
 if TYPE_CHECKING:
     from streamjoin.changes.format import ChangeFormat
@@ -108,7 +109,7 @@ def require_column(schema: pa.Schema, name: str | None, check: Callable[[pa.Data
         raise JoinDefinitionError(f"the change table has no column {name!r}; its columns are {schema.names}")
     kind = schema.field(name).type
     if not check(kind):
-        raise JoinDefinitionError(f"the change table's column {name!r} must be {what}, not {kind}")
+        raise JoinDefinitionError(f"the change table's column {name!r} must be {what}, not {type_name(kind)}")
 
 
 def require_sequence(schema: pa.Schema, name: str | None) -> None:

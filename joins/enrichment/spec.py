@@ -33,6 +33,7 @@ from streamjoin.kit.names import check_output_names, check_present, check_reserv
 from streamjoin.kit.on import column_names
 from streamjoin.kit.order import SortKeys, canonical_sort_keys
 from streamjoin.kit.times import parse_duration
+from streamjoin.kit.typenames import type_name
 from streamjoin.kit.watermark import input_delays
 from streamjoin.runtime.defaults import column_entries, with_defaults
 from streamjoin.runtime.evolution import SchemaPlace
@@ -200,7 +201,8 @@ def _stream_key(on: str | Sequence[str], stream: pa.Schema, time: str) -> tuple[
     check_present(stream.names, [*names, time], "the stream")
     kind = stream.field(time).type
     if not pa.types.is_timestamp(kind):
-        raise JoinDefinitionError(f"the stream time column {time!r} must be a timestamp, not {kind}; cast it first")
+        raise JoinDefinitionError(
+            f"the stream time column {time!r} must be a timestamp, not {type_name(kind)}; cast it first")
     return names
 
 

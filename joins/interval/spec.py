@@ -29,6 +29,7 @@ from streamjoin.kit.names import check_output_names, check_present, check_reserv
 from streamjoin.kit.on import On, parse_on
 from streamjoin.kit.order import SortKeys, canonical_sort_keys
 from streamjoin.kit.times import Duration, parse_duration
+from streamjoin.kit.typenames import type_name
 from streamjoin.kit.watermark import combine_watermark, idle_inputs, input_delays, parse_idle_timeout, parse_policy
 from streamjoin.runtime.defaults import column_entries
 from streamjoin.runtime.evolution import SchemaPlace
@@ -217,7 +218,7 @@ def _check_schema(side: str, schema: pa.Schema, key: Sequence[str], time: str) -
     if not pa.types.is_timestamp(kind) or kind.unit not in _TIME_UNITS:
         raise JoinDefinitionError(
             f"the {side} time column {time!r} must be a timestamp (unit s, ms or us, any time zone), "
-            f"not {kind}; cast it first"
+            f"not {type_name(kind)}; cast it first"
         )
 
 

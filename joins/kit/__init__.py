@@ -9,6 +9,7 @@
 * :mod:`~streamjoin.kit.keys`: the common key type (also the Spark layer's routing type) and
   floating-point keys as Spark compares them.
 * :mod:`~streamjoin.kit.times`: durations and timestamps as microseconds.
+* :mod:`~streamjoin.kit.typenames`: column types named as Spark SQL names them, for errors.
 * :mod:`~streamjoin.kit.columns`: an input batch's columns as declared, and the set-aside reason column.
 * :mod:`~streamjoin.kit.arrivals`: sorting a batch's rows into late, null time, null key and to
   process, and the rows set aside with their reason.

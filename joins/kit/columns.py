@@ -6,6 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from streamjoin.errors import JoinError
+from streamjoin.kit.typenames import type_name
 
 __all__ = ["REASON_COLUMN", "conform", "cast_values"]
 
@@ -40,7 +41,8 @@ def cast_values(values: pa.Array | pa.ChunkedArray, kind: pa.DataType, what: str
         bad = _first_unconvertible(values, kind)
         example = "" if bad is None else f"; {bad!r} does not convert"
         raise error(
-            f"{what} is declared {kind} but holds {values.type}{example}: cast it to {kind} "
+            f"{what} is declared {type_name(kind)} but holds {type_name(values.type)}{example}: cast it to "
+            f"{type_name(kind)} "
             f"before the join, or declare the type it has ({exc})"
         ) from exc
 

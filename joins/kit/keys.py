@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamjoin.errors import JoinDefinitionError
+from streamjoin.kit.typenames import type_name
 
 __all__ = ["common_key_type", "family_key_type", "routing_key_type", "normal_key_array", "normal_keys",
            "normal_key_value"]
@@ -57,7 +58,7 @@ def common_key_type(left_name: str, left: pa.DataType, right_name: str, right: p
     """The type key columns ``left_name`` (``left``) and ``right_name`` (``right``) are compared
     in: equal, or a lossless widening of both (see module). Raises :class:`JoinDefinitionError`
     for types with no such widening, and for a type Arrow cannot join on (nested types)."""
-    problem = f"key columns left {left_name!r} ({left}) and right {right_name!r} ({right})"
+    problem = f"key columns left {left_name!r} ({type_name(left)}) and right {right_name!r} ({type_name(right)})"
     left, right = _decoded(left), _decoded(right)
     common = left if left == right else _widening(left, right)
     if common is None:
@@ -66,7 +67,7 @@ def common_key_type(left_name: str, left: pa.DataType, right_name: str, right: p
     try:
         empty.join(empty, "k", join_type="inner", use_threads=False)
     except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
-        raise JoinDefinitionError(f"{problem}: {common} cannot be a join key; use a scalar type") from None
+        raise JoinDefinitionError(f"{problem}: {type_name(common)} cannot be a join key; use a scalar type") from None
     return common
 
 
@@ -103,7 +104,8 @@ def family_key_type(left_name: str, left: pa.DataType, right_name: str, right: p
         if family(left) and family(right):
             return kind
     raise JoinDefinitionError(
-        f"event key {left_name!r} ({left}) and table key {right_name!r} ({right}) must both be integers, "
+        f"event key {left_name!r} ({type_name(left)}) and table key {right_name!r} ({type_name(right)}) must both be "
+        "integers, "
         "strings, binary or booleans; cast one to the other's type"
     )
 

@@ -29,6 +29,7 @@ from typing import Mapping, Sequence
 import pyarrow as pa
 
 from streamjoin.errors import JoinDefinitionError
+from streamjoin.kit.typenames import type_name
 from streamjoin.runtime.checkpoint.initial import PROGRESS
 from streamjoin.runtime.keygroups import routing_types
 from streamjoin.runtime.operator import Operator, StepInput, StepResult
@@ -62,8 +63,8 @@ def check_state(operator: Operator, given: Mapping[str, pa.Schema]) -> None:
             found = schema.field(field.name).type
             if found != field.type and not _casts(found, field.type):
                 raise JoinDefinitionError(
-                    f"initial_state[{side!r}] column {field.name!r} is {found}, which does not cast to the "
-                    f"state's {field.type}: cast it, or give the rows as read_state returns them")
+                    f"initial_state[{side!r}] column {field.name!r} is {type_name(found)}, which does not cast to the "
+                    f"state's {type_name(field.type)}: cast it, or give the rows as read_state returns them")
 
 
 def _casts(source: pa.DataType, target: pa.DataType) -> bool:

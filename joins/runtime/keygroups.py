@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.kit.keys import normal_key_array, routing_key_type
+from streamjoin.kit.typenames import type_name
 
 __all__ = [
     "DEFAULT_KEY_GROUPS", "SEED", "spark_hash", "key_groups", "owners", "by_owner", "group_range", "slot_values",
@@ -157,7 +158,7 @@ def _column_hash(values: pa.Array, seed: np.ndarray) -> np.ndarray:
     elif pa.types.is_decimal(kind):
         hashed = _decimal_hash(values, seed, valid)
     else:
-        raise JoinDefinitionError(f"a join key of type {kind} cannot be assigned to key groups; cast it to "
+        raise JoinDefinitionError(f"a join key of type {type_name(kind)} cannot be assigned to key groups; cast it to "
                                   "an integer, string, binary, floating-point, decimal, date or timestamp type")
     return np.where(valid, hashed, seed).astype(np.uint32)
 

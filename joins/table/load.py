@@ -40,6 +40,7 @@ import pyarrow.compute as pc
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.kit.keys import normal_keys
 from streamjoin.kit.nested import from_plain, is_nested
+from streamjoin.kit.typenames import type_name
 from streamjoin.runtime.areas import Area
 from streamjoin.runtime.checkpoint.initial import PROGRESS
 from streamjoin.statestore.base import KeyValue
@@ -126,7 +127,7 @@ def parse_values(texts: pa.Array | pa.ChunkedArray, fields: Sequence[pa.Field], 
             bad = next((i for i, v in enumerate(values) if not _reads(v, convert, physical, field.type)), None)
             at = "" if bad is None else f" of row {bad} ({values[bad]!r})"
             raise JoinDefinitionError(f"{what}: the value{at} of column {field.name!r} does not read as "
-                                      f"{field.type}: {exc}") from None
+                                      f"{type_name(field.type)}: {exc}") from None
     return columns, blank
 
 

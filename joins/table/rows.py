@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.kit.nested import decode_nested, encode_nested, is_nested, leaf_kind, physical_nested, plain_nested
+from streamjoin.kit.typenames import type_name
 from streamjoin.statestore.codecs import pack, unpack
 from streamjoin.statestore.packed_columns import pack_array, pack_columns, unpack_columns
 
@@ -38,7 +39,7 @@ def stored_type(kind: pa.DataType, what: str) -> pa.DataType:
         kind = kind.value_type
     if physical_type(kind) is None:
         raise JoinDefinitionError(
-            f"{what} has type {kind}, which a table-table join cannot keep in state; use a scalar type "
+            f"{what} has type {type_name(kind)}, which a table-table join cannot keep in state; use a scalar type "
             "(integer, float, bool, string, binary, decimal, timestamp, date, time, duration) or a "
             "list, struct or map of them, for example by casting it or converting it to a JSON string"
         )

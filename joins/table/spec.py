@@ -43,6 +43,7 @@ from streamjoin.kit.keys import common_key_type
 from streamjoin.kit.names import check_output_names, check_present, check_reserved, duplicates, suffixed
 from streamjoin.kit.nested import is_nested
 from streamjoin.kit.on import column_names, parse_on
+from streamjoin.kit.typenames import type_name
 from streamjoin.runtime.defaults import column_entries, entries_schema, with_defaults
 from streamjoin.runtime.evolution import SchemaPlace
 from streamjoin.table.rows import stored_type
@@ -208,7 +209,7 @@ def build_side(name: str, schema: pa.Schema, changes: ChangeFormat, on: str | Se
     for column in changes.key:
         if column in by_name and is_nested(by_name[column].type):
             raise JoinDefinitionError(
-                f"the {name} primary-key column {column!r} has type {by_name[column].type}, which cannot be a key; "
+                f"the {name} primary-key column {column!r} has type {type_name(by_name[column].type)}, which cannot be a key; "
                 "use scalar columns (a list, struct or map can be a row column)")
     if key_types is None:
         key_types = tuple(common_key_type(c, by_name[c].type, c, by_name[c].type) for c in on)

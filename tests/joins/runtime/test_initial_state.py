@@ -131,7 +131,7 @@ def test_interval_initial_state_refuses_bad_rows_before_writing(case):
             started.runner.set_initial_state({"left": rows["left"].drop_columns(["_matched"])})
         bad = rows["left"].set_column(rows["left"].schema.get_field_index("_matched"), "_matched",
                                       pa.array([[1]] * rows["left"].num_rows, pa.list_(pa.int64())))
-        with pytest.raises(JoinDefinitionError, match="'_matched' is list<item: int64>, which does not cast"):
+        with pytest.raises(JoinDefinitionError, match="'_matched' is array<bigint>, which does not cast"):
             started.runner.set_initial_state({"left": bad})
         with pytest.raises(JoinDefinitionError, match="initial_progress: this join has no input .middle."):
             started.runner.set_initial_state(rows, {"middle": 1})

@@ -66,8 +66,8 @@ def test_table_bootstrap_rows_of_one_key_at_different_times_keep_the_newest(tmp_
 
 def test_table_bootstrap_value_that_does_not_cast_names_its_column_and_value():
     rows = pa.table({"post_id": [1, 2], "author_id": ["7", "seven"]})
-    with pytest.raises(JoinDefinitionError, match=r"column 'author_id' of left_bootstrap .* is declared int64 but "
-                       r"holds string; 'seven' does not convert: cast it to int64"):
+    with pytest.raises(JoinDefinitionError, match=r"column 'author_id' of left_bootstrap .* is declared bigint but "
+                       r"holds string; 'seven' does not convert: cast it to bigint"):
         bootstrap_changes(rows, POSTS, ChangeFormat.plain("post_id", time="at"), "left_bootstrap", False)
 
 
