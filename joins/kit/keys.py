@@ -61,6 +61,12 @@ def common_key_type(left_name: str, left: pa.DataType, right_name: str, right: p
     problem = f"key columns left {left_name!r} ({type_name(left)}) and right {right_name!r} ({type_name(right)})"
     left, right = _decoded(left), _decoded(right)
     common = left if left == right else _widening(left, right)
+    if common is not None and pa.types.is_decimal256(common) and not (
+            pa.types.is_decimal256(left) or pa.types.is_decimal256(right)):
+        raise JoinDefinitionError(
+            f"{problem} compare only as decimal({common.precision},{common.scale}), wider than a decimal's 38 digits (Spark's "
+            f"largest); cast both to one decimal of at most 38 digits, e.g. "
+            f"decimal(38,{common.scale}) if the values fit")
     if common is None:
         raise JoinDefinitionError(f"{problem} have incompatible types; cast one side to the other's type")
     empty = pa.table({"k": pa.array([], common)})

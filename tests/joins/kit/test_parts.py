@@ -125,6 +125,13 @@ def test_keys_common_type_refuses_lossy_or_mixed_families():
             common_key_type("l", left, "r", right)
 
 
+def test_keys_common_type_refuses_a_decimal_wider_than_38_digits_saying_what_to_cast_to():
+    # Spark has no decimal above 38 digits, so the widening of these two could not be routed
+    with pytest.raises(JoinDefinitionError, match=r"compare only as decimal\(41,5\).* e\.g\. decimal\(38,5\)"):
+        common_key_type("l", pa.decimal128(38, 2), "r", pa.decimal128(10, 5))
+    assert common_key_type("l", pa.decimal128(20, 2), "r", pa.decimal128(10, 5)) == pa.decimal128(23, 5)
+
+
 def test_keys_family_type_is_the_familys_wide_type():
     assert family_key_type("e", pa.int8(), "t", pa.uint64()) == pa.int64()
     assert family_key_type("e", pa.string(), "t", pa.large_string()) == pa.large_string()
