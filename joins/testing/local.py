@@ -27,7 +27,7 @@ from typing import Any, Mapping, Sequence
 import pyarrow as pa
 
 from streamjoin.changes import ChangeFormat, VocabularyName, pre_stage, routable_format
-from streamjoin.changes.registry import detect_vocabulary, format_argument, get_vocabulary
+from streamjoin.changes.registry import format_argument, resolve_format
 from streamjoin.enrichment.operator import EnrichmentJoin, layout_for
 from streamjoin.enrichment.spec import LayoutName, Mode, ModeName
 from streamjoin.errors import JoinDefinitionError
@@ -49,28 +49,15 @@ IDLE_TIMEOUT_NOTE = "interval_join(idle_timeout=...) is documented as dependent 
 
 
 def change_format(schema: pa.Schema, changes: str | ChangeFormat | None, key: Sequence[str],
-                  time: str | None, sequence: str | None) -> ChangeFormat:
-    """The change vocabulary of a table with ``schema``: ``changes`` if it is a ``ChangeFormat``,
-    else the vocabulary it names or, when None, the one its columns show (a join's output: the
-    ``streamjoin`` vocabulary; ``_change_type``: Delta change data feed; ``op``, ``before``,
-    ``after``: Debezium; else plain, changed at ``time``)."""
-    if isinstance(changes, ChangeFormat):
-        return changes
-    detected = detect_vocabulary(schema) if changes is None else None
-    if changes == "streamjoin" or (detected is not None and detected.name == "streamjoin"):
-        # another join's output (a view over several tables): its own key, order and change time
-        return get_vocabulary("streamjoin").default_format(schema, tuple(key), time=time, sequence=sequence,
-                                                           time_argument="the change-time argument")
-    names = set(schema.names)
-    vocabulary = changes or ("delta" if "_change_type" in names else
-                             "debezium" if {"op", "before", "after"} <= names else "plain")
-    if vocabulary == "delta":
-        return ChangeFormat.delta(key, time=time or "_commit_timestamp", sequence=sequence)
-    if vocabulary == "debezium":
-        return ChangeFormat.debezium(key, time=time or "ts_ms", sequence=sequence)
-    if time is None:
-        raise ValueError("a plain change table needs the change-time column: pass table_time= (or left_time=/right_time=)")
-    return ChangeFormat.plain(key, time=time, sequence=sequence)
+                  time: str | None, sequence: str | None, argument: str = "table_changes",
+                  changes_argument: str = "table_format", time_argument: str = "table_time") -> ChangeFormat:
+    """The change vocabulary of a table with ``schema``, resolved as the Spark layer resolves it
+    (:func:`streamjoin.changes.resolve_format`): ``changes`` if it is a ``ChangeFormat``, else the
+    vocabulary it names or, when None, the one its columns show, with its default change time
+    (Debezium's ``ts_us`` read as microseconds). ``argument``, ``changes_argument`` and
+    ``time_argument`` name the join's arguments in errors."""
+    return resolve_format(schema, changes, key, time=time, sequence=sequence, argument=argument,
+                          changes_argument=changes_argument, time_argument=time_argument)
 
 
 def routable(table: pa.Table, fmt: ChangeFormat) -> tuple[pa.Table, ChangeFormat]:
@@ -243,9 +230,10 @@ class LocalJoins:
         options = JoinOptions(store=store, checkpoint=checkpoint, partitions=partitions, store_options=store_options,
                               state_dir=state_dir, max_partitions=max_partitions)
         left, lf = routable(left_changes, change_format(left_changes.schema, left_format, _names(left_key), left_time,
-                                                        left_sequence))
+                                                        left_sequence, "left_changes", "left_format", "left_time"))
         right, rf = routable(right_changes, change_format(right_changes.schema, right_format, _names(right_key),
-                                                          right_time, right_sequence))
+                                                          right_time, right_sequence, "right_changes", "right_format",
+                                                          "right_time"))
         if fuse_key_stages is None:   # as the checkpoint was started; a new one fused (as in Spark)
             fuse_key_stages = TableTableJoin.recorded_fusion(self._checkpoint_dir(self._name(checkpoint))) is not False
         operator = TableTableJoin(left.schema, right.schema, on, left_key=left_key, right_key=right_key, how=how,

@@ -192,3 +192,22 @@ def test_local_joins_table_table_join_reads_another_joins_output_as_it_comes():
                                        right_key="author_id", right_time="changed_at", checkpoint="named")
     assert sorted(zip(lines.column("post_id").to_pylist(), lines.column("follow_id").to_pylist(),
                       lines.column("name").to_pylist())) == [(1, 1, "ann"), (2, None, "bo")]
+
+
+def test_local_joins_resolve_change_formats_as_the_pyspark_joins_do(tmp_path):
+    # Debezium's ts_us is microseconds in Spark; the kit once read it as milliseconds, so a change
+    # at 10 s was dated 10,000 s and an event at 20 s found no row
+    row = pa.struct([("k", pa.int64()), ("v", pa.string())])
+    changes = pa.table({"op": ["c"], "before": pa.array([None], row), "after": pa.array([{"k": 1, "v": "a"}], row),
+                        "ts_us": [10_000_000]})
+    events = pa.table({"k": [1], "ts": pa.array([dt.datetime(1970, 1, 1, 0, 0, 20, tzinfo=dt.timezone.utc)], UTC_US),
+                       "e": ["e20"]})
+    joins = LocalJoins(str(tmp_path))
+    joins.begin(0, final=True)
+    out = joins.stream_table_join(events, changes, "k", stream_time="ts", table_key="k", table_time="ts_us",
+                                  how="left", delay="5 seconds")
+    assert out.select(["e", "v"]).to_pylist() == [{"e": "e20", "v": "a"}]
+    # a table the registry cannot read gets the Spark layer's error, naming the argument
+    with pytest.raises(JoinDefinitionError, match="cannot tell the vocabulary of left_changes"):
+        joins.table_table_join(pa.table({"id": [1], "x": [1]}), FOLLOWS, ("id", "follow_id"), left_key="id",
+                               right_key="follow_id", right_time="changed_at")
