@@ -95,8 +95,9 @@ def _with_key_moves(table: pa.Table, fmt: ChangeFormat, ops: np.ndarray, times: 
     its row to another key: a ``u`` whose ``before`` (of ``envelopes``, per row of ``table``) holds
     a whole key other than ``after``'s (Debezium writes a change of the table's primary key as a
     ``d`` and a ``c``, but a join's key may be another unique column). The delete has the update's
-    change time and a null sequence (ordered before it), and comes from the update's input row;
-    they are counted as ``key_moves``."""
+    change time and sequence, so it is newer than every earlier change of the old key, those of
+    the update's own transaction (one ``ts_ms``) too when a sequence such as the LSN is named,
+    and comes from the update's input row; they are counted as ``key_moves``."""
     moved = _moved_keys(envelopes, fmt, ops, times)
     counts = {**(counts or {}), "key_moves": len(moved)}
     if not len(moved):
@@ -110,7 +111,7 @@ def _with_key_moves(table: pa.Table, fmt: ChangeFormat, ops: np.ndarray, times: 
         table.take(pa.array(np.concatenate([np.arange(n), moved]), pa.int64())), fmt,
         np.concatenate([ops, np.full(len(moved), DELETE, ops.dtype)]),
         pa.concat_arrays([times, times.take(at)]),
-        pa.chunked_array([*seq.chunks, pa.nulls(len(moved), seq.type)], seq.type),
+        pa.chunked_array([*seq.chunks, *seq.take(at).chunks], seq.type),
         pa.concat_tables([row, old.cast(row.schema)]), counts, timeless_snapshots=timeless_snapshots)
     result.index = np.where(result.index < n, result.index, moved[np.maximum(result.index - n, 0)])
     return result

@@ -261,7 +261,7 @@ def test_changes_debezium_update_that_moves_a_key_is_a_delete_of_the_old_key_too
     result = normalise(table, fmt)
     changes = [(r["id"], r[OP], r[SEQ], r["name"]) for r in result.changes.to_pylist()]
     assert sorted(changes, key=repr) == sorted([(5, UPSERT, 7, "a"), (4, UPSERT, 8, "b"), (6, UPSERT, 9, "b"),
-                                                (8, UPSERT, 10, "b"), (9, DELETE, 11, "a"), (3, DELETE, None, "a")],
+                                                (8, UPSERT, 10, "b"), (9, DELETE, 11, "a"), (3, DELETE, 7, "a")],
                                                key=repr)
     assert result.index[[c[0] for c in changes].index(3)] == 0   # (from the update's input row)
     assert result.counts["key_moves"] == 1 and result.aside.num_rows == 0

@@ -416,3 +416,29 @@ def test_table_join_delta_update_that_moves_a_primary_key_retracts_the_old_row(f
     finally:
         view.store.close()
         driver.close()
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_table_join_debezium_key_move_in_the_transaction_that_created_the_key_retracts_it(split, tmp_path):
+    # A join keyed by a unique column (code) other than the database's key: one transaction (one
+    # ts_ms) creates code A and updates it to B. The delete of A has the update's order (its LSN),
+    # after the create's; it once had a null sequence, ordered before the create, and A stayed.
+    from streamjoin.testing import LocalJoins, view_rows
+
+    row = pa.struct([("code", pa.string()), ("cid", pa.int64())])
+    schema = pa.schema([("op", pa.string()), ("before", row), ("after", row), ("ts_ms", pa.int64()),
+                        ("lsn", pa.int64())])
+    feed = pa.Table.from_pylist([
+        {"op": "c", "before": None, "after": {"code": "A", "cid": 7}, "ts_ms": 1_000, "lsn": 1},
+        {"op": "u", "before": {"code": "A", "cid": 7}, "after": {"code": "B", "cid": 7}, "ts_ms": 1_000, "lsn": 2},
+    ], schema=schema)
+    customers = pa.table({"cid": [7], "name": ["ann"], "op": ["upsert"], "at": pa.array([0], pa.timestamp("us", "UTC"))})
+    batches = [(feed.slice(0, 1), customers), (feed.slice(1), customers.slice(0, 0))] if split else [(feed, customers)]
+    joins = LocalJoins(str(tmp_path), partitions=2)
+    out = []
+    for version, (orders, custs) in enumerate(batches):
+        joins.begin(version, final=version == len(batches) - 1)
+        out.append(joins.table_table_join(orders, custs, "cid", left_key="code", right_key="cid", right_time="at",
+                                          left_sequence="lsn"))
+    view = view_rows(pa.concat_tables(out), left_key="code", right_key="cid_right")
+    assert sorted((r["code"], r["name"]) for r in view.to_pylist()) == [("B", "ann")]
