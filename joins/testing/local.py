@@ -46,6 +46,10 @@ __all__ = ["LocalJoins", "change_format", "routable", "IDLE_TIMEOUT_NOTE"]
 
 #: What the kit notes about a pipeline whose interval join has an ``idle_timeout``.
 IDLE_TIMEOUT_NOTE = "interval_join(idle_timeout=...) is documented as dependent on processing time"
+#: An as-of join over a view: the view's history holds one change per view row and micro-batch.
+VIEW_AS_OF_NOTE = ("stream_table_join(mode=\"as_of\") over a view's change stream sees the view's history a "
+                   "micro-batch at a time (a view row changed twice in one micro-batch has one change there), "
+                   "documented as dependent on micro-batch boundaries")
 
 
 def change_format(schema: pa.Schema, changes: str | ChangeFormat | None, key: Sequence[str],
@@ -201,6 +205,8 @@ class LocalJoins:
                                   layout=layout_for(self._checkpoint_dir(name), layout))
         if operator.spec.mode.value == "latest":
             self._note('stream_table_join(mode="latest") is documented as dependent on micro-batch boundaries')
+        elif fmt.vocabulary.name == "streamjoin":
+            self._note(VIEW_AS_OF_NOTE)
         initial = None if bootstrap is None else operator.bootstrap_changes(bootstrap)
         return self._run(name, operator, (stream, table_changes), options, initial,
                          (initial_state, initial_progress))

@@ -76,12 +76,35 @@ class SparkJoins:
             note = 'stream_table_join(mode="latest") is documented as dependent on micro-batch boundaries'
             if note not in self.notes:
                 self.notes.append(note)
+        elif _is_view(kwargs.get("table_changes", args[1] if len(args) > 1 else None),
+                      kwargs.get("table_format", kwargs.get("changes"))):
+            from streamjoin.testing.local import VIEW_AS_OF_NOTE
+
+            if VIEW_AS_OF_NOTE not in self.notes:
+                self.notes.append(VIEW_AS_OF_NOTE)
         return stream_table_join(*args, **kwargs)
 
     def table_table_join(self, *args: Any, **kwargs: Any) -> DataFrame:
         from streamjoin import table_table_join
 
         return table_table_join(*args, **kwargs)
+
+
+def _is_view(table: Any, table_format: Any) -> bool:
+    """Whether ``table`` (a DataFrame, when given) is read as a view's change stream (the
+    ``streamjoin`` vocabulary: named, or detected from its columns)."""
+    from streamjoin.changes import ChangeFormat
+    from streamjoin.changes.registry import detect_vocabulary
+    from streamjoin.spark.lanes import arrow_schema
+
+    if isinstance(table_format, ChangeFormat):
+        return table_format.vocabulary.name == "streamjoin"
+    if isinstance(table_format, str):
+        return table_format == "streamjoin"
+    if not isinstance(table, DataFrame):
+        return False
+    detected = detect_vocabulary(arrow_schema(table))
+    return detected is not None and detected.name == "streamjoin"
 
 
 class SparkEngine:

@@ -211,3 +211,33 @@ def test_local_joins_resolve_change_formats_as_the_pyspark_joins_do(tmp_path):
     with pytest.raises(JoinDefinitionError, match="cannot tell the vocabulary of left_changes"):
         joins.table_table_join(pa.table({"id": [1], "x": [1]}), FOLLOWS, ("id", "follow_id"), left_key="id",
                                right_key="follow_id", right_time="changed_at")
+
+
+def test_local_joins_as_of_over_a_view_sees_its_history_a_micro_batch_at_a_time_and_notes_it(tmp_path):
+    # docs/guides/views.md: a micro-batch writes one change of a view row, so the customer's two
+    # changes (at 0 s and 10 s) in one micro-batch leave one version, from 10 s: an event at 5 s
+    # finds no row; with the changes in two micro-batches it finds the first. The kit says so.
+    from streamjoin.testing.local import VIEW_AS_OF_NOTE
+
+    orders = pa.table({"id": [1], "cid": [7], "op": ["upsert"], "at": pa.array([at(0)], UTC_US)})
+    customers = pa.table({"cid": [7, 7], "name": ["old", "new"], "op": ["upsert", "upsert"],
+                          "at": pa.array([at(0), at(10)], UTC_US)})
+    events = pa.table({"id": [1, 1], "ts": pa.array([at(5), at(15)], UTC_US), "e": ["e5", "e15"]})
+
+    def run(batches, root):
+        joins = LocalJoins(str(root), partitions=2)
+        out = []
+        for version, (o, c, e) in enumerate(batches):
+            joins.begin(version, final=version == len(batches) - 1)
+            view = joins.table_table_join(o, c, "cid", left_key="id", right_key="cid", how="left", left_time="at",
+                                          right_time="at")
+            out.append(joins.stream_table_join(e, view, "id", stream_time="ts", table_key="id", how="left",
+                                               delay="1 second"))
+        return sorted((r["e"], r["name"]) for r in pa.concat_tables(out).to_pylist()), joins.notes
+
+    whole, notes = run([(orders, customers, events)], tmp_path / "one")
+    split, _ = run([(orders, customers.slice(0, 1), events.slice(0, 0)),
+                    (orders.slice(0, 0), customers.slice(1), events)], tmp_path / "two")
+    assert whole == [("e15", "new"), ("e5", None)]
+    assert split == [("e15", "new"), ("e5", "old")]
+    assert VIEW_AS_OF_NOTE in notes
