@@ -6,7 +6,11 @@
 its commit (``_commit_version``, else the sequence) in the micro-batch, where the change time is the
 commit's (``_commit_timestamp``): that update moved the row to another primary key, so it is a
 delete of the old key at the commit's time (counted as ``key_moves``), ordered before the commit's
-other changes (a null sequence), so a post-image of its key in a later micro-batch still applies. The change time is ``_commit_timestamp`` unless
+other changes (a null sequence), so a post-image of its key in a later micro-batch still applies.
+Under another change time (a business time, which a pre-image holds the old row's value of, not
+the move's) such a pre-image is skipped as the others are, and counted as ``unpaired_preimages``:
+a move the join cannot apply, which the feed should write as a delete of the old key. The change
+time is ``_commit_timestamp`` unless
 another timestamp column is named (a business time such as ``valid_from``, which stays a row
 column); ties are broken by ``_commit_version`` unless another integer column is named. The row
 is every column but ``_change_type``, ``_commit_version`` and ``_commit_timestamp``.
@@ -60,22 +64,21 @@ class DeltaVocabulary(ChangeVocabulary):
         return [f for f in schema if f.name not in (fmt.op, *DELTA_META)]
 
     def normalise(self, table: pa.Table, fmt: ChangeFormat, *, timeless_snapshots: bool = False) -> Normalised:
-        moved = _moved_pre_images(table, fmt)
-        if len(moved):
-            table = _as_deletes(table, fmt, moved)
+        unpaired = _unpaired_pre_images(table, fmt)
+        moves = fmt.time == "_commit_timestamp"   # (a business time: the pre-image holds the old row's)
+        if moves and len(unpaired):
+            table = _as_deletes(table, fmt, unpaired)
         result = top_level_changes(table, fmt, self.ops, timeless_snapshots=timeless_snapshots)
-        result.counts["key_moves"] = len(moved)
+        result.counts["key_moves"] = len(unpaired) if moves else 0
+        result.counts["unpaired_preimages"] = 0 if moves else len(unpaired)
         return result
 
 
-def _moved_pre_images(table: pa.Table, fmt: ChangeFormat) -> np.ndarray:
-    """The rows of ``table`` (a Delta feed whose change time is the commit's,
-    ``_commit_timestamp``) that are ``update_preimage`` rows with a key (no null in it) that no
-    ``update_postimage`` of their commit (``_commit_version``, else ``fmt.sequence``) has: updates
-    that moved a row to another primary key. Ascending row numbers; none where the change time is
-    another column (a business time: the pre-image holds the old row's, not the move's)."""
-    if fmt.time != "_commit_timestamp":
-        return np.zeros(0, np.int64)
+def _unpaired_pre_images(table: pa.Table, fmt: ChangeFormat) -> np.ndarray:
+    """The rows of ``table`` (a Delta feed) that are ``update_preimage`` rows with a key (no null
+    in it) that no ``update_postimage`` of their commit (``_commit_version``, else
+    ``fmt.sequence``) has: updates that moved a row to another primary key. Ascending row
+    numbers."""
     op = table.column(fmt.op)
     pre = pc.fill_null(pc.equal(op, pa.scalar("update_preimage", op.type)), False)
     for name in fmt.key:
@@ -109,5 +112,5 @@ def _as_deletes(table: pa.Table, fmt: ChangeFormat, rows: np.ndarray) -> pa.Tabl
     return table
 
 
-#: The row number column of :func:`_moved_pre_images`' join.
+#: The row number column of :func:`_unpaired_pre_images`' join.
 _ROW = "__sj_row"

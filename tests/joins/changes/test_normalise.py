@@ -232,6 +232,7 @@ def test_changes_delta_pre_image_of_a_key_an_update_moved_is_a_delete_of_that_ke
     changes = sorted((r["id"], r[OP], r[SEQ]) for r in result.changes.to_pylist() if r["id"] is not None)
     assert changes == [(3, DELETE, None), (5, UPSERT, 1), (7, UPSERT, 1), (9, UPSERT, 3), (9, DELETE, None)]
     assert result.counts["key_moves"] == 2 and result.counts["preimages"] == 2   # (7's, and the keyless one)
+    assert result.counts["unpaired_preimages"] == 0
     assert result.aside.num_rows == 0
 
 
@@ -243,6 +244,7 @@ def test_changes_delta_pre_images_stay_skipped_under_a_business_change_time():
     result = normalise(feed, ChangeFormat.delta("id", time="valid_from"))
     assert [r["id"] for r in result.changes.to_pylist()] == [5]
     assert result.counts["key_moves"] == 0 and result.counts["preimages"] == 1
+    assert result.counts["unpaired_preimages"] == 1   # (a move the join cannot apply, counted)
 
 
 @pytest.mark.parametrize("name", ["debezium", "debezium_json"])
