@@ -174,11 +174,34 @@ class _Environment:
         import lmdb
 
         file = os.path.join(path, LMDB_FILE)
+        _check_length(file, 2 * _PAGE)   # (LMDB reads its two meta pages as it opens)
         self.env = lmdb.open(file, subdir=False, map_size=LMDB_MAP_SIZE, max_dbs=0, sync=False, metasync=False,
                              readahead=False, lock=True)
-        self.env.reader_check()   # free the reader slots of processes that died reading (they pin pages)
+        try:
+            with _lmdb_errors(path, "opening"):
+                _check_length(file, (self.env.info()["last_pgno"] + 1) * self.env.stat()["psize"])
+                self.env.reader_check()   # free the reader slots of processes that died reading (they pin pages)
+        except OSError:
+            self.env.close()
+            raise
         self.key = _file_key(file)
         self.users = 0
+
+
+#: The smallest page LMDB writes (its meta pages are one each).
+_PAGE = 4096
+
+
+def _check_length(file: str, needed: int) -> None:
+    """Raise ``OSError`` when the database ``file`` exists and is shorter than ``needed`` bytes:
+    LMDB reads its pages through a memory map, and reading one past the end of a truncated file
+    kills the process with ``SIGBUS`` instead of raising."""
+    try:
+        size = os.stat(file).st_size
+    except FileNotFoundError:
+        return
+    if 0 < size < needed:
+        raise OSError(f"{file} is truncated to {size} bytes, its pages need {needed}")
 
 
 class _Lease:
@@ -318,6 +341,8 @@ class _DatabaseHost(FileHost):
 
     def read_manifest(self) -> bytes | None:
         self._check_open()
+        if os.path.exists(os.path.join(self._path, DAMAGED)):
+            raise OSError(f"{self._path}: its {self.database} database met damaged pages in an earlier use ({DAMAGED})")
         return self._fresh(MANIFEST)
 
     def write_manifest(self, data: bytes) -> object:
@@ -474,7 +499,10 @@ def _content_identity(manifest: bytes | None) -> object:
 
 @contextmanager
 def _lmdb_errors(path: str, what: str) -> Iterator[None]:
-    """An LMDB failure as ``OSError`` (a full map says how much it holds)."""
+    """An LMDB failure as ``OSError`` (a full map says how much it holds); one that says the
+    database's pages are damaged also marks the store (:data:`DAMAGED`), so that its next open
+    finds it unreadable and the store is rebuilt, where a write that failed on a damaged page
+    would otherwise fail again in every retry."""
     import lmdb
 
     try:
@@ -482,18 +510,37 @@ def _lmdb_errors(path: str, what: str) -> Iterator[None]:
     except lmdb.MapFullError as exc:
         raise OSError(f"{path}: {what}: the store would hold more than its LMDB map's {LMDB_MAP_SIZE} bytes "
                       f"({exc})") from exc
+    except (lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.BadChecksumError, lmdb.PanicError) as exc:
+        _mark_damaged(path)
+        raise OSError(f"{path}: {what}: its LMDB database is damaged: {type(exc).__name__}: {exc}") from exc
     except lmdb.Error as exc:
         raise OSError(f"{path}: {what}: {type(exc).__name__}: {exc}") from exc
 
 
+#: The file a database host leaves in its store directory once its database has shown damage:
+#: the next open refuses the store (``read_manifest``), which is then rebuilt from its changelog.
+DAMAGED = "DAMAGED"
+
+
+def _mark_damaged(path: str) -> None:
+    try:
+        with open(os.path.join(path, DAMAGED), "wb"):
+            pass
+    except OSError:
+        pass   # (the error raised says what happened; a store that cannot be marked fails again)
+
+
 @contextmanager
 def _rocksdb_errors(path: str, what: str) -> Iterator[None]:
-    """A RocksDB failure as ``OSError``."""
+    """A RocksDB failure as ``OSError``; one that says the database is damaged (RocksDB's
+    ``Corruption`` status) also marks the store, as :func:`_lmdb_errors` does."""
     try:
         yield
     except OSError:
         raise
     except Exception as exc:   # rocksdict raises plain exceptions
+        if "Corruption" in str(exc):
+            _mark_damaged(path)
         raise OSError(f"{path}: {what}: {exc}") from exc
 
 
