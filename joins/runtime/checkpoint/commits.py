@@ -68,14 +68,17 @@ class Commits:
         progress including its rows (in the name, so one listing reads every partition's), the
         processing times of ``processing`` when it knows one (``now`` not None), and its
         metrics. Written again for the same version (a task or batch executed again), it replaces
-        the record there; a record of the partition under other values is removed after it."""
+        the record there; a record of the partition under other values is removed after it, and
+        so is a record of any partition under another partition count (the version executed
+        before with another count: a restarted query that rescaled as it ran the version again,
+        whose partitions beyond the new count write no record to replace theirs)."""
         directory = f"{COMMITS}/v={version}"
         name = _commit_name(partition, partitions, max_times, processing)
         self.files.write_json(f"{directory}/{name}", {
             "version": version, "partition": partition, "partitions": partitions,
             "max_times": list(max_times), "metrics": dict(metrics)})
         stale = [i.path for i in self.files.entries(directory)
-                 if i.is_file and i.base_name != name and _commit_partition(i.base_name) == partition]
+                 if i.is_file and i.base_name != name and _superseded(version, i.base_name, partition, partitions)]
         for path in stale:
             self.files.delete_file(path)
 
@@ -266,9 +269,13 @@ def _read_times(text: str) -> tuple[int | None, ...]:
     return tuple(None if t == "x" else int(t) for t in text.split("_")) if text else ()
 
 
-def _commit_partition(name: str) -> int | None:
-    head = name.split(".", 1)[0]
-    return int(head[2:]) if head.startswith("p=") and head[2:].isdigit() else None
+def _superseded(version: int, name: str, partition: int, partitions: int) -> bool:
+    """Whether the record ``name`` of ``version`` is replaced by a record of ``partition`` of
+    ``partitions``: one of the same partition, or of any partition under another partition count
+    (never a base, nor a file that is no record, which :meth:`Commits.records` reports)."""
+    record = _parse_commit(version, name)
+    return record is not None and record.partition >= 0 and (
+        record.partition == partition or record.partitions != partitions)
 
 
 def _parse_commit(version: int, name: str) -> CommitRecord | None:

@@ -129,6 +129,32 @@ def test_interval_rescale_up_and_down_keeps_watermark_and_late_rows(tmp_path):
     assert [e.partitions for e in epochs(Checkpoint(str(tmp_path / "ck")))] == [4, 6, 2]
 
 
+def test_interval_rescale_as_the_last_version_runs_again_replaces_its_commit_records(tmp_path):
+    """Every task of version 2 committed under 3 partitions but the query stopped before its own
+    commit (Spark's commit log): restarted with 2 partitions, version 2 runs again as a rescale.
+    Partition 2 no longer exists to replace its record of version 2, so the new records remove
+    it; version 3 once refused the checkpoint as damaged (records of partition counts 2 and 3)."""
+    op = _interval()
+    config = StateConfig(store="memory", local_dir=str(tmp_path / "local"))
+
+    def table(second: int) -> pa.Table:
+        return pa.Table.from_pylist([{"k": k, "ts": dt.datetime(2024, 1, 1, 0, 0, second)} for k in range(12)],
+                                    schema=SCHEMA)
+
+    def rows(out: pa.Table) -> Counter:
+        return Counter(tuple(r.items()) for r in out.to_pylist())
+
+    plain = LocalRunner(op, str(tmp_path / "plain"), partitions=3, config=config)
+    expected = [rows(plain.run(table(s), table(s), version=v)) for v, s in enumerate((10, 20, 30, 40))]
+    runner = LocalRunner(op, str(tmp_path / "ck"), partitions=3, config=config)
+    got = [rows(runner.run(table(s), table(s), version=v)) for v, s in enumerate((10, 20, 30))]
+    runner = LocalRunner(op, str(tmp_path / "ck"), partitions=2, config=config)
+    got[2] = rows(runner.run(table(30), table(30), version=2))
+    got.append(rows(runner.run(table(40), table(40), version=3)))
+    assert got == expected
+    assert {(r.partition, r.partitions) for r in Checkpoint(str(tmp_path / "ck")).commits.records(2)} == {(0, 2), (1, 2)}
+
+
 def test_interval_rescale_merging_partitions_keeps_which_rows_matched(tmp_path):
     """4 -> 6 -> 2 partitions over rows whose ids collide when old partitions merge (each numbers
     its own rows of a version from 0): every matched left row stays matched (a left join outputs
