@@ -21,7 +21,8 @@ needs, reporting how in an :class:`OpenReport`:
   it applied another delta of that version than the log now has (the batch ran again elsewhere):
   then it is rolled back one version and forward by the log's delta;
 * behind: rolled forward by the deltas in between, unless restoring the newest snapshot reads
-  fewer bytes;
+  fewer bytes; a store whose undo record shows another delta of its own version than the log's
+  is first rolled back one version (the deltas after it follow the log's);
 * ahead (a batch executed again): rolled back by the undo records of the versions in between;
 * missing, empty, unreadable (:class:`StoreCorruptError`), or not reachable the ways above:
   rebuilt (``destroy_store`` + open + :func:`streamjoin.changelog.restore.restore`);
@@ -472,7 +473,7 @@ def _bring_to(local: _Local, log: Changelog, current: int | None, target: int | 
         return local.rebuild(log, target, reason)
     if not reason and current == target:
         if target is not None and _replaced(local.undo, log, target):
-            return _reapply(local, log, target)
+            return _reapply(local, log, target, target)
         local.undo.discard_after(target)
         return _Outcome(OpenHow.REUSED)
     if reason == "no local store" and target is None:
@@ -484,6 +485,8 @@ def _bring_to(local: _Local, log: Changelog, current: int | None, target: int | 
             return _Outcome(OpenHow.ROLLED_BACK, undone)
         reason = f"local store at {current} is ahead of {target} and has no undo records back to it"
     elif current is not None and target is not None:
+        if not reason and _replaced(local.undo, log, current):   # (its later deltas follow the log's)
+            return _reapply(local, log, current, target)
         applied, reason = _roll_forward(local.store, log, current, target)
         if applied is not None:
             local.undo.clear()
@@ -517,15 +520,17 @@ def _replaced(undo: UndoLog | StoreHistory, log: Changelog, version: int) -> boo
     return applied is not None and delta is not None and delta.crc != applied
 
 
-def _reapply(local: _Local, log: Changelog, version: int) -> _Outcome:
-    """Swap the store's delta of ``version`` for the log's: undo it, then roll forward."""
+def _reapply(local: _Local, log: Changelog, version: int, target: int) -> _Outcome:
+    """Swap the store's delta of ``version`` (the store's version) for the log's and go on to
+    ``target``: undo it, then roll forward; else rebuild. (A version executed again elsewhere, on
+    other rows, replaced the delta the store applied, and the deltas after it follow the new one.)"""
     why = f"local store applied another delta of version {version} than the changelog has"
     if version > 0 and local.undo.rollback(local.store, version - 1) is not None:
-        applied, _ = _roll_forward(local.store, log, version - 1, version)
+        applied, _ = _roll_forward(local.store, log, version - 1, target)
         if applied is not None:
             local.undo.clear()
             return _Outcome(OpenHow.ROLLED_FORWARD, applied, reason=why)
-    return local.rebuild(log, version, why)
+    return local.rebuild(log, target, why)
 
 
 def _roll_forward(store: Store, log: Changelog, current: int, target: int) -> tuple[int | None, str]:

@@ -258,6 +258,22 @@ def test_open_logged_store_replaces_delta_rewritten_elsewhere(runner):
     assert (state, version) == (runner.model.states[2], 2)
 
 
+def test_open_logged_store_behind_a_delta_rewritten_elsewhere_swaps_it_before_rolling_forward(runner):
+    """Batch 2 ran again on another executor with other output, and batch 3 after it there; this
+    store, at 2 with the old delta 2, comes back for batch 4: rolling it forward from 2 would
+    keep the old delta's entries under the log's later ones."""
+    for version, write in enumerate(WRITES[:3]):
+        runner.batch(version, write)
+    other = Write(puts=[(b"elsewhere", b"2")], deletes=[b"c"])
+    runner.log.append(2, other.puts, other.deletes)
+    runner.model.apply(2, other)
+    runner.log.append(3, WRITES[3].puts, WRITES[3].deletes, WRITES[3].delete_ranges)
+    runner.model.apply(3, WRITES[3])
+    state, version, report = runner.state_at(3)
+    assert report.how in (OpenHow.ROLLED_FORWARD, OpenHow.REBUILT) and "another delta" in report.reason
+    assert (state, version) == (runner.model.states[3], 3)
+
+
 def test_open_logged_store_keeps_local_store_when_changelog_is_lost(runner):
     """The first version again on an empty log would rebuild the store empty: it may be the last copy."""
     for version, write in enumerate(WRITES[:3]):
