@@ -342,7 +342,10 @@ def _target(checkpoint: Checkpoint, log: Changelog, task: TaskInfo) -> int | Non
     shows earlier versions raises :class:`CheckpointDamagedError`; so does a log whose files
     before ``v`` restore nothing."""
     listing = log.listing()
-    if any(v < task.version for v in listing.restorable()):
+    restorable = listing.restorable()
+    if any(v < task.version for v in restorable):
+        if restorable[-1] < task.version - 1:
+            _check_newest_delta(checkpoint, log, task, restorable[-1])
         return task.version - 1
     if any(f.version < task.version for f in listing.files()):
         raise listing.unreachable(task.version - 1)
@@ -356,6 +359,24 @@ def _target(checkpoint: Checkpoint, log: Changelog, task: TaskInfo) -> int | Non
                 "restore the changelog directory from a copy of the checkpoint, or start the join "
                 "from a new checkpoint location", path=log.uri)
     return None
+
+
+def _check_newest_delta(checkpoint: Checkpoint, log: Changelog, task: TaskInfo, newest: int) -> None:
+    """Raise :class:`CheckpointDamagedError` naming the delta of ``task.version - 1`` when the
+    partition's changelog, restorable only up to ``newest``, lacks it although the partition's
+    commit record shows that version committed (a record is written after its delta): the delta
+    was lost, and the changelog's own error could only say to restore an older version."""
+    wanted = task.version - 1
+    if not any(r.partition == task.partition and r.partitions == task.partitions
+               for r in checkpoint.commits.records(wanted)):
+        return
+    where = checkpoint.files.location(f"commits/v={wanted}")
+    raise CheckpointDamagedError(
+        f"partition {task.partition}'s changelog {log.uri} has no delta of version {wanted} (it restores "
+        f"up to version {newest}), but its commit record of version {wanted} ({where}) shows the version "
+        "committed: the delta was lost. Restore the changelog directory from a copy of the checkpoint "
+        "(`streamjoin checkpoint verify` lists what is missing), or start the join from a new checkpoint "
+        "location", path=log.uri)
 
 
 def _committed(log: Changelog, version: int) -> str | None:

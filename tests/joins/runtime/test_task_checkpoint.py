@@ -42,6 +42,24 @@ def test_runtime_missing_changelog_is_refused_not_restarted(tmp_path, lost, stor
         assert "changelog file state/p=1" in str(raised.value)
 
 
+@pytest.mark.parametrize("store", ["memory", "arranged"])
+def test_runtime_lost_newest_delta_is_named_with_what_to_do(tmp_path, store):
+    # the partition's commit record of version 1 shows it committed, so its changelog had the
+    # delta of 1: the task names it, where the changelog alone said to restore version 0
+    config = StateConfig(store=store, local_dir=str(tmp_path / "local"))
+    runner = LocalRunner(RunningCount(SCHEMA, ["k"]), str(tmp_path / "ck"), partitions=2, config=config)
+    runner.run(_rows(range(10)))
+    runner.run(_rows(range(10)))
+    log = tmp_path / "ck" / "state" / "p=0"
+    (delta,) = [f for f in log.iterdir() if f.name.startswith("delta-") and "0000001-" in f.name]
+    delta.unlink()
+    with pytest.raises(CheckpointDamagedError, match=r"state/p=0 has no delta of version 1 .*commit record of "
+                                                     r"version 1 .* shows the version committed.*Restore the "
+                                                     r"changelog directory from a copy") as raised:
+        runner.run(_rows(range(10)))
+    assert raised.value.path.endswith("state/p=0")
+
+
 def test_runtime_new_join_starts_empty_at_any_first_version(tmp_path):
     runner = LocalRunner(RunningCount(SCHEMA, ["k"]), str(tmp_path / "ck"), partitions=2)
     assert _counts(runner.run(_rows([1, 2, 2]), version=5)) == {1: 1, 2: 2}
