@@ -98,22 +98,22 @@ _ARRANGED_SCENARIOS = {
 }
 
 
-@pytest.mark.parametrize("scenario", sorted(_ARRANGED_SCENARIOS))
-def test_lmdb_hosted_arranged_store_truncated_database_is_rebuilt_not_a_signal(tmp_path, scenario):
-    script = _ARRANGED_SETUP + textwrap.dedent(_ARRANGED_SCENARIOS[scenario]) + "print('ok')\n"
-    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True,
-                          timeout=300)
+def _in_a_child(setup: str, scenario: str, root) -> None:
+    """Run ``setup`` then ``scenario`` in a child Python; fail unless it printed ``ok``."""
+    script = setup + textwrap.dedent(scenario) + "print('ok')\n"
+    done = subprocess.run([sys.executable, "-c", script, str(root)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "ok", (
         f"exit status {done.returncode} (negative: killed by that signal)\n{done.stderr[-3000:]}")
+
+
+@pytest.mark.parametrize("scenario", sorted(_ARRANGED_SCENARIOS))
+def test_lmdb_hosted_arranged_store_truncated_database_is_rebuilt_not_a_signal(tmp_path, scenario):
+    _in_a_child(_ARRANGED_SETUP, _ARRANGED_SCENARIOS[scenario], tmp_path)
 
 
 @pytest.mark.parametrize("scenario", sorted(_SCENARIOS))
 def test_lmdb_truncated_data_file_is_an_error_or_a_rebuild_not_a_signal(tmp_path, scenario):
-    script = _SETUP + textwrap.dedent(_SCENARIOS[scenario]) + "print('ok')\n"
-    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0 and done.stdout.strip() == "ok", (
-        f"exit status {done.returncode} (negative: killed by that signal)\n{done.stderr[-3000:]}")
+    _in_a_child(_SETUP, _SCENARIOS[scenario], tmp_path)
 
 
 def test_lmdb_hosted_arranged_store_write_that_meets_a_damaged_page_is_retried_on_a_rebuilt_store(tmp_path, monkeypatch):
