@@ -178,8 +178,10 @@ def key_lengths(ekeys: np.ndarray) -> np.ndarray:
     n = len(ekeys)
     if not n:
         return np.zeros(0, np.int64)
-    matrix = np.ascontiguousarray(ekeys).view(np.uint8).reshape(n, ekeys.dtype.itemsize)
-    return matrix[:, -LENGTH_BYTES:].copy().view(">u4").reshape(n).astype(np.int64)
+    size = ekeys.dtype.itemsize
+    whole = np.ascontiguousarray(ekeys)   # (each key's suffix read in place: no copy of the matrix's columns)
+    suffixes = np.ndarray((n,), dtype=">u4", buffer=whole.data, offset=size - LENGTH_BYTES, strides=(size,))
+    return suffixes.astype(np.int64)
 
 
 def decode_keys(ekeys: np.ndarray) -> pa.Array:
