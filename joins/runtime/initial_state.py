@@ -137,12 +137,17 @@ def state_progress(checkpoint: str) -> dict[str, int]:
     of ``checkpoint`` (a join's; a table-table join's stages read together): what a join started
     from its state rows starts from (``initial_progress``), so that its watermark is the one that
     checkpoint's next version would have had. Read it with the query stopped. Empty before any
-    version."""
+    version; :class:`JoinDefinitionError` for a location that is not a join checkpoint."""
+    from streamjoin.runtime.checkpoint import Checkpoint
     from streamjoin.runtime.checkpoint.files import CheckpointFiles
     from streamjoin.runtime.plan import STAGES_FILE
 
     found = CheckpointFiles(checkpoint).read_json(STAGES_FILE)
     if found is None:
+        if Checkpoint(checkpoint).binding.root() is None:   # (a typo would start the new join with no progress)
+            raise JoinDefinitionError(
+                f"state_progress: {checkpoint} is not a join checkpoint (it has no streamjoin.json, nor stages "
+                "with one); pass the checkpoint location of the join the new one starts from")
         return _progress(checkpoint)
     out: dict[str, int] = {}
     for stage, wired in (found.get("inputs") or {}).items():

@@ -79,6 +79,14 @@ def state_source(checkpoint: str, side: str | None, prefix: str = "", named: str
     named = checkpoint if named is None else named
     binding = cp.binding.root()
     if binding is None:
+        from streamjoin.runtime.plan import recorded_stages
+
+        stages = recorded_stages(cp.files)
+        if stages:   # a table-table join's: its stages are the joins whose state there is
+            root = cp.uri.rstrip("/")
+            raise JoinDefinitionError(
+                f"{prefix}{named} is the checkpoint of a join of several stages, each with its own state: "
+                f"read one stage's, one of {', '.join(repr(f'{root}/{stage}') for stage in stages)}")
         raise JoinDefinitionError(f"{prefix}{named} is not a join checkpoint (it has no streamjoin.json)")
     if binding.get("format") == 1:
         raise migration_needed(cp.uri)

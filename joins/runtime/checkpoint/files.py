@@ -80,7 +80,7 @@ class CheckpointFiles:
         try:
             with self.fs.open_input_stream(self.path(rel)) as fh:
                 data = json.loads(fh.read())
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):   # (the location is a file: no record in it)
             return None
         except (ValueError, UnicodeDecodeError) as exc:
             data = exc

@@ -202,3 +202,37 @@ def test_checkpoint_describe_names_the_state_rows_a_join_started_from(case):
     finally:
         first.close()
         started.close()
+
+
+def test_state_tools_refuse_a_location_that_is_not_a_join_checkpoint(tmp_path):
+    # a typo in state_progress's location once gave {}: the new join started with no progress,
+    # joining rows the old one's next version would have set aside as late; a file given as a
+    # checkpoint (its streamjoin.json, say) failed with NotADirectoryError in the tools
+    typo, file = str(tmp_path / "no-such-checkpoint"), tmp_path / "streamjoin.json"
+    file.write_text("{}")
+    for location in (typo, str(file)):
+        with pytest.raises(JoinDefinitionError, match="is not a join checkpoint"):
+            state_progress(location)
+        with pytest.raises(JoinDefinitionError, match="is not a join checkpoint"):
+            state_rows(location, "left")
+        for action in (["describe"], ["verify"], ["migrate", "--dry-run"], ["repartition", "--partitions", "2",
+                                                                            "--force"]):
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+                assert main(["checkpoint", *action, location]) == 1
+            assert "is not a join checkpoint" in printed.getvalue()
+
+
+def test_state_rows_of_a_table_join_checkpoint_names_its_stages(tmp_path):
+    from streamjoin.testing import LocalJoins
+
+    changes = pa.table({"id": [1], "k": [1], "op": ["upsert"], "at": pa.array([0], pa.timestamp("us", "UTC"))})
+    joins = LocalJoins(str(tmp_path), partitions=2)
+    joins.begin(0, final=True)
+    joins.table_table_join(changes, changes.rename_columns(["cid", "k", "op", "at"]), "k", left_key="id",
+                           right_key="cid", left_time="at", right_time="at", checkpoint="view")
+    root = str(tmp_path / "checkpoints" / "view")
+    with pytest.raises(JoinDefinitionError, match=r"several stages, each with its own state: read one stage's, "
+                                                  r"one of .*/view/join'"):
+        state_rows(root, "left")
+    state_progress(root)   # (a checkpoint of stages: read together, no error)
