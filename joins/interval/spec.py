@@ -25,7 +25,14 @@ from streamjoin.errors import JoinDefinitionError
 from streamjoin.kit.arrivals import check_heartbeats
 from streamjoin.kit.how import How, parse_how
 from streamjoin.kit.keys import common_key_type
-from streamjoin.kit.names import check_output_names, check_present, check_reserved, check_schema, suffixed
+from streamjoin.kit.names import (
+    check_output_names,
+    check_present,
+    check_reserved,
+    check_schema,
+    clashes,
+    suffixed,
+)
 from streamjoin.kit.on import On, parse_on
 from streamjoin.kit.order import SortKeys, canonical_sort_keys
 from streamjoin.kit.times import Duration, parse_duration
@@ -248,7 +255,7 @@ def _output_plan(
         return tuple(OutputColumn(n, "left", n) for n in left.schema.names), left.schema
     left_rest = [c for c in left.schema.names if c not in left.key]
     right_rest = [c for c in right.schema.names if c not in right.key]
-    clash = set(left_rest) & set(right_rest)
+    clash = clashes(left_rest, right_rest)
     columns = [OutputColumn(n, "key", n) for n in left.key]
     columns += [OutputColumn(n, "left", c) for n, c in zip(suffixed(left_rest, clash, "_left"), left_rest)]
     right_names = suffixed(right_rest, clash | set(left.key), "_right")

@@ -7,6 +7,10 @@
   ``<name>_right``, ``<name>_table``); a name that still appears twice is refused
   (:func:`check_output_names`): the user renames a column before joining.
 
+Output names clash as Spark resolves names by default (``spark.sql.caseSensitive`` false): names
+that differ only in case (``Val`` and ``val``) are one name, so both get their suffix; otherwise
+the output would hold two columns no Spark expression can tell apart (``AMBIGUOUS_REFERENCE``).
+
 Every error is a :class:`streamjoin.errors.JoinDefinitionError` saying which input and column.
 """
 
@@ -18,7 +22,8 @@ import pyarrow as pa
 
 from streamjoin.errors import JoinDefinitionError
 
-__all__ = ["duplicates", "check_schema", "check_present", "check_reserved", "suffixed", "check_output_names"]
+__all__ = ["duplicates", "check_schema", "check_present", "check_reserved", "clashes", "suffixed",
+           "check_output_names"]
 
 
 def duplicates(names: Iterable[str]) -> list[str]:
@@ -55,15 +60,31 @@ def check_reserved(names: Collection[str], reserved: Iterable[str], where: str,
             raise JoinDefinitionError(f"{where} has a column {name!r}, {why}; rename it")
 
 
+def _folded(name: str) -> str:
+    """``name`` as Spark compares names by default: its lower case."""
+    return name.lower()
+
+
+def clashes(names: Iterable[str], others: Iterable[str]) -> set[str]:
+    """The names of either that the other also has, compared as Spark does (see module)."""
+    names, others = list(names), list(others)
+    common = {_folded(n) for n in names} & {_folded(n) for n in others}
+    return {n for n in (*names, *others) if _folded(n) in common}
+
+
 def suffixed(names: Iterable[str], clash: Collection[str], suffix: str) -> list[str]:
-    """``names`` with ``suffix`` (``"_left"``, ...) added to those in ``clash``."""
-    return [f"{name}{suffix}" if name in clash else name for name in names]
+    """``names`` with ``suffix`` (``"_left"``, ...) added to those in ``clash``, compared as Spark
+    does (see module)."""
+    folded = {_folded(c) for c in clash}
+    return [f"{name}{suffix}" if _folded(name) in folded else name for name in names]
 
 
 def check_output_names(names: Iterable[str], suffixes: str) -> None:
-    """Raise if an output name appears twice even after the ``suffixes`` (``"_left/_right"``) were
-    added to clashing names."""
-    twice = duplicates(names)
+    """Raise if an output name appears twice, compared as Spark does, even after the ``suffixes``
+    (``"_left/_right"``) were added to clashing names."""
+    names = list(names)
+    twice = duplicates(_folded(n) for n in names)
+    twice = sorted({n for n in names if _folded(n) in twice})
     if twice:
         raise JoinDefinitionError(
             f"output column names {twice} appear twice even after adding {suffixes} to clashing names; "

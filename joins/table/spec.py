@@ -40,7 +40,14 @@ from streamjoin.changes.streamjoin import CHANGE_TIME, CHANGE_TYPE, COMMIT_VERSI
 from streamjoin.errors import JoinDefinitionError
 from streamjoin.kit.how import How, parse_how
 from streamjoin.kit.keys import common_key_type
-from streamjoin.kit.names import check_output_names, check_present, check_reserved, duplicates, suffixed
+from streamjoin.kit.names import (
+    check_output_names,
+    check_present,
+    check_reserved,
+    clashes,
+    duplicates,
+    suffixed,
+)
 from streamjoin.kit.nested import is_nested
 from streamjoin.kit.on import column_names, parse_on
 from streamjoin.kit.typenames import type_name
@@ -235,7 +242,7 @@ def build_join(left: TableSide, right: TableSide, how: str | How) -> TableJoinSp
                 f"join-key columns left {ln!r} ({lt}) and right {rn!r} ({rt}) are kept in different types; "
                 "build both sides with common_key_types(...) or cast one side to the other's type")
     lrow, rrow = left.row_schema, right.row_schema
-    clash = set(lrow.names) & set(rrow.names)
+    clash = clashes(lrow.names, rrow.names)
     lnames = tuple(suffixed(lrow.names, clash, "_left"))
     rnames = tuple(suffixed(rrow.names, clash, "_right"))
     check_output_names([*lnames, *rnames, *CDF_COLUMNS], "_left/_right")

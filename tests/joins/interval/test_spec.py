@@ -35,6 +35,13 @@ def test_interval_spec_right_column_named_like_a_key_gets_right_suffix():
     assert op.output_schema.names == ["k", "ts_left", "v", "only_l", "ts_right", "k_right"]
 
 
+def test_interval_spec_names_that_differ_only_in_case_clash():
+    # in Spark the output's Val and val were one ambiguous name: every join of it failed
+    right = pa.schema([("k", pa.int64()), ("TS", pa.timestamp("us")), ("V", pa.string())])
+    op = make(right=right, right_time="TS")
+    assert op.output_schema.names == ["k", "ts_left", "v_left", "only_l", "TS_right", "V_right"]
+
+
 def test_interval_spec_refuses_names_that_still_clash_after_suffixes():
     left = LEFT.append(pa.field("v_left", pa.string()))
     with pytest.raises(JoinDefinitionError, match="v_left.*rename"):

@@ -13,7 +13,7 @@ from streamjoin.errors import JoinDefinitionError
 from streamjoin.kit.arrivals import sort_out
 from streamjoin.kit.how import How, parse_how
 from streamjoin.kit.keys import common_key_type, family_key_type, routing_key_type
-from streamjoin.kit.names import check_output_names, check_reserved, check_schema, suffixed
+from streamjoin.kit.names import check_output_names, check_reserved, check_schema, clashes, suffixed
 from streamjoin.kit.on import column_names, parse_on
 from streamjoin.kit.order import canonical_sort_keys, sort_canonically
 from streamjoin.runtime.operator import REASON_COLUMN
@@ -73,6 +73,14 @@ def test_names_suffix_clashes_and_refuse_what_still_repeats():
     check_output_names(["a", "b_left", "b_right"], "_left/_right")
     with pytest.raises(JoinDefinitionError, match=r"\['x_left'\] appear twice"):
         check_output_names(["x_left", "x_left"], "_left/_right")
+
+
+def test_names_clash_as_spark_resolves_names_whatever_their_case():
+    # Spark resolves names case-insensitively by default: Val and val in one output are ambiguous
+    assert clashes(["k", "Val"], ["val", "w"]) == {"Val", "val"}
+    assert suffixed(["k", "Val"], {"val"}, "_left") == ["k", "Val_left"]
+    with pytest.raises(JoinDefinitionError, match=r"\['X_left', 'x_left'\] appear twice"):
+        check_output_names(["X_left", "x_left"], "_left/_right")
 
 
 def test_names_schema_and_reserved_checks_name_the_input():
