@@ -70,3 +70,8 @@ def test_view_refuses_a_stream_without_its_columns(view):
         view.apply(pa.table({"post_id": [1]}))
     with pytest.raises(ViewError, match="no key column"):
         MaterializedView(view.store, "nope", "fid", SCHEMA)
+    # a key named on both sides is suffixed in the join's output: the error names the column
+    suffixed = pa.schema([pa.field("fid_right" if f.name == "fid" else f.name, f.type) for f in SCHEMA])
+    with pytest.raises(ViewError, match=r"no key column 'fid' \(a name on both sides of the join is suffixed: "
+                                        r"'fid_right'\?\)"):
+        MaterializedView(view.store, "post_id", "fid", suffixed)
