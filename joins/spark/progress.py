@@ -37,6 +37,7 @@ from streamjoin.runtime.checkpoint import resolve_location
 from streamjoin.runtime.operator import NEG_INF, POS_INF, Operator
 from streamjoin.runtime.registry import operator_class
 from streamjoin.spark.checks import quoted
+from streamjoin.table.operator import JOIN, LEFT_KEYS, RIGHT_KEYS
 
 __all__ = ["METRICS", "OBSERVED", "observation_name", "input_observation_name", "progress_schema", "metrics_batch", "report_progress",
            "progress_metrics", "is_time_field", "time_of"]
@@ -212,6 +213,18 @@ def _merged(operator: Operator, name: str, how: str) -> str:
     return f"{acc} + coalesce(_sj_row.{quoted(name)}, CAST(0 AS BIGINT))"
 
 
+def _join_stage(names: list[str]) -> list[str]:
+    """``names`` (metrics names, ``streamjoin <kind> <checkpoint>``), or the join stage's alone when
+    they are the stages of one table-table join (its ``join`` stage beside its key stages): the
+    stage whose metrics are the view's."""
+    locations = [name.split(" ", 2)[-1].rstrip("/") for name in names]
+    parents = {at.rsplit("/", 1)[0] for at in locations}
+    stages = [at.rsplit("/", 1)[-1] for at in locations]
+    if len(names) > 1 and len(parents) == 1 and set(stages) <= {JOIN, LEFT_KEYS, RIGHT_KEYS} and stages.count(JOIN) == 1:
+        return [names[stages.index(JOIN)]]
+    return names
+
+
 def progress_metrics(query_or_progress: Any, checkpoint: str | None = None) -> dict[str, Any] | None:
     """The join's metrics of one micro-batch, by name.
 
@@ -225,7 +238,9 @@ def progress_metrics(query_or_progress: Any, checkpoint: str | None = None) -> d
             (``progress.json``, as ``StreamingQueryProgress.fromJson`` takes it) or as a dict
             (``json.loads(progress.json)``).
         checkpoint: Picks the join when the query has several (the ``checkpoint=`` it was defined
-            with); None: the query's one join.
+            with, or one of a table-table join's stages: ``<checkpoint>/left_keys``, ...); None:
+            the query's one join. A table-table join's metrics are its join stage's (the view's
+            changes), its key stages' by their own checkpoints.
 
     Returns:
         The metrics, or None when there is no progress yet or it observed no join (a trigger that
@@ -249,10 +264,12 @@ def progress_metrics(query_or_progress: Any, checkpoint: str | None = None) -> d
     if not joins:
         return None
     if checkpoint is None:
-        chosen = list(joins)
+        chosen = _join_stage(list(joins))
     else:
         location = resolve_location(checkpoint)
         chosen = [name for name in joins if name.split(" ", 2)[-1] == location]
+        if not chosen:   # a table-table join's own checkpoint: its stages are below it
+            chosen = _join_stage([name for name in joins if name.split(" ", 2)[-1].startswith(location.rstrip("/") + "/")])
     if len(chosen) != 1:
         wanted = "one join" if checkpoint is None else f"a join with checkpoint {checkpoint}"
         raise JoinDefinitionError(

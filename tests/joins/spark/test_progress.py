@@ -76,6 +76,15 @@ def test_progress_metrics_picks_a_join_by_checkpoint_and_refuses_ambiguity():
         progress_metrics(progress, checkpoint="/data/missing")
 
 
+def test_progress_metrics_of_a_table_join_are_its_join_stages_by_its_own_checkpoint_or_none():
+    # a table-table join reports one metrics entry per stage; the join's own checkpoint (and None,
+    # the query's one join) once matched none of them and raised
+    join, keys = "streamjoin table_join_fused /data/view/join", "streamjoin table_join_keys /data/view/right_keys"
+    progress = {"observedMetrics": {join: Row(metrics={"output_rows": 5}), keys: Row(metrics={"output_rows": 2})}}
+    assert progress_metrics(progress) == progress_metrics(progress, checkpoint="/data/view") == {"output_rows": 5}
+    assert progress_metrics(progress, checkpoint="/data/view/right_keys") == {"output_rows": 2}
+
+
 def test_time_of_maps_the_infinities():
     assert time_of(None) is None and time_of(NEG_INF) is None
     assert time_of(POS_INF) == datetime.max.replace(tzinfo=timezone.utc)
