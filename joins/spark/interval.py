@@ -73,7 +73,10 @@ def interval_join(
         store: ``arranged`` (the default: sorted columns, a base mapped from files), ``rocksdb``
             or ``lmdb`` (the same, its runs held in RocksDB or LMDB), ``rocksdb-kv``, ``lmdb-kv``,
             ``memory`` or ``package.module:Class``.
-        checkpoint: A path or ``pyarrow.fs`` URI; required for streaming inputs.
+        checkpoint: A path or ``pyarrow.fs`` URI; required for streaming inputs. A batch join
+            without one keeps its state and the rows it sets aside (a null key or time) in a new
+            temporary directory, named in the ``streamjoin`` logger's INFO message; give one to
+            read those rows with ``set_aside_rows``.
         partitions: Defaults to ``spark.sql.shuffle.partitions``.
         store_options: Options passed to the store backend.
         state_dir: Where local stores live (default: under Spark's local directory).

@@ -198,7 +198,10 @@ def resolve_checkpoint(checkpoint: str | None, streaming: bool, what: str) -> st
             "(a path or a file:, dbfs:, s3:, s3a:, gs:, hdfs: or abfss: URI) for its state "
             "changelogs, one per join"
         )
-    return tempfile.mkdtemp(prefix="streamjoin-batch-")
+    location = tempfile.mkdtemp(prefix="streamjoin-batch-")
+    log.info("streamjoin: %s on batch inputs without checkpoint=: its state and the rows it sets aside (read "
+             "them with set_aside_rows) are in %s", what, location)
+    return location
 
 
 def _write_initial(
