@@ -137,7 +137,7 @@ def state_progress(checkpoint: str) -> dict[str, int]:
     of ``checkpoint`` (a join's; a table-table join's stages read together): what a join started
     from its state rows starts from (``initial_progress``), so that its watermark is the one that
     checkpoint's next version would have had. Read it with the query stopped. Empty before any
-    version; :class:`JoinDefinitionError` for a location that is not a join checkpoint."""
+    version; ``JoinDefinitionError`` for a location that is not a join checkpoint."""
     from streamjoin.runtime.checkpoint import Checkpoint
     from streamjoin.runtime.checkpoint.files import CheckpointFiles
     from streamjoin.runtime.plan import STAGES_FILE
