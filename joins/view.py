@@ -58,7 +58,8 @@ class MaterializedView:
         for name in (*self.left_key, *self.right_key):
             if name not in self.schema.names:
                 named = [n for n in (f"{name}_left", f"{name}_right") if n in self.schema.names]
-                hint = f" (a name on both sides of the join is suffixed: {' or '.join(map(repr, named))}?)" if named else ""
+                hint = (f" (a name on both sides of the join is suffixed: {' or '.join(map(repr, named))}?)"
+                        if named else "")
                 raise ViewError(f"the view has no key column {name!r}{hint}; its columns are {self.schema.names}")
         self._key_at = [self.schema.names.index(n) for n in (*self.left_key, *self.right_key)]
 

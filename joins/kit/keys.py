@@ -64,8 +64,8 @@ def common_key_type(left_name: str, left: pa.DataType, right_name: str, right: p
     if common is not None and pa.types.is_decimal256(common) and not (
             pa.types.is_decimal256(left) or pa.types.is_decimal256(right)):
         raise JoinDefinitionError(
-            f"{problem} compare only as decimal({common.precision},{common.scale}), wider than a decimal's 38 digits (Spark's "
-            f"largest); cast both to one decimal of at most 38 digits, e.g. "
+            f"{problem} compare only as decimal({common.precision},{common.scale}), wider than a decimal's "
+            f"38 digits (Spark's largest); cast both to one decimal of at most 38 digits, e.g. "
             f"decimal(38,{common.scale}) if the values fit")
     if common is None:
         raise JoinDefinitionError(f"{problem} have incompatible types; cast one side to the other's type")
@@ -110,9 +110,8 @@ def family_key_type(left_name: str, left: pa.DataType, right_name: str, right: p
         if family(left) and family(right):
             return kind
     raise JoinDefinitionError(
-        f"event key {left_name!r} ({type_name(left)}) and table key {right_name!r} ({type_name(right)}) must both be "
-        "integers, "
-        "strings, binary or booleans; cast one to the other's type"
+        f"event key {left_name!r} ({type_name(left)}) and table key {right_name!r} ({type_name(right)}) must "
+        "both be integers, strings, binary or booleans; cast one to the other's type"
     )
 
 

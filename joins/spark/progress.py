@@ -213,13 +213,17 @@ def _merged(operator: Operator, name: str, how: str) -> str:
     return f"{acc} + coalesce(_sj_row.{quoted(name)}, CAST(0 AS BIGINT))"
 
 
+def _location(name: str) -> str:
+    """The checkpoint of a join's metrics name (``streamjoin <kind> <checkpoint>``)."""
+    return name.split(" ", 2)[-1]
+
+
 def _join_stage(names: list[str]) -> list[str]:
-    """``names`` (metrics names, ``streamjoin <kind> <checkpoint>``), or the join stage's alone when
-    they are the stages of one table-table join (its ``join`` stage beside its key stages): the
-    stage whose metrics are the view's."""
-    locations = [name.split(" ", 2)[-1].rstrip("/") for name in names]
-    parents = {at.rsplit("/", 1)[0] for at in locations}
-    stages = [at.rsplit("/", 1)[-1] for at in locations]
+    """``names`` (metrics names), or the join stage's alone when they are the stages of one
+    table-table join (its ``join`` stage beside its key stages): the stage whose metrics are the
+    view's."""
+    split = [_location(name).rstrip("/").rpartition("/") for name in names]
+    parents, stages = {parent for parent, _, _ in split}, [stage for _, _, stage in split]
     if len(names) > 1 and len(parents) == 1 and set(stages) <= {JOIN, LEFT_KEYS, RIGHT_KEYS} and stages.count(JOIN) == 1:
         return [names[stages.index(JOIN)]]
     return names
@@ -267,9 +271,10 @@ def progress_metrics(query_or_progress: Any, checkpoint: str | None = None) -> d
         chosen = _join_stage(list(joins))
     else:
         location = resolve_location(checkpoint)
-        chosen = [name for name in joins if name.split(" ", 2)[-1] == location]
+        chosen = [name for name in joins if _location(name) == location]
         if not chosen:   # a table-table join's own checkpoint: its stages are below it
-            chosen = _join_stage([name for name in joins if name.split(" ", 2)[-1].startswith(location.rstrip("/") + "/")])
+            below = location.rstrip("/") + "/"
+            chosen = _join_stage([name for name in joins if _location(name).startswith(below)])
     if len(chosen) != 1:
         wanted = "one join" if checkpoint is None else f"a join with checkpoint {checkpoint}"
         raise JoinDefinitionError(

@@ -216,8 +216,8 @@ def build_side(name: str, schema: pa.Schema, changes: ChangeFormat, on: str | Se
     for column in changes.key:
         if column in by_name and is_nested(by_name[column].type):
             raise JoinDefinitionError(
-                f"the {name} primary-key column {column!r} has type {type_name(by_name[column].type)}, which cannot be a key; "
-                "use scalar columns (a list, struct or map can be a row column)")
+                f"the {name} primary-key column {column!r} has type {type_name(by_name[column].type)}, which cannot "
+                "be a key; use scalar columns (a list, struct or map can be a row column)")
     if key_types is None:
         key_types = tuple(common_key_type(c, by_name[c].type, c, by_name[c].type) for c in on)
     if len(key_types) != len(on):

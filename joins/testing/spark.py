@@ -98,13 +98,11 @@ def _is_view(table: Any, table_format: Any) -> bool:
     from streamjoin.spark.lanes import arrow_schema
 
     if isinstance(table_format, ChangeFormat):
-        return table_format.vocabulary.name == "streamjoin"
-    if isinstance(table_format, str):
-        return table_format == "streamjoin"
-    if not isinstance(table, DataFrame):
-        return False
-    detected = detect_vocabulary(arrow_schema(table))
-    return detected is not None and detected.name == "streamjoin"
+        table_format = table_format.vocabulary.name
+    elif table_format is None and isinstance(table, DataFrame):
+        detected = detect_vocabulary(arrow_schema(table))
+        table_format = detected.name if detected is not None else None
+    return table_format == "streamjoin"
 
 
 class SparkEngine:
